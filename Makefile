@@ -1,0 +1,36 @@
+# Two commands do everything on a bare machine: `make demo` and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint bench record gc
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+	scripts/docker_up.sh
+	scripts/build_base_image.sh
+	scripts/install_agents.sh
+
+demo: setup
+	$(PY) scripts/demo.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+test: setup lint
+	$(PY) -m pytest -q
+
+bench: setup
+	$(PY) -m bench
+
+record: setup
+	$(PY) -m tests.recorder --all
+
+gc: $(STAMP)
+	$(VENV)/bin/replayer gc

@@ -1,0 +1,48 @@
+"""Agent adapters, one module (or package) each; `detect` picks the one a file belongs to."""
+
+from __future__ import annotations
+
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from adapters.base import Adapter
+from replayer.errors import BadInput
+
+_HEAD_LINES = 64
+
+
+def all_adapters() -> list[Adapter]:
+    from adapters.claude_code import ClaudeCodeAdapter
+
+    return [ClaudeCodeAdapter()]
+
+
+def read_head(path: Path) -> list[Any]:
+    """The first parsed records of a JSONL file, or the top-level value of a JSON file."""
+    try:
+        with path.open("rb") as fh:
+            lines = list(islice(fh, _HEAD_LINES))
+    except IsADirectoryError:
+        return []
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+    head: list[Any] = []
+    for line in lines:
+        try:
+            head.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            continue
+    return head
+
+
+def detect(path: Path) -> Adapter:
+    if not path.exists():
+        raise BadInput(f"{path} does not exist")
+    head = read_head(path)
+    for adapter in all_adapters():
+        if adapter.detect(head):
+            return adapter
+    raise BadInput(f"{path} is not a trajectory of a known agent (unknown format)")

@@ -1,0 +1,51 @@
+"""The Adapter protocol every agent module implements, and the per-run tool rerunner it hands out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from replayer.io import Workspace
+from replayer.models import Budgets, Observation, ToolCall, ToolKind, Trajectory
+from sandboxes.base import Sandbox
+
+
+class Rebuild(BaseModel):
+    """What an adapter's rebuild wrote and what the bridge must require."""
+
+    model_config = ConfigDict(extra="forbid")
+    native_files: list[Path]
+    """Absolute paths of the rebuilt native session files."""
+    expected_prefix: list[dict[str, Any]]
+    """The model-visible conversation ending at the boundary, in the provider's wire format."""
+    agent_home: Path | None = None
+    """The isolated agent home (HOME / CODEX_HOME ...) the continuation runs with."""
+
+
+class Rerunner(Protocol):
+    """Reruns the calls of one trajectory, in order, with the agent's own tool semantics and state."""
+
+    def run(self, call: ToolCall) -> Observation: ...
+
+
+class Adapter(Protocol):
+    name: str
+    """Key of this agent in the pin file and in results."""
+
+    def detect(self, head: list[Any]) -> bool:
+        """Whether the first parsed records of a file belong to this agent's format."""
+        ...
+
+    def parse(self, path: Path) -> Trajectory: ...
+
+    def classify(self, call: ToolCall, agent_version: str | None) -> ToolKind: ...
+
+    def rerunner(self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets) -> Rerunner: ...
+
+    def rebuild(
+        self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
+    ) -> Rebuild:
+        """Write the native session prefix ending after step `after_step`, with `observations` in place."""
+        ...

@@ -1,0 +1,211 @@
+"""Claude Code's session JSONL -> the active chain, as the pinned CLI rebuilds it on --resume.
+
+Rules (docs/adapters/claude_code.md, observed with 2.1.197): the leaf is the last
+`last-prompt.leafUuid` when it is a leaf, else the last user/assistant record; the parentUuid
+walk repairs a missing parent with the closest earlier record within 5 s; split assistant
+records of one API message and the tool results hanging off them are recovered by message.id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from replayer.errors import BadInput
+
+Record = dict[str, Any]
+CHAIN_TYPES = ("user", "assistant")
+PARENT_REPAIR_WINDOW_MS = 5000
+
+
+class Session:
+    """The parsed file: every record in file order, plus the indexes the chain rules need."""
+
+    def __init__(self, records: list[Record], skipped_lines: list[int]):
+        self.records = records
+        self.skipped_lines = skipped_lines
+        self.by_uuid: dict[str, Record] = {r["uuid"]: r for r in records if isinstance(r.get("uuid"), str)}
+        self.position = {id(r): i for i, r in enumerate(records)}
+
+    @property
+    def session_id(self) -> str | None:
+        for r in self.records:
+            if isinstance(r.get("sessionId"), str):
+                return r["sessionId"]
+        return None
+
+    def first(self, key: str) -> Any:
+        for r in self.records:
+            if r.get("type") in CHAIN_TYPES and r.get(key) is not None:
+                return r[key]
+        return None
+
+
+def load(path: Path) -> Session:
+    records: list[Record] = []
+    skipped: list[int] = []
+    try:
+        fh = path.open("rb")
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+    with fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                skipped.append(number)  # the CLI skips a malformed line silently; so do we, and report it
+                continue
+            if isinstance(rec, dict):
+                records.append(rec)
+    return Session(records, skipped)
+
+
+def looks_like_claude_code(head: list[Any]) -> bool:
+    for rec in head:
+        if (
+            isinstance(rec, dict)
+            and rec.get("type") in CHAIN_TYPES
+            and "sessionId" in rec
+            and "parentUuid" in rec
+            and isinstance(rec.get("message"), dict)
+        ):
+            return True
+    return False
+
+
+def _ms(ts: Any) -> float | None:
+    if not isinstance(ts, str):
+        return None
+    try:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000
+    except ValueError:
+        return None
+
+
+def _is_chain_record(r: Record) -> bool:
+    return r.get("type") in CHAIN_TYPES and isinstance(r.get("uuid"), str)
+
+
+def select_leaf(session: Session) -> Record:
+    chain_records = [r for r in session.records if _is_chain_record(r)]
+    if not chain_records:
+        raise BadInput("the session has no user or assistant record")
+    has_child = {r.get("parentUuid") for r in session.records if _is_chain_record(r)}
+    leaves = {r["uuid"] for r in chain_records if r["uuid"] not in has_child}
+    for rec in reversed(session.records):
+        if rec.get("type") == "last-prompt":
+            if rec.get("leafUuid") in leaves:
+                return session.by_uuid[rec["leafUuid"]]
+            break
+    return chain_records[-1]
+
+
+def walk(session: Session, leaf: Record) -> tuple[list[Record], Record | None, dict[str, str]]:
+    """Root-to-leaf chain; the compact_boundary that stopped it (if any); repaired links child->parent."""
+    chain: list[Record] = []
+    visited: set[str] = set()
+    repaired: dict[str, str] = {}
+    boundary: Record | None = None
+    current: Record | None = leaf
+    while current is not None and current["uuid"] not in visited:
+        visited.add(current["uuid"])
+        chain.append(current)
+        if current.get("type") == "system" and current.get("subtype") == "compact_boundary":
+            boundary = current
+            break
+        parent_id = current.get("parentUuid")
+        if parent_id is None:
+            break
+        parent = session.by_uuid.get(parent_id)
+        if parent is None:
+            parent = _repair_parent(session, current, visited)
+            if parent is not None:
+                repaired[current["uuid"]] = parent["uuid"]
+        current = parent
+    chain.reverse()
+    return chain, boundary, repaired
+
+
+def _repair_parent(session: Session, child: Record, visited: set[str]) -> Record | None:
+    """The closest not-yet-visited record at or before the child's timestamp, within the window."""
+    child_ms = _ms(child.get("timestamp"))
+    if child_ms is None:
+        return None
+    best: Record | None = None
+    best_ms = -1.0
+    for rec in session.records:
+        if rec is child or rec.get("uuid") in visited or not isinstance(rec.get("uuid"), str):
+            continue
+        if bool(rec.get("isSidechain")) != bool(child.get("isSidechain")):
+            continue
+        ms = _ms(rec.get("timestamp"))
+        if ms is None or ms > child_ms or child_ms - ms > PARENT_REPAIR_WINDOW_MS:
+            continue
+        if ms >= best_ms:
+            best, best_ms = rec, ms
+    return best
+
+
+def message_id(rec: Record) -> str | None:
+    if rec.get("type") != "assistant":
+        return None
+    mid = rec.get("message", {}).get("id")
+    return mid if isinstance(mid, str) else None
+
+
+def expand(session: Session, chain: list[Record]) -> list[Record]:
+    """Pull in the split siblings of each assistant API message and the tool results parented on them."""
+    siblings: dict[str, list[Record]] = {}
+    for rec in session.records:
+        mid = message_id(rec)
+        if mid is not None and not rec.get("isSidechain"):
+            siblings.setdefault(mid, []).append(rec)
+    out: list[Record] = []
+    emitted: set[str] = set()
+    for rec in chain:
+        if rec["uuid"] in emitted:
+            continue
+        mid = message_id(rec)
+        if mid is None:
+            out.append(rec)
+            emitted.add(rec["uuid"])
+            continue
+        group = [s for s in siblings.get(mid, [rec]) if s["uuid"] not in emitted]
+        group_ids = {s["uuid"] for s in group}
+        order = {b.get("id"): i for i, b in enumerate(_blocks(group)) if b.get("type") == "tool_use"}
+        results = [
+            r
+            for r in session.records
+            if r.get("type") == "user"
+            and r.get("parentUuid") in group_ids
+            and not r.get("isSidechain")
+            and tool_result_ids(r)
+            and r["uuid"] not in emitted
+        ]
+        results.sort(key=lambda r: min(order.get(i, 1 << 30) for i in tool_result_ids(r)))
+        for item in (*group, *results):
+            out.append(item)
+            emitted.add(item["uuid"])
+    return out
+
+
+def _blocks(records: Iterable[Record]) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for rec in records:
+        content = rec.get("message", {}).get("content")
+        if isinstance(content, list):
+            blocks.extend(b for b in content if isinstance(b, dict))
+    return blocks
+
+
+def tool_result_ids(rec: Record) -> list[str]:
+    content = rec.get("message", {}).get("content")
+    if not isinstance(content, list):
+        return []
+    return [b["tool_use_id"] for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]

@@ -1,0 +1,216 @@
+"""Claude Code session -> Trajectory (steps), and the rebuilt native prefix with fresh observations."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from adapters.claude_code import chain, wire
+from adapters.claude_code.chain import Record, Session
+from replayer.errors import BadInput, PlanRefused
+from replayer.models import Observation, Step, ToolCall, Trajectory
+
+
+@dataclass
+class StepSpan:
+    """Where a step lives in the expanded chain: its first assistant item and its last result item."""
+
+    start: int
+    end: int
+
+
+@dataclass
+class Native:
+    session: Session
+    items: list[Record]
+    """The expanded active chain after the last compaction, root to leaf."""
+    on_chain: set[str]
+    spans: list[StepSpan]
+    """One per post-compaction step, in order."""
+    pre_compaction_steps: int
+    repaired: dict[str, str] = field(default_factory=dict)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def parse(path: Path) -> Trajectory:
+    session = chain.load(path)
+    if not any(chain.looks_like_claude_code([r]) for r in session.records):
+        raise BadInput(f"{path} is not a Claude Code session (no user/assistant record with sessionId)")
+    leaf = chain.select_leaf(session)
+    walked, boundary, repaired = chain.walk(session, leaf)
+    items = chain.expand(session, walked)
+    pre_steps: list[Step] = []
+    if boundary is not None and isinstance(boundary.get("logicalParentUuid"), str):
+        parent = session.by_uuid.get(boundary["logicalParentUuid"])
+        if parent is not None:
+            pre_walked, _, _ = chain.walk(session, parent)
+            pre_steps, _ = _steps(chain.expand(session, pre_walked), start=1, before_compaction=True)
+    steps, spans = _steps(items, start=len(pre_steps) + 1, before_compaction=False)
+    traj = Trajectory(
+        agent="claude_code",
+        agent_version=session.first("version"),
+        session_id=session.session_id,
+        cwd=session.first("cwd"),
+        source=str(path),
+        source_sha256=sha256_file(path),
+        steps=[*pre_steps, *steps],
+    )
+    traj._native = Native(
+        session=session,
+        items=items,
+        on_chain={r["uuid"] for r in walked},
+        spans=spans,
+        pre_compaction_steps=len(pre_steps),
+        repaired=repaired,
+    )
+    return traj
+
+
+def _steps(items: list[Record], start: int, before_compaction: bool) -> tuple[list[Step], list[StepSpan]]:
+    steps: list[Step] = []
+    spans: list[StepSpan] = []
+    i = 0
+    while i < len(items):
+        mid = chain.message_id(items[i])
+        if mid is None:
+            i += 1
+            continue
+        j = i
+        while j < len(items) and chain.message_id(items[j]) == mid:
+            j += 1
+        uses = [b for r in items[i:j] for b in wire.as_blocks(r["message"].get("content")) if b.get("type") == "tool_use"]
+        if not uses:
+            i = j
+            continue
+        results: dict[str, tuple[dict[str, Any], Record]] = {}
+        k = j
+        while k < len(items) and items[k].get("type") == "user" and chain.tool_result_ids(items[k]):
+            for block in items[k]["message"]["content"]:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    results.setdefault(block["tool_use_id"], (block, items[k]))
+            k += 1
+        calls = [
+            ToolCall(
+                id=u["id"],
+                tool=u.get("name", ""),
+                input=u.get("input") or {},
+                historical=_observation(*results[u["id"]]) if u["id"] in results else None,
+            )
+            for u in uses
+        ]
+        steps.append(
+            Step(
+                index=start + len(steps),
+                message_id=mid,
+                calls=calls,
+                complete=all(c.historical is not None for c in calls),
+                before_compaction=before_compaction,
+            )
+        )
+        spans.append(StepSpan(start=i, end=k - 1))
+        i = k
+    return steps, spans
+
+
+def _observation(block: dict[str, Any], rec: Record) -> Observation:
+    content = block.get("content", "")
+    return Observation(
+        content=content if isinstance(content, str | list) else str(content),
+        is_error=block.get("is_error"),
+        structured=rec.get("toolUseResult"),
+    )
+
+
+def project_dir_name(cwd: str) -> str:
+    """~/.claude/projects/<this>: the cwd with every non-alphanumeric character replaced by '-'."""
+    return re.sub(r"[^A-Za-z0-9]", "-", cwd)
+
+
+def prefix_items(traj: Trajectory, after_step: int) -> list[Record]:
+    native: Native = traj._native
+    local = after_step - native.pre_compaction_steps
+    if local < 0:
+        raise PlanRefused(
+            f"boundary {after_step} lies before the last compaction (after step {native.pre_compaction_steps}); "
+            "the CLI no longer sends that history"
+        )
+    if local == 0:
+        end = native.spans[0].start if native.spans else len(native.items)
+        return native.items[:end]
+    return native.items[: native.spans[local - 1].end + 1]
+
+
+def with_observations(items: list[Record], observations: dict[str, Observation], repaired: dict[str, str]) -> list[Record]:
+    out = []
+    for rec in items:
+        ids = set(chain.tool_result_ids(rec)) & observations.keys()
+        if not ids and rec.get("uuid") not in repaired:
+            out.append(rec)
+            continue
+        rec = copy.deepcopy(rec)
+        if rec.get("uuid") in repaired:
+            rec["parentUuid"] = repaired[rec["uuid"]]
+        for block in rec.get("message", {}).get("content", []) if ids else []:
+            if isinstance(block, dict) and block.get("tool_use_id") in ids:
+                obs = observations[block["tool_use_id"]]
+                block["content"] = obs.content
+                block.pop("is_error", None)
+                if obs.is_error is not None:
+                    block["is_error"] = obs.is_error
+                if obs.structured is not None:
+                    rec["toolUseResult"] = obs.structured
+        out.append(rec)
+    return out
+
+
+def write_prefix(traj: Trajectory, items: list[Record], home: Path) -> Path:
+    """The rebuilt session file: the prefix records in file order, then one last-prompt naming the leaf."""
+    native: Native = traj._native
+    assert traj.session_id and traj.cwd
+    by_uuid = {r["uuid"]: r for r in items}
+    records: list[Record] = []
+    pending_queue: list[Record] = []
+    for rec in native.session.records:
+        if rec.get("type") == "queue-operation":
+            pending_queue.append(rec)  # kept only when a prefix record follows it
+        elif rec.get("uuid") in by_uuid:
+            records.extend(pending_queue)
+            pending_queue = []
+            records.append(by_uuid[rec["uuid"]])
+    chain_like = [r for r in items if r.get("type") in chain.CHAIN_TYPES]
+    on_chain = [r for r in chain_like if r["uuid"] in native.on_chain]
+    leaf = (on_chain or chain_like)[-1] if chain_like else None
+    if leaf is not None:
+        records.append(
+            {
+                "type": "last-prompt",
+                "lastPrompt": _last_prompt(items),
+                "leafUuid": leaf["uuid"],
+                "sessionId": traj.session_id,
+            }
+        )
+    path = home / ".claude" / "projects" / project_dir_name(traj.cwd) / f"{traj.session_id}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return path
+
+
+def _last_prompt(items: list[Record]) -> str:
+    for rec in reversed(items):
+        content = rec.get("message", {}).get("content") if rec.get("type") == "user" else None
+        if isinstance(content, str) and not rec.get("isMeta"):
+            return content
+    return ""

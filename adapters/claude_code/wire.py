@@ -1,0 +1,109 @@
+"""Chain records -> the Anthropic Messages `messages` the pinned CLI sends, and request normalization.
+
+Normalized form (what expected_prefix.json holds and what the gate compares): no `role:"system"`
+messages, no leading currentDate system-reminder block, no `cache_control`, every `content` a
+list of blocks.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from adapters.claude_code.chain import Record, message_id
+
+Message = dict[str, Any]
+
+CURRENT_DATE_REMINDER = re.compile(
+    r"<system-reminder>\nAs you answer the user's questions, you can use the following context:\n"
+    r"# currentDate\nToday's date is \d{4}-\d{2}-\d{2}\.\n\n      IMPORTANT: this context may or may not be "
+    r"relevant to your tasks\. You should not respond to this context unless it is highly relevant to your "
+    r"task\.\n</system-reminder>\n\n?\Z"
+)
+NO_CONTENT = [{"type": "text", "text": "(no content)"}]
+
+
+def as_blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [dict(b) for b in content] if isinstance(content, list) else []
+
+
+def to_messages(items: list[Record]) -> list[Message]:
+    """The model-visible conversation of the chain items, in normalized form."""
+    messages: list[Message] = []
+    last_mid: str | None = None
+    for rec in items:
+        kind = rec.get("type")
+        if kind == "assistant":
+            mid = message_id(rec)
+            blocks = as_blocks(rec.get("message", {}).get("content"))
+            if messages and messages[-1]["role"] == "assistant" and mid == last_mid:
+                messages[-1]["content"].extend(blocks)
+            else:
+                messages.append({"role": "assistant", "content": blocks})
+            last_mid = mid
+        elif kind == "user":
+            blocks = as_blocks(rec.get("message", {}).get("content"))
+            if messages and messages[-1]["role"] == "user":
+                messages[-1]["content"].extend(blocks)
+            else:
+                messages.append({"role": "user", "content": blocks})
+            last_mid = None
+        # attachments become role:"system" messages on the wire; normalized form drops them
+    return _repair(messages)
+
+
+def _repair(messages: list[Message]) -> list[Message]:
+    """The CLI's silent repairs: unanswered tool_use, orphan tool_result, duplicate tool_use ids."""
+    answered = {
+        b.get("tool_use_id") for m in messages if m["role"] == "user" for b in m["content"] if b.get("type") == "tool_result"
+    }
+    seen: set[str] = set()
+    results_seen: set[str] = set()
+    out: list[Message] = []
+    for m in messages:
+        if m["role"] == "assistant":
+            kept = []
+            for b in m["content"]:
+                if b.get("type") == "tool_use":
+                    if b.get("id") in seen:
+                        continue
+                    if b.get("id") not in answered:
+                        continue
+                    seen.add(b.get("id"))
+                kept.append(b)
+            if kept:
+                out.append({"role": "assistant", "content": kept})
+            continue
+        kept = []
+        for b in m["content"]:
+            if b.get("type") == "tool_result":
+                if b.get("tool_use_id") not in seen or b.get("tool_use_id") in results_seen:
+                    continue
+                results_seen.add(b.get("tool_use_id"))
+            kept.append(b)
+        out.append({"role": "user", "content": kept or [dict(x) for x in NO_CONTENT]})
+    return out
+
+
+def strip_cache_control(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: strip_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [strip_cache_control(v) for v in value]
+    return value
+
+
+def normalize_request(messages: list[Message]) -> list[Message]:
+    """A request's `messages` in normalized form (see the module docstring)."""
+    out: list[Message] = []
+    for m in messages:
+        if m.get("role") == "system":
+            continue
+        out.append({"role": m.get("role"), "content": strip_cache_control(as_blocks(m.get("content")))})
+    if out and out[0]["role"] == "user" and out[0]["content"]:
+        first = out[0]["content"][0]
+        if first.get("type") == "text" and CURRENT_DATE_REMINDER.match(first.get("text", "")):
+            out[0]["content"] = out[0]["content"][1:]
+    return out

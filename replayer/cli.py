@@ -1,0 +1,176 @@
+"""The `replayer` command. Every verb has --json; exit codes are documented in docs/cli.md."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from replayer.errors import ReplayError
+from replayer.models import ReplayRequest, ReplayResult
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Replay coding-agent trajectories in containers.")
+console = Console()
+err_console = Console(stderr=True)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
+AfterStep = Annotated[int, typer.Option("--after-step", "-n", help="Boundary: after this many complete tool batches.")]
+OutDir = Annotated[Path, typer.Option("--out", "-o", help="Output directory (written atomically).")]
+AllowDegraded = Annotated[
+    bool, typer.Option("--allow-degraded", help="Keep historical observations where a rerun is impossible; recorded.")
+]
+Force = Annotated[bool, typer.Option("--force", help="Replace an existing output directory.")]
+
+
+def _emit_json(value: Any) -> None:
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+@app.command()
+def inspect(trajectory: Path, json: JsonOpt = False) -> None:
+    """Detect the agent and list the steps (complete tool batches) of a trajectory."""
+    from replayer.engine import load
+
+    adapter, traj = load(trajectory)
+    doc = {
+        "agent": traj.agent,
+        "agent_version": traj.agent_version,
+        "session_id": traj.session_id,
+        "cwd": traj.cwd,
+        "source_sha256": traj.source_sha256,
+        "steps": [
+            {
+                "index": s.index,
+                "complete": s.complete,
+                "before_compaction": s.before_compaction,
+                "calls": [
+                    {
+                        "id": c.id,
+                        "tool": c.tool,
+                        "input": c.input,
+                        "kind": adapter.classify(c, traj.agent_version),
+                        "has_observation": c.historical is not None,
+                    }
+                    for c in s.calls
+                ],
+            }
+            for s in traj.steps
+        ],
+    }
+    if json:
+        _emit_json(doc)
+        return
+    console.print(f"agent [bold]{traj.agent}[/] {traj.agent_version}  session {traj.session_id}  cwd {traj.cwd}")
+    table = Table("step", "tools", "call ids", "observed", "kind")
+    for s in doc["steps"]:
+        calls = s["calls"]
+        table.add_row(
+            str(s["index"]) + ("" if s["complete"] else " (incomplete)") + (" (pre-compaction)" if s["before_compaction"] else ""),
+            ", ".join(c["tool"] for c in calls),
+            ", ".join(c["id"] for c in calls),
+            ", ".join("yes" if c["has_observation"] else "NO" for c in calls),
+            ", ".join(c["kind"] for c in calls),
+        )
+    console.print(table)
+
+
+def _report(result: ReplayResult, out: Path, json: bool) -> None:
+    if json:
+        _emit_json({"out": str(out.absolute()), **result.model_dump(mode="json")})
+        return
+    counts: dict[str, int] = {}
+    for d in result.divergences:
+        counts[d.status] = counts.get(d.status, 0) + 1
+    summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "no calls"
+    console.print(f"{result.agent} {result.agent_version}: boundary after step {result.after_step}; {summary}")
+    for d in result.divergences:
+        if d.status == "different":
+            console.print(f"  [yellow]different[/] step {d.step} {d.tool} {d.call_id} at offset {d.first_difference}")
+    for g in result.degradations:
+        console.print(f"  [red]degraded[/] {g.reason} ({g.action})")
+    console.print(f"result: {out.absolute() / 'result.json'}")
+
+
+@app.command()
+def prepare(
+    trajectory: Path, after_step: AfterStep, out: OutDir, allow_degraded: AllowDegraded = False,
+    force: Force = False, json: JsonOpt = False,
+) -> None:
+    """Zero execution: rebuild the native prefix with the historical observations and expected_prefix.json."""
+    from replayer.engine import execute
+
+    request = ReplayRequest(
+        mode="prepare", trajectory=trajectory, after_step=after_step, out=out, allow_degraded=allow_degraded, force=force
+    )
+    _report(execute(request), out, json)
+
+
+@app.command()
+def run(
+    trajectory: Path,
+    after_step: AfterStep,
+    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="Initial workspace (copied, never modified).")],
+    out: OutDir,
+    image: Annotated[str | None, typer.Option("--image", help="Sandbox image (default: the project's base image).")] = None,
+    allow_degraded: AllowDegraded = False,
+    force: Force = False,
+    json: JsonOpt = False,
+) -> None:
+    """Rerun steps 1..N in a fresh container and rebuild the native session with the fresh observations."""
+    from replayer.engine import execute
+
+    request = ReplayRequest(
+        mode="run", trajectory=trajectory, after_step=after_step, out=out, workspace=workspace, image=image,
+        allow_degraded=allow_degraded, force=force,
+    )
+    _report(execute(request), out, json)
+
+
+@app.command()
+def gc(json: JsonOpt = False) -> None:
+    """Remove every container the replayer left behind."""
+    from sandboxes.docker import connect, gc as docker_gc
+
+    removed = docker_gc(connect())
+    if json:
+        _emit_json({"removed": removed})
+    else:
+        console.print(f"removed {len(removed)} container(s)" + (": " + ", ".join(removed) if removed else ""))
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        app(standalone_mode=False)
+    except ReplayError as exc:
+        err_console.print(f"replayer: {exc.kind}: {exc}", highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        err_console.print("replayer: interrupted", highlight=False)
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        err_console.print(f"replayer: internal error: {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""Compare a fresh observation with the historical one: exact, equal after named normalizers, or different."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from replayer.models import Divergence, Observation, ToolCall, ToolKind
+
+_EXCERPT = 160
+
+NORMALIZERS: dict[str, Callable[[str], str]] = {
+    "trailing_whitespace": lambda s: re.sub(r"[ \t]+$", "", s.rstrip("\n"), flags=re.M),
+    "iso_timestamps": lambda s: re.sub(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?", "<TS>", s),
+    "durations": lambda s: re.sub(r"\b\d+(\.\d+)?\s?(ms|s)\b", "<DUR>", s),
+}
+
+
+def model_text(obs: Observation) -> str:
+    """The model-visible part of an observation, as one comparable string."""
+    if isinstance(obs.content, str):
+        return obs.content
+    return orjson.dumps(obs.content, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _first_difference(a: str, b: str) -> int:
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def _excerpt(text: str, at: int) -> str:
+    start = max(0, at - _EXCERPT // 2)
+    return text[start : start + _EXCERPT]
+
+
+def compare(step: int, call: ToolCall, kind: ToolKind, fresh: Observation) -> Divergence:
+    base: dict[str, Any] = {"step": step, "call_id": call.id, "tool": call.tool, "kind": kind}
+    historical = call.historical
+    if historical is None:
+        return Divergence(**base, status="different", fresh_excerpt=_excerpt(model_text(fresh), 0))
+    old, new = model_text(historical), model_text(fresh)
+    same_flag = bool(historical.is_error) == bool(fresh.is_error)
+    if old == new and same_flag:
+        return Divergence(**base, status="exact", truncated=fresh.truncated)
+    if same_flag:
+        used: list[str] = []
+        a, b = old, new
+        for name, fn in NORMALIZERS.items():
+            na, nb = fn(a), fn(b)
+            if na != a or nb != b:
+                used.append(name)
+                a, b = na, nb
+            if a == b:
+                return Divergence(**base, status="normalized_equal", normalizers=used, truncated=fresh.truncated)
+    at = _first_difference(old, new)
+    return Divergence(
+        **base,
+        status="different",
+        first_difference=at,
+        historical_excerpt=_excerpt(old, at),
+        fresh_excerpt=_excerpt(new, at),
+        truncated=fresh.truncated,
+    )
+
+
+def kept(step: int, call: ToolCall, kind: ToolKind) -> Divergence:
+    return Divergence(step=step, call_id=call.id, tool=call.tool, kind=kind, status="historical_kept")

@@ -1,0 +1,64 @@
+"""One exception hierarchy; the CLI maps each class to a one-line message and an exit code."""
+
+
+class ReplayError(Exception):
+    """Base class. `exit_code` is documented in docs/cli.md."""
+
+    exit_code = 1
+    kind = "error"
+
+
+class BadInput(ReplayError):
+    """Not a trajectory, unknown format, unreadable or damaged file."""
+
+    exit_code = 3
+    kind = "bad_input"
+
+
+class PlanRefused(ReplayError):
+    """The boundary or the prefix cannot be replayed as asked (batch split, unknown tool, version...)."""
+
+    exit_code = 4
+    kind = "plan_refused"
+
+
+class WorkspaceError(ReplayError):
+    """The workspace is missing or not a directory."""
+
+    exit_code = 5
+    kind = "workspace"
+
+
+class SandboxError(ReplayError):
+    """Docker is not reachable, the image is missing, or the container failed."""
+
+    exit_code = 6
+    kind = "sandbox"
+
+
+class OutputError(ReplayError):
+    """The output directory exists already or cannot be written."""
+
+    exit_code = 7
+    kind = "output"
+
+
+class BridgeRefused(ReplayError):
+    """The first continuation request did not carry the rebuilt prefix."""
+
+    exit_code = 8
+    kind = "bridge_refused"
+
+
+class AgentError(ReplayError):
+    """The continued agent failed."""
+
+    exit_code = 9
+    kind = "agent_error"
+
+
+class ConfinementError(ReplayError):
+    """A file tool tried to leave the workspace or touch something that is not a regular file."""
+
+    exit_code = 4
+    kind = "confinement"

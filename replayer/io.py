@@ -1,0 +1,190 @@
+"""Confined, budgeted file access inside a workspace, and atomic writes of outputs.
+
+Every path is opened by walking directory file descriptors from the workspace root with
+O_NOFOLLOW, so a symlink (or a `..`) can never lead outside it; the final open is nonblocking and
+the opened inode is checked with fstat, so FIFOs, devices and directories are refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from replayer.errors import ConfinementError, OutputError
+from replayer.models import ReadBudget
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class NotFound(ConfinementError):
+    """The path does not exist inside the workspace."""
+
+
+class NotRegular(ConfinementError):
+    """The path exists but is not a regular file (directory, FIFO, device, symlink)."""
+
+    def __init__(self, message: str, is_dir: bool = False):
+        super().__init__(message)
+        self.is_dir = is_dir
+
+
+class ReadResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    data: bytes
+    size: int
+    """st_size of the opened inode."""
+    truncated: bool
+    mtime_ns: int
+
+
+class Workspace:
+    """A host directory that stands for `cwd` inside the sandbox."""
+
+    def __init__(self, root: Path, cwd: str):
+        self.root = root
+        self.cwd = cwd.rstrip("/") or "/"
+
+    def relative(self, path: str) -> list[str]:
+        """Components of an absolute sandbox path (or one relative to cwd) below the workspace root."""
+        full = posixpath.normpath(path if path.startswith("/") else posixpath.join(self.cwd, path))
+        if full == self.cwd:
+            return []
+        prefix = self.cwd if self.cwd.endswith("/") else self.cwd + "/"
+        if not full.startswith(prefix):
+            raise ConfinementError(f"{path} is outside the workspace {self.cwd}")
+        return [part for part in full[len(prefix) :].split("/") if part]
+
+    @contextlib.contextmanager
+    def _parent_fd(self, parts: list[str], create: bool = False) -> Iterator[int]:
+        fd = os.open(self.root, _DIR_FLAGS)
+        try:
+            for name in parts[:-1]:
+                try:
+                    nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise NotFound(f"{name} does not exist") from None
+                    os.mkdir(name, 0o755, dir_fd=fd)
+                    nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except (NotADirectoryError, OSError) as exc:
+                    raise NotRegular(f"{name} is not a directory ({exc.strerror})") from None
+                os.close(fd)
+                fd = nfd
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _open_file(self, parts: list[str], flags: int, create: bool = False) -> int:
+        if not parts:
+            raise NotRegular("the workspace root is a directory", is_dir=True)
+        with self._parent_fd(parts, create=create) as dfd:
+            try:
+                fd = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644, dir_fd=dfd)
+            except FileNotFoundError:
+                raise NotFound(f"{parts[-1]} does not exist") from None
+            except IsADirectoryError:
+                raise NotRegular(f"{parts[-1]} is a directory", is_dir=True) from None
+            except OSError as exc:  # ELOOP for a symlink, ENXIO for a FIFO opened for writing
+                raise NotRegular(f"{parts[-1]} is not a regular file ({exc.strerror})") from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise NotRegular(f"{parts[-1]} is not a regular file", is_dir=stat.S_ISDIR(st.st_mode))
+        return fd
+
+    def kind(self, path: str) -> str:
+        """'file', 'dir', 'missing' or 'other', without following symlinks."""
+        parts = self.relative(path)
+        if not parts:
+            return "dir"
+        try:
+            with self._parent_fd(parts) as dfd:
+                st = os.stat(parts[-1], dir_fd=dfd, follow_symlinks=False)
+        except (NotFound, FileNotFoundError):
+            return "missing"
+        except NotRegular:
+            return "other"
+        if stat.S_ISREG(st.st_mode):
+            return "file"
+        return "dir" if stat.S_ISDIR(st.st_mode) else "other"
+
+    def read(self, path: str, budget: ReadBudget) -> ReadResult:
+        fd = self._open_file(self.relative(path), os.O_RDONLY)
+        try:
+            st = os.fstat(fd)
+            chunks: list[bytes] = []
+            remaining = budget.max_scan_bytes + 1  # one extra byte tells a cut from an exact fit
+            while remaining > 0:
+                chunk = os.read(fd, min(remaining, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                remaining -= len(chunk)
+        finally:
+            os.close(fd)
+        data = b"".join(chunks)
+        truncated = len(data) > budget.max_scan_bytes
+        return ReadResult(
+            data=data[: budget.max_scan_bytes], size=st.st_size, truncated=truncated, mtime_ns=st.st_mtime_ns
+        )
+
+    def write(self, path: str, data: bytes) -> None:
+        """Create or truncate a regular file (parents are created, as the agents' write tools do)."""
+        fd = self._open_file(self.relative(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, create=True)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write a file by temp + rename in the same directory."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+class OutputDir:
+    """An output directory built in a sibling temp directory and renamed into place when complete."""
+
+    def __init__(self, final: Path, force: bool = False):
+        self.final = final.absolute()
+        if self.final.exists() and not force:
+            raise OutputError(f"output directory {final} exists (use --force to replace it)")
+        try:
+            self.final.parent.mkdir(parents=True, exist_ok=True)
+            self.tmp = Path(tempfile.mkdtemp(dir=self.final.parent, prefix=f".{self.final.name}.partial-"))
+        except OSError as exc:
+            raise OutputError(f"cannot create the output directory: {exc.strerror}") from None
+
+    def commit(self) -> Path:
+        old = None
+        if self.final.exists():
+            old = self.final.with_name(f".{self.final.name}.old-{os.getpid()}")
+            os.replace(self.final, old)
+        os.replace(self.tmp, self.final)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        return self.final
+
+    def discard(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)

@@ -1,0 +1,156 @@
+"""Pydantic models for everything that crosses a boundary or lands on disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+SCHEMA_VERSION = 1
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Observation(Frozen):
+    """What a tool call returned, as the model saw it, plus the agent's structured record of it."""
+
+    content: str | list[dict[str, Any]]
+    """The model-visible result (Anthropic tool_result content: a string or content blocks)."""
+    is_error: bool | None = None
+    """None when the agent wrote no is_error flag at all (Claude Code does so for Read, Write, Edit)."""
+    structured: Any = None
+    """The agent's native structured result (Claude Code: toolUseResult); never sent to the model."""
+    truncated: bool = False
+    """A replayer safety budget cut this observation."""
+
+
+ToolKind = Literal["rerun", "pure", "unknown"]
+
+
+class ToolCall(Frozen):
+    id: str
+    tool: str
+    input: dict[str, Any]
+    historical: Observation | None = None
+
+
+class Step(Frozen):
+    """One complete tool batch: every tool call of one model turn, with its observations."""
+
+    index: int
+    """1-based position among the steps of the active chain."""
+    message_id: str
+    calls: list[ToolCall]
+    complete: bool
+    """Every call has its historical observation."""
+    before_compaction: bool = False
+
+
+class Trajectory(Frozen):
+    agent: str
+    agent_version: str | None
+    session_id: str | None
+    cwd: str | None
+    source: str
+    source_sha256: str
+    steps: list[Step]
+    _native: Any = PrivateAttr(default=None)
+    """Adapter-private parse state, used by the same adapter's rebuild."""
+
+
+class ReadBudget(Frozen):
+    """Outer safety bounds of the confined file reads; set above what the pinned CLIs do on ordinary files."""
+
+    max_scan_bytes: int = 16 * 1024 * 1024
+    max_content_bytes: int = 4 * 1024 * 1024
+    max_lines: int = 100_000
+
+
+class Budgets(Frozen):
+    read: ReadBudget = Field(default_factory=ReadBudget)
+    default_command_timeout_s: float = 120.0
+    max_command_timeout_s: float = 600.0
+    max_command_output_bytes: int = 64 * 1024 * 1024
+
+
+class ReplayRequest(Frozen):
+    mode: Literal["prepare", "run"]
+    trajectory: Path
+    after_step: int
+    out: Path
+    workspace: Path | None = None
+    image: str | None = None
+    allow_degraded: bool = False
+    force: bool = False
+    budgets: Budgets = Field(default_factory=Budgets)
+
+
+DivergenceStatus = Literal["exact", "normalized_equal", "different", "historical_kept"]
+
+
+class Divergence(Frozen):
+    """How one call's fresh observation compares with the historical one."""
+
+    step: int
+    call_id: str
+    tool: str
+    kind: ToolKind
+    status: DivergenceStatus
+    normalizers: list[str] = Field(default_factory=list)
+    """The normalizers that were needed to make the two equal (normalized_equal only)."""
+    first_difference: int | None = None
+    """Character offset of the first difference in the model-visible text (different only)."""
+    historical_excerpt: str | None = None
+    fresh_excerpt: str | None = None
+    truncated: bool = False
+
+
+class Degradation(Frozen):
+    """A refusal the user waived with --allow-degraded, and what was done instead."""
+
+    reason: str
+    action: Literal["historical_kept", "version_accepted"]
+    step: int | None = None
+    call_id: str | None = None
+    tool: str | None = None
+
+
+class Pins(Frozen):
+    replayer: str
+    adapter: str
+    cli_package: str | None
+    cli_version: str | None
+    base_image: str
+
+
+class Timings(Frozen):
+    parse_s: float = 0.0
+    sandbox_start_s: float = 0.0
+    rerun_s: float = 0.0
+    rebuild_s: float = 0.0
+    total_s: float = 0.0
+
+
+class ReplayResult(Frozen):
+    schema_version: int = SCHEMA_VERSION
+    status: Literal["ok"] = "ok"
+    request: ReplayRequest
+    pins: Pins
+    agent: str
+    agent_version: str | None
+    session_id: str | None
+    cwd: str | None
+    source_sha256: str
+    image: str | None = None
+    image_id: str | None = None
+    after_step: int
+    boundary_call_ids: list[str]
+    divergences: list[Divergence]
+    degradations: list[Degradation]
+    native_files: list[str]
+    """Paths of the rebuilt native session, relative to the output directory."""
+    expected_prefix: str = "expected_prefix.json"
+    timings: Timings

@@ -1,0 +1,74 @@
+"""Plan a replay: the boundary must fall after a complete batch, and every refusal is explicit."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from adapters.base import Adapter
+from replayer.errors import PlanRefused
+from replayer.models import Degradation, Step, ToolCall, ToolKind, Trajectory
+from replayer.pins import load_pins
+
+
+class PlannedCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    step: int
+    call: ToolCall
+    kind: ToolKind
+
+
+class Plan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    after_step: int
+    calls: list[PlannedCall]
+    degradations: list[Degradation]
+    boundary_call_ids: list[str]
+
+
+def make_plan(adapter: Adapter, traj: Trajectory, after_step: int, allow_degraded: bool, executes: bool = True) -> Plan:
+    """`executes=False` (prepare) reruns nothing, so an unknown tool is listed but not refused."""
+    degradations: list[Degradation] = []
+    if not traj.session_id:
+        raise PlanRefused("the trajectory has no native session id")
+    pinned = load_pins().agents[adapter.name].version
+    if traj.agent_version != pinned:
+        reason = f"{adapter.name} version {traj.agent_version} is outside the pins ({pinned})"
+        if not allow_degraded:
+            raise PlanRefused(reason + "; --allow-degraded accepts it")
+        degradations.append(Degradation(reason=reason, action="version_accepted"))
+    steps = traj.steps
+    if after_step < 0:
+        raise PlanRefused(f"--after-step must be >= 0, got {after_step}")
+    last_complete = _last_complete(steps)
+    if after_step > len(steps):
+        raise PlanRefused(f"boundary {after_step} is beyond the last step ({len(steps)}; last complete: {last_complete})")
+    for step in steps[:after_step]:
+        if not step.complete:
+            missing = ", ".join(c.id for c in step.calls if c.historical is None)
+            raise PlanRefused(
+                f"boundary {after_step} would split step {step.index} (no observation for {missing}); "
+                f"last complete batch before it: {step.index - 1}"
+            )
+    calls: list[PlannedCall] = []
+    for step in steps[:after_step]:
+        for call in step.calls:
+            kind = adapter.classify(call, traj.agent_version)
+            if kind == "unknown" and executes:
+                reason = f"unknown tool {call.tool!r} in step {step.index} (call {call.id})"
+                if not allow_degraded:
+                    raise PlanRefused(reason + "; --allow-degraded keeps its historical observation")
+                degradations.append(
+                    Degradation(reason=reason, action="historical_kept", step=step.index, call_id=call.id, tool=call.tool)
+                )
+            calls.append(PlannedCall(step=step.index, call=call, kind=kind))
+    boundary_ids = [c.id for c in steps[after_step - 1].calls] if after_step else []
+    return Plan(after_step=after_step, calls=calls, degradations=degradations, boundary_call_ids=boundary_ids)
+
+
+def _last_complete(steps: list[Step]) -> int:
+    last = 0
+    for step in steps:
+        if not step.complete:
+            break
+        last = step.index
+    return last

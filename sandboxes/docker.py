@@ -1,0 +1,181 @@
+"""The Docker backend: start, exec with deadlines and process-group kill, forward a port, cleanup."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+from docker.types import Mount
+
+from replayer.errors import SandboxError
+from sandboxes.base import ExecResult
+
+LABEL = "sandbox-replayer"
+RUN_DIR = "/run/replayer"
+_KILL_GRACE_S = 5.0
+
+
+def connect() -> docker.DockerClient:
+    """A client that answers, or SandboxError naming why not."""
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except Exception as exc:  # the SDK raises several unrelated types for an absent engine
+        raise SandboxError(f"Docker is not reachable ({type(exc).__name__}); run scripts/docker_up.sh") from None
+    return client
+
+
+class DockerSandbox:
+    """One container with no network, resource limits and the run's label."""
+
+    def __init__(self, client: docker.DockerClient, container: Any, image_id: str):
+        self.client = client
+        self.container = container
+        self.image_id = image_id
+
+    @classmethod
+    def start(
+        cls,
+        client: docker.DockerClient,
+        image: str,
+        *,
+        binds: dict[str, tuple[Path, bool]],
+        workdir: str,
+        run_id: str,
+        mem_limit: str = "4g",
+        pids_limit: int = 1024,
+        cpus: float = 2.0,
+    ) -> DockerSandbox:
+        """binds: container path -> (host path, read_only)."""
+        try:
+            image_obj = client.images.get(image)
+        except docker.errors.ImageNotFound:
+            raise SandboxError(f"image {image!r} not found; run scripts/build_base_image.sh") from None
+        mounts = [
+            Mount(target=target, source=str(src), type="bind", read_only=ro) for target, (src, ro) in binds.items()
+        ]
+        try:
+            container = client.containers.run(
+                image_obj.id,
+                command=["sleep", "infinity"],
+                detach=True,
+                network_mode="none",
+                mem_limit=mem_limit,
+                pids_limit=pids_limit,
+                nano_cpus=int(cpus * 1e9),
+                labels={LABEL: "1", f"{LABEL}.run": run_id},
+                mounts=mounts,
+                working_dir=workdir,
+                init=True,
+                hostname="replay",
+                name=f"replayer-{run_id}",
+            )
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"container failed to start: {exc.explanation or exc}") from None
+        box = cls(client, container, image_obj.id)
+        box.exec(["mkdir", "-p", RUN_DIR], workdir="/", timeout_s=30)
+        return box
+
+    def exec(
+        self,
+        argv: list[str],
+        *,
+        workdir: str,
+        env: dict[str, str] | None = None,
+        timeout_s: float,
+        max_output_bytes: int = 64 * 1024 * 1024,
+    ) -> ExecResult:
+        """Run argv in its own process group; on the deadline kill the whole group."""
+        pgid_file = f"{RUN_DIR}/{uuid.uuid4().hex}.pgid"
+        wrapped = ["setsid", "-w", "bash", "-c", 'echo $$ > "$0"; exec "$@"', pgid_file, *argv]
+        api = self.client.api
+        started = time.monotonic()
+        try:
+            exec_id = api.exec_create(
+                self.container.id, wrapped, workdir=workdir, environment=env or {}, stdout=True, stderr=True
+            )["Id"]
+            stream = api.exec_start(exec_id, stream=True, demux=True)
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"exec failed: {exc.explanation or exc}") from None
+        out = bytearray()
+        err = bytearray()
+        truncated = False
+
+        def pump() -> None:
+            nonlocal truncated
+            for chunk_out, chunk_err in stream:
+                for buf, chunk in ((out, chunk_out), (err, chunk_err)):
+                    if not chunk:
+                        continue
+                    room = max_output_bytes - len(out) - len(err)
+                    if room < len(chunk):
+                        truncated = True
+                    buf.extend(chunk[: max(room, 0)])
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        reader.join(timeout_s)
+        timed_out = reader.is_alive()
+        if timed_out:
+            self._kill_group(pgid_file)
+            reader.join(_KILL_GRACE_S)
+        exit_code = None if timed_out else api.exec_inspect(exec_id).get("ExitCode")
+        self._run_quiet(["rm", "-f", pgid_file])
+        return ExecResult(
+            exit_code=exit_code,
+            stdout=bytes(out),
+            stderr=bytes(err),
+            timed_out=timed_out,
+            output_truncated=truncated,
+            duration_s=time.monotonic() - started,
+        )
+
+    def _kill_group(self, pgid_file: str) -> None:
+        self._run_quiet(["sh", "-c", f'p=$(cat {pgid_file} 2>/dev/null) && kill -KILL -- -"$p"'])
+
+    def _run_quiet(self, argv: list[str]) -> None:
+        try:
+            self.container.exec_run(argv)
+        except docker.errors.APIError:
+            pass
+
+    def spawn(self, argv: list[str], *, workdir: str = "/", env: dict[str, str] | None = None) -> None:
+        """Start a background process (e.g. a forwarder) that lives as long as the container."""
+        api = self.client.api
+        exec_id = api.exec_create(self.container.id, argv, workdir=workdir, environment=env or {})["Id"]
+        api.exec_start(exec_id, detach=True)
+
+    def forward_port(self, port: int, unix_socket: str) -> None:
+        """Inside the container, 127.0.0.1:port -> a mounted unix socket (the container has no network)."""
+        self.spawn(["socat", f"TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr", f"UNIX-CONNECT:{unix_socket}"])
+        probe = f"for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && exit 0; sleep 0.05; done; exit 1"
+        if self.exec(["bash", "-c", probe], workdir="/", timeout_s=30).exit_code != 0:
+            raise SandboxError(f"port forwarder on 127.0.0.1:{port} did not come up")
+
+    def stop(self) -> None:
+        try:
+            self.container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"container cleanup failed: {exc.explanation or exc}") from None
+
+    def __enter__(self) -> DockerSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def gc(client: docker.DockerClient) -> list[str]:
+    """Remove every container the replayer left behind; returns their names."""
+    removed = []
+    for container in client.containers.list(all=True, filters={"label": LABEL}):
+        container.remove(force=True)
+        removed.append(container.name)
+    return removed

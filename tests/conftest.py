@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "claude_code"
+SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if (p / "session.jsonl").exists())
+
+
+def fixture_dir(name: str) -> Path:
+    return FIXTURES / name
+
+
+def main_requests(name: str) -> list[dict]:
+    lines = (fixture_dir(name) / "upstream.jsonl").read_bytes().splitlines()
+    return [r for r in map(orjson.loads, lines) if r["main_thread"]]
+
+
+def replayer(*args: str, env: dict[str, str] | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:
+    """The real console entry point, as a user runs it."""
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.run(
+        [sys.executable, "-m", "replayer.cli", *args], capture_output=True, text=True, env=full_env, cwd=ROOT
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"replayer {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    from sandboxes.docker import connect
+
+    return connect()

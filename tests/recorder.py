@@ -1,0 +1,255 @@
+"""Fixture recorder: run the real pinned `claude` CLI in the sandbox against the scripted upstream.
+
+`python -m tests.recorder --all` (or `make record`) re-records every scenario into
+tests/fixtures/claude_code/<scenario>/: the initial workspace, the native session JSONL the CLI
+wrote, its stream-json stdout and the upstream's log of every request it received.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+from replayer.pins import load_pins
+from sandboxes.docker import DockerSandbox, connect
+from tests.support.upstream import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "claude_code"
+CWD = "/testbed"
+HOME = "/home/replay"
+SOCK_DIR = "/run/replayer-sock"
+PORT = 8765
+
+
+class Scenario(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    files: dict[str, str]
+    prompts: list[str]
+    """The first is the task; each further one continues the session once with --resume."""
+    script: Script
+
+
+def _tool(sid: str, n: int, name: str, **inp: object) -> ToolUseBlock:
+    return ToolUseBlock(id=f"toolu_{sid}_{n:02d}", name=name, input=dict(inp))
+
+
+def _turn(*blocks: TextBlock | ToolUseBlock) -> Turn:
+    return Turn(blocks=list(blocks))
+
+
+def scenarios() -> list[Scenario]:
+    big = "".join(f"line {i}: {'x' * (i % 50)}\n" for i in range(1, 3001))
+    s = "single"
+    return [
+        Scenario(
+            name=s,
+            files={"a.txt": "hi\n", "hello.py": "print('hello')\n"},
+            prompts=["Show me a.txt and hello.py."],
+            script=Script(
+                message_id_prefix=f"msg_{s}",
+                turns=[
+                    _turn(_tool(s, 1, "Bash", command="cat a.txt", description="Show a.txt")),
+                    _turn(TextBlock(text="Now hello.py."), _tool(s, 2, "Read", file_path=f"{CWD}/hello.py")),
+                    _turn(_tool(s, 3, "Bash", command="true", description="Nothing")),
+                ],
+            ),
+        ),
+        Scenario(
+            name=(s := "parallel"),
+            files={"a.txt": "alpha\nbeta\n", "hello.py": "print('hello')\n"},
+            prompts=["Look at both files at once."],
+            script=Script(
+                message_id_prefix=f"msg_{s}",
+                turns=[
+                    _turn(
+                        TextBlock(text="Reading both."),
+                        _tool(s, 1, "Read", file_path=f"{CWD}/hello.py"),
+                        _tool(s, 2, "Bash", command="wc -l a.txt", description="Count lines"),
+                        _tool(s, 3, "Bash", command="ls", description="List"),
+                    ),
+                    _turn(_tool(s, 4, "Bash", command="echo out; echo err >&2", description="Both streams")),
+                ],
+            ),
+        ),
+        Scenario(
+            name=(s := "write_edit"),
+            files={"hello.py": "def greet():\n    print('hello')\n\ngreet()\n"},
+            prompts=["Create b.txt and change the greeting."],
+            script=Script(
+                message_id_prefix=f"msg_{s}",
+                turns=[
+                    _turn(_tool(s, 1, "Write", file_path=f"{CWD}/b.txt", content="new file\nsecond line\n")),
+                    _turn(_tool(s, 2, "Read", file_path=f"{CWD}/hello.py")),
+                    _turn(
+                        _tool(
+                            s, 3, "Edit", file_path=f"{CWD}/hello.py", old_string="print('hello')",
+                            new_string="print('goodbye')",
+                        )
+                    ),
+                    _turn(_tool(s, 4, "Write", file_path=f"{CWD}/hello.py", content="print('rewritten')\n")),
+                    _turn(_tool(s, 5, "Bash", command="cat hello.py b.txt", description="Show")),
+                ],
+            ),
+        ),
+        Scenario(
+            name=(s := "failing"),
+            files={"a.txt": "hi\n"},
+            prompts=["Run the failing commands."],
+            script=Script(
+                message_id_prefix=f"msg_{s}",
+                turns=[
+                    _turn(_tool(s, 1, "Bash", command="echo to-out; echo to-err >&2; exit 3", description="Fail")),
+                    _turn(_tool(s, 2, "Bash", command="ls /nonexistent", description="Missing dir")),
+                    _turn(_tool(s, 3, "Bash", command="grep nomatch a.txt", description="No match")),
+                    _turn(
+                        _tool(s, 4, "Edit", file_path=f"{CWD}/a.txt", old_string="absent", new_string="x"),
+                    ),
+                ],
+            ),
+        ),
+        Scenario(
+            name=(s := "missing_file"),
+            files={"a.txt": "hi\n"},
+            prompts=["Read the missing file."],
+            script=Script(
+                message_id_prefix=f"msg_{s}",
+                turns=[
+                    _turn(_tool(s, 1, "Read", file_path=f"{CWD}/missing.txt")),
+                    _turn(_tool(s, 2, "Read", file_path=f"{CWD}/a.txt", offset=5)),
+                ],
+            ),
+        ),
+        Scenario(
+            name=(s := "large_file"),
+            files={"big.txt": big, "empty.txt": ""},
+            prompts=["Read the big file."],
+            script=Script(
+                message_id_prefix=f"msg_{s}",
+                turns=[
+                    _turn(_tool(s, 1, "Read", file_path=f"{CWD}/big.txt")),
+                    _turn(_tool(s, 2, "Read", file_path=f"{CWD}/big.txt", offset=2990, limit=5)),
+                    _turn(_tool(s, 3, "Read", file_path=f"{CWD}/empty.txt")),
+                ],
+            ),
+        ),
+        Scenario(
+            name=(s := "mixed_tools"),
+            files={"a.txt": "hi\n"},
+            prompts=["Track the work and fetch the page."],
+            script=Script(
+                message_id_prefix=f"msg_{s}",
+                turns=[
+                    _turn(_tool(s, 1, "TaskCreate", subject="Look at a.txt", description="Check a.txt")),
+                    _turn(_tool(s, 2, "WebFetch", url="http://127.0.0.1:9/", prompt="Summarize")),
+                    _turn(_tool(s, 3, "Bash", command="cat a.txt", description="Show")),
+                ],
+            ),
+        ),
+        Scenario(
+            name=(s := "continued"),
+            files={"a.txt": "one\n"},
+            prompts=["Show a.txt.", "Now append a line and show it again."],
+            script=Script(
+                message_id_prefix=f"msg_{s}",
+                turns=[
+                    _turn(_tool(s, 1, "Bash", command="cat a.txt", description="Show")),
+                    _turn(TextBlock(text="It says one.")),
+                    _turn(_tool(s, 2, "Bash", command="echo two >> a.txt && cat a.txt", description="Append")),
+                ],
+            ),
+        ),
+    ]
+
+
+def claude_env() -> dict[str, str]:
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": HOME,
+        "TERM": "dumb",
+        "SHELL": "/bin/bash",
+        "IS_SANDBOX": "1",
+        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{PORT}",
+        "ANTHROPIC_API_KEY": "sk-fake-recorder",
+        "DISABLE_TELEMETRY": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+    }
+
+
+def record(scenario: Scenario, dest: Path) -> Path:
+    pins = load_pins()
+    pin = pins.agents["claude_code"]
+    bundle = pins.bundle_dir("claude_code")
+    agent_mount = f"/opt/replayer/agents/claude_code-{pin.version}"
+    claude = f"{agent_mount}/{pin.bin}"
+    session_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"sandbox-replayer/{scenario.name}"))
+    with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
+        state = Path(tmp)
+        workspace, home, socks = state / "workspace", state / "home", state / "sock"
+        for d in (workspace, home, socks):
+            d.mkdir()
+        for rel, text in scenario.files.items():
+            (workspace / rel).write_text(text)
+        initial = state / "initial"
+        shutil.copytree(workspace, initial)
+        client = connect()
+        stdout_lines: list[bytes] = []
+        with ScriptedUpstream(scenario.script, unix_path=socks / "upstream.sock") as upstream:
+            binds = {CWD: (workspace, False), HOME: (home, False), SOCK_DIR: (socks, False), agent_mount: (bundle, True)}
+            with DockerSandbox.start(
+                client, pins.base_image.tag, binds=binds, workdir=CWD, run_id=f"rec-{uuid.uuid4().hex[:8]}"
+            ) as box:
+                box.forward_port(PORT, f"{SOCK_DIR}/upstream.sock")
+                for i, prompt in enumerate(scenario.prompts):
+                    argv = [claude, "-p", prompt, "--output-format", "stream-json", "--verbose"]
+                    argv += ["--dangerously-skip-permissions"]
+                    argv += ["--session-id", session_id] if i == 0 else ["--resume", session_id]
+                    res = box.exec(argv, workdir=CWD, env=claude_env(), timeout_s=180)
+                    if res.exit_code != 0:
+                        raise RuntimeError(f"claude exited {res.exit_code}: {res.stderr.decode()[-2000:]}")
+                    stdout_lines.append(res.stdout)
+            log = list(upstream.log)
+        sessions = list((home / ".claude" / "projects").rglob("*.jsonl"))
+        if len(sessions) != 1:
+            raise RuntimeError(f"expected one session file, found {sessions}")
+        out = dest / scenario.name
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        shutil.copytree(initial, out / "workspace")
+        shutil.copy(sessions[0], out / "session.jsonl")
+        (out / "stdout.jsonl").write_bytes(b"".join(stdout_lines))
+        (out / "upstream.jsonl").write_bytes(b"".join(orjson.dumps(r.model_dump()) + b"\n" for r in log))
+        meta = {
+            "scenario": scenario.name,
+            "agent": "claude_code",
+            "cli_package": pin.npm,
+            "cli_version": pin.version,
+            "session_id": session_id,
+            "project_dir": str(sessions[0].parent.relative_to(home)),
+            "prompts": scenario.prompts,
+        }
+        (out / "meta.json").write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("names", nargs="*")
+    parser.add_argument("--all", action="store_true")
+    parser.add_argument("--dest", type=Path, default=FIXTURES)
+    args = parser.parse_args()
+    for scenario in scenarios():
+        if args.all or scenario.name in args.names:
+            print("recorded", record(scenario, args.dest))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""A scripted fake Anthropic Messages service: real SSE streaming, scripted turns, a log of every request.
+
+It is the only stand-in in the test suite (there is no model service here). Main-thread requests
+(those that offer the Bash tool) consume the script's turns in order; side calls get a short text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict
+
+
+class TextBlock(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolUseBlock(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["tool_use"] = "tool_use"
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class Turn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    blocks: list[TextBlock | ToolUseBlock]
+    fail_after_events: int | None = None
+    """Drop the connection after this many SSE events (an upstream failing mid-stream)."""
+
+
+class Script(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    turns: list[Turn]
+    final_text: str = "Done."
+    model: str = "claude-sonnet-5"
+    message_id_prefix: str = "msg_fake"
+
+
+class LoggedRequest(BaseModel):
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any = None
+    main_thread: bool = False
+    turn: int | None = None
+
+
+def is_main_thread(body: Any) -> bool:
+    tools = body.get("tools") if isinstance(body, dict) else None
+    return bool(tools) and any(t.get("name") == "Bash" for t in tools)
+
+
+class ScriptedUpstream:
+    """Serve `script` on a unix socket or on 127.0.0.1; `log` holds every request received."""
+
+    def __init__(self, script: Script, *, unix_path: Path | None = None, chunk_delay_s: float = 0.0):
+        self.script = script
+        self.unix_path = unix_path
+        self.chunk_delay_s = chunk_delay_s
+        self.log: list[LoggedRequest] = []
+        self.next_turn = 0
+        self.port: int | None = None
+        self._loop = asyncio.new_event_loop()
+        self._runner: web.AppRunner | None = None
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    # lifecycle -------------------------------------------------------------------------------
+    def __enter__(self) -> ScriptedUpstream:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _start(self) -> None:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        if self.unix_path is not None:
+            site: web.BaseSite = web.UnixSite(self._runner, str(self.unix_path))
+            await site.start()
+            self.unix_path.chmod(0o777)
+        else:
+            site = web.TCPSite(self._runner, "127.0.0.1", 0)
+            await site.start()
+            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def _stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def write_log(self, path: Path) -> None:
+        path.write_bytes(b"".join(orjson.dumps(r.model_dump()) + b"\n" for r in self.log))
+
+    # handling --------------------------------------------------------------------------------
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        body: Any = orjson.loads(raw) if raw else None
+        headers = {k.lower(): v for k, v in request.headers.items() if k.lower() not in ("x-api-key", "authorization")}
+        entry = LoggedRequest(method=request.method, path=request.path_qs, headers=headers, body=body)
+        self.log.append(entry)
+        if request.method != "POST":
+            return web.Response(text="ok")
+        if request.path.endswith("/count_tokens"):
+            return web.json_response({"input_tokens": 1000})
+        if not request.path.startswith("/v1/messages"):
+            return web.json_response({"type": "error", "error": {"type": "not_found_error"}}, status=404)
+        if is_main_thread(body):
+            entry.main_thread = True
+            entry.turn = self.next_turn
+            turn = self._take_turn()
+        else:
+            turn = Turn(blocks=[TextBlock(text="Side answer.")])
+        message_id = f"{self.script.message_id_prefix}_{len(self.log):03d}"
+        if body.get("stream"):
+            return await self._stream(request, turn, message_id)
+        return web.json_response(self._message(turn, message_id))
+
+    def _take_turn(self) -> Turn:
+        if self.next_turn < len(self.script.turns):
+            turn = self.script.turns[self.next_turn]
+        else:
+            turn = Turn(blocks=[TextBlock(text=self.script.final_text)])
+        self.next_turn += 1
+        return turn
+
+    def _message(self, turn: Turn, message_id: str) -> dict[str, Any]:
+        return {
+            "id": message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.script.model,
+            "content": [b.model_dump() for b in turn.blocks],
+            "stop_reason": _stop_reason(turn),
+            "stop_sequence": None,
+            "usage": {"input_tokens": 100, "output_tokens": 20},
+        }
+
+    async def _stream(self, request: web.Request, turn: Turn, message_id: str) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        sent = 0
+        for name, data in self._events(turn, message_id):
+            if turn.fail_after_events is not None and sent >= turn.fail_after_events:
+                request.transport.close()  # type: ignore[union-attr]
+                return response
+            await response.write(b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n")
+            sent += 1
+            if self.chunk_delay_s:
+                await asyncio.sleep(self.chunk_delay_s)
+        await response.write_eof()
+        return response
+
+    def _events(self, turn: Turn, message_id: str) -> list[tuple[str, dict[str, Any]]]:
+        start = self._message(Turn(blocks=[]), message_id)
+        start["stop_reason"] = None
+        start["usage"] = {"input_tokens": 100, "output_tokens": 1}
+        events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
+        events.append(("ping", {"type": "ping"}))
+        for index, block in enumerate(turn.blocks):
+            if isinstance(block, TextBlock):
+                events.append(("content_block_start", _block_start(index, {"type": "text", "text": ""})))
+                for piece in _pieces(block.text):
+                    delta = {"type": "text_delta", "text": piece}
+                    events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
+            else:
+                events.append(
+                    (
+                        "content_block_start",
+                        _block_start(index, {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}),
+                    )
+                )
+                for piece in _pieces(orjson.dumps(block.input).decode()):
+                    delta = {"type": "input_json_delta", "partial_json": piece}
+                    events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
+            events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+        events.append(
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": _stop_reason(turn), "stop_sequence": None},
+                    "usage": {"output_tokens": 20},
+                },
+            )
+        )
+        events.append(("message_stop", {"type": "message_stop"}))
+        return events
+
+
+def _stop_reason(turn: Turn) -> str:
+    return "tool_use" if any(isinstance(b, ToolUseBlock) for b in turn.blocks) else "end_turn"
+
+
+def _block_start(index: int, block: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "content_block_start", "index": index, "content_block": block}
+
+
+def _pieces(text: str, size: int = 24) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]

@@ -1,0 +1,56 @@
+"""The key fidelity test: for every recording and every boundary N, `prepare --after-step N` yields
+the messages the real CLI sent right after step N (normalized as documented in docs/adapters/claude_code.md)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from adapters.claude_code import wire
+from replayer.engine import load
+from tests.conftest import SCENARIOS, fixture_dir, main_requests, replayer
+
+
+def _request_after(name: str, call_ids: list[str]) -> list[dict]:
+    for req in main_requests(name):
+        messages = wire.normalize_request(req["body"]["messages"])
+        last = messages[-1]["content"]
+        ids = [b.get("tool_use_id") for b in last if b.get("type") == "tool_result"]
+        if ids == call_ids:
+            return messages
+    raise AssertionError(f"no recorded request ends with the results of {call_ids}")
+
+
+def _boundaries() -> list[tuple[str, int]]:
+    out = []
+    for name in SCENARIOS:
+        _, traj = load(fixture_dir(name) / "session.jsonl")
+        out += [(name, n) for n in range(0, len(traj.steps) + 1)]
+    return out
+
+
+@pytest.mark.parametrize(("name", "after_step"), _boundaries())
+def test_expected_prefix_equals_the_request_the_cli_sent(name: str, after_step: int, tmp_path) -> None:
+    out = tmp_path / "out"
+    replayer("prepare", str(fixture_dir(name) / "session.jsonl"), "--after-step", str(after_step), "--out", str(out), check=True)
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    _, traj = load(fixture_dir(name) / "session.jsonl")
+    if after_step == 0:
+        first = wire.normalize_request(main_requests(name)[0]["body"]["messages"])
+        assert expected == first
+    else:
+        assert expected == _request_after(name, [c.id for c in traj.steps[after_step - 1].calls])
+    result = orjson.loads((out / "result.json").read_bytes())
+    assert result["after_step"] == after_step
+    assert all(d["status"] == "historical_kept" for d in result["divergences"])
+
+
+def test_normalization_drops_only_the_envelope() -> None:
+    request = main_requests("parallel")[-1]["body"]["messages"]
+    normalized = wire.normalize_request(request)
+    assert not any(m["role"] == "system" for m in normalized)
+    assert "cache_control" not in orjson.dumps(normalized).decode()
+    assert normalized[0]["content"] == [{"type": "text", "text": "Look at both files at once."}]
+    # the raw request carries the envelope that normalization removed
+    assert request[0]["content"][0]["text"].startswith("<system-reminder>\nAs you answer")
+    assert any(m["role"] == "system" for m in request)
