@@ -40,12 +40,20 @@ class Adapter(Protocol):
 
     def parse(self, path: Path) -> Trajectory: ...
 
-    def classify(self, call: ToolCall, agent_version: str | None) -> ToolKind: ...
+    def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
+        """How a call is replayed; for "unknown", why it cannot be rerun."""
+        ...
+
+    def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
+        """Extra mounts the reruns need (container path -> host path, read-only), besides the workspace."""
+        ...
 
     def rerunner(self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets) -> Rerunner: ...
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
     ) -> Rebuild:
-        """Write the native session prefix ending after step `after_step`, with `observations` in place."""
+        """Write the native session prefix ending after step `after_step`, with `observations` in place.
+
+        `dest/home` is the agent home; reruns may already have written side files there."""
         ...

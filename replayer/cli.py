@@ -15,7 +15,12 @@ from rich.table import Table
 from replayer.errors import ReplayError
 from replayer.models import ReplayRequest, ReplayResult
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Replay coding-agent trajectories in containers.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Replay coding-agent trajectories in containers.",
+)
 console = Console()
 err_console = Console(stderr=True)
 
@@ -54,7 +59,7 @@ def inspect(trajectory: Path, json: JsonOpt = False) -> None:
                         "id": c.id,
                         "tool": c.tool,
                         "input": c.input,
-                        "kind": adapter.classify(c, traj.agent_version),
+                        "kind": adapter.classify(c, traj)[0],
                         "has_observation": c.historical is not None,
                     }
                     for c in s.calls
@@ -151,23 +156,14 @@ def _terminate(signum: int, frame: object) -> None:
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminate)
     try:
-        app(standalone_mode=False)
+        app()  # standalone: usage errors exit 2 with click's message; our errors propagate to here
     except ReplayError as exc:
         err_console.print(f"replayer: {exc.kind}: {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err_console.print("replayer: interrupted", highlight=False)
         sys.exit(130)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        sys.exit(130)
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+    except Exception as exc:
         err_console.print(f"replayer: internal error: {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True)
         sys.exit(1)
 

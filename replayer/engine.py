@@ -78,11 +78,14 @@ def _execute_into(
         state = tmp / "state"
         workspace_copy = state / "workspace"
         shutil.copytree(request.workspace, workspace_copy, symlinks=True)
+        agent_home = tmp / "native" / "home"
+        agent_home.mkdir(parents=True)
         image = request.image or load_pins().base_image.tag
         t0 = time.monotonic()
         client = connect()
         run_id = uuid.uuid4().hex[:12]
-        box = DockerSandbox.start(client, image, binds={traj.cwd: (workspace_copy, False)}, workdir=traj.cwd, run_id=run_id)
+        binds = {traj.cwd: (workspace_copy, False), **adapter.sandbox_binds(traj, agent_home)}
+        box = DockerSandbox.start(client, image, binds=binds, workdir=traj.cwd, run_id=run_id)
         image_id = box.image_id
         sandbox_s = time.monotonic() - t0
         t1 = time.monotonic()

@@ -181,6 +181,7 @@ class OutputDir:
         if self.final.exists():
             old = self.final.with_name(f".{self.final.name}.old-{os.getpid()}")
             os.replace(self.final, old)
+        os.chmod(self.tmp, 0o755)
         os.replace(self.tmp, self.final)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)

@@ -52,9 +52,9 @@ def make_plan(adapter: Adapter, traj: Trajectory, after_step: int, allow_degrade
     calls: list[PlannedCall] = []
     for step in steps[:after_step]:
         for call in step.calls:
-            kind = adapter.classify(call, traj.agent_version)
+            kind, why = adapter.classify(call, traj)
             if kind == "unknown" and executes:
-                reason = f"unknown tool {call.tool!r} in step {step.index} (call {call.id})"
+                reason = f"{why} in step {step.index} (call {call.id})"
                 if not allow_degraded:
                     raise PlanRefused(reason + "; --allow-degraded keeps its historical observation")
                 degradations.append(

@@ -27,6 +27,7 @@ class Sandbox(Protocol):
         env: dict[str, str] | None = None,
         timeout_s: float,
         max_output_bytes: int = ...,
+        kill_on_timeout: bool = ...,
     ) -> ExecResult: ...
 
     def stop(self) -> None: ...

@@ -89,8 +89,9 @@ class DockerSandbox:
         env: dict[str, str] | None = None,
         timeout_s: float,
         max_output_bytes: int = 64 * 1024 * 1024,
+        kill_on_timeout: bool = True,
     ) -> ExecResult:
-        """Run argv in its own process group; on the deadline kill the whole group."""
+        """Run argv in its own process group; on the deadline kill the whole group (or leave it running)."""
         pgid_file = f"{RUN_DIR}/{uuid.uuid4().hex}.pgid"
         wrapped = ["setsid", "-w", "bash", "-c", 'echo $$ > "$0"; exec "$@"', pgid_file, *argv]
         api = self.client.api
@@ -121,14 +122,15 @@ class DockerSandbox:
         reader.start()
         reader.join(timeout_s)
         timed_out = reader.is_alive()
-        if timed_out:
+        if timed_out and kill_on_timeout:
             self._kill_group(pgid_file)
             reader.join(_KILL_GRACE_S)
         exit_code = None if timed_out else api.exec_inspect(exec_id).get("ExitCode")
-        self._run_quiet(["rm", "-f", pgid_file])
+        if not timed_out or kill_on_timeout:
+            self._run_quiet(["rm", "-f", pgid_file])
         return ExecResult(
             exit_code=exit_code,
-            stdout=bytes(out),
+            stdout=bytes(out),  # a detached reader may still append: copy now
             stderr=bytes(err),
             timed_out=timed_out,
             output_truncated=truncated,

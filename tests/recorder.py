@@ -168,6 +168,33 @@ def scenarios() -> list[Scenario]:
     ]
 
 
+def snapshot_scenario() -> Scenario:
+    """One Bash call that copies the shell snapshot the CLI made (it deletes it when it exits)."""
+    copy = f"cp ~/.claude/shell-snapshots/snapshot-bash-*.sh {HOME}/captured-snapshot.sh; env > {HOME}/captured-env.txt"
+    return Scenario(
+        name="snapshot",
+        files={},
+        prompts=["Copy the snapshot."],
+        script=Script(message_id_prefix="msg_snapshot", turns=[_turn(_tool("snapshot", 1, "Bash", command=copy))]),
+    )
+
+
+def capture_snapshot() -> Path:
+    """Record the shell snapshot the pinned CLI builds in the base image, as data for Bash reruns."""
+    from adapters.claude_code.tools import snapshot_path
+
+    with tempfile.TemporaryDirectory(prefix="record-snapshot-") as tmp:
+        home = _run_scenario(snapshot_scenario(), Path(tmp))[0]
+        captured = home / "captured-snapshot.sh"
+        dest = snapshot_path(load_pins().agents["claude_code"].version)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(captured, dest)
+        env_lines = (home / "captured-env.txt").read_text().splitlines()
+        kept = [line for line in env_lines if not line.startswith("ANTHROPIC_")]  # never store a key
+        dest.with_name("bash-env.txt").write_text("\n".join(kept) + "\n")
+    return dest
+
+
 def claude_env() -> dict[str, str]:
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -183,39 +210,43 @@ def claude_env() -> dict[str, str]:
     }
 
 
-def record(scenario: Scenario, dest: Path) -> Path:
+def _run_scenario(scenario: Scenario, state: Path) -> tuple[Path, list[bytes], list[dict]]:
+    """Run the scenario's prompts with the real CLI; returns (home, stdout per prompt, upstream log)."""
     pins = load_pins()
     pin = pins.agents["claude_code"]
-    bundle = pins.bundle_dir("claude_code")
     agent_mount = f"/opt/replayer/agents/claude_code-{pin.version}"
     claude = f"{agent_mount}/{pin.bin}"
     session_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"sandbox-replayer/{scenario.name}"))
+    workspace, home, socks = state / "workspace", state / "home", state / "sock"
+    for d in (workspace, home, socks):
+        d.mkdir()
+    for rel, text in scenario.files.items():
+        (workspace / rel).write_text(text)
+    shutil.copytree(workspace, state / "initial")
+    stdout: list[bytes] = []
+    with ScriptedUpstream(scenario.script, unix_path=socks / "upstream.sock") as upstream:
+        binds = {CWD: (workspace, False), HOME: (home, False), SOCK_DIR: (socks, False)}
+        binds[agent_mount] = (pins.bundle_dir("claude_code"), True)
+        run_id = f"rec-{uuid.uuid4().hex[:8]}"
+        with DockerSandbox.start(connect(), pins.base_image.tag, binds=binds, workdir=CWD, run_id=run_id) as box:
+            box.forward_port(PORT, f"{SOCK_DIR}/upstream.sock")
+            for i, prompt in enumerate(scenario.prompts):
+                argv = [claude, "-p", prompt, "--output-format", "stream-json", "--verbose"]
+                argv += ["--dangerously-skip-permissions"]
+                argv += ["--session-id", session_id] if i == 0 else ["--resume", session_id]
+                res = box.exec(argv, workdir=CWD, env=claude_env(), timeout_s=180)
+                if res.exit_code != 0:
+                    raise RuntimeError(f"claude exited {res.exit_code}: {res.stderr.decode()[-2000:]}")
+                stdout.append(res.stdout)
+        log = [r.model_dump() for r in upstream.log]
+    return home, stdout, log
+
+
+def record(scenario: Scenario, dest: Path) -> Path:
+    pin = load_pins().agents["claude_code"]
     with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
         state = Path(tmp)
-        workspace, home, socks = state / "workspace", state / "home", state / "sock"
-        for d in (workspace, home, socks):
-            d.mkdir()
-        for rel, text in scenario.files.items():
-            (workspace / rel).write_text(text)
-        initial = state / "initial"
-        shutil.copytree(workspace, initial)
-        client = connect()
-        stdout_lines: list[bytes] = []
-        with ScriptedUpstream(scenario.script, unix_path=socks / "upstream.sock") as upstream:
-            binds = {CWD: (workspace, False), HOME: (home, False), SOCK_DIR: (socks, False), agent_mount: (bundle, True)}
-            with DockerSandbox.start(
-                client, pins.base_image.tag, binds=binds, workdir=CWD, run_id=f"rec-{uuid.uuid4().hex[:8]}"
-            ) as box:
-                box.forward_port(PORT, f"{SOCK_DIR}/upstream.sock")
-                for i, prompt in enumerate(scenario.prompts):
-                    argv = [claude, "-p", prompt, "--output-format", "stream-json", "--verbose"]
-                    argv += ["--dangerously-skip-permissions"]
-                    argv += ["--session-id", session_id] if i == 0 else ["--resume", session_id]
-                    res = box.exec(argv, workdir=CWD, env=claude_env(), timeout_s=180)
-                    if res.exit_code != 0:
-                        raise RuntimeError(f"claude exited {res.exit_code}: {res.stderr.decode()[-2000:]}")
-                    stdout_lines.append(res.stdout)
-            log = list(upstream.log)
+        home, stdout, log = _run_scenario(scenario, state)
         sessions = list((home / ".claude" / "projects").rglob("*.jsonl"))
         if len(sessions) != 1:
             raise RuntimeError(f"expected one session file, found {sessions}")
@@ -223,16 +254,16 @@ def record(scenario: Scenario, dest: Path) -> Path:
         if out.exists():
             shutil.rmtree(out)
         out.mkdir(parents=True)
-        shutil.copytree(initial, out / "workspace")
+        shutil.copytree(state / "initial", out / "workspace")
         shutil.copy(sessions[0], out / "session.jsonl")
-        (out / "stdout.jsonl").write_bytes(b"".join(stdout_lines))
-        (out / "upstream.jsonl").write_bytes(b"".join(orjson.dumps(r.model_dump()) + b"\n" for r in log))
+        (out / "stdout.jsonl").write_bytes(b"".join(stdout))
+        (out / "upstream.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in log))
         meta = {
             "scenario": scenario.name,
             "agent": "claude_code",
             "cli_package": pin.npm,
             "cli_version": pin.version,
-            "session_id": session_id,
+            "session_id": sessions[0].stem,
             "project_dir": str(sessions[0].parent.relative_to(home)),
             "prompts": scenario.prompts,
         }
@@ -245,7 +276,10 @@ def main() -> None:
     parser.add_argument("names", nargs="*")
     parser.add_argument("--all", action="store_true")
     parser.add_argument("--dest", type=Path, default=FIXTURES)
+    parser.add_argument("--snapshot", action="store_true", help="capture the pinned CLI's shell snapshot")
     args = parser.parse_args()
+    if args.snapshot or args.all:
+        print("captured", capture_snapshot())
     for scenario in scenarios():
         if args.all or scenario.name in args.names:
             print("recorded", record(scenario, args.dest))

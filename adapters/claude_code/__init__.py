@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import posixpath
 from pathlib import Path
 from typing import Any
 
 from adapters.base import Rebuild
-from adapters.claude_code import chain, session, wire
-from adapters.claude_code.tools import PURE_TOOLS, RERUN_TOOLS, ClaudeCodeRerunner
+from adapters.claude_code import chain, session, tools, wire
 from replayer.io import Workspace
 from replayer.models import Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.pins import load_pins
 from sandboxes.base import Sandbox
+
+_TOKEN_CAP_MARKS = ("[Truncated: PARTIAL view", "exceeds maximum allowed tokens")
 
 
 class ClaudeCodeAdapter:
@@ -22,15 +25,35 @@ class ClaudeCodeAdapter:
     def parse(self, path: Path) -> Trajectory:
         return session.parse(path)
 
-    def classify(self, call: ToolCall, agent_version: str | None) -> ToolKind:
-        if call.tool in RERUN_TOOLS:
-            return "rerun"
-        if call.tool in PURE_TOOLS:
-            return "pure"
-        return "unknown"
+    def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
+        if call.tool in tools.PURE_TOOLS:
+            return "pure", None
+        if call.tool not in tools.RERUN_TOOLS:
+            return "unknown", f"unknown tool {call.tool!r}"
+        if call.tool in tools.FILE_TOOLS:
+            path = str(call.input.get("file_path", ""))
+            cwd = (trajectory.cwd or "/").rstrip("/")
+            if path.startswith("/") and not (posixpath.normpath(path) + "/").startswith(cwd + "/"):
+                return "unknown", f"{call.tool} of {path}, outside the workspace {trajectory.cwd}"
+        historical = call.historical.content if call.historical else ""
+        if call.tool == "Read" and isinstance(historical, str) and any(m in historical for m in _TOKEN_CAP_MARKS):
+            return "unknown", "Read hit the CLI's token cap, which the model API counted (not reproducible offline)"
+        return "rerun", None
 
-    def rerunner(self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets) -> ClaudeCodeRerunner:
-        return ClaudeCodeRerunner(sandbox, workspace, budgets)
+    def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
+        pins = load_pins()
+        version = pins.agents[self.name].version
+        return {
+            tools.HOME: (agent_home, False),
+            tools.agent_mount(version): (pins.bundle_dir(self.name), True),
+            tools.DATA_MOUNT: (tools.data_dir(version), True),
+        }
+
+    def rerunner(
+        self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
+    ) -> tools.ClaudeCodeRerunner:
+        assert trajectory.session_id and trajectory.cwd
+        return tools.ClaudeCodeRerunner(sandbox, workspace, budgets, trajectory.session_id, trajectory.cwd)
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path

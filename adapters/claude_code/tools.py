@@ -1,20 +1,77 @@
-"""Claude Code tool reruns (placeholder until the rendering rules are in)."""
+"""Which Claude Code tools are rerun, which are pure, and the per-run rerunner that dispatches them."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from adapters.claude_code import render
+from adapters.claude_code.bash import BashTool
+from adapters.claude_code.files import FileTools, ShellState
 from replayer.io import Workspace
 from replayer.models import Budgets, Observation, ToolCall
+from replayer.pins import load_pins
 from sandboxes.base import Sandbox
 
-RERUN_TOOLS = frozenset({"Bash", "Read", "Write", "Edit", "MultiEdit"})
-PURE_TOOLS = frozenset({"TodoWrite", "TaskCreate", "TaskGet", "TaskList", "TaskUpdate"})
+HOME = "/home/replay"
+"""The agent home inside the sandbox, for reruns and continuations alike."""
+AGENTS_MOUNT = "/opt/replayer/agents"
+DATA_MOUNT = "/opt/replayer/claude_code-data"
+FILE_TOOLS = frozenset({"Read", "Write", "Edit"})
+RERUN_TOOLS = frozenset({"Bash", *FILE_TOOLS, *render.NOT_OFFERED_HINTS})
+"""Not-offered tools are 'rerun' too: the pinned CLI answers them with a fixed error, reproduced exactly."""
+PURE_TOOLS = frozenset({"TaskCreate", "TaskGet", "TaskList", "TaskUpdate"})
+"""Agent-internal state only (the task list); their historical result is kept."""
+_INHERITED_ENV_SKIP = ("ANTHROPIC_", "PWD=", "SHLVL=", "HOSTNAME=", "_=", "OLDPWD=")
+
+
+def data_dir(version: str) -> Path:
+    return Path(__file__).resolve().parent / "data" / version
+
+
+def snapshot_path(version: str) -> Path:
+    return data_dir(version) / "shell-snapshot.sh"
+
+
+def agent_mount(version: str) -> str:
+    return f"{AGENTS_MOUNT}/claude_code-{version}"
+
+
+def bash_env(version: str, session_id: str) -> dict[str, str]:
+    """The environment the pinned CLI gives its Bash commands (recorded), for this session."""
+    env = {}
+    for line in (data_dir(version) / "bash-env.txt").read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not line.startswith(_INHERITED_ENV_SKIP):
+            env[key] = value
+    env["CLAUDE_CODE_SESSION_ID"] = session_id
+    return env
 
 
 class ClaudeCodeRerunner:
-    def __init__(self, sandbox: Sandbox, workspace: Workspace, budgets: Budgets):
-        self.sandbox = sandbox
-        self.workspace = workspace
-        self.budgets = budgets
+    def __init__(self, sandbox: Sandbox, workspace: Workspace, budgets: Budgets, session_id: str, cwd: str):
+        version = load_pins().agents["claude_code"].version
+        self.state = ShellState(original_cwd=cwd, cwd=cwd)
+        self.files = FileTools(workspace, self.state, budgets)
+        self.bash = BashTool(
+            sandbox,
+            workspace,
+            self.state,
+            budgets,
+            session_id=session_id,
+            snapshot=f"{DATA_MOUNT}/shell-snapshot.sh",
+            env=bash_env(version, session_id),
+            home=HOME,
+        )
 
     def run(self, call: ToolCall) -> Observation:
-        raise NotImplementedError(call.tool)
+        if call.tool in render.NOT_OFFERED_HINTS:
+            return render.not_offered(call.tool)
+        if call.tool == "Bash":
+            return self.bash.run(call.input)
+        if call.tool == "Read":
+            return self.files.read(call.input)
+        if call.tool == "Write":
+            return self.files.write(call.input)
+        if call.tool == "Edit":
+            return self.files.edit(call.input)
+        raise AssertionError(f"{call.tool} is not a rerun tool")
