@@ -22,6 +22,8 @@ class Rebuild(BaseModel):
     """The model-visible conversation ending at the boundary, in the provider's wire format."""
     agent_home: Path | None = None
     """The isolated agent home (HOME / CODEX_HOME ...) the continuation runs with."""
+    continuation: dict[str, Any] = {}
+    """Adapter facts the continuation and its gate need (written to continuation.json)."""
 
 
 class Rerunner(Protocol):
@@ -48,7 +50,9 @@ class Adapter(Protocol):
         """Extra mounts the reruns need (container path -> host path, read-only), besides the workspace."""
         ...
 
-    def rerunner(self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets) -> Rerunner: ...
+    def rerunner(
+        self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
+    ) -> Rerunner: ...
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from replayer.errors import ReplayError
-from replayer.models import ReplayRequest, ReplayResult
+from replayer.models import InspectCall, InspectReport, InspectStep, ReplayRequest, ReplayResult
 
 app = typer.Typer(
     add_completion=False,
@@ -25,10 +25,15 @@ console = Console()
 err_console = Console(stderr=True)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
-AfterStep = Annotated[int, typer.Option("--after-step", "-n", help="Boundary: after this many complete tool batches.")]
+AfterStep = Annotated[
+    int, typer.Option("--after-step", "-n", help="Boundary: after this many complete tool batches.")
+]
 OutDir = Annotated[Path, typer.Option("--out", "-o", help="Output directory (written atomically).")]
 AllowDegraded = Annotated[
-    bool, typer.Option("--allow-degraded", help="Keep historical observations where a rerun is impossible; recorded.")
+    bool,
+    typer.Option(
+        "--allow-degraded", help="Keep historical observations where a rerun is impossible; recorded."
+    ),
 ]
 Force = Annotated[bool, typer.Option("--force", help="Replace an existing output directory.")]
 
@@ -43,44 +48,48 @@ def inspect(trajectory: Path, json: JsonOpt = False) -> None:
     from replayer.engine import load
 
     adapter, traj = load(trajectory)
-    doc = {
-        "agent": traj.agent,
-        "agent_version": traj.agent_version,
-        "session_id": traj.session_id,
-        "cwd": traj.cwd,
-        "source_sha256": traj.source_sha256,
-        "steps": [
-            {
-                "index": s.index,
-                "complete": s.complete,
-                "before_compaction": s.before_compaction,
-                "calls": [
-                    {
-                        "id": c.id,
-                        "tool": c.tool,
-                        "input": c.input,
-                        "kind": adapter.classify(c, traj)[0],
-                        "has_observation": c.historical is not None,
-                    }
+    report = InspectReport(
+        agent=traj.agent,
+        agent_version=traj.agent_version,
+        session_id=traj.session_id,
+        cwd=traj.cwd,
+        source_sha256=traj.source_sha256,
+        steps=[
+            InspectStep(
+                index=s.index,
+                complete=s.complete,
+                before_compaction=s.before_compaction,
+                calls=[
+                    InspectCall(
+                        id=c.id,
+                        tool=c.tool,
+                        input=c.input,
+                        kind=adapter.classify(c, traj)[0],
+                        has_observation=c.historical is not None,
+                    )
                     for c in s.calls
                 ],
-            }
+            )
             for s in traj.steps
         ],
-    }
+    )
     if json:
-        _emit_json(doc)
+        _emit_json(report.model_dump(mode="json"))
         return
-    console.print(f"agent [bold]{traj.agent}[/] {traj.agent_version}  session {traj.session_id}  cwd {traj.cwd}")
+    console.print(
+        f"agent [bold]{traj.agent}[/] {traj.agent_version}  session {traj.session_id}  cwd {traj.cwd}"
+    )
     table = Table("step", "tools", "call ids", "observed", "kind")
-    for s in doc["steps"]:
-        calls = s["calls"]
+    for step in report.steps:
+        notes = ("" if step.complete else " (incomplete)") + (
+            " (pre-compaction)" if step.before_compaction else ""
+        )
         table.add_row(
-            str(s["index"]) + ("" if s["complete"] else " (incomplete)") + (" (pre-compaction)" if s["before_compaction"] else ""),
-            ", ".join(c["tool"] for c in calls),
-            ", ".join(c["id"] for c in calls),
-            ", ".join("yes" if c["has_observation"] else "NO" for c in calls),
-            ", ".join(c["kind"] for c in calls),
+            f"{step.index}{notes}",
+            ", ".join(c.tool for c in step.calls),
+            ", ".join(c.id for c in step.calls),
+            ", ".join("yes" if c.has_observation else "NO" for c in step.calls),
+            ", ".join(c.kind for c in step.calls),
         )
     console.print(table)
 
@@ -93,10 +102,14 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
     for d in result.divergences:
         counts[d.status] = counts.get(d.status, 0) + 1
     summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "no calls"
-    console.print(f"{result.agent} {result.agent_version}: boundary after step {result.after_step}; {summary}")
+    console.print(
+        f"{result.agent} {result.agent_version}: boundary after step {result.after_step}; {summary}"
+    )
     for d in result.divergences:
         if d.status == "different":
-            console.print(f"  [yellow]different[/] step {d.step} {d.tool} {d.call_id} at offset {d.first_difference}")
+            console.print(
+                f"  [yellow]different[/] step {d.step} {d.tool} {d.call_id} at offset {d.first_difference}"
+            )
     for g in result.degradations:
         console.print(f"  [red]degraded[/] {g.reason} ({g.action})")
     console.print(f"result: {out.absolute() / 'result.json'}")
@@ -104,14 +117,23 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
 
 @app.command()
 def prepare(
-    trajectory: Path, after_step: AfterStep, out: OutDir, allow_degraded: AllowDegraded = False,
-    force: Force = False, json: JsonOpt = False,
+    trajectory: Path,
+    after_step: AfterStep,
+    out: OutDir,
+    allow_degraded: AllowDegraded = False,
+    force: Force = False,
+    json: JsonOpt = False,
 ) -> None:
     """Zero execution: rebuild the native prefix with the historical observations and expected_prefix.json."""
     from replayer.engine import execute
 
     request = ReplayRequest(
-        mode="prepare", trajectory=trajectory, after_step=after_step, out=out, allow_degraded=allow_degraded, force=force
+        mode="prepare",
+        trajectory=trajectory,
+        after_step=after_step,
+        out=out,
+        allow_degraded=allow_degraded,
+        force=force,
     )
     _report(execute(request), out, json)
 
@@ -120,9 +142,13 @@ def prepare(
 def run(
     trajectory: Path,
     after_step: AfterStep,
-    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="Initial workspace (copied, never modified).")],
+    workspace: Annotated[
+        Path, typer.Option("--workspace", "-w", help="Initial workspace (copied, never modified).")
+    ],
     out: OutDir,
-    image: Annotated[str | None, typer.Option("--image", help="Sandbox image (default: the project's base image).")] = None,
+    image: Annotated[
+        str | None, typer.Option("--image", help="Sandbox image (default: the project's base image).")
+    ] = None,
     allow_degraded: AllowDegraded = False,
     force: Force = False,
     json: JsonOpt = False,
@@ -131,8 +157,14 @@ def run(
     from replayer.engine import execute
 
     request = ReplayRequest(
-        mode="run", trajectory=trajectory, after_step=after_step, out=out, workspace=workspace, image=image,
-        allow_degraded=allow_degraded, force=force,
+        mode="run",
+        trajectory=trajectory,
+        after_step=after_step,
+        out=out,
+        workspace=workspace,
+        image=image,
+        allow_degraded=allow_degraded,
+        force=force,
     )
     _report(execute(request), out, json)
 
@@ -140,7 +172,8 @@ def run(
 @app.command()
 def gc(json: JsonOpt = False) -> None:
     """Remove every container the replayer left behind."""
-    from sandboxes.docker import connect, gc as docker_gc
+    from sandboxes.docker import connect
+    from sandboxes.docker import gc as docker_gc
 
     removed = docker_gc(connect())
     if json:
@@ -164,7 +197,9 @@ def main() -> None:
         err_console.print("replayer: interrupted", highlight=False)
         sys.exit(130)
     except Exception as exc:
-        err_console.print(f"replayer: internal error: {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True)
+        err_console.print(
+            f"replayer: internal error: {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True
+        )
         sys.exit(1)
 
 

@@ -14,7 +14,9 @@ _EXCERPT = 160
 
 NORMALIZERS: dict[str, Callable[[str], str]] = {
     "trailing_whitespace": lambda s: re.sub(r"[ \t]+$", "", s.rstrip("\n"), flags=re.M),
-    "iso_timestamps": lambda s: re.sub(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?", "<TS>", s),
+    "iso_timestamps": lambda s: re.sub(
+        r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?", "<TS>", s
+    ),
     "durations": lambda s: re.sub(r"\b\d+(\.\d+)?\s?(ms|s)\b", "<DUR>", s),
 }
 
@@ -56,7 +58,9 @@ def compare(step: int, call: ToolCall, kind: ToolKind, fresh: Observation) -> Di
                 used.append(name)
                 a, b = na, nb
             if a == b:
-                return Divergence(**base, status="normalized_equal", normalizers=used, truncated=fresh.truncated)
+                return Divergence(
+                    **base, status="normalized_equal", normalizers=used, truncated=fresh.truncated
+                )
     at = _first_difference(old, new)
     return Divergence(
         **base,

@@ -43,13 +43,17 @@ def execute(request: ReplayRequest) -> ReplayResult:
     started = time.monotonic()
     adapter, traj = load(request.trajectory)
     parse_s = time.monotonic() - started
-    plan = make_plan(adapter, traj, request.after_step, request.allow_degraded, executes=request.mode == "run")
+    plan = make_plan(
+        adapter, traj, request.after_step, request.allow_degraded, executes=request.mode == "run"
+    )
     if request.mode == "run":
         _check_workspace(request.workspace)
     out = OutputDir(request.out, force=request.force)
     try:
         result = _execute_into(out.tmp, request, adapter, traj, plan, parse_s, started)
-        write_bytes_atomic(out.tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS))
+        write_bytes_atomic(
+            out.tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
+        )
         out.commit()
     except BaseException:
         out.discard()
@@ -65,7 +69,13 @@ def _check_workspace(workspace: Path | None) -> None:
 
 
 def _execute_into(
-    tmp: Path, request: ReplayRequest, adapter: Adapter, traj: Trajectory, plan: Plan, parse_s: float, started: float
+    tmp: Path,
+    request: ReplayRequest,
+    adapter: Adapter,
+    traj: Trajectory,
+    plan: Plan,
+    parse_s: float,
+    started: float,
 ) -> ReplayResult:
     observations: dict[str, Observation] = {}
     divergences: list[Divergence] = []
@@ -106,6 +116,7 @@ def _execute_into(
     t2 = time.monotonic()
     rebuild = adapter.rebuild(traj, plan.after_step, observations, tmp / "native")
     write_bytes_atomic(tmp / "expected_prefix.json", orjson.dumps(rebuild.expected_prefix, option=JSON_OPTS))
+    write_bytes_atomic(tmp / "continuation.json", orjson.dumps(rebuild.continuation, option=JSON_OPTS))
     rebuild_s = time.monotonic() - t2
     return ReplayResult(
         request=request,

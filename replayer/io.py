@@ -87,7 +87,9 @@ class Workspace:
             raise NotRegular("the workspace root is a directory", is_dir=True)
         with self._parent_fd(parts, create=create) as dfd:
             try:
-                fd = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644, dir_fd=dfd)
+                fd = os.open(
+                    parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644, dir_fd=dfd
+                )
             except FileNotFoundError:
                 raise NotFound(f"{parts[-1]} does not exist") from None
             except IsADirectoryError:

@@ -61,6 +61,32 @@ class Trajectory(Frozen):
     """Adapter-private parse state, used by the same adapter's rebuild."""
 
 
+class InspectCall(Frozen):
+    id: str
+    tool: str
+    input: dict[str, Any]
+    kind: ToolKind
+    has_observation: bool
+
+
+class InspectStep(Frozen):
+    index: int
+    complete: bool
+    before_compaction: bool
+    calls: list[InspectCall]
+
+
+class InspectReport(Frozen):
+    """`replayer inspect --json`."""
+
+    agent: str
+    agent_version: str | None
+    session_id: str | None
+    cwd: str | None
+    source_sha256: str
+    steps: list[InspectStep]
+
+
 class ReadBudget(Frozen):
     """Outer safety bounds of the confined file reads; set above what the pinned CLIs do on ordinary files."""
 

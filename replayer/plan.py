@@ -25,7 +25,9 @@ class Plan(BaseModel):
     boundary_call_ids: list[str]
 
 
-def make_plan(adapter: Adapter, traj: Trajectory, after_step: int, allow_degraded: bool, executes: bool = True) -> Plan:
+def make_plan(
+    adapter: Adapter, traj: Trajectory, after_step: int, allow_degraded: bool, executes: bool = True
+) -> Plan:
     """`executes=False` (prepare) reruns nothing, so an unknown tool is listed but not refused."""
     degradations: list[Degradation] = []
     if not traj.session_id:
@@ -41,7 +43,9 @@ def make_plan(adapter: Adapter, traj: Trajectory, after_step: int, allow_degrade
         raise PlanRefused(f"--after-step must be >= 0, got {after_step}")
     last_complete = _last_complete(steps)
     if after_step > len(steps):
-        raise PlanRefused(f"boundary {after_step} is beyond the last step ({len(steps)}; last complete: {last_complete})")
+        raise PlanRefused(
+            f"boundary {after_step} is beyond the last step ({len(steps)}; last complete: {last_complete})"
+        )
     for step in steps[:after_step]:
         if not step.complete:
             missing = ", ".join(c.id for c in step.calls if c.historical is None)
@@ -58,7 +62,13 @@ def make_plan(adapter: Adapter, traj: Trajectory, after_step: int, allow_degrade
                 if not allow_degraded:
                     raise PlanRefused(reason + "; --allow-degraded keeps its historical observation")
                 degradations.append(
-                    Degradation(reason=reason, action="historical_kept", step=step.index, call_id=call.id, tool=call.tool)
+                    Degradation(
+                        reason=reason,
+                        action="historical_kept",
+                        step=step.index,
+                        call_id=call.id,
+                        tool=call.tool,
+                    )
                 )
             calls.append(PlannedCall(step=step.index, call=call, kind=kind))
     boundary_ids = [c.id for c in steps[after_step - 1].calls] if after_step else []

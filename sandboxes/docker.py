@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -26,7 +27,9 @@ def connect() -> docker.DockerClient:
         client = docker.from_env(timeout=120)
         client.ping()
     except Exception as exc:  # the SDK raises several unrelated types for an absent engine
-        raise SandboxError(f"Docker is not reachable ({type(exc).__name__}); run scripts/docker_up.sh") from None
+        raise SandboxError(
+            f"Docker is not reachable ({type(exc).__name__}); run scripts/docker_up.sh"
+        ) from None
     return client
 
 
@@ -57,7 +60,8 @@ class DockerSandbox:
         except docker.errors.ImageNotFound:
             raise SandboxError(f"image {image!r} not found; run scripts/build_base_image.sh") from None
         mounts = [
-            Mount(target=target, source=str(src), type="bind", read_only=ro) for target, (src, ro) in binds.items()
+            Mount(target=target, source=str(src), type="bind", read_only=ro)
+            for target, (src, ro) in binds.items()
         ]
         try:
             container = client.containers.run(
@@ -141,10 +145,8 @@ class DockerSandbox:
         self._run_quiet(["sh", "-c", f'p=$(cat {pgid_file} 2>/dev/null) && kill -KILL -- -"$p"'])
 
     def _run_quiet(self, argv: list[str]) -> None:
-        try:
+        with contextlib.suppress(docker.errors.APIError):
             self.container.exec_run(argv)
-        except docker.errors.APIError:
-            pass
 
     def spawn(self, argv: list[str], *, workdir: str = "/", env: dict[str, str] | None = None) -> None:
         """Start a background process (e.g. a forwarder) that lives as long as the container."""
@@ -154,7 +156,9 @@ class DockerSandbox:
 
     def forward_port(self, port: int, unix_socket: str) -> None:
         """Inside the container, 127.0.0.1:port -> a mounted unix socket (the container has no network)."""
-        self.spawn(["socat", f"TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr", f"UNIX-CONNECT:{unix_socket}"])
+        self.spawn(
+            ["socat", f"TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr", f"UNIX-CONNECT:{unix_socket}"]
+        )
         probe = f"for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && exit 0; sleep 0.05; done; exit 1"
         if self.exec(["bash", "-c", probe], workdir="/", timeout_s=30).exit_code != 0:
             raise SandboxError(f"port forwarder on 127.0.0.1:{port} did not come up")

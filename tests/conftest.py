@@ -22,7 +22,9 @@ def main_requests(name: str) -> list[dict]:
     return [r for r in map(orjson.loads, lines) if r["main_thread"]]
 
 
-def replayer(*args: str, env: dict[str, str] | None = None, check: bool = False) -> subprocess.CompletedProcess[str]:
+def replayer(
+    *args: str, env: dict[str, str] | None = None, check: bool = False
+) -> subprocess.CompletedProcess[str]:
     """The real console entry point, as a user runs it."""
     full_env = {**os.environ, **(env or {})}
     proc = subprocess.run(

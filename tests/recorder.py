@@ -17,14 +17,11 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from replayer.pins import load_pins
-from sandboxes.docker import DockerSandbox, connect
-from tests.support.upstream import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from tests.support.claude_cli import CWD, run_claude
+from tests.support.upstream import Script, TextBlock, ToolUseBlock, Turn
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "claude_code"
-CWD = "/testbed"
 HOME = "/home/replay"
-SOCK_DIR = "/run/replayer-sock"
-PORT = 8765
 
 
 class Scenario(BaseModel):
@@ -89,7 +86,11 @@ def scenarios() -> list[Scenario]:
                     _turn(_tool(s, 2, "Read", file_path=f"{CWD}/hello.py")),
                     _turn(
                         _tool(
-                            s, 3, "Edit", file_path=f"{CWD}/hello.py", old_string="print('hello')",
+                            s,
+                            3,
+                            "Edit",
+                            file_path=f"{CWD}/hello.py",
+                            old_string="print('hello')",
                             new_string="print('goodbye')",
                         )
                     ),
@@ -105,7 +106,11 @@ def scenarios() -> list[Scenario]:
             script=Script(
                 message_id_prefix=f"msg_{s}",
                 turns=[
-                    _turn(_tool(s, 1, "Bash", command="echo to-out; echo to-err >&2; exit 3", description="Fail")),
+                    _turn(
+                        _tool(
+                            s, 1, "Bash", command="echo to-out; echo to-err >&2; exit 3", description="Fail"
+                        )
+                    ),
                     _turn(_tool(s, 2, "Bash", command="ls /nonexistent", description="Missing dir")),
                     _turn(_tool(s, 3, "Bash", command="grep nomatch a.txt", description="No match")),
                     _turn(
@@ -153,6 +158,41 @@ def scenarios() -> list[Scenario]:
             ),
         ),
         Scenario(
+            name=(s := "shell_state"),
+            files={"notes.txt": "alpha\nbeta\n", "src/main.py": "print('hello')\n"},
+            prompts=["Exercise the shell."],
+            script=Script(
+                message_id_prefix=f"msg_{s}",
+                turns=[
+                    _turn(
+                        _tool(s, 1, "Bash", command="mkdir -p build && cd build", description="Enter build")
+                    ),
+                    _turn(_tool(s, 2, "Bash", command="pwd", description="Where")),
+                    _turn(_tool(s, 3, "Bash", command="cd / && ls -d /tmp", description="Leave")),
+                    _turn(_tool(s, 4, "Bash", command="cat notes.txt", description="Show")),
+                    _turn(
+                        _tool(
+                            s, 5, "Edit", file_path=f"{CWD}/notes.txt", old_string="beta", new_string="gamma"
+                        )
+                    ),
+                    _turn(_tool(s, 6, "Bash", command="grep -rn hello .", description="Search")),
+                    _turn(_tool(s, 7, "Bash", command="find . -name '*.py'", description="Find")),
+                    _turn(_tool(s, 8, "Bash", command="sleep 5", description="Sleep", timeout=1000)),
+                    _turn(_tool(s, 9, "Bash", command="seq 1 20000", description="Long")),
+                    _turn(_tool(s, 10, "Read", file_path=f"{CWD}/src/main.py")),
+                    _turn(_tool(s, 11, "Read", file_path=f"{CWD}/src/main.py")),
+                    _turn(
+                        _tool(
+                            s, 12, "Bash", command="printf '\\n\\n  lead\\ntrail  \\n\\n'", description="Trim"
+                        )
+                    ),
+                    _turn(
+                        _tool(s, 13, "Bash", command="python3 -c 'import time; time.sleep(3)'", timeout=1000)
+                    ),
+                ],
+            ),
+        ),
+        Scenario(
             name=(s := "continued"),
             files={"a.txt": "one\n"},
             prompts=["Show a.txt.", "Now append a line and show it again."],
@@ -161,7 +201,9 @@ def scenarios() -> list[Scenario]:
                 turns=[
                     _turn(_tool(s, 1, "Bash", command="cat a.txt", description="Show")),
                     _turn(TextBlock(text="It says one.")),
-                    _turn(_tool(s, 2, "Bash", command="echo two >> a.txt && cat a.txt", description="Append")),
+                    _turn(
+                        _tool(s, 2, "Bash", command="echo two >> a.txt && cat a.txt", description="Append")
+                    ),
                 ],
             ),
         ),
@@ -175,7 +217,9 @@ def snapshot_scenario() -> Scenario:
         name="snapshot",
         files={},
         prompts=["Copy the snapshot."],
-        script=Script(message_id_prefix="msg_snapshot", turns=[_turn(_tool("snapshot", 1, "Bash", command=copy))]),
+        script=Script(
+            message_id_prefix="msg_snapshot", turns=[_turn(_tool("snapshot", 1, "Bash", command=copy))]
+        ),
     )
 
 
@@ -195,50 +239,25 @@ def capture_snapshot() -> Path:
     return dest
 
 
-def claude_env() -> dict[str, str]:
-    return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": HOME,
-        "TERM": "dumb",
-        "SHELL": "/bin/bash",
-        "IS_SANDBOX": "1",
-        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{PORT}",
-        "ANTHROPIC_API_KEY": "sk-fake-recorder",
-        "DISABLE_TELEMETRY": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_AUTOUPDATER": "1",
-    }
-
-
 def _run_scenario(scenario: Scenario, state: Path) -> tuple[Path, list[bytes], list[dict]]:
     """Run the scenario's prompts with the real CLI; returns (home, stdout per prompt, upstream log)."""
-    pins = load_pins()
-    pin = pins.agents["claude_code"]
-    agent_mount = f"/opt/replayer/agents/claude_code-{pin.version}"
-    claude = f"{agent_mount}/{pin.bin}"
     session_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"sandbox-replayer/{scenario.name}"))
     workspace, home, socks = state / "workspace", state / "home", state / "sock"
     for d in (workspace, home, socks):
         d.mkdir()
     for rel, text in scenario.files.items():
+        (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
         (workspace / rel).write_text(text)
     shutil.copytree(workspace, state / "initial")
-    stdout: list[bytes] = []
-    with ScriptedUpstream(scenario.script, unix_path=socks / "upstream.sock") as upstream:
-        binds = {CWD: (workspace, False), HOME: (home, False), SOCK_DIR: (socks, False)}
-        binds[agent_mount] = (pins.bundle_dir("claude_code"), True)
-        run_id = f"rec-{uuid.uuid4().hex[:8]}"
-        with DockerSandbox.start(connect(), pins.base_image.tag, binds=binds, workdir=CWD, run_id=run_id) as box:
-            box.forward_port(PORT, f"{SOCK_DIR}/upstream.sock")
-            for i, prompt in enumerate(scenario.prompts):
-                argv = [claude, "-p", prompt, "--output-format", "stream-json", "--verbose"]
-                argv += ["--dangerously-skip-permissions"]
-                argv += ["--session-id", session_id] if i == 0 else ["--resume", session_id]
-                res = box.exec(argv, workdir=CWD, env=claude_env(), timeout_s=180)
-                if res.exit_code != 0:
-                    raise RuntimeError(f"claude exited {res.exit_code}: {res.stderr.decode()[-2000:]}")
-                stdout.append(res.stdout)
-        log = [r.model_dump() for r in upstream.log]
+    stdout, log = run_claude(
+        prompts=scenario.prompts,
+        workspace=workspace,
+        home=home,
+        sockets=socks,
+        script=scenario.script,
+        session_id=session_id,
+        resume_first=False,
+    )
     return home, stdout, log
 
 

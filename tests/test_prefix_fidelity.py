@@ -32,7 +32,15 @@ def _boundaries() -> list[tuple[str, int]]:
 @pytest.mark.parametrize(("name", "after_step"), _boundaries())
 def test_expected_prefix_equals_the_request_the_cli_sent(name: str, after_step: int, tmp_path) -> None:
     out = tmp_path / "out"
-    replayer("prepare", str(fixture_dir(name) / "session.jsonl"), "--after-step", str(after_step), "--out", str(out), check=True)
+    replayer(
+        "prepare",
+        str(fixture_dir(name) / "session.jsonl"),
+        "--after-step",
+        str(after_step),
+        "--out",
+        str(out),
+        check=True,
+    )
     expected = orjson.loads((out / "expected_prefix.json").read_bytes())
     _, traj = load(fixture_dir(name) / "session.jsonl")
     if after_step == 0:

@@ -36,8 +36,15 @@ class ClaudeCodeAdapter:
             if path.startswith("/") and not (posixpath.normpath(path) + "/").startswith(cwd + "/"):
                 return "unknown", f"{call.tool} of {path}, outside the workspace {trajectory.cwd}"
         historical = call.historical.content if call.historical else ""
-        if call.tool == "Read" and isinstance(historical, str) and any(m in historical for m in _TOKEN_CAP_MARKS):
-            return "unknown", "Read hit the CLI's token cap, which the model API counted (not reproducible offline)"
+        if (
+            call.tool == "Read"
+            and isinstance(historical, str)
+            and any(m in historical for m in _TOKEN_CAP_MARKS)
+        ):
+            return (
+                "unknown",
+                "Read hit the CLI's token cap, which the model API counted (not reproducible offline)",
+            )
         return "rerun", None
 
     def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
@@ -59,7 +66,18 @@ class ClaudeCodeAdapter:
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
     ) -> Rebuild:
         native: session.Native = trajectory._native
-        items = session.with_observations(session.prefix_items(trajectory, after_step), observations, native.repaired)
+        items = session.with_observations(
+            session.prefix_items(trajectory, after_step), observations, native.repaired
+        )
         home = dest / "home"
         path = session.write_prefix(trajectory, items, home)
-        return Rebuild(native_files=[path], expected_prefix=wire.to_messages(items), agent_home=home)
+        last_user = next((r for r in reversed(items) if r.get("type") == "user"), None)
+        last_is_string = last_user is not None and isinstance(
+            last_user.get("message", {}).get("content"), str
+        )
+        return Rebuild(
+            native_files=[path],
+            expected_prefix=wire.to_messages(items),
+            agent_home=home,
+            continuation={"session_id": trajectory.session_id, "prefix_last_was_string": last_is_string},
+        )

@@ -26,13 +26,41 @@ DEFAULT_TIMEOUT_MS = 120000
 MAX_TIMEOUT_MS = 600000
 OUTPUT_LIMIT_BYTES = 30000
 PERSIST_PREVIEW_CHARS = 2000
-NO_OUTPUT_COMMANDS = frozenset("mv cp rm mkdir rmdir chmod chown chgrp touch ln cd export unset wait".split())
-_NO_MATCH = {"grep": "No matches found", "rg": "No matches found", "egrep": "No matches found", "fgrep": "No matches found"}
-_EXIT1 = {**_NO_MATCH, "find": "Some directories were inaccessible", "diff": "Files differ", "test": "Condition is false",
-          "[": "Condition is false"}
+NO_OUTPUT_COMMANDS = frozenset(
+    [
+        "mv",
+        "cp",
+        "rm",
+        "mkdir",
+        "rmdir",
+        "chmod",
+        "chown",
+        "chgrp",
+        "touch",
+        "ln",
+        "cd",
+        "export",
+        "unset",
+        "wait",
+    ]
+)
+_NO_MATCH = {
+    "grep": "No matches found",
+    "rg": "No matches found",
+    "egrep": "No matches found",
+    "fgrep": "No matches found",
+}
+_EXIT1 = {
+    **_NO_MATCH,
+    "find": "Some directories were inaccessible",
+    "diff": "Files differ",
+    "test": "Condition is false",
+    "[": "Condition is false",
+}
 _HEREDOC = re.compile(r"<<-?\s*(?:(['\"]?)(\w+)\1|\\(\w+))")
 _NOT_HEREDOC = re.compile(r"\d\s*<<\s*\d|\[\[\s*\d+\s*<<\s*\d+\s*\]\]|\$\(\(.*<<.*\)\)")
 _STDIN_REDIRECT = re.compile(r"(?:^|[\s;&|])<(?![<(])\s*\S+")
+_TASK_FILE = re.compile(r"/(b[0-9a-z]{8})\.(?:txt|output)$")
 _HINT_LINE = re.compile(r"^[ \t]*<claude-code-hint\s+([^>]*?)\s*/>[ \t]*$", re.M)
 
 # Runs inside the container: the CLI's command with both streams appended to its output file,
@@ -96,12 +124,24 @@ def return_code_interpretation(command: str, code: int) -> tuple[bool, str | Non
     words = _words(parts[-1]) if parts else []
     first = words[0] if words else ""
     if first == "git":
-        sub = next((w for w in words[1:] if not w.startswith("-")), None)
+        sub = _git_subcommand(words)
         if sub in ("diff", "grep"):
             return code >= 2, ("No matches found" if sub == "grep" else "Files differ") if code == 1 else None
     if first in _EXIT1:
         return code >= 2, _EXIT1[first] if code == 1 else None
     return code != 0, None
+
+
+def _git_subcommand(words: list[str]) -> str | None:
+    i = 1
+    while i < len(words):
+        if words[i] in ("-C", "-c"):
+            i += 2
+        elif words[i].startswith("-"):
+            i += 1
+        else:
+            return words[i]
+    return None
 
 
 def no_output_expected(command: str) -> bool:
@@ -119,6 +159,17 @@ def quote_for_eval(command: str) -> str:
 
 def _task_id() -> str:
     return "b" + "".join(secrets.choice(string.digits + string.ascii_lowercase) for _ in range(8))
+
+
+def _historical_task_id(historical: Observation | None) -> str | None:
+    """The CLI's task ids are random; reusing the historical one keeps unchanged observations identical."""
+    data = historical.structured if historical is not None else None
+    if not isinstance(data, dict):
+        return None
+    if isinstance(data.get("backgroundTaskId"), str):
+        return data["backgroundTaskId"]
+    match = _TASK_FILE.search(str(data.get("persistedOutputPath", "")))
+    return match.group(1) if match else None
 
 
 def _trim_lines(text: str) -> str:
@@ -168,10 +219,10 @@ class BashTool:
         self.slug = re.sub(r"[^A-Za-z0-9]", "-", state.original_cwd)
         self.home = home
 
-    def run(self, inp: dict[str, Any]) -> Observation:
+    def run(self, inp: dict[str, Any], historical: Observation | None = None) -> Observation:
         command = str(inp.get("command", ""))
         timeout_ms = min(int(inp.get("timeout") or DEFAULT_TIMEOUT_MS), MAX_TIMEOUT_MS)
-        task = _task_id()
+        task = _historical_task_id(historical) or _task_id()
         out_file = f"/tmp/claude-0/{self.slug}/{self.session_id}/tasks/{task}.output"
         persist = f"{self.home}/.claude/projects/{self.slug}/{self.session_id}/tool-results/{task}.txt"
         cwd_file = f"/tmp/claude-{secrets.token_hex(2)}-cwd"
@@ -183,7 +234,17 @@ class BashTool:
                 f"pwd -P >| {cwd_file}",
             ]
         )
-        argv = ["bash", "-c", _RUNNER, "runner", out_file, cwd_file, str(OUTPUT_LIMIT_BYTES), persist, cc_command]
+        argv = [
+            "bash",
+            "-c",
+            _RUNNER,
+            "runner",
+            out_file,
+            cwd_file,
+            str(OUTPUT_LIMIT_BYTES),
+            persist,
+            cc_command,
+        ]
         background = bool(inp.get("run_in_background"))
         first_word = (_words(split_commands(command)[0]) or [""])[0] if split_commands(command) else ""
         backgroundable = first_word != "sleep"
@@ -200,12 +261,20 @@ class BashTool:
                 f"Command running in background with ID: {task}. Output is being written to: {out_file}. "
                 "You will be notified when it completes. To check interim output, use Read on that file path."
             )
-            data = {**data_base, "noOutputExpected": no_output_expected(command), "backgroundTaskId": task}
-            return Observation(content=message, is_error=False, structured=data)
+            background_data = {
+                **data_base,
+                "noOutputExpected": no_output_expected(command),
+                "backgroundTaskId": task,
+            }
+            return Observation(content=message, is_error=False, structured=background_data)
         if res.timed_out:
-            head = self.sandbox.exec(["head", "-c", str(OUTPUT_LIMIT_BYTES), out_file], workdir="/", timeout_s=30)
+            head = self.sandbox.exec(
+                ["head", "-c", str(OUTPUT_LIMIT_BYTES), out_file], workdir="/", timeout_s=30
+            )
             output = head.stdout.decode(errors="replace")
-            return render.thrown_error(f"Exit code 143\nCommand timed out after {render.duration(timeout_ms)}\n{output}")
+            return render.thrown_error(
+                f"Exit code 143\nCommand timed out after {render.duration(timeout_ms)}\n{output}"
+            )
         header, _, body = res.stdout.partition(b"\n")
         code = int(header or b"1")
         new_cwd, _, body = body.partition(b"\n")
@@ -283,5 +352,8 @@ class BashTool:
                 text = res.data.decode(errors="replace").replace("\r\n", "\n")
                 offset = None if words[0] == "cat" else 1
                 self.state.read_files[path] = ReadEntry(
-                    content=text, timestamp=res.mtime_ns // 1_000_000, offset=offset, limit=limit if offset else None
+                    content=text,
+                    timestamp=res.mtime_ns // 1_000_000,
+                    offset=offset,
+                    limit=limit if offset else None,
                 )

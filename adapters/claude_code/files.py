@@ -80,11 +80,14 @@ class FileTools:
             and entry.timestamp == mtime_ms
         ):
             return Observation(
-                content=render.UNCHANGED_READ, structured={"type": "file_unchanged", "file": {"filePath": file_path}}
+                content=render.UNCHANGED_READ,
+                structured={"type": "file_unchanged", "file": {"filePath": file_path}},
             )
         if limit is None and res.size > render.MAX_READ_BYTES:
             size, cap = render.human_size(res.size), render.human_size(render.MAX_READ_BYTES)
-            return render.thrown_error(f"File content ({size}) exceeds maximum allowed size ({cap}). {render.SIZE_HINT}")
+            return render.thrown_error(
+                f"File content ({size}) exceeds maximum allowed size ({cap}). {render.SIZE_HINT}"
+            )
         text = _decode(res.data)
         whole = offset <= 1 and limit is None
         if whole:
@@ -161,7 +164,10 @@ class FileTools:
                 "originalFile": None,
                 "userModified": False,
             }
-            return Observation(content=f"File created successfully at: {file_path}{render.FILE_STATE_CURRENT}", structured=data)
+            return Observation(
+                content=f"File created successfully at: {file_path}{render.FILE_STATE_CURRENT}",
+                structured=data,
+            )
         data = {
             "type": "update",
             "filePath": file_path,
@@ -171,12 +177,16 @@ class FileTools:
             "userModified": False,
         }
         return Observation(
-            content=f"The file {file_path} has been updated successfully.{render.FILE_STATE_CURRENT}", structured=data
+            content=f"The file {file_path} has been updated successfully.{render.FILE_STATE_CURRENT}",
+            structured=data,
         )
 
     def _remember_write(self, path: str, content: str) -> None:
         self.state.read_files[path] = ReadEntry(
-            content=content.replace("\r\n", "\n"), timestamp=_mtime_ms(self.ws, path, self.budgets), offset=None, limit=None
+            content=content.replace("\r\n", "\n"),
+            timestamp=_mtime_ms(self.ws, path, self.budgets),
+            offset=None,
+            limit=None,
         )
 
     # Edit ------------------------------------------------------------------------------------
@@ -187,7 +197,9 @@ class FileTools:
         replace_all = bool(inp.get("replace_all", False))
         path = self.state.absolute(file_path)
         if old == new:
-            return render.validation_error("No changes to make: old_string and new_string are exactly the same.")
+            return render.validation_error(
+                "No changes to make: old_string and new_string are exactly the same."
+            )
         kind = self.ws.kind(path)
         if kind == "missing":
             if old != "":
@@ -202,7 +214,9 @@ class FileTools:
             if old == "" and file_text.strip() != "":
                 return render.validation_error("Cannot create new file - file already exists.")
             if path.endswith(".ipynb"):
-                return render.validation_error("File is a Jupyter Notebook. Use the NotebookEdit to edit this file.")
+                return render.validation_error(
+                    "File is a Jupyter Notebook. Use the NotebookEdit to edit this file."
+                )
             if (err := self._stale_error(path)) is not None:
                 return err
         actual = find_actual(file_text, old)
@@ -223,7 +237,9 @@ class FileTools:
             )
         new_adapted = adapt_quotes(actual, new) if actual != old else new
         updated = apply_edit(file_text, actual, new_adapted, replace_all)
-        crlf = raw is not None and raw[:4096].count("\r\n") > raw[:4096].count("\n") - raw[:4096].count("\r\n")
+        crlf = raw is not None and raw[:4096].count("\r\n") > raw[:4096].count("\n") - raw[:4096].count(
+            "\r\n"
+        )
         self.ws.write(path, (updated.replace("\n", "\r\n") if crlf else updated).encode())
         self._remember_write(path, updated)
         data = {

@@ -8,10 +8,10 @@ from replayer.models import Observation
 
 FILE_STATE_CURRENT = " (file state is current in your context — no need to Read it back)"
 NOT_READ = "File has not been read yet. Read it first before writing to it."
-MODIFIED_SINCE_READ = (
-    "File has been modified since read, either by the user or by a linter. Read it again before attempting to write it."
+MODIFIED_SINCE_READ = "File has been modified since read, either by the user or by a linter. Read it again before attempting to write it."
+UNCHANGED_READ = (
+    "Wasted call — file unchanged since your last Read. Refer to that earlier tool_result instead."
 )
-UNCHANGED_READ = "Wasted call — file unchanged since your last Read. Refer to that earlier tool_result instead."
 SIZE_HINT = (
     "Use offset and limit parameters to read specific portions of the file, or search for specific content "
     "instead of reading the whole file."
@@ -32,7 +32,9 @@ NOT_OFFERED_HINTS = {
 
 def validation_error(message: str) -> Observation:
     """A validateInput / unknown-tool rejection: wrapped in <tool_use_error>."""
-    return Observation(content=f"<tool_use_error>{message}</tool_use_error>", is_error=True, structured=f"Error: {message}")
+    return Observation(
+        content=f"<tool_use_error>{message}</tool_use_error>", is_error=True, structured=f"Error: {message}"
+    )
 
 
 def thrown_error(message: str) -> Observation:
@@ -40,7 +42,9 @@ def thrown_error(message: str) -> Observation:
     text = message.strip() or "Command failed with no output"
     if len(text) > ERROR_MAX_CHARS:
         cut = len(text) - 2 * ERROR_KEEP_CHARS
-        text = f"{text[:ERROR_KEEP_CHARS]}\n\n... [{cut} characters truncated] ...\n\n{text[-ERROR_KEEP_CHARS:]}"
+        text = (
+            f"{text[:ERROR_KEEP_CHARS]}\n\n... [{cut} characters truncated] ...\n\n{text[-ERROR_KEEP_CHARS:]}"
+        )
     return Observation(content=text, is_error=True, structured=f"Error: {text}")
 
 

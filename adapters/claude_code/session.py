@@ -91,7 +91,12 @@ def _steps(items: list[Record], start: int, before_compaction: bool) -> tuple[li
         j = i
         while j < len(items) and chain.message_id(items[j]) == mid:
             j += 1
-        uses = [b for r in items[i:j] for b in wire.as_blocks(r["message"].get("content")) if b.get("type") == "tool_use"]
+        uses = [
+            b
+            for r in items[i:j]
+            for b in wire.as_blocks(r["message"].get("content"))
+            if b.get("type") == "tool_use"
+        ]
         if not uses:
             i = j
             continue
@@ -153,7 +158,9 @@ def prefix_items(traj: Trajectory, after_step: int) -> list[Record]:
     return native.items[: native.spans[local - 1].end + 1]
 
 
-def with_observations(items: list[Record], observations: dict[str, Observation], repaired: dict[str, str]) -> list[Record]:
+def with_observations(
+    items: list[Record], observations: dict[str, Observation], repaired: dict[str, str]
+) -> list[Record]:
     out = []
     for rec in items:
         ids = set(chain.tool_result_ids(rec)) & observations.keys()

@@ -67,7 +67,7 @@ class ClaudeCodeRerunner:
         if call.tool in render.NOT_OFFERED_HINTS:
             return render.not_offered(call.tool)
         if call.tool == "Bash":
-            return self.bash.run(call.input)
+            return self.bash.run(call.input, call.historical)
         if call.tool == "Read":
             return self.files.read(call.input)
         if call.tool == "Write":

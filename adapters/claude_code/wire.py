@@ -57,7 +57,11 @@ def to_messages(items: list[Record]) -> list[Message]:
 def _repair(messages: list[Message]) -> list[Message]:
     """The CLI's silent repairs: unanswered tool_use, orphan tool_result, duplicate tool_use ids."""
     answered = {
-        b.get("tool_use_id") for m in messages if m["role"] == "user" for b in m["content"] if b.get("type") == "tool_result"
+        b.get("tool_use_id")
+        for m in messages
+        if m["role"] == "user"
+        for b in m["content"]
+        if b.get("type") == "tool_result"
     }
     seen: set[str] = set()
     results_seen: set[str] = set()

@@ -113,7 +113,11 @@ class ScriptedUpstream:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         body: Any = orjson.loads(raw) if raw else None
-        headers = {k.lower(): v for k, v in request.headers.items() if k.lower() not in ("x-api-key", "authorization")}
+        headers = {
+            k.lower(): v
+            for k, v in request.headers.items()
+            if k.lower() not in ("x-api-key", "authorization")
+        }
         entry = LoggedRequest(method=request.method, path=request.path_qs, headers=headers, body=body)
         self.log.append(entry)
         if request.method != "POST":
@@ -154,15 +158,15 @@ class ScriptedUpstream:
         }
 
     async def _stream(self, request: web.Request, turn: Turn, message_id: str) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
         await response.prepare(request)
-        sent = 0
-        for name, data in self._events(turn, message_id):
+        for sent, (name, data) in enumerate(self._events(turn, message_id)):
             if turn.fail_after_events is not None and sent >= turn.fail_after_events:
                 request.transport.close()  # type: ignore[union-attr]
                 return response
             await response.write(b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n")
-            sent += 1
             if self.chunk_delay_s:
                 await asyncio.sleep(self.chunk_delay_s)
         await response.write_eof()
@@ -172,24 +176,38 @@ class ScriptedUpstream:
         start = self._message(Turn(blocks=[]), message_id)
         start["stop_reason"] = None
         start["usage"] = {"input_tokens": 100, "output_tokens": 1}
-        events: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": start})]
+        events: list[tuple[str, dict[str, Any]]] = [
+            ("message_start", {"type": "message_start", "message": start})
+        ]
         events.append(("ping", {"type": "ping"}))
         for index, block in enumerate(turn.blocks):
             if isinstance(block, TextBlock):
                 events.append(("content_block_start", _block_start(index, {"type": "text", "text": ""})))
                 for piece in _pieces(block.text):
                     delta = {"type": "text_delta", "text": piece}
-                    events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
+                    events.append(
+                        (
+                            "content_block_delta",
+                            {"type": "content_block_delta", "index": index, "delta": delta},
+                        )
+                    )
             else:
                 events.append(
                     (
                         "content_block_start",
-                        _block_start(index, {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}),
+                        _block_start(
+                            index, {"type": "tool_use", "id": block.id, "name": block.name, "input": {}}
+                        ),
                     )
                 )
                 for piece in _pieces(orjson.dumps(block.input).decode()):
                     delta = {"type": "input_json_delta", "partial_json": piece}
-                    events.append(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
+                    events.append(
+                        (
+                            "content_block_delta",
+                            {"type": "content_block_delta", "index": index, "delta": delta},
+                        )
+                    )
             events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
         events.append(
             (

@@ -1,0 +1,67 @@
+"""Run the real pinned `claude` CLI in the sandbox against the scripted upstream (recorder and tests)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from adapters.claude_code import tools
+from replayer.pins import load_pins
+from sandboxes.docker import DockerSandbox, connect
+from tests.support.upstream import Script, ScriptedUpstream
+
+CWD = "/testbed"
+SOCK_DIR = "/run/replayer-sock"
+PORT = 8765
+
+
+def claude_env() -> dict[str, str]:
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": tools.HOME,
+        "TERM": "dumb",
+        "SHELL": "/bin/bash",
+        "IS_SANDBOX": "1",
+        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{PORT}",
+        "ANTHROPIC_API_KEY": "sk-fake-recorder",
+        "DISABLE_TELEMETRY": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+    }
+
+
+def run_claude(
+    *,
+    prompts: list[str],
+    workspace: Path,
+    home: Path,
+    sockets: Path,
+    script: Script,
+    session_id: str,
+    resume_first: bool,
+    cwd: str = CWD,
+) -> tuple[list[bytes], list[dict]]:
+    """Each prompt is one `claude -p` run; the first starts `session_id` unless `resume_first`."""
+    pins = load_pins()
+    pin = pins.agents["claude_code"]
+    mount = tools.agent_mount(pin.version)
+    claude = f"{mount}/{pin.bin}"
+    stdout: list[bytes] = []
+    with ScriptedUpstream(script, unix_path=sockets / "upstream.sock") as upstream:
+        binds = {cwd: (workspace, False), tools.HOME: (home, False), SOCK_DIR: (sockets, False)}
+        binds[mount] = (pins.bundle_dir("claude_code"), True)
+        run_id = f"cli-{uuid.uuid4().hex[:8]}"
+        with DockerSandbox.start(
+            connect(), pins.base_image.tag, binds=binds, workdir=cwd, run_id=run_id
+        ) as box:
+            box.forward_port(PORT, f"{SOCK_DIR}/upstream.sock")
+            for i, prompt in enumerate(prompts):
+                argv = [claude, "-p", prompt, "--output-format", "stream-json", "--verbose"]
+                argv += ["--dangerously-skip-permissions"]
+                argv += ["--resume", session_id] if (i > 0 or resume_first) else ["--session-id", session_id]
+                res = box.exec(argv, workdir=cwd, env=claude_env(), timeout_s=180)
+                if res.exit_code != 0:
+                    raise RuntimeError(f"claude exited {res.exit_code}: {res.stderr.decode()[-2000:]}")
+                stdout.append(res.stdout)
+        log = [r.model_dump() for r in upstream.log]
+    return stdout, log

@@ -1,0 +1,96 @@
+"""Confined reads and writes: no symlink is followed, nothing but regular files is opened, budgets cut."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from replayer.errors import ConfinementError, OutputError
+from replayer.io import NotFound, NotRegular, OutputDir, Workspace
+from replayer.models import ReadBudget
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    root = tmp_path / "ws"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "f.txt").write_text("hello\n")
+    (tmp_path / "secret.txt").write_text("outside\n")
+    return Workspace(root, "/testbed")
+
+
+def test_reads_a_regular_file(ws: Workspace) -> None:
+    res = ws.read("/testbed/sub/f.txt", ReadBudget())
+    assert res.data == b"hello\n" and not res.truncated and res.size == 6
+
+
+def test_relative_paths_resolve_against_cwd(ws: Workspace) -> None:
+    assert ws.read("sub/f.txt", ReadBudget()).data == b"hello\n"
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "/testbed/../etc/passwd", "/testbedx/f", "../secret.txt"])
+def test_paths_outside_the_workspace(ws: Workspace, path: str) -> None:
+    with pytest.raises(ConfinementError, match="outside the workspace"):
+        ws.read(path, ReadBudget())
+
+
+def test_symlink_to_outside_is_not_followed(ws: Workspace) -> None:
+    os.symlink(ws.root.parent / "secret.txt", ws.root / "link.txt")
+    with pytest.raises(NotRegular):
+        ws.read("/testbed/link.txt", ReadBudget())
+    with pytest.raises(NotRegular):
+        ws.write("/testbed/link.txt", b"overwrite")
+    assert (ws.root.parent / "secret.txt").read_text() == "outside\n"
+
+
+def test_symlinked_directory_is_not_followed(ws: Workspace) -> None:
+    os.symlink(ws.root.parent, ws.root / "up")
+    with pytest.raises(NotRegular):
+        ws.read("/testbed/up/secret.txt", ReadBudget())
+
+
+def test_fifo_is_refused_without_blocking(ws: Workspace) -> None:
+    os.mkfifo(ws.root / "pipe")
+    with pytest.raises(NotRegular):
+        ws.read("/testbed/pipe", ReadBudget())
+    with pytest.raises(NotRegular):
+        ws.write("/testbed/pipe", b"x")
+
+
+def test_directory_and_missing(ws: Workspace) -> None:
+    with pytest.raises(NotRegular) as info:
+        ws.read("/testbed/sub", ReadBudget())
+    assert info.value.is_dir
+    with pytest.raises(NotFound):
+        ws.read("/testbed/none.txt", ReadBudget())
+    assert ws.kind("/testbed/sub") == "dir" and ws.kind("/testbed/none.txt") == "missing"
+
+
+def test_scan_budget_probes_one_extra_byte(ws: Workspace) -> None:
+    (ws.root / "big").write_bytes(b"x" * 100)
+    exact = ws.read("/testbed/big", ReadBudget(max_scan_bytes=100))
+    assert not exact.truncated and len(exact.data) == 100
+    cut = ws.read("/testbed/big", ReadBudget(max_scan_bytes=99))
+    assert cut.truncated and len(cut.data) == 99
+
+
+def test_write_creates_parents_inside_only(ws: Workspace) -> None:
+    ws.write("/testbed/new/dir/x.txt", b"data")
+    assert (ws.root / "new" / "dir" / "x.txt").read_bytes() == b"data"
+    with pytest.raises(ConfinementError):
+        ws.write("/tmp/x.txt", b"data")
+
+
+def test_output_dir_is_atomic(tmp_path: Path) -> None:
+    out = OutputDir(tmp_path / "result")
+    (out.tmp / "a").write_text("1")
+    assert not (tmp_path / "result").exists()
+    out.commit()
+    assert (tmp_path / "result" / "a").read_text() == "1"
+    with pytest.raises(OutputError):
+        OutputDir(tmp_path / "result")
+    failed = OutputDir(tmp_path / "other")
+    failed.discard()
+    assert not (tmp_path / "other").exists() and not list(tmp_path.glob(".other*"))
