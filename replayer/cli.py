@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from replayer.errors import ReplayError
+from replayer.errors import Interrupted, ReplayError
 from replayer.models import InspectCall, InspectReport, InspectStep, ReplayRequest, ReplayResult
 
 app = typer.Typer(
@@ -182,20 +182,23 @@ def gc(json: JsonOpt = False) -> None:
         console.print(f"removed {len(removed)} container(s)" + (": " + ", ".join(removed) if removed else ""))
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+def _interrupt(signum: int, frame: object) -> None:
+    # A ReplayError, not KeyboardInterrupt: typer would turn that into a silent exit, and the
+    # `finally` blocks on the way up remove containers and partial outputs either way.
+    raise Interrupted(signal.Signals(signum).name)
 
 
 def main() -> None:
-    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     try:
         app()  # standalone: usage errors exit 2 with click's message; our errors propagate to here
+    except Interrupted:
+        err_console.print("replayer: interrupted", highlight=False)
+        sys.exit(Interrupted.exit_code)
     except ReplayError as exc:
         err_console.print(f"replayer: {exc.kind}: {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        err_console.print("replayer: interrupted", highlight=False)
-        sys.exit(130)
     except Exception as exc:
         err_console.print(
             f"replayer: internal error: {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True

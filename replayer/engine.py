@@ -13,9 +13,18 @@ import adapters
 from adapters.base import Adapter
 from replayer import __version__
 from replayer.divergence import compare, kept
-from replayer.errors import WorkspaceError
+from replayer.errors import ConfinementError, WorkspaceError
 from replayer.io import OutputDir, Workspace, write_bytes_atomic
-from replayer.models import Divergence, Observation, Pins, ReplayRequest, ReplayResult, Timings, Trajectory
+from replayer.models import (
+    Degradation,
+    Divergence,
+    Observation,
+    Pins,
+    ReplayRequest,
+    ReplayResult,
+    Timings,
+    Trajectory,
+)
 from replayer.pins import load_pins
 from replayer.plan import Plan, make_plan
 
@@ -102,12 +111,31 @@ def _execute_into(
         try:
             rerunner = adapter.rerunner(traj, box, Workspace(workspace_copy, traj.cwd), request.budgets)
             for planned in plan.calls:
-                if planned.kind == "rerun":
-                    fresh = rerunner.run(planned.call)
-                    observations[planned.call.id] = fresh
-                    divergences.append(compare(planned.step, planned.call, planned.kind, fresh))
-                else:
+                if planned.kind != "rerun":
                     divergences.append(kept(planned.step, planned.call, planned.kind))
+                    continue
+                try:
+                    fresh = rerunner.run(planned.call)
+                except ConfinementError as exc:
+                    reason = f"{planned.call.tool} call {planned.call.id} in step {planned.step}: {exc}"
+                    if not request.allow_degraded:
+                        raise ConfinementError(
+                            reason + "; --allow-degraded keeps its historical observation"
+                        ) from None
+                    call = planned.call
+                    plan.degradations.append(
+                        Degradation(
+                            reason=reason,
+                            action="historical_kept",
+                            step=planned.step,
+                            call_id=call.id,
+                            tool=call.tool,
+                        )
+                    )
+                    divergences.append(kept(planned.step, call, "unknown"))
+                    continue
+                observations[planned.call.id] = fresh
+                divergences.append(compare(planned.step, planned.call, planned.kind, fresh))
         finally:
             box.stop()
         rerun_s = time.monotonic() - t1

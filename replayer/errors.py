@@ -62,3 +62,10 @@ class ConfinementError(ReplayError):
 
     exit_code = 4
     kind = "confinement"
+
+
+class Interrupted(ReplayError):
+    """Ctrl-C or SIGTERM: everything started was cleaned up, nothing partial was left."""
+
+    exit_code = 130
+    kind = "interrupted"

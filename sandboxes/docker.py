@@ -142,7 +142,7 @@ class DockerSandbox:
         )
 
     def _kill_group(self, pgid_file: str) -> None:
-        self._run_quiet(["sh", "-c", f'p=$(cat {pgid_file} 2>/dev/null) && kill -KILL -- -"$p"'])
+        self._run_quiet(["sh", "-c", f'p=$(cat {pgid_file} 2>/dev/null) && kill -9 -"$p"'])
 
     def _run_quiet(self, argv: list[str]) -> None:
         with contextlib.suppress(docker.errors.APIError):

@@ -156,3 +156,25 @@ def test_input_is_never_modified(tmp_path: Path) -> None:
     before = (fixture_dir("parallel") / "session.jsonl").read_bytes()
     replayer("run", SESSION, "-n", "2", "-w", WORKSPACE, "-o", str(tmp_path / "o"), check=True)
     assert (fixture_dir("parallel") / "session.jsonl").read_bytes() == before
+
+
+def test_symlink_in_the_workspace_is_refused_then_degraded(tmp_path: Path) -> None:
+    """A Read of a symlink (here: to a file outside the workspace) is never followed."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("outside\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("alpha\n")
+    (ws / "hello.py").symlink_to(secret)
+    session = str(fixture_dir("parallel") / "session.jsonl")
+    out = tmp_path / "o"
+    _refused(
+        replayer("run", session, "-n", "1", "-w", str(ws), "-o", str(out)),
+        4,
+        "hello.py is not a regular file",
+        out,
+    )
+    replayer("run", session, "-n", "1", "-w", str(ws), "-o", str(out), "--allow-degraded", check=True)
+    result = orjson.loads((out / "result.json").read_bytes())
+    assert [d["call_id"] for d in result["degradations"]] == ["toolu_parallel_01"]
+    assert "outside" not in (out / "expected_prefix.json").read_text()

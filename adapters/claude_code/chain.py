@@ -8,6 +8,7 @@ records of one API message and the tool results hanging off them are recovered b
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -30,6 +31,21 @@ class Session:
         self.skipped_lines = skipped_lines
         self.by_uuid: dict[str, Record] = {r["uuid"]: r for r in records if isinstance(r.get("uuid"), str)}
         self.position = {id(r): i for i, r in enumerate(records)}
+        self._timelines: dict[bool, tuple[list[float], list[Record]]] = {}
+
+    def timeline(self, sidechain: bool) -> tuple[list[float], list[Record]]:
+        """Records with a uuid and a timestamp, sorted by (time, file order), for the parent repair."""
+        if sidechain not in self._timelines:
+            keyed = [
+                (ms, i, r)
+                for i, r in enumerate(self.records)
+                if isinstance(r.get("uuid"), str)
+                and bool(r.get("isSidechain")) == sidechain
+                and (ms := _ms(r.get("timestamp"))) is not None
+            ]
+            keyed.sort(key=lambda t: (t[0], t[1]))
+            self._timelines[sidechain] = ([t[0] for t in keyed], [t[2] for t in keyed])
+        return self._timelines[sidechain]
 
     @property
     def session_id(self) -> str | None:
@@ -137,19 +153,14 @@ def _repair_parent(session: Session, child: Record, visited: set[str]) -> Record
     child_ms = _ms(child.get("timestamp"))
     if child_ms is None:
         return None
-    best: Record | None = None
-    best_ms = -1.0
-    for rec in session.records:
-        if rec is child or rec.get("uuid") in visited or not isinstance(rec.get("uuid"), str):
-            continue
-        if bool(rec.get("isSidechain")) != bool(child.get("isSidechain")):
-            continue
-        ms = _ms(rec.get("timestamp"))
-        if ms is None or ms > child_ms or child_ms - ms > PARENT_REPAIR_WINDOW_MS:
-            continue
-        if ms >= best_ms:
-            best, best_ms = rec, ms
-    return best
+    times, recs = session.timeline(bool(child.get("isSidechain")))
+    i = bisect.bisect_right(times, child_ms) - 1
+    while i >= 0 and child_ms - times[i] <= PARENT_REPAIR_WINDOW_MS:
+        rec = recs[i]
+        if rec is not child and rec["uuid"] not in visited:
+            return rec
+        i -= 1
+    return None
 
 
 def message_id(rec: Record) -> str | None:
@@ -162,10 +173,15 @@ def message_id(rec: Record) -> str | None:
 def expand(session: Session, chain: list[Record]) -> list[Record]:
     """Pull in the split siblings of each assistant API message and the tool results parented on them."""
     siblings: dict[str, list[Record]] = {}
+    results_of: dict[str, list[Record]] = {}
     for rec in session.records:
+        if rec.get("isSidechain"):
+            continue
         mid = message_id(rec)
-        if mid is not None and not rec.get("isSidechain"):
+        if mid is not None:
             siblings.setdefault(mid, []).append(rec)
+        elif rec.get("type") == "user" and isinstance(rec.get("parentUuid"), str) and tool_result_ids(rec):
+            results_of.setdefault(rec["parentUuid"], []).append(rec)
     out: list[Record] = []
     emitted: set[str] = set()
     for rec in chain:
@@ -177,25 +193,18 @@ def expand(session: Session, chain: list[Record]) -> list[Record]:
             emitted.add(rec["uuid"])
             continue
         group = [s for s in siblings.get(mid, [rec]) if s["uuid"] not in emitted]
-        group_ids = {s["uuid"] for s in group}
-        order = {b.get("id"): i for i, b in enumerate(_blocks(group)) if b.get("type") == "tool_use"}
-        results = [
-            r
-            for r in session.records
-            if r.get("type") == "user"
-            and r.get("parentUuid") in group_ids
-            and not r.get("isSidechain")
-            and tool_result_ids(r)
-            and r["uuid"] not in emitted
-        ]
-        results.sort(key=lambda r: min(order.get(i, 1 << 30) for i in tool_result_ids(r)))
+        order = {b.get("id"): i for i, b in enumerate(blocks(group)) if b.get("type") == "tool_use"}
+        results = [r for s in group for r in results_of.get(s["uuid"], []) if r["uuid"] not in emitted]
+        results.sort(
+            key=lambda r: (min(order.get(i, 1 << 30) for i in tool_result_ids(r)), session.position[id(r)])
+        )
         for item in (*group, *results):
             out.append(item)
             emitted.add(item["uuid"])
     return out
 
 
-def _blocks(records: Iterable[Record]) -> list[dict[str, Any]]:
+def blocks(records: Iterable[Record]) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for rec in records:
         content = rec.get("message", {}).get("content")

@@ -1,0 +1,14 @@
+"""`python -m replayer.schema` writes the JSON Schemas of the machine outputs into docs/."""
+
+from pathlib import Path
+
+import orjson
+
+from replayer.models import InspectReport, ReplayResult
+
+if __name__ == "__main__":
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    for name, model in (("result", ReplayResult), ("inspect", InspectReport)):
+        (docs / f"{name}.schema.json").write_bytes(
+            orjson.dumps(model.model_json_schema(), option=orjson.OPT_INDENT_2) + b"\n"
+        )
