@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from bridges.core import Dialect, Gate
 from replayer.io import Workspace
 from replayer.models import Budgets, Observation, ToolCall, ToolKind, Trajectory
 from sandboxes.base import Sandbox
@@ -33,6 +34,8 @@ class Rerunner(Protocol):
 
 
 class Adapter(Protocol):
+    """One agent: parse its native format, rerun its tools, rebuild its session, continue it."""
+
     name: str
     """Key of this agent in the pin file and in results."""
 
@@ -60,4 +63,31 @@ class Adapter(Protocol):
         """Write the native session prefix ending after step `after_step`, with `observations` in place.
 
         `dest/home` is the agent home; reruns may already have written side files there."""
+        ...
+
+    # continuation -------------------------------------------------------------------------
+    def dialect(self) -> Dialect:
+        """The model protocol the agent speaks (the bridge's key header and error shape)."""
+        ...
+
+    def gate(self, rebuild: Rebuild, prompt: str, keep_prompt: bool) -> Gate:
+        """The pure prefix gate for a continuation resumed with `prompt`."""
+        ...
+
+    def default_model(self, trajectory: Trajectory) -> str | None: ...
+
+    def continue_command(
+        self, trajectory: Trajectory, prompt: str, port: int, model: str | None
+    ) -> tuple[list[str], dict[str, str]]:
+        """argv and environment of the pinned agent inside the sandbox, model URL on 127.0.0.1:port."""
+        ...
+
+    def reported_failure(self, stdout: bytes) -> bool:
+        """Whether the agent's own output says the run failed (besides its exit code)."""
+        ...
+
+    def finish_continuation(
+        self, trajectory: Trajectory, rebuild: Rebuild, home: Path, dest: Path, prompt: str, keep_prompt: bool
+    ) -> dict[str, str]:
+        """Copy the continued native session out of `home` into `dest`, cleaned of the envelope."""
         ...

@@ -12,8 +12,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from replayer.errors import Interrupted, ReplayError
-from replayer.models import InspectCall, InspectReport, InspectStep, ReplayRequest, ReplayResult
+from replayer.errors import AgentError, BridgeRefused, Interrupted, ReplayError
+from replayer.models import (
+    ContinueRequest,
+    InspectCall,
+    InspectReport,
+    InspectStep,
+    ReplayRequest,
+    ReplayResult,
+)
 
 app = typer.Typer(
     add_completion=False,
@@ -112,6 +119,12 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
             )
     for g in result.degradations:
         console.print(f"  [red]degraded[/] {g.reason} ({g.action})")
+    cont = result.continuation
+    if cont is not None:
+        console.print(
+            f"continuation: input condition {cont.input_condition}; gate {cont.gate}; "
+            f"agent_status {cont.agent_status}; {cont.steps_used} step(s) through the bridge"
+        )
     console.print(f"result: {out.absolute() / 'result.json'}")
 
 
@@ -151,11 +164,49 @@ def run(
     ] = None,
     allow_degraded: AllowDegraded = False,
     force: Force = False,
+    continue_: Annotated[
+        bool,
+        typer.Option("--continue", help="Continue the pinned agent from the boundary through the bridge."),
+    ] = False,
+    upstream: Annotated[
+        str | None, typer.Option("--upstream", help="Model service base URL (with --continue).")
+    ] = None,
+    upstream_key_env: Annotated[
+        str,
+        typer.Option(
+            "--upstream-key-env", help="Host variable with the upstream key (only the bridge reads it)."
+        ),
+    ] = "ANTHROPIC_API_KEY",
+    boundary_prompt: Annotated[
+        str | None,
+        typer.Option("--boundary-prompt", help="A user prompt after the boundary, instead of the nonce."),
+    ] = None,
+    max_steps: Annotated[
+        int | None, typer.Option("--max-steps", help="Main-thread model requests allowed.")
+    ] = None,
+    idle_timeout: Annotated[
+        float, typer.Option("--idle-timeout", help="Seconds without output or traffic.")
+    ] = 300.0,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Model for the continuation (default: recorded).")
+    ] = None,
     json: JsonOpt = False,
 ) -> None:
-    """Rerun steps 1..N in a fresh container and rebuild the native session with the fresh observations."""
+    """Rerun steps 1..N in a fresh container, rebuild the native session, and optionally continue the agent."""
     from replayer.engine import execute
 
+    cont = None
+    if continue_:
+        if not upstream:
+            raise typer.BadParameter("--continue needs --upstream URL", param_hint="--upstream")
+        cont = ContinueRequest(
+            upstream=upstream,
+            upstream_key_env=upstream_key_env,
+            boundary_prompt=boundary_prompt,
+            max_steps=max_steps,
+            idle_timeout_s=idle_timeout,
+            model=model,
+        )
     request = ReplayRequest(
         mode="run",
         trajectory=trajectory,
@@ -165,8 +216,18 @@ def run(
         image=image,
         allow_degraded=allow_degraded,
         force=force,
+        continuation=cont,
     )
-    _report(execute(request), out, json)
+    result = execute(request)
+    _report(result, out, json)
+    outcome = result.continuation
+    if outcome is not None and outcome.agent_status == "bridge_refused":
+        where = f" at {outcome.mismatch.path}" if outcome.mismatch else ""
+        raise BridgeRefused(
+            f"the first continuation request did not carry the rebuilt prefix{where} (see result.json)"
+        )
+    if outcome is not None and outcome.agent_status == "agent_error":
+        raise AgentError(f"the continued agent failed (exit {outcome.agent_exit_code}; see {out / 'agent'})")
 
 
 @app.command()

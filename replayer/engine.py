@@ -10,12 +10,13 @@ from pathlib import Path
 import orjson
 
 import adapters
-from adapters.base import Adapter
-from replayer import __version__
+from adapters.base import Adapter, Rebuild
+from replayer import __version__, continuation
 from replayer.divergence import compare, kept
 from replayer.errors import ConfinementError, WorkspaceError
 from replayer.io import OutputDir, Workspace, write_bytes_atomic
 from replayer.models import (
+    ContinuationResult,
     Degradation,
     Divergence,
     Observation,
@@ -48,9 +49,13 @@ def pins_for(adapter: Adapter) -> Pins:
     )
 
 
-def execute(request: ReplayRequest) -> ReplayResult:
+def execute(request: ReplayRequest, adapter: Adapter | None = None) -> ReplayResult:
+    """`adapter` overrides detection (tests inject faults through it)."""
     started = time.monotonic()
-    adapter, traj = load(request.trajectory)
+    if adapter is None:
+        adapter, traj = load(request.trajectory)
+    else:
+        traj = adapter.parse(request.trajectory)
     parse_s = time.monotonic() - started
     plan = make_plan(
         adapter, traj, request.after_step, request.allow_degraded, executes=request.mode == "run"
@@ -68,6 +73,15 @@ def execute(request: ReplayRequest) -> ReplayResult:
         out.discard()
         raise
     return result
+
+
+def _rebuild(
+    adapter: Adapter, traj: Trajectory, plan: Plan, observations: dict[str, Observation], tmp: Path
+) -> Rebuild:
+    rebuild = adapter.rebuild(traj, plan.after_step, observations, tmp / "native")
+    write_bytes_atomic(tmp / "expected_prefix.json", orjson.dumps(rebuild.expected_prefix, option=JSON_OPTS))
+    write_bytes_atomic(tmp / "continuation.json", orjson.dumps(rebuild.continuation, option=JSON_OPTS))
+    return rebuild
 
 
 def _check_workspace(workspace: Path | None) -> None:
@@ -90,25 +104,37 @@ def _execute_into(
     divergences: list[Divergence] = []
     image = image_id = None
     sandbox_s = rerun_s = 0.0
-    if request.mode == "run":
+    cont = request.continuation
+    key = continuation.upstream_key(cont) if cont else ""
+    native = tmp / "native"
+    continued: ContinuationResult | None = None
+    if request.mode == "prepare":
+        divergences = [kept(p.step, p.call, p.kind) for p in plan.calls]
+        t2 = time.monotonic()
+        rebuild = _rebuild(adapter, traj, plan, observations, tmp)
+        rebuild_s = time.monotonic() - t2
+    else:
         from sandboxes.docker import DockerSandbox, connect
 
         assert request.workspace is not None and traj.cwd
         state = tmp / "state"
         workspace_copy = state / "workspace"
         shutil.copytree(request.workspace, workspace_copy, symlinks=True)
-        agent_home = tmp / "native" / "home"
-        agent_home.mkdir(parents=True)
+        agent_home = state / "home"
+        bridge_dir = state / "bridge"
+        for d in (agent_home, bridge_dir):
+            d.mkdir(parents=True)
         image = request.image or load_pins().base_image.tag
         t0 = time.monotonic()
         client = connect()
-        run_id = uuid.uuid4().hex[:12]
         binds = {traj.cwd: (workspace_copy, False), **adapter.sandbox_binds(traj, agent_home)}
-        box = DockerSandbox.start(client, image, binds=binds, workdir=traj.cwd, run_id=run_id)
+        if cont:
+            binds[continuation.BRIDGE_MOUNT] = (bridge_dir, False)
+        box = DockerSandbox.start(client, image, binds=binds, workdir=traj.cwd, run_id=uuid.uuid4().hex[:12])
         image_id = box.image_id
         sandbox_s = time.monotonic() - t0
-        t1 = time.monotonic()
         try:
+            t1 = time.monotonic()
             rerunner = adapter.rerunner(traj, box, Workspace(workspace_copy, traj.cwd), request.budgets)
             for planned in plan.calls:
                 if planned.kind != "rerun":
@@ -136,16 +162,26 @@ def _execute_into(
                     continue
                 observations[planned.call.id] = fresh
                 divergences.append(compare(planned.step, planned.call, planned.kind, fresh))
+            rerun_s = time.monotonic() - t1
+            t2 = time.monotonic()
+            shutil.copytree(agent_home, native / "home")  # side files the reruns left (persisted outputs)
+            rebuild = _rebuild(adapter, traj, plan, observations, tmp)
+            rebuild_s = time.monotonic() - t2
+            if cont:
+                shutil.copytree(native / "home", agent_home, dirs_exist_ok=True)
+                continued = continuation.run(
+                    box,
+                    adapter,
+                    traj,
+                    rebuild,
+                    cont,
+                    key=key,
+                    socket_dir=bridge_dir,
+                    home=agent_home,
+                    out=tmp,
+                )
         finally:
             box.stop()
-        rerun_s = time.monotonic() - t1
-    else:
-        divergences = [kept(p.step, p.call, p.kind) for p in plan.calls]
-    t2 = time.monotonic()
-    rebuild = adapter.rebuild(traj, plan.after_step, observations, tmp / "native")
-    write_bytes_atomic(tmp / "expected_prefix.json", orjson.dumps(rebuild.expected_prefix, option=JSON_OPTS))
-    write_bytes_atomic(tmp / "continuation.json", orjson.dumps(rebuild.continuation, option=JSON_OPTS))
-    rebuild_s = time.monotonic() - t2
     return ReplayResult(
         request=request,
         pins=pins_for(adapter),
@@ -161,6 +197,7 @@ def _execute_into(
         divergences=divergences,
         degradations=plan.degradations,
         native_files=[str(p.relative_to(tmp)) for p in rebuild.native_files],
+        continuation=continued,
         timings=Timings(
             parse_s=parse_s,
             sandbox_start_s=sandbox_s,

@@ -102,6 +102,27 @@ class Budgets(Frozen):
     max_command_output_bytes: int = 64 * 1024 * 1024
 
 
+class ContinueRequest(Frozen):
+    """`run --continue`: let the pinned agent go on from the boundary through the bridge."""
+
+    upstream: str
+    """Base URL of the real model service (the bridge forwards there; the sandbox never sees it)."""
+    upstream_key_env: str = "ANTHROPIC_API_KEY"
+    """Host environment variable holding the upstream credential; only the bridge reads it."""
+    boundary_prompt: str | None = None
+    """Replaces the nonce and is kept: input condition boundary_user_prompt_appended."""
+    max_steps: int | None = None
+    """Main-thread model requests allowed through the bridge."""
+    idle_timeout_s: float = 300.0
+    """No agent output and no bridge traffic for this long ends the run."""
+    grace_s: float = 10.0
+    """After SIGINT, how long the agent gets before its process group is killed."""
+    model: str | None = None
+    """Default: the model recorded in the session."""
+    agent_env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment for the agent (e.g. its retry count); recorded in the result."""
+
+
 class ReplayRequest(Frozen):
     mode: Literal["prepare", "run"]
     trajectory: Path
@@ -112,6 +133,7 @@ class ReplayRequest(Frozen):
     allow_degraded: bool = False
     force: bool = False
     budgets: Budgets = Field(default_factory=Budgets)
+    continuation: ContinueRequest | None = None
 
 
 DivergenceStatus = Literal["exact", "normalized_equal", "different", "historical_kept"]
@@ -160,6 +182,42 @@ class Timings(Frozen):
     total_s: float = 0.0
 
 
+class GateMismatch(Frozen):
+    path: str
+    expected: str
+    actual: str
+    reason: str
+
+
+class BridgeCounters(Frozen):
+    main_requests: int
+    side_requests: int
+    refused_requests: int
+    held_requests: int
+    upstream_errors: int
+    bytes_from_agent: int
+    bytes_from_upstream: int
+
+
+AgentStatus = Literal["completed", "max_steps", "idle_timeout", "agent_error", "bridge_refused"]
+GateVerdict = Literal["accepted", "refused", "not_reached"]
+
+
+class ContinuationResult(Frozen):
+    input_condition: Literal["replayed_boundary_only", "boundary_user_prompt_appended"]
+    gate: GateVerdict
+    mismatch: GateMismatch | None = None
+    agent_status: AgentStatus
+    agent_exit_code: int | None
+    steps_used: int
+    """Main-thread model requests forwarded."""
+    model: str | None
+    counters: BridgeCounters
+    files: dict[str, str]
+    """What landed in the output directory: continued session, agent stdout/stderr, bridge log."""
+    duration_s: float
+
+
 class ReplayResult(Frozen):
     schema_version: int = SCHEMA_VERSION
     status: Literal["ok"] = "ok"
@@ -180,3 +238,4 @@ class ReplayResult(Frozen):
     """Paths of the rebuilt native session, relative to the output directory."""
     expected_prefix: str = "expected_prefix.json"
     timings: Timings
+    continuation: ContinuationResult | None = None

@@ -96,10 +96,25 @@ class DockerSandbox:
         kill_on_timeout: bool = True,
     ) -> ExecResult:
         """Run argv in its own process group; on the deadline kill the whole group (or leave it running)."""
+        handle = self.start_exec(argv, workdir=workdir, env=env, max_output_bytes=max_output_bytes)
+        finished = handle.wait(timeout_s)
+        if not finished and kill_on_timeout:
+            handle.signal(9)
+            handle.wait(_KILL_GRACE_S)
+        return handle.result(timed_out=not finished, cleanup=finished or kill_on_timeout)
+
+    def start_exec(
+        self,
+        argv: list[str],
+        *,
+        workdir: str,
+        env: dict[str, str] | None = None,
+        max_output_bytes: int = 64 * 1024 * 1024,
+    ) -> ExecHandle:
+        """Start argv in its own process group (setsid) and return at once; output is collected as it comes."""
         pgid_file = f"{RUN_DIR}/{uuid.uuid4().hex}.pgid"
         wrapped = ["setsid", "-w", "bash", "-c", 'echo $$ > "$0"; exec "$@"', pgid_file, *argv]
         api = self.client.api
-        started = time.monotonic()
         try:
             exec_id = api.exec_create(
                 self.container.id, wrapped, workdir=workdir, environment=env or {}, stdout=True, stderr=True
@@ -107,42 +122,7 @@ class DockerSandbox:
             stream = api.exec_start(exec_id, stream=True, demux=True)
         except docker.errors.APIError as exc:
             raise SandboxError(f"exec failed: {exc.explanation or exc}") from None
-        out = bytearray()
-        err = bytearray()
-        truncated = False
-
-        def pump() -> None:
-            nonlocal truncated
-            for chunk_out, chunk_err in stream:
-                for buf, chunk in ((out, chunk_out), (err, chunk_err)):
-                    if not chunk:
-                        continue
-                    room = max_output_bytes - len(out) - len(err)
-                    if room < len(chunk):
-                        truncated = True
-                    buf.extend(chunk[: max(room, 0)])
-
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
-        reader.join(timeout_s)
-        timed_out = reader.is_alive()
-        if timed_out and kill_on_timeout:
-            self._kill_group(pgid_file)
-            reader.join(_KILL_GRACE_S)
-        exit_code = None if timed_out else api.exec_inspect(exec_id).get("ExitCode")
-        if not timed_out or kill_on_timeout:
-            self._run_quiet(["rm", "-f", pgid_file])
-        return ExecResult(
-            exit_code=exit_code,
-            stdout=bytes(out),  # a detached reader may still append: copy now
-            stderr=bytes(err),
-            timed_out=timed_out,
-            output_truncated=truncated,
-            duration_s=time.monotonic() - started,
-        )
-
-    def _kill_group(self, pgid_file: str) -> None:
-        self._run_quiet(["sh", "-c", f'p=$(cat {pgid_file} 2>/dev/null) && kill -9 -"$p"'])
+        return ExecHandle(self, exec_id, stream, pgid_file, max_output_bytes)
 
     def _run_quiet(self, argv: list[str]) -> None:
         with contextlib.suppress(docker.errors.APIError):
@@ -176,6 +156,59 @@ class DockerSandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class ExecHandle:
+    """A running exec: its output so far, the time of its last output, signals to its process group."""
+
+    def __init__(self, box: DockerSandbox, exec_id: str, stream: Any, pgid_file: str, max_output_bytes: int):
+        self.box = box
+        self.exec_id = exec_id
+        self.pgid_file = pgid_file
+        self.max_output_bytes = max_output_bytes
+        self.stdout = bytearray()
+        self.stderr = bytearray()
+        self.truncated = False
+        self.started = time.monotonic()
+        self.last_output = self.started
+        self._reader = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._reader.start()
+
+    def _pump(self, stream: Any) -> None:
+        for chunk_out, chunk_err in stream:
+            for buf, chunk in ((self.stdout, chunk_out), (self.stderr, chunk_err)):
+                if not chunk:
+                    continue
+                self.last_output = time.monotonic()
+                room = self.max_output_bytes - len(self.stdout) - len(self.stderr)
+                if room < len(chunk):
+                    self.truncated = True
+                buf.extend(chunk[: max(room, 0)])
+
+    def wait(self, timeout_s: float) -> bool:
+        """True when the process ended (its output stream closed) within the timeout."""
+        self._reader.join(timeout_s)
+        return not self._reader.is_alive()
+
+    def signal(self, signum: int) -> None:
+        """Send signum to the whole process group."""
+        self.box._run_quiet(["sh", "-c", f'p=$(cat {self.pgid_file} 2>/dev/null) && kill -{signum} -"$p"'])
+
+    def result(self, timed_out: bool, cleanup: bool = True) -> ExecResult:
+        done = not self._reader.is_alive()
+        exit_code = (
+            self.box.client.api.exec_inspect(self.exec_id).get("ExitCode") if done and not timed_out else None
+        )
+        if cleanup:
+            self.box._run_quiet(["rm", "-f", self.pgid_file])
+        return ExecResult(
+            exit_code=exit_code,
+            stdout=bytes(self.stdout),
+            stderr=bytes(self.stderr),
+            timed_out=timed_out,
+            output_truncated=self.truncated,
+            duration_s=time.monotonic() - self.started,
+        )
 
 
 def gc(client: docker.DockerClient) -> list[str]:

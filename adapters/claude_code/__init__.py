@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from adapters.base import Rebuild
-from adapters.claude_code import chain, session, tools, wire
+from adapters.claude_code import chain, continuation, session, tools, wire
+from adapters.claude_code.gate import ClaudeCodeGate
+from bridges.anthropic import AnthropicDialect
 from replayer.io import Workspace
 from replayer.models import Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.pins import load_pins
@@ -79,5 +81,37 @@ class ClaudeCodeAdapter:
             native_files=[path],
             expected_prefix=wire.to_messages(items),
             agent_home=home,
-            continuation={"session_id": trajectory.session_id, "prefix_last_was_string": last_is_string},
+            continuation={
+                "session_id": trajectory.session_id,
+                "prefix_last_was_string": last_is_string,
+                "background_calls": session.background_calls(items),
+            },
         )
+
+    def dialect(self) -> AnthropicDialect:
+        return AnthropicDialect()
+
+    def gate(self, rebuild: Rebuild, prompt: str, keep_prompt: bool) -> ClaudeCodeGate:
+        return ClaudeCodeGate(
+            rebuild.expected_prefix,
+            prompt,
+            keep_prompt=keep_prompt,
+            prefix_last_was_string=bool(rebuild.continuation["prefix_last_was_string"]),
+            background_calls=frozenset(rebuild.continuation.get("background_calls", [])),
+        )
+
+    def default_model(self, trajectory: Trajectory) -> str | None:
+        return continuation.recorded_model(trajectory)
+
+    def continue_command(
+        self, trajectory: Trajectory, prompt: str, port: int, model: str | None
+    ) -> tuple[list[str], dict[str, str]]:
+        return continuation.command(trajectory, prompt, port, model)
+
+    def finish_continuation(
+        self, trajectory: Trajectory, rebuild: Rebuild, home: Path, dest: Path, prompt: str, keep_prompt: bool
+    ) -> dict[str, str]:
+        return continuation.finish(trajectory, rebuild.native_files[0], home, dest, prompt, keep_prompt)
+
+    def reported_failure(self, stdout: bytes) -> bool:
+        return continuation.reported_failure(stdout)

@@ -10,10 +10,27 @@ merged with the meta text gains a trailing newline. The bridge strips this envel
 from __future__ import annotations
 
 import copy
+import re
 
 from adapters.claude_code.wire import Message
 
 CONTINUE_TEXT = "Continue from where you left off."
+STOPPED_SHELL = re.compile(
+    r"<task-notification>\n<task-id>[a-z0-9]+</task-id>\n<tool-use-id>(?P<call>[^<]+)</tool-use-id>\n"
+    r"<status>stopped</status>\n<summary>No completion record was found for this background shell command from "
+    r"the previous session\. It may have been stopped \(via the UI, Monitor timeout, or agent teardown — these "
+    r"leave no transcript marker\), or it may have been running when the previous Claude Code process exited\. "
+    r"Check the output file for partial results before assuming it completed\.</summary>\n</task-notification>\n?\Z"
+)
+"""On resume the CLI reports each backgrounded Bash call of the history that has no completion record
+(a rerun leaves it running, as the CLI would have). It sits between the synthetic reply and the prompt."""
+
+
+def stopped_shell_call(text: str) -> str | None:
+    match = STOPPED_SHELL.match(text)
+    return match.group("call") if match else None
+
+
 SYNTHETIC_REPLY = "No response requested."
 
 

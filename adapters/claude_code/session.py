@@ -221,3 +221,13 @@ def _last_prompt(items: list[Record]) -> str:
         if isinstance(content, str) and not rec.get("isMeta"):
             return content
     return ""
+
+
+def background_calls(items: list[Record]) -> list[str]:
+    """Bash calls of the prefix that the CLI moved to the background (their processes outlive the call)."""
+    out = []
+    for rec in items:
+        data = rec.get("toolUseResult")
+        if isinstance(data, dict) and data.get("backgroundTaskId"):
+            out += chain.tool_result_ids(rec)
+    return out

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from adapters.claude_code.chain import Record, message_id
+from bridges.anthropic import as_blocks, normalize_messages
 
 Message = dict[str, Any]
 
@@ -21,12 +22,6 @@ CURRENT_DATE_REMINDER = re.compile(
     r"task\.\n</system-reminder>\n\n?\Z"
 )
 NO_CONTENT = [{"type": "text", "text": "(no content)"}]
-
-
-def as_blocks(content: Any) -> list[dict[str, Any]]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [dict(b) for b in content] if isinstance(content, list) else []
 
 
 def to_messages(items: list[Record]) -> list[Message]:
@@ -91,21 +86,9 @@ def _repair(messages: list[Message]) -> list[Message]:
     return out
 
 
-def strip_cache_control(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: strip_cache_control(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [strip_cache_control(v) for v in value]
-    return value
-
-
 def normalize_request(messages: list[Message]) -> list[Message]:
-    """A request's `messages` in normalized form (see the module docstring)."""
-    out: list[Message] = []
-    for m in messages:
-        if m.get("role") == "system":
-            continue
-        out.append({"role": m.get("role"), "content": strip_cache_control(as_blocks(m.get("content")))})
+    """A request's `messages` in normalized form: the protocol's, minus the CLI's leading currentDate block."""
+    out = normalize_messages(messages)
     if out and out[0]["role"] == "user" and out[0]["content"]:
         first = out[0]["content"][0]
         if first.get("type") == "text" and CURRENT_DATE_REMINDER.match(first.get("text", "")):

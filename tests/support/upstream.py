@@ -35,6 +35,10 @@ class Turn(BaseModel):
     blocks: list[TextBlock | ToolUseBlock]
     fail_after_events: int | None = None
     """Drop the connection after this many SSE events (an upstream failing mid-stream)."""
+    stall_s: float = 0.0
+    """Wait this long before answering (a stalled upstream)."""
+    repeat: bool = False
+    """Serve this turn again for every later request (e.g. an upstream that always fails)."""
 
 
 class Script(BaseModel):
@@ -52,6 +56,8 @@ class LoggedRequest(BaseModel):
     body: Any = None
     main_thread: bool = False
     turn: int | None = None
+    key_ok: bool | None = None
+    """Whether the request carried the expected key (None when no key was expected)."""
 
 
 def is_main_thread(body: Any) -> bool:
@@ -62,7 +68,15 @@ def is_main_thread(body: Any) -> bool:
 class ScriptedUpstream:
     """Serve `script` on a unix socket or on 127.0.0.1; `log` holds every request received."""
 
-    def __init__(self, script: Script, *, unix_path: Path | None = None, chunk_delay_s: float = 0.0):
+    def __init__(
+        self,
+        script: Script,
+        *,
+        unix_path: Path | None = None,
+        chunk_delay_s: float = 0.0,
+        expected_key: str | None = None,
+    ):
+        self.expected_key = expected_key
         self.script = script
         self.unix_path = unix_path
         self.chunk_delay_s = chunk_delay_s
@@ -119,6 +133,8 @@ class ScriptedUpstream:
             if k.lower() not in ("x-api-key", "authorization")
         }
         entry = LoggedRequest(method=request.method, path=request.path_qs, headers=headers, body=body)
+        if self.expected_key is not None:
+            entry.key_ok = request.headers.get("x-api-key") == self.expected_key
         self.log.append(entry)
         if request.method != "POST":
             return web.Response(text="ok")
@@ -135,9 +151,14 @@ class ScriptedUpstream:
         message_id = f"{self.script.message_id_prefix}_{len(self.log):03d}"
         if body.get("stream"):
             return await self._stream(request, turn, message_id)
+        if turn.fail_after_events is not None:
+            request.transport.close()  # type: ignore[union-attr]
+            return web.Response(status=500)
         return web.json_response(self._message(turn, message_id))
 
     def _take_turn(self) -> Turn:
+        if self.next_turn >= len(self.script.turns) and self.script.turns and self.script.turns[-1].repeat:
+            return self.script.turns[-1]
         if self.next_turn < len(self.script.turns):
             turn = self.script.turns[self.next_turn]
         else:
@@ -158,6 +179,8 @@ class ScriptedUpstream:
         }
 
     async def _stream(self, request: web.Request, turn: Turn, message_id: str) -> web.StreamResponse:
+        if turn.stall_s:
+            await asyncio.sleep(turn.stall_s)
         response = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )

@@ -1,0 +1,139 @@
+"""Continue Claude Code from the rebuilt boundary: the command line, and the cleanup of the envelope afterwards."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from adapters.claude_code import envelope, tools
+from adapters.claude_code.chain import CHAIN_TYPES, Record
+from adapters.claude_code.session import Native, project_dir_name
+from replayer.models import Trajectory
+from replayer.pins import load_pins
+
+PLACEHOLDER_KEY = "sk-replayer-bridge-placeholder"
+"""What the sandboxed CLI is given as its key: the bridge injects the real one on the host."""
+
+
+def recorded_model(traj: Trajectory) -> str | None:
+    native: Native = traj._native
+    for rec in reversed(native.session.records):
+        model = rec.get("message", {}).get("model") if rec.get("type") == "assistant" else None
+        if isinstance(model, str) and model != "<synthetic>":
+            return model
+    return None
+
+
+def command(traj: Trajectory, prompt: str, port: int, model: str | None) -> tuple[list[str], dict[str, str]]:
+    pin = load_pins().agents["claude_code"]
+    claude = f"{tools.agent_mount(pin.version)}/{pin.bin}"
+    assert traj.session_id
+    argv = [claude, "--resume", traj.session_id, "-p", prompt, "--output-format", "stream-json", "--verbose"]
+    argv += ["--dangerously-skip-permissions"]
+    if model:
+        argv += ["--model", model]
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": tools.HOME,
+        "TERM": "dumb",
+        "SHELL": "/bin/bash",
+        "IS_SANDBOX": "1",
+        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
+        "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,
+        "DISABLE_TELEMETRY": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+    }
+    return argv, env
+
+
+def session_file(traj: Trajectory, home: Path) -> Path:
+    assert traj.cwd and traj.session_id
+    return home / ".claude" / "projects" / project_dir_name(traj.cwd) / f"{traj.session_id}.jsonl"
+
+
+def _text_of(rec: Record) -> str | None:
+    content = rec.get("message", {}).get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict):
+        return content[0].get("text")
+    return None
+
+
+def clean(records: list[Record], prefix_len: int, prompt: str, keep_prompt: bool) -> list[Record]:
+    """Remove the resume envelope the CLI appended after the prefix, re-parenting what followed.
+
+    Drops the isMeta "Continue from where you left off." record, the synthetic "No response
+    requested." reply and (nonce mode) the nonce prompt with its queue operations; a kept
+    boundary prompt is re-parented onto the boundary leaf. Records before `prefix_len` are untouched.
+    """
+    head, tail = records[:prefix_len], records[prefix_len:]
+    leaf = next((r["uuid"] for r in reversed(head) if r.get("type") in CHAIN_TYPES), None)
+    dropped: dict[str, str | None] = {}  # uuid -> the parent its children move to
+    skip_dequeue = False
+    out: list[Record] = []
+    last_prompt = next((r.get("lastPrompt") for r in reversed(head) if r.get("type") == "last-prompt"), None)
+    for rec in tail:
+        uuid = str(rec.get("uuid"))
+        kind = rec.get("type")
+        text = _text_of(rec) if kind in CHAIN_TYPES else None
+        parent: str | None = rec.get("parentUuid")
+        is_meta = kind == "user" and rec.get("isMeta") and text == envelope.CONTINUE_TEXT
+        is_synthetic = kind == "assistant" and rec.get("message", {}).get("model") == "<synthetic>"
+        is_prompt = kind == "user" and text == prompt and not rec.get("isMeta")
+        is_notice = kind == "user" and text is not None and envelope.stopped_shell_call(text) is not None
+        if is_meta or is_synthetic or is_notice or (is_prompt and not keep_prompt):
+            dropped[uuid] = dropped.get(parent, parent) if parent is not None else None
+            continue
+        if kind == "queue-operation" and not keep_prompt:
+            content = str(rec.get("content", ""))
+            if rec.get("operation") == "enqueue" and (
+                content == prompt or envelope.stopped_shell_call(content)
+            ):
+                skip_dequeue = True
+                continue
+            if rec.get("operation") == "dequeue" and skip_dequeue:
+                skip_dequeue = False
+                continue
+        rec = dict(rec)
+        if parent in dropped:
+            rec["parentUuid"] = dropped[parent] if dropped[parent] is not None else leaf
+        if kind == "last-prompt" and rec.get("lastPrompt") == prompt and not keep_prompt:
+            rec["lastPrompt"] = last_prompt
+        out.append(rec)
+    return [*head, *out]
+
+
+def finish(
+    traj: Trajectory, prefix_file: Path, home: Path, dest: Path, prompt: str, keep_prompt: bool
+) -> dict[str, str]:
+    """Write the continued session as the CLI left it and cleaned of the envelope; returns relative names."""
+    continued = session_file(traj, home)
+    dest.mkdir(parents=True, exist_ok=True)
+    files: dict[str, Any] = {}
+    if not continued.exists():
+        return files
+    raw = continued.read_bytes()
+    (dest / "session.raw.jsonl").write_bytes(raw)
+    records = [orjson.loads(line) for line in raw.splitlines() if line.strip()]
+    prefix_len = sum(1 for line in prefix_file.read_bytes().splitlines() if line.strip())
+    cleaned = clean(records, prefix_len, prompt, keep_prompt)
+    (dest / "session.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in cleaned))
+    files["continued_session"] = "continued/session.jsonl"
+    files["continued_session_raw"] = "continued/session.raw.jsonl"
+    return files
+
+
+def reported_failure(stdout: bytes) -> bool:
+    """The stream-json `result` event says the run failed."""
+    for line in reversed(stdout.splitlines()):
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(event, dict) and event.get("type") == "result":
+            return bool(event.get("is_error"))
+    return False

@@ -1,0 +1,276 @@
+"""The streaming proxy core: gate every request, strip the envelope, inject the key, relay the answer as it comes.
+
+The gate (does this request carry the prefix? what is the envelope?) is a pure object supplied by
+the adapter; this module only knows HTTP. The bridge listens on a unix socket that is mounted
+into the sandbox, whose network stays "none"; it never falls back to a direct connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import aiohttp
+import orjson
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+_HOP_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "x-api-key", "authorization"}
+)
+_EXCERPT = 240
+
+
+class Mismatch(BaseModel):
+    """Where a request first differs from what the gate required."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: str
+    expected: str
+    actual: str
+    reason: str = "the first main-thread request does not carry the rebuilt prefix"
+
+
+class Decision(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["main", "side", "refuse"]
+    body: Any = None
+    """The body to forward (rewritten); None forwards the original bytes."""
+    mismatch: Mismatch | None = None
+
+
+class Gate(Protocol):
+    def route(self, method: str, path: str, body: Any) -> Decision:
+        """Pure: classify one request and rewrite it; called in arrival order."""
+        ...
+
+
+class Dialect(Protocol):
+    def auth_headers(self, key: str) -> dict[str, str]: ...
+
+    def error_body(self, message: str) -> dict[str, Any]: ...
+
+
+class Counters(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    main_requests: int = 0
+    side_requests: int = 0
+    refused_requests: int = 0
+    held_requests: int = 0
+    """Main-thread requests over the step budget: never forwarded."""
+    upstream_errors: int = 0
+    bytes_from_agent: int = 0
+    bytes_from_upstream: int = 0
+
+
+class LoggedExchange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    at_s: float
+    method: str
+    path: str
+    kind: str
+    status: int | None = None
+    request_bytes: int = 0
+    response_bytes: int = 0
+    first_byte_s: float | None = None
+
+
+class BridgeConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    upstream: str
+    """Base URL of the real model service."""
+    api_key: str = Field(repr=False)
+    max_main_requests: int | None = None
+    max_request_bytes: int = 64 * 1024 * 1024
+    max_response_bytes: int = 512 * 1024 * 1024
+
+
+def first_difference(expected: Any, actual: Any, path: str = "") -> Mismatch | None:
+    """The first path at which two JSON values differ, with truncated excerpts."""
+    if type(expected) is not type(actual):
+        return _mismatch(path, expected, actual)
+    if isinstance(expected, dict):
+        for key in list(expected) + [k for k in actual if k not in expected]:
+            if key not in expected or key not in actual:
+                return _mismatch(f"{path}.{key}", expected.get(key, "<absent>"), actual.get(key, "<absent>"))
+            found = first_difference(expected[key], actual[key], f"{path}.{key}")
+            if found:
+                return found
+        return None
+    if isinstance(expected, list):
+        for i, (a, b) in enumerate(zip(expected, actual, strict=False)):
+            found = first_difference(a, b, f"{path}[{i}]")
+            if found:
+                return found
+        if len(expected) != len(actual):
+            i = min(len(expected), len(actual))
+            return _mismatch(
+                f"{path}[{i}]",
+                expected[i] if i < len(expected) else "<absent>",
+                actual[i] if i < len(actual) else "<absent>",
+            )
+        return None
+    return None if expected == actual else _mismatch(path, expected, actual)
+
+
+def _mismatch(path: str, expected: Any, actual: Any) -> Mismatch:
+    def show(v: Any) -> str:
+        text = v if isinstance(v, str) else orjson.dumps(v).decode()
+        return text if len(text) <= _EXCERPT else text[:_EXCERPT] + f"... ({len(text)} chars)"
+
+    return Mismatch(path=path.lstrip("."), expected=show(expected), actual=show(actual))
+
+
+class Bridge:
+    """The proxy, on its own event loop in a thread, so that the synchronous engine can drive the agent."""
+
+    def __init__(self, gate: Gate, dialect: Dialect, config: BridgeConfig, socket_path: Path):
+        self.gate = gate
+        self.dialect = dialect
+        self.config = config
+        self.socket_path = socket_path
+        self.counters = Counters()
+        self.log: list[LoggedExchange] = []
+        self.mismatch: Mismatch | None = None
+        self.budget_reached = False
+        self.last_activity = time.monotonic()
+        self._started = time.monotonic()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._runner: web.AppRunner | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._release: asyncio.Event | None = None
+        self._link_dir: str | None = None
+
+    def __enter__(self) -> Bridge:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if not self._thread.is_alive():
+            return
+        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    async def _start(self) -> None:
+        self._release = asyncio.Event()
+        self._session = aiohttp.ClientSession(
+            auto_decompress=False, timeout=aiohttp.ClientTimeout(total=None, sock_connect=30)
+        )
+        app = web.Application(client_max_size=self.config.max_request_bytes)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        # AF_UNIX paths are limited to 108 bytes: bind through a short symlink to the state directory.
+        self._link_dir = tempfile.mkdtemp(prefix="rb-", dir="/tmp")
+        link = Path(self._link_dir) / "d"
+        os.symlink(self.socket_path.parent, link)
+        await web.UnixSite(self._runner, str(link / self.socket_path.name)).start()
+        self.socket_path.chmod(0o777)
+
+    async def _stop(self) -> None:
+        if self._release is not None:
+            self._release.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._session is not None:
+            await self._session.close()
+        if self._link_dir is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(Path(self._link_dir) / "d")
+                os.rmdir(self._link_dir)
+
+    def _touch(self) -> None:
+        self.last_activity = time.monotonic()
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self._touch()
+        raw = await request.read()
+        self.counters.bytes_from_agent += len(raw)
+        entry = LoggedExchange(
+            at_s=time.monotonic() - self._started, method=request.method, path=request.path_qs, kind="side"
+        )
+        self.log.append(entry)
+        try:
+            body: Any = orjson.loads(raw) if raw else None
+        except orjson.JSONDecodeError:
+            body = None
+        entry.request_bytes = len(raw)
+        decision = self.gate.route(request.method, request.path, body)
+        entry.kind = decision.kind
+        if decision.kind == "refuse":
+            self.counters.refused_requests += 1
+            if self.mismatch is None:
+                self.mismatch = decision.mismatch
+            reason = decision.mismatch.reason if decision.mismatch else "refused"
+            entry.status = 400
+            return web.json_response(
+                self.dialect.error_body(f"sandbox-replayer bridge refused: {reason}"), status=400
+            )
+        if decision.kind == "main":
+            limit = self.config.max_main_requests
+            if limit is not None and self.counters.main_requests >= limit:
+                # Over the step budget: never forwarded; held until the engine stops the agent.
+                self.counters.held_requests += 1
+                self.budget_reached = True
+                entry.kind = "held"
+                assert self._release is not None
+                await self._release.wait()
+                return web.Response(status=503)
+            self.counters.main_requests += 1
+        else:
+            self.counters.side_requests += 1
+        data = raw if decision.body is None else orjson.dumps(decision.body)
+        return await self._forward(request, data, entry)
+
+    async def _forward(self, request: web.Request, data: bytes, entry: LoggedExchange) -> web.StreamResponse:
+        assert self._session is not None
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
+        headers.update(self.dialect.auth_headers(self.config.api_key))
+        url = self.config.upstream.rstrip("/") + request.path_qs
+        sent_at = time.monotonic()
+        try:
+            upstream = await self._session.request(request.method, url, data=data, headers=headers)
+        except aiohttp.ClientError as exc:
+            self.counters.upstream_errors += 1
+            entry.status = 502
+            return web.json_response(
+                self.dialect.error_body(f"upstream unreachable: {type(exc).__name__}"), status=502
+            )
+        async with upstream:
+            entry.status = upstream.status
+            out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_HEADERS}
+            response = web.StreamResponse(status=upstream.status, headers=out_headers)
+            await response.prepare(request)
+            try:
+                async for chunk in upstream.content.iter_any():
+                    if entry.first_byte_s is None:
+                        entry.first_byte_s = time.monotonic() - sent_at
+                    self._touch()
+                    entry.response_bytes += len(chunk)
+                    self.counters.bytes_from_upstream += len(chunk)
+                    if entry.response_bytes > self.config.max_response_bytes:
+                        self.counters.upstream_errors += 1
+                        break
+                    await response.write(chunk)
+            except (TimeoutError, aiohttp.ClientError):
+                # The upstream failed mid-stream: end the agent's stream the same way, without a clean EOF.
+                self.counters.upstream_errors += 1
+                if request.transport is not None:
+                    request.transport.close()
+                return response
+            if upstream.status >= 500:
+                self.counters.upstream_errors += 1
+            await response.write_eof()
+            return response

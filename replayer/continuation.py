@@ -1,0 +1,112 @@
+"""Continue the pinned agent inside the sandbox through the bridge, with step and idle budgets."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import time
+from pathlib import Path
+
+import orjson
+
+from adapters.base import Adapter, Rebuild
+from bridges.core import Bridge, BridgeConfig
+from replayer.errors import PlanRefused
+from replayer.io import write_bytes_atomic
+from replayer.models import (
+    AgentStatus,
+    BridgeCounters,
+    ContinuationResult,
+    ContinueRequest,
+    GateMismatch,
+    GateVerdict,
+    Trajectory,
+)
+from sandboxes.docker import DockerSandbox
+
+BRIDGE_MOUNT = "/run/replayer-bridge"
+BRIDGE_PORT = 8765
+_POLL_S = 0.1
+
+
+def upstream_key(request: ContinueRequest) -> str:
+    key = os.environ.get(request.upstream_key_env)
+    if not key:
+        raise PlanRefused(f"the upstream key variable {request.upstream_key_env} is not set on the host")
+    return key
+
+
+def run(
+    box: DockerSandbox,
+    adapter: Adapter,
+    traj: Trajectory,
+    rebuild: Rebuild,
+    request: ContinueRequest,
+    *,
+    key: str,
+    socket_dir: Path,
+    home: Path,
+    out: Path,
+) -> ContinuationResult:
+    started = time.monotonic()
+    keep_prompt = request.boundary_prompt is not None
+    prompt = request.boundary_prompt if keep_prompt else f"replayer-nonce-{secrets.token_hex(12)}"
+    assert prompt is not None
+    model = request.model or adapter.default_model(traj)
+    gate = adapter.gate(rebuild, prompt, keep_prompt)
+    config = BridgeConfig(upstream=request.upstream, api_key=key, max_main_requests=request.max_steps)
+    with Bridge(gate, adapter.dialect(), config, socket_dir / "bridge.sock") as bridge:
+        box.forward_port(BRIDGE_PORT, f"{BRIDGE_MOUNT}/bridge.sock")
+        argv, env = adapter.continue_command(traj, prompt, BRIDGE_PORT, model)
+        env = {**env, **request.agent_env}
+        assert traj.cwd
+        handle = box.start_exec(argv, workdir=traj.cwd, env=env)
+        status: AgentStatus | None = None
+        while not handle.wait(_POLL_S):
+            if bridge.mismatch is not None:
+                status = "bridge_refused"
+            elif bridge.budget_reached:
+                status = "max_steps"
+            elif time.monotonic() - max(handle.last_output, bridge.last_activity) > request.idle_timeout_s:
+                status = "idle_timeout"
+            if status is not None:
+                handle.signal(signal.SIGINT)
+                if not handle.wait(request.grace_s):
+                    handle.signal(signal.SIGKILL)
+                    handle.wait(5)
+                break
+        result = handle.result(timed_out=False)
+        if bridge.mismatch is not None:
+            status = "bridge_refused"  # refused, and the CLI gave up on its own
+        counters = BridgeCounters(**bridge.counters.model_dump())
+        log = b"".join(orjson.dumps(e.model_dump()) + b"\n" for e in bridge.log)
+        mismatch = GateMismatch(**bridge.mismatch.model_dump()) if bridge.mismatch else None
+        gate_verdict: GateVerdict = (
+            "refused" if mismatch else ("accepted" if counters.main_requests else "not_reached")
+        )
+    if status is None:
+        failed = result.exit_code != 0 or adapter.reported_failure(result.stdout)
+        status = "agent_error" if failed else "completed"
+    (out / "agent").mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(out / "agent" / "stdout.jsonl", result.stdout)
+    write_bytes_atomic(out / "agent" / "stderr.log", result.stderr)
+    write_bytes_atomic(out / "bridge" / "log.jsonl", log)
+    files = {
+        "agent_stdout": "agent/stdout.jsonl",
+        "agent_stderr": "agent/stderr.log",
+        "bridge_log": "bridge/log.jsonl",
+    }
+    files.update(adapter.finish_continuation(traj, rebuild, home, out / "continued", prompt, keep_prompt))
+    return ContinuationResult(
+        input_condition="boundary_user_prompt_appended" if keep_prompt else "replayed_boundary_only",
+        gate=gate_verdict,
+        mismatch=mismatch,
+        agent_status=status,
+        agent_exit_code=result.exit_code,
+        steps_used=counters.main_requests,
+        model=model,
+        counters=counters,
+        files=files,
+        duration_s=time.monotonic() - started,
+    )

@@ -1,0 +1,48 @@
+"""Run `replayer run --continue` against the scripted upstream, as a user would."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+from pathlib import Path
+
+import orjson
+
+from tests.conftest import fixture_dir, replayer
+from tests.support.upstream import LoggedRequest, Script, ScriptedUpstream, TextBlock, Turn
+
+KEY = f"sk-upstream-{secrets.token_hex(12)}"
+"""The upstream credential: the bridge's only; it must never reach a file."""
+
+
+def changed_workspace(name: str, dest: Path) -> Path:
+    """The recording's workspace with every .txt file changed, so that reruns see fresh content."""
+    shutil.copytree(fixture_dir(name) / "workspace", dest)
+    for path in dest.rglob("*.txt"):
+        path.write_text(path.read_text() + "changed after the recording\n")
+    return dest
+
+
+def continue_run(
+    name: str,
+    after_step: int,
+    out: Path,
+    workspace: Path,
+    turns: list[Turn] | None = None,
+    *extra: str,
+) -> tuple[int, dict, list[LoggedRequest], str]:
+    """(exit code, result.json, upstream log, stderr)."""
+    script = Script(
+        turns=turns or [Turn(blocks=[TextBlock(text="Finished.")])], message_id_prefix=f"msg_cont_{name}"
+    )
+    with ScriptedUpstream(script, expected_key=KEY) as upstream:
+        args = ["run", str(fixture_dir(name) / "session.jsonl"), "-n", str(after_step), "-w", str(workspace)]
+        args += ["-o", str(out), "--continue", "--upstream", upstream.url, "--json", *extra]
+        proc = replayer(*args, env={"ANTHROPIC_API_KEY": KEY})
+        log = list(upstream.log)
+    result = orjson.loads((out / "result.json").read_bytes()) if (out / "result.json").exists() else {}
+    return proc.returncode, result, log, proc.stderr
+
+
+def files_containing(root: Path, needle: bytes) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and not p.is_symlink() and needle in p.read_bytes()]
