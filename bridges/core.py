@@ -170,7 +170,7 @@ class Bridge:
         )
         app = web.Application(client_max_size=self.config.max_request_bytes)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         # AF_UNIX paths are limited to 108 bytes: bind through a short symlink to the state directory.
         self._link_dir = tempfile.mkdtemp(prefix="rb-", dir="/tmp")
@@ -182,10 +182,10 @@ class Bridge:
     async def _stop(self) -> None:
         if self._release is not None:
             self._release.set()
+        if self._session is not None:
+            await self._session.close()  # aborts exchanges still waiting on the upstream
         if self._runner is not None:
             await self._runner.cleanup()
-        if self._session is not None:
-            await self._session.close()
         if self._link_dir is not None:
             with contextlib.suppress(OSError):
                 os.unlink(Path(self._link_dir) / "d")

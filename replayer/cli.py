@@ -190,6 +190,10 @@ def run(
     model: Annotated[
         str | None, typer.Option("--model", help="Model for the continuation (default: recorded).")
     ] = None,
+    agent_env: Annotated[
+        list[str] | None,
+        typer.Option("--agent-env", help="KEY=VALUE for the agent's environment (repeatable)."),
+    ] = None,
     json: JsonOpt = False,
 ) -> None:
     """Rerun steps 1..N in a fresh container, rebuild the native session, and optionally continue the agent."""
@@ -199,7 +203,11 @@ def run(
     if continue_:
         if not upstream:
             raise typer.BadParameter("--continue needs --upstream URL", param_hint="--upstream")
+        pairs = [item.partition("=") for item in agent_env or []]
+        if any(not sep or not key for key, sep, _ in pairs):
+            raise typer.BadParameter("expected KEY=VALUE", param_hint="--agent-env")
         cont = ContinueRequest(
+            agent_env={key: value for key, _, value in pairs},
             upstream=upstream,
             upstream_key_env=upstream_key_env,
             boundary_prompt=boundary_prompt,

@@ -105,7 +105,7 @@ class ScriptedUpstream:
     async def _start(self) -> None:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         if self.unix_path is not None:
             site: web.BaseSite = web.UnixSite(self._runner, str(self.unix_path))

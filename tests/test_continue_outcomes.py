@@ -1,0 +1,282 @@
+"""Every way a continuation can end, with the real CLI: refused tampered prefixes and wrong nonces,
+an upstream failing mid-stream, the step and idle budgets, a boundary prompt; each leaves a
+complete result directory and no container."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+
+from adapters.claude_code import ClaudeCodeAdapter
+from adapters.claude_code import continuation as cc_continuation
+from adapters.claude_code.gate import ClaudeCodeGate
+from bridges.core import first_difference
+from replayer.engine import execute
+from replayer.models import ContinueRequest, ReplayRequest
+from sandboxes.docker import LABEL
+from tests.conftest import fixture_dir
+from tests.support.continuing import KEY, changed_workspace, continue_run, files_containing
+from tests.support.upstream import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+
+
+class TamperingAdapter(ClaudeCodeAdapter):
+    """Changes one byte of one observation in the rebuilt session after the rebuild (expected_prefix stays)."""
+
+    def rebuild(self, trajectory, after_step, observations, dest):  # type: ignore[no-untyped-def]
+        result = super().rebuild(trajectory, after_step, observations, dest)
+        path = result.native_files[0]
+        path.write_bytes(path.read_bytes().replace(b'"content":"2 a.txt"', b'"content":"3 a.txt"'))
+        return result
+
+
+class WrongNonceAdapter(ClaudeCodeAdapter):
+    def continue_command(self, trajectory, prompt, port, model):  # type: ignore[no-untyped-def]
+        return super().continue_command(trajectory, prompt + "-not-the-nonce", port, model)
+
+
+def _in_process(adapter: ClaudeCodeAdapter, out: Path, upstream: ScriptedUpstream):
+    request = ReplayRequest(
+        mode="run",
+        trajectory=fixture_dir("parallel") / "session.jsonl",
+        after_step=2,
+        out=out,
+        workspace=fixture_dir("parallel") / "workspace",
+        continuation=ContinueRequest(upstream=upstream.url),
+    )
+    os.environ["ANTHROPIC_API_KEY"] = KEY
+    return execute(request, adapter=adapter)
+
+
+def _containers(docker_client) -> set[str]:
+    return {c.name for c in docker_client.containers.list(all=True, filters={"label": LABEL})}
+
+
+@pytest.mark.parametrize(
+    ("adapter", "path"),
+    [
+        (TamperingAdapter(), "messages[2].content[1].content"),
+        (WrongNonceAdapter(), "messages[6].content[0].text"),
+    ],
+)
+def test_gate_refuses_and_never_forwards(adapter, path: str, tmp_path: Path, docker_client) -> None:
+    before = _containers(docker_client)
+    with ScriptedUpstream(Script(turns=[]), expected_key=KEY) as upstream:
+        result = _in_process(adapter, tmp_path / "out", upstream)
+        log = list(upstream.log)
+    cont = result.continuation
+    assert cont is not None
+    assert (cont.gate, cont.agent_status) == ("refused", "bridge_refused")
+    assert cont.mismatch is not None and cont.mismatch.path == path
+    assert cont.counters.main_requests == 0 and cont.counters.refused_requests >= 1
+    assert not any(r.main_thread for r in log), "a refused request reached the upstream"
+    assert (tmp_path / "out" / "result.json").exists() and (
+        tmp_path / "out" / "agent" / "stdout.jsonl"
+    ).exists()
+    assert _containers(docker_client) == before
+
+
+def test_refusal_exit_code_and_one_line(tmp_path: Path, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    import adapters
+    from replayer.cli import app
+
+    monkeypatch.setattr(adapters, "detect", lambda path: TamperingAdapter())
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    with ScriptedUpstream(Script(turns=[]), expected_key=KEY) as upstream:
+        args = [
+            "run",
+            str(fixture_dir("parallel") / "session.jsonl"),
+            "-n",
+            "2",
+            "-w",
+            str(fixture_dir("parallel") / "workspace"),
+        ]
+        args += ["-o", str(tmp_path / "out"), "--continue", "--upstream", upstream.url]
+        outcome = CliRunner().invoke(app, args)
+    assert isinstance(outcome.exception, Exception) and type(outcome.exception).__name__ == "BridgeRefused"
+    assert outcome.exception.exit_code == 8 and "messages[2].content[1].content" in str(outcome.exception)
+    result = orjson.loads((tmp_path / "out" / "result.json").read_bytes())
+    assert result["continuation"]["mismatch"]["expected"] == "2 a.txt"
+    assert result["continuation"]["mismatch"]["actual"] == "3 a.txt"
+
+
+def test_upstream_failing_mid_stream_is_an_agent_error(tmp_path: Path, docker_client) -> None:
+    before = _containers(docker_client)
+    failing = Turn(
+        blocks=[TextBlock(text="This answer breaks in the middle of the stream.")],
+        fail_after_events=4,
+        repeat=True,
+    )
+    code, result, log, err = continue_run(
+        "parallel",
+        2,
+        tmp_path / "out",
+        fixture_dir("parallel") / "workspace",
+        [failing],
+        "--agent-env",
+        "CLAUDE_CODE_MAX_RETRIES=0",
+    )
+    assert code == 9 and err.strip().startswith("replayer: agent_error:"), err
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"]) == ("accepted", "agent_error")
+    assert cont["counters"]["upstream_errors"] >= 1
+    for name in (
+        "result.json",
+        "expected_prefix.json",
+        "agent/stdout.jsonl",
+        "bridge/log.jsonl",
+        "continued/session.jsonl",
+    ):
+        assert (tmp_path / "out" / name).exists(), name
+    assert result["request"]["continuation"]["agent_env"] == {"CLAUDE_CODE_MAX_RETRIES": "0"}
+    assert _containers(docker_client) == before
+    assert files_containing(tmp_path / "out", KEY.encode()) == []
+
+
+def test_step_budget_of_one(tmp_path: Path, docker_client) -> None:
+    before = _containers(docker_client)
+    turns = [
+        Turn(blocks=[ToolUseBlock(id="toolu_budget_1", name="Bash", input={"command": "echo one"})]),
+        Turn(blocks=[TextBlock(text="never reached")]),
+    ]
+    code, result, log, err = continue_run(
+        "parallel", 2, tmp_path / "out", fixture_dir("parallel") / "workspace", turns, "--max-steps", "1"
+    )
+    assert code == 0, err
+    cont = result["continuation"]
+    assert (cont["agent_status"], cont["steps_used"], cont["counters"]["held_requests"]) == (
+        "max_steps",
+        1,
+        1,
+    )
+    assert sum(r.main_thread for r in log) == 1
+    assert _containers(docker_client) == before
+
+
+def test_idle_timeout(tmp_path: Path) -> None:
+    stalled = [Turn(blocks=[TextBlock(text="late")], stall_s=60)]
+    code, result, _, err = continue_run(
+        "parallel", 2, tmp_path / "out", fixture_dir("parallel") / "workspace", stalled, "--idle-timeout", "2"
+    )
+    assert code == 0, err
+    assert result["continuation"]["agent_status"] == "idle_timeout"
+    assert result["continuation"]["duration_s"] < 50
+
+
+def test_boundary_prompt_is_kept(tmp_path: Path) -> None:
+    workspace = changed_workspace("single", tmp_path / "ws")
+    code, result, log, err = continue_run(
+        "single", 1, tmp_path / "out", workspace, None, "--boundary-prompt", "Please double-check a.txt."
+    )
+    assert code == 0, err
+    cont = result["continuation"]
+    assert cont["input_condition"] == "boundary_user_prompt_appended"
+    first = next(r for r in log if r.main_thread).body["messages"]
+    last = first[-1]["content"]
+    assert (
+        last[0]["tool_use_id"] == "toolu_single_01"
+        and last[0]["content"] == "hi\nchanged after the recording"
+    )
+    assert last[-1]["text"] == "Please double-check a.txt."
+    records = [
+        orjson.loads(x)
+        for x in (tmp_path / "out" / cont["files"]["continued_session"]).read_bytes().splitlines()
+    ]
+    prompt = next(r for r in records if r.get("message", {}).get("content") == "Please double-check a.txt.")
+    leaf = next(
+        r for r in records if r.get("type") == "user" and "toolu_single_01" in orjson.dumps(r).decode()
+    )
+    assert prompt["parentUuid"] == leaf["uuid"]
+    assert not any(r.get("message", {}).get("model") == "<synthetic>" for r in records)
+
+
+def test_first_difference_paths() -> None:
+    assert first_difference({"a": [1, {"b": "x"}]}, {"a": [1, {"b": "y"}]}).path == "a[1].b"  # type: ignore[union-attr]
+    assert first_difference([1, 2], [1]).path == "[1]"  # type: ignore[union-attr]
+    assert first_difference({"a": 1}, {"a": 1}) is None
+
+
+def test_gate_is_pure_and_strips_the_envelope() -> None:
+    prefix = [
+        {"role": "user", "content": [{"type": "text", "text": "task"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "out"}]},
+    ]
+    gate = ClaudeCodeGate(prefix, "nonce-1", keep_prompt=False, prefix_last_was_string=False)
+    body = {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "task"}]},
+            {"role": "system", "content": "listing"},
+            prefix[1],
+            {
+                "role": "user",
+                "content": [
+                    prefix[2]["content"][0],
+                    {"type": "text", "text": "Continue from where you left off."},
+                ],
+            },
+            {"role": "assistant", "content": [{"type": "text", "text": "No response requested."}]},
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "nonce-1", "cache_control": {"type": "ephemeral"}}],
+            },
+        ]
+    }
+    decision = gate.route("POST", "/v1/messages", body)
+    assert decision.kind == "main"
+    sent = decision.body["messages"]
+    assert [m["role"] for m in sent] == ["user", "system", "assistant", "user"]
+    assert sent[-1]["content"] == [
+        {"type": "tool_result", "tool_use_id": "t1", "content": "out", "cache_control": {"type": "ephemeral"}}
+    ]
+    assert gate.route("HEAD", "/", None).kind == "side"
+    assert gate.route("POST", "/v1/messages/count_tokens", body).kind == "side"
+    other = ClaudeCodeGate(prefix, "nonce-2", keep_prompt=False, prefix_last_was_string=False)
+    refused = other.route("POST", "/v1/messages", body)
+    assert refused.kind == "refuse" and refused.mismatch.path == "messages[4].content[0].text"  # type: ignore[union-attr]
+
+
+def test_cleanup_reparents_after_the_envelope() -> None:
+    recs = [
+        {
+            "type": "user",
+            "uuid": "leaf",
+            "parentUuid": None,
+            "message": {"content": [{"type": "tool_result"}]},
+        },
+        {"type": "queue-operation", "operation": "enqueue", "content": "n"},
+        {"type": "queue-operation", "operation": "dequeue"},
+        {
+            "type": "user",
+            "uuid": "m",
+            "parentUuid": "leaf",
+            "isMeta": True,
+            "message": {"content": [{"type": "text", "text": "Continue from where you left off."}]},
+        },
+        {
+            "type": "assistant",
+            "uuid": "s",
+            "parentUuid": "m",
+            "message": {
+                "model": "<synthetic>",
+                "content": [{"type": "text", "text": "No response requested."}],
+            },
+        },
+        {"type": "user", "uuid": "p", "parentUuid": "s", "message": {"content": "n"}},
+        {
+            "type": "assistant",
+            "uuid": "a",
+            "parentUuid": "p",
+            "message": {"model": "m1", "content": [{"type": "text", "text": "hi"}]},
+        },
+    ]
+    cleaned = cc_continuation.clean(recs, 1, "n", keep_prompt=False)
+    assert [r.get("uuid") for r in cleaned] == ["leaf", "a"]
+    assert cleaned[1]["parentUuid"] == "leaf"
+    kept = cc_continuation.clean(recs, 1, "n", keep_prompt=True)
+    assert [r.get("uuid") for r in kept if r.get("uuid")] == ["leaf", "p", "a"]
+    assert kept[3]["parentUuid"] == "leaf" if kept[3].get("uuid") == "p" else True
