@@ -21,20 +21,15 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
+from replayer.models import BridgeCounters, GateMismatch
+
 _HOP_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "x-api-key", "authorization"}
 )
 _EXCERPT = 240
 
 
-class Mismatch(BaseModel):
-    """Where a request first differs from what the gate required."""
-
-    model_config = ConfigDict(extra="forbid")
-    path: str
-    expected: str
-    actual: str
-    reason: str = "the first main-thread request does not carry the rebuilt prefix"
+Mismatch = GateMismatch
 
 
 class Decision(BaseModel):
@@ -57,16 +52,7 @@ class Dialect(Protocol):
     def error_body(self, message: str) -> dict[str, Any]: ...
 
 
-class Counters(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    main_requests: int = 0
-    side_requests: int = 0
-    refused_requests: int = 0
-    held_requests: int = 0
-    """Main-thread requests over the step budget: never forwarded."""
-    upstream_errors: int = 0
-    bytes_from_agent: int = 0
-    bytes_from_upstream: int = 0
+Counters = BridgeCounters
 
 
 class LoggedExchange(BaseModel):

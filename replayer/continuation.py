@@ -16,10 +16,8 @@ from replayer.errors import PlanRefused
 from replayer.io import write_bytes_atomic
 from replayer.models import (
     AgentStatus,
-    BridgeCounters,
     ContinuationResult,
     ContinueRequest,
-    GateMismatch,
     GateVerdict,
     Trajectory,
 )
@@ -79,9 +77,9 @@ def run(
         result = handle.result(timed_out=False)
         if bridge.mismatch is not None:
             status = "bridge_refused"  # refused, and the CLI gave up on its own
-        counters = BridgeCounters(**bridge.counters.model_dump())
+        counters = bridge.counters.model_copy()
         log = b"".join(orjson.dumps(e.model_dump()) + b"\n" for e in bridge.log)
-        mismatch = GateMismatch(**bridge.mismatch.model_dump()) if bridge.mismatch else None
+        mismatch = bridge.mismatch
         gate_verdict: GateVerdict = (
             "refused" if mismatch else ("accepted" if counters.main_requests else "not_reached")
         )

@@ -102,7 +102,7 @@ def _execute_into(
 ) -> ReplayResult:
     observations: dict[str, Observation] = {}
     divergences: list[Divergence] = []
-    image = image_id = None
+    image = image_id = container = None
     sandbox_s = rerun_s = 0.0
     cont = request.continuation
     key = continuation.upstream_key(cont) if cont else ""
@@ -132,6 +132,7 @@ def _execute_into(
             binds[continuation.BRIDGE_MOUNT] = (bridge_dir, False)
         box = DockerSandbox.start(client, image, binds=binds, workdir=traj.cwd, run_id=uuid.uuid4().hex[:12])
         image_id = box.image_id
+        container = box.container.name
         sandbox_s = time.monotonic() - t0
         try:
             t1 = time.monotonic()
@@ -192,6 +193,7 @@ def _execute_into(
         source_sha256=traj.source_sha256,
         image=image,
         image_id=image_id,
+        container=container,
         after_step=plan.after_step,
         boundary_call_ids=plan.boundary_call_ids,
         divergences=divergences,

@@ -183,20 +183,23 @@ class Timings(Frozen):
 
 
 class GateMismatch(Frozen):
+    """Where a request first differs from what the gate required."""
+
     path: str
     expected: str
     actual: str
-    reason: str
+    reason: str = "the first main-thread request does not carry the rebuilt prefix"
 
 
 class BridgeCounters(Frozen):
-    main_requests: int
-    side_requests: int
-    refused_requests: int
-    held_requests: int
-    upstream_errors: int
-    bytes_from_agent: int
-    bytes_from_upstream: int
+    main_requests: int = 0
+    side_requests: int = 0
+    refused_requests: int = 0
+    held_requests: int = 0
+    """Main-thread requests over the step budget: never forwarded."""
+    upstream_errors: int = 0
+    bytes_from_agent: int = 0
+    bytes_from_upstream: int = 0
 
 
 AgentStatus = Literal["completed", "max_steps", "idle_timeout", "agent_error", "bridge_refused"]
@@ -230,6 +233,8 @@ class ReplayResult(Frozen):
     source_sha256: str
     image: str | None = None
     image_id: str | None = None
+    container: str | None = None
+    """Name of the run's container (removed when the command ends)."""
     after_step: int
     boundary_call_ids: list[str]
     divergences: list[Divergence]

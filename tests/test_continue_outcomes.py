@@ -50,8 +50,9 @@ def _in_process(adapter: ClaudeCodeAdapter, out: Path, upstream: ScriptedUpstrea
     return execute(request, adapter=adapter)
 
 
-def _containers(docker_client) -> set[str]:
-    return {c.name for c in docker_client.containers.list(all=True, filters={"label": LABEL})}
+def _gone(docker_client, name: str | None) -> bool:
+    assert name
+    return name not in {c.name for c in docker_client.containers.list(all=True, filters={"label": LABEL})}
 
 
 @pytest.mark.parametrize(
@@ -62,7 +63,6 @@ def _containers(docker_client) -> set[str]:
     ],
 )
 def test_gate_refuses_and_never_forwards(adapter, path: str, tmp_path: Path, docker_client) -> None:
-    before = _containers(docker_client)
     with ScriptedUpstream(Script(turns=[]), expected_key=KEY) as upstream:
         result = _in_process(adapter, tmp_path / "out", upstream)
         log = list(upstream.log)
@@ -75,7 +75,7 @@ def test_gate_refuses_and_never_forwards(adapter, path: str, tmp_path: Path, doc
     assert (tmp_path / "out" / "result.json").exists() and (
         tmp_path / "out" / "agent" / "stdout.jsonl"
     ).exists()
-    assert _containers(docker_client) == before
+    assert _gone(docker_client, result.container)
 
 
 def test_refusal_exit_code_and_one_line(tmp_path: Path, monkeypatch) -> None:
@@ -105,7 +105,6 @@ def test_refusal_exit_code_and_one_line(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_upstream_failing_mid_stream_is_an_agent_error(tmp_path: Path, docker_client) -> None:
-    before = _containers(docker_client)
     failing = Turn(
         blocks=[TextBlock(text="This answer breaks in the middle of the stream.")],
         fail_after_events=4,
@@ -133,12 +132,11 @@ def test_upstream_failing_mid_stream_is_an_agent_error(tmp_path: Path, docker_cl
     ):
         assert (tmp_path / "out" / name).exists(), name
     assert result["request"]["continuation"]["agent_env"] == {"CLAUDE_CODE_MAX_RETRIES": "0"}
-    assert _containers(docker_client) == before
+    assert _gone(docker_client, result["container"])
     assert files_containing(tmp_path / "out", KEY.encode()) == []
 
 
 def test_step_budget_of_one(tmp_path: Path, docker_client) -> None:
-    before = _containers(docker_client)
     turns = [
         Turn(blocks=[ToolUseBlock(id="toolu_budget_1", name="Bash", input={"command": "echo one"})]),
         Turn(blocks=[TextBlock(text="never reached")]),
@@ -154,7 +152,7 @@ def test_step_budget_of_one(tmp_path: Path, docker_client) -> None:
         1,
     )
     assert sum(r.main_thread for r in log) == 1
-    assert _containers(docker_client) == before
+    assert _gone(docker_client, result["container"])
 
 
 def test_idle_timeout(tmp_path: Path) -> None:
