@@ -82,7 +82,11 @@ class DockerSandbox:
         except docker.errors.APIError as exc:
             raise SandboxError(f"container failed to start: {exc.explanation or exc}") from None
         box = cls(client, container, image_obj.id)
-        box.exec(["mkdir", "-p", RUN_DIR], workdir="/", timeout_s=30)
+        try:
+            box.exec(["mkdir", "-p", RUN_DIR], workdir="/", timeout_s=30)
+        except BaseException:  # Ctrl-C during start must not leave the container behind
+            box.stop()
+            raise
         return box
 
     def exec(
