@@ -149,17 +149,8 @@ def _execute_into(
                         raise ConfinementError(
                             reason + "; --allow-degraded keeps its historical observation"
                         ) from None
-                    call = planned.call
-                    plan.degradations.append(
-                        Degradation(
-                            reason=reason,
-                            action="historical_kept",
-                            step=planned.step,
-                            call_id=call.id,
-                            tool=call.tool,
-                        )
-                    )
-                    divergences.append(kept(planned.step, call, "unknown"))
+                    plan.degradations.append(Degradation.historical_kept(planned.step, planned.call, reason))
+                    divergences.append(kept(planned.step, planned.call, "unknown"))
                     continue
                 observations[planned.call.id] = fresh
                 divergences.append(compare(planned.step, planned.call, planned.kind, fresh))

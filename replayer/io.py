@@ -138,6 +138,14 @@ class Workspace:
             data=data[: budget.max_scan_bytes], size=st.st_size, truncated=truncated, mtime_ns=st.st_mtime_ns
         )
 
+    def mtime_ns(self, path: str) -> int:
+        """The modification time of a regular file, opened the confined way, without reading it."""
+        fd = self._open_file(self.relative(path), os.O_RDONLY)
+        try:
+            return os.fstat(fd).st_mtime_ns
+        finally:
+            os.close(fd)
+
     def write(self, path: str, data: bytes) -> None:
         """Create or truncate a regular file (parents are created, as the agents' write tools do)."""
         fd = self._open_file(self.relative(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, create=True)

@@ -165,6 +165,10 @@ class Degradation(Frozen):
     call_id: str | None = None
     tool: str | None = None
 
+    @classmethod
+    def historical_kept(cls, step: int, call: ToolCall, reason: str) -> Degradation:
+        return cls(reason=reason, action="historical_kept", step=step, call_id=call.id, tool=call.tool)
+
 
 class Pins(Frozen):
     replayer: str

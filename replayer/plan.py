@@ -61,15 +61,7 @@ def make_plan(
                 reason = f"{why} in step {step.index} (call {call.id})"
                 if not allow_degraded:
                     raise PlanRefused(reason + "; --allow-degraded keeps its historical observation")
-                degradations.append(
-                    Degradation(
-                        reason=reason,
-                        action="historical_kept",
-                        step=step.index,
-                        call_id=call.id,
-                        tool=call.tool,
-                    )
-                )
+                degradations.append(Degradation.historical_kept(step.index, call, reason))
             calls.append(PlannedCall(step=step.index, call=call, kind=kind))
     boundary_ids = [c.id for c in steps[after_step - 1].calls] if after_step else []
     return Plan(after_step=after_step, calls=calls, degradations=degradations, boundary_call_ids=boundary_ids)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.claude_code import render
-from replayer.io import NotFound, NotRegular, Workspace
+from replayer.io import NotFound, NotRegular, ReadResult, Workspace
 from replayer.models import Budgets, Observation
 
 ORIGINAL_FILE_MAX = 10000
@@ -35,10 +35,6 @@ class ShellState:
 
     def absolute(self, path: str) -> str:
         return posixpath.normpath(path if path.startswith("/") else posixpath.join(self.cwd, path))
-
-
-def _mtime_ms(ws: Workspace, path: str, budgets: Budgets) -> int:
-    return ws.read(path, budgets.read).mtime_ns // 1_000_000
 
 
 def _decode(data: bytes) -> str:
@@ -131,12 +127,11 @@ class FileTools:
         return Observation(content=model, structured=data, truncated=truncated)
 
     # Write -----------------------------------------------------------------------------------
-    def _stale_error(self, path: str) -> Observation | None:
+    def _stale_error(self, path: str, current: ReadResult) -> Observation | None:
         """The read-state checks Write and Edit share (validateInput, wrapped)."""
         entry = self.state.read_files.get(path)
         if entry is None:
             return render.validation_error(render.NOT_READ)
-        current = self.ws.read(path, self.budgets.read)
         if current.mtime_ns // 1_000_000 > entry.timestamp:
             full_read = entry.offset in (None, 1) and entry.limit is None
             if not (full_read and _decode(current.data).replace("\r\n", "\n") == entry.content):
@@ -150,9 +145,10 @@ class FileTools:
         kind = self.ws.kind(path)
         original: str | None = None
         if kind == "file":
-            if (err := self._stale_error(path)) is not None:
+            current = self.ws.read(path, self.budgets.read)
+            if (err := self._stale_error(path, current)) is not None:
                 return err
-            original = _decode(self.ws.read(path, self.budgets.read).data)
+            original = _decode(current.data)
         self.ws.write(path, content.encode())
         self._remember_write(path, content)
         if original is None:
@@ -184,7 +180,7 @@ class FileTools:
     def _remember_write(self, path: str, content: str) -> None:
         self.state.read_files[path] = ReadEntry(
             content=content.replace("\r\n", "\n"),
-            timestamp=_mtime_ms(self.ws, path, self.budgets),
+            timestamp=self.ws.mtime_ns(path) // 1_000_000,
             offset=None,
             limit=None,
         )
@@ -209,7 +205,8 @@ class FileTools:
             raw = None
             file_text = ""
         else:
-            raw = _decode(self.ws.read(path, self.budgets.read).data)
+            current = self.ws.read(path, self.budgets.read)
+            raw = _decode(current.data)
             file_text = raw.replace("\r\n", "\n")
             if old == "" and file_text.strip() != "":
                 return render.validation_error("Cannot create new file - file already exists.")
@@ -217,7 +214,7 @@ class FileTools:
                 return render.validation_error(
                     "File is a Jupyter Notebook. Use the NotebookEdit to edit this file."
                 )
-            if (err := self._stale_error(path)) is not None:
+            if (err := self._stale_error(path, current)) is not None:
                 return err
         actual = find_actual(file_text, old)
         if actual is None:
