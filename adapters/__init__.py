@@ -12,19 +12,27 @@ from adapters.base import Adapter
 from replayer.errors import BadInput
 
 _HEAD_LINES = 64
+_WHOLE_JSON_BYTES = 512 * 1024 * 1024
 
 
 def all_adapters() -> list[Adapter]:
     from adapters.claude_code import ClaudeCodeAdapter
+    from adapters.mini_swe_agent import MiniSweAgentAdapter
 
-    return [ClaudeCodeAdapter()]
+    return [ClaudeCodeAdapter(), MiniSweAgentAdapter()]
 
 
 def read_head(path: Path) -> list[Any]:
-    """The first parsed records of a JSONL file, or the top-level value of a JSON file."""
+    """The first parsed records of a JSONL file, or [the top-level value] of a (pretty-printed) JSON file."""
     try:
         with path.open("rb") as fh:
             lines = list(islice(fh, _HEAD_LINES))
+            if lines and lines[0].strip() in (b"{", b"["):
+                fh.seek(0)
+                try:
+                    return [orjson.loads(fh.read(_WHOLE_JSON_BYTES))]
+                except orjson.JSONDecodeError:
+                    return []
     except IsADirectoryError:
         return []
     except OSError as exc:

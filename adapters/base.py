@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bridges.core import Dialect, Gate
 from replayer.io import Workspace
-from replayer.models import Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from sandboxes.base import Sandbox
 
 
@@ -27,10 +27,28 @@ class Rebuild(BaseModel):
     """Adapter facts the continuation and its gate need (written to continuation.json)."""
 
 
+class Launch(BaseModel):
+    """What the continuation asks of the agent's command line."""
+
+    model_config = ConfigDict(extra="forbid")
+    prompt: str | None
+    """The nonce or the boundary prompt; None for an agent that needs no nonce, without a boundary prompt."""
+    keep_prompt: bool
+    """The prompt is the user's boundary prompt (kept), not a nonce (stripped)."""
+    port: int
+    """The bridge, on 127.0.0.1 inside the sandbox."""
+    model: str | None
+    max_steps: int | None
+
+
 class Rerunner(Protocol):
     """Reruns the calls of one trajectory, in order, with the agent's own tool semantics and state."""
 
     def run(self, call: ToolCall) -> Observation: ...
+
+    def close(self) -> None:
+        """Release what the reruns held (a companion process, a socket alias); called once, always."""
+        ...
 
 
 class Adapter(Protocol):
@@ -38,6 +56,10 @@ class Adapter(Protocol):
 
     name: str
     """Key of this agent in the pin file and in results."""
+    key_env: str
+    """The host variable the upstream key is read from by default."""
+    needs_nonce: bool
+    """The agent resumes only with a new user prompt (a nonce, stripped by the gate)."""
 
     def detect(self, head: list[Any]) -> bool:
         """Whether the first parsed records of a file belong to this agent's format."""
@@ -70,24 +92,32 @@ class Adapter(Protocol):
         """The model protocol the agent speaks (the bridge's key header and error shape)."""
         ...
 
-    def gate(self, rebuild: Rebuild, prompt: str, keep_prompt: bool) -> Gate:
+    def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> Gate:
         """The pure prefix gate for a continuation resumed with `prompt`."""
         ...
 
     def default_model(self, trajectory: Trajectory) -> str | None: ...
 
-    def continue_command(
-        self, trajectory: Trajectory, prompt: str, port: int, model: str | None
-    ) -> tuple[list[str], dict[str, str]]:
-        """argv and environment of the pinned agent inside the sandbox, model URL on 127.0.0.1:port."""
+    def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
+        """Why this trajectory cannot be continued (checked before any container starts), or None."""
         ...
 
-    def reported_failure(self, stdout: bytes) -> bool:
-        """Whether the agent's own output says the run failed (besides its exit code)."""
+    def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
+        """argv and environment of the pinned agent inside the sandbox."""
+        ...
+
+    def reported_status(self, stdout: bytes) -> AgentStatus:
+        """The outcome the agent's own output reports, once it exited with code 0."""
         ...
 
     def finish_continuation(
-        self, trajectory: Trajectory, rebuild: Rebuild, home: Path, dest: Path, prompt: str, keep_prompt: bool
+        self,
+        trajectory: Trajectory,
+        rebuild: Rebuild,
+        home: Path,
+        dest: Path,
+        prompt: str | None,
+        keep_prompt: bool,
     ) -> dict[str, str]:
         """Copy the continued native session out of `home` into `dest`, cleaned of the envelope."""
         ...

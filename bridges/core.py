@@ -8,9 +8,6 @@ into the sandbox, whose network stays "none"; it never falls back to a direct co
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -21,6 +18,7 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
+from replayer.io import remove_alias, short_alias
 from replayer.models import BridgeCounters, GateMismatch
 
 _HOP_HEADERS = frozenset(
@@ -132,7 +130,7 @@ class Bridge:
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._release: asyncio.Event | None = None
-        self._link_dir: str | None = None
+        self._alias: Path | None = None
 
     def __enter__(self) -> Bridge:
         self._thread.start()
@@ -159,10 +157,8 @@ class Bridge:
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
         await self._runner.setup()
         # AF_UNIX paths are limited to 108 bytes: bind through a short symlink to the state directory.
-        self._link_dir = tempfile.mkdtemp(prefix="rb-", dir="/tmp")
-        link = Path(self._link_dir) / "d"
-        os.symlink(self.socket_path.parent, link)
-        await web.UnixSite(self._runner, str(link / self.socket_path.name)).start()
+        self._alias = short_alias(self.socket_path.parent)
+        await web.UnixSite(self._runner, str(self._alias / self.socket_path.name)).start()
         self.socket_path.chmod(0o777)
 
     async def _stop(self) -> None:
@@ -172,10 +168,8 @@ class Bridge:
             await self._session.close()  # aborts exchanges still waiting on the upstream
         if self._runner is not None:
             await self._runner.cleanup()
-        if self._link_dir is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(Path(self._link_dir) / "d")
-                os.rmdir(self._link_dir)
+        if self._alias is not None:
+            remove_alias(self._alias)
 
     def _touch(self) -> None:
         self.last_activity = time.monotonic()

@@ -66,6 +66,7 @@ def inspect(trajectory: Path, json: JsonOpt = False) -> None:
                 index=s.index,
                 complete=s.complete,
                 before_compaction=s.before_compaction,
+                final=s.final,
                 calls=[
                     InspectCall(
                         id=c.id,
@@ -172,11 +173,13 @@ def run(
         str | None, typer.Option("--upstream", help="Model service base URL (with --continue).")
     ] = None,
     upstream_key_env: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--upstream-key-env", help="Host variable with the upstream key (only the bridge reads it)."
+            "--upstream-key-env",
+            help="Host variable with the upstream key (only the bridge reads it); "
+            "default ANTHROPIC_API_KEY for Claude Code, OPENAI_API_KEY for chat-completions agents.",
         ),
-    ] = "ANTHROPIC_API_KEY",
+    ] = None,
     boundary_prompt: Annotated[
         str | None,
         typer.Option("--boundary-prompt", help="A user prompt after the boundary, instead of the nonce."),

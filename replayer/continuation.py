@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 
-from adapters.base import Adapter, Rebuild
+from adapters.base import Adapter, Launch, Rebuild
 from bridges.core import Bridge, BridgeConfig
 from replayer.errors import PlanRefused
 from replayer.io import write_bytes_atomic
@@ -28,10 +28,11 @@ BRIDGE_PORT = 8765
 _POLL_S = 0.1
 
 
-def upstream_key(request: ContinueRequest) -> str:
-    key = os.environ.get(request.upstream_key_env)
+def upstream_key(request: ContinueRequest, adapter: Adapter) -> str:
+    name = request.upstream_key_env or adapter.key_env
+    key = os.environ.get(name)
     if not key:
-        raise PlanRefused(f"the upstream key variable {request.upstream_key_env} is not set on the host")
+        raise PlanRefused(f"the upstream key variable {name} is not set on the host")
     return key
 
 
@@ -49,14 +50,18 @@ def run(
 ) -> ContinuationResult:
     started = time.monotonic()
     keep_prompt = request.boundary_prompt is not None
-    prompt = request.boundary_prompt if keep_prompt else f"replayer-nonce-{secrets.token_hex(12)}"
-    assert prompt is not None
+    prompt = request.boundary_prompt
+    if prompt is None and adapter.needs_nonce:
+        prompt = f"replayer-nonce-{secrets.token_hex(12)}"
     model = request.model or adapter.default_model(traj)
     gate = adapter.gate(rebuild, prompt, keep_prompt)
     config = BridgeConfig(upstream=request.upstream, api_key=key, max_main_requests=request.max_steps)
     with Bridge(gate, adapter.dialect(), config, socket_dir / "bridge.sock") as bridge:
         box.forward_port(BRIDGE_PORT, f"{BRIDGE_MOUNT}/bridge.sock")
-        argv, env = adapter.continue_command(traj, prompt, BRIDGE_PORT, model)
+        launch = Launch(
+            prompt=prompt, keep_prompt=keep_prompt, port=BRIDGE_PORT, model=model, max_steps=request.max_steps
+        )
+        argv, env = adapter.continue_command(traj, launch)
         env = {**env, **request.agent_env}
         assert traj.cwd
         handle = box.start_exec(argv, workdir=traj.cwd, env=env)
@@ -84,8 +89,7 @@ def run(
             "refused" if mismatch else ("accepted" if counters.main_requests else "not_reached")
         )
     if status is None:
-        failed = result.exit_code != 0 or adapter.reported_failure(result.stdout)
-        status = "agent_error" if failed else "completed"
+        status = adapter.reported_status(result.stdout) if result.exit_code == 0 else "agent_error"
     (out / "agent").mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(out / "agent" / "stdout.jsonl", result.stdout)
     write_bytes_atomic(out / "agent" / "stderr.log", result.stderr)

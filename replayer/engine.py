@@ -10,10 +10,10 @@ from pathlib import Path
 import orjson
 
 import adapters
-from adapters.base import Adapter, Rebuild
+from adapters.base import Adapter, Rebuild, Rerunner
 from replayer import __version__, continuation
 from replayer.divergence import compare, kept
-from replayer.errors import ConfinementError, WorkspaceError
+from replayer.errors import ConfinementError, PlanRefused, WorkspaceError
 from replayer.io import OutputDir, Workspace, write_bytes_atomic
 from replayer.models import (
     ContinuationResult,
@@ -43,7 +43,7 @@ def pins_for(adapter: Adapter) -> Pins:
     return Pins(
         replayer=__version__,
         adapter=adapter.name,
-        cli_package=agent.npm if agent else None,
+        cli_package=agent.package if agent else None,
         cli_version=agent.version if agent else None,
         base_image=pins.base_image.tag,
     )
@@ -62,6 +62,11 @@ def execute(request: ReplayRequest, adapter: Adapter | None = None) -> ReplayRes
     )
     if request.mode == "run":
         _check_workspace(request.workspace)
+    if request.continuation is not None:
+        model = request.continuation.model or adapter.default_model(traj)
+        refusal = adapter.continuation_refusal(traj, model)
+        if refusal:
+            raise PlanRefused(f"cannot continue: {refusal}")
     out = OutputDir(request.out, force=request.force)
     try:
         result = _execute_into(out.tmp, request, adapter, traj, plan, parse_s, started)
@@ -91,6 +96,33 @@ def _check_workspace(workspace: Path | None) -> None:
         raise WorkspaceError(f"workspace {workspace} does not exist or is not a directory")
 
 
+def _rerun(
+    rerunner: Rerunner,
+    plan: Plan,
+    request: ReplayRequest,
+    observations: dict[str, Observation],
+    divergences: list[Divergence],
+) -> None:
+    """Rerun the planned calls in order; a confinement refusal is waived only with --allow-degraded."""
+    for planned in plan.calls:
+        if planned.kind != "rerun":
+            divergences.append(kept(planned.step, planned.call, planned.kind))
+            continue
+        try:
+            fresh = rerunner.run(planned.call)
+        except ConfinementError as exc:
+            reason = f"{planned.call.tool} call {planned.call.id} in step {planned.step}: {exc}"
+            if not request.allow_degraded:
+                raise ConfinementError(
+                    reason + "; --allow-degraded keeps its historical observation"
+                ) from None
+            plan.degradations.append(Degradation.historical_kept(planned.step, planned.call, reason))
+            divergences.append(kept(planned.step, planned.call, "unknown"))
+            continue
+        observations[planned.call.id] = fresh
+        divergences.append(compare(planned.step, planned.call, planned.kind, fresh))
+
+
 def _execute_into(
     tmp: Path,
     request: ReplayRequest,
@@ -105,7 +137,7 @@ def _execute_into(
     image = image_id = container = None
     sandbox_s = rerun_s = 0.0
     cont = request.continuation
-    key = continuation.upstream_key(cont) if cont else ""
+    key = continuation.upstream_key(cont, adapter) if cont else ""
     native = tmp / "native"
     continued: ContinuationResult | None = None
     if request.mode == "prepare":
@@ -137,23 +169,10 @@ def _execute_into(
         try:
             t1 = time.monotonic()
             rerunner = adapter.rerunner(traj, box, Workspace(workspace_copy, traj.cwd), request.budgets)
-            for planned in plan.calls:
-                if planned.kind != "rerun":
-                    divergences.append(kept(planned.step, planned.call, planned.kind))
-                    continue
-                try:
-                    fresh = rerunner.run(planned.call)
-                except ConfinementError as exc:
-                    reason = f"{planned.call.tool} call {planned.call.id} in step {planned.step}: {exc}"
-                    if not request.allow_degraded:
-                        raise ConfinementError(
-                            reason + "; --allow-degraded keeps its historical observation"
-                        ) from None
-                    plan.degradations.append(Degradation.historical_kept(planned.step, planned.call, reason))
-                    divergences.append(kept(planned.step, planned.call, "unknown"))
-                    continue
-                observations[planned.call.id] = fresh
-                divergences.append(compare(planned.step, planned.call, planned.kind, fresh))
+            try:
+                _rerun(rerunner, plan, request, observations, divergences)
+            finally:
+                rerunner.close()
             rerun_s = time.monotonic() - t1
             t2 = time.monotonic()
             shutil.copytree(agent_home, native / "home")  # side files the reruns left (persisted outputs)

@@ -199,3 +199,16 @@ class OutputDir:
 
     def discard(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def short_alias(directory: Path) -> Path:
+    """A short path for `directory` (a symlink under /tmp): AF_UNIX socket paths are limited to 108 bytes."""
+    link = Path(tempfile.mkdtemp(prefix="rb-", dir="/tmp")) / "d"
+    os.symlink(directory, link)
+    return link
+
+
+def remove_alias(link: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(link)
+        os.rmdir(link.parent)

@@ -47,6 +47,8 @@ class Step(Frozen):
     complete: bool
     """Every call has its historical observation."""
     before_compaction: bool = False
+    final: bool = False
+    """The agent's run ended in this step (a submission, a finish): no boundary at or after it."""
 
 
 class Trajectory(Frozen):
@@ -73,6 +75,7 @@ class InspectStep(Frozen):
     index: int
     complete: bool
     before_compaction: bool
+    final: bool = False
     calls: list[InspectCall]
 
 
@@ -107,8 +110,9 @@ class ContinueRequest(Frozen):
 
     upstream: str
     """Base URL of the real model service (the bridge forwards there; the sandbox never sees it)."""
-    upstream_key_env: str = "ANTHROPIC_API_KEY"
-    """Host environment variable holding the upstream credential; only the bridge reads it."""
+    upstream_key_env: str | None = None
+    """Host environment variable holding the upstream credential; only the bridge reads it.
+    Default: the agent's own (ANTHROPIC_API_KEY for Claude Code, OPENAI_API_KEY for the chat agents)."""
     boundary_prompt: str | None = None
     """Replaces the nonce and is kept: input condition boundary_user_prompt_appended."""
     max_steps: int | None = None

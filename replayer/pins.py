@@ -12,10 +12,22 @@ PIN_FILE = Path(__file__).resolve().parent.parent / "sandboxes" / "images" / "pi
 
 
 class AgentPin(BaseModel):
+    """One agent, from npm (a CLI and its `bin`) or from PyPI (a package in its own virtual environment)."""
+
     model_config = ConfigDict(extra="forbid")
-    npm: str
+    npm: str | None = None
+    pypi: str | None = None
     version: str
-    bin: str
+    bin: str | None = None
+    """npm: the CLI inside the bundle."""
+    python: str | None = None
+    """PyPI: the host interpreter the virtual environment is made with."""
+
+    @property
+    def package(self) -> str:
+        name = self.npm or self.pypi
+        assert name, "a pin names its npm or PyPI package"
+        return name
 
 
 class BaseImagePin(BaseModel):

@@ -46,6 +46,12 @@ def make_plan(
         raise PlanRefused(
             f"boundary {after_step} is beyond the last step ({len(steps)}; last complete: {last_complete})"
         )
+    final = next((s for s in steps if s.final), None)
+    if final is not None and after_step >= final.index:
+        raise PlanRefused(
+            f"boundary {after_step} is at or after step {final.index}, where the run ended; "
+            f"the last boundary is {final.index - 1}"
+        )
     for step in steps[:after_step]:
         if not step.complete:
             missing = ", ".join(c.id for c in step.calls if c.historical is None)

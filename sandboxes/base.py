@@ -30,4 +30,25 @@ class Sandbox(Protocol):
         kill_on_timeout: bool = ...,
     ) -> ExecResult: ...
 
+    def start_exec(
+        self,
+        argv: list[str],
+        *,
+        workdir: str,
+        env: dict[str, str] | None = None,
+        max_output_bytes: int = ...,
+    ) -> RunningExec: ...
+
     def stop(self) -> None: ...
+
+
+class RunningExec(Protocol):
+    """A process started in the sandbox that the caller watches."""
+
+    last_output: float
+
+    def wait(self, timeout_s: float) -> bool: ...
+
+    def signal(self, signum: int) -> None: ...
+
+    def result(self, timed_out: bool, cleanup: bool = True) -> ExecResult: ...

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install every pinned agent CLI into its own versioned bundle folder (idempotent).
+# Install every pinned agent into its own versioned bundle folder (idempotent):
+# npm CLIs with npm, PyPI agents into a virtual environment of their own (never the replayer's).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(python3 "$here/pin.py" bundles.root)
@@ -8,13 +9,23 @@ import sys, tomllib
 print(" ".join(tomllib.load(open(sys.argv[1], "rb"))["agents"]))
 PY
 ); do
-  pkg=$(python3 "$here/pin.py" "agents.$agent.npm")
   version=$(python3 "$here/pin.py" "agents.$agent.version")
   dir="$root/$agent-$version"
   if [ -f "$dir/.installed" ]; then continue; fi
-  rm -rf "$dir.partial"; mkdir -p "$dir.partial"
-  (cd "$dir.partial" && npm install --no-audit --no-fund --loglevel=error "$pkg@$version" >/dev/null)
-  echo "$pkg@$version" > "$dir.partial/.installed"
-  rm -rf "$dir"; mv "$dir.partial" "$dir"
-  echo "installed $pkg@$version into $dir"
+  if npm_pkg=$(python3 "$here/pin.py" "agents.$agent.npm" 2>/dev/null); then
+    rm -rf "$dir.partial"; mkdir -p "$dir.partial"
+    (cd "$dir.partial" && npm install --no-audit --no-fund --loglevel=error "$npm_pkg@$version" >/dev/null)
+    echo "$npm_pkg@$version" > "$dir.partial/.installed"
+    rm -rf "$dir"; mv "$dir.partial" "$dir"
+    echo "installed $npm_pkg@$version into $dir"
+  else
+    pkg=$(python3 "$here/pin.py" "agents.$agent.pypi")
+    python=$(python3 "$here/pin.py" "agents.$agent.python")
+    # A virtual environment is not relocatable: build it in place; .installed marks it complete.
+    rm -rf "$dir"; mkdir -p "$(dirname "$dir")"
+    "$python" -m venv "$dir"
+    "$dir/bin/python" -m pip install -q --disable-pip-version-check "$pkg==$version" 2>&1 | { grep -v "^WARNING: Location" || true; }
+    echo "$pkg==$version" > "$dir/.installed"
+    echo "installed $pkg==$version into $dir"
+  fi
 done

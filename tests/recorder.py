@@ -280,7 +280,7 @@ def record(scenario: Scenario, dest: Path) -> Path:
         meta = {
             "scenario": scenario.name,
             "agent": "claude_code",
-            "cli_package": pin.npm,
+            "cli_package": pin.package,
             "cli_version": pin.version,
             "session_id": sessions[0].stem,
             "project_dir": str(sessions[0].parent.relative_to(home)),

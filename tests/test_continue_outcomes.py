@@ -33,8 +33,9 @@ class TamperingAdapter(ClaudeCodeAdapter):
 
 
 class WrongNonceAdapter(ClaudeCodeAdapter):
-    def continue_command(self, trajectory, prompt, port, model):  # type: ignore[no-untyped-def]
-        return super().continue_command(trajectory, prompt + "-not-the-nonce", port, model)
+    def continue_command(self, trajectory, launch):  # type: ignore[no-untyped-def]
+        wrong = launch.model_copy(update={"prompt": launch.prompt + "-not-the-nonce"})
+        return super().continue_command(trajectory, wrong)
 
 
 def _in_process(adapter: ClaudeCodeAdapter, out: Path, upstream: ScriptedUpstream):

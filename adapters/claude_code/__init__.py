@@ -6,12 +6,12 @@ import posixpath
 from pathlib import Path
 from typing import Any
 
-from adapters.base import Rebuild
+from adapters.base import Launch, Rebuild
 from adapters.claude_code import chain, continuation, session, tools, wire
 from adapters.claude_code.gate import ClaudeCodeGate
 from bridges.anthropic import AnthropicDialect
 from replayer.io import Workspace
-from replayer.models import Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.pins import load_pins
 from sandboxes.base import Sandbox
 
@@ -20,6 +20,8 @@ _TOKEN_CAP_MARKS = ("[Truncated: PARTIAL view", "exceeds maximum allowed tokens"
 
 class ClaudeCodeAdapter:
     name = "claude_code"
+    key_env = "ANTHROPIC_API_KEY"
+    needs_nonce = True
 
     def detect(self, head: list[Any]) -> bool:
         return chain.looks_like_claude_code(head)
@@ -91,7 +93,8 @@ class ClaudeCodeAdapter:
     def dialect(self) -> AnthropicDialect:
         return AnthropicDialect()
 
-    def gate(self, rebuild: Rebuild, prompt: str, keep_prompt: bool) -> ClaudeCodeGate:
+    def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> ClaudeCodeGate:
+        assert prompt is not None
         return ClaudeCodeGate(
             rebuild.expected_prefix,
             prompt,
@@ -103,15 +106,24 @@ class ClaudeCodeAdapter:
     def default_model(self, trajectory: Trajectory) -> str | None:
         return continuation.recorded_model(trajectory)
 
-    def continue_command(
-        self, trajectory: Trajectory, prompt: str, port: int, model: str | None
-    ) -> tuple[list[str], dict[str, str]]:
-        return continuation.command(trajectory, prompt, port, model)
+    def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
+        return None
+
+    def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
+        assert launch.prompt is not None
+        return continuation.command(trajectory, launch.prompt, launch.port, launch.model)
 
     def finish_continuation(
-        self, trajectory: Trajectory, rebuild: Rebuild, home: Path, dest: Path, prompt: str, keep_prompt: bool
+        self,
+        trajectory: Trajectory,
+        rebuild: Rebuild,
+        home: Path,
+        dest: Path,
+        prompt: str | None,
+        keep_prompt: bool,
     ) -> dict[str, str]:
+        assert prompt is not None
         return continuation.finish(trajectory, rebuild.native_files[0], home, dest, prompt, keep_prompt)
 
-    def reported_failure(self, stdout: bytes) -> bool:
-        return continuation.reported_failure(stdout)
+    def reported_status(self, stdout: bytes) -> AgentStatus:
+        return "agent_error" if continuation.reported_failure(stdout) else "completed"

@@ -75,3 +75,6 @@ class ClaudeCodeRerunner:
         if call.tool == "Edit":
             return self.files.edit(call.input)
         raise AssertionError(f"{call.tool} is not a rerun tool")
+
+    def close(self) -> None:
+        """Nothing outlives the calls: every Bash call is its own process in the sandbox."""

@@ -1,7 +1,8 @@
-"""A scripted fake Anthropic Messages service: real SSE streaming, scripted turns, a log of every request.
+"""A scripted fake model service: Anthropic Messages and OpenAI chat completions, real SSE streaming.
 
 It is the only stand-in in the test suite (there is no model service here). Main-thread requests
-(those that offer the Bash tool) consume the script's turns in order; side calls get a short text.
+consume the script's turns in order (Anthropic: those that offer the Bash tool; chat completions:
+every request); side calls get a short text. Streaming and non-streaming answers follow each API.
 """
 
 from __future__ import annotations
@@ -134,10 +135,17 @@ class ScriptedUpstream:
         }
         entry = LoggedRequest(method=request.method, path=request.path_qs, headers=headers, body=body)
         if self.expected_key is not None:
-            entry.key_ok = request.headers.get("x-api-key") == self.expected_key
+            entry.key_ok = self.expected_key in (
+                request.headers.get("x-api-key"),
+                request.headers.get("authorization", "").removeprefix("Bearer "),
+            )
         self.log.append(entry)
         if request.method != "POST":
             return web.Response(text="ok")
+        if request.path.endswith("/chat/completions"):
+            entry.main_thread = True
+            entry.turn = self.next_turn
+            return await self._chat(request, body, self._take_turn(), f"chatcmpl-{len(self.log):03d}")
         if request.path.endswith("/count_tokens"):
             return web.json_response({"input_tokens": 1000})
         if not request.path.startswith("/v1/messages"):
@@ -244,6 +252,92 @@ class ScriptedUpstream:
         )
         events.append(("message_stop", {"type": "message_stop"}))
         return events
+
+    # chat completions ------------------------------------------------------------------------
+    async def _chat(self, request: web.Request, body: Any, turn: Turn, cid: str) -> web.StreamResponse:
+        if turn.stall_s:
+            await asyncio.sleep(turn.stall_s)
+        if not body.get("stream"):
+            if turn.fail_after_events is not None:
+                request.transport.close()  # type: ignore[union-attr]
+                return web.Response(status=500)
+            return web.json_response(self._chat_completion(turn, cid))
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        for sent, chunk in enumerate(self._chat_chunks(turn, cid)):
+            if turn.fail_after_events is not None and sent >= turn.fail_after_events:
+                request.transport.close()  # type: ignore[union-attr]
+                return response
+            await response.write(b"data: " + orjson.dumps(chunk) + b"\n\n")
+            if self.chunk_delay_s:
+                await asyncio.sleep(self.chunk_delay_s)
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    def _chat_completion(self, turn: Turn, cid: str) -> dict[str, Any]:
+        text = "".join(b.text for b in turn.blocks if isinstance(b, TextBlock))
+        calls = [
+            {
+                "id": b.id,
+                "type": "function",
+                "function": {"name": b.name, "arguments": orjson.dumps(b.input).decode()},
+            }
+            for b in turn.blocks
+            if isinstance(b, ToolUseBlock)
+        ]
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if calls:
+            message["tool_calls"] = calls
+        return {
+            "id": cid,
+            "object": "chat.completion",
+            "created": 1700000000,
+            "model": self.script.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+        }
+
+    def _chat_chunks(self, turn: Turn, cid: str) -> list[dict[str, Any]]:
+        def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
+            return {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": 1700000000,
+                "model": self.script.model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                **extra,
+            }
+
+        chunks = [chunk({"role": "assistant", "content": ""})]
+        calls = 0
+        for block in turn.blocks:
+            if isinstance(block, TextBlock):
+                chunks += [chunk({"content": piece}) for piece in _pieces(block.text)]
+                continue
+            pieces = _pieces(orjson.dumps(block.input).decode())
+            head = {
+                "index": calls,
+                "id": block.id,
+                "type": "function",
+                "function": {"name": block.name, "arguments": ""},
+            }
+            chunks.append(chunk({"tool_calls": [head]}))
+            chunks += [
+                chunk({"tool_calls": [{"index": calls, "function": {"arguments": p}}]}) for p in pieces
+            ]
+            calls += 1
+        chunks.append(chunk({}, "tool_calls" if calls else "stop"))
+        chunks.append(
+            {
+                **chunk({}),
+                "choices": [],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+            }
+        )
+        return chunks
 
 
 def _stop_reason(turn: Turn) -> str:

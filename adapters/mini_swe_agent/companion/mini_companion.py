@@ -1,0 +1,164 @@
+"""Runs inside the sandbox with the pinned mini-swe-agent's own interpreter: reruns and continuation.
+
+`serve SPEC SOCKET`: build the trajectory's own agent, model and environment classes from its
+recorded config, then for every request line on the unix socket execute one assistant message's
+actions with `agent.execute_actions` and answer with the observation messages mini-swe-agent made
+(a submission adds its exit message). `continue SPEC`: restore the rebuilt messages, `n_calls` and
+`cost`, and run the agent loop of `DefaultAgent.run` without its reset; events go to stdout as JSON lines.
+This file imports nothing of the replayer: it speaks only JSON.
+"""
+
+import argparse
+import importlib
+import json
+import socket
+import sys
+import traceback
+
+
+def load_class(dotted):
+    module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def build(spec, model_overrides=None):
+    import minisweagent
+
+    if minisweagent.__version__ != spec["version"]:
+        raise SystemExit(
+            f"mini-swe-agent {minisweagent.__version__} is installed, {spec['version']} is pinned"
+        )
+    cfg = spec["config"]
+    env = load_class(cfg["environment_type"])(**cfg["environment"])
+    model = load_class(cfg["model_type"])(**{**cfg["model"], **(model_overrides or {})})
+    agent = load_class(cfg["agent_type"])(model, env, **cfg["agent"])
+    return agent
+
+
+def execute(agent, request):
+    from minisweagent.exceptions import InterruptAgentFlow
+
+    agent.messages = []
+    agent.n_calls = request["n_calls"]
+    agent.cost = request["cost"]
+    try:
+        agent.execute_actions(request["message"])
+    except InterruptAgentFlow as e:  # a replayed submission: mini adds its exit message
+        agent.add_messages(*e.messages)
+    return {"messages": agent.messages}
+
+
+def serve(spec, path):
+    agent = build(spec)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+    conn, _ = server.accept()
+    stream = conn.makefile("rwb")
+    for line in stream:
+        try:
+            answer = execute(agent, json.loads(line))
+        except Exception as e:
+            answer = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+        stream.write(json.dumps(answer).encode() + b"\n")
+        stream.flush()
+
+
+EVENTS = sys.stdout
+"""The event stream; everything else printed (the interactive agent's console) goes to stderr."""
+
+
+def emit(event):
+    EVENTS.write(json.dumps(event) + "\n")
+    EVENTS.flush()
+
+
+def run_loop(agent):
+    """The loop of DefaultAgent.run (2.4.6) without the reset and the two template renders."""
+    from minisweagent.exceptions import FormatError, InterruptAgentFlow
+
+    emitted = len(agent.messages)
+    while True:
+        try:
+            agent.step()
+            agent.n_consecutive_format_errors = 0
+        except FormatError as e:
+            agent.cost += e.messages[0].get("extra", {}).get("cost", 0.0)
+            agent.n_consecutive_format_errors += 1
+            limit = agent.config.max_consecutive_format_errors
+            if 0 < limit <= agent.n_consecutive_format_errors:
+                agent.add_messages(
+                    *e.messages,
+                    {
+                        "role": "exit",
+                        "content": "RepeatedFormatError",
+                        "extra": {"exit_status": "RepeatedFormatError", "submission": ""},
+                    },
+                )
+            else:
+                agent.add_messages(*e.messages)
+        except InterruptAgentFlow as e:
+            agent.add_messages(*e.messages)
+        except Exception as e:
+            agent.handle_uncaught_exception(e)
+            raise
+        finally:
+            agent.save(agent.config.output_path)
+            for message in agent.messages[emitted:]:
+                emit({"type": "message", "role": message.get("role"), "n_calls": agent.n_calls})
+            emitted = len(agent.messages)
+        if agent.messages[-1].get("role") == "exit":
+            return agent.messages[-1].get("extra", {})
+
+
+def continue_(spec, args):
+    kwargs = {
+        **(spec["config"]["model"].get("model_kwargs") or {}),
+        "api_base": args.api_base,
+        "api_key": args.key,
+    }
+    agent = build(spec, {"model_name": args.model, "model_kwargs": kwargs})
+    with open(spec["trajectory"]) as fh:
+        data = json.load(fh)
+    stats = data["info"]["model_stats"]
+    agent.messages = data["messages"]
+    agent.n_calls = stats["api_calls"]
+    agent.cost = stats["instance_cost"]
+    if args.max_steps is not None:
+        agent.config.step_limit = agent.n_calls + args.max_steps  # mini counts every call of the run
+    if args.prompt is not None:
+        agent.add_messages(agent.model.format_message(role="user", content=args.prompt))
+    emit({"type": "started", "messages": len(agent.messages), "n_calls": agent.n_calls})
+    try:
+        result = run_loop(agent)
+    except Exception as e:
+        emit({"type": "exit", "exit_status": type(e).__name__, "error": str(e), "n_calls": agent.n_calls})
+        raise SystemExit(1) from None
+    emit({"type": "exit", "exit_status": result.get("exit_status", ""), "n_calls": agent.n_calls})
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    modes = parser.add_subparsers(dest="mode", required=True)
+    serve_args = modes.add_parser("serve")
+    serve_args.add_argument("spec")
+    serve_args.add_argument("socket")
+    cont = modes.add_parser("continue")
+    cont.add_argument("spec")
+    cont.add_argument("--model", required=True)
+    cont.add_argument("--api-base", required=True)
+    cont.add_argument("--key", required=True)
+    cont.add_argument("--max-steps", type=int)
+    cont.add_argument("--prompt")
+    args = parser.parse_args()
+    with open(args.spec) as fh:
+        spec = json.load(fh)
+    sys.stdout = sys.stderr
+    if args.mode == "serve":
+        serve(spec, args.socket)
+    else:
+        continue_(spec, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Rerun a trajectory's actions with mini-swe-agent's own code, through the companion in the sandbox.
+
+One companion process serves the whole replay (importing the package takes seconds): per step it
+gets the historical assistant message and answers with the observation messages that the pinned
+agent, model and environment classes made of it (execution, submission check, template).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from adapters.mini_swe_agent import bundle, config
+from adapters.mini_swe_agent.trajectory import Native, calls_and_cost
+from replayer.errors import PlanRefused, SandboxError
+from replayer.io import remove_alias, short_alias, write_bytes_atomic
+from replayer.models import Observation, ToolCall, Trajectory
+from sandboxes.base import RunningExec, Sandbox
+
+_START_TIMEOUT_S = 120.0
+_STEP_MARGIN_S = 60.0
+SOCKET = "companion.sock"
+
+
+def companion_argv(mode: str, spec: str, *extra: str) -> list[str]:
+    return [bundle.python(), f"{bundle.COMPANION_MOUNT}/mini_companion.py", mode, spec, *extra]
+
+
+class MiniRerunner:
+    def __init__(self, trajectory: Trajectory, sandbox: Sandbox, work: Path):
+        assert trajectory.cwd
+        self.native: Native = trajectory._native
+        self.step_of = {c.id: s.index for s in trajectory.steps for c in s.calls}
+        self.calls = {s.index: s.calls for s in trajectory.steps}
+        self.fresh: dict[str, Observation] = {}
+        companion_config = config.companion_config(self.native, output_path=None)
+        spec = {"version": bundle.version(), "config": companion_config}
+        write_bytes_atomic(work / "serve.json", orjson.dumps(spec))
+        self.step_timeout_s = float(companion_config["environment"].get("timeout") or 30)
+        self.handle: RunningExec = sandbox.start_exec(
+            companion_argv("serve", f"{bundle.WORK_MOUNT}/serve.json", f"{bundle.WORK_MOUNT}/{SOCKET}"),
+            workdir=trajectory.cwd,
+            env=bundle.base_env(),
+        )
+        self.alias = short_alias(work)
+        self.sock: socket.socket | None = None
+        self.stream: Any = None
+
+    def _connect(self) -> None:
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while True:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(str(self.alias / SOCKET))
+                self.sock, self.stream = sock, sock.makefile("rwb")
+                return
+            except OSError:
+                sock.close()
+            if self.handle.wait(0.1) or time.monotonic() > deadline:
+                raise SandboxError(f"the mini-swe-agent companion did not start: {self._stderr_tail()}")
+
+    def _stderr_tail(self) -> str:
+        self.handle.wait(1)
+        err = self.handle.result(timed_out=False, cleanup=False).stderr.decode(errors="replace").strip()
+        return err.splitlines()[-1] if err else "no output"
+
+    def run(self, call: ToolCall) -> Observation:
+        if call.id not in self.fresh:
+            self._run_step(self.step_of[call.id])
+        return self.fresh[call.id]
+
+    def _run_step(self, index: int) -> None:
+        if self.stream is None:
+            self._connect()
+        assert self.sock is not None
+        start, _ = self.native.step_spans[index - 1]
+        message = self.native.messages[start]
+        n_calls, cost = calls_and_cost(self.native.messages[: start + 1])
+        calls = self.calls[index]
+        self.sock.settimeout(len(calls) * (self.step_timeout_s + 5) + _STEP_MARGIN_S)
+        try:
+            self.stream.write(orjson.dumps({"message": message, "n_calls": n_calls, "cost": cost}) + b"\n")
+            self.stream.flush()
+            line = self.stream.readline()
+        except OSError as exc:
+            raise SandboxError(f"the mini-swe-agent companion failed in step {index}: {exc}") from None
+        if not line:
+            raise SandboxError(f"the mini-swe-agent companion died in step {index}: {self._stderr_tail()}")
+        answer = orjson.loads(line)
+        if "error" in answer:
+            raise SandboxError(f"mini-swe-agent failed to execute step {index}: {answer['error']}")
+        messages: list[dict[str, Any]] = answer["messages"]
+        if any(m.get("role") == "exit" for m in messages):
+            raise PlanRefused(
+                f"step {index} submitted when replayed (mini-swe-agent stops there); "
+                f"the boundary must come before step {index}"
+            )
+        by_id = {m["tool_call_id"]: m for m in messages if "tool_call_id" in m}
+        for n, call in enumerate(calls):
+            fresh = by_id.get(call.id) if by_id else (messages[n] if n < len(messages) else None)
+            if fresh is None:
+                raise SandboxError(f"mini-swe-agent made no observation for call {call.id} in step {index}")
+            self.fresh[call.id] = Observation(content=fresh["content"], structured=fresh.get("extra"))
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()  # the companion's loop ends at EOF
+        remove_alias(self.alias)

@@ -1,0 +1,242 @@
+"""mini-swe-agent `.traj.json`: the three formats, steps, the prefix at a boundary and its wire form.
+
+Formats: "mini-swe-agent-1.1" (2.x: `extra.actions`, with `tool_call_id`s in tool-call mode),
+"mini-swe-agent-1" (1.x: actions re-parsed with the trajectory's own `action_regex`), and the
+oldest bare list of messages. A step is one assistant message's actions with the observation
+messages that follow it; FormatError turns are kept verbatim and are not steps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+from replayer.errors import BadInput
+from replayer.models import Observation, Step, ToolCall, Trajectory
+
+Message = dict[str, Any]
+Format = Literal["mini-swe-agent-1.1", "mini-swe-agent-1", "bare-list"]
+TOOL = "bash"
+_MAX_BYTES = 512 * 1024 * 1024
+
+
+class Native(BaseModel):
+    """Parse state the rebuild needs."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    data: dict[str, Any]
+    """The whole document (a bare list is wrapped as {"messages": [...]})."""
+    format: Format
+    messages: list[Message]
+    step_spans: list[tuple[int, int]]
+    """Per step: index of its assistant message and the index just past its last observation."""
+    submitted_step: int | None
+    """The step whose batch submitted (its boundary is refused)."""
+    observation_index: dict[str, int]
+    """Call id -> index of its historical observation message."""
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def looks_like_mini(records: list[Any]) -> bool:
+    if len(records) != 1:
+        return False
+    head = records[0]
+    if isinstance(head, dict):
+        fmt = head.get("trajectory_format")
+        return isinstance(fmt, str) and fmt.startswith("mini-swe-agent")
+    return (
+        isinstance(head, list)
+        and len(head) >= 2
+        and all(isinstance(m, dict) and set(m) <= {"role", "content", "extra", "timestamp"} for m in head[:2])
+        and head[0].get("role") == "system"
+    )
+
+
+def load(path: Path) -> tuple[Any, bytes]:
+    try:
+        raw = path.read_bytes() if path.stat().st_size <= _MAX_BYTES else None
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+    if raw is None:
+        raise BadInput(f"{path} is larger than {_MAX_BYTES} bytes")
+    try:
+        return orjson.loads(raw), raw
+    except orjson.JSONDecodeError as exc:
+        raise BadInput(f"{path} is not valid JSON: {exc}") from None
+
+
+def parse(path: Path) -> Trajectory:
+    doc, raw = load(path)
+    if isinstance(doc, list):
+        data: dict[str, Any] = {"messages": doc}
+        fmt: Format = "bare-list"
+    elif isinstance(doc, dict) and isinstance(doc.get("messages"), list):
+        data = doc
+        declared = doc.get("trajectory_format")
+        if declared not in ("mini-swe-agent-1.1", "mini-swe-agent-1"):
+            raise BadInput(f"{path}: unknown mini-swe-agent trajectory_format {declared!r}")
+        fmt = declared
+    else:
+        raise BadInput(f"{path} is not a mini-swe-agent trajectory (no messages list)")
+    messages: list[Message] = data["messages"]
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise BadInput(f"{path}: message {i} has no role")
+    config = recorded_config(data)
+    regex = _action_regex(fmt, config)
+    steps, spans, submitted, observation_index = _steps(messages, fmt, regex, path)
+    digest = hashlib.sha256(raw).hexdigest()
+    info = as_dict(data.get("info"))
+    # 1.x ends a submission with the submission text as a final user message, not an exit message.
+    ends_1x = fmt != "mini-swe-agent-1.1" and info.get("exit_status") == "Submitted"
+    if ends_1x and spans and spans[-1][1] == len(messages):
+        submitted = len(steps)
+    if submitted is not None:
+        steps[submitted - 1] = steps[submitted - 1].model_copy(update={"final": True})
+    env_cfg = as_dict(config.get("environment"))
+    cwd = env_cfg.get("cwd") or None
+    traj = Trajectory(
+        agent="mini_swe_agent",
+        agent_version=info.get("mini_version"),
+        session_id=str(data.get("instance_id") or f"mini-{digest[:16]}"),
+        cwd=cwd,
+        source=str(path),
+        source_sha256=digest,
+        steps=steps,
+    )
+    traj._native = Native(
+        data=data,
+        format=fmt,
+        messages=messages,
+        step_spans=spans,
+        submitted_step=submitted,
+        observation_index=observation_index,
+    )
+    return traj
+
+
+def recorded_config(data: dict[str, Any]) -> dict[str, Any]:
+    return as_dict(as_dict(data.get("info")).get("config"))
+
+
+def _action_regex(fmt: Format, config: dict[str, Any]) -> str | None:
+    if fmt != "mini-swe-agent-1":
+        return None
+    agent = as_dict(config.get("agent"))
+    regex = agent.get("action_regex")
+    return regex if isinstance(regex, str) else r"```bash\s*\n(.*?)\n```"
+
+
+def actions_of(message: Message, fmt: Format, regex: str | None) -> list[dict[str, Any]]:
+    if message.get("role") != "assistant":
+        return []
+    if fmt == "mini-swe-agent-1.1":
+        extra = as_dict(message.get("extra"))
+        actions = extra.get("actions")
+        return [a for a in actions if isinstance(a, dict)] if isinstance(actions, list) else []
+    content = message.get("content")
+    if not isinstance(content, str):
+        return []
+    found = [a.strip() for a in re.findall(regex or r"```bash\s*\n(.*?)\n```", content, re.DOTALL)]
+    return [{"command": found[0]}] if len(found) == 1 else []
+
+
+def _is_observation(message: Message, action: dict[str, Any]) -> bool:
+    if "tool_call_id" in action:
+        return message.get("role") == "tool" and message.get("tool_call_id") == action["tool_call_id"]
+    extra = as_dict(message.get("extra"))
+    return message.get("role") == "user" and "interrupt_type" not in extra
+
+
+def _steps(
+    messages: list[Message], fmt: Format, regex: str | None, path: Path
+) -> tuple[list[Step], list[tuple[int, int]], int | None, dict[str, int]]:
+    observation_index: dict[str, int] = {}
+    steps: list[Step] = []
+    spans: list[tuple[int, int]] = []
+    submitted: int | None = None
+    i = 0
+    while i < len(messages):
+        message = messages[i]
+        actions = actions_of(message, fmt, regex)
+        if not actions:
+            i += 1
+            continue
+        index = len(steps) + 1
+        calls: list[ToolCall] = []
+        j = i + 1
+        for n, action in enumerate(actions):
+            command = action.get("command")
+            if not isinstance(command, str):
+                raise BadInput(f"{path}: message {i} has an action without a command")
+            observation = messages[j] if j < len(messages) else None
+            historical = None
+            call_id = str(action.get("tool_call_id") or f"m{i}.a{n}")
+            if observation is not None and _is_observation(observation, action):
+                historical = _observation(observation)
+                observation_index[call_id] = j
+                j += 1
+            calls.append(ToolCall(id=call_id, tool=TOOL, input={"command": command}, historical=historical))
+        ends_in_submission = _submits(messages, j)
+        if ends_in_submission:
+            submitted = index
+        complete = all(c.historical is not None for c in calls) or ends_in_submission
+        steps.append(Step(index=index, message_id=f"message-{i}", calls=calls, complete=complete))
+        spans.append((i, j))
+        i = j
+    return steps, spans, submitted, observation_index
+
+
+def _submits(messages: list[Message], at: int) -> bool:
+    """Whether the exit after a batch is a submission (1.1: role exit; 1.x: a final user message)."""
+    if at >= len(messages):
+        return False
+    message = messages[at]
+    extra = as_dict(message.get("extra"))
+    if message.get("role") == "exit":
+        return extra.get("exit_status") == "Submitted"
+    return False
+
+
+def _observation(message: Message) -> Observation:
+    content = message.get("content")
+    extra = as_dict(message.get("extra"))
+    return Observation(content=content if isinstance(content, str | list) else str(content), structured=extra)
+
+
+def prefix_messages(native: Native, after_step: int) -> list[Message]:
+    """The stored messages up to the end of step `after_step` (0: the system and task messages)."""
+    if after_step == 0:
+        first_step = native.step_spans[0][0] if native.step_spans else len(native.messages)
+        return list(native.messages[: min(first_step, 2)])
+    return list(native.messages[: native.step_spans[after_step - 1][1]])
+
+
+def calls_and_cost(messages: list[Message]) -> tuple[int, float]:
+    """`n_calls` and `cost` as the agent had them: every model response (FormatError turns included)."""
+    n, cost = 0, 0.0
+    for m in messages:
+        extra = as_dict(m.get("extra"))
+        if m.get("role") == "assistant" or extra.get("interrupt_type") == "FormatError":
+            n += 1
+            value = extra.get("cost", 0.0)
+            cost += float(value) if isinstance(value, int | float) else 0.0
+    return n, cost
+
+
+def to_wire(messages: list[Message]) -> list[Message]:
+    """The chat `messages` litellm sends: mini drops `extra`, and litellm drops keys whose value is None."""
+    return [{k: v for k, v in m.items() if k != "extra" and v is not None} for m in messages]
+
+
+def to_wire_1x(messages: list[Message]) -> list[Message]:
+    """mini-swe-agent 1.x sent only role and content."""
+    return [{"role": m.get("role"), "content": m.get("content")} for m in messages]

@@ -1,0 +1,157 @@
+"""Fixture recorder for mini-swe-agent: the real pinned `mini` CLI in the sandbox, scripted chat upstream.
+
+`python -m tests.recorder_mini --all` re-records every scenario into
+tests/fixtures/mini_swe_agent/<scenario>/: the initial workspace, the .traj.json the CLI wrote,
+its stdout and the upstream's log of every request it received.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+from replayer.pins import load_pins
+from tests.support.mini_cli import run_mini
+from tests.support.upstream import Script, TextBlock, ToolUseBlock, Turn
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "mini_swe_agent"
+CALC = "def add(a, b):\n    return a - b\n"
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+
+
+class Scenario(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    files: dict[str, str]
+    task: str
+    config: list[str]
+    script: Script
+
+
+def _bash(sid: str, n: int, command: str) -> ToolUseBlock:
+    return ToolUseBlock(id=f"call_{sid}_{n:02d}", name="bash", input={"command": command})
+
+
+def _turn(*blocks: TextBlock | ToolUseBlock) -> Turn:
+    return Turn(blocks=list(blocks))
+
+
+def _text_action(thought: str, command: str) -> Turn:
+    return _turn(TextBlock(text=f"THOUGHT: {thought}\n\n```mswea_bash_command\n{command}\n```"))
+
+
+def scenarios() -> list[Scenario]:
+    s = "toolcall"
+    return [
+        Scenario(
+            name=s,
+            files={"calc.py": CALC, "README.md": "A calculator.\n"},
+            task="Fix add() in calc.py.",
+            config=["mini.yaml", "environment.timeout=2"],
+            script=Script(
+                model="fake-model",
+                turns=[
+                    _turn(TextBlock(text="Let me look around."), _bash(s, 1, "ls")),
+                    _turn(
+                        TextBlock(text="I will check both at the same time."),
+                        _bash(s, 2, "python3 -c 'from calc import add; assert add(1, 2) == 3, add(1, 2)'"),
+                        _bash(s, 3, "grep -n 'def add' -A1 calc.py"),
+                    ),
+                    _turn(
+                        TextBlock(text="Fixing it."),
+                        _bash(s, 4, "sed -i 's/a - b/a + b/' calc.py && cat calc.py"),
+                    ),
+                    _turn(TextBlock(text="I think it is fixed now.")),
+                    _turn(
+                        TextBlock(text="Long output and a slow command."),
+                        _bash(s, 5, "seq 1 3000"),
+                        _bash(s, 6, "sleep 5; echo late"),
+                    ),
+                    _turn(_bash(s, 7, "echo out; echo err >&2; printf 'a\\r\\nb\\rc'; exit 3")),
+                    _turn(_bash(s, 8, "python3 -c 'from calc import add; print(add(1, 2))'")),
+                    _turn(TextBlock(text="Done."), _bash(s, 9, SUBMIT)),
+                ],
+            ),
+        ),
+        Scenario(
+            name=(s := "textbased"),
+            files={"calc.py": CALC},
+            task="Fix add() in calc.py.",
+            config=["mini_textbased.yaml", "model.model_class=litellm_textbased"],
+            script=Script(
+                model="fake-model",
+                turns=[
+                    _text_action("Read the file.", "cat calc.py"),
+                    _turn(
+                        TextBlock(
+                            text="Two actions:\n```mswea_bash_command\nls\n```\n```mswea_bash_command\npwd\n```"
+                        )
+                    ),
+                    _text_action("Fix it.", "sed -i 's/a - b/a + b/' calc.py"),
+                    _text_action(
+                        "Check.", "python3 -c 'from calc import add; print(add(1, 2))'; ls /nonexistent"
+                    ),
+                    _text_action("Submit.", SUBMIT),
+                ],
+            ),
+        ),
+    ]
+
+
+def record(scenario: Scenario, dest: Path) -> Path:
+    pin = load_pins().agents["mini_swe_agent"]
+    with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
+        state = Path(tmp)
+        workspace, work, socks = state / "workspace", state / "work", state / "sock"
+        for d in (workspace, work, socks):
+            d.mkdir()
+        for rel, text in scenario.files.items():
+            (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+            (workspace / rel).write_text(text)
+        shutil.copytree(workspace, state / "initial")
+        stdout, log = run_mini(
+            task=scenario.task,
+            config=scenario.config,
+            workspace=workspace,
+            work=work,
+            sockets=socks,
+            script=scenario.script,
+        )
+        out = dest / scenario.name
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        shutil.copytree(state / "initial", out / "workspace")
+        shutil.copy(work / "out.traj.json", out / "trajectory.traj.json")
+        (out / "stdout.log").write_bytes(stdout)
+        (out / "upstream.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in log))
+        meta = {
+            "scenario": scenario.name,
+            "agent": "mini_swe_agent",
+            "cli_package": pin.package,
+            "cli_version": pin.version,
+            "task": scenario.task,
+            "config": scenario.config,
+        }
+        (out / "meta.json").write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("names", nargs="*")
+    parser.add_argument("--all", action="store_true")
+    parser.add_argument("--dest", type=Path, default=FIXTURES)
+    args = parser.parse_args()
+    for scenario in scenarios():
+        if args.all or scenario.name in args.names:
+            print("recorded", record(scenario, args.dest))
+
+
+if __name__ == "__main__":
+    main()
