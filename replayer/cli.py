@@ -89,8 +89,10 @@ def inspect(trajectory: Path, json: JsonOpt = False) -> None:
     )
     table = Table("step", "tools", "call ids", "observed", "kind")
     for step in report.steps:
-        notes = ("" if step.complete else " (incomplete)") + (
-            " (pre-compaction)" if step.before_compaction else ""
+        notes = (
+            ("" if step.complete else " (incomplete)")
+            + (" (pre-compaction)" if step.before_compaction else "")
+            + (" (run ended)" if step.final else "")
         )
         table.add_row(
             f"{step.index}{notes}",

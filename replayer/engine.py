@@ -62,6 +62,8 @@ def execute(request: ReplayRequest, adapter: Adapter | None = None) -> ReplayRes
     )
     if request.mode == "run":
         _check_workspace(request.workspace)
+        if not traj.cwd:
+            raise PlanRefused("the trajectory records no working directory to mount the workspace at")
     if request.continuation is not None:
         model = request.continuation.model or adapter.default_model(traj)
         refusal = adapter.continuation_refusal(traj, model)

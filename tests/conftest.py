@@ -40,3 +40,17 @@ def docker_client():
     from sandboxes.docker import connect
 
     return connect()
+
+
+MINI_FIXTURES = ROOT / "tests" / "fixtures" / "mini_swe_agent"
+MINI_SCENARIOS = sorted(p.name for p in MINI_FIXTURES.iterdir() if (p / "trajectory.traj.json").exists())
+
+
+def mini_fixture(name: str) -> Path:
+    return MINI_FIXTURES / name
+
+
+def mini_requests(name: str) -> list[dict]:
+    """The chat-completions requests the real mini-swe-agent sent while it was recorded, in order."""
+    lines = (mini_fixture(name) / "upstream.jsonl").read_bytes().splitlines()
+    return [r for r in map(orjson.loads, lines) if r["main_thread"]]

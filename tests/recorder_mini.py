@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -31,6 +32,8 @@ class Scenario(BaseModel):
     task: str
     config: list[str]
     script: Script
+    mini_version: str | None = None
+    """Record with this older mini-swe-agent (its own venv, made here) instead of the pinned one."""
 
 
 def _bash(sid: str, n: int, command: str) -> ToolUseBlock:
@@ -43,6 +46,21 @@ def _turn(*blocks: TextBlock | ToolUseBlock) -> Turn:
 
 def _text_action(thought: str, command: str) -> Turn:
     return _turn(TextBlock(text=f"THOUGHT: {thought}\n\n```mswea_bash_command\n{command}\n```"))
+
+
+def _v1_action(thought: str, command: str) -> Turn:
+    return _turn(TextBlock(text=f"THOUGHT: {thought}\n\n```bash\n{command}\n```"))
+
+
+def older_venv(version: str) -> Path:
+    """A virtual environment with mini-swe-agent `version`, made once (recording only; never pinned)."""
+    venv = Path(load_pins().bundles["root"]).parent / "recorder" / f"mini_swe_agent-{version}"
+    if not (venv / ".installed").exists():
+        subprocess.run(["python3.11", "-m", "venv", str(venv)], check=True)
+        pip = [str(venv / "bin/python"), "-m", "pip", "install", "-q", f"mini-swe-agent=={version}"]
+        subprocess.run(pip, check=True, stderr=subprocess.DEVNULL)
+        (venv / ".installed").write_text(version)
+    return venv
 
 
 def scenarios() -> list[Scenario]:
@@ -100,11 +118,35 @@ def scenarios() -> list[Scenario]:
                 ],
             ),
         ),
+        Scenario(
+            name=(s := "v1"),
+            files={"calc.py": CALC},
+            task="Fix add() in calc.py.",
+            config=[],
+            mini_version="1.17.5",
+            script=Script(
+                model="fake-model",
+                turns=[
+                    _v1_action("Read the file.", "cat calc.py"),
+                    _turn(TextBlock(text="No action here.")),
+                    _v1_action(
+                        "Fix it.",
+                        "sed -i 's/a - b/a + b/' calc.py && python3 -c 'from calc import add; print(add(1, 2))'",
+                    ),
+                    _v1_action("Missing.", "ls /nonexistent"),
+                    _v1_action("Submit.", SUBMIT),
+                ],
+            ),
+        ),
     ]
 
 
 def record(scenario: Scenario, dest: Path) -> Path:
-    pin = load_pins().agents["mini_swe_agent"]
+    pin = (
+        load_pins()
+        .agents["mini_swe_agent"]
+        .model_copy(update={"version": scenario.mini_version} if scenario.mini_version else {})
+    )
     with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
         state = Path(tmp)
         workspace, work, socks = state / "workspace", state / "work", state / "sock"
@@ -121,6 +163,7 @@ def record(scenario: Scenario, dest: Path) -> Path:
             work=work,
             sockets=socks,
             script=scenario.script,
+            v1_venv=older_venv(scenario.mini_version) if scenario.mini_version else None,
         )
         out = dest / scenario.name
         if out.exists():

@@ -63,8 +63,13 @@ class MiniSweAgentAdapter:
         messages = copy.deepcopy(native_format.prefix_messages(native, after_step))
         for call_id, fresh in observations.items():
             at = native.observation_index.get(call_id)
-            if at is not None and at < len(messages):
+            if at is None or at >= len(messages):
+                continue
+            if native.format == "mini-swe-agent-1.1":
                 messages[at] = {**messages[at], "content": fresh.content, "extra": fresh.structured}
+            else:  # 1.x observations are {role, content, timestamp}
+                stamp = (fresh.structured or {}).get("timestamp", messages[at].get("timestamp"))
+                messages[at] = {**messages[at], "content": fresh.content, "timestamp": stamp}
         n_calls, cost = native_format.calls_and_cost(messages)
         home = dest / "home"
         path = home / TRAJECTORY

@@ -16,9 +16,10 @@ from adapters.mini_swe_agent.trajectory import Native, recorded_config
 LOCAL_ENV = "minisweagent.environments.local.LocalEnvironment"
 DOCKER_ENV = "minisweagent.environments.docker.DockerEnvironment"
 ENVIRONMENTS = {LOCAL_ENV, DOCKER_ENV}
+TEXTBASED = "minisweagent.models.litellm_textbased_model.LitellmTextbasedModel"
 MODELS = {
     "minisweagent.models.litellm_model.LitellmModel",
-    "minisweagent.models.litellm_textbased_model.LitellmTextbasedModel",
+    TEXTBASED,
 }
 INTERACTIVE = "minisweagent.agents.interactive.InteractiveAgent"
 AGENTS = {"minisweagent.agents.default.DefaultAgent", INTERACTIVE}
@@ -34,8 +35,6 @@ def rerun_refusal(native: Native) -> str | None:
     """Why this trajectory's actions cannot be rerun with their own semantics, or None."""
     if native.format == "bare-list":
         return "a bare message list records no config (no observation template to render with)"
-    if native.format == "mini-swe-agent-1":
-        return "a mini-swe-agent 1.x trajectory: the pinned 2.x package renders observations differently"
     config = recorded(native)
     for key, allowed in (("environment_type", ENVIRONMENTS), ("model_type", MODELS), ("agent_type", AGENTS)):
         value = config.get(key)
@@ -55,6 +54,8 @@ def rerun_refusal(native: Native) -> str | None:
 def companion_config(native: Native, *, output_path: str | None) -> dict[str, Any]:
     """The recorded config with only what the sandbox needs changed (recorded in docs/adapters)."""
     config = copy.deepcopy(recorded(native))
+    if native.format == "mini-swe-agent-1":
+        _as_textbased(config)
     if config["environment_type"] == DOCKER_ENV:
         config["environment"]["executable"] = f"{bundle.COMPANION_MOUNT}/docker"
     agent = config["agent"]
@@ -66,6 +67,18 @@ def companion_config(native: Native, *, output_path: str | None) -> dict[str, An
     return config
 
 
+def _as_textbased(config: dict[str, Any]) -> None:
+    """1.x parsed actions and rendered observations in the agent, with these templates; 2.x does it in
+    the text-based model. Timeouts differ (1.x rendered its timeout_template), hence the version degradation."""
+    agent = config["agent"]
+    config["model_type"] = TEXTBASED
+    config["model"] |= {
+        "action_regex": agent.get("action_regex", r"```bash\s*\n(.*?)\n```"),
+        "observation_template": agent["action_observation_template"],
+        "format_error_template": agent.get("format_error_template", "{{ error }}"),
+    }
+
+
 def model_name(native: Native) -> str | None:
     name = recorded(native).get("model", {}).get("model_name")
     return name if isinstance(name, str) else None
@@ -75,6 +88,8 @@ def continuation_refusal(native: Native, model: str | None) -> str | None:
     reason = rerun_refusal(native)
     if reason:
         return reason
+    if native.format != "mini-swe-agent-1.1":
+        return "a mini-swe-agent 1.x trajectory: the pinned 2.x package sends a different wire form"
     if not model or not model.startswith(CHAT_PROVIDERS):
         return (
             f"model {model!r} is not routed to chat completions by litellm; "

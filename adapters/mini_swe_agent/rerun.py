@@ -79,6 +79,9 @@ class MiniRerunner:
         assert self.sock is not None
         start, _ = self.native.step_spans[index - 1]
         message = self.native.messages[start]
+        if self.native.format != "mini-swe-agent-1.1":  # 1.x kept no actions: the parsed ones
+            actions = [dict(c.input) for c in self.calls[index]]
+            message = {**message, "extra": {**(message.get("extra") or {}), "actions": actions}}
         n_calls, cost = calls_and_cost(self.native.messages[: start + 1])
         calls = self.calls[index]
         self.sock.settimeout(len(calls) * (self.step_timeout_s + 5) + _STEP_MARGIN_S)

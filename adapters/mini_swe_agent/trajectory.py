@@ -22,6 +22,7 @@ from replayer.models import Observation, Step, ToolCall, Trajectory
 Message = dict[str, Any]
 Format = Literal["mini-swe-agent-1.1", "mini-swe-agent-1", "bare-list"]
 TOOL = "bash"
+SUBMIT_WORD = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 _MAX_BYTES = 512 * 1024 * 1024
 
 
@@ -91,13 +92,15 @@ def parse(path: Path) -> Trajectory:
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             raise BadInput(f"{path}: message {i} has no role")
     config = recorded_config(data)
-    regex = _action_regex(fmt, config)
+    regex = _action_regex(fmt, config, messages)
     steps, spans, submitted, observation_index = _steps(messages, fmt, regex, path)
     digest = hashlib.sha256(raw).hexdigest()
     info = as_dict(data.get("info"))
     # 1.x ends a submission with the submission text as a final user message, not an exit message.
     ends_1x = fmt != "mini-swe-agent-1.1" and info.get("exit_status") == "Submitted"
-    if ends_1x and spans and spans[-1][1] == len(messages):
+    # A bare list records no exit status: its last batch submitted if it ran the submit command.
+    ends_bare = fmt == "bare-list" and bool(steps) and SUBMIT_WORD in steps[-1].calls[-1].input["command"]
+    if (ends_1x or ends_bare) and spans and spans[-1][1] == len(messages):
         submitted = len(steps)
     if submitted is not None:
         steps[submitted - 1] = steps[submitted - 1].model_copy(update={"final": True})
@@ -127,12 +130,24 @@ def recorded_config(data: dict[str, Any]) -> dict[str, Any]:
     return as_dict(as_dict(data.get("info")).get("config"))
 
 
-def _action_regex(fmt: Format, config: dict[str, Any]) -> str | None:
+V1_REGEX = r"```bash\s*\n(.*?)\n```"
+TEXT_REGEX = r"```mswea_bash_command\s*\n(.*?)\n```"
+
+
+def _action_regex(fmt: Format, config: dict[str, Any], messages: list[Message]) -> str | None:
+    if fmt == "bare-list":
+        # No config records the regex: the 2.x block name when it is there, else the 1.x one.
+        texts = (m.get("content") for m in messages if m.get("role") == "assistant")
+        return (
+            TEXT_REGEX
+            if any(isinstance(t, str) and "```mswea_bash_command" in t for t in texts)
+            else V1_REGEX
+        )
     if fmt != "mini-swe-agent-1":
         return None
     agent = as_dict(config.get("agent"))
     regex = agent.get("action_regex")
-    return regex if isinstance(regex, str) else r"```bash\s*\n(.*?)\n```"
+    return regex if isinstance(regex, str) else V1_REGEX
 
 
 def actions_of(message: Message, fmt: Format, regex: str | None) -> list[dict[str, Any]]:
@@ -145,7 +160,7 @@ def actions_of(message: Message, fmt: Format, regex: str | None) -> list[dict[st
     content = message.get("content")
     if not isinstance(content, str):
         return []
-    found = [a.strip() for a in re.findall(regex or r"```bash\s*\n(.*?)\n```", content, re.DOTALL)]
+    found = [a.strip() for a in re.findall(regex or V1_REGEX, content, re.DOTALL)]
     return [{"command": found[0]}] if len(found) == 1 else []
 
 
