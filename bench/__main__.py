@@ -110,6 +110,69 @@ def bench_bash(tmp: Path) -> dict[str, float]:
     return {"baseline_s": bare, "ours_s": ours, "ratio": ours / bare}
 
 
+def bench_mini(tmp: Path) -> dict[str, float]:
+    """mini-swe-agent reruns: one companion for the replay vs a companion per step vs bare execs."""
+    from adapters.mini_swe_agent import MiniSweAgentAdapter
+
+    fixture = ROOT / "tests" / "fixtures" / "mini_swe_agent" / "toolcall"
+    adapter = MiniSweAgentAdapter()
+    _, traj = load(fixture / "trajectory.traj.json")
+    steps = [s for s in traj.steps if not s.final and s.index != 4]  # step 4 waits for its 2 s timeout
+    calls = [c for s in steps for c in s.calls]
+
+    def sandbox(name: str) -> tuple[DockerSandbox, Workspace]:
+        state = tmp / name
+        ws, home = state / "workspace", state / "home"
+        shutil.copytree(fixture / "workspace", ws)
+        home.mkdir()
+        binds = {"/testbed": (ws, False), **adapter.sandbox_binds(traj, home)}
+        box = DockerSandbox.start(
+            connect(), load_pins().base_image.tag, binds=binds, workdir="/testbed", run_id=name
+        )
+        return box, Workspace(ws, "/testbed")
+
+    def one_companion(box: DockerSandbox, ws: Workspace) -> None:
+        rerunner = adapter.rerunner(traj, box, ws, Budgets())
+        try:
+            for call in calls:
+                rerunner.run(call)
+        finally:
+            rerunner.close()
+
+    def companion_per_step(box: DockerSandbox, ws: Workspace) -> None:
+        for step in steps:
+            rerunner = adapter.rerunner(traj, box, ws, Budgets())
+            try:
+                for call in step.calls:
+                    rerunner.run(call)
+            finally:
+                rerunner.close()
+
+    def start_only(box: DockerSandbox, ws: Workspace) -> None:
+        rerunner = adapter.rerunner(traj, box, ws, Budgets())
+        try:
+            rerunner._connect()
+        finally:
+            rerunner.close()
+
+    def bare(box: DockerSandbox, ws: Workspace) -> None:
+        for call in calls:
+            box.container.exec_run(["sh", "-c", call.input["command"]], workdir="/testbed")
+
+    out: dict[str, float] = {"steps": len(steps), "calls": len(calls)}
+    variants = (
+        ("bare_s", bare),
+        ("ours_s", one_companion),
+        ("per_step_s", companion_per_step),
+        ("start_s", start_only),
+    )
+    for name, fn in variants:
+        box, ws = sandbox(f"bench-mini-{name[:-2]}")
+        with box:
+            out[name] = _best(lambda fn=fn, box=box, ws=ws: fn(box, ws), 3)
+    return out
+
+
 class _PassThrough:
     def route(self, method: str, path: str, body: object) -> Decision:
         return Decision(kind="main" if method == "POST" else "side")
@@ -173,6 +236,7 @@ def main() -> None:
         parse = bench_parse(Path(tmp))
         bash = bench_bash(Path(tmp))
         bridge = bench_bridge(Path(tmp))
+        mini = bench_mini(Path(tmp))
     doc = f"""# Benchmarks
 
 Measured by `make bench` on {platform.machine()} ({platform.python_version()}), every number a ratio
@@ -205,6 +269,23 @@ earlier scan made a 2,000-step session take 24 s, a 240x ratio).
 What dominates: Docker exec round trips. The rerun is one exec that runs the command under `setsid`
 in its own process group, sourcing the pinned CLI's shell snapshot, with output in the CLI's output
 file, plus one exec to remove the process-group file; the bare baseline is a single exec.
+
+## mini-swe-agent reruns
+
+{mini["calls"]:.0f} calls in {mini["steps"]:.0f} steps of the recorded `toolcall` trajectory (the timeout step left out), each
+variant in its own fresh container, best of 3.
+
+| | total | ratio |
+|---|---|---|
+| baseline: a bare `docker exec sh -c` per command (no mini-swe-agent semantics, no rendering) | {mini["bare_s"] * 1000:.0f} ms | 1.00 |
+| one companion for the whole replay (the replayer) | {mini["ours_s"] * 1000:.0f} ms | **{mini["ours_s"] / mini["bare_s"]:.2f}** |
+| a fresh companion per step (the obvious alternative) | {mini["per_step_s"] * 1000:.0f} ms | {mini["per_step_s"] / mini["bare_s"]:.2f} |
+| the replayer's steps once its companion is up (total minus a start-up measured alone: {mini["start_s"] * 1000:.0f} ms) | {(mini["ours_s"] - mini["start_s"]) * 1000:.0f} ms | **{(mini["ours_s"] - mini["start_s"]) / mini["bare_s"]:.2f}** |
+
+What dominates: starting the pinned interpreter and importing mini-swe-agent (litellm among its
+imports) once, about 3 s. After that the commands run as subprocesses of the companion inside the
+container, with no Docker exec round trip each, which is why the steps alone cost less than the
+bare baseline. A companion per step would pay the import every step, hence one long-lived companion.
 
 ## Bridge overhead per request
 

@@ -112,4 +112,5 @@ class MiniRerunner:
     def close(self) -> None:
         if self.sock is not None:
             self.sock.close()  # the companion's loop ends at EOF
+        (self.alias / SOCKET).unlink(missing_ok=True)
         remove_alias(self.alias)

@@ -11,6 +11,7 @@ This file imports nothing of the replayer: it speaks only JSON.
 import argparse
 import importlib
 import json
+import os
 import socket
 import sys
 import traceback
@@ -50,6 +51,8 @@ def execute(agent, request):
 
 def serve(spec, path):
     agent = build(spec)
+    if os.path.exists(path):
+        os.unlink(path)  # left by an earlier companion of this run
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
     server.listen(1)
