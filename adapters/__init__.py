@@ -17,9 +17,10 @@ _WHOLE_JSON_BYTES = 512 * 1024 * 1024
 
 def all_adapters() -> list[Adapter]:
     from adapters.claude_code import ClaudeCodeAdapter
+    from adapters.codex import CodexAdapter
     from adapters.mini_swe_agent import MiniSweAgentAdapter
 
-    return [ClaudeCodeAdapter(), MiniSweAgentAdapter()]
+    return [ClaudeCodeAdapter(), CodexAdapter(), MiniSweAgentAdapter()]
 
 
 def read_head(path: Path) -> list[Any]:

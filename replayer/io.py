@@ -156,6 +156,13 @@ class Workspace:
         finally:
             os.close(fd)
 
+    def remove(self, path: str) -> None:
+        """Delete a regular file (never a directory, never through a symlink)."""
+        parts = self.relative(path)
+        os.close(self._open_file(parts, os.O_RDONLY))  # refuses directories, symlinks and special files
+        with self._parent_fd(parts) as dfd:
+            os.unlink(parts[-1], dir_fd=dfd)
+
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write a file by temp + rename in the same directory."""

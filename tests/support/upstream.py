@@ -1,4 +1,4 @@
-"""A scripted fake model service: Anthropic Messages and OpenAI chat completions, real SSE streaming.
+"""A scripted fake model service: Anthropic Messages, OpenAI chat completions and Responses, real SSE.
 
 It is the only stand-in in the test suite (there is no model service here). Main-thread requests
 consume the script's turns in order (Anthropic: those that offer the Bash tool; chat completions:
@@ -31,9 +31,19 @@ class ToolUseBlock(BaseModel):
     input: dict[str, Any]
 
 
+class CustomToolBlock(BaseModel):
+    """A freeform tool call (Responses `custom_tool_call`, e.g. Codex's apply_patch)."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["custom_tool"] = "custom_tool"
+    id: str
+    name: str
+    input: str
+
+
 class Turn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    blocks: list[TextBlock | ToolUseBlock]
+    blocks: list[TextBlock | ToolUseBlock | CustomToolBlock]
     fail_after_events: int | None = None
     """Drop the connection after this many SSE events (an upstream failing mid-stream)."""
     stall_s: float = 0.0
@@ -142,6 +152,10 @@ class ScriptedUpstream:
         self.log.append(entry)
         if request.method != "POST":
             return web.Response(text="ok")
+        if request.path.endswith("/responses"):
+            entry.main_thread = True
+            entry.turn = self.next_turn
+            return await self._responses(request, self._take_turn(), f"resp_{len(self.log):03d}")
         if request.path.endswith("/chat/completions"):
             entry.main_thread = True
             entry.turn = self.next_turn
@@ -253,6 +267,37 @@ class ScriptedUpstream:
         events.append(("message_stop", {"type": "message_stop"}))
         return events
 
+    # Responses (streamed: one output_item.done per item, then response.completed) ---------------
+    async def _responses(self, request: web.Request, turn: Turn, rid: str) -> web.StreamResponse:
+        if turn.stall_s:
+            await asyncio.sleep(turn.stall_s)
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        events = [("response.created", {"type": "response.created", "response": {"id": rid}})]
+        for index, block in enumerate(turn.blocks):
+            item = _response_item(block, f"{rid}_{index}")
+            events.append(
+                (
+                    "response.output_item.done",
+                    {"type": "response.output_item.done", "output_index": index, "item": item},
+                )
+            )
+        usage = {"input_tokens": 100, "output_tokens": 20, "total_tokens": 120}
+        events.append(
+            ("response.completed", {"type": "response.completed", "response": {"id": rid, "usage": usage}})
+        )
+        for sent, (name, data) in enumerate(events):
+            if turn.fail_after_events is not None and sent >= turn.fail_after_events:
+                request.transport.close()  # type: ignore[union-attr]
+                return response
+            await response.write(b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n")
+            if self.chunk_delay_s:
+                await asyncio.sleep(self.chunk_delay_s)
+        await response.write_eof()
+        return response
+
     # chat completions ------------------------------------------------------------------------
     async def _chat(self, request: web.Request, body: Any, turn: Turn, cid: str) -> web.StreamResponse:
         if turn.stall_s:
@@ -338,6 +383,35 @@ class ScriptedUpstream:
             }
         )
         return chunks
+
+
+def _response_item(block: TextBlock | ToolUseBlock | CustomToolBlock, item_id: str) -> dict[str, Any]:
+    if isinstance(block, TextBlock):
+        text = {"type": "output_text", "text": block.text, "annotations": []}
+        return {
+            "type": "message",
+            "id": f"msg_{item_id}",
+            "role": "assistant",
+            "status": "completed",
+            "content": [text],
+        }
+    if isinstance(block, ToolUseBlock):
+        arguments = orjson.dumps(block.input).decode()
+        return {
+            "type": "function_call",
+            "id": f"fc_{item_id}",
+            "call_id": block.id,
+            "name": block.name,
+            "arguments": arguments,
+        }
+    return {
+        "type": "custom_tool_call",
+        "id": f"ctc_{item_id}",
+        "status": "completed",
+        "call_id": block.id,
+        "name": block.name,
+        "input": block.input,
+    }
 
 
 def _stop_reason(turn: Turn) -> str:

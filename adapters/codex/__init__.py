@@ -1,0 +1,149 @@
+"""Codex: rollout parsing, exec_command and apply_patch reruns with the pinned CLI's semantics, rebuild."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from adapters.base import Launch, Rebuild
+from adapters.codex import patch, rollout, tools
+from adapters.codex.exec import ExecCommand
+from bridges.chat import ChatDialect
+from bridges.core import Gate
+from replayer.io import Workspace, write_bytes_atomic
+from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.pins import load_pins
+from sandboxes.base import Sandbox
+
+BRIDGE_URL = "http://127.0.0.1:8765/v1"
+PLACEHOLDER_KEY = "sk-replayer-bridge-placeholder"
+KEY_ENV = "REPLAYER_CODEX_KEY"
+
+
+def config_toml(model: str | None) -> str:
+    """CODEX_HOME/config.toml: the provider is the bridge (reached through the mounted socket)."""
+    head = f'model = "{model}"\n' if model else ""
+    return head + (
+        'model_provider = "replayer"\n'
+        "check_for_update_on_startup = false\n\n"
+        "[model_providers.replayer]\n"
+        'name = "sandbox-replayer bridge"\n'
+        f'base_url = "{BRIDGE_URL}"\n'
+        'wire_api = "responses"\n'
+        f'env_key = "{KEY_ENV}"\n'
+        "request_max_retries = 0\n"
+        "stream_max_retries = 0\n"
+    )
+
+
+class CodexRerunner:
+    def __init__(self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace):
+        assert trajectory.cwd and trajectory.session_id
+        self.workspace = workspace
+        self.cwd = trajectory.cwd
+        self.exec = ExecCommand(sandbox, trajectory.cwd, tools.exec_env(trajectory.session_id))
+
+    def run(self, call: ToolCall) -> Observation:
+        if call.tool == "exec_command":
+            return self.exec.run(call.id, call.input)
+        try:
+            code, output = patch.apply(str(call.input.get("input", "")), self.workspace, self.cwd)
+        except patch.PatchError as exc:
+            return Observation(content=str(exc))
+        return Observation(content=patch.wrap(code, output))
+
+    def close(self) -> None:
+        """Every call is its own process in the sandbox; nothing outlives it."""
+
+
+class CodexAdapter:
+    name = tools.NAME
+    key_env = "OPENAI_API_KEY"
+    needs_nonce = True
+
+    def detect(self, head: list[Any]) -> bool:
+        return rollout.looks_like_codex(head)
+
+    def parse(self, path: Path) -> Trajectory:
+        return rollout.parse(path)
+
+    def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
+        if call.tool in tools.PURE_TOOLS:
+            return "pure", None
+        if call.tool not in tools.RERUN_TOOLS:
+            return "unknown", f"unknown tool {call.tool!r}"
+        if call.tool == "exec_command":
+            if not isinstance(call.input.get("cmd"), str):
+                return "unknown", "exec_command without a cmd string (the CLI answered a parse error)"
+            if call.input.get("tty"):
+                return "unknown", "exec_command with tty=true (a PTY session, later fed by write_stdin)"
+        return "rerun", None
+
+    def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
+        # The bundle holds the rg that the CLI puts on exec_command's PATH.
+        return {
+            tools.HOME: (agent_home, False),
+            tools.agent_mount(): (load_pins().bundle_dir(self.name), True),
+        }
+
+    def rerunner(
+        self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
+    ) -> CodexRerunner:
+        return CodexRerunner(trajectory, sandbox, workspace)
+
+    def rebuild(
+        self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
+    ) -> Rebuild:
+        native: rollout.Native = trajectory._native
+        outputs = {call_id: obs.content for call_id, obs in observations.items()}
+        records = rollout.prefix_records(native, after_step, outputs)
+        home = dest / "home"
+        day = str(native.meta.get("timestamp", ""))[:10].split("-")
+        sessions = (
+            home / ".codex" / "sessions" / Path(*day) if len(day) == 3 else home / ".codex" / "sessions"
+        )
+        path = sessions / native.file_name
+        write_bytes_atomic(path, rollout.to_jsonl(records))
+        write_bytes_atomic(
+            home / ".codex" / "config.toml", config_toml(self.default_model(trajectory)).encode()
+        )
+        return Rebuild(
+            native_files=[path],
+            expected_prefix=rollout.wire_input(native, records),
+            agent_home=home,
+            continuation={"thread_id": trajectory.session_id, "rollout": str(path.relative_to(home))},
+        )
+
+    # continuation (the Responses bridge is not built yet) ---------------------------------------
+    def dialect(self) -> ChatDialect:
+        return ChatDialect()
+
+    def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> Gate:
+        raise NotImplementedError("refused earlier by continuation_refusal")
+
+    def default_model(self, trajectory: Trajectory) -> str | None:
+        native: rollout.Native = trajectory._native
+        for record in reversed(native.records):
+            if record.get("type") == "turn_context" and isinstance(record["payload"].get("model"), str):
+                return str(record["payload"]["model"])
+        return None
+
+    def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
+        return "continuing Codex (the Responses bridge and `codex exec resume`) is not built yet"
+
+    def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
+        raise NotImplementedError("refused earlier by continuation_refusal")
+
+    def reported_status(self, stdout: bytes) -> AgentStatus:
+        return "agent_error"
+
+    def finish_continuation(
+        self,
+        trajectory: Trajectory,
+        rebuild: Rebuild,
+        home: Path,
+        dest: Path,
+        prompt: str | None,
+        keep_prompt: bool,
+    ) -> dict[str, str]:
+        return {}

@@ -1,0 +1,249 @@
+"""Codex rollout JSONL (paginated with `ordinal`s, or legacy): records, steps, the prefix and its wire form.
+
+A step is one model response's complete set of tool calls (`function_call`, `custom_tool_call`)
+with their outputs: the CLI sends all calls of a response first, then the outputs in call order.
+The wire `input` is the base-instructions developer message (built from `session_meta`, not a
+response_item) followed by the response items, `internal_chat_message_metadata_passthrough` removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+from replayer.errors import BadInput, PlanRefused
+from replayer.models import Observation, Step, ToolCall, Trajectory
+
+Record = dict[str, Any]
+CALL_TYPES = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
+OUTPUT_TYPES = set(CALL_TYPES.values())
+PASSTHROUGH = "internal_chat_message_metadata_passthrough"
+_FILTERED_LINE = "- If you create a checklist or task list,"
+"""The pinned CLI drops base-instruction lines starting so (observed on the wire; the prefix is in its binary)."""
+KEPT_TYPES = {"session_meta", "world_state", "turn_context", "response_item", "compacted"}
+"""What a rebuilt rollout holds: event_msg and token_usage_record are UI and telemetry."""
+
+
+class Native(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    records: list[Record]
+    meta: dict[str, Any]
+    paginated: bool
+    step_ends: list[int]
+    """Per step: index of the record just past its last output."""
+    output_index: dict[str, int]
+    """Call id -> index of the record holding its output."""
+    last_compaction: int | None
+    """Index of the last `compacted` record."""
+    pre_compaction_steps: int
+    file_name: str
+
+
+def looks_like_codex(head: list[Any]) -> bool:
+    first = head[0] if head else None
+    return (
+        isinstance(first, dict)
+        and first.get("type") == "session_meta"
+        and isinstance(first.get("payload"), dict)
+        and "cli_version" in first["payload"]
+    )
+
+
+def _read(path: Path) -> tuple[list[Record], str]:
+    digest = hashlib.sha256()
+    records: list[Record] = []
+    try:
+        with path.open("rb") as fh:
+            for number, line in enumerate(fh, 1):
+                digest.update(line)
+                if not line.strip():
+                    continue
+                try:
+                    record = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    raise BadInput(f"{path}: line {number} is not JSON (a damaged rollout)") from None
+                if not isinstance(record, dict) or not isinstance(record.get("payload"), dict):
+                    raise BadInput(f"{path}: line {number} is not a rollout record")
+                records.append(record)
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+    return records, digest.hexdigest()
+
+
+def parse(path: Path) -> Trajectory:
+    records, digest = _read(path)
+    if not records or records[0].get("type") != "session_meta":
+        raise BadInput(f"{path} does not start with session_meta")
+    meta = records[0]["payload"]
+    paginated = meta.get("history_mode") == "paginated"
+    if paginated and "ordinal" not in records[-1]:
+        raise BadInput(f"{path}: a paginated rollout whose last record has no ordinal")
+    last_compaction = max((i for i, r in enumerate(records) if r.get("type") == "compacted"), default=None)
+    steps, step_ends, output_index = _steps(records, last_compaction, path)
+    pre = sum(1 for s in steps if s.before_compaction)
+    traj = Trajectory(
+        agent="codex",
+        agent_version=meta.get("cli_version"),
+        session_id=meta.get("id"),
+        cwd=meta.get("cwd"),
+        source=str(path),
+        source_sha256=digest,
+        steps=steps,
+    )
+    traj._native = Native(
+        records=records,
+        meta=meta,
+        paginated=paginated,
+        step_ends=step_ends,
+        output_index=output_index,
+        last_compaction=last_compaction,
+        pre_compaction_steps=pre,
+        file_name=path.name if path.name.startswith("rollout-") else f"rollout-{meta.get('id')}.jsonl",
+    )
+    return traj
+
+
+def item(record: Record) -> dict[str, Any] | None:
+    return record["payload"] if record.get("type") == "response_item" else None
+
+
+def _steps(
+    records: list[Record], last_compaction: int | None, path: Path
+) -> tuple[list[Step], list[int], dict[str, int]]:
+    calls_at: dict[str, int] = {}
+    outputs_at: dict[str, int] = {}
+    for i, record in enumerate(records):
+        payload = item(record)
+        if payload is None:
+            continue
+        kind = payload.get("type")
+        if kind in CALL_TYPES:
+            calls_at[str(payload.get("call_id"))] = i
+        elif kind in OUTPUT_TYPES:
+            call_id = str(payload.get("call_id"))
+            if call_id not in calls_at:
+                raise BadInput(f"{path}: line {i + 1} is an output for call {call_id}, which has no call")
+            outputs_at[call_id] = i
+    steps: list[Step] = []
+    ends: list[int] = []
+    batch: list[int] = []
+
+    def close_batch() -> None:
+        if not batch:
+            return
+        calls = [_call(records, i, outputs_at) for i in batch]
+        done = [outputs_at[c.id] for c in calls if c.id in outputs_at]
+        end = max(done) + 1 if done else batch[-1] + 1
+        steps.append(
+            Step(
+                index=len(steps) + 1,
+                message_id=str(records[batch[0]]["payload"].get("id") or f"line-{batch[0] + 1}"),
+                calls=calls,
+                complete=len(done) == len(calls),
+                before_compaction=last_compaction is not None and batch[0] < last_compaction,
+            )
+        )
+        ends.append(end)
+        batch.clear()
+
+    for i, record in enumerate(records):
+        payload = item(record)
+        if payload is None:
+            continue
+        kind = payload.get("type")
+        if kind in CALL_TYPES:
+            batch.append(i)
+        elif kind in OUTPUT_TYPES or (kind == "message" and payload.get("role") == "user"):
+            close_batch()
+    close_batch()
+    return steps, ends, {c: i for c, i in outputs_at.items()}
+
+
+def _call(records: list[Record], at: int, outputs_at: dict[str, int]) -> ToolCall:
+    payload = records[at]["payload"]
+    call_id = str(payload.get("call_id"))
+    if payload["type"] == "function_call":
+        try:
+            arguments = orjson.loads(payload.get("arguments") or "{}")
+        except orjson.JSONDecodeError:
+            arguments = {"_raw_arguments": payload.get("arguments")}
+        tool_input = arguments if isinstance(arguments, dict) else {"_raw_arguments": arguments}
+    else:
+        tool_input = {"input": payload.get("input", "")}
+    historical = None
+    if call_id in outputs_at:
+        output = records[outputs_at[call_id]]["payload"].get("output")
+        historical = Observation(
+            content=output if isinstance(output, str | list) else orjson.dumps(output).decode()
+        )
+    return ToolCall(id=call_id, tool=str(payload.get("name")), input=tool_input, historical=historical)
+
+
+# rebuild -------------------------------------------------------------------------------------
+def prefix_records(native: Native, after_step: int, outputs: dict[str, Any]) -> list[Record]:
+    """The kept records up to the end of step `after_step`, fresh outputs in place, ordinals renumbered."""
+    if after_step < native.pre_compaction_steps:
+        raise PlanRefused(
+            f"boundary {after_step} lies before the last compaction (after step {native.pre_compaction_steps}); "
+            f"choose {native.pre_compaction_steps} or later"
+        )
+    end = native.step_ends[after_step - 1] if after_step else _first_response(native)
+    kept: list[Record] = []
+    for record in native.records[:end]:
+        if record.get("type") not in KEPT_TYPES:
+            continue
+        payload = record["payload"]
+        call_id = str(payload.get("call_id"))
+        if item(record) is not None and payload.get("type") in OUTPUT_TYPES and call_id in outputs:
+            record = {**record, "payload": {**payload, "output": outputs[call_id]}}
+        kept.append(dict(record))
+    for ordinal, record in enumerate(kept):
+        if native.paginated:
+            record["ordinal"] = ordinal
+        else:
+            record.pop("ordinal", None)
+    return kept
+
+
+def _first_response(native: Native) -> int:
+    """Boundary 0: everything up to the first model output (the task and its context)."""
+    for i, record in enumerate(native.records):
+        payload = item(record)
+        if payload is not None and (
+            payload.get("type") in CALL_TYPES
+            or payload.get("type") == "reasoning"
+            or payload.get("role") == "assistant"
+        ):
+            return i
+    return len(native.records)
+
+
+def base_instructions_message(meta: dict[str, Any]) -> dict[str, Any]:
+    """input[0]. Its id is derived by the CLI from the thread (a version-5 UUID); not reproducible here."""
+    text = str(meta.get("base_instructions", {}).get("text", ""))
+    kept = "".join(line for line in text.splitlines(keepends=True) if not line.startswith(_FILTERED_LINE))
+    return {
+        "type": "message",
+        "id": None,
+        "role": "developer",
+        "content": [{"type": "input_text", "text": kept}],
+    }
+
+
+def wire_input(native: Native, records: list[Record]) -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = []
+    for record in records:
+        if record.get("type") == "compacted":
+            replacement = record["payload"].get("replacement_history")
+            history = [dict(x) for x in replacement] if isinstance(replacement, list) else []
+        elif (payload := item(record)) is not None:
+            history.append({k: v for k, v in payload.items() if k != PASSTHROUGH})
+    return [base_instructions_message(native.meta), *history]
+
+
+def to_jsonl(records: list[Record]) -> bytes:
+    return b"".join(orjson.dumps(r) + b"\n" for r in records)

@@ -1,0 +1,39 @@
+"""Where the pinned Codex CLI and its recorded data live, and the tools' classification."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from replayer.pins import load_pins
+
+NAME = "codex"
+HOME = "/home/replay"
+CODEX_HOME = f"{HOME}/.codex"
+DATA = Path(__file__).resolve().parent / "data"
+
+RERUN_TOOLS = {"exec_command", "apply_patch"}
+PURE_TOOLS = {"update_plan", "get_goal", "create_goal", "update_goal"}
+"""Their output depends on nothing outside the conversation: the historical one is kept."""
+
+
+def version() -> str:
+    return load_pins().agents[NAME].version
+
+
+def agent_mount() -> str:
+    return f"/opt/replayer/agents/{NAME}-{version()}"
+
+
+def env_path(version: str) -> Path:
+    return DATA / version / "exec-env.txt"
+
+
+def exec_env(thread_id: str) -> dict[str, str]:
+    """The environment the pinned CLI gives exec_command commands (recorded), for this thread."""
+    path = env_path(version())
+    env = dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    for name in ("CODEX_THREAD_ID", "CODEX_SESSION_ID"):
+        if name in env:
+            env[name] = thread_id
+    env.pop("CODEX_TOOL_CALL_ID", None)  # per call
+    return env

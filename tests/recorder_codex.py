@@ -1,0 +1,260 @@
+"""Fixture recorder for Codex: the real pinned `codex` CLI in the sandbox, scripted Responses upstream.
+
+`python -m tests.recorder_codex --all` re-records every scenario into tests/fixtures/codex/<scenario>/:
+the initial workspace, the rollout the CLI wrote, its --json stdout and the upstream's log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+from replayer.pins import load_pins
+from tests.support.codex_cli import MODEL, run_codex
+from tests.support.upstream import CustomToolBlock, Script, TextBlock, ToolUseBlock, Turn
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "codex"
+
+
+class Scenario(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    files: dict[str, str]
+    prompts: list[str]
+    script: Script
+
+
+def _exec(sid: str, n: int, cmd: str, **extra: object) -> ToolUseBlock:
+    return ToolUseBlock(id=f"call_{sid}_{n:02d}", name="exec_command", input={"cmd": cmd, **extra})
+
+
+def _patch(sid: str, n: int, body: str) -> CustomToolBlock:
+    return CustomToolBlock(
+        id=f"call_{sid}_{n:02d}", name="apply_patch", input=f"*** Begin Patch\n{body}*** End Patch\n"
+    )
+
+
+def _turn(*blocks: TextBlock | ToolUseBlock | CustomToolBlock) -> Turn:
+    return Turn(blocks=list(blocks))
+
+
+def scenarios() -> list[Scenario]:
+    s = "exec"
+    return [
+        Scenario(
+            name=s,
+            files={"a.txt": "alpha\nbeta\n", "sub/b.txt": "in sub\n"},
+            prompts=["Look at the files."],
+            script=Script(
+                model=MODEL,
+                turns=[
+                    _turn(TextBlock(text="Reading a.txt."), _exec(s, 1, "cat a.txt")),
+                    _turn(_exec(s, 2, "wc -l a.txt"), _exec(s, 3, "ls")),
+                    _turn(_exec(s, 4, "echo out; sleep 0.2; echo err >&2; exit 3")),
+                    _turn(_exec(s, 5, "ls /nonexistent")),
+                    _turn(_exec(s, 6, "pwd && cat b.txt", workdir="sub")),
+                    _turn(_exec(s, 7, "seq 1 30000")),
+                    _turn(_exec(s, 8, "pwd", workdir="missing")),
+                    _turn(_exec(s, 9, "echo one; sleep 5", yield_time_ms=500)),
+                    _turn(_exec(s, 10, "printf 'no newline'", login=False, max_output_tokens=2)),
+                    _turn(TextBlock(text="Done.")),
+                ],
+            ),
+        ),
+        Scenario(
+            name=(s := "patch"),
+            files={
+                "hello.py": "def greet():\n    print('hello')\n\n\ngreet()\n",
+                "old.txt": "old\n",
+                "mv.txt": "move me\n",
+            },
+            prompts=["Edit the files."],
+            script=Script(
+                model=MODEL,
+                turns=[
+                    _turn(_patch(s, 1, "*** Add File: new.txt\n+first\n+second\n")),
+                    _turn(
+                        _patch(
+                            s,
+                            2,
+                            "*** Update File: hello.py\n@@ def greet():\n-    print('hello')\n+    print('goodbye')\n",
+                        )
+                    ),
+                    _turn(_patch(s, 3, "*** Delete File: old.txt\n")),
+                    _turn(
+                        _patch(
+                            s, 4, "*** Update File: mv.txt\n*** Move to: moved/mv.txt\n@@\n-move me\n+moved\n"
+                        )
+                    ),
+                    _turn(_patch(s, 5, "*** Update File: hello.py\n@@\n-this line is not there\n+x\n")),
+                    _turn(_patch(s, 6, "*** Delete File: absent.txt\n")),
+                    _turn(_exec(s, 7, "cat hello.py new.txt moved/mv.txt; ls")),
+                    _turn(TextBlock(text="Edited.")),
+                ],
+            ),
+        ),
+        Scenario(
+            name=(s := "patch_errors"),
+            files={
+                "a.py": "def f():\n    return “quoted” – dash\n",
+                "b.txt": "x  \ny\n",
+                "crlf.txt": "one\r\ntwo\r\n",
+                "tail.txt": "a\nb\nc\nb\n",
+                "nonl.txt": "last",
+                "exists.txt": "old\n",
+            },
+            prompts=["Try the hard patches."],
+            script=Script(
+                model=MODEL,
+                turns=[
+                    _turn(CustomToolBlock(id=f"call_{s}_01", name="apply_patch", input="not a patch\n")),
+                    _turn(_patch(s, 2, "*** Frobnicate File: x\n")),
+                    _turn(_patch(s, 3, "*** Update File: missing.txt\n@@\n-a\n+b\n")),
+                    _turn(_patch(s, 4, "*** Update File: a.py\n@@ def nothere():\n-x\n+y\n")),
+                    _turn(_patch(s, 5, "*** Update File: b.txt\n")),
+                    _turn(
+                        _patch(
+                            s,
+                            6,
+                            '*** Update File: a.py\n@@ def f():\n-    return "quoted" - dash\n+    return 1\n',
+                        )
+                    ),
+                    _turn(_patch(s, 7, "*** Update File: b.txt\n@@\n-x\n+X\n")),
+                    _turn(_patch(s, 8, "*** Update File: crlf.txt\n@@\n-two\n+TWO\n+three\n")),
+                    _turn(_patch(s, 9, "*** Update File: tail.txt\n@@\n-b\n+B\n*** End of File\n")),
+                    _turn(_patch(s, 10, "*** Update File: nonl.txt\n@@\n-last\n+last line\n")),
+                    _turn(_patch(s, 11, "*** Add File: exists.txt\n+new\n")),
+                    _turn(_patch(s, 12, "*** Add File: dup.txt\n+1\n*** Delete File: dup.txt\n")),
+                    _turn(
+                        CustomToolBlock(
+                            id=f"call_{s}_13",
+                            name="apply_patch",
+                            input="<<'EOF'\n*** Begin Patch\n*** Add File: here.txt\n+doc\n*** End Patch\nEOF\n",
+                        )
+                    ),
+                    _turn(_patch(s, 14, "*** Update File: b.txt\n@@\n bad context\n-y\n+Y\n")),
+                    _turn(_patch(s, 15, "*** Update File: b.txt\n@@\n-y\nno prefix\n")),
+                    _turn(
+                        _patch(
+                            s,
+                            16,
+                            "*** Add File: deep/er/new.txt\n+deep\n*** Update File: b.txt\n@@\n-y\n+why\n*** Delete File: exists.txt\n",
+                        )
+                    ),
+                    _turn(
+                        _exec(
+                            s,
+                            17,
+                            'for f in a.py b.txt crlf.txt tail.txt nonl.txt exists.txt here.txt deep/er/new.txt; do echo "== $f"; od -c "$f" | head -5; done',
+                        )
+                    ),
+                    _turn(TextBlock(text="Done.")),
+                ],
+            ),
+        ),
+        Scenario(
+            name=(s := "continued"),
+            files={"a.txt": "one\n"},
+            prompts=["Show a.txt.", "Append a line and show it."],
+            script=Script(
+                model=MODEL,
+                turns=[
+                    _turn(_exec(s, 1, "cat a.txt")),
+                    _turn(TextBlock(text="It says one.")),
+                    _turn(_exec(s, 2, "echo two >> a.txt && cat a.txt")),
+                    _turn(TextBlock(text="Appended.")),
+                ],
+            ),
+        ),
+    ]
+
+
+def record(scenario: Scenario, dest: Path) -> Path:
+    pin = load_pins().agents["codex"]
+    with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
+        state = Path(tmp)
+        workspace, home, socks = state / "workspace", state / "home", state / "sock"
+        for d in (workspace, home, socks):
+            d.mkdir()
+        for rel, text in scenario.files.items():
+            (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+            (workspace / rel).write_text(text)
+        shutil.copytree(workspace, state / "initial")
+        stdout, log = run_codex(
+            prompts=scenario.prompts, workspace=workspace, home=home, sockets=socks, script=scenario.script
+        )
+        rollouts = list((home / ".codex" / "sessions").rglob("rollout-*.jsonl"))
+        if len(rollouts) != 1:
+            raise RuntimeError(f"expected one rollout, found {rollouts}")
+        out = dest / scenario.name
+        if out.exists():
+            shutil.rmtree(out)
+        out.mkdir(parents=True)
+        shutil.copytree(state / "initial", out / "workspace")
+        shutil.copy(rollouts[0], out / "rollout.jsonl")
+        (out / "stdout.jsonl").write_bytes(b"".join(stdout))
+        (out / "upstream.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in log))
+        meta = {
+            "scenario": scenario.name,
+            "agent": "codex",
+            "cli_package": pin.package,
+            "cli_version": pin.version,
+            "rollout_name": rollouts[0].name,
+            "prompts": scenario.prompts,
+        }
+        (out / "meta.json").write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
+    return out
+
+
+ENV_CAPTURE = "env | sort > /home/replay/captured-env.txt"
+SHELL_SET = ("PWD=", "OLDPWD=", "SHLVL=", "_=")
+"""Set by bash itself in every command, not by the CLI."""
+
+
+def capture_env() -> Path:
+    """Record the environment the pinned CLI gives exec_command commands, as data for the reruns."""
+    from adapters.codex.tools import env_path
+
+    script = Script(model=MODEL, turns=[_turn(_exec("env", 1, ENV_CAPTURE)), _turn(TextBlock(text="ok"))])
+    with tempfile.TemporaryDirectory(prefix="record-env-") as tmp:
+        state = Path(tmp)
+        for d in ("workspace", "home", "sock"):
+            (state / d).mkdir()
+        run_codex(
+            prompts=["env"],
+            workspace=state / "workspace",
+            home=state / "home",
+            sockets=state / "sock",
+            script=script,
+        )
+        lines = (state / "home" / "captured-env.txt").read_text().splitlines()
+    dest = env_path(load_pins().agents["codex"].version)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    kept = [line for line in lines if not line.startswith(SHELL_SET) and "KEY" not in line.split("=", 1)[0]]
+    dest.write_text("\n".join(kept) + "\n")
+    return dest
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("names", nargs="*")
+    parser.add_argument("--all", action="store_true")
+    parser.add_argument("--dest", type=Path, default=FIXTURES)
+    parser.add_argument(
+        "--env", action="store_true", help="capture the pinned CLI's exec_command environment"
+    )
+    args = parser.parse_args()
+    if args.env or args.all:
+        print("captured", capture_env())
+    for scenario in scenarios():
+        if args.all or scenario.name in args.names:
+            print("recorded", record(scenario, args.dest))
+
+
+if __name__ == "__main__":
+    main()

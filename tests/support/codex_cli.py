@@ -1,0 +1,83 @@
+"""Run the real pinned `codex` CLI in the sandbox against the scripted Responses upstream (recorder and tests)."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from replayer.pins import load_pins
+from sandboxes.docker import DockerSandbox, connect
+from tests.support.upstream import Script, ScriptedUpstream
+
+CWD = "/testbed"
+HOME = "/home/replay"
+CODEX_HOME = f"{HOME}/.codex"
+SOCK_DIR = "/run/replayer-sock"
+PORT = 8765
+MODEL = "gpt-5.5"
+KEY_ENV = "REPLAYER_CODEX_KEY"
+
+
+def agent_mount() -> str:
+    return f"/opt/replayer/agents/codex-{load_pins().agents['codex'].version}"
+
+
+def config_toml(port: int = PORT) -> str:
+    return f"""model = "{MODEL}"
+model_provider = "replayer"
+check_for_update_on_startup = false
+
+[model_providers.replayer]
+name = "sandbox-replayer bridge"
+base_url = "http://127.0.0.1:{port}/v1"
+wire_api = "responses"
+env_key = "{KEY_ENV}"
+request_max_retries = 0
+stream_max_retries = 0
+"""
+
+
+def codex_env(key: str) -> dict[str, str]:
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": HOME, "CODEX_HOME": CODEX_HOME, KEY_ENV: key}
+
+
+def codex_argv(*args: str) -> list[str]:
+    pin = load_pins().agents["codex"]
+    assert pin.bin
+    return [f"{agent_mount()}/{pin.bin}", "exec", "--json", "--skip-git-repo-check"] + [
+        "--dangerously-bypass-approvals-and-sandbox",
+        *args,
+    ]
+
+
+def run_codex(
+    *, prompts: list[str], workspace: Path, home: Path, sockets: Path, script: Script
+) -> tuple[list[bytes], list[dict]]:
+    """The first prompt starts a session (`codex exec`), each further one resumes it (`exec resume --last`)."""
+    pins = load_pins()
+    (home / ".codex").mkdir(parents=True, exist_ok=True)
+    (home / ".codex" / "config.toml").write_text(config_toml())
+    stdout: list[bytes] = []
+    with ScriptedUpstream(script, unix_path=sockets / "upstream.sock") as upstream:
+        binds = {CWD: (workspace, False), HOME: (home, False), SOCK_DIR: (sockets, False)}
+        binds[agent_mount()] = (pins.bundle_dir("codex"), True)
+        run_id = f"codex-{uuid.uuid4().hex[:8]}"
+        with DockerSandbox.start(
+            connect(), pins.base_image.tag, binds=binds, workdir=CWD, run_id=run_id
+        ) as box:
+            box.forward_port(PORT, f"{SOCK_DIR}/upstream.sock")
+            for i, prompt in enumerate(prompts):
+                argv = codex_argv(prompt) if i == 0 else codex_argv("resume", "--last", prompt)
+                res = box.exec(
+                    ["bash", "-c", 'exec "$@" </dev/null', "codex", *argv],
+                    workdir=CWD,
+                    env=codex_env("sk-fake-recorder"),
+                    timeout_s=180,
+                )
+                if res.exit_code != 0:
+                    raise RuntimeError(
+                        f"codex exited {res.exit_code}: {(res.stdout + res.stderr).decode()[-3000:]}"
+                    )
+                stdout.append(res.stdout)
+        log = [r.model_dump() for r in upstream.log]
+    return stdout, log
