@@ -54,3 +54,17 @@ def mini_requests(name: str) -> list[dict]:
     """The chat-completions requests the real mini-swe-agent sent while it was recorded, in order."""
     lines = (mini_fixture(name) / "upstream.jsonl").read_bytes().splitlines()
     return [r for r in map(orjson.loads, lines) if r["main_thread"]]
+
+
+CODEX_FIXTURES = ROOT / "tests" / "fixtures" / "codex"
+CODEX_SCENARIOS = sorted(p.name for p in CODEX_FIXTURES.iterdir() if (p / "rollout.jsonl").exists())
+
+
+def codex_fixture(name: str) -> Path:
+    return CODEX_FIXTURES / name
+
+
+def codex_requests(name: str) -> list[dict]:
+    """The Responses requests the real Codex CLI sent while it was recorded, in order."""
+    lines = (codex_fixture(name) / "upstream.jsonl").read_bytes().splitlines()
+    return [r for r in map(orjson.loads, lines) if r["main_thread"]]
