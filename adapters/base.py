@@ -106,7 +106,7 @@ class Adapter(Protocol):
         """argv and environment of the pinned agent inside the sandbox."""
         ...
 
-    def reported_status(self, stdout: bytes) -> AgentStatus:
+    def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
         """The outcome the agent's own output reports, once it exited with code 0."""
         ...
 

@@ -174,6 +174,8 @@ def bench_mini(tmp: Path) -> dict[str, float]:
 
 
 class _PassThrough:
+    notes: list[str] = []
+
     def route(self, method: str, path: str, body: object) -> Decision:
         return Decision(kind="main" if method == "POST" else "side")
 

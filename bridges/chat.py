@@ -45,6 +45,7 @@ class ChatPrefixGate:
     def __init__(self, expected: list[Message]):
         self.expected = expected
         self.passed = False
+        self.notes: list[str] = []
 
     def route(self, method: str, path: str, body: Any) -> Decision:
         if not is_completion(method, path):

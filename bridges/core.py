@@ -39,6 +39,9 @@ class Decision(BaseModel):
 
 
 class Gate(Protocol):
+    notes: list[str]
+    """What the gate accepted beyond the prefix (context items a CLI inserts), reported in the result."""
+
     def route(self, method: str, path: str, body: Any) -> Decision:
         """Pure: classify one request and rewrite it; called in arrival order."""
         ...
@@ -78,11 +81,13 @@ class BridgeConfig(BaseModel):
 def first_difference(expected: Any, actual: Any, path: str = "") -> Mismatch | None:
     """The first path at which two JSON values differ, with truncated excerpts."""
     if type(expected) is not type(actual):
-        return _mismatch(path, expected, actual)
+        return mismatch_at(path, expected, actual)
     if isinstance(expected, dict):
         for key in list(expected) + [k for k in actual if k not in expected]:
             if key not in expected or key not in actual:
-                return _mismatch(f"{path}.{key}", expected.get(key, "<absent>"), actual.get(key, "<absent>"))
+                return mismatch_at(
+                    f"{path}.{key}", expected.get(key, "<absent>"), actual.get(key, "<absent>")
+                )
             found = first_difference(expected[key], actual[key], f"{path}.{key}")
             if found:
                 return found
@@ -94,16 +99,18 @@ def first_difference(expected: Any, actual: Any, path: str = "") -> Mismatch | N
                 return found
         if len(expected) != len(actual):
             i = min(len(expected), len(actual))
-            return _mismatch(
+            return mismatch_at(
                 f"{path}[{i}]",
                 expected[i] if i < len(expected) else "<absent>",
                 actual[i] if i < len(actual) else "<absent>",
             )
         return None
-    return None if expected == actual else _mismatch(path, expected, actual)
+    return None if expected == actual else mismatch_at(path, expected, actual)
 
 
-def _mismatch(path: str, expected: Any, actual: Any) -> Mismatch:
+def mismatch_at(path: str, expected: Any, actual: Any) -> Mismatch:
+    """A mismatch at `path` with both sides shown as truncated excerpts."""
+
     def show(v: Any) -> str:
         text = v if isinstance(v, str) else orjson.dumps(v).decode()
         return text if len(text) <= _EXCERPT else text[:_EXCERPT] + f"... ({len(text)} chars)"

@@ -85,11 +85,12 @@ def run(
         counters = bridge.counters.model_copy()
         log = b"".join(orjson.dumps(e.model_dump()) + b"\n" for e in bridge.log)
         mismatch = bridge.mismatch
+        gate_notes = list(gate.notes)
         gate_verdict: GateVerdict = (
             "refused" if mismatch else ("accepted" if counters.main_requests else "not_reached")
         )
     if status is None:
-        status = adapter.reported_status(result.stdout) if result.exit_code == 0 else "agent_error"
+        status = adapter.reported_status(traj, result.stdout) if result.exit_code == 0 else "agent_error"
     (out / "agent").mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(out / "agent" / "stdout.jsonl", result.stdout)
     write_bytes_atomic(out / "agent" / "stderr.log", result.stderr)
@@ -103,6 +104,7 @@ def run(
     return ContinuationResult(
         input_condition="boundary_user_prompt_appended" if keep_prompt else "replayed_boundary_only",
         gate=gate_verdict,
+        gate_notes=gate_notes,
         mismatch=mismatch,
         agent_status=status,
         agent_exit_code=result.exit_code,

@@ -217,6 +217,8 @@ GateVerdict = Literal["accepted", "refused", "not_reached"]
 class ContinuationResult(Frozen):
     input_condition: Literal["replayed_boundary_only", "boundary_user_prompt_appended"]
     gate: GateVerdict
+    gate_notes: list[str] = Field(default_factory=list)
+    """What the gate accepted beyond the prefix and the prompt (context items the CLI inserted), reported."""
     mismatch: GateMismatch | None = None
     agent_status: AgentStatus
     agent_exit_code: int | None

@@ -125,5 +125,5 @@ class ClaudeCodeAdapter:
         assert prompt is not None
         return continuation.finish(trajectory, rebuild.native_files[0], home, dest, prompt, keep_prompt)
 
-    def reported_status(self, stdout: bytes) -> AgentStatus:
+    def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
         return "agent_error" if continuation.reported_failure(stdout) else "completed"

@@ -34,6 +34,7 @@ class ClaudeCodeGate:
         self.last_was_string = prefix_last_was_string
         self.expected_first = envelope.resume_request(prefix, prompt, prefix_last_was_string)
         self.passed = False
+        self.notes: list[str] = []
 
     def route(self, method: str, path: str, body: Any) -> Decision:
         if method != "POST" or not path.startswith("/v1/messages") or path.startswith("/v1/messages/"):

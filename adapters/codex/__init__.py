@@ -6,18 +6,16 @@ from pathlib import Path
 from typing import Any
 
 from adapters.base import Launch, Rebuild
-from adapters.codex import patch, rollout, tools
+from adapters.codex import continuation, patch, rollout, tools
 from adapters.codex.exec import ExecCommand
-from bridges.chat import ChatDialect
-from bridges.core import Gate
+from adapters.codex.gate import CodexGate
+from bridges.responses import ResponsesDialect
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.pins import load_pins
 from sandboxes.base import Sandbox
 
 BRIDGE_URL = "http://127.0.0.1:8765/v1"
-PLACEHOLDER_KEY = "sk-replayer-bridge-placeholder"
-KEY_ENV = "REPLAYER_CODEX_KEY"
 
 
 def config_toml(model: str | None) -> str:
@@ -30,7 +28,7 @@ def config_toml(model: str | None) -> str:
         'name = "sandbox-replayer bridge"\n'
         f'base_url = "{BRIDGE_URL}"\n'
         'wire_api = "responses"\n'
-        f'env_key = "{KEY_ENV}"\n'
+        f'env_key = "{continuation.KEY_ENV}"\n'
         "request_max_retries = 0\n"
         "stream_max_retries = 0\n"
     )
@@ -114,12 +112,13 @@ class CodexAdapter:
             continuation={"thread_id": trajectory.session_id, "rollout": str(path.relative_to(home))},
         )
 
-    # continuation (the Responses bridge is not built yet) ---------------------------------------
-    def dialect(self) -> ChatDialect:
-        return ChatDialect()
+    # continuation -----------------------------------------------------------------------------
+    def dialect(self) -> ResponsesDialect:
+        return ResponsesDialect()
 
-    def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> Gate:
-        raise NotImplementedError("refused earlier by continuation_refusal")
+    def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> CodexGate:
+        assert prompt is not None
+        return CodexGate(rebuild.expected_prefix, prompt, keep_prompt=keep_prompt)
 
     def default_model(self, trajectory: Trajectory) -> str | None:
         native: rollout.Native = trajectory._native
@@ -129,13 +128,15 @@ class CodexAdapter:
         return None
 
     def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
-        return "continuing Codex (the Responses bridge and `codex exec resume`) is not built yet"
+        if not trajectory.session_id:
+            return "the rollout's session_meta has no thread id"
+        return None
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
-        raise NotImplementedError("refused earlier by continuation_refusal")
+        return continuation.command(trajectory, launch, self.default_model(trajectory))
 
-    def reported_status(self, stdout: bytes) -> AgentStatus:
-        return "agent_error"
+    def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
+        return continuation.status(trajectory, stdout)
 
     def finish_continuation(
         self,
@@ -146,4 +147,7 @@ class CodexAdapter:
         prompt: str | None,
         keep_prompt: bool,
     ) -> dict[str, str]:
-        return {}
+        assert prompt is not None and rebuild.agent_home is not None
+        return continuation.finish(
+            rebuild.native_files[0], home, rebuild.agent_home, dest, prompt, keep_prompt
+        )

@@ -9,6 +9,7 @@ response_item) followed by the response items, `internal_chat_message_metadata_p
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -102,9 +103,18 @@ def parse(path: Path) -> Trajectory:
         output_index=output_index,
         last_compaction=last_compaction,
         pre_compaction_steps=pre,
-        file_name=path.name if path.name.startswith("rollout-") else f"rollout-{meta.get('id')}.jsonl",
+        file_name=path.name if _CANONICAL.fullmatch(path.name) else canonical_name(meta),
     )
     return traj
+
+
+_CANONICAL = re.compile(r"rollout-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-[0-9a-f-]{36}\.jsonl")
+
+
+def canonical_name(meta: dict[str, Any]) -> str:
+    """The CLI resumes only files named rollout-<YYYY-MM-DDTHH-MM-SS>-<thread id>.jsonl."""
+    stamp = str(meta.get("timestamp", ""))[:19].replace(":", "-") or "1970-01-01T00-00-00"
+    return f"rollout-{stamp}-{meta.get('id')}.jsonl"
 
 
 def item(record: Record) -> dict[str, Any] | None:

@@ -130,7 +130,7 @@ class MiniSweAgentAdapter:
             argv += ["--prompt", launch.prompt]
         return argv, bundle.base_env()
 
-    def reported_status(self, stdout: bytes) -> AgentStatus:
+    def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
         for line in reversed(stdout.splitlines()):
             try:
                 event = orjson.loads(line)

@@ -1,0 +1,81 @@
+"""Continue Codex with `codex exec resume <thread-id> --json ... <prompt>`, then clean the nonce out of the rollout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from adapters.base import Launch
+from adapters.codex import rollout, tools
+from replayer.io import write_bytes_atomic
+from replayer.models import AgentStatus, Trajectory
+from replayer.pins import load_pins
+
+PLACEHOLDER_KEY = "sk-replayer-bridge-placeholder"
+KEY_ENV = "REPLAYER_CODEX_KEY"
+
+
+def command(traj: Trajectory, launch: Launch, recorded_model: str | None) -> tuple[list[str], dict[str, str]]:
+    pin = load_pins().agents[tools.NAME]
+    assert pin.bin and traj.session_id and launch.prompt is not None
+    codex = f"{tools.agent_mount()}/{pin.bin}"
+    argv = [codex, "exec", "resume", traj.session_id, "--json", "--skip-git-repo-check"]
+    argv += ["--dangerously-bypass-approvals-and-sandbox"]  # the sandbox is the container
+    if launch.model and launch.model != recorded_model:
+        argv += ["-m", launch.model]
+    argv += [launch.prompt]
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": tools.HOME,
+        "CODEX_HOME": tools.CODEX_HOME,
+        KEY_ENV: PLACEHOLDER_KEY,
+    }
+    return ["bash", "-c", 'exec "$@" </dev/null', "codex", *argv], env
+
+
+def events(stdout: bytes) -> list[dict]:
+    out = []
+    for line in stdout.splitlines():
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            out.append(event)
+    return out
+
+
+def status(traj: Trajectory, stdout: bytes) -> AgentStatus:
+    """completed only for the rebuilt thread (the CLI silently starts a new session on some mistakes)."""
+    seen = events(stdout)
+    started = next((e for e in seen if e.get("type") == "thread.started"), None)
+    if started is None or started.get("thread_id") != traj.session_id:
+        return "agent_error"
+    if any(e.get("type") in ("turn.failed", "error") for e in seen):
+        return "agent_error"
+    return "completed" if any(e.get("type") == "turn.completed" for e in seen) else "agent_error"
+
+
+def finish(
+    native_file: Path, home: Path, rebuilt_home: Path, dest: Path, prompt: str, keep_prompt: bool
+) -> dict[str, str]:
+    """continued/rollout.jsonl without the nonce (ordinals renumbered) and rollout.raw.jsonl as the CLI left it."""
+    continued = home / native_file.relative_to(rebuilt_home)
+    if not continued.is_file():
+        return {}
+    raw = continued.read_bytes()
+    write_bytes_atomic(dest / "rollout.raw.jsonl", raw)
+    records = [orjson.loads(line) for line in raw.splitlines() if line.strip()]
+    if not keep_prompt:
+        needle = orjson.dumps(prompt)[1:-1].decode()
+        records = [r for r in records if needle not in orjson.dumps(r["payload"]).decode()]
+    paginated = bool(records) and records[0]["payload"].get("history_mode") == "paginated"
+    if paginated:
+        for ordinal, record in enumerate(records):
+            record["ordinal"] = ordinal
+    write_bytes_atomic(dest / "rollout.jsonl", rollout.to_jsonl(records))
+    return {
+        "continued_rollout": "continued/rollout.jsonl",
+        "continued_rollout_raw": "continued/rollout.raw.jsonl",
+    }

@@ -1,0 +1,91 @@
+"""The prefix gate for `codex exec resume`: pure, no sockets (the bridge core calls it per request).
+
+The first Responses request must be the rebuilt prefix (its first item the base-instructions
+developer message, whose id the CLI derives from the thread: any version-5 `msg_` id), then only the
+context items the pinned CLI is known to insert on resume when the date, cwd, CODEX_HOME or model
+metadata differ (each reported), then the prompt item. The nonce item is stripped from every request;
+a boundary prompt is kept.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import uuid
+from typing import Any
+
+from bridges.core import Decision, Mismatch, first_difference, mismatch_at
+from bridges.responses import Item, input_of, is_response_request, message_text
+
+CONTEXT_ITEMS = {
+    "<environment_context>": "an <environment_context> item (date, cwd or environment differ from the rollout)",
+    "<skills_instructions>": "a <skills_instructions> item (the skills or CODEX_HOME differ)",
+    "<tools>": "a <tools> item (deferred tool namespaces)",
+}
+_MSG_ID = re.compile(r"msg_([0-9a-f-]{36})")
+
+
+class CodexGate:
+    def __init__(self, prefix: list[Item], prompt: str, *, keep_prompt: bool):
+        self.prefix = prefix
+        self.prompt = prompt
+        self.keep_prompt = keep_prompt
+        self.head: list[Item] | None = None
+        """The accepted first request's input through the prompt item."""
+        self.notes: list[str] = []
+
+    def route(self, method: str, path: str, body: Any) -> Decision:
+        if not is_response_request(method, path):
+            return Decision(kind="side")
+        items = input_of(body)
+        if items is None:
+            return Decision(
+                kind="refuse", mismatch=Mismatch(path="input", expected="a list", actual=type(body).__name__)
+            )
+        if self.head is None:
+            mismatch = self._check_first(items)
+            if mismatch is not None:
+                return Decision(kind="refuse", mismatch=mismatch)
+            self.head = items
+        else:
+            diff = first_difference(self.head, items[: len(self.head)], "input")
+            if diff is not None:
+                diff.reason = "a later request no longer carries the rebuilt prefix and its prompt"
+                return Decision(kind="refuse", mismatch=diff)
+        return Decision(kind="main", body=None if self.keep_prompt else self._strip(body))
+
+    def _check_first(self, items: list[Item]) -> Mismatch | None:
+        n = len(self.prefix)
+        first = items[0] if items else None
+        sent_id = first.get("id") if isinstance(first, dict) else None
+        match = _MSG_ID.fullmatch(sent_id) if isinstance(sent_id, str) else None
+        if match is None or uuid.UUID(match.group(1)).version != 5:
+            return Mismatch(path="input[0].id", expected="msg_<version-5 uuid>", actual=str(sent_id))
+        expected = [{**self.prefix[0], "id": sent_id}, *self.prefix[1:]]
+        diff = first_difference(expected, items[:n], "input")
+        if diff is not None:
+            return diff
+        for i, item in enumerate(items[n:-1], start=n):
+            text = message_text(item) or ""
+            known = next((why for mark, why in CONTEXT_ITEMS.items() if text.startswith(mark)), None)
+            if known is None:
+                found = mismatch_at(
+                    f"input[{i}]", "the prompt, or a context item the pinned CLI inserts", item
+                )
+                found.reason = "the first request carries an item the pinned CLI is not known to insert"
+                return found
+            self.notes.append(f"input[{i}]: the CLI inserted {known}")
+        last = items[-1] if len(items) > n else None
+        if last is None or message_text(last) != self.prompt or last.get("role") != "user":
+            found = mismatch_at(
+                f"input[{max(len(items) - 1, n)}]", f"the user prompt item {self.prompt!r}", last
+            )
+            found.reason = "the first request does not end with the resume prompt"
+            return found
+        return None
+
+    def _strip(self, body: dict[str, Any]) -> dict[str, Any]:
+        assert self.head is not None
+        out = copy.deepcopy(body)
+        del out["input"][len(self.head) - 1]
+        return out
