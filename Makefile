@@ -31,6 +31,7 @@ bench: setup
 
 record: setup
 	$(PY) -m tests.recorder --all
+	$(PY) -m tests.recorder_codex --all
 	$(PY) -m tests.recorder_mini --all
 
 gc: $(STAMP)

@@ -124,7 +124,18 @@ def test_a_legacy_rollout_stays_legacy(tmp_path: Path) -> None:
     assert all("ordinal" not in orjson.loads(line) for line in rebuilt.read_bytes().splitlines())
 
 
-def test_continuation_is_refused_until_it_is_built(tmp_path: Path) -> None:
-    args = ["run", str(ORIGINAL), "-n", "1", "-w", WORKSPACE, "-o", str(tmp_path / "o")]
-    proc = replayer(*args, "--continue", "--upstream", "http://127.0.0.1:9", env={"OPENAI_API_KEY": "k"})
-    _one_line_error(proc, 4, "continuing Codex")
+def test_another_model_makes_the_cli_compact_first_which_is_refused(tmp_path: Path) -> None:
+    from tests.support.upstream import Script, ScriptedUpstream, TextBlock, Turn
+
+    with ScriptedUpstream(
+        Script(turns=[Turn(blocks=[TextBlock(text="x")], repeat=True)]), expected_key="k"
+    ) as upstream:
+        args = ["run", str(ORIGINAL), "-n", "1", "-w", WORKSPACE, "-o", str(tmp_path / "o"), "--json"]
+        args += ["--continue", "--upstream", upstream.url, "--model", "gpt-5.6-sol"]
+        proc = replayer(*args, env={"OPENAI_API_KEY": "k"})
+        forwarded = [r for r in upstream.log if r.main_thread]
+    assert proc.returncode == 8, proc.stderr
+    result = orjson.loads((tmp_path / "o" / "result.json").read_bytes())
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["model"]) == ("refused", "bridge_refused", "gpt-5.6-sol")
+    assert forwarded == []
