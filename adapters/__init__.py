@@ -55,3 +55,20 @@ def detect(path: Path) -> Adapter:
         if adapter.detect(head):
             return adapter
     raise BadInput(f"{path} is not a trajectory of a known agent (unknown format)")
+
+
+def by_name(name: str) -> Adapter:
+    for adapter in all_adapters():
+        if adapter.name == name:
+            return adapter
+    raise BadInput(f"no adapter named {name!r}")
+
+
+def recorded_tools(agent: str, version: str) -> list[Any]:
+    """The tool definitions the pinned CLI sent on the wire (captured by tests/capture_tools.py)."""
+    path = Path(__file__).resolve().parent / agent / "data" / version / "tools.json"
+    try:
+        tools = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise BadInput(f"no recorded tool definitions for {agent} {version} ({path})") from None
+    return tools if isinstance(tools, list) else []

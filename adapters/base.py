@@ -87,6 +87,10 @@ class Adapter(Protocol):
         `dest/home` is the agent home; reruns may already have written side files there."""
         ...
 
+    def chat_tools(self, native: Path) -> list[dict[str, Any]]:
+        """The tool definitions the pinned CLI offers with this rebuilt session, in chat form (recorded data)."""
+        ...
+
     # continuation -------------------------------------------------------------------------
     def dialect(self) -> Dialect:
         """The model protocol the agent speaks (the bridge's key header and error shape)."""

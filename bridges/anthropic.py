@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 Message = dict[str, Any]
 
 
@@ -17,6 +19,9 @@ class AnthropicDialect:
 
     def error_body(self, message: str) -> dict[str, Any]:
         return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+
+    def to_chat(self, prefix: list[Message]) -> list[Message]:
+        return to_chat(prefix)
 
 
 def as_blocks(content: Any) -> list[dict[str, Any]]:
@@ -44,3 +49,61 @@ def normalize_messages(messages: list[Message]) -> list[Message]:
 def non_system_indexes(messages: list[Message]) -> list[int]:
     """Raw positions of the messages that survive normalization, in order."""
     return [i for i, m in enumerate(messages) if m.get("role") != "system"]
+
+
+def to_chat(messages: list[Message]) -> list[Message]:
+    """Anthropic messages in OpenAI chat form: text joined, tool_use -> tool_calls, tool_result -> tool messages.
+    Thinking blocks are dropped (their signatures are only valid for the Anthropic API)."""
+    out: list[Message] = []
+    for message in messages:
+        blocks = as_blocks(message.get("content"))
+        if message.get("role") == "assistant":
+            text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+            calls = [
+                {
+                    "id": b.get("id"),
+                    "type": "function",
+                    "function": {"name": b.get("name"), "arguments": _json(b.get("input", {}))},
+                }
+                for b in blocks
+                if b.get("type") == "tool_use"
+            ]
+            entry: Message = {"role": "assistant", "content": text or None}
+            if calls:
+                entry["tool_calls"] = calls
+            out.append(entry)
+            continue
+        texts: list[str] = []
+        for block in blocks:
+            if block.get("type") == "tool_result":
+                content = block.get("content")
+                result = (
+                    content
+                    if isinstance(content, str)
+                    else "".join(b.get("text", "") for b in as_blocks(content) if b.get("type") == "text")
+                )
+                out.append({"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": result})
+            elif block.get("type") == "text":
+                texts.append(str(block.get("text", "")))
+        if texts:
+            out.append({"role": "user", "content": "\n\n".join(texts)})
+    return out
+
+
+def tools_to_chat(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t.get("name"),
+                "description": t.get("description", ""),
+                "parameters": t.get("input_schema", {}),
+            },
+        }
+        for t in tools
+        if "name" in t
+    ]
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode()

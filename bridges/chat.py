@@ -26,6 +26,9 @@ class ChatDialect:
             }
         }
 
+    def to_chat(self, prefix: list[Message]) -> list[Message]:
+        return [dict(m) for m in prefix]
+
 
 def is_completion(method: str, path: str) -> bool:
     return method == "POST" and path.rstrip("/").endswith("/chat/completions")

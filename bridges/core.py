@@ -52,6 +52,10 @@ class Dialect(Protocol):
 
     def error_body(self, message: str) -> dict[str, Any]: ...
 
+    def to_chat(self, prefix: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A prefix of this protocol in OpenAI chat form (for exported training records)."""
+        ...
+
 
 Counters = BridgeCounters
 

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from replayer.errors import AgentError, BridgeRefused, Interrupted, ReplayError
+from replayer.errors import AgentError, BridgeRefused, Interrupted, ReplayError, SandboxError
 from replayer.models import (
     ContinueRequest,
     InspectCall,
@@ -241,6 +241,112 @@ def run(
         )
     if outcome is not None and outcome.agent_status == "agent_error":
         raise AgentError(f"the continued agent failed (exit {outcome.agent_exit_code}; see {out / 'agent'})")
+
+
+@app.command()
+def batch(
+    manifest: Path,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Batch directory (resumable: reuse it to resume).")
+    ],
+    workers: Annotated[
+        int, typer.Option("--workers", "-j", help="Parallel jobs (default: the core count).")
+    ] = 0,
+    ray: Annotated[
+        str | None,
+        typer.Option("--ray", help="Run on Ray: an address, 'auto', or 'local' (a local cluster)."),
+    ] = None,
+    retry_failed: Annotated[
+        bool, typer.Option("--retry-failed", help="Rerun jobs that were refused or failed before.")
+    ] = False,
+    json: JsonOpt = False,
+) -> None:
+    """Run every job of a JSONL manifest with the ordinary engine; finished jobs are never recomputed."""
+    import os
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from replayer import batch as batch_jobs
+    from replayer.executors import run_local, run_ray
+    from replayer.io import write_bytes_atomic
+
+    entries = batch_jobs.read_manifest(manifest)
+    images = {e.image for _, e in entries if e.mode != "prepare"} | (
+        {None} if any(e.mode != "prepare" and not e.image for _, e in entries) else set()
+    )
+    jobs = batch_jobs.expand(entries, _image_ids(images))
+    out.mkdir(parents=True, exist_ok=True)
+    batch_jobs.clean_partials(out)
+    todo, outcomes = batch_jobs.pending(jobs, out, retry_failed)
+    workers = workers or os.cpu_count() or 1
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
+    columns += [TextColumn("{task.fields[rate]:.2f} jobs/s"), TimeRemainingColumn()]
+    with Progress(*columns, console=err_console, disable=json, transient=False) as progress:
+        task = progress.add_task("batch", total=len(jobs), completed=len(outcomes), rate=0.0)
+        started = progress.get_time()
+
+        def on_done(outcome: batch_jobs.JobOutcome) -> None:
+            outcomes.append(outcome)
+            ran = len(outcomes) - (len(jobs) - len(todo))
+            progress.update(task, advance=1, rate=ran / max(progress.get_time() - started, 1e-6))
+
+        try:
+            if ray:
+                run_ray(todo, out.absolute(), ray, workers, on_done)
+            else:
+                run_local(todo, out.absolute(), workers, on_done)
+        finally:
+            summary = batch_jobs.summarize(outcomes)
+            write_bytes_atomic(
+                out / "batch.json", orjson.dumps(summary.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
+            )
+    if json:
+        _emit_json({"out": str(out.absolute()), **summary.model_dump(mode="json", exclude={"outcomes"})})
+        return
+    refused = sum(summary.refused.values())
+    console.print(
+        f"{summary.jobs} job(s): {summary.done} done, {summary.skipped} skipped, {refused} refused, "
+        f"{summary.failed} failed; summary: {out / 'batch.json'}"
+    )
+    for reason, count in sorted(summary.refused.items()):
+        console.print(f"  refused x{count}: {reason}")
+
+
+def _image_ids(tags: set[str | None]) -> dict[str, str]:
+    """Image tag -> id, for the job keys of replay and continue jobs (the default image when None)."""
+    if not tags:
+        return {}
+    from replayer.pins import load_pins
+    from sandboxes.docker import connect
+
+    client = connect()
+    ids = {}
+    for tag in tags:
+        name = tag or load_pins().base_image.tag
+        try:
+            ids[name] = client.images.get(name).id
+        except Exception:
+            raise SandboxError(f"image {name!r} not found; run scripts/build_base_image.sh") from None
+    return ids
+
+
+@app.command()
+def export(
+    directory: Path,
+    out: Annotated[Path, typer.Option("--out", "-o", help="The JSONL file to write (atomically).")],
+    format: Annotated[str, typer.Option("--format", help="Record format: chat.")] = "chat",
+    json: JsonOpt = False,
+) -> None:
+    """Export the prefixes of a batch (or one result directory) as training records."""
+    from replayer.export import export_chat
+
+    if format != "chat":
+        raise typer.BadParameter(f"unknown format {format!r} (supported: chat)", param_hint="--format")
+    summary = export_chat(directory, out)
+    if json:
+        _emit_json(summary.model_dump())
+    else:
+        console.print(f"{summary.records} record(s), {summary.redactions} redaction(s): {summary.out}")
 
 
 @app.command()

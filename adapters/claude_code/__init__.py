@@ -90,6 +90,12 @@ class ClaudeCodeAdapter:
             },
         )
 
+    def chat_tools(self, native: Path) -> list[dict[str, Any]]:
+        import adapters
+        from bridges.anthropic import tools_to_chat
+
+        return tools_to_chat(adapters.recorded_tools(self.name, load_pins().agents[self.name].version))
+
     def dialect(self) -> AnthropicDialect:
         return AnthropicDialect()
 

@@ -112,6 +112,12 @@ class CodexAdapter:
             continuation={"thread_id": trajectory.session_id, "rollout": str(path.relative_to(home))},
         )
 
+    def chat_tools(self, native: Path) -> list[dict[str, Any]]:
+        import adapters
+        from bridges.responses import tools_to_chat
+
+        return tools_to_chat(adapters.recorded_tools(self.name, tools.version()))
+
     # continuation -----------------------------------------------------------------------------
     def dialect(self) -> ResponsesDialect:
         return ResponsesDialect()

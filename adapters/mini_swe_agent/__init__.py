@@ -105,6 +105,17 @@ class MiniSweAgentAdapter:
         doc["messages"] = messages
         return doc
 
+    def chat_tools(self, native: Path) -> list[dict[str, Any]]:
+        """The bash tool in tool-call mode; none for the text-based models (actions in the text)."""
+        import adapters
+
+        document = json.loads((native / "home" / TRAJECTORY).read_text())
+        if not isinstance(document, dict) or document.get("trajectory_format") != "mini-swe-agent-1.1":
+            return []  # 1.x and bare lists: actions in the text
+        if document.get("info", {}).get("config", {}).get("model_type") != config.TOOLCALL:
+            return []
+        return list(adapters.recorded_tools(self.name, bundle.version()))
+
     # continuation -------------------------------------------------------------------------
     def dialect(self) -> ChatDialect:
         return ChatDialect()

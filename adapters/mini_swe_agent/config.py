@@ -17,10 +17,8 @@ LOCAL_ENV = "minisweagent.environments.local.LocalEnvironment"
 DOCKER_ENV = "minisweagent.environments.docker.DockerEnvironment"
 ENVIRONMENTS = {LOCAL_ENV, DOCKER_ENV}
 TEXTBASED = "minisweagent.models.litellm_textbased_model.LitellmTextbasedModel"
-MODELS = {
-    "minisweagent.models.litellm_model.LitellmModel",
-    TEXTBASED,
-}
+TOOLCALL = "minisweagent.models.litellm_model.LitellmModel"
+MODELS = {TOOLCALL, TEXTBASED}
 INTERACTIVE = "minisweagent.agents.interactive.InteractiveAgent"
 AGENTS = {"minisweagent.agents.default.DefaultAgent", INTERACTIVE}
 CHAT_PROVIDERS = ("openai/", "hosted_vllm/")

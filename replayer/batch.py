@@ -1,0 +1,308 @@
+"""`replayer batch`: a manifest of job sources, expanded to (trajectory, boundary, mode) jobs, each run by
+the ordinary engine into its own result directory, keyed by content so that nothing is computed twice.
+
+DIR/jobs/<key>/        the ordinary result directory of one job (present only when complete)
+DIR/outcomes/<key>.json  a refused or failed job: why (a done job needs no outcome file)
+DIR/batch.json         the summary of the last run
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from replayer.errors import BadInput, ReplayError
+from replayer.io import write_bytes_atomic
+from replayer.models import Budgets, ContinueRequest, ReplayRequest, Trajectory
+
+Mode = Literal["prepare", "replay", "continue"]
+JobStatus = Literal["done", "skipped", "refused", "failed"]
+REFUSALS = ("bad_input", "plan_refused", "confinement", "workspace")
+"""Error kinds that are refusals (the input asks for something impossible), not failures."""
+
+
+class Sample(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sample: int = Field(ge=1)
+    seed: int = 0
+
+
+class ContinueOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    upstream: str
+    upstream_key_env: str | None = None
+    boundary_prompt: str | None = None
+    max_steps: int | None = None
+    idle_timeout_s: float = 300.0
+    model: str | None = None
+    agent_env: dict[str, str] = Field(default_factory=dict)
+
+
+class ManifestEntry(BaseModel):
+    """One line of the manifest."""
+
+    model_config = ConfigDict(extra="forbid")
+    trajectory: Path
+    boundaries: Literal["all"] | list[int] | Sample = "all"
+    """"all" (every valid boundary), a list, or {"sample": k, "seed": s}."""
+
+    @field_validator("boundaries", mode="wrap")
+    @classmethod
+    def _one_of(cls, value: Any, handler: Any) -> Any:
+        if isinstance(value, dict):
+            return Sample.model_validate(value)  # its own errors name the bad field
+        if value == "all" or (isinstance(value, list) and all(type(v) is int and v >= 0 for v in value)):
+            return handler(value)
+        raise ValueError('must be "all", a list of boundaries (integers >= 0), or {"sample": k, "seed": s}')
+
+    mode: Mode = "prepare"
+    workspace: Path | None = None
+    image: str | None = None
+    allow_degraded: bool = False
+    budgets: Budgets = Field(default_factory=Budgets)
+    continuation: ContinueOptions | None = None
+
+
+class Job(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    key: str
+    line: int
+    trajectory: Path
+    boundary: int
+    mode: Mode
+    workspace: Path | None
+    image: str | None
+    allow_degraded: bool
+    budgets: Budgets
+    continuation: ContinueOptions | None
+
+    def request(self, out: Path) -> ReplayRequest:
+        cont = ContinueRequest(**self.continuation.model_dump()) if self.continuation else None
+        return ReplayRequest(
+            mode="prepare" if self.mode == "prepare" else "run",
+            trajectory=self.trajectory,
+            after_step=self.boundary,
+            out=out,
+            workspace=self.workspace,
+            image=self.image,
+            allow_degraded=self.allow_degraded,
+            budgets=self.budgets,
+            continuation=cont,
+        )
+
+
+class JobOutcome(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    key: str
+    line: int
+    trajectory: str
+    boundary: int
+    mode: Mode
+    status: JobStatus
+    error_kind: str | None = None
+    error: str | None = None
+
+
+class BatchSummary(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    jobs: int
+    done: int
+    skipped: int
+    refused: dict[str, int]
+    """Refused jobs by reason (the error text without job-specific numbers)."""
+    failed: int
+    outcomes: list[JobOutcome]
+
+
+# manifest ------------------------------------------------------------------------------------
+def read_manifest(path: Path) -> list[tuple[int, ManifestEntry]]:
+    """Every line validated up front; the first invalid one is a one-line BadInput naming it."""
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as exc:
+        raise BadInput(f"cannot read the manifest {path}: {exc.strerror}") from None
+    entries: list[tuple[int, ManifestEntry]] = []
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip() or raw.lstrip().startswith(b"#"):
+            continue
+        try:
+            entry = ManifestEntry.model_validate(orjson.loads(raw))
+        except orjson.JSONDecodeError as exc:
+            raise BadInput(f"manifest line {number}: not JSON ({exc})") from None
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "line"
+            raise BadInput(f"manifest line {number}: {where}: {first['msg']}") from None
+        base = path.parent
+        entry.trajectory = (base / entry.trajectory).absolute()
+        if entry.workspace is not None:
+            entry.workspace = (base / entry.workspace).absolute()
+        if not entry.trajectory.is_file():
+            raise BadInput(f"manifest line {number}: trajectory {entry.trajectory} does not exist")
+        if entry.mode != "prepare" and (entry.workspace is None or not entry.workspace.is_dir()):
+            raise BadInput(f"manifest line {number}: mode {entry.mode} needs an existing workspace directory")
+        if entry.mode == "continue" and entry.continuation is None:
+            raise BadInput(f"manifest line {number}: mode continue needs continuation.upstream")
+        entries.append((number, entry))
+    if not entries:
+        raise BadInput(f"the manifest {path} has no job sources")
+    return entries
+
+
+def valid_boundaries(traj: Trajectory) -> list[int]:
+    """Boundaries the plan can accept: after the last compaction, up to the last complete batch before the end."""
+    first = sum(1 for s in traj.steps if s.before_compaction)
+    last = 0
+    for step in traj.steps:
+        if not step.complete or step.final:
+            break
+        last = step.index
+    return list(range(first, last + 1))
+
+
+def _boundaries(entry: ManifestEntry, traj: Trajectory, number: int) -> list[int]:
+    valid = valid_boundaries(traj)
+    if entry.boundaries == "all":
+        return valid
+    if isinstance(entry.boundaries, Sample):
+        picked = random.Random(entry.boundaries.seed).sample(valid, min(entry.boundaries.sample, len(valid)))
+        return sorted(picked)
+    for boundary in entry.boundaries:
+        if boundary not in valid:
+            raise BadInput(
+                f"manifest line {number}: boundary {boundary} is not one of {valid[0]}..{valid[-1]}"
+            )
+    return sorted(set(entry.boundaries))
+
+
+def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) -> list[Job]:
+    """Every job, keyed by a content hash of what determines its result."""
+    from replayer.engine import load, pins_for
+    from replayer.pins import load_pins
+
+    jobs: list[Job] = []
+    for number, entry in entries:
+        try:
+            adapter, traj = load(entry.trajectory)
+        except ReplayError as exc:
+            raise BadInput(f"manifest line {number}: {exc}") from None
+        image = entry.image or load_pins().base_image.tag
+        for boundary in _boundaries(entry, traj, number):
+            identity: dict[str, Any] = {
+                "trajectory": traj.source_sha256,
+                "boundary": boundary,
+                "mode": entry.mode,
+                "image": image_ids.get(image) if entry.mode != "prepare" else None,
+                "pins": pins_for(adapter).model_dump(),
+                "options": {
+                    "workspace": str(entry.workspace) if entry.workspace else None,
+                    "allow_degraded": entry.allow_degraded,
+                    "budgets": entry.budgets.model_dump(),
+                    "continuation": entry.continuation.model_dump() if entry.continuation else None,
+                },
+            }
+            key = hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
+            jobs.append(
+                Job(
+                    key=key,
+                    line=number,
+                    trajectory=entry.trajectory,
+                    boundary=boundary,
+                    mode=entry.mode,
+                    workspace=entry.workspace,
+                    image=entry.image,
+                    allow_degraded=entry.allow_degraded,
+                    budgets=entry.budgets,
+                    continuation=entry.continuation,
+                )
+            )
+    unique = {job.key: job for job in jobs}  # the same job listed twice runs once
+    return list(unique.values())
+
+
+# running -------------------------------------------------------------------------------------
+def job_dir(out: Path, key: str) -> Path:
+    return out / "jobs" / key
+
+
+def outcome_path(out: Path, key: str) -> Path:
+    return out / "outcomes" / f"{key}.json"
+
+
+def _outcome(job: Job, status: JobStatus, exc: ReplayError | None = None) -> JobOutcome:
+    return JobOutcome(
+        key=job.key,
+        line=job.line,
+        trajectory=str(job.trajectory),
+        boundary=job.boundary,
+        mode=job.mode,
+        status=status,
+        error_kind=exc.kind if exc else None,
+        error=str(exc) if exc else None,
+    )
+
+
+def run_job(job: Job, out: Path) -> JobOutcome:
+    """One job with the ordinary engine (in a worker process or a Ray task)."""
+    from replayer.engine import execute
+
+    try:
+        execute(job.request(job_dir(out, job.key)))
+    except ReplayError as exc:
+        outcome = _outcome(job, "refused" if exc.kind in REFUSALS else "failed", exc)
+        write_bytes_atomic(outcome_path(out, job.key), orjson.dumps(outcome.model_dump(mode="json")))
+        return outcome
+    outcome_path(out, job.key).unlink(missing_ok=True)
+    return _outcome(job, "done")
+
+
+def pending(jobs: list[Job], out: Path, retry_failed: bool) -> tuple[list[Job], list[JobOutcome]]:
+    """Jobs still to run, and the outcomes of those skipped (done before, or refused/failed and not retried)."""
+    todo: list[Job] = []
+    skipped: list[JobOutcome] = []
+    for job in jobs:
+        if (job_dir(out, job.key) / "result.json").is_file():
+            skipped.append(_outcome(job, "skipped"))
+        elif outcome_path(out, job.key).is_file() and not retry_failed:
+            skipped.append(JobOutcome.model_validate_json(outcome_path(out, job.key).read_bytes()))
+        else:
+            todo.append(job)
+    return todo, skipped
+
+
+def clean_partials(out: Path) -> None:
+    """Result directories a killed worker left half-written never count: remove them."""
+    jobs = out / "jobs"
+    if jobs.is_dir():
+        for entry in jobs.iterdir():
+            if entry.name.startswith("."):
+                shutil.rmtree(entry, ignore_errors=True)
+
+
+def summarize(outcomes: list[JobOutcome]) -> BatchSummary:
+    refused: dict[str, int] = {}
+    for o in outcomes:
+        if o.status == "refused":
+            reason = _reason(o.error or "")
+            refused[reason] = refused.get(reason, 0) + 1
+    return BatchSummary(
+        jobs=len(outcomes),
+        done=sum(o.status == "done" for o in outcomes),
+        skipped=sum(o.status == "skipped" for o in outcomes),
+        refused=refused,
+        failed=sum(o.status == "failed" for o in outcomes),
+        outcomes=sorted(outcomes, key=lambda o: (o.line, o.boundary, o.key)),
+    )
+
+
+def _reason(error: str) -> str:
+    """The refusal without its job-specific details (numbers, call ids), so that reasons group."""
+    text = re.sub(r"\b(steps?|boundary|call|line) [\w.-]+", r"\1 N", error.split(";")[0])
+    return re.sub(r"\(\d+(; last complete: \d+)?\)", "(N)", text)

@@ -1,0 +1,81 @@
+"""`replayer export --format chat`: one record per prefix of every landed agent, with the tool definitions
+the pinned CLI sent on the wire and provenance; loadable with `datasets`; secrets redacted and counted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+
+from adapters import recorded_tools
+from tests.conftest import codex_fixture, main_requests, mini_fixture, replayer
+from tests.test_batch import _all_sources, _manifest
+
+
+def _batch_and_export(tmp_path: Path, manifest: Path) -> tuple[Path, list[dict]]:
+    replayer("batch", str(manifest), "-o", str(tmp_path / "out"), "-j", "2", check=True)
+    records = tmp_path / "records.jsonl"
+    replayer("export", str(tmp_path / "out"), "--format", "chat", "-o", str(records), check=True)
+    return records, [orjson.loads(line) for line in records.read_bytes().splitlines()]
+
+
+def test_every_prefix_is_a_record_that_datasets_loads(tmp_path: Path) -> None:
+    import datasets
+
+    manifest, expected = _all_sources(tmp_path)
+    path, records = _batch_and_export(tmp_path, manifest)
+    assert len(records) == expected
+    table = datasets.load_dataset("json", data_files=str(path), split="train")
+    assert table.num_rows == expected and {"messages", "tools", "metadata"} <= set(table.column_names)
+    by_agent = {r["metadata"]["agent"]: r for r in records if r["metadata"]["boundary"] == 1}
+    claude, codex = by_agent["claude_code"], by_agent["codex"]
+    mini_tools = {
+        r["metadata"]["source_sha256"]: r["tools"]
+        for r in records
+        if r["metadata"]["agent"] == "mini_swe_agent"
+    }
+    assert sorted(len(t) for t in mini_tools.values()) == [0, 0, 1], (
+        "bash in tool-call mode only (not text, not 1.x)"
+    )
+    assert {t["function"]["name"] for t in claude["tools"]} >= {"Bash", "Read", "Edit", "Write"}
+    assert [t["function"]["name"] for t in codex["tools"]][:2] == ["exec_command", "write_stdin"]
+    assert "apply_patch" in {t["function"]["name"] for t in codex["tools"]}
+    assert all(r["metadata"]["pinned_version"] for r in records)
+    assert all(m["role"] in ("system", "user", "assistant", "tool") for r in records for m in r["messages"])
+    # the chat form keeps every call paired with its result
+    for record in records:
+        calls = [c["id"] for m in record["messages"] for c in m.get("tool_calls") or []]
+        results = [m["tool_call_id"] for m in record["messages"] if m["role"] == "tool"]
+        assert calls == results, record["metadata"]
+    texts = {r["metadata"]["source_sha256"] for r in records if not r["tools"]}
+    assert texts, "text-mode mini-swe-agent trajectories offer no tools"
+
+
+def test_tool_definitions_are_the_ones_the_cli_sent() -> None:
+    sent = next(r for r in reversed(main_requests("parallel")) if r["body"].get("tools"))["body"]["tools"]
+    assert recorded_tools("claude_code", "2.1.197") == sent
+    codex_sent = orjson.loads((codex_fixture("exec") / "upstream.jsonl").read_bytes().splitlines()[-1])[
+        "body"
+    ]["tools"]
+    assert recorded_tools("codex", "0.171.0") == codex_sent
+    mini_sent = orjson.loads((mini_fixture("toolcall") / "upstream.jsonl").read_bytes().splitlines()[-1])[
+        "body"
+    ]["tools"]
+    assert recorded_tools("mini_swe_agent", "2.4.6") == mini_sent
+
+
+def test_secrets_are_redacted_and_counted(tmp_path: Path) -> None:
+    secret = "sk-ant-api03-" + "Q" * 40
+    doc = json.loads((mini_fixture("toolcall") / "trajectory.traj.json").read_text())
+    doc["messages"][3]["content"] = doc["messages"][3]["content"].replace(
+        "README.md", f"key {secret} at https://bob:hunter2@example.com/x"
+    )
+    traj = tmp_path / "secret.traj.json"
+    traj.write_text(json.dumps(doc, indent=2))
+    path, records = _batch_and_export(
+        tmp_path, _manifest(tmp_path, [{"trajectory": str(traj), "boundaries": [1]}])
+    )
+    assert secret.encode() not in path.read_bytes() and b"hunter2" not in path.read_bytes()
+    assert records[0]["metadata"]["redactions"] == 2
+    assert "[REDACTED]" in records[0]["messages"][3]["content"]
