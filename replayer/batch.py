@@ -236,7 +236,7 @@ def outcome_path(out: Path, key: str) -> Path:
     return out / "outcomes" / f"{key}.json"
 
 
-def _outcome(job: Job, status: JobStatus, exc: ReplayError | None = None) -> JobOutcome:
+def outcome_of(job: Job, status: JobStatus, kind: str | None = None, error: str | None = None) -> JobOutcome:
     return JobOutcome(
         key=job.key,
         line=job.line,
@@ -244,8 +244,8 @@ def _outcome(job: Job, status: JobStatus, exc: ReplayError | None = None) -> Job
         boundary=job.boundary,
         mode=job.mode,
         status=status,
-        error_kind=exc.kind if exc else None,
-        error=str(exc) if exc else None,
+        error_kind=kind,
+        error=error,
     )
 
 
@@ -256,11 +256,11 @@ def run_job(job: Job, out: Path) -> JobOutcome:
     try:
         execute(job.request(job_dir(out, job.key)))
     except ReplayError as exc:
-        outcome = _outcome(job, "refused" if exc.kind in REFUSALS else "failed", exc)
+        outcome = outcome_of(job, "refused" if exc.kind in REFUSALS else "failed", exc.kind, str(exc))
         write_bytes_atomic(outcome_path(out, job.key), orjson.dumps(outcome.model_dump(mode="json")))
         return outcome
     outcome_path(out, job.key).unlink(missing_ok=True)
-    return _outcome(job, "done")
+    return outcome_of(job, "done")
 
 
 def pending(jobs: list[Job], out: Path, retry_failed: bool) -> tuple[list[Job], list[JobOutcome]]:
@@ -269,7 +269,7 @@ def pending(jobs: list[Job], out: Path, retry_failed: bool) -> tuple[list[Job], 
     skipped: list[JobOutcome] = []
     for job in jobs:
         if (job_dir(out, job.key) / "result.json").is_file():
-            skipped.append(_outcome(job, "skipped"))
+            skipped.append(outcome_of(job, "skipped"))
         elif outcome_path(out, job.key).is_file() and not retry_failed:
             skipped.append(JobOutcome.model_validate_json(outcome_path(out, job.key).read_bytes()))
         else:

@@ -8,23 +8,14 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from replayer.batch import Job, JobOutcome, run_job
+from replayer.batch import Job, JobOutcome, outcome_of, run_job
 from replayer.errors import SandboxError
 
 OnDone = Callable[[JobOutcome], None]
 
 
 def _died(job: Job, why: str) -> JobOutcome:
-    return JobOutcome(
-        key=job.key,
-        line=job.line,
-        trajectory=str(job.trajectory),
-        boundary=job.boundary,
-        mode=job.mode,
-        status="failed",
-        error_kind="worker",
-        error=why,
-    )
+    return outcome_of(job, "failed", "worker", why)
 
 
 def run_local(jobs: list[Job], out: Path, workers: int, on_done: OnDone) -> None:
