@@ -249,12 +249,30 @@ def outcome_of(job: Job, status: JobStatus, kind: str | None = None, error: str 
     )
 
 
+_PARSED: dict[tuple[str, int, int], tuple[Any, Trajectory]] = {}
+"""This process's last parses: the jobs of one trajectory that land in one worker share its parse."""
+_PARSED_MAX = 2
+
+
+def _parsed(path: Path) -> tuple[Any, Trajectory]:
+    from replayer.engine import load
+
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _PARSED:
+        while len(_PARSED) >= _PARSED_MAX:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[key] = load(path)
+    return _PARSED[key]
+
+
 def run_job(job: Job, out: Path) -> JobOutcome:
     """One job with the ordinary engine (in a worker process or a Ray task)."""
     from replayer.engine import execute
 
     try:
-        execute(job.request(job_dir(out, job.key)))
+        adapter, traj = _parsed(job.trajectory)
+        execute(job.request(job_dir(out, job.key)), adapter=adapter, trajectory=traj)
     except ReplayError as exc:
         outcome = outcome_of(job, "refused" if exc.kind in REFUSALS else "failed", exc.kind, str(exc))
         write_bytes_atomic(outcome_path(out, job.key), orjson.dumps(outcome.model_dump(mode="json")))

@@ -49,13 +49,16 @@ def pins_for(adapter: Adapter) -> Pins:
     )
 
 
-def execute(request: ReplayRequest, adapter: Adapter | None = None) -> ReplayResult:
-    """`adapter` overrides detection (tests inject faults through it)."""
+def execute(
+    request: ReplayRequest, adapter: Adapter | None = None, trajectory: Trajectory | None = None
+) -> ReplayResult:
+    """`adapter` overrides detection (tests inject faults through it); `trajectory` is an earlier parse of
+    `request.trajectory` by that adapter (batches share one parse between the jobs of a trajectory)."""
     started = time.monotonic()
     if adapter is None:
         adapter, traj = load(request.trajectory)
     else:
-        traj = adapter.parse(request.trajectory)
+        traj = trajectory if trajectory is not None else adapter.parse(request.trajectory)
     parse_s = time.monotonic() - started
     plan = make_plan(
         adapter, traj, request.after_step, request.allow_degraded, executes=request.mode == "run"
