@@ -334,15 +334,18 @@ def _image_ids(tags: set[str | None]) -> dict[str, str]:
 def export(
     directory: Path,
     out: Annotated[Path, typer.Option("--out", "-o", help="The JSONL file to write (atomically).")],
-    format: Annotated[str, typer.Option("--format", help="Record format: chat.")] = "chat",
+    format: Annotated[
+        str, typer.Option("--format", help="Record format: chat or atif (ATIF v1.7).")
+    ] = "chat",
     json: JsonOpt = False,
 ) -> None:
     """Export the prefixes of a batch (or one result directory) as training records."""
-    from replayer.export import export_chat
+    from replayer.export import export_atif, export_chat
 
-    if format != "chat":
-        raise typer.BadParameter(f"unknown format {format!r} (supported: chat)", param_hint="--format")
-    summary = export_chat(directory, out)
+    exporters = {"chat": export_chat, "atif": export_atif}
+    if format not in exporters:
+        raise typer.BadParameter(f"unknown format {format!r} (supported: chat, atif)", param_hint="--format")
+    summary = exporters[format](directory, out)
     if json:
         _emit_json(summary.model_dump())
     else:

@@ -1,4 +1,5 @@
-"""`replayer export DIR --format chat --out FILE`: one training record per prefix, in OpenAI chat form.
+"""`replayer export DIR --format chat|atif --out FILE`: one training record per prefix, in OpenAI chat form
+or as an ATIF v1.7 trajectory (Harbor's format) built from the same record.
 
 A record is {"messages", "tools", "metadata"}: the rebuilt prefix (expected_prefix.json) through the
 agent's dialect, the tool definitions the pinned CLI sent on the wire (recorded data), and provenance.
@@ -99,3 +100,85 @@ def export_chat(root: Path, out: Path) -> ExportSummary:
     return ExportSummary(
         records=len(records), redactions=sum(r["metadata"]["redactions"] for r in records), out=str(out)
     )
+
+
+ATIF_VERSION = "ATIF-v1.7"
+
+
+def atif_steps(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat-form messages as ATIF steps: an agent step carries its tool calls and, as its observation,
+    the results that answer them. Every step of a replayed prefix is copied context (`is_copied_context`)."""
+    steps: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            owner = next((s for s in reversed(steps) if s["source"] == "agent" and s.get("tool_calls")), None)
+            ids = {c["tool_call_id"] for c in owner["tool_calls"]} if owner else set()
+            if owner is None or message.get("tool_call_id") not in ids:
+                continue  # a result without its call: the chat form dropped nothing else
+            result = {"source_call_id": message.get("tool_call_id"), "content": message.get("content") or ""}
+            owner.setdefault("observation", {"results": []})["results"].append(result)
+            continue
+        step: dict[str, Any] = {
+            "step_id": len(steps) + 1,
+            "source": {"assistant": "agent", "system": "system"}.get(str(role), "user"),
+            "message": message.get("content") or "",
+            "is_copied_context": True,
+        }
+        calls = message.get("tool_calls") or []
+        if role == "assistant" and calls:
+            step["tool_calls"] = [
+                {
+                    "tool_call_id": c.get("id"),
+                    "function_name": c.get("function", {}).get("name"),
+                    "arguments": _arguments(c.get("function", {}).get("arguments")),
+                }
+                for c in calls
+            ]
+        steps.append(step)
+    return steps
+
+
+def _arguments(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = orjson.loads(raw or "{}")
+    except orjson.JSONDecodeError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_raw": value}
+
+
+def atif_record(job: Path) -> dict[str, Any]:
+    """One ATIF v1.7 trajectory for one prefix, built from its chat record (same redaction, same provenance)."""
+    record = chat_record(job)
+    metadata = record["metadata"]
+    steps = atif_steps(record["messages"])
+    return {
+        "schema_version": ATIF_VERSION,
+        "trajectory_id": metadata["job"],
+        "session_id": ReplayResult.model_validate_json((job / "result.json").read_bytes()).session_id,
+        "agent": {
+            "name": metadata["agent"],
+            "version": metadata["pinned_version"] or metadata["agent_version"] or "unknown",
+            "tool_definitions": record["tools"],
+        },
+        "steps": steps,
+        "notes": "A replayed prefix rebuilt by sandbox-replayer: every step is copied context.",
+        "final_metrics": {"total_steps": len(steps)},
+        "extra": {"sandbox_replayer": metadata},
+    }
+
+
+def export_atif(root: Path, out: Path) -> ExportSummary:
+    records = [atif_record(job) for job in result_dirs(root)]
+    records.sort(
+        key=lambda r: (
+            r["extra"]["sandbox_replayer"]["source_sha256"],
+            r["extra"]["sandbox_replayer"]["boundary"],
+            r["trajectory_id"],
+        )
+    )
+    write_bytes_atomic(out, b"".join(orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in records))
+    redactions = sum(r["extra"]["sandbox_replayer"]["redactions"] for r in records)
+    return ExportSummary(records=len(records), redactions=redactions, out=str(out))

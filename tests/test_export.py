@@ -79,3 +79,28 @@ def test_secrets_are_redacted_and_counted(tmp_path: Path) -> None:
     assert secret.encode() not in path.read_bytes() and b"hunter2" not in path.read_bytes()
     assert records[0]["metadata"]["redactions"] == 2
     assert "[REDACTED]" in records[0]["messages"][3]["content"]
+
+
+def test_atif_records_are_valid_v1_7_trajectories(tmp_path: Path) -> None:
+    import datasets
+
+    from tests.support.atif import Trajectory
+
+    manifest, expected = _all_sources(tmp_path)
+    replayer("batch", str(manifest), "-o", str(tmp_path / "out"), "-j", "2", check=True)
+    path = tmp_path / "atif.jsonl"
+    replayer("export", str(tmp_path / "out"), "--format", "atif", "-o", str(path), check=True)
+    trajectories = [Trajectory.model_validate_json(line) for line in path.read_bytes().splitlines()]
+    assert len(trajectories) == expected
+    assert {t.agent.name for t in trajectories} == {"claude_code", "codex", "mini_swe_agent"}
+    calls = sum(len(s.tool_calls or []) for t in trajectories for s in t.steps)
+    results = sum(len(s.observation.results) for t in trajectories for s in t.steps if s.observation)
+    assert calls == results > 0, "every call is answered in its own step"
+    assert all(s.is_copied_context for t in trajectories for s in t.steps)
+    assert datasets.load_dataset("json", data_files=str(path), split="train").num_rows == expected
+    chat = tmp_path / "chat.jsonl"
+    replayer("export", str(tmp_path / "out"), "-o", str(chat), check=True)
+    for line, trajectory in zip(chat.read_bytes().splitlines(), trajectories, strict=True):
+        record = orjson.loads(line)
+        assert trajectory.trajectory_id == record["metadata"]["job"], "the same order in both formats"
+        assert (trajectory.extra or {})["sandbox_replayer"] == record["metadata"]
