@@ -87,6 +87,11 @@ class Adapter(Protocol):
         `dest/home` is the agent home; reruns may already have written side files there."""
         ...
 
+    def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
+        """The continued conversation (the boundary's prefix and what followed) in this agent's wire form,
+        from the cleaned continued native session; None when the job did not continue."""
+        ...
+
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         """The tool definitions the pinned CLI offers with this rebuilt session, in chat form (recorded data)."""
         ...

@@ -68,8 +68,10 @@ def chat_record(job: Path) -> dict[str, Any]:
     result = ReplayResult.model_validate_json((job / "result.json").read_bytes())
     adapter = adapters.by_name(result.agent)
     prefix = orjson.loads((job / result.expected_prefix).read_bytes())
-    messages = adapter.dialect().to_chat(prefix)
+    dialect = adapter.dialect()
+    messages = dialect.to_chat(prefix)
     cont = result.continuation
+    continued = adapter.continued_prefix(job) if cont else None
     metadata = {
         "source_sha256": result.source_sha256,
         "boundary": result.after_step,
@@ -84,6 +86,15 @@ def chat_record(job: Path) -> dict[str, Any]:
         "image_id": result.image_id,
         "job": job.name,
     }
+    if cont is not None:
+        metadata["continuation"] = {
+            "agent_status": cont.agent_status,
+            "steps_used": cont.steps_used,
+            "model": cont.model,
+            "prefix_messages": len(messages),
+        }
+        if continued is not None:
+            messages = dialect.to_chat(continued)  # the prefix, then what the agent did from the boundary
     record, count = redact(
         {"messages": messages, "tools": adapter.chat_tools(job / "native"), "metadata": metadata}
     )

@@ -173,3 +173,44 @@ def test_the_same_batch_on_a_local_ray_cluster(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert orjson.loads(proc.stdout)["done"] == expected
     assert _prefixes(tmp_path / "ray") == _prefixes(local)
+
+
+def test_a_killed_worker_loses_only_its_job_and_refusals_are_retried_on_request(tmp_path: Path) -> None:
+    import psutil
+
+    manifest, expected = _all_sources(tmp_path)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replayer.cli", "batch", str(manifest), "-o", str(out), "-j", "1", "--json"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list((out / "jobs").glob("[!.]*"))) < 3:
+        time.sleep(0.05)
+    workers = [
+        c for c in psutil.Process(proc.pid).children(recursive=True) if "spawn" in " ".join(c.cmdline())
+    ]
+    assert workers, "the pool runs in worker processes"
+    workers[0].kill()
+    proc.communicate(timeout=120)
+    assert not (out / "outcomes").exists() or not any(
+        b"worker" in p.read_bytes() for p in (out / "outcomes").iterdir()
+    ), "jobs the dead worker never finished are not recorded as failed on disk"
+    resumed = orjson.loads(replayer("batch", str(manifest), "-o", str(out), "--json").stdout)
+    assert resumed["done"] + resumed["skipped"] == expected and resumed["failed"] == 0
+    # a refusal is kept, and rerun only with --retry-failed
+    refused = _manifest(
+        tmp_path, [{"trajectory": str(mini_fixture("v1") / "trajectory.traj.json"), "boundaries": [1]}]
+    )
+    first = orjson.loads(replayer("batch", str(refused), "-o", str(tmp_path / "r"), "--json").stdout)
+    assert sum(first["refused"].values()) == 1
+    outcome = next((tmp_path / "r" / "outcomes").iterdir())
+    before = outcome.stat().st_mtime_ns
+    again = orjson.loads(replayer("batch", str(refused), "-o", str(tmp_path / "r"), "--json").stdout)
+    assert sum(again["refused"].values()) == 1 and outcome.stat().st_mtime_ns == before, "not rerun"
+    retried = orjson.loads(
+        replayer("batch", str(refused), "-o", str(tmp_path / "r"), "--json", "--retry-failed").stdout
+    )
+    assert sum(retried["refused"].values()) == 1 and outcome.stat().st_mtime_ns > before, "rerun on request"

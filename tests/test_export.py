@@ -104,3 +104,57 @@ def test_atif_records_are_valid_v1_7_trajectories(tmp_path: Path) -> None:
         record = orjson.loads(line)
         assert trajectory.trajectory_id == record["metadata"]["job"], "the same order in both formats"
         assert (trajectory.extra or {})["sandbox_replayer"] == record["metadata"]
+
+
+def test_continued_jobs_export_the_prefix_and_what_followed(tmp_path: Path) -> None:
+    from tests.conftest import fixture_dir
+    from tests.support.continuing import KEY
+    from tests.support.upstream import Script, ScriptedUpstream, TextBlock, Turn
+
+    sources = [
+        (fixture_dir("parallel") / "session.jsonl", fixture_dir("parallel") / "workspace"),
+        (codex_fixture("exec") / "rollout.jsonl", codex_fixture("exec") / "workspace"),
+        (mini_fixture("toolcall") / "trajectory.traj.json", mini_fixture("toolcall") / "workspace"),
+    ]
+    script = Script(turns=[Turn(blocks=[TextBlock(text="All done here.")], repeat=True)])
+    with ScriptedUpstream(script, expected_key=KEY) as upstream:
+        options = {"upstream": upstream.url, "max_steps": 1, "upstream_key_env": "EXPORT_TEST_KEY"}
+        options["agent_env"] = {"CLAUDE_CODE_MAX_RETRIES": "0", "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1"}
+        lines = [
+            {
+                "trajectory": str(t),
+                "boundaries": [1],
+                "mode": "continue",
+                "workspace": str(w),
+                "continuation": options,
+            }
+            for t, w in sources
+        ]
+        manifest = _manifest(tmp_path, lines)
+        proc = replayer(
+            "batch",
+            str(manifest),
+            "-o",
+            str(tmp_path / "out"),
+            "-j",
+            "1",
+            "--json",
+            env={"EXPORT_TEST_KEY": KEY},
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert orjson.loads(proc.stdout)["done"] == 3
+    path = tmp_path / "records.jsonl"
+    replayer("export", str(tmp_path / "out"), "-o", str(path), check=True)
+    import adapters
+
+    for line in path.read_bytes().splitlines():
+        record = orjson.loads(line)
+        meta = record["metadata"]
+        job = tmp_path / "out" / "jobs" / meta["job"]
+        expected = orjson.loads((job / "expected_prefix.json").read_bytes())
+        prefix = adapters.by_name(meta["agent"]).dialect().to_chat(expected)
+        assert meta["mode"] == "continue" and meta["continuation"]["steps_used"] == 1, meta
+        assert meta["continuation"]["prefix_messages"] == len(prefix)
+        assert record["messages"][: len(prefix)] == prefix, meta["agent"]
+        assert len(record["messages"]) > len(prefix), "the continuation follows the prefix"
+        assert KEY not in line.decode()

@@ -90,6 +90,13 @@ class ClaudeCodeAdapter:
             },
         )
 
+    def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
+        path = result_dir / "continued" / "session.jsonl"
+        if not path.is_file():
+            return None
+        native: session.Native = session.parse(path)._native
+        return wire.to_messages(native.items)
+
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         import adapters
         from bridges.anthropic import tools_to_chat

@@ -112,6 +112,14 @@ class CodexAdapter:
             continuation={"thread_id": trajectory.session_id, "rollout": str(path.relative_to(home))},
         )
 
+    def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
+        path = result_dir / "continued" / "rollout.jsonl"
+        if not path.is_file():
+            return None
+        continued: rollout.Native = rollout.parse(path)._native
+        kept = [r for r in continued.records if r.get("type") in rollout.KEPT_TYPES]
+        return rollout.wire_input(continued, kept)
+
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         import adapters
         from bridges.responses import tools_to_chat

@@ -105,6 +105,13 @@ class MiniSweAgentAdapter:
         doc["messages"] = messages
         return doc
 
+    def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
+        path = result_dir / "continued" / TRAJECTORY
+        if not path.is_file():
+            return None
+        messages = json.loads(path.read_text()).get("messages", [])
+        return native_format.to_wire([m for m in messages if m.get("role") != "exit"])
+
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         """The bash tool in tool-call mode; none for the text-based models (actions in the text)."""
         import adapters
