@@ -5,12 +5,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
+import orjson
 from pydantic import BaseModel, ConfigDict
 
 from bridges.core import Dialect, Gate
 from replayer.io import Workspace
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from sandboxes.base import Sandbox
+
+
+def stdout_events(stdout: bytes) -> list[dict[str, Any]]:
+    """The JSON objects an agent printed one per line (other lines, such as warnings, are skipped)."""
+    events = []
+    for line in stdout.splitlines():
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
 
 
 class Rebuild(BaseModel):

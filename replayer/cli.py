@@ -271,9 +271,7 @@ def batch(
     from replayer.io import write_bytes_atomic
 
     entries = batch_jobs.read_manifest(manifest)
-    images = {e.image for _, e in entries if e.mode != "prepare"} | (
-        {None} if any(e.mode != "prepare" and not e.image for _, e in entries) else set()
-    )
+    images = {e.image for _, e in entries if e.mode != "prepare"}  # None: the default image
     jobs = batch_jobs.expand(entries, _image_ids(images))
     out.mkdir(parents=True, exist_ok=True)
     batch_jobs.clean_partials(out)

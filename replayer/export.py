@@ -65,7 +65,10 @@ def redact(value: Any) -> tuple[Any, int]:
 
 
 def chat_record(job: Path) -> dict[str, Any]:
-    result = ReplayResult.model_validate_json((job / "result.json").read_bytes())
+    return _chat_record(job, ReplayResult.model_validate_json((job / "result.json").read_bytes()))
+
+
+def _chat_record(job: Path, result: ReplayResult) -> dict[str, Any]:
     adapter = adapters.by_name(result.agent)
     prefix = orjson.loads((job / result.expected_prefix).read_bytes())
     dialect = adapter.dialect()
@@ -162,13 +165,14 @@ def _arguments(raw: Any) -> dict[str, Any]:
 
 def atif_record(job: Path) -> dict[str, Any]:
     """One ATIF v1.7 trajectory for one prefix, built from its chat record (same redaction, same provenance)."""
-    record = chat_record(job)
+    result = ReplayResult.model_validate_json((job / "result.json").read_bytes())
+    record = _chat_record(job, result)
     metadata = record["metadata"]
     steps = atif_steps(record["messages"])
     return {
         "schema_version": ATIF_VERSION,
         "trajectory_id": metadata["job"],
-        "session_id": ReplayResult.model_validate_json((job / "result.json").read_bytes()).session_id,
+        "session_id": result.session_id,
         "agent": {
             "name": metadata["agent"],
             "version": metadata["pinned_version"] or metadata["agent_version"] or "unknown",

@@ -13,11 +13,11 @@ import tempfile
 import uuid
 from pathlib import Path
 
-import orjson
 from pydantic import BaseModel, ConfigDict
 
 from replayer.pins import load_pins
 from tests.support.claude_cli import CWD, run_claude
+from tests.support.recording import seed, write_fixture
 from tests.support.upstream import Script, TextBlock, ToolUseBlock, Turn
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "claude_code"
@@ -242,18 +242,13 @@ def capture_snapshot() -> Path:
 def _run_scenario(scenario: Scenario, state: Path) -> tuple[Path, list[bytes], list[dict]]:
     """Run the scenario's prompts with the real CLI; returns (home, stdout per prompt, upstream log)."""
     session_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"sandbox-replayer/{scenario.name}"))
-    workspace, home, socks = state / "workspace", state / "home", state / "sock"
-    for d in (workspace, home, socks):
-        d.mkdir()
-    for rel, text in scenario.files.items():
-        (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
-        (workspace / rel).write_text(text)
-    shutil.copytree(workspace, state / "initial")
+    paths = seed(state, scenario.files, "home", "sock")
+    home = paths["home"]
     stdout, log = run_claude(
         prompts=scenario.prompts,
-        workspace=workspace,
+        workspace=paths["workspace"],
         home=home,
-        sockets=socks,
+        sockets=paths["sock"],
         script=scenario.script,
         session_id=session_id,
         resume_first=False,
@@ -262,32 +257,24 @@ def _run_scenario(scenario: Scenario, state: Path) -> tuple[Path, list[bytes], l
 
 
 def record(scenario: Scenario, dest: Path) -> Path:
-    pin = load_pins().agents["claude_code"]
     with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
         state = Path(tmp)
         home, stdout, log = _run_scenario(scenario, state)
         sessions = list((home / ".claude" / "projects").rglob("*.jsonl"))
         if len(sessions) != 1:
             raise RuntimeError(f"expected one session file, found {sessions}")
-        out = dest / scenario.name
-        if out.exists():
-            shutil.rmtree(out)
-        out.mkdir(parents=True)
-        shutil.copytree(state / "initial", out / "workspace")
-        shutil.copy(sessions[0], out / "session.jsonl")
-        (out / "stdout.jsonl").write_bytes(b"".join(stdout))
-        (out / "upstream.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in log))
-        meta = {
-            "scenario": scenario.name,
-            "agent": "claude_code",
-            "cli_package": pin.package,
-            "cli_version": pin.version,
-            "session_id": sessions[0].stem,
-            "project_dir": str(sessions[0].parent.relative_to(home)),
-            "prompts": scenario.prompts,
-        }
-        (out / "meta.json").write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
-    return out
+        files = {"session.jsonl": sessions[0].read_bytes(), "stdout.jsonl": b"".join(stdout)}
+        return write_fixture(
+            dest,
+            scenario.name,
+            "claude_code",
+            state,
+            files,
+            log,
+            session_id=sessions[0].stem,
+            project_dir=str(sessions[0].parent.relative_to(home)),
+            prompts=scenario.prompts,
+        )
 
 
 def main() -> None:

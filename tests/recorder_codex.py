@@ -7,15 +7,14 @@ the initial workspace, the rollout the CLI wrote, its --json stdout and the upst
 from __future__ import annotations
 
 import argparse
-import shutil
 import tempfile
 from pathlib import Path
 
-import orjson
 from pydantic import BaseModel, ConfigDict
 
 from replayer.pins import load_pins
 from tests.support.codex_cli import MODEL, run_codex
+from tests.support.recording import seed, write_fixture
 from tests.support.upstream import CustomToolBlock, Script, TextBlock, ToolUseBlock, Turn
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "codex"
@@ -175,40 +174,30 @@ def scenarios() -> list[Scenario]:
 
 
 def record(scenario: Scenario, dest: Path) -> Path:
-    pin = load_pins().agents["codex"]
     with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
         state = Path(tmp)
-        workspace, home, socks = state / "workspace", state / "home", state / "sock"
-        for d in (workspace, home, socks):
-            d.mkdir()
-        for rel, text in scenario.files.items():
-            (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
-            (workspace / rel).write_text(text)
-        shutil.copytree(workspace, state / "initial")
+        paths = seed(state, scenario.files, "home", "sock")
         stdout, log = run_codex(
-            prompts=scenario.prompts, workspace=workspace, home=home, sockets=socks, script=scenario.script
+            prompts=scenario.prompts,
+            workspace=paths["workspace"],
+            home=paths["home"],
+            sockets=paths["sock"],
+            script=scenario.script,
         )
-        rollouts = list((home / ".codex" / "sessions").rglob("rollout-*.jsonl"))
+        rollouts = list((paths["home"] / ".codex" / "sessions").rglob("rollout-*.jsonl"))
         if len(rollouts) != 1:
             raise RuntimeError(f"expected one rollout, found {rollouts}")
-        out = dest / scenario.name
-        if out.exists():
-            shutil.rmtree(out)
-        out.mkdir(parents=True)
-        shutil.copytree(state / "initial", out / "workspace")
-        shutil.copy(rollouts[0], out / "rollout.jsonl")
-        (out / "stdout.jsonl").write_bytes(b"".join(stdout))
-        (out / "upstream.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in log))
-        meta = {
-            "scenario": scenario.name,
-            "agent": "codex",
-            "cli_package": pin.package,
-            "cli_version": pin.version,
-            "rollout_name": rollouts[0].name,
-            "prompts": scenario.prompts,
-        }
-        (out / "meta.json").write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
-    return out
+        files = {"rollout.jsonl": rollouts[0].read_bytes(), "stdout.jsonl": b"".join(stdout)}
+        return write_fixture(
+            dest,
+            scenario.name,
+            "codex",
+            state,
+            files,
+            log,
+            rollout_name=rollouts[0].name,
+            prompts=scenario.prompts,
+        )
 
 
 ENV_CAPTURE = "env | sort > /home/replay/captured-env.txt"
@@ -222,17 +211,15 @@ def capture_env() -> Path:
 
     script = Script(model=MODEL, turns=[_turn(_exec("env", 1, ENV_CAPTURE)), _turn(TextBlock(text="ok"))])
     with tempfile.TemporaryDirectory(prefix="record-env-") as tmp:
-        state = Path(tmp)
-        for d in ("workspace", "home", "sock"):
-            (state / d).mkdir()
+        paths = seed(Path(tmp), {}, "home", "sock")
         run_codex(
             prompts=["env"],
-            workspace=state / "workspace",
-            home=state / "home",
-            sockets=state / "sock",
+            workspace=paths["workspace"],
+            home=paths["home"],
+            sockets=paths["sock"],
             script=script,
         )
-        lines = (state / "home" / "captured-env.txt").read_text().splitlines()
+        lines = (paths["home"] / "captured-env.txt").read_text().splitlines()
     dest = env_path(load_pins().agents["codex"].version)
     dest.parent.mkdir(parents=True, exist_ok=True)
     kept = [line for line in lines if not line.startswith(SHELL_SET) and "KEY" not in line.split("=", 1)[0]]

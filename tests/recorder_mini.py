@@ -8,16 +8,15 @@ its stdout and the upstream's log of every request it received.
 from __future__ import annotations
 
 import argparse
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
-import orjson
 from pydantic import BaseModel, ConfigDict
 
 from replayer.pins import load_pins
 from tests.support.mini_cli import run_mini
+from tests.support.recording import seed, write_fixture
 from tests.support.upstream import Script, TextBlock, ToolUseBlock, Turn
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "mini_swe_agent"
@@ -142,47 +141,22 @@ def scenarios() -> list[Scenario]:
 
 
 def record(scenario: Scenario, dest: Path) -> Path:
-    pin = (
-        load_pins()
-        .agents["mini_swe_agent"]
-        .model_copy(update={"version": scenario.mini_version} if scenario.mini_version else {})
-    )
     with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
         state = Path(tmp)
-        workspace, work, socks = state / "workspace", state / "work", state / "sock"
-        for d in (workspace, work, socks):
-            d.mkdir()
-        for rel, text in scenario.files.items():
-            (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
-            (workspace / rel).write_text(text)
-        shutil.copytree(workspace, state / "initial")
+        paths = seed(state, scenario.files, "work", "sock")
         stdout, log = run_mini(
             task=scenario.task,
             config=scenario.config,
-            workspace=workspace,
-            work=work,
-            sockets=socks,
+            workspace=paths["workspace"],
+            work=paths["work"],
+            sockets=paths["sock"],
             script=scenario.script,
             v1_venv=older_venv(scenario.mini_version) if scenario.mini_version else None,
         )
-        out = dest / scenario.name
-        if out.exists():
-            shutil.rmtree(out)
-        out.mkdir(parents=True)
-        shutil.copytree(state / "initial", out / "workspace")
-        shutil.copy(work / "out.traj.json", out / "trajectory.traj.json")
-        (out / "stdout.log").write_bytes(stdout)
-        (out / "upstream.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in log))
-        meta = {
-            "scenario": scenario.name,
-            "agent": "mini_swe_agent",
-            "cli_package": pin.package,
-            "cli_version": pin.version,
-            "task": scenario.task,
-            "config": scenario.config,
-        }
-        (out / "meta.json").write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
-    return out
+        files = {"trajectory.traj.json": (paths["work"] / "out.traj.json").read_bytes(), "stdout.log": stdout}
+        version = {"cli_version": scenario.mini_version} if scenario.mini_version else {}
+        meta = {"task": scenario.task, "config": scenario.config, **version}
+        return write_fixture(dest, scenario.name, "mini_swe_agent", state, files, log, **meta)
 
 
 def main() -> None:

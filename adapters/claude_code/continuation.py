@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from adapters.base import stdout_events
 from adapters.claude_code import envelope, tools
 from adapters.claude_code.chain import CHAIN_TYPES, Record
 from adapters.claude_code.session import Native, project_dir_name
@@ -129,11 +130,5 @@ def finish(
 
 def reported_failure(stdout: bytes) -> bool:
     """The stream-json `result` event says the run failed."""
-    for line in reversed(stdout.splitlines()):
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(event, dict) and event.get("type") == "result":
-            return bool(event.get("is_error"))
-    return False
+    result = next((e for e in reversed(stdout_events(stdout)) if e.get("type") == "result"), None)
+    return bool(result.get("is_error")) if result else False

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 
-from adapters.base import Launch
+from adapters.base import Launch, stdout_events
 from adapters.codex import rollout, tools
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Trajectory
@@ -34,21 +34,9 @@ def command(traj: Trajectory, launch: Launch, recorded_model: str | None) -> tup
     return ["bash", "-c", 'exec "$@" </dev/null', "codex", *argv], env
 
 
-def events(stdout: bytes) -> list[dict]:
-    out = []
-    for line in stdout.splitlines():
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(event, dict):
-            out.append(event)
-    return out
-
-
 def status(traj: Trajectory, stdout: bytes) -> AgentStatus:
     """completed only for the rebuilt thread (the CLI silently starts a new session on some mistakes)."""
-    seen = events(stdout)
+    seen = stdout_events(stdout)
     started = next((e for e in seen if e.get("type") == "thread.started"), None)
     if started is None or started.get("thread_id") != traj.session_id:
         return "agent_error"

@@ -170,7 +170,7 @@ def _steps(
         elif kind in OUTPUT_TYPES or (kind == "message" and payload.get("role") == "user"):
             close_batch()
     close_batch()
-    return steps, ends, {c: i for c, i in outputs_at.items()}
+    return steps, ends, outputs_at
 
 
 def _call(records: list[Record], at: int, outputs_at: dict[str, int]) -> ToolCall:

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from adapters.base import Launch, Rebuild
+from adapters.base import Launch, Rebuild, stdout_events
 from adapters.mini_swe_agent import bundle, config
 from adapters.mini_swe_agent import trajectory as native_format
 from adapters.mini_swe_agent.rerun import MiniRerunner, companion_argv
@@ -149,14 +149,8 @@ class MiniSweAgentAdapter:
         return argv, bundle.base_env()
 
     def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
-        for line in reversed(stdout.splitlines()):
-            try:
-                event = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(event, dict) and event.get("type") == "exit":
-                return _STATUS.get(str(event.get("exit_status")), "agent_error")
-        return "agent_error"
+        exit_event = next((e for e in reversed(stdout_events(stdout)) if e.get("type") == "exit"), None)
+        return _STATUS.get(str(exit_event.get("exit_status")), "agent_error") if exit_event else "agent_error"
 
     def finish_continuation(
         self,

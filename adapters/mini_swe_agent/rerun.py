@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import time
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,10 @@ _STEP_MARGIN_S = 60.0
 SOCKET = "companion.sock"
 
 
+def _add(a: tuple[int, float], b: tuple[int, float]) -> tuple[int, float]:
+    return a[0] + b[0], a[1] + b[1]
+
+
 def companion_argv(mode: str, spec: str, *extra: str) -> list[str]:
     return [bundle.python(), f"{bundle.COMPANION_MOUNT}/mini_companion.py", mode, spec, *extra]
 
@@ -37,6 +42,8 @@ class MiniRerunner:
         self.step_of = {c.id: s.index for s in trajectory.steps for c in s.calls}
         self.calls = {s.index: s.calls for s in trajectory.steps}
         self.fresh: dict[str, Observation] = {}
+        self.totals = list(accumulate((calls_and_cost([m]) for m in self.native.messages), _add))
+        """(n_calls, cost) through each message: the agent's counters when that message was added."""
         companion_config = config.companion_config(self.native, output_path=None)
         spec = {"version": bundle.version(), "config": companion_config}
         write_bytes_atomic(work / "serve.json", orjson.dumps(spec))
@@ -82,7 +89,7 @@ class MiniRerunner:
         if self.native.format != "mini-swe-agent-1.1":  # 1.x kept no actions: the parsed ones
             actions = [dict(c.input) for c in self.calls[index]]
             message = {**message, "extra": {**(message.get("extra") or {}), "actions": actions}}
-        n_calls, cost = calls_and_cost(self.native.messages[: start + 1])
+        n_calls, cost = self.totals[start]
         calls = self.calls[index]
         self.sock.settimeout(len(calls) * (self.step_timeout_s + 5) + _STEP_MARGIN_S)
         try:

@@ -1,0 +1,46 @@
+"""What every fixture recorder does around the real agent run: seed the run's folders, then write the fixture."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from replayer.pins import load_pins
+
+
+def seed(state: Path, files: dict[str, str], *folders: str) -> dict[str, Path]:
+    """The workspace (with the scenario's files, copied as `state/initial`) and the other named folders."""
+    paths = {name: state / name for name in ("workspace", *folders)}
+    for path in paths.values():
+        path.mkdir()
+    for rel, text in files.items():
+        (paths["workspace"] / rel).parent.mkdir(parents=True, exist_ok=True)
+        (paths["workspace"] / rel).write_text(text)
+    shutil.copytree(paths["workspace"], state / "initial")
+    return paths
+
+
+def write_fixture(
+    dest: Path, scenario: str, agent: str, state: Path, files: dict[str, bytes], log: list[dict], **meta: Any
+) -> Path:
+    """dest/<scenario>/: the initial workspace, the agent's files, the upstream log and meta.json (with the pin)."""
+    pin = load_pins().agents[agent]
+    out = dest / scenario
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    shutil.copytree(state / "initial", out / "workspace")
+    for name, data in files.items():
+        (out / name).write_bytes(data)
+    (out / "upstream.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in log))
+    head = {
+        "scenario": scenario,
+        "agent": agent,
+        "cli_package": pin.package,
+        "cli_version": meta.pop("cli_version", pin.version),
+    }
+    (out / "meta.json").write_bytes(orjson.dumps({**head, **meta}, option=orjson.OPT_INDENT_2))
+    return out
