@@ -158,3 +158,12 @@ def test_continued_jobs_export_the_prefix_and_what_followed(tmp_path: Path) -> N
         assert record["messages"][: len(prefix)] == prefix, meta["agent"]
         assert len(record["messages"]) > len(prefix), "the continuation follows the prefix"
         assert KEY not in line.decode()
+
+
+def test_export_refusals_are_one_line(tmp_path: Path) -> None:
+    not_batch = replayer("export", str(tmp_path), "-o", str(tmp_path / "x.jsonl"))
+    assert not_batch.returncode == 3, not_batch.stderr
+    assert "neither a result directory nor a batch directory" in not_batch.stderr
+    assert len(not_batch.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.jsonl").exists()
+    unknown = replayer("export", str(tmp_path), "--format", "parquet", "-o", str(tmp_path / "x.jsonl"))
+    assert unknown.returncode == 2 and "unknown format 'parquet'" in unknown.stderr
