@@ -33,6 +33,7 @@ record: setup
 	$(PY) -m tests.recorder --all
 	$(PY) -m tests.recorder_codex --all
 	$(PY) -m tests.recorder_mini --all
+	$(PY) -m tests.recorder_opencode --all
 	$(PY) -m tests.capture_tools
 
 gc: $(STAMP)

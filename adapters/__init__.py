@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -13,20 +14,34 @@ from replayer.errors import BadInput
 
 _HEAD_LINES = 64
 _WHOLE_JSON_BYTES = 512 * 1024 * 1024
+SQLITE_MAGIC = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file."""
+
+
+@dataclass(frozen=True)
+class SqliteFile:
+    """`read_head`'s only record for an SQLite database: a detector that wants it opens it itself (read-only)."""
+
+    path: Path
 
 
 def all_adapters() -> list[Adapter]:
     from adapters.claude_code import ClaudeCodeAdapter
     from adapters.codex import CodexAdapter
     from adapters.mini_swe_agent import MiniSweAgentAdapter
+    from adapters.opencode import OpenCodeAdapter
 
-    return [ClaudeCodeAdapter(), CodexAdapter(), MiniSweAgentAdapter()]
+    return [ClaudeCodeAdapter(), CodexAdapter(), MiniSweAgentAdapter(), OpenCodeAdapter()]
 
 
 def read_head(path: Path) -> list[Any]:
-    """The first parsed records of a JSONL file, or [the top-level value] of a (pretty-printed) JSON file."""
+    """The first parsed records of a JSONL file, [the top-level value] of a (pretty-printed) JSON file,
+    or [SqliteFile(path)] for an SQLite database."""
     try:
         with path.open("rb") as fh:
+            if fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC:
+                return [SqliteFile(path)]
+            fh.seek(0)
             lines = list(islice(fh, _HEAD_LINES))
             if lines and lines[0].strip() in (b"{", b"["):
                 fh.seek(0)

@@ -74,12 +74,18 @@ class Adapter(Protocol):
     """The host variable the upstream key is read from by default."""
     needs_nonce: bool
     """The agent resumes only with a new user prompt (a nonce, stripped by the gate)."""
+    takes_task: bool
+    """The native format may lack the first prompt, which `task` then supplies (OpenCode's event log)."""
+    idle_timeout_s: float
+    """Default continuation idle timeout (no output and no bridge traffic)."""
 
     def detect(self, head: list[Any]) -> bool:
         """Whether the first parsed records of a file belong to this agent's format."""
         ...
 
-    def parse(self, path: Path) -> Trajectory: ...
+    def parse(self, path: Path, task: str | None = None) -> Trajectory:
+        """`task` is given only to an adapter that `takes_task`."""
+        ...
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         """How a call is replayed; for "unknown", why it cannot be rerun."""
@@ -127,6 +133,10 @@ class Adapter(Protocol):
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         """argv and environment of the pinned agent inside the sandbox."""
+        ...
+
+    def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
+        """Facts about how the continuation runs, recorded in the result (e.g. who enforces the step budget)."""
         ...
 
     def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:

@@ -5,9 +5,13 @@ Agent specifics stay out: an agent whose continuation adds a resume envelope wra
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from typing import Any
 
-from bridges.core import Decision, Mismatch, first_difference
+import orjson
+
+from bridges.core import Decision, Mismatch, first_difference, mismatch_at
 
 Message = dict[str, Any]
 
@@ -70,3 +74,71 @@ class ChatPrefixGate:
             diff.reason = "a later request no longer carries the rebuilt prefix"
             return Decision(kind="refuse", mismatch=diff)
         return Decision(kind="main")
+
+
+class SystemPerRequestGate:
+    """For an agent that builds its system message per request (date, environment): messages[0] is
+    reported in the notes, not gated; the rest of the first request must be exactly `prefix`, then
+    `appended` (the resume prompt) when given. A later request must begin the same way. With
+    `strip_appended` the prompt message (a nonce) is removed from every request before forwarding.
+    Requests `is_side` says are side calls (a title request) are forwarded ungated."""
+
+    def __init__(
+        self,
+        prefix: list[Message],
+        appended: Message | None,
+        *,
+        strip_appended: bool,
+        is_side: Callable[[Any], bool] = lambda body: False,
+    ):
+        self.expected = [*prefix, *([appended] if appended is not None else [])]
+        self.strip_at = 1 + len(prefix) if appended is not None and strip_appended else None
+        self.is_side = is_side
+        self.passed = False
+        self.notes: list[str] = []
+
+    def route(self, method: str, path: str, body: Any) -> Decision:
+        if not is_completion(method, path) or self.is_side(body):
+            return Decision(kind="side")
+        messages = messages_of(body)
+        if (
+            not messages
+            or not isinstance(messages[0], dict)
+            or messages[0].get("role") not in ("system", "developer")
+        ):
+            found = Mismatch(
+                path="messages[0]", expected="the agent's system message", actual=str(messages)[:200]
+            )
+            return Decision(kind="refuse", mismatch=found)
+        history = messages[1:]
+        n = len(self.expected)
+        if not self.passed:
+            diff = first_difference(self.expected, history, "messages[1:]")
+            if diff is not None:
+                if len(history) > n and diff.path.startswith(f"messages[1:][{n}]"):
+                    diff = mismatch_at(diff.path, "<the end of the request>", history[n])
+                return Decision(kind="refuse", mismatch=diff)
+            self.passed = True
+            self.notes.append(_system_note(messages[0]))
+        else:
+            diff = first_difference(self.expected, history[:n], "messages[1:]")
+            if diff is not None:
+                diff.reason = "a later request no longer carries the rebuilt prefix and its prompt"
+                return Decision(kind="refuse", mismatch=diff)
+        if self.strip_at is None:
+            return Decision(kind="main")
+        out = copy.deepcopy(body)
+        del out["messages"][self.strip_at]
+        return Decision(kind="main", body=out)
+
+
+def _system_note(system: Message) -> str:
+    content = system.get("content", "")
+    text = content if isinstance(content, str) else orjson.dumps(content).decode()
+    dated = [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip().startswith(("Today's date:", "Current date:"))
+    ]
+    where = f", {dated[0]}" if dated else ""
+    return f"messages[0]: the agent's own system message ({len(text)} chars{where}) is built per request and not gated"

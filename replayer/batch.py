@@ -12,8 +12,9 @@ import hashlib
 import random
 import re
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -40,7 +41,7 @@ class ContinueOptions(BaseModel):
     upstream_key_env: str | None = None
     boundary_prompt: str | None = None
     max_steps: int | None = None
-    idle_timeout_s: float = 300.0
+    idle_timeout_s: float | None = None
     model: str | None = None
     agent_env: dict[str, str] = Field(default_factory=dict)
 
@@ -63,6 +64,8 @@ class ManifestEntry(BaseModel):
         raise ValueError('must be "all", a list of boundaries (integers >= 0), or {"sample": k, "seed": s}')
 
     mode: Mode = "prepare"
+    task: str | None = None
+    """The first user prompt, for a native form that does not store it (an OpenCode event log)."""
     workspace: Path | None = None
     image: str | None = None
     allow_degraded: bool = False
@@ -70,31 +73,37 @@ class ManifestEntry(BaseModel):
     continuation: ContinueOptions | None = None
 
 
-class Job(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Job(NamedTuple):
+    """One boundary of one manifest line. Its options are the line's entry, shared by the line's jobs, not
+    copied into each: a batch holds every job until it has run, so a job is kept small."""
+
     key: str
     line: int
-    trajectory: Path
     boundary: int
-    mode: Mode
-    workspace: Path | None
-    image: str | None
-    allow_degraded: bool
-    budgets: Budgets
-    continuation: ContinueOptions | None
+    entry: ManifestEntry
+
+    @property
+    def trajectory(self) -> Path:
+        return self.entry.trajectory
+
+    @property
+    def mode(self) -> Mode:
+        return self.entry.mode
 
     def request(self, out: Path) -> ReplayRequest:
-        cont = ContinueRequest(**self.continuation.model_dump()) if self.continuation else None
+        entry = self.entry
+        cont = ContinueRequest(**entry.continuation.model_dump()) if entry.continuation else None
         return ReplayRequest(
-            mode="prepare" if self.mode == "prepare" else "run",
-            trajectory=self.trajectory,
+            mode="prepare" if entry.mode == "prepare" else "run",
+            trajectory=entry.trajectory,
             after_step=self.boundary,
             out=out,
-            workspace=self.workspace,
-            image=self.image,
-            allow_degraded=self.allow_degraded,
-            budgets=self.budgets,
+            workspace=entry.workspace,
+            image=entry.image,
+            allow_degraded=entry.allow_degraded,
+            budgets=entry.budgets,
             continuation=cont,
+            task=entry.task,
         )
 
 
@@ -110,7 +119,7 @@ class JobOutcome(BaseModel):
     error: str | None = None
 
 
-class BatchSummary(BaseModel):
+class BatchCounts(BaseModel):
     model_config = ConfigDict(extra="forbid")
     jobs: int
     done: int
@@ -118,6 +127,11 @@ class BatchSummary(BaseModel):
     refused: dict[str, int]
     """Refused jobs by reason (the error text without job-specific numbers)."""
     failed: int
+
+
+class BatchSummary(BatchCounts):
+    """DIR/batch.json (written by `Tally.write`, one outcome at a time)."""
+
     outcomes: list[JobOutcome]
 
 
@@ -125,10 +139,15 @@ class BatchSummary(BaseModel):
 def read_manifest(path: Path) -> list[tuple[int, ManifestEntry]]:
     """Every line validated up front; the first invalid one is a one-line BadInput naming it."""
     try:
-        lines = path.read_bytes().splitlines()
+        with path.open("rb") as fh:
+            return _read_manifest(path, fh)
     except OSError as exc:
         raise BadInput(f"cannot read the manifest {path}: {exc.strerror}") from None
+
+
+def _read_manifest(path: Path, lines: Iterator[bytes]) -> list[tuple[int, ManifestEntry]]:
     entries: list[tuple[int, ManifestEntry]] = []
+    budgets: dict[bytes, Budgets] = {}  # lines with the same budgets share one (most lines: the default)
     for number, raw in enumerate(lines, 1):
         if not raw.strip() or raw.lstrip().startswith(b"#"):
             continue
@@ -150,6 +169,7 @@ def read_manifest(path: Path) -> list[tuple[int, ManifestEntry]]:
             raise BadInput(f"manifest line {number}: mode {entry.mode} needs an existing workspace directory")
         if entry.mode == "continue" and entry.continuation is None:
             raise BadInput(f"manifest line {number}: mode continue needs continuation.upstream")
+        entry.budgets = budgets.setdefault(orjson.dumps(entry.budgets.model_dump()), entry.budgets)
         entries.append((number, entry))
     if not entries:
         raise BadInput(f"the manifest {path} has no job sources")
@@ -187,10 +207,10 @@ def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) 
     from replayer.engine import load, pins_for
     from replayer.pins import load_pins
 
-    jobs: list[Job] = []
+    unique: dict[str, Job] = {}  # the same job listed twice runs once
     for number, entry in entries:
         try:
-            adapter, traj = load(entry.trajectory)
+            adapter, traj = load(entry.trajectory, entry.task)
         except ReplayError as exc:
             raise BadInput(f"manifest line {number}: {exc}") from None
         image = entry.image or load_pins().base_image.tag
@@ -202,6 +222,7 @@ def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) 
                 "image": image_ids.get(image) if entry.mode != "prepare" else None,
                 "pins": pins_for(adapter).model_dump(),
                 "options": {
+                    **({"task": entry.task} if entry.task is not None else {}),
                     "workspace": str(entry.workspace) if entry.workspace else None,
                     "allow_degraded": entry.allow_degraded,
                     "budgets": entry.budgets.model_dump(),
@@ -209,21 +230,7 @@ def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) 
                 },
             }
             key = hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
-            jobs.append(
-                Job(
-                    key=key,
-                    line=number,
-                    trajectory=entry.trajectory,
-                    boundary=boundary,
-                    mode=entry.mode,
-                    workspace=entry.workspace,
-                    image=entry.image,
-                    allow_degraded=entry.allow_degraded,
-                    budgets=entry.budgets,
-                    continuation=entry.continuation,
-                )
-            )
-    unique = {job.key: job for job in jobs}  # the same job listed twice runs once
+            unique[key] = Job(key, number, boundary, entry)
     return list(unique.values())
 
 
@@ -249,20 +256,20 @@ def outcome_of(job: Job, status: JobStatus, kind: str | None = None, error: str 
     )
 
 
-_PARSED: dict[tuple[str, int, int], tuple[Any, Trajectory]] = {}
+_PARSED: dict[tuple[str, int, int, str | None], tuple[Any, Trajectory]] = {}
 """This process's last parses: the jobs of one trajectory that land in one worker share its parse."""
 _PARSED_MAX = 2
 
 
-def _parsed(path: Path) -> tuple[Any, Trajectory]:
+def _parsed(path: Path, task: str | None) -> tuple[Any, Trajectory]:
     from replayer.engine import load
 
     st = path.stat()
-    key = (str(path), st.st_size, st.st_mtime_ns)
+    key = (str(path), st.st_size, st.st_mtime_ns, task)
     if key not in _PARSED:
         while len(_PARSED) >= _PARSED_MAX:
             _PARSED.pop(next(iter(_PARSED)))
-        _PARSED[key] = load(path)
+        _PARSED[key] = load(path, task)
     return _PARSED[key]
 
 
@@ -271,7 +278,7 @@ def run_job(job: Job, out: Path) -> JobOutcome:
     from replayer.engine import execute
 
     try:
-        adapter, traj = _parsed(job.trajectory)
+        adapter, traj = _parsed(job.trajectory, job.entry.task)
         execute(job.request(job_dir(out, job.key)), adapter=adapter, trajectory=traj)
     except ReplayError as exc:
         outcome = outcome_of(job, "refused" if exc.kind in REFUSALS else "failed", exc.kind, str(exc))
@@ -281,18 +288,18 @@ def run_job(job: Job, out: Path) -> JobOutcome:
     return outcome_of(job, "done")
 
 
-def pending(jobs: list[Job], out: Path, retry_failed: bool) -> tuple[list[Job], list[JobOutcome]]:
-    """Jobs still to run, and the outcomes of those skipped (done before, or refused/failed and not retried)."""
+def pending(jobs: list[Job], out: Path, retry_failed: bool, tally: Tally) -> list[Job]:
+    """Jobs still to run; the outcomes of those skipped (done before, or refused/failed and not retried) go
+    to the tally."""
     todo: list[Job] = []
-    skipped: list[JobOutcome] = []
     for job in jobs:
         if (job_dir(out, job.key) / "result.json").is_file():
-            skipped.append(outcome_of(job, "skipped"))
+            tally.add(outcome_of(job, "skipped"))
         elif outcome_path(out, job.key).is_file() and not retry_failed:
-            skipped.append(JobOutcome.model_validate_json(outcome_path(out, job.key).read_bytes()))
+            tally.add(JobOutcome.model_validate_json(outcome_path(out, job.key).read_bytes()))
         else:
             todo.append(job)
-    return todo, skipped
+    return todo
 
 
 def clean_partials(out: Path) -> None:
@@ -304,20 +311,60 @@ def clean_partials(out: Path) -> None:
                 shutil.rmtree(entry, ignore_errors=True)
 
 
-def summarize(outcomes: list[JobOutcome]) -> BatchSummary:
-    refused: dict[str, int] = {}
-    for o in outcomes:
+class Tally:
+    """The outcomes of a run as they arrive, counted. A done or skipped job is kept as a small tuple (its
+    trajectory and mode are its manifest line's), a refused or failed one with its outcome: a batch of a
+    million jobs does not hold a million outcome models, and batch.json is written one outcome at a time."""
+
+    def __init__(self, entries: list[tuple[int, ManifestEntry]]) -> None:
+        self.entries = dict(entries)
+        self.rows: list[tuple[int, int, str, JobStatus, JobOutcome | None]] = []
+        self.counts = BatchCounts(jobs=0, done=0, skipped=0, refused={}, failed=0)
+
+    def add(self, o: JobOutcome) -> None:
+        plain = o.status in ("done", "skipped") and o.error_kind is None and o.error is None
+        self.rows.append((o.line, o.boundary, o.key, o.status, None if plain else o))
+        c = self.counts
+        c.jobs += 1
         if o.status == "refused":
             reason = _reason(o.error or "")
-            refused[reason] = refused.get(reason, 0) + 1
-    return BatchSummary(
-        jobs=len(outcomes),
-        done=sum(o.status == "done" for o in outcomes),
-        skipped=sum(o.status == "skipped" for o in outcomes),
-        refused=refused,
-        failed=sum(o.status == "failed" for o in outcomes),
-        outcomes=sorted(outcomes, key=lambda o: (o.line, o.boundary, o.key)),
-    )
+            c.refused[reason] = c.refused.get(reason, 0) + 1
+        else:
+            setattr(c, o.status, getattr(c, o.status) + 1)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def outcomes(self) -> Iterator[JobOutcome]:
+        """Sorted by manifest line, boundary and key."""
+        self.rows.sort(key=lambda row: row[:3])
+        for line, boundary, key, status, outcome in self.rows:
+            if outcome is None:
+                entry = self.entries[line]
+                outcome = JobOutcome(
+                    key=key,
+                    line=line,
+                    trajectory=str(entry.trajectory),
+                    boundary=boundary,
+                    mode=entry.mode,
+                    status=status,
+                )
+            yield outcome
+
+    def write(self, path: Path) -> None:
+        """DIR/batch.json: the bytes of `orjson.dumps(BatchSummary, OPT_INDENT_2)`, written atomically."""
+        write_bytes_atomic(path, self._chunks())
+
+    def _chunks(self) -> Iterator[bytes]:
+        head = orjson.dumps({**self.counts.model_dump(), "outcomes": []}, option=orjson.OPT_INDENT_2)
+        if not self.rows:
+            yield head
+            return
+        yield head.removesuffix(b"[]\n}") + b"[\n"
+        for n, outcome in enumerate(self.outcomes()):
+            body = orjson.dumps(outcome.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
+            yield (b",\n    " if n else b"    ") + body.replace(b"\n", b"\n    ")
+        yield b"\n  ]\n}"
 
 
 def _reason(error: str) -> str:

@@ -42,6 +42,10 @@ AllowDegraded = Annotated[
         "--allow-degraded", help="Keep historical observations where a rerun is impossible; recorded."
     ),
 ]
+Task = Annotated[
+    str | None,
+    typer.Option("--task", help="The first user prompt, for an OpenCode event log (it does not print it)."),
+]
 Force = Annotated[bool, typer.Option("--force", help="Replace an existing output directory.")]
 
 
@@ -50,11 +54,11 @@ def _emit_json(value: Any) -> None:
 
 
 @app.command()
-def inspect(trajectory: Path, json: JsonOpt = False) -> None:
+def inspect(trajectory: Path, task: Task = None, json: JsonOpt = False) -> None:
     """Detect the agent and list the steps (complete tool batches) of a trajectory."""
     from replayer.engine import load
 
-    adapter, traj = load(trajectory)
+    adapter, traj = load(trajectory, task)
     report = InspectReport(
         agent=traj.agent,
         agent_version=traj.agent_version,
@@ -138,6 +142,7 @@ def prepare(
     out: OutDir,
     allow_degraded: AllowDegraded = False,
     force: Force = False,
+    task: Task = None,
     json: JsonOpt = False,
 ) -> None:
     """Zero execution: rebuild the native prefix with the historical observations and expected_prefix.json."""
@@ -150,6 +155,7 @@ def prepare(
         out=out,
         allow_degraded=allow_degraded,
         force=force,
+        task=task,
     )
     _report(execute(request), out, json)
 
@@ -167,6 +173,7 @@ def run(
     ] = None,
     allow_degraded: AllowDegraded = False,
     force: Force = False,
+    task: Task = None,
     continue_: Annotated[
         bool,
         typer.Option("--continue", help="Continue the pinned agent from the boundary through the bridge."),
@@ -190,8 +197,9 @@ def run(
         int | None, typer.Option("--max-steps", help="Main-thread model requests allowed.")
     ] = None,
     idle_timeout: Annotated[
-        float, typer.Option("--idle-timeout", help="Seconds without output or traffic.")
-    ] = 300.0,
+        float | None,
+        typer.Option("--idle-timeout", help="Seconds without output or traffic (default 300; OpenCode 600)."),
+    ] = None,
     model: Annotated[
         str | None, typer.Option("--model", help="Model for the continuation (default: recorded).")
     ] = None,
@@ -230,6 +238,7 @@ def run(
         allow_degraded=allow_degraded,
         force=force,
         continuation=cont,
+        task=task,
     )
     result = execute(request)
     _report(result, out, json)
@@ -268,24 +277,24 @@ def batch(
 
     from replayer import batch as batch_jobs
     from replayer.executors import run_local, run_ray
-    from replayer.io import write_bytes_atomic
 
     entries = batch_jobs.read_manifest(manifest)
     images = {e.image for _, e in entries if e.mode != "prepare"}  # None: the default image
     jobs = batch_jobs.expand(entries, _image_ids(images))
     out.mkdir(parents=True, exist_ok=True)
     batch_jobs.clean_partials(out)
-    todo, outcomes = batch_jobs.pending(jobs, out, retry_failed)
+    tally = batch_jobs.Tally(entries)
+    todo = batch_jobs.pending(jobs, out, retry_failed, tally)
     workers = workers or os.cpu_count() or 1
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
     columns += [TextColumn("{task.fields[rate]:.2f} jobs/s"), TimeRemainingColumn()]
     with Progress(*columns, console=err_console, disable=json, transient=False) as progress:
-        task = progress.add_task("batch", total=len(jobs), completed=len(outcomes), rate=0.0)
+        task = progress.add_task("batch", total=len(jobs), completed=len(tally), rate=0.0)
         started = progress.get_time()
 
         def on_done(outcome: batch_jobs.JobOutcome) -> None:
-            outcomes.append(outcome)
-            ran = len(outcomes) - (len(jobs) - len(todo))
+            tally.add(outcome)
+            ran = len(tally) - (len(jobs) - len(todo))
             progress.update(task, advance=1, rate=ran / max(progress.get_time() - started, 1e-6))
 
         try:
@@ -294,12 +303,10 @@ def batch(
             else:
                 run_local(todo, out.absolute(), workers, on_done)
         finally:
-            summary = batch_jobs.summarize(outcomes)
-            write_bytes_atomic(
-                out / "batch.json", orjson.dumps(summary.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
-            )
+            tally.write(out / "batch.json")
+    summary = tally.counts
     if json:
-        _emit_json({"out": str(out.absolute()), **summary.model_dump(mode="json", exclude={"outcomes"})})
+        _emit_json({"out": str(out.absolute()), **summary.model_dump(mode="json")})
         return
     refused = sum(summary.refused.values())
     console.print(

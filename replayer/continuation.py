@@ -49,6 +49,7 @@ def run(
     out: Path,
 ) -> ContinuationResult:
     started = time.monotonic()
+    idle_timeout_s = request.idle_timeout_s if request.idle_timeout_s is not None else adapter.idle_timeout_s
     keep_prompt = request.boundary_prompt is not None
     prompt = request.boundary_prompt
     if prompt is None and adapter.needs_nonce:
@@ -71,7 +72,7 @@ def run(
                 status = "bridge_refused"
             elif bridge.budget_reached:
                 status = "max_steps"
-            elif time.monotonic() - max(handle.last_output, bridge.last_activity) > request.idle_timeout_s:
+            elif time.monotonic() - max(handle.last_output, bridge.last_activity) > idle_timeout_s:
                 status = "idle_timeout"
             if status is not None:
                 handle.signal(signal.SIGINT)
@@ -113,4 +114,5 @@ def run(
         counters=counters,
         files=files,
         duration_s=time.monotonic() - started,
+        metadata=adapter.continuation_metadata(launch),
     )

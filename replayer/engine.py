@@ -13,7 +13,7 @@ import adapters
 from adapters.base import Adapter, Rebuild, Rerunner
 from replayer import __version__, continuation
 from replayer.divergence import compare, kept
-from replayer.errors import ConfinementError, PlanRefused, WorkspaceError
+from replayer.errors import BadInput, ConfinementError, PlanRefused, WorkspaceError
 from replayer.io import OutputDir, Workspace, write_bytes_atomic
 from replayer.models import (
     ContinuationResult,
@@ -32,9 +32,11 @@ from replayer.plan import Plan, make_plan
 JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 
 
-def load(path: Path) -> tuple[Adapter, Trajectory]:
+def load(path: Path, task: str | None = None) -> tuple[Adapter, Trajectory]:
     adapter = adapters.detect(path)
-    return adapter, adapter.parse(path)
+    if task is not None and not adapter.takes_task:
+        raise BadInput(f"--task applies to formats that do not store the prompt; {adapter.name} stores it")
+    return adapter, adapter.parse(path, task)
 
 
 def pins_for(adapter: Adapter) -> Pins:
@@ -56,9 +58,9 @@ def execute(
     `request.trajectory` by that adapter (batches share one parse between the jobs of a trajectory)."""
     started = time.monotonic()
     if adapter is None:
-        adapter, traj = load(request.trajectory)
+        adapter, traj = load(request.trajectory, request.task)
     else:
-        traj = trajectory if trajectory is not None else adapter.parse(request.trajectory)
+        traj = trajectory if trajectory is not None else adapter.parse(request.trajectory, request.task)
     parse_s = time.monotonic() - started
     plan = make_plan(
         adapter, traj, request.after_step, request.allow_degraded, executes=request.mode == "run"

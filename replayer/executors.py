@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
@@ -19,15 +20,28 @@ def _died(job: Job, why: str) -> JobOutcome:
 
 
 def run_local(jobs: list[Job], out: Path, workers: int, on_done: OnDone) -> None:
-    """Ctrl-C cancels what has not started; jobs in flight are interrupted and leave no result."""
+    """Jobs are submitted as workers free up, two per worker at a time, so that the parent holds no future
+    per job. Ctrl-C cancels what has not started; jobs in flight are interrupted and leave no result."""
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    queue = iter(jobs)
+    running: dict[Future[JobOutcome], Job] = {}
     try:
-        futures = {pool.submit(run_job, job, out): job for job in jobs}
-        for future in as_completed(futures):
-            try:
-                on_done(future.result())
-            except BrokenProcessPool:
-                on_done(_died(futures[future], "a worker process died"))
+        while True:
+            for job in itertools.islice(queue, 2 * workers - len(running)):
+                try:
+                    running[pool.submit(run_job, job, out)] = job
+                except BrokenProcessPool:  # a worker died before: the pool runs nothing more
+                    for lost in itertools.chain([job], queue):
+                        on_done(_died(lost, "a worker process died"))
+            if not running:
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                job = running.pop(future)
+                try:
+                    on_done(future.result())
+                except BrokenProcessPool:
+                    on_done(_died(job, "a worker process died"))
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         raise

@@ -13,7 +13,7 @@ import posixpath
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -164,13 +164,14 @@ class Workspace:
             os.unlink(parts[-1], dir_fd=dfd)
 
 
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write a file by temp + rename in the same directory."""
+def write_bytes_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
+    """Write a file by temp + rename in the same directory; `data` may come in chunks."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            for chunk in (data,) if isinstance(data, bytes) else data:
+                fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -117,8 +117,9 @@ class ContinueRequest(Frozen):
     """Replaces the nonce and is kept: input condition boundary_user_prompt_appended."""
     max_steps: int | None = None
     """Main-thread model requests allowed through the bridge."""
-    idle_timeout_s: float = 300.0
-    """No agent output and no bridge traffic for this long ends the run."""
+    idle_timeout_s: float | None = None
+    """No agent output and no bridge traffic for this long ends the run (default: the adapter's, 300 s;
+    OpenCode 600 s)."""
     grace_s: float = 10.0
     """After SIGINT, how long the agent gets before its process group is killed."""
     model: str | None = None
@@ -138,6 +139,8 @@ class ReplayRequest(Frozen):
     force: bool = False
     budgets: Budgets = Field(default_factory=Budgets)
     continuation: ContinueRequest | None = None
+    task: str | None = None
+    """The first user prompt, for a native format that does not store it (OpenCode's event log)."""
 
 
 DivergenceStatus = Literal["exact", "normalized_equal", "different", "historical_kept"]
@@ -229,6 +232,8 @@ class ContinuationResult(Frozen):
     files: dict[str, str]
     """What landed in the output directory: continued session, agent stdout/stderr, bridge log."""
     duration_s: float
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Adapter facts about how the continuation ran (e.g. a step budget the replayer enforced)."""
 
 
 class ReplayResult(Frozen):

@@ -22,6 +22,8 @@ class AgentPin(BaseModel):
     """npm: the CLI inside the bundle."""
     python: str | None = None
     """PyPI: the host interpreter the virtual environment is made with."""
+    node: str | None = None
+    """npm packages run by Node.js: the host's `node`, mounted read-only into the sandbox."""
 
     @property
     def package(self) -> str:

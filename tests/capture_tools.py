@@ -21,6 +21,7 @@ SOURCES = {
         "tests/fixtures/mini_swe_agent/toolcall/upstream.jsonl",
         "adapters/mini_swe_agent/data",
     ),
+    "opencode": ("tests/fixtures/opencode/tools/upstream.jsonl", "adapters/opencode/data"),
 }
 
 

@@ -68,3 +68,20 @@ def codex_requests(name: str) -> list[dict]:
     """The Responses requests the real Codex CLI sent while it was recorded, in order."""
     lines = (codex_fixture(name) / "upstream.jsonl").read_bytes().splitlines()
     return [r for r in map(orjson.loads, lines) if r["main_thread"]]
+
+
+OPENCODE_FIXTURES = ROOT / "tests" / "fixtures" / "opencode"
+OPENCODE_SCENARIOS = sorted(p.name for p in OPENCODE_FIXTURES.iterdir() if (p / "export.json").exists())
+OPENCODE_FORMS = {"export": "export.json", "events": "events.jsonl", "sqlite": "opencode.db"}
+
+
+def opencode_fixture(name: str) -> Path:
+    return OPENCODE_FIXTURES / name
+
+
+def opencode_requests(name: str) -> list[dict]:
+    """The main requests the CLI sent while recording, in order (the title side call left out)."""
+    log = [
+        orjson.loads(line) for line in (opencode_fixture(name) / "upstream.jsonl").read_bytes().splitlines()
+    ]
+    return [r for r in log if r["main_thread"]]

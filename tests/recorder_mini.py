@@ -7,7 +7,6 @@ its stdout and the upstream's log of every request it received.
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import tempfile
 from pathlib import Path
@@ -16,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from replayer.pins import load_pins
 from tests.support.mini_cli import run_mini
-from tests.support.recording import seed, write_fixture
+from tests.support.recording import record_selected, recorder_parser, seed, write_fixture
 from tests.support.upstream import Script, TextBlock, ToolUseBlock, Turn
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "mini_swe_agent"
@@ -160,14 +159,7 @@ def record(scenario: Scenario, dest: Path) -> Path:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("names", nargs="*")
-    parser.add_argument("--all", action="store_true")
-    parser.add_argument("--dest", type=Path, default=FIXTURES)
-    args = parser.parse_args()
-    for scenario in scenarios():
-        if args.all or scenario.name in args.names:
-            print("recorded", record(scenario, args.dest))
+    record_selected(recorder_parser(__doc__, FIXTURES).parse_args(), scenarios(), record)
 
 
 if __name__ == "__main__":

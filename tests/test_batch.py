@@ -19,11 +19,13 @@ from replayer.engine import load
 from tests.conftest import (
     CODEX_SCENARIOS,
     MINI_SCENARIOS,
+    OPENCODE_SCENARIOS,
     ROOT,
     SCENARIOS,
     codex_fixture,
     fixture_dir,
     mini_fixture,
+    opencode_fixture,
     replayer,
 )
 
@@ -31,6 +33,7 @@ SOURCES = (
     [fixture_dir(n) / "session.jsonl" for n in SCENARIOS]
     + [codex_fixture(n) / "rollout.jsonl" for n in CODEX_SCENARIOS]
     + [mini_fixture(n) / "trajectory.traj.json" for n in MINI_SCENARIOS]
+    + [opencode_fixture(n) / "export.json" for n in OPENCODE_SCENARIOS]
 )
 
 
@@ -64,7 +67,7 @@ def test_every_boundary_of_every_agent_once(tmp_path: Path) -> None:
     agents = {
         orjson.loads((d / "result.json").read_bytes())["agent"] for d in (tmp_path / "out" / "jobs").iterdir()
     }
-    assert agents == {"claude_code", "codex", "mini_swe_agent"}
+    assert agents == {"claude_code", "codex", "mini_swe_agent", "opencode"}
     # a job's output is the ordinary `prepare` output for its boundary
     job = next((tmp_path / "out" / "jobs").iterdir())
     result = orjson.loads((job / "result.json").read_bytes())

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 
 from adapters import recorded_tools
-from tests.conftest import codex_fixture, main_requests, mini_fixture, replayer
+from tests.conftest import codex_fixture, main_requests, mini_fixture, opencode_fixture, replayer
 from tests.test_batch import _all_sources, _manifest
 
 
@@ -92,7 +92,7 @@ def test_atif_records_are_valid_v1_7_trajectories(tmp_path: Path) -> None:
     replayer("export", str(tmp_path / "out"), "--format", "atif", "-o", str(path), check=True)
     trajectories = [Trajectory.model_validate_json(line) for line in path.read_bytes().splitlines()]
     assert len(trajectories) == expected
-    assert {t.agent.name for t in trajectories} == {"claude_code", "codex", "mini_swe_agent"}
+    assert {t.agent.name for t in trajectories} == {"claude_code", "codex", "mini_swe_agent", "opencode"}
     calls = sum(len(s.tool_calls or []) for t in trajectories for s in t.steps)
     results = sum(len(s.observation.results) for t in trajectories for s in t.steps if s.observation)
     assert calls == results > 0, "every call is answered in its own step"
@@ -115,6 +115,7 @@ def test_continued_jobs_export_the_prefix_and_what_followed(tmp_path: Path) -> N
         (fixture_dir("parallel") / "session.jsonl", fixture_dir("parallel") / "workspace"),
         (codex_fixture("exec") / "rollout.jsonl", codex_fixture("exec") / "workspace"),
         (mini_fixture("toolcall") / "trajectory.traj.json", mini_fixture("toolcall") / "workspace"),
+        (opencode_fixture("tools") / "export.json", opencode_fixture("tools") / "workspace"),
     ]
     script = Script(turns=[Turn(blocks=[TextBlock(text="All done here.")], repeat=True)])
     with ScriptedUpstream(script, expected_key=KEY) as upstream:
@@ -142,7 +143,7 @@ def test_continued_jobs_export_the_prefix_and_what_followed(tmp_path: Path) -> N
             env={"EXPORT_TEST_KEY": KEY},
         )
         assert proc.returncode == 0, proc.stderr
-        assert orjson.loads(proc.stdout)["done"] == 3
+        assert orjson.loads(proc.stdout)["done"] == 4
     path = tmp_path / "records.jsonl"
     replayer("export", str(tmp_path / "out"), "-o", str(path), check=True)
     import adapters

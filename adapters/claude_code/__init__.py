@@ -22,11 +22,13 @@ class ClaudeCodeAdapter:
     name = "claude_code"
     key_env = "ANTHROPIC_API_KEY"
     needs_nonce = True
+    takes_task = False
+    idle_timeout_s = 300.0
 
     def detect(self, head: list[Any]) -> bool:
         return chain.looks_like_claude_code(head)
 
-    def parse(self, path: Path) -> Trajectory:
+    def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return session.parse(path)
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
@@ -137,6 +139,9 @@ class ClaudeCodeAdapter:
     ) -> dict[str, str]:
         assert prompt is not None
         return continuation.finish(trajectory, rebuild.native_files[0], home, dest, prompt, keep_prompt)
+
+    def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
+        return {}
 
     def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
         return "agent_error" if continuation.reported_failure(stdout) else "completed"

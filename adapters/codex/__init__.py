@@ -58,11 +58,13 @@ class CodexAdapter:
     name = tools.NAME
     key_env = "OPENAI_API_KEY"
     needs_nonce = True
+    takes_task = False
+    idle_timeout_s = 300.0
 
     def detect(self, head: list[Any]) -> bool:
         return rollout.looks_like_codex(head)
 
-    def parse(self, path: Path) -> Trajectory:
+    def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return rollout.parse(path)
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
@@ -148,6 +150,9 @@ class CodexAdapter:
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         return continuation.command(trajectory, launch, self.default_model(trajectory))
+
+    def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
+        return {}
 
     def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
         return continuation.status(trajectory, stdout)

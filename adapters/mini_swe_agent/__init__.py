@@ -35,11 +35,13 @@ class MiniSweAgentAdapter:
     name = bundle.NAME
     key_env = "OPENAI_API_KEY"
     needs_nonce = False
+    takes_task = False
+    idle_timeout_s = 300.0
 
     def detect(self, head: list[Any]) -> bool:
         return native_format.looks_like_mini(head)
 
-    def parse(self, path: Path) -> Trajectory:
+    def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return native_format.parse(path)
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
@@ -147,6 +149,9 @@ class MiniSweAgentAdapter:
         if launch.keep_prompt and launch.prompt is not None:
             argv += ["--prompt", launch.prompt]
         return argv, bundle.base_env()
+
+    def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
+        return {}
 
     def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
         exit_event = next((e for e in reversed(stdout_events(stdout)) if e.get("type") == "exit"), None)

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import argparse
 import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import orjson
+from pydantic import BaseModel, ConfigDict
 
 from replayer.pins import load_pins
+from tests.support.upstream import Script, TextBlock, ToolUseBlock, Turn
+
+
+class Named(Protocol):
+    name: str
+
+
+S = TypeVar("S", bound=Named)
 
 
 def seed(state: Path, files: dict[str, str], *folders: str) -> dict[str, Path]:
@@ -44,3 +55,38 @@ def write_fixture(
     }
     (out / "meta.json").write_bytes(orjson.dumps({**head, **meta}, option=orjson.OPT_INDENT_2))
     return out
+
+
+class Scenario(BaseModel):
+    """One recording: the workspace files, the user prompts (the first starts the session, each further
+    one continues it) and the scripted model."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    files: dict[str, str]
+    prompts: list[str]
+    script: Script
+
+
+def call(sid: str, n: int, tool: str, **args: object) -> ToolUseBlock:
+    return ToolUseBlock(id=f"call_{sid}_{n:02d}", name=tool, input=dict(args))
+
+
+def turn(*blocks: TextBlock | ToolUseBlock) -> Turn:
+    return Turn(blocks=list(blocks))
+
+
+def recorder_parser(doc: str | None, dest: Path) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=doc)
+    parser.add_argument("names", nargs="*")
+    parser.add_argument("--all", action="store_true")
+    parser.add_argument("--dest", type=Path, default=dest)
+    return parser
+
+
+def record_selected(
+    args: argparse.Namespace, scenarios: Sequence[S], record: Callable[[S, Path], Path]
+) -> None:
+    for scenario in scenarios:
+        if args.all or scenario.name in args.names:
+            print("recorded", record(scenario, args.dest))

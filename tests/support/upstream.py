@@ -76,6 +76,14 @@ def is_main_thread(body: Any) -> bool:
     return bool(tools) and any(t.get("name") == "Bash" for t in tools)
 
 
+def is_title_request(body: Any) -> bool:
+    """OpenCode's side call that names a new session (its small model, no tools)."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    first = messages[0] if isinstance(messages, list) and messages else {}
+    content = first.get("content") if isinstance(first, dict) else None
+    return isinstance(content, str) and content.startswith("You are a title generator")
+
+
 class ScriptedUpstream:
     """Serve `script` on a unix socket or on 127.0.0.1; `log` holds every request received."""
 
@@ -156,6 +164,10 @@ class ScriptedUpstream:
             entry.main_thread = True
             entry.turn = self.next_turn
             return await self._responses(request, self._take_turn(), f"resp_{len(self.log):03d}")
+        if request.path.endswith("/chat/completions") and is_title_request(body):
+            return await self._chat(
+                request, body, Turn(blocks=[TextBlock(text="Scripted title")]), "chatcmpl-title"
+            )
         if request.path.endswith("/chat/completions"):
             entry.main_thread = True
             entry.turn = self.next_turn

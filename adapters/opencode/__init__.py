@@ -1,0 +1,217 @@
+"""OpenCode: event logs, exports and the SQLite store; reruns by the pinned CLI itself; import; continuation."""
+
+from __future__ import annotations
+
+import copy
+import shlex
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from adapters.base import Launch, Rebuild, stdout_events
+from adapters.opencode import bundle, session, tools
+from adapters.opencode.gate import opencode_gate
+from adapters.opencode.rerun import WORK_MOUNT, OpenCodeRerunner, provider_model
+from adapters.opencode.wire import to_wire
+from bridges.chat import ChatDialect, SystemPerRequestGate
+from replayer.errors import ReplayError
+from replayer.io import Workspace, write_bytes_atomic
+from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from sandboxes.base import Sandbox
+
+EXPORT = "export.json"
+BRIDGE_URL = "http://127.0.0.1:8765/v1"
+_STEP_MARGIN_S = 60.0
+
+
+def _work_dir(state: Path) -> Path:
+    """The replay model's socket, in the run's state directory beside the home."""
+    return state / "opencode"
+
+
+def _split_model(model: str) -> tuple[str, str]:
+    provider, _, name = model.partition("/")
+    return provider, name
+
+
+def _cut(native: session.Native, after_step: int) -> int:
+    """How many messages the prefix keeps: through the boundary step's message (after step 0: every
+    message before the first step's)."""
+    if after_step:
+        return native.step_messages[after_step - 1] + 1
+    return native.step_messages[0] if native.step_messages else len(native.messages)
+
+
+def importable(native: session.Native, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The export document to import: an event log's minimal infos completed with the fields the pinned
+    import requires (the recorded values win; an export or a store already has them all)."""
+    provider, model = provider_model(native)
+    cwd = native.info.get("directory") or "/"
+    first = min((m["info"].get("time", {}).get("created") or 0 for m in messages), default=0)
+    info = {
+        "slug": "replayed-session",
+        "projectID": "global",
+        "directory": cwd,
+        "path": cwd.lstrip("/"),
+        "title": "",
+        "version": bundle.version(),
+        "time": {"created": first, "updated": first},
+        **{k: v for k, v in native.info.items() if v is not None},
+    }
+    tokens = {"input": 0, "output": 0, "reasoning": 0, "cache": {"read": 0, "write": 0}}
+    for message in messages:
+        meta = message["info"]
+        meta.setdefault("time", {"created": first})
+        meta.setdefault("agent", "build")
+        if meta.get("role") == "user":
+            meta.setdefault("model", {"providerID": provider, "modelID": model})
+            continue
+        for key, value in (
+            ("mode", "build"),
+            ("path", {"cwd": cwd, "root": "/"}),
+            ("cost", 0),
+            ("tokens", tokens),
+            ("modelID", model),
+            ("providerID", provider),
+        ):
+            meta.setdefault(key, copy.deepcopy(value))
+    return {"info": info, "messages": messages}
+
+
+class OpenCodeAdapter:
+    name = bundle.NAME
+    key_env = "OPENAI_API_KEY"
+    needs_nonce = True
+    takes_task = True
+    idle_timeout_s = 600.0
+
+    def detect(self, head: list[Any]) -> bool:
+        return session.looks_like_opencode(head)
+
+    def parse(self, path: Path, task: str | None = None) -> Trajectory:
+        return session.parse(path, task)
+
+    def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
+        return tools.classify(call)
+
+    def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
+        work = _work_dir(agent_home.parent)
+        work.mkdir(exist_ok=True)
+        return {bundle.HOME: (agent_home, False), WORK_MOUNT: (work, False), **bundle.binds()}
+
+    def rerunner(
+        self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
+    ) -> OpenCodeRerunner:
+        from sandboxes.docker import DockerSandbox
+
+        assert isinstance(sandbox, DockerSandbox)
+        state = workspace.root.parent
+        step_timeout = budgets.max_command_timeout_s + _STEP_MARGIN_S
+        return OpenCodeRerunner(trajectory, sandbox, _work_dir(state), state / "home", step_timeout)
+
+    def rebuild(
+        self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
+    ) -> Rebuild:
+        native: session.Native = trajectory._native
+        messages = copy.deepcopy(native.messages[: _cut(native, after_step)])
+        for message in messages:
+            for part in message["parts"]:
+                fresh = observations.get(part.get("callID", "")) if part.get("type") == "tool" else None
+                if fresh is not None and isinstance(fresh.structured, dict):
+                    part["state"] = fresh.structured
+        document = importable(native, messages)
+        export = dest / EXPORT
+        write_bytes_atomic(export, orjson.dumps(document, option=orjson.OPT_INDENT_2))
+        home = dest / "home"
+        home.mkdir(parents=True, exist_ok=True)
+        provider, model = provider_model(native)
+        bundle.write_config(home, provider, model, BRIDGE_URL)
+        bundle.import_session(home, export, document["info"])
+        return Rebuild(
+            native_files=[export, home / bundle.DB],
+            expected_prefix=to_wire(messages),
+            agent_home=home,
+            continuation={"session_id": native.info.get("id"), "model": f"{provider}/{model}"},
+        )
+
+    def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
+        path = result_dir / "continued" / EXPORT
+        if not path.is_file():
+            return None
+        return to_wire(orjson.loads(path.read_bytes())["messages"])
+
+    def chat_tools(self, native: Path) -> list[dict[str, Any]]:
+        import adapters
+
+        return list(adapters.recorded_tools(self.name, bundle.version()))
+
+    # continuation -----------------------------------------------------------------------------
+    def dialect(self) -> ChatDialect:
+        return ChatDialect()
+
+    def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> SystemPerRequestGate:
+        assert prompt is not None
+        return opencode_gate(rebuild.expected_prefix, prompt, keep_prompt=keep_prompt)
+
+    def default_model(self, trajectory: Trajectory) -> str | None:
+        provider, model = provider_model(trajectory._native)
+        return f"{provider}/{model}"
+
+    def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
+        if not trajectory.session_id:
+            return "the session has no id to resume"
+        if not model or not all(_split_model(model)):
+            return f"OpenCode models are named provider/model, not {model!r}"
+        return None
+
+    def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
+        assert launch.model and launch.prompt is not None and trajectory.session_id
+        provider, model = _split_model(launch.model)
+        config = bundle.config(provider, model, f"http://127.0.0.1:{launch.port}/v1")
+        argv = [*bundle.run_argv(trajectory.session_id), "--model", launch.model]
+        # The prompt goes in on stdin: the CLI re-quotes argv words that contain spaces.
+        shell = f'printf %s "$REPLAYER_PROMPT" | exec {shlex.join(argv)}'
+        env = {
+            **bundle.base_env(),
+            "REPLAYER_PROMPT": launch.prompt,
+            "OPENCODE_CONFIG_CONTENT": orjson.dumps(config).decode(),
+        }
+        return ["bash", "-c", shell], env
+
+    def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
+        """The pinned CLI enforces no step budget on a resumed session: the replayer counts and stops it."""
+        if launch.max_steps is None:
+            return {}
+        return {"opencode_step_budget": {"max_steps": launch.max_steps, "enforced_by": "replayer (SIGINT)"}}
+
+    def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
+        events = stdout_events(stdout)
+        if any(e.get("type") == "error" for e in events):
+            return "agent_error"
+        finishes = [e["part"].get("reason") for e in events if e.get("type") == "step_finish"]
+        return "completed" if finishes and finishes[-1] == "stop" else "agent_error"
+
+    def finish_continuation(
+        self,
+        trajectory: Trajectory,
+        rebuild: Rebuild,
+        home: Path,
+        dest: Path,
+        prompt: str | None,
+        keep_prompt: bool,
+    ) -> dict[str, str]:
+        assert trajectory.session_id
+        try:
+            document = orjson.loads(bundle.host_cli(home, "export", trajectory.session_id))
+        except (ReplayError, orjson.JSONDecodeError) as exc:  # a CLI that died may leave no session
+            return {"continued_session_error": str(exc)[:200]}
+        prefix_ids = {m["info"]["id"] for m in orjson.loads(rebuild.native_files[0].read_bytes())["messages"]}
+        if not keep_prompt:
+            document["messages"] = [
+                m
+                for m in document["messages"]
+                if m["info"]["id"] in prefix_ids or to_wire([m]) != [{"role": "user", "content": prompt}]
+            ]
+        write_bytes_atomic(dest / EXPORT, orjson.dumps(document, option=orjson.OPT_INDENT_2))
+        return {"continued_session": f"continued/{EXPORT}"}

@@ -1,0 +1,145 @@
+"""Where the pinned opencode binary is mounted, its isolated home and config, and how it is invoked."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import orjson
+
+from replayer.errors import SandboxError
+from replayer.io import write_bytes_atomic
+from replayer.pins import load_pins
+
+NAME = "opencode"
+HOME = "/home/replay"
+"""The agent home inside the sandbox (config, data: opencode.db, tool-output files)."""
+DB = ".local/share/opencode/opencode.db"
+ENV = {
+    "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    "OPENCODE_DISABLE_MODELS_FETCH": "1",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+    "OPENCODE_DISABLE_SHARE": "1",
+    "OPENCODE_DISABLE_CLAUDE_CODE": "1",
+    "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+    "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
+    # Its detached plugin install looks the registry up even offline; point it at nothing.
+    "npm_config_registry": "http://127.0.0.1:9/",
+}
+
+
+def version() -> str:
+    return load_pins().agents[NAME].version
+
+
+def mount() -> str:
+    return f"/opt/replayer/agents/{NAME}-{version()}"
+
+
+def binary(root: str | Path | None = None) -> str:
+    """The binary under `root` (default: its mount in the sandbox)."""
+    pin = load_pins().agents[NAME]
+    assert pin.bin
+    return f"{root if root is not None else mount()}/{pin.bin}"
+
+
+def host_binary() -> Path:
+    return Path(binary(load_pins().bundle_dir(NAME)))
+
+
+def binds() -> dict[str, tuple[Path, bool]]:
+    return {mount(): (load_pins().bundle_dir(NAME), True)}
+
+
+def base_env(home: str = HOME) -> dict[str, str]:
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TERM": "dumb", **ENV}
+
+
+def config(provider: str, model: str, base_url: str) -> dict:
+    """opencode.json: one OpenAI-compatible provider (the bridge or the replay model), nothing fetched."""
+    return {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "model": f"{provider}/{model}",
+        "small_model": f"{provider}/{model}",
+        "enabled_providers": [provider],
+        "permission": {"edit": "allow", "bash": "allow", "webfetch": "deny"},
+        "provider": {
+            provider: {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "sandbox-replayer",
+                "options": {"baseURL": base_url, "apiKey": "sk-replayer-bridge-placeholder"},
+                "models": {
+                    model: {
+                        "name": model,
+                        "tool_call": True,
+                        "reasoning": False,
+                        "limit": {"context": 128000, "output": 8192},
+                    }
+                },
+            }
+        },
+    }
+
+
+def write_config(home: Path, provider: str, model: str, base_url: str) -> None:
+    path = home / ".config" / "opencode" / "opencode.json"
+    write_bytes_atomic(path, orjson.dumps(config(provider, model, base_url), option=orjson.OPT_INDENT_2))
+
+
+def run_argv(session: str | None) -> list[str]:
+    argv = [binary(), "run", "--format", "json"]
+    return argv + (["--session", session] if session else [])
+
+
+def host_cli(home: Path, *args: str, timeout_s: float = 120.0) -> bytes:
+    """Run the pinned binary on the host with `home` as its whole home (export / import of a data home)."""
+    tmp = home / ".cache" / "replayer-tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    env = {**base_env(str(home)), "TMPDIR": str(tmp)}
+    try:
+        done = subprocess.run(
+            [str(host_binary()), *args], env=env, cwd=home, capture_output=True, timeout=timeout_s
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SandboxError(f"opencode {args[0]} failed: {exc}") from None
+    if done.returncode != 0:
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        raise SandboxError(f"opencode {args[0]} exited {done.returncode}: {tail[0]}")
+    return done.stdout
+
+
+def checkpointed_db(home: Path, dest: Path) -> None:
+    """A self-contained copy of the home's opencode.db (its WAL folded in), for a fixture or an output."""
+    source = home / DB
+    with (
+        contextlib.closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src,
+        contextlib.closing(sqlite3.connect(dest)) as out,
+    ):
+        src.backup(out)
+
+
+def import_session(home: Path, export: Path, info: dict) -> None:
+    """`opencode import` into `home`, then restore what the import takes from its own process.
+
+    The pinned CLI files an imported session under the importing process's directory; the recorded
+    directory (where the continuation runs, in the sandbox) is written back. The WAL is folded in so
+    that the store is one self-contained file."""
+    host_cli(home, "import", str(export))
+    with contextlib.closing(sqlite3.connect(home / DB)) as db:
+        db.execute(
+            "UPDATE session SET directory = ?, path = ? WHERE id = ?",
+            (info.get("directory"), info.get("path"), info.get("id")),
+        )
+        db.commit()
+    fold_wal(home)
+
+
+def fold_wal(home: Path) -> None:
+    """Fold the store's WAL into opencode.db; closing the last connection removes the -wal and -shm files
+    (a stale WAL beside a replaced database would be replayed into it)."""
+    with contextlib.closing(sqlite3.connect(home / DB)) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

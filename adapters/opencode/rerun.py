@@ -1,0 +1,181 @@
+"""Rerun a session's tool calls with the pinned CLI itself, fed the historical turns by the replay model.
+
+The prefix's user prompts start `opencode run` (a fresh session, then `--session` for later prompts);
+each main request the CLI sends is answered with the next historical step's tool calls (only those
+the replay reruns), and the CLI's own `tool_use` events carry the fresh results: its output text,
+metadata and error exactly as that version renders them, with its session state (files read before
+an edit) built up as in the original run.
+"""
+
+from __future__ import annotations
+
+import queue
+import shlex
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from adapters.base import stdout_events
+from adapters.opencode import bundle, tools
+from adapters.opencode.replay_model import Answer, ReplayModel
+from adapters.opencode.session import Native
+from replayer.errors import SandboxError
+from replayer.io import remove_alias, short_alias
+from replayer.models import Observation, ToolCall, Trajectory
+from sandboxes.docker import DockerSandbox, ExecHandle
+
+PORT = 8764
+"""The replay model inside the sandbox (the bridge is 8765)."""
+WORK_MOUNT = "/run/replayer-opencode"
+SOCKET = "replay-model.sock"
+_START_TIMEOUT_S = 120.0
+_POLL_S = 0.05
+
+
+def text_of(message: dict[str, Any]) -> str:
+    return "".join(
+        p.get("text", "") for p in message["parts"] if p.get("type") == "text" and not p.get("synthetic")
+    )
+
+
+def provider_model(native: Native) -> tuple[str, str]:
+    """The provider and model of the session's last assistant message (the tool set depends on them)."""
+    for message in reversed(native.messages):
+        info = message["info"]
+        if info.get("role") == "assistant" and info.get("providerID") and info.get("modelID"):
+            return str(info["providerID"]), str(info["modelID"])
+        model = info.get("model") or {}
+        if info.get("role") == "user" and model.get("providerID") and model.get("modelID"):
+            return str(model["providerID"]), str(model["modelID"])
+    model = native.info.get("model") or {}
+    return str(model.get("providerID") or "replayer"), str(model.get("id") or "replayed-model")
+
+
+class OpenCodeRerunner:
+    def __init__(
+        self, trajectory: Trajectory, sandbox: DockerSandbox, work: Path, home: Path, step_timeout_s: float
+    ):
+        assert trajectory.cwd
+        self.native: Native = trajectory._native
+        self.sandbox = sandbox
+        self.cwd = trajectory.cwd
+        self.step_timeout_s = step_timeout_s
+        self.home = home
+        self.steps = {s.index: s for s in trajectory.steps}
+        self.step_of = {c.id: s.index for s in trajectory.steps for c in s.calls}
+        self.turn_of = self._turns()
+        self.fresh: dict[str, Observation] = {}
+        provider, model = provider_model(self.native)
+        bundle.write_config(home, provider, model, f"http://127.0.0.1:{PORT}/v1")
+        self.alias = short_alias(work)
+        self.model = ReplayModel(self.alias / SOCKET, str(self.native.info.get("title") or ""))
+        sandbox.forward_port(PORT, f"{WORK_MOUNT}/{SOCKET}")
+        self.handle: ExecHandle | None = None
+        self.turn: int | None = None
+        self.session: str | None = None
+
+    def _turns(self) -> dict[int, int]:
+        """Step index -> index of the user message whose run it belongs to."""
+        step_at = {at: n for n, at in enumerate(self.native.step_messages, start=1)}
+        user, out = -1, {}
+        for at, message in enumerate(self.native.messages):
+            if message["info"].get("role") == "user":
+                user = at
+            elif at in step_at:
+                out[step_at[at]] = user
+        return out
+
+    def run(self, call: ToolCall) -> Observation:
+        if call.id not in self.fresh:
+            self._run_step(self.step_of[call.id])
+        return self.fresh[call.id]
+
+    def _run_step(self, index: int) -> None:
+        step = self.steps[index]
+        turn = self.turn_of[index]
+        if turn != self.turn:
+            self._start_run(turn)
+        calls = [c for c in step.calls if tools.classify(c)[0] == "rerun"]
+        self._next_request(f"step {index}")
+        message = self.native.messages[self.native.step_messages[index - 1]]
+        args = [(c.id, c.tool, orjson.dumps(c.input).decode()) for c in calls]
+        self.model.answer(Answer(text=text_of(message), calls=args))
+        self._collect({c.id for c in calls}, index)
+
+    def _start_run(self, turn: int) -> None:
+        if self.handle is not None:
+            self._next_request("the end of a run")
+            self.model.answer(Answer(text="(replayed run ends here)"))
+            if not self.handle.wait(self.step_timeout_s):
+                raise SandboxError("opencode did not end its run when the replayed turn ended")
+            self._take_session()
+        prompt = text_of(self.native.messages[turn]) if turn >= 0 else ""
+        argv = bundle.run_argv(self.session)
+        shell = f'printf %s "$REPLAYER_PROMPT" | exec {shlex.join(argv)}'
+        env = {**bundle.base_env(), "REPLAYER_PROMPT": prompt}
+        self.handle = self.sandbox.start_exec(["bash", "-c", shell], workdir=self.cwd, env=env)
+        self.turn = turn
+
+    def _take_session(self) -> None:
+        if self.session is None and self.handle is not None:
+            first = next(iter(stdout_events(bytes(self.handle.stdout))), {})
+            self.session = first.get("sessionID")
+
+    def _next_request(self, what: str) -> dict[str, Any]:
+        assert self.handle is not None
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while True:
+            try:
+                return self.model.requests.get(timeout=_POLL_S)
+            except queue.Empty:
+                pass
+            if self.handle.wait(0) or time.monotonic() > deadline:
+                raise SandboxError(f"opencode sent no model request for {what}: {self._tail()}")
+
+    def _collect(self, call_ids: set[str], index: int) -> None:
+        assert self.handle is not None
+        deadline = time.monotonic() + self.step_timeout_s * max(len(call_ids), 1)
+        while True:
+            parts = {
+                e["part"]["callID"]: e["part"]
+                for e in stdout_events(bytes(self.handle.stdout))
+                if e.get("type") == "tool_use" and e.get("part", {}).get("callID") in call_ids
+            }
+            if set(parts) == call_ids:
+                break
+            if self.handle.wait(_POLL_S) or time.monotonic() > deadline:
+                missing = ", ".join(sorted(call_ids - set(parts)))
+                raise SandboxError(
+                    f"opencode returned no result for {missing} in step {index}: {self._tail()}"
+                )
+        self._take_session()
+        for call_id, part in parts.items():
+            state = part["state"]
+            failed = state.get("status") == "error"
+            content = str(state.get("error") if failed else state.get("output", ""))
+            self.fresh[call_id] = Observation(content=content, is_error=failed, structured=state)
+
+    def _tail(self) -> str:
+        assert self.handle is not None
+        err = bytes(self.handle.stderr).decode(errors="replace").strip().splitlines()
+        return err[-1] if err else "no output"
+
+    def close(self) -> None:
+        if self.handle is not None and not self.handle.wait(0):
+            self.handle.signal(signal.SIGINT)
+            if not self.handle.wait(10):
+                self.handle.signal(signal.SIGKILL)
+                self.handle.wait(5)
+        if self.handle is not None:
+            self.handle.result(timed_out=False)
+        self.model.close()
+        (self.alias / SOCKET).unlink(missing_ok=True)
+        remove_alias(self.alias)
+        self._take_session()
+        if self.session is not None:  # the store keeps only the rebuilt session, imported next
+            bundle.host_cli(self.home, "session", "delete", self.session)
+        if (self.home / bundle.DB).is_file():
+            bundle.fold_wal(self.home)

@@ -1,0 +1,630 @@
+"""OpenCode (opencode-ai 1.18.x) sessions in their three native forms, parsed into one export-shaped model.
+
+Forms (all checked against the pinned CLI's own recordings and its bundled source):
+- export: `opencode export <ses>` JSON, `{info: <session>, messages: [{info, parts}]}`, in session order.
+- sqlite: the CLI's store `opencode.db` (tables `session`, `message`, `part`; the event-sourced `event`
+  table is not read: the CLI builds its prompt from `message`/`part`). Row `data` JSON lacks the ids,
+  which are put back as the CLI does (`{...data, id, sessionID}` for a message, `{...data, id,
+  sessionID, messageID}` for a part); messages are ordered by (time_created, id), parts by id, and the
+  session row is mapped to the export's `info` field names as the CLI's `fromRow` does. The file is
+  never opened in place with a journal: without a `-wal` sibling it is opened `immutable` (SQLite then
+  creates no `-wal`/`-shm` files); with one, the database and its WAL are copied to a temporary
+  directory and the copy is read, so un-checkpointed writes count. The store must hold exactly one
+  top-level session (sub-agent sessions, those with a parent, are not candidates).
+- events: `opencode run --format json` stdout, one `{type, timestamp, sessionID, part}` a line. Parts are
+  grouped by `part.messageID` (messages in order of first appearance, parts in part-id order, which is
+  the stored and the call order); the last line for a part id wins, so repeated lines and intermediate
+  tool states collapse into one part. `error` lines and unknown types carry no part and are ignored.
+  A run ends at a `step_finish` whose reason is neither `tool-calls` nor `unknown` in a message without
+  tool parts (the CLI's own loop-exit rule) or at an `error` line; a later new message starts the next
+  run (`opencode run --session` output appended). The CLI prints no user message: each run's prompt
+  comes from a sibling of the same session (an export `*.json` or an SQLite `*.db` in the same
+  directory), whose user messages, assistant message infos and unprinted parts (reasoning without
+  `--thinking`) are merged in; failing that, the first run's prompt is `task` and the user message is
+  synthesized. Without a sibling, an assistant message's info is only what the log shows (id, parent,
+  finish reason) and the session info is minimal (no version, no directory).
+
+A step is one assistant message with at least one `tool` part; its calls are those parts in order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+from adapters import SQLITE_MAGIC, SqliteFile
+from replayer.errors import BadInput
+from replayer.models import Observation, Step, ToolCall, Trajectory
+
+Record = dict[str, Any]
+Message = dict[str, Any]
+"""Export shape: {"info": {...}, "parts": [{...}]}."""
+Form = Literal["export", "events", "sqlite"]
+
+AGENT = "opencode"
+PART_EVENTS = frozenset({"step_start", "text", "reasoning", "tool_use", "step_finish"})
+"""Event types whose `part` is a stored part (the pinned CLI prints no other part events)."""
+CONTINUING_FINISHES = frozenset({"tool-calls", "unknown"})
+"""Finish reasons after which the CLI's loop asks the model again (any other ends the run)."""
+FINISHED_STATES = frozenset({"completed", "error"})
+SYNTHETIC_SUFFIX = "ReplayerTask00"
+"""Random-part stand-in of the synthesized user message and part ids (base62, 14 characters)."""
+_MAX_BYTES = 512 * 1024 * 1024
+_TABLES = frozenset({"session", "message", "part"})
+NO_PROMPT = (
+    "opencode event log has no user prompt: pass --task TEXT or put the session's "
+    "`opencode export` JSON next to it"
+)
+
+
+class Native(BaseModel):
+    """Parse state the rebuild needs: the session as `opencode export` would print it."""
+
+    model_config = ConfigDict(extra="forbid")
+    form: Form
+    info: dict[str, Any]
+    """The session in the export's `info` shape (minimal for an event log without a sibling)."""
+    messages: list[Message]
+    """Export shape, session order, user messages included."""
+    step_messages: list[int]
+    """Step i (1-based) -> index into `messages` of its assistant message."""
+
+
+# detection -----------------------------------------------------------------------------------
+def looks_like_opencode(head: list[Any]) -> bool:
+    first = head[0] if head else None
+    if isinstance(first, SqliteFile):
+        return _is_opencode_db(first.path)
+    if len(head) == 1 and _is_export(first):
+        return True
+    return _is_event(first)
+
+
+def _is_export(value: Any) -> bool:
+    info = value.get("info") if isinstance(value, dict) else None
+    return (
+        isinstance(info, dict)
+        and str(info.get("id", "")).startswith("ses_")
+        and isinstance(value.get("messages"), list)
+    )
+
+
+def _is_event(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("type"), str)
+        and isinstance(value.get("timestamp"), int)
+        and str(value.get("sessionID", "")).startswith("ses_")
+        and (isinstance(value.get("part"), dict) or "error" in value)
+    )
+
+
+def _is_opencode_db(path: Path) -> bool:
+    try:
+        with _open_db(path) as db:
+            names = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except (BadInput, sqlite3.Error):
+        return False
+    return _TABLES.issubset(names)
+
+
+# parse ---------------------------------------------------------------------------------------
+def parse(path: Path, task: str | None = None) -> Trajectory:
+    """`task` is the first prompt of an event log that has no sibling giving it; other forms ignore it."""
+    native, digest = _read(path, task)
+    steps = _steps(native)
+    traj = Trajectory(
+        agent=AGENT,
+        agent_version=native.info.get("version"),
+        session_id=native.info.get("id"),
+        cwd=native.info.get("directory") or _assistant_cwd(native.messages),
+        source=str(path),
+        source_sha256=digest,
+        steps=[s for s, _ in steps],
+    )
+    traj._native = native.model_copy(update={"step_messages": [at for _, at in steps]})
+    return traj
+
+
+def _read(path: Path, task: str | None) -> tuple[Native, str]:
+    if _is_sqlite(path):
+        return read_sqlite(path), _sha256(path, _wal(path))
+    raw = _bytes(path)
+    digest = hashlib.sha256(raw).hexdigest()
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        doc = None  # JSONL (several lines) or damaged: the event reader names the line
+    if isinstance(doc, dict) and "messages" in doc and "info" in doc:
+        return read_export(doc, path), digest
+    return read_events(raw, path, task), digest
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _bytes(path: Path) -> bytes:
+    try:
+        if path.stat().st_size > _MAX_BYTES:
+            raise BadInput(f"{path} is larger than {_MAX_BYTES} bytes")
+        return path.read_bytes()
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+
+
+def _sha256(*paths: Path | None) -> str:
+    """The database and, when present, its WAL: together they are the store's content."""
+    digest = hashlib.sha256()
+    for path in paths:
+        if path is None:
+            continue
+        try:
+            with path.open("rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    digest.update(chunk)
+        except OSError as exc:
+            raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+    return digest.hexdigest()
+
+
+def _assistant_cwd(messages: list[Message]) -> str | None:
+    for message in messages:
+        path = message["info"].get("path")
+        if message["info"].get("role") == "assistant" and isinstance(path, dict) and path.get("cwd"):
+            return str(path["cwd"])
+    return None
+
+
+# steps ---------------------------------------------------------------------------------------
+def _steps(native: Native) -> list[tuple[Step, int]]:
+    steps: list[tuple[Step, int]] = []
+    for at, message in enumerate(native.messages):
+        if message["info"].get("role") != "assistant":
+            continue
+        tools = [p for p in message["parts"] if p.get("type") == "tool"]
+        if not tools:
+            continue
+        calls = [_call(p, str(message["info"]["id"])) for p in tools]
+        complete = all(p["state"].get("status") in FINISHED_STATES for p in tools)
+        step = Step(
+            index=len(steps) + 1, message_id=str(message["info"]["id"]), calls=calls, complete=complete
+        )
+        steps.append((step, at))
+    return steps
+
+
+def _call(part: Record, message_id: str) -> ToolCall:
+    state = part.get("state")
+    if not isinstance(state, dict) or not part.get("callID"):
+        raise BadInput(f"opencode message {message_id}: tool part {part.get('id')} has no callID or state")
+    status = state.get("status")
+    historical = None
+    if status in FINISHED_STATES:
+        content = state.get("output" if status == "completed" else "error", "")
+        historical = Observation(
+            content=content if isinstance(content, str) else orjson.dumps(content).decode(),
+            is_error=status == "error",
+            structured=state,
+        )
+    tool_input = state.get("input")
+    return ToolCall(
+        id=str(part["callID"]),
+        tool=str(part.get("tool")),
+        input=tool_input if isinstance(tool_input, dict) else {},
+        historical=historical,
+    )
+
+
+# export --------------------------------------------------------------------------------------
+def read_export(doc: Record, path: Path) -> Native:
+    info = doc.get("info")
+    if not isinstance(info, dict) or not isinstance(info.get("id"), str):
+        raise BadInput(f"{path} is not an opencode export (its info has no session id)")
+    messages = doc.get("messages")
+    if not isinstance(messages, list):
+        raise BadInput(f"{path} is not an opencode export (no messages list)")
+    for i, message in enumerate(messages):
+        _check_message(message, f"{path}: message {i}")
+    return Native(form="export", info=info, messages=messages, step_messages=[])
+
+
+def _check_message(message: Any, where: str) -> None:
+    info = message.get("info") if isinstance(message, dict) else None
+    if not isinstance(info, dict) or not isinstance(info.get("id"), str):
+        raise BadInput(f"{where} is not an opencode message (no info with an id)")
+    if info.get("role") not in ("user", "assistant"):
+        raise BadInput(f"{where} has an unknown role {info.get('role')!r}")
+    parts = message.get("parts")
+    if not isinstance(parts, list) or not all(isinstance(p, dict) for p in parts):
+        raise BadInput(f"{where} has no parts list")
+
+
+# sqlite --------------------------------------------------------------------------------------
+def _wal(path: Path) -> Path | None:
+    wal = path.with_name(path.name + "-wal")
+    return wal if wal.is_file() and wal.stat().st_size > 0 else None
+
+
+@contextmanager
+def _open_db(path: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection that writes nothing next to `path` (see the module docstring)."""
+    wal = _wal(path)
+    with tempfile.TemporaryDirectory(prefix="replayer-opencode-") as tmp:
+        try:
+            if wal is None:
+                uri = f"{path.absolute().as_uri()}?mode=ro&immutable=1"
+            else:
+                copy = Path(tmp) / "opencode.db"
+                shutil.copyfile(path, copy)
+                shutil.copyfile(wal, Path(tmp) / "opencode.db-wal")
+                uri = f"{copy.as_uri()}?mode=ro"
+            db = sqlite3.connect(uri, uri=True)
+        except (OSError, sqlite3.Error) as exc:
+            raise BadInput(f"cannot open {path} as an SQLite database: {exc}") from None
+        try:
+            yield db
+        finally:
+            db.close()
+
+
+def read_sqlite(path: Path, session_id: str | None = None) -> Native:
+    """The store's only top-level session, or the session `session_id` when given."""
+    try:
+        with _open_db(path) as db:
+            db.row_factory = sqlite3.Row
+            names = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not _TABLES.issubset(names):
+                raise BadInput(
+                    f"{path} is an SQLite database without opencode's session, message and part tables"
+                )
+            row = _only_session(db, path) if session_id is None else _session(db, path, session_id)
+            info = session_info(row, path)
+            messages = _db_messages(db, str(row["id"]), path)
+    except sqlite3.Error as exc:
+        raise BadInput(f"{path}: cannot read the opencode database: {exc}") from None
+    return Native(form="sqlite", info=info, messages=messages, step_messages=[])
+
+
+def _only_session(db: sqlite3.Connection, path: Path) -> sqlite3.Row:
+    rows = db.execute("SELECT * FROM session WHERE parent_id IS NULL ORDER BY time_created, id").fetchall()
+    if not rows:
+        raise BadInput(f"{path} holds no opencode session")
+    if len(rows) > 1:
+        ids = ", ".join(str(r["id"]) for r in rows)
+        raise BadInput(
+            f"{path} holds {len(rows)} opencode sessions ({ids}): run `opencode export <id>` for the one "
+            "to replay and pass that file"
+        )
+    return rows[0]
+
+
+def _session(db: sqlite3.Connection, path: Path, session_id: str) -> sqlite3.Row:
+    row = db.execute("SELECT * FROM session WHERE id = ?", (session_id,)).fetchone()
+    if row is None:
+        raise BadInput(f"{path} holds no opencode session {session_id}")
+    return row
+
+
+def _db_messages(db: sqlite3.Connection, session_id: str, path: Path) -> list[Message]:
+    """As the CLI's MessageV2 reads them: messages by (time_created, id), each one's parts by id."""
+    messages: list[Message] = []
+    by_id: dict[str, Message] = {}
+    query = "SELECT id, session_id, data FROM message WHERE session_id = ? ORDER BY time_created, id"
+    for row in db.execute(query, (session_id,)):
+        data = _json_object(row["data"], f"{path}: message {row['id']}")
+        message: Message = {"info": {**data, "id": row["id"], "sessionID": row["session_id"]}, "parts": []}
+        messages.append(message)
+        by_id[row["id"]] = message
+    query = (
+        "SELECT p.id, p.message_id, p.session_id, p.data FROM part p JOIN message m ON m.id = p.message_id "
+        "WHERE m.session_id = ? ORDER BY p.message_id, p.id"
+    )
+    for row in db.execute(query, (session_id,)):
+        data = _json_object(row["data"], f"{path}: part {row['id']}")
+        part = {**data, "id": row["id"], "sessionID": row["session_id"], "messageID": row["message_id"]}
+        by_id[row["message_id"]]["parts"].append(part)
+    for message in messages:
+        _check_message(message, f"{path}: message {message['info']['id']}")
+    return messages
+
+
+def _json_object(text: Any, where: str) -> Record:
+    try:
+        value = orjson.loads(text) if text is not None else None
+    except orjson.JSONDecodeError:
+        raise BadInput(f"{where} has damaged JSON data") from None
+    if not isinstance(value, dict):
+        raise BadInput(f"{where} has no JSON object as its data")
+    return value
+
+
+def _json_column(text: Any, where: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        raise BadInput(f"{where} is damaged JSON") from None
+
+
+def session_info(row: sqlite3.Row, path: Path) -> Record:
+    """A `session` row in the export's `info` shape: the pinned CLI's `fromRow`, undefined keys left out."""
+    where = f"{path}: session {row['id']}"
+    cols = dict(zip(row.keys(), tuple(row), strict=True))
+    model = _json_column(cols.get("model"), f"{where} model")
+    revert = _json_column(cols.get("revert"), f"{where} revert")
+    permission = _json_column(cols.get("permission"), f"{where} permission")
+    diffs = _json_column(cols.get("summary_diffs"), f"{where} summary_diffs")
+    summary = None
+    if any(cols.get(k) is not None for k in ("summary_additions", "summary_deletions", "summary_files")):
+        summary = {
+            "additions": cols.get("summary_additions") or 0,
+            "deletions": cols.get("summary_deletions") or 0,
+            "files": cols.get("summary_files") or 0,
+            "diffs": diffs,
+        }
+    info = {
+        "id": cols["id"],
+        "slug": cols.get("slug"),
+        "projectID": cols.get("project_id"),
+        "workspaceID": cols.get("workspace_id"),
+        "directory": cols.get("directory"),
+        "path": cols.get("path"),
+        "parentID": cols.get("parent_id"),
+        "title": cols.get("title"),
+        "agent": cols.get("agent"),
+        "model": _model(model),
+        "version": cols.get("version"),
+        "summary": summary,
+        "cost": _js_number(cols.get("cost")),
+        "tokens": {
+            "input": cols.get("tokens_input"),
+            "output": cols.get("tokens_output"),
+            "reasoning": cols.get("tokens_reasoning"),
+            "cache": {"read": cols.get("tokens_cache_read"), "write": cols.get("tokens_cache_write")},
+        },
+        "share": {"url": cols["share_url"]} if cols.get("share_url") else None,
+        "metadata": _json_column(cols.get("metadata"), f"{where} metadata"),
+        "revert": _revert(revert),
+        "permission": permission,
+        "time": {
+            "created": cols.get("time_created"),
+            "updated": cols.get("time_updated"),
+            "compacting": cols.get("time_compacting"),
+            "archived": cols.get("time_archived"),
+        },
+    }
+    return _drop_none(info)
+
+
+def _revert(revert: Any) -> Record | None:
+    if not isinstance(revert, dict):
+        return None
+    return _drop_none(
+        {
+            "messageID": revert.get("messageID"),
+            "partID": revert.get("partID") or None,
+            "snapshot": revert.get("snapshot"),
+            "diff": revert.get("diff"),
+        }
+    )
+
+
+def _js_number(value: Any) -> Any:
+    """A REAL column as JSON.stringify prints it (0.0 -> 0)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _model(model: Any) -> Record | None:
+    if not isinstance(model, dict):
+        return None
+    return _drop_none(
+        {"id": model.get("id"), "providerID": model.get("providerID"), "variant": model.get("variant")}
+    )
+
+
+def _drop_none(value: Record) -> Record:
+    """JSON.stringify leaves out undefined values, also nested (`summary.diffs`, `time.archived`)."""
+    return {k: _drop_none(v) if isinstance(v, dict) else v for k, v in value.items() if v is not None}
+
+
+# events --------------------------------------------------------------------------------------
+class _EventLog(BaseModel):
+    """What the lines say: parts by id (last wins), messages in order of first appearance, runs."""
+
+    model_config = ConfigDict(extra="forbid")
+    session_id: str
+    first_timestamp: int
+    parts: dict[str, Record]
+    message_parts: dict[str, list[str]]
+    """Message id -> its part ids, in order of first appearance of the message."""
+    runs: list[list[str]]
+    """Message ids of each `opencode run`, in order."""
+
+
+def _events(raw: bytes, path: Path) -> _EventLog:
+    parts: dict[str, Record] = {}
+    message_parts: dict[str, list[str]] = {}
+    runs: list[list[str]] = []
+    session_id: str | None = None
+    first_timestamp = 0
+    ended = True  # the first message starts run 1
+    for number, line in enumerate(raw.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            raise BadInput(f"{path}: line {number} is not JSON (a damaged opencode event log)") from None
+        if not (
+            isinstance(event, dict)
+            and isinstance(event.get("type"), str)
+            and isinstance(event.get("sessionID"), str)
+        ):
+            raise BadInput(f"{path}: line {number} is not an opencode event (no type and sessionID)")
+        if session_id is None:
+            stamp = event.get("timestamp")
+            session_id, first_timestamp = event["sessionID"], stamp if isinstance(stamp, int) else 0
+        elif event["sessionID"] != session_id:
+            raise BadInput(
+                f"{path}: line {number} belongs to session {event['sessionID']}, not {session_id} "
+                "(one event log a session)"
+            )
+        kind = event["type"]
+        if kind == "error":
+            ended = True
+            continue
+        if kind not in PART_EVENTS:
+            continue
+        part = event.get("part")
+        if not isinstance(part, dict) or not isinstance(part.get("id"), str) or not part.get("messageID"):
+            raise BadInput(f"{path}: line {number} is a {kind} event without a part id and messageID")
+        message_id = str(part["messageID"])
+        if message_id not in message_parts:
+            if ended:
+                runs.append([])
+                ended = False
+            runs[-1].append(message_id)
+            message_parts[message_id] = []
+        if part["id"] not in parts:
+            message_parts[message_id].append(part["id"])
+        parts[part["id"]] = part
+        if kind == "step_finish" and part.get("reason") not in CONTINUING_FINISHES:
+            has_tools = any(parts[p].get("type") == "tool" for p in message_parts[message_id])
+            ended = ended or not has_tools
+    if session_id is None:
+        raise BadInput(f"{path} holds no opencode event")
+    return _EventLog(
+        session_id=session_id,
+        first_timestamp=first_timestamp,
+        parts=parts,
+        message_parts=message_parts,
+        runs=runs,
+    )
+
+
+def read_events(raw: bytes, path: Path, task: str | None) -> Native:
+    log = _events(raw, path)
+    sibling = sibling_session(path, log.session_id)
+    known: dict[str, Message] = {m["info"]["id"]: m for m in sibling.messages} if sibling else {}
+    messages: list[Message] = []
+    included: set[str] = set()
+    for run_number, run in enumerate(log.runs, 1):
+        user_id: str | None = None
+        for message_id in run:
+            recorded = known.get(message_id)
+            parent = known.get(str(recorded["info"].get("parentID"))) if recorded else None
+            if parent is not None and parent["info"].get("role") == "user":
+                user_id = parent["info"]["id"]
+                if user_id not in included:
+                    messages.append(parent)
+                    included.add(user_id)
+            elif user_id is None:
+                user = _first_prompt(log, run_number, task, sibling, path)
+                user_id = user["info"]["id"]
+                messages.append(user)
+                included.add(user_id)
+            messages.append(_assistant(log, message_id, user_id, recorded))
+    info = (
+        sibling.info if sibling else {"id": log.session_id, "directory": None, "title": "", "version": None}
+    )
+    return Native(form="events", info=info, messages=messages, step_messages=[])
+
+
+def _first_prompt(log: _EventLog, run: int, task: str | None, sibling: Native | None, path: Path) -> Message:
+    """The synthesized user message of run 1, from `task`; later runs' prompts are unknown."""
+    if run == 1 and task is not None and (len(log.runs) == 1 or sibling is not None):
+        return synthetic_user(log, task, sibling)
+    if run == 1 and sibling is None and task is None:
+        raise BadInput(NO_PROMPT)
+    if sibling is None:
+        raise BadInput(
+            f"{path} holds {len(log.runs)} appended opencode runs and the CLI prints no user prompt (--task "
+            "gives only the first): put the session's `opencode export` JSON next to it"
+        )
+    raise BadInput(
+        f"{path}: run {run} of {len(log.runs)} has no user prompt in the session's export next to it "
+        f"(an older one?){' and no --task' if run == 1 else ''}: export the session again"
+    )
+
+
+def synthetic_user(log: _EventLog, task: str, sibling: Native | None) -> Message:
+    first = log.runs[0][0]
+    stem = first[4:16]
+    try:
+        stamp = f"{max(int(stem, 16) - 1, 0):012x}"
+    except ValueError:
+        stamp = "0" * 12
+    message_id = f"msg_{stamp}{SYNTHETIC_SUFFIX}"
+    info: Record = {"role": "user", "time": {"created": log.first_timestamp}, "agent": "build"}
+    model = _known_model(sibling)
+    if model:
+        info["model"] = model
+    info.update(id=message_id, sessionID=log.session_id)
+    part = {
+        "type": "text",
+        "text": task,
+        "id": f"prt_{stamp}{SYNTHETIC_SUFFIX}",
+        "sessionID": log.session_id,
+        "messageID": message_id,
+    }
+    return {"info": info, "parts": [part]}
+
+
+def _known_model(sibling: Native | None) -> Record | None:
+    for message in sibling.messages if sibling else []:
+        info = message["info"]
+        if info.get("role") == "assistant" and info.get("providerID") and info.get("modelID"):
+            return {"providerID": info["providerID"], "modelID": info["modelID"]}
+    return None
+
+
+def _assistant(log: _EventLog, message_id: str, user_id: str, recorded: Message | None) -> Message:
+    """The log's parts (final states) over the recorded ones (which add what the CLI did not print)."""
+    parts = {p["id"]: p for p in recorded["parts"]} if recorded else {}
+    parts.update({p: log.parts[p] for p in log.message_parts[message_id]})
+    if recorded is not None:
+        info = recorded["info"]
+    else:
+        info = {"id": message_id, "sessionID": log.session_id, "role": "assistant", "parentID": user_id}
+        finishes = [parts[p].get("reason") for p in sorted(parts) if parts[p].get("type") == "step-finish"]
+        if finishes and finishes[-1]:
+            info["finish"] = finishes[-1]
+    return {"info": info, "parts": [parts[p] for p in sorted(parts)]}
+
+
+def sibling_session(path: Path, session_id: str) -> Native | None:
+    """The same session's export (`*.json`) or store (`*.db`) in the event log's directory, if any."""
+    try:
+        candidates = sorted(p for p in path.parent.iterdir() if p != path and p.is_file())
+    except OSError:
+        return None
+    for candidate in (p for p in candidates if p.suffix == ".json"):
+        try:
+            if candidate.stat().st_size > _MAX_BYTES:
+                continue
+            doc = orjson.loads(candidate.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        if _is_export(doc) and doc["info"]["id"] == session_id:
+            return read_export(doc, candidate)
+    for candidate in (p for p in candidates if p.suffix == ".db" and _is_sqlite(p)):
+        try:
+            return read_sqlite(candidate, session_id)
+        except BadInput:
+            continue
+    return None

@@ -1,0 +1,123 @@
+"""Fixture recorder for OpenCode: the real pinned `opencode` CLI in the sandbox, scripted chat upstream (SSE).
+
+`python -m tests.recorder_opencode --all` re-records every scenario into tests/fixtures/opencode/<scenario>/:
+the initial workspace, the runs' stdout event lines (`events.jsonl`, runs appended), the session as
+`opencode export` prints it (`export.json`), the SQLite store (`opencode.db`, WAL folded in), and the
+upstream's log of every request it received.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from adapters.opencode import bundle
+from tests.support.opencode_cli import run_opencode
+from tests.support.recording import (
+    Scenario,
+    call,
+    record_selected,
+    recorder_parser,
+    seed,
+    turn,
+    write_fixture,
+)
+from tests.support.upstream import Script, TextBlock
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "opencode"
+CWD = "/testbed"
+CALC = "def add(a, b):\n    return a - b\n"
+
+
+def scenarios() -> list[Scenario]:
+    s = "tools"
+    return [
+        Scenario(
+            name=s,
+            files={
+                "calc.py": CALC,
+                "notes.txt": "one\ntwo\nthree\n",
+                "pkg/util.py": "def add_one(x):\n    return x + 1\n",
+            },
+            prompts=["Fix add() in calc.py."],
+            script=Script(
+                model="fake-model",
+                turns=[
+                    turn(
+                        TextBlock(text="Let me look at both at once."),
+                        call(s, 1, "read", filePath=f"{CWD}/calc.py"),
+                        call(s, 2, "bash", command="ls; echo err >&2; exit 3", description="List files"),
+                    ),
+                    turn(call(s, 3, "edit", filePath=f"{CWD}/calc.py", oldString="a - b", newString="a + b")),
+                    turn(
+                        call(s, 4, "read", filePath=f"{CWD}/missing.txt"),
+                        call(s, 5, "no_such_tool", x=1),
+                    ),
+                    turn(
+                        TextBlock(text="Searching."),
+                        call(s, 6, "glob", pattern="**/*.py"),
+                        call(s, 7, "grep", pattern="def add"),
+                        call(s, 8, "read", filePath=f"{CWD}/notes.txt", offset=2, limit=1),
+                    ),
+                    turn(
+                        call(s, 9, "write", filePath=f"{CWD}/new.txt", content="hello\n"),
+                        call(s, 10, "edit", filePath=f"{CWD}/notes.txt", oldString="nope", newString="x"),
+                    ),
+                    turn(
+                        call(
+                            s,
+                            11,
+                            "bash",
+                            command="python3 -c 'from calc import add; print(add(1, 2))'; cat new.txt",
+                            description="Check the fix",
+                        )
+                    ),
+                    turn(TextBlock(text="Fixed: add() now adds.")),
+                ],
+            ),
+        ),
+        Scenario(
+            name=(s := "two_runs"),
+            files={"calc.py": CALC},
+            prompts=["Read calc.py.", "Now fix it."],
+            script=Script(
+                model="fake-model",
+                turns=[
+                    turn(call(s, 1, "read", filePath=f"{CWD}/calc.py")),
+                    turn(TextBlock(text="It subtracts.")),
+                    turn(call(s, 2, "edit", filePath=f"{CWD}/calc.py", oldString="a - b", newString="a + b")),
+                    turn(call(s, 3, "bash", command="cat calc.py", description="Show calc.py")),
+                    turn(TextBlock(text="Fixed.")),
+                ],
+            ),
+        ),
+    ]
+
+
+def record(scenario: Scenario, dest: Path) -> Path:
+    with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
+        state = Path(tmp)
+        paths = seed(state, scenario.files, "home", "sock")
+        stdout, log, session = run_opencode(
+            prompts=scenario.prompts,
+            workspace=paths["workspace"],
+            home=paths["home"],
+            sockets=paths["sock"],
+            script=scenario.script,
+        )
+        bundle.checkpointed_db(paths["home"], state / "opencode.db")
+        files = {
+            "events.jsonl": b"".join(stdout),
+            "export.json": bundle.host_cli(paths["home"], "export", session),
+            "opencode.db": (state / "opencode.db").read_bytes(),
+        }
+        meta = {"task": scenario.prompts[0], "prompts": scenario.prompts, "session_id": session}
+        return write_fixture(dest, scenario.name, bundle.NAME, state, files, log, **meta)
+
+
+def main() -> None:
+    record_selected(recorder_parser(__doc__, FIXTURES).parse_args(), scenarios(), record)
+
+
+if __name__ == "__main__":
+    main()

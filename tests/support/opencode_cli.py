@@ -1,0 +1,54 @@
+"""Run the real pinned `opencode` CLI in the sandbox against the scripted chat upstream (recorder and tests)."""
+
+from __future__ import annotations
+
+import shlex
+import uuid
+from pathlib import Path
+
+import orjson
+
+from adapters.opencode import bundle
+from replayer.pins import load_pins
+from sandboxes.docker import DockerSandbox, connect
+from tests.support.upstream import Script, ScriptedUpstream
+
+CWD = "/testbed"
+SOCK_DIR = "/run/replayer-sock"
+PORT = 8765
+PROVIDER = "fake"
+MODEL = "fake-model"
+
+
+def run_opencode(
+    *, prompts: list[str], workspace: Path, home: Path, sockets: Path, script: Script
+) -> tuple[list[bytes], list[dict], str]:
+    """The first prompt starts a session, each further one continues it (`--session`).
+
+    Returns each run's stdout, the upstream log and the session id."""
+    bundle.write_config(home, PROVIDER, MODEL, f"http://127.0.0.1:{PORT}/v1")
+    stdout: list[bytes] = []
+    session: str | None = None
+    with ScriptedUpstream(script, unix_path=sockets / "upstream.sock") as upstream:
+        binds = {CWD: (workspace, False), bundle.HOME: (home, False), SOCK_DIR: (sockets, False)}
+        binds.update(bundle.binds())
+        run_id = f"opencode-{uuid.uuid4().hex[:8]}"
+        with DockerSandbox.start(
+            connect(), load_pins().base_image.tag, binds=binds, workdir=CWD, run_id=run_id
+        ) as box:
+            box.forward_port(PORT, f"{SOCK_DIR}/upstream.sock")
+            for prompt in prompts:
+                argv = bundle.run_argv(session)
+                shell = f"printf %s {shlex.quote(prompt)} | exec {shlex.join(argv)}"
+                res = box.exec(["bash", "-c", shell], workdir=CWD, env=bundle.base_env(), timeout_s=180)
+                if res.exit_code != 0:
+                    raise RuntimeError(
+                        f"opencode exited {res.exit_code}: {(res.stdout + res.stderr).decode()[-3000:]}"
+                    )
+                stdout.append(res.stdout)
+                if session is None:
+                    first = orjson.loads(res.stdout.splitlines()[0])
+                    session = first["sessionID"]
+        log = [r.model_dump() for r in upstream.log]
+    assert session is not None
+    return stdout, log, session
