@@ -34,6 +34,8 @@ record: setup
 	$(PY) -m tests.recorder_codex --all
 	$(PY) -m tests.recorder_mini --all
 	$(PY) -m tests.recorder_opencode --all
+	$(PY) -m tests.recorder_pi --all
+	$(PY) -m tests.recorder_pi_sessions --all
 	$(PY) -m tests.capture_tools
 
 gc: $(STAMP)

@@ -30,8 +30,9 @@ def all_adapters() -> list[Adapter]:
     from adapters.codex import CodexAdapter
     from adapters.mini_swe_agent import MiniSweAgentAdapter
     from adapters.opencode import OpenCodeAdapter
+    from adapters.pi import PiAdapter
 
-    return [ClaudeCodeAdapter(), CodexAdapter(), MiniSweAgentAdapter(), OpenCodeAdapter()]
+    return [ClaudeCodeAdapter(), CodexAdapter(), MiniSweAgentAdapter(), OpenCodeAdapter(), PiAdapter()]
 
 
 def read_head(path: Path) -> list[Any]:

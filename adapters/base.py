@@ -78,6 +78,9 @@ class Adapter(Protocol):
     """The native format may lack the first prompt, which `task` then supplies (OpenCode's event log)."""
     idle_timeout_s: float
     """Default continuation idle timeout (no output and no bridge traffic)."""
+    degradable_tools: bool
+    """--allow-degraded may keep the historical result of a call that cannot be rerun (False: a session
+    calling any such tool is refused, its tool semantics are the contract)."""
 
     def detect(self, head: list[Any]) -> bool:
         """Whether the first parsed records of a file belong to this agent's format."""

@@ -22,6 +22,7 @@ SOURCES = {
         "adapters/mini_swe_agent/data",
     ),
     "opencode": ("tests/fixtures/opencode/tools/upstream.jsonl", "adapters/opencode/data"),
+    "pi": ("tests/fixtures/pi/tools/upstream.jsonl", "adapters/pi/data"),
 }
 
 

@@ -85,3 +85,17 @@ def opencode_requests(name: str) -> list[dict]:
         orjson.loads(line) for line in (opencode_fixture(name) / "upstream.jsonl").read_bytes().splitlines()
     ]
     return [r for r in log if r["main_thread"]]
+
+
+PI_FIXTURES = ROOT / "tests" / "fixtures" / "pi"
+PI_SCENARIOS = sorted(p.name for p in PI_FIXTURES.iterdir() if (p / "session.jsonl").exists())
+
+
+def pi_fixture(name: str) -> Path:
+    return PI_FIXTURES / name
+
+
+def pi_requests(name: str) -> list[dict]:
+    """The chat-completions requests the real Pi sent while recording, in order."""
+    log = [orjson.loads(line) for line in (pi_fixture(name) / "upstream.jsonl").read_bytes().splitlines()]
+    return [r for r in log if r["main_thread"]]

@@ -20,12 +20,14 @@ from tests.conftest import (
     CODEX_SCENARIOS,
     MINI_SCENARIOS,
     OPENCODE_SCENARIOS,
+    PI_SCENARIOS,
     ROOT,
     SCENARIOS,
     codex_fixture,
     fixture_dir,
     mini_fixture,
     opencode_fixture,
+    pi_fixture,
     replayer,
 )
 
@@ -34,6 +36,7 @@ SOURCES = (
     + [codex_fixture(n) / "rollout.jsonl" for n in CODEX_SCENARIOS]
     + [mini_fixture(n) / "trajectory.traj.json" for n in MINI_SCENARIOS]
     + [opencode_fixture(n) / "export.json" for n in OPENCODE_SCENARIOS]
+    + [pi_fixture(n) / "session.jsonl" for n in PI_SCENARIOS]
 )
 
 
@@ -44,7 +47,8 @@ def _manifest(tmp_path: Path, lines: list[dict]) -> Path:
 
 
 def _all_sources(tmp_path: Path) -> tuple[Path, int]:
-    lines = [{"trajectory": str(p), "allow_degraded": "v1" in str(p)} for p in SOURCES]
+    # mini-swe-agent 1.x and Pi (whose files name no CLI version) replay only with --allow-degraded
+    lines = [{"trajectory": str(p), "allow_degraded": "v1" in str(p) or "/pi/" in str(p)} for p in SOURCES]
     expected = sum(len(valid_boundaries(load(p)[1])) for p in SOURCES)
     return _manifest(tmp_path, lines), expected
 
@@ -67,7 +71,7 @@ def test_every_boundary_of_every_agent_once(tmp_path: Path) -> None:
     agents = {
         orjson.loads((d / "result.json").read_bytes())["agent"] for d in (tmp_path / "out" / "jobs").iterdir()
     }
-    assert agents == {"claude_code", "codex", "mini_swe_agent", "opencode"}
+    assert agents == {"claude_code", "codex", "mini_swe_agent", "opencode", "pi"}
     # a job's output is the ordinary `prepare` output for its boundary
     job = next((tmp_path / "out" / "jobs").iterdir())
     result = orjson.loads((job / "result.json").read_bytes())

@@ -92,7 +92,13 @@ def test_atif_records_are_valid_v1_7_trajectories(tmp_path: Path) -> None:
     replayer("export", str(tmp_path / "out"), "--format", "atif", "-o", str(path), check=True)
     trajectories = [Trajectory.model_validate_json(line) for line in path.read_bytes().splitlines()]
     assert len(trajectories) == expected
-    assert {t.agent.name for t in trajectories} == {"claude_code", "codex", "mini_swe_agent", "opencode"}
+    assert {t.agent.name for t in trajectories} == {
+        "claude_code",
+        "codex",
+        "mini_swe_agent",
+        "opencode",
+        "pi",
+    }
     calls = sum(len(s.tool_calls or []) for t in trajectories for s in t.steps)
     results = sum(len(s.observation.results) for t in trajectories for s in t.steps if s.observation)
     assert calls == results > 0, "every call is answered in its own step"

@@ -13,7 +13,14 @@ import pytest
 
 from adapters.opencode import bundle
 from replayer.engine import load
-from tests.conftest import OPENCODE_FORMS, OPENCODE_SCENARIOS, opencode_fixture, opencode_requests, replayer
+from tests.conftest import (
+    OPENCODE_FORMS,
+    OPENCODE_SCENARIOS,
+    fixture_dir,
+    opencode_fixture,
+    opencode_requests,
+    replayer,
+)
 
 
 def _boundaries() -> list[tuple[str, int]]:
@@ -109,5 +116,5 @@ def test_an_event_log_alone_takes_its_prompt_from_task(tmp_path: Path) -> None:
 
 
 def test_task_is_refused_for_a_format_that_stores_its_prompt(tmp_path: Path) -> None:
-    proc = replayer("inspect", str(opencode_fixture("tools") / "export.json"), "--task", "x")
+    proc = replayer("inspect", str(fixture_dir("parallel") / "session.jsonl"), "--task", "x")
     assert proc.returncode == 3 and "--task" in proc.stderr

@@ -24,6 +24,7 @@ class ClaudeCodeAdapter:
     needs_nonce = True
     takes_task = False
     idle_timeout_s = 300.0
+    degradable_tools = True
 
     def detect(self, head: list[Any]) -> bool:
         return chain.looks_like_claude_code(head)

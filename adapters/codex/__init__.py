@@ -60,6 +60,7 @@ class CodexAdapter:
     needs_nonce = True
     takes_task = False
     idle_timeout_s = 300.0
+    degradable_tools = True
 
     def detect(self, head: list[Any]) -> bool:
         return rollout.looks_like_codex(head)

@@ -37,6 +37,7 @@ class MiniSweAgentAdapter:
     needs_nonce = False
     takes_task = False
     idle_timeout_s = 300.0
+    degradable_tools = True
 
     def detect(self, head: list[Any]) -> bool:
         return native_format.looks_like_mini(head)

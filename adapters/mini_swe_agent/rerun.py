@@ -7,22 +7,20 @@ agent, model and environment classes made of it (execution, submission check, te
 
 from __future__ import annotations
 
-import socket
-import time
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from adapters.companion import SocketCompanion
 from adapters.mini_swe_agent import bundle, config
 from adapters.mini_swe_agent.trajectory import Native, calls_and_cost
 from replayer.errors import PlanRefused, SandboxError
-from replayer.io import remove_alias, short_alias, write_bytes_atomic
+from replayer.io import write_bytes_atomic
 from replayer.models import Observation, ToolCall, Trajectory
-from sandboxes.base import RunningExec, Sandbox
+from sandboxes.base import Sandbox
 
-_START_TIMEOUT_S = 120.0
 _STEP_MARGIN_S = 60.0
 SOCKET = "companion.sock"
 
@@ -48,32 +46,15 @@ class MiniRerunner:
         spec = {"version": bundle.version(), "config": companion_config}
         write_bytes_atomic(work / "serve.json", orjson.dumps(spec))
         self.step_timeout_s = float(companion_config["environment"].get("timeout") or 30)
-        self.handle: RunningExec = sandbox.start_exec(
+        self.companion = SocketCompanion(
+            sandbox,
             companion_argv("serve", f"{bundle.WORK_MOUNT}/serve.json", f"{bundle.WORK_MOUNT}/{SOCKET}"),
             workdir=trajectory.cwd,
             env=bundle.base_env(),
+            work=work,
+            socket_name=SOCKET,
+            name="mini-swe-agent",
         )
-        self.alias = short_alias(work)
-        self.sock: socket.socket | None = None
-        self.stream: Any = None
-
-    def _connect(self) -> None:
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        while True:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                sock.connect(str(self.alias / SOCKET))
-                self.sock, self.stream = sock, sock.makefile("rwb")
-                return
-            except OSError:
-                sock.close()
-            if self.handle.wait(0.1) or time.monotonic() > deadline:
-                raise SandboxError(f"the mini-swe-agent companion did not start: {self._stderr_tail()}")
-
-    def _stderr_tail(self) -> str:
-        self.handle.wait(1)
-        err = self.handle.result(timed_out=False, cleanup=False).stderr.decode(errors="replace").strip()
-        return err.splitlines()[-1] if err else "no output"
 
     def run(self, call: ToolCall) -> Observation:
         if call.id not in self.fresh:
@@ -81,9 +62,6 @@ class MiniRerunner:
         return self.fresh[call.id]
 
     def _run_step(self, index: int) -> None:
-        if self.stream is None:
-            self._connect()
-        assert self.sock is not None
         start, _ = self.native.step_spans[index - 1]
         message = self.native.messages[start]
         if self.native.format != "mini-swe-agent-1.1":  # 1.x kept no actions: the parsed ones
@@ -91,16 +69,9 @@ class MiniRerunner:
             message = {**message, "extra": {**(message.get("extra") or {}), "actions": actions}}
         n_calls, cost = self.totals[start]
         calls = self.calls[index]
-        self.sock.settimeout(len(calls) * (self.step_timeout_s + 5) + _STEP_MARGIN_S)
-        try:
-            self.stream.write(orjson.dumps({"message": message, "n_calls": n_calls, "cost": cost}) + b"\n")
-            self.stream.flush()
-            line = self.stream.readline()
-        except OSError as exc:
-            raise SandboxError(f"the mini-swe-agent companion failed in step {index}: {exc}") from None
-        if not line:
-            raise SandboxError(f"the mini-swe-agent companion died in step {index}: {self._stderr_tail()}")
-        answer = orjson.loads(line)
+        timeout = len(calls) * (self.step_timeout_s + 5) + _STEP_MARGIN_S
+        payload = {"message": message, "n_calls": n_calls, "cost": cost}
+        answer = self.companion.request(payload, timeout, f"step {index}")
         if "error" in answer:
             raise SandboxError(f"mini-swe-agent failed to execute step {index}: {answer['error']}")
         messages: list[dict[str, Any]] = answer["messages"]
@@ -117,7 +88,4 @@ class MiniRerunner:
             self.fresh[call.id] = Observation(content=fresh["content"], structured=fresh.get("extra"))
 
     def close(self) -> None:
-        if self.sock is not None:
-            self.sock.close()  # the companion's loop ends at EOF
-        (self.alias / SOCKET).unlink(missing_ok=True)
-        remove_alias(self.alias)
+        self.companion.close()

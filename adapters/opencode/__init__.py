@@ -85,6 +85,7 @@ class OpenCodeAdapter:
     needs_nonce = True
     takes_task = True
     idle_timeout_s = 600.0
+    degradable_tools = True
 
     def detect(self, head: list[Any]) -> bool:
         return session.looks_like_opencode(head)

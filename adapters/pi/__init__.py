@@ -1,0 +1,206 @@
+"""Pi: event logs (json and rpc modes) and session files; reruns with Pi's own tools; SDK continuation."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from adapters.base import Launch, Rebuild, stdout_events
+from adapters.pi import bundle, session
+from adapters.pi.rerun import PiRerunner, observation
+from adapters.pi.wire import to_wire
+from bridges.chat import ChatDialect, SystemPerRequestGate
+from replayer.io import Workspace, write_bytes_atomic
+from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from sandboxes.base import Sandbox
+
+TOOLS = frozenset({"read", "bash", "edit", "write"})
+"""Pi's default tools, rerun by the pinned package's own implementations; no other tool is replayed."""
+BRIDGE_URL = "http://127.0.0.1:8765/v1"
+CONTINUE_SPEC = ".replayer/continue.json"
+CONTINUED = "session.jsonl"
+_STEP_MARGIN_S = 60.0
+
+
+def _work_dir(state: Path) -> Path:
+    return state / "pi"
+
+
+def _model(native: session.Native) -> tuple[str, str]:
+    return native.model or ("replayer", "replayed-model")
+
+
+def _boundary_entries(native: session.Native, trajectory: Trajectory, after_step: int) -> int:
+    """How many branch entries the prefix keeps: through the last tool result of step `after_step`."""
+    if after_step == 0:  # every entry before the first step's assistant message
+        first = {c.id for c in trajectory.steps[0].calls} if trajectory.steps else set()
+        return next(
+            (at for at, e in enumerate(native.entries) if first & _call_ids(e.get("message"))),
+            len(native.entries),
+        )
+    ids = {c.id for c in trajectory.steps[after_step - 1].calls}
+    last = max(
+        at
+        for at, e in enumerate(native.entries)
+        if e.get("type") == "message" and (e.get("message") or {}).get("toolCallId") in ids
+    )
+    return last + 1
+
+
+def _call_ids(message: Any) -> set[str]:
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return set()
+    blocks = message.get("content") or []
+    return {str(b.get("id")) for b in blocks if isinstance(b, dict) and b.get("type") == "toolCall"}
+
+
+def _context_prefix(native: session.Native, keep: int) -> list[dict[str, Any]]:
+    """The messages Pi builds for the branch cut after `keep` entries (compactions included)."""
+    return session.context_messages(native.entries[:keep])
+
+
+def _fresh(message: dict[str, Any], observations: dict[str, Observation]) -> dict[str, Any]:
+    fresh = observations.get(message.get("toolCallId", "")) if message.get("role") == "toolResult" else None
+    return fresh.structured if fresh is not None and isinstance(fresh.structured, dict) else message
+
+
+class PiAdapter:
+    name = bundle.NAME
+    key_env = "OPENAI_API_KEY"
+    needs_nonce = False
+    takes_task = False
+    idle_timeout_s = 300.0
+    degradable_tools = False
+
+    def detect(self, head: list[Any]) -> bool:
+        return session.looks_like_pi(head)
+
+    def parse(self, path: Path, task: str | None = None) -> Trajectory:
+        traj = session.parse(path)
+        if traj.session_id is None:  # an rpc log has no header: a stable id from its content
+            native: session.Native = traj._native
+            sid = str(uuid.UUID(traj.source_sha256[:32]))
+            native.header = {**native.header, "id": sid}
+            traj = traj.model_copy(update={"session_id": sid})
+            traj._native = native
+        return traj
+
+    def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
+        if call.tool in TOOLS:
+            return "rerun", None
+        return (
+            "unknown",
+            f"unknown tool {call.tool!r} (Pi's tool semantics are the contract: only {', '.join(sorted(TOOLS))})",
+        )
+
+    def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
+        work = _work_dir(agent_home.parent)
+        work.mkdir(exist_ok=True)
+        return {bundle.HOME: (agent_home, False), **bundle.sandbox_binds(work)}
+
+    def rerunner(
+        self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
+    ) -> PiRerunner:
+        state = workspace.root.parent
+        provider, model = _model(trajectory._native)
+        bundle.write_config(state / "home", provider, model, "http://127.0.0.1:9/v1", compaction=False)
+        timeout = budgets.max_command_timeout_s + _STEP_MARGIN_S
+        return PiRerunner(trajectory, sandbox, _work_dir(state), timeout)
+
+    def rebuild(
+        self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
+    ) -> Rebuild:
+        native: session.Native = trajectory._native
+        header = {**native.header, "version": 3}
+        keep = _boundary_entries(native, trajectory, after_step)
+        entries = [
+            {**e, "message": _fresh(e["message"], observations)} if e.get("type") == "message" else e
+            for e in copy.deepcopy(native.entries[:keep])
+        ]
+        home = dest / "home"
+        stamp = str(header.get("timestamp") or "1970-01-01T00:00:00.000Z").replace(":", "-").replace(".", "-")
+        sessions = home / ".pi" / "agent" / "sessions" / bundle.session_dir(trajectory.cwd or "/")
+        path = sessions / f"{stamp}_{header['id']}.jsonl"
+        write_bytes_atomic(path, b"".join(orjson.dumps(r) + b"\n" for r in [header, *entries]))
+        provider, model = _model(native)
+        bundle.write_config(home, provider, model, BRIDGE_URL)
+        container_path = f"{bundle.HOME}/{path.relative_to(home)}"
+        spec = {"cwd": trajectory.cwd, "agent_dir": bundle.AGENT_DIR, "session_file": container_path}
+        write_bytes_atomic(home / CONTINUE_SPEC, orjson.dumps(spec, option=orjson.OPT_INDENT_2))
+        prefix = [_fresh(m, observations) for m in _context_prefix(native, keep)]
+        return Rebuild(
+            native_files=[path],
+            expected_prefix=to_wire(prefix),
+            agent_home=home,
+            continuation={"session_file": str(path.relative_to(home)), "model": f"{provider}/{model}"},
+        )
+
+    def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
+        path = result_dir / "continued" / CONTINUED
+        if not path.is_file():
+            return None
+        return to_wire(session.parse(path)._native.messages)
+
+    def chat_tools(self, native: Path) -> list[dict[str, Any]]:
+        import adapters
+
+        return list(adapters.recorded_tools(self.name, bundle.version()))
+
+    # continuation -----------------------------------------------------------------------------
+    def dialect(self) -> ChatDialect:
+        return ChatDialect()
+
+    def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> SystemPerRequestGate:
+        appended = {"role": "user", "content": [{"type": "text", "text": prompt}]} if keep_prompt else None
+        return SystemPerRequestGate(rebuild.expected_prefix, appended, strip_appended=False)
+
+    def default_model(self, trajectory: Trajectory) -> str | None:
+        provider, model = _model(trajectory._native)
+        return f"{provider}/{model}"
+
+    def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
+        provider, _, name = (model or "").partition("/")
+        if not provider or not name:
+            return f"Pi models are named provider/model, not {model!r}"
+        return None
+
+    def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
+        assert launch.model
+        provider, _, model = launch.model.partition("/")
+        argv = bundle.companion_argv("continue", f"{bundle.HOME}/{CONTINUE_SPEC}", "--model", launch.model)
+        if launch.keep_prompt and launch.prompt is not None:
+            argv += ["--prompt", launch.prompt]
+        env = {**bundle.base_env(), "REPLAYER_PI_BASE_URL": f"http://127.0.0.1:{launch.port}/v1"}
+        return argv, env
+
+    def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
+        return {}
+
+    def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
+        ends = [e for e in stdout_events(stdout) if e.get("type") == "agent_end"]
+        if not ends:
+            return "agent_error"
+        assistants = [m for m in ends[-1].get("messages", []) if m.get("role") == "assistant"]
+        return "completed" if assistants and assistants[-1].get("stopReason") == "stop" else "agent_error"
+
+    def finish_continuation(
+        self,
+        trajectory: Trajectory,
+        rebuild: Rebuild,
+        home: Path,
+        dest: Path,
+        prompt: str | None,
+        keep_prompt: bool,
+    ) -> dict[str, str]:
+        continued = home / rebuild.continuation["session_file"]
+        if not continued.is_file():
+            return {}
+        write_bytes_atomic(dest / CONTINUED, continued.read_bytes())
+        return {"continued_session": f"continued/{CONTINUED}"}
+
+
+__all__ = ["PiAdapter", "observation"]

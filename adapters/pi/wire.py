@@ -1,0 +1,123 @@
+"""The chat `messages` Pi 0.73.1 sends for a session context (without its per-request system message).
+
+Pi's own two steps, for a provider with the default compatibility settings: `convertToLlm`
+(coding-agent `core/messages.js`: bash executions, custom messages and summaries become user
+messages) and the openai-completions `convertMessages` (pi-ai): user content stays a list of text
+parts; an assistant message is its non-blank text joined (null when none), thinking under its
+signature's field (`reasoning_content`), tool calls with `JSON.stringify`ed arguments, and is left
+out when it has neither content nor calls; each tool result is `{role: "tool", content, tool_call_id}`
+with its text blocks joined by newlines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+Message = dict[str, Any]
+COMPACTION = (
+    "The conversation history before this point was compacted into the following summary:\n\n<summary>\n",
+    "\n</summary>",
+)
+BRANCH = (
+    "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n",
+    "</summary>",
+)
+
+
+def bash_execution_text(m: Message) -> str:
+    text = f"Ran `{m.get('command')}`\n"
+    text += f"```\n{m['output']}\n```" if m.get("output") else "(no output)"
+    if m.get("cancelled"):
+        text += "\n\n(command cancelled)"
+    elif m.get("exitCode") not in (None, 0):
+        text += f"\n\nCommand exited with code {m['exitCode']}"
+    if m.get("truncated") and m.get("fullOutputPath"):
+        text += f"\n\n[Output truncated. Full output: {m['fullOutputPath']}]"
+    return text
+
+
+def to_llm(messages: list[Message]) -> list[Message]:
+    """`convertToLlm`."""
+    out: list[Message] = []
+    for m in messages:
+        role = m.get("role")
+        if role == "bashExecution":
+            if not m.get("excludeFromContext"):
+                out.append({"role": "user", "content": [{"type": "text", "text": bash_execution_text(m)}]})
+        elif role == "custom":
+            content = m.get("content")
+            out.append(
+                {
+                    "role": "user",
+                    "content": [{"type": "text", "text": content}] if isinstance(content, str) else content,
+                }
+            )
+        elif role in ("branchSummary", "compactionSummary"):
+            head, tail = COMPACTION if role == "compactionSummary" else BRANCH
+            out.append(
+                {"role": "user", "content": [{"type": "text", "text": head + str(m.get("summary")) + tail}]}
+            )
+        elif role in ("user", "assistant", "toolResult"):
+            out.append(m)
+    return out
+
+
+def _image(block: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "image_url",
+        "image_url": {"url": f"data:{block.get('mimeType')};base64,{block.get('data')}"},
+    }
+
+
+def _js_json(value: Any) -> str:
+    """JSON.stringify: compact, keys in order, non-ASCII kept."""
+    return orjson.dumps(value).decode()
+
+
+def to_wire(messages: list[Message]) -> list[Message]:
+    out: list[Message] = []
+    for m in to_llm(messages):
+        role = m["role"]
+        if role == "user":
+            content = m["content"]
+            if isinstance(content, str):
+                out.append({"role": "user", "content": content})
+                continue
+            parts = [
+                {"type": "text", "text": c["text"]} if c.get("type") == "text" else _image(c) for c in content
+            ]
+            if parts:
+                out.append({"role": "user", "content": parts})
+        elif role == "assistant":
+            blocks = m.get("content") or []
+            text = "".join(b["text"] for b in blocks if b.get("type") == "text" and b.get("text", "").strip())
+            wire: Message = {"role": "assistant", "content": text or None}
+            thinking = [b for b in blocks if b.get("type") == "thinking" and b.get("thinking", "").strip()]
+            if thinking and thinking[0].get("thinkingSignature"):
+                wire[thinking[0]["thinkingSignature"]] = "\n".join(b["thinking"] for b in thinking)
+            calls = [b for b in blocks if b.get("type") == "toolCall"]
+            if calls:
+                wire["tool_calls"] = [
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": _js_json(c.get("arguments", {}))},
+                    }
+                    for c in calls
+                ]
+            if wire["content"] is None and not calls:
+                continue
+            out.append(wire)
+        else:
+            text = "\n".join(b["text"] for b in m.get("content", []) if b.get("type") == "text")
+            out.append(
+                {"role": "tool", "content": text or "(see attached image)", "tool_call_id": m["toolCallId"]}
+            )
+    return out
+
+
+def tool_text(result: Message) -> str:
+    """What the model sees of one tool result."""
+    return to_wire([result])[0]["content"]

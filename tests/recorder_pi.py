@@ -1,0 +1,126 @@
+"""Fixture recorder for Pi: the real pinned package's CLI in the sandbox, scripted chat upstream (SSE).
+
+`python -m tests.recorder_pi --all` re-records every scenario into tests/fixtures/pi/<scenario>/: the
+initial workspace, the event lines of `--mode json` (`events.jsonl`, runs appended) or of `--mode rpc`
+(`rpc.jsonl`), the session file Pi wrote (`session.jsonl`) and the upstream's log of every request.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from tests.support import recording
+from tests.support.pi_cli import run_pi
+from tests.support.recording import call, record_selected, recorder_parser, seed, turn, write_fixture
+from tests.support.upstream import Script, TextBlock
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pi"
+CWD = "/testbed"
+CALC = "def add(a, b):\n    return a - b\n"
+
+
+def _tools_script(s: str) -> Script:
+    return Script(
+        model="fake-model",
+        turns=[
+            turn(
+                TextBlock(text="Let me look at both at once."),
+                call(s, 1, "read", path=f"{CWD}/calc.py"),
+                call(s, 2, "bash", command="ls; echo err >&2; exit 3"),
+            ),
+            turn(call(s, 3, "edit", path=f"{CWD}/calc.py", edits=[{"oldText": "a - b", "newText": "a + b"}])),
+            turn(
+                call(s, 4, "read", path=f"{CWD}/missing.txt"),
+                call(s, 5, "read", path=f"{CWD}/notes.txt", offset=2, limit=1),
+            ),
+            turn(
+                call(s, 6, "write", path=f"{CWD}/new.txt", content="hello\n"),
+                call(s, 7, "edit", path=f"{CWD}/notes.txt", edits=[{"oldText": "nope", "newText": "x"}]),
+            ),
+            turn(
+                call(s, 8, "bash", command="python3 -c 'from calc import add; print(add(1, 2))'; cat new.txt")
+            ),
+            turn(TextBlock(text="Fixed: add() now adds.")),
+        ],
+    )
+
+
+class Scenario(recording.Scenario):
+    rpc: bool = False
+    """Drive `--mode rpc` (one prompt command per prompt) instead of `--mode json` runs."""
+
+
+def scenarios() -> list[Scenario]:
+    files = {"calc.py": CALC, "notes.txt": "one\ntwo\nthree\n"}
+    return [
+        Scenario(name="tools", files=files, prompts=["Fix add() in calc.py."], script=_tools_script("tools")),
+        Scenario(
+            name="rpc", files=files, prompts=["Fix add() in calc.py."], script=_tools_script("rpc"), rpc=True
+        ),
+        Scenario(
+            name=(s := "two_runs"),
+            files={"calc.py": CALC},
+            prompts=["Read calc.py.", "Now fix it."],
+            script=Script(
+                model="fake-model",
+                turns=[
+                    turn(call(s, 1, "read", path=f"{CWD}/calc.py")),
+                    turn(TextBlock(text="It subtracts.")),
+                    turn(
+                        call(
+                            s,
+                            2,
+                            "edit",
+                            path=f"{CWD}/calc.py",
+                            edits=[{"oldText": "a - b", "newText": "a + b"}],
+                        )
+                    ),
+                    turn(call(s, 3, "bash", command="cat calc.py")),
+                    turn(TextBlock(text="Fixed.")),
+                ],
+            ),
+        ),
+        Scenario(
+            name=(s := "unknown_tool"),
+            files={"calc.py": CALC},
+            prompts=["Fix add() in calc.py."],
+            script=Script(
+                model="fake-model",
+                turns=[
+                    turn(call(s, 1, "read", path=f"{CWD}/calc.py"), call(s, 2, "no_such_tool", x=1)),
+                    turn(TextBlock(text="Done.")),
+                ],
+            ),
+        ),
+    ]
+
+
+def record(scenario: Scenario, dest: Path) -> Path:
+    with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
+        state = Path(tmp)
+        paths = seed(state, scenario.files, "home", "sock")
+        stdout, log = run_pi(
+            prompts=scenario.prompts,
+            workspace=paths["workspace"],
+            home=paths["home"],
+            sockets=paths["sock"],
+            script=scenario.script,
+            rpc=scenario.rpc,
+        )
+        sessions = sorted((paths["home"] / ".pi" / "agent" / "sessions").rglob("*.jsonl"))
+        assert len(sessions) == 1, sessions
+        files = {
+            "rpc.jsonl" if scenario.rpc else "events.jsonl": b"".join(stdout),
+            "session.jsonl": sessions[0].read_bytes(),
+        }
+        meta = {"task": scenario.prompts[0], "prompts": scenario.prompts, "session_file": sessions[0].name}
+        return write_fixture(dest, scenario.name, "pi", state, files, log, **meta)
+
+
+def main() -> None:
+    record_selected(recorder_parser(__doc__, FIXTURES).parse_args(), scenarios(), record)
+
+
+if __name__ == "__main__":
+    main()
