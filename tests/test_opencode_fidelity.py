@@ -55,10 +55,27 @@ def test_prepared_prefix_is_the_request_the_cli_sent(
     assert all(d["status"] == "historical_kept" for d in result["divergences"])
 
 
+def seeded_workspace(name: str, dest: Path) -> Path:
+    """The recording's workspace made again the way the recorder seeded it: entries created in name order.
+
+    OpenCode's glob and grep list files in the order ripgrep walks them, which is the directory's
+    entry order (creation order on a small ext4 directory), not a sorted one: a checkout of the
+    fixture creates them in another order, which would change those observations."""
+    source = opencode_fixture(name) / "workspace"
+    dest.mkdir()
+    for path in sorted(source.rglob("*")):
+        target = dest / path.relative_to(source)
+        if path.is_dir():
+            target.mkdir()
+        else:
+            target.write_bytes(path.read_bytes())
+    return dest
+
+
 @pytest.mark.parametrize(("name", "after_step"), _boundaries())
 def test_rerun_by_the_cli_reproduces_every_observation(name: str, after_step: int, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    workspace = opencode_fixture(name) / "workspace"
+    workspace = seeded_workspace(name, tmp_path / "ws")
     result = _cli(
         "run", opencode_fixture(name) / "export.json", after_step, out, "--workspace", str(workspace)
     )
