@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -171,14 +170,12 @@ class OpenCodeAdapter:
         provider, model = _split_model(launch.model)
         config = bundle.config(provider, model, f"http://127.0.0.1:{launch.port}/v1")
         argv = [*bundle.run_argv(trajectory.session_id), "--model", launch.model]
-        # The prompt goes in on stdin: the CLI re-quotes argv words that contain spaces.
-        shell = f'printf %s "$REPLAYER_PROMPT" | exec {shlex.join(argv)}'
         env = {
             **bundle.base_env(),
             "REPLAYER_PROMPT": launch.prompt,
             "OPENCODE_CONFIG_CONTENT": orjson.dumps(config).decode(),
         }
-        return ["bash", "-c", shell], env
+        return bundle.with_stdin_prompt(argv), env
 
     def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
         """The pinned CLI enforces no step budget on a resumed session: the replayer counts and stops it."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import shlex
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -88,6 +89,11 @@ def config(provider: str, model: str, base_url: str) -> dict:
 def write_config(home: Path, provider: str, model: str, base_url: str) -> None:
     path = home / ".config" / "opencode" / "opencode.json"
     write_bytes_atomic(path, orjson.dumps(config(provider, model, base_url), option=orjson.OPT_INDENT_2))
+
+
+def with_stdin_prompt(argv: list[str]) -> list[str]:
+    """argv run with $REPLAYER_PROMPT on stdin: the CLI re-quotes argv words that contain spaces."""
+    return ["bash", "-c", f'printf %s "$REPLAYER_PROMPT" | exec {shlex.join(argv)}']
 
 
 def run_argv(session: str | None) -> list[str]:

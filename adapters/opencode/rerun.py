@@ -10,7 +10,6 @@ an edit) built up as in the original run.
 from __future__ import annotations
 
 import queue
-import shlex
 import signal
 import time
 from pathlib import Path
@@ -74,6 +73,9 @@ class OpenCodeRerunner:
         self.model = ReplayModel(self.alias / SOCKET, str(self.native.info.get("title") or ""))
         sandbox.forward_port(PORT, f"{WORK_MOUNT}/{SOCKET}")
         self.handle: ExecHandle | None = None
+        self.parts: dict[str, dict[str, Any]] = {}
+        """callID -> the last tool part the current run printed."""
+        self.read_upto = 0
         self.turn: int | None = None
         self.session: str | None = None
 
@@ -113,10 +115,10 @@ class OpenCodeRerunner:
                 raise SandboxError("opencode did not end its run when the replayed turn ended")
             self._take_session()
         prompt = text_of(self.native.messages[turn]) if turn >= 0 else ""
-        argv = bundle.run_argv(self.session)
-        shell = f'printf %s "$REPLAYER_PROMPT" | exec {shlex.join(argv)}'
         env = {**bundle.base_env(), "REPLAYER_PROMPT": prompt}
-        self.handle = self.sandbox.start_exec(["bash", "-c", shell], workdir=self.cwd, env=env)
+        argv = bundle.with_stdin_prompt(bundle.run_argv(self.session))
+        self.handle = self.sandbox.start_exec(argv, workdir=self.cwd, env=env)
+        self.parts, self.read_upto = {}, 0
         self.turn = turn
 
     def _take_session(self) -> None:
@@ -135,25 +137,37 @@ class OpenCodeRerunner:
             if self.handle.wait(0) or time.monotonic() > deadline:
                 raise SandboxError(f"opencode sent no model request for {what}: {self._tail()}")
 
+    def _read_parts(self) -> None:
+        """The tool parts of the complete stdout lines printed since the last call (each line read once)."""
+        assert self.handle is not None
+        end = self.handle.stdout.rfind(b"\n") + 1
+        if end <= self.read_upto:
+            return
+        chunk = bytes(self.handle.stdout[self.read_upto : end])
+        self.read_upto = end
+        for event in stdout_events(chunk):
+            part = event.get("part")
+            if event.get("type") == "tool_use" and isinstance(part, dict) and "callID" in part:
+                self.parts[part["callID"]] = part
+
     def _collect(self, call_ids: set[str], index: int) -> None:
         assert self.handle is not None
         deadline = time.monotonic() + self.step_timeout_s * max(len(call_ids), 1)
         while True:
-            parts = {
-                e["part"]["callID"]: e["part"]
-                for e in stdout_events(bytes(self.handle.stdout))
-                if e.get("type") == "tool_use" and e.get("part", {}).get("callID") in call_ids
-            }
-            if set(parts) == call_ids:
+            self._read_parts()
+            if call_ids <= set(self.parts):
                 break
             if self.handle.wait(_POLL_S) or time.monotonic() > deadline:
-                missing = ", ".join(sorted(call_ids - set(parts)))
+                self._read_parts()
+                if call_ids <= set(self.parts):
+                    break
+                missing = ", ".join(sorted(call_ids - set(self.parts)))
                 raise SandboxError(
                     f"opencode returned no result for {missing} in step {index}: {self._tail()}"
                 )
         self._take_session()
-        for call_id, part in parts.items():
-            state = part["state"]
+        for call_id in call_ids:
+            state = self.parts[call_id]["state"]
             failed = state.get("status") == "error"
             content = str(state.get("error") if failed else state.get("output", ""))
             self.fresh[call_id] = Observation(content=content, is_error=failed, structured=state)

@@ -11,7 +11,7 @@ import orjson
 
 from adapters.base import Launch, Rebuild, stdout_events
 from adapters.pi import bundle, session
-from adapters.pi.rerun import PiRerunner, observation
+from adapters.pi.rerun import PiRerunner
 from adapters.pi.wire import to_wire
 from bridges.chat import ChatDialect, SystemPerRequestGate
 from replayer.io import Workspace, write_bytes_atomic
@@ -170,7 +170,6 @@ class PiAdapter:
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.model
-        provider, _, model = launch.model.partition("/")
         argv = bundle.companion_argv("continue", f"{bundle.HOME}/{CONTINUE_SPEC}", "--model", launch.model)
         if launch.keep_prompt and launch.prompt is not None:
             argv += ["--prompt", launch.prompt]
@@ -201,6 +200,3 @@ class PiAdapter:
             return {}
         write_bytes_atomic(dest / CONTINUED, continued.read_bytes())
         return {"continued_session": f"continued/{CONTINUED}"}
-
-
-__all__ = ["PiAdapter", "observation"]

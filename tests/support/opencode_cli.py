@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 import uuid
 from pathlib import Path
 
@@ -38,9 +37,9 @@ def run_opencode(
         ) as box:
             box.forward_port(PORT, f"{SOCK_DIR}/upstream.sock")
             for prompt in prompts:
-                argv = bundle.run_argv(session)
-                shell = f"printf %s {shlex.quote(prompt)} | exec {shlex.join(argv)}"
-                res = box.exec(["bash", "-c", shell], workdir=CWD, env=bundle.base_env(), timeout_s=180)
+                argv = bundle.with_stdin_prompt(bundle.run_argv(session))
+                env = {**bundle.base_env(), "REPLAYER_PROMPT": prompt}
+                res = box.exec(argv, workdir=CWD, env=env, timeout_s=180)
                 if res.exit_code != 0:
                     raise RuntimeError(
                         f"opencode exited {res.exit_code}: {(res.stdout + res.stderr).decode()[-3000:]}"

@@ -16,6 +16,8 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict
 
+from adapters.opencode.replay_model import is_title_request
+
 
 class TextBlock(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -74,14 +76,6 @@ class LoggedRequest(BaseModel):
 def is_main_thread(body: Any) -> bool:
     tools = body.get("tools") if isinstance(body, dict) else None
     return bool(tools) and any(t.get("name") == "Bash" for t in tools)
-
-
-def is_title_request(body: Any) -> bool:
-    """OpenCode's side call that names a new session (its small model, no tools)."""
-    messages = body.get("messages") if isinstance(body, dict) else None
-    first = messages[0] if isinstance(messages, list) and messages else {}
-    content = first.get("content") if isinstance(first, dict) else None
-    return isinstance(content, str) and content.startswith("You are a title generator")
 
 
 class ScriptedUpstream:
