@@ -18,6 +18,7 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
+from bridges.usage import AnswerEnds
 from replayer.io import remove_alias, short_alias
 from replayer.models import BridgeCounters, GateMismatch
 
@@ -182,6 +183,14 @@ class Bridge:
         if self._alias is not None:
             remove_alias(self._alias)
 
+    def _count_usage(self, ends: AnswerEnds) -> None:
+        usage = ends.usage()
+        c = self.counters
+        if usage.input_tokens is not None:
+            c.input_tokens = (c.input_tokens or 0) + usage.input_tokens
+        if usage.output_tokens is not None:
+            c.output_tokens = (c.output_tokens or 0) + usage.output_tokens
+
     def _touch(self) -> None:
         self.last_activity = time.monotonic()
 
@@ -244,8 +253,11 @@ class Bridge:
             out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_HEADERS}
             response = web.StreamResponse(status=upstream.status, headers=out_headers)
             await response.prepare(request)
+            ends = AnswerEnds() if entry.kind == "main" else None
             try:
                 async for chunk in upstream.content.iter_any():
+                    if ends is not None:
+                        ends.add(chunk)
                     if entry.first_byte_s is None:
                         entry.first_byte_s = time.monotonic() - sent_at
                     self._touch()
@@ -263,5 +275,7 @@ class Bridge:
                 return response
             if upstream.status >= 500:
                 self.counters.upstream_errors += 1
+            if ends is not None and upstream.status < 300:
+                self._count_usage(ends)
             await response.write_eof()
             return response

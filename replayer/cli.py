@@ -47,6 +47,42 @@ Task = Annotated[
     typer.Option("--task", help="The first user prompt, for an OpenCode event log (it does not print it)."),
 ]
 Force = Annotated[bool, typer.Option("--force", help="Replace an existing output directory.")]
+Image = Annotated[
+    str | None, typer.Option("--image", help="Sandbox image (default: the project's base image).")
+]
+WorkspaceOpt = Annotated[
+    Path, typer.Option("--workspace", "-w", help="Initial workspace (copied, never modified).")
+]
+Upstream = Annotated[str | None, typer.Option("--upstream", help="Model service base URL.")]
+UpstreamKeyEnv = Annotated[
+    str | None,
+    typer.Option(
+        "--upstream-key-env",
+        help="Host variable with the upstream key (only the bridge reads it); "
+        "default ANTHROPIC_API_KEY for Claude Code, OPENAI_API_KEY for chat-completions agents.",
+    ),
+]
+BoundaryPrompt = Annotated[
+    str | None,
+    typer.Option("--boundary-prompt", help="A user prompt after the boundary, instead of the nonce."),
+]
+MaxSteps = Annotated[int | None, typer.Option("--max-steps", help="Main-thread model requests allowed.")]
+IdleTimeout = Annotated[
+    float | None,
+    typer.Option("--idle-timeout", help="Seconds without output or traffic (default 300; OpenCode 600)."),
+]
+Model = Annotated[str | None, typer.Option("--model", help="Model for the continuation (default: recorded).")]
+AgentEnv = Annotated[
+    list[str] | None,
+    typer.Option("--agent-env", help="KEY=VALUE for the agent's environment (repeatable)."),
+]
+
+
+def _agent_env(items: list[str] | None) -> dict[str, str]:
+    pairs = [item.partition("=") for item in items or []]
+    if any(not sep or not key for key, sep, _ in pairs):
+        raise typer.BadParameter("expected KEY=VALUE", param_hint="--agent-env")
+    return {key: value for key, _, value in pairs}
 
 
 def _emit_json(value: Any) -> None:
@@ -164,13 +200,9 @@ def prepare(
 def run(
     trajectory: Path,
     after_step: AfterStep,
-    workspace: Annotated[
-        Path, typer.Option("--workspace", "-w", help="Initial workspace (copied, never modified).")
-    ],
+    workspace: WorkspaceOpt,
     out: OutDir,
-    image: Annotated[
-        str | None, typer.Option("--image", help="Sandbox image (default: the project's base image).")
-    ] = None,
+    image: Image = None,
     allow_degraded: AllowDegraded = False,
     force: Force = False,
     task: Task = None,
@@ -178,35 +210,13 @@ def run(
         bool,
         typer.Option("--continue", help="Continue the pinned agent from the boundary through the bridge."),
     ] = False,
-    upstream: Annotated[
-        str | None, typer.Option("--upstream", help="Model service base URL (with --continue).")
-    ] = None,
-    upstream_key_env: Annotated[
-        str | None,
-        typer.Option(
-            "--upstream-key-env",
-            help="Host variable with the upstream key (only the bridge reads it); "
-            "default ANTHROPIC_API_KEY for Claude Code, OPENAI_API_KEY for chat-completions agents.",
-        ),
-    ] = None,
-    boundary_prompt: Annotated[
-        str | None,
-        typer.Option("--boundary-prompt", help="A user prompt after the boundary, instead of the nonce."),
-    ] = None,
-    max_steps: Annotated[
-        int | None, typer.Option("--max-steps", help="Main-thread model requests allowed.")
-    ] = None,
-    idle_timeout: Annotated[
-        float | None,
-        typer.Option("--idle-timeout", help="Seconds without output or traffic (default 300; OpenCode 600)."),
-    ] = None,
-    model: Annotated[
-        str | None, typer.Option("--model", help="Model for the continuation (default: recorded).")
-    ] = None,
-    agent_env: Annotated[
-        list[str] | None,
-        typer.Option("--agent-env", help="KEY=VALUE for the agent's environment (repeatable)."),
-    ] = None,
+    upstream: Upstream = None,
+    upstream_key_env: UpstreamKeyEnv = None,
+    boundary_prompt: BoundaryPrompt = None,
+    max_steps: MaxSteps = None,
+    idle_timeout: IdleTimeout = None,
+    model: Model = None,
+    agent_env: AgentEnv = None,
     json: JsonOpt = False,
 ) -> None:
     """Rerun steps 1..N in a fresh container, rebuild the native session, and optionally continue the agent."""
@@ -216,11 +226,8 @@ def run(
     if continue_:
         if not upstream:
             raise typer.BadParameter("--continue needs --upstream URL", param_hint="--upstream")
-        pairs = [item.partition("=") for item in agent_env or []]
-        if any(not sep or not key for key, sep, _ in pairs):
-            raise typer.BadParameter("expected KEY=VALUE", param_hint="--agent-env")
         cont = ContinueRequest(
-            agent_env={key: value for key, _, value in pairs},
+            agent_env=_agent_env(agent_env),
             upstream=upstream,
             upstream_key_env=upstream_key_env,
             boundary_prompt=boundary_prompt,
@@ -336,6 +343,105 @@ def _image_ids(tags: set[str | None]) -> dict[str, str]:
 
 
 @app.command()
+def compare(
+    trajectory: Path,
+    after_step: AfterStep,
+    workspace: WorkspaceOpt,
+    out: OutDir,
+    variant: Annotated[
+        list[str],
+        typer.Option(
+            "--variant",
+            help="NAME=SPEC (repeatable): SPEC is key=value,... (version, model, prompt, upstream, key_env, "
+            "patch, max_steps, idle_timeout, env.KEY) or a JSON object; empty: the shared settings.",
+        ),
+    ],
+    repeat: Annotated[int, typer.Option("--repeat", "-r", min=1, help="Runs per variant.")] = 1,
+    parallel: Annotated[int, typer.Option("--parallel", "-j", min=1, help="Runs at once.")] = 2,
+    check: Annotated[
+        str | None, typer.Option("--check", help="Shell command run in each run's container afterwards.")
+    ] = None,
+    check_timeout: Annotated[float, typer.Option("--check-timeout", help="Seconds for the check.")] = 600.0,
+    upstream: Upstream = None,
+    upstream_key_env: UpstreamKeyEnv = None,
+    boundary_prompt: BoundaryPrompt = None,
+    max_steps: MaxSteps = None,
+    idle_timeout: IdleTimeout = None,
+    model: Model = None,
+    agent_env: AgentEnv = None,
+    image: Image = None,
+    allow_degraded: AllowDegraded = False,
+    force: Force = False,
+    task: Task = None,
+    keep_snapshot: Annotated[
+        bool, typer.Option("--keep-snapshot", help="Leave the boundary image (replayer gc removes it).")
+    ] = False,
+    json: JsonOpt = False,
+) -> None:
+    """Replay the prefix once, then run every variant from a snapshot of the boundary; one report."""
+    from replayer.compare import compare as run_compare
+    from replayer.models import CompareRequest, RunRecord
+    from replayer.variants import parse_variant
+
+    try:
+        variants = [parse_variant(v) for v in variant]
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--variant") from None
+    request = CompareRequest(
+        trajectory=trajectory,
+        after_step=after_step,
+        workspace=workspace,
+        out=out,
+        variants=variants,
+        repeat=repeat,
+        parallel=parallel,
+        check=check,
+        check_timeout_s=check_timeout,
+        defaults=ContinueRequest(
+            upstream=upstream or "",
+            upstream_key_env=upstream_key_env,
+            boundary_prompt=boundary_prompt,
+            max_steps=max_steps,
+            idle_timeout_s=idle_timeout,
+            model=model,
+            agent_env=_agent_env(agent_env),
+        ),
+        image=image,
+        allow_degraded=allow_degraded,
+        force=force,
+        task=task,
+        keep_snapshot=keep_snapshot,
+    )
+
+    def on_run(record: RunRecord) -> None:
+        if json:
+            return
+        cont = record.continuation
+        what = record.error if record.status == "failed" else (cont.agent_status if cont else "-")
+        verdict = (
+            "" if record.check is None else ("; check passed" if record.check.passed else "; check failed")
+        )
+        err_console.print(f"run {record.variant}/{record.repeat}: {what}{verdict}", highlight=False)
+
+    result = run_compare(request, on_run)
+    if json:
+        _emit_json({"out": str(out.absolute()), **result.model_dump(mode="json")})
+        return
+    table = Table("variant", "runs", "failed", "agent status", "check passed", "tokens in/out")
+    for v in result.variants:
+        statuses = ", ".join(f"{k} x{n}" for k, n in sorted(v.agent_status.items())) or "-"
+        passed = "-" if v.check_pass_rate is None else f"{v.check_passed}/{v.runs}"
+        tokens = (
+            "-"
+            if v.input_tokens is None and v.output_tokens is None
+            else f"{v.input_tokens}/{v.output_tokens}"
+        )
+        table.add_row(v.name, str(v.runs), str(v.failed_runs), statuses, passed, tokens)
+    console.print(table)
+    console.print(f"report: {out.absolute() / 'report.html'}")
+
+
+@app.command()
 def export(
     directory: Path,
     out: Annotated[Path, typer.Option("--out", "-o", help="The JSONL file to write (atomically).")],
@@ -359,15 +465,18 @@ def export(
 
 @app.command()
 def gc(json: JsonOpt = False) -> None:
-    """Remove every container the replayer left behind."""
+    """Remove every container and snapshot image the replayer left behind."""
     from sandboxes.docker import connect
     from sandboxes.docker import gc as docker_gc
 
-    removed = docker_gc(connect())
+    removed, images = docker_gc(connect())
     if json:
-        _emit_json({"removed": removed})
+        _emit_json({"removed": removed, "removed_images": images})
     else:
         console.print(f"removed {len(removed)} container(s)" + (": " + ", ".join(removed) if removed else ""))
+        console.print(
+            f"removed {len(images)} snapshot image(s)" + (": " + ", ".join(images) if images else "")
+        )
 
 
 def _interrupt(signum: int, frame: object) -> None:

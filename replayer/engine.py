@@ -5,7 +5,9 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -30,6 +32,9 @@ from replayer.pins import load_pins
 from replayer.plan import Plan, make_plan
 
 JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+OnBoundary = Callable[[Any, Path], None]
+"""Called in run mode with the sandbox and the state directory once the prefix is rebuilt, before any
+continuation (compare snapshots the boundary there)."""
 
 
 def load(path: Path, task: str | None = None) -> tuple[Adapter, Trajectory]:
@@ -52,7 +57,10 @@ def pins_for(adapter: Adapter) -> Pins:
 
 
 def execute(
-    request: ReplayRequest, adapter: Adapter | None = None, trajectory: Trajectory | None = None
+    request: ReplayRequest,
+    adapter: Adapter | None = None,
+    trajectory: Trajectory | None = None,
+    on_boundary: OnBoundary | None = None,
 ) -> ReplayResult:
     """`adapter` overrides detection (tests inject faults through it); `trajectory` is an earlier parse of
     `request.trajectory` by that adapter (batches share one parse between the jobs of a trajectory)."""
@@ -76,7 +84,7 @@ def execute(
             raise PlanRefused(f"cannot continue: {refusal}")
     out = OutputDir(request.out, force=request.force)
     try:
-        result = _execute_into(out.tmp, request, adapter, traj, plan, parse_s, started)
+        result = _execute_into(out.tmp, request, adapter, traj, plan, parse_s, started, on_boundary)
         write_bytes_atomic(
             out.tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
         )
@@ -138,6 +146,7 @@ def _execute_into(
     plan: Plan,
     parse_s: float,
     started: float,
+    on_boundary: OnBoundary | None = None,
 ) -> ReplayResult:
     observations: dict[str, Observation] = {}
     divergences: list[Divergence] = []
@@ -185,6 +194,8 @@ def _execute_into(
             shutil.copytree(agent_home, native / "home")  # side files the reruns left (persisted outputs)
             rebuild = _rebuild(adapter, traj, plan, observations, tmp)
             rebuild_s = time.monotonic() - t2
+            if on_boundary is not None:
+                on_boundary(box, state)
             if cont:
                 shutil.copytree(native / "home", agent_home, dirs_exist_ok=True)
                 continued = continuation.run(

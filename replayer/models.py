@@ -211,6 +211,9 @@ class BridgeCounters(Frozen):
     upstream_errors: int = 0
     bytes_from_agent: int = 0
     bytes_from_upstream: int = 0
+    input_tokens: int | None = None
+    """Summed over the main-thread answers whose usage the upstream reported (None: none reported)."""
+    output_tokens: int | None = None
 
 
 AgentStatus = Literal["completed", "max_steps", "idle_timeout", "agent_error", "bridge_refused"]
@@ -259,3 +262,149 @@ class ReplayResult(Frozen):
     expected_prefix: str = "expected_prefix.json"
     timings: Timings
     continuation: ContinuationResult | None = None
+
+
+# compare ----------------------------------------------------------------------------------------
+class VariantSpec(Frozen):
+    """What one compare variant changes from the shared continuation settings (None: keep them)."""
+
+    version: str | None = None
+    """The agent's version (a bundle `scripts/install_agents.sh AGENT=VERSION` installed)."""
+    model: str | None = None
+    prompt: str | None = None
+    """A boundary prompt (input condition boundary_user_prompt_appended)."""
+    upstream: str | None = None
+    upstream_key_env: str | None = None
+    patch: Path | None = None
+    """A unified diff applied to the workspace at the boundary (git apply, in the run's container)."""
+    max_steps: int | None = None
+    idle_timeout_s: float | None = None
+    agent_env: dict[str, str] = Field(default_factory=dict)
+
+
+class Variant(Frozen):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+    spec: VariantSpec = Field(default_factory=VariantSpec)
+
+
+class CompareRequest(Frozen):
+    """`replayer compare`: one replay to the boundary, then every variant R times from its snapshot."""
+
+    trajectory: Path
+    after_step: int
+    workspace: Path
+    out: Path
+    variants: list[Variant]
+    repeat: int = Field(default=1, ge=1)
+    parallel: int = Field(default=2, ge=1)
+    check: str | None = None
+    """A shell command run in each run's container after the continuation (and once at the boundary)."""
+    check_timeout_s: float = 600.0
+    defaults: ContinueRequest
+    """The continuation settings every variant starts from."""
+    image: str | None = None
+    allow_degraded: bool = False
+    force: bool = False
+    task: str | None = None
+    budgets: Budgets = Field(default_factory=Budgets)
+    keep_snapshot: bool = False
+    """Leave the snapshot image behind (labelled; `replayer gc` removes it)."""
+
+
+class CheckResult(Frozen):
+    command: str
+    exit_code: int | None
+    """None when the check hit its timeout."""
+    passed: bool
+    timed_out: bool
+    output: str
+    """stdout and stderr interleaved as the command wrote them, cut to the middle when long."""
+    output_bytes: int
+    truncated: bool
+    duration_s: float
+
+
+class TimelineCall(Frozen):
+    name: str
+    arguments: str
+
+
+class TimelineEntry(Frozen):
+    """One message of the continuation after the boundary, in chat form."""
+
+    role: str
+    text: str = ""
+    tool_calls: list[TimelineCall] = Field(default_factory=list)
+    truncated: bool = False
+
+
+RunStatus = Literal["ok", "failed"]
+
+
+class RunRecord(Frozen):
+    """One fork: a variant's continuation from the snapshot, its check and its workspace diff."""
+
+    variant: str
+    repeat: int
+    """1-based."""
+    status: RunStatus
+    """failed: the run could not be carried out (see error); an agent that failed is still "ok"."""
+    error_kind: str | None = None
+    error: str | None = None
+    pins: Pins | None = None
+    container: str | None = None
+    continuation: ContinuationResult | None = None
+    check: CheckResult | None = None
+    timeline: list[TimelineEntry] = Field(default_factory=list)
+    first_difference: int | None = None
+    """Index of the first timeline action that differs from the reference run (the first run of the
+    first variant); None when equal to it."""
+    workspace_diff: str = ""
+    workspace_diff_truncated: bool = False
+    dir: str
+    """The run's directory, relative to the compare output."""
+    wall_s: float = 0.0
+
+
+class VariantSummary(Frozen):
+    name: str
+    spec: VariantSpec
+    runs: int
+    failed_runs: int
+    agent_status: dict[str, int]
+    steps_used: list[int]
+    check_passed: int
+    check_pass_rate: float | None
+    """Over the runs that completed a check; None without --check."""
+    input_tokens: int | None
+    output_tokens: int | None
+    mean_wall_s: float
+
+
+class CompareTimings(Frozen):
+    replay_s: float = 0.0
+    snapshot_s: float = 0.0
+    runs_s: float = 0.0
+    total_s: float = 0.0
+
+
+class CompareResult(Frozen):
+    schema_version: int = SCHEMA_VERSION
+    request: CompareRequest
+    pins: Pins
+    agent: str
+    agent_version: str | None
+    after_step: int
+    replay: str = "replay/result.json"
+    divergences: dict[str, int]
+    """Status -> count over the prefix's reruns (details in replay/result.json)."""
+    snapshot_image: str
+    snapshot_kept: bool
+    boundary_check: CheckResult | None = None
+    reference_run: str | None
+    """NAME/K of the run the others' first differences are measured against (the first ok run)."""
+    common_actions: int
+    """How many timeline actions every ok run shares from the boundary on."""
+    variants: list[VariantSummary]
+    runs: list[RunRecord]
+    timings: CompareTimings

@@ -6,7 +6,7 @@ import functools
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 PIN_FILE = Path(__file__).resolve().parent.parent / "sandboxes" / "images" / "pins.toml"
 
@@ -14,7 +14,7 @@ PIN_FILE = Path(__file__).resolve().parent.parent / "sandboxes" / "images" / "pi
 class AgentPin(BaseModel):
     """One agent, from npm (a CLI and its `bin`) or from PyPI (a package in its own virtual environment)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
     npm: str | None = None
     pypi: str | None = None
     version: str
@@ -24,6 +24,12 @@ class AgentPin(BaseModel):
     """PyPI: the host interpreter the virtual environment is made with."""
     node: str | None = None
     """npm packages run by Node.js: the host's `node`, mounted read-only into the sandbox."""
+    with_: list[str] = Field(default=[], alias="with")
+    """PyPI: further exact requirements installed into the same environment."""
+    uv: str | None = None
+    """PyPI: install with this uv version (a resolver that does not backtrack for minutes)."""
+    exclude_newer: str | None = None
+    """PyPI with uv: ignore releases after this date, so a resolution made today is made again later."""
 
     @property
     def package(self) -> str:
@@ -54,3 +60,14 @@ class Pins(BaseModel):
 @functools.cache
 def load_pins() -> Pins:
     return Pins.model_validate(tomllib.loads(PIN_FILE.read_text()))
+
+
+def use_agent_version(agent: str, version: str) -> None:
+    """From now on this process runs `agent` at `version` (a compare variant's): every pin lookup sees it."""
+    pins = load_pins()
+    pins.agents[agent] = pins.agents[agent].model_copy(update={"version": version})
+
+
+def bundle_installed(agent: str, version: str) -> bool:
+    """Whether scripts/install_agents.sh has completed the bundle of `agent` at `version`."""
+    return (Path(load_pins().bundles["root"]) / f"{agent}-{version}" / ".installed").is_file()

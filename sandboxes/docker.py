@@ -17,6 +17,8 @@ from replayer.errors import SandboxError
 from sandboxes.base import ExecResult
 
 LABEL = "sandbox-replayer"
+SNAPSHOT_LABEL = f"{LABEL}.snapshot"
+"""On the images `snapshot` commits (the base image does not carry it): what `gc` removes."""
 RUN_DIR = "/run/replayer"
 _KILL_GRACE_S = 5.0
 
@@ -53,8 +55,9 @@ class DockerSandbox:
         mem_limit: str = "4g",
         pids_limit: int = 1024,
         cpus: float = 2.0,
+        labels: dict[str, str] | None = None,
     ) -> DockerSandbox:
-        """binds: container path -> (host path, read_only)."""
+        """binds: container path -> (host path, read_only); labels: besides the replayer's own."""
         try:
             image_obj = client.images.get(image)
         except docker.errors.ImageNotFound:
@@ -72,7 +75,7 @@ class DockerSandbox:
                 mem_limit=mem_limit,
                 pids_limit=pids_limit,
                 nano_cpus=int(cpus * 1e9),
-                labels={LABEL: "1", f"{LABEL}.run": run_id},
+                labels={**(labels or {}), LABEL: "1", f"{LABEL}.run": run_id},
                 mounts=mounts,
                 working_dir=workdir,
                 init=True,
@@ -147,6 +150,17 @@ class DockerSandbox:
         if self.exec(["bash", "-c", probe], workdir="/", timeout_s=30).exit_code != 0:
             raise SandboxError(f"port forwarder on 127.0.0.1:{port} did not come up")
 
+    def snapshot(self, tag: str, labels: dict[str, str]) -> str:
+        """Commit the container's file system (not its bind mounts, not its processes) as an image; its id."""
+        repository, _, version = tag.partition(":")
+        try:
+            image = self.container.commit(
+                repository=repository, tag=version or None, conf={"Labels": {**labels, SNAPSHOT_LABEL: "1"}}
+            )
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"snapshot failed: {exc.explanation or exc}") from None
+        return str(image.id)
+
     def stop(self) -> None:
         try:
             self.container.remove(force=True)
@@ -215,10 +229,26 @@ class ExecHandle:
         )
 
 
-def gc(client: docker.DockerClient) -> list[str]:
-    """Remove every container the replayer left behind; returns their names."""
+def remove_containers(client: docker.DockerClient, label: str = LABEL) -> list[str]:
+    """Remove the containers carrying `label` (`key` or `key=value`); returns their names."""
     removed = []
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
-        container.remove(force=True)
+    for container in client.containers.list(all=True, filters={"label": label}):
+        with contextlib.suppress(docker.errors.NotFound):
+            container.remove(force=True)
         removed.append(container.name)
     return removed
+
+
+def remove_images(client: docker.DockerClient, label: str = SNAPSHOT_LABEL) -> list[str]:
+    """Remove the snapshot images carrying `label` (never an image without the snapshot label)."""
+    removed = []
+    for image in client.images.list(filters={"label": [SNAPSHOT_LABEL, label]}):
+        with contextlib.suppress(docker.errors.NotFound):
+            client.images.remove(image.id, force=True)
+        removed.append(image.tags[0] if image.tags else image.short_id)
+    return removed
+
+
+def gc(client: docker.DockerClient) -> tuple[list[str], list[str]]:
+    """Remove every container and snapshot image the replayer left behind; returns their names."""
+    return remove_containers(client), remove_images(client)

@@ -60,6 +60,9 @@ class Script(BaseModel):
     final_text: str = "Done."
     model: str = "claude-sonnet-5"
     message_id_prefix: str = "msg_fake"
+    by_history: bool = False
+    """Pick the turn from the request, not from a counter: the first turn whose tool calls the request does
+    not answer yet. Parallel conversations (compare's forks) then each get the whole script."""
 
 
 class LoggedRequest(BaseModel):
@@ -88,9 +91,12 @@ class ScriptedUpstream:
         unix_path: Path | None = None,
         chunk_delay_s: float = 0.0,
         expected_key: str | None = None,
+        by_model: dict[str, Script] | None = None,
     ):
+        """`by_model`: the script for requests naming that model (others get `script`)."""
         self.expected_key = expected_key
         self.script = script
+        self.by_model = by_model or {}
         self.unix_path = unix_path
         self.chunk_delay_s = chunk_delay_s
         self.log: list[LoggedRequest] = []
@@ -157,7 +163,7 @@ class ScriptedUpstream:
         if request.path.endswith("/responses"):
             entry.main_thread = True
             entry.turn = self.next_turn
-            return await self._responses(request, self._take_turn(), f"resp_{len(self.log):03d}")
+            return await self._responses(request, self._take_turn(body), f"resp_{len(self.log):03d}")
         if request.path.endswith("/chat/completions") and is_title_request(body):
             return await self._chat(
                 request, body, Turn(blocks=[TextBlock(text="Scripted title")]), "chatcmpl-title"
@@ -165,7 +171,7 @@ class ScriptedUpstream:
         if request.path.endswith("/chat/completions"):
             entry.main_thread = True
             entry.turn = self.next_turn
-            return await self._chat(request, body, self._take_turn(), f"chatcmpl-{len(self.log):03d}")
+            return await self._chat(request, body, self._take_turn(body), f"chatcmpl-{len(self.log):03d}")
         if request.path.endswith("/count_tokens"):
             return web.json_response({"input_tokens": 1000})
         if not request.path.startswith("/v1/messages"):
@@ -173,10 +179,10 @@ class ScriptedUpstream:
         if is_main_thread(body):
             entry.main_thread = True
             entry.turn = self.next_turn
-            turn = self._take_turn()
+            turn = self._take_turn(body)
         else:
             turn = Turn(blocks=[TextBlock(text="Side answer.")])
-        message_id = f"{self.script.message_id_prefix}_{len(self.log):03d}"
+        message_id = f"{self._script_for(body).message_id_prefix}_{len(self.log):03d}"
         if body.get("stream"):
             return await self._stream(request, turn, message_id)
         if turn.fail_after_events is not None:
@@ -184,13 +190,25 @@ class ScriptedUpstream:
             return web.Response(status=500)
         return web.json_response(self._message(turn, message_id))
 
-    def _take_turn(self) -> Turn:
-        if self.next_turn >= len(self.script.turns) and self.script.turns and self.script.turns[-1].repeat:
-            return self.script.turns[-1]
-        if self.next_turn < len(self.script.turns):
-            turn = self.script.turns[self.next_turn]
+    def _script_for(self, body: Any) -> Script:
+        model = body.get("model") if isinstance(body, dict) else None
+        return self.by_model.get(model, self.script) if isinstance(model, str) else self.script
+
+    def _take_turn(self, body: Any) -> Turn:
+        script = self._script_for(body)
+        if script.by_history:
+            answered = _call_ids(body)
+            for turn in script.turns:
+                ids = [b.id for b in turn.blocks if not isinstance(b, TextBlock)]
+                if not ids or not all(i in answered for i in ids):
+                    return turn
+            return Turn(blocks=[TextBlock(text=script.final_text)])
+        if self.next_turn >= len(script.turns) and script.turns and script.turns[-1].repeat:
+            return script.turns[-1]
+        if self.next_turn < len(script.turns):
+            turn = script.turns[self.next_turn]
         else:
-            turn = Turn(blocks=[TextBlock(text=self.script.final_text)])
+            turn = Turn(blocks=[TextBlock(text=script.final_text)])
         self.next_turn += 1
         return turn
 
@@ -389,6 +407,21 @@ class ScriptedUpstream:
             }
         )
         return chunks
+
+
+def _call_ids(value: Any) -> set[str]:
+    """Every tool call id a request's conversation answers (Anthropic, chat and Responses spellings)."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in ("tool_use_id", "tool_call_id", "call_id") and isinstance(item, str):
+                found.add(item)
+            else:
+                found |= _call_ids(item)
+    elif isinstance(value, list):
+        for item in value:
+            found |= _call_ids(item)
+    return found
 
 
 def _response_item(block: TextBlock | ToolUseBlock | CustomToolBlock, item_id: str) -> dict[str, Any]:
