@@ -24,6 +24,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 test: setup lint
+	scripts/install_test_tools.sh
 	$(PY) -m pytest -q
 
 bench: setup

@@ -211,15 +211,25 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.wait()
 
 
-def _signature(entry: TimelineEntry) -> tuple[Any, ...]:
-    return (entry.role, entry.text, tuple((c.name, c.arguments) for c in entry.tool_calls))
+def _actions(timeline: list[TimelineEntry]) -> list[tuple[int, tuple[Any, ...]]]:
+    """(timeline index, what the agent did) for each assistant message: tool results carry volatile
+    details (wall times, ids), so runs are told apart by their actions."""
+    return [
+        (i, (e.text, tuple((c.name, c.arguments) for c in e.tool_calls)))
+        for i, e in enumerate(timeline)
+        if e.role == "assistant"
+    ]
 
 
 def first_difference(reference: list[TimelineEntry], other: list[TimelineEntry]) -> int | None:
-    for i, (a, b) in enumerate(zip(reference, other, strict=False)):
-        if _signature(a) != _signature(b):
-            return i
-    return None if len(reference) == len(other) else min(len(reference), len(other))
+    """The timeline index in `other` of its first action that differs from `reference`'s (None: same)."""
+    mine, theirs = _actions(other), _actions(reference)
+    for (index, action), (_, expected) in zip(mine, theirs, strict=False):
+        if action != expected:
+            return index
+    if len(mine) == len(theirs):
+        return None
+    return mine[len(theirs)][0] if len(mine) > len(theirs) else len(other)
 
 
 def _with_differences(runs: list[RunRecord]) -> tuple[list[RunRecord], int, str | None]:
@@ -233,11 +243,11 @@ def _with_differences(runs: list[RunRecord]) -> tuple[list[RunRecord], int, str 
         else r
         for r in runs
     ]
-    common = min(len(r.timeline) for r in ok)
+    common = min(len(_actions(r.timeline)) for r in ok)
     for r in ok:
         differs = first_difference(reference, r.timeline)
         if differs is not None:
-            common = min(common, differs)
+            common = min(common, sum(1 for i, _ in _actions(r.timeline) if i < differs))
     return marked, common, f"{ok[0].variant}/{ok[0].repeat}"
 
 

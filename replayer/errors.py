@@ -64,6 +64,13 @@ class ConfinementError(ReplayError):
     kind = "confinement"
 
 
+class PatchFailed(ReplayError):
+    """A compare variant's patch does not apply at the boundary (recorded in that run; compare goes on)."""
+
+    exit_code = 4
+    kind = "patch_failed"
+
+
 class Interrupted(ReplayError):
     """Ctrl-C or SIGTERM: everything started was cleaned up, nothing partial was left."""
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from adapters.base import Adapter, Rebuild
 from replayer import continuation
-from replayer.errors import Interrupted, ReplayError, SandboxError
+from replayer.errors import Interrupted, PatchFailed, ReplayError, SandboxError
 from replayer.io import write_bytes_atomic
 from replayer.models import (
     CheckResult,
@@ -61,11 +61,6 @@ class ForkJob(BaseModel):
     continuation: ContinueRequest
     check: str | None
     check_timeout_s: float
-
-
-class PatchFailed(ReplayError):
-    exit_code = 4
-    kind = "patch_failed"
 
 
 def copy_tree(src: Path, dest: Path) -> None:

@@ -357,8 +357,8 @@ class RunRecord(Frozen):
     check: CheckResult | None = None
     timeline: list[TimelineEntry] = Field(default_factory=list)
     first_difference: int | None = None
-    """Index of the first timeline action that differs from the reference run (the first run of the
-    first variant); None when equal to it."""
+    """Timeline index of this run's first action (assistant message) that differs from the reference
+    run's; None when its actions equal the reference's. Tool results are not compared (volatile)."""
     workspace_diff: str = ""
     workspace_diff_truncated: bool = False
     dir: str
@@ -404,7 +404,7 @@ class CompareResult(Frozen):
     reference_run: str | None
     """NAME/K of the run the others' first differences are measured against (the first ok run)."""
     common_actions: int
-    """How many timeline actions every ok run shares from the boundary on."""
+    """How many actions (assistant messages) every ok run shares from the boundary on."""
     variants: list[VariantSummary]
     runs: list[RunRecord]
     timings: CompareTimings

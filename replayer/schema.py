@@ -4,11 +4,11 @@ from pathlib import Path
 
 import orjson
 
-from replayer.models import InspectReport, ReplayResult
+from replayer.models import CompareResult, InspectReport, ReplayResult
 
 if __name__ == "__main__":
     docs = Path(__file__).resolve().parent.parent / "docs"
-    for name, model in (("result", ReplayResult), ("inspect", InspectReport)):
+    for name, model in (("result", ReplayResult), ("inspect", InspectReport), ("compare", CompareResult)):
         (docs / f"{name}.schema.json").write_bytes(
             orjson.dumps(model.model_json_schema(), option=orjson.OPT_INDENT_2) + b"\n"
         )

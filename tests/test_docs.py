@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 
 from replayer.errors import ReplayError
-from replayer.models import InspectReport, ReplayResult
+from replayer.models import CompareResult, InspectReport, ReplayResult
 from tests.conftest import ROOT
 
 
@@ -26,6 +26,11 @@ def test_result_schema_is_current() -> None:
 def test_inspect_schema_is_current() -> None:
     committed = orjson.loads((ROOT / "docs" / "inspect.schema.json").read_bytes())
     assert committed == InspectReport.model_json_schema()
+
+
+def test_compare_schema_is_current() -> None:
+    committed = orjson.loads((ROOT / "docs" / "compare.schema.json").read_bytes())
+    assert committed == CompareResult.model_json_schema()
 
 
 def test_every_exit_code_is_documented() -> None:

@@ -1,0 +1,385 @@
+"""`replayer compare`: one replay, a snapshot at the boundary, variants forked from it side by side, the
+check in each run's container, compare.json, and report.html as headless Chromium renders it."""
+
+from __future__ import annotations
+
+import html.parser
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from sandboxes.docker import LABEL, SNAPSHOT_LABEL
+from tests.conftest import (
+    ROOT,
+    codex_fixture,
+    fixture_dir,
+    mini_fixture,
+    opencode_fixture,
+    pi_fixture,
+    replayer,
+)
+from tests.support.continuing import KEY
+from tests.support.upstream import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+
+SESSION = fixture_dir("write_edit") / "session.jsonl"
+WORKSPACE = fixture_dir("write_edit") / "workspace"
+CHECK = "python3 hello.py | grep -qx 'hello, world'"
+"""Passes once hello.py prints exactly `hello, world`; after step 3 of the recording it prints goodbye."""
+
+
+def _fixer(name: str, greeting: str) -> Script:
+    """One Bash call that rewrites hello.py to print `greeting`, then a final answer (per conversation)."""
+    command = f"printf \"print('{greeting}')\\n\" > hello.py"
+    call = ToolUseBlock(id=f"toolu_{name}_1", name="Bash", input={"command": command, "description": "fix"})
+    return Script(
+        by_history=True,
+        message_id_prefix=f"msg_{name}",
+        turns=[
+            Turn(blocks=[TextBlock(text="Fixing."), call]),
+            Turn(blocks=[TextBlock(text=f"Done ({name}).")]),
+        ],
+    )
+
+
+SCRIPTS = {"claude-good": _fixer("good", "hello, world"), "claude-bad": _fixer("bad", "hello world")}
+
+
+def _compare(out: Path, upstream: ScriptedUpstream, *args: str) -> subprocess.CompletedProcess[str]:
+    return replayer(
+        "compare", str(SESSION), "-n", "3", "-w", str(WORKSPACE), "-o", str(out),
+        "--upstream", upstream.url, *args, env={"ANTHROPIC_API_KEY": KEY},
+    )  # fmt: skip
+
+
+def _labelled(docker_client, label: str) -> list[str]:
+    return [c.name for c in docker_client.containers.list(all=True, filters={"label": label})]
+
+
+def _snapshots(docker_client) -> list[str]:
+    return [i.id for i in docker_client.images.list(filters={"label": SNAPSHOT_LABEL})]
+
+
+class _Dom(html.parser.HTMLParser):
+    """The rendered DOM as (tag, attributes, text) elements, text including the descendants'."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open: list[tuple[str, dict[str, str], list[str]]] = []
+        self.elements: list[tuple[str, dict[str, str], str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("meta", "br", "link", "img", "input"):
+            return
+        self.open.append((tag, {k: v or "" for k, v in attrs}, []))
+
+    def handle_endtag(self, tag: str) -> None:
+        while self.open:
+            name, attrs, text = self.open.pop()
+            joined = "".join(text)
+            self.elements.append((name, attrs, joined))
+            if self.open:
+                self.open[-1][2].append(joined)
+            if name == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        if self.open:
+            self.open[-1][2].append(data)
+
+    def find(self, tag: str | None = None, **attrs: str) -> list[tuple[str, dict[str, str], str]]:
+        def match(a: dict[str, str]) -> bool:
+            return all(
+                (v in a.get(k.rstrip("_"), "").split()) if k == "class_" else a.get(k.replace("_", "-")) == v
+                for k, v in attrs.items()
+            )
+
+        return [e for e in self.elements if (tag is None or e[0] == tag) and match(e[1])]
+
+
+def _render(report: Path, tmp_path: Path) -> tuple[_Dom, str]:
+    """The page as headless Chromium leaves it after its scripts ran, and Chromium's log."""
+    proc = subprocess.run(
+        [
+            "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            f"--user-data-dir={tmp_path / 'chromium'}", "--enable-logging=stderr", "--v=0",
+            "--virtual-time-budget=5000", "--dump-dom", report.as_uri(),
+        ],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = _Dom()
+    dom.feed(proc.stdout)
+    dom.close()
+    return dom, proc.stderr
+
+
+def test_two_variants_two_repeats_one_replay_and_the_report_shows_it(tmp_path: Path, docker_client) -> None:
+    out = tmp_path / "cmp"
+    with ScriptedUpstream(Script(turns=[]), expected_key=KEY, by_model=SCRIPTS) as upstream:
+        proc = _compare(
+            out, upstream, "--variant", "good=model=claude-good", "--variant", "bad=model=claude-bad",
+            "--repeat", "2", "--parallel", "2", "--check", CHECK,
+        )  # fmt: skip
+        log = [r for r in upstream.log if r.main_thread]
+    assert proc.returncode == 0, proc.stderr
+    result = orjson.loads((out / "compare.json").read_bytes())
+    # one replay of the prefix, its divergences in the ordinary result directory
+    replay = orjson.loads((out / "replay" / "result.json").read_bytes())
+    assert replay["after_step"] == 3 and replay["continuation"] is None
+    assert result["divergences"] == {"exact": 3}
+    # at the boundary the check fails (hello.py prints goodbye); the snapshot kept exactly that workspace
+    assert result["boundary_check"]["passed"] is False and result["boundary_check"]["exit_code"] == 1
+    assert "print('goodbye')" in (out / "snapshot" / "workspace" / "hello.py").read_text()
+    expected = orjson.loads((out / "replay" / "expected_prefix.json").read_bytes())
+    runs = {(r["variant"], r["repeat"]): r for r in result["runs"]}
+    assert sorted(runs) == [("bad", 1), ("bad", 2), ("good", 1), ("good", 2)]
+    for (name, _), run in runs.items():
+        cont = run["continuation"]
+        assert run["status"] == "ok", run["error"]
+        assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 2)
+        assert cont["model"] == f"claude-{name}"
+        assert run["check"]["passed"] is (name == "good")
+        assert run["pins"]["cli_version"] == result["pins"]["cli_version"]
+        assert [e["role"] for e in run["timeline"]] == ["assistant", "tool", "assistant"]
+        assert run["timeline"][2]["text"] == f"Done ({name})."
+        greeting = "hello, world" if name == "good" else "hello world"
+        assert f"+print('{greeting}')" in run["workspace_diff"]
+        assert run["workspace_diff"].startswith(
+            "diff a/hello.py b/hello.py\n--- a/hello.py\n+++ b/hello.py\n"
+        )
+        # every run's file system started at the boundary: its own copy, not another run's
+        assert (out / run["dir"] / "state" / "workspace" / "hello.py").read_text() == f"print('{greeting}')\n"
+    # every run sent the rebuilt prefix first, to the model its variant names (4 runs x 2 requests)
+    assert sorted(r.body["model"] for r in log) == ["claude-bad"] * 4 + ["claude-good"] * 4
+    firsts = [r for r in log if len(r.body["messages"]) == len(expected) + 1]
+    assert len(firsts) == 4
+    assert result["reference_run"] == "good/1" and result["common_actions"] == 0
+    assert [runs["good", 2]["first_difference"], runs["bad", 1]["first_difference"]] == [None, 0]
+    summary = {v["name"]: v for v in result["variants"]}
+    assert (summary["good"]["check_passed"], summary["good"]["check_pass_rate"]) == (2, 1.0)
+    assert (summary["bad"]["check_passed"], summary["bad"]["check_pass_rate"]) == (0, 0.0)
+    # tokens as the scripted upstream reported them: 100 in / 20 out per answer, 2 answers per run
+    assert (summary["good"]["input_tokens"], summary["good"]["output_tokens"]) == (400, 80)
+    assert summary["bad"]["agent_status"] == {"completed": 2} and summary["bad"]["steps_used"] == [2, 2]
+    # containers and the snapshot image are gone; the key never reached a file
+    assert _labelled(docker_client, f"{LABEL}.compare") == []
+    assert result["snapshot_image"] not in _snapshots(docker_client)
+    assert not [p for p in out.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
+
+    html_text = (out / "report.html").read_text()
+    assert "http://" not in html_text.replace(upstream.url, "") and "https://" not in html_text
+    assert ' src="' not in html_text and " href=" not in html_text and "url(" not in html_text
+    dom, log_text = _render(out / "report.html", tmp_path)
+    assert "Uncaught" not in log_text
+    assert dom.find("main", id="report", data_rendered="yes")
+    row = {e[1]["data-variant"]: e[2] for e in dom.find("td") if e[1].get("data-variant")}
+    rate_row = [e for e in dom.find("tr") if e[1].get("data-row") == "check passed"][0][2]
+    assert "2/2 (100%)" in rate_row and "0/2 (0%)" in rate_row
+    assert set(row) == {"good", "bad"}
+    for name, passes in (("good", True), ("bad", False)):
+        column = [e for e in dom.find("div", class_="col") if e[1].get("data-variant") == name]
+        assert len(column) == 1
+        cards = [e for e in dom.find("div", class_="run") if e[1]["data-run"].startswith(name + "/")]
+        assert len(cards) == 2
+        for card in cards:
+            assert ("check passed" in card[2]) is passes and (
+                "check failed (exit 1)" in card[2]
+            ) is not passes
+            assert f"Done ({name})." in card[2] and "Bash(" in card[2]
+        if not passes:
+            assert all("differs from the reference run good/1 at action 1" in c[2] for c in cards)
+    differs = dom.find("li", class_="differs")
+    assert len(differs) == 2 and all("hello world" in d[2] for d in differs)
+    assert (
+        dom.find("p", class_="boundary-check")
+        and "check failed (exit 1)" in dom.find("p", class_="boundary-check")[0][2]
+    )
+
+
+PATCH_OK = """--- a/hello.py
++++ b/hello.py
+@@ -1,4 +1 @@
+-def greet():
+-    print('goodbye')
+-
+-greet()
++print('hello, world')
+"""
+PATCH_STALE = PATCH_OK.replace("goodbye", "hello")
+"""Written against the recording's start, not the boundary: it does not apply there."""
+
+
+def test_a_failing_run_never_stops_the_others_and_patches_apply_at_the_boundary(
+    tmp_path: Path, docker_client
+) -> None:
+    (tmp_path / "ok.diff").write_text(PATCH_OK)
+    (tmp_path / "stale.diff").write_text(PATCH_STALE)
+    quiet = Script(by_history=True, turns=[Turn(blocks=[TextBlock(text="Nothing to do.")])])
+    out = tmp_path / "cmp"
+    with ScriptedUpstream(quiet, expected_key=KEY, by_model=SCRIPTS) as upstream:
+        proc = _compare(
+            out, upstream, "--variant", f"stale=patch={tmp_path / 'stale.diff'}",
+            "--variant", f"patched=patch={tmp_path / 'ok.diff'}", "--variant", "bad=model=claude-bad",
+            "--check", CHECK, "--parallel", "3",
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = orjson.loads((out / "compare.json").read_bytes())
+    runs = {r["variant"]: r for r in result["runs"]}
+    assert runs["stale"]["status"] == "failed" and runs["stale"]["error_kind"] == "patch_failed"
+    assert "does not apply" in runs["stale"]["error"] and runs["stale"]["continuation"] is None
+    # the environment patch alone makes the check pass; the agent only answered
+    assert runs["patched"]["status"] == "ok" and runs["patched"]["check"]["passed"] is True
+    assert [e["text"] for e in runs["patched"]["timeline"]] == ["Nothing to do."]
+    assert "+print('hello, world')" in runs["patched"]["workspace_diff"]
+    assert runs["bad"]["status"] == "ok" and runs["bad"]["check"]["passed"] is False
+    summary = {v["name"]: v for v in result["variants"]}
+    assert summary["stale"]["failed_runs"] == 1 and summary["stale"]["check_pass_rate"] == 0.0
+    assert "run stale/1: the patch" in proc.stderr
+    assert _labelled(docker_client, f"{LABEL}.compare") == []
+
+
+def test_ctrl_c_stops_every_run_and_removes_containers_and_snapshot(tmp_path: Path, docker_client) -> None:
+    stalled = Script(by_history=True, turns=[Turn(blocks=[TextBlock(text="late")], stall_s=120)])
+    out = tmp_path / "cmp"
+    before = set(_snapshots(docker_client))
+    with ScriptedUpstream(stalled, expected_key=KEY) as upstream:
+        args = ["compare", str(SESSION), "-n", "3", "-w", str(WORKSPACE), "-o", str(out)]
+        args += ["--upstream", upstream.url, "--variant", "a=", "--variant", "b=", "--repeat", "2"]
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "replayer.cli", *args],
+            env={**os.environ, "ANTHROPIC_API_KEY": KEY},
+            cwd=ROOT,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 120
+        while sum(1 for r in upstream.log if r.main_thread) < 2:  # both parallel runs wait on the model
+            assert time.monotonic() < deadline and proc.poll() is None, "the runs never reached the upstream"
+            time.sleep(0.2)
+        assert len(_labelled(docker_client, f"{LABEL}.compare")) == 2
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "replayer: interrupted"
+    assert _labelled(docker_client, f"{LABEL}.compare") == []
+    assert set(_snapshots(docker_client)) <= before
+    assert not out.exists() and not list(tmp_path.glob(".cmp.partial-*"))
+
+
+def test_kept_snapshot_is_labelled_and_gc_removes_it(tmp_path: Path, docker_client) -> None:
+    with ScriptedUpstream(Script(turns=[]), expected_key=KEY, by_model=SCRIPTS) as upstream:
+        proc = _compare(tmp_path / "cmp", upstream, "--variant", "good=model=claude-good", "--keep-snapshot")
+    assert proc.returncode == 0, proc.stderr
+    result = orjson.loads((tmp_path / "cmp" / "compare.json").read_bytes())
+    assert result["snapshot_kept"] and result["snapshot_image"] in _snapshots(docker_client)
+    # the snapshot holds the boundary's file system outside the mounts: a container from it runs
+    assert (
+        docker_client.containers.run(result["snapshot_image"], ["true"], remove=True, network_mode="none")
+        == b""
+    )
+    gc = orjson.loads(replayer("gc", "--json", check=True).stdout)
+    assert gc["removed_images"] and result["snapshot_image"] not in _snapshots(docker_client)
+
+
+@pytest.mark.parametrize(
+    ("variant", "message"),
+    [
+        ("nonsense", "expected NAME=SPEC"),
+        ("a=colour=red", "unknown key 'colour'"),
+        ("a=max_steps=many", "max_steps"),
+    ],
+)
+def test_malformed_variants_are_usage_errors(variant: str, message: str, tmp_path: Path) -> None:
+    proc = replayer("compare", str(SESSION), "-n", "3", "-w", str(WORKSPACE), "-o", str(tmp_path / "o"),
+                    "--upstream", "http://127.0.0.1:9", "--variant", variant)  # fmt: skip
+    assert proc.returncode == 2 and message in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--variant", "a=", "--variant", "a=model=x"], 3, "variant names must be unique"),
+        (
+            ["--variant", "a=version=0.0.1"],
+            4,
+            "claude_code 0.0.1 is not installed (scripts/install_agents.sh",
+        ),
+        (["--variant", "a=patch=/nonexistent.diff"], 3, "is not a readable file"),
+        (["--variant", "a=", "--upstream", ""], 3, "no upstream"),
+    ],
+)
+def test_refusals_come_before_any_container(
+    args: list[str], code: int, message: str, tmp_path: Path, docker_client
+) -> None:
+    base = ["compare", str(SESSION), "-n", "3", "-w", str(WORKSPACE), "-o", str(tmp_path / "o")]
+    proc = replayer(*base, "--upstream", "http://127.0.0.1:9", *args, env={"ANTHROPIC_API_KEY": KEY})
+    assert proc.returncode == code, proc.stderr
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists() and not list(tmp_path.glob(".o.partial-*"))
+
+
+def test_without_the_key_nothing_starts(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "replayer.cli", "compare", str(SESSION), "-n", "3", "-w", str(WORKSPACE),
+         "-o", str(tmp_path / "o"), "--upstream", "http://127.0.0.1:9", "--variant", "a="],
+        capture_output=True, text=True, env=env, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 4 and "ANTHROPIC_API_KEY is not set" in proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def _bash_turn(tool: str, arguments: dict[str, str]) -> Script:
+    call = ToolUseBlock(id="call_cmp_1", name=tool, input=arguments)
+    return Script(
+        by_history=True,
+        model="fake-model",
+        turns=[Turn(blocks=[call]), Turn(blocks=[TextBlock(text="Made it.")])],
+    )
+
+
+AGENTS = {
+    "codex": (codex_fixture("exec") / "rollout.jsonl", codex_fixture("exec") / "workspace", 1,
+              _bash_turn("exec_command", {"cmd": "echo made > made.txt"}), []),
+    "mini_swe_agent": (mini_fixture("toolcall") / "trajectory.traj.json", mini_fixture("toolcall") / "workspace", 1,
+                       _bash_turn("bash", {"command": "echo made > made.txt"}), []),
+    "opencode": (opencode_fixture("tools") / "export.json", opencode_fixture("tools") / "workspace", 1,
+                 _bash_turn("bash", {"command": "echo made > made.txt", "description": "make"}), []),
+    "pi": (pi_fixture("tools") / "session.jsonl", pi_fixture("tools") / "workspace", 1,
+           _bash_turn("bash", {"command": "echo made > made.txt"}), ["--allow-degraded"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("agent", sorted(AGENTS))
+def test_every_agent_that_continues_compares(agent: str, tmp_path: Path) -> None:
+    source, workspace, after_step, script, extra = AGENTS[agent]
+    out = tmp_path / "cmp"
+    with ScriptedUpstream(script, expected_key=KEY) as upstream:
+        proc = replayer(
+            "compare", str(source), "-n", str(after_step), "-w", str(workspace), "-o", str(out),
+            "--upstream", upstream.url, "--variant", "shared=", "--repeat", "2", "--check", "test -f made.txt",
+            *extra, env={"OPENAI_API_KEY": KEY},
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = orjson.loads((out / "compare.json").read_bytes())
+    assert result["agent"] == agent and result["boundary_check"]["passed"] is False
+    for run in result["runs"]:
+        assert run["status"] == "ok", run["error"]
+        assert run["continuation"]["gate"] == "accepted", run["continuation"]["mismatch"]
+        assert run["check"]["passed"] is True and run["first_difference"] is None
+        assert "+made" in run["workspace_diff"]
+        calls = [c for e in run["timeline"] for c in e["tool_calls"]]
+        assert calls and "made.txt" in calls[0]["arguments"]
+    summary = result["variants"][0]
+    assert summary["check_pass_rate"] == 1.0 and len(summary["steps_used"]) == 2
+    # the scripted upstream reports 100 in / 20 out per answer, in each protocol's own place
+    answers = sum(summary["steps_used"])
+    assert (summary["input_tokens"], summary["output_tokens"]) == (100 * answers, 20 * answers)

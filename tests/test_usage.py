@@ -1,0 +1,48 @@
+"""Token usage read off upstream answers at the bridge, for the three protocols, streamed or not."""
+
+from __future__ import annotations
+
+import orjson
+
+from bridges.usage import TAIL_BYTES, AnswerEnds, Usage, usage_of
+
+
+def _sse(*events: dict) -> bytes:
+    return b"".join(b"event: x\ndata: " + orjson.dumps(e) + b"\n\n" for e in events)
+
+
+ANTHROPIC = [
+    {"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 321, "output_tokens": 1}}},
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"}},
+    {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 45}},
+]
+
+
+def test_anthropic_stream_counts_input_at_start_and_cumulative_output_at_the_end() -> None:
+    assert usage_of([_sse(*ANTHROPIC)]) == Usage(input_tokens=321, output_tokens=45)
+
+
+def test_chat_and_responses_and_plain_bodies() -> None:
+    chat = b"data: " + orjson.dumps({"choices": [{"delta": {"content": "x"}}]}) + b"\n\n"
+    chat += b"data: " + orjson.dumps({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3}})
+    chat += b"\n\ndata: [DONE]\n\n"
+    assert usage_of([chat]) == Usage(input_tokens=7, output_tokens=3)
+    done = {"type": "response.completed", "response": {"usage": {"input_tokens": 9, "output_tokens": 4}}}
+    assert usage_of([_sse({"type": "response.created"}, done)]) == Usage(input_tokens=9, output_tokens=4)
+    body = orjson.dumps({"id": "c", "usage": {"prompt_tokens": 11, "completion_tokens": 2}})
+    assert usage_of([body]) == Usage(input_tokens=11, output_tokens=2)
+    assert usage_of([b'{"id": "no usage"}']) == Usage()
+
+
+def test_a_long_answer_keeps_its_head_and_tail() -> None:
+    ends = AnswerEnds()
+    events = (
+        _sse(ANTHROPIC[0]),
+        _sse(ANTHROPIC[1]) * (2 * TAIL_BYTES // len(_sse(ANTHROPIC[1]))),
+        _sse(ANTHROPIC[2]),
+    )
+    for part in events:
+        for i in range(0, len(part), 7000):
+            ends.add(part[i : i + 7000])
+    assert ends.size > TAIL_BYTES and len(ends.tail) == TAIL_BYTES
+    assert ends.usage() == Usage(input_tokens=321, output_tokens=45)
