@@ -1,7 +1,7 @@
 """`make bench`: every number is a ratio against a baseline measured side by side in this run.
 
-Writes docs/benchmarks.md. `python -m bench memory` runs only the memory benchmark (no Docker needed) and
-replaces only its section of docs/benchmarks.md.
+Writes docs/benchmarks.md. `python -m bench memory` (no Docker needed) and `python -m bench compare` run only
+that benchmark and replace only its section of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -479,28 +479,109 @@ for its first tenth.
     return text
 
 
-def _write_memory_section(section: str) -> None:
-    """Replace only the memory section of docs/benchmarks.md (or append it: `main` writes it last)."""
+def _write_section(heading: str, section: str) -> None:
+    """Replace only one section of docs/benchmarks.md (or append it)."""
     path = ROOT / "docs" / "benchmarks.md"
     doc = path.read_text() if path.exists() else "# Benchmarks\n"
-    start = doc.find(MEMORY_HEADING)
+    start = doc.find(heading)
     if start < 0:
         doc = doc.rstrip("\n") + "\n\n" + section
     else:
-        end = doc.find("\n## ", start + len(MEMORY_HEADING))
-        doc = doc[:start] + section + (doc[end:] if end >= 0 else "")
+        end = doc.find("\n## ", start + len(heading))
+        doc = doc[:start] + section.rstrip("\n") + "\n" + (doc[end:] if end >= 0 else "")
     path.write_text(doc)
 
 
+COMPARE_HEADING = "## compare: one replay and M forks against M replays"
+
+
+def bench_compare(tmp: Path, copies: int = 40, runs: int = 4) -> dict[str, float]:
+    """`replayer compare` with M runs of one variant against M `replayer run --continue`, same prefix,
+    same scripted continuation (one Bash call, then an answer), whole commands, sequential and 2 at once."""
+    from tests.support.upstream import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+
+    session = large_session(tmp, copies)
+    workspace = FIXTURES / "parallel" / "workspace"
+    call = ToolUseBlock(id="toolu_bench_1", name="Bash", input={"command": "ls", "description": "list"})
+    script = Script(by_history=True, turns=[Turn(blocks=[call]), Turn(blocks=[TextBlock(text="Done.")])])
+    env = {**os.environ, "ANTHROPIC_API_KEY": "bench-key"}
+    steps = len(load(session)[1].steps)
+
+    def timed(cmd: list[str]) -> float:
+        t0 = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "replayer.cli", *cmd], check=True, capture_output=True, cwd=ROOT, env=env
+        )
+        return time.perf_counter() - t0
+
+    with ScriptedUpstream(script) as upstream:
+        base = [str(session), "-n", str(steps), "-w", str(workspace), "--upstream", upstream.url]
+
+        def forked(parallel: int) -> float:
+            out = tmp / f"cmp-{time.monotonic_ns()}"
+            return timed(
+                ["compare", *base, "-o", str(out), "--variant", "a=", "-r", str(runs), "-j", str(parallel)]
+            )
+
+        def replayed(parallel: int) -> float:
+            def one(i: int) -> list[str]:
+                return ["run", *base, "-o", str(tmp / f"run-{time.monotonic_ns()}-{i}"), "--continue"]
+
+            t0 = time.perf_counter()
+            for start in range(0, runs, parallel):
+                procs = [
+                    subprocess.Popen([sys.executable, "-m", "replayer.cli", *one(i)], cwd=ROOT, env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    for i in range(start, min(start + parallel, runs))
+                ]  # fmt: skip
+                assert all(p.wait() == 0 for p in procs)
+            return time.perf_counter() - t0
+
+        replay_once = min(timed(["run", *base, "-o", str(tmp / f"once-{i}")]) for i in range(2))
+        return {
+            "steps": steps,
+            "runs": runs,
+            "replay_once_s": replay_once,
+            "forked_1_s": min(forked(1) for _ in range(2)),
+            "replayed_1_s": min(replayed(1) for _ in range(2)),
+            "forked_2_s": min(forked(2) for _ in range(2)),
+            "replayed_2_s": min(replayed(2) for _ in range(2)),
+        }
+
+
+def compare_section(c: dict[str, float]) -> str:
+    m = int(c["runs"])
+    return f"""{COMPARE_HEADING}
+
+M = {m} continuations from the boundary after step {c["steps"]:.0f} of a long Claude Code session (the
+recorded `parallel` turns repeated; {2 * c["steps"]:.0f} Bash/Read calls in the prefix), each continuation one Bash call
+and an answer from the scripted upstream. Whole commands, best of 2, side by side in one run. A replay
+of the prefix alone (`run` without `--continue`) takes {c["replay_once_s"]:.1f} s.
+
+| | 1 at a time | ratio | 2 at once | ratio |
+|---|---|---|---|---|
+| baseline: M separate `replayer run --continue` (M replays) | {c["replayed_1_s"]:.1f} s | 1.00 | {c["replayed_2_s"]:.1f} s | 1.00 |
+| `replayer compare -r {m}` (one replay, a snapshot, M forks, the report) | {c["forked_1_s"]:.1f} s | **{c["forked_1_s"] / c["replayed_1_s"]:.2f}** | {c["forked_2_s"]:.1f} s | **{c["forked_2_s"] / c["replayed_2_s"]:.2f}** |
+
+What dominates: M replays pay the prefix's reruns M times; compare pays them once, plus a `docker
+commit` and a copy of the workspace and agent home, then per run a process, a container start from
+the snapshot image and the copy. The continuation itself (the pinned CLI's start and two model
+requests) is the same in both columns.
+"""
+
+
 def main(argv: list[str]) -> None:
-    if argv == ["memory"]:
+    only = {"memory": (MEMORY_HEADING, lambda t: memory_section(bench_memory(t)))}
+    only["compare"] = (COMPARE_HEADING, lambda t: compare_section(bench_compare(t)))
+    if len(argv) == 1 and argv[0] in only:
+        heading, make = only[argv[0]]
         with tempfile.TemporaryDirectory() as tmp:
-            section = memory_section(bench_memory(Path(tmp)))
-        _write_memory_section(section)
+            section = make(Path(tmp))
+        _write_section(heading, section)
         print(section)
         return
     if argv:
-        raise SystemExit("usage: python -m bench [memory]")
+        raise SystemExit("usage: python -m bench [memory|compare]")
     with tempfile.TemporaryDirectory() as tmp:
         parse = bench_parse(Path(tmp))
         bash = bench_bash(Path(tmp))
@@ -509,6 +590,7 @@ def main(argv: list[str]) -> None:
         codex = bench_codex(Path(tmp))
         batch = bench_batch(Path(tmp))
         memory = bench_memory(Path(tmp))
+        compared = bench_compare(Path(tmp))
     doc = f"""# Benchmarks
 
 Measured by `make bench` on {platform.machine()} ({platform.python_version()}), every number a ratio
@@ -620,7 +702,8 @@ costs {bridge["gate_s"] * 1000:.2f} ms on that request, {bridge["gate_s"] / brid
 read in full, JSON parse and re-serialization of the body, a new upstream request); the relay itself
 adds little per chunk. Absolute numbers are loopback numbers, far below a real model's latency.
 
-{memory_section(memory)}"""
+{memory_section(memory)}
+{compare_section(compared)}"""
     (ROOT / "docs" / "benchmarks.md").write_text(doc)
     print(doc)
 

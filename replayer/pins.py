@@ -24,12 +24,16 @@ class AgentPin(BaseModel):
     """PyPI: the host interpreter the virtual environment is made with."""
     node: str | None = None
     """npm packages run by Node.js: the host's `node`, mounted read-only into the sandbox."""
+    also: list[str] = []
+    """Other versions installed besides `version`, for compare variants (`version=...`)."""
     with_: list[str] = Field(default=[], alias="with")
     """PyPI: further exact requirements installed into the same environment."""
     uv: str | None = None
     """PyPI: install with this uv version (a resolver that does not backtrack for minutes)."""
     exclude_newer: str | None = None
     """PyPI with uv: ignore releases after this date, so a resolution made today is made again later."""
+    debs: list[str] = []
+    """Debian packages (name=version) unpacked into the bundle's debs/ folder: tools the agent calls."""
 
     @property
     def package(self) -> str:

@@ -383,3 +383,31 @@ def test_every_agent_that_continues_compares(agent: str, tmp_path: Path) -> None
     # the scripted upstream reports 100 in / 20 out per answer, in each protocol's own place
     answers = sum(summary["steps_used"])
     assert (summary["input_tokens"], summary["output_tokens"]) == (100 * answers, 20 * answers)
+
+
+def test_an_agent_version_variant_continues_with_that_version(tmp_path: Path) -> None:
+    from replayer.pins import load_pins
+
+    pin = load_pins().agents["claude_code"]
+    other = pin.also[0]
+    out = tmp_path / "cmp"
+    with ScriptedUpstream(Script(turns=[]), expected_key=KEY, by_model=SCRIPTS) as upstream:
+        proc = _compare(
+            out, upstream, "--variant", "pinned=model=claude-good",
+            "--variant", f"other=model=claude-good,version={other}", "--check", CHECK,
+        )  # fmt: skip
+        versions = sorted(
+            {r.headers.get("user-agent", "").split(" ")[0] for r in upstream.log if r.main_thread}
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert versions == sorted({f"claude-cli/{pin.version}", f"claude-cli/{other}"})
+    result = orjson.loads((out / "compare.json").read_bytes())
+    runs = {r["variant"]: r for r in result["runs"]}
+    assert (
+        runs["pinned"]["pins"]["cli_version"] == pin.version and runs["other"]["pins"]["cli_version"] == other
+    )
+    for run in runs.values():
+        assert run["continuation"]["gate"] == "accepted", run["continuation"]["mismatch"]
+        assert run["check"]["passed"] is True
+    # the replay itself ran the pinned version
+    assert orjson.loads((out / "replay" / "result.json").read_bytes())["pins"]["cli_version"] == pin.version

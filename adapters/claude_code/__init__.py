@@ -57,11 +57,15 @@ class ClaudeCodeAdapter:
     def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
         pins = load_pins()
         version = pins.agents[self.name].version
-        return {
+        binds = {
             tools.HOME: (agent_home, False),
             tools.agent_mount(version): (pins.bundle_dir(self.name), True),
-            tools.DATA_MOUNT: (tools.data_dir(version), True),
         }
+        # The reruns' recorded shell data. A compare fork of another CLI version only continues (the
+        # reruns ran the pinned version), and that version may have no recorded data.
+        if tools.data_dir(version).is_dir():
+            binds[tools.DATA_MOUNT] = (tools.data_dir(version), True)
+        return binds
 
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
