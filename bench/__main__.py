@@ -505,7 +505,8 @@ def bench_compare(tmp: Path, copies: int = 40, runs: int = 4) -> dict[str, float
     call = ToolUseBlock(id="toolu_bench_1", name="Bash", input={"command": "ls", "description": "list"})
     script = Script(by_history=True, turns=[Turn(blocks=[call]), Turn(blocks=[TextBlock(text="Done.")])])
     env = {**os.environ, "ANTHROPIC_API_KEY": "bench-key"}
-    steps = len(load(session)[1].steps)
+    traj = load(session)[1]
+    steps = len(traj.steps)
 
     def timed(cmd: list[str]) -> float:
         t0 = time.perf_counter()
@@ -540,6 +541,7 @@ def bench_compare(tmp: Path, copies: int = 40, runs: int = 4) -> dict[str, float
         replay_once = min(timed(["run", *base, "-o", str(tmp / f"once-{i}")]) for i in range(2))
         return {
             "steps": steps,
+            "calls": sum(len(step.calls) for step in traj.steps),
             "runs": runs,
             "replay_once_s": replay_once,
             "forked_1_s": min(forked(1) for _ in range(2)),
@@ -554,7 +556,7 @@ def compare_section(c: dict[str, float]) -> str:
     return f"""{COMPARE_HEADING}
 
 M = {m} continuations from the boundary after step {c["steps"]:.0f} of a long Claude Code session (the
-recorded `parallel` turns repeated; {2 * c["steps"]:.0f} Bash/Read calls in the prefix), each continuation one Bash call
+recorded `parallel` turns repeated; {c["calls"]:.0f} Bash/Read calls in the prefix), each continuation one Bash call
 and an answer from the scripted upstream. Whole commands, best of 2, side by side in one run. A replay
 of the prefix alone (`run` without `--continue`) takes {c["replay_once_s"]:.1f} s.
 

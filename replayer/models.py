@@ -375,7 +375,7 @@ class VariantSummary(Frozen):
     steps_used: list[int]
     check_passed: int
     check_pass_rate: float | None
-    """Over the runs that completed a check; None without --check."""
+    """Passes over all the variant's runs (a run that failed did not pass); None without --check."""
     input_tokens: int | None
     output_tokens: int | None
     mean_wall_s: float

@@ -167,6 +167,8 @@ class DockerSandbox:
         except docker.errors.NotFound:
             pass
         except docker.errors.APIError as exc:
+            if "already in progress" in str(exc.explanation or ""):
+                return  # another cleanup (gc, compare's sweep) is removing it
             raise SandboxError(f"container cleanup failed: {exc.explanation or exc}") from None
 
     def __enter__(self) -> DockerSandbox:

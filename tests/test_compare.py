@@ -243,6 +243,44 @@ def test_a_failing_run_never_stops_the_others_and_patches_apply_at_the_boundary(
     assert summary["stale"]["failed_runs"] == 1 and summary["stale"]["check_pass_rate"] == 0.0
     assert "run stale/1: the patch" in proc.stderr
     assert _labelled(docker_client, f"{LABEL}.compare") == []
+    dom, _ = _render(out / "report.html", tmp_path)
+    stale = [e for e in dom.find("div", class_="run") if e[1]["data-run"] == "stale/1"]
+    assert len(stale) == 1 and "failed" in stale[0][1]["class"].split()
+    assert "run failed" in stale[0][2] and "patch_failed: the patch" in stale[0][2]
+    patched = [e for e in dom.find("div", class_="run") if e[1]["data-run"] == "patched/1"][0]
+    assert "check passed" in patched[2] and "+print('hello, world')" in patched[2]
+
+
+def test_prompt_upstream_and_budget_variants(tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    hint = "Please print hello, world."
+    with (
+        ScriptedUpstream(Script(turns=[]), expected_key=KEY, by_model=SCRIPTS) as upstream,
+        ScriptedUpstream(SCRIPTS["claude-good"], expected_key=KEY) as elsewhere,
+    ):
+        proc = _compare(
+            out, upstream, "--model", "claude-bad", "--variant", f"hint={orjson.dumps({'prompt': hint}).decode()}",
+            "--variant", f"elsewhere=upstream={elsewhere.url}", "--variant", "short=max_steps=1", "--check", CHECK,
+        )  # fmt: skip
+        moved = [r for r in elsewhere.log if r.main_thread]
+    assert proc.returncode == 0, proc.stderr
+    result = orjson.loads((out / "compare.json").read_bytes())
+    runs = {r["variant"]: r for r in result["runs"]}
+    # the boundary prompt is kept: the first thing after the boundary is that user message
+    hinted = runs["hint"]["continuation"]
+    assert hinted["input_condition"] == "boundary_user_prompt_appended" and hinted["model"] == "claude-bad"
+    assert runs["hint"]["timeline"][0]["role"] == "user" and hint in runs["hint"]["timeline"][0]["text"]
+    # another upstream: the shared model name, but that service's answers (the good fix)
+    assert len(moved) == 2 and runs["elsewhere"]["check"]["passed"] is True
+    assert runs["elsewhere"]["continuation"]["input_condition"] == "replayed_boundary_only"
+    # a step budget of one: the second request is held, the agent stopped
+    short = runs["short"]["continuation"]
+    assert (short["agent_status"], short["steps_used"], short["counters"]["held_requests"]) == (
+        "max_steps",
+        1,
+        1,
+    )
+    assert {v["name"]: v["agent_status"] for v in result["variants"]}["short"] == {"max_steps": 1}
 
 
 def test_ctrl_c_stops_every_run_and_removes_containers_and_snapshot(tmp_path: Path, docker_client) -> None:
