@@ -37,6 +37,7 @@ record: setup
 	$(PY) -m tests.recorder_opencode --all
 	$(PY) -m tests.recorder_pi --all
 	$(PY) -m tests.recorder_pi_sessions --all
+	$(PY) -m tests.recorder_openhands --all
 	$(PY) -m tests.capture_tools
 
 gc: $(STAMP)

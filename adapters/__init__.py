@@ -25,19 +25,38 @@ class SqliteFile:
     path: Path
 
 
+@dataclass(frozen=True)
+class ConversationDir:
+    """`read_head`'s only record for a directory holding an OpenHands V1 conversation (base_state.json)."""
+
+    path: Path
+
+
 def all_adapters() -> list[Adapter]:
     from adapters.claude_code import ClaudeCodeAdapter
     from adapters.codex import CodexAdapter
     from adapters.mini_swe_agent import MiniSweAgentAdapter
     from adapters.opencode import OpenCodeAdapter
+    from adapters.openhands import OpenHandsAdapter
+    from adapters.openhands.v0_adapter import OpenHandsV0Adapter
     from adapters.pi import PiAdapter
 
-    return [ClaudeCodeAdapter(), CodexAdapter(), MiniSweAgentAdapter(), OpenCodeAdapter(), PiAdapter()]
+    return [
+        ClaudeCodeAdapter(),
+        CodexAdapter(),
+        MiniSweAgentAdapter(),
+        OpenCodeAdapter(),
+        PiAdapter(),
+        OpenHandsAdapter(),
+        OpenHandsV0Adapter(),
+    ]
 
 
 def read_head(path: Path) -> list[Any]:
     """The first parsed records of a JSONL file, [the top-level value] of a (pretty-printed) JSON file,
-    or [SqliteFile(path)] for an SQLite database."""
+    or [SqliteFile(path)] for an SQLite database, [ConversationDir(path)] for a directory with base_state.json."""
+    if path.is_dir():
+        return [ConversationDir(path)] if (path / "base_state.json").is_file() else []
     try:
         with path.open("rb") as fh:
             if fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC:

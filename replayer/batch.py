@@ -163,7 +163,7 @@ def _read_manifest(path: Path, lines: Iterator[bytes]) -> list[tuple[int, Manife
         entry.trajectory = (base / entry.trajectory).absolute()
         if entry.workspace is not None:
             entry.workspace = (base / entry.workspace).absolute()
-        if not entry.trajectory.is_file():
+        if not entry.trajectory.exists():  # a file, or a directory (an OpenHands V1 conversation)
             raise BadInput(f"manifest line {number}: trajectory {entry.trajectory} does not exist")
         if entry.mode != "prepare" and (entry.workspace is None or not entry.workspace.is_dir()):
             raise BadInput(f"manifest line {number}: mode {entry.mode} needs an existing workspace directory")

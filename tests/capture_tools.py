@@ -23,6 +23,8 @@ SOURCES = {
     ),
     "opencode": ("tests/fixtures/opencode/tools/upstream.jsonl", "adapters/opencode/data"),
     "pi": ("tests/fixtures/pi/tools/upstream.jsonl", "adapters/pi/data"),
+    "openhands": ("tests/fixtures/openhands/v1/upstream.jsonl", "adapters/openhands/data"),
+    "openhands_v0": ("tests/fixtures/openhands/v0/upstream.jsonl", "adapters/openhands/data"),
 }
 
 

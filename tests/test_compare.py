@@ -28,6 +28,7 @@ from tests.support.continuing import KEY
 from tests.support.upstream import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 
 SESSION = fixture_dir("write_edit") / "session.jsonl"
+OPENHANDS = ROOT / "tests" / "fixtures" / "openhands"
 WORKSPACE = fixture_dir("write_edit") / "workspace"
 CHECK = "python3 hello.py | grep -qx 'hello, world'"
 """Passes once hello.py prints exactly `hello, world`; after step 3 of the recording it prints goodbye."""
@@ -393,6 +394,11 @@ AGENTS = {
                  _bash_turn("bash", {"command": "echo made > made.txt", "description": "make"}), []),
     "pi": (pi_fixture("tools") / "session.jsonl", pi_fixture("tools") / "workspace", 1,
            _bash_turn("bash", {"command": "echo made > made.txt"}), ["--allow-degraded"]),
+    "openhands": (OPENHANDS / "v1" / "conversation", OPENHANDS / "v1" / "workspace", 1,
+                  _bash_turn("terminal", {"command": "echo made > made.txt"}), []),
+    "openhands_v0": (OPENHANDS / "v0" / "trajectory.json", OPENHANDS / "v0" / "workspace", 1,
+                     _bash_turn("execute_bash", {"command": "echo made > made.txt", "security_risk": "LOW"}),
+                     ["--model", "openai/fake-model"]),
 }  # fmt: skip
 
 

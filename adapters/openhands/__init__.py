@@ -1,0 +1,154 @@
+"""OpenHands V1 (openhands-sdk conversation directories): parsing, reruns by the SDK's own tools, rebuild
+of the conversation directory, continuation of the pinned SDK through the chat bridge."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from adapters.base import Launch, Rebuild, stdout_events
+from adapters.openhands import bundle, conversation, rebuild
+from adapters.openhands.rerun import OpenHandsRerunner, companion_argv
+from adapters.openhands.wire import to_messages
+from bridges.chat import ChatDialect, ChatPrefixGate
+from replayer.io import Workspace, write_bytes_atomic
+from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from sandboxes.base import Sandbox
+
+TOOLS = {"terminal", "file_editor", "task_tracker", "think"}
+"""The default CLI-mode tools the companion can rebuild (finish ends the run, so no boundary follows it)."""
+SPEC = ".replayer/continue.json"
+PLACEHOLDER_KEY = "sk-replayer-bridge-placeholder"
+_STATUS: dict[str, AgentStatus] = {"finished": "completed", "max_iterations": "max_steps"}
+"""The companion's exit status (the SDK's execution status; max_iterations: its iteration budget ended it)."""
+
+
+def _work_dir(state: Path) -> Path:
+    return state / "openhands"
+
+
+class OpenHandsAdapter:
+    name = bundle.NAME
+    key_env = "OPENAI_API_KEY"
+    needs_nonce = False
+    takes_task = False
+    idle_timeout_s = 300.0
+    degradable_tools = False
+
+    def detect(self, head: list[Any]) -> bool:
+        from adapters import ConversationDir
+
+        return bool(head) and isinstance(head[0], ConversationDir)
+
+    def parse(self, path: Path, task: str | None = None) -> Trajectory:
+        return conversation.parse(path)
+
+    def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
+        if call.tool in TOOLS:
+            return "rerun", None
+        if call.tool == "finish":
+            return "pure", None
+        return "unknown", f"unknown tool {call.tool!r} (rerun by the SDK: only {', '.join(sorted(TOOLS))})"
+
+    def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
+        work = _work_dir(agent_home.parent)
+        work.mkdir(exist_ok=True)
+        return {bundle.HOME: (agent_home, False), **bundle.binds(work)}
+
+    def rerunner(
+        self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
+    ) -> OpenHandsRerunner:
+        return OpenHandsRerunner(trajectory, sandbox, _work_dir(workspace.root.parent), budgets)
+
+    def rebuild(
+        self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
+    ) -> Rebuild:
+        native: conversation.Native = trajectory._native
+        home = dest / "home"
+        events = rebuild.prefix_events(trajectory, after_step, observations)
+        files = rebuild.write(trajectory, after_step, events, home)
+        conv = rebuild.conversation_dir(home, native)
+        spec = {
+            "persistence_dir": f"{bundle.HOME}/{conv.relative_to(home)}",
+            "persistence_parent": f"{bundle.HOME}/{rebuild.CONVERSATIONS}",
+            "conversation_id": str(native.base_state["id"]),
+            "cwd": trajectory.cwd,
+        }
+        write_bytes_atomic(home / SPEC, orjson.dumps(spec, option=orjson.OPT_INDENT_2))
+        return Rebuild(
+            native_files=files,
+            expected_prefix=to_messages(events),
+            agent_home=home,
+            continuation={"conversation": str(conv.relative_to(home))},
+        )
+
+    def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
+        path = result_dir / "continued" / "conversation"
+        if not (path / conversation.BASE_STATE).is_file():
+            return None
+        return to_messages(conversation.read_events(path, _NoDigest()))
+
+    def chat_tools(self, native: Path) -> list[dict[str, Any]]:
+        import adapters
+
+        return list(adapters.recorded_tools(self.name, bundle.version()))
+
+    # continuation -----------------------------------------------------------------------------
+    def dialect(self) -> ChatDialect:
+        return ChatDialect()
+
+    def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> ChatPrefixGate:
+        appended = [{"role": "user", "content": [{"type": "text", "text": prompt}]}] if keep_prompt else []
+        return ChatPrefixGate(rebuild.expected_prefix + appended)
+
+    def default_model(self, trajectory: Trajectory) -> str | None:
+        model = ((trajectory._native.base_state.get("agent") or {}).get("llm") or {}).get("model")
+        return str(model) if model else None
+
+    def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
+        if not model:
+            return "the conversation names no model; pass --model"
+        return None
+
+    def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
+        assert launch.model
+        argv = companion_argv("continue", f"{bundle.HOME}/{SPEC}", "--model", launch.model)
+        argv += ["--base-url", f"http://127.0.0.1:{launch.port}/v1", "--key", PLACEHOLDER_KEY]
+        if launch.max_steps is not None:
+            argv += ["--max-steps", str(launch.max_steps)]
+        if launch.keep_prompt and launch.prompt is not None:
+            argv += ["--prompt", launch.prompt]
+        return argv, bundle.base_env()
+
+    def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
+        return {"max_iterations": launch.max_steps}
+
+    def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
+        end = next((e for e in reversed(stdout_events(stdout)) if e.get("type") == "exit"), None)
+        if end is None:
+            return "agent_error"
+        return _STATUS.get(str(end.get("status")), "agent_error")
+
+    def finish_continuation(
+        self,
+        trajectory: Trajectory,
+        rebuild: Rebuild,
+        home: Path,
+        dest: Path,
+        prompt: str | None,
+        keep_prompt: bool,
+    ) -> dict[str, str]:
+        import shutil
+
+        continued = home / rebuild.continuation["conversation"]
+        if not (continued / conversation.BASE_STATE).is_file():
+            return {}
+        shutil.copytree(continued, dest / "conversation", ignore=shutil.ignore_patterns(".eventlog.lock"))
+        return {"continued_conversation": "continued/conversation"}
+
+
+class _NoDigest:
+    def update(self, data: bytes) -> None:
+        pass

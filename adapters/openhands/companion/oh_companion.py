@@ -1,0 +1,142 @@
+"""Runs inside the sandbox with the pinned openhands-sdk's interpreter (Python 3.12).
+
+serve SPEC SOCKET: rerun historical action batches with the SDK's own tools, no LLM call. SPEC is
+  {"base_state": path, "task": first user text, "cwd": ..., "persistence_dir": ...}. Each request line
+  {"actions": [ActionEvent dicts]} is answered with {"observations": [{"event": dict, "chat": message}]}
+  (the fresh observation events and the chat message the SDK renders of each).
+continue SPEC: resume the rebuilt conversation with its LLM pointed at the bridge and run it.
+  SPEC is {"persistence_dir", "conversation_id", "cwd"}; options --model --base-url --key
+  --max-steps [--prompt]. Prints one JSON line {"type": "exit", "status": ...} at the end.
+"""
+
+import argparse
+import json
+import socket
+import sys
+import uuid
+
+from openhands.sdk import Agent, Conversation
+from openhands.sdk.conversation.state import ConversationState
+from openhands.sdk.event import ActionEvent, LLMConvertibleEvent
+from openhands.tools.preset.default import register_default_tools
+from pydantic import SecretStr
+
+
+def _agent(base_state_path, llm_update=None):
+    with open(base_state_path) as fh:
+        spec = json.load(fh)["agent"]
+    agent = Agent.model_validate(spec)
+    if llm_update:
+        agent = agent.model_copy(update={"llm": agent.llm.model_copy(update=llm_update)})
+    return agent
+
+
+def _chat(event):
+    message = event.to_llm_message()
+    return message.to_chat_dict(
+        cache_enabled=False,
+        vision_enabled=False,
+        function_calling_enabled=True,
+        force_string_serializer=False,
+        send_reasoning_content=False,
+    )
+
+
+def serve(spec_path, socket_path):
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    register_default_tools(enable_browser=False)
+    conversation = Conversation(
+        agent=_agent(spec["base_state"]),
+        workspace=spec["cwd"],
+        persistence_dir=spec["persistence_dir"],
+        conversation_id=uuid.uuid4(),
+        visualizer=None,
+        delete_on_close=False,
+        stuck_detection=False,
+    )
+    conversation.send_message(spec["task"])
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(socket_path)
+    server.listen(1)
+    conn, _ = server.accept()
+    stream = conn.makefile("rwb")
+    try:
+        for line in stream:
+            request = json.loads(line)
+            try:
+                answer = {"observations": _rerun(conversation, request["actions"])}
+            except Exception as exc:  # reported to the host, which raises a one-line error
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
+            stream.write(json.dumps(answer).encode() + b"\n")
+            stream.flush()
+    finally:
+        conversation.close()
+
+
+def _rerun(conversation, actions):
+    state = conversation.state
+    with state:
+        before = len(state.events)
+        for raw in actions:
+            event = ActionEvent.model_validate({**raw, "parent_id": None})
+            conversation._on_event(event)
+        if not ConversationState.get_unmatched_actions(state.active_branch()):
+            raise RuntimeError("the injected actions are not pending")
+        conversation.agent.step(conversation, on_event=conversation._on_event)
+        fresh = list(state.events)[before + len(actions) :]
+    out = []
+    for event in fresh:
+        if isinstance(event, LLMConvertibleEvent) and not isinstance(event, ActionEvent):
+            out.append({"event": event.model_dump(mode="json"), "chat": _chat(event)})
+    return out
+
+
+def cont(spec_path, args):
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    register_default_tools(enable_browser=False)
+    update = {"model": args.model, "base_url": args.base_url, "api_key": SecretStr(args.key)}
+    agent = _agent(f"{spec['persistence_dir']}/base_state.json", update)
+    conversation = Conversation(
+        agent=agent,
+        workspace=spec["cwd"],
+        persistence_dir=spec["persistence_parent"],
+        conversation_id=uuid.UUID(spec["conversation_id"]),
+        visualizer=None,
+        delete_on_close=False,
+        max_iteration_per_run=args.max_steps or 500,
+    )
+    if args.prompt is not None:
+        conversation.send_message(args.prompt)
+    status = "error"
+    try:
+        conversation.run()
+        status = conversation.state.execution_status.value
+        errors = [e for e in conversation.state.events if type(e).__name__ == "ConversationErrorEvent"]
+        if status == "error" and errors and getattr(errors[-1], "code", "") == "MaxIterationsReached":
+            status = "max_iterations"
+    finally:
+        print(json.dumps({"type": "exit", "status": status}), flush=True)
+        conversation.close()
+
+
+def main(argv):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["serve", "continue"])
+    parser.add_argument("spec")
+    parser.add_argument("socket", nargs="?")
+    parser.add_argument("--model")
+    parser.add_argument("--base-url")
+    parser.add_argument("--key")
+    parser.add_argument("--max-steps", type=int)
+    parser.add_argument("--prompt")
+    args = parser.parse_args(argv)
+    if args.mode == "serve":
+        serve(args.spec, args.socket)
+    else:
+        cont(args.spec, args)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

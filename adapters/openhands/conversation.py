@@ -1,0 +1,226 @@
+"""OpenHands V1 (software-agent SDK) conversation directories: `base_state.json` + `events/event-NNNNN-<id>.json`.
+
+A step is one LLM response's complete set of ActionEvents (equal `llm_response_id`) with the
+observation each one got (ObservationEvent, AgentErrorEvent or UserRejectObservation, matched by
+`tool_call_id`). System, message, condensation and state events are not steps. The directory
+records no SDK version: a conversation is taken as the pinned version's when every event kind and
+base-state key is one that version writes (anything else is refused: fail closed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from adapters.openhands import bundle
+from replayer.errors import BadInput
+from replayer.models import Observation, Step, ToolCall, Trajectory
+
+BASE_STATE = "base_state.json"
+EVENTS = "events"
+_EVENT_FILE = re.compile(r"^event-(\d{5,})-([0-9a-fA-F-]{36})\.json$")
+ACTION_KINDS = {"ActionEvent"}
+OBSERVATION_KINDS = {"ObservationEvent", "AgentErrorEvent", "UserRejectObservation"}
+CONTEXT_KINDS = {"SystemPromptEvent", "MessageEvent"}
+"""Model-visible events that are not steps."""
+STATE_KINDS = {"ConversationStateUpdateEvent", "PauseEvent", "ConversationErrorEvent", "TokenEvent"}
+"""Events the model never sees."""
+REFUSED_KINDS = {"Condensation", "CondensationRequest", "CondensationSummaryEvent"}
+"""A condensed history is not the list of events: its prefix cannot be rebuilt from them (yet)."""
+BASE_STATE_KEYS = {
+    "id", "agent", "workspace", "persistence_dir", "max_iterations", "stuck_detection", "execution_status",
+    "confirmation_policy", "activated_knowledge_skills", "activated_path_rules", "invoked_skills",
+    "blocked_actions", "blocked_messages", "last_user_message_id", "leaf_event_id", "head_is_empty", "stats",
+    "secret_registry", "tags", "agent_state",
+}  # fmt: skip
+"""Every key openhands-sdk 1.34.0 writes into base_state.json."""
+
+
+class _Event(BaseModel):
+    """The fields every event has; the rest is kept as the raw dict."""
+
+    model_config = ConfigDict(extra="allow")
+    id: str
+    kind: str
+    source: str
+    timestamp: str
+    parent_id: str | None = None
+
+
+@dataclass
+class Native:
+    """What rebuild and rerun need: the raw state and events, and where each step's events lie."""
+
+    root: Path
+    base_state: dict[str, Any]
+    events: list[dict[str, Any]]
+    step_events: list[list[int]] = field(default_factory=list)
+    """Per step: indexes into `events` of its actions and observations."""
+    observation_of: dict[str, int] = field(default_factory=dict)
+    """tool_call_id -> index of the observation event."""
+    first_user_text: str | None = None
+
+    def step_end(self, after_step: int) -> int:
+        """Number of events that make the prefix ending after step `after_step` (complete pairs)."""
+        if after_step == 0:
+            first = self.step_events[0][0] if self.step_events else len(self.events)
+            return first
+        return max(self.step_events[after_step - 1]) + 1
+
+
+def looks_like_conversation(path: Path) -> bool:
+    return (path / BASE_STATE).is_file() and (path / EVENTS).is_dir()
+
+
+def _load(path: Path) -> Any:
+    try:
+        return orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError:
+        raise BadInput(f"{path} is not JSON (a damaged conversation)") from None
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+
+
+def read_events(root: Path, digest: Any) -> list[dict[str, Any]]:
+    named: list[tuple[int, str, Path]] = []
+    for entry in (root / EVENTS).iterdir():
+        if entry.name.startswith("."):
+            continue  # .eventlog.lock
+        m = _EVENT_FILE.match(entry.name)
+        if not m:
+            raise BadInput(f"{entry}: not an event file of an OpenHands conversation")
+        named.append((int(m.group(1)), m.group(2), entry))
+    named.sort()
+    events = []
+    for n, (index, event_id, entry) in enumerate(named):
+        if index != n:
+            raise BadInput(f"{root}: event {n} is missing (found event-{index:05d})")
+        data = entry.read_bytes()
+        digest.update(data)
+        raw = _load(entry)
+        try:
+            event = _Event.model_validate(raw)
+        except ValidationError as exc:
+            raise BadInput(f"{entry}: not an OpenHands event ({exc.errors()[0]['msg']})") from None
+        if event.id != event_id:
+            raise BadInput(f"{entry}: its id {event.id} differs from its file name")
+        events.append(raw)
+    return events
+
+
+def parse(root: Path) -> Trajectory:
+    digest = hashlib.sha256()
+    base_path = root / BASE_STATE
+    digest.update(base_path.read_bytes())
+    base = _load(base_path)
+    if not isinstance(base, dict) or "agent" not in base or "id" not in base:
+        raise BadInput(f"{base_path} is not an OpenHands base state")
+    unknown = set(base) - BASE_STATE_KEYS
+    version: str | None = bundle.version()
+    if unknown:
+        version = None  # written by another SDK version (the plan refuses it unless degraded)
+    events = read_events(root, digest)
+    native = Native(root=root, base_state=base, events=events)
+    steps = _steps(native, base_path)
+    return _trajectory(native, steps, version, str(root), digest.hexdigest())
+
+
+def _steps(native: Native, where: Path) -> list[Step]:
+    groups: list[tuple[str, list[int]]] = []
+    obs_by_call: dict[str, int] = {}
+    previous_kind = None
+    for i, event in enumerate(native.events):
+        kind = event["kind"]
+        if kind in REFUSED_KINDS:
+            raise BadInput(f"{where.parent}: a condensed conversation ({kind}) is not supported")
+        if kind in ACTION_KINDS:
+            rid = event.get("llm_response_id")
+            if not isinstance(rid, str) or not isinstance(event.get("tool_call"), dict):
+                raise BadInput(f"{where.parent}: action {event['id']} has no llm_response_id or tool_call")
+            if previous_kind in ACTION_KINDS and groups and groups[-1][0] == rid:
+                groups[-1][1].append(i)
+            else:
+                groups.append((rid, [i]))
+        elif kind in OBSERVATION_KINDS:
+            call_id = event.get("tool_call_id")
+            if isinstance(call_id, str):
+                obs_by_call[call_id] = i
+        elif kind == "MessageEvent":
+            message = event.get("llm_message") or {}
+            if native.first_user_text is None and message.get("role") == "user":
+                native.first_user_text = "".join(
+                    c.get("text", "") for c in message.get("content", []) if c.get("type") == "text"
+                )
+        elif kind not in CONTEXT_KINDS | STATE_KINDS:
+            raise BadInput(f"{where.parent}: unknown event kind {kind!r} (not written by openhands-sdk 1.34)")
+        previous_kind = kind
+    native.observation_of = obs_by_call
+    steps = []
+    for n, (rid, indexes) in enumerate(groups, 1):
+        calls = []
+        span = list(indexes)
+        final = False
+        for i in indexes:
+            event = native.events[i]
+            call_id = str(event["tool_call_id"])
+            obs = obs_by_call.get(call_id)
+            historical = None
+            if obs is not None:
+                span.append(obs)
+                historical = observation_of(native.events[obs])
+            action = event.get("action") or {}
+            final = final or event.get("tool_name") == "finish" or action.get("kind") == "FinishAction"
+            calls.append(
+                ToolCall(
+                    id=call_id, tool=str(event.get("tool_name")), input=_input(event), historical=historical
+                )
+            )
+        native.step_events.append(sorted(span))
+        steps.append(
+            Step(
+                index=n,
+                message_id=rid,
+                calls=calls,
+                complete=all(c.historical is not None for c in calls),
+                final=final,
+            )
+        )
+    return steps
+
+
+def _input(action_event: dict[str, Any]) -> dict[str, Any]:
+    try:
+        args = orjson.loads(action_event["tool_call"].get("arguments") or "{}")
+    except orjson.JSONDecodeError:
+        return {"arguments": action_event["tool_call"].get("arguments")}
+    return args if isinstance(args, dict) else {"arguments": args}
+
+
+def observation_of(event: dict[str, Any]) -> Observation:
+    """The model-visible text of an observation event (as the SDK renders it), with the event as the record."""
+    from adapters.openhands.wire import tool_text
+
+    obs = event.get("observation") or {}
+    is_error = bool(obs.get("is_error")) if event["kind"] == "ObservationEvent" else True
+    return Observation(content=tool_text(event), is_error=is_error, structured=event)
+
+
+def _trajectory(native: Native, steps: list[Step], version: str | None, source: str, sha: str) -> Trajectory:
+    workspace = native.base_state.get("workspace") or {}
+    traj = Trajectory(
+        agent=bundle.NAME,
+        agent_version=version,
+        session_id=str(native.base_state.get("id") or "") or None,
+        cwd=workspace.get("working_dir"),
+        source=source,
+        source_sha256=sha,
+        steps=steps,
+    )
+    traj._native = native
+    return traj

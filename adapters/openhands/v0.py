@@ -1,0 +1,259 @@
+"""OpenHands V0 trajectories (openhands-ai <= 1.6.0): the JSON list of serialized events that
+`save_trajectory_path` writes, or an evaluation output wrapping it in `history`.
+
+A step is one LLM response's tool-call actions (`tool_call_metadata.model_response.id`) with their
+observations (by `cause`); a response's actions are executed one at a time, so its observations
+interleave. System, message, recall and state events are not steps. The chat messages follow
+`ConversationMemory` with native function calling: the assistant message is the response's own
+message (all its tool calls), emitted before its tool results once every call has one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from adapters.openhands import bundle
+from replayer.errors import BadInput, PlanRefused
+from replayer.models import Observation, Step, ToolCall, Trajectory
+
+KNOWN_ACTIONS = {
+    "system", "message", "recall", "run", "read", "edit", "think", "finish", "change_agent_state", "null",
+    "run_ipython", "browse", "browse_interactive", "condensation", "condensation_request", "mcp", "task_tracking",
+    "delegate", "reject",
+}  # fmt: skip
+MAX_MESSAGE_CHARS = 30_000
+"""LLMConfig.max_message_chars: ConversationMemory cuts a longer observation in the middle."""
+NOT_STEPS = {
+    "system",
+    "message",
+    "recall",
+    "change_agent_state",
+    "null",
+    "condensation",
+    "condensation_request",
+}
+"""Agent actions that are no tool call (GUI exports carry change_agent_state; condensation is bookkeeping)."""
+TOOL_OBSERVATIONS = {"run", "read", "edit", "think", "error", "run_ipython", "write", "mcp", "task_tracking"}
+
+
+@dataclass
+class NativeV0:
+    events: list[dict[str, Any]]
+    wrapper: dict[str, Any] | None
+    """The evaluation output around `history` (None for a bare event list)."""
+    step_events: list[list[int]] = field(default_factory=list)
+    observation_of: dict[str, int] = field(default_factory=dict)
+    """tool_call_id -> index of its observation in `events`."""
+
+    def step_end(self, after_step: int) -> int:
+        if after_step == 0:
+            return self.step_events[0][0] if self.step_events else len(self.events)
+        return max(self.step_events[after_step - 1]) + 1
+
+
+def _events_of(value: Any) -> tuple[list[Any], dict[str, Any] | None] | None:
+    if isinstance(value, dict) and isinstance(value.get("history"), list):
+        return value["history"], value
+    if isinstance(value, list):
+        return value, None
+    return None
+
+
+def _is_event(item: Any) -> bool:
+    return isinstance(item, dict) and "source" in item and ("action" in item or "observation" in item)
+
+
+def looks_like_v0(head: list[Any]) -> bool:
+    found = _events_of(head[0]) if len(head) == 1 else None
+    return bool(found and found[0] and all(_is_event(e) for e in found[0][:16]))
+
+
+def _tcm(event: dict[str, Any]) -> dict[str, Any] | None:
+    tcm = event.get("tool_call_metadata")
+    return tcm if isinstance(tcm, dict) and isinstance(tcm.get("tool_call_id"), str) else None
+
+
+def response_id(event: dict[str, Any]) -> str | None:
+    tcm = _tcm(event)
+    response = (tcm or {}).get("model_response")
+    rid = response.get("id") if isinstance(response, dict) else None
+    return rid if isinstance(rid, str) else None
+
+
+def parse(path: Path) -> Trajectory:
+    data = path.read_bytes()
+    try:
+        found = _events_of(orjson.loads(data))
+    except orjson.JSONDecodeError:
+        raise BadInput(f"{path} is not JSON (a damaged trajectory)") from None
+    if not found or not all(_is_event(e) for e in found[0]):
+        raise BadInput(f"{path}: not a list of OpenHands V0 events")
+    events, wrapper = found
+    native = NativeV0(events=events, wrapper=wrapper)
+    version = None
+    for e in events:
+        kind = e.get("action")
+        if kind is not None and kind not in KNOWN_ACTIONS:
+            raise BadInput(f"{path}: unknown V0 action {kind!r}")
+        if kind == "system":
+            version = (e.get("args") or {}).get("openhands_version")
+    steps = _steps(native)
+    cwd = next(
+        (
+            ((e.get("extras") or {}).get("metadata") or {}).get("working_dir")
+            or (e.get("extras") or {}).get("working_dir")
+            for e in events
+            if e.get("observation") in ("run", "recall")
+            and (
+                ((e.get("extras") or {}).get("metadata") or {}).get("working_dir")
+                or (e.get("extras") or {}).get("working_dir")
+            )
+        ),
+        None,
+    )
+    session = (wrapper or {}).get("instance_id") or hashlib.sha256(data).hexdigest()[:32]
+    traj = Trajectory(
+        agent=bundle.NAME_V0,
+        agent_version=str(version) if version else None,
+        session_id=str(session),
+        cwd=cwd,
+        source=str(path),
+        source_sha256=hashlib.sha256(data).hexdigest(),
+        steps=steps,
+    )
+    traj._native = native
+    return traj
+
+
+def _steps(native: NativeV0) -> list[Step]:
+    by_id = {e.get("id"): i for i, e in enumerate(native.events) if isinstance(e.get("id"), int)}
+    obs_of_action: dict[int, int] = {}
+    for i, e in enumerate(native.events):
+        if "observation" in e and isinstance(e.get("cause"), int) and e["cause"] in by_id:
+            obs_of_action.setdefault(by_id[e["cause"]], i)
+    groups: list[tuple[str, list[int]]] = []
+    for i, e in enumerate(native.events):
+        if "action" not in e or e.get("source") != "agent" or e["action"] in NOT_STEPS:
+            continue
+        rid = response_id(e) or f"action-{e.get('id', i)}"
+        if groups and groups[-1][0] == rid:
+            groups[-1][1].append(i)
+        else:
+            groups.append((rid, [i]))
+    steps = []
+    for n, (rid, actions) in enumerate(groups, 1):
+        calls, span, final = [], list(actions), False
+        for i in actions:
+            e = native.events[i]
+            tcm = _tcm(e) or {}
+            call_id = str(tcm.get("tool_call_id") or f"action-{e.get('id', i)}")
+            obs = obs_of_action.get(i)
+            historical = None
+            if obs is not None:
+                span.append(obs)
+                native.observation_of[call_id] = obs
+                historical = observation_of(native.events[obs])
+            final = final or e["action"] == "finish"
+            tool = str(tcm.get("function_name") or e["action"])
+            calls.append(ToolCall(id=call_id, tool=tool, input=_input(e), historical=historical))
+        native.step_events.append(sorted(span))
+        complete = all(c.historical is not None or c.tool == "finish" for c in calls)
+        steps.append(Step(index=n, message_id=rid, calls=calls, complete=complete, final=final))
+    return steps
+
+
+def _input(event: dict[str, Any]) -> dict[str, Any]:
+    tcm = _tcm(event)
+    response = (tcm or {}).get("model_response") or {}
+    for choice in response.get("choices") or []:
+        for call in (choice.get("message") or {}).get("tool_calls") or []:
+            if call.get("id") == (tcm or {}).get("tool_call_id"):
+                try:
+                    args = orjson.loads(call["function"]["arguments"])
+                except (orjson.JSONDecodeError, KeyError, TypeError):
+                    break
+                return args if isinstance(args, dict) else {"arguments": args}
+    return dict(event.get("args") or {})
+
+
+def observation_text(event: dict[str, Any]) -> str:
+    """What the model saw of an observation (its `to_agent_observation` for commands; content otherwise)."""
+    content = str(event.get("content", ""))
+    if event.get("observation") != "run":
+        return content
+    meta = (event.get("extras") or {}).get("metadata") or {}
+    text = f"{meta.get('prefix', '')}{content}{meta.get('suffix', '')}"
+    if meta.get("working_dir"):
+        text += f"\n[Current working directory: {meta['working_dir']}]"
+    if meta.get("py_interpreter_path"):
+        text += f"\n[Python interpreter: {meta['py_interpreter_path']}]"
+    if meta.get("exit_code", -1) != -1:
+        text += f"\n[Command finished with exit code {meta['exit_code']}]"
+    return text
+
+
+def observation_of(event: dict[str, Any]) -> Observation:
+    return Observation(
+        content=observation_text(event),
+        is_error=event.get("observation") == "error" or event.get("success") is False,
+        structured=event,
+    )
+
+
+def _text(text: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text}] if text else []
+
+
+def to_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """ConversationMemory.process_events with native function calling, prompt extensions off."""
+    messages: list[dict[str, Any]] = []
+    pending: dict[str, dict[str, Any]] = {}
+    """response id -> the assistant message waiting for all its tool results."""
+    results: dict[str, dict[str, Any]] = {}
+    for e in events:
+        kind = e.get("action")
+        if kind == "system":
+            messages.append(
+                {"role": "system", "content": _text(str((e.get("args") or {}).get("content", "")))}
+            )
+        elif kind == "message":
+            role = "user" if e.get("source") == "user" else "assistant"
+            messages.append({"role": role, "content": _text(str((e.get("args") or {}).get("content", "")))})
+        elif kind is not None and _tcm(e):
+            rid = response_id(e)
+            response = ((_tcm(e) or {}).get("model_response") or {}).get("choices") or [{}]
+            message = response[0].get("message") or {}
+            if rid and rid not in pending:
+                pending[rid] = {
+                    "role": "assistant",
+                    "content": _text(str(message.get("content") or "")),
+                    "tool_calls": [
+                        {"id": c["id"], "type": "function", "function": dict(c["function"])}
+                        for c in message.get("tool_calls") or []
+                    ],
+                }
+        elif e.get("observation") in TOOL_OBSERVATIONS and _tcm(e):
+            tcm = _tcm(e) or {}
+            if len(observation_text(e)) > MAX_MESSAGE_CHARS:
+                raise PlanRefused(
+                    f"the observation of {tcm['tool_call_id']} is longer than {MAX_MESSAGE_CHARS} characters; "
+                    "OpenHands cuts it and the replayer does not reproduce the cut yet"
+                )
+            results[str(tcm["tool_call_id"])] = {
+                "role": "tool",
+                "content": _text(observation_text(e)),
+                "tool_call_id": tcm["tool_call_id"],
+                "name": tcm.get("function_name"),
+            }
+        for rid, assistant in list(pending.items()):
+            ids = [c["id"] for c in assistant["tool_calls"]]
+            if all(i in results for i in ids):
+                messages.append(assistant)
+                messages.extend(results.pop(i) for i in ids)
+                del pending[rid]
+    return messages
