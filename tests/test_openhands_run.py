@@ -105,3 +105,20 @@ def test_max_steps_is_the_sdk_iteration_budget(tmp_path: Path) -> None:
     assert cont["agent_status"] == "max_steps", stderr
     assert cont["metadata"] == {"max_iterations": 2}
     assert len([r for r in log if r.main_thread]) == 2
+
+
+def test_a_boundary_prompt_is_the_user_message_after_the_prefix(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    finish = Turn(blocks=[ToolUseBlock(id="call_cont_1", name="finish", input={"message": "done"})])
+    code, result, log, stderr = _continue(out, [finish], "--boundary-prompt", "Now add a docstring.")
+    assert code == 0, stderr
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["input_condition"]) == (
+        "accepted",
+        "completed",
+        "boundary_user_prompt_appended",
+    )
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    first = [r for r in log if r.main_thread][0].body["messages"]
+    assert first[: len(expected)] == expected and len(first) == len(expected) + 1
+    assert first[-1]["role"] == "user" and first[-1]["content"][0]["text"] == "Now add a docstring."
