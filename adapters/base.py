@@ -9,7 +9,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from bridges.core import Dialect, Gate
-from replayer.io import Workspace
+from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from sandboxes.base import Sandbox
 
@@ -25,6 +25,15 @@ def stdout_events(stdout: bytes) -> list[dict[str, Any]]:
         if isinstance(event, dict):
             events.append(event)
     return events
+
+
+def copy_continued(continued: Path, dest: Path, name: str, key: str) -> dict[str, str]:
+    """The continued native file copied as it is to `dest/name` (the result's `continued/`), listed in the
+    result's files under `key`; nothing when the agent left no file."""
+    if not continued.is_file():
+        return {}
+    write_bytes_atomic(dest / name, continued.read_bytes())
+    return {key: f"continued/{name}"}
 
 
 class Rebuild(BaseModel):

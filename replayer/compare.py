@@ -116,9 +116,7 @@ class Snapshot:
         copy_tree(state / "workspace", self.dest / "workspace")
         copy_tree(state / "home", self.dest / "home")
         # the rebuilt native session, as a continuation in place would see it
-        subprocess.run(
-            ["cp", "-a", "--", f"{state.parent / 'native' / 'home'}/.", str(self.dest / "home")], check=True
-        )
+        copy_tree(state.parent / "native" / "home", self.dest / "home", merge=True)
         self.seconds = time.monotonic() - started
         if self.check:
             self.boundary_check = run_check(box, self.check, self.cwd, self.check_timeout_s)

@@ -63,10 +63,12 @@ class ForkJob(BaseModel):
     check_timeout_s: float
 
 
-def copy_tree(src: Path, dest: Path) -> None:
-    """An exact copy (modes, owners, times, links), as the snapshot must keep the file system."""
+def copy_tree(src: Path, dest: Path, merge: bool = False) -> None:
+    """An exact copy (modes, owners, times, links), as the snapshot must keep the file system;
+    `merge`: src's entries into the existing directory dest."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["cp", "-a", "--", str(src), str(dest)], capture_output=True, text=True)
+    source = f"{src}/." if merge else str(src)
+    proc = subprocess.run(["cp", "-a", "--", source, str(dest)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise SandboxError(f"copying {src} failed: {proc.stderr.strip()[:300]}")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from adapters.base import Launch, Rebuild, stdout_events
+from adapters.base import Launch, Rebuild, copy_continued, stdout_events
 from adapters.mini_swe_agent import bundle, config
 from adapters.mini_swe_agent import trajectory as native_format
 from adapters.mini_swe_agent.rerun import MiniRerunner, companion_argv
@@ -167,8 +167,4 @@ class MiniSweAgentAdapter:
         prompt: str | None,
         keep_prompt: bool,
     ) -> dict[str, str]:
-        continued = home / CONTINUED
-        if not continued.is_file():
-            return {}
-        write_bytes_atomic(dest / TRAJECTORY, continued.read_bytes())
-        return {"continued_trajectory": f"continued/{TRAJECTORY}"}
+        return copy_continued(home / CONTINUED, dest, TRAJECTORY, "continued_trajectory")

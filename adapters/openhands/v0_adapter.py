@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from adapters.base import Launch, Rebuild, stdout_events
+from adapters.base import Launch, Rebuild, copy_continued, stdout_events
 from adapters.openhands import bundle, v0
 from adapters.openhands.v0_rerun import OpenHandsV0Rerunner
 from bridges.chat import ChatDialect, ChatPrefixGate
@@ -166,8 +166,4 @@ class OpenHandsV0Adapter:
         prompt: str | None,
         keep_prompt: bool,
     ) -> dict[str, str]:
-        continued = home / CONTINUED
-        if not continued.is_file():
-            return {}
-        write_bytes_atomic(dest / TRAJECTORY, continued.read_bytes())
-        return {"continued_trajectory": f"continued/{TRAJECTORY}"}
+        return copy_continued(home / CONTINUED, dest, TRAJECTORY, "continued_trajectory")

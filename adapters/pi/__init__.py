@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from adapters.base import Launch, Rebuild, stdout_events
+from adapters.base import Launch, Rebuild, copy_continued, stdout_events
 from adapters.pi import bundle, session
 from adapters.pi.rerun import PiRerunner
 from adapters.pi.wire import to_wire
@@ -195,8 +195,6 @@ class PiAdapter:
         prompt: str | None,
         keep_prompt: bool,
     ) -> dict[str, str]:
-        continued = home / rebuild.continuation["session_file"]
-        if not continued.is_file():
-            return {}
-        write_bytes_atomic(dest / CONTINUED, continued.read_bytes())
-        return {"continued_session": f"continued/{CONTINUED}"}
+        return copy_continued(
+            home / rebuild.continuation["session_file"], dest, CONTINUED, "continued_session"
+        )
