@@ -1,5 +1,11 @@
 """One exception hierarchy; the CLI maps each class to a one-line message and an exit code."""
 
+from __future__ import annotations
+
+from typing import Any
+
+EXCERPT_CHARS = 80
+
 
 class ReplayError(Exception):
     """Base class. `exit_code` is documented in docs/cli.md."""
@@ -76,3 +82,16 @@ class Interrupted(ReplayError):
 
     exit_code = 130
     kind = "interrupted"
+
+
+def excerpt(value: Any, limit: int = EXCERPT_CHARS) -> str:
+    """A short one-line rendering of a (possibly huge or binary) input value for a refusal."""
+    text = repr(value) if not isinstance(value, str) else repr(value)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def bad_record(source: str, where: str, problem: str, value: Any = None) -> BadInput:
+    """A refusal naming the record (`where`: "line 12, field message.content[0].text") and the problem."""
+    got = "" if value is None else f" (got {excerpt(value)})"
+    return BadInput(f"{source}: {where}: {problem}{got}")

@@ -15,10 +15,11 @@ import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from pydantic import BaseModel, ConfigDict
 
-from replayer.errors import ConfinementError, OutputError
+from replayer.errors import BadInput, ConfinementError, OutputError
 from replayer.models import ReadBudget
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -162,6 +163,56 @@ class Workspace:
         os.close(self._open_file(parts, os.O_RDONLY))  # refuses directories, symlinks and special files
         with self._parent_fd(parts) as dfd:
             os.unlink(parts[-1], dir_fd=dfd)
+
+
+MAX_INPUT_BYTES = 512 * 1024 * 1024
+"""The largest native file read (a trajectory, an event file, an export)."""
+
+
+def _kind_of(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+@contextlib.contextmanager
+def open_input(path: Path, max_bytes: int = MAX_INPUT_BYTES) -> Iterator[BinaryIO]:
+    """A user's input file opened for reading, refused before any read when it is not a regular file
+    (a FIFO would block, a device never ends) or larger than `max_bytes`. Links the user gave are
+    followed: the input is theirs, not the sandbox's."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise BadInput(f"{path} is {_kind_of(st.st_mode)}, not a trajectory file")
+        if st.st_size > max_bytes:
+            raise BadInput(f"{path} is {st.st_size} bytes, more than the {max_bytes}-byte limit")
+        os.set_blocking(fd, True)
+        fh = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with fh:
+        yield fh
+
+
+def read_input(path: Path, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
+    """The whole of a user's input file (see `open_input`), reading at most `max_bytes` even if it grows."""
+    with open_input(path, max_bytes) as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise BadInput(f"{path} grew past the {max_bytes}-byte limit while it was read")
+    return data
 
 
 def write_bytes_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:

@@ -105,6 +105,20 @@ class Budgets(Frozen):
     max_command_output_bytes: int = 64 * 1024 * 1024
 
 
+class SandboxLimits(Frozen):
+    """Resource limits of every container a run starts; recorded in the result."""
+
+    memory: str = "4g"
+    pids: int = 1024
+    cpus: float = 2.0
+    disk_bytes: int = 8 << 30
+    """What the sandbox may write: the container's own file system and, separately, the run's state
+    (workspace and agent home) each get this quota where the engine supports it."""
+    copy_bytes: int = 4 << 30
+    """The most the host copies out of a place the container could write (files beyond: refused)."""
+    copy_files: int = 200_000
+
+
 class ContinueRequest(Frozen):
     """`run --continue`: let the pinned agent go on from the boundary through the bridge."""
 
@@ -141,6 +155,9 @@ class ReplayRequest(Frozen):
     continuation: ContinueRequest | None = None
     task: str | None = None
     """The first user prompt, for a native format that does not store it (OpenCode's event log)."""
+    limits: SandboxLimits = Field(default_factory=SandboxLimits)
+    labels: dict[str, str] = Field(default_factory=dict)
+    """Extra container labels (a batch labels its containers to remove those of a dead run)."""
 
 
 DivergenceStatus = Literal["exact", "normalized_equal", "different", "historical_kept"]
