@@ -11,6 +11,7 @@ import orjson
 
 from adapters.base import Adapter
 from replayer.errors import BadInput
+from replayer.io import open_input
 
 _HEAD_LINES = 64
 _WHOLE_JSON_BYTES = 512 * 1024 * 1024
@@ -58,7 +59,7 @@ def read_head(path: Path) -> list[Any]:
     if path.is_dir():
         return [ConversationDir(path)] if (path / "base_state.json").is_file() else []
     try:
-        with path.open("rb") as fh:
+        with open_input(path) as fh:
             if fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC:
                 return [SqliteFile(path)]
             fh.seek(0)
@@ -83,7 +84,7 @@ def read_head(path: Path) -> list[Any]:
 
 
 def detect(path: Path) -> Adapter:
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise BadInput(f"{path} does not exist")
     head = read_head(path)
     for adapter in all_adapters():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from replayer import signals
 from replayer.errors import AgentError, BridgeRefused, Interrupted, ReplayError, SandboxError
 from replayer.models import (
     ContinueRequest,
@@ -288,29 +288,38 @@ def batch(
     entries = batch_jobs.read_manifest(manifest)
     images = {e.image for _, e in entries if e.mode != "prepare"}  # None: the default image
     jobs = batch_jobs.expand(entries, _image_ids(images))
-    out.mkdir(parents=True, exist_ok=True)
-    batch_jobs.clean_partials(out)
+    containers = any(e.mode != "prepare" for _, e in entries)  # prepare-only batches need no Docker
+    batch_jobs.prepare_dir(out)
     tally = batch_jobs.Tally(entries)
-    todo = batch_jobs.pending(jobs, out, retry_failed, tally)
-    workers = workers or os.cpu_count() or 1
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
-    columns += [TextColumn("{task.fields[rate]:.2f} jobs/s"), TimeRemainingColumn()]
-    with Progress(*columns, console=err_console, disable=json, transient=False) as progress:
-        task = progress.add_task("batch", total=len(jobs), completed=len(tally), rate=0.0)
-        started = progress.get_time()
+    with batch_jobs.locked(out):
+        if containers:  # those of a dead run on this DIR (its workers died with it; none of ours runs now)
+            left = batch_jobs.remove_containers(out)
+            if left and not json:
+                err_console.print(f"removed {len(left)} container(s) a killed batch left", highlight=False)
+        batch_jobs.clean_partials(out)
+        todo = batch_jobs.pending(jobs, out, retry_failed, tally)
+        workers = workers or os.cpu_count() or 1
+        labels = batch_jobs.batch_labels(out)
+        columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
+        columns += [TextColumn("{task.fields[rate]:.2f} jobs/s"), TimeRemainingColumn()]
+        with Progress(*columns, console=err_console, disable=json, transient=False) as progress:
+            task = progress.add_task("batch", total=len(jobs), completed=len(tally), rate=0.0)
+            started = progress.get_time()
 
-        def on_done(outcome: batch_jobs.JobOutcome) -> None:
-            tally.add(outcome)
-            ran = len(tally) - (len(jobs) - len(todo))
-            progress.update(task, advance=1, rate=ran / max(progress.get_time() - started, 1e-6))
+            def on_done(outcome: batch_jobs.JobOutcome) -> None:
+                tally.add(outcome)
+                ran = len(tally) - (len(jobs) - len(todo))
+                progress.update(task, advance=1, rate=ran / max(progress.get_time() - started, 1e-6))
 
-        try:
-            if ray:
-                run_ray(todo, out.absolute(), ray, workers, on_done)
-            else:
-                run_local(todo, out.absolute(), workers, on_done)
-        finally:
-            tally.write(out / "batch.json")
+            try:
+                if ray:
+                    run_ray(todo, out.absolute(), ray, workers, on_done, labels)
+                else:
+                    run_local(todo, out.absolute(), workers, on_done, labels)
+            finally:
+                tally.write(out / "batch.json")
+        if containers:  # those of jobs whose worker died mid-job
+            batch_jobs.remove_containers(out)
     summary = tally.counts
     if json:
         _emit_json({"out": str(out.absolute()), **summary.model_dump(mode="json")})
@@ -479,26 +488,37 @@ def gc(json: JsonOpt = False) -> None:
         )
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    # A ReplayError, not KeyboardInterrupt: typer would turn that into a silent exit, and the
-    # `finally` blocks on the way up remove containers and partial outputs either way.
-    raise Interrupted(signal.Signals(signum).name)
+_MESSAGE_CHARS = 500
+
+
+def _one_line(message: str) -> str:
+    """An error message as one bounded line: a refusal never echoes a huge input back."""
+    line = " ".join(message.split())
+    return line if len(line) <= _MESSAGE_CHARS else line[: _MESSAGE_CHARS - 1] + "…"
 
 
 def main() -> None:
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGINT, _interrupt)
+    # Interrupted, not KeyboardInterrupt: typer would turn that into a silent exit; the `finally`
+    # blocks on the way up remove containers and partial outputs, and the live-sandbox sweep below
+    # removes one that an interruption caught between its creation and its owner's `try`.
+    signals.install()
     try:
         app()  # standalone: usage errors exit 2 with click's message; our errors propagate to here
     except Interrupted:
+        from sandboxes.docker import stop_live
+
+        with signals.deferred():
+            stop_live()
         err_console.print("replayer: interrupted", highlight=False)
         sys.exit(Interrupted.exit_code)
     except ReplayError as exc:
-        err_console.print(f"replayer: {exc.kind}: {exc}", highlight=False, soft_wrap=True)
+        err_console.print(f"replayer: {exc.kind}: {_one_line(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except Exception as exc:
         err_console.print(
-            f"replayer: internal error: {type(exc).__name__}: {exc}", highlight=False, soft_wrap=True
+            f"replayer: internal error: {type(exc).__name__}: {_one_line(str(exc))}",
+            highlight=False,
+            soft_wrap=True,
         )
         sys.exit(1)
 

@@ -26,7 +26,7 @@ import orjson
 from replayer import continuation
 from replayer.engine import JSON_OPTS, execute, load, pins_for
 from replayer.errors import BadInput, Interrupted, PlanRefused, WorkspaceError
-from replayer.fork import COMPARE_LABEL, ForkJob, copy_tree, run_check
+from replayer.fork import COMPARE_LABEL, ForkJob, run_check
 from replayer.io import OutputDir, write_bytes_atomic
 from replayer.models import (
     CheckResult,
@@ -42,6 +42,7 @@ from replayer.models import (
 )
 from replayer.pins import bundle_installed
 from replayer.report import render_html
+from replayer.safecopy import copy_untrusted
 
 _POLL_S = 0.2
 _STOP_GRACE_S = 30.0
@@ -108,15 +109,15 @@ class Snapshot:
         self.boundary_check: CheckResult | None = None
         self.seconds = 0.0
 
-    def __call__(self, box: Any, state: Path) -> None:
+    def __call__(self, box: Any, state: Path, native: Path) -> None:
         started = time.monotonic()
         self.image = box.snapshot(
             f"sandbox-replayer/snapshot:{self.compare_id}", labels={COMPARE_LABEL: self.compare_id}
         )
-        copy_tree(state / "workspace", self.dest / "workspace")
-        copy_tree(state / "home", self.dest / "home")
+        copy_untrusted(state / "workspace", self.dest / "workspace", links="keep", what="the workspace")
+        copy_untrusted(state / "home", self.dest / "home", links="skip", what="the agent home")
         # the rebuilt native session, as a continuation in place would see it
-        copy_tree(state.parent / "native" / "home", self.dest / "home", merge=True)
+        copy_untrusted(native / "home", self.dest / "home", links="skip", merge=True)
         self.seconds = time.monotonic() - started
         if self.check:
             self.boundary_check = run_check(box, self.check, self.cwd, self.check_timeout_s)
@@ -283,7 +284,7 @@ def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResu
     _preflight(request, adapter, traj)
     client = connect()
     compare_id = f"cmp-{uuid.uuid4().hex[:10]}"
-    out = OutputDir(request.out, force=request.force)
+    out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, request.workspace])
     assert traj.cwd
     snapshot = Snapshot(compare_id, out.tmp / "snapshot", traj.cwd, request.check, request.check_timeout_s)
     kept = False

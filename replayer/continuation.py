@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from replayer.models import (
     GateVerdict,
     Trajectory,
 )
+from replayer.safecopy import copy_untrusted
 from sandboxes.docker import DockerSandbox
 
 BRIDGE_MOUNT = "/run/replayer-bridge"
@@ -101,7 +103,16 @@ def run(
         "agent_stderr": "agent/stderr.log",
         "bridge_log": "bridge/log.jsonl",
     }
-    files.update(adapter.finish_continuation(traj, rebuild, home, out / "continued", prompt, keep_prompt))
+    # the adapter reads the continued session from a copy of the home that follows no link and holds
+    # no special file: the container could write anything there
+    after = out / ".home-after"
+    copy_untrusted(home, after, links="skip", what="the agent home")
+    try:
+        files.update(
+            adapter.finish_continuation(traj, rebuild, after, out / "continued", prompt, keep_prompt)
+        )
+    finally:
+        shutil.rmtree(after, ignore_errors=True)
     return ContinuationResult(
         input_condition="boundary_user_prompt_appended" if keep_prompt else "replayed_boundary_only",
         gate=gate_verdict,

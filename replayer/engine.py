@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import time
 import uuid
 from collections.abc import Callable
@@ -15,7 +14,7 @@ import adapters
 from adapters.base import Adapter, Rebuild, Rerunner
 from replayer import __version__, continuation
 from replayer.divergence import compare, kept
-from replayer.errors import BadInput, ConfinementError, PlanRefused, WorkspaceError
+from replayer.errors import BadInput, ConfinementError, PlanRefused, WorkspaceError, excerpt
 from replayer.io import OutputDir, Workspace, write_bytes_atomic
 from replayer.models import (
     ContinuationResult,
@@ -25,23 +24,49 @@ from replayer.models import (
     Pins,
     ReplayRequest,
     ReplayResult,
+    SandboxRecord,
     Timings,
     Trajectory,
 )
 from replayer.pins import load_pins
 from replayer.plan import Plan, make_plan
+from replayer.safecopy import Links, copy_untrusted
 
 JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
-OnBoundary = Callable[[Any, Path], None]
-"""Called in run mode with the sandbox and the state directory once the prefix is rebuilt, before any
-continuation (compare snapshots the boundary there)."""
+OnBoundary = Callable[[Any, Path, Path], None]
+"""Called in run mode with the sandbox, the state directory (workspace/, home/) and the rebuilt native
+directory once the prefix is rebuilt, before any continuation (compare snapshots the boundary there)."""
+
+
+_DAMAGED = (
+    KeyError,
+    TypeError,
+    AttributeError,
+    IndexError,
+    ValueError,
+    UnicodeError,
+    OverflowError,
+    RecursionError,
+)
+"""What a parser that missed a check raises on a damaged record: a refusal of the file, never a crash."""
 
 
 def load(path: Path, task: str | None = None) -> tuple[Adapter, Trajectory]:
     adapter = adapters.detect(path)
     if task is not None and not adapter.takes_task:
         raise BadInput(f"--task applies to formats that do not store the prompt; {adapter.name} stores it")
-    return adapter, adapter.parse(path, task)
+    return adapter, parse(adapter, path, task)
+
+
+def parse(adapter: Adapter, path: Path, task: str | None) -> Trajectory:
+    """The adapter's parse; the parsers validate each record where they read it, and this is the net
+    below them: a damaged record they did not foresee is still a bad_input refusal."""
+    try:
+        return adapter.parse(path, task)
+    except _DAMAGED as exc:
+        raise BadInput(
+            f"{path} is a damaged {adapter.name} file ({type(exc).__name__}: {excerpt(str(exc))})"
+        ) from None
 
 
 def pins_for(adapter: Adapter) -> Pins:
@@ -68,7 +93,7 @@ def execute(
     if adapter is None:
         adapter, traj = load(request.trajectory, request.task)
     else:
-        traj = trajectory if trajectory is not None else adapter.parse(request.trajectory, request.task)
+        traj = trajectory if trajectory is not None else parse(adapter, request.trajectory, request.task)
     parse_s = time.monotonic() - started
     plan = make_plan(
         adapter, traj, request.after_step, request.allow_degraded, executes=request.mode == "run"
@@ -82,7 +107,7 @@ def execute(
         refusal = adapter.continuation_refusal(traj, model)
         if refusal:
             raise PlanRefused(f"cannot continue: {refusal}")
-    out = OutputDir(request.out, force=request.force)
+    out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, request.workspace])
     try:
         result = _execute_into(out.tmp, request, adapter, traj, plan, parse_s, started, on_boundary)
         write_bytes_atomic(
@@ -156,61 +181,100 @@ def _execute_into(
     key = continuation.upstream_key(cont, adapter) if cont else ""
     native = tmp / "native"
     continued: ContinuationResult | None = None
+    sandbox_record: SandboxRecord | None = None
     if request.mode == "prepare":
         divergences = [kept(p.step, p.call, p.kind) for p in plan.calls]
         t2 = time.monotonic()
         rebuild = _rebuild(adapter, traj, plan, observations, tmp)
         rebuild_s = time.monotonic() - t2
     else:
-        from sandboxes.docker import DockerSandbox, connect
+        from sandboxes.docker import DROPPED_CAPABILITIES, DockerSandbox, connect
+        from sandboxes.quota import StateDir
 
         assert request.workspace is not None and traj.cwd
-        state = tmp / "state"
-        workspace_copy = state / "workspace"
-        shutil.copytree(request.workspace, workspace_copy, symlinks=True)
-        agent_home = state / "home"
-        bridge_dir = state / "bridge"
-        for d in (agent_home, bridge_dir):
-            d.mkdir(parents=True)
-        image = request.image or load_pins().base_image.tag
-        t0 = time.monotonic()
-        client = connect()
-        binds = {traj.cwd: (workspace_copy, False), **adapter.sandbox_binds(traj, agent_home)}
-        if cont:
-            binds[continuation.BRIDGE_MOUNT] = (bridge_dir, False)
-        box = DockerSandbox.start(client, image, binds=binds, workdir=traj.cwd, run_id=uuid.uuid4().hex[:12])
-        image_id = box.image_id
-        container = box.container.name
-        sandbox_s = time.monotonic() - t0
+        limits = request.limits
+        state = StateDir.create(limits.disk_bytes, fallback_parent=tmp)
         try:
-            t1 = time.monotonic()
-            rerunner = adapter.rerunner(traj, box, Workspace(workspace_copy, traj.cwd), request.budgets)
-            try:
-                _rerun(rerunner, plan, request, observations, divergences)
-            finally:
-                rerunner.close()
-            rerun_s = time.monotonic() - t1
-            t2 = time.monotonic()
-            shutil.copytree(agent_home, native / "home")  # side files the reruns left (persisted outputs)
-            rebuild = _rebuild(adapter, traj, plan, observations, tmp)
-            rebuild_s = time.monotonic() - t2
-            if on_boundary is not None:
-                on_boundary(box, state)
+            workspace_copy = state.path / "workspace"
+            copied = copy_untrusted(
+                request.workspace, workspace_copy, links="keep", limits=limits, what="the workspace"
+            )
+            skipped = copied.listing("workspace")
+            skipped_count = copied.skipped_count
+            agent_home = state.path / "home"
+            bridge_dir = state.path / "bridge"
+            for d in (agent_home, bridge_dir):
+                d.mkdir(parents=True)
+            image = request.image or load_pins().base_image.tag
+            t0 = time.monotonic()
+            client = connect()
+            binds = {traj.cwd: (workspace_copy, False), **adapter.sandbox_binds(traj, agent_home)}
             if cont:
-                shutil.copytree(native / "home", agent_home, dirs_exist_ok=True)
-                continued = continuation.run(
-                    box,
-                    adapter,
-                    traj,
-                    rebuild,
-                    cont,
-                    key=key,
-                    socket_dir=bridge_dir,
-                    home=agent_home,
-                    out=tmp,
+                binds[continuation.BRIDGE_MOUNT] = (bridge_dir, False)
+            box = DockerSandbox.start(
+                client,
+                image,
+                binds=binds,
+                workdir=traj.cwd,
+                run_id=uuid.uuid4().hex[:12],
+                limits=limits,
+                labels=request.labels,
+            )
+            try:
+                image_id = box.image_id
+                container = box.container.name
+                sandbox_s = time.monotonic() - t0
+                t1 = time.monotonic()
+                rerunner = adapter.rerunner(traj, box, Workspace(workspace_copy, traj.cwd), request.budgets)
+                try:
+                    _rerun(rerunner, plan, request, observations, divergences)
+                finally:
+                    rerunner.close()
+                rerun_s = time.monotonic() - t1
+                t2 = time.monotonic()
+                # side files the reruns left in the agent home (persisted outputs); the container could
+                # write there, so nothing in it is followed or trusted
+                side = copy_untrusted(
+                    agent_home, native / "home", links="skip", limits=limits, what="the agent home"
                 )
+                skipped += side.listing("home")
+                skipped_count += side.skipped_count
+                rebuild = _rebuild(adapter, traj, plan, observations, tmp)
+                rebuild_s = time.monotonic() - t2
+                if on_boundary is not None:
+                    on_boundary(box, state.path, native)
+                if cont:
+                    copy_untrusted(native / "home", agent_home, links="skip", limits=limits, merge=True)
+                    continued = continuation.run(
+                        box,
+                        adapter,
+                        traj,
+                        rebuild,
+                        cont,
+                        key=key,
+                        socket_dir=bridge_dir,
+                        home=agent_home,
+                        out=tmp,
+                    )
+            finally:
+                box.stop()
+            exports: list[tuple[str, Links]] = [("workspace", "keep"), ("home", "skip")]
+            for place, links in exports:
+                final = copy_untrusted(
+                    state.path / place, tmp / "state" / place, links=links, limits=limits, what=f"the {place}"
+                )
+                skipped += final.listing(f"state/{place}")
+                skipped_count += final.skipped_count
+            sandbox_record = SandboxRecord(
+                limits=limits,
+                capabilities_dropped=DROPPED_CAPABILITIES,
+                state_disk_limited=state.limited,
+                container_disk_limited=box.disk_limited,
+                skipped=skipped,
+                skipped_count=skipped_count,
+            )
         finally:
-            box.stop()
+            state.remove()
     return ReplayResult(
         request=request,
         pins=pins_for(adapter),
@@ -228,6 +292,7 @@ def _execute_into(
         degradations=plan.degradations,
         native_files=[str(p.relative_to(tmp)) for p in rebuild.native_files],
         continuation=continued,
+        sandbox=sandbox_record,
         timings=Timings(
             parse_s=parse_s,
             sandbox_start_s=sandbox_s,

@@ -77,8 +77,9 @@ class PatchFailed(ReplayError):
     kind = "patch_failed"
 
 
-class Interrupted(ReplayError):
-    """Ctrl-C or SIGTERM: everything started was cleaned up, nothing partial was left."""
+class Interrupted(BaseException):
+    """Ctrl-C or SIGTERM: everything started was cleaned up, nothing partial was left. Not an Exception,
+    so that no `except Exception` on the way up (a Docker call's, a worker's) can swallow it."""
 
     exit_code = 130
     kind = "interrupted"

@@ -8,7 +8,6 @@ record written).
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import time
@@ -20,20 +19,23 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from adapters.base import Adapter, Rebuild
-from replayer import continuation
-from replayer.errors import Interrupted, PatchFailed, ReplayError, SandboxError
+from replayer import continuation, signals
+from replayer.errors import Interrupted, PatchFailed, ReplayError
 from replayer.io import write_bytes_atomic
 from replayer.models import (
     CheckResult,
     ContinueRequest,
     ReplayResult,
     RunRecord,
+    SandboxLimits,
     TimelineCall,
     TimelineEntry,
     Variant,
 )
 from replayer.pins import use_agent_version
+from replayer.safecopy import copy_untrusted
 from sandboxes.docker import LABEL, DockerSandbox
+from sandboxes.quota import StateDir
 
 PATCH_MOUNT = "/run/replayer-patch"
 CHECK_OUTPUT_BYTES = 64 * 1024
@@ -61,16 +63,6 @@ class ForkJob(BaseModel):
     continuation: ContinueRequest
     check: str | None
     check_timeout_s: float
-
-
-def copy_tree(src: Path, dest: Path, merge: bool = False) -> None:
-    """An exact copy (modes, owners, times, links), as the snapshot must keep the file system;
-    `merge`: src's entries into the existing directory dest."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    source = f"{src}/." if merge else str(src)
-    proc = subprocess.run(["cp", "-a", "--", source, str(dest)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SandboxError(f"copying {src} failed: {proc.stderr.strip()[:300]}")
 
 
 def middle_cut(data: bytes, limit: int) -> tuple[str, bool]:
@@ -165,6 +157,7 @@ def run(job: ForkJob) -> RunRecord:
     started = time.monotonic()
     record: dict[str, Any] = {"variant": job.variant.name, "repeat": job.repeat, "dir": job.dir}
     box: DockerSandbox | None = None
+    state_dir: StateDir | None = None
     try:
         adapter, traj = load(job.trajectory, job.task)
         if job.variant.spec.version:
@@ -172,10 +165,13 @@ def run(job: ForkJob) -> RunRecord:
         record["pins"] = pins_for(adapter)
         assert traj.cwd
         rebuild = _rebuild_of(job.replay_dir)
-        state = job.run_dir / "state"
+        state_dir = StateDir.create(SandboxLimits().disk_bytes, fallback_parent=job.run_dir)
+        state = state_dir.path
         workspace, home, bridge_dir = state / "workspace", state / "home", state / "bridge"
-        copy_tree(job.boundary_state / "workspace", workspace)
-        copy_tree(job.boundary_state / "home", home)
+        copy_untrusted(
+            job.boundary_state / "workspace", workspace, links="keep", what="the boundary workspace"
+        )
+        copy_untrusted(job.boundary_state / "home", home, links="skip", what="the boundary home")
         bridge_dir.mkdir(parents=True)
         binds = {traj.cwd: (workspace, False), **adapter.sandbox_binds(traj, home)}
         binds[continuation.BRIDGE_MOUNT] = (bridge_dir, False)
@@ -219,8 +215,10 @@ def run(job: ForkJob) -> RunRecord:
             record["check"] = run_check(box, job.check, traj.cwd, job.check_timeout_s)
         box.stop()
         box = None
+        exported = job.run_dir / "state" / "workspace"
+        copy_untrusted(workspace, exported, links="keep", what="the workspace")
         record["timeline"] = timeline(adapter, job.run_dir, rebuild.expected_prefix)
-        diff, cut = workspace_diff(job.boundary_state / "workspace", workspace)
+        diff, cut = workspace_diff(job.boundary_state / "workspace", exported)
         record.update(workspace_diff=diff, workspace_diff_truncated=cut, status="ok")
     except Interrupted:
         raise
@@ -231,17 +229,14 @@ def run(job: ForkJob) -> RunRecord:
     finally:
         if box is not None:
             box.stop()
+        if state_dir is not None:
+            state_dir.remove()
     record["wall_s"] = time.monotonic() - started
     return RunRecord.model_validate(record)
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise Interrupted(signal.Signals(signum).name)
-
-
 def main(job_path: str) -> int:
-    signal.signal(signal.SIGTERM, _interrupt)
-    signal.signal(signal.SIGINT, _interrupt)
+    signals.install()
     job = ForkJob.model_validate_json(Path(job_path).read_bytes())
     try:
         record = run(job)

@@ -232,32 +232,59 @@ def write_bytes_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
         raise
 
 
+def check_output(out: Path, inputs: Iterable[Path | None]) -> None:
+    """Refuse an output path equal to, inside or containing an input: with --force the output would
+    replace (delete) it, and without it the outputs would mix with the inputs."""
+    final = out.resolve()
+    for given in inputs:
+        if given is None:
+            continue
+        source = given.resolve()
+        if final == source or final in source.parents:
+            raise OutputError(f"the output {out} would replace the input {given} (choose another --out)")
+        if source in final.parents and source.is_dir():
+            raise OutputError(f"the output {out} is inside the input {given} (choose another --out)")
+
+
 class OutputDir:
     """An output directory built in a sibling temp directory and renamed into place when complete."""
 
-    def __init__(self, final: Path, force: bool = False):
+    def __init__(self, final: Path, force: bool = False, inputs: Iterable[Path | None] = ()):
         self.final = final.absolute()
-        if self.final.exists() and not force:
+        if len(self.final.name.encode()) > 255:
+            raise OutputError(f"the output name is {len(self.final.name.encode())} bytes, more than 255")
+        check_output(self.final, inputs)
+        if (self.final.exists() or self.final.is_symlink()) and not force:
             raise OutputError(f"output directory {final} exists (use --force to replace it)")
+        stem = self.final.name[:64]  # the temp names stay within NAME_MAX whatever the output's name
         try:
             self.final.parent.mkdir(parents=True, exist_ok=True)
-            self.tmp = Path(tempfile.mkdtemp(dir=self.final.parent, prefix=f".{self.final.name}.partial-"))
+            self.tmp = Path(tempfile.mkdtemp(dir=self.final.parent, prefix=f".{stem}.partial-"))
         except OSError as exc:
             raise OutputError(f"cannot create the output directory: {exc.strerror}") from None
+        self._old = self.final.with_name(f".{stem}.old-{os.getpid()}")
 
     def commit(self) -> Path:
-        old = None
-        if self.final.exists():
-            old = self.final.with_name(f".{self.final.name}.old-{os.getpid()}")
-            os.replace(self.final, old)
+        replaced = self.final.exists() or self.final.is_symlink()
+        if replaced:
+            os.replace(self.final, self._old)
         os.chmod(self.tmp, 0o755)
         os.replace(self.tmp, self.final)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        if replaced:
+            _remove_entry(self._old)
         return self.final
 
     def discard(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _remove_entry(path: Path) -> None:
+    """Remove a file, a link (not its target) or a directory tree."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
 
 
 def short_alias(directory: Path) -> Path:

@@ -256,6 +256,21 @@ class ContinuationResult(Frozen):
     """Adapter facts about how the continuation ran (e.g. a step budget the replayer enforced)."""
 
 
+class SandboxRecord(Frozen):
+    """How the run's container was confined, and what the host left out when it copied what the
+    container could write."""
+
+    limits: SandboxLimits
+    capabilities_dropped: list[str]
+    state_disk_limited: bool
+    """The workspace and agent home had a disk quota (limits.disk_bytes)."""
+    container_disk_limited: bool
+    """The container's own file system had a disk quota (limits.disk_bytes)."""
+    skipped: list[str] = Field(default_factory=list)
+    """Links, FIFOs, sockets and devices not copied ("workspace/x (fifo)"), at most 100 per place."""
+    skipped_count: int = 0
+
+
 class ReplayResult(Frozen):
     schema_version: int = SCHEMA_VERSION
     status: Literal["ok"] = "ok"
@@ -279,6 +294,8 @@ class ReplayResult(Frozen):
     expected_prefix: str = "expected_prefix.json"
     timings: Timings
     continuation: ContinuationResult | None = None
+    sandbox: SandboxRecord | None = None
+    """Run mode only."""
 
 
 # compare ----------------------------------------------------------------------------------------

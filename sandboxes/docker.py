@@ -13,14 +13,58 @@ import docker
 import docker.errors
 from docker.types import Mount
 
+from replayer import signals
 from replayer.errors import SandboxError
+from replayer.models import SandboxLimits
 from sandboxes.base import ExecResult
+from sandboxes.quota import limited_dir
 
 LABEL = "sandbox-replayer"
 SNAPSHOT_LABEL = f"{LABEL}.snapshot"
 """On the images `snapshot` commits (the base image does not carry it): what `gc` removes."""
 RUN_DIR = "/run/replayer"
 _KILL_GRACE_S = 5.0
+DROPPED_CAPABILITIES = ["MKNOD", "NET_RAW", "SETFCAP", "AUDIT_WRITE", "SYS_CHROOT"]
+"""No device nodes in the bind-mounted workspace or home (they would be devices on the host), no raw
+sockets, no file capabilities; what the agents' tools use (chown, kill, setuid in the container) stays."""
+_LIVE: dict[str, docker.DockerClient] = {}
+"""Containers this process created and has not removed yet: what `stop_live` sweeps."""
+
+
+def _remove(client: docker.DockerClient, name: str) -> None:
+    try:
+        client.api.remove_container(name, force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        if "already in progress" not in str(exc.explanation or ""):  # else gc or a sweep is removing it
+            raise SandboxError(f"container cleanup failed: {exc.explanation or exc}") from None
+    _LIVE.pop(name, None)
+
+
+def stop_live() -> list[str]:
+    """Remove every container this process started and still holds (after an interruption)."""
+    names = list(_LIVE)
+    for name in names:
+        with contextlib.suppress(Exception):
+            _remove(_LIVE[name], name)
+    return names
+
+
+def _limit_writable_layer(container: Any, limit_bytes: int) -> bool:
+    """Give a created (not yet started) container's writable layer a disk quota: its overlay upper
+    directory, still empty, becomes a limited subvolume where the engine's data root is on btrfs."""
+    container.reload()
+    upper = (container.attrs.get("GraphDriver") or {}).get("Data", {}).get("UpperDir")
+    if not upper:
+        return False
+    path = Path(upper)
+    try:
+        if not path.is_dir() or any(path.iterdir()):
+            return False
+    except OSError:  # a remote engine: its data root is not on this host
+        return False
+    return limited_dir(path, limit_bytes)
 
 
 def connect() -> docker.DockerClient:
@@ -42,6 +86,8 @@ class DockerSandbox:
         self.client = client
         self.container = container
         self.image_id = image_id
+        self.disk_limited = False
+        """Whether the container's own file system has a disk quota (see sandboxes/quota.py)."""
 
     @classmethod
     def start(
@@ -52,12 +98,14 @@ class DockerSandbox:
         binds: dict[str, tuple[Path, bool]],
         workdir: str,
         run_id: str,
-        mem_limit: str = "4g",
-        pids_limit: int = 1024,
-        cpus: float = 2.0,
+        limits: SandboxLimits | None = None,
         labels: dict[str, str] | None = None,
     ) -> DockerSandbox:
-        """binds: container path -> (host path, read_only); labels: besides the replayer's own."""
+        """binds: container path -> (host path, read_only); labels: besides the replayer's own.
+
+        Interruption-safe: a Ctrl-C at any moment leaves either no container or one this process removes
+        (here, or in the CLI's sweep of live sandboxes)."""
+        limits = limits or SandboxLimits()
         try:
             image_obj = client.images.get(image)
         except docker.errors.ImageNotFound:
@@ -66,29 +114,38 @@ class DockerSandbox:
             Mount(target=target, source=str(src), type="bind", read_only=ro)
             for target, (src, ro) in binds.items()
         ]
+        name = f"replayer-{run_id}"
+        container = None
+        _LIVE[name] = client
         try:
-            container = client.containers.run(
-                image_obj.id,
-                command=["sleep", "infinity"],
-                detach=True,
-                network_mode="none",
-                mem_limit=mem_limit,
-                pids_limit=pids_limit,
-                nano_cpus=int(cpus * 1e9),
-                labels={**(labels or {}), LABEL: "1", f"{LABEL}.run": run_id},
-                mounts=mounts,
-                working_dir=workdir,
-                init=True,
-                hostname="replay",
-                name=f"replayer-{run_id}",
-            )
-        except docker.errors.APIError as exc:
-            raise SandboxError(f"container failed to start: {exc.explanation or exc}") from None
-        box = cls(client, container, image_obj.id)
-        try:
+            with signals.deferred():
+                container = client.containers.create(
+                    image_obj.id,
+                    command=["sleep", "infinity"],
+                    network_mode="none",
+                    mem_limit=limits.memory,
+                    memswap_limit=limits.memory,
+                    pids_limit=limits.pids,
+                    nano_cpus=int(limits.cpus * 1e9),
+                    cap_drop=DROPPED_CAPABILITIES,
+                    security_opt=["no-new-privileges"],
+                    labels={**(labels or {}), LABEL: "1", f"{LABEL}.run": run_id},
+                    mounts=mounts,
+                    working_dir=workdir,
+                    init=True,
+                    hostname="replay",
+                    name=name,
+                )
+            box = cls(client, container, image_obj.id)
+            box.disk_limited = _limit_writable_layer(container, limits.disk_bytes)
+            with signals.deferred():
+                container.start()
             box.exec(["mkdir", "-p", RUN_DIR], workdir="/", timeout_s=30)
-        except BaseException:  # Ctrl-C during start must not leave the container behind
-            box.stop()
+        except BaseException as exc:
+            with signals.deferred():
+                _remove(client, name)
+            if isinstance(exc, docker.errors.APIError):
+                raise SandboxError(f"container failed to start: {exc.explanation or exc}") from None
             raise
         return box
 
@@ -162,14 +219,8 @@ class DockerSandbox:
         return str(image.id)
 
     def stop(self) -> None:
-        try:
-            self.container.remove(force=True)
-        except docker.errors.NotFound:
-            pass
-        except docker.errors.APIError as exc:
-            if "already in progress" in str(exc.explanation or ""):
-                return  # another cleanup (gc, compare's sweep) is removing it
-            raise SandboxError(f"container cleanup failed: {exc.explanation or exc}") from None
+        with signals.deferred():
+            _remove(self.client, self.container.name)
 
     def __enter__(self) -> DockerSandbox:
         return self

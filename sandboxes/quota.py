@@ -1,0 +1,79 @@
+"""Disk quotas for what a sandbox can write: btrfs subvolumes with a qgroup limit.
+
+`scripts/docker_up.sh` mounts a btrfs file system (a loop image, quotas enabled) at FS_ROOT and puts the
+Docker engine's data root on it. There, a run's state (workspace and agent home) is a subvolume with
+its own limit, and so is each container's writable layer (its overlay upper directory, made a limited
+subvolume between create and start). Elsewhere (no root, another file system) nothing is limited and
+the result says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+FS_ROOT = Path(os.environ.get("REPLAYER_FS_ROOT", "/var/lib/sandbox-replayer/fs"))
+STATE_ROOT = FS_ROOT / "runs"
+_BTRFS_MAGIC = 0x9123683E
+
+
+def _is_btrfs(path: Path) -> bool:
+    try:
+        out = subprocess.run(
+            ["stat", "-f", "-c", "%t", str(path)], capture_output=True, text=True, timeout=10, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return int(out.strip() or "0", 16) == _BTRFS_MAGIC
+
+
+def _btrfs(*args: str) -> bool:
+    try:
+        done = subprocess.run(["btrfs", "-q", *args], capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def limited_dir(path: Path, limit_bytes: int) -> bool:
+    """Make `path` (absent, or an empty directory) a directory whose contents are limited to
+    `limit_bytes`; False (and a plain directory) where the file system cannot enforce it."""
+    if not _is_btrfs(path.parent):
+        path.mkdir(exist_ok=True)
+        return False
+    with contextlib.suppress(FileNotFoundError):
+        path.rmdir()
+    if not _btrfs("subvolume", "create", str(path)):
+        path.mkdir(exist_ok=True)
+        return False
+    return _btrfs("qgroup", "limit", str(limit_bytes), str(path))
+
+
+class StateDir:
+    """Where a run's container-writable state lives while the run lasts: a limited subvolume under
+    STATE_ROOT when that exists, else a private directory beside the output (not limited)."""
+
+    def __init__(self, path: Path, limited: bool):
+        self.path = path
+        self.limited = limited
+
+    @classmethod
+    def create(cls, limit_bytes: int, fallback_parent: Path) -> StateDir:
+        if STATE_ROOT.is_dir() and _is_btrfs(STATE_ROOT):
+            path = STATE_ROOT / uuid.uuid4().hex
+            if limited_dir(path, limit_bytes):
+                return cls(path, True)
+            shutil.rmtree(path, ignore_errors=True)
+        fallback_parent.mkdir(parents=True, exist_ok=True)
+        path = fallback_parent / f".state-{uuid.uuid4().hex[:12]}"
+        path.mkdir(mode=0o700)
+        return cls(path, False)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)  # an empty subvolume goes with rmdir, as root
+        if self.path.exists():
+            _btrfs("subvolume", "delete", str(self.path))
