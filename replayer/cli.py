@@ -20,6 +20,7 @@ from replayer.models import (
     InspectStep,
     ReplayRequest,
     ReplayResult,
+    SandboxLimits,
 )
 
 app = typer.Typer(
@@ -72,6 +73,14 @@ IdleTimeout = Annotated[
     typer.Option("--idle-timeout", help="Seconds without output or traffic (default 300; OpenCode 600)."),
 ]
 Model = Annotated[str | None, typer.Option("--model", help="Model for the continuation (default: recorded).")]
+LimitsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--limits",
+        help="Container limits, any of memory=4g,pids=1024,cpus=2,disk=8g,files=200000 (disk: the quota "
+        "of the container's file system and of the workspace + agent home; recorded in result.json).",
+    ),
+]
 AgentEnv = Annotated[
     list[str] | None,
     typer.Option("--agent-env", help="KEY=VALUE for the agent's environment (repeatable)."),
@@ -83,6 +92,13 @@ def _agent_env(items: list[str] | None) -> dict[str, str]:
     if any(not sep or not key for key, sep, _ in pairs):
         raise typer.BadParameter("expected KEY=VALUE", param_hint="--agent-env")
     return {key: value for key, _, value in pairs}
+
+
+def _limits(spec: str | None) -> SandboxLimits:
+    try:
+        return SandboxLimits.parse(spec) if spec else SandboxLimits()
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--limits") from None
 
 
 def _emit_json(value: Any) -> None:
@@ -217,6 +233,7 @@ def run(
     idle_timeout: IdleTimeout = None,
     model: Model = None,
     agent_env: AgentEnv = None,
+    limits: LimitsOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Rerun steps 1..N in a fresh container, rebuild the native session, and optionally continue the agent."""
@@ -246,6 +263,7 @@ def run(
         force=force,
         continuation=cont,
         task=task,
+        limits=_limits(limits),
     )
     result = execute(request)
     _report(result, out, json)
@@ -385,6 +403,7 @@ def compare(
     keep_snapshot: Annotated[
         bool, typer.Option("--keep-snapshot", help="Leave the boundary image (replayer gc removes it).")
     ] = False,
+    limits: LimitsOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Replay the prefix once, then run every variant from a snapshot of the boundary; one report."""
@@ -420,6 +439,7 @@ def compare(
         force=force,
         task=task,
         keep_snapshot=keep_snapshot,
+        limits=_limits(limits),
     )
 
     def on_run(record: RunRecord) -> None:

@@ -143,6 +143,7 @@ def _jobs(request: CompareRequest, compare_id: str, tmp: Path, image: str) -> li
                     continuation=variant_continuation(request.defaults, variant),
                     check=request.check,
                     check_timeout_s=request.check_timeout_s,
+                    limits=request.limits,
                 )
             )
     return jobs
@@ -300,6 +301,7 @@ def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResu
                 allow_degraded=request.allow_degraded,
                 budgets=request.budgets,
                 task=request.task,
+                limits=request.limits,
             ),
             adapter,
             traj,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import time
 import uuid
 from collections.abc import Callable
@@ -14,7 +15,15 @@ import adapters
 from adapters.base import Adapter, Rebuild, Rerunner
 from replayer import __version__, continuation
 from replayer.divergence import compare, kept
-from replayer.errors import BadInput, ConfinementError, PlanRefused, WorkspaceError, excerpt
+from replayer.errors import (
+    BadInput,
+    ConfinementError,
+    OutputError,
+    PlanRefused,
+    SandboxError,
+    WorkspaceError,
+    excerpt,
+)
 from replayer.io import OutputDir, Workspace, write_bytes_atomic
 from replayer.models import (
     ContinuationResult,
@@ -38,6 +47,7 @@ OnBoundary = Callable[[Any, Path, Path], None]
 directory once the prefix is rebuilt, before any continuation (compare snapshots the boundary there)."""
 
 
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EIO, errno.EFBIG}
 _DAMAGED = (
     KeyError,
     TypeError,
@@ -114,6 +124,16 @@ def execute(
             out.tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
         )
         out.commit()
+    except OSError as exc:
+        out.discard()
+        if exc.errno == errno.EDQUOT:
+            raise SandboxError(
+                f"the sandbox used up its disk quota of {request.limits.disk_bytes} bytes, and the run "
+                "could not go on (see --limits disk=)"
+            ) from None
+        if exc.errno in _OUTPUT_ERRNOS:
+            raise OutputError(f"cannot write the output {request.out}: {exc.strerror}") from None
+        raise
     except BaseException:
         out.discard()
         raise

@@ -63,6 +63,7 @@ class ForkJob(BaseModel):
     continuation: ContinueRequest
     check: str | None
     check_timeout_s: float
+    limits: SandboxLimits = SandboxLimits()
 
 
 def middle_cut(data: bytes, limit: int) -> tuple[str, bool]:
@@ -165,13 +166,13 @@ def run(job: ForkJob) -> RunRecord:
         record["pins"] = pins_for(adapter)
         assert traj.cwd
         rebuild = _rebuild_of(job.replay_dir)
-        state_dir = StateDir.create(SandboxLimits().disk_bytes, fallback_parent=job.run_dir)
+        state_dir = StateDir.create(job.limits.disk_bytes, fallback_parent=job.run_dir)
         state = state_dir.path
         workspace, home, bridge_dir = state / "workspace", state / "home", state / "bridge"
         copy_untrusted(
             job.boundary_state / "workspace", workspace, links="keep", what="the boundary workspace"
         )
-        copy_untrusted(job.boundary_state / "home", home, links="skip", what="the boundary home")
+        copy_untrusted(job.boundary_state / "home", home, links="skip", limits=job.limits, what="the home")
         bridge_dir.mkdir(parents=True)
         binds = {traj.cwd: (workspace, False), **adapter.sandbox_binds(traj, home)}
         binds[continuation.BRIDGE_MOUNT] = (bridge_dir, False)
@@ -188,6 +189,7 @@ def run(job: ForkJob) -> RunRecord:
             workdir=traj.cwd,
             run_id=run_id,
             labels={COMPARE_LABEL: job.compare_id},
+            limits=job.limits,
         )
         record["container"] = box.container.name
         if patch is not None:
@@ -216,7 +218,7 @@ def run(job: ForkJob) -> RunRecord:
         box.stop()
         box = None
         exported = job.run_dir / "state" / "workspace"
-        copy_untrusted(workspace, exported, links="keep", what="the workspace")
+        copy_untrusted(workspace, exported, links="keep", limits=job.limits, what="the workspace")
         record["timeline"] = timeline(adapter, job.run_dir, rebuild.expected_prefix)
         diff, cut = workspace_diff(job.boundary_state / "workspace", exported)
         record.update(workspace_diff=diff, workspace_diff_truncated=cut, status="ok")

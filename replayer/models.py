@@ -105,6 +105,19 @@ class Budgets(Frozen):
     max_command_output_bytes: int = 64 * 1024 * 1024
 
 
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """'512m', '8g', '1048576' -> bytes."""
+    number, unit = text.strip().lower().rstrip("b"), ""
+    if number and number[-1] in _SIZE_UNITS:
+        number, unit = number[:-1], number[-1]
+    if not number.isdigit() or int(number) <= 0:
+        raise ValueError(f"not a size: {text!r} (e.g. 512m, 8g)")
+    return int(number) * _SIZE_UNITS[unit]
+
+
 class SandboxLimits(Frozen):
     """Resource limits of every container a run starts; recorded in the result."""
 
@@ -113,10 +126,30 @@ class SandboxLimits(Frozen):
     cpus: float = 2.0
     disk_bytes: int = 8 << 30
     """What the sandbox may write: the container's own file system and, separately, the run's state
-    (workspace and agent home) each get this quota where the engine supports it."""
-    copy_bytes: int = 4 << 30
-    """The most the host copies out of a place the container could write (files beyond: refused)."""
+    (workspace and agent home) each get this quota where the engine supports it; also the most the host
+    copies out of (or into) a place the container can write."""
     copy_files: int = 200_000
+    """The most files the host copies out of (or into) such a place."""
+
+    @classmethod
+    def parse(cls, spec: str) -> SandboxLimits:
+        """`memory=4g,pids=1024,cpus=2,disk=8g,files=200000` (any subset)."""
+        fields: dict[str, Any] = {}
+        for item in filter(None, (part.strip() for part in spec.split(","))):
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ValueError(f"expected KEY=VALUE, got {item!r}")
+            if key == "memory":
+                fields["memory"] = f"{parse_size(value)}b"
+            elif key == "disk":
+                fields["disk_bytes"] = parse_size(value)
+            elif key in ("pids", "files") and value.isdigit() and int(value) > 0:
+                fields["pids" if key == "pids" else "copy_files"] = int(value)
+            elif key == "cpus":
+                fields["cpus"] = float(value)
+            else:
+                raise ValueError(f"unknown limit or bad value {item!r} (memory, pids, cpus, disk, files)")
+        return cls(**fields)
 
 
 class ContinueRequest(Frozen):
@@ -343,6 +376,7 @@ class CompareRequest(Frozen):
     budgets: Budgets = Field(default_factory=Budgets)
     keep_snapshot: bool = False
     """Leave the snapshot image behind (labelled; `replayer gc` removes it)."""
+    limits: SandboxLimits = Field(default_factory=SandboxLimits)
 
 
 class CheckResult(Frozen):

@@ -160,9 +160,13 @@ def _count(report: CopyReport, limits: SandboxLimits, size: int, what: str) -> N
     report.files += 1
     report.bytes += size
     if report.files > limits.copy_files:
-        raise SandboxError(f"{what} holds more than {limits.copy_files} files; refused to copy it")
-    if report.bytes > limits.copy_bytes:
-        raise SandboxError(f"{what} holds more than {limits.copy_bytes} bytes; refused to copy it")
+        raise SandboxError(
+            f"{what} holds more than {limits.copy_files} files; refused to copy it (see --limits files=)"
+        )
+    if report.bytes > limits.disk_bytes:
+        raise SandboxError(
+            f"{what} holds more than {limits.disk_bytes} bytes; refused to copy it (see --limits disk=)"
+        )
 
 
 def _copy_file(

@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import docker
 import docker.errors
+import psutil
+import requests
 from docker.types import Mount
 
 from replayer import signals
 from replayer.errors import SandboxError
 from replayer.models import SandboxLimits
 from sandboxes.base import ExecResult
-from sandboxes.quota import limited_dir
+from sandboxes.quota import limit_layer
 
 LABEL = "sandbox-replayer"
 SNAPSHOT_LABEL = f"{LABEL}.snapshot"
@@ -27,18 +32,61 @@ _KILL_GRACE_S = 5.0
 DROPPED_CAPABILITIES = ["MKNOD", "NET_RAW", "SETFCAP", "AUDIT_WRITE", "SYS_CHROOT"]
 """No device nodes in the bind-mounted workspace or home (they would be devices on the host), no raw
 sockets, no file capabilities; what the agents' tools use (chown, kill, setuid in the container) stays."""
+OWNER_LABEL = "sandbox-replayer.owner"
 _LIVE: dict[str, docker.DockerClient] = {}
 """Containers this process created and has not removed yet: what `stop_live` sweeps."""
 
 
+@contextlib.contextmanager
+def engine_errors(doing: str) -> Iterator[None]:
+    """Docker SDK and transport errors as one-line SandboxErrors (an engine that stopped answering)."""
+    try:
+        yield
+    except docker.errors.APIError as exc:
+        raise SandboxError(f"{doing} failed: {exc.explanation or exc}") from None
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        raise SandboxError(
+            f"the Docker engine stopped answering during {doing} ({type(exc).__name__}); "
+            "run scripts/docker_up.sh, then replayer gc"
+        ) from None
+
+
+def _owner() -> str:
+    """This process, as a label value: host, pid and start time (a pid can be reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{int(psutil.Process().create_time())}"
+
+
+def _owner_alive(owner: str) -> bool:
+    host, _, rest = owner.partition(":")
+    pid, _, started = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another machine's: not ours to judge
+    try:
+        return int(psutil.Process(int(pid)).create_time()) == int(started or 0)
+    except (psutil.NoSuchProcess, ValueError):
+        return False
+
+
+def sweep_orphans(client: docker.DockerClient) -> list[str]:
+    """Remove the containers whose owning process on this host is gone (killed with -9, or its engine
+    restarted under it); returns their names."""
+    removed = []
+    with engine_errors("the sweep of orphaned containers"):
+        for container in client.containers.list(all=True, filters={"label": OWNER_LABEL}):
+            if not _owner_alive(container.labels.get(OWNER_LABEL, "")):
+                with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+                    container.remove(force=True)
+                removed.append(container.name)
+    return removed
+
+
 def _remove(client: docker.DockerClient, name: str) -> None:
     try:
-        client.api.remove_container(name, force=True)
-    except docker.errors.NotFound:
-        pass
-    except docker.errors.APIError as exc:
-        if "already in progress" not in str(exc.explanation or ""):  # else gc or a sweep is removing it
-            raise SandboxError(f"container cleanup failed: {exc.explanation or exc}") from None
+        with engine_errors("container removal"):
+            client.api.remove_container(name, force=True)
+    except SandboxError as exc:
+        if "No such container" not in str(exc) and "already in progress" not in str(exc):
+            raise  # else removed already, or gc or a sweep is removing it
     _LIVE.pop(name, None)
 
 
@@ -52,19 +100,14 @@ def stop_live() -> list[str]:
 
 
 def _limit_writable_layer(container: Any, limit_bytes: int) -> bool:
-    """Give a created (not yet started) container's writable layer a disk quota: its overlay upper
-    directory, still empty, becomes a limited subvolume where the engine's data root is on btrfs."""
+    """A disk quota on a created (not yet started) container's own file system, where the engine's data
+    root is a local btrfs (sandboxes/quota.py); False elsewhere."""
     container.reload()
     upper = (container.attrs.get("GraphDriver") or {}).get("Data", {}).get("UpperDir")
-    if not upper:
-        return False
-    path = Path(upper)
     try:
-        if not path.is_dir() or any(path.iterdir()):
-            return False
+        return bool(upper) and limit_layer(Path(upper), limit_bytes)
     except OSError:  # a remote engine: its data root is not on this host
         return False
-    return limited_dir(path, limit_bytes)
 
 
 def connect() -> docker.DockerClient:
@@ -106,10 +149,12 @@ class DockerSandbox:
         Interruption-safe: a Ctrl-C at any moment leaves either no container or one this process removes
         (here, or in the CLI's sweep of live sandboxes)."""
         limits = limits or SandboxLimits()
-        try:
-            image_obj = client.images.get(image)
-        except docker.errors.ImageNotFound:
-            raise SandboxError(f"image {image!r} not found; run scripts/build_base_image.sh") from None
+        with engine_errors("image lookup"):
+            try:
+                image_obj = client.images.get(image)
+            except docker.errors.ImageNotFound:
+                raise SandboxError(f"image {image!r} not found; run scripts/build_base_image.sh") from None
+        sweep_orphans(client)
         mounts = [
             Mount(target=target, source=str(src), type="bind", read_only=ro)
             for target, (src, ro) in binds.items()
@@ -129,7 +174,7 @@ class DockerSandbox:
                     nano_cpus=int(limits.cpus * 1e9),
                     cap_drop=DROPPED_CAPABILITIES,
                     security_opt=["no-new-privileges"],
-                    labels={**(labels or {}), LABEL: "1", f"{LABEL}.run": run_id},
+                    labels={**(labels or {}), LABEL: "1", f"{LABEL}.run": run_id, OWNER_LABEL: _owner()},
                     mounts=mounts,
                     working_dir=workdir,
                     init=True,
@@ -142,10 +187,12 @@ class DockerSandbox:
                 container.start()
             box.exec(["mkdir", "-p", RUN_DIR], workdir="/", timeout_s=30)
         except BaseException as exc:
-            with signals.deferred():
+            with signals.deferred(), contextlib.suppress(SandboxError):
                 _remove(client, name)
             if isinstance(exc, docker.errors.APIError):
                 raise SandboxError(f"container failed to start: {exc.explanation or exc}") from None
+            if isinstance(exc, (docker.errors.DockerException, requests.exceptions.RequestException)):
+                raise SandboxError(f"container failed to start: {type(exc).__name__}") from None
             raise
         return box
 
@@ -179,24 +226,23 @@ class DockerSandbox:
         pgid_file = f"{RUN_DIR}/{uuid.uuid4().hex}.pgid"
         wrapped = ["setsid", "-w", "bash", "-c", 'echo $$ > "$0"; exec "$@"', pgid_file, *argv]
         api = self.client.api
-        try:
+        with engine_errors("exec"):
             exec_id = api.exec_create(
                 self.container.id, wrapped, workdir=workdir, environment=env or {}, stdout=True, stderr=True
             )["Id"]
             stream = api.exec_start(exec_id, stream=True, demux=True)
-        except docker.errors.APIError as exc:
-            raise SandboxError(f"exec failed: {exc.explanation or exc}") from None
         return ExecHandle(self, exec_id, stream, pgid_file, max_output_bytes)
 
     def _run_quiet(self, argv: list[str]) -> None:
-        with contextlib.suppress(docker.errors.APIError):
+        with contextlib.suppress(SandboxError), engine_errors("exec"):
             self.container.exec_run(argv)
 
     def spawn(self, argv: list[str], *, workdir: str = "/", env: dict[str, str] | None = None) -> None:
         """Start a background process (e.g. a forwarder) that lives as long as the container."""
         api = self.client.api
-        exec_id = api.exec_create(self.container.id, argv, workdir=workdir, environment=env or {})["Id"]
-        api.exec_start(exec_id, detach=True)
+        with engine_errors("exec"):
+            exec_id = api.exec_create(self.container.id, argv, workdir=workdir, environment=env or {})["Id"]
+            api.exec_start(exec_id, detach=True)
 
     def forward_port(self, port: int, unix_socket: str) -> None:
         """Inside the container, 127.0.0.1:port -> a mounted unix socket (the container has no network)."""
@@ -210,12 +256,10 @@ class DockerSandbox:
     def snapshot(self, tag: str, labels: dict[str, str]) -> str:
         """Commit the container's file system (not its bind mounts, not its processes) as an image; its id."""
         repository, _, version = tag.partition(":")
-        try:
+        with engine_errors("snapshot"):
             image = self.container.commit(
                 repository=repository, tag=version or None, conf={"Labels": {**labels, SNAPSHOT_LABEL: "1"}}
             )
-        except docker.errors.APIError as exc:
-            raise SandboxError(f"snapshot failed: {exc.explanation or exc}") from None
         return str(image.id)
 
     def stop(self) -> None:
@@ -246,6 +290,10 @@ class ExecHandle:
         self._reader.start()
 
     def _pump(self, stream: Any) -> None:
+        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+            self._read(stream)  # a broken stream ends the exec; result() then asks the engine
+
+    def _read(self, stream: Any) -> None:
         for chunk_out, chunk_err in stream:
             for buf, chunk in ((self.stdout, chunk_out), (self.stderr, chunk_err)):
                 if not chunk:
@@ -267,9 +315,12 @@ class ExecHandle:
 
     def result(self, timed_out: bool, cleanup: bool = True) -> ExecResult:
         done = not self._reader.is_alive()
-        exit_code = (
-            self.box.client.api.exec_inspect(self.exec_id).get("ExitCode") if done and not timed_out else None
-        )
+        with engine_errors("exec"):
+            exit_code = (
+                self.box.client.api.exec_inspect(self.exec_id).get("ExitCode")
+                if done and not timed_out
+                else None
+            )
         if cleanup:
             self.box._run_quiet(["rm", "-f", self.pgid_file])
         return ExecResult(

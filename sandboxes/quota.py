@@ -53,6 +53,29 @@ def limited_dir(path: Path, limit_bytes: int) -> bool:
     return _btrfs("qgroup", "limit", str(limit_bytes), str(path))
 
 
+def limit_layer(upper: Path, limit_bytes: int) -> bool:
+    """Give a created, not yet started container's overlay layer (`upper` is its UpperDir) a quota.
+
+    Overlay needs its upper and work directories on one file system, and a btrfs subvolume counts as
+    another: the whole layer directory (diff/, work/, link, lower, all written by the engine at create
+    time) is moved into a limited subvolume of the same name."""
+    layer = upper.parent
+    if upper.name != "diff" or not _is_btrfs(layer):
+        return False
+    fresh, old = layer.with_name(layer.name + ".quota"), layer.with_name(layer.name + ".old")
+    if not limited_dir(fresh, limit_bytes):
+        shutil.rmtree(fresh, ignore_errors=True)
+        return False
+    copied = subprocess.run(["cp", "-a", "--", f"{layer}/.", str(fresh)], capture_output=True, timeout=60)
+    if copied.returncode != 0:
+        shutil.rmtree(fresh, ignore_errors=True)
+        return False
+    os.rename(layer, old)
+    os.rename(fresh, layer)
+    shutil.rmtree(old, ignore_errors=True)
+    return True
+
+
 class StateDir:
     """Where a run's container-writable state lives while the run lasts: a limited subvolume under
     STATE_ROOT when that exists, else a private directory beside the output (not limited)."""
