@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint bench record gc
+.PHONY: setup demo test lint bench record gc fuzz
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -26,6 +26,10 @@ lint: $(STAMP)
 test: setup lint
 	scripts/install_test_tools.sh
 	$(PY) -m pytest -q
+
+# The parsers' fuzz suite with a long random budget (make test runs a short fixed one).
+fuzz: $(STAMP)
+	REPLAYER_FUZZ_EXAMPLES=$${REPLAYER_FUZZ_EXAMPLES:-2000} REPLAYER_FUZZ_RANDOM=1 $(PY) -m pytest -q tests/test_fuzz_*.py
 
 bench: setup
 	$(PY) -m bench

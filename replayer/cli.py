@@ -497,15 +497,18 @@ def gc(json: JsonOpt = False) -> None:
     """Remove every container and snapshot image the replayer left behind."""
     from sandboxes.docker import connect
     from sandboxes.docker import gc as docker_gc
+    from sandboxes.quota import sweep_states
 
     removed, images = docker_gc(connect())
+    states = sweep_states()
     if json:
-        _emit_json({"removed": removed, "removed_images": images})
+        _emit_json({"removed": removed, "removed_images": images, "removed_states": states})
     else:
         console.print(f"removed {len(removed)} container(s)" + (": " + ", ".join(removed) if removed else ""))
         console.print(
             f"removed {len(images)} snapshot image(s)" + (": " + ", ".join(images) if images else "")
         )
+        console.print(f"removed {len(states)} state folder(s) of dead runs")
 
 
 _MESSAGE_CHARS = 500

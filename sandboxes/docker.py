@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 import threading
 import time
 import uuid
@@ -14,7 +12,6 @@ from typing import Any
 
 import docker
 import docker.errors
-import psutil
 import requests
 from docker.types import Mount
 
@@ -22,6 +19,7 @@ from replayer import signals
 from replayer.errors import SandboxError
 from replayer.models import SandboxLimits
 from sandboxes.base import ExecResult
+from sandboxes.owner import owner, owner_alive
 from sandboxes.quota import limit_layer
 
 LABEL = "sandbox-replayer"
@@ -51,29 +49,13 @@ def engine_errors(doing: str) -> Iterator[None]:
         ) from None
 
 
-def _owner() -> str:
-    """This process, as a label value: host, pid and start time (a pid can be reused)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{int(psutil.Process().create_time())}"
-
-
-def _owner_alive(owner: str) -> bool:
-    host, _, rest = owner.partition(":")
-    pid, _, started = rest.partition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return True  # another machine's: not ours to judge
-    try:
-        return int(psutil.Process(int(pid)).create_time()) == int(started or 0)
-    except (psutil.NoSuchProcess, ValueError):
-        return False
-
-
 def sweep_orphans(client: docker.DockerClient) -> list[str]:
     """Remove the containers whose owning process on this host is gone (killed with -9, or its engine
     restarted under it); returns their names."""
     removed = []
     with engine_errors("the sweep of orphaned containers"):
         for container in client.containers.list(all=True, filters={"label": OWNER_LABEL}):
-            if not _owner_alive(container.labels.get(OWNER_LABEL, "")):
+            if not owner_alive(container.labels.get(OWNER_LABEL, "")):
                 with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
                     container.remove(force=True)
                 removed.append(container.name)
@@ -174,7 +156,7 @@ class DockerSandbox:
                     nano_cpus=int(limits.cpus * 1e9),
                     cap_drop=DROPPED_CAPABILITIES,
                     security_opt=["no-new-privileges"],
-                    labels={**(labels or {}), LABEL: "1", f"{LABEL}.run": run_id, OWNER_LABEL: _owner()},
+                    labels={**(labels or {}), LABEL: "1", f"{LABEL}.run": run_id, OWNER_LABEL: owner()},
                     mounts=mounts,
                     working_dir=workdir,
                     init=True,

@@ -16,6 +16,8 @@ import subprocess
 import uuid
 from pathlib import Path
 
+from sandboxes.owner import owner, owner_alive
+
 FS_ROOT = Path(os.environ.get("REPLAYER_FS_ROOT", "/var/lib/sandbox-replayer/fs"))
 STATE_ROOT = FS_ROOT / "runs"
 _BTRFS_MAGIC = 0x9123683E
@@ -76,6 +78,19 @@ def limit_layer(upper: Path, limit_bytes: int) -> bool:
     return True
 
 
+def sweep_states() -> list[str]:
+    """Remove the state directories whose owning process on this host is gone (a kill -9)."""
+    removed: list[str] = []
+    if not STATE_ROOT.is_dir():
+        return removed
+    for path in STATE_ROOT.iterdir():
+        host, pid, started, _ = (path.name.rsplit("_", 3) + ["", "", "", ""])[:4]
+        if not owner_alive(f"{host}:{pid}:{started}"):
+            StateDir(path, True).remove()
+            removed.append(path.name)
+    return removed
+
+
 class StateDir:
     """Where a run's container-writable state lives while the run lasts: a limited subvolume under
     STATE_ROOT when that exists, else a private directory beside the output (not limited)."""
@@ -87,7 +102,8 @@ class StateDir:
     @classmethod
     def create(cls, limit_bytes: int, fallback_parent: Path) -> StateDir:
         if STATE_ROOT.is_dir() and _is_btrfs(STATE_ROOT):
-            path = STATE_ROOT / uuid.uuid4().hex
+            sweep_states()
+            path = STATE_ROOT / f"{owner().replace(':', '_')}_{uuid.uuid4().hex[:12]}"
             if limited_dir(path, limit_bytes):
                 return cls(path, True)
             shutil.rmtree(path, ignore_errors=True)

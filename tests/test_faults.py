@@ -209,11 +209,13 @@ def test_an_orphan_of_a_dead_process_is_swept_by_the_next_run(
 ) -> None:
     session = _slow_session(tmp_path / "session.jsonl", 60)
     workspace = _workspace(tmp_path / "ws")
+    states = _states()
     proc = _start("run", str(session), "-n", "3", "-w", str(workspace), "-o", str(tmp_path / "out"))
     orphan = _wait_for_container(docker_client)
     os.killpg(proc.pid, signal.SIGKILL)  # no cleanup can run
     proc.wait(30)
     assert orphan in _our_containers(docker_client)
+    assert len(_states() - states) == 1  # its disk-limited state, left behind
     assert docker_client.containers.get(orphan).labels[OWNER_LABEL].split(":")[1] == str(proc.pid)
     fast = replayer(
         "run",
@@ -227,6 +229,7 @@ def test_an_orphan_of_a_dead_process_is_swept_by_the_next_run(
     )
     assert fast.returncode == 0, fast.stderr
     assert orphan not in _our_containers(docker_client)
+    assert _states() <= states
 
 
 def test_a_full_output_disk_is_an_output_error(tmp_path: Path, docker_client: docker.DockerClient) -> None:

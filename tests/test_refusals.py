@@ -178,3 +178,30 @@ def test_symlink_in_the_workspace_is_refused_then_degraded(tmp_path: Path) -> No
     result = orjson.loads((out / "result.json").read_bytes())
     assert [d["call_id"] for d in result["degradations"]] == ["toolu_parallel_01"]
     assert "outside" not in (out / "expected_prefix.json").read_text()
+
+
+@pytest.mark.parametrize(
+    ("call", "field", "bad"), [("toolu_single_01", "timeout", "soon"), ("toolu_single_02", "offset", "abc")]
+)
+def test_a_call_input_of_the_wrong_type_is_refused_not_crashed(
+    call: str, field: str, bad: str, tmp_path: Path
+) -> None:
+    """A Bash `timeout` or a Read `offset` that is a string: the CLI's schema rejects it; the rerun refuses
+    the call in one line (and --allow-degraded keeps its historical observation)."""
+    lines = []
+    for line in (fixture_dir("single") / "session.jsonl").read_bytes().splitlines():
+        record = orjson.loads(line)
+        content = (record.get("message") or {}).get("content")
+        for block in content if isinstance(content, list) else []:
+            if block.get("type") == "tool_use" and block.get("id") == call:
+                block["input"][field] = bad
+        lines.append(orjson.dumps(record))
+    session = tmp_path / "session.jsonl"
+    session.write_bytes(b"\n".join(lines) + b"\n")
+    args = ["run", str(session), "-n", "2", "-w", str(fixture_dir("single") / "workspace")]
+    out = tmp_path / "out"
+    _refused(replayer(*args, "-o", str(out)), 4, f"its input field '{field}' is invalid", out)
+    kept = replayer(*args, "-o", str(out), "--allow-degraded", "--json")
+    assert kept.returncode == 0, kept.stderr
+    statuses = {d["call_id"]: d["status"] for d in orjson.loads(kept.stdout)["divergences"]}
+    assert statuses[call] == "historical_kept"

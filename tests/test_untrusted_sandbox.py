@@ -104,7 +104,7 @@ def attack(tmp_path_factory: pytest.TempPathFactory) -> dict:
 @pytest.fixture(scope="module")
 def continued(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The same links, then a continuation whose first call looks at what the agent home holds."""
-    look = "ls -la $HOME; cat $HOME/leak; cat $HOME/leakdir/secret.txt; echo END"
+    look = "ls -la $HOME; cat $HOME/leak; cat $HOME/leakdir/secret.txt; env; tr '\\0' '\\n' < /proc/1/environ; echo END"
     turns = [
         Turn(blocks=[ToolUseBlock(id="toolu_look_1", name="Bash", input={"command": look})]),
         Turn(blocks=[TextBlock(text="Finished.")]),
@@ -177,4 +177,5 @@ def test_the_continued_agent_sees_no_planted_link(continued: dict) -> None:
     # the links the prefix made are still there (the container's own state, kept for fidelity), but
     # they point into the container, and no host content was ever copied behind them
     assert continued["token"] not in body
+    assert KEY not in body and OTHER_SECRET not in body and "PATH=" in body  # env printed, no key in it
     assert "cat: /home/replay/leak: No such file or directory" in body

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from adapters.claude_code import render
 from adapters.claude_code.bash import BashTool
 from adapters.claude_code.files import FileTools, ShellState
+from replayer.errors import ConfinementError, excerpt
 from replayer.io import Workspace
 from replayer.models import Budgets, Observation, ToolCall
 from replayer.pins import load_pins
@@ -47,6 +50,56 @@ def bash_env(version: str, session_id: str) -> dict[str, str]:
     return env
 
 
+class _BashInput(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    command: str
+    timeout: int | float | None = None
+    description: str | None = None
+    run_in_background: bool | None = None
+
+
+class _ReadInput(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    file_path: str
+    offset: int | None = None
+    limit: int | None = None
+
+
+class _WriteInput(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    file_path: str
+    content: str
+
+
+class _EditInput(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    file_path: str
+    old_string: str
+    new_string: str
+    replace_all: bool | None = None
+
+
+_INPUTS: dict[str, type[BaseModel]] = {
+    "Bash": _BashInput,
+    "Read": _ReadInput,
+    "Write": _WriteInput,
+    "Edit": _EditInput,
+}
+
+
+def _check_input(call: ToolCall) -> None:
+    """A historical call whose input the CLI's schema rejects is not rerun: the CLI answers it with an
+    input validation error whose exact text is not reproduced here (refused; --allow-degraded keeps it)."""
+    try:
+        _INPUTS[call.tool].model_validate(call.input)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = str(first["loc"][0]) if first["loc"] else "input"
+        raise ConfinementError(
+            f"its input field {where!r} is invalid ({first['msg']}; got {excerpt(first.get('input'))})"
+        ) from None
+
+
 class ClaudeCodeRerunner:
     def __init__(self, sandbox: Sandbox, workspace: Workspace, budgets: Budgets, session_id: str, cwd: str):
         version = load_pins().agents["claude_code"].version
@@ -66,6 +119,7 @@ class ClaudeCodeRerunner:
     def run(self, call: ToolCall) -> Observation:
         if call.tool in render.NOT_OFFERED_HINTS:
             return render.not_offered(call.tool)
+        _check_input(call)
         if call.tool == "Bash":
             return self.bash.run(call.input, call.historical)
         if call.tool == "Read":

@@ -1,0 +1,25 @@
+"""Which process owns a container or a state directory, so that what a dead process left is swept."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import psutil
+
+
+def owner() -> str:
+    """This process: host, pid and start time (a pid can be reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{int(psutil.Process().create_time())}"
+
+
+def owner_alive(value: str) -> bool:
+    """False only for a process of this host that is gone; another host's is not ours to judge."""
+    host, _, rest = value.partition(":")
+    pid, _, started = rest.partition(":")
+    if host != socket.gethostname():
+        return True
+    try:
+        return int(psutil.Process(int(pid)).create_time()) == int(started or 0)
+    except (psutil.NoSuchProcess, ValueError):
+        return False
