@@ -163,6 +163,7 @@ class Adapter(Protocol):
         dest: Path,
         prompt: str | None,
         keep_prompt: bool,
+        sandbox: Sandbox,
     ) -> dict[str, str]:
         """Copy the continued native session out of `home` into `dest`, cleaned of the envelope."""
         ...

@@ -109,7 +109,7 @@ def run(
     copy_untrusted(home, after, links="skip", what="the agent home")
     try:
         files.update(
-            adapter.finish_continuation(traj, rebuild, after, out / "continued", prompt, keep_prompt)
+            adapter.finish_continuation(traj, rebuild, after, out / "continued", prompt, keep_prompt, box)
         )
     finally:
         shutil.rmtree(after, ignore_errors=True)

@@ -141,6 +141,7 @@ class ClaudeCodeAdapter:
         dest: Path,
         prompt: str | None,
         keep_prompt: bool,
+        sandbox: Sandbox,
     ) -> dict[str, str]:
         assert prompt is not None
         return continuation.finish(trajectory, rebuild.native_files[0], home, dest, prompt, keep_prompt)

@@ -101,7 +101,9 @@ class CodexAdapter:
         home = dest / "home"
         day = str(native.meta.get("timestamp", ""))[:10].split("-")
         sessions = (
-            home / ".codex" / "sessions" / Path(*day) if len(day) == 3 else home / ".codex" / "sessions"
+            home / ".codex" / "sessions" / Path(*day)
+            if len(day) == 3 and all(part.isdigit() for part in day)  # never a path from a damaged timestamp
+            else home / ".codex" / "sessions"
         )
         path = sessions / native.file_name
         write_bytes_atomic(path, rollout.to_jsonl(records))
@@ -166,6 +168,7 @@ class CodexAdapter:
         dest: Path,
         prompt: str | None,
         keep_prompt: bool,
+        sandbox: Sandbox,
     ) -> dict[str, str]:
         assert prompt is not None and rebuild.agent_home is not None
         return continuation.finish(

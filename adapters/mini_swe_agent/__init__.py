@@ -166,5 +166,6 @@ class MiniSweAgentAdapter:
         dest: Path,
         prompt: str | None,
         keep_prompt: bool,
+        sandbox: Sandbox,
     ) -> dict[str, str]:
         return copy_continued(home / CONTINUED, dest, TRAJECTORY, "continued_trajectory")

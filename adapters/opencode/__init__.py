@@ -10,6 +10,7 @@ import orjson
 
 from adapters.base import Launch, Rebuild, stdout_events
 from adapters.opencode import bundle, session, tools
+from adapters.opencode import home as agent_home
 from adapters.opencode.gate import opencode_gate
 from adapters.opencode.rerun import WORK_MOUNT, OpenCodeRerunner, provider_model
 from adapters.opencode.wire import to_wire
@@ -123,11 +124,10 @@ class OpenCodeAdapter:
         document = importable(native, messages)
         export = dest / EXPORT
         write_bytes_atomic(export, orjson.dumps(document, option=orjson.OPT_INDENT_2))
-        home = dest / "home"
+        home = dest / "home"  # may hold the rerun's side files: written into without following links
         home.mkdir(parents=True, exist_ok=True)
         provider, model = provider_model(native)
-        bundle.write_config(home, provider, model, BRIDGE_URL)
-        bundle.import_session(home, export, document["info"])
+        agent_home.import_session(home, export, document["info"], provider, model, BRIDGE_URL)
         return Rebuild(
             native_files=[export, home / bundle.DB],
             expected_prefix=to_wire(messages),
@@ -198,18 +198,24 @@ class OpenCodeAdapter:
         dest: Path,
         prompt: str | None,
         keep_prompt: bool,
+        sandbox: Sandbox,
     ) -> dict[str, str]:
+        """The continued session as the CLI exports it *inside the sandbox*: `home` is the sandbox's."""
         assert trajectory.session_id
         try:
-            document = orjson.loads(bundle.host_cli(home, "export", trajectory.session_id))
-        except (ReplayError, orjson.JSONDecodeError) as exc:  # a CLI that died may leave no session
-            return {"continued_session_error": str(exc)[:200]}
-        prefix_ids = {m["info"]["id"] for m in orjson.loads(rebuild.native_files[0].read_bytes())["messages"]}
-        if not keep_prompt:
-            document["messages"] = [
-                m
-                for m in document["messages"]
-                if m["info"]["id"] in prefix_ids or to_wire([m]) != [{"role": "user", "content": prompt}]
-            ]
+            document = orjson.loads(agent_home.container_cli(sandbox, "export", trajectory.session_id))
+            messages = document["messages"]
+            prefix_ids = {
+                m["info"]["id"] for m in orjson.loads(rebuild.native_files[0].read_bytes())["messages"]
+            }
+            if not keep_prompt:
+                document["messages"] = [
+                    m
+                    for m in messages
+                    if m["info"]["id"] in prefix_ids or to_wire([m]) != [{"role": "user", "content": prompt}]
+                ]
+        # a CLI that died may leave no session; the sandbox's output is data, whatever its shape
+        except (ReplayError, orjson.JSONDecodeError, LookupError, TypeError, AttributeError) as exc:
+            return {"continued_session_error": f"{type(exc).__name__}: {exc}"[:200]}
         write_bytes_atomic(dest / EXPORT, orjson.dumps(document, option=orjson.OPT_INDENT_2))
         return {"continued_session": f"continued/{EXPORT}"}

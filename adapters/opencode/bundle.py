@@ -102,10 +102,13 @@ def run_argv(session: str | None) -> list[str]:
 
 
 def host_cli(home: Path, *args: str, timeout_s: float = 120.0) -> bytes:
-    """Run the pinned binary on the host with `home` as its whole home (export / import of a data home)."""
+    """Run the pinned binary on the host with `home` as its whole home.
+
+    Only ever with a home that no sandbox could write (a fresh one the replayer made, a recorder's): the
+    CLI loads plugins and config from its home and follows a symlinked store; see `home.py`."""
     tmp = home / ".cache" / "replayer-tmp"
     tmp.mkdir(parents=True, exist_ok=True)
-    env = {**base_env(str(home)), "TMPDIR": str(tmp)}
+    env = {**base_env(str(home)), "TMPDIR": str(tmp), "OPENCODE_DISABLE_PROJECT_CONFIG": "1"}
     try:
         done = subprocess.run(
             [str(host_binary()), *args], env=env, cwd=home, capture_output=True, timeout=timeout_s
@@ -119,33 +122,11 @@ def host_cli(home: Path, *args: str, timeout_s: float = 120.0) -> bytes:
 
 
 def checkpointed_db(home: Path, dest: Path) -> None:
-    """A self-contained copy of the home's opencode.db (its WAL folded in), for a fixture or an output."""
+    """A self-contained copy of the home's opencode.db (its WAL folded in), for a recorder's fixture (a home
+    the recorder made; never a sandbox's, see `home.py`)."""
     source = home / DB
     with (
         contextlib.closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src,
         contextlib.closing(sqlite3.connect(dest)) as out,
     ):
         src.backup(out)
-
-
-def import_session(home: Path, export: Path, info: dict) -> None:
-    """`opencode import` into `home`, then restore what the import takes from its own process.
-
-    The pinned CLI files an imported session under the importing process's directory; the recorded
-    directory (where the continuation runs, in the sandbox) is written back. The WAL is folded in so
-    that the store is one self-contained file."""
-    host_cli(home, "import", str(export))
-    with contextlib.closing(sqlite3.connect(home / DB)) as db:
-        db.execute(
-            "UPDATE session SET directory = ?, path = ? WHERE id = ?",
-            (info.get("directory"), info.get("path"), info.get("id")),
-        )
-        db.commit()
-    fold_wal(home)
-
-
-def fold_wal(home: Path) -> None:
-    """Fold the store's WAL into opencode.db; closing the last connection removes the -wal and -shm files
-    (a stale WAL beside a replaced database would be replayed into it)."""
-    with contextlib.closing(sqlite3.connect(home / DB)) as db:
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

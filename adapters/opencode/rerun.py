@@ -19,6 +19,7 @@ import orjson
 
 from adapters.base import stdout_events
 from adapters.opencode import bundle, tools
+from adapters.opencode import home as agent_home
 from adapters.opencode.replay_model import Answer, ReplayModel
 from adapters.opencode.session import Native
 from replayer.errors import SandboxError
@@ -62,13 +63,12 @@ class OpenCodeRerunner:
         self.sandbox = sandbox
         self.cwd = trajectory.cwd
         self.step_timeout_s = step_timeout_s
-        self.home = home
         self.steps = {s.index: s for s in trajectory.steps}
         self.step_of = {c.id: s.index for s in trajectory.steps for c in s.calls}
         self.turn_of = self._turns()
         self.fresh: dict[str, Observation] = {}
         provider, model = provider_model(self.native)
-        bundle.write_config(home, provider, model, f"http://127.0.0.1:{PORT}/v1")
+        agent_home.place_config(home, provider, model, f"http://127.0.0.1:{PORT}/v1")
         self.alias = short_alias(work)
         self.model = ReplayModel(self.alias / SOCKET, str(self.native.info.get("title") or ""))
         sandbox.forward_port(PORT, f"{WORK_MOUNT}/{SOCKET}")
@@ -188,8 +188,6 @@ class OpenCodeRerunner:
         self.model.close()
         (self.alias / SOCKET).unlink(missing_ok=True)
         remove_alias(self.alias)
-        self._take_session()
-        if self.session is not None:  # the store keeps only the rebuilt session, imported next
-            bundle.host_cli(self.home, "session", "delete", self.session)
-        if (self.home / bundle.DB).is_file():
-            bundle.fold_wal(self.home)
+        # The rebuilt session is imported into a new store; the rerun's goes, inside the sandbox (the home
+        # is the sandbox's: no host process opens it), with its WAL (never replayed into the new one).
+        agent_home.remove_store(self.sandbox)

@@ -139,6 +139,7 @@ class OpenHandsAdapter:
         dest: Path,
         prompt: str | None,
         keep_prompt: bool,
+        sandbox: Sandbox,
     ) -> dict[str, str]:
         import shutil
 

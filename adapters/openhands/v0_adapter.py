@@ -165,5 +165,6 @@ class OpenHandsV0Adapter:
         dest: Path,
         prompt: str | None,
         keep_prompt: bool,
+        sandbox: Sandbox,
     ) -> dict[str, str]:
         return copy_continued(home / CONTINUED, dest, TRAJECTORY, "continued_trajectory")

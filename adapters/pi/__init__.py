@@ -194,6 +194,7 @@ class PiAdapter:
         dest: Path,
         prompt: str | None,
         keep_prompt: bool,
+        sandbox: Sandbox,
     ) -> dict[str, str]:
         return copy_continued(
             home / rebuild.continuation["session_file"], dest, CONTINUED, "continued_session"

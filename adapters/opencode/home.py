@@ -1,0 +1,160 @@
+"""The agent home is the sandbox's: the host writes into it without following links, and never reads it.
+
+The home is mounted writable into the container, so after a rerun or a continuation anything in it may
+be hostile: a symlink in place of `opencode.db` (SQLite and the CLI follow it to a host file), a config
+folder with a plugin (code any `opencode` process using that home runs), a crafted database. Hence:
+
+- the rerun's store is removed and the continued session exported by the CLI *inside the container*;
+- the rebuilt session is imported by the host CLI into a fresh private home holding only what the
+  replayer wrote (its config and the import), and the resulting store and config are then placed into
+  the home with directory-FD walks that replace, never follow, whatever the sandbox left on the way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import sqlite3
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from adapters.opencode import bundle
+from replayer.errors import SandboxError
+from sandboxes.base import Sandbox
+
+CONFIG = ".config/opencode/opencode.json"
+STORE_FILES = [bundle.DB, *(bundle.DB + suffix for suffix in ("-wal", "-shm", "-journal"))]
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_CLI_TIMEOUT_S = 120.0
+
+
+def _clear(name: str, dir_fd: int) -> None:
+    """Remove the entry `name` of a directory, whatever it is (a link is removed, not followed)."""
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(name, dir_fd=dir_fd)
+    else:
+        os.unlink(name, dir_fd=dir_fd)
+
+
+@contextlib.contextmanager
+def _parent(root: Path, parts: list[str]) -> Iterator[int]:
+    """A descriptor of root/parts[:-1], made a real directory on the way (an entry that is not one, a
+    symlink included, is replaced)."""
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        for name in parts[:-1]:
+            try:
+                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                    raise
+                _clear(name, fd)
+                os.mkdir(name, 0o755, dir_fd=fd)
+                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def place(root: Path, rel: str, data: bytes) -> None:
+    """Write root/rel as a new regular file (temp + rename in its directory), following no link."""
+    parts = rel.split("/")
+    with _parent(root, parts) as dfd:
+        tmp = f".{parts[-1]}.replayer-{os.getpid()}"
+        _clear(tmp, dfd)
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dfd
+        )
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        with contextlib.suppress(FileNotFoundError):  # a file is replaced by the rename, a directory is not
+            if stat.S_ISDIR(os.stat(parts[-1], dir_fd=dfd, follow_symlinks=False).st_mode):
+                _clear(parts[-1], dfd)
+        os.rename(tmp, parts[-1], src_dir_fd=dfd, dst_dir_fd=dfd)
+
+
+def remove(root: Path, rel: str) -> None:
+    """Remove root/rel if it is there (nothing is followed; a missing parent means nothing to remove)."""
+    parts = rel.split("/")
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        for name in parts[:-1]:
+            try:
+                nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                    return
+                raise
+            os.close(fd)
+            fd = nfd
+        _clear(parts[-1], fd)
+    finally:
+        os.close(fd)
+
+
+def place_config(home: Path, provider: str, model: str, base_url: str) -> None:
+    config = bundle.config(provider, model, base_url)
+    place(home, CONFIG, orjson.dumps(config, option=orjson.OPT_INDENT_2))
+
+
+def import_session(
+    home: Path, export: Path, info: dict[str, Any], provider: str, model: str, base_url: str
+) -> None:
+    """`opencode import` into a fresh private home, then its store and config placed into `home`.
+
+    The host CLI sees only what the replayer wrote: never `home`, which may hold the sandbox's files. The
+    pinned CLI files an imported session under the importing process's directory: the recorded directory
+    (where the continuation runs, in the sandbox) is written back; the WAL is folded in so that the store
+    is one self-contained file (any store file already in `home` is removed, a stale WAL included)."""
+    with tempfile.TemporaryDirectory(prefix="replayer-opencode-import-") as tmp:
+        private = Path(tmp)
+        place_config(private, provider, model, base_url)
+        bundle.host_cli(private, "import", str(export))
+        with contextlib.closing(sqlite3.connect(private / bundle.DB)) as db:
+            db.execute(
+                "UPDATE session SET directory = ?, path = ? WHERE id = ?",
+                (info.get("directory"), info.get("path"), info.get("id")),
+            )
+            db.commit()
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        for rel in STORE_FILES:
+            remove(home, rel)
+        place_config(home, provider, model, base_url)
+        place(home, bundle.DB, (private / bundle.DB).read_bytes())
+
+
+def container_cli(sandbox: Sandbox, *args: str, timeout_s: float = _CLI_TIMEOUT_S) -> bytes:
+    """Run the pinned binary inside the sandbox with the agent home (its stdout); SandboxError if it fails."""
+    done = sandbox.exec(
+        [bundle.binary(), *args], workdir=bundle.HOME, env=bundle.base_env(), timeout_s=timeout_s
+    )
+    if done.timed_out or done.output_truncated or done.exit_code != 0:
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        why = "timed out" if done.timed_out else f"exited {done.exit_code}"
+        raise SandboxError(f"opencode {args[0]} in the sandbox {why}: {tail[0]}")
+    return done.stdout
+
+
+def remove_store(sandbox: Sandbox) -> None:
+    """Remove the home's store inside the sandbox (the rebuild imports the session into a new one)."""
+    paths = [f"{bundle.HOME}/{rel}" for rel in STORE_FILES]
+    done = sandbox.exec(["rm", "-rf", "--", *paths], workdir="/", timeout_s=60)
+    if done.exit_code != 0:
+        raise SandboxError(
+            f"could not remove the rerun's opencode store: {done.stderr.decode(errors='replace')[:200]}"
+        )
