@@ -4,11 +4,18 @@ the ordinary engine into its own result directory, keyed by content so that noth
 DIR/jobs/<key>/        the ordinary result directory of one job (present only when complete)
 DIR/outcomes/<key>.json  a refused or failed job: why (a done job needs no outcome file)
 DIR/batch.json         the summary of the last run
+DIR/.lock              held (flock) by the batch running on DIR: one batch per directory at a time
+
+Every container a job starts carries the label `sandbox-replayer.batch=<batch_id(DIR)>`: a batch that was
+killed (even by SIGKILL) leaves no worker behind, and the next batch on DIR removes its containers.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
+import os
 import random
 import re
 import shutil
@@ -19,14 +26,18 @@ from typing import Any, Literal, NamedTuple
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from replayer.errors import BadInput, ReplayError
-from replayer.io import write_bytes_atomic
+from replayer.errors import BadInput, Interrupted, OutputError, ReplayError, excerpt
+from replayer.io import open_input, write_bytes_atomic
 from replayer.models import Budgets, ContinueRequest, ReplayRequest, Trajectory
 
 Mode = Literal["prepare", "replay", "continue"]
 JobStatus = Literal["done", "skipped", "refused", "failed"]
 REFUSALS = ("bad_input", "plan_refused", "confinement", "workspace")
 """Error kinds that are refusals (the input asks for something impossible), not failures."""
+BATCH_LABEL = "sandbox-replayer.batch"
+"""The container label of a batch's jobs; its value is `batch_id(DIR)`."""
+CRASH = "crash"
+"""The error kind of a job that raised something unexpected (a bug, not a refusal of its input)."""
 
 
 class Sample(BaseModel):
@@ -90,7 +101,7 @@ class Job(NamedTuple):
     def mode(self) -> Mode:
         return self.entry.mode
 
-    def request(self, out: Path) -> ReplayRequest:
+    def request(self, out: Path, labels: dict[str, str] | None = None) -> ReplayRequest:
         entry = self.entry
         cont = ContinueRequest(**entry.continuation.model_dump()) if entry.continuation else None
         return ReplayRequest(
@@ -104,6 +115,7 @@ class Job(NamedTuple):
             budgets=entry.budgets,
             continuation=cont,
             task=entry.task,
+            labels=labels or {},
         )
 
 
@@ -138,11 +150,17 @@ class BatchSummary(BatchCounts):
 # manifest ------------------------------------------------------------------------------------
 def read_manifest(path: Path) -> list[tuple[int, ManifestEntry]]:
     """Every line validated up front; the first invalid one is a one-line BadInput naming it."""
-    try:
-        with path.open("rb") as fh:
-            return _read_manifest(path, fh)
-    except OSError as exc:
-        raise BadInput(f"cannot read the manifest {path}: {exc.strerror}") from None
+    with contextlib.ExitStack() as stack:
+        try:  # a FIFO or a device is refused before any read, never waited on
+            fh = stack.enter_context(open_input(path))
+        except BadInput as exc:
+            reason = str(exc).removesuffix(", not a trajectory file")
+            raise BadInput(f"the manifest: {reason}") from None
+        try:
+            entries = _read_manifest(path, fh)
+        except OSError as exc:
+            raise BadInput(f"cannot read the manifest {path}: {exc.strerror}") from None
+    return entries
 
 
 def _read_manifest(path: Path, lines: Iterator[bytes]) -> list[tuple[int, ManifestEntry]]:
@@ -165,6 +183,10 @@ def _read_manifest(path: Path, lines: Iterator[bytes]) -> list[tuple[int, Manife
             entry.workspace = (base / entry.workspace).absolute()
         if not entry.trajectory.exists():  # a file, or a directory (an OpenHands V1 conversation)
             raise BadInput(f"manifest line {number}: trajectory {entry.trajectory} does not exist")
+        try:
+            _check_trajectory(entry.trajectory)
+        except BadInput as exc:
+            raise BadInput(f"manifest line {number}: trajectory {exc}") from None
         if entry.mode != "prepare" and (entry.workspace is None or not entry.workspace.is_dir()):
             raise BadInput(f"manifest line {number}: mode {entry.mode} needs an existing workspace directory")
         if entry.mode == "continue" and entry.continuation is None:
@@ -174,6 +196,15 @@ def _read_manifest(path: Path, lines: Iterator[bytes]) -> list[tuple[int, Manife
     if not entries:
         raise BadInput(f"the manifest {path} has no job sources")
     return entries
+
+
+def _check_trajectory(path: Path) -> os.stat_result:
+    """The trajectory's stat, opened the way user input is: a FIFO or a device is a BadInput, never a hang
+    (a directory is an OpenHands V1 conversation, which its adapter reads file by file)."""
+    if path.is_dir():
+        return path.stat()
+    with open_input(path) as fh:
+        return os.fstat(fh.fileno())
 
 
 def valid_boundaries(traj: Trajectory) -> list[int]:
@@ -264,7 +295,7 @@ _PARSED_MAX = 2
 def _parsed(path: Path, task: str | None) -> tuple[Any, Trajectory]:
     from replayer.engine import load
 
-    st = path.stat()
+    st = _check_trajectory(path)  # replaced by a FIFO since the expansion: a refusal, not a hang
     key = (str(path), st.st_size, st.st_mtime_ns, task)
     if key not in _PARSED:
         while len(_PARSED) >= _PARSED_MAX:
@@ -273,19 +304,34 @@ def _parsed(path: Path, task: str | None) -> tuple[Any, Trajectory]:
     return _PARSED[key]
 
 
-def run_job(job: Job, out: Path) -> JobOutcome:
-    """One job with the ordinary engine (in a worker process or a Ray task)."""
+def run_job(job: Job, out: Path, labels: dict[str, str]) -> JobOutcome:
+    """One job with the ordinary engine (in a worker process or a Ray task); `labels` go on its container.
+
+    Whatever the job raises is its outcome, never the batch's end: a ReplayError is a refusal or a failure of
+    its kind, anything else (a bug the job's input hit) a failure of kind `crash` with a one-line reason."""
     from replayer.engine import execute
 
     try:
         adapter, traj = _parsed(job.trajectory, job.entry.task)
-        execute(job.request(job_dir(out, job.key)), adapter=adapter, trajectory=traj)
+        execute(job.request(job_dir(out, job.key), labels), adapter=adapter, trajectory=traj)
+    except Interrupted:
+        raise  # the batch is stopping: the job is lost, not failed
     except ReplayError as exc:
         outcome = outcome_of(job, "refused" if exc.kind in REFUSALS else "failed", exc.kind, str(exc))
+    except Exception as exc:
+        outcome = outcome_of(job, "failed", CRASH, crash_reason(exc))
+    else:
+        outcome_path(out, job.key).unlink(missing_ok=True)
+        return outcome_of(job, "done")
+    with contextlib.suppress(OSError):  # not stored: the summary still has it, and the next run retries it
         write_bytes_atomic(outcome_path(out, job.key), orjson.dumps(outcome.model_dump(mode="json")))
-        return outcome
-    outcome_path(out, job.key).unlink(missing_ok=True)
-    return outcome_of(job, "done")
+    return outcome
+
+
+def crash_reason(exc: BaseException) -> str:
+    """An unexpected exception in one bounded line: its type and an excerpt of its message."""
+    message = str(exc)
+    return f"{type(exc).__name__}: {excerpt(message, 160)}" if message else type(exc).__name__
 
 
 def pending(jobs: list[Job], out: Path, retry_failed: bool, tally: Tally) -> list[Job]:
@@ -295,11 +341,81 @@ def pending(jobs: list[Job], out: Path, retry_failed: bool, tally: Tally) -> lis
     for job in jobs:
         if (job_dir(out, job.key) / "result.json").is_file():
             tally.add(outcome_of(job, "skipped"))
-        elif outcome_path(out, job.key).is_file() and not retry_failed:
-            tally.add(JobOutcome.model_validate_json(outcome_path(out, job.key).read_bytes()))
+        elif not retry_failed and (outcome := _stored_outcome(out, job.key)) is not None:
+            tally.add(outcome)
         else:
             todo.append(job)
     return todo
+
+
+def _stored_outcome(out: Path, key: str) -> JobOutcome | None:
+    """A refusal or failure recorded before; an unreadable record counts as none (the job runs again)."""
+    path = outcome_path(out, key)
+    if not path.is_file():
+        return None
+    try:
+        return JobOutcome.model_validate_json(path.read_bytes())
+    except (OSError, ValidationError):
+        return None
+
+
+# the batch directory ----------------------------------------------------------------------------
+def prepare_dir(out: Path) -> None:
+    """DIR, DIR/jobs and DIR/outcomes as directories, or an OutputError naming the one in the way (a file
+    there would otherwise fail every job, one by one)."""
+    for path in (out, out / "jobs", out / "outcomes"):
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise OutputError(f"{path} exists and is not a directory") from None
+        except OSError as exc:
+            raise OutputError(f"cannot create {path}: {exc.strerror}") from None
+    summary = out / "batch.json"
+    if summary.exists() and not summary.is_file():
+        raise OutputError(f"{summary} exists and is not a file")
+
+
+@contextlib.contextmanager
+def locked(out: Path) -> Iterator[None]:
+    """DIR held exclusively (flock on DIR/.lock) while the block runs: a second batch on DIR is refused.
+    The kernel drops the lock when the holder dies, so a killed batch never blocks the next one."""
+    path = out / ".lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise OutputError(f"cannot open the batch lock {path}: {exc.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            who = f" (pid {holder})" if holder.isdigit() else ""
+            raise OutputError(
+                f"another batch{who} is running on {out}; wait for it or use another --out"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def batch_id(out: Path) -> str:
+    """A stable id of DIR (its real path, hashed): the value of its containers' BATCH_LABEL."""
+    return hashlib.sha256(os.fsencode(os.path.realpath(out))).hexdigest()[:16]
+
+
+def batch_labels(out: Path) -> dict[str, str]:
+    return {BATCH_LABEL: batch_id(out)}
+
+
+def remove_containers(out: Path) -> list[str]:
+    """Remove every container carrying DIR's label; returns their names. Called with the lock held and no job
+    of DIR in flight, so that they are what a killed batch, or a worker that died mid-job, left behind."""
+    from sandboxes.docker import connect
+    from sandboxes.docker import remove_containers as remove
+
+    return remove(connect(), label=f"{BATCH_LABEL}={batch_id(out)}")
 
 
 def clean_partials(out: Path) -> None:

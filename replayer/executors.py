@@ -2,53 +2,102 @@
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import multiprocessing
-from collections.abc import Callable
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from replayer.batch import Job, JobOutcome, outcome_of, run_job
+from replayer.batch import CRASH, Job, JobOutcome, crash_reason, outcome_of, run_job
 from replayer.errors import SandboxError
 
 OnDone = Callable[[JobOutcome], None]
+_PR_SET_PDEATHSIG = 1
 
 
 def _died(job: Job, why: str) -> JobOutcome:
     return outcome_of(job, "failed", "worker", why)
 
 
-def run_local(jobs: list[Job], out: Path, workers: int, on_done: OnDone) -> None:
+def _die_with_parent(parent: int) -> None:
+    """Worker initializer: the kernel SIGKILLs this worker when the batch process dies, however it dies
+    (`kill -9` included), so no worker goes on running jobs nobody collects. Once the workers are gone the
+    multiprocessing resource tracker sees its pipe close and exits too. Linux only (prctl)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the batch died before prctl took effect
+        os._exit(1)
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_die_with_parent,
+        initargs=(os.getpid(),),
+    )
+
+
+def _outcome(future: Future[JobOutcome], job: Job) -> tuple[JobOutcome, bool]:
+    """The job's outcome, and whether the pool broke (a worker process died while the job was in flight)."""
+    try:
+        return future.result(), False
+    except BrokenProcessPool:
+        return _died(job, "a worker process died while the job was in flight"), True
+    except Exception as exc:  # run_job returns every outcome; this is a failure to ship it back
+        return outcome_of(job, "failed", CRASH, crash_reason(exc)), False
+
+
+def run_local(jobs: list[Job], out: Path, workers: int, on_done: OnDone, labels: dict[str, str]) -> None:
     """Jobs are submitted as workers free up, two per worker at a time, so that the parent holds no future
-    per job. Ctrl-C cancels what has not started; jobs in flight are interrupted and leave no result."""
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
-    queue = iter(jobs)
+    per job. A worker that dies fails the jobs in flight (not on disk: the next run retries them) and the
+    batch goes on in a new pool. Ctrl-C cancels what has not started; jobs in flight are interrupted and
+    leave no result."""
+    pool = _pool(workers)
+    queue: Iterator[Job] = iter(jobs)
     running: dict[Future[JobOutcome], Job] = {}
     try:
         while True:
+            broken = False
             for job in itertools.islice(queue, 2 * workers - len(running)):
                 try:
-                    running[pool.submit(run_job, job, out)] = job
-                except BrokenProcessPool:  # a worker died before: the pool runs nothing more
-                    for lost in itertools.chain([job], queue):
-                        on_done(_died(lost, "a worker process died"))
-            if not running:
+                    running[pool.submit(run_job, job, out, labels)] = job
+                except BrokenProcessPool:  # a worker died since the last wait: run this job in the next pool
+                    queue = itertools.chain([job], queue)
+                    broken = True
+                    break
+            if not running and not broken:
                 break
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
-                job = running.pop(future)
-                try:
-                    on_done(future.result())
-                except BrokenProcessPool:
-                    on_done(_died(job, "a worker process died"))
+                outcome, died = _outcome(future, running.pop(future))
+                broken |= died
+                on_done(outcome)
+            if broken:  # every job still in flight fails with the pool: record them, then start a new pool
+                for future in wait(running)[0]:
+                    on_done(_outcome(future, running.pop(future))[0])
+                pool.shutdown(wait=True)
+                pool = _pool(workers)
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
 
 
-def run_ray(jobs: list[Job], out: Path, address: str, workers: int, on_done: OnDone) -> None:
+def run_ray(
+    jobs: list[Job],
+    out: Path,
+    address: str,
+    workers: int,
+    on_done: OnDone,
+    labels: dict[str, str],
+) -> None:
     """`address` "local" starts a local cluster with `workers` CPUs; anything else is ray.init's address."""
     try:
         import ray
@@ -60,7 +109,7 @@ def run_ray(jobs: list[Job], out: Path, address: str, workers: int, on_done: OnD
         ray.init(address=address, log_to_driver=False)
     try:
         task = ray.remote(run_job)
-        refs = {task.remote(job, out): job for job in jobs}
+        refs = {task.remote(job, out, labels): job for job in jobs}
         while refs:
             done, _ = ray.wait(list(refs), num_returns=1)
             job = refs.pop(done[0])

@@ -201,7 +201,11 @@ def test_a_killed_worker_loses_only_its_job_and_refusals_are_retried_on_request(
     ]
     assert workers, "the pool runs in worker processes"
     workers[0].kill()
-    proc.communicate(timeout=120)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    first = orjson.loads(stdout)
+    assert first["jobs"] == expected and 1 <= first["failed"] <= 2, ("the jobs in flight failed", first)
+    assert (first["done"], first["refused"]) == (expected - first["failed"], {}), ("the batch went on", first)
     assert not (out / "outcomes").exists() or not any(
         b"worker" in p.read_bytes() for p in (out / "outcomes").iterdir()
     ), "jobs the dead worker never finished are not recorded as failed on disk"
