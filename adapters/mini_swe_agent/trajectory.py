@@ -11,19 +11,21 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import orjson
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from replayer.errors import BadInput
+from replayer.errors import BadInput, bad_record, excerpt
+from replayer.io import read_input
 from replayer.models import Observation, Step, ToolCall, Trajectory
 
 Message = dict[str, Any]
 Format = Literal["mini-swe-agent-1.1", "mini-swe-agent-1", "bare-list"]
 TOOL = "bash"
 SUBMIT_WORD = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
-_MAX_BYTES = 512 * 1024 * 1024
+MAX_DEPTH = 100
+"""Deepest nesting of a document accepted (real ones are about 10 deep; the rebuild serializes it again)."""
 
 
 class Native(BaseModel):
@@ -61,17 +63,118 @@ def looks_like_mini(records: list[Any]) -> bool:
     )
 
 
+# The fields the replayer reads, typed: a document of another version may carry any others.
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class _Action(_Record):
+    command: str
+    tool_call_id: str | None = None
+
+
+class _Extra(_Record):
+    actions: list[_Action] | None = None
+    interrupt_type: str | None = None
+    exit_status: str | None = None
+    cost: float | None = None
+    timestamp: float | None = None
+
+
+class _Message(_Record):
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+    extra: _Extra | None = None
+    tool_call_id: str | None = None
+    timestamp: float | None = None
+
+
+class _AgentConfig(_Record):
+    action_regex: str | None = None
+
+
+class _EnvironmentConfig(_Record):
+    cwd: str | None = None
+    forward_env: list[str] | None = None
+
+
+class _Config(_Record):
+    agent: _AgentConfig = Field(default_factory=_AgentConfig)
+    model: dict[str, Any] = Field(default_factory=dict)
+    environment: _EnvironmentConfig = Field(default_factory=_EnvironmentConfig)
+    agent_type: str | None = None
+    model_type: str | None = None
+    environment_type: str | None = None
+
+
+class _Info(_Record):
+    exit_status: str | None = None
+    mini_version: str | None = None
+    config: _Config = Field(default_factory=_Config)
+    model_stats: dict[str, Any] = Field(default_factory=dict)
+
+
+class _Document(_Record):
+    trajectory_format: str
+    info: _Info = Field(default_factory=_Info)
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _field(value: Any, loc: tuple[int | str, ...], missing: bool) -> str:
+    """A pydantic error location as a path into `value` (union member tags dropped)."""
+    out, node = "", value
+    for n, part in enumerate(loc):
+        inside = isinstance(node, dict) and part in node
+        inside = inside or isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if inside:
+            node = node[part]
+        elif not (missing and n == len(loc) - 1):
+            continue  # a union member's tag, not a key of the record
+        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
+    return out
+
+
+def validated(model: type[_M], value: Any, source: str, where: str) -> _M:
+    """`value` as `model`, or a refusal naming `where` and the field (the deepest error is the most telling)."""
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        error = max(exc.errors(), key=lambda e: len(e["loc"]))
+        field = _field(value, tuple(error["loc"]), error["type"] == "missing")
+        place = f"{where}, field {field}" if field and where else where or f"field {field}"
+        got = None if error["type"] == "missing" else error.get("input")
+        problem = error["msg"].split(" or instance of ")[0]  # not the name of the model class
+        raise bad_record(source, place, problem, got) from None
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> str | None:
+    """Where `value` nests deeper than `limit` (its first levels), or None; iterative, so no recursion limit."""
+    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
+    while stack:
+        node, depth, at = stack.pop()
+        if depth > limit:
+            return f"{at}..."
+        if isinstance(node, dict):
+            stack.extend(
+                (v, depth + 1, at if depth >= 4 else f"{at}.{k}" if at else str(k)) for k, v in node.items()
+            )
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1, at if depth >= 4 else f"{at}[{i}]") for i, v in enumerate(node))
+    return None
+
+
 def load(path: Path) -> tuple[Any, bytes]:
+    raw = read_input(path)
     try:
-        raw = path.read_bytes() if path.stat().st_size <= _MAX_BYTES else None
-    except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
-    if raw is None:
-        raise BadInput(f"{path} is larger than {_MAX_BYTES} bytes")
-    try:
-        return orjson.loads(raw), raw
+        doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise BadInput(f"{path} is not valid JSON: {exc}") from None
+    deep = too_deep(doc)
+    if deep is not None:
+        raise bad_record(str(path), f"field {deep}", f"nested more than {MAX_DEPTH} levels deep")
+    return doc, raw
 
 
 def parse(path: Path) -> Trajectory:
@@ -83,16 +186,18 @@ def parse(path: Path) -> Trajectory:
         data = doc
         declared = doc.get("trajectory_format")
         if declared not in ("mini-swe-agent-1.1", "mini-swe-agent-1"):
-            raise BadInput(f"{path}: unknown mini-swe-agent trajectory_format {declared!r}")
+            raise BadInput(f"{path}: unknown mini-swe-agent trajectory_format {excerpt(declared)}")
         fmt = declared
+        validated(_Document, doc, str(path), "")
     else:
         raise BadInput(f"{path} is not a mini-swe-agent trajectory (no messages list)")
     messages: list[Message] = data["messages"]
     for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise BadInput(f"{path}: message {i} has no role")
+        if not isinstance(m, dict):
+            raise bad_record(str(path), f"message {i}", "not an object", m)
+        validated(_Message, m, str(path), f"message {i}")
     config = recorded_config(data)
-    regex = _action_regex(fmt, config, messages)
+    regex = _action_regex(fmt, config, messages, path)
     steps, spans, submitted, observation_index = _steps(messages, fmt, regex, path)
     digest = hashlib.sha256(raw).hexdigest()
     info = as_dict(data.get("info"))
@@ -134,7 +239,7 @@ V1_REGEX = r"```bash\s*\n(.*?)\n```"
 TEXT_REGEX = r"```mswea_bash_command\s*\n(.*?)\n```"
 
 
-def _action_regex(fmt: Format, config: dict[str, Any], messages: list[Message]) -> str | None:
+def _action_regex(fmt: Format, config: dict[str, Any], messages: list[Message], path: Path) -> str | None:
     if fmt == "bare-list":
         # No config records the regex: the 2.x block name when it is there, else the 1.x one.
         texts = (m.get("content") for m in messages if m.get("role") == "assistant")
@@ -147,7 +252,20 @@ def _action_regex(fmt: Format, config: dict[str, Any], messages: list[Message]) 
         return None
     agent = as_dict(config.get("agent"))
     regex = agent.get("action_regex")
-    return regex if isinstance(regex, str) else V1_REGEX
+    if not isinstance(regex, str):
+        return V1_REGEX
+    try:
+        groups = re.compile(regex, re.DOTALL).groups
+    except (re.error, RecursionError, OverflowError):
+        groups = -1
+    if groups not in (0, 1):
+        raise bad_record(
+            str(path),
+            "field info.config.agent.action_regex",
+            "not a regular expression with one group",
+            regex,
+        )
+    return regex
 
 
 def actions_of(message: Message, fmt: Format, regex: str | None) -> list[dict[str, Any]]:
@@ -189,9 +307,7 @@ def _steps(
         calls: list[ToolCall] = []
         j = i + 1
         for n, action in enumerate(actions):
-            command = action.get("command")
-            if not isinstance(command, str):
-                raise BadInput(f"{path}: message {i} has an action without a command")
+            command = action["command"]  # validated
             observation = messages[j] if j < len(messages) else None
             historical = None
             call_id = str(action.get("tool_call_id") or f"m{i}.a{n}")

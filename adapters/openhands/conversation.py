@@ -13,13 +13,14 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from adapters.openhands import bundle
-from replayer.errors import BadInput
+from replayer.errors import BadInput, bad_record, excerpt
+from replayer.io import read_input
 from replayer.models import Observation, Step, ToolCall, Trajectory
 
 BASE_STATE = "base_state.json"
@@ -42,15 +43,198 @@ BASE_STATE_KEYS = {
 """Every key openhands-sdk 1.34.0 writes into base_state.json."""
 
 
-class _Event(BaseModel):
-    """The fields every event has; the rest is kept as the raw dict."""
+MAX_DEPTH = 100
+"""Deepest nesting of a record accepted (real ones are under 10 deep; the rebuild serializes them again)."""
 
-    model_config = ConfigDict(extra="allow")
+
+# The fields the replayer reads, typed: records of another version may carry any others.
+class Record(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+class _Block(Record):
+    type: str
+    text: str | None = None
+
+    @model_validator(mode="after")
+    def _text_has_text(self) -> _Block:
+        if self.type == "text" and self.text is None:
+            raise ValueError("a text block without text")
+        return self
+
+
+class _Event(Record):
     id: str
     kind: str
     source: str
     timestamp: str
     parent_id: str | None = None
+
+
+class _ToolCall(Record):
+    id: str
+    name: str
+    arguments: str
+
+
+class _ActionEvent(_Event):
+    llm_response_id: str
+    tool_call: _ToolCall
+    tool_call_id: str
+    tool_name: str
+    action: dict[str, Any] | None = None
+    thought: list[_Block] = Field(default_factory=list)
+
+
+class CommandMetadata(Record):
+    """A terminal observation's `metadata` (V1) or a V0 command's `extras.metadata`."""
+
+    prefix: str = ""
+    suffix: str = ""
+    working_dir: str | None = None
+    py_interpreter_path: str | None = None
+    exit_code: int | None = None
+
+
+class _Observation(Record):
+    kind: str | None = None
+    is_error: bool | None = None
+    content: list[_Block] = Field(default_factory=list)
+    metadata: CommandMetadata | None = None
+    full_output_save_dir: str | None = None
+
+
+class _ObservationBase(_Event):
+    tool_call_id: str
+    tool_name: str
+
+
+class _ObservationEvent(_ObservationBase):
+    observation: _Observation
+
+
+class _AgentErrorEvent(_ObservationBase):
+    error: str = ""
+
+
+class _UserRejectObservation(_ObservationBase):
+    rejection_reason: str = ""
+
+
+class _LlmMessage(Record):
+    role: str
+    content: list[_Block] = Field(default_factory=list)
+
+
+class _MessageEvent(_Event):
+    llm_message: _LlmMessage
+    extended_content: list[_Block] = Field(default_factory=list)
+
+
+class _SystemPromptEvent(_Event):
+    system_prompt: _Block
+    dynamic_context: _Block | None = None
+
+
+_EVENT_MODELS: dict[str, type[_Event]] = {
+    "ActionEvent": _ActionEvent,
+    "ObservationEvent": _ObservationEvent,
+    "AgentErrorEvent": _AgentErrorEvent,
+    "UserRejectObservation": _UserRejectObservation,
+    "MessageEvent": _MessageEvent,
+    "SystemPromptEvent": _SystemPromptEvent,
+}
+
+
+class _Llm(Record):
+    model: str | None = None
+
+
+class _Agent(Record):
+    llm: _Llm | None = None
+
+
+class _Workspace(Record):
+    working_dir: str | None = None
+
+
+class _Usage(Record):
+    response_id: str = ""
+
+
+class _Metrics(Record):
+    response_latencies: list[_Usage] | None = None
+    token_usages: list[_Usage] | None = None
+    costs: list[_Usage] | None = None
+
+
+class _Stats(Record):
+    usage_to_metrics: dict[str, _Metrics] = Field(default_factory=dict)
+
+
+class _BaseState(Record):
+    id: str
+    agent: _Agent
+    workspace: _Workspace | None = None
+    stats: _Stats | None = None
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _field(value: Any, loc: tuple[int | str, ...], missing: bool) -> str:
+    """A pydantic error location as a path into `value` (union member tags dropped)."""
+    out, node = "", value
+    for n, part in enumerate(loc):
+        inside = isinstance(node, dict) and part in node
+        inside = inside or isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if inside:
+            node = node[part]
+        elif not (missing and n == len(loc) - 1):
+            continue  # a union member's tag, not a key of the record
+        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
+    return out
+
+
+def validated(model: type[_M], value: Any, source: str, where: str) -> _M:
+    """`value` as `model`, or a refusal naming `where` and the field (the deepest error is the most telling)."""
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        error = max(exc.errors(), key=lambda e: len(e["loc"]))
+        field = _field(value, tuple(error["loc"]), error["type"] == "missing")
+        place = f"{where}, field {field}" if field and where else where or f"field {field}"
+        got = None if error["type"] == "missing" else error.get("input")
+        problem = error["msg"].split(" or instance of ")[0]  # not the name of the model class
+        raise bad_record(source, place, problem, got) from None
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> str | None:
+    """Where `value` nests deeper than `limit` (its first levels), or None; iterative, so no recursion limit."""
+    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
+    while stack:
+        node, depth, at = stack.pop()
+        if depth > limit:
+            return f"{at}..."
+        if isinstance(node, dict):
+            stack.extend(
+                (v, depth + 1, at if depth >= 4 else f"{at}.{k}" if at else str(k)) for k, v in node.items()
+            )
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1, at if depth >= 4 else f"{at}[{i}]") for i, v in enumerate(node))
+    return None
+
+
+def load_json(path: Path, data: bytes, what: str) -> Any:
+    """A record file's JSON value, refused when it is not JSON or nests too deep."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise BadInput(f"{path} is not JSON (a damaged {what})") from None
+    deep = too_deep(value)
+    if deep is not None:
+        raise bad_record(str(path), f"field {deep}", f"nested more than {MAX_DEPTH} levels deep")
+    return value
 
 
 @dataclass
@@ -78,18 +262,16 @@ def looks_like_conversation(path: Path) -> bool:
     return (path / BASE_STATE).is_file() and (path / EVENTS).is_dir()
 
 
-def _load(path: Path) -> Any:
-    try:
-        return orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError:
-        raise BadInput(f"{path} is not JSON (a damaged conversation)") from None
-    except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
-
-
 def read_events(root: Path, digest: Any) -> list[dict[str, Any]]:
+    folder = root / EVENTS
+    if not folder.is_dir():
+        raise BadInput(f"{root}: no {EVENTS} directory (not an OpenHands conversation)")
     named: list[tuple[int, str, Path]] = []
-    for entry in (root / EVENTS).iterdir():
+    try:
+        entries = list(folder.iterdir())
+    except OSError as exc:
+        raise BadInput(f"cannot read {folder}: {exc.strerror}") from None
+    for entry in entries:
         if entry.name.startswith("."):
             continue  # .eventlog.lock
         m = _EVENT_FILE.match(entry.name)
@@ -101,15 +283,17 @@ def read_events(root: Path, digest: Any) -> list[dict[str, Any]]:
     for n, (index, event_id, entry) in enumerate(named):
         if index != n:
             raise BadInput(f"{root}: event {n} is missing (found event-{index:05d})")
-        data = entry.read_bytes()
+        data = read_input(entry)
         digest.update(data)
-        raw = _load(entry)
-        try:
-            event = _Event.model_validate(raw)
-        except ValidationError as exc:
-            raise BadInput(f"{entry}: not an OpenHands event ({exc.errors()[0]['msg']})") from None
+        raw = load_json(entry, data, "conversation")
+        if not isinstance(raw, dict):
+            raise bad_record(str(entry), "event", "not an object", raw)
+        kind = raw.get("kind")
+        event = validated(
+            _EVENT_MODELS.get(kind, _Event) if isinstance(kind, str) else _Event, raw, str(entry), ""
+        )
         if event.id != event_id:
-            raise BadInput(f"{entry}: its id {event.id} differs from its file name")
+            raise BadInput(f"{entry}: its id {excerpt(event.id)} differs from its file name")
         events.append(raw)
     return events
 
@@ -117,10 +301,12 @@ def read_events(root: Path, digest: Any) -> list[dict[str, Any]]:
 def parse(root: Path) -> Trajectory:
     digest = hashlib.sha256()
     base_path = root / BASE_STATE
-    digest.update(base_path.read_bytes())
-    base = _load(base_path)
+    data = read_input(base_path)
+    digest.update(data)
+    base = load_json(base_path, data, "conversation")
     if not isinstance(base, dict) or "agent" not in base or "id" not in base:
         raise BadInput(f"{base_path} is not an OpenHands base state")
+    validated(_BaseState, base, str(base_path), "")
     unknown = set(base) - BASE_STATE_KEYS
     version: str | None = bundle.version()
     if unknown:
@@ -140,17 +326,13 @@ def _steps(native: Native, where: Path) -> list[Step]:
         if kind in REFUSED_KINDS:
             raise BadInput(f"{where.parent}: a condensed conversation ({kind}) is not supported")
         if kind in ACTION_KINDS:
-            rid = event.get("llm_response_id")
-            if not isinstance(rid, str) or not isinstance(event.get("tool_call"), dict):
-                raise BadInput(f"{where.parent}: action {event['id']} has no llm_response_id or tool_call")
+            rid = event["llm_response_id"]  # validated, as the other fields read below
             if previous_kind in ACTION_KINDS and groups and groups[-1][0] == rid:
                 groups[-1][1].append(i)
             else:
                 groups.append((rid, [i]))
         elif kind in OBSERVATION_KINDS:
-            call_id = event.get("tool_call_id")
-            if isinstance(call_id, str):
-                obs_by_call[call_id] = i
+            obs_by_call[event["tool_call_id"]] = i
         elif kind == "MessageEvent":
             message = event.get("llm_message") or {}
             if native.first_user_text is None and message.get("role") == "user":
@@ -158,7 +340,9 @@ def _steps(native: Native, where: Path) -> list[Step]:
                     c.get("text", "") for c in message.get("content", []) if c.get("type") == "text"
                 )
         elif kind not in CONTEXT_KINDS | STATE_KINDS:
-            raise BadInput(f"{where.parent}: unknown event kind {kind!r} (not written by openhands-sdk 1.34)")
+            raise BadInput(
+                f"{where.parent}: unknown event kind {excerpt(kind)} (not written by openhands-sdk 1.34)"
+            )
         previous_kind = kind
     native.observation_of = obs_by_call
     steps = []
@@ -178,7 +362,10 @@ def _steps(native: Native, where: Path) -> list[Step]:
             final = final or event.get("tool_name") == "finish" or action.get("kind") == "FinishAction"
             calls.append(
                 ToolCall(
-                    id=call_id, tool=str(event.get("tool_name")), input=_input(event), historical=historical
+                    id=call_id,
+                    tool=str(event.get("tool_name")),
+                    input=_input(event, where.parent),
+                    historical=historical,
                 )
             )
         native.step_events.append(sorted(span))
@@ -194,11 +381,14 @@ def _steps(native: Native, where: Path) -> list[Step]:
     return steps
 
 
-def _input(action_event: dict[str, Any]) -> dict[str, Any]:
+def _input(action_event: dict[str, Any], root: Path) -> dict[str, Any]:
     try:
         args = orjson.loads(action_event["tool_call"].get("arguments") or "{}")
     except orjson.JSONDecodeError:
         return {"arguments": action_event["tool_call"].get("arguments")}
+    if too_deep(args) is not None:
+        where = f"event {action_event['id']}, field tool_call.arguments"
+        raise bad_record(str(root), where, f"nested more than {MAX_DEPTH} levels deep")
     return args if isinstance(args, dict) else {"arguments": args}
 
 

@@ -18,7 +18,9 @@ from typing import Any
 import orjson
 
 from adapters.openhands import bundle
-from replayer.errors import BadInput, PlanRefused
+from adapters.openhands.conversation import MAX_DEPTH, CommandMetadata, Record, load_json, too_deep, validated
+from replayer.errors import BadInput, PlanRefused, bad_record, excerpt
+from replayer.io import read_input
 from replayer.models import Observation, Step, ToolCall, Trajectory
 
 KNOWN_ACTIONS = {
@@ -39,6 +41,58 @@ NOT_STEPS = {
 }
 """Agent actions that are no tool call (GUI exports carry change_agent_state; condensation is bookkeeping)."""
 TOOL_OBSERVATIONS = {"run", "read", "edit", "think", "error", "run_ipython", "write", "mcp", "task_tracking"}
+
+
+# The fields the replayer reads, typed: events of other versions may carry any others.
+class _Function(Record):
+    name: str
+    arguments: str
+
+
+class _CallMessage(Record):
+    id: str
+    function: _Function
+
+
+class _ChoiceMessage(Record):
+    tool_calls: list[_CallMessage] | None = None
+
+
+class _Choice(Record):
+    message: _ChoiceMessage | None = None
+
+
+class _Response(Record):
+    id: str | None = None
+    choices: list[_Choice] | None = None
+
+
+class _ToolCallMetadata(Record):
+    tool_call_id: str
+    function_name: str | None = None
+    model_response: _Response | None = None
+
+
+class _Args(Record):
+    openhands_version: str | None = None
+
+
+class _Extras(Record):
+    metadata: CommandMetadata | None = None
+    working_dir: str | None = None
+
+
+class _V0Event(Record):
+    source: str
+    id: int | None = None
+    action: str | None = None
+    observation: str | None = None
+    args: _Args | None = None
+    extras: _Extras | None = None
+    tool_call_metadata: _ToolCallMetadata | None = None
+    cause: int | None = None
+    content: str = ""
+    success: bool | None = None
 
 
 @dataclass
@@ -86,23 +140,22 @@ def response_id(event: dict[str, Any]) -> str | None:
 
 
 def parse(path: Path) -> Trajectory:
-    data = path.read_bytes()
-    try:
-        found = _events_of(orjson.loads(data))
-    except orjson.JSONDecodeError:
-        raise BadInput(f"{path} is not JSON (a damaged trajectory)") from None
+    data = read_input(path)
+    found = _events_of(load_json(path, data, "trajectory"))
     if not found or not all(_is_event(e) for e in found[0]):
         raise BadInput(f"{path}: not a list of OpenHands V0 events")
     events, wrapper = found
+    for i, e in enumerate(events):
+        validated(_V0Event, e, str(path), f"event {i}")
     native = NativeV0(events=events, wrapper=wrapper)
     version = None
     for e in events:
         kind = e.get("action")
         if kind is not None and kind not in KNOWN_ACTIONS:
-            raise BadInput(f"{path}: unknown V0 action {kind!r}")
+            raise BadInput(f"{path}: unknown V0 action {excerpt(kind)}")
         if kind == "system":
             version = (e.get("args") or {}).get("openhands_version")
-    steps = _steps(native)
+    steps = _steps(native, path)
     cwd = next(
         (
             ((e.get("extras") or {}).get("metadata") or {}).get("working_dir")
@@ -130,7 +183,7 @@ def parse(path: Path) -> Trajectory:
     return traj
 
 
-def _steps(native: NativeV0) -> list[Step]:
+def _steps(native: NativeV0, path: Path) -> list[Step]:
     by_id = {e.get("id"): i for i, e in enumerate(native.events) if isinstance(e.get("id"), int)}
     obs_of_action: dict[int, int] = {}
     for i, e in enumerate(native.events):
@@ -160,14 +213,14 @@ def _steps(native: NativeV0) -> list[Step]:
                 historical = observation_of(native.events[obs])
             final = final or e["action"] == "finish"
             tool = str(tcm.get("function_name") or e["action"])
-            calls.append(ToolCall(id=call_id, tool=tool, input=_input(e), historical=historical))
+            calls.append(ToolCall(id=call_id, tool=tool, input=_input(e, path, i), historical=historical))
         native.step_events.append(sorted(span))
         complete = all(c.historical is not None or c.tool == "finish" for c in calls)
         steps.append(Step(index=n, message_id=rid, calls=calls, complete=complete, final=final))
     return steps
 
 
-def _input(event: dict[str, Any]) -> dict[str, Any]:
+def _input(event: dict[str, Any], path: Path, index: int) -> dict[str, Any]:
     tcm = _tcm(event)
     response = (tcm or {}).get("model_response") or {}
     for choice in response.get("choices") or []:
@@ -177,6 +230,9 @@ def _input(event: dict[str, Any]) -> dict[str, Any]:
                     args = orjson.loads(call["function"]["arguments"])
                 except (orjson.JSONDecodeError, KeyError, TypeError):
                     break
+                if too_deep(args) is not None:
+                    where = f"event {index}, field tool_call_metadata.model_response: tool call {excerpt(call['id'])}"
+                    raise bad_record(str(path), where, f"arguments nested more than {MAX_DEPTH} levels deep")
                 return args if isinstance(args, dict) else {"arguments": args}
     return dict(event.get("args") or {})
 
@@ -241,7 +297,7 @@ def to_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             tcm = _tcm(e) or {}
             if len(observation_text(e)) > MAX_MESSAGE_CHARS:
                 raise PlanRefused(
-                    f"the observation of {tcm['tool_call_id']} is longer than {MAX_MESSAGE_CHARS} characters; "
+                    f"the observation of {excerpt(tcm['tool_call_id'])} is longer than {MAX_MESSAGE_CHARS} characters; "
                     "OpenHands cuts it and the replayer does not reproduce the cut yet"
                 )
             results[str(tcm["tool_call_id"])] = {
