@@ -11,6 +11,7 @@ OUT/compare.json, OUT/report.html
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -179,7 +180,13 @@ def _run_forks(jobs: list[ForkJob], parallel: int, on_run: OnRun | None) -> list
                 write_bytes_atomic(job.run_dir / "job.json", job.model_dump_json().encode())
                 with (job.run_dir / "fork.log").open("wb") as log:
                     running[index] = subprocess.Popen(
-                        [sys.executable, "-m", "replayer.fork", str(job.run_dir / "job.json")],
+                        [
+                            sys.executable,
+                            "-m",
+                            "replayer.fork",
+                            str(job.run_dir / "job.json"),
+                            str(os.getpid()),
+                        ],
                         stdout=log,
                         stderr=subprocess.STDOUT,
                         start_new_session=True,

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 import multiprocessing
 import os
 import signal
-import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -15,32 +13,21 @@ from pathlib import Path
 
 from replayer.batch import CRASH, Job, JobOutcome, crash_reason, outcome_of, run_job
 from replayer.errors import SandboxError
+from replayer.signals import die_with_parent
 
 OnDone = Callable[[JobOutcome], None]
-_PR_SET_PDEATHSIG = 1
 
 
 def _died(job: Job, why: str) -> JobOutcome:
     return outcome_of(job, "failed", "worker", why)
 
 
-def _die_with_parent(parent: int) -> None:
-    """Worker initializer: the kernel SIGKILLs this worker when the batch process dies, however it dies
-    (`kill -9` included), so no worker goes on running jobs nobody collects. Once the workers are gone the
-    multiprocessing resource tracker sees its pipe close and exits too. Linux only (prctl)."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # the batch died before prctl took effect
-        os._exit(1)
-
-
 def _pool(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=_die_with_parent,
-        initargs=(os.getpid(),),
+        initializer=die_with_parent,
+        initargs=(os.getpid(), signal.SIGKILL),
     )
 
 

@@ -8,6 +8,7 @@ record written).
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -237,8 +238,9 @@ def run(job: ForkJob) -> RunRecord:
     return RunRecord.model_validate(record)
 
 
-def main(job_path: str) -> int:
+def main(job_path: str, parent: int) -> int:
     signals.install()
+    signals.die_with_parent(parent, signal.SIGTERM)  # a compare killed with -9 leaves no fork running
     job = ForkJob.model_validate_json(Path(job_path).read_bytes())
     try:
         record = run(job)
@@ -249,4 +251,4 @@ def main(job_path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], int(sys.argv[2])))

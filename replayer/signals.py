@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -50,3 +52,16 @@ def deferred() -> Iterator[None]:
             signal.signal(s, handler)
         for signum in dict.fromkeys(held):
             signal.raise_signal(signum)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int, signum: int) -> None:
+    """Have the kernel send `signum` to this process when its parent dies, however it dies (`kill -9`
+    included): SIGKILL for a batch worker (the resumed batch removes its container), SIGTERM for a
+    compare fork (it cleans up). Linux only (prctl)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
