@@ -9,6 +9,9 @@ records of one API message and the tool results hanging off them are recovered b
 from __future__ import annotations
 
 import bisect
+import functools
+import hashlib
+import re
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
@@ -16,19 +19,25 @@ from typing import Any
 
 import orjson
 
-from replayer.errors import BadInput
+from replayer.errors import BadInput, bad_record
+from replayer.io import open_input
 
 Record = dict[str, Any]
 CHAIN_TYPES = ("user", "assistant")
 PARENT_REPAIR_WINDOW_MS = 5000
+SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
+"""A session id becomes a file name and a command-line argument: no path separators, no leading dash."""
+MAX_DEPTH = 254
+"""orjson writes nothing nested deeper; a record that could not be written back is refused when read."""
 
 
 class Session:
     """The parsed file: every record in file order, plus the indexes the chain rules need."""
 
-    def __init__(self, records: list[Record], skipped_lines: list[int]):
+    def __init__(self, records: list[Record], skipped_lines: list[int], sha256: str = ""):
         self.records = records
         self.skipped_lines = skipped_lines
+        self.sha256 = sha256
         self.by_uuid: dict[str, Record] = {r["uuid"]: r for r in records if isinstance(r.get("uuid"), str)}
         self.position = {id(r): i for i, r in enumerate(records)}
         self._timelines: dict[bool, tuple[list[float], list[Record]]] = {}
@@ -62,14 +71,13 @@ class Session:
 
 
 def load(path: Path) -> Session:
+    """Every record of the file, each checked for the types the chain rules and the steps rely on."""
     records: list[Record] = []
     skipped: list[int] = []
-    try:
-        fh = path.open("rb")
-    except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
-    with fh:
+    digest = hashlib.sha256()
+    with open_input(path) as fh:
         for number, line in enumerate(fh, 1):
+            digest.update(line)
             if not line.strip():
                 continue
             try:
@@ -78,8 +86,95 @@ def load(path: Path) -> Session:
                 skipped.append(number)  # the CLI skips a malformed line silently; so do we, and report it
                 continue
             if isinstance(rec, dict):
+                problem = record_problem(rec, line)
+                if problem is not None:
+                    field, what, value = problem
+                    where = f"line {number}, field {field}" if field else f"line {number}"
+                    raise bad_record(str(path), where, what, value)
                 records.append(rec)
-    return Session(records, skipped)
+    return Session(records, skipped, digest.hexdigest())
+
+
+Problem = tuple[str, str, Any]
+"""(field, what is wrong, the value) of a refused record."""
+
+
+def too_deep(rec: Any, line: bytes) -> bool:
+    """Nested deeper than orjson writes (cheap: only a line with that many brackets is tried)."""
+    if line.count(b"[") + line.count(b"{") <= MAX_DEPTH:
+        return False
+    try:
+        orjson.dumps(rec)
+    except TypeError:
+        return True
+    return False
+
+
+@functools.lru_cache(maxsize=16)
+def safe_id(value: str) -> bool:
+    """Every record repeats the session id: the match is cached."""
+    return SAFE_ID.fullmatch(value) is not None
+
+
+def _not(kind: str, value: Any) -> str:
+    return "missing" if value is None else f"not {kind}"
+
+
+def record_problem(rec: Record, line: bytes) -> Problem | None:
+    """What is wrong with the fields the parse, the rebuild and the wire form read; unknown fields pass."""
+    if too_deep(rec, line):
+        return "", f"nested deeper than {MAX_DEPTH} levels", None
+    for key in ("uuid", "parentUuid", "leafUuid"):
+        if rec.get(key) is not None and not isinstance(rec[key], str):
+            return key, "not a string", rec[key]
+    if "sessionId" in rec and not (isinstance(rec["sessionId"], str) and safe_id(rec["sessionId"])):
+        return "sessionId", "not a session id (letters, digits, '.', '_', ':', '-')", rec["sessionId"]
+    if rec.get("type") not in CHAIN_TYPES:
+        return None
+    if not isinstance(rec.get("uuid"), str):
+        return "uuid", "missing", None
+    for key in ("version", "cwd"):
+        if rec.get(key) is not None and not (isinstance(rec[key], str) and "\x00" not in rec[key]):
+            return key, "not a string without NUL", rec[key]
+    message = rec.get("message")
+    if not isinstance(message, dict):
+        return "message", _not("an object", message), message
+    if rec["type"] == "assistant" and not isinstance(message.get("id", ""), str):
+        return "message.id", "not a string", message["id"]
+    content = message.get("content")
+    if isinstance(content, str):
+        return None
+    if not isinstance(content, list):
+        return "message.content", _not("a string or a list", content), content
+    for i, block in enumerate(content):
+        problem = _block_problem(block)
+        if problem is not None:
+            field, what, value = problem
+            return f"message.content[{i}]{field}", what, value
+    return None
+
+
+_STRING_FIELDS = {"text": ("text",), "tool_use": ("id", "name"), "tool_result": ("tool_use_id",)}
+
+
+def _block_problem(block: Any) -> Problem | None:
+    if not isinstance(block, dict):
+        return "", "not an object", block
+    kind = block.get("type")
+    if not isinstance(kind, str):
+        return ".type", _not("a string", kind), kind
+    for key in _STRING_FIELDS.get(kind, ()):
+        if not isinstance(block.get(key), str):
+            return f".{key}", _not("a string", block.get(key)), block.get(key)
+    if kind == "tool_use" and block.get("input") is not None and not isinstance(block["input"], dict):
+        return ".input", "not an object", block["input"]
+    if kind == "tool_result":
+        result = block.get("content")
+        if isinstance(result, list) and not all(isinstance(b, dict) for b in result):
+            return ".content", "a list of something other than content blocks", result
+        if block.get("is_error") is not None and not isinstance(block["is_error"], bool):
+            return ".is_error", "not a boolean", block["is_error"]
+    return None
 
 
 def looks_like_claude_code(head: list[Any]) -> bool:
@@ -100,7 +195,7 @@ def _ms(ts: Any) -> float | None:
         return None
     try:
         return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000
-    except ValueError:
+    except (ValueError, OverflowError, OSError):  # not a time, or one the platform cannot place
         return None
 
 
@@ -207,14 +302,20 @@ def expand(session: Session, chain: list[Record]) -> list[Record]:
 def blocks(records: Iterable[Record]) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for rec in records:
-        content = rec.get("message", {}).get("content")
+        content = content_of(rec)
         if isinstance(content, list):
             blocks.extend(b for b in content if isinstance(b, dict))
     return blocks
 
 
+def content_of(rec: Record) -> Any:
+    """message.content (only user and assistant records are checked to have a message object)."""
+    message = rec.get("message")
+    return message.get("content") if isinstance(message, dict) else None
+
+
 def tool_result_ids(rec: Record) -> list[str]:
-    content = rec.get("message", {}).get("content")
+    content = content_of(rec)
     if not isinstance(content, list):
         return []
     return [b["tool_use_id"] for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,14 +36,6 @@ class Native:
     repaired: dict[str, str] = field(default_factory=dict)
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def parse(path: Path) -> Trajectory:
     session = chain.load(path)
     if not any(chain.looks_like_claude_code([r]) for r in session.records):
@@ -65,7 +56,7 @@ def parse(path: Path) -> Trajectory:
         session_id=session.session_id,
         cwd=session.first("cwd"),
         source=str(path),
-        source_sha256=sha256_file(path),
+        source_sha256=session.sha256,
         steps=[*pre_steps, *steps],
     )
     traj._native = Native(

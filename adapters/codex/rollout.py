@@ -16,7 +16,8 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from replayer.errors import BadInput, PlanRefused
+from replayer.errors import EXCERPT_CHARS, BadInput, PlanRefused, bad_record
+from replayer.io import open_input
 from replayer.models import Observation, Step, ToolCall, Trajectory
 
 Record = dict[str, Any]
@@ -27,6 +28,12 @@ _FILTERED_LINE = "- If you create a checklist or task list,"
 """The pinned CLI drops base-instruction lines starting so (observed on the wire; the prefix is in its binary)."""
 KEPT_TYPES = {"session_meta", "world_state", "turn_context", "response_item", "compacted"}
 """What a rebuilt rollout holds: event_msg and token_usage_record are UI and telemetry."""
+SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
+"""A thread id becomes a file name and a command-line argument: no path separators, no leading dash."""
+MAX_DEPTH = 254
+"""orjson writes nothing nested deeper; a record that could not be written back is refused when read."""
+Problem = tuple[str, str, Any]
+"""(field, what is wrong, the value) of a refused record."""
 
 
 class Native(BaseModel):
@@ -54,29 +61,96 @@ def looks_like_codex(head: list[Any]) -> bool:
     )
 
 
-def _read(path: Path) -> tuple[list[Record], str]:
+def _read(path: Path) -> tuple[list[Record], list[int], str]:
+    """The records, their line numbers and the file's sha256; each record checked for the types read later."""
     digest = hashlib.sha256()
     records: list[Record] = []
+    lines: list[int] = []
+    with open_input(path) as fh:
+        for number, line in enumerate(fh, 1):
+            digest.update(line)
+            if not line.strip():
+                continue
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                raise BadInput(f"{path}: line {number} is not JSON (a damaged rollout)") from None
+            if not isinstance(record, dict) or not isinstance(record.get("payload"), dict):
+                raise BadInput(f"{path}: line {number} is not a rollout record")
+            problem = _problem(record, line, first=not records)
+            if problem is not None:
+                field, what, value = problem
+                where = f"line {number}, field {field}" if field else f"line {number}"
+                raise bad_record(str(path), where, what, value)
+            records.append(record)
+            lines.append(number)
+    return records, lines, digest.hexdigest()
+
+
+def _too_deep(record: Record, line: bytes) -> bool:
+    """Nested deeper than orjson writes (cheap: only a line with that many brackets is tried)."""
+    if line.count(b"[") + line.count(b"{") <= MAX_DEPTH:
+        return False
     try:
-        with path.open("rb") as fh:
-            for number, line in enumerate(fh, 1):
-                digest.update(line)
-                if not line.strip():
-                    continue
-                try:
-                    record = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    raise BadInput(f"{path}: line {number} is not JSON (a damaged rollout)") from None
-                if not isinstance(record, dict) or not isinstance(record.get("payload"), dict):
-                    raise BadInput(f"{path}: line {number} is not a rollout record")
-                records.append(record)
-    except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
-    return records, digest.hexdigest()
+        orjson.dumps(record)
+    except TypeError:
+        return True
+    return False
+
+
+def _not(kind: str, value: Any) -> str:
+    return "missing" if value is None else f"not {kind}"
+
+
+def _problem(record: Record, line: bytes, first: bool) -> Problem | None:
+    """What is wrong with the fields the parse, the rebuild and the wire form read; unknown fields pass."""
+    if _too_deep(record, line):
+        return "", f"nested deeper than {MAX_DEPTH} levels", None
+    kind, payload = record.get("type"), record["payload"]
+    if not isinstance(kind, str):
+        return "type", _not("a string", kind), kind
+    if first and kind == "session_meta":
+        for key in ("id", "cli_version", "cwd"):
+            value = payload.get(key)
+            if value is not None and not (isinstance(value, str) and "\x00" not in value):
+                return f"payload.{key}", "not a string without NUL", value
+        if payload.get("id") is not None and not SAFE_ID.fullmatch(payload["id"]):
+            return "payload.id", "not a thread id (letters, digits, '.', '_', ':', '-')", payload["id"]
+        if payload.get("base_instructions") is not None and not isinstance(
+            payload["base_instructions"], dict
+        ):
+            return "payload.base_instructions", "not an object", payload["base_instructions"]
+    elif kind == "compacted":
+        history = payload.get("replacement_history")
+        if history is not None and not (
+            isinstance(history, list) and all(isinstance(x, dict) for x in history)
+        ):
+            return "payload.replacement_history", "not a list of objects", history
+    elif kind == "response_item":
+        return _item_problem(payload)
+    return None
+
+
+def _item_problem(payload: dict[str, Any]) -> Problem | None:
+    kind = payload.get("type")
+    if not isinstance(kind, str):
+        return "payload.type", _not("a string", kind), kind
+    if kind not in CALL_TYPES and kind not in OUTPUT_TYPES:
+        return None
+    for key in ("call_id", "name") if kind in CALL_TYPES else ("call_id",):
+        if not isinstance(payload.get(key), str):
+            return f"payload.{key}", _not("a string", payload.get(key)), payload.get(key)
+    for key in ("arguments", "input"):
+        if kind in CALL_TYPES and payload.get(key) is not None and not isinstance(payload[key], str):
+            return f"payload.{key}", "not a string", payload[key]
+    output = payload.get("output")
+    if isinstance(output, list) and not all(isinstance(x, dict) for x in output):
+        return "payload.output", "a list of something other than content items", output
+    return None
 
 
 def parse(path: Path) -> Trajectory:
-    records, digest = _read(path)
+    records, lines, digest = _read(path)
     if not records or records[0].get("type") != "session_meta":
         raise BadInput(f"{path} does not start with session_meta")
     meta = records[0]["payload"]
@@ -84,7 +158,7 @@ def parse(path: Path) -> Trajectory:
     if paginated and "ordinal" not in records[-1]:
         raise BadInput(f"{path}: a paginated rollout whose last record has no ordinal")
     last_compaction = max((i for i, r in enumerate(records) if r.get("type") == "compacted"), default=None)
-    steps, step_ends, output_index = _steps(records, last_compaction, path)
+    steps, step_ends, output_index = _steps(records, lines, last_compaction, path)
     pre = sum(1 for s in steps if s.before_compaction)
     traj = Trajectory(
         agent="codex",
@@ -111,9 +185,14 @@ def parse(path: Path) -> Trajectory:
 _CANONICAL = re.compile(r"rollout-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-[0-9a-f-]{36}\.jsonl")
 
 
+_STAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}")
+
+
 def canonical_name(meta: dict[str, Any]) -> str:
     """The CLI resumes only files named rollout-<YYYY-MM-DDTHH-MM-SS>-<thread id>.jsonl."""
-    stamp = str(meta.get("timestamp", ""))[:19].replace(":", "-") or "1970-01-01T00-00-00"
+    stamp = str(meta.get("timestamp", ""))[:19].replace(":", "-")
+    if not _STAMP.fullmatch(stamp):  # a damaged timestamp must not put a path into the file name
+        stamp = "1970-01-01T00-00-00"
     return f"rollout-{stamp}-{meta.get('id')}.jsonl"
 
 
@@ -122,7 +201,7 @@ def item(record: Record) -> dict[str, Any] | None:
 
 
 def _steps(
-    records: list[Record], last_compaction: int | None, path: Path
+    records: list[Record], lines: list[int], last_compaction: int | None, path: Path
 ) -> tuple[list[Step], list[int], dict[str, int]]:
     calls_at: dict[str, int] = {}
     outputs_at: dict[str, int] = {}
@@ -136,7 +215,9 @@ def _steps(
         elif kind in OUTPUT_TYPES:
             call_id = str(payload.get("call_id"))
             if call_id not in calls_at:
-                raise BadInput(f"{path}: line {i + 1} is an output for call {call_id}, which has no call")
+                raise BadInput(
+                    f"{path}: line {lines[i]} is an output for call {call_id[:EXCERPT_CHARS]}, which has no call"
+                )
             outputs_at[call_id] = i
     steps: list[Step] = []
     ends: list[int] = []
@@ -234,7 +315,7 @@ def _first_response(native: Native) -> int:
 
 def base_instructions_message(meta: dict[str, Any]) -> dict[str, Any]:
     """input[0]. Its id is derived by the CLI from the thread (a version-5 UUID); not reproducible here."""
-    text = str(meta.get("base_instructions", {}).get("text", ""))
+    text = str((meta.get("base_instructions") or {}).get("text", ""))
     kept = "".join(line for line in text.splitlines(keepends=True) if not line.startswith(_FILTERED_LINE))
     return {
         "type": "message",
