@@ -25,6 +25,10 @@ Forms (all checked against the pinned CLI's own recordings and its bundled sourc
   finish reason) and the session info is minimal (no version, no directory).
 
 A step is one assistant message with at least one `tool` part; its calls are those parts in order.
+
+Every record is checked where it is read (an export's message, a store's row, an event line) against the
+pinned CLI's own schemas (`schema`): a rebuild imports the session into that CLI, and a record it would
+not decode is refused here, naming the message, row or line and the field, with a short excerpt.
 """
 
 from __future__ import annotations
@@ -42,7 +46,10 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from adapters import SQLITE_MAGIC, SqliteFile
-from replayer.errors import BadInput
+from adapters.opencode import schema
+from adapters.shapes import check, too_deep
+from replayer.errors import BadInput, bad_record, excerpt
+from replayer.io import open_input, read_input
 from replayer.models import Observation, Step, ToolCall, Trajectory
 
 Record = dict[str, Any]
@@ -58,8 +65,10 @@ CONTINUING_FINISHES = frozenset({"tool-calls", "unknown"})
 FINISHED_STATES = frozenset({"completed", "error"})
 SYNTHETIC_SUFFIX = "ReplayerTask00"
 """Random-part stand-in of the synthesized user message and part ids (base62, 14 characters)."""
-_MAX_BYTES = 512 * 1024 * 1024
 _TABLES = frozenset({"session", "message", "part"})
+_DAMAGED_DB = (sqlite3.Error, UnicodeDecodeError)
+"""What a damaged store raises: "database disk image is malformed", "Could not decode to UTF-8 column";
+an error message that quotes a damaged schema name is itself undecodable (UnicodeDecodeError)."""
 NO_PROMPT = (
     "opencode event log has no user prompt: pass --task TEXT or put the session's "
     "`opencode export` JSON next to it"
@@ -112,7 +121,7 @@ def _is_opencode_db(path: Path) -> bool:
     try:
         with _open_db(path) as db:
             names = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except (BadInput, sqlite3.Error):
+    except (BadInput, *_DAMAGED_DB):
         return False
     return _TABLES.issubset(names)
 
@@ -138,7 +147,7 @@ def parse(path: Path, task: str | None = None) -> Trajectory:
 def _read(path: Path, task: str | None) -> tuple[Native, str]:
     if _is_sqlite(path):
         return read_sqlite(path), _sha256(path, _wal(path))
-    raw = _bytes(path)
+    raw = read_input(path)
     digest = hashlib.sha256(raw).hexdigest()
     try:
         doc = orjson.loads(raw)
@@ -150,18 +159,10 @@ def _read(path: Path, task: str | None) -> tuple[Native, str]:
 
 
 def _is_sqlite(path: Path) -> bool:
+    """Read the magic of a regular file (`open_input` refuses a FIFO or a device before reading)."""
     try:
-        with path.open("rb") as fh:
+        with open_input(path) as fh:
             return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
-
-
-def _bytes(path: Path) -> bytes:
-    try:
-        if path.stat().st_size > _MAX_BYTES:
-            raise BadInput(f"{path} is larger than {_MAX_BYTES} bytes")
-        return path.read_bytes()
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror}") from None
 
@@ -173,7 +174,7 @@ def _sha256(*paths: Path | None) -> str:
         if path is None:
             continue
         try:
-            with path.open("rb") as fh:
+            with open_input(path) as fh:
                 while chunk := fh.read(1 << 20):
                     digest.update(chunk)
         except OSError as exc:
@@ -210,7 +211,9 @@ def _steps(native: Native) -> list[tuple[Step, int]]:
 def _call(part: Record, message_id: str) -> ToolCall:
     state = part.get("state")
     if not isinstance(state, dict) or not part.get("callID"):
-        raise BadInput(f"opencode message {message_id}: tool part {part.get('id')} has no callID or state")
+        raise BadInput(
+            f"opencode message {_name(message_id)}: tool part {_name(part.get('id'))} has no callID or state"
+        )
     status = state.get("status")
     historical = None
     if status in FINISHED_STATES:
@@ -237,20 +240,25 @@ def read_export(doc: Record, path: Path) -> Native:
     messages = doc.get("messages")
     if not isinstance(messages, list):
         raise BadInput(f"{path} is not an opencode export (no messages list)")
+    if too_deep(doc, schema.MAX_DEPTH):
+        raise bad_record(str(path), "the export", f"nests deeper than {schema.MAX_DEPTH} levels")
+    check(schema.Session, info, str(path), "the session info")
     for i, message in enumerate(messages):
-        _check_message(message, f"{path}: message {i}")
+        _check_message(message, str(path), f"message {i}")
     return Native(form="export", info=info, messages=messages, step_messages=[])
 
 
-def _check_message(message: Any, where: str) -> None:
+def _check_message(message: Any, source: str, where: str) -> None:
+    """A message in the export's shape, as the pinned CLI's import decodes it."""
     info = message.get("info") if isinstance(message, dict) else None
     if not isinstance(info, dict) or not isinstance(info.get("id"), str):
-        raise BadInput(f"{where} is not an opencode message (no info with an id)")
+        raise BadInput(f"{source}: {where} is not an opencode message (no info with an id)")
     if info.get("role") not in ("user", "assistant"):
-        raise BadInput(f"{where} has an unknown role {info.get('role')!r}")
+        raise BadInput(f"{source}: {where} has an unknown role {excerpt(info.get('role'))}")
     parts = message.get("parts")
     if not isinstance(parts, list) or not all(isinstance(p, dict) for p in parts):
-        raise BadInput(f"{where} has no parts list")
+        raise BadInput(f"{source}: {where} has no parts list")
+    check(schema.Message, message, source, where)
 
 
 # sqlite --------------------------------------------------------------------------------------
@@ -261,8 +269,14 @@ def _wal(path: Path) -> Path | None:
 
 @contextmanager
 def _open_db(path: Path) -> Iterator[sqlite3.Connection]:
-    """A read-only connection that writes nothing next to `path` (see the module docstring)."""
+    """A read-only connection that writes nothing next to `path` (see the module docstring). The database
+    and its WAL are refused first when they are no regular files or too large (SQLite would block on a
+    FIFO)."""
     wal = _wal(path)
+    for file in (path, wal):
+        if file is not None:
+            with open_input(file):
+                pass
     with tempfile.TemporaryDirectory(prefix="replayer-opencode-") as tmp:
         try:
             if wal is None:
@@ -293,10 +307,16 @@ def read_sqlite(path: Path, session_id: str | None = None) -> Native:
                 )
             row = _only_session(db, path) if session_id is None else _session(db, path, session_id)
             info = session_info(row, path)
-            messages = _db_messages(db, str(row["id"]), path)
-    except sqlite3.Error as exc:
-        raise BadInput(f"{path}: cannot read the opencode database: {exc}") from None
+            check(schema.Session, info, str(path), f"session {_name(row['id'])}")
+            messages = _db_messages(db, info["id"], path)
+    except _DAMAGED_DB as exc:
+        raise BadInput(f"{path}: cannot read the opencode database: {excerpt(str(exc), 200)}") from None
     return Native(form="sqlite", info=info, messages=messages, step_messages=[])
+
+
+def _name(value: Any) -> str:
+    """A row's id for a refusal: as it is when it is a short string, else a short excerpt."""
+    return value if isinstance(value, str) and len(value) <= 64 else excerpt(value, 40)
 
 
 def _only_session(db: sqlite3.Connection, path: Path) -> sqlite3.Row:
@@ -304,7 +324,7 @@ def _only_session(db: sqlite3.Connection, path: Path) -> sqlite3.Row:
     if not rows:
         raise BadInput(f"{path} holds no opencode session")
     if len(rows) > 1:
-        ids = ", ".join(str(r["id"]) for r in rows)
+        ids = ", ".join(_name(r["id"]) for r in rows[:5]) + (", ..." if len(rows) > 5 else "")
         raise BadInput(
             f"{path} holds {len(rows)} opencode sessions ({ids}): run `opencode export <id>` for the one "
             "to replay and pass that file"
@@ -315,7 +335,7 @@ def _only_session(db: sqlite3.Connection, path: Path) -> sqlite3.Row:
 def _session(db: sqlite3.Connection, path: Path, session_id: str) -> sqlite3.Row:
     row = db.execute("SELECT * FROM session WHERE id = ?", (session_id,)).fetchone()
     if row is None:
-        raise BadInput(f"{path} holds no opencode session {session_id}")
+        raise BadInput(f"{path} holds no opencode session {_name(session_id)}")
     return row
 
 
@@ -325,8 +345,10 @@ def _db_messages(db: sqlite3.Connection, session_id: str, path: Path) -> list[Me
     by_id: dict[str, Message] = {}
     query = "SELECT id, session_id, data FROM message WHERE session_id = ? ORDER BY time_created, id"
     for row in db.execute(query, (session_id,)):
-        data = _json_object(row["data"], f"{path}: message {row['id']}")
+        where = f"message {_name(row['id'])}"
+        data = _json_object(row["data"], str(path), where)
         message: Message = {"info": {**data, "id": row["id"], "sessionID": row["session_id"]}, "parts": []}
+        check(schema.Info, message["info"], str(path), where, "data")
         messages.append(message)
         by_id[row["id"]] = message
     query = (
@@ -334,41 +356,46 @@ def _db_messages(db: sqlite3.Connection, session_id: str, path: Path) -> list[Me
         "WHERE m.session_id = ? ORDER BY p.message_id, p.id"
     )
     for row in db.execute(query, (session_id,)):
-        data = _json_object(row["data"], f"{path}: part {row['id']}")
+        where = f"part {_name(row['id'])}"
+        data = _json_object(row["data"], str(path), where)
         part = {**data, "id": row["id"], "sessionID": row["session_id"], "messageID": row["message_id"]}
+        check(schema.Part, part, str(path), where, "data")
+        if row["message_id"] not in by_id:  # the join found it: a repeated or retyped message id
+            raise bad_record(str(path), where, "belongs to no message read", row["message_id"])
         by_id[row["message_id"]]["parts"].append(part)
-    for message in messages:
-        _check_message(message, f"{path}: message {message['info']['id']}")
     return messages
 
 
-def _json_object(text: Any, where: str) -> Record:
-    try:
-        value = orjson.loads(text) if text is not None else None
-    except orjson.JSONDecodeError:
-        raise BadInput(f"{where} has damaged JSON data") from None
+def _json_object(text: Any, source: str, where: str) -> Record:
+    value = _json_column(text, source, where, "data")
     if not isinstance(value, dict):
-        raise BadInput(f"{where} has no JSON object as its data")
+        raise BadInput(f"{source}: {where} has no JSON object as its data")
     return value
 
 
-def _json_column(text: Any, where: str) -> Any:
+def _json_column(text: Any, source: str, where: str, column: str) -> Any:
+    """A JSON text column (a damaged store may hold any SQLite type in it)."""
     if text is None:
         return None
+    if not isinstance(text, str | bytes):
+        raise bad_record(source, where, f"its {column} is no JSON text", text)
     try:
-        return orjson.loads(text)
+        value = orjson.loads(text)
     except orjson.JSONDecodeError:
-        raise BadInput(f"{where} is damaged JSON") from None
+        raise BadInput(f"{source}: {where} has damaged JSON {column}") from None
+    if too_deep(value, schema.MAX_DEPTH):
+        raise bad_record(source, where, f"its {column} nests deeper than {schema.MAX_DEPTH} levels")
+    return value
 
 
 def session_info(row: sqlite3.Row, path: Path) -> Record:
     """A `session` row in the export's `info` shape: the pinned CLI's `fromRow`, undefined keys left out."""
-    where = f"{path}: session {row['id']}"
+    source, where = str(path), f"session {_name(row['id'])}"
     cols = dict(zip(row.keys(), tuple(row), strict=True))
-    model = _json_column(cols.get("model"), f"{where} model")
-    revert = _json_column(cols.get("revert"), f"{where} revert")
-    permission = _json_column(cols.get("permission"), f"{where} permission")
-    diffs = _json_column(cols.get("summary_diffs"), f"{where} summary_diffs")
+    model = _json_column(cols.get("model"), source, where, "model")
+    revert = _json_column(cols.get("revert"), source, where, "revert")
+    permission = _json_column(cols.get("permission"), source, where, "permission")
+    diffs = _json_column(cols.get("summary_diffs"), source, where, "summary_diffs")
     summary = None
     if any(cols.get(k) is not None for k in ("summary_additions", "summary_deletions", "summary_files")):
         summary = {
@@ -398,7 +425,7 @@ def session_info(row: sqlite3.Row, path: Path) -> Record:
             "cache": {"read": cols.get("tokens_cache_read"), "write": cols.get("tokens_cache_write")},
         },
         "share": {"url": cols["share_url"]} if cols.get("share_url") else None,
-        "metadata": _json_column(cols.get("metadata"), f"{where} metadata"),
+        "metadata": _json_column(cols.get("metadata"), source, where, "metadata"),
         "revert": _revert(revert),
         "permission": permission,
         "time": {
@@ -476,12 +503,15 @@ def _events(raw: bytes, path: Path) -> _EventLog:
             and isinstance(event.get("sessionID"), str)
         ):
             raise BadInput(f"{path}: line {number} is not an opencode event (no type and sessionID)")
+        if too_deep(event, schema.MAX_DEPTH):
+            raise bad_record(str(path), f"line {number}", f"nests deeper than {schema.MAX_DEPTH} levels")
+        check(schema.Event, event, str(path), f"line {number}")
         if session_id is None:
             stamp = event.get("timestamp")
             session_id, first_timestamp = event["sessionID"], stamp if isinstance(stamp, int) else 0
         elif event["sessionID"] != session_id:
             raise BadInput(
-                f"{path}: line {number} belongs to session {event['sessionID']}, not {session_id} "
+                f"{path}: line {number} belongs to session {_name(event['sessionID'])}, not {_name(session_id)} "
                 "(one event log a session)"
             )
         kind = event["type"]
@@ -493,6 +523,7 @@ def _events(raw: bytes, path: Path) -> _EventLog:
         part = event.get("part")
         if not isinstance(part, dict) or not isinstance(part.get("id"), str) or not part.get("messageID"):
             raise BadInput(f"{path}: line {number} is a {kind} event without a part id and messageID")
+        check(schema.Part, part, str(path), f"line {number}", "part")
         message_id = str(part["messageID"])
         if message_id not in message_parts:
             if ended:
@@ -615,16 +646,15 @@ def sibling_session(path: Path, session_id: str) -> Native | None:
         return None
     for candidate in (p for p in candidates if p.suffix == ".json"):
         try:
-            if candidate.stat().st_size > _MAX_BYTES:
-                continue
-            doc = orjson.loads(candidate.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+            doc = orjson.loads(read_input(candidate))
+        except (BadInput, orjson.JSONDecodeError):
             continue
         if _is_export(doc) and doc["info"]["id"] == session_id:
             return read_export(doc, candidate)
-    for candidate in (p for p in candidates if p.suffix == ".db" and _is_sqlite(p)):
+    for candidate in (p for p in candidates if p.suffix == ".db"):
         try:
-            return read_sqlite(candidate, session_id)
+            if _is_sqlite(candidate):
+                return read_sqlite(candidate, session_id)
         except BadInput:
             continue
     return None

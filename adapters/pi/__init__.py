@@ -12,7 +12,7 @@ import orjson
 from adapters.base import Launch, Rebuild, copy_continued, stdout_events
 from adapters.pi import bundle, session
 from adapters.pi.rerun import PiRerunner
-from adapters.pi.wire import to_wire
+from adapters.pi.wire import js_json, to_wire
 from bridges.chat import ChatDialect, SystemPerRequestGate
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
@@ -125,7 +125,7 @@ class PiAdapter:
         stamp = str(header.get("timestamp") or "1970-01-01T00:00:00.000Z").replace(":", "-").replace(".", "-")
         sessions = home / ".pi" / "agent" / "sessions" / bundle.session_dir(trajectory.cwd or "/")
         path = sessions / f"{stamp}_{header['id']}.jsonl"
-        write_bytes_atomic(path, b"".join(orjson.dumps(r) + b"\n" for r in [header, *entries]))
+        write_bytes_atomic(path, b"".join(js_json(r).encode() + b"\n" for r in [header, *entries]))
         provider, model = _model(native)
         bundle.write_config(home, provider, model, BRIDGE_URL)
         container_path = f"{bundle.HOME}/{path.relative_to(home)}"

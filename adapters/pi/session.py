@@ -44,7 +44,9 @@ its text blocks joined by "\\n", lone surrogates removed (`sanitizeSurrogates`),
 when there is no text; a result with image blocks keeps its block list. Steps before the branch's latest compaction are `before_compaction` and
 still listed; those the compaction summarized away have no message in `Native.messages` (-1 in
 `step_messages`): `context_messages(entries[:k])` gives the context of any branch prefix.
-Damaged lines are refused with their number (Pi skips them silently, which would change the context).
+Damaged lines are refused with their number (Pi skips them silently, which would change the context),
+and so is a record whose fields are not of the types Pi's own declare (`schema`: a text block without
+text, a call without a name, a header Pi could not have named its file after...), naming line and field.
 Pi's files name no CLI version, so `agent_version` is None.
 """
 
@@ -52,17 +54,18 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
 from pydantic import BaseModel, ConfigDict
 
-from replayer.errors import BadInput
+from adapters.pi import schema
+from adapters.shapes import check
+from replayer.errors import BadInput, excerpt
+from replayer.io import read_input
 from replayer.models import Observation, Step, ToolCall, Trajectory
 
 Record = dict[str, Any]
@@ -109,7 +112,6 @@ SWITCHING_COMMANDS = frozenset({"new_session", "switch_session", "fork", "clone"
 """Rpc commands that change the context without printing it as message events."""
 NO_TEXT = "(see attached image)"
 """openai-completions sends this for a tool result without text."""
-_MAX_BYTES = 512 * 1024 * 1024
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -160,7 +162,8 @@ def _is_header(value: Any) -> bool:
 def _is_entry(value: Any) -> bool:
     return (
         isinstance(value, dict)
-        and value.get("type") in ENTRY_TYPES
+        and isinstance(value.get("type"), str)
+        and value["type"] in ENTRY_TYPES
         and isinstance(value.get("id"), str)
         and "parentId" in value
         and isinstance(value.get("timestamp"), str)
@@ -189,7 +192,7 @@ def _is_event(value: Any) -> bool:
 def parse(path: Path, task: str | None = None) -> Trajectory:
     """`task` is accepted for the adapter interface and ignored: every Pi form carries the user message."""
     del task
-    raw = _bytes(path)
+    raw = read_input(path)
     digest = hashlib.sha256(raw).hexdigest()
     records = _records(raw, path)
     if not records:
@@ -219,29 +222,13 @@ def parse(path: Path, task: str | None = None) -> Trajectory:
     return traj
 
 
-def _bytes(path: Path) -> bytes:
-    try:
-        if path.stat().st_size > _MAX_BYTES:
-            raise BadInput(f"{path} is larger than {_MAX_BYTES} bytes")
-        return path.read_bytes()
-    except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
-
-
 def _records(raw: bytes, path: Path) -> list[tuple[int, Record]]:
-    """(line number, object) of every non-blank line. A string with a lone surrogate (JSON.stringify
-    escapes one as `\\udXXX`, orjson refuses it) is read by the standard library instead."""
+    """(line number, object) of every non-blank line (`schema.load_line`: lone surrogates are read)."""
     records: list[tuple[int, Record]] = []
     for number, line in enumerate(raw.split(b"\n"), 1):
         if not line.strip():
             continue
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            try:
-                value = json.loads(line)
-            except (ValueError, RecursionError):
-                raise BadInput(f"{path}: line {number} is not JSON (a damaged Pi log)") from None
+        value = schema.load_line(line, str(path), number)
         if not isinstance(value, dict) or not isinstance(value.get("type"), str):
             raise BadInput(f"{path}: line {number} is not a Pi record (no type)")
         records.append((number, value))
@@ -262,12 +249,16 @@ def read_session(records: list[tuple[int, Record]], path: Path, digest: str) -> 
     version = header.get("version")
     version = 1 if version is None else version
     if not isinstance(version, int) or version < 1:
-        raise BadInput(f"{path}: line {number} has an invalid session version {version!r}")
+        raise BadInput(f"{path}: line {number} has an invalid session version {excerpt(version)}")
     if version > CURRENT_SESSION_VERSION:
         raise BadInput(
             f"{path}: session format version {version} is newer than the pinned Pi reads "
             f"({CURRENT_SESSION_VERSION})"
         )
+    check(schema.Header, header, str(path), f"line {number}")
+    for number, entry in records[1:]:  # before the migration, which gives v1 entries their ids
+        if entry["type"] != "session":
+            _check_fields(entry, str(path), f"line {number}")
     migrate([r for _, r in records], digest)
     by_id: dict[str, Record] = {}
     leaf: Record | None = None
@@ -347,35 +338,28 @@ def _fresh_id(taken: set[str], seed: str) -> str:
 
 
 def _check_entry(entry: Record, where: str) -> None:
+    """The tree links of a (migrated) entry; its other fields are checked by `_check_fields`."""
     if not isinstance(entry.get("id"), str):
         raise BadInput(f"{where} is a Pi session entry without an id")
     parent = entry.get("parentId")
     if parent is not None and not isinstance(parent, str):
         raise BadInput(f"{where} has a parentId that is not a string")
+
+
+def _check_fields(entry: Record, source: str, line: str) -> None:
+    """An entry's own fields and its message, as the context and the request conversion read them."""
+    model = schema.ENTRIES.get(entry["type"], schema.Entry)
+    check(model, entry, source, line)
     if entry["type"] == "message":
-        _check_message(entry.get("message"), where)
+        _check_message(entry.get("message"), source, line)
 
 
-def _check_message(message: Any, where: str) -> Record:
-    """What `buildSessionContext` and the request conversion read without guarding it."""
+def _check_message(message: Any, source: str, line: str) -> Record:
+    """What `buildSessionContext` and the request conversion read (`message` is the field of an entry or
+    of a message_end event), typed by role."""
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-        raise BadInput(f"{where} has no message with a role")
-    role = message["role"]
-    content = message.get("content")
-    if role == "assistant" and not (isinstance(content, list) and all(isinstance(b, dict) for b in content)):
-        raise BadInput(f"{where}: an assistant message without a content block list")
-    if role == "toolResult":
-        if not isinstance(message.get("toolCallId"), str):
-            raise BadInput(f"{where}: a toolResult message without a toolCallId")
-        if not (
-            isinstance(content, str)
-            or (isinstance(content, list) and all(isinstance(b, dict) for b in content))
-        ):
-            raise BadInput(f"{where}: a toolResult message without content blocks")
-    blocks: list[Record] = content if role == "assistant" and isinstance(content, list) else []
-    for block in blocks:
-        if block.get("type") == "toolCall" and not isinstance(block.get("id"), str):
-            raise BadInput(f"{where}: a toolCall block without an id")
+        raise BadInput(f"{source}: {line} has no message with a role")
+    check(schema.MESSAGES.get(message["role"], schema.Message), message, source, line, "message")
     checked: Record = message
     return checked
 
@@ -576,8 +560,10 @@ def _read_log(records: list[tuple[int, Record]], path: Path) -> _Log:
     run_has_assistant = False
     for number, event in records:
         kind = event["type"]
-        where = f"{path}: line {number}"
+        source, line = str(path), f"line {number}"
+        where = f"{source}: {line}"
         if kind == "session":
+            check(schema.Header, event, source, line)
             if log.header is None:
                 log.header = event
             elif event.get("id") != log.header.get("id"):
@@ -588,7 +574,7 @@ def _read_log(records: list[tuple[int, Record]], path: Path) -> _Log:
         elif kind == "agent_start":
             run_start, run_has_assistant = len(log.items), False
         elif kind == "message_end":
-            message = _check_message(event.get("message"), where)
+            message = _check_message(event.get("message"), source, line)
             role = message["role"]
             if role not in PERSISTED_ROLES and role != "custom":
                 continue  # AgentSession persists no other role from message_end
@@ -608,13 +594,17 @@ def _read_log(records: list[tuple[int, Record]], path: Path) -> _Log:
                 "pass the session file instead"
             )
         elif kind == "response":
+            check(schema.RpcResponse, event, source, line)
             log.form = "rpc"
-            model = _response(event, log, model, where)
+            model = _response(event, log, model, source, line)
     return log
 
 
-def _response(event: Record, log: _Log, model: tuple[str, str] | None, where: str) -> tuple[str, str] | None:
+def _response(
+    event: Record, log: _Log, model: tuple[str, str] | None, source: str, line: str
+) -> tuple[str, str] | None:
     """An rpc command's answer: what it tells of the session, or a refusal for a context it changed."""
+    where = f"{source}: {line}"
     if not event.get("success"):
         return model
     command, data = event.get("command"), event.get("data")
@@ -624,6 +614,7 @@ def _response(event: Record, log: _Log, model: tuple[str, str] | None, where: st
             "show: pass the session file instead"
         )
     if command == "get_state" and isinstance(data, dict):
+        check(schema.GetState, data, source, line, "data")
         if isinstance(data.get("sessionId"), str):
             log.session_id = log.session_id or data["sessionId"]
         seen_thinking = any(kind == "thinking" for kind, _ in log.items)

@@ -11,6 +11,8 @@ with its text blocks joined by newlines.
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import orjson
@@ -71,9 +73,23 @@ def _image(block: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _js_json(value: Any) -> str:
-    """JSON.stringify: compact, keys in order, non-ASCII kept."""
-    return orjson.dumps(value).decode()
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A lone surrogate (a paired one is read as one character): Pi's files keep them, as JSON.stringify
+writes them (`\\udXXX`)."""
+
+
+def sanitize(text: str) -> str:
+    """pi-ai's `sanitizeSurrogates`: lone surrogates removed from the text it sends."""
+    return _SURROGATE.sub("", text)
+
+
+def js_json(value: Any) -> str:
+    """JSON.stringify: compact, keys in order, non-ASCII kept, a lone surrogate escaped."""
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # orjson writes no lone surrogate
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def to_wire(messages: list[Message]) -> list[Message]:
@@ -83,16 +99,19 @@ def to_wire(messages: list[Message]) -> list[Message]:
         if role == "user":
             content = m["content"]
             if isinstance(content, str):
-                out.append({"role": "user", "content": content})
+                out.append({"role": "user", "content": sanitize(content)})
                 continue
             parts = [
-                {"type": "text", "text": c["text"]} if c.get("type") == "text" else _image(c) for c in content
+                {"type": "text", "text": sanitize(c["text"])} if c.get("type") == "text" else _image(c)
+                for c in content
             ]
             if parts:
                 out.append({"role": "user", "content": parts})
         elif role == "assistant":
             blocks = m.get("content") or []
-            text = "".join(b["text"] for b in blocks if b.get("type") == "text" and b.get("text", "").strip())
+            text = "".join(
+                sanitize(b["text"]) for b in blocks if b.get("type") == "text" and b.get("text", "").strip()
+            )
             wire: Message = {"role": "assistant", "content": text or None}
             thinking = [b for b in blocks if b.get("type") == "thinking" and b.get("thinking", "").strip()]
             if thinking and thinking[0].get("thinkingSignature"):
@@ -103,7 +122,7 @@ def to_wire(messages: list[Message]) -> list[Message]:
                     {
                         "id": c["id"],
                         "type": "function",
-                        "function": {"name": c["name"], "arguments": _js_json(c.get("arguments", {}))},
+                        "function": {"name": c["name"], "arguments": js_json(c.get("arguments", {}))},
                     }
                     for c in calls
                 ]
@@ -111,9 +130,18 @@ def to_wire(messages: list[Message]) -> list[Message]:
                 continue
             out.append(wire)
         else:
-            text = "\n".join(b["text"] for b in m.get("content", []) if b.get("type") == "text")
+            blocks = (
+                m["content"] if isinstance(m["content"], list) else [{"type": "text", "text": m["content"]}]
+            )
+            text = "\n".join(
+                b.get("text") or "" for b in blocks if b.get("type") == "text"
+            )  # join: null is ""
             out.append(
-                {"role": "tool", "content": text or "(see attached image)", "tool_call_id": m["toolCallId"]}
+                {
+                    "role": "tool",
+                    "content": sanitize(text or "(see attached image)"),
+                    "tool_call_id": m["toolCallId"],
+                }
             )
     return out
 

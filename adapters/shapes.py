@@ -1,0 +1,80 @@
+"""Checking native records against typed shapes where they are read, and refusing one that does not fit.
+
+An adapter declares the fields it (and the pinned agent) reads as pydantic models that let every other
+field pass (other versions of an agent add fields), validates each record where it knows the record's
+place (a line, a row, a message), and goes on with the record as read: the models only validate, so a
+record is kept and written back exactly as it was. A record that does not fit is refused with
+`replayer.errors.bad_record`, naming the place and the field, with a short excerpt of what was there.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+from replayer.errors import bad_record
+
+
+class Open(BaseModel):
+    """A record's typed fields (strict: no coercion, as JavaScript reads JSON); other fields pass."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+
+def check(model: Any, value: Any, source: str, where: str, field: str = "") -> None:
+    """Validate `value` (the record at `where`, or its field `field`) against `model` (a model class or
+    any type pydantic validates), or refuse it."""
+    try:
+        _adapter(model).validate_python(value)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        path, got = _locate(value, error["loc"], field)
+        missing = error["type"] == "missing"
+        problem = "missing" if missing else _problem(error["msg"])
+        raise bad_record(
+            source, f"{where}, field {path or '(the record)'}", problem, None if missing else got
+        ) from None
+
+
+@functools.cache
+def _adapter(model: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(model)
+
+
+def _problem(message: str) -> str:
+    return message.removeprefix("Value error, ").replace("Input should be", "should be")
+
+
+def _locate(value: Any, loc: tuple[int | str, ...], prefix: str) -> tuple[str, Any]:
+    """The field path in the input of a pydantic error location, and the value there. The location also
+    names union members and tags, which are no keys of the input: they are left out."""
+    path, node = prefix, value
+    for at, key in enumerate(loc):
+        last = at == len(loc) - 1
+        if isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+            path, node = f"{path}[{key}]", node[key]
+        elif isinstance(node, dict) and (key in node or last):
+            path = f"{path}.{key}" if path else str(key)
+            node = node.get(str(key))
+    return path, node
+
+
+def too_deep(value: Any, limit: int) -> bool:
+    """`value` nests lists and objects more than `limit` levels deep (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
+
+
+def member(value: Any, key: str, members: frozenset[str], suffix: str) -> str:
+    """A callable discriminator's tag: `value[key]` when it names a known member, else "other"; with a
+    suffix no field is named, so that `_locate` leaves the tag out of the field path."""
+    kind = value.get(key) if isinstance(value, dict) else None
+    return f"{kind} {suffix}" if isinstance(kind, str) and kind in members else f"other {suffix}"
