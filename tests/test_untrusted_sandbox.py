@@ -27,8 +27,8 @@ DISK = 120 << 20
 def _attack(host_secret: Path, fill: bool) -> str:
     host_dir = host_secret.parent
     fills = [
-        "dd if=/dev/zero of=/testbed/big bs=1M count=300 2>&1 | grep -o \"Disk quota exceeded\"",
-        "dd if=/dev/zero of=/tmp/rootbig bs=1M count=300 2>&1 | grep -o \"Disk quota exceeded\"",
+        'dd if=/dev/zero of=/testbed/big bs=1M count=300 2>&1 | grep -o "Disk quota exceeded"',
+        'dd if=/dev/zero of=/tmp/rootbig bs=1M count=300 2>&1 | grep -o "Disk quota exceeded"',
     ]
     return "; ".join(
         [
