@@ -10,7 +10,7 @@ record is kept and written back exactly as it was. A record that does not fit is
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
@@ -78,3 +78,51 @@ def member(value: Any, key: str, members: frozenset[str], suffix: str) -> str:
     suffix no field is named, so that `_locate` leaves the tag out of the field path."""
     kind = value.get(key) if isinstance(value, dict) else None
     return f"{kind} {suffix}" if isinstance(kind, str) and kind in members else f"other {suffix}"
+
+
+MAX_DEPTH = 100
+"""Real native records nest about 10 levels; past this a record is refused (orjson writes 254 at most)."""
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _field(value: Any, loc: tuple[int | str, ...], missing: bool) -> str:
+    """A pydantic error location as a path into `value` (union member tags dropped)."""
+    out, node = "", value
+    for n, part in enumerate(loc):
+        inside = isinstance(node, dict) and part in node
+        inside = inside or isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if inside:
+            node = node[part]
+        elif not (missing and n == len(loc) - 1):
+            continue  # a union member's tag, not a key of the record
+        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
+    return out
+
+
+def validated(model: type[_M], value: Any, source: str, where: str) -> _M:
+    """`value` as `model`, or a refusal naming `where` and the field (the deepest error is the most telling)."""
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        error = max(exc.errors(), key=lambda e: len(e["loc"]))
+        field = _field(value, tuple(error["loc"]), error["type"] == "missing")
+        place = f"{where}, field {field}" if field and where else where or f"field {field}"
+        got = None if error["type"] == "missing" else error.get("input")
+        problem = error["msg"].split(" or instance of ")[0]  # not the name of the model class
+        raise bad_record(source, place, problem, got) from None
+
+
+def deep_place(value: Any, limit: int = MAX_DEPTH) -> str | None:
+    """Where `value` nests deeper than `limit` (its first levels), or None; iterative, so no recursion limit."""
+    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
+    while stack:
+        node, depth, at = stack.pop()
+        if depth > limit:
+            return f"{at}..."
+        if isinstance(node, dict):
+            stack.extend(
+                (v, depth + 1, at if depth >= 4 else f"{at}.{k}" if at else str(k)) for k, v in node.items()
+            )
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1, at if depth >= 4 else f"{at}[{i}]") for i, v in enumerate(node))
+    return None

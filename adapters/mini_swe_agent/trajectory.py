@@ -11,11 +11,12 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from adapters.shapes import MAX_DEPTH, deep_place, validated
 from replayer.errors import BadInput, bad_record, excerpt
 from replayer.io import read_input
 from replayer.models import Observation, Step, ToolCall, Trajectory
@@ -24,7 +25,6 @@ Message = dict[str, Any]
 Format = Literal["mini-swe-agent-1.1", "mini-swe-agent-1", "bare-list"]
 TOOL = "bash"
 SUBMIT_WORD = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
-MAX_DEPTH = 100
 """Deepest nesting of a document accepted (real ones are about 10 deep; the rebuild serializes it again)."""
 
 
@@ -119,59 +119,13 @@ class _Document(_Record):
     info: _Info = Field(default_factory=_Info)
 
 
-_M = TypeVar("_M", bound=BaseModel)
-
-
-def _field(value: Any, loc: tuple[int | str, ...], missing: bool) -> str:
-    """A pydantic error location as a path into `value` (union member tags dropped)."""
-    out, node = "", value
-    for n, part in enumerate(loc):
-        inside = isinstance(node, dict) and part in node
-        inside = inside or isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
-        if inside:
-            node = node[part]
-        elif not (missing and n == len(loc) - 1):
-            continue  # a union member's tag, not a key of the record
-        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
-    return out
-
-
-def validated(model: type[_M], value: Any, source: str, where: str) -> _M:
-    """`value` as `model`, or a refusal naming `where` and the field (the deepest error is the most telling)."""
-    try:
-        return model.model_validate(value)
-    except ValidationError as exc:
-        error = max(exc.errors(), key=lambda e: len(e["loc"]))
-        field = _field(value, tuple(error["loc"]), error["type"] == "missing")
-        place = f"{where}, field {field}" if field and where else where or f"field {field}"
-        got = None if error["type"] == "missing" else error.get("input")
-        problem = error["msg"].split(" or instance of ")[0]  # not the name of the model class
-        raise bad_record(source, place, problem, got) from None
-
-
-def too_deep(value: Any, limit: int = MAX_DEPTH) -> str | None:
-    """Where `value` nests deeper than `limit` (its first levels), or None; iterative, so no recursion limit."""
-    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
-    while stack:
-        node, depth, at = stack.pop()
-        if depth > limit:
-            return f"{at}..."
-        if isinstance(node, dict):
-            stack.extend(
-                (v, depth + 1, at if depth >= 4 else f"{at}.{k}" if at else str(k)) for k, v in node.items()
-            )
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1, at if depth >= 4 else f"{at}[{i}]") for i, v in enumerate(node))
-    return None
-
-
 def load(path: Path) -> tuple[Any, bytes]:
     raw = read_input(path)
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise BadInput(f"{path} is not valid JSON: {exc}") from None
-    deep = too_deep(doc)
+    deep = deep_place(doc)
     if deep is not None:
         raise bad_record(str(path), f"field {deep}", f"nested more than {MAX_DEPTH} levels deep")
     return doc, raw

@@ -13,12 +13,13 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from adapters.openhands import bundle
+from adapters.shapes import MAX_DEPTH, deep_place, validated
 from replayer.errors import BadInput, bad_record, excerpt
 from replayer.io import read_input
 from replayer.models import Observation, Step, ToolCall, Trajectory
@@ -43,7 +44,6 @@ BASE_STATE_KEYS = {
 """Every key openhands-sdk 1.34.0 writes into base_state.json."""
 
 
-MAX_DEPTH = 100
 """Deepest nesting of a record accepted (real ones are under 10 deep; the rebuild serializes them again)."""
 
 
@@ -179,59 +179,13 @@ class _BaseState(Record):
     stats: _Stats | None = None
 
 
-_M = TypeVar("_M", bound=BaseModel)
-
-
-def _field(value: Any, loc: tuple[int | str, ...], missing: bool) -> str:
-    """A pydantic error location as a path into `value` (union member tags dropped)."""
-    out, node = "", value
-    for n, part in enumerate(loc):
-        inside = isinstance(node, dict) and part in node
-        inside = inside or isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
-        if inside:
-            node = node[part]
-        elif not (missing and n == len(loc) - 1):
-            continue  # a union member's tag, not a key of the record
-        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
-    return out
-
-
-def validated(model: type[_M], value: Any, source: str, where: str) -> _M:
-    """`value` as `model`, or a refusal naming `where` and the field (the deepest error is the most telling)."""
-    try:
-        return model.model_validate(value)
-    except ValidationError as exc:
-        error = max(exc.errors(), key=lambda e: len(e["loc"]))
-        field = _field(value, tuple(error["loc"]), error["type"] == "missing")
-        place = f"{where}, field {field}" if field and where else where or f"field {field}"
-        got = None if error["type"] == "missing" else error.get("input")
-        problem = error["msg"].split(" or instance of ")[0]  # not the name of the model class
-        raise bad_record(source, place, problem, got) from None
-
-
-def too_deep(value: Any, limit: int = MAX_DEPTH) -> str | None:
-    """Where `value` nests deeper than `limit` (its first levels), or None; iterative, so no recursion limit."""
-    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
-    while stack:
-        node, depth, at = stack.pop()
-        if depth > limit:
-            return f"{at}..."
-        if isinstance(node, dict):
-            stack.extend(
-                (v, depth + 1, at if depth >= 4 else f"{at}.{k}" if at else str(k)) for k, v in node.items()
-            )
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1, at if depth >= 4 else f"{at}[{i}]") for i, v in enumerate(node))
-    return None
-
-
 def load_json(path: Path, data: bytes, what: str) -> Any:
     """A record file's JSON value, refused when it is not JSON or nests too deep."""
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError:
         raise BadInput(f"{path} is not JSON (a damaged {what})") from None
-    deep = too_deep(value)
+    deep = deep_place(value)
     if deep is not None:
         raise bad_record(str(path), f"field {deep}", f"nested more than {MAX_DEPTH} levels deep")
     return value
@@ -386,7 +340,7 @@ def _input(action_event: dict[str, Any], root: Path) -> dict[str, Any]:
         args = orjson.loads(action_event["tool_call"].get("arguments") or "{}")
     except orjson.JSONDecodeError:
         return {"arguments": action_event["tool_call"].get("arguments")}
-    if too_deep(args) is not None:
+    if deep_place(args) is not None:
         where = f"event {action_event['id']}, field tool_call.arguments"
         raise bad_record(str(root), where, f"nested more than {MAX_DEPTH} levels deep")
     return args if isinstance(args, dict) else {"arguments": args}

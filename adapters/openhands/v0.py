@@ -18,7 +18,14 @@ from typing import Any
 import orjson
 
 from adapters.openhands import bundle
-from adapters.openhands.conversation import MAX_DEPTH, CommandMetadata, Record, load_json, too_deep, validated
+from adapters.openhands.conversation import (
+    MAX_DEPTH,
+    CommandMetadata,
+    Record,
+    deep_place,
+    load_json,
+    validated,
+)
 from replayer.errors import BadInput, PlanRefused, bad_record, excerpt
 from replayer.io import read_input
 from replayer.models import Observation, Step, ToolCall, Trajectory
@@ -230,7 +237,7 @@ def _input(event: dict[str, Any], path: Path, index: int) -> dict[str, Any]:
                     args = orjson.loads(call["function"]["arguments"])
                 except (orjson.JSONDecodeError, KeyError, TypeError):
                     break
-                if too_deep(args) is not None:
+                if deep_place(args) is not None:
                     where = f"event {index}, field tool_call_metadata.model_response: tool call {excerpt(call['id'])}"
                     raise bad_record(str(path), where, f"arguments nested more than {MAX_DEPTH} levels deep")
                 return args if isinstance(args, dict) else {"arguments": args}
