@@ -15,28 +15,19 @@ import time
 from pathlib import Path
 
 import docker
-import orjson
 import pytest
 
 from sandboxes.docker import LABEL, OWNER_LABEL
 from sandboxes.quota import STATE_ROOT
 from tests.conftest import ROOT, fixture_dir, replayer
+from tests.support.sessions import patched_session
 
 pytestmark = pytest.mark.docker
 
 
 def _slow_session(dest: Path, seconds: float) -> Path:
     """The recorded `single` session whose first Bash call sleeps first."""
-    lines = []
-    for line in (fixture_dir("single") / "session.jsonl").read_bytes().splitlines():
-        record = orjson.loads(line)
-        content = (record.get("message") or {}).get("content")
-        for block in content if isinstance(content, list) else []:
-            if block.get("type") == "tool_use" and block.get("id") == "toolu_single_01":
-                block["input"]["command"] = f"sleep {seconds}; cat a.txt"
-        lines.append(orjson.dumps(record))
-    dest.write_bytes(b"\n".join(lines) + b"\n")
-    return dest
+    return patched_session(dest, "toolu_single_01", {"command": f"sleep {seconds}; cat a.txt"})
 
 
 def _workspace(dest: Path) -> Path:

@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from tests.conftest import fixture_dir, replayer
+from tests.support.sessions import patched_session
 
 SESSION = str(fixture_dir("parallel") / "session.jsonl")
 WORKSPACE = str(fixture_dir("parallel") / "workspace")
@@ -188,16 +189,7 @@ def test_a_call_input_of_the_wrong_type_is_refused_not_crashed(
 ) -> None:
     """A Bash `timeout` or a Read `offset` that is a string: the CLI's schema rejects it; the rerun refuses
     the call in one line (and --allow-degraded keeps its historical observation)."""
-    lines = []
-    for line in (fixture_dir("single") / "session.jsonl").read_bytes().splitlines():
-        record = orjson.loads(line)
-        content = (record.get("message") or {}).get("content")
-        for block in content if isinstance(content, list) else []:
-            if block.get("type") == "tool_use" and block.get("id") == call:
-                block["input"][field] = bad
-        lines.append(orjson.dumps(record))
-    session = tmp_path / "session.jsonl"
-    session.write_bytes(b"\n".join(lines) + b"\n")
+    session = patched_session(tmp_path / "session.jsonl", call, {field: bad})
     args = ["run", str(session), "-n", "2", "-w", str(fixture_dir("single") / "workspace")]
     out = tmp_path / "out"
     _refused(replayer(*args, "-o", str(out)), 4, f"its input field '{field}' is invalid", out)

@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from tests.conftest import fixture_dir, replayer
+from tests.support.sessions import patched_session
 from tests.support.upstream import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 
 pytestmark = pytest.mark.docker
@@ -48,20 +49,6 @@ def _attack(host_secret: Path, fill: bool) -> str:
     )
 
 
-def _hostile_session(dest: Path, command: str) -> Path:
-    """The recorded `single` session with its first Bash call's command replaced."""
-    lines = []
-    for line in (fixture_dir("single") / "session.jsonl").read_bytes().splitlines():
-        record = orjson.loads(line)
-        content = (record.get("message") or {}).get("content")
-        for block in content if isinstance(content, list) else []:
-            if block.get("type") == "tool_use" and block.get("id") == "toolu_single_01":
-                block["input"]["command"] = command
-        lines.append(orjson.dumps(record))
-    dest.write_bytes(b"\n".join(lines) + b"\n")
-    return dest
-
-
 def _run(root: Path, fill: bool, turns: list[Turn] | None) -> dict:
     """One hostile run (with a continuation when `turns` are given)."""
     root.mkdir()
@@ -70,7 +57,9 @@ def _run(root: Path, fill: bool, turns: list[Turn] | None) -> dict:
     token = secrets.token_hex(16)
     host_secret = host / "secret.txt"
     host_secret.write_text(f"host-secret-{token}\n")
-    session = _hostile_session(root / "session.jsonl", _attack(host_secret, fill))
+    session = patched_session(
+        root / "session.jsonl", "toolu_single_01", {"command": _attack(host_secret, fill)}
+    )
     workspace = root / "ws"
     workspace.mkdir()
     for item in (fixture_dir("single") / "workspace").iterdir():
