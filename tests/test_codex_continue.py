@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -30,10 +31,15 @@ def _continue(
     out: Path,
     turns: list[Turn],
     *extra: str,
-    rollout: Path = ROLLOUT,
+    rollout: Path | None = None,
     workspace: Path | None = None,
 ) -> tuple[int, dict, list[LoggedRequest], str]:
+    """`rollout` defaults to the recording dated today: once its recording day has passed, the CLI
+    inserts new context on resume (tested on its own below)."""
     ws = workspace or codex_fixture("exec") / "workspace"
+    if rollout is None:
+        today = datetime.now(UTC).date().isoformat()
+        rollout = _dated(ROLLOUT, out.parent / f"today-{out.name}-{ROLLOUT.name}", today)
     with ScriptedUpstream(Script(turns=turns, model="gpt-5.5"), expected_key=KEY) as upstream:
         args = ["run", str(rollout), "-n", str(after_step), "-w", str(ws), "-o", str(out), "--json"]
         args += ["--continue", "--upstream", upstream.url, *extra]
@@ -55,13 +61,28 @@ def _same_as_prefix(expected: list[dict], sent: list[dict]) -> None:
     assert [{**expected[0], "id": sent[0]["id"]}, *expected[1:]] == sent
 
 
+def _dated(path: Path, dest: Path, day: str) -> Path:
+    """The rollout with its recorded date set to `day` (the CLI inserts new context when the date moved)."""
+    records = _records(path)
+    for r in records:
+        if r["type"] == "world_state":
+            r["payload"]["state"]["environments"]["current_date"] = day
+    dest.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return dest
+
+
 def test_continues_without_the_nonce_and_the_cleaned_rollout_resumes(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     shutil.copytree(codex_fixture("exec") / "workspace", workspace)
     (workspace / "a.txt").write_text("fresh content\n")
     out = tmp_path / "out"
+    today = datetime.now(UTC).date().isoformat()  # the fixture's recording day has passed
     code, result, log, stderr = _continue(
-        3, out, [_exec(1, "cat a.txt"), Turn(blocks=[TextBlock(text="Done.")])], workspace=workspace
+        3,
+        out,
+        [_exec(1, "cat a.txt"), Turn(blocks=[TextBlock(text="Done.")])],
+        workspace=workspace,
+        rollout=_dated(ROLLOUT, tmp_path / ROLLOUT.name, today),
     )
     assert code == 0, stderr
     cont = result["continuation"]
@@ -117,12 +138,7 @@ def test_continues_without_the_nonce_and_the_cleaned_rollout_resumes(tmp_path: P
 
 
 def test_a_stale_date_makes_the_cli_insert_context_which_is_reported(tmp_path: Path) -> None:
-    records = _records(ROLLOUT)
-    for r in records:
-        if r["type"] == "world_state":
-            r["payload"]["state"]["environments"]["current_date"] = "2020-01-01"
-    stale = tmp_path / ROLLOUT.name
-    stale.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    stale = _dated(ROLLOUT, tmp_path / ROLLOUT.name, "2020-01-01")
     code, result, log, stderr = _continue(
         2, tmp_path / "out", [Turn(blocks=[TextBlock(text="ok")])], rollout=stale
     )
