@@ -51,14 +51,17 @@ def engine_errors(doing: str) -> Iterator[None]:
 
 def sweep_orphans(client: docker.DockerClient) -> list[str]:
     """Remove the containers whose owning process on this host is gone (killed with -9, or its engine
-    restarted under it); returns their names."""
+    restarted under it); returns their names. Uses the listing's own labels: a container that goes away
+    meanwhile (another process removing its own) is no error."""
     removed = []
     with engine_errors("the sweep of orphaned containers"):
-        for container in client.containers.list(all=True, filters={"label": OWNER_LABEL}):
-            if not owner_alive(container.labels.get(OWNER_LABEL, "")):
-                with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-                    container.remove(force=True)
-                removed.append(container.name)
+        listed = client.api.containers(all=True, filters={"label": OWNER_LABEL})
+    for entry in listed:
+        if owner_alive((entry.get("Labels") or {}).get(OWNER_LABEL, "")):
+            continue
+        with contextlib.suppress(docker.errors.APIError):
+            client.api.remove_container(entry["Id"], force=True)
+        removed.append((entry.get("Names") or [entry["Id"]])[0].lstrip("/"))
     return removed
 
 
@@ -318,10 +321,12 @@ class ExecHandle:
 def remove_containers(client: docker.DockerClient, label: str = LABEL) -> list[str]:
     """Remove the containers carrying `label` (`key` or `key=value`); returns their names."""
     removed = []
-    for container in client.containers.list(all=True, filters={"label": label}):
-        with contextlib.suppress(docker.errors.NotFound):
-            container.remove(force=True)
-        removed.append(container.name)
+    with engine_errors("container removal"):
+        listed = client.api.containers(all=True, filters={"label": label})
+    for entry in listed:
+        with contextlib.suppress(docker.errors.APIError):
+            client.api.remove_container(entry["Id"], force=True)
+        removed.append((entry.get("Names") or [entry["Id"]])[0].lstrip("/"))
     return removed
 
 
