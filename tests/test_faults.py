@@ -55,12 +55,13 @@ def _our_containers(client: docker.DockerClient) -> list[str]:
     return [c.name for c in client.containers.list(all=True, filters={"label": LABEL})]
 
 
-def _wait_for_container(client: docker.DockerClient, timeout_s: float = 60) -> str:
+def _wait_for_container(client: docker.DockerClient, pid: int, timeout_s: float = 60) -> str:
+    """The running container that process `pid` started (its owner label), whatever else runs."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        running = client.containers.list(filters={"label": LABEL, "status": "running"})
-        if running:
-            return running[0].name
+        for entry in client.api.containers(filters={"label": OWNER_LABEL, "status": "running"}):
+            if entry["Labels"][OWNER_LABEL].split(":")[1] == str(pid):
+                return str(entry["Names"][0].lstrip("/"))
         time.sleep(0.1)
     raise AssertionError("no container started")
 
@@ -99,6 +100,17 @@ def test_interrupted_at_random_moments_leaves_nothing(
     assert (workspace / "a.txt").read_text() == (fixture_dir("single") / "workspace" / "a.txt").read_text()
 
 
+def _wait_for_process(client: docker.DockerClient, name: str, needle: str, timeout_s: float = 60) -> None:
+    """Until a process whose command line holds `needle` runs in the container (the rerun is under way)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(docker.errors.APIError):
+            if any(needle in " ".join(row) for row in client.containers.get(name).top()["Processes"]):
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"no {needle!r} in {name}")
+
+
 def test_a_container_killed_under_a_rerun_fails_cleanly(
     tmp_path: Path, docker_client: docker.DockerClient
 ) -> None:
@@ -106,7 +118,9 @@ def test_a_container_killed_under_a_rerun_fails_cleanly(
     out = tmp_path / "out"
     states = _states()
     proc = _start("run", str(session), "-n", "3", "-w", str(_workspace(tmp_path / "ws")), "-o", str(out))
-    docker_client.containers.get(_wait_for_container(docker_client)).kill()
+    name = _wait_for_container(docker_client, proc.pid)
+    _wait_for_process(docker_client, name, "sleep 60")
+    docker_client.containers.get(name).kill()
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 6, stderr
     assert stderr.startswith("replayer: sandbox: ") and stderr.count("\n") == 1
@@ -184,7 +198,7 @@ def test_the_engine_killed_under_a_run(tmp_path: Path) -> None:
         engine.load_base_image()
         client = docker.DockerClient(base_url=engine.env["DOCKER_HOST"])
         proc = _start("run", str(session), "-n", "3", "-w", str(workspace), "-o", str(out), env=engine.env)
-        _wait_for_container(client)
+        _wait_for_container(client, proc.pid)
         engine.kill()
         _, stderr = proc.communicate(timeout=120)
         assert proc.returncode == 6, stderr
@@ -202,7 +216,7 @@ def test_an_orphan_of_a_dead_process_is_swept_by_the_next_run(
     workspace = _workspace(tmp_path / "ws")
     states = _states()
     proc = _start("run", str(session), "-n", "3", "-w", str(workspace), "-o", str(tmp_path / "out"))
-    orphan = _wait_for_container(docker_client)
+    orphan = _wait_for_container(docker_client, proc.pid)
     os.killpg(proc.pid, signal.SIGKILL)  # no cleanup can run
     proc.wait(30)
     assert orphan in _our_containers(docker_client)
