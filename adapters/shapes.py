@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Any, TypeVar
 
+import orjson
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from replayer.errors import bad_record
@@ -126,3 +127,19 @@ def deep_place(value: Any, limit: int = MAX_DEPTH) -> str | None:
         elif isinstance(node, list):
             stack.extend((v, depth + 1, at if depth >= 4 else f"{at}[{i}]") for i, v in enumerate(node))
     return None
+
+
+ORJSON_DEPTH = 254
+"""The deepest nesting orjson writes back (a rebuild writes every record it read)."""
+
+
+def unwritable(record: Any, line: bytes) -> bool:
+    """`record` (read from `line`) nests deeper than orjson writes; cheap: only a line with that many
+    brackets is tried."""
+    if line.count(b"[") + line.count(b"{") <= ORJSON_DEPTH:
+        return False
+    try:
+        orjson.dumps(record)
+    except TypeError:
+        return True
+    return False

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from adapters.shapes import ORJSON_DEPTH, unwritable
 from replayer.errors import BadInput, bad_record
 from replayer.io import open_input
 
@@ -27,7 +28,7 @@ CHAIN_TYPES = ("user", "assistant")
 PARENT_REPAIR_WINDOW_MS = 5000
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 """A session id becomes a file name and a command-line argument: no path separators, no leading dash."""
-MAX_DEPTH = 254
+MAX_DEPTH = ORJSON_DEPTH
 """orjson writes nothing nested deeper; a record that could not be written back is refused when read."""
 
 
@@ -99,17 +100,6 @@ Problem = tuple[str, str, Any]
 """(field, what is wrong, the value) of a refused record."""
 
 
-def too_deep(rec: Any, line: bytes) -> bool:
-    """Nested deeper than orjson writes (cheap: only a line with that many brackets is tried)."""
-    if line.count(b"[") + line.count(b"{") <= MAX_DEPTH:
-        return False
-    try:
-        orjson.dumps(rec)
-    except TypeError:
-        return True
-    return False
-
-
 @functools.lru_cache(maxsize=16)
 def safe_id(value: str) -> bool:
     """Every record repeats the session id: the match is cached."""
@@ -122,7 +112,7 @@ def _not(kind: str, value: Any) -> str:
 
 def record_problem(rec: Record, line: bytes) -> Problem | None:
     """What is wrong with the fields the parse, the rebuild and the wire form read; unknown fields pass."""
-    if too_deep(rec, line):
+    if unwritable(rec, line):
         return "", f"nested deeper than {MAX_DEPTH} levels", None
     for key in ("uuid", "parentUuid", "leafUuid"):
         if rec.get(key) is not None and not isinstance(rec[key], str):

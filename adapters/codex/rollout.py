@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict
 
+from adapters.shapes import ORJSON_DEPTH, unwritable
 from replayer.errors import EXCERPT_CHARS, BadInput, PlanRefused, bad_record
 from replayer.io import open_input
 from replayer.models import Observation, Step, ToolCall, Trajectory
@@ -30,7 +31,7 @@ KEPT_TYPES = {"session_meta", "world_state", "turn_context", "response_item", "c
 """What a rebuilt rollout holds: event_msg and token_usage_record are UI and telemetry."""
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 """A thread id becomes a file name and a command-line argument: no path separators, no leading dash."""
-MAX_DEPTH = 254
+MAX_DEPTH = ORJSON_DEPTH
 """orjson writes nothing nested deeper; a record that could not be written back is refused when read."""
 Problem = tuple[str, str, Any]
 """(field, what is wrong, the value) of a refused record."""
@@ -87,24 +88,13 @@ def _read(path: Path) -> tuple[list[Record], list[int], str]:
     return records, lines, digest.hexdigest()
 
 
-def _too_deep(record: Record, line: bytes) -> bool:
-    """Nested deeper than orjson writes (cheap: only a line with that many brackets is tried)."""
-    if line.count(b"[") + line.count(b"{") <= MAX_DEPTH:
-        return False
-    try:
-        orjson.dumps(record)
-    except TypeError:
-        return True
-    return False
-
-
 def _not(kind: str, value: Any) -> str:
     return "missing" if value is None else f"not {kind}"
 
 
 def _problem(record: Record, line: bytes, first: bool) -> Problem | None:
     """What is wrong with the fields the parse, the rebuild and the wire form read; unknown fields pass."""
-    if _too_deep(record, line):
+    if unwritable(record, line):
         return "", f"nested deeper than {MAX_DEPTH} levels", None
     kind, payload = record.get("type"), record["payload"]
     if not isinstance(kind, str):
