@@ -87,6 +87,11 @@ class Adapter(Protocol):
     """The native format may lack the first prompt, which `task` then supplies (OpenCode's event log)."""
     idle_timeout_s: float
     """Default continuation idle timeout (no output and no bridge traffic)."""
+    reruns_own_code: bool
+    """The tools are rerun by the agent's own code at the version that runs (False: by the replayer's
+    reimplementation of the pinned version's tools)."""
+    drives_other_versions: bool
+    """Reruns at a version other than the pinned one drive that version's own CLI (the replay model)."""
     degradable_tools: bool
     """--allow-degraded may keep the historical result of a call that cannot be rerun (False: a session
     calling any such tool is refused, its tool semantics are the contract)."""

@@ -380,7 +380,7 @@ async def _timed_requests(url: str, body: bytes, n: int, unix_path: str | None) 
 
 
 def bench_bridge(tmp: Path) -> dict[str, float]:
-    from tests.support.upstream import Script, ScriptedUpstream, TextBlock, Turn
+    from bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
 
     log = [orjson.loads(x) for x in (FIXTURES / "parallel" / "upstream.jsonl").read_bytes().splitlines()]
     body = orjson.dumps(next(r for r in reversed(log) if r["main_thread"])["body"])
@@ -498,7 +498,7 @@ COMPARE_HEADING = "## compare: one replay and M forks against M replays"
 def bench_compare(tmp: Path, copies: int = 40, runs: int = 4) -> dict[str, float]:
     """`replayer compare` with M runs of one variant against M `replayer run --continue`, same prefix,
     same scripted continuation (one Bash call, then an answer), whole commands, sequential and 2 at once."""
-    from tests.support.upstream import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+    from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 
     session = large_session(tmp, copies)
     workspace = FIXTURES / "parallel" / "workspace"

@@ -82,6 +82,9 @@ class ManifestEntry(BaseModel):
     allow_degraded: bool = False
     budgets: Budgets = Field(default_factory=Budgets)
     continuation: ContinueOptions | None = None
+    agent_version: str | None = None
+    """As `--agent-version`: the version to run instead of the one the file records or implies."""
+    require_verified: bool = False
 
 
 class Job(NamedTuple):
@@ -116,6 +119,8 @@ class Job(NamedTuple):
             continuation=cont,
             task=entry.task,
             labels=labels or {},
+            agent_version=entry.agent_version,
+            require_verified=entry.require_verified,
         )
 
 
@@ -256,6 +261,8 @@ def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) 
                     **({"task": entry.task} if entry.task is not None else {}),
                     "workspace": str(entry.workspace) if entry.workspace else None,
                     "allow_degraded": entry.allow_degraded,
+                    **({"agent_version": entry.agent_version} if entry.agent_version else {}),
+                    **({"require_verified": True} if entry.require_verified else {}),
                     "budgets": entry.budgets.model_dump(),
                     "continuation": entry.continuation.model_dump() if entry.continuation else None,
                 },

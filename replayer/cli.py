@@ -43,6 +43,17 @@ AllowDegraded = Annotated[
         "--allow-degraded", help="Keep historical observations where a rerun is impossible; recorded."
     ),
 ]
+AgentVersion = Annotated[
+    str | None,
+    typer.Option(
+        "--agent-version",
+        help="Run this agent version (default: the one the file records or implies, else the pinned one).",
+    ),
+]
+RequireVerified = Annotated[
+    bool,
+    typer.Option("--require-verified", help="Refuse a version that is not verified instead of running it."),
+]
 Task = Annotated[
     str | None,
     typer.Option("--task", help="The first user prompt, for an OpenCode event log (it does not print it)."),
@@ -168,9 +179,9 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
     for d in result.divergences:
         counts[d.status] = counts.get(d.status, 0) + 1
     summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "no calls"
-    console.print(
-        f"{result.agent} {result.agent_version}: boundary after step {result.after_step}; {summary}"
-    )
+    ran = result.version
+    version = f"{ran.version} ({ran.source}, {ran.status})" if ran else result.agent_version
+    console.print(f"{result.agent} {version}: boundary after step {result.after_step}; {summary}")
     for d in result.divergences:
         if d.status == "different":
             console.print(
@@ -195,6 +206,8 @@ def prepare(
     allow_degraded: AllowDegraded = False,
     force: Force = False,
     task: Task = None,
+    agent_version: AgentVersion = None,
+    require_verified: RequireVerified = False,
     json: JsonOpt = False,
 ) -> None:
     """Zero execution: rebuild the native prefix with the historical observations and expected_prefix.json."""
@@ -208,6 +221,8 @@ def prepare(
         allow_degraded=allow_degraded,
         force=force,
         task=task,
+        agent_version=agent_version,
+        require_verified=require_verified,
     )
     _report(execute(request), out, json)
 
@@ -234,6 +249,8 @@ def run(
     model: Model = None,
     agent_env: AgentEnv = None,
     limits: LimitsOpt = None,
+    agent_version: AgentVersion = None,
+    require_verified: RequireVerified = False,
     json: JsonOpt = False,
 ) -> None:
     """Rerun steps 1..N in a fresh container, rebuild the native session, and optionally continue the agent."""
@@ -264,6 +281,8 @@ def run(
         continuation=cont,
         task=task,
         limits=_limits(limits),
+        agent_version=agent_version,
+        require_verified=require_verified,
     )
     result = execute(request)
     _report(result, out, json)
@@ -404,6 +423,8 @@ def compare(
         bool, typer.Option("--keep-snapshot", help="Leave the boundary image (replayer gc removes it).")
     ] = False,
     limits: LimitsOpt = None,
+    agent_version: AgentVersion = None,
+    require_verified: RequireVerified = False,
     json: JsonOpt = False,
 ) -> None:
     """Replay the prefix once, then run every variant from a snapshot of the boundary; one report."""
@@ -440,6 +461,8 @@ def compare(
         task=task,
         keep_snapshot=keep_snapshot,
         limits=_limits(limits),
+        agent_version=agent_version,
+        require_verified=require_verified,
     )
 
     def on_run(record: RunRecord) -> None:
@@ -512,6 +535,63 @@ def gc(json: JsonOpt = False) -> None:
 
 
 _MESSAGE_CHARS = 500
+
+
+bundles_app = typer.Typer(
+    no_args_is_help=True, help="The versioned agent bundle cache (any released version, for offline use)."
+)
+app.add_typer(bundles_app, name="bundles")
+
+
+@bundles_app.command("list")
+def bundles_list(json: JsonOpt = False) -> None:
+    """The installed bundles: agent, version, whether it is the pinned (verified) one, size, folder."""
+    from replayer import bundles
+
+    found = bundles.list_bundles()
+    if json:
+        _emit_json([b.model_dump(mode="json") for b in found])
+        return
+    table = Table("agent", "version", "pinned", "size", "folder")
+    for b in found:
+        table.add_row(
+            b.agent, b.version, "yes" if b.pinned else "", f"{b.size_bytes / 2**20:.0f} MiB", str(b.path)
+        )
+    console.print(table)
+
+
+@bundles_app.command("add")
+def bundles_add(
+    specs: Annotated[
+        list[str] | None, typer.Argument(help="AGENT@VERSION, e.g. claude_code@2.0.64 (repeatable).")
+    ] = None,
+    pinned: Annotated[
+        bool, typer.Option("--pinned", help="Also every pinned version (and the pin file's `also`).")
+    ] = False,
+) -> None:
+    """Install bundles from npm / PyPI at exact versions (nothing happens for one already installed)."""
+    from replayer import bundles
+    from replayer.pins import load_pins
+
+    wanted = [bundles.parse_spec(spec) for spec in specs or []]
+    if pinned:
+        for agent, pin in load_pins().agents.items():
+            wanted += [(agent, v) for v in (pin.version, *pin.also)]
+    if not wanted:
+        raise typer.BadParameter("name AGENT@VERSION or give --pinned", param_hint="SPECS")
+    for agent, version in wanted:
+        console.print(f"{agent}@{version}: {bundles.ensure(agent, version)}", highlight=False)
+
+
+@bundles_app.command("rm")
+def bundles_rm(specs: Annotated[list[str], typer.Argument(help="AGENT@VERSION (repeatable).")]) -> None:
+    """Remove bundles from the cache (a run needing one installs it again)."""
+    from replayer import bundles
+
+    for spec in specs:
+        agent, version = bundles.parse_spec(spec)
+        gone = bundles.remove(agent, version)
+        console.print(f"{agent}@{version}: {'removed' if gone else 'not installed'}", highlight=False)
 
 
 def _one_line(message: str) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from replayer import continuation
+from replayer import bundles, continuation
 from replayer.engine import JSON_OPTS, execute, load, pins_for
 from replayer.errors import BadInput, Interrupted, PlanRefused, WorkspaceError
 from replayer.fork import COMPARE_LABEL, ForkJob, run_check
@@ -41,7 +41,6 @@ from replayer.models import (
     Variant,
     VariantSummary,
 )
-from replayer.pins import bundle_installed
 from replayer.report import render_html
 from replayer.safecopy import copy_untrusted
 
@@ -86,12 +85,8 @@ def _preflight(request: CompareRequest, adapter: Any, traj: Any) -> None:
         if refusal:
             raise PlanRefused(f"variant {variant.name}: cannot continue: {refusal}")
         continuation.upstream_key(cont, adapter)
-        version = variant.spec.version
-        if version and not bundle_installed(adapter.name, version):
-            raise PlanRefused(
-                f"variant {variant.name}: {adapter.name} {version} is not installed "
-                f"(scripts/install_agents.sh {adapter.name}={version})"
-            )
+        if variant.spec.version:
+            bundles.ensure(adapter.name, variant.spec.version)
         patch = variant.spec.patch
         if patch is not None and not patch.is_file():
             raise BadInput(f"variant {variant.name}: patch {patch} is not a readable file")
@@ -124,7 +119,9 @@ class Snapshot:
             self.boundary_check = run_check(box, self.check, self.cwd, self.check_timeout_s)
 
 
-def _jobs(request: CompareRequest, compare_id: str, tmp: Path, image: str) -> list[ForkJob]:
+def _jobs(
+    request: CompareRequest, compare_id: str, tmp: Path, image: str, agent: str, version: str
+) -> list[ForkJob]:
     jobs = []
     for repeat in range(1, request.repeat + 1):  # round-robin: every variant gets its first run early
         for variant in request.variants:
@@ -145,6 +142,8 @@ def _jobs(request: CompareRequest, compare_id: str, tmp: Path, image: str) -> li
                     check=request.check,
                     check_timeout_s=request.check_timeout_s,
                     limits=request.limits,
+                    agent=agent,
+                    agent_version=variant.spec.version or version,
                 )
             )
     return jobs
@@ -309,15 +308,18 @@ def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResu
                 budgets=request.budgets,
                 task=request.task,
                 limits=request.limits,
+                agent_version=request.agent_version,
+                require_verified=request.require_verified,
             ),
             adapter,
             traj,
             on_boundary=snapshot,
         )
         replay_s = time.monotonic() - started
-        assert snapshot.image is not None
+        assert snapshot.image is not None and replay.version is not None
         t0 = time.monotonic()
-        runs = _run_forks(_jobs(request, compare_id, out.tmp, snapshot.image), request.parallel, on_run)
+        jobs = _jobs(request, compare_id, out.tmp, snapshot.image, adapter.name, replay.version.version)
+        runs = _run_forks(jobs, request.parallel, on_run)
         runs, common, reference = _with_differences(runs)
         result = CompareResult(
             request=request,

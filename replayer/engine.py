@@ -13,7 +13,7 @@ import orjson
 
 import adapters
 from adapters.base import Adapter, Rebuild, Rerunner
-from replayer import __version__, continuation
+from replayer import __version__, bundles, continuation, versions
 from replayer.divergence import compare, kept
 from replayer.errors import (
     BadInput,
@@ -37,7 +37,7 @@ from replayer.models import (
     Timings,
     Trajectory,
 )
-from replayer.pins import load_pins
+from replayer.pins import load_pins, pinned_version, running_version
 from replayer.plan import Plan, make_plan
 from replayer.safecopy import Links, copy_untrusted
 
@@ -105,6 +105,14 @@ def execute(
     else:
         traj = trajectory if trajectory is not None else parse(adapter, request.trajectory, request.task)
     parse_s = time.monotonic() - started
+    version = versions.resolve(
+        adapter, traj.agent_version, traj.agent_version_inferred, request.agent_version
+    )
+    if request.require_verified and version.status != "verified":
+        raise PlanRefused(
+            f"{adapter.name} {version.version} ({version.source}) is not verified "
+            f"(verified: {pinned_version(adapter.name)}); without --require-verified it runs, recorded as unverified"
+        )
     plan = make_plan(
         adapter, traj, request.after_step, request.allow_degraded, executes=request.mode == "run"
     )
@@ -117,9 +125,13 @@ def execute(
         refusal = adapter.continuation_refusal(traj, model)
         if refusal:
             raise PlanRefused(f"cannot continue: {refusal}")
+    if request.mode == "run":
+        bundles.ensure(adapter.name, version.version)
     out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, request.workspace])
     try:
-        result = _execute_into(out.tmp, request, adapter, traj, plan, parse_s, started, on_boundary)
+        with running_version(adapter.name, version.version):
+            result = _execute_into(out.tmp, request, adapter, traj, plan, parse_s, started, on_boundary)
+        result = result.model_copy(update={"version": version})
         write_bytes_atomic(
             out.tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
         )

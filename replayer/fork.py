@@ -33,7 +33,7 @@ from replayer.models import (
     TimelineEntry,
     Variant,
 )
-from replayer.pins import use_agent_version
+from replayer.pins import running_version
 from replayer.safecopy import copy_untrusted
 from sandboxes.docker import LABEL, DockerSandbox
 from sandboxes.quota import StateDir
@@ -65,6 +65,9 @@ class ForkJob(BaseModel):
     check: str | None
     check_timeout_s: float
     limits: SandboxLimits = SandboxLimits()
+    agent: str
+    agent_version: str
+    """The version the run continues: the variant's `version`, else the one the replay ran."""
 
 
 def middle_cut(data: bytes, limit: int) -> tuple[str, bool]:
@@ -162,8 +165,6 @@ def run(job: ForkJob) -> RunRecord:
     state_dir: StateDir | None = None
     try:
         adapter, traj = load(job.trajectory, job.task)
-        if job.variant.spec.version:
-            use_agent_version(adapter.name, job.variant.spec.version)
         record["pins"] = pins_for(adapter)
         assert traj.cwd
         rebuild = _rebuild_of(job.replay_dir)
@@ -243,7 +244,8 @@ def main(job_path: str, parent: int) -> int:
     signals.die_with_parent(parent, signal.SIGTERM)  # a compare killed with -9 leaves no fork running
     job = ForkJob.model_validate_json(Path(job_path).read_bytes())
     try:
-        record = run(job)
+        with running_version(job.agent, job.agent_version):
+            record = run(job)
     except Interrupted:
         return Interrupted.exit_code
     write_bytes_atomic(job.run_dir / "run.json", orjson.dumps(record.model_dump(mode="json")))

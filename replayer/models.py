@@ -54,6 +54,8 @@ class Step(Frozen):
 class Trajectory(Frozen):
     agent: str
     agent_version: str | None
+    agent_version_inferred: bool = False
+    """The parser read the version from the file's features, not from a version field."""
     session_id: str | None
     cwd: str | None
     source: str
@@ -191,6 +193,10 @@ class ReplayRequest(Frozen):
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
     labels: dict[str, str] = Field(default_factory=dict)
     """Extra container labels (a batch labels its containers to remove those of a dead run)."""
+    agent_version: str | None = None
+    """The agent version to run, stated (default: the one the file records or implies)."""
+    require_verified: bool = False
+    """Refuse a version that is not verified instead of running it and saying so."""
 
 
 DivergenceStatus = Literal["exact", "normalized_equal", "different", "historical_kept"]
@@ -217,7 +223,7 @@ class Degradation(Frozen):
     """A refusal the user waived with --allow-degraded, and what was done instead."""
 
     reason: str
-    action: Literal["historical_kept", "version_accepted"]
+    action: Literal["historical_kept"]
     step: int | None = None
     call_id: str | None = None
     tool: str | None = None
@@ -225,6 +231,24 @@ class Degradation(Frozen):
     @classmethod
     def historical_kept(cls, step: int, call: ToolCall, reason: str) -> Degradation:
         return cls(reason=reason, action="historical_kept", step=step, call_id=call.id, tool=call.tool)
+
+
+VersionSource = Literal["recorded", "inferred", "stated", "default"]
+
+
+class VersionRecord(Frozen):
+    """The agent version a replay ran, where that version came from, and who reran the tools."""
+
+    version: str
+    source: VersionSource
+    """recorded: the file's version field; inferred: from the file's features; stated: --agent-version;
+    default: the file tells nothing, so the pinned version ran."""
+    status: Literal["verified", "unverified"]
+    """verified: the pinned version, whose prefix, reruns and gate the test suite checks."""
+    in_file: str | None = None
+    """The version field of the file (None: it has none, or the version was inferred)."""
+    reruns: str
+    """Whose code reran the tools: the version's own, or the replayer's reimplementation of the pinned one."""
 
 
 class Pins(Frozen):
@@ -311,6 +335,8 @@ class ReplayResult(Frozen):
     pins: Pins
     agent: str
     agent_version: str | None
+    version: VersionRecord | None = None
+    """The version that ran (None only in results written before versions were resolved)."""
     session_id: str | None
     cwd: str | None
     source_sha256: str
@@ -377,6 +403,9 @@ class CompareRequest(Frozen):
     keep_snapshot: bool = False
     """Leave the snapshot image behind (labelled; `replayer gc` removes it)."""
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
+    agent_version: str | None = None
+    """As in ReplayRequest: the version the replay (and every variant without `version=`) runs."""
+    require_verified: bool = False
 
 
 class CheckResult(Frozen):

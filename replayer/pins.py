@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,7 +22,7 @@ class AgentPin(BaseModel):
     pypi: str | None = None
     version: str
     bin: str | None = None
-    """npm: the CLI inside the bundle."""
+    """npm: the CLI inside the pinned version's bundle (other versions': found by `bundles.cli_path`)."""
     python: str | None = None
     """PyPI: the host interpreter the virtual environment is made with."""
     node: str | None = None
@@ -27,7 +30,7 @@ class AgentPin(BaseModel):
     also: list[str] = []
     """Other versions installed besides `version`, for compare variants (`version=...`)."""
     with_: list[str] = Field(default=[], alias="with")
-    """PyPI: further exact requirements installed into the same environment."""
+    """PyPI: further distributions installed into the same environment, at the agent's version."""
     uv: str | None = None
     """PyPI: install with this uv version (a resolver that does not backtrack for minutes)."""
     exclude_newer: str | None = None
@@ -57,21 +60,40 @@ class Pins(BaseModel):
     bundles: dict[str, str]
 
     def bundle_dir(self, agent: str) -> Path:
-        pin = self.agents[agent]
-        return Path(self.bundles["root"]) / f"{agent}-{pin.version}"
+        """The bundle of the version this process runs (`replayer.bundles` installs it)."""
+        return bundles_root() / f"{agent}-{self.agents[agent].version}"
+
+
+def bundles_root() -> Path:
+    """The versioned bundle cache: REPLAYER_BUNDLES, else the pin file's `bundles.root`."""
+    return Path(os.environ.get("REPLAYER_BUNDLES") or _pin_file().bundles["root"])
 
 
 @functools.cache
 def load_pins() -> Pins:
-    return Pins.model_validate(tomllib.loads(PIN_FILE.read_text()))
+    """The pins this process runs with (`running_version` changes an agent's version for a while)."""
+    return _pin_file().model_copy(deep=True)
 
 
-def use_agent_version(agent: str, version: str) -> None:
-    """From now on this process runs `agent` at `version` (a compare variant's): every pin lookup sees it."""
+@contextlib.contextmanager
+def running_version(agent: str, version: str) -> Iterator[None]:
+    """Inside it, this process runs `agent` at `version`: every pin lookup (bundle folder, mounts, the CLI
+    inside the bundle) sees that version. `pinned_version` still answers the pin file's."""
     pins = load_pins()
-    pins.agents[agent] = pins.agents[agent].model_copy(update={"version": version})
+    before = pins.agents[agent]
+    if version != before.version:
+        pins.agents[agent] = before.model_copy(update={"version": version, "bin": None})
+    try:
+        yield
+    finally:
+        pins.agents[agent] = before
 
 
-def bundle_installed(agent: str, version: str) -> bool:
-    """Whether scripts/install_agents.sh has completed the bundle of `agent` at `version`."""
-    return (Path(load_pins().bundles["root"]) / f"{agent}-{version}" / ".installed").is_file()
+def pinned_version(agent: str) -> str:
+    """The version the pin file names: verified, and the one whose semantics the hand-written reruns follow."""
+    return _pin_file().agents[agent].version
+
+
+@functools.cache
+def _pin_file() -> Pins:
+    return Pins.model_validate(tomllib.loads(PIN_FILE.read_text()))

@@ -7,7 +7,6 @@ from pydantic import BaseModel, ConfigDict
 from adapters.base import Adapter
 from replayer.errors import PlanRefused
 from replayer.models import Degradation, Step, ToolCall, ToolKind, Trajectory
-from replayer.pins import load_pins
 
 
 class PlannedCall(BaseModel):
@@ -32,12 +31,6 @@ def make_plan(
     degradations: list[Degradation] = []
     if not traj.session_id:
         raise PlanRefused("the trajectory has no native session id")
-    pinned = load_pins().agents[adapter.name].version
-    if traj.agent_version != pinned:
-        reason = f"{adapter.name} version {traj.agent_version} is outside the pins ({pinned})"
-        if not allow_degraded:
-            raise PlanRefused(reason + "; --allow-degraded accepts it")
-        degradations.append(Degradation(reason=reason, action="version_accepted"))
     steps = traj.steps
     if after_step < 0:
         raise PlanRefused(f"--after-step must be >= 0, got {after_step}")

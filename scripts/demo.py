@@ -21,7 +21,7 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support.upstream import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn  # noqa: E402
+from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn  # noqa: E402
 
 SCRIPT = Script(
     message_id_prefix="msg_demo",

@@ -15,10 +15,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from replayer.pins import load_pins
+from bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
+from replayer import bundles
+from replayer.pins import load_pins, running_version
 from tests.support.claude_cli import CWD, run_claude
 from tests.support.recording import seed, write_fixture
-from tests.support.upstream import Script, TextBlock, ToolUseBlock, Turn
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "claude_code"
 HOME = "/home/replay"
@@ -210,6 +211,32 @@ def scenarios() -> list[Scenario]:
     ]
 
 
+def version_scenario() -> Scenario:
+    """One scenario per extra CLI version (`--version V`): what differs between releases in one session,
+    two prompts long (a driven rerun resumes the CLI for the second)."""
+    s = "probe"
+    return Scenario(
+        name=s,
+        files={"a.txt": "one\ntwo\n", "calc.py": "def add(a, b):\n    return a - b\n"},
+        prompts=["Look around and fix calc.py.", "Now check the fix."],
+        script=Script(
+            message_id_prefix=f"msg_{s}",
+            turns=[
+                _turn(TextBlock(text="Looking."), _tool(s, 1, "Bash", command="ls", description="List")),
+                _turn(_tool(s, 2, "Read", file_path=f"{CWD}/calc.py")),
+                _turn(_tool(s, 3, "Read", file_path=f"{CWD}/missing.txt")),
+                _turn(_tool(s, 4, "Bash", command="echo out; echo err >&2; exit 3", description="Fail")),
+                _turn(
+                    _tool(s, 5, "Edit", file_path=f"{CWD}/calc.py", old_string="a - b", new_string="a + b")
+                ),
+                _turn(_tool(s, 6, "Write", file_path=f"{CWD}/notes.txt", content="fixed add\n")),
+                _turn(TextBlock(text="Fixed.")),
+                _turn(_tool(s, 7, "Bash", command="python3 -c 'import calc; print(calc.add(2, 3))'")),
+            ],
+        ),
+    )
+
+
 def snapshot_scenario() -> Scenario:
     """One Bash call that copies the shell snapshot the CLI made (it deletes it when it exits)."""
     copy = f"cp ~/.claude/shell-snapshots/snapshot-bash-*.sh {HOME}/captured-snapshot.sh; env > {HOME}/captured-env.txt"
@@ -260,7 +287,12 @@ def record(scenario: Scenario, dest: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
         state = Path(tmp)
         home, stdout, log = _run_scenario(scenario, state)
-        sessions = list((home / ".claude" / "projects").rglob("*.jsonl"))
+        # 2.0.x also writes warm-up side chains (agent-*.jsonl) and an empty file for a resumed run;
+        # 1.0.x resumes into a new session file holding a copy of the history: the longest one is whole
+        found = (home / ".claude" / "projects").rglob("*.jsonl")
+        sessions = [p for p in found if not p.name.startswith("agent-") and p.stat().st_size]
+        if len(sessions) > 1 and len(scenario.prompts) > 1:
+            sessions = [max(sessions, key=lambda p: len(p.read_bytes().splitlines()))]
         if len(sessions) != 1:
             raise RuntimeError(f"expected one session file, found {sessions}")
         files = {"session.jsonl": sessions[0].read_bytes(), "stdout.jsonl": b"".join(stdout)}
@@ -283,7 +315,15 @@ def main() -> None:
     parser.add_argument("--all", action="store_true")
     parser.add_argument("--dest", type=Path, default=FIXTURES)
     parser.add_argument("--snapshot", action="store_true", help="capture the pinned CLI's shell snapshot")
+    parser.add_argument(
+        "--version", help="record the version scenario with this CLI into versions/<version>/"
+    )
     args = parser.parse_args()
+    if args.version:
+        bundles.ensure("claude_code", args.version)
+        with running_version("claude_code", args.version):
+            print("recorded", record(version_scenario(), args.dest / "versions" / args.version))
+        return
     if args.snapshot or args.all:
         print("captured", capture_snapshot())
     for scenario in scenarios():

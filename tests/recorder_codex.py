@@ -12,10 +12,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from bridges.scripted import CustomToolBlock, Script, TextBlock, ToolUseBlock, Turn
 from replayer.pins import load_pins
 from tests.support.codex_cli import MODEL, run_codex
 from tests.support.recording import seed, write_fixture
-from tests.support.upstream import CustomToolBlock, Script, TextBlock, ToolUseBlock, Turn
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "codex"
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer.pins import load_pins
 from tests.support.mini_cli import run_mini
 from tests.support.recording import record_selected, recorder_parser, seed, write_fixture
-from tests.support.upstream import Script, TextBlock, ToolUseBlock, Turn
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "mini_swe_agent"
 CALC = "def add(a, b):\n    return a - b\n"

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from adapters.opencode import bundle
+from bridges.scripted import Script, TextBlock
 from tests.support.opencode_cli import run_opencode
 from tests.support.recording import (
     Scenario,
@@ -22,7 +23,6 @@ from tests.support.recording import (
     turn,
     write_fixture,
 )
-from tests.support.upstream import Script, TextBlock
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "opencode"
 CWD = "/testbed"

@@ -15,9 +15,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from adapters.openhands.bundle import NAME_V0, version
+from bridges.scripted import Script, TextBlock
 from tests.support.openhands_cli import run_sdk, run_v0
 from tests.support.recording import call, record_selected, recorder_parser, seed, turn, write_fixture
-from tests.support.upstream import Script, TextBlock
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "openhands"
 CALC = "def add(a, b):\n    return a - b\n"

@@ -10,10 +10,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from bridges.scripted import Script, TextBlock
 from tests.support import recording
 from tests.support.pi_cli import run_pi
 from tests.support.recording import call, record_selected, recorder_parser, seed, turn, write_fixture
-from tests.support.upstream import Script, TextBlock
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pi"
 CWD = "/testbed"

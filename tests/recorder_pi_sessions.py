@@ -23,10 +23,10 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from adapters.pi import bundle
+from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from replayer.pins import load_pins
 from sandboxes.docker import DockerSandbox, connect
 from tests.support.recording import seed, write_fixture
-from tests.support.upstream import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pi" / "sessions"
 CWD = "/testbed"

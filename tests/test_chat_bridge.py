@@ -11,9 +11,9 @@ import orjson
 
 from bridges.chat import ChatDialect, ChatPrefixGate
 from bridges.core import Bridge, BridgeConfig
+from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from replayer.io import remove_alias, short_alias
 from tests.conftest import mini_requests
-from tests.support.upstream import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 
 KEY = "sk-bridge-test-key"
 

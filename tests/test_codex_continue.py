@@ -14,6 +14,7 @@ import orjson
 
 from adapters.codex import CodexAdapter, config_toml
 from adapters.codex.gate import CodexGate
+from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from replayer.engine import execute
 from replayer.models import ContinueRequest, ReplayRequest
 from replayer.pins import load_pins
@@ -21,7 +22,6 @@ from sandboxes.docker import DockerSandbox, connect
 from tests.conftest import codex_fixture, replayer
 from tests.support.codex_cli import CWD, HOME, agent_mount, codex_argv, codex_env
 from tests.support.continuing import KEY, files_containing
-from tests.support.upstream import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 
 ROLLOUT = codex_fixture("exec") / "rollout.jsonl"
 

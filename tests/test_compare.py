@@ -14,6 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from sandboxes.docker import LABEL, SNAPSHOT_LABEL
 from tests.conftest import (
     ROOT,
@@ -25,7 +26,6 @@ from tests.conftest import (
     replayer,
 )
 from tests.support.continuing import KEY
-from tests.support.upstream import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 
 SESSION = fixture_dir("write_edit") / "session.jsonl"
 OPENHANDS = ROOT / "tests" / "fixtures" / "openhands"
@@ -346,11 +346,7 @@ def test_malformed_variants_are_usage_errors(variant: str, message: str, tmp_pat
     ("args", "code", "message"),
     [
         (["--variant", "a=", "--variant", "a=model=x"], 3, "variant names must be unique"),
-        (
-            ["--variant", "a=version=0.0.1"],
-            4,
-            "claude_code 0.0.1 is not installed (scripts/install_agents.sh",
-        ),
+        (["--variant", "a=version=0.0.1"], 10, "claude_code 0.0.1 is not in the npm registry"),
         (["--variant", "a=patch=/nonexistent.diff"], 3, "is not a readable file"),
         (["--variant", "a=", "--upstream", ""], 3, "no upstream"),
     ],

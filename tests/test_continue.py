@@ -11,11 +11,11 @@ import orjson
 import pytest
 
 from adapters.claude_code import chain, envelope, wire
+from bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer.engine import load
 from tests.conftest import SCENARIOS, fixture_dir
 from tests.support.claude_cli import run_claude
 from tests.support.continuing import KEY, changed_workspace, continue_run, files_containing
-from tests.support.upstream import Script, TextBlock, ToolUseBlock, Turn
 
 
 def _boundaries() -> list[tuple[str, int]]:

@@ -14,12 +14,12 @@ from adapters.claude_code import ClaudeCodeAdapter
 from adapters.claude_code import continuation as cc_continuation
 from adapters.claude_code.gate import ClaudeCodeGate
 from bridges.core import first_difference
+from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from replayer.engine import execute
 from replayer.models import ContinueRequest, ReplayRequest
 from sandboxes.docker import LABEL
 from tests.conftest import fixture_dir
 from tests.support.continuing import KEY, changed_workspace, continue_run, files_containing
-from tests.support.upstream import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 
 
 class TamperingAdapter(ClaudeCodeAdapter):

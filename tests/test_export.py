@@ -113,9 +113,9 @@ def test_atif_records_are_valid_v1_7_trajectories(tmp_path: Path) -> None:
 
 
 def test_continued_jobs_export_the_prefix_and_what_followed(tmp_path: Path) -> None:
+    from bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
     from tests.conftest import fixture_dir
     from tests.support.continuing import KEY
-    from tests.support.upstream import Script, ScriptedUpstream, TextBlock, Turn
 
     sources = [
         (fixture_dir("parallel") / "session.jsonl", fixture_dir("parallel") / "workspace"),

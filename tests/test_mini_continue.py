@@ -13,12 +13,12 @@ import orjson
 import pytest
 
 from adapters.mini_swe_agent import MiniSweAgentAdapter
+from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from replayer.engine import execute
 from replayer.models import ContinueRequest, ReplayRequest
 from sandboxes.docker import LABEL
 from tests.conftest import mini_fixture, replayer
 from tests.support.continuing import KEY, files_containing
-from tests.support.upstream import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 

@@ -13,9 +13,9 @@ import pytest
 
 from adapters.opencode.gate import opencode_gate
 from adapters.opencode.wire import to_wire
+from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.conftest import opencode_fixture, opencode_requests, replayer
 from tests.support.continuing import KEY, files_containing
-from tests.support.upstream import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 
 EXPORT = opencode_fixture("tools") / "export.json"
 

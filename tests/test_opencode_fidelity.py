@@ -123,10 +123,8 @@ def test_an_event_log_alone_takes_its_prompt_from_task(tmp_path: Path) -> None:
     proc = replayer("prepare", str(lone), "-n", "2", "-o", str(tmp_path / "no"))
     assert proc.returncode == 3 and "--task" in proc.stderr
     task = orjson.loads((opencode_fixture("tools") / "meta.json").read_bytes())["task"]
-    proc = replayer("prepare", str(lone), "-n", "2", "-o", str(tmp_path / "no"), "--task", task)
-    assert proc.returncode == 4 and "version None" in proc.stderr, "an event log names no CLI version"
-    result = _cli("prepare", lone, 2, tmp_path / "out", "--task", task, "--allow-degraded")
-    assert [g["action"] for g in result["degradations"]] == ["version_accepted"]
+    result = _cli("prepare", lone, 2, tmp_path / "out", "--task", task)
+    assert result["version"]["source"] == "default", "an event log names no CLI version"
     expected = orjson.loads((tmp_path / "out" / "expected_prefix.json").read_bytes())
     assert expected == _request_after("tools", expected)
     assert sorted(tmp_path.iterdir()) == [tmp_path / "out", lone], "nothing written beside the input"

@@ -23,9 +23,9 @@ import orjson
 import pytest
 
 from adapters.opencode import bundle
+from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.conftest import opencode_fixture, replayer
 from tests.support.continuing import KEY, files_containing
-from tests.support.upstream import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 
 SECRET = f"HOST-SECRET-{secrets.token_hex(8)}"
 PLANTING_CALL = "call_tools_11"

@@ -103,13 +103,20 @@ def test_bad_conversations_fail_closed_in_one_line(damage: str, message: str, tm
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_a_base_state_of_another_sdk_version_is_refused_unless_degraded(tmp_path: Path) -> None:
+def test_a_base_state_of_another_sdk_version_is_not_taken_for_the_pinned_one(tmp_path: Path) -> None:
     conv = _copy(tmp_path)
+    replayer("prepare", str(conv), "-n", "1", "-o", str(tmp_path / "pinned"), check=True)
+    inferred = orjson.loads((tmp_path / "pinned" / "result.json").read_bytes())["version"]
+    assert (inferred["version"], inferred["source"], inferred["status"]) == ("1.34.0", "inferred", "verified")
     base = orjson.loads((conv / "base_state.json").read_bytes())
     (conv / "base_state.json").write_bytes(orjson.dumps({**base, "a_future_field": 1}))
-    proc = replayer("prepare", str(conv), "-n", "1", "-o", str(tmp_path / "out"))
-    assert proc.returncode == 4 and "outside the pins" in proc.stderr
-    replayer("prepare", str(conv), "-n", "1", "-o", str(tmp_path / "ok"), "--allow-degraded", check=True)
+    args = ["prepare", str(conv), "-n", "1"]
+    replayer(*args, "-o", str(tmp_path / "other"), "--agent-version", "1.30.0", check=True)
+    stated = orjson.loads((tmp_path / "other" / "result.json").read_bytes())["version"]
+    assert (stated["version"], stated["source"], stated["status"]) == ("1.30.0", "stated", "unverified")
+    replayer(*args, "-o", str(tmp_path / "default"), check=True)
+    default = orjson.loads((tmp_path / "default" / "result.json").read_bytes())["version"]
+    assert default["source"] == "default", "keys 1.34.0 does not write: not inferred as 1.34.0"
 
 
 def test_unknown_tools_are_refused_and_other_directories_are_no_conversation(tmp_path: Path) -> None:

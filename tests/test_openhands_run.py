@@ -10,9 +10,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.conftest import replayer
 from tests.support.continuing import KEY, files_containing
-from tests.support.upstream import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.test_openhands_parse import CONVERSATION, FIXTURE, _events, requests
 
 

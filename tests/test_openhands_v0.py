@@ -11,10 +11,10 @@ import orjson
 import pytest
 
 from adapters.openhands.v0_adapter import OpenHandsV0Adapter
+from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from replayer.engine import load
 from tests.conftest import ROOT, replayer
 from tests.support.continuing import KEY, files_containing
-from tests.support.upstream import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 
 FIXTURE = ROOT / "tests" / "fixtures" / "openhands" / "v0"
 TRAJECTORY = FIXTURE / "trajectory.json"

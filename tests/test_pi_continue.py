@@ -13,9 +13,9 @@ import pytest
 from adapters.base import Rebuild
 from adapters.pi import PiAdapter, session
 from adapters.pi.wire import to_wire
+from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.conftest import pi_fixture, pi_requests, replayer
 from tests.support.continuing import KEY, files_containing
-from tests.support.upstream import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 
 SESSION = pi_fixture("tools") / "session.jsonl"
 

@@ -91,19 +91,17 @@ def test_unknown_tool_is_refused_then_degraded_on_request(tmp_path: Path) -> Non
     assert statuses == [("TaskCreate", "pure", "historical_kept"), ("WebFetch", "unknown", "historical_kept")]
 
 
-def test_version_outside_the_pins(tmp_path: Path) -> None:
+def test_a_version_outside_the_pins_is_prepared_and_said_unverified(tmp_path: Path) -> None:
     lines = (fixture_dir("single") / "session.jsonl").read_bytes().splitlines()
     path = tmp_path / "old.jsonl"
     path.write_bytes(
         b"\n".join(line.replace(b'"version":"2.1.197"', b'"version":"2.0.1"') for line in lines) + b"\n"
     )
     out = tmp_path / "o"
-    _refused(
-        replayer("prepare", str(path), "-n", "1", "-o", str(out)), 4, "version 2.0.1 is outside the pins", out
-    )
-    replayer("prepare", str(path), "-n", "1", "-o", str(out), "--allow-degraded", check=True)
+    replayer("prepare", str(path), "-n", "1", "-o", str(out), check=True)
     result = orjson.loads((out / "result.json").read_bytes())
-    assert result["degradations"][0]["action"] == "version_accepted"
+    assert result["degradations"] == []
+    assert (result["version"]["version"], result["version"]["status"]) == ("2.0.1", "unverified")
 
 
 def test_workspace_missing(tmp_path: Path) -> None:

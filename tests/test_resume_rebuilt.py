@@ -10,9 +10,9 @@ import orjson
 import pytest
 
 from adapters.claude_code import envelope, wire
+from bridges.scripted import Script
 from tests.conftest import fixture_dir, replayer
 from tests.support.claude_cli import run_claude
-from tests.support.upstream import Script
 
 
 @pytest.mark.parametrize(

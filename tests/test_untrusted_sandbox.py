@@ -14,9 +14,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.conftest import fixture_dir, replayer
 from tests.support.sessions import patched_session
-from tests.support.upstream import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 
 pytestmark = pytest.mark.docker
 

@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from adapters.base import Launch, Rebuild
-from adapters.claude_code import chain, continuation, session, tools, wire
+from adapters.claude_code import chain, continuation, driven, session, tools, wire
 from adapters.claude_code.gate import ClaudeCodeGate
 from bridges.anthropic import AnthropicDialect
+from replayer import bundles, versions
 from replayer.io import Workspace
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
-from replayer.pins import load_pins
+from replayer.pins import load_pins, pinned_version
 from sandboxes.base import Sandbox
 
 _TOKEN_CAP_MARKS = ("[Truncated: PARTIAL view", "exceeds maximum allowed tokens")
@@ -24,6 +25,8 @@ class ClaudeCodeAdapter:
     needs_nonce = True
     takes_task = False
     idle_timeout_s = 300.0
+    reruns_own_code = False
+    drives_other_versions = True
     degradable_tools = True
 
     def detect(self, head: list[Any]) -> bool:
@@ -60,17 +63,29 @@ class ClaudeCodeAdapter:
         binds = {
             tools.HOME: (agent_home, False),
             tools.agent_mount(version): (pins.bundle_dir(self.name), True),
+            # the reruns follow the pinned version's recorded shell, whichever version continues
+            tools.DATA_MOUNT: (tools.data_dir(pinned_version(self.name)), True),
         }
-        # The reruns' recorded shell data. A compare fork of another CLI version only continues (the
-        # reruns ran the pinned version), and that version may have no recorded data.
-        if tools.data_dir(version).is_dir():
-            binds[tools.DATA_MOUNT] = (tools.data_dir(version), True)
+        if bundles.cli_path(self.name, version).needs_node:  # 2.1.112 and older: cli.js
+            binds[bundles.NODE_MOUNT] = (bundles.host_node(), True)
+        if versions.driven(self, version):
+            work = agent_home.parent / "claude-driven"
+            work.mkdir(exist_ok=True)
+            binds[driven.WORK_MOUNT] = (work, False)
         return binds
 
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
-    ) -> tools.ClaudeCodeRerunner:
+    ) -> tools.ClaudeCodeRerunner | driven.DrivenRerunner:
         assert trajectory.session_id and trajectory.cwd
+        if versions.driven(self, load_pins().agents[self.name].version):
+            from sandboxes.docker import DockerSandbox
+
+            assert isinstance(sandbox, DockerSandbox)
+            work = workspace.root.parent / "claude-driven"
+            return driven.DrivenRerunner(
+                trajectory, sandbox, work, budgets, continuation.recorded_model(trajectory)
+            )
         return tools.ClaudeCodeRerunner(sandbox, workspace, budgets, trajectory.session_id, trajectory.cwd)
 
     def rebuild(

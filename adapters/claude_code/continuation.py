@@ -8,11 +8,10 @@ from typing import Any
 import orjson
 
 from adapters.base import stdout_events
-from adapters.claude_code import envelope, tools
+from adapters.claude_code import driven, envelope
 from adapters.claude_code.chain import CHAIN_TYPES, Record
 from adapters.claude_code.session import Native, project_dir_name
 from replayer.models import Trajectory
-from replayer.pins import load_pins
 
 PLACEHOLDER_KEY = "sk-replayer-bridge-placeholder"
 """What the sandboxed CLI is given as its key: the bridge injects the real one on the host."""
@@ -28,26 +27,9 @@ def recorded_model(traj: Trajectory) -> str | None:
 
 
 def command(traj: Trajectory, prompt: str, port: int, model: str | None) -> tuple[list[str], dict[str, str]]:
-    pin = load_pins().agents["claude_code"]
-    claude = f"{tools.agent_mount(pin.version)}/{pin.bin}"
     assert traj.session_id
-    argv = [claude, "--resume", traj.session_id, "-p", prompt, "--output-format", "stream-json", "--verbose"]
-    argv += ["--dangerously-skip-permissions"]
-    if model:
-        argv += ["--model", model]
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": tools.HOME,
-        "TERM": "dumb",
-        "SHELL": "/bin/bash",
-        "IS_SANDBOX": "1",
-        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
-        "ANTHROPIC_API_KEY": PLACEHOLDER_KEY,
-        "DISABLE_TELEMETRY": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_AUTOUPDATER": "1",
-    }
-    return argv, env
+    argv = driven.cli_argv(prompt, ["--resume", traj.session_id], model)
+    return argv, driven.cli_env(port, PLACEHOLDER_KEY)
 
 
 def session_file(traj: Trajectory, home: Path) -> Path:

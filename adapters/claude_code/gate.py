@@ -13,7 +13,7 @@ import copy
 from typing import Any
 
 from adapters.claude_code import envelope, wire
-from bridges.anthropic import Message, non_system_indexes
+from bridges.anthropic import Message, is_main_thread, non_system_indexes
 from bridges.core import Decision, Mismatch, first_difference
 
 
@@ -34,6 +34,10 @@ class ClaudeCodeGate:
         self.last_was_string = prefix_last_was_string
         self.expected_first = envelope.resume_request(prefix, prompt, prefix_last_was_string)
         self.passed = False
+        self.injected = 0
+        """Context reminder blocks before the first prompt in the last request seen."""
+        self.form = "continue_text"
+        """The resume envelope the CLI sent: 2.1.x's continue_text, or 2.0.x's reminders."""
         self.notes: list[str] = []
 
     def route(self, method: str, path: str, body: Any) -> Decision:
@@ -41,6 +45,8 @@ class ClaudeCodeGate:
             return Decision(
                 kind="side"
             )  # HEAD probes, count_tokens and the like: allowed, counted, not gated
+        if not self.passed and isinstance(body, dict) and not is_main_thread(body):
+            return Decision(kind="side")  # a warm-up or a title call before the main request (2.0.x)
         messages = body.get("messages") if isinstance(body, dict) else None
         if not isinstance(messages, list):
             return Decision(
@@ -49,11 +55,23 @@ class ClaudeCodeGate:
             )
         messages = self.without_stopped_shells(messages)
         body = {**body, "messages": messages}
-        normalized = wire.normalize_request(messages)
+        self.injected = 0
+        normalized = self.without_injected_context(wire.normalize_request(messages))
         if not self.passed:
             diff = first_difference(self.expected_first, normalized, "messages")
-            if diff is not None:
+            reminders = (
+                None if diff is None else envelope.reminders_form(self.prefix, self.prompt, normalized)
+            )
+            if diff is not None and reminders is None:
                 return Decision(kind="refuse", mismatch=diff)
+            if self.injected:
+                self.notes.append(f"{self.injected} context reminder(s) the CLI put before the prompts")
+            if reminders is not None:
+                self.form = "reminders"
+                self.expected_first = normalized[: len(self.prefix) + 1]
+                self.notes.append(
+                    f"resume envelope of the 2.0.x form, with {len(reminders)} system reminder(s) before the prompt"
+                )
             self.passed = True
             return Decision(kind="main", body=self.strip(body))
         if normalized[:1] != self.expected_first[:1]:
@@ -63,6 +81,24 @@ class ClaudeCodeGate:
             diff.reason = "a later main-thread request no longer carries the prefix and its envelope"
             return Decision(kind="refuse", mismatch=diff)
         return Decision(kind="main", body=self.strip(body))
+
+    def without_injected_context(self, normalized: list[Message]) -> list[Message]:
+        """The request as compared: without the `<system-reminder>` context blocks some versions (1.0.x,
+        2.1.332) put before a prompt of the prefix on the wire, which the session does not store; counted."""
+        out = list(normalized)
+        for i, want in enumerate(self.prefix[: len(out)]):
+            have, wanted = out[i].get("content"), want.get("content")
+            if want.get("role") != "user" or not isinstance(have, list) or not isinstance(wanted, list):
+                continue
+            extra = len(have) - len(wanted)
+            if (
+                extra > 0
+                and have[extra:] == wanted
+                and all(envelope.is_system_reminder(b) for b in have[:extra])
+            ):
+                out[i] = {**out[i], "content": have[extra:]}
+                self.injected += extra
+        return out
 
     def without_stopped_shells(self, messages: list[Message]) -> list[Message]:
         """Drop the CLI's resume-time notices about backgrounded calls of the prefix (after the synthetic reply)."""
@@ -101,10 +137,19 @@ class ClaudeCodeGate:
         last, synthetic, prompt = positions[n - 1], positions[n], positions[n + 1]
         last_msg = messages[last]
         blocks = last_msg["content"]
-        meta = blocks.pop()  # the "Continue from where you left off." block
-        cache = meta.get("cache_control") if isinstance(meta, dict) else None
-        if self.last_was_string and blocks and blocks[-1].get("type") == "text":
-            blocks[-1]["text"] = blocks[-1]["text"].removesuffix("\n")
+        cache = None
+        if self.form == "continue_text":
+            meta = blocks.pop()  # the "Continue from where you left off." block
+            cache = meta.get("cache_control") if isinstance(meta, dict) else None
+            if self.last_was_string and blocks and blocks[-1].get("type") == "text":
+                blocks[-1]["text"] = blocks[-1]["text"].removesuffix("\n")
+        else:  # 2.0.x puts the cache breakpoint on the synthetic reply
+            reply = messages[synthetic].get("content")
+            cache = (
+                next((b.get("cache_control") for b in reply if isinstance(b, dict)), None)
+                if isinstance(reply, list)
+                else None
+            )
         prompt_msg = messages[prompt]
         prompt_blocks = prompt_msg["content"] if isinstance(prompt_msg["content"], list) else None
         if prompt_blocks is None:

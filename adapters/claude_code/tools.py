@@ -12,7 +12,7 @@ from adapters.claude_code.files import FileTools, ShellState
 from replayer.errors import ConfinementError, excerpt
 from replayer.io import Workspace
 from replayer.models import Budgets, Observation, ToolCall
-from replayer.pins import load_pins
+from replayer.pins import pinned_version
 from sandboxes.base import Sandbox
 
 HOME = "/home/replay"
@@ -102,7 +102,7 @@ def _check_input(call: ToolCall) -> None:
 
 class ClaudeCodeRerunner:
     def __init__(self, sandbox: Sandbox, workspace: Workspace, budgets: Budgets, session_id: str, cwd: str):
-        version = load_pins().agents["claude_code"].version
+        version = pinned_version("claude_code")  # the semantics reimplemented here are the pinned version's
         self.state = ShellState(original_cwd=cwd, cwd=cwd)
         self.files = FileTools(workspace, self.state, budgets)
         self.bash = BashTool(

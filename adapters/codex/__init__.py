@@ -10,9 +10,10 @@ from adapters.codex import continuation, patch, rollout, tools
 from adapters.codex.exec import ExecCommand
 from adapters.codex.gate import CodexGate
 from bridges.responses import ResponsesDialect
+from replayer import bundles
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
-from replayer.pins import load_pins
+from replayer.pins import load_pins, pinned_version
 from sandboxes.base import Sandbox
 
 BRIDGE_URL = "http://127.0.0.1:8765/v1"
@@ -60,6 +61,8 @@ class CodexAdapter:
     needs_nonce = True
     takes_task = False
     idle_timeout_s = 300.0
+    reruns_own_code = False
+    drives_other_versions = False
     degradable_tools = True
 
     def detect(self, head: list[Any]) -> bool:
@@ -81,10 +84,13 @@ class CodexAdapter:
         return "rerun", None
 
     def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
-        # The bundle holds the rg that the CLI puts on exec_command's PATH.
+        # The pinned bundle holds the rg that the reimplemented exec_command puts on PATH (the pinned
+        # version's); the running version's bundle holds the CLI that continues.
+        pinned = pinned_version(self.name)
         return {
             tools.HOME: (agent_home, False),
             tools.agent_mount(): (load_pins().bundle_dir(self.name), True),
+            tools.agent_mount(pinned): (bundles.bundle_dir(self.name, pinned), True),
         }
 
     def rerunner(

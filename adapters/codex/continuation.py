@@ -8,18 +8,17 @@ import orjson
 
 from adapters.base import Launch, stdout_events
 from adapters.codex import rollout, tools
+from replayer import bundles
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Trajectory
-from replayer.pins import load_pins
 
 PLACEHOLDER_KEY = "sk-replayer-bridge-placeholder"
 KEY_ENV = "REPLAYER_CODEX_KEY"
 
 
 def command(traj: Trajectory, launch: Launch, recorded_model: str | None) -> tuple[list[str], dict[str, str]]:
-    pin = load_pins().agents[tools.NAME]
-    assert pin.bin and traj.session_id and launch.prompt is not None
-    codex = f"{tools.agent_mount()}/{pin.bin}"
+    assert traj.session_id and launch.prompt is not None
+    codex = f"{tools.agent_mount()}/{bundles.cli_path(tools.NAME, tools.version()).path}"
     argv = [codex, "exec", "resume", traj.session_id, "--json", "--skip-git-repo-check"]
     argv += ["--dangerously-bypass-approvals-and-sandbox"]  # the sandbox is the container
     if launch.model and launch.model != recorded_model:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from replayer.pins import load_pins
+from replayer.pins import load_pins, pinned_version
 
 NAME = "codex"
 HOME = "/home/replay"
@@ -20,8 +20,9 @@ def version() -> str:
     return load_pins().agents[NAME].version
 
 
-def agent_mount() -> str:
-    return f"/opt/replayer/agents/{NAME}-{version()}"
+def agent_mount(at: str | None = None) -> str:
+    """Where the bundle of `at` (default: the version that runs) is mounted in the sandbox."""
+    return f"/opt/replayer/agents/{NAME}-{at or version()}"
 
 
 def env_path(version: str) -> Path:
@@ -30,7 +31,7 @@ def env_path(version: str) -> Path:
 
 def exec_env(thread_id: str) -> dict[str, str]:
     """The environment the pinned CLI gives exec_command commands (recorded), for this thread."""
-    path = env_path(version())
+    path = env_path(pinned_version(NAME))  # the reimplemented exec follows the pinned version
     env = dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
     for name in ("CODEX_THREAD_ID", "CODEX_SESSION_ID"):
         if name in env:

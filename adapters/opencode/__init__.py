@@ -85,6 +85,8 @@ class OpenCodeAdapter:
     needs_nonce = True
     takes_task = True
     idle_timeout_s = 600.0
+    reruns_own_code = True
+    drives_other_versions = False
     degradable_tools = True
 
     def detect(self, head: list[Any]) -> bool:

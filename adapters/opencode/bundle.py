@@ -10,6 +10,7 @@ from pathlib import Path
 
 import orjson
 
+from replayer import bundles
 from replayer.errors import SandboxError
 from replayer.io import write_bytes_atomic
 from replayer.pins import load_pins
@@ -41,9 +42,7 @@ def mount() -> str:
 
 def binary(root: str | Path | None = None) -> str:
     """The binary under `root` (default: its mount in the sandbox)."""
-    pin = load_pins().agents[NAME]
-    assert pin.bin
-    return f"{root if root is not None else mount()}/{pin.bin}"
+    return f"{root if root is not None else mount()}/{bundles.cli_path(NAME, version()).path}"
 
 
 def host_binary() -> Path:

@@ -35,6 +35,8 @@ class OpenHandsAdapter:
     needs_nonce = False
     takes_task = False
     idle_timeout_s = 300.0
+    reruns_own_code = True
+    drives_other_versions = False
     degradable_tools = False
 
     def detect(self, head: list[Any]) -> bool:

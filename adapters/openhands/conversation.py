@@ -23,6 +23,7 @@ from adapters.shapes import MAX_DEPTH, deep_place, validated
 from replayer.errors import BadInput, bad_record, excerpt
 from replayer.io import read_input
 from replayer.models import Observation, Step, ToolCall, Trajectory
+from replayer.pins import pinned_version
 
 BASE_STATE = "base_state.json"
 EVENTS = "events"
@@ -262,9 +263,9 @@ def parse(root: Path) -> Trajectory:
         raise BadInput(f"{base_path} is not an OpenHands base state")
     validated(_BaseState, base, str(base_path), "")
     unknown = set(base) - BASE_STATE_KEYS
-    version: str | None = bundle.version()
-    if unknown:
-        version = None  # written by another SDK version (the plan refuses it unless degraded)
+    # Inferred: the pinned SDK writes exactly these keys; another version wrote this one (stated with
+    # --agent-version, or the pinned version runs by default).
+    version: str | None = None if unknown else pinned_version(bundle.NAME)
     events = read_events(root, digest)
     native = Native(root=root, base_state=base, events=events)
     steps = _steps(native, base_path)
@@ -360,6 +361,7 @@ def _trajectory(native: Native, steps: list[Step], version: str | None, source: 
     traj = Trajectory(
         agent=bundle.NAME,
         agent_version=version,
+        agent_version_inferred=version is not None,
         session_id=str(native.base_state.get("id") or "") or None,
         cwd=workspace.get("working_dir"),
         source=source,

@@ -36,6 +36,8 @@ class OpenHandsV0Adapter:
     needs_nonce = False
     takes_task = False
     idle_timeout_s = 300.0
+    reruns_own_code = True
+    drives_other_versions = False
     degradable_tools = False
 
     def detect(self, head: list[Any]) -> bool:

@@ -6,9 +6,10 @@ import uuid
 from pathlib import Path
 
 from adapters.claude_code import tools
+from bridges.scripted import Script, ScriptedUpstream
+from replayer import bundles
 from replayer.pins import load_pins
 from sandboxes.docker import DockerSandbox, connect
-from tests.support.upstream import Script, ScriptedUpstream
 
 CWD = "/testbed"
 SOCK_DIR = "/run/replayer-sock"
@@ -43,13 +44,16 @@ def run_claude(
 ) -> tuple[list[bytes], list[dict]]:
     """Each prompt is one `claude -p` run; the first starts `session_id` unless `resume_first`."""
     pins = load_pins()
-    pin = pins.agents["claude_code"]
-    mount = tools.agent_mount(pin.version)
-    claude = f"{mount}/{pin.bin}"
+    version = pins.agents["claude_code"].version  # the pinned one, or the one `running_version` set
+    mount = tools.agent_mount(version)
+    cli = bundles.cli_path("claude_code", version)
+    claude = f"{mount}/{cli.path}"
     stdout: list[bytes] = []
     with ScriptedUpstream(script, unix_path=sockets / "upstream.sock") as upstream:
         binds = {cwd: (workspace, False), tools.HOME: (home, False), SOCK_DIR: (sockets, False)}
         binds[mount] = (pins.bundle_dir("claude_code"), True)
+        if cli.needs_node:
+            binds[bundles.NODE_MOUNT] = (bundles.host_node(), True)
         run_id = f"cli-{uuid.uuid4().hex[:8]}"
         with DockerSandbox.start(
             connect(), pins.base_image.tag, binds=binds, workdir=cwd, run_id=run_id

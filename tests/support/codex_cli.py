@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+from bridges.scripted import Script, ScriptedUpstream
 from replayer.pins import load_pins
 from sandboxes.docker import DockerSandbox, connect
-from tests.support.upstream import Script, ScriptedUpstream
 
 CWD = "/testbed"
 HOME = "/home/replay"

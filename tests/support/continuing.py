@@ -8,8 +8,8 @@ from pathlib import Path
 
 import orjson
 
+from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, Turn
 from tests.conftest import fixture_dir, replayer
-from tests.support.upstream import LoggedRequest, Script, ScriptedUpstream, TextBlock, Turn
 
 KEY = f"sk-upstream-{secrets.token_hex(12)}"
 """The upstream credential: the bridge's only; it must never reach a file."""

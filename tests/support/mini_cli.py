@@ -10,9 +10,9 @@ import uuid
 from pathlib import Path
 
 from adapters.mini_swe_agent import bundle
+from bridges.scripted import Script, ScriptedUpstream
 from replayer.pins import load_pins
 from sandboxes.docker import DockerSandbox, connect
-from tests.support.upstream import Script, ScriptedUpstream
 
 CWD = "/testbed"
 SOCK_DIR = "/run/replayer-sock"

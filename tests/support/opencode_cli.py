@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 
 from adapters.opencode import bundle
+from bridges.scripted import Script, ScriptedUpstream
 from replayer.pins import load_pins
 from sandboxes.docker import DockerSandbox, connect
-from tests.support.upstream import Script, ScriptedUpstream
 
 CWD = "/testbed"
 SOCK_DIR = "/run/replayer-sock"

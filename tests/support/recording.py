@@ -11,8 +11,8 @@ from typing import Any, Protocol, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict
 
+from bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer.pins import load_pins
-from tests.support.upstream import Script, TextBlock, ToolUseBlock, Turn
 
 
 class Named(Protocol):

@@ -1,13 +1,16 @@
-"""A scripted fake model service: Anthropic Messages, OpenAI chat completions and Responses, real SSE.
+"""A scripted model service: Anthropic Messages, OpenAI chat completions and Responses, real SSE.
 
-It is the only stand-in in the test suite (there is no model service here). Main-thread requests
-consume the script's turns in order (Anthropic: those that offer the Bash tool; chat completions:
-every request); side calls get a short text. Streaming and non-streaming answers follow each API.
+The test suite's only stand-in (there is no model service here), and the replay model of the driven
+reruns: there the turns are fed one at a time (`fed=True`), each main request held until the rerunner
+hands over the next historical turn. Main-thread requests consume the turns in order (Anthropic: those
+that offer the Bash tool; chat completions: every request); side calls get a short text. Streaming and
+non-streaming answers follow each API.
 """
 
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 from pathlib import Path
 from typing import Any, Literal
@@ -17,6 +20,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict
 
 from adapters.opencode.replay_model import is_title_request
+from bridges.anthropic import is_main_thread
 
 
 class TextBlock(BaseModel):
@@ -76,11 +80,6 @@ class LoggedRequest(BaseModel):
     """Whether the request carried the expected key (None when no key was expected)."""
 
 
-def is_main_thread(body: Any) -> bool:
-    tools = body.get("tools") if isinstance(body, dict) else None
-    return bool(tools) and any(t.get("name") == "Bash" for t in tools)
-
-
 class ScriptedUpstream:
     """Serve `script` on a unix socket or on 127.0.0.1; `log` holds every request received."""
 
@@ -92,8 +91,10 @@ class ScriptedUpstream:
         chunk_delay_s: float = 0.0,
         expected_key: str | None = None,
         by_model: dict[str, Script] | None = None,
+        fed: bool = False,
     ):
-        """`by_model`: the script for requests naming that model (others get `script`)."""
+        """`by_model`: the script for requests naming that model (others get `script`). `fed`: main
+        requests wait for `feed()` instead of taking the script's turns; `main_bodies` receives them."""
         self.expected_key = expected_key
         self.script = script
         self.by_model = by_model or {}
@@ -102,6 +103,10 @@ class ScriptedUpstream:
         self.log: list[LoggedRequest] = []
         self.next_turn = 0
         self.port: int | None = None
+        self.fed = fed
+        self.main_bodies: queue.Queue[Any] = queue.Queue()
+        """(fed) Each main request's body as it arrives: the previous turn's tools have run."""
+        self._turns: asyncio.Queue[Turn | None] | None = None
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -121,7 +126,23 @@ class ScriptedUpstream:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def feed(self, turn: Turn) -> None:
+        """(fed) The answer to the oldest held main request, or to the next one."""
+        assert self._turns is not None
+        self._loop.call_soon_threadsafe(self._turns.put_nowait, turn)
+
+    async def _next_turn(self, body: Any) -> Turn:
+        if not self.fed:
+            return self._take_turn(body)
+        assert self._turns is not None
+        self.main_bodies.put(body)
+        turn = await self._turns.get()
+        if turn is None:  # closing: a request still held is refused, not left hanging
+            raise web.HTTPServiceUnavailable(text="the replay is over")
+        return turn
+
     async def _start(self) -> None:
+        self._turns = asyncio.Queue()
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2.0)
@@ -136,6 +157,10 @@ class ScriptedUpstream:
             self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
     async def _stop(self) -> None:
+        if self._turns is not None:
+            for _ in range(64):
+                self._turns.put_nowait(None)
+            await asyncio.sleep(0.05)  # the held handlers answer before the server goes
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -163,7 +188,7 @@ class ScriptedUpstream:
         if request.path.endswith("/responses"):
             entry.main_thread = True
             entry.turn = self.next_turn
-            return await self._responses(request, self._take_turn(body), f"resp_{len(self.log):03d}")
+            return await self._responses(request, await self._next_turn(body), f"resp_{len(self.log):03d}")
         if request.path.endswith("/chat/completions") and is_title_request(body):
             return await self._chat(
                 request, body, Turn(blocks=[TextBlock(text="Scripted title")]), "chatcmpl-title"
@@ -171,7 +196,8 @@ class ScriptedUpstream:
         if request.path.endswith("/chat/completions"):
             entry.main_thread = True
             entry.turn = self.next_turn
-            return await self._chat(request, body, self._take_turn(body), f"chatcmpl-{len(self.log):03d}")
+            turn = await self._next_turn(body)
+            return await self._chat(request, body, turn, f"chatcmpl-{len(self.log):03d}")
         if request.path.endswith("/count_tokens"):
             return web.json_response({"input_tokens": 1000})
         if not request.path.startswith("/v1/messages"):
@@ -179,7 +205,7 @@ class ScriptedUpstream:
         if is_main_thread(body):
             entry.main_thread = True
             entry.turn = self.next_turn
-            turn = self._take_turn(body)
+            turn = await self._next_turn(body)
         else:
             turn = Turn(blocks=[TextBlock(text="Side answer.")])
         message_id = f"{self._script_for(body).message_id_prefix}_{len(self.log):03d}"
@@ -299,7 +325,9 @@ class ScriptedUpstream:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
         await response.prepare(request)
-        events = [("response.created", {"type": "response.created", "response": {"id": rid}})]
+        events: list[tuple[str, dict[str, Any]]] = [
+            ("response.created", {"type": "response.created", "response": {"id": rid}})
+        ]
         for index, block in enumerate(turn.blocks):
             item = _response_item(block, f"{rid}_{index}")
             events.append(

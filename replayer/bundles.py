@@ -1,0 +1,381 @@
+"""The versioned bundle cache: one folder per agent and exact version, installed on demand from npm or
+PyPI, safely when several runs ask at once (a lock per bundle; npm folders are built aside and renamed
+into place, virtual environments, which cannot move, are built in place and marked complete last)."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from replayer.errors import ReplayError, excerpt
+from replayer.pins import AgentPin, bundles_root, load_pins
+
+INSTALLED = ".installed"
+"""Written last into a complete bundle: the exact requirement it holds."""
+_NPM_MISSING = ("E404", "ETARGET", "No matching version", "notarget")
+_PYPI_MISSING = ("No matching distribution", "No solution found", "not found in the package registry")
+_OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "network", "Network")
+_VERSION = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$")
+
+
+class BundleUnavailable(ReplayError):
+    """The version is not in the registry, or the registry cannot be reached and the bundle is not cached."""
+
+    exit_code = 10
+    kind = "bundle"
+
+
+class Bundle(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    agent: str
+    version: str
+    path: Path
+    requirement: str
+    """What was installed (`@openai/codex@0.125.0`, `mini-swe-agent==2.2.7`)."""
+    size_bytes: int
+    pinned: bool
+
+
+def bundle_dir(agent: str, version: str) -> Path:
+    return bundles_root() / f"{agent}-{version}"
+
+
+def installed(agent: str, version: str) -> bool:
+    return (bundle_dir(agent, version) / INSTALLED).is_file()
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """`AGENT@VERSION` (the form every message and `replayer bundles` use)."""
+    agent, sep, version = spec.partition("@")
+    if not sep or not version:
+        raise BundleUnavailable(f"expected AGENT@VERSION (e.g. claude_code@2.0.64), got {excerpt(spec)}")
+    return agent, _checked_version(agent, version)
+
+
+def ensure(agent: str, version: str) -> Path:
+    """The bundle of `agent` at `version`, installed first if the cache does not hold it."""
+    version = _checked_version(agent, version)
+    path = bundle_dir(agent, version)
+    if (path / INSTALLED).is_file():
+        return path
+    with _locked(agent, version):
+        if not (path / INSTALLED).is_file():
+            _install(agent, version, path)
+    return path
+
+
+def remove(agent: str, version: str) -> bool:
+    path = bundle_dir(agent, _checked_version(agent, version))
+    with _locked(agent, version):
+        if not path.exists():
+            return False
+        doomed = path.with_name(f".{path.name}.removing-{os.getpid()}")
+        path.rename(doomed)
+        shutil.rmtree(doomed)
+    return True
+
+
+def list_bundles() -> list[Bundle]:
+    pins = load_pins()
+    found: list[Bundle] = []
+    for agent, pin in sorted(pins.agents.items()):
+        for path in sorted(bundles_root().glob(f"{agent}-*")):
+            marker = path / INSTALLED
+            version = path.name[len(agent) + 1 :]
+            if not marker.is_file() or not _VERSION.match(version) or _agent_of(path.name) != agent:
+                continue
+            found.append(
+                Bundle(
+                    agent=agent,
+                    version=version,
+                    path=path,
+                    requirement=marker.read_text().strip(),
+                    size_bytes=_size(path),
+                    pinned=version == pin.version or version in pin.also,
+                )
+            )
+    return found
+
+
+def _agent_of(folder: str) -> str | None:
+    """The agent a folder belongs to: the longest agent name it starts with (openhands_v0 before openhands)."""
+    names = sorted(load_pins().agents, key=len, reverse=True)
+    return next((n for n in names if folder.startswith(n + "-")), None)
+
+
+def _pin(agent: str) -> AgentPin:
+    pin = load_pins().agents.get(agent)
+    if pin is None:
+        known = ", ".join(sorted(load_pins().agents))
+        raise BundleUnavailable(f"no agent {excerpt(agent)} (known: {known})")
+    return pin
+
+
+def _checked_version(agent: str, version: str) -> str:
+    _pin(agent)
+    if not _VERSION.match(version) or ".." in version:
+        raise BundleUnavailable(f"{excerpt(version)} is not a version of {agent}")
+    return version
+
+
+@contextlib.contextmanager
+def _locked(agent: str, version: str) -> Iterator[None]:
+    locks = bundles_root() / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{agent}-{version}.lock", "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    return total
+
+
+def _install(agent: str, version: str, path: Path) -> None:
+    pin = _pin(agent)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if pin.npm:
+        _install_npm(agent, pin, version, path)
+    else:
+        _install_pypi(agent, pin, version, path)
+
+
+def _install_npm(agent: str, pin: AgentPin, version: str, path: Path) -> None:
+    requirement = f"{pin.npm}@{version}"
+    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir()
+    try:
+        _run(
+            agent,
+            version,
+            "npm",
+            [
+                "npm",
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                "--prefix",
+                str(partial),
+                requirement,
+            ],
+        )
+        (partial / INSTALLED).write_text(requirement + "\n")
+        if path.exists():  # an incomplete earlier attempt (no marker): replaced
+            shutil.rmtree(path)
+        partial.rename(path)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def _install_pypi(agent: str, pin: AgentPin, version: str, path: Path) -> None:
+    assert pin.pypi and pin.python
+    requirement = f"{pin.pypi}=={version}"
+    extra = [f"{name}=={version}" for name in pin.with_]
+    shutil.rmtree(path, ignore_errors=True)
+    try:
+        if pin.uv:
+            uv = _uv(pin.uv)
+            exclude = pin.exclude_newer if version == pin.version else _released_after(pin.pypi, version)
+            _run(agent, version, "PyPI", [str(uv), "venv", "-q", "--python", pin.python, str(path)])
+            env = {**os.environ, "UV_CACHE_DIR": str(bundles_root() / ".uv-cache")}
+            argv = [str(uv), "pip", "install", "-q", "--python", str(path / "bin" / "python")]
+            if exclude:
+                argv += ["--exclude-newer", exclude]
+            _run(agent, version, "PyPI", [*argv, requirement, *extra], env=env)
+        else:
+            _run(agent, version, "PyPI", [pin.python, "-m", "venv", str(path)])
+            pip = [str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+            _run(agent, version, "PyPI", [*pip, requirement, *extra])
+        if pin.debs:
+            _unpack_debs(agent, version, pin.debs, path)
+        (path / INSTALLED).write_text(requirement + "\n")
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
+def _uv(version: str) -> Path:
+    """uv itself, pinned, in a virtual environment of its own (a resolver that does not backtrack for minutes)."""
+    home = bundles_root() / f".uv-{version}"
+    uv = home / "bin" / "uv"
+    if not uv.is_file():
+        with _locked("uv", version):
+            if not uv.is_file():
+                shutil.rmtree(home, ignore_errors=True)
+                _run("uv", version, "PyPI", ["python3", "-m", "venv", str(home)])
+                pip = [
+                    str(home / "bin" / "python"),
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--disable-pip-version-check",
+                ]
+                _run("uv", version, "PyPI", [*pip, f"uv=={version}"])
+    return uv
+
+
+def _released_after(package: str, version: str) -> str | None:
+    """The day after `version` was uploaded: resolving its dependencies as of then gives what its users had,
+    today and on every later run. None when PyPI does not say (then today's resolution is taken)."""
+    url = f"https://pypi.org/pypi/{package}/{version}/json"
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 (a fixed https URL)
+            files = json.loads(response.read()).get("urls") or []
+    except (OSError, ValueError):
+        return None
+    times = [f.get("upload_time_iso_8601") or f.get("upload_time") for f in files]
+    stamps = sorted(t for t in times if isinstance(t, str))
+    if not stamps:
+        return None
+    day = datetime.datetime.fromisoformat(stamps[-1].replace("Z", "+00:00")).date()
+    return (day + datetime.timedelta(days=2)).isoformat()
+
+
+def _unpack_debs(agent: str, version: str, debs: list[str], path: Path) -> None:
+    """Tools the agent's runtime calls that the base image lacks: unpacked into debs/, never installed."""
+    download = path / "debs.download"
+    download.mkdir()
+    try:
+        argv = ["apt-get", "download", "-q", *debs]
+        if subprocess.run(argv, cwd=download, capture_output=True).returncode != 0:
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True)
+            _run(agent, version, "Debian", argv, cwd=download)
+        for deb in sorted(download.glob("*.deb")):
+            _run(agent, version, "Debian", ["dpkg-deb", "-x", str(deb), str(path / "debs")])
+    finally:
+        shutil.rmtree(download, ignore_errors=True)
+
+
+def _run(
+    agent: str,
+    version: str,
+    registry: str,
+    argv: list[str],
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> None:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
+    except FileNotFoundError:
+        raise BundleUnavailable(f"cannot install {agent}@{version}: {argv[0]} is not installed") from None
+    if proc.returncode == 0:
+        return
+    output = proc.stderr + proc.stdout
+    last = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "no output")
+    if any(mark in output for mark in (*_NPM_MISSING, *_PYPI_MISSING)):
+        raise BundleUnavailable(
+            f"{agent} {version} is not in the {registry} registry; state the version the file was "
+            f"recorded with (--agent-version) or list the cached ones (replayer bundles list)"
+        )
+    if any(mark in output for mark in _OFFLINE):
+        raise BundleUnavailable(
+            f"cannot reach the {registry} registry to install {agent}@{version} ({excerpt(last, 120)}); "
+            f"where it can be reached run `replayer bundles add {agent}@{version}` and share the bundle folder"
+        )
+    raise BundleUnavailable(f"installing {agent}@{version} failed: {excerpt(last, 200)}")
+
+
+class Cli(BaseModel):
+    """Where an npm agent's CLI is inside its bundle, found per version (the layout moves between releases)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    path: str
+    """Relative to the bundle folder."""
+    needs_node: bool
+    """A JavaScript entry point (run by the host's node, mounted into the sandbox), not a native binary."""
+
+
+_TRIPLE = "x86_64-unknown-linux-musl"
+_PLATFORM_PLACES = (
+    "{c}",
+    "bin/{c}",
+    f"vendor/{_TRIPLE}/bin/{{c}}",
+    f"vendor/{_TRIPLE}/codex/{{c}}",
+    f"bin/{{c}}-{_TRIPLE}",
+    "bin/.{c}",
+)
+"""Where releases put the native binary, relative to a platform package or to the package itself: Claude
+Code >= 2.1.113 (`claude-code-linux-x64/claude`), OpenCode (`bin/opencode`, 1.2.11-1.15 `bin/.opencode`),
+Codex >= 0.133 (`vendor/<triple>/bin`), 0.42-0.132 (`vendor/<triple>/codex`), 0.20-0.40 (`bin/codex-<triple>`)."""
+
+
+def cli_path(agent: str, version: str) -> Cli:
+    """The package's `bin` entry when it is a native binary; else the native binary its launcher would
+    spawn (a platform package beside it, or the package's own vendor/ folder); else the JavaScript entry."""
+    pin = _pin(agent)
+    assert pin.npm, f"{agent} is not an npm agent"
+    if pin.bin and version == pin.version:  # the pin names where the verified version's CLI is
+        return Cli(path=pin.bin, needs_node=pin.node is not None)
+    bundle = bundle_dir(agent, version)
+    modules = bundle / "node_modules"
+    package = modules / pin.npm
+    try:
+        manifest = json.loads((package / "package.json").read_bytes())
+    except (OSError, ValueError):
+        raise BundleUnavailable(
+            f"{bundle} holds no readable {pin.npm} package; `replayer bundles rm "
+            f"{agent}@{version}` and add it again"
+        ) from None
+    bins = manifest.get("bin")
+    if isinstance(bins, str):
+        bins = {pin.npm.rsplit("/", 1)[-1]: bins}
+    if not isinstance(bins, dict) or not bins:
+        raise BundleUnavailable(f"{pin.npm}@{version} declares no executable (package.json `bin`)")
+    command, entry = next(iter(bins.items()))
+    target = package / str(entry)
+    if _is_elf(target):
+        return Cli(path=str(target.relative_to(bundle)), needs_node=False)
+    # a TypeScript-era launcher (Codex 0.1.x) runs dist/cli.js unless told to use a native binary
+    typescript = (package / "dist" / "cli.js").is_file() and not (package / "bin" / "use-native").exists()
+    platform = sorted(
+        (p for p in [*modules.glob("*linux-x64*"), *modules.glob("@*/*linux-x64*"), package]),
+        key=lambda p: ("musl" in p.name, "baseline" in p.name, p.name),
+    )
+    for folder in [] if typescript else platform:
+        for place in _PLATFORM_PLACES:
+            candidate = folder / place.format(c=command)
+            if _is_elf(candidate):
+                return Cli(path=str(candidate.relative_to(bundle)), needs_node=False)
+    if not target.is_file():
+        raise BundleUnavailable(f"{pin.npm}@{version}: its executable {entry} is missing from {bundle}")
+    return Cli(path=str(target.relative_to(bundle)), needs_node=True)
+
+
+NODE_MOUNT = "/usr/local/bin/node"
+"""Where the host's node is mounted for a CLI that is a JavaScript file (on the sandbox's PATH)."""
+
+
+def host_node() -> Path:
+    found = shutil.which("node")
+    if found is None:
+        raise BundleUnavailable(
+            "this version's CLI is a JavaScript file and the host has no `node` to run it"
+        )
+    return Path(found).resolve()
+
+
+def _is_elf(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"\x7fELF"
+    except OSError:
+        return False

@@ -1,0 +1,44 @@
+"""Which version of the agent a replay runs: the one the file records, one inferred from the file's
+features, or one the user states; and whether that version is verified (the pinned one)."""
+
+from __future__ import annotations
+
+import os
+
+from adapters.base import Adapter
+from replayer.models import VersionRecord, VersionSource
+from replayer.pins import pinned_version
+
+
+def driven(adapter: Adapter, version: str) -> bool:
+    """Whether reruns at `version` drive that version's own CLI: an adapter that can, at any version but
+    the pinned one, whose reimplemented tools the suite proves equal to the driven CLI
+    (REPLAYER_RERUN=driven drives the pinned one too)."""
+    pinned = pinned_version(adapter.name)
+    return adapter.drives_other_versions and (
+        version != pinned or os.environ.get("REPLAYER_RERUN") == "driven"
+    )
+
+
+def resolve(adapter: Adapter, recorded: str | None, inferred: bool, stated: str | None) -> VersionRecord:
+    """`recorded` is the trajectory's agent_version (`inferred`: the parser read it from the file's
+    features, not from a version field). A stated version wins; no version at all means the pinned one."""
+    pinned = pinned_version(adapter.name)
+    source: VersionSource
+    if stated:
+        version, source = stated, "stated"
+    elif recorded:
+        version, source = recorded, ("inferred" if inferred else "recorded")
+    else:
+        version, source = pinned, "default"
+    return VersionRecord(
+        version=version,
+        source=source,
+        status="verified" if version == pinned else "unverified",
+        in_file=recorded if not inferred else None,
+        reruns=(
+            f"{adapter.name} {version}, its own code"
+            if adapter.reruns_own_code or driven(adapter, version)
+            else f"the replayer's reimplementation of {adapter.name} {pinned}"
+        ),
+    )

@@ -1,0 +1,132 @@
+"""Any released version: the version a replay runs (recorded, inferred, stated or the pinned default) and
+the bundle cache that installs any version from npm / PyPI on demand, with the CLI found per version."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from replayer import bundles
+from tests.conftest import ROOT, replayer
+
+CLAUDE_SINGLE = ROOT / "tests" / "fixtures" / "claude_code" / "single" / "session.jsonl"
+PI_SESSION = next((ROOT / "tests" / "fixtures" / "pi" / "two_runs").glob("*.jsonl"))
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A bundle cache of its own: every install below is a real one, from the registry."""
+    return tmp_path_factory.mktemp("bundles")
+
+
+def _bundles(cache: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return replayer("bundles", *args, env={"REPLAYER_BUNDLES": str(cache), **(env or {})})
+
+
+def _result(out: Path) -> dict:
+    return orjson.loads((out / "result.json").read_bytes())
+
+
+def test_the_recorded_version_is_kept_and_a_stated_one_wins(tmp_path: Path) -> None:
+    out = tmp_path / "recorded"
+    replayer("prepare", str(CLAUDE_SINGLE), "-n", "1", "-o", str(out), check=True)
+    recorded = _result(out)["version"]
+    assert (recorded["version"], recorded["source"], recorded["status"]) == (
+        "2.1.197",
+        "recorded",
+        "verified",
+    )
+    out = tmp_path / "stated"
+    replayer(
+        "prepare", str(CLAUDE_SINGLE), "-n", "1", "-o", str(out), "--agent-version", "2.0.64", check=True
+    )
+    stated = _result(out)["version"]
+    assert (stated["version"], stated["source"], stated["status"]) == ("2.0.64", "stated", "unverified")
+    assert stated["in_file"] == "2.1.197" and "reimplementation of claude_code 2.1.197" in stated["reruns"]
+    assert (out / "expected_prefix.json").read_bytes() == (
+        tmp_path / "recorded" / "expected_prefix.json"
+    ).read_bytes()
+
+
+def test_a_file_without_a_version_runs_the_pinned_one_and_says_so(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    replayer("prepare", str(PI_SESSION), "-n", "1", "-o", str(out), check=True)
+    version = _result(out)["version"]
+    assert (version["source"], version["status"], version["in_file"]) == ("default", "verified", None)
+    assert version["reruns"].startswith("pi ") and "own code" in version["reruns"]
+
+
+def test_require_verified_refuses_an_unverified_version_in_one_line(tmp_path: Path) -> None:
+    args = ["prepare", str(CLAUDE_SINGLE), "-n", "1", "-o", str(tmp_path / "out")]
+    proc = replayer(*args, "--agent-version", "2.0.64", "--require-verified")
+    assert proc.returncode == 4 and "not verified" in proc.stderr and "2.1.197" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("spec", "cli", "needs_node"),
+    [
+        ("claude_code@2.0.64", "node_modules/@anthropic-ai/claude-code/cli.js", True),
+        ("codex@0.77.0", "node_modules/@openai/codex/vendor/x86_64-unknown-linux-musl/codex/codex", False),
+        (
+            "codex@0.125.0",
+            "node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/codex/codex",
+            False,
+        ),
+    ],
+)
+def test_any_version_installs_and_its_cli_is_found_where_that_release_put_it(
+    cache: Path, spec: str, cli: str, needs_node: bool
+) -> None:
+    proc = _bundles(cache, "add", spec)
+    assert proc.returncode == 0, proc.stderr
+    agent, version = spec.split("@")
+    listed = orjson.loads(_bundles(cache, "list", "--json").stdout)
+    assert {"agent": agent, "version": version} in [{k: b[k] for k in ("agent", "version")} for b in listed]
+    os.environ["REPLAYER_BUNDLES"] = str(cache)
+    try:
+        found = bundles.cli_path(agent, version)
+    finally:
+        del os.environ["REPLAYER_BUNDLES"]
+    assert (found.path, found.needs_node) == (cli, needs_node)
+    runner = [shutil.which("node") or "node"] if needs_node else []
+    printed = subprocess.run(
+        [*runner, str(cache / f"{agent}-{version}" / cli), "--version"], capture_output=True, text=True
+    )
+    assert version in printed.stdout, printed.stderr
+
+
+def test_concurrent_adds_install_once_and_both_succeed(cache: Path) -> None:
+    env = {**os.environ, "REPLAYER_BUNDLES": str(cache)}
+    argv = [sys.executable, "-m", "replayer.cli", "bundles", "add", "pi@0.70.0"]
+    procs = [
+        subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err.decode()
+    assert (cache / "pi-0.70.0" / bundles.INSTALLED).read_text() == "@mariozechner/pi-coding-agent@0.70.0\n"
+    assert not [p.name for p in cache.iterdir() if "partial" in p.name]
+    assert _bundles(cache, "rm", "pi@0.70.0").returncode == 0 and not (cache / "pi-0.70.0").exists()
+
+
+def test_a_version_the_registry_lacks_is_refused_naming_the_ways_out(cache: Path) -> None:
+    proc = _bundles(cache, "add", "claude_code@0.0.999")
+    assert proc.returncode == 10 and "not in the npm registry" in proc.stderr
+    assert "--agent-version" in proc.stderr and "replayer bundles" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not list(cache.glob("claude_code-0.0.999*"))
+
+
+def test_an_unreachable_registry_names_the_offline_command(cache: Path, tmp_path: Path) -> None:
+    env = {"npm_config_registry": "http://127.0.0.1:9/", "npm_config_cache": str(tmp_path / "npm-cache")}
+    env |= {"npm_config_fetch_retries": "0"}
+    proc = _bundles(cache, "add", "opencode@1.0.0", env=env)
+    assert proc.returncode == 10 and "cannot reach the npm registry" in proc.stderr, proc.stderr
+    assert "replayer bundles add opencode@1.0.0" in proc.stderr and not list(cache.glob("opencode-1.0.0*"))
