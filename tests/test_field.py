@@ -1,0 +1,86 @@
+"""The field corpus (tests/fixtures/field/, sources in its SOURCES.md): real trajectories other people
+published, written by other versions than the pins. Each is prepared at default settings at its last
+complete boundary, or refused in one line for a reason listed here (the shapes issue 18 takes on);
+a Claude Code session of 2.1.50 runs at its own version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.conftest import ROOT, replayer
+
+FIELD = ROOT / "tests" / "fixtures" / "field"
+PREPARED = {
+    "claude_code/erk-2.0.67-ci-pr-address.jsonl": ("claude_code", "2.0.67", "recorded"),
+    "claude_code/erk-2.1.50.jsonl": ("claude_code", "2.1.50", "recorded"),
+    "claude_code/erk-2.1.63.jsonl": ("claude_code", "2.1.63", "recorded"),
+    "codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl": ("codex", "0.58.0", "recorded"),
+    "codex/acidicsoil-0.63.0-session-meta-only.jsonl": ("codex", "0.63.0", "recorded"),
+    "mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json": ("mini_swe_agent", "2.2.7", "recorded"),
+    "mini_swe_agent/gemini3pro-v1.15-django-16255.traj.json": ("mini_swe_agent", "1.15.0", "recorded"),
+    "openhands/v0-replay-basic.json": ("openhands_v0", "1.6.0", "default"),
+    "openhands/v0-replay-basic_gui_mode.json": ("openhands_v0", "1.6.0", "default"),
+    "openhands/v0-replay-basic_interactions.json": ("openhands_v0", "1.6.0", "default"),
+    "openhands/v1-sdk-gpt4omini-pwd": ("openhands", "1.34.0", "inferred"),
+    "pi/pi-mono-before-compaction.jsonl": ("pi", "0.73.1", "default"),
+    "pi/pi-mono-large-session.jsonl": ("pi", "0.73.1", "default"),
+    "pi/sandcastle-v3-resumed-0.73.1.jsonl": ("pi", "0.73.1", "default"),
+}
+REFUSED = {
+    # `opencode run --format json` output alone names no prompt
+    "opencode/sandcastle-run-format-json-stdout.jsonl": (3, "no user prompt: pass --task"),
+    # V1 events saved as a plain list by a benchmark harness, not a conversation directory
+    "openhands/v1-benchmarks-eventlist-backup-cron-job.json": (3, "unknown format"),
+    # a newer SDK's event kind
+    "openhands/v1-sdk-probeagent-mockllm": (3, "unknown event kind 'SystemPromptUpdateEvent'"),
+}
+
+
+def test_every_field_file_is_listed() -> None:
+    found = {str(p.relative_to(FIELD)) for p in FIELD.glob("*/*")}
+    assert found == set(PREPARED) | set(REFUSED)
+
+
+def _last_boundary(path: Path) -> int:
+    steps = orjson.loads(replayer("inspect", str(path), "--json", check=True).stdout)["steps"]
+    last = 0
+    for step in steps:
+        if not step["complete"] or step["final"]:
+            break
+        last = step["index"]
+    return last
+
+
+@pytest.mark.parametrize("name", sorted(PREPARED))
+def test_a_field_trajectory_is_prepared_at_default_settings(name: str, tmp_path: Path) -> None:
+    path, out = FIELD / name, tmp_path / "out"
+    replayer("prepare", str(path), "-n", str(_last_boundary(path)), "-o", str(out), check=True)
+    result = orjson.loads((out / "result.json").read_bytes())
+    ran = result["version"]
+    assert (result["agent"], ran["version"], ran["source"]) == PREPARED[name]
+    assert (out / "expected_prefix.json").is_file() and result["degradations"] == []
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_a_field_shape_not_read_yet_is_refused_in_one_line(name: str) -> None:
+    code, message = REFUSED[name]
+    proc = replayer("inspect", str(FIELD / name))
+    assert proc.returncode == code and message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+@pytest.mark.docker
+def test_a_field_session_runs_at_its_own_version(tmp_path: Path) -> None:
+    """Its workspace is not published: the commands that read it differ, the one that does not is exact."""
+    out, empty = tmp_path / "out", tmp_path / "workspace"
+    empty.mkdir()
+    path = FIELD / "claude_code" / "erk-2.1.50.jsonl"
+    replayer("run", str(path), "-n", "3", "-w", str(empty), "-o", str(out), check=True)
+    result = orjson.loads((out / "result.json").read_bytes())
+    assert result["version"]["reruns"] == "claude_code 2.1.50, its own code"
+    assert [d["status"] for d in result["divergences"]] == ["different", "exact", "different"]
+    rebuilt = (out / result["native_files"][0]).read_bytes()
+    assert b"erk: command not found" in rebuilt, "the fresh observation is in the rebuilt session"
