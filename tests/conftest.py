@@ -35,6 +35,16 @@ def replayer(
     return proc
 
 
+def first_and_last(boundaries: list[tuple[str, int]], every: tuple[str, ...] = ()) -> list[tuple[str, int]]:
+    """A run-in-a-container matrix: each scenario's boundaries 1 and last (a rerun to the last boundary
+    reruns every call of the scenario), every boundary of the scenarios in `every`. The prefix at every
+    boundary of every scenario is checked without Docker, by the prepare tests."""
+    last: dict[str, int] = {}
+    for name, n in boundaries:
+        last[name] = max(n, last.get(name, 0))
+    return [(name, n) for name, n in boundaries if name in every or n in (min(1, last[name]), last[name])]
+
+
 @pytest.fixture(scope="session")
 def docker_client():
     from sandboxes.docker import connect

@@ -15,7 +15,7 @@ import pytest
 
 from adapters.codex import rollout
 from replayer.engine import load
-from tests.conftest import CODEX_SCENARIOS, codex_fixture, codex_requests, replayer
+from tests.conftest import CODEX_SCENARIOS, codex_fixture, codex_requests, first_and_last, replayer
 
 VOLATILE = {"durations", "random_ids", "trailing_whitespace"}
 
@@ -76,7 +76,7 @@ def _volatile_free(items: list[dict]) -> list[dict]:
     return [{**i, "output": clean(i["output"])} if isinstance(i.get("output"), str) else i for i in items]
 
 
-@pytest.mark.parametrize(("name", "after_step"), _boundaries())
+@pytest.mark.parametrize(("name", "after_step"), first_and_last(_boundaries()))
 def test_rerun_reproduces_every_observation(name: str, after_step: int, tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = _cli("run", name, after_step, out, "--workspace", str(codex_fixture(name) / "workspace"))

@@ -13,7 +13,7 @@ import pytest
 from adapters.claude_code import chain, envelope, wire
 from bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer.engine import load
-from tests.conftest import SCENARIOS, fixture_dir
+from tests.conftest import SCENARIOS, first_and_last, fixture_dir
 from tests.support.claude_cli import run_claude
 from tests.support.continuing import KEY, changed_workspace, continue_run, files_containing
 
@@ -32,8 +32,8 @@ def _conversation(path: Path) -> list[dict]:
     return wire.to_messages(chain.expand(session, walked))
 
 
-@pytest.mark.parametrize(("name", "after_step"), _boundaries())
-def test_continue_from_every_boundary(name: str, after_step: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("name", "after_step"), first_and_last(_boundaries(), every=("single", "continued")))
+def test_continue_from_the_boundaries(name: str, after_step: int, tmp_path: Path) -> None:
     out = tmp_path / "out"
     workspace = changed_workspace(name, tmp_path / "ws")
     turns = [

@@ -14,7 +14,7 @@ import pytest
 
 from adapters.mini_swe_agent import trajectory as native_format
 from replayer.engine import load
-from tests.conftest import MINI_SCENARIOS, mini_fixture, mini_requests, replayer
+from tests.conftest import MINI_SCENARIOS, first_and_last, mini_fixture, mini_requests, replayer
 
 
 def _traj(name: str) -> Path:
@@ -54,7 +54,7 @@ def test_prepared_prefix_is_the_request_mini_sent(name: str, after_step: int, tm
     assert all(d["status"] == "historical_kept" for d in result["divergences"])
 
 
-@pytest.mark.parametrize(("name", "after_step"), _boundaries())
+@pytest.mark.parametrize(("name", "after_step"), first_and_last(_boundaries()))
 def test_rerun_reproduces_every_observation(name: str, after_step: int, tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = _cli("run", name, after_step, out, "--workspace", str(mini_fixture(name) / "workspace"))

@@ -16,6 +16,7 @@ from replayer.engine import load
 from tests.conftest import (
     OPENCODE_FORMS,
     OPENCODE_SCENARIOS,
+    first_and_last,
     fixture_dir,
     opencode_fixture,
     opencode_requests,
@@ -72,7 +73,7 @@ def seeded_workspace(name: str, dest: Path) -> Path:
     return dest
 
 
-@pytest.mark.parametrize(("name", "after_step"), _boundaries())
+@pytest.mark.parametrize(("name", "after_step"), first_and_last(_boundaries()))
 def test_rerun_by_the_cli_reproduces_every_observation(name: str, after_step: int, tmp_path: Path) -> None:
     out = tmp_path / "out"
     workspace = seeded_workspace(name, tmp_path / "ws")

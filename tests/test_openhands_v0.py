@@ -165,6 +165,7 @@ def test_max_steps_counts_model_turns_after_the_replay(tmp_path: Path) -> None:
     code, result, log, stderr = _continue(
         out, [Turn(blocks=[_bash(n, "echo again")]) for n in range(1, 6)], "--max-steps", "2"
     )
+    assert "continuation" in result, f"exit {code}: {stderr}"
     cont = result["continuation"]
     assert cont["agent_status"] == "max_steps", stderr
     assert len([r for r in log if r.main_thread]) == 2

@@ -12,11 +12,9 @@ import orjson
 import pytest
 
 from replayer.engine import load
-from tests.conftest import pi_fixture, pi_requests, replayer
+from tests.conftest import first_and_last, pi_fixture, pi_requests, replayer
 
 SCENARIOS = ["tools", "two_runs", "rpc"]
-DEGRADED = "--allow-degraded"
-"""Pi's files name no CLI version: a replay accepts the pinned one only when asked (recorded)."""
 
 
 def _source(name: str, form: str) -> Path:
@@ -37,7 +35,7 @@ def _request_after(name: str, expected: list[dict]) -> list[dict]:
 
 
 def _cli(verb: str, source: Path, after_step: int, out: Path, *extra: str) -> dict:
-    args = [verb, str(source), "--after-step", str(after_step), "--out", str(out), "--json", DEGRADED, *extra]
+    args = [verb, str(source), "--after-step", str(after_step), "--out", str(out), "--json", *extra]
     replayer(*args, check=True)
     return orjson.loads((out / "result.json").read_bytes())
 
@@ -53,7 +51,7 @@ def test_prepared_prefix_is_the_request_pi_sent(name: str, after_step: int, tmp_
     assert prefixes[1] == prefixes[0], "the event log gives the same prefix as the session file"
 
 
-@pytest.mark.parametrize(("name", "after_step"), [b for b in _boundaries() if b[0] != "rpc"])
+@pytest.mark.parametrize(("name", "after_step"), first_and_last([b for b in _boundaries() if b[0] != "rpc"]))
 def test_rerun_by_pi_reproduces_every_observation(name: str, after_step: int, tmp_path: Path) -> None:
     out = tmp_path / "out"
     workspace = pi_fixture(name) / "workspace"
@@ -84,7 +82,9 @@ def test_a_changed_workspace_reaches_the_rebuilt_session(tmp_path: Path) -> None
 def test_an_unknown_tool_is_refused_before_any_container(tmp_path: Path) -> None:
     source = _source("unknown_tool", "session")
     ws = pi_fixture("unknown_tool") / "workspace"
-    proc = replayer("run", str(source), "-n", "1", "-w", str(ws), "-o", str(tmp_path / "o"), DEGRADED)
+    proc = replayer(
+        "run", str(source), "-n", "1", "-w", str(ws), "-o", str(tmp_path / "o"), "--allow-degraded"
+    )
     assert proc.returncode == 4 and "no_such_tool" in proc.stderr and "not replayed" in proc.stderr
     assert not (tmp_path / "o").exists(), "no degradation for Pi: refused even with --allow-degraded"
     proc = replayer("inspect", str(source), "--json")
