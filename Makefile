@@ -25,7 +25,7 @@ lint: $(STAMP)
 
 test: setup lint
 	scripts/install_test_tools.sh
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 # The parsers' fuzz suite with a long random budget (make test runs a short fixed one).
 fuzz: $(STAMP)
