@@ -47,8 +47,7 @@ def _manifest(tmp_path: Path, lines: list[dict]) -> Path:
 
 
 def _all_sources(tmp_path: Path) -> tuple[Path, int]:
-    # mini-swe-agent 1.x and Pi (whose files name no CLI version) replay only with --allow-degraded
-    lines = [{"trajectory": str(p), "allow_degraded": "v1" in str(p) or "/pi/" in str(p)} for p in SOURCES]
+    lines = [{"trajectory": str(p)} for p in SOURCES]
     expected = sum(len(valid_boundaries(load(p)[1])) for p in SOURCES)
     return _manifest(tmp_path, lines), expected
 
@@ -212,9 +211,8 @@ def test_a_killed_worker_loses_only_its_job_and_refusals_are_retried_on_request(
     resumed = orjson.loads(replayer("batch", str(manifest), "-o", str(out), "--json").stdout)
     assert resumed["done"] + resumed["skipped"] == expected and resumed["failed"] == 0
     # a refusal is kept, and rerun only with --retry-failed
-    refused = _manifest(
-        tmp_path, [{"trajectory": str(mini_fixture("v1") / "trajectory.traj.json"), "boundaries": [1]}]
-    )
+    v1 = mini_fixture("v1") / "trajectory.traj.json"  # recorded by mini-swe-agent 1.17.5: not verified
+    refused = _manifest(tmp_path, [{"trajectory": str(v1), "boundaries": [1], "require_verified": True}])
     first = orjson.loads(replayer("batch", str(refused), "-o", str(tmp_path / "r"), "--json").stdout)
     assert sum(first["refused"].values()) == 1
     outcome = next((tmp_path / "r" / "outcomes").iterdir())
