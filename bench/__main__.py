@@ -572,9 +572,69 @@ requests) is the same in both columns.
 """
 
 
+DRIVEN_HEADING = "## Claude Code reruns: the CLI itself, driven, against the reimplementation"
+
+
+def bench_driven(tmp: Path, copies: int = 25, runs: int = 2) -> dict[str, float]:
+    """Per rerun call: the pinned CLI driven by the replay model (what runs for every other version)
+    against the replayer's reimplementation of its tools, on the same session, in alternating runs."""
+    session = large_session(tmp, copies)
+    _, traj = load(session)
+    calls = sum(len(s.calls) for s in traj.steps)
+    workspace = FIXTURES / "parallel" / "workspace"
+
+    def per_call(driven: bool, n: int) -> float:
+        out = tmp / f"run-{int(driven)}-{n}"
+        env = {**os.environ, "REPLAYER_RERUN": "driven" if driven else ""}
+        argv = [sys.executable, "-m", "replayer.cli", "run", str(session), "-n", str(len(traj.steps))]
+        subprocess.run([*argv, "-w", str(workspace), "-o", str(out)], check=True, env=env, cwd=ROOT)
+        result = orjson.loads((out / "result.json").read_bytes())
+        assert {d["status"] for d in result["divergences"]} == {"exact"}, "both reproduce every observation"
+        return float(result["timings"]["rerun_s"]) / calls
+
+    driven, ours = [], []
+    for n in range(runs):
+        driven.append(per_call(True, n))
+        ours.append(per_call(False, n))
+    with DockerSandbox.start(
+        connect(),
+        load_pins().base_image.tag,
+        binds={"/testbed": (workspace, True)},
+        workdir="/testbed",
+        run_id="bench-exec",
+    ) as box:
+        bare = _best(lambda: box.container.exec_run(["cat", "a.txt"], workdir="/testbed"), 20)
+    return {
+        "calls": calls,
+        "runs": runs,
+        "bare_s": bare,
+        "driven_s": statistics.median(driven),
+        "ours_s": statistics.median(ours),
+    }
+
+
+def driven_section(d: dict[str, float]) -> str:
+    return f"""{DRIVEN_HEADING}
+
+`python -m bench driven`: one session of {int(d["calls"])} calls (Read and Bash, the recorded parallel session
+repeated), rerun to its last step by `replayer run` in both ways, alternating, {int(d["runs"])} runs each; the time of the
+rerun phase (result.json `timings.rerun_s`) per call, both reproducing every observation exactly.
+
+| | per call | ratio |
+|---|---|---|
+| baseline: bare `docker exec` (`exec_run` of `cat a.txt`) | {d["bare_s"] * 1000:.1f} ms | 1.00 |
+| the replayer's reimplementation of the pinned CLI's tools | {d["ours_s"] * 1000:.1f} ms | **{d["ours_s"] / d["bare_s"]:.2f}** |
+| the pinned CLI itself, driven by the replay model (every other version) | {d["driven_s"] * 1000:.1f} ms | **{d["driven_s"] / d["bare_s"]:.2f}** |
+
+The driven time includes the CLI's start and its own per-turn work (it writes its session, renders,
+checks permissions); it is what a rerun at any version other than the pinned one costs.
+"""
+
+
 def main(argv: list[str]) -> None:
     only = {"memory": (MEMORY_HEADING, lambda t: memory_section(bench_memory(t)))}
     only["compare"] = (COMPARE_HEADING, lambda t: compare_section(bench_compare(t)))
+    only["driven"] = (DRIVEN_HEADING, lambda t: driven_section(bench_driven(t)))
     if len(argv) == 1 and argv[0] in only:
         heading, make = only[argv[0]]
         with tempfile.TemporaryDirectory() as tmp:
@@ -583,7 +643,7 @@ def main(argv: list[str]) -> None:
         print(section)
         return
     if argv:
-        raise SystemExit("usage: python -m bench [memory|compare]")
+        raise SystemExit("usage: python -m bench [memory|compare|driven]")
     with tempfile.TemporaryDirectory() as tmp:
         parse = bench_parse(Path(tmp))
         bash = bench_bash(Path(tmp))
@@ -593,6 +653,7 @@ def main(argv: list[str]) -> None:
         batch = bench_batch(Path(tmp))
         memory = bench_memory(Path(tmp))
         compared = bench_compare(Path(tmp))
+        driven = bench_driven(Path(tmp))
     doc = f"""# Benchmarks
 
 Measured by `make bench` on {platform.machine()} ({platform.python_version()}), every number a ratio
@@ -705,7 +766,8 @@ read in full, JSON parse and re-serialization of the body, a new upstream reques
 adds little per chunk. Absolute numbers are loopback numbers, far below a real model's latency.
 
 {memory_section(memory)}
-{compare_section(compared)}"""
+{compare_section(compared)}
+{driven_section(driven)}"""
     (ROOT / "docs" / "benchmarks.md").write_text(doc)
     print(doc)
 

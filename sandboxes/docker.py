@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -269,6 +270,7 @@ class ExecHandle:
         self.stdout = bytearray()
         self.stderr = bytearray()
         self.truncated = False
+        self._lines_upto = 0
         self.started = time.monotonic()
         self.last_output = self.started
         self._reader = threading.Thread(target=self._pump, args=(stream,), daemon=True)
@@ -297,6 +299,38 @@ class ExecHandle:
     def signal(self, signum: int) -> None:
         """Send signum to the whole process group."""
         self.box._run_quiet(["sh", "-c", f'p=$(cat {self.pgid_file} 2>/dev/null) && kill -{signum} -"$p"'])
+
+    def stop(self, grace_s: float = 10.0) -> ExecResult:
+        """SIGINT, then SIGKILL after `grace_s` if it is still running; its result."""
+        if not self.wait(0):
+            self.signal(signal.SIGINT)
+            if not self.wait(grace_s):
+                self.signal(signal.SIGKILL)
+                self.wait(5)
+        return self.result(timed_out=False)
+
+    def new_lines(self) -> bytes:
+        """The complete stdout lines printed since the last call (each line returned once)."""
+        end = self.stdout.rfind(b"\n") + 1
+        if end <= self._lines_upto:
+            return b""
+        chunk = bytes(self.stdout[self._lines_upto : end])
+        self._lines_upto = end
+        return chunk
+
+    def await_lines(self, done: Callable[[bytes], bool], timeout_s: float, poll_s: float = 0.05) -> bool:
+        """Feed `done` the new stdout lines until it says the wait is over (True) or the process ends or
+        the time is up (then False, after one last feed)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if done(self.new_lines()):
+                return True
+            if self.wait(poll_s) or time.monotonic() > deadline:
+                return done(self.new_lines())
+
+    def last_stderr_line(self) -> str:
+        lines = bytes(self.stderr).decode(errors="replace").strip().splitlines()
+        return lines[-1] if lines else "no output"
 
     def result(self, timed_out: bool, cleanup: bool = True) -> ExecResult:
         done = not self._reader.is_alive()

@@ -12,7 +12,6 @@ order, so a CLI that goes its own way is caught at the step where it does.
 from __future__ import annotations
 
 import queue
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -104,7 +103,6 @@ class DrivenRerunner:
         sandbox.forward_port(PORT, f"{WORK_MOUNT}/{SOCKET}")
         self.handle: ExecHandle | None = None
         self.prompt: int | None = None
-        self.read_upto = 0
         self.results: dict[str, tuple[dict[str, Any], Any]] = {}
 
     def _prompts(self) -> dict[int, int]:
@@ -166,7 +164,6 @@ class DrivenRerunner:
         self.handle = self.sandbox.start_exec(
             ["bash", "-c", 'exec "$@" </dev/null', "claude", *argv], workdir=self.cwd, env=env
         )
-        self.read_upto = 0
         self.prompt = prompt
 
     def _closing_text(self, next_prompt: int) -> str:
@@ -209,14 +206,8 @@ class DrivenRerunner:
                 f"(tool calls sent {sent[-3:]}, replayed {expected[-3:]})"
             )
 
-    def _read_results(self) -> None:
-        assert self.handle is not None
-        end = self.handle.stdout.rfind(b"\n") + 1
-        if end <= self.read_upto:
-            return
-        chunk = bytes(self.handle.stdout[self.read_upto : end])
-        self.read_upto = end
-        for event in stdout_events(chunk):
+    def _take(self, lines: bytes) -> None:
+        for event in stdout_events(lines):
             if event.get("type") != "user" or event.get("parent_tool_use_id"):
                 continue
             for block in wire.as_blocks((event.get("message") or {}).get("content")):
@@ -225,17 +216,14 @@ class DrivenRerunner:
 
     def _collect(self, call_ids: set[str], index: int) -> None:
         assert self.handle is not None
-        deadline = time.monotonic() + self.step_timeout_s * max(len(call_ids), 1)
-        while True:
-            self._read_results()
-            if call_ids <= set(self.results):
-                break
-            if self.handle.wait(_POLL_S) or time.monotonic() > deadline:
-                self._read_results()
-                if call_ids <= set(self.results):
-                    break
-                missing = ", ".join(sorted(call_ids - set(self.results)))
-                raise SandboxError(f"claude returned no result for {missing} in step {index}: {self._tail()}")
+
+        def done(lines: bytes) -> bool:
+            self._take(lines)
+            return call_ids <= set(self.results)
+
+        if not self.handle.await_lines(done, self.step_timeout_s * max(len(call_ids), 1)):
+            missing = ", ".join(sorted(call_ids - set(self.results)))
+            raise SandboxError(f"claude returned no result for {missing} in step {index}: {self._tail()}")
         for call_id in call_ids:
             block, structured = self.results[call_id]
             content = block.get("content", "")
@@ -247,17 +235,11 @@ class DrivenRerunner:
 
     def _tail(self) -> str:
         assert self.handle is not None
-        err = bytes(self.handle.stderr).decode(errors="replace").strip().splitlines()
-        return err[-1] if err else "no output"
+        return self.handle.last_stderr_line()
 
     def close(self) -> None:
-        if self.handle is not None and not self.handle.wait(0):
-            self.handle.signal(signal.SIGINT)
-            if not self.handle.wait(10):
-                self.handle.signal(signal.SIGKILL)
-                self.handle.wait(5)
         if self.handle is not None:
-            self.handle.result(timed_out=False)
+            self.handle.stop()
         self.model.__exit__(None, None, None)
         (self.alias / SOCKET).unlink(missing_ok=True)
         remove_alias(self.alias)

@@ -10,7 +10,6 @@ an edit) built up as in the original run.
 from __future__ import annotations
 
 import queue
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -75,7 +74,6 @@ class OpenCodeRerunner:
         self.handle: ExecHandle | None = None
         self.parts: dict[str, dict[str, Any]] = {}
         """callID -> the last tool part the current run printed."""
-        self.read_upto = 0
         self.turn: int | None = None
         self.session: str | None = None
 
@@ -118,7 +116,7 @@ class OpenCodeRerunner:
         env = {**bundle.base_env(), "REPLAYER_PROMPT": prompt}
         argv = bundle.with_stdin_prompt(bundle.run_argv(self.session))
         self.handle = self.sandbox.start_exec(argv, workdir=self.cwd, env=env)
-        self.parts, self.read_upto = {}, 0
+        self.parts = {}
         self.turn = turn
 
     def _take_session(self) -> None:
@@ -137,34 +135,22 @@ class OpenCodeRerunner:
             if self.handle.wait(0) or time.monotonic() > deadline:
                 raise SandboxError(f"opencode sent no model request for {what}: {self._tail()}")
 
-    def _read_parts(self) -> None:
-        """The tool parts of the complete stdout lines printed since the last call (each line read once)."""
-        assert self.handle is not None
-        end = self.handle.stdout.rfind(b"\n") + 1
-        if end <= self.read_upto:
-            return
-        chunk = bytes(self.handle.stdout[self.read_upto : end])
-        self.read_upto = end
-        for event in stdout_events(chunk):
+    def _take(self, lines: bytes) -> None:
+        for event in stdout_events(lines):
             part = event.get("part")
             if event.get("type") == "tool_use" and isinstance(part, dict) and "callID" in part:
                 self.parts[part["callID"]] = part
 
     def _collect(self, call_ids: set[str], index: int) -> None:
         assert self.handle is not None
-        deadline = time.monotonic() + self.step_timeout_s * max(len(call_ids), 1)
-        while True:
-            self._read_parts()
-            if call_ids <= set(self.parts):
-                break
-            if self.handle.wait(_POLL_S) or time.monotonic() > deadline:
-                self._read_parts()
-                if call_ids <= set(self.parts):
-                    break
-                missing = ", ".join(sorted(call_ids - set(self.parts)))
-                raise SandboxError(
-                    f"opencode returned no result for {missing} in step {index}: {self._tail()}"
-                )
+
+        def done(lines: bytes) -> bool:
+            self._take(lines)
+            return call_ids <= set(self.parts)
+
+        if not self.handle.await_lines(done, self.step_timeout_s * max(len(call_ids), 1)):
+            missing = ", ".join(sorted(call_ids - set(self.parts)))
+            raise SandboxError(f"opencode returned no result for {missing} in step {index}: {self._tail()}")
         self._take_session()
         for call_id in call_ids:
             state = self.parts[call_id]["state"]
@@ -174,17 +160,11 @@ class OpenCodeRerunner:
 
     def _tail(self) -> str:
         assert self.handle is not None
-        err = bytes(self.handle.stderr).decode(errors="replace").strip().splitlines()
-        return err[-1] if err else "no output"
+        return self.handle.last_stderr_line()
 
     def close(self) -> None:
-        if self.handle is not None and not self.handle.wait(0):
-            self.handle.signal(signal.SIGINT)
-            if not self.handle.wait(10):
-                self.handle.signal(signal.SIGKILL)
-                self.handle.wait(5)
         if self.handle is not None:
-            self.handle.result(timed_out=False)
+            self.handle.stop()
         self.model.close()
         (self.alias / SOCKET).unlink(missing_ok=True)
         remove_alias(self.alias)

@@ -6,6 +6,7 @@ import uuid
 from pathlib import Path
 
 from adapters.claude_code import tools
+from adapters.claude_code.driven import cli_env
 from bridges.scripted import Script, ScriptedUpstream
 from replayer import bundles
 from replayer.pins import load_pins
@@ -17,18 +18,7 @@ PORT = 8765
 
 
 def claude_env() -> dict[str, str]:
-    return {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": tools.HOME,
-        "TERM": "dumb",
-        "SHELL": "/bin/bash",
-        "IS_SANDBOX": "1",
-        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{PORT}",
-        "ANTHROPIC_API_KEY": "sk-fake-recorder",
-        "DISABLE_TELEMETRY": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_AUTOUPDATER": "1",
-    }
+    return cli_env(PORT, "sk-fake-recorder")
 
 
 def run_claude(
