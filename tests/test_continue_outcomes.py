@@ -207,6 +207,7 @@ def test_gate_is_pure_and_strips_the_envelope() -> None:
     ]
     gate = ClaudeCodeGate(prefix, "nonce-1", keep_prompt=False, prefix_last_was_string=False)
     body = {
+        "tools": [{"name": "Bash", "input_schema": {}}],  # the main thread offers Bash
         "messages": [
             {"role": "user", "content": [{"type": "text", "text": "task"}]},
             {"role": "system", "content": "listing"},
@@ -223,7 +224,7 @@ def test_gate_is_pure_and_strips_the_envelope() -> None:
                 "role": "user",
                 "content": [{"type": "text", "text": "nonce-1", "cache_control": {"type": "ephemeral"}}],
             },
-        ]
+        ],
     }
     decision = gate.route("POST", "/v1/messages", body)
     assert decision.kind == "main"
@@ -237,6 +238,13 @@ def test_gate_is_pure_and_strips_the_envelope() -> None:
     other = ClaudeCodeGate(prefix, "nonce-2", keep_prompt=False, prefix_last_was_string=False)
     refused = other.route("POST", "/v1/messages", body)
     assert refused.kind == "refuse" and refused.mismatch.path == "messages[4].content[0].text"  # type: ignore[union-attr]
+    warmup = {"messages": [{"role": "user", "content": "Warmup"}]}  # 2.0.x, before the main request: no tools
+    assert (
+        ClaudeCodeGate(prefix, "n", keep_prompt=False, prefix_last_was_string=False)
+        .route("POST", "/v1/messages", warmup)
+        .kind
+        == "side"
+    )
 
 
 def test_cleanup_reparents_after_the_envelope() -> None:
@@ -279,3 +287,34 @@ def test_cleanup_reparents_after_the_envelope() -> None:
     kept = cc_continuation.clean(recs, 1, "n", keep_prompt=True)
     assert [r.get("uuid") for r in kept if r.get("uuid")] == ["leaf", "p", "a"]
     assert kept[3]["parentUuid"] == "leaf" if kept[3].get("uuid") == "p" else True
+
+
+def test_other_versions_envelopes_are_accepted_exactly_and_nothing_else() -> None:
+    """2.0.x resumes with no meta text: the synthetic reply, then reminders and the prompt; some versions
+    put context reminders before a prompt. Anything beyond those forms is refused."""
+    prefix = [
+        {"role": "user", "content": [{"type": "text", "text": "task"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "out"}]},
+    ]
+    reminder = {"type": "text", "text": "<system-reminder>\nA file changed.\n</system-reminder>"}
+    synthetic = {"role": "assistant", "content": [{"type": "text", "text": "No response requested."}]}
+
+    def route(first: list[dict], last: list[dict]) -> tuple[str, list[str]]:
+        gate = ClaudeCodeGate(prefix, "nonce-3", keep_prompt=False, prefix_last_was_string=False)
+        messages = [
+            {"role": "user", "content": first},
+            *prefix[1:],
+            synthetic,
+            {"role": "user", "content": last},
+        ]
+        decision = gate.route("POST", "/v1/messages", {"tools": [{"name": "Bash"}], "messages": messages})
+        if decision.kind == "main":
+            assert decision.body is not None and len(decision.body["messages"]) == len(prefix)
+        return decision.kind, gate.notes
+
+    nonce = {"type": "text", "text": "nonce-3"}
+    kind, notes = route([reminder, *prefix[0]["content"]], [reminder, nonce])
+    assert kind == "main" and len(notes) == 2 and "2.0.x form" in notes[1]
+    assert route(prefix[0]["content"], [{"type": "text", "text": "not a reminder"}, nonce])[0] == "refuse"
+    assert route([{"type": "text", "text": "extra"}, *prefix[0]["content"]], [nonce])[0] == "refuse"
