@@ -92,6 +92,9 @@ class Adapter(Protocol):
     reimplementation of the pinned version's tools)."""
     drives_other_versions: bool
     """Reruns at a version other than the pinned one drive that version's own CLI (the replay model)."""
+    oldest_own_version: str | None
+    """The oldest version whose own code the adapter drives (None: any); a file of an older version runs
+    the pinned one, and the result says so."""
     degradable_tools: bool
     """--allow-degraded may keep the historical result of a call that cannot be rerun (False: a session
     calling any such tool is refused, its tool semantics are the contract)."""

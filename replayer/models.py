@@ -249,6 +249,8 @@ class VersionRecord(Frozen):
     """The version field of the file (None: it has none, or the version was inferred)."""
     reruns: str
     """Whose code reran the tools: the version's own, or the replayer's reimplementation of the pinned one."""
+    note: str | None = None
+    """Why another version ran than the file's (its runner does not drive that version yet)."""
 
 
 class Pins(Frozen):

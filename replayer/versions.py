@@ -4,10 +4,24 @@ features, or one the user states; and whether that version is verified (the pinn
 from __future__ import annotations
 
 import os
+import re
 
 from adapters.base import Adapter
 from replayer.models import VersionRecord, VersionSource
 from replayer.pins import pinned_version
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """The leading numbers of a version (2.0.64 -> (2, 0, 64), 1.0.0rc1 -> (1, 0, 0))."""
+    numbers = []
+    for part in version.split("."):
+        match = re.match(r"\d+", part)
+        if match is None:
+            break
+        numbers.append(int(match.group()))
+        if match.end() != len(part):
+            break
+    return tuple(numbers)
 
 
 def driven(adapter: Adapter, version: str) -> bool:
@@ -25,17 +39,25 @@ def resolve(adapter: Adapter, recorded: str | None, inferred: bool, stated: str 
     features, not from a version field). A stated version wins; no version at all means the pinned one."""
     pinned = pinned_version(adapter.name)
     source: VersionSource
+    note = None
     if stated:
         version, source = stated, "stated"
     elif recorded:
         version, source = recorded, ("inferred" if inferred else "recorded")
     else:
         version, source = pinned, "default"
+    oldest = adapter.oldest_own_version
+    if oldest is not None and _release(version) < _release(oldest):
+        note = (
+            f"{adapter.name} {version} predates {oldest}, the oldest version its runner drives: {pinned} ran"
+        )
+        version, source = pinned, "default"
     return VersionRecord(
         version=version,
         source=source,
         status="verified" if version == pinned else "unverified",
         in_file=recorded if not inferred else None,
+        note=note,
         reruns=(
             f"{adapter.name} {version}, its own code"
             if adapter.reruns_own_code or driven(adapter, version)

@@ -20,7 +20,8 @@ PREPARED = {
     "codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl": ("codex", "0.58.0", "recorded"),
     "codex/acidicsoil-0.63.0-session-meta-only.jsonl": ("codex", "0.63.0", "recorded"),
     "mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json": ("mini_swe_agent", "2.2.7", "recorded"),
-    "mini_swe_agent/gemini3pro-v1.15-django-16255.traj.json": ("mini_swe_agent", "1.15.0", "recorded"),
+    # 1.x: the companion drives the 2.x API; the pinned 2.4.6 runs, and the result says why
+    "mini_swe_agent/gemini3pro-v1.15-django-16255.traj.json": ("mini_swe_agent", "2.4.6", "default"),
     "openhands/v0-replay-basic.json": ("openhands_v0", "1.6.0", "default"),
     "openhands/v0-replay-basic_gui_mode.json": ("openhands_v0", "1.6.0", "default"),
     "openhands/v0-replay-basic_interactions.json": ("openhands_v0", "1.6.0", "default"),

@@ -27,6 +27,7 @@ class ClaudeCodeAdapter:
     idle_timeout_s = 300.0
     reruns_own_code = False
     drives_other_versions = True
+    oldest_own_version: str | None = None
     degradable_tools = True
 
     def detect(self, head: list[Any]) -> bool:

@@ -63,6 +63,7 @@ class CodexAdapter:
     idle_timeout_s = 300.0
     reruns_own_code = False
     drives_other_versions = False
+    oldest_own_version: str | None = None
     degradable_tools = True
 
     def detect(self, head: list[Any]) -> bool:

@@ -39,6 +39,7 @@ class MiniSweAgentAdapter:
     idle_timeout_s = 300.0
     reruns_own_code = True
     drives_other_versions = False
+    oldest_own_version: str | None = "2.0.0"  # the companion drives the 2.x API (execute_actions, exceptions)
     degradable_tools = True
 
     def detect(self, head: list[Any]) -> bool:

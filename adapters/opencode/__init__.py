@@ -87,6 +87,7 @@ class OpenCodeAdapter:
     idle_timeout_s = 600.0
     reruns_own_code = True
     drives_other_versions = False
+    oldest_own_version: str | None = None
     degradable_tools = True
 
     def detect(self, head: list[Any]) -> bool:

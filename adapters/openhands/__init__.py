@@ -37,6 +37,7 @@ class OpenHandsAdapter:
     idle_timeout_s = 300.0
     reruns_own_code = True
     drives_other_versions = False
+    oldest_own_version: str | None = None
     degradable_tools = False
 
     def detect(self, head: list[Any]) -> bool:

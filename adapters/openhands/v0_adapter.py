@@ -38,6 +38,7 @@ class OpenHandsV0Adapter:
     idle_timeout_s = 300.0
     reruns_own_code = True
     drives_other_versions = False
+    oldest_own_version: str | None = None
     degradable_tools = False
 
     def detect(self, head: list[Any]) -> bool:

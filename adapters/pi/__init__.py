@@ -76,6 +76,7 @@ class PiAdapter:
     idle_timeout_s = 300.0
     reruns_own_code = True
     drives_other_versions = False
+    oldest_own_version: str | None = None
     degradable_tools = False
 
     def detect(self, head: list[Any]) -> bool:
