@@ -782,8 +782,9 @@ def _pi_files() -> list[Path]:
 
 
 def _other_files() -> list[Path]:
-    others = [p for p in (ROOT / "tests" / "fixtures").iterdir() if p.name != "pi"]
-    return sorted(f for d in others for f in d.rglob("*") if f.is_file() and "workspace" not in f.parts)
+    fixtures = ROOT / "tests" / "fixtures"
+    files = (f for f in fixtures.rglob("*") if f.is_file() and "workspace" not in f.parts)
+    return sorted(f for f in files if "pi" not in f.relative_to(fixtures).parts)  # field/pi/ holds Pi files
 
 
 def test_pi_files_are_detected_and_other_agents_files_are_not() -> None:

@@ -48,7 +48,7 @@ def test_the_recorded_version_is_kept_and_a_stated_one_wins(tmp_path: Path) -> N
     )
     stated = _result(out)["version"]
     assert (stated["version"], stated["source"], stated["status"]) == ("2.0.64", "stated", "unverified")
-    assert stated["in_file"] == "2.1.197" and "reimplementation of claude_code 2.1.197" in stated["reruns"]
+    assert stated["in_file"] == "2.1.197" and stated["reruns"] == "claude_code 2.0.64, its own code"
     assert (out / "expected_prefix.json").read_bytes() == (
         tmp_path / "recorded" / "expected_prefix.json"
     ).read_bytes()
