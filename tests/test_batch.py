@@ -211,8 +211,9 @@ def test_a_killed_worker_loses_only_its_job_and_refusals_are_retried_on_request(
     resumed = orjson.loads(replayer("batch", str(manifest), "-o", str(out), "--json").stdout)
     assert resumed["done"] + resumed["skipped"] == expected and resumed["failed"] == 0
     # a refusal is kept, and rerun only with --retry-failed
-    v1 = mini_fixture("v1") / "trajectory.traj.json"  # recorded by mini-swe-agent 1.17.5: not verified
-    refused = _manifest(tmp_path, [{"trajectory": str(v1), "boundaries": [1], "require_verified": True}])
+    session = str(fixture_dir("single") / "session.jsonl")
+    line = {"trajectory": session, "boundaries": [1], "agent_version": "2.0.64", "require_verified": True}
+    refused = _manifest(tmp_path, [line])  # an unverified version, refused when asked
     first = orjson.loads(replayer("batch", str(refused), "-o", str(tmp_path / "r"), "--json").stdout)
     assert sum(first["refused"].values()) == 1
     outcome = next((tmp_path / "r" / "outcomes").iterdir())
