@@ -583,13 +583,15 @@ def bench_driven(tmp: Path, copies: int = 25, runs: int = 2) -> dict[str, float]
     calls = sum(len(s.calls) for s in traj.steps)
     workspace = FIXTURES / "parallel" / "workspace"
 
+    exact: dict[bool, int] = {}
+
     def per_call(driven: bool, n: int) -> float:
         out = tmp / f"run-{int(driven)}-{n}"
         env = {**os.environ, "REPLAYER_RERUN": "driven" if driven else ""}
         argv = [sys.executable, "-m", "replayer.cli", "run", str(session), "-n", str(len(traj.steps))]
         subprocess.run([*argv, "-w", str(workspace), "-o", str(out)], check=True, env=env, cwd=ROOT)
         result = orjson.loads((out / "result.json").read_bytes())
-        assert {d["status"] for d in result["divergences"]} == {"exact"}, "both reproduce every observation"
+        exact[driven] = sum(d["status"] == "exact" for d in result["divergences"])
         return float(result["timings"]["rerun_s"]) / calls
 
     driven, ours = [], []
@@ -607,6 +609,8 @@ def bench_driven(tmp: Path, copies: int = 25, runs: int = 2) -> dict[str, float]
     return {
         "calls": calls,
         "runs": runs,
+        "exact_driven": exact[True],
+        "exact_ours": exact[False],
         "bare_s": bare,
         "driven_s": statistics.median(driven),
         "ours_s": statistics.median(ours),
@@ -618,7 +622,9 @@ def driven_section(d: dict[str, float]) -> str:
 
 `python -m bench driven`: one session of {int(d["calls"])} calls (Read and Bash, the recorded parallel session
 repeated), rerun to its last step by `replayer run` in both ways, alternating, {int(d["runs"])} runs each; the time of the
-rerun phase (result.json `timings.rerun_s`) per call, both reproducing every observation exactly.
+rerun phase (result.json `timings.rerun_s`) per call. The session is synthetic (the same turns again and
+again), so some observations differ from the repeated history: exact were {int(d["exact_ours"])} of
+{int(d["calls"])} for the reimplementation and {int(d["exact_driven"])} for the driven CLI.
 
 | | per call | ratio |
 |---|---|---|
@@ -626,8 +632,8 @@ rerun phase (result.json `timings.rerun_s`) per call, both reproducing every obs
 | the replayer's reimplementation of the pinned CLI's tools | {d["ours_s"] * 1000:.1f} ms | **{d["ours_s"] / d["bare_s"]:.2f}** |
 | the pinned CLI itself, driven by the replay model (every other version) | {d["driven_s"] * 1000:.1f} ms | **{d["driven_s"] / d["bare_s"]:.2f}** |
 
-The driven time includes the CLI's start and its own per-turn work (it writes its session, renders,
-checks permissions); it is what a rerun at any version other than the pinned one costs.
+Driving the CLI is cheaper per call than the reimplementation: the CLI runs its tools in one long-lived
+process, where each reimplemented call is a separate `docker exec` with its own shell set-up.
 """
 
 
