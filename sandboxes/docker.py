@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import queue
 import signal
 import threading
 import time
@@ -327,6 +328,18 @@ class ExecHandle:
                 return True
             if self.wait(poll_s) or time.monotonic() > deadline:
                 return done(self.new_lines())
+
+    def await_item(self, items: queue.Queue[Any], timeout_s: float, poll_s: float = 0.05) -> Any | None:
+        """The next item of `items` (put by another thread while this process runs), or None when the
+        process ended or the time is up first."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return items.get(timeout=poll_s)
+            except queue.Empty:
+                pass
+            if self.wait(0) or time.monotonic() > deadline:
+                return None
 
     def last_stderr_line(self) -> str:
         lines = bytes(self.stderr).decode(errors="replace").strip().splitlines()

@@ -11,8 +11,6 @@ order, so a CLI that goes its own way is caught at the step where it does.
 
 from __future__ import annotations
 
-import queue
-import time
 from pathlib import Path
 from typing import Any
 
@@ -180,15 +178,9 @@ class DrivenRerunner:
 
     def _next_request(self, what: str) -> None:
         assert self.handle is not None
-        deadline = time.monotonic() + _REQUEST_TIMEOUT_S
-        while True:
-            try:
-                body = self.model.main_bodies.get(timeout=_POLL_S)
-                break
-            except queue.Empty:
-                pass
-            if self.handle.wait(0) or time.monotonic() > deadline:
-                raise SandboxError(f"claude sent no model request for {what}: {self._tail()}")
+        body = self.handle.await_item(self.model.main_bodies, _REQUEST_TIMEOUT_S)
+        if body is None:
+            raise SandboxError(f"claude sent no model request for {what}: {self._tail()}")
         self._check(body, what)
 
     def _check(self, body: Any, what: str) -> None:

@@ -9,8 +9,6 @@ an edit) built up as in the original run.
 
 from __future__ import annotations
 
-import queue
-import time
 from pathlib import Path
 from typing import Any
 
@@ -126,14 +124,10 @@ class OpenCodeRerunner:
 
     def _next_request(self, what: str) -> dict[str, Any]:
         assert self.handle is not None
-        deadline = time.monotonic() + _START_TIMEOUT_S
-        while True:
-            try:
-                return self.model.requests.get(timeout=_POLL_S)
-            except queue.Empty:
-                pass
-            if self.handle.wait(0) or time.monotonic() > deadline:
-                raise SandboxError(f"opencode sent no model request for {what}: {self._tail()}")
+        body = self.handle.await_item(self.model.requests, _START_TIMEOUT_S)
+        if body is None:
+            raise SandboxError(f"opencode sent no model request for {what}: {self._tail()}")
+        return body
 
     def _take(self, lines: bytes) -> None:
         for event in stdout_events(lines):
