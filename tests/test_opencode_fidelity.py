@@ -5,7 +5,6 @@ container (`run`), where every observation is reproduced exactly; the rebuilt st
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -60,18 +59,17 @@ def test_prepared_prefix_is_the_request_the_cli_sent(
 def seeded_workspace(name: str, dest: Path) -> Path:
     """The recording's workspace made again the way the recorder seeded it: entries created in name order.
 
-    OpenCode's glob and grep sort the files ripgrep finds by modification time, newest first; ties
-    (files written within one clock tick) keep ripgrep's walk order, which a parallel walk may change.
-    The files are made in the recorder's order, one second apart, so that no two tie."""
+    OpenCode's glob and grep list files in the order ripgrep walks them, which is the directory's
+    entry order (creation order on a small ext4 directory), not a sorted one: a checkout of the
+    fixture creates them in another order, which would change those observations."""
     source = opencode_fixture(name) / "workspace"
     dest.mkdir()
-    for n, path in enumerate(sorted(source.rglob("*"))):
+    for path in sorted(source.rglob("*")):
         target = dest / path.relative_to(source)
         if path.is_dir():
             target.mkdir()
         else:
             target.write_bytes(path.read_bytes())
-            os.utime(target, (1_700_000_000 + n, 1_700_000_000 + n))
     return dest
 
 
