@@ -20,6 +20,15 @@ NORMALIZERS: dict[str, Callable[[str], str]] = {
     "durations": lambda s: re.sub(r"\b\d+(\.\d+)?\s?(ms|s|seconds)\b", "<DUR>", s),
     "random_ids": lambda s: re.sub(r"(Chunk ID: )[0-9a-f]{6}|(session ID )\d+", r"\1\2<ID>", s),
 }
+WALK_ORDER_TOOLS = {"glob", "grep", "Glob", "Grep"}
+"""Tools that list files in a parallel directory walk's order (ripgrep's), which varies run to run:
+their listings also compare as sorted lines (normalizer `walk_order`)."""
+
+
+def _normalizers(tool: str) -> dict[str, Callable[[str], str]]:
+    if tool not in WALK_ORDER_TOOLS:
+        return NORMALIZERS
+    return {**NORMALIZERS, "walk_order": lambda s: "\n".join(sorted(s.split("\n")))}
 
 
 def model_text(obs: Observation) -> str:
@@ -53,7 +62,7 @@ def compare(step: int, call: ToolCall, kind: ToolKind, fresh: Observation) -> Di
     if same_flag:
         used: list[str] = []
         a, b = old, new
-        for name, fn in NORMALIZERS.items():
+        for name, fn in _normalizers(call.tool).items():
             na, nb = fn(a), fn(b)
             if na != a or nb != b:
                 used.append(name)

@@ -84,7 +84,11 @@ def test_rerun_by_the_cli_reproduces_every_observation(name: str, after_step: in
     assert expected == _request_after(name, expected)
     reran = [d for d in result["divergences"] if d["kind"] == "rerun"]
     assert (len(reran) > 0) == (after_step > 0)
-    assert all(d["status"] == "exact" for d in reran), result["divergences"]
+    # glob and grep list files in ripgrep's parallel walk order, which the CLI itself varies under load
+    assert all(
+        d["status"] == "exact" or (d["tool"] in ("glob", "grep") and d["normalizers"] == ["walk_order"])
+        for d in reran
+    ), result["divergences"]
     kept = [d for d in result["divergences"] if d["kind"] != "rerun"]
     assert all(d["status"] == "historical_kept" and d["tool"] == "invalid" for d in kept)
     # The rebuilt store is the pinned CLI's own, holding only the rebuilt session.
