@@ -35,6 +35,8 @@ class ToolUseBlock(BaseModel):
     id: str
     name: str
     input: dict[str, Any]
+    arguments: str | None = None
+    """(Responses) the arguments string verbatim, when it must be the recorded one; else `input` as JSON."""
 
 
 class CustomToolBlock(BaseModel):
@@ -463,7 +465,7 @@ def _response_item(block: TextBlock | ToolUseBlock | CustomToolBlock, item_id: s
             "content": [text],
         }
     if isinstance(block, ToolUseBlock):
-        arguments = orjson.dumps(block.input).decode()
+        arguments = block.arguments if block.arguments is not None else orjson.dumps(block.input).decode()
         return {
             "type": "function_call",
             "id": f"fc_{item_id}",

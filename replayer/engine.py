@@ -113,9 +113,10 @@ def execute(
             f"{adapter.name} {version.version} ({version.source}) is not verified "
             f"(verified: {pinned_version(adapter.name)}); without --require-verified it runs, recorded as unverified"
         )
-    plan = make_plan(
-        adapter, traj, request.after_step, request.allow_degraded, executes=request.mode == "run"
-    )
+    with running_version(adapter.name, version.version):  # a driven version classifies its own tools
+        plan = make_plan(
+            adapter, traj, request.after_step, request.allow_degraded, executes=request.mode == "run"
+        )
     if request.mode == "run":
         _check_workspace(request.workspace)
         if not traj.cwd:

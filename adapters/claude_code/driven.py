@@ -17,22 +17,16 @@ from typing import Any
 from adapters.base import stdout_events
 from adapters.claude_code import chain, tools, wire
 from adapters.claude_code.session import Native, project_dir_name
-from bridges.scripted import CustomToolBlock, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from adapters.driven import PORT, STEP_MARGIN_S, ReplayModel
+from bridges.scripted import CustomToolBlock, TextBlock, ToolUseBlock, Turn
 from replayer import bundles
 from replayer.errors import PlanRefused, SandboxError
-from replayer.io import remove_alias, short_alias
 from replayer.models import Budgets, Observation, ToolCall, Trajectory
 from replayer.pins import load_pins
 from sandboxes.docker import DockerSandbox, ExecHandle
 
-PORT = 8763
-"""The replay model inside the sandbox (the bridge is 8765)."""
 WORK_MOUNT = "/run/replayer-claude"
-SOCKET = "replay-model.sock"
 PLACEHOLDER_KEY = "sk-replayer-replay-model"
-_REQUEST_TIMEOUT_S = 120.0
-_POLL_S = 0.05
-_STEP_MARGIN_S = 60.0
 
 
 def cli_env(port: int, key: str) -> dict[str, str]:
@@ -86,19 +80,14 @@ class DrivenRerunner:
         self.session_id = trajectory.session_id
         self.cwd = trajectory.cwd
         self.model_name = model
-        self.step_timeout_s = budgets.max_command_timeout_s + _STEP_MARGIN_S
+        self.step_timeout_s = budgets.max_command_timeout_s + STEP_MARGIN_S
         self.steps = {s.index: s for s in trajectory.steps}
         self.step_of = {c.id: s.index for s in trajectory.steps for c in s.calls}
         self.prompt_of = self._prompts()
         self.fresh: dict[str, Observation] = {}
         self.fed: list[list[str]] = []
         """The tool call ids of every turn fed so far, in order."""
-        self.alias = short_alias(work)
-        self.model = ScriptedUpstream(
-            Script(turns=[], model=model or "claude-replayed"), unix_path=self.alias / SOCKET, fed=True
-        )
-        self.model.__enter__()
-        sandbox.forward_port(PORT, f"{WORK_MOUNT}/{SOCKET}")
+        self.model = ReplayModel(sandbox, work, WORK_MOUNT, model or "claude-replayed")
         self.handle: ExecHandle | None = None
         self.prompt: int | None = None
         self.results: dict[str, tuple[dict[str, Any], Any]] = {}
@@ -178,10 +167,7 @@ class DrivenRerunner:
 
     def _next_request(self, what: str) -> None:
         assert self.handle is not None
-        body = self.handle.await_item(self.model.main_bodies, _REQUEST_TIMEOUT_S)
-        if body is None:
-            raise SandboxError(f"claude sent no model request for {what}: {self._tail()}")
-        self._check(body, what)
+        self._check(self.model.next_request(self.handle, "claude", what), what)
 
     def _check(self, body: Any, what: str) -> None:
         """The per-step check: the request carries every turn fed so far, in order."""
@@ -232,9 +218,7 @@ class DrivenRerunner:
     def close(self) -> None:
         if self.handle is not None:
             self.handle.stop()
-        self.model.__exit__(None, None, None)
-        (self.alias / SOCKET).unlink(missing_ok=True)
-        remove_alias(self.alias)
+        self.model.close()
         # What the driven CLI left in its home besides the tool outputs it persisted (the continuation
         # starts from the rebuilt session, as after any rerun): removed inside the sandbox.
         project = f"{tools.HOME}/.claude/projects/{project_dir_name(self.cwd)}"

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 from adapters.base import Launch, Rebuild
-from adapters.codex import continuation, patch, rollout, tools
+from adapters.codex import continuation, driven, patch, rollout, tools
 from adapters.codex.exec import ExecCommand
 from adapters.codex.gate import CodexGate
 from bridges.responses import ResponsesDialect
-from replayer import bundles
+from replayer import bundles, versions
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.pins import load_pins, pinned_version
@@ -19,7 +19,7 @@ from sandboxes.base import Sandbox
 BRIDGE_URL = "http://127.0.0.1:8765/v1"
 
 
-def config_toml(model: str | None) -> str:
+def config_toml(model: str | None, base_url: str = BRIDGE_URL) -> str:
     """CODEX_HOME/config.toml: the provider is the bridge (reached through the mounted socket)."""
     head = f'model = "{model}"\n' if model else ""
     return head + (
@@ -27,7 +27,7 @@ def config_toml(model: str | None) -> str:
         "check_for_update_on_startup = false\n\n"
         "[model_providers.replayer]\n"
         'name = "sandbox-replayer bridge"\n'
-        f'base_url = "{BRIDGE_URL}"\n'
+        f'base_url = "{base_url}"\n'
         'wire_api = "responses"\n'
         f'env_key = "{continuation.KEY_ENV}"\n'
         "request_max_retries = 0\n"
@@ -62,7 +62,7 @@ class CodexAdapter:
     takes_task = False
     idle_timeout_s = 300.0
     reruns_own_code = False
-    drives_other_versions = False
+    drives_other_versions = True
     oldest_own_version: str | None = None
     degradable_tools = True
 
@@ -75,6 +75,11 @@ class CodexAdapter:
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         if call.tool in tools.PURE_TOOLS:
             return "pure", None
+        if versions.driven(self, tools.version()):
+            # the CLI of that version runs its own tools, those of its era included
+            if call.tool in tools.DRIVEN_TOOLS:
+                return "rerun", None
+            return "unknown", f"unknown tool {call.tool!r}"
         if call.tool not in tools.RERUN_TOOLS:
             return "unknown", f"unknown tool {call.tool!r}"
         if call.tool == "exec_command":
@@ -88,15 +93,28 @@ class CodexAdapter:
         # The pinned bundle holds the rg that the reimplemented exec_command puts on PATH (the pinned
         # version's); the running version's bundle holds the CLI that continues.
         pinned = pinned_version(self.name)
-        return {
+        binds = {
             tools.HOME: (agent_home, False),
             tools.agent_mount(): (load_pins().bundle_dir(self.name), True),
             tools.agent_mount(pinned): (bundles.bundle_dir(self.name, pinned), True),
         }
+        if bundles.cli_path(self.name, tools.version()).needs_node:
+            binds[bundles.NODE_MOUNT] = (bundles.host_node(), True)
+        if versions.driven(self, tools.version()):
+            work = agent_home.parent / "codex-driven"
+            work.mkdir(exist_ok=True)
+            binds[driven.WORK_MOUNT] = (work, False)
+        return binds
 
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
-    ) -> CodexRerunner:
+    ) -> CodexRerunner | driven.DrivenRerunner:
+        if versions.driven(self, tools.version()):
+            from sandboxes.docker import DockerSandbox
+
+            assert isinstance(sandbox, DockerSandbox)
+            work = workspace.root.parent / "codex-driven"
+            return driven.DrivenRerunner(trajectory, sandbox, work, budgets, self.default_model(trajectory))
         return CodexRerunner(trajectory, sandbox, workspace)
 
     def rebuild(
@@ -106,13 +124,7 @@ class CodexAdapter:
         outputs = {call_id: obs.content for call_id, obs in observations.items()}
         records = rollout.prefix_records(native, after_step, outputs)
         home = dest / "home"
-        day = str(native.meta.get("timestamp", ""))[:10].split("-")
-        sessions = (
-            home / ".codex" / "sessions" / Path(*day)
-            if len(day) == 3 and all(part.isdigit() for part in day)  # never a path from a damaged timestamp
-            else home / ".codex" / "sessions"
-        )
-        path = sessions / native.file_name
+        path = home / ".codex" / rollout.session_path(native.meta, native.file_name)
         write_bytes_atomic(path, rollout.to_jsonl(records))
         write_bytes_atomic(
             home / ".codex" / "config.toml", config_toml(self.default_model(trajectory)).encode()

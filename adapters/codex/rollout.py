@@ -186,6 +186,14 @@ def canonical_name(meta: dict[str, Any]) -> str:
     return f"rollout-{stamp}-{meta.get('id')}.jsonl"
 
 
+def session_path(meta: dict[str, Any], file_name: str) -> Path:
+    """Where the CLI keeps the rollout, relative to CODEX_HOME: sessions/YYYY/MM/DD/<file name>."""
+    day = str(meta.get("timestamp", ""))[:10].split("-")
+    if len(day) == 3 and all(part.isdigit() for part in day):  # never a path from a damaged timestamp
+        return Path("sessions", *day, file_name)
+    return Path("sessions", file_name)
+
+
 def item(record: Record) -> dict[str, Any] | None:
     return record["payload"] if record.get("type") == "response_item" else None
 

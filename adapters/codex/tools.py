@@ -12,6 +12,17 @@ CODEX_HOME = f"{HOME}/.codex"
 DATA = Path(__file__).resolve().parent / "data"
 
 RERUN_TOOLS = {"exec_command", "apply_patch"}
+DRIVEN_TOOLS = RERUN_TOOLS | {
+    "write_stdin",
+    "shell",
+    "shell_command",
+    "read_file",
+    "list_dir",
+    "grep_files",
+    "view_image",
+}
+"""The CLI's built-in tools across versions (`shell` with an argv array until about 0.6x,
+`shell_command`, the experimental file tools): a driven CLI of a version reruns its own."""
 PURE_TOOLS = {"update_plan", "get_goal", "create_goal", "update_goal"}
 """Their output depends on nothing outside the conversation: the historical one is kept."""
 

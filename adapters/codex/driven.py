@@ -1,0 +1,287 @@
+"""Rerun a Codex rollout with the CLI of the version that runs, driven by the replay model.
+
+The CLI resumes a scratch rollout that holds only the trajectory's `session_meta` (so the thread id,
+and with it `CODEX_THREAD_ID` in every command's environment, is the historical one) with the first
+prompt; every main-thread request is answered with the next historical response (its text and its tool
+calls with their original ids and argument strings). The CLI executes its own tools, so the next request
+carries each fresh output exactly as that version puts it before the model. A later prompt resumes the
+thread again. Each request must carry every call fed so far, in order: a CLI that goes its own way is
+caught at the step where it does.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from adapters.codex import rollout, tools
+from adapters.codex.continuation import KEY_ENV
+from adapters.driven import PORT, STEP_MARGIN_S, ReplayModel
+from bridges.scripted import CustomToolBlock, TextBlock, ToolUseBlock, Turn
+from replayer import bundles
+from replayer.errors import PlanRefused, SandboxError
+from replayer.io import write_bytes_atomic
+from replayer.models import Budgets, Observation, ToolCall, Trajectory
+from sandboxes.docker import DockerSandbox, ExecHandle
+
+WORK_MOUNT = "/run/replayer-codex"
+PLACEHOLDER_KEY = "sk-replayer-replay-model"
+_CONTEXT_PREFIXES = (
+    "<environment_context>",
+    "<user_instructions>",
+    "# AGENTS.md instructions",
+    "<INSTRUCTIONS>",
+)
+"""User-role messages the CLI itself adds to the thread (not prompts)."""
+
+Block = TextBlock | ToolUseBlock | CustomToolBlock
+
+
+def _text(payload: dict[str, Any]) -> str | None:
+    content = payload.get("content")
+    if not isinstance(content, list) or not all(isinstance(c, dict) for c in content):
+        return None
+    return "".join(str(c.get("text", "")) for c in content if c.get("type") in ("input_text", "output_text"))
+
+
+def prompts(records: list[rollout.Record]) -> list[tuple[int, str]]:
+    """(record index, text) of every user prompt: the `user_message` events where the CLI wrote them
+    (0.5x-0.12x), else the user messages that are not context the CLI added."""
+    events = [
+        (at, str(r["payload"].get("message", "")))
+        for at, r in enumerate(records)
+        if r.get("type") == "event_msg" and r["payload"].get("type") == "user_message"
+    ]
+    if events:
+        return events
+    found = []
+    for at, record in enumerate(records):
+        payload = rollout.item(record)
+        if payload is None or payload.get("type") != "message" or payload.get("role") != "user":
+            continue
+        text = _text(payload)
+        if text is not None and not text.lstrip().startswith(_CONTEXT_PREFIXES):
+            found.append((at, text))
+    return found
+
+
+def _block(payload: dict[str, Any]) -> Block | None:
+    kind = payload.get("type")
+    if kind == "message" and payload.get("role") == "assistant":
+        text = _text(payload)
+        return TextBlock(text=text) if text else None
+    if kind == "function_call":
+        raw = str(payload.get("arguments") or "{}")
+        try:
+            parsed = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            parsed = None
+        return ToolUseBlock(
+            id=payload["call_id"],
+            name=payload["name"],
+            input=parsed if isinstance(parsed, dict) else {},
+            arguments=raw,
+        )
+    if kind == "custom_tool_call":
+        return CustomToolBlock(
+            id=payload["call_id"], name=payload["name"], input=str(payload.get("input", ""))
+        )
+    return None
+
+
+class DrivenRerunner:
+    def __init__(
+        self, trajectory: Trajectory, sandbox: DockerSandbox, work: Path, budgets: Budgets, model: str | None
+    ):
+        assert trajectory.session_id and trajectory.cwd
+        self.native: rollout.Native = trajectory._native
+        if self.native.pre_compaction_steps:
+            raise PlanRefused(
+                "a compacted rollout is not driven through its CLI yet (its history is replaced)"
+            )
+        self.sandbox = sandbox
+        self.thread_id = trajectory.session_id
+        self.cwd = trajectory.cwd
+        self.step_timeout_s = budgets.max_command_timeout_s + STEP_MARGIN_S
+        self.steps = {s.index: s for s in trajectory.steps}
+        self.call_at = {
+            str(payload.get("call_id")): at
+            for at, r in enumerate(self.native.records)
+            if (payload := rollout.item(r)) is not None and payload.get("type") in rollout.CALL_TYPES
+        }
+        self.step_of = {c.id: s.index for s in trajectory.steps for c in s.calls}
+        self.prompts = prompts(self.native.records)
+        self.fresh: dict[str, Observation] = {}
+        self.fed: list[str] = []
+        """Every call id fed so far, in order."""
+        self.done = 0
+        """The last step fed."""
+        self.held: Any = None
+        """The request the CLI sent after the last step's tools ran, not answered yet."""
+        self.handle: ExecHandle | None = None
+        self.prompt: int | None = None
+        self._write_scratch(work, model)
+        self.model = ReplayModel(sandbox, work, WORK_MOUNT, model or "gpt-replayed")
+
+    def _write_scratch(self, work: Path, model: str | None) -> None:
+        """The session_meta to resume (its provider the replay model's) and the CLI's config."""
+        from adapters.codex import config_toml
+
+        meta = dict(self.native.records[0])
+        meta["payload"] = {**meta["payload"], "model_provider": "replayer"}
+        write_bytes_atomic(work / "seed.jsonl", rollout.to_jsonl([meta]))
+        config = config_toml(model, base_url=f"http://127.0.0.1:{PORT}/v1")
+        write_bytes_atomic(work / "config.toml", config.encode())
+
+    def run(self, call: ToolCall) -> Observation:
+        if call.id not in self.fresh:
+            while self.done < self.step_of[call.id]:
+                self._feed_step(self.done + 1)
+        if call.id not in self.fresh:
+            raise SandboxError(f"codex sent no output for {call.id} in step {self.step_of[call.id]}")
+        return self.fresh[call.id]
+
+    def _prompt_of(self, index: int) -> int:
+        """The record index of the prompt whose run step `index` belongs to."""
+        first_call = self.call_at[self.steps[index].calls[0].id]
+        before = [at for at, _ in self.prompts if at < first_call]
+        if not before:
+            raise PlanRefused(f"step {index} has no user prompt before it to start the CLI with")
+        return before[-1]
+
+    def _feed_step(self, index: int) -> None:
+        prompt = self._prompt_of(index)
+        if prompt != self.prompt:
+            self._start_run(prompt)
+        assert self.handle is not None
+        body = (
+            self.held
+            if self.held is not None
+            else self.model.next_request(self.handle, "codex", f"step {index}")
+        )
+        self.held = None
+        self._check(body, f"step {index}")
+        blocks = self._blocks(index, prompt)
+        ids = [b.id for b in blocks if not isinstance(b, TextBlock)]
+        self.model.feed(Turn(blocks=blocks))
+        self.fed += ids
+        self.done = index
+        timeout = self.step_timeout_s * max(len(ids), 1)
+        body = self.model.next_request(self.handle, "codex", f"the outputs of step {index}", timeout)
+        self._check(body, f"the outputs of step {index}")
+        self._harvest(body, set(ids))
+        self.held = body
+
+    def _blocks(self, index: int, prompt: int) -> list[Block]:
+        """The historical response of step `index`: its messages and calls since the step before (or the
+        prompt), up to its last call."""
+        previous_end = self.native.step_ends[index - 2] if index > 1 else 0
+        call_ids = {c.id for c in self.steps[index].calls}
+        blocks = []
+        for record in self.native.records[max(previous_end, prompt) : self.native.step_ends[index - 1]]:
+            payload = rollout.item(record)
+            if payload is None or payload.get("type") in rollout.OUTPUT_TYPES:
+                continue
+            if payload.get("type") in rollout.CALL_TYPES and payload.get("call_id") not in call_ids:
+                continue
+            block = _block(payload)
+            if block is not None:
+                blocks.append(block)
+        return blocks
+
+    def _start_run(self, prompt: int) -> None:
+        if self.handle is not None:
+            body = (
+                self.held
+                if self.held is not None
+                else self.model.next_request(self.handle, "codex", "the end of a run")
+            )
+            self.held = None
+            self._check(body, "the end of a run")
+            self.model.feed(Turn(blocks=[TextBlock(text=self._closing_text(prompt))]))
+            if not self.handle.wait(self.step_timeout_s):
+                raise SandboxError("codex did not end its run when the replayed turn ended")
+        text = next(t for at, t in self.prompts if at == prompt)
+        self.handle = self.sandbox.start_exec(
+            ["bash", "-c", self._script(first=self.handle is None), "codex", *self._argv(text)],
+            workdir=self.cwd,
+            env={
+                "PATH": "/usr/local/bin:/usr/bin:/bin",
+                "HOME": tools.HOME,
+                "CODEX_HOME": tools.CODEX_HOME,
+                KEY_ENV: PLACEHOLDER_KEY,
+            },
+        )
+        self.prompt = prompt
+
+    def _script(self, first: bool) -> str:
+        """The first run puts the scratch rollout and the config in CODEX_HOME; every run then execs the CLI."""
+        if not first:
+            return 'exec "$@" </dev/null'
+        rel = rollout.session_path(self.native.meta, self.native.file_name)
+        target = f"{tools.CODEX_HOME}/{rel}"
+        return (
+            f"mkdir -p {shlex.quote(str(Path(target).parent))} && "
+            f"cp {WORK_MOUNT}/seed.jsonl {shlex.quote(target)} && "
+            f'cp {WORK_MOUNT}/config.toml "$CODEX_HOME/config.toml" && exec "$@" </dev/null'
+        )
+
+    def _argv(self, prompt: str) -> list[str]:
+        version = tools.version()
+        codex = f"{tools.agent_mount()}/{bundles.cli_path(tools.NAME, version).path}"
+        argv = [codex, "exec", "resume", self.thread_id, "--skip-git-repo-check"]
+        return argv + ["--dangerously-bypass-approvals-and-sandbox", prompt]
+
+    def _closing_text(self, next_prompt: int) -> str:
+        """The historical last answer before the next prompt (the message that ended the run)."""
+        for record in reversed(self.native.records[:next_prompt]):
+            payload = rollout.item(record)
+            if (
+                payload is not None
+                and payload.get("type") == "message"
+                and payload.get("role") == "assistant"
+            ):
+                return _text(payload) or ""
+        return ""
+
+    def _check(self, body: Any, what: str) -> None:
+        """The per-step check: the request carries every call fed so far, in order."""
+        items = body.get("input") if isinstance(body, dict) else None
+        sent = [
+            i["call_id"]
+            for i in items or []
+            if isinstance(i, dict)
+            and i.get("type") in rollout.CALL_TYPES
+            and isinstance(i.get("call_id"), str)
+        ]
+        if sent != self.fed:
+            raise SandboxError(
+                f"the request codex sent for {what} does not carry the replayed calls "
+                f"(sent {sent[-3:]}, replayed {self.fed[-3:]})"
+            )
+
+    def _harvest(self, body: Any, ids: set[str]) -> None:
+        for entry in body.get("input") or []:
+            if (
+                isinstance(entry, dict)
+                and entry.get("type") in rollout.OUTPUT_TYPES
+                and entry.get("call_id") in ids
+            ):
+                output = entry.get("output")
+                content = output if isinstance(output, str | list) else orjson.dumps(output).decode()
+                self.fresh[entry["call_id"]] = Observation(content=content)
+
+    def close(self) -> None:
+        if self.handle is not None:
+            self.handle.stop()
+        self.model.close()
+        # The CLI's own state (the scratch thread, its databases, logs); the rebuild writes CODEX_HOME anew.
+        self.sandbox.exec(
+            ["bash", "-c", 'rm -rf "$CODEX_HOME"'],
+            workdir="/",
+            env={"HOME": tools.HOME, "CODEX_HOME": tools.CODEX_HOME},
+            timeout_s=60,
+        )

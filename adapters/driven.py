@@ -1,0 +1,49 @@
+"""The replay model a driven rerun talks to: a fed scripted model service on a socket the sandbox
+reaches as 127.0.0.1:PORT. The agent's own CLI runs in the container; each main-thread request it sends
+is held until the rerunner feeds the next historical turn (shared by the Claude Code and Codex reruns)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bridges.scripted import Script, ScriptedUpstream, Turn
+from replayer.errors import SandboxError
+from replayer.io import remove_alias, short_alias
+from sandboxes.docker import DockerSandbox, ExecHandle
+
+PORT = 8763
+"""The replay model inside the sandbox (the bridge is 8765)."""
+SOCKET = "replay-model.sock"
+REQUEST_TIMEOUT_S = 120.0
+STEP_MARGIN_S = 60.0
+"""A step may take its longest command's timeout plus this for the CLI's own work."""
+
+
+class ReplayModel:
+    """Serve the fed model on `work`/SOCKET (a host folder mounted at `mount`) for `sandbox`."""
+
+    def __init__(self, sandbox: DockerSandbox, work: Path, mount: str, model: str):
+        self.alias = short_alias(work)
+        self.upstream = ScriptedUpstream(
+            Script(turns=[], model=model), unix_path=self.alias / SOCKET, fed=True
+        )
+        self.upstream.__enter__()
+        sandbox.forward_port(PORT, f"{mount}/{SOCKET}")
+
+    def feed(self, turn: Turn) -> None:
+        self.upstream.feed(turn)
+
+    def next_request(
+        self, handle: ExecHandle, cli: str, what: str, timeout_s: float = REQUEST_TIMEOUT_S
+    ) -> Any:
+        """The body of the next main-thread request `handle`'s CLI sends; a clear error if none comes."""
+        body = handle.await_item(self.upstream.main_bodies, timeout_s)
+        if body is None:
+            raise SandboxError(f"{cli} sent no model request for {what}: {handle.last_stderr_line()}")
+        return body
+
+    def close(self) -> None:
+        self.upstream.__exit__(None, None, None)
+        (self.alias / SOCKET).unlink(missing_ok=True)
+        remove_alias(self.alias)
