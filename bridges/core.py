@@ -207,6 +207,11 @@ class Bridge:
         except orjson.JSONDecodeError:
             body = None
         entry.request_bytes = len(raw)
+        if request.headers.get("Upgrade", "").lower() == "websocket":
+            # Codex's built-in openai provider tries a Responses WebSocket first; 426 sends it straight
+            # to HTTP, where the gate sees every request.
+            entry.status = 426
+            return web.Response(status=426, text="the sandbox-replayer bridge speaks HTTP only")
         decision = self.gate.route(request.method, request.path, body)
         entry.kind = decision.kind
         if decision.kind == "refuse":

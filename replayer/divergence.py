@@ -17,7 +17,9 @@ NORMALIZERS: dict[str, Callable[[str], str]] = {
     "iso_timestamps": lambda s: re.sub(
         r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?", "<TS>", s
     ),
-    "durations": lambda s: re.sub(r"\b\d+(\.\d+)?\s?(ms|s|seconds)\b", "<DUR>", s),
+    "durations": lambda s: re.sub(
+        r"\b\d+(\.\d+)?\s?(ms|s|seconds)\b|(\"duration_seconds\\?\":)\d+(\.\d+)?", r"\3<DUR>", s
+    ),
     "random_ids": lambda s: re.sub(r"(Chunk ID: )[0-9a-f]{6}|(session ID )\d+", r"\1\2<ID>", s),
 }
 WALK_ORDER_TOOLS = {"glob", "grep", "Glob", "Grep"}

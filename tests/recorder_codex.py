@@ -13,7 +13,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from bridges.scripted import CustomToolBlock, Script, TextBlock, ToolUseBlock, Turn
-from replayer.pins import load_pins
+from replayer import bundles
+from replayer.pins import load_pins, running_version
 from tests.support.codex_cli import MODEL, run_codex
 from tests.support.recording import seed, write_fixture
 
@@ -173,6 +174,60 @@ def scenarios() -> list[Scenario]:
     ]
 
 
+def offered_tools() -> dict[str, str]:
+    """The tools the running CLI version offers the model (name -> `function` or `custom`)."""
+    with tempfile.TemporaryDirectory(prefix="record-tools-") as tmp:
+        paths = seed(Path(tmp), {}, "home", "sock")
+        script = Script(model=MODEL, turns=[_turn(TextBlock(text="ok"))])
+        _, log = run_codex(
+            prompts=["hi"],
+            workspace=paths["workspace"],
+            home=paths["home"],
+            sockets=paths["sock"],
+            script=script,
+        )
+    body = next(r["body"] for r in log if r["method"] == "POST")
+    return {t["name"]: t["type"] for t in body.get("tools", []) if "name" in t}
+
+
+def version_scenario(offered: dict[str, str]) -> Scenario:
+    """One scenario per extra CLI version (`--version V`): its own shell tool and apply_patch, a failing
+    command, a long output, a second prompt."""
+    s = "probe"
+
+    def shell(n: int, cmd: str) -> ToolUseBlock:
+        if "exec_command" in offered:
+            return _exec(s, n, cmd)
+        if "shell_command" in offered:
+            return ToolUseBlock(id=f"call_{s}_{n:02d}", name="shell_command", input={"command": cmd})
+        assert "shell" in offered, offered
+        return ToolUseBlock(id=f"call_{s}_{n:02d}", name="shell", input={"command": ["bash", "-lc", cmd]})
+
+    def patch(n: int, body: str) -> ToolUseBlock | CustomToolBlock:
+        if offered.get("apply_patch") == "custom":
+            return _patch(s, n, body)
+        text = f"*** Begin Patch\n{body}*** End Patch\n"
+        return ToolUseBlock(id=f"call_{s}_{n:02d}", name="apply_patch", input={"input": text})
+
+    turns = [_turn(TextBlock(text="Reading a.txt."), shell(1, "cat a.txt"))]
+    turns.append(_turn(shell(2, "echo out; echo err >&2; exit 3"), shell(3, "ls missing")))
+    turns.append(_turn(shell(4, "seq 1 30000")))
+    if "apply_patch" in offered:
+        turns.append(_turn(patch(5, "*** Update File: a.txt\n@@\n-alpha\n+ALPHA\n")))
+        turns.append(_turn(patch(6, "*** Update File: missing.txt\n@@\n-a\n+b\n")))
+    turns += [
+        _turn(TextBlock(text="Looked.")),
+        _turn(shell(7, "cat a.txt; pwd")),
+        _turn(TextBlock(text="Done.")),
+    ]
+    return Scenario(
+        name=s,
+        files={"a.txt": "alpha\nbeta\n"},
+        prompts=["Look at the files.", "Once more."],
+        script=Script(model=MODEL, turns=turns),
+    )
+
+
 def record(scenario: Scenario, dest: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
         state = Path(tmp)
@@ -235,7 +290,17 @@ def main() -> None:
     parser.add_argument(
         "--env", action="store_true", help="capture the pinned CLI's exec_command environment"
     )
+    parser.add_argument(
+        "--version", help="record the version scenario with this CLI into versions/<version>/"
+    )
     args = parser.parse_args()
+    if args.version:
+        bundles.ensure("codex", args.version)
+        with running_version("codex", args.version):
+            print(
+                "recorded", record(version_scenario(offered_tools()), args.dest / "versions" / args.version)
+            )
+        return
     if args.env or args.all:
         print("captured", capture_env())
     for scenario in scenarios():

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from adapters.base import Launch, Rebuild
 from adapters.codex import continuation, driven, patch, rollout, tools
 from adapters.codex.exec import ExecCommand
@@ -19,13 +21,22 @@ from sandboxes.base import Sandbox
 BRIDGE_URL = "http://127.0.0.1:8765/v1"
 
 
-def config_toml(model: str | None, base_url: str = BRIDGE_URL) -> str:
-    """CODEX_HOME/config.toml: the provider is the bridge (reached through the mounted socket)."""
+def config_toml(model: str | None, provider: str | None = None, base_url: str = BRIDGE_URL) -> str:
+    """CODEX_HOME/config.toml: the model service is the bridge (reached through the mounted socket), under
+    the provider name the rollout records (a CLI refuses to resume a thread under another provider). The
+    built-in `openai` provider cannot be redefined: its base URL is set instead."""
     head = f'model = "{model}"\n' if model else ""
+    name = provider or "replayer"
+    if name == "openai":
+        return head + (
+            'model_provider = "openai"\n'
+            f'openai_base_url = "{base_url}"\n'
+            "check_for_update_on_startup = false\n"
+        )
     return head + (
-        'model_provider = "replayer"\n'
+        f"model_provider = {_toml_string(name)}\n"
         "check_for_update_on_startup = false\n\n"
-        "[model_providers.replayer]\n"
+        f"[model_providers.{_toml_string(name)}]\n"
         'name = "sandbox-replayer bridge"\n'
         f'base_url = "{base_url}"\n'
         'wire_api = "responses"\n'
@@ -33,6 +44,15 @@ def config_toml(model: str | None, base_url: str = BRIDGE_URL) -> str:
         "request_max_retries = 0\n"
         "stream_max_retries = 0\n"
     )
+
+
+def _toml_string(text: str) -> str:
+    return orjson.dumps(text).decode()  # a JSON string without control characters is a TOML basic string
+
+
+def _provider(native: rollout.Native) -> str | None:
+    name = native.meta.get("model_provider")
+    return name if isinstance(name, str) and name.isprintable() and name else None
 
 
 class CodexRerunner:
@@ -127,13 +147,19 @@ class CodexAdapter:
         path = home / ".codex" / rollout.session_path(native.meta, native.file_name)
         write_bytes_atomic(path, rollout.to_jsonl(records))
         write_bytes_atomic(
-            home / ".codex" / "config.toml", config_toml(self.default_model(trajectory)).encode()
+            home / ".codex" / "config.toml",
+            config_toml(self.default_model(trajectory), _provider(native)).encode(),
         )
         return Rebuild(
             native_files=[path],
             expected_prefix=rollout.wire_input(native, records),
             agent_home=home,
-            continuation={"thread_id": trajectory.session_id, "rollout": str(path.relative_to(home))},
+            continuation={
+                "thread_id": trajectory.session_id,
+                "rollout": str(path.relative_to(home)),
+                "instructions_form": rollout.instructions_form(native),
+                "instructions": rollout.wire_instructions(native),
+            },
         )
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
@@ -156,7 +182,13 @@ class CodexAdapter:
 
     def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> CodexGate:
         assert prompt is not None
-        return CodexGate(rebuild.expected_prefix, prompt, keep_prompt=keep_prompt)
+        return CodexGate(
+            rebuild.expected_prefix,
+            prompt,
+            keep_prompt=keep_prompt,
+            instructions_form=bool(rebuild.continuation.get("instructions_form")),
+            instructions=rebuild.continuation.get("instructions"),
+        )
 
     def default_model(self, trajectory: Trajectory) -> str | None:
         native: rollout.Native = trajectory._native

@@ -19,16 +19,18 @@ KEY_ENV = "REPLAYER_CODEX_KEY"
 def command(traj: Trajectory, launch: Launch, recorded_model: str | None) -> tuple[list[str], dict[str, str]]:
     assert traj.session_id and launch.prompt is not None
     codex = f"{tools.agent_mount()}/{bundles.cli_path(tools.NAME, tools.version()).path}"
-    argv = [codex, "exec", "resume", traj.session_id, "--json", "--skip-git-repo-check"]
+    # the options before `resume`: 0.58 takes none after it
+    argv = [codex, "exec", "--json", "--skip-git-repo-check"]
     argv += ["--dangerously-bypass-approvals-and-sandbox"]  # the sandbox is the container
     if launch.model and launch.model != recorded_model:
         argv += ["-m", launch.model]
-    argv += [launch.prompt]
+    argv += ["resume", traj.session_id, launch.prompt]
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": tools.HOME,
         "CODEX_HOME": tools.CODEX_HOME,
         KEY_ENV: PLACEHOLDER_KEY,
+        "CODEX_API_KEY": PLACEHOLDER_KEY,  # the built-in openai provider's key (codex exec)
     }
     return ["bash", "-c", 'exec "$@" </dev/null', "codex", *argv], env
 

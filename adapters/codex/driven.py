@@ -12,6 +12,7 @@ caught at the step where it does.
 from __future__ import annotations
 
 import shlex
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,10 @@ _CONTEXT_PREFIXES = (
     "<INSTRUCTIONS>",
 )
 """User-role messages the CLI itself adds to the thread (not prompts)."""
+
+_READ_CAP = 64 * 1024 * 1024
+_ROLLOUT_WAIT_S = 10.0
+"""The CLI writes its rollout in the background: how long its outputs may lag the next request."""
 
 Block = TextBlock | ToolUseBlock | CustomToolBlock
 
@@ -92,6 +97,20 @@ def _block(payload: dict[str, Any]) -> Block | None:
     return None
 
 
+def _outputs(lines: bytes) -> dict[str, Any]:
+    """Call id -> output of the output records in these rollout lines."""
+    found = {}
+    for line in lines.splitlines():
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        payload = rollout.item(record) if isinstance(record, dict) else None
+        if isinstance(payload, dict) and payload.get("type") in rollout.OUTPUT_TYPES:
+            found[str(payload.get("call_id"))] = payload.get("output")
+    return found
+
+
 class DrivenRerunner:
     def __init__(
         self, trajectory: Trajectory, sandbox: DockerSandbox, work: Path, budgets: Budgets, model: str | None
@@ -118,6 +137,8 @@ class DrivenRerunner:
         self.fed: list[str] = []
         """Every call id fed so far, in order."""
         self.done = 0
+        self.offset = 0
+        """How much of the CLI's rollout was read."""
         """The last step fed."""
         self.held: Any = None
         """The request the CLI sent after the last step's tools ran, not answered yet."""
@@ -172,7 +193,7 @@ class DrivenRerunner:
         timeout = self.step_timeout_s * max(len(ids), 1)
         body = self.model.next_request(self.handle, "codex", f"the outputs of step {index}", timeout)
         self._check(body, f"the outputs of step {index}")
-        self._harvest(body, set(ids))
+        self._harvest(set(ids), index)
         self.held = body
 
     def _blocks(self, index: int, prompt: int) -> list[Block]:
@@ -232,8 +253,9 @@ class DrivenRerunner:
     def _argv(self, prompt: str) -> list[str]:
         version = tools.version()
         codex = f"{tools.agent_mount()}/{bundles.cli_path(tools.NAME, version).path}"
-        argv = [codex, "exec", "resume", self.thread_id, "--skip-git-repo-check"]
-        return argv + ["--dangerously-bypass-approvals-and-sandbox", prompt]
+        # the options before `resume`: 0.58 takes none after it
+        argv = [codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
+        return argv + ["resume", self.thread_id, prompt]
 
     def _closing_text(self, next_prompt: int) -> str:
         """The historical last answer before the next prompt (the message that ended the run)."""
@@ -263,16 +285,28 @@ class DrivenRerunner:
                 f"(sent {sent[-3:]}, replayed {self.fed[-3:]})"
             )
 
-    def _harvest(self, body: Any, ids: set[str]) -> None:
-        for entry in body.get("input") or []:
-            if (
-                isinstance(entry, dict)
-                and entry.get("type") in rollout.OUTPUT_TYPES
-                and entry.get("call_id") in ids
-            ):
-                output = entry.get("output")
-                content = output if isinstance(output, str | list) else orjson.dumps(output).decode()
-                self.fresh[entry["call_id"]] = Observation(content=content)
+    def _harvest(self, ids: set[str], index: int) -> None:
+        """The outputs of `ids` as the CLI wrote them into its rollout (the form a rollout stores: some
+        versions send the model another rendering), read from where the last read stopped."""
+        path = f"{tools.CODEX_HOME}/{rollout.session_path(self.native.meta, self.native.file_name)}"
+        deadline = time.monotonic() + _ROLLOUT_WAIT_S
+        while True:
+            read = self.sandbox.exec(
+                ["bash", "-c", 'tail -c +"$1" "$2" | head -c "$3"', "read", str(self.offset + 1), path]
+                + [str(_READ_CAP)],
+                workdir="/",
+                env={},
+                timeout_s=60,
+            )
+            complete = read.stdout[: read.stdout.rfind(b"\n") + 1]
+            self.offset += len(complete)
+            for call_id, output in _outputs(complete).items():
+                if call_id in ids:
+                    content = output if isinstance(output, str | list) else orjson.dumps(output).decode()
+                    self.fresh[call_id] = Observation(content=content)
+            if ids <= set(self.fresh) or time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
 
     def close(self) -> None:
         if self.handle is not None:

@@ -26,8 +26,20 @@ _MSG_ID = re.compile(r"msg_([0-9a-f-]{36})")
 
 
 class CodexGate:
-    def __init__(self, prefix: list[Item], prompt: str, *, keep_prompt: bool):
+    def __init__(
+        self,
+        prefix: list[Item],
+        prompt: str,
+        *,
+        keep_prompt: bool,
+        instructions_form: bool = False,
+        instructions: str | None = None,
+    ):
+        """`instructions_form`: the CLI sends the base instructions as the body's `instructions` (equal to
+        `instructions` where the rollout records them) and `prefix` holds the conversation only."""
         self.prefix = prefix
+        self.instructions_form = instructions_form
+        self.instructions = instructions
         self.prompt = prompt
         self.keep_prompt = keep_prompt
         self.head: list[Item] | None = None
@@ -43,7 +55,8 @@ class CodexGate:
                 kind="refuse", mismatch=Mismatch(path="input", expected="a list", actual=type(body).__name__)
             )
         if self.head is None:
-            mismatch = self._check_first(items)
+            mismatch = self._check_instructions(body) if self.instructions_form else None
+            mismatch = mismatch or self._check_first(items)
             if mismatch is not None:
                 return Decision(kind="refuse", mismatch=mismatch)
             self.head = items
@@ -54,14 +67,35 @@ class CodexGate:
                 return Decision(kind="refuse", mismatch=diff)
         return Decision(kind="main", body=None if self.keep_prompt else self._strip(body))
 
+    def _check_instructions(self, body: Any) -> Mismatch | None:
+        sent = body.get("instructions")
+        if not isinstance(sent, str):
+            return Mismatch(
+                path="instructions",
+                expected="the base instructions (this CLI's form)",
+                actual=type(sent).__name__,
+                reason="the first request does not carry the base instructions where this CLI version puts them",
+            )
+        if self.instructions is None:
+            self.notes.append("instructions: the rollout does not record them; the CLI's own were not checked")
+        elif sent != self.instructions:
+            diff = first_difference(self.instructions, sent, "instructions")
+            assert diff is not None
+            diff.reason = "the base instructions differ from the rollout's"
+            return diff
+        self.notes.append("form: base instructions in `instructions`, outputs as the CLI renders them")
+        return None
+
     def _check_first(self, items: list[Item]) -> Mismatch | None:
         n = len(self.prefix)
-        first = items[0] if items else None
-        sent_id = first.get("id") if isinstance(first, dict) else None
-        match = _MSG_ID.fullmatch(sent_id) if isinstance(sent_id, str) else None
-        if match is None or uuid.UUID(match.group(1)).version != 5:
-            return Mismatch(path="input[0].id", expected="msg_<version-5 uuid>", actual=str(sent_id))
-        expected = [{**self.prefix[0], "id": sent_id}, *self.prefix[1:]]
+        expected = self.prefix
+        if not self.instructions_form:
+            first = items[0] if items else None
+            sent_id = first.get("id") if isinstance(first, dict) else None
+            match = _MSG_ID.fullmatch(sent_id) if isinstance(sent_id, str) else None
+            if match is None or uuid.UUID(match.group(1)).version != 5:
+                return Mismatch(path="input[0].id", expected="msg_<version-5 uuid>", actual=str(sent_id))
+            expected = [{**self.prefix[0], "id": sent_id}, *self.prefix[1:]]
         diff = first_difference(expected, items[:n], "input")
         if diff is not None:
             return diff

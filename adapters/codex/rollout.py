@@ -324,14 +324,101 @@ def base_instructions_message(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def wire_input(native: Native, records: list[Record]) -> list[dict[str, Any]]:
+    """The request input the CLI sends for `records`. To its first-party provider (`openai`) the pinned CLI
+    also sends each item's metadata passthrough; to a custom provider it strips it."""
+    first_party = native.meta.get("model_provider") == "openai"
     history: list[dict[str, Any]] = []
     for record in records:
         if record.get("type") == "compacted":
             replacement = record["payload"].get("replacement_history")
             history = [dict(x) for x in replacement] if isinstance(replacement, list) else []
         elif (payload := item(record)) is not None:
-            history.append({k: v for k, v in payload.items() if k != PASSTHROUGH})
-    return [base_instructions_message(native.meta), *history]
+            history.append(_wire_item(payload, first_party))
+    if instructions_form(native):
+        return reserialized(history) if freeform_apply_patch(native) else history
+    base = base_instructions_message(native.meta)
+    if first_party:
+        base[PASSTHROUGH] = {"content_item_kinds": ["model.base_instructions"]}
+    return [base, *history]
+
+
+def _wire_item(payload: dict[str, Any], first_party: bool) -> dict[str, Any]:
+    out = {k: v for k, v in payload.items() if k != PASSTHROUGH}
+    passthrough = payload.get(PASSTHROUGH)
+    if first_party and isinstance(passthrough, dict):
+        # the rollout's per-item content metadata stays on disk (observed with 0.171.0)
+        out[PASSTHROUGH] = {k: v for k, v in passthrough.items() if k != "content_item_metadata"}
+    return out
+
+
+def instructions_form(native: Native) -> bool:
+    """Rollouts without paginated history come from CLIs (0.125 and older) that send the base instructions
+    in the request's `instructions` field, not as input[0], and render stored shell outputs as text."""
+    return not native.paginated
+
+
+def wire_instructions(native: Native) -> str | None:
+    """The `instructions` such a CLI sends, where the rollout records them (older ones do not)."""
+    text = (native.meta.get("base_instructions") or {}).get("text")
+    return text if isinstance(text, str) else None
+
+
+def freeform_apply_patch(native: Native) -> bool:
+    """Whether the CLI offered apply_patch as a freeform tool (seen from its calls: a rollout that never
+    called apply_patch reads as not)."""
+    return any(
+        (p := item(r)) is not None and p.get("type") == "custom_tool_call" and p.get("name") == "apply_patch"
+        for r in native.records
+    )
+
+
+_SHELL_TOOLS = {"shell", "container.exec", "apply_patch"}
+
+
+def reserialized(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The input as such a CLI sends it while a freeform apply_patch tool is offered: the JSON outputs
+    (`{"output", "metadata": {"exit_code", "duration_seconds"}}`) of shell and apply_patch calls become
+    `Exit code: N\nWall time: S seconds\n[Total output lines: L\n]Output:\n...` (codex-rs client_common.rs)."""
+    shell_ids: set[str] = set()
+    out = []
+    for entry in items:
+        kind = entry.get("type")
+        if kind == "local_shell_call" and isinstance(entry.get("call_id") or entry.get("id"), str):
+            shell_ids.add(entry.get("call_id") or entry["id"])
+        elif kind in CALL_TYPES and entry.get("name") in _SHELL_TOOLS:
+            shell_ids.add(str(entry.get("call_id")))
+        elif kind in OUTPUT_TYPES and entry.get("call_id") in shell_ids:
+            shell_ids.discard(entry["call_id"])
+            text = _structured(entry.get("output"))
+            if text is not None:
+                entry = {**entry, "output": text}
+        out.append(entry)
+    return out
+
+
+def _structured(raw: Any) -> str | None:
+    if not isinstance(raw, str):
+        return None
+    try:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("output"), str):
+        return None
+    meta = parsed.get("metadata")
+    if not isinstance(meta, dict):
+        return None
+    code, seconds = meta.get("exit_code"), meta.get("duration_seconds")
+    if not isinstance(code, int) or isinstance(code, bool) or not isinstance(seconds, int | float):
+        return None
+    wall = repr(float(seconds)).removesuffix(".0")  # Rust prints an f32 of 0.0 as 0, 0.1 as 0.1
+    sections = [f"Exit code: {code}", f"Wall time: {wall} seconds"]
+    output = parsed["output"]
+    total = re.match(r"Total output lines: (\d+)\n\n?", output)
+    if total:
+        sections.append(f"Total output lines: {total.group(1)}")
+        output = output[total.end() :]
+    return "\n".join([*sections, "Output:", output])
 
 
 def to_jsonl(records: list[Record]) -> bytes:

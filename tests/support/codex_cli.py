@@ -5,7 +5,10 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+import orjson
+
 from bridges.scripted import Script, ScriptedUpstream
+from replayer import bundles
 from replayer.pins import load_pins
 from sandboxes.docker import DockerSandbox, connect
 
@@ -42,12 +45,17 @@ def codex_env(key: str) -> dict[str, str]:
 
 
 def codex_argv(*args: str) -> list[str]:
-    pin = load_pins().agents["codex"]
-    assert pin.bin
-    return [f"{agent_mount()}/{pin.bin}", "exec", "--json", "--skip-git-repo-check"] + [
+    cli = bundles.cli_path("codex", load_pins().agents["codex"].version)
+    return [f"{agent_mount()}/{cli.path}", "exec", "--json", "--skip-git-repo-check"] + [
         "--dangerously-bypass-approvals-and-sandbox",
         *args,
     ]
+
+
+def _thread_id(home: Path) -> str:
+    """The thread the first prompt started (`resume --last PROMPT` reads PROMPT as a session id in 0.58)."""
+    (path,) = (home / ".codex" / "sessions").rglob("rollout-*.jsonl")
+    return str(orjson.loads(path.read_bytes().splitlines()[0])["payload"]["id"])
 
 
 def run_codex(
@@ -67,7 +75,7 @@ def run_codex(
         ) as box:
             box.forward_port(PORT, f"{SOCK_DIR}/upstream.sock")
             for i, prompt in enumerate(prompts):
-                argv = codex_argv(prompt) if i == 0 else codex_argv("resume", "--last", prompt)
+                argv = codex_argv(prompt) if i == 0 else codex_argv("resume", _thread_id(home), prompt)
                 res = box.exec(
                     ["bash", "-c", 'exec "$@" </dev/null', "codex", *argv],
                     workdir=CWD,
