@@ -35,6 +35,7 @@ from sandboxes.docker import DockerSandbox, connect
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "claude_code"
+CODEX_FIXTURES = ROOT / "tests" / "fixtures" / "codex"
 
 
 def _best(fn: Callable[[], object], repeat: int) -> float:
@@ -572,32 +573,46 @@ requests) is the same in both columns.
 """
 
 
-DRIVEN_HEADING = "## Claude Code reruns: the CLI itself, driven, against the reimplementation"
+DRIVEN_HEADING = "## Claude Code and Codex reruns: the CLI itself, driven, against the reimplementation"
+
+
+def _rerun_per_call(session: Path, workspace: Path, out: Path, driven: bool) -> tuple[float, int, int]:
+    """(rerun seconds per call, exact observations, calls) of `replayer run` to the session's last step."""
+    _, traj = load(session)
+    calls = sum(len(s.calls) for s in traj.steps)
+    env = {**os.environ, "REPLAYER_RERUN": "driven" if driven else ""}
+    argv = [sys.executable, "-m", "replayer.cli", "run", str(session), "-n", str(len(traj.steps))]
+    subprocess.run([*argv, "-w", str(workspace), "-o", str(out)], check=True, env=env, cwd=ROOT)
+    result = orjson.loads((out / "result.json").read_bytes())
+    exact = sum(d["status"] in ("exact", "normalized_equal") for d in result["divergences"])
+    return float(result["timings"]["rerun_s"]) / calls, exact, calls
 
 
 def bench_driven(tmp: Path, copies: int = 25, runs: int = 2) -> dict[str, float]:
     """Per rerun call: the pinned CLI driven by the replay model (what runs for every other version)
-    against the replayer's reimplementation of its tools, on the same session, in alternating runs."""
-    session = large_session(tmp, copies)
-    _, traj = load(session)
-    calls = sum(len(s.calls) for s in traj.steps)
+    against the replayer's reimplementation of its tools, on the same session, in alternating runs;
+    for Claude Code and for Codex."""
+    sessions = {
+        "cc": (large_session(tmp, copies), FIXTURES / "parallel" / "workspace"),
+        "codex": (
+            CODEX_FIXTURES / "patch_errors" / "rollout.jsonl",
+            CODEX_FIXTURES / "patch_errors" / "workspace",
+        ),
+    }
+    out: dict[str, float] = {"runs": runs}
+    for agent, (session, workspace) in sessions.items():
+        timings: dict[bool, list[float]] = {True: [], False: []}
+        for n in range(runs):
+            for driven in (True, False):
+                per_call, exact, calls = _rerun_per_call(
+                    session, workspace, tmp / f"{agent}-{driven}-{n}", driven
+                )
+                timings[driven].append(per_call)
+                out[f"{agent}_exact_{'driven' if driven else 'ours'}"] = exact
+                out[f"{agent}_calls"] = calls
+        out[f"{agent}_driven_s"] = statistics.median(timings[True])
+        out[f"{agent}_ours_s"] = statistics.median(timings[False])
     workspace = FIXTURES / "parallel" / "workspace"
-
-    exact: dict[bool, int] = {}
-
-    def per_call(driven: bool, n: int) -> float:
-        out = tmp / f"run-{int(driven)}-{n}"
-        env = {**os.environ, "REPLAYER_RERUN": "driven" if driven else ""}
-        argv = [sys.executable, "-m", "replayer.cli", "run", str(session), "-n", str(len(traj.steps))]
-        subprocess.run([*argv, "-w", str(workspace), "-o", str(out)], check=True, env=env, cwd=ROOT)
-        result = orjson.loads((out / "result.json").read_bytes())
-        exact[driven] = sum(d["status"] == "exact" for d in result["divergences"])
-        return float(result["timings"]["rerun_s"]) / calls
-
-    driven, ours = [], []
-    for n in range(runs):
-        driven.append(per_call(True, n))
-        ours.append(per_call(False, n))
     with DockerSandbox.start(
         connect(),
         load_pins().base_image.tag,
@@ -605,35 +620,36 @@ def bench_driven(tmp: Path, copies: int = 25, runs: int = 2) -> dict[str, float]
         workdir="/testbed",
         run_id="bench-exec",
     ) as box:
-        bare = _best(lambda: box.container.exec_run(["cat", "a.txt"], workdir="/testbed"), 20)
-    return {
-        "calls": calls,
-        "runs": runs,
-        "exact_driven": exact[True],
-        "exact_ours": exact[False],
-        "bare_s": bare,
-        "driven_s": statistics.median(driven),
-        "ours_s": statistics.median(ours),
-    }
+        out["bare_s"] = _best(lambda: box.container.exec_run(["cat", "a.txt"], workdir="/testbed"), 20)
+    return out
 
 
 def driven_section(d: dict[str, float]) -> str:
+    def rows(agent: str, what: str) -> str:
+        return f"""| {what}: the replayer's reimplementation of the pinned CLI's tools | {d[f"{agent}_ours_s"] * 1000:.1f} ms | **{d[f"{agent}_ours_s"] / d["bare_s"]:.2f}** |
+| {what}: the pinned CLI itself, driven by the replay model (every other version) | {d[f"{agent}_driven_s"] * 1000:.1f} ms | **{d[f"{agent}_driven_s"] / d["bare_s"]:.2f}** |"""
+
     return f"""{DRIVEN_HEADING}
 
-`python -m bench driven`: one session of {int(d["calls"])} calls (Read and Bash, the recorded parallel session
-repeated), rerun to its last step by `replayer run` in both ways, alternating, {int(d["runs"])} runs each; the time of the
-rerun phase (result.json `timings.rerun_s`) per call. The session is synthetic (the same turns again and
-again), so some observations differ from the repeated history: exact were {int(d["exact_ours"])} of
-{int(d["calls"])} for the reimplementation and {int(d["exact_driven"])} for the driven CLI.
+`python -m bench driven`: each session rerun to its last step by `replayer run` in both ways, alternating,
+{int(d["runs"])} runs each; the time of the rerun phase (result.json `timings.rerun_s`) per call.
+- Claude Code: {int(d["cc_calls"])} calls (Read and Bash, the recorded parallel session repeated; synthetic, so
+  some observations differ from the repeated history): exact or normalized-equal were {int(d["cc_exact_ours"])} for the
+  reimplementation and {int(d["cc_exact_driven"])} for the driven CLI.
+- Codex: the recorded `patch_errors` rollout, {int(d["codex_calls"])} calls (16 apply_patch, 1 exec_command): exact or
+  normalized-equal were {int(d["codex_exact_ours"])} for the reimplementation and {int(d["codex_exact_driven"])} for the driven CLI.
 
 | | per call | ratio |
 |---|---|---|
 | baseline: bare `docker exec` (`exec_run` of `cat a.txt`) | {d["bare_s"] * 1000:.1f} ms | 1.00 |
-| the replayer's reimplementation of the pinned CLI's tools | {d["ours_s"] * 1000:.1f} ms | **{d["ours_s"] / d["bare_s"]:.2f}** |
-| the pinned CLI itself, driven by the replay model (every other version) | {d["driven_s"] * 1000:.1f} ms | **{d["driven_s"] / d["bare_s"]:.2f}** |
+{rows("cc", "Claude Code")}
+{rows("codex", "Codex")}
 
-Driving the CLI is cheaper per call than the reimplementation: the CLI runs its tools in one long-lived
-process, where each reimplemented call is a separate `docker exec` with its own shell set-up.
+Driving the Claude Code CLI is cheaper per call than the reimplementation: the CLI runs its tools in
+one long-lived process, where each reimplemented Bash call is a separate `docker exec` with its own
+shell set-up. For Codex the reimplemented apply_patch runs on the host with no Docker round trip at
+all, while the driven CLI pays, per step, a model round trip through the socket and one `docker exec`
+that reads the new lines of its rollout (the outputs in the form the rollout stores).
 """
 
 
