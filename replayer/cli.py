@@ -119,9 +119,14 @@ def _emit_json(value: Any) -> None:
 @app.command()
 def inspect(trajectory: Path, task: Task = None, json: JsonOpt = False) -> None:
     """Detect the agent and list the steps (complete tool batches) of a trajectory."""
+    from replayer import versions
     from replayer.engine import load
+    from replayer.pins import running_version
 
     adapter, traj = load(trajectory, task)
+    version = versions.resolve(adapter, traj.agent_version, traj.agent_version_inferred, None)
+    with running_version(adapter.name, version.version):  # a driven version classifies its own tools
+        kinds = {c.id: adapter.classify(c, traj)[0] for s in traj.steps for c in s.calls}
     report = InspectReport(
         agent=traj.agent,
         agent_version=traj.agent_version,
@@ -139,7 +144,7 @@ def inspect(trajectory: Path, task: Task = None, json: JsonOpt = False) -> None:
                         id=c.id,
                         tool=c.tool,
                         input=c.input,
-                        kind=adapter.classify(c, traj)[0],
+                        kind=kinds[c.id],
                         has_observation=c.historical is not None,
                     )
                     for c in s.calls

@@ -119,10 +119,12 @@ class Workspace:
             return "file"
         return "dir" if stat.S_ISDIR(st.st_mode) else "other"
 
-    def read(self, path: str, budget: ReadBudget) -> ReadResult:
+    def read(self, path: str, budget: ReadBudget, offset: int = 0) -> ReadResult:
+        """Up to `budget.max_scan_bytes` from byte `offset` on."""
         fd = self._open_file(self.relative(path), os.O_RDONLY)
         try:
             st = os.fstat(fd)
+            os.lseek(fd, offset, os.SEEK_SET)
             chunks: list[bytes] = []
             remaining = budget.max_scan_bytes + 1  # one extra byte tells a cut from an exact fit
             while remaining > 0:

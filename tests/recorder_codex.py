@@ -210,7 +210,7 @@ def version_scenario(offered: dict[str, str]) -> Scenario:
         return ToolUseBlock(id=f"call_{s}_{n:02d}", name="apply_patch", input={"input": text})
 
     turns = [_turn(TextBlock(text="Reading a.txt."), shell(1, "cat a.txt"))]
-    turns.append(_turn(shell(2, "echo out; echo err >&2; exit 3"), shell(3, "ls missing")))
+    turns.append(_turn(shell(2, "echo out; sleep 0.2; echo err >&2; exit 3"), shell(3, "ls missing")))
     turns.append(_turn(shell(4, "seq 1 30000")))
     if "apply_patch" in offered:
         turns.append(_turn(patch(5, "*** Update File: a.txt\n@@\n-alpha\n+ALPHA\n")))

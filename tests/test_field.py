@@ -1,7 +1,7 @@
 """The field corpus (tests/fixtures/field/, sources in its SOURCES.md): real trajectories other people
 published, written by other versions than the pins. Each is prepared at default settings at its last
 complete boundary, or refused in one line for a reason listed here (the shapes issue 18 takes on);
-a Claude Code session of 2.1.50 runs at its own version."""
+one file per agent runs at its own version, with an empty workspace."""
 
 from __future__ import annotations
 
@@ -73,15 +73,30 @@ def test_a_field_shape_not_read_yet_is_refused_in_one_line(name: str) -> None:
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
+RUN = {
+    # file: (boundary, the agent and version that rerun it, text its fresh observations put in the rebuild)
+    "claude_code/erk-2.1.50.jsonl": (3, "claude_code 2.1.50", b"erk: command not found"),
+    "codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl": (3, "codex 0.58.0", b"No files were searched"),
+    "openhands/v1-sdk-gpt4omini-pwd": (1, "openhands 1.34.0", None),
+    "pi/pi-mono-large-session.jsonl": (1, "pi 0.73.1", b"ENOENT"),
+}
+
+
 @pytest.mark.docker
-def test_a_field_session_runs_at_its_own_version(tmp_path: Path) -> None:
-    """Its workspace is not published: the commands that read it differ, the one that does not is exact."""
+@pytest.mark.parametrize("name", sorted(RUN))
+def test_a_field_trajectory_runs_at_its_own_version(name: str, tmp_path: Path) -> None:
+    """Its workspace is not published, so the calls that read it differ; they are rerun all the same, by
+    the agent of the version that recorded them."""
+    boundary, reruns, fresh = RUN[name]
     out, empty = tmp_path / "out", tmp_path / "workspace"
     empty.mkdir()
-    path = FIELD / "claude_code" / "erk-2.1.50.jsonl"
-    replayer("run", str(path), "-n", "3", "-w", str(empty), "-o", str(out), check=True)
+    replayer("run", str(FIELD / name), "-n", str(boundary), "-w", str(empty), "-o", str(out), check=True)
     result = orjson.loads((out / "result.json").read_bytes())
-    assert result["version"]["reruns"] == "claude_code 2.1.50, its own code"
-    assert [d["status"] for d in result["divergences"]] == ["different", "exact", "different"]
-    rebuilt = (out / result["native_files"][0]).read_bytes()
-    assert b"erk: command not found" in rebuilt, "the fresh observation is in the rebuilt session"
+    assert result["version"]["reruns"] == f"{reruns}, its own code"
+    statuses = [d["status"] for d in result["divergences"] if d["kind"] == "rerun"]
+    assert statuses and "different" in statuses, result["divergences"]
+    if fresh is not None:
+        rebuilt = b"".join((out / f).read_bytes() for f in result["native_files"] if (out / f).is_file())
+        assert fresh in rebuilt, "the fresh observation is in the rebuilt session"
+    if name.startswith("claude_code"):
+        assert statuses == ["different", "exact", "different"]

@@ -134,7 +134,10 @@ class CodexAdapter:
 
             assert isinstance(sandbox, DockerSandbox)
             work = workspace.root.parent / "codex-driven"
-            return driven.DrivenRerunner(trajectory, sandbox, work, budgets, self.default_model(trajectory))
+            home = Workspace(workspace.root.parent / "home", tools.HOME)
+            return driven.DrivenRerunner(
+                trajectory, sandbox, work, home, budgets, self.default_model(trajectory)
+            )
         return CodexRerunner(trajectory, sandbox, workspace)
 
     def rebuild(

@@ -23,9 +23,9 @@ from adapters.codex.continuation import KEY_ENV
 from adapters.driven import PORT, STEP_MARGIN_S, ReplayModel
 from bridges.scripted import CustomToolBlock, TextBlock, ToolUseBlock, Turn
 from replayer import bundles
-from replayer.errors import PlanRefused, SandboxError
-from replayer.io import write_bytes_atomic
-from replayer.models import Budgets, Observation, ToolCall, Trajectory
+from replayer.errors import ConfinementError, PlanRefused, SandboxError
+from replayer.io import Workspace, write_bytes_atomic
+from replayer.models import Budgets, Observation, ReadBudget, ToolCall, Trajectory
 from sandboxes.docker import DockerSandbox, ExecHandle
 
 WORK_MOUNT = "/run/replayer-codex"
@@ -38,7 +38,7 @@ _CONTEXT_PREFIXES = (
 )
 """User-role messages the CLI itself adds to the thread (not prompts)."""
 
-_READ_CAP = 64 * 1024 * 1024
+_READ_BUDGET = ReadBudget(max_scan_bytes=64 * 1024 * 1024)
 _ROLLOUT_WAIT_S = 10.0
 """The CLI writes its rollout in the background: how long its outputs may lag the next request."""
 
@@ -113,8 +113,15 @@ def _outputs(lines: bytes) -> dict[str, Any]:
 
 class DrivenRerunner:
     def __init__(
-        self, trajectory: Trajectory, sandbox: DockerSandbox, work: Path, budgets: Budgets, model: str | None
+        self,
+        trajectory: Trajectory,
+        sandbox: DockerSandbox,
+        work: Path,
+        home: Workspace,
+        budgets: Budgets,
+        model: str | None,
     ):
+        """`home`: the agent home as mounted at tools.HOME (the CLI writes its rollout there)."""
         assert trajectory.session_id and trajectory.cwd
         self.native: rollout.Native = trajectory._native
         if self.native.pre_compaction_steps:
@@ -122,6 +129,7 @@ class DrivenRerunner:
                 "a compacted rollout is not driven through its CLI yet (its history is replaced)"
             )
         self.sandbox = sandbox
+        self.home = home
         self.thread_id = trajectory.session_id
         self.cwd = trajectory.cwd
         self.step_timeout_s = budgets.max_command_timeout_s + STEP_MARGIN_S
@@ -193,7 +201,7 @@ class DrivenRerunner:
         timeout = self.step_timeout_s * max(len(ids), 1)
         body = self.model.next_request(self.handle, "codex", f"the outputs of step {index}", timeout)
         self._check(body, f"the outputs of step {index}")
-        self._harvest(set(ids), index)
+        self._harvest(set(ids))
         self.held = body
 
     def _blocks(self, index: int, prompt: int) -> list[Block]:
@@ -285,20 +293,18 @@ class DrivenRerunner:
                 f"(sent {sent[-3:]}, replayed {self.fed[-3:]})"
             )
 
-    def _harvest(self, ids: set[str], index: int) -> None:
+    def _harvest(self, ids: set[str]) -> None:
         """The outputs of `ids` as the CLI wrote them into its rollout (the form a rollout stores: some
-        versions send the model another rendering), read from where the last read stopped."""
+        versions send the model another rendering), read from where the last read stopped. The agent
+        home is the sandbox's: read the confined way (no links followed, regular files only, bounded)."""
         path = f"{tools.CODEX_HOME}/{rollout.session_path(self.native.meta, self.native.file_name)}"
         deadline = time.monotonic() + _ROLLOUT_WAIT_S
         while True:
-            read = self.sandbox.exec(
-                ["bash", "-c", 'tail -c +"$1" "$2" | head -c "$3"', "read", str(self.offset + 1), path]
-                + [str(_READ_CAP)],
-                workdir="/",
-                env={},
-                timeout_s=60,
-            )
-            complete = read.stdout[: read.stdout.rfind(b"\n") + 1]
+            try:
+                data = self.home.read(path, _READ_BUDGET, offset=self.offset).data
+            except ConfinementError as exc:
+                raise SandboxError(f"codex's rollout cannot be read: {exc}") from None
+            complete = data[: data.rfind(b"\n") + 1]
             self.offset += len(complete)
             for call_id, output in _outputs(complete).items():
                 if call_id in ids:
@@ -306,7 +312,7 @@ class DrivenRerunner:
                     self.fresh[call_id] = Observation(content=content)
             if ids <= set(self.fresh) or time.monotonic() > deadline:
                 return
-            time.sleep(0.05)
+            time.sleep(0.02)
 
     def close(self) -> None:
         if self.handle is not None:

@@ -77,7 +77,9 @@ class CodexGate:
                 reason="the first request does not carry the base instructions where this CLI version puts them",
             )
         if self.instructions is None:
-            self.notes.append("instructions: the rollout does not record them; the CLI's own were not checked")
+            self.notes.append(
+                "instructions: the rollout does not record them; the CLI's own were not checked"
+            )
         elif sent != self.instructions:
             diff = first_difference(self.instructions, sent, "instructions")
             assert diff is not None
