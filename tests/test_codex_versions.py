@@ -68,7 +68,9 @@ def test_the_wire_prefix_is_what_that_version_sent_at_every_boundary(version: st
         expected = rollout.wire_input(native, rollout.prefix_records(native, boundary, {}))
         sent = [p["input"][: len(expected)] for p in posts]
         assert expected in sent, f"boundary {boundary}: no request of {version} starts with the prefix"
-    if rollout.instructions_form(native) and rollout.wire_instructions(native) is not None:  # 0.58: unrecorded
+    if (
+        rollout.instructions_form(native) and rollout.wire_instructions(native) is not None
+    ):  # 0.58: unrecorded
         assert all(p["instructions"] == rollout.wire_instructions(native) for p in posts)
 
 
@@ -129,22 +131,25 @@ def test_rerun_by_that_version_reproduces_every_observation(version: str, tmp_pa
 
 
 @pytest.mark.docker
-def test_an_openai_provider_rollout_of_another_version_continues_through_the_gate(tmp_path: Path) -> None:
-    """0.125.0 sends the base instructions as `instructions` and tries a WebSocket first (426: HTTP)."""
-    folder = _with_provider(_probe("0.125.0"), tmp_path / "openai", "openai")
-    result, log = _continue(folder, tmp_path / "out", 4)
+@pytest.mark.parametrize("version", RECORDED)
+def test_an_openai_provider_rollout_of_another_version_continues_through_the_gate(
+    version: str, tmp_path: Path
+) -> None:
+    """Both send the base instructions as `instructions` (0.58 does not record them: noted, not checked);
+    0.125.0 tries a WebSocket first (426: HTTP); 0.58.0 finds the bridge through OPENAI_BASE_URL."""
+    folder = _with_provider(_probe(version), tmp_path / "openai", "openai")
+    result, log = _continue(folder, tmp_path / "out", 3)
     cont = result["continuation"]
     assert cont["gate"] == "accepted" and cont["agent_status"] == "completed", cont
     assert any("`instructions`" in note for note in cont["gate_notes"])
     bridge = [
         orjson.loads(line) for line in (tmp_path / "out" / "bridge" / "log.jsonl").read_bytes().splitlines()
     ]
-    assert [e["status"] for e in bridge if e["method"] == "GET"] == [426]
+    assert {e["status"] for e in bridge if e["method"] == "GET"} <= {426}
     main = [r for r in log if r.main_thread]
-    assert main and main[0].body["instructions"] == rollout.wire_instructions(
-        rollout.parse(folder / "rollout.jsonl")._native
-    )
-    assert "0.125.0" in (main[0].headers.get("version") or main[0].headers.get("user-agent", ""))
+    recorded = rollout.wire_instructions(rollout.parse(folder / "rollout.jsonl")._native)
+    assert main and main[0].body["instructions"] == (recorded or main[0].body["instructions"])
+    assert version in (main[0].headers.get("version") or main[0].headers.get("user-agent", ""))
 
 
 @pytest.mark.docker

@@ -18,7 +18,7 @@ from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKin
 from replayer.pins import load_pins, pinned_version
 from sandboxes.base import Sandbox
 
-BRIDGE_URL = "http://127.0.0.1:8765/v1"
+BRIDGE_URL = continuation.BRIDGE_URL
 
 
 def config_toml(model: str | None, provider: str | None = None, base_url: str = BRIDGE_URL) -> str:

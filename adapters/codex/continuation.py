@@ -13,6 +13,7 @@ from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Trajectory
 
 PLACEHOLDER_KEY = "sk-replayer-bridge-placeholder"
+BRIDGE_URL = "http://127.0.0.1:8765/v1"
 KEY_ENV = "REPLAYER_CODEX_KEY"
 
 
@@ -31,6 +32,8 @@ def command(traj: Trajectory, launch: Launch, recorded_model: str | None) -> tup
         "CODEX_HOME": tools.CODEX_HOME,
         KEY_ENV: PLACEHOLDER_KEY,
         "CODEX_API_KEY": PLACEHOLDER_KEY,  # the built-in openai provider's key (codex exec)
+        # where the built-in openai provider finds the bridge before config's openai_base_url (0.58)
+        "OPENAI_BASE_URL": BRIDGE_URL,
     }
     return ["bash", "-c", 'exec "$@" </dev/null', "codex", *argv], env
 
