@@ -3,6 +3,8 @@ the messages the real CLI sent right after step N (normalized as documented in d
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
 import pytest
 
@@ -62,3 +64,18 @@ def test_normalization_drops_only_the_envelope() -> None:
     # the raw request carries the envelope that normalization removed
     assert request[0]["content"][0]["text"].startswith("<system-reminder>\nAs you answer")
     assert any(m["role"] == "system" for m in request)
+
+
+
+def test_a_leaf_tied_with_its_history_in_time_is_rebuilt_latest(tmp_path: Path) -> None:
+    """1.0.x resumes from the latest record (the first of equal ones); a session it resumed once holds
+    its copied history under one timestamp. The rebuilt leaf moves 1 ms past the rest; the rest stays."""
+    source = fixture_dir("versions") / "1.0.108" / "probe" / "session.jsonl"
+    adapter, traj = load(source)
+    rebuilt = adapter.rebuild(traj, 3, {}, tmp_path / "native")
+    records = [orjson.loads(line) for line in rebuilt.native_files[0].read_bytes().splitlines()]
+    chain = [r for r in records if r.get("type") in ("user", "assistant")]
+    stamps = {r["uuid"]: r["timestamp"] for r in traj._native.session.records if "uuid" in r}
+    assert [r["timestamp"] for r in chain[:-1]] == [stamps[r["uuid"]] for r in chain[:-1]]
+    assert len(set(stamps[r["uuid"]] for r in chain)) == 1, "the recording's tie"
+    assert chain[-1]["timestamp"] > chain[-2]["timestamp"]

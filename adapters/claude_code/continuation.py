@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from adapters.base import stdout_events
-from adapters.claude_code import driven, envelope
+from adapters.claude_code import driven, envelope, tools
 from adapters.claude_code.chain import CHAIN_TYPES, Record
 from adapters.claude_code.session import Native, project_dir_name
-from replayer.models import Trajectory
+from replayer.errors import ConfinementError
+from replayer.io import MAX_INPUT_BYTES, Workspace
+from replayer.models import ReadBudget, Trajectory
 
 PLACEHOLDER_KEY = "sk-replayer-bridge-placeholder"
 """What the sandboxed CLI is given as its key: the bridge injects the real one on the host."""
@@ -30,11 +33,6 @@ def command(traj: Trajectory, prompt: str, port: int, model: str | None) -> tupl
     assert traj.session_id
     argv = driven.cli_argv(prompt, ["--resume", traj.session_id], model)
     return argv, driven.cli_env(port, PLACEHOLDER_KEY)
-
-
-def session_file(traj: Trajectory, home: Path) -> Path:
-    assert traj.cwd and traj.session_id
-    return home / ".claude" / "projects" / project_dir_name(traj.cwd) / f"{traj.session_id}.jsonl"
 
 
 def _text_of(rec: Record) -> str | None:
@@ -94,20 +92,64 @@ def finish(
     traj: Trajectory, prefix_file: Path, home: Path, dest: Path, prompt: str, keep_prompt: bool
 ) -> dict[str, str]:
     """Write the continued session as the CLI left it and cleaned of the envelope; returns relative names."""
-    continued = session_file(traj, home)
+    found = _continued(traj, home, prompt)
     dest.mkdir(parents=True, exist_ok=True)
     files: dict[str, Any] = {}
-    if not continued.exists():
+    if found is None:
         return files
-    raw = continued.read_bytes()
+    raw, records = found
     (dest / "session.raw.jsonl").write_bytes(raw)
-    records = [orjson.loads(line) for line in raw.splitlines() if line.strip()]
-    prefix_len = sum(1 for line in prefix_file.read_bytes().splitlines() if line.strip())
+    prefix = [orjson.loads(line) for line in prefix_file.read_bytes().splitlines() if line.strip()]
+    prefix_len = len(prefix)
+    leaf = next((r["uuid"] for r in reversed(prefix) if r.get("type") in CHAIN_TYPES), None)
+    at = next((i for i, r in enumerate(records) if r.get("uuid") == leaf), None)
+    if at is not None and at + 1 != prefix_len and records[:prefix_len] != prefix:
+        prefix_len = at + 1  # a new session file: its copy of the history ends at the prefix's leaf
     cleaned = clean(records, prefix_len, prompt, keep_prompt)
     (dest / "session.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in cleaned))
     files["continued_session"] = "continued/session.jsonl"
     files["continued_session_raw"] = "continued/session.raw.jsonl"
     return files
+
+
+def _continued(traj: Trajectory, home: Path, prompt: str) -> tuple[bytes, list[Record]] | None:
+    """The session file the CLI continued: the rebuilt one, or (1.0.x, which continues in a new session
+    file holding a copy of the history) the file of that project whose records carry the prompt. The
+    home is the sandbox's: read the confined way."""
+    assert traj.cwd and traj.session_id
+    confined = Workspace(home, tools.HOME)
+    project = f"{tools.HOME}/.claude/projects/{project_dir_name(traj.cwd)}"
+    own = f"{project}/{traj.session_id}.jsonl"
+    names = [own]
+    if confined.kind(project) == "dir":
+        with os.scandir(home / ".claude" / "projects" / project_dir_name(traj.cwd)) as entries:
+            others = sorted(
+                e.name for e in entries if e.name.endswith(".jsonl") and e.is_file(follow_symlinks=False)
+            )
+        names += [f"{project}/{name}" for name in others if f"{project}/{name}" != own][:_MAX_SESSIONS]
+    first: tuple[bytes, list[Record]] | None = None
+    for name in names:
+        try:
+            raw = confined.read(name, _READ).data
+        except ConfinementError:
+            continue
+        records = [r for r in map(_record, raw.splitlines()) if r is not None]
+        if any(r.get("type") == "user" and _text_of(r) == prompt for r in records):
+            return raw, records
+        first = first or ((raw, records) if name == own else None)
+    return first
+
+
+_MAX_SESSIONS = 64
+_READ = ReadBudget(max_scan_bytes=MAX_INPUT_BYTES)
+
+
+def _record(line: bytes) -> Record | None:
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def reported_failure(stdout: bytes) -> bool:

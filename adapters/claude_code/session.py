@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +193,7 @@ def write_prefix(traj: Trajectory, items: list[Record], home: Path) -> Path:
     on_chain = [r for r in chain_like if r["uuid"] in native.on_chain]
     leaf = (on_chain or chain_like)[-1] if chain_like else None
     if leaf is not None:
+        records = [_latest(leaf, records) if r is leaf else r for r in records]
         records.append(
             {
                 "type": "last-prompt",
@@ -204,6 +206,22 @@ def write_prefix(traj: Trajectory, items: list[Record], home: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     return path
+
+
+def _latest(leaf: Record, records: list[Record]) -> Record:
+    """The leaf, with a timestamp after every other record's. 1.0.x resumes from the latest record (the
+    first of equal ones), and a session it resumed once holds its copied history under one timestamp: a
+    prefix ending there would resume as its first prompt alone. Timestamps are not sent to the model."""
+    others = [r.get("timestamp") for r in records if r is not leaf and r.get("type") in chain.CHAIN_TYPES]
+    latest = max((t for t in others if isinstance(t, str)), default=None)
+    stamp = leaf.get("timestamp")
+    if latest is None or not isinstance(stamp, str) or stamp > latest:
+        return leaf
+    try:
+        moved = datetime.fromisoformat(latest.replace("Z", "+00:00")) + timedelta(milliseconds=1)
+    except ValueError:
+        return leaf
+    return {**leaf, "timestamp": moved.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"}
 
 
 def _last_prompt(items: list[Record]) -> str:
