@@ -342,8 +342,10 @@ class ExecHandle:
                 return None
 
     def last_stderr_line(self) -> str:
-        lines = bytes(self.stderr).decode(errors="replace").strip().splitlines()
-        return lines[-1] if lines else "no output"
+        """The last error line of stderr (a usage error ends with a hint, not the cause), else the last."""
+        lines = [line for line in bytes(self.stderr).decode(errors="replace").splitlines() if line.strip()]
+        errors = [line for line in lines if line.lstrip().lower().startswith("error")]
+        return (errors or lines or ["no output"])[-1].strip()
 
     def result(self, timed_out: bool, cleanup: bool = True) -> ExecResult:
         done = not self._reader.is_alive()
