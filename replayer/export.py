@@ -20,6 +20,7 @@ import adapters
 from replayer.errors import BadInput
 from replayer.io import write_bytes_atomic
 from replayer.models import ReplayResult
+from replayer.pins import pinned_version, running_version
 
 SECRETS = [
     re.compile(r"\bsk-(?:ant-)?[A-Za-z0-9_-]{16,}"),
@@ -74,7 +75,10 @@ def _chat_record(job: Path, result: ReplayResult) -> dict[str, Any]:
     dialect = adapter.dialect()
     messages = dialect.to_chat(prefix)
     cont = result.continuation
-    continued = adapter.continued_prefix(job) if cont else None
+    with running_version(
+        result.agent, result.version.version if result.version else pinned_version(result.agent)
+    ):
+        continued = adapter.continued_prefix(job) if cont else None  # in the form of the version that ran
     metadata = {
         "source_sha256": result.source_sha256,
         "boundary": result.after_step,

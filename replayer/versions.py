@@ -11,7 +11,7 @@ from replayer.models import VersionRecord, VersionSource
 from replayer.pins import pinned_version
 
 
-def _release(version: str) -> tuple[int, ...]:
+def release(version: str) -> tuple[int, ...]:
     """The leading numbers of a version (2.0.64 -> (2, 0, 64), 1.0.0rc1 -> (1, 0, 0))."""
     numbers = []
     for part in version.split("."):
@@ -47,7 +47,7 @@ def resolve(adapter: Adapter, recorded: str | None, inferred: bool, stated: str 
     else:
         version, source = pinned, "default"
     oldest = adapter.oldest_own_version
-    if oldest is not None and _release(version) < _release(oldest):
+    if oldest is not None and release(version) < release(oldest):
         note = (
             f"{adapter.name} {version} predates {oldest}, the oldest version its runner drives: {pinned} ran"
         )

@@ -3,14 +3,19 @@
 `python -m tests.recorder_pi --all` re-records every scenario into tests/fixtures/pi/<scenario>/: the
 initial workspace, the event lines of `--mode json` (`events.jsonl`, runs appended) or of `--mode rpc`
 (`rpc.jsonl`), the session file Pi wrote (`session.jsonl`) and the upstream's log of every request.
+`python -m tests.recorder_pi --version V` records the version scenario with Pi V (installed on demand)
+into tests/fixtures/pi/versions/<V>/probe/.
 """
 
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
-from bridges.scripted import Script, TextBlock
+from bridges.scripted import Script, TextBlock, ToolUseBlock
+from replayer import bundles
+from replayer.pins import running_version
 from tests.support import recording
 from tests.support.pi_cli import run_pi
 from tests.support.recording import call, record_selected, recorder_parser, seed, turn, write_fixture
@@ -96,6 +101,64 @@ def scenarios() -> list[Scenario]:
     ]
 
 
+def offered_tools() -> dict[str, dict[str, Any]]:
+    """The tools the running Pi version offers the model (name -> JSON schema of its arguments)."""
+    with tempfile.TemporaryDirectory(prefix="record-tools-") as tmp:
+        paths = seed(Path(tmp), {}, "home", "sock")
+        script = Script(model="fake-model", turns=[turn(TextBlock(text="ok"))])
+        _, log = run_pi(
+            prompts=["hi"],
+            workspace=paths["workspace"],
+            home=paths["home"],
+            sockets=paths["sock"],
+            script=script,
+        )
+    body = next(r["body"] for r in log if r["method"] == "POST")
+    return {t["function"]["name"]: t["function"].get("parameters", {}) for t in body.get("tools", [])}
+
+
+def version_scenario(offered: dict[str, dict[str, Any]]) -> Scenario:
+    """One scenario per extra Pi version (`--version V`): a parallel read + failing bash batch, an edit in
+    the form that version's edit tool takes (one oldText/newText, or `edits[]`), a failing edit, a write,
+    a second prompt that continues the session."""
+    s = "probe"
+    assert {"read", "bash", "edit", "write"} <= set(offered), offered
+
+    def edit(n: int, path: str, old: str, new: str) -> ToolUseBlock:
+        if "edits" in offered["edit"].get("properties", {}):
+            return call(s, n, "edit", path=path, edits=[{"oldText": old, "newText": new}])
+        return call(s, n, "edit", path=path, oldText=old, newText=new)
+
+    return Scenario(
+        name=s,
+        files={"calc.py": CALC, "notes.txt": "one\ntwo\nthree\n"},
+        prompts=["Fix add() in calc.py.", "Now write a note."],
+        script=Script(
+            model="fake-model",
+            turns=[
+                turn(
+                    TextBlock(text="Let me look."),
+                    call(s, 1, "read", path=f"{CWD}/calc.py"),
+                    call(s, 2, "bash", command="ls; echo err >&2; exit 3"),
+                ),
+                turn(edit(3, f"{CWD}/calc.py", "a - b", "a + b")),
+                turn(edit(4, f"{CWD}/notes.txt", "nope", "x"), call(s, 5, "read", path=f"{CWD}/missing.txt")),
+                turn(TextBlock(text="Fixed: add() now adds.")),
+                turn(call(s, 6, "write", path=f"{CWD}/new.txt", content="hello\n")),
+                turn(
+                    call(
+                        s,
+                        7,
+                        "bash",
+                        command="python3 -c 'from calc import add; print(add(1, 2))'; cat new.txt",
+                    )
+                ),
+                turn(TextBlock(text="Written.")),
+            ],
+        ),
+    )
+
+
 def record(scenario: Scenario, dest: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
         state = Path(tmp)
@@ -119,7 +182,17 @@ def record(scenario: Scenario, dest: Path) -> Path:
 
 
 def main() -> None:
-    record_selected(recorder_parser(__doc__, FIXTURES).parse_args(), scenarios(), record)
+    parser = recorder_parser(__doc__, FIXTURES)
+    parser.add_argument("--version", help="record the version scenario with this Pi into versions/<version>/")
+    args = parser.parse_args()
+    if args.version:
+        bundles.ensure("pi", args.version)
+        with running_version("pi", args.version):
+            print(
+                "recorded", record(version_scenario(offered_tools()), args.dest / "versions" / args.version)
+            )
+        return
+    record_selected(args, scenarios(), record)
 
 
 if __name__ == "__main__":

@@ -789,7 +789,8 @@ def _other_files() -> list[Path]:
 
 def test_pi_files_are_detected_and_other_agents_files_are_not() -> None:
     pi_files = _pi_files()
-    assert len(pi_files) == 2 * len(SCENARIOS) + 6
+    versions = list((FIXTURES / "versions").glob("*/probe"))  # tests/recorder_pi.py --version V
+    assert len(pi_files) == 2 * len(SCENARIOS) + 6 + 2 * len(versions)
     for path in pi_files:
         assert session.looks_like_pi(adapters.read_head(path)), path
     meta = [FIXTURES / "tools" / "meta.json", FIXTURES / "tools" / "upstream.jsonl"]

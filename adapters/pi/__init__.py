@@ -137,7 +137,7 @@ class PiAdapter:
         prefix = [_fresh(m, observations) for m in _context_prefix(native, keep)]
         return Rebuild(
             native_files=[path],
-            expected_prefix=to_wire(prefix),
+            expected_prefix=to_wire(prefix, bundle.version()),
             agent_home=home,
             continuation={"session_file": str(path.relative_to(home)), "model": f"{provider}/{model}"},
         )
@@ -146,7 +146,7 @@ class PiAdapter:
         path = result_dir / "continued" / CONTINUED
         if not path.is_file():
             return None
-        return to_wire(session.parse(path)._native.messages)
+        return to_wire(session.parse(path)._native.messages, bundle.version())
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         import adapters

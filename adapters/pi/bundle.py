@@ -56,6 +56,9 @@ def write_config(home: Path, provider: str, model: str, base_url: str, *, compac
                         "id": model,
                         "name": model,
                         "reasoning": False,
+                        # Pi's defaults, written out: older versions (0.45.7) require `input` and `cost`
+                        "input": ["text"],
+                        "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0},
                         "contextWindow": 128000,
                         "maxTokens": 8192,
                     }

@@ -7,6 +7,9 @@ parts; an assistant message is its non-blank text joined (null when none), think
 signature's field (`reasoning_content`), tool calls with `JSON.stringify`ed arguments, and is left
 out when it has neither content nor calls; each tool result is `{role: "tool", content, tool_call_id}`
 with its text blocks joined by newlines.
+
+Versions before 0.58.0 (pi-ai's openai-completions before pi-mono#2008) send an assistant message's
+non-blank text blocks as a list of text parts instead of one joined string (`to_wire(..., version=)`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import re
 from typing import Any
 
 import orjson
+
+from replayer.versions import release
 
 Message = dict[str, Any]
 COMPACTION = (
@@ -92,7 +97,13 @@ def js_json(value: Any) -> str:
         return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
-def to_wire(messages: list[Message]) -> list[Message]:
+ASSISTANT_TEXT_JOINED = (0, 58, 0)
+"""The first version whose openai-completions provider sends assistant text as one string."""
+
+
+def to_wire(messages: list[Message], version: str | None = None) -> list[Message]:
+    """The chat messages Pi `version` (default: 0.58.0 and later) sends for `messages`."""
+    text_parts = version is not None and release(version) < ASSISTANT_TEXT_JOINED
     out: list[Message] = []
     for m in to_llm(messages):
         role = m["role"]
@@ -109,10 +120,13 @@ def to_wire(messages: list[Message]) -> list[Message]:
                 out.append({"role": "user", "content": parts})
         elif role == "assistant":
             blocks = m.get("content") or []
-            text = "".join(
+            texts = [
                 sanitize(b["text"]) for b in blocks if b.get("type") == "text" and b.get("text", "").strip()
-            )
-            wire: Message = {"role": "assistant", "content": text or None}
+            ]
+            said: str | list[Message] | None = "".join(texts) or None
+            if text_parts and texts:
+                said = [{"type": "text", "text": t} for t in texts]
+            wire: Message = {"role": "assistant", "content": said}
             thinking = [b for b in blocks if b.get("type") == "thinking" and b.get("thinking", "").strip()]
             if thinking and thinking[0].get("thinkingSignature"):
                 wire[thinking[0]["thinkingSignature"]] = "\n".join(b["thinking"] for b in thinking)

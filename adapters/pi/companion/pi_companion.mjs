@@ -118,8 +118,13 @@ async function continueSession() {
   models.providers = { [provider]: { ...known, baseUrl: process.env.REPLAYER_PI_BASE_URL,
     models: [{ ...known.models[0], id: modelId, name: modelId }] } };
   writeFileSync(modelsPath, JSON.stringify(models, null, 2));
-  const authStorage = AuthStorage.create(join(spec.agent_dir, "auth.json"));
-  const modelRegistry = ModelRegistry.create(authStorage, modelsPath);
+  // the static factories came later (AuthStorage.create after 0.45.7, ModelRegistry.create after
+  // 0.55.4); older versions construct them directly
+  const authPath = join(spec.agent_dir, "auth.json");
+  const authStorage = AuthStorage.create ? AuthStorage.create(authPath) : new AuthStorage(authPath);
+  const modelRegistry = ModelRegistry.create
+    ? ModelRegistry.create(authStorage, modelsPath)
+    : new ModelRegistry(authStorage, modelsPath);
   const { session } = await createAgentSession({
     cwd: spec.cwd, agentDir: spec.agent_dir, sessionManager: SessionManager.open(spec.session_file),
     authStorage, modelRegistry, model: modelRegistry.find(provider, modelId),
