@@ -315,6 +315,6 @@ def test_other_versions_envelopes_are_accepted_exactly_and_nothing_else() -> Non
 
     nonce = {"type": "text", "text": "nonce-3"}
     kind, notes = route([reminder, *prefix[0]["content"]], [reminder, nonce])
-    assert kind == "main" and len(notes) == 2 and "2.0.x form" in notes[1]
+    assert kind == "main" and len(notes) == 2 and "reminders form" in notes[1]
     assert route(prefix[0]["content"], [{"type": "text", "text": "not a reminder"}, nonce])[0] == "refuse"
     assert route([{"type": "text", "text": "extra"}, *prefix[0]["content"]], [nonce])[0] == "refuse"

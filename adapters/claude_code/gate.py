@@ -70,7 +70,8 @@ class ClaudeCodeGate:
                 self.form = "reminders"
                 self.expected_first = normalized[: len(self.prefix) + 1]
                 self.notes.append(
-                    f"resume envelope of the 2.0.x form, with {len(reminders)} system reminder(s) before the prompt"
+                    f"resume envelope of the reminders form (1.0.x, 2.0.x), with {len(reminders)} system "
+                    "reminder(s) before the prompt"
                 )
             self.passed = True
             return Decision(kind="main", body=self.strip(body))
