@@ -2,11 +2,14 @@
 
 `python -m tests.recorder_mini --all` re-records every scenario into
 tests/fixtures/mini_swe_agent/<scenario>/: the initial workspace, the .traj.json the CLI wrote,
-its stdout and the upstream's log of every request it received.
+its stdout and the upstream's log of every request it received. `--version V` records the probe
+scenario with mini-swe-agent V (its bundle, installed on demand) into
+tests/fixtures/mini_swe_agent/versions/<V>/probe/.
 """
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import tempfile
 from pathlib import Path
@@ -14,7 +17,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
-from replayer.pins import load_pins
+from replayer import bundles
+from replayer.pins import load_pins, running_version
 from tests.support.mini_cli import run_mini
 from tests.support.recording import record_selected, recorder_parser, seed, write_fixture
 
@@ -139,6 +143,35 @@ def scenarios() -> list[Scenario]:
     ]
 
 
+def version_scenario() -> Scenario:
+    """One scenario per extra 2.x version (`--version V`): a parallel batch with a failing command, a
+    FormatError turn, an edit, a check and a submission."""
+    s = "probe"
+    return Scenario(
+        name=s,
+        files={"calc.py": CALC, "notes.txt": "first\nsecond\n"},
+        task="Fix add() in calc.py.",
+        config=["mini.yaml"],
+        script=Script(
+            model="fake-model",
+            turns=[
+                _turn(
+                    TextBlock(text="Looking around."),
+                    _bash(s, 1, "ls && cat notes.txt"),
+                    _bash(s, 2, "ls /nonexistent"),
+                ),
+                _turn(TextBlock(text="No tool call in this turn.")),
+                _turn(
+                    TextBlock(text="Fixing it."),
+                    _bash(s, 3, "sed -i 's/a - b/a + b/' calc.py && cat calc.py"),
+                ),
+                _turn(_bash(s, 4, "python3 -c 'from calc import add; print(add(1, 2))'; exit 2")),
+                _turn(TextBlock(text="Done."), _bash(s, 5, SUBMIT)),
+            ],
+        ),
+    )
+
+
 def record(scenario: Scenario, dest: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
         state = Path(tmp)
@@ -159,7 +192,15 @@ def record(scenario: Scenario, dest: Path) -> Path:
 
 
 def main() -> None:
-    record_selected(recorder_parser(__doc__, FIXTURES).parse_args(), scenarios(), record)
+    parser = recorder_parser(__doc__, FIXTURES)
+    parser.add_argument("--version", help="record the probe scenario with this 2.x into versions/<version>/")
+    args: argparse.Namespace = parser.parse_args()
+    if args.version:
+        bundles.ensure("mini_swe_agent", args.version)
+        with running_version("mini_swe_agent", args.version):
+            print("recorded", record(version_scenario(), args.dest / "versions" / args.version))
+        return
+    record_selected(args, scenarios(), record)
 
 
 if __name__ == "__main__":

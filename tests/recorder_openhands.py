@@ -3,19 +3,23 @@
 `python -m tests.recorder_openhands --all` re-records every scenario into
 tests/fixtures/openhands/<scenario>/: the initial workspace, the conversation directory the SDK
 persisted (conversation/base_state.json + conversation/events/), its stdout and the upstream's log
-of every request it received.
+of every request it received. `--version V` records the probe scenario with SDK V (its bundle,
+installed on demand) into tests/fixtures/openhands/versions/<V>/probe/.
 """
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from adapters.openhands.bundle import NAME_V0, version
+from adapters.openhands.bundle import NAME, NAME_V0, version
 from bridges.scripted import Script, TextBlock
+from replayer import bundles
+from replayer.pins import running_version
 from tests.support.openhands_cli import run_sdk, run_v0
 from tests.support.recording import call, record_selected, recorder_parser, seed, turn, write_fixture
 
@@ -112,6 +116,46 @@ def scenarios() -> list[Scenario]:
     ]
 
 
+def version_scenario() -> Scenario:
+    """One scenario per extra SDK version (`--version V`): commands in one batch, a failing one, a file
+    edit and a view of the edited file; it ends without `finish`, so every step is a boundary."""
+    s = "probe"
+    return Scenario(
+        name=s,
+        files={"calc.py": CALC, "notes.txt": "first\nsecond\n"},
+        task="Fix add() in calc.py.",
+        conversation_id="3a1f5c7e-2b4d-4e6f-8a9b-0c1d2e3f4a5b",
+        script=Script(
+            model="fake-model",
+            turns=[
+                turn(
+                    TextBlock(text="Looking around."),
+                    call(s, 1, "terminal", command="ls && cat notes.txt"),
+                    call(s, 2, "terminal", command="ls /nonexistent"),
+                ),
+                turn(call(s, 3, "terminal", command=CHECK)),
+                turn(
+                    TextBlock(text="The sign is wrong."),
+                    call(
+                        s,
+                        4,
+                        "file_editor",
+                        command="str_replace",
+                        path="/testbed/calc.py",
+                        old_str="return a - b",
+                        new_str="return a + b",
+                    ),
+                ),
+                turn(
+                    call(s, 5, "file_editor", command="view", path="/testbed/calc.py"),
+                    call(s, 6, "terminal", command=CHECK + " && echo OK"),
+                ),
+                turn(TextBlock(text="Fixed add() in calc.py.")),
+            ],
+        ),
+    )
+
+
 def record(scenario: Scenario, dest: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
         state = Path(tmp)
@@ -146,7 +190,15 @@ def record(scenario: Scenario, dest: Path) -> Path:
 
 
 def main() -> None:
-    record_selected(recorder_parser(__doc__, FIXTURES).parse_args(), scenarios(), record)
+    parser = recorder_parser(__doc__, FIXTURES)
+    parser.add_argument("--version", help="record the probe scenario with this SDK into versions/<version>/")
+    args: argparse.Namespace = parser.parse_args()
+    if args.version:
+        bundles.ensure(NAME, args.version)
+        with running_version(NAME, args.version):
+            print("recorded", record(version_scenario(), args.dest / "versions" / args.version))
+        return
+    record_selected(args, scenarios(), record)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ PREPARED = {
     "openhands/v0-replay-basic.json": ("openhands_v0", "1.6.0", "default"),
     "openhands/v0-replay-basic_gui_mode.json": ("openhands_v0", "1.6.0", "default"),
     "openhands/v0-replay-basic_interactions.json": ("openhands_v0", "1.6.0", "default"),
-    "openhands/v1-sdk-gpt4omini-pwd": ("openhands", "1.34.0", "inferred"),
+    # an earlier SDK's directory (13 base-state keys; 1.34.0 writes 20): not inferred, the pin runs
+    "openhands/v1-sdk-gpt4omini-pwd": ("openhands", "1.34.0", "default"),
     "pi/pi-mono-before-compaction.jsonl": ("pi", "0.73.1", "default"),
     "pi/pi-mono-large-session.jsonl": ("pi", "0.73.1", "default"),
     "pi/sandcastle-v3-resumed-0.73.1.jsonl": ("pi", "0.73.1", "default"),

@@ -66,7 +66,6 @@ def test_normalization_drops_only_the_envelope() -> None:
     assert any(m["role"] == "system" for m in request)
 
 
-
 def test_a_leaf_tied_with_its_history_in_time_is_rebuilt_latest(tmp_path: Path) -> None:
     """1.0.x resumes from the latest record (the first of equal ones); a session it resumed once holds
     its copied history under one timestamp. The rebuilt leaf moves 1 ms past the rest; the rest stays."""

@@ -262,10 +262,10 @@ def parse(root: Path) -> Trajectory:
     if not isinstance(base, dict) or "agent" not in base or "id" not in base:
         raise BadInput(f"{base_path} is not an OpenHands base state")
     validated(_BaseState, base, str(base_path), "")
-    unknown = set(base) - BASE_STATE_KEYS
     # Inferred: the pinned SDK writes exactly these keys; another version wrote this one (stated with
-    # --agent-version, or the pinned version runs by default).
-    version: str | None = None if unknown else pinned_version(bundle.NAME)
+    # --agent-version, or the pinned version runs by default). Earlier SDKs write a subset (1.26: no
+    # leaf_event_id, head_is_empty, activated_path_rules), later ones more.
+    version: str | None = pinned_version(bundle.NAME) if set(base) == BASE_STATE_KEYS else None
     events = read_events(root, digest)
     native = Native(root=root, base_state=base, events=events)
     steps = _steps(native, base_path)

@@ -1,6 +1,7 @@
 """Write a V1 conversation directory ending after a step: complete action/observation pairs, the fresh
-observation events in place of the historical ones, a linear `parent_id` chain, `leaf_event_id` on the
-last event and an idle execution status (so the SDK resumes it and asks the model)."""
+observation events in place of the historical ones, a linear `parent_id` chain and `leaf_event_id` on the
+last event (when the recording SDK keeps a tree of events) and an idle execution status (so the SDK resumes
+it and asks the model)."""
 
 from __future__ import annotations
 
@@ -40,11 +41,20 @@ def prefix_events(
     for event in events:
         if isinstance((event.get("observation") or {}).get("full_output_save_dir"), str):
             event["observation"]["full_output_save_dir"] = saved  # the rerun saved into its own folder
-        event["parent_id"] = parent
+        if is_tree(native):
+            event["parent_id"] = parent
+        else:
+            event.pop("parent_id", None)
         parent = event["id"]
     if events and "parent_id" in events[0]:
         del events[0]["parent_id"]  # the SDK writes none on the root event
     return events
+
+
+def is_tree(native: Native) -> bool:
+    """Whether the recording SDK kept its events as a tree (`parent_id`, `leaf_event_id`: 1.34) rather
+    than a flat list (1.26, whose events and state forbid those fields)."""
+    return "leaf_event_id" in native.base_state
 
 
 def _stats(stats: Any, response_ids: set[str]) -> Any:
@@ -62,8 +72,9 @@ def write(trajectory: Trajectory, after_step: int, events: list[dict[str, Any]],
     dest = conversation_dir(home, native)
     base = copy.deepcopy(native.base_state)
     base["execution_status"] = "idle"
-    base["leaf_event_id"] = events[-1]["id"] if events else None
-    base["head_is_empty"] = not events
+    if is_tree(native):
+        base["leaf_event_id"] = events[-1]["id"] if events else None
+        base["head_is_empty"] = not events
     base["persistence_dir"] = f"{bundle.HOME}/{CONVERSATIONS}/{dest.name}"
     base["stats"] = _stats(base.get("stats"), {str(e.get("llm_response_id")) for e in events})
     users = [e["id"] for e in events if e["kind"] == "MessageEvent" and e.get("source") == "user"]

@@ -76,28 +76,37 @@ def emit(event):
     EVENTS.flush()
 
 
+def format_error(agent, e):
+    """2.4.6: charge the failed call and exit after `max_consecutive_format_errors` in a row."""
+    agent.cost += e.messages[0].get("extra", {}).get("cost", 0.0)
+    agent.n_consecutive_format_errors += 1
+    limit = agent.config.max_consecutive_format_errors
+    if 0 < limit <= agent.n_consecutive_format_errors:
+        exit_message = {
+            "role": "exit",
+            "content": "RepeatedFormatError",
+            "extra": {"exit_status": "RepeatedFormatError", "submission": ""},
+        }
+        agent.add_messages(*e.messages, exit_message)
+    else:
+        agent.add_messages(*e.messages)
+
+
 def run_loop(agent):
-    """The loop of DefaultAgent.run (2.4.6) without the reset and the two template renders."""
+    """The loop of DefaultAgent.run without the reset and the two template renders, as the installed
+    version has it: 2.4.6 counts consecutive FormatErrors (`max_consecutive_format_errors`) and charges
+    their cost; earlier 2.x (2.2.7) handle a FormatError as any InterruptAgentFlow."""
     from minisweagent.exceptions import FormatError, InterruptAgentFlow
 
+    counts_format_errors = hasattr(agent.config, "max_consecutive_format_errors")
     emitted = len(agent.messages)
     while True:
         try:
             agent.step()
             agent.n_consecutive_format_errors = 0
         except FormatError as e:
-            agent.cost += e.messages[0].get("extra", {}).get("cost", 0.0)
-            agent.n_consecutive_format_errors += 1
-            limit = agent.config.max_consecutive_format_errors
-            if 0 < limit <= agent.n_consecutive_format_errors:
-                agent.add_messages(
-                    *e.messages,
-                    {
-                        "role": "exit",
-                        "content": "RepeatedFormatError",
-                        "extra": {"exit_status": "RepeatedFormatError", "submission": ""},
-                    },
-                )
+            if counts_format_errors:
+                format_error(agent, e)
             else:
                 agent.add_messages(*e.messages)
         except InterruptAgentFlow as e:

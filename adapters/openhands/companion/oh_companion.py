@@ -76,12 +76,18 @@ def serve(spec_path, socket_path):
 
 def _rerun(conversation, actions):
     state = conversation.state
+    # SDKs with an event tree (parent_id, active_branch; 1.34) chain the injected event to the leaf
+    # themselves; earlier ones (1.26) keep a flat list and forbid the field.
+    tree = "parent_id" in ActionEvent.model_fields
     with state:
         before = len(state.events)
         for raw in actions:
-            event = ActionEvent.model_validate({**raw, "parent_id": None})
-            conversation._on_event(event)
-        if not ConversationState.get_unmatched_actions(state.active_branch()):
+            record = (
+                {**raw, "parent_id": None} if tree else {k: v for k, v in raw.items() if k != "parent_id"}
+            )
+            conversation._on_event(ActionEvent.model_validate(record))
+        branch = state.active_branch() if tree else state.events
+        if not ConversationState.get_unmatched_actions(branch):
             raise RuntimeError("the injected actions are not pending")
         conversation.agent.step(conversation, on_event=conversation._on_event)
         fresh = list(state.events)[before + len(actions) :]
