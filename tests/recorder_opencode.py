@@ -12,8 +12,10 @@ import tempfile
 from pathlib import Path
 
 from adapters.opencode import bundle
-from bridges.scripted import Script, TextBlock
-from tests.support.opencode_cli import run_opencode
+from bridges.scripted import Script, TextBlock, ToolUseBlock
+from replayer import bundles
+from replayer.pins import running_version
+from tests.support.opencode_cli import MODEL, run_opencode
 from tests.support.recording import (
     Scenario,
     call,
@@ -27,6 +29,7 @@ from tests.support.recording import (
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "opencode"
 CWD = "/testbed"
 CALC = "def add(a, b):\n    return a - b\n"
+STALL_S = 0.5
 
 
 def scenarios() -> list[Scenario]:
@@ -94,6 +97,50 @@ def scenarios() -> list[Scenario]:
     ]
 
 
+def offered_tools() -> set[str]:
+    """The tools the running CLI version offers the model (one run answered with text)."""
+    with tempfile.TemporaryDirectory(prefix="record-tools-") as tmp:
+        paths = seed(Path(tmp), {}, "home", "sock")
+        script = Script(model=MODEL, turns=[turn(TextBlock(text="ok"))])
+        _, log, _ = run_opencode(
+            prompts=["hi"],
+            workspace=paths["workspace"],
+            home=paths["home"],
+            sockets=paths["sock"],
+            script=script,
+        )
+    body = next(r["body"] for r in log if r["main_thread"])
+    return {t["function"]["name"] for t in body.get("tools", [])}
+
+
+def version_scenario(offered: set[str]) -> Scenario:
+    """One scenario per extra CLI version (`--version V`): a parallel read + failing bash, an edit, a
+    write, a glob when the version has it, then a second prompt in the same session."""
+    s = "probe"
+    assert {"read", "bash", "edit", "write"} <= offered, offered
+    search: list[ToolUseBlock] = [call(s, 5, "glob", pattern="**/*.txt")] if "glob" in offered else []
+    turns = [
+        turn(
+            TextBlock(text="Looking first."),
+            call(s, 1, "read", filePath=f"{CWD}/calc.py"),
+            call(s, 2, "bash", command="ls; echo err >&2; exit 3", description="List files"),
+        ),
+        turn(call(s, 3, "edit", filePath=f"{CWD}/calc.py", oldString="a - b", newString="a + b")),
+        turn(call(s, 4, "write", filePath=f"{CWD}/new.txt", content="hello\n"), *search),
+        turn(TextBlock(text="Fixed.")),
+        turn(call(s, 6, "bash", command="cat calc.py new.txt", description="Show the files")),
+        turn(TextBlock(text="Shown.")),
+    ]
+    for each in turns:  # 1.14-1.15 print a run's events only if it outlasts their event subscription
+        each.stall_s = STALL_S
+    return Scenario(
+        name=s,
+        files={"calc.py": CALC, "notes.txt": "one\ntwo\n", "sub/more.txt": "more\n"},
+        prompts=["Fix add() in calc.py.", "Show the result."],
+        script=Script(model=MODEL, turns=turns),
+    )
+
+
 def record(scenario: Scenario, dest: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
         state = Path(tmp)
@@ -105,18 +152,31 @@ def record(scenario: Scenario, dest: Path) -> Path:
             sockets=paths["sock"],
             script=scenario.script,
         )
-        bundle.checkpointed_db(paths["home"], state / "opencode.db")
         files = {
             "events.jsonl": b"".join(stdout),
             "export.json": bundle.host_cli(paths["home"], "export", session),
-            "opencode.db": (state / "opencode.db").read_bytes(),
         }
+        if (paths["home"] / bundle.DB).is_file():  # versions before the SQLite store keep JSON files
+            bundle.checkpointed_db(paths["home"], state / "opencode.db")
+            files["opencode.db"] = (state / "opencode.db").read_bytes()
         meta = {"task": scenario.prompts[0], "prompts": scenario.prompts, "session_id": session}
+        meta["cli_version"] = bundle.version()
         return write_fixture(dest, scenario.name, bundle.NAME, state, files, log, **meta)
 
 
 def main() -> None:
-    record_selected(recorder_parser(__doc__, FIXTURES).parse_args(), scenarios(), record)
+    parser = recorder_parser(__doc__, FIXTURES)
+    parser.add_argument(
+        "--version", help="record the version scenario with this CLI into versions/<version>/"
+    )
+    args = parser.parse_args()
+    if args.version:
+        bundles.ensure(bundle.NAME, args.version)
+        with running_version(bundle.NAME, args.version):
+            scenario = version_scenario(offered_tools())
+            print("recorded", record(scenario, args.dest / "versions" / args.version))
+        return
+    record_selected(args, scenarios(), record)
 
 
 if __name__ == "__main__":

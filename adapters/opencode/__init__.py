@@ -130,9 +130,9 @@ class OpenCodeAdapter:
         home = dest / "home"  # may hold the rerun's side files: written into without following links
         home.mkdir(parents=True, exist_ok=True)
         provider, model = provider_model(native)
-        agent_home.import_session(home, export, document["info"], provider, model, BRIDGE_URL)
+        store = agent_home.import_session(home, export, document["info"], provider, model, BRIDGE_URL)
         return Rebuild(
-            native_files=[export, home / bundle.DB],
+            native_files=[export, home / store],
             expected_prefix=to_wire(messages),
             agent_home=home,
             continuation={"session_id": native.info.get("id"), "model": f"{provider}/{model}"},
@@ -155,7 +155,7 @@ class OpenCodeAdapter:
 
     def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> SystemPerRequestGate:
         assert prompt is not None
-        return opencode_gate(rebuild.expected_prefix, prompt, keep_prompt=keep_prompt)
+        return opencode_gate(rebuild.expected_prefix, bundle.sent_prompt(prompt), keep_prompt=keep_prompt)
 
     def default_model(self, trajectory: Trajectory) -> str | None:
         provider, model = provider_model(trajectory._native)
@@ -205,6 +205,7 @@ class OpenCodeAdapter:
     ) -> dict[str, str]:
         """The continued session as the CLI exports it *inside the sandbox*: `home` is the sandbox's."""
         assert trajectory.session_id
+        sent = bundle.sent_prompt(prompt or "")
         try:
             document = orjson.loads(agent_home.container_cli(sandbox, "export", trajectory.session_id))
             messages = document["messages"]
@@ -215,7 +216,7 @@ class OpenCodeAdapter:
                 document["messages"] = [
                     m
                     for m in messages
-                    if m["info"]["id"] in prefix_ids or to_wire([m]) != [{"role": "user", "content": prompt}]
+                    if m["info"]["id"] in prefix_ids or to_wire([m]) != [{"role": "user", "content": sent}]
                 ]
         # a CLI that died may leave no session; the sandbox's output is data, whatever its shape
         except (ReplayError, orjson.JSONDecodeError, LookupError, TypeError, AttributeError) as exc:

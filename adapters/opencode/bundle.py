@@ -14,11 +14,15 @@ from replayer import bundles
 from replayer.errors import SandboxError
 from replayer.io import write_bytes_atomic
 from replayer.pins import load_pins
+from replayer.versions import release
 
 NAME = "opencode"
 HOME = "/home/replay"
 """The agent home inside the sandbox (config, data: opencode.db, tool-output files)."""
 DB = ".local/share/opencode/opencode.db"
+STORAGE = ".local/share/opencode/storage"
+"""The JSON-file session storage of versions before the SQLite store (1.1 and older): session/<project>/,
+message/<session>/ and part/<message>/ folders of one JSON file per record."""
 ENV = {
     "OPENCODE_DISABLE_AUTOUPDATE": "1",
     "OPENCODE_DISABLE_MODELS_FETCH": "1",
@@ -88,6 +92,17 @@ def config(provider: str, model: str, base_url: str) -> dict:
 def write_config(home: Path, provider: str, model: str, base_url: str) -> None:
     path = home / ".config" / "opencode" / "opencode.json"
     write_bytes_atomic(path, orjson.dumps(config(provider, model, base_url), option=orjson.OPT_INDENT_2))
+
+
+STDIN_AS_IS = (1, 15, 0)
+"""From this version `run` sends a prompt read from stdin as is; before it (observed: 1.1.65, 1.2.27, 1.3.2,
+1.14.34, 1.14.41; 1.15.0, 1.15.13 and 1.18.33 send it as is) it appends stdin to the argv message after a
+newline, so that a prompt given on stdin alone reaches the model as "\n" + prompt."""
+
+
+def sent_prompt(prompt: str) -> str:
+    """The user message the running version makes of `prompt` given on stdin (`with_stdin_prompt`)."""
+    return prompt if release(version()) >= STDIN_AS_IS else "\n" + prompt
 
 
 def with_stdin_prompt(argv: list[str]) -> list[str]:

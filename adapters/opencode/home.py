@@ -31,6 +31,8 @@ from sandboxes.base import Sandbox
 
 CONFIG = ".config/opencode/opencode.json"
 STORE_FILES = [bundle.DB, *(bundle.DB + suffix for suffix in ("-wal", "-shm", "-journal"))]
+STORE_PATHS = [*STORE_FILES, bundle.STORAGE]
+"""Everything a version's session store is: the SQLite store (1.2 on) or the JSON-file storage (before)."""
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _CLI_TIMEOUT_S = 120.0
 
@@ -114,17 +116,25 @@ def place_config(home: Path, provider: str, model: str, base_url: str) -> None:
 
 def import_session(
     home: Path, export: Path, info: dict[str, Any], provider: str, model: str, base_url: str
-) -> None:
-    """`opencode import` into a fresh private home, then its store and config placed into `home`.
+) -> str:
+    """`opencode import` into a fresh private home, then its store and config placed into `home`; returns
+    the store's path relative to `home` (`bundle.DB`, or the session's file in `bundle.STORAGE`).
 
     The host CLI sees only what the replayer wrote: never `home`, which may hold the sandbox's files. The
     pinned CLI files an imported session under the importing process's directory: the recorded directory
     (where the continuation runs, in the sandbox) is written back; the WAL is folded in so that the store
-    is one self-contained file (any store file already in `home` is removed, a stale WAL included)."""
+    is one self-contained file (any store already in `home` is removed, a stale WAL included). A version
+    before the SQLite store (1.1 and older) imports into JSON files under `bundle.STORAGE`: those are
+    placed, the session file's directory written back the same way."""
     with tempfile.TemporaryDirectory(prefix="replayer-opencode-import-") as tmp:
         private = Path(tmp)
         place_config(private, provider, model, base_url)
         bundle.host_cli(private, "import", str(export))
+        for rel in STORE_PATHS:
+            remove(home, rel)
+        place_config(home, provider, model, base_url)
+        if not (private / bundle.DB).is_file() and (private / bundle.STORAGE).is_dir():
+            return _place_storage(private, home, info)
         with contextlib.closing(sqlite3.connect(private / bundle.DB)) as db:
             db.execute(
                 "UPDATE session SET directory = ?, path = ? WHERE id = ?",
@@ -132,10 +142,28 @@ def import_session(
             )
             db.commit()
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        for rel in STORE_FILES:
-            remove(home, rel)
-        place_config(home, provider, model, base_url)
         place(home, bundle.DB, (private / bundle.DB).read_bytes())
+        return bundle.DB
+
+
+def _place_storage(private: Path, home: Path, info: dict[str, Any]) -> str:
+    """The JSON-file storage the CLI's import wrote into `private` (a folder only the replayer and that CLI
+    wrote), placed file by file into `home`; returns the session file's path relative to `home`."""
+    root = private / bundle.STORAGE
+    session = f"{info.get('id')}.json"
+    found = ""
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+        rel = path.relative_to(private).as_posix()
+        data = path.read_bytes()
+        if path.parent.parent.name == "session" and path.name == session:
+            record = orjson.loads(data)
+            record["directory"] = info.get("directory") or record.get("directory")
+            data = orjson.dumps(record, option=orjson.OPT_INDENT_2)
+            found = rel
+        place(home, rel, data)
+    if not found:
+        raise SandboxError(f"opencode import wrote no session file {session} into its storage")
+    return found
 
 
 def container_cli(sandbox: Sandbox, *args: str, timeout_s: float = _CLI_TIMEOUT_S) -> bytes:
@@ -152,7 +180,7 @@ def container_cli(sandbox: Sandbox, *args: str, timeout_s: float = _CLI_TIMEOUT_
 
 def remove_store(sandbox: Sandbox) -> None:
     """Remove the home's store inside the sandbox (the rebuild imports the session into a new one)."""
-    paths = [f"{bundle.HOME}/{rel}" for rel in STORE_FILES]
+    paths = [f"{bundle.HOME}/{rel}" for rel in STORE_PATHS]
     done = sandbox.exec(["rm", "-rf", "--", *paths], workdir="/", timeout_s=60)
     if done.exit_code != 0:
         raise SandboxError(

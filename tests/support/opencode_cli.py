@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import uuid
 from pathlib import Path
 
@@ -17,6 +19,16 @@ SOCK_DIR = "/run/replayer-sock"
 PORT = 8765
 PROVIDER = "fake"
 MODEL = "fake-model"
+
+
+def _session_id(stdout: bytes, home: Path) -> str:
+    """The run's session: its first event names it. Some versions (1.14, 1.15) return from `run` before their
+    event loop has printed anything; then the store's only session (a recorder's home: its own)."""
+    if stdout.strip():
+        return str(orjson.loads(stdout.splitlines()[0])["sessionID"])
+    with contextlib.closing(sqlite3.connect(f"file:{home / bundle.DB}?mode=ro", uri=True)) as db:
+        (found,) = db.execute("SELECT id FROM session").fetchall()
+    return str(found[0])
 
 
 def run_opencode(
@@ -46,8 +58,7 @@ def run_opencode(
                     )
                 stdout.append(res.stdout)
                 if session is None:
-                    first = orjson.loads(res.stdout.splitlines()[0])
-                    session = first["sessionID"]
+                    session = _session_id(res.stdout, home)
         log = [r.model_dump() for r in upstream.log]
     assert session is not None
     return stdout, log, session
