@@ -11,6 +11,8 @@ import pytest
 
 from adapters.claude_code import envelope, wire
 from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.engine import load
+from replayer.pins import running_version
 from tests.conftest import ROOT, fixture_dir, replayer
 from tests.support.continuing import KEY, files_containing
 
@@ -97,3 +99,23 @@ def test_driving_the_pinned_cli_equals_its_reimplementation(scenario: str, tmp_p
     result = orjson.loads((out / "result.json").read_bytes())
     assert result["version"]["reruns"] == "claude_code 2.1.197, its own code"
     assert {d["status"] for d in result["divergences"]} == {"exact"}, result["divergences"]
+
+
+@pytest.mark.parametrize("version", sorted(p.name for p in VERSIONS.iterdir()))
+def test_the_expected_prefix_is_what_that_version_sent_at_every_boundary(
+    version: str, tmp_path: Path
+) -> None:
+    """No Docker: the rebuilt prefix at each boundary against the requests that version's CLI sent, as the
+    gate compares them (without the context reminders the CLI puts before prompts)."""
+    probe = _probe(version)
+    lines = (probe / "upstream.jsonl").read_bytes().splitlines()
+    sent = [
+        _without_context(wire.normalize_request(r["body"]["messages"]))
+        for r in map(orjson.loads, lines)
+        if r["main_thread"]
+    ]
+    adapter, traj = load(probe / "session.jsonl")
+    with running_version("claude_code", version):
+        for boundary in range(len(traj.steps) + 1):
+            expected = adapter.rebuild(traj, boundary, {}, tmp_path / str(boundary)).expected_prefix
+            assert any(s[: len(expected)] == expected for s in sent), f"boundary {boundary}"
