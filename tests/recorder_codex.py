@@ -16,7 +16,7 @@ from bridges.scripted import CustomToolBlock, Script, TextBlock, ToolUseBlock, T
 from replayer import bundles
 from replayer.pins import load_pins, running_version
 from tests.support.codex_cli import MODEL, run_codex
-from tests.support.recording import seed, write_fixture
+from tests.support.recording import first_request, seed, write_fixture
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "codex"
 
@@ -176,17 +176,7 @@ def scenarios() -> list[Scenario]:
 
 def offered_tools() -> dict[str, str]:
     """The tools the running CLI version offers the model (name -> `function` or `custom`)."""
-    with tempfile.TemporaryDirectory(prefix="record-tools-") as tmp:
-        paths = seed(Path(tmp), {}, "home", "sock")
-        script = Script(model=MODEL, turns=[_turn(TextBlock(text="ok"))])
-        _, log = run_codex(
-            prompts=["hi"],
-            workspace=paths["workspace"],
-            home=paths["home"],
-            sockets=paths["sock"],
-            script=script,
-        )
-    body = next(r["body"] for r in log if r["method"] == "POST")
+    body = first_request(run_codex, Script(model=MODEL, turns=[_turn(TextBlock(text="ok"))]))
     return {t["name"]: t["type"] for t in body.get("tools", []) if "name" in t}
 
 

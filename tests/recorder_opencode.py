@@ -19,6 +19,7 @@ from tests.support.opencode_cli import MODEL, run_opencode
 from tests.support.recording import (
     Scenario,
     call,
+    first_request,
     record_selected,
     recorder_parser,
     seed,
@@ -99,17 +100,7 @@ def scenarios() -> list[Scenario]:
 
 def offered_tools() -> set[str]:
     """The tools the running CLI version offers the model (one run answered with text)."""
-    with tempfile.TemporaryDirectory(prefix="record-tools-") as tmp:
-        paths = seed(Path(tmp), {}, "home", "sock")
-        script = Script(model=MODEL, turns=[turn(TextBlock(text="ok"))])
-        _, log, _ = run_opencode(
-            prompts=["hi"],
-            workspace=paths["workspace"],
-            home=paths["home"],
-            sockets=paths["sock"],
-            script=script,
-        )
-    body = next(r["body"] for r in log if r["main_thread"])
+    body = first_request(run_opencode, Script(model=MODEL, turns=[turn(TextBlock(text="ok"))]))
     return {t["function"]["name"] for t in body.get("tools", [])}
 
 

@@ -18,7 +18,15 @@ from replayer import bundles
 from replayer.pins import running_version
 from tests.support import recording
 from tests.support.pi_cli import run_pi
-from tests.support.recording import call, record_selected, recorder_parser, seed, turn, write_fixture
+from tests.support.recording import (
+    call,
+    first_request,
+    record_selected,
+    recorder_parser,
+    seed,
+    turn,
+    write_fixture,
+)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pi"
 CWD = "/testbed"
@@ -103,17 +111,7 @@ def scenarios() -> list[Scenario]:
 
 def offered_tools() -> dict[str, dict[str, Any]]:
     """The tools the running Pi version offers the model (name -> JSON schema of its arguments)."""
-    with tempfile.TemporaryDirectory(prefix="record-tools-") as tmp:
-        paths = seed(Path(tmp), {}, "home", "sock")
-        script = Script(model="fake-model", turns=[turn(TextBlock(text="ok"))])
-        _, log = run_pi(
-            prompts=["hi"],
-            workspace=paths["workspace"],
-            home=paths["home"],
-            sockets=paths["sock"],
-            script=script,
-        )
-    body = next(r["body"] for r in log if r["method"] == "POST")
+    body = first_request(run_pi, Script(model="fake-model", turns=[turn(TextBlock(text="ok"))]))
     return {t["function"]["name"]: t["function"].get("parameters", {}) for t in body.get("tools", [])}
 
 

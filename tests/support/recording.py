@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -90,3 +91,18 @@ def record_selected(
     for scenario in scenarios:
         if args.all or scenario.name in args.names:
             print("recorded", record(scenario, args.dest))
+
+
+def first_request(run: Callable[..., tuple[Any, ...]], script: Script) -> dict[str, Any]:
+    """The body of the first main-thread request the running CLI version sends for one prompt in an empty
+    workspace (`run` is a recorder's run_* function): what that version offers the model."""
+    with tempfile.TemporaryDirectory(prefix="record-tools-") as tmp:
+        paths = seed(Path(tmp), {}, "home", "sock")
+        log = run(
+            prompts=["hi"],
+            workspace=paths["workspace"],
+            home=paths["home"],
+            sockets=paths["sock"],
+            script=script,
+        )[1]
+    return dict(next(r["body"] for r in log if r.get("main_thread")))
