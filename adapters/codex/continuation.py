@@ -44,7 +44,9 @@ def status(traj: Trajectory, stdout: bytes) -> AgentStatus:
     started = next((e for e in seen if e.get("type") == "thread.started"), None)
     if started is None or started.get("thread_id") != traj.session_id:
         return "agent_error"
-    if any(e.get("type") in ("turn.failed", "error") for e in seen):
+    # `error` events alone are retries the CLI recovered from ("Reconnecting... 1/5"): the turn's own
+    # end decides
+    if any(e.get("type") == "turn.failed" for e in seen):
         return "agent_error"
     return "completed" if any(e.get("type") == "turn.completed" for e in seen) else "agent_error"
 
