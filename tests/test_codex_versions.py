@@ -170,10 +170,26 @@ def test_the_pinned_cli_driven_equals_its_reimplementation(tmp_path: Path) -> No
     assert driven["version"]["reruns"].endswith("its own code")
     reimplemented = _run(folder, tmp_path / "reimplemented", steps)
     assert "reimplementation" in reimplemented["version"]["reruns"]
+    # exec_command joins stdout and stderr from two pipes: their interleaving is the CLI's own race
+    # (under load `od`'s error can come before the echo printed first), so its lines compare as a set
     for a, b in zip(driven["divergences"], reimplemented["divergences"], strict=True):
-        assert (a["call_id"], a["status"]) == (b["call_id"], b["status"])
-    # the same prefix, but for exec_command's random chunk id and wall time
-    a, b = ((tmp_path / d / "expected_prefix.json").read_text() for d in ("driven", "reimplemented"))
-    for name in ("random_ids", "durations"):
-        a, b = NORMALIZERS[name](a), NORMALIZERS[name](b)
-    assert a == b
+        assert a["call_id"] == b["call_id"]
+        if a["tool"] == "apply_patch":
+            assert a["status"] == b["status"] == "exact"
+    prefixes = [
+        orjson.loads((tmp_path / d / "expected_prefix.json").read_bytes())
+        for d in ("driven", "reimplemented")
+    ]
+    assert _without_races(prefixes[0]) == _without_races(prefixes[1])
+
+
+def _without_races(items: list[dict]) -> list:
+    """Each item as JSON with exec_command's random chunk id and wall time normalized and an output's
+    lines sorted (the interleaving of its two pipes)."""
+    out = []
+    for item in items:
+        text = orjson.dumps(item).decode()
+        for name in ("random_ids", "durations"):
+            text = NORMALIZERS[name](text)
+        out.append(sorted(text.split("\\n")) if item.get("type") == "function_call_output" else text)
+    return out
