@@ -27,10 +27,11 @@ WALK_ORDER_TOOLS = {"glob", "grep", "Glob", "Grep"}
 their listings also compare as sorted lines (normalizer `walk_order`)."""
 
 
+_LISTING_NORMALIZERS = {**NORMALIZERS, "walk_order": lambda s: "\n".join(sorted(s.split("\n")))}
+
+
 def _normalizers(tool: str) -> dict[str, Callable[[str], str]]:
-    if tool not in WALK_ORDER_TOOLS:
-        return NORMALIZERS
-    return {**NORMALIZERS, "walk_order": lambda s: "\n".join(sorted(s.split("\n")))}
+    return _LISTING_NORMALIZERS if tool in WALK_ORDER_TOOLS else NORMALIZERS
 
 
 def model_text(obs: Observation) -> str:

@@ -186,13 +186,7 @@ class DrivenRerunner:
         if prompt != self.prompt:
             self._start_run(prompt)
         assert self.handle is not None
-        body = (
-            self.held
-            if self.held is not None
-            else self.model.next_request(self.handle, "codex", f"step {index}")
-        )
-        self.held = None
-        self._check(body, f"step {index}")
+        self._pending(f"step {index}")
         blocks = self._blocks(index, prompt)
         ids = [b.id for b in blocks if not isinstance(b, TextBlock)]
         self.model.feed(Turn(blocks=blocks))
@@ -203,6 +197,14 @@ class DrivenRerunner:
         self._check(body, f"the outputs of step {index}")
         self._harvest(set(ids))
         self.held = body
+
+    def _pending(self, what: str) -> None:
+        """Wait for the request `what` is answered in: the one held since the last step (checked when it
+        came), else the CLI's next one, checked now."""
+        assert self.handle is not None
+        if self.held is None:
+            self._check(self.model.next_request(self.handle, "codex", what), what)
+        self.held = None
 
     def _blocks(self, index: int, prompt: int) -> list[Block]:
         """The historical response of step `index`: its messages and calls since the step before (or the
@@ -223,13 +225,7 @@ class DrivenRerunner:
 
     def _start_run(self, prompt: int) -> None:
         if self.handle is not None:
-            body = (
-                self.held
-                if self.held is not None
-                else self.model.next_request(self.handle, "codex", "the end of a run")
-            )
-            self.held = None
-            self._check(body, "the end of a run")
+            self._pending("the end of a run")
             self.model.feed(Turn(blocks=[TextBlock(text=self._closing_text(prompt))]))
             if not self.handle.wait(self.step_timeout_s):
                 raise SandboxError("codex did not end its run when the replayed turn ended")
