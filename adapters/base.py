@@ -159,8 +159,9 @@ class Adapter(Protocol):
         """Facts about how the continuation runs, recorded in the result (e.g. who enforces the step budget)."""
         ...
 
-    def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
-        """The outcome the agent's own output reports, once it exited with code 0."""
+    def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
+        """The outcome the agent's own output reports, once it exited with code 0 (`continued`: the folder
+        of what `finish_continuation` wrote)."""
         ...
 
     def finish_continuation(

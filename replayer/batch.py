@@ -77,6 +77,8 @@ class ManifestEntry(BaseModel):
     mode: Mode = "prepare"
     task: str | None = None
     """The first user prompt, for a native form that does not store it (an OpenCode event log)."""
+    cwd: str | None = None
+    """The working directory, for a file that records none (--cwd); refused when the file records another."""
     workspace: Path | None = None
     image: str | None = None
     allow_degraded: bool = False
@@ -118,6 +120,7 @@ class Job(NamedTuple):
             budgets=entry.budgets,
             continuation=cont,
             task=entry.task,
+            cwd=entry.cwd,
             labels=labels or {},
             agent_version=entry.agent_version,
             require_verified=entry.require_verified,
@@ -246,7 +249,7 @@ def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) 
     unique: dict[str, Job] = {}  # the same job listed twice runs once
     for number, entry in entries:
         try:
-            adapter, traj = load(entry.trajectory, entry.task)
+            adapter, traj = load(entry.trajectory, entry.task, entry.cwd)
         except ReplayError as exc:
             raise BadInput(f"manifest line {number}: {exc}") from None
         image = entry.image or load_pins().base_image.tag
@@ -259,6 +262,7 @@ def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) 
                 "pins": pins_for(adapter).model_dump(),
                 "options": {
                     **({"task": entry.task} if entry.task is not None else {}),
+                    **({"cwd": entry.cwd} if entry.cwd is not None else {}),
                     "workspace": str(entry.workspace) if entry.workspace else None,
                     "allow_degraded": entry.allow_degraded,
                     **({"agent_version": entry.agent_version} if entry.agent_version else {}),
@@ -294,20 +298,20 @@ def outcome_of(job: Job, status: JobStatus, kind: str | None = None, error: str 
     )
 
 
-_PARSED: dict[tuple[str, int, int, str | None], tuple[Any, Trajectory]] = {}
+_PARSED: dict[tuple[str, int, int, str | None, str | None], tuple[Any, Trajectory]] = {}
 """This process's last parses: the jobs of one trajectory that land in one worker share its parse."""
 _PARSED_MAX = 2
 
 
-def _parsed(path: Path, task: str | None) -> tuple[Any, Trajectory]:
+def _parsed(path: Path, task: str | None, cwd: str | None) -> tuple[Any, Trajectory]:
     from replayer.engine import load
 
     st = _check_trajectory(path)  # replaced by a FIFO since the expansion: a refusal, not a hang
-    key = (str(path), st.st_size, st.st_mtime_ns, task)
+    key = (str(path), st.st_size, st.st_mtime_ns, task, cwd)
     if key not in _PARSED:
         while len(_PARSED) >= _PARSED_MAX:
             _PARSED.pop(next(iter(_PARSED)))
-        _PARSED[key] = load(path, task)
+        _PARSED[key] = load(path, task, cwd)
     return _PARSED[key]
 
 
@@ -319,7 +323,7 @@ def run_job(job: Job, out: Path, labels: dict[str, str]) -> JobOutcome:
     from replayer.engine import execute
 
     try:
-        adapter, traj = _parsed(job.trajectory, job.entry.task)
+        adapter, traj = _parsed(job.trajectory, job.entry.task, job.entry.cwd)
         execute(job.request(job_dir(out, job.key), labels), adapter=adapter, trajectory=traj)
     except Interrupted:
         raise  # the batch is stopping: the job is lost, not failed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -57,6 +58,12 @@ RequireVerified = Annotated[
 Task = Annotated[
     str | None,
     typer.Option("--task", help="The first user prompt, for an OpenCode event log (it does not print it)."),
+]
+Cwd = Annotated[
+    str | None,
+    typer.Option(
+        "--cwd", help="The working directory, for a file that records none (e.g. an OpenHands V0 list)."
+    ),
 ]
 Force = Annotated[bool, typer.Option("--force", help="Replace an existing output directory.")]
 Image = Annotated[
@@ -117,13 +124,13 @@ def _emit_json(value: Any) -> None:
 
 
 @app.command()
-def inspect(trajectory: Path, task: Task = None, json: JsonOpt = False) -> None:
+def inspect(trajectory: Path, task: Task = None, cwd: Cwd = None, json: JsonOpt = False) -> None:
     """Detect the agent and list the steps (complete tool batches) of a trajectory."""
     from replayer import versions
     from replayer.engine import load
     from replayer.pins import running_version
 
-    adapter, traj = load(trajectory, task)
+    adapter, traj = load(trajectory, task, cwd)
     version = versions.resolve(adapter, traj.agent_version, traj.agent_version_inferred, None)
     with running_version(adapter.name, version.version):  # a driven version classifies its own tools
         kinds = {c.id: adapter.classify(c, traj)[0] for s in traj.steps for c in s.calls}
@@ -211,6 +218,7 @@ def prepare(
     allow_degraded: AllowDegraded = False,
     force: Force = False,
     task: Task = None,
+    cwd: Cwd = None,
     agent_version: AgentVersion = None,
     require_verified: RequireVerified = False,
     json: JsonOpt = False,
@@ -226,6 +234,7 @@ def prepare(
         allow_degraded=allow_degraded,
         force=force,
         task=task,
+        cwd=cwd,
         agent_version=agent_version,
         require_verified=require_verified,
     )
@@ -242,6 +251,7 @@ def run(
     allow_degraded: AllowDegraded = False,
     force: Force = False,
     task: Task = None,
+    cwd: Cwd = None,
     continue_: Annotated[
         bool,
         typer.Option("--continue", help="Continue the pinned agent from the boundary through the bridge."),
@@ -285,6 +295,7 @@ def run(
         force=force,
         continuation=cont,
         task=task,
+        cwd=cwd,
         limits=_limits(limits),
         agent_version=agent_version,
         require_verified=require_verified,
@@ -424,6 +435,7 @@ def compare(
     allow_degraded: AllowDegraded = False,
     force: Force = False,
     task: Task = None,
+    cwd: Cwd = None,
     keep_snapshot: Annotated[
         bool, typer.Option("--keep-snapshot", help="Leave the boundary image (replayer gc removes it).")
     ] = False,
@@ -464,6 +476,7 @@ def compare(
         allow_degraded=allow_degraded,
         force=force,
         task=task,
+        cwd=cwd,
         keep_snapshot=keep_snapshot,
         limits=_limits(limits),
         agent_version=agent_version,
@@ -542,6 +555,48 @@ def gc(json: JsonOpt = False) -> None:
 _MESSAGE_CHARS = 500
 
 
+@app.command()
+def verify(
+    specs: Annotated[list[str], typer.Argument(help="AGENT@VERSION, e.g. claude_code@2.0.64 (repeatable).")],
+    verdicts: Annotated[
+        Path | None,
+        typer.Option(
+            "--verdicts", help="Store verdicts here (default: REPLAYER_VERDICTS, else beside the bundles)."
+        ),
+    ] = None,
+    json: JsonOpt = False,
+) -> None:
+    """Record a probe session with that version's real CLI against a scripted model, replay it at every
+    boundary, continue it through the gate, and store the verdict (a passing one: the version is verified).
+
+    Example: replayer verify claude_code@2.0.64 codex@0.125.0
+    """
+    from replayer import bundles
+    from replayer import verdicts as store
+    from replayer.verify import VerifyFailed
+    from replayer.verify import verify as run_probe
+
+    wanted = [bundles.parse_spec(spec) for spec in specs]
+    found = []
+    for agent, version in wanted:
+        verdict = run_probe(agent, version)
+        path = store.store(verdict, verdicts)
+        found.append(verdict)
+        if not json:
+            mark = "verified" if verdict.passed else "NOT verified"
+            console.print(f"{agent}@{version}: {mark} ({path})", highlight=False)
+            for c in verdict.checks:
+                console.print(f"  {'ok ' if c.passed else 'BAD'} {c.name}: {c.detail}", highlight=False)
+    if json:
+        _emit_json([v.model_dump(mode="json") for v in found])
+    bad = [v for v in found if not v.passed]
+    if bad:
+        check = next((c for c in bad[0].checks if not c.passed), None)
+        why = f"{check.name}: {check.detail}" if check else "fewer than two boundaries were replayed"
+        names = ", ".join(f"{v.agent}@{v.version}" for v in bad)
+        raise VerifyFailed(f"{names} not verified ({why})")
+
+
 bundles_app = typer.Typer(
     no_args_is_help=True, help="The versioned agent bundle cache (any released version, for offline use)."
 )
@@ -610,6 +665,10 @@ def main() -> None:
     # blocks on the way up remove containers and partial outputs, and the live-sandbox sweep below
     # removes one that an interruption caught between its creation and its owner's `try`.
     signals.install()
+    # aiohttp logs a handler's failure with its traceback (a client gone while the bridge answered, at an
+    # interruption); the bridge records what matters, and stderr keeps its one line per error
+    logging.getLogger("aiohttp").addHandler(logging.NullHandler())
+    logging.getLogger("aiohttp").propagate = False
     try:
         app()  # standalone: usage errors exit 2 with click's message; our errors propagate to here
     except Interrupted:

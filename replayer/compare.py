@@ -131,6 +131,7 @@ def _jobs(
                     compare_id=compare_id,
                     trajectory=request.trajectory.absolute(),
                     task=request.task,
+                    cwd=request.cwd,
                     replay_dir=tmp / "replay",
                     boundary_state=tmp / "snapshot",
                     image=image,
@@ -287,7 +288,7 @@ def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResu
     from sandboxes.docker import connect, remove_containers, remove_images
 
     started = time.monotonic()
-    adapter, traj = load(request.trajectory, request.task)
+    adapter, traj = load(request.trajectory, request.task, request.cwd)
     _preflight(request, adapter, traj)
     client = connect()
     compare_id = f"cmp-{uuid.uuid4().hex[:10]}"
@@ -307,6 +308,7 @@ def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResu
                 allow_degraded=request.allow_degraded,
                 budgets=request.budgets,
                 task=request.task,
+                cwd=request.cwd,
                 limits=request.limits,
                 agent_version=request.agent_version,
                 require_verified=request.require_verified,

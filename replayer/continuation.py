@@ -92,8 +92,6 @@ def run(
         gate_verdict: GateVerdict = (
             "refused" if mismatch else ("accepted" if counters.main_requests else "not_reached")
         )
-    if status is None:
-        status = adapter.reported_status(traj, result.stdout) if result.exit_code == 0 else "agent_error"
     (out / "agent").mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(out / "agent" / "stdout.jsonl", result.stdout)
     write_bytes_atomic(out / "agent" / "stderr.log", result.stderr)
@@ -113,6 +111,13 @@ def run(
         )
     finally:
         shutil.rmtree(after, ignore_errors=True)
+    if status is None:
+        continued = out / "continued"
+        status = (
+            adapter.reported_status(traj, result.stdout, continued)
+            if result.exit_code == 0
+            else "agent_error"
+        )
     return ContinuationResult(
         input_condition="boundary_user_prompt_appended" if keep_prompt else "replayed_boundary_only",
         gate=gate_verdict,

@@ -61,22 +61,33 @@ _DAMAGED = (
 """What a parser that missed a check raises on a damaged record: a refusal of the file, never a crash."""
 
 
-def load(path: Path, task: str | None = None) -> tuple[Adapter, Trajectory]:
+def load(path: Path, task: str | None = None, cwd: str | None = None) -> tuple[Adapter, Trajectory]:
     adapter = adapters.detect(path)
     if task is not None and not adapter.takes_task:
         raise BadInput(f"--task applies to formats that do not store the prompt; {adapter.name} stores it")
-    return adapter, parse(adapter, path, task)
+    return adapter, parse(adapter, path, task, cwd)
 
 
-def parse(adapter: Adapter, path: Path, task: str | None) -> Trajectory:
+def parse(adapter: Adapter, path: Path, task: str | None, cwd: str | None = None) -> Trajectory:
     """The adapter's parse; the parsers validate each record where they read it, and this is the net
-    below them: a damaged record they did not foresee is still a bad_input refusal."""
+    below them: a damaged record they did not foresee is still a bad_input refusal. `cwd` (--cwd) is the
+    working directory of a file that records none."""
     try:
-        return adapter.parse(path, task)
+        traj = adapter.parse(path, task)
     except _DAMAGED as exc:
         raise BadInput(
             f"{path} is a damaged {adapter.name} file ({type(exc).__name__}: {excerpt(str(exc))})"
         ) from None
+    if cwd is None:
+        return traj
+    parts = cwd.split("/")[1:]
+    if not cwd.startswith("/") or "\x00" in cwd or (cwd != "/" and {"", ".", ".."} & set(parts)):
+        raise BadInput(f"--cwd must be an absolute, normalized POSIX path, got {excerpt(cwd)}")
+    if traj.cwd is not None and traj.cwd != cwd:
+        raise BadInput(
+            f"the trajectory records the working directory {traj.cwd}; --cwd is for files that record none"
+        )
+    return traj.model_copy(update={"cwd": cwd})
 
 
 def pins_for(adapter: Adapter) -> Pins:
@@ -101,9 +112,13 @@ def execute(
     `request.trajectory` by that adapter (batches share one parse between the jobs of a trajectory)."""
     started = time.monotonic()
     if adapter is None:
-        adapter, traj = load(request.trajectory, request.task)
+        adapter, traj = load(request.trajectory, request.task, request.cwd)
     else:
-        traj = trajectory if trajectory is not None else parse(adapter, request.trajectory, request.task)
+        traj = (
+            trajectory
+            if trajectory is not None
+            else parse(adapter, request.trajectory, request.task, request.cwd)
+        )
     parse_s = time.monotonic() - started
     version = versions.resolve(
         adapter, traj.agent_version, traj.agent_version_inferred, request.agent_version
@@ -120,7 +135,9 @@ def execute(
     if request.mode == "run":
         _check_workspace(request.workspace)
         if not traj.cwd:
-            raise PlanRefused("the trajectory records no working directory to mount the workspace at")
+            raise PlanRefused(
+                "the trajectory records no working directory to mount the workspace at: pass --cwd"
+            )
     if request.continuation is not None:
         model = request.continuation.model or adapter.default_model(traj)
         refusal = adapter.continuation_refusal(traj, model)

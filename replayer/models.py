@@ -190,6 +190,8 @@ class ReplayRequest(Frozen):
     continuation: ContinueRequest | None = None
     task: str | None = None
     """The first user prompt, for a native format that does not store it (OpenCode's event log)."""
+    cwd: str | None = None
+    """The working directory, for a file that records none (--cwd); refused when the file records another."""
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
     labels: dict[str, str] = Field(default_factory=dict)
     """Extra container labels (a batch labels its containers to remove those of a dead run)."""
@@ -244,7 +246,8 @@ class VersionRecord(Frozen):
     """recorded: the file's version field; inferred: from the file's features; stated: --agent-version;
     default: the file tells nothing, so the pinned version ran."""
     status: Literal["verified", "unverified"]
-    """verified: the pinned version, whose prefix, reruns and gate the test suite checks."""
+    """verified: the pinned version, whose prefix, reruns and gate the test suite checks, or a version
+    whose probe `replayer verify` passed (its verdict is stored)."""
     in_file: str | None = None
     """The version field of the file (None: it has none, or the version was inferred)."""
     reruns: str
@@ -401,6 +404,8 @@ class CompareRequest(Frozen):
     allow_degraded: bool = False
     force: bool = False
     task: str | None = None
+    cwd: str | None = None
+    """The working directory, for a file that records none (--cwd); refused when the file records another."""
     budgets: Budgets = Field(default_factory=Budgets)
     keep_snapshot: bool = False
     """Leave the snapshot image behind (labelled; `replayer gc` removes it)."""

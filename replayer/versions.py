@@ -1,5 +1,6 @@
 """Which version of the agent a replay runs: the one the file records, one inferred from the file's
-features, or one the user states; and whether that version is verified (the pinned one)."""
+features, or one the user states; and whether that version is verified (the pinned one,
+or one whose probe `replayer verify` passed)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 from adapters.base import Adapter
 from replayer.models import VersionRecord, VersionSource
 from replayer.pins import pinned_version
+from replayer.verdicts import is_verified
 
 
 def release(version: str) -> tuple[int, ...]:
@@ -55,7 +57,7 @@ def resolve(adapter: Adapter, recorded: str | None, inferred: bool, stated: str 
     return VersionRecord(
         version=version,
         source=source,
-        status="verified" if version == pinned else "unverified",
+        status="verified" if is_verified(adapter.name, version) else "unverified",
         in_file=recorded if not inferred else None,
         note=note,
         reruns=(

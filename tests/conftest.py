@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import orjson
@@ -11,6 +12,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "claude_code"
 SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if (p / "session.jsonl").exists())
+# No verdict of `replayer verify` (the user's or the shipped ones) counts in the suite unless a test says
+# so: which versions are verified is then the pins alone, as the tests expect.
+os.environ["REPLAYER_VERDICTS"] = tempfile.mkdtemp(prefix="replayer-test-verdicts-")
 
 
 def fixture_dir(name: str) -> Path:

@@ -101,3 +101,34 @@ def test_a_field_trajectory_runs_at_its_own_version(name: str, tmp_path: Path) -
         assert fresh in rebuilt, "the fresh observation is in the rebuilt session"
     if name.startswith("claude_code"):
         assert statuses == ["different", "exact", "different"]
+
+
+V0_LIST = FIELD / "openhands" / "v0-replay-basic.json"  # records no working directory
+
+
+def test_cwd_gives_a_working_directory_to_a_file_that_records_none(tmp_path: Path) -> None:
+    out, empty = tmp_path / "out", tmp_path / "workspace"
+    empty.mkdir()
+    refused = replayer("run", str(V0_LIST), "-n", "1", "-w", str(empty), "-o", str(out))
+    assert refused.returncode == 4 and refused.stderr.strip().endswith("pass --cwd"), refused.stderr
+    replayer("prepare", str(V0_LIST), "-n", "1", "-o", str(out), "--cwd", "/workspace", check=True)
+    assert orjson.loads((out / "result.json").read_bytes())["cwd"] == "/workspace"
+    listed = orjson.loads(
+        replayer("inspect", str(V0_LIST), "--cwd", "/workspace", "--json", check=True).stdout
+    )
+    assert listed["cwd"] == "/workspace"
+
+
+@pytest.mark.parametrize(
+    ("name", "cwd", "message"),
+    [
+        ("claude_code/erk-2.1.50.jsonl", "/elsewhere", "--cwd is for files that record none"),
+        ("openhands/v0-replay-basic.json", "workspace", "absolute, normalized"),
+        ("openhands/v0-replay-basic.json", "/work/../etc", "absolute, normalized"),
+    ],
+)
+def test_cwd_is_refused_where_it_would_contradict_the_file_or_is_no_plain_path(
+    name: str, cwd: str, message: str
+) -> None:
+    proc = replayer("inspect", str(FIELD / name), "--cwd", cwd)
+    assert proc.returncode == 3 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1

@@ -1,7 +1,7 @@
 """OpenCode sessions recorded by other versions than the pin (tests/recorder_opencode.py --version V): the
 wire prefix that version sent at every boundary, from each native form it wrote (1.1.65 keeps JSON files,
-no SQLite store); reruns by that version's own CLI driven by the replay model; and a continuation by the
-oldest through the gate (it makes "\\n" + prompt of a prompt on stdin). One scenario per version."""
+no SQLite store); reruns by that version's own CLI driven by the replay model; and a continuation by each
+through the gate (before 1.15.0 the CLI makes "\\n" + prompt of a prompt on stdin). One scenario per version."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from tests.support.continuing import KEY, files_containing
 
 VERSIONS = ROOT / "tests" / "fixtures" / "opencode" / "versions"
 RECORDED = sorted((p.name for p in VERSIONS.iterdir()), key=lambda v: tuple(map(int, v.split("."))))
-OLDEST = RECORDED[0]
 
 
 def _probe(version: str) -> Path:
@@ -98,19 +97,22 @@ def test_rerun_by_that_version_reproduces_every_observation(version: str, tmp_pa
 
 
 @pytest.mark.docker
-def test_the_oldest_version_continues_through_the_gate(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", RECORDED)
+def test_each_version_continues_through_the_gate(version: str, tmp_path: Path) -> None:
+    """1.15.13 exits before printing its last events (the model answers at once): the status then comes
+    from the continued session the CLI exported."""
     out = tmp_path / "out"
-    steps = _steps(OLDEST)
+    steps = _steps(version)
     script = Script(turns=[Turn(blocks=[TextBlock(text="Finished.")])], model="fake-model")
     with ScriptedUpstream(script, expected_key=KEY) as upstream:
         cont_args = ("--continue", "--upstream", upstream.url)
-        result = _cli("run", OLDEST, "export", steps, out, *cont_args, env={"OPENAI_API_KEY": KEY})
+        result = _cli("run", version, "export", steps, out, *cont_args, env={"OPENAI_API_KEY": KEY})
         log = [r for r in upstream.log if r.main_thread]
     cont = result["continuation"]
     assert (cont["gate"], cont["agent_status"]) == ("accepted", "completed"), cont
-    assert result["version"]["version"] == OLDEST
+    assert result["version"]["version"] == version
     expected = orjson.loads((out / "expected_prefix.json").read_bytes())
     assert log and log[0].body["messages"][1:] == expected, "the nonce was stripped: exactly the prefix"
     continued = orjson.loads((out / cont["files"]["continued_session"]).read_bytes())
-    assert continued["info"]["version"] == OLDEST and b"replayer-nonce" not in orjson.dumps(continued)
+    assert continued["info"]["version"] == version and b"replayer-nonce" not in orjson.dumps(continued)
     assert files_containing(out, KEY.encode()) == []

@@ -165,5 +165,5 @@ class ClaudeCodeAdapter:
     def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
         return {}
 
-    def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
+    def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
         return "agent_error" if continuation.reported_failure(stdout) else "completed"

@@ -211,7 +211,7 @@ class CodexAdapter:
     def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
         return {}
 
-    def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
+    def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
         return continuation.status(trajectory, stdout)
 
     def finish_continuation(

@@ -54,14 +54,20 @@ def _text(payload: dict[str, Any]) -> str | None:
 
 def prompts(records: list[rollout.Record]) -> list[tuple[int, str]]:
     """(record index, text) of every user prompt: the `user_message` events where the CLI wrote them
-    (0.5x-0.12x), else the user messages that are not context the CLI added."""
+    (0.5x-0.12x), else the user messages that are not context the CLI added. A continued rollout has
+    both: a rebuilt head without events, then the CLI's own records with them."""
     events = [
         (at, str(r["payload"].get("message", "")))
         for at, r in enumerate(records)
         if r.get("type") == "event_msg" and r["payload"].get("type") == "user_message"
     ]
+    messages = _user_messages(records)
     if events:
-        return events
+        return [(at, text) for at, text in messages if at < events[0][0]] + events
+    return messages
+
+
+def _user_messages(records: list[rollout.Record]) -> list[tuple[int, str]]:
     found = []
     for at, record in enumerate(records):
         payload = rollout.item(record)

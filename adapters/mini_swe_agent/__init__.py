@@ -157,7 +157,7 @@ class MiniSweAgentAdapter:
     def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
         return {}
 
-    def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
+    def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
         exit_event = next((e for e in reversed(stdout_events(stdout)) if e.get("type") == "exit"), None)
         return _STATUS.get(str(exit_event.get("exit_status")), "agent_error") if exit_event else "agent_error"
 

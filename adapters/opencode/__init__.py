@@ -186,11 +186,13 @@ class OpenCodeAdapter:
             return {}
         return {"opencode_step_budget": {"max_steps": launch.max_steps, "enforced_by": "replayer (SIGINT)"}}
 
-    def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
+    def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
         events = stdout_events(stdout)
         if any(e.get("type") == "error" for e in events):
             return "agent_error"
         finishes = [e["part"].get("reason") for e in events if e.get("type") == "step_finish"]
+        if not finishes:  # 1.3 to 1.15 may exit before printing their last events: the session says
+            finishes = [_last_finish(continued / EXPORT)]
         return "completed" if finishes and finishes[-1] == "stop" else "agent_error"
 
     def finish_continuation(
@@ -223,3 +225,12 @@ class OpenCodeAdapter:
             return {"continued_session_error": f"{type(exc).__name__}: {exc}"[:200]}
         write_bytes_atomic(dest / EXPORT, orjson.dumps(document, option=orjson.OPT_INDENT_2))
         return {"continued_session": f"continued/{EXPORT}"}
+
+
+def _last_finish(export: Path) -> str | None:
+    """How the continued session's last assistant message finished, as the CLI exported it."""
+    try:
+        info = orjson.loads(export.read_bytes())["messages"][-1]["info"]
+    except (OSError, orjson.JSONDecodeError, LookupError, TypeError):
+        return None
+    return info.get("finish") if isinstance(info, dict) and info.get("role") == "assistant" else None

@@ -128,7 +128,7 @@ class OpenHandsAdapter:
     def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
         return {"max_iterations": launch.max_steps}
 
-    def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
+    def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
         end = next((e for e in reversed(stdout_events(stdout)) if e.get("type") == "exit"), None)
         if end is None:
             return "agent_error"

@@ -150,7 +150,7 @@ class OpenHandsV0Adapter:
     def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
         return {"max_iterations_after_replay": launch.max_steps or DEFAULT_MAX_STEPS}
 
-    def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
+    def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
         end = next((e for e in reversed(stdout_events(stdout)) if e.get("type") == "exit"), None)
         if end is None:
             return "agent_error"

@@ -182,7 +182,7 @@ class PiAdapter:
     def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
         return {}
 
-    def reported_status(self, trajectory: Trajectory, stdout: bytes) -> AgentStatus:
+    def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
         ends = [e for e in stdout_events(stdout) if e.get("type") == "agent_end"]
         if not ends:
             return "agent_error"

@@ -1,0 +1,281 @@
+"""`replayer verify AGENT@VERSION`: record a short probe session with that version's real CLI against a
+built-in scripted model, check it, and store the verdict. A passing verdict makes the version verified.
+
+The probe starts from one of the suite's recordings, by the newest version not newer than VERSION, cut
+after its first tool batch (each agent's CLI can only resume a session, and a recording needs one to
+start from):
+1. the head is rerun at VERSION and continued through the gate with the final answer only: the gate
+   checks VERSION's first request, and the request says which tools VERSION offers;
+2. the same, but the scripted model now calls those tools (a shell command, a file read where VERSION
+   has a read tool, a failing command): VERSION runs them and writes its own native session;
+3. that session is replayed at VERSION at every boundary and continued through the gate each time:
+   every observation must come back exact (or normalized-equal), and every gate must accept.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer import __version__ as REPLAYER_VERSION
+from replayer.errors import PlanRefused, ReplayError
+from replayer.models import ContinueRequest, ReplayRequest, ReplayResult
+from replayer.verdicts import Check, Verdict
+from replayer.versions import release
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+PROBE_KEY_ENV = "REPLAYER_PROBE_KEY"
+PROBE_KEY = "sk-replayer-probe"
+PROMPT = "Run the replayer's probe."
+FILE = "probe.txt"
+SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+STALL_S = 0.5
+
+
+class VerifyFailed(ReplayError):
+    """The probe ran, and a check failed: the version stays unverified."""
+
+    exit_code = 11
+    kind = "verify_failed"
+
+
+class Probe(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    recording: str
+    """A recording the probe can start from, under tests/fixtures."""
+    native: str
+    version: str
+    """The version that recorded it (its meta.json)."""
+
+
+NATIVE = {
+    "claude_code": "session.jsonl",
+    "codex": "rollout.jsonl",
+    "pi": "session.jsonl",
+    "opencode": "export.json",
+    "mini_swe_agent": "trajectory.traj.json",
+    "openhands": "conversation",
+    "openhands_v0": "trajectory.json",
+}
+RECORDINGS = {
+    "claude_code": ["claude_code/single", "claude_code/versions/*/probe"],
+    "codex": ["codex/exec", "codex/versions/*/probe"],
+    "pi": ["pi/tools", "pi/versions/*/probe"],
+    "opencode": ["opencode/tools", "opencode/versions/*/probe"],
+    "mini_swe_agent": ["mini_swe_agent/toolcall", "mini_swe_agent/v1", "mini_swe_agent/versions/*/probe"],
+    "openhands": ["openhands/v1", "openhands/versions/*/probe"],
+    "openhands_v0": ["openhands/v0"],
+}
+
+
+# the probe's script ---------------------------------------------------------------------------------
+def tool_names(body: Any) -> list[str]:
+    """The tools a request offers (Anthropic and Responses: `name`; chat completions: `function.name`)."""
+    names = []
+    for tool in body.get("tools") or [] if isinstance(body, dict) else []:
+        if isinstance(tool, dict):
+            name = tool.get("name") or (tool.get("function") or {}).get("name")
+            if isinstance(name, str):
+                names.append(name)
+    return names
+
+
+_SHELL: dict[str, Callable[[str], dict[str, Any]]] = {
+    "Bash": lambda c: {"command": c, "description": "Probe command"},
+    "exec_command": lambda c: {"cmd": c},
+    "shell_command": lambda c: {"command": c},
+    "shell": lambda c: {"command": ["bash", "-lc", c]},
+    "bash": lambda c: {"command": c, "description": "Probe command"},
+    "terminal": lambda c: {"command": c},
+    "execute_bash": lambda c: {"command": c, "security_risk": "LOW"},
+}
+_READ: dict[tuple[str, str], Callable[[str], dict[str, Any]]] = {
+    ("claude_code", "Read"): lambda p: {"file_path": p},
+    ("pi", "read"): lambda p: {"path": p},
+    ("opencode", "read"): lambda p: {"filePath": p},
+    ("openhands", "file_editor"): lambda p: {"command": "view", "path": p},
+    ("openhands_v0", "str_replace_editor"): lambda p: {"command": "view", "path": p, "security_risk": "LOW"},
+}
+
+
+def probe_turns(agent: str, version: str, offered: list[str], cwd: str) -> tuple[list[Turn], list[Turn]]:
+    """(the probe's turns, the final turn alone). The probe writes a file with a shell command, reads it
+    (with the version's read tool when it has one), and runs a failing command; then it finishes."""
+    commands = [f"printf 'probe\\nline 2\\n' > {FILE} && ls", f"cat {FILE}", f"wc -l {FILE}; exit 3"]
+    shell = next((name for name in _SHELL if name in offered), None)
+    steps: list[Turn] = []
+    if shell is None:  # mini-swe-agent's text-based actions
+        fence = "bash" if release(version) < (2,) else "mswea_bash_command"
+        text = [f"THOUGHT: step {i}.\n\n```{fence}\n{c}\n```" for i, c in enumerate([*commands, SUBMIT])]
+        turns = [Turn(blocks=[TextBlock(text=t)], stall_s=STALL_S) for t in text]
+        return turns, turns[-1:]
+    for n, command in enumerate(commands, 1):
+        call_id = f"call_probe_{n}"
+        read = next(((t, f) for (a, t), f in _READ.items() if a == agent and t in offered), None)
+        if n == 2 and read is not None:
+            block = ToolUseBlock(id=call_id, name=read[0], input=read[1](f"{cwd}/{FILE}"))
+        else:
+            block = ToolUseBlock(id=call_id, name=shell, input=_SHELL[shell](command))
+        steps.append(Turn(blocks=[TextBlock(text=f"Probe step {n}."), block]))
+    if "finish" in offered:
+        final = Turn(blocks=[ToolUseBlock(id="call_probe_finish", name="finish", input={"message": "done"})])
+    elif agent == "mini_swe_agent":
+        final = Turn(blocks=[ToolUseBlock(id="call_probe_submit", name=shell, input=_SHELL[shell](SUBMIT))])
+    else:
+        final = Turn(blocks=[TextBlock(text="The probe is done.")])
+    turns = [*steps, final]
+    for each in turns:  # no model answers at once (OpenCode 1.3 to 1.15 lose their last events if it does)
+        each.stall_s = STALL_S
+    return turns, [final]
+
+
+# the run --------------------------------------------------------------------------------------------
+def probe_for(agent: str, version: str) -> Probe:
+    """The recording by the newest version not newer than `version` (else the oldest): the head the
+    version resumes is then as close to its own format as the suite's recordings allow."""
+    if agent not in RECORDINGS:
+        raise PlanRefused(f"no probe for agent {agent!r} (known: {', '.join(sorted(RECORDINGS))})")
+    found = []
+    for pattern in RECORDINGS[agent]:
+        for folder in sorted(FIXTURES.glob(pattern)):
+            meta = orjson.loads((folder / "meta.json").read_bytes())
+            rel = str(folder.relative_to(FIXTURES))
+            found.append(Probe(recording=rel, native=NATIVE[agent], version=meta["cli_version"]))
+    if not found:
+        raise PlanRefused(f"the probe recordings of {agent} are not here: verify runs from a source checkout")
+    found.sort(key=lambda p: release(p.version))
+    older = [p for p in found if release(p.version) <= release(version)]
+    return older[-1] if older else found[0]
+
+
+def verify(agent: str, version: str, work: Path | None = None) -> Verdict:
+    """Run the probe at `version` and return its verdict (`verdicts.store` keeps it)."""
+    probe = probe_for(agent, version)
+    source = FIXTURES / probe.recording
+    checks: list[Check] = []
+    os.environ[PROBE_KEY_ENV] = PROBE_KEY
+    with tempfile.TemporaryDirectory(prefix="replayer-verify-", dir=work) as tmp:
+        root = Path(tmp)
+
+        def replay(
+            trajectory: Path, after: int, name: str, script: Script, prompt: str | None, max_steps: int = 12
+        ) -> tuple[ReplayResult, list[LoggedRequest]]:
+            from replayer.engine import execute
+
+            with ScriptedUpstream(script, expected_key=PROBE_KEY) as upstream:
+                cont = ContinueRequest(
+                    upstream=upstream.url,
+                    upstream_key_env=PROBE_KEY_ENV,
+                    boundary_prompt=prompt,
+                    max_steps=max_steps,
+                    idle_timeout_s=120,
+                )
+                request = ReplayRequest(
+                    mode="run",
+                    trajectory=trajectory,
+                    after_step=after,
+                    out=root / name,
+                    workspace=source / "workspace",
+                    agent_version=version,
+                    continuation=cont,
+                )
+                result = execute(request)
+            return result, upstream.log
+
+        # one request only: what the agent does with a bare answer is not asked here (mini-swe-agent
+        # wants an action, OpenHands a finish call), and the tools it offers are not known yet
+        ready = Script(turns=[], final_text="Ready.")
+        first, log = replay(source / probe.native, 1, "gate", ready, PROMPT, max_steps=1)
+        checks.append(_gate("the head recording's prefix through the gate", first))
+        main = next((r.body for r in log if r.main_thread), None)
+        offered = tool_names(main)
+        cwd = first.cwd or "/"
+        turns, final = probe_turns(agent, version, offered, cwd)
+        shell_less = not any(name in offered for name in _SHELL)
+        recorded, _ = replay(source / probe.native, 1, "record", Script(turns=turns), PROMPT)
+        checks.append(_continued("probe recorded by the version's own CLI", recorded))
+        session = _continued_native(root / "record", recorded)
+        boundaries: list[int] = []
+        if session is not None:
+            from replayer.engine import load
+
+            steps = len(load(session)[1].steps)
+            finishing = isinstance(final[0].blocks[0], ToolUseBlock) or shell_less
+            expected = len(turns) + (1 if finishing else 0)
+            detail = f"{steps - 1} step(s) after the head's 1, expected {expected - 1}"
+            checks.append(Check(name="every probe call ran", passed=steps == expected, detail=detail))
+            boundaries = list(range(1, steps if finishing else steps + 1))
+            kept = root / "probe" / session.name
+            kept.parent.mkdir()
+            _copy(session, kept)
+            for k in boundaries:
+                result, _ = replay(kept, k, f"boundary-{k}", Script(turns=final), None)
+                checks.append(_continued(f"boundary {k}: gate and continuation", result))
+                checks.append(_exact(f"boundary {k}: reruns", result))
+        else:
+            checks.append(Check(name="the version's own probe session", passed=False, detail="not written"))
+    return Verdict(
+        agent=agent,
+        version=version,
+        replayer=REPLAYER_VERSION,
+        passed=all(c.passed for c in checks) and len(boundaries) >= 2,
+        probe=f"{probe.recording} ({probe.version})",
+        tools_offered=offered,
+        probe_tools=sorted({b.name for t in turns for b in t.blocks if isinstance(b, ToolUseBlock)}),
+        boundaries=boundaries,
+        checks=checks,
+        checked_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    )
+
+
+def _continued(name: str, result: ReplayResult) -> Check:
+    cont = result.continuation
+    if cont is None:
+        return Check(name=name, passed=False, detail="no continuation ran")
+    if cont.gate != "accepted" or cont.agent_status != "completed":
+        where = f" at {cont.mismatch.path}" if cont.mismatch else ""
+        return Check(name=name, passed=False, detail=f"gate {cont.gate}{where}, agent {cont.agent_status}")
+    return Check(name=name, passed=True, detail=f"gate accepted, {cont.steps_used} request(s)")
+
+
+def _gate(name: str, result: ReplayResult) -> Check:
+    cont = result.continuation
+    if cont is None or cont.gate != "accepted":
+        where = f" at {cont.mismatch.path}" if cont and cont.mismatch else ""
+        return Check(name=name, passed=False, detail=f"gate {cont.gate if cont else 'not run'}{where}")
+    return Check(name=name, passed=True, detail="gate accepted")
+
+
+def _exact(name: str, result: ReplayResult) -> Check:
+    off = [d for d in result.divergences if d.status not in ("exact", "normalized_equal")]
+    if off or result.degradations:
+        first = off[0] if off else None
+        detail = f"step {first.step} {first.tool}: {first.status}" if first else "degraded"
+        return Check(name=name, passed=False, detail=detail)
+    kinds = sorted({d.status for d in result.divergences})
+    return Check(name=name, passed=True, detail=f"{len(result.divergences)} call(s): {', '.join(kinds)}")
+
+
+def _continued_native(out: Path, result: ReplayResult) -> Path | None:
+    files = result.continuation.files if result.continuation else {}
+    for key in ("continued_session", "continued_rollout", "continued_trajectory", "continued_conversation"):
+        if key in files:
+            return out / files[key]
+    return None
+
+
+def _copy(source: Path, dest: Path) -> None:
+    if source.is_dir():
+        shutil.copytree(source, dest, symlinks=True)
+    else:
+        shutil.copyfile(source, dest)
