@@ -139,6 +139,7 @@ def inspect(trajectory: Path, task: Task = None, cwd: Cwd = None, json: JsonOpt 
         agent_version=traj.agent_version,
         session_id=traj.session_id,
         cwd=traj.cwd,
+        environment_image=traj.environment_image,
         source_sha256=traj.source_sha256,
         steps=[
             InspectStep(
@@ -163,8 +164,10 @@ def inspect(trajectory: Path, task: Task = None, cwd: Cwd = None, json: JsonOpt 
     if json:
         _emit_json(report.model_dump(mode="json"))
         return
+    image = f"  image {traj.environment_image}" if traj.environment_image else ""
     console.print(
-        f"agent [bold]{traj.agent}[/] {traj.agent_version}  session {traj.session_id}  cwd {traj.cwd}"
+        f"agent [bold]{traj.agent}[/] {traj.agent_version}  session {traj.session_id}  cwd {traj.cwd}{image}",
+        soft_wrap=True,  # the header stays one line
     )
     table = Table("step", "tools", "call ids", "observed", "kind")
     for step in report.steps:
@@ -194,6 +197,8 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
     ran = result.version
     version = f"{ran.version} ({ran.source}, {ran.status})" if ran else result.agent_version
     console.print(f"{result.agent} {version}: boundary after step {result.after_step}; {summary}")
+    if ran and ran.note:
+        console.print(f"  note: {ran.note}")
     for d in result.divergences:
         if d.status == "different":
             console.print(

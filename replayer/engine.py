@@ -121,7 +121,11 @@ def execute(
         )
     parse_s = time.monotonic() - started
     version = versions.resolve(
-        adapter, traj.agent_version, traj.agent_version_inferred, request.agent_version
+        adapter,
+        traj.agent_version,
+        traj.agent_version_inferred,
+        request.agent_version,
+        traj.runs_as,
     )
     if request.require_verified and version.status != "verified":
         raise PlanRefused(

@@ -61,6 +61,12 @@ class Trajectory(Frozen):
     source: str
     source_sha256: str
     steps: list[Step]
+    environment_image: str | None = None
+    """The container image the original run's environment was made from, as the file names it (a
+    mini-swe-agent SWE-bench run's instance image); the replay does not start it."""
+    runs_as: str | None = None
+    """What of the agent's own code runs in place of what the file names (mini-swe-agent: another agent
+    class); the result's version note says it."""
     _native: Any = PrivateAttr(default=None)
     """Adapter-private parse state, used by the same adapter's rebuild."""
 
@@ -88,6 +94,7 @@ class InspectReport(Frozen):
     agent_version: str | None
     session_id: str | None
     cwd: str | None
+    environment_image: str | None = None
     source_sha256: str
     steps: list[InspectStep]
 
@@ -253,7 +260,8 @@ class VersionRecord(Frozen):
     reruns: str
     """Whose code reran the tools: the version's own, or the replayer's reimplementation of the pinned one."""
     note: str | None = None
-    """Why another version ran than the file's (its runner does not drive that version yet)."""
+    """What ran other than what the file names: another version (its runner does not drive that version
+    yet), another class of the agent's own code (mini-swe-agent's progress-tracking agent)."""
 
 
 class Pins(Frozen):

@@ -36,9 +36,12 @@ def driven(adapter: Adapter, version: str) -> bool:
     )
 
 
-def resolve(adapter: Adapter, recorded: str | None, inferred: bool, stated: str | None) -> VersionRecord:
+def resolve(
+    adapter: Adapter, recorded: str | None, inferred: bool, stated: str | None, runs_as: str | None = None
+) -> VersionRecord:
     """`recorded` is the trajectory's agent_version (`inferred`: the parser read it from the file's
-    features, not from a version field). A stated version wins; no version at all means the pinned one."""
+    features, not from a version field). A stated version wins; no version at all means the pinned one.
+    `runs_as` (the trajectory's: another class of the agent's own code runs) is added to the note."""
     pinned = pinned_version(adapter.name)
     source: VersionSource
     note = None
@@ -54,6 +57,7 @@ def resolve(adapter: Adapter, recorded: str | None, inferred: bool, stated: str 
             f"{adapter.name} {version} predates {oldest}, the oldest version its runner drives: {pinned} ran"
         )
         version, source = pinned, "default"
+    note = "; ".join(n for n in (note, runs_as) if n) or None
     return VersionRecord(
         version=version,
         source=source,

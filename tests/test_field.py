@@ -19,6 +19,8 @@ PREPARED = {
     "claude_code/erk-2.1.63.jsonl": ("claude_code", "2.1.63", "recorded"),
     "codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl": ("codex", "0.58.0", "recorded"),
     "codex/acidicsoil-0.63.0-session-meta-only.jsonl": ("codex", "0.63.0", "recorded"),
+    # a bare rollout from before the envelope records no version: the pin runs
+    "codex/acidicsoil-legacy-rollout-2025-09-10.jsonl": ("codex", "0.171.0", "default"),
     "mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json": ("mini_swe_agent", "2.2.7", "recorded"),
     # 1.x: the companion drives the 2.x API; the pinned 2.4.6 runs, and the result says why
     "mini_swe_agent/gemini3pro-v1.15-django-16255.traj.json": ("mini_swe_agent", "2.4.6", "default"),
@@ -78,6 +80,12 @@ RUN = {
     # file: (boundary, the agent and version that rerun it, text its fresh observations put in the rebuild)
     "claude_code/erk-2.1.50.jsonl": (3, "claude_code 2.1.50", b"erk: command not found"),
     "codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl": (3, "codex 0.58.0", b"No files were searched"),
+    # a SWE-bench run: ProgressTrackingAgent, rerun as DefaultAgent (version.note says so)
+    "mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json": (
+        3,
+        "mini_swe_agent 2.2.7",
+        b"No such file or directory",
+    ),
     "openhands/v1-sdk-gpt4omini-pwd": (1, "openhands 1.34.0", None),
     "pi/pi-mono-large-session.jsonl": (1, "pi 0.73.1", b"ENOENT"),
 }

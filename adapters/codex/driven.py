@@ -165,7 +165,7 @@ class DrivenRerunner:
         """The session_meta to resume (its provider the replay model's) and the CLI's config."""
         from adapters.codex import config_toml
 
-        meta = dict(self.native.records[0])
+        meta = rollout.as_written(self.native, self.native.records[0])
         meta["payload"] = {**meta["payload"], "model_provider": "replayer"}
         write_bytes_atomic(work / "seed.jsonl", rollout.to_jsonl([meta]))
         config = config_toml(model, base_url=f"http://127.0.0.1:{PORT}/v1")

@@ -1,4 +1,5 @@
-"""Codex rollout JSONL (paginated with `ordinal`s, or legacy): records, steps, the prefix and its wire form.
+"""Codex rollout JSONL (paginated with `ordinal`s, legacy, or bare from before the envelope): records, steps,
+the prefix and its wire form.
 
 A step is one model response's complete set of tool calls (`function_call`, `custom_tool_call`)
 with their outputs: the CLI sends all calls of a response first, then the outputs in call order.
@@ -16,6 +17,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict
 
+from adapters.codex import bare
 from adapters.shapes import ORJSON_DEPTH, unwritable
 from replayer.errors import EXCERPT_CHARS, BadInput, PlanRefused, bad_record
 from replayer.io import open_input
@@ -40,8 +42,12 @@ Problem = tuple[str, str, Any]
 class Native(BaseModel):
     model_config = ConfigDict(extra="forbid")
     records: list[Record]
+    """In the envelope form (`{type, payload}`); a bare rollout's lines are read into it."""
     meta: dict[str, Any]
     paginated: bool
+    bare_meta: dict[str, Any] | None = None
+    """Read from the form before the envelope (`adapters/codex/bare.py`): the session_meta fields the
+    rebuild adds, since it writes the envelope."""
     step_ends: list[int]
     """Per step: index of the record just past its last output."""
     output_index: dict[str, int]
@@ -54,19 +60,22 @@ class Native(BaseModel):
 
 def looks_like_codex(head: list[Any]) -> bool:
     first = head[0] if head else None
-    return (
+    enveloped = (
         isinstance(first, dict)
         and first.get("type") == "session_meta"
         and isinstance(first.get("payload"), dict)
         and "cli_version" in first["payload"]
     )
+    return enveloped or bare.looks_bare(head)
 
 
-def _read(path: Path) -> tuple[list[Record], list[int], str]:
-    """The records, their line numbers and the file's sha256; each record checked for the types read later."""
+def _read(path: Path) -> tuple[list[Record], list[int], str, bool]:
+    """The records, their line numbers, the file's sha256 and whether it is bare; each record checked for
+    the types read later."""
     digest = hashlib.sha256()
     records: list[Record] = []
     lines: list[int] = []
+    is_bare = False
     with open_input(path) as fh:
         for number, line in enumerate(fh, 1):
             digest.update(line)
@@ -76,16 +85,24 @@ def _read(path: Path) -> tuple[list[Record], list[int], str]:
                 record = orjson.loads(line)
             except orjson.JSONDecodeError:
                 raise BadInput(f"{path}: line {number} is not JSON (a damaged rollout)") from None
-            if not isinstance(record, dict) or not isinstance(record.get("payload"), dict):
+            if not records:
+                is_bare = bare.is_header(record)
+            if is_bare:
+                record = bare.envelope(record, first=not records)
+                if isinstance(record, str):
+                    raise BadInput(f"{path}: line {number} {record}")
+            elif not isinstance(record, dict) or not isinstance(record.get("payload"), dict):
                 raise BadInput(f"{path}: line {number} is not a rollout record")
             problem = _problem(record, line, first=not records)
             if problem is not None:
                 field, what, value = problem
+                if is_bare:  # the field as the line spells it
+                    field = field.removeprefix("payload.")
                 where = f"line {number}, field {field}" if field else f"line {number}"
                 raise bad_record(str(path), where, what, value)
             records.append(record)
             lines.append(number)
-    return records, lines, digest.hexdigest()
+    return records, lines, digest.hexdigest(), is_bare
 
 
 def _not(kind: str, value: Any) -> str:
@@ -140,10 +157,13 @@ def _item_problem(payload: dict[str, Any]) -> Problem | None:
 
 
 def parse(path: Path) -> Trajectory:
-    records, lines, digest = _read(path)
+    records, lines, digest, is_bare = _read(path)
     if not records or records[0].get("type") != "session_meta":
         raise BadInput(f"{path} does not start with session_meta")
     meta = records[0]["payload"]
+    cwd = meta.get("cwd")
+    if is_bare and cwd is None:
+        cwd = bare.context_cwd(records)
     paginated = meta.get("history_mode") == "paginated"
     if paginated and "ordinal" not in records[-1]:
         raise BadInput(f"{path}: a paginated rollout whose last record has no ordinal")
@@ -154,7 +174,7 @@ def parse(path: Path) -> Trajectory:
         agent="codex",
         agent_version=meta.get("cli_version"),
         session_id=meta.get("id"),
-        cwd=meta.get("cwd"),
+        cwd=cwd,
         source=str(path),
         source_sha256=digest,
         steps=steps,
@@ -163,6 +183,7 @@ def parse(path: Path) -> Trajectory:
         records=records,
         meta=meta,
         paginated=paginated,
+        bare_meta=bare.meta_fields(records) if is_bare else None,
         step_ends=step_ends,
         output_index=output_index,
         last_compaction=last_compaction,
@@ -289,13 +310,20 @@ def prefix_records(native: Native, after_step: int, outputs: dict[str, Any]) -> 
         call_id = str(payload.get("call_id"))
         if item(record) is not None and payload.get("type") in OUTPUT_TYPES and call_id in outputs:
             record = {**record, "payload": {**payload, "output": outputs[call_id]}}
-        kept.append(dict(record))
+        kept.append(as_written(native, record))
     for ordinal, record in enumerate(kept):
         if native.paginated:
             record["ordinal"] = ordinal
         else:
             record.pop("ordinal", None)
     return kept
+
+
+def as_written(native: Native, record: Record) -> Record:
+    """A record as the rebuild writes it: a bare rollout's in the envelope form a later CLI resumes."""
+    if native.bare_meta is None:
+        return dict(record)
+    return bare.resumable(record, native.bare_meta, str(native.meta.get("timestamp", "")))
 
 
 def _first_response(native: Native) -> int:

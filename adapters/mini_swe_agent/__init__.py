@@ -46,7 +46,8 @@ class MiniSweAgentAdapter:
         return native_format.looks_like_mini(head)
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
-        return native_format.parse(path)
+        traj = native_format.parse(path)
+        return traj.model_copy(update={"runs_as": config.runs_as(traj._native)})
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         reason = config.rerun_refusal(trajectory._native)

@@ -2,7 +2,8 @@
 
 Only classes whose semantics the pinned package reproduces inside the sandbox are accepted: the
 local and the docker environment (the sandbox is the container), the litellm chat models, the
-default and the interactive agent. Anything else is refused with its name.
+default and the interactive agent, and the SWE-bench runner's progress-tracking agent (run as the
+default agent). Anything else is refused with its name.
 """
 
 from __future__ import annotations
@@ -19,8 +20,23 @@ ENVIRONMENTS = {LOCAL_ENV, DOCKER_ENV}
 TEXTBASED = "minisweagent.models.litellm_textbased_model.LitellmTextbasedModel"
 TOOLCALL = "minisweagent.models.litellm_model.LitellmModel"
 MODELS = {TOOLCALL, TEXTBASED}
+DEFAULT_AGENT = "minisweagent.agents.default.DefaultAgent"
 INTERACTIVE = "minisweagent.agents.interactive.InteractiveAgent"
-AGENTS = {"minisweagent.agents.default.DefaultAgent", INTERACTIVE}
+PROGRESS_TRACKING = {
+    "minisweagent.run.extra.swebench.ProgressTrackingAgent",  # 1.1.1 - 1.17.5
+    "minisweagent.run.benchmarks.swebench.ProgressTrackingAgent",  # 2.0.0 - 2.2.8
+    "minisweagent.run.benchmarks.utils.common.ProgressTrackingAgent",  # 2.3.0 -
+}
+"""The batch runners' agent (`mini-extra swebench`): DefaultAgent whose `step` first posts a progress line
+to a `RunBatchProgressManager` (not recorded); actions, observations and the saved file are DefaultAgent's."""
+AGENTS = {DEFAULT_AGENT, INTERACTIVE, *PROGRESS_TRACKING}
+REFUSED_AGENTS = {
+    "minisweagent.run.benchmarks.programbench.ProgramBenchAgent": (  # 2.3.0 -
+        "recorded agent_type ProgramBenchAgent is not rerun "
+        "(it saves messages without extra.raw_output, which DefaultAgent keeps)"
+    ),
+}
+"""Subclasses in the package that change more than the progress display, each with why it is not rerun."""
 CHAT_PROVIDERS = ("openai/", "hosted_vllm/")
 """litellm routes these prefixes to the chat-completions protocol at `api_base` (the bridge)."""
 
@@ -34,6 +50,8 @@ def rerun_refusal(native: Native) -> str | None:
     if native.format == "bare-list":
         return "a bare message list records no config (no observation template to render with)"
     config = recorded(native)
+    if config.get("agent_type") in REFUSED_AGENTS:
+        return REFUSED_AGENTS[config["agent_type"]]
     for key, allowed in (("environment_type", ENVIRONMENTS), ("model_type", MODELS), ("agent_type", AGENTS)):
         value = config.get(key)
         if value not in allowed:
@@ -56,6 +74,8 @@ def companion_config(native: Native, *, output_path: str | None) -> dict[str, An
         _as_textbased(config)
     if config["environment_type"] == DOCKER_ENV:
         config["environment"]["executable"] = f"{bundle.COMPANION_MOUNT}/docker"
+    if config["agent_type"] in PROGRESS_TRACKING:
+        config["agent_type"] = DEFAULT_AGENT
     agent = config["agent"]
     agent["output_path"] = output_path
     if config["agent_type"] == INTERACTIVE:
@@ -63,6 +83,14 @@ def companion_config(native: Native, *, output_path: str | None) -> dict[str, An
         agent["mode"] = "yolo"
         agent["confirm_exit"] = False
     return config
+
+
+def runs_as(native: Native) -> str | None:
+    """Which class reruns and continues the file's actions when it is not the one the file names."""
+    named = recorded(native).get("agent_type")
+    if named not in PROGRESS_TRACKING:
+        return None
+    return f"recorded agent_type {named} is DefaultAgent plus a progress display: {DEFAULT_AGENT} ran"
 
 
 def _as_textbased(config: dict[str, Any]) -> None:

@@ -165,6 +165,7 @@ def parse(path: Path) -> Trajectory:
         steps[submitted - 1] = steps[submitted - 1].model_copy(update={"final": True})
     env_cfg = as_dict(config.get("environment"))
     cwd = env_cfg.get("cwd") or None
+    image = env_cfg.get("image")
     traj = Trajectory(
         agent="mini_swe_agent",
         agent_version=info.get("mini_version"),
@@ -173,6 +174,7 @@ def parse(path: Path) -> Trajectory:
         source=str(path),
         source_sha256=digest,
         steps=steps,
+        environment_image=image if isinstance(image, str) and image else None,
     )
     traj._native = Native(
         data=data,
