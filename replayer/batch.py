@@ -79,6 +79,9 @@ class ManifestEntry(BaseModel):
     """The first user prompt, for a native form that does not store it (an OpenCode event log)."""
     cwd: str | None = None
     """The working directory, for a file that records none (--cwd); refused when the file records another."""
+    session: str | None = None
+    """The session to replay, for a file that holds several (an OpenHands evaluation output's instance_id,
+    an OpenCode session id); for any other file, its own session id or nothing."""
     workspace: Path | None = None
     image: str | None = None
     allow_degraded: bool = False
@@ -121,6 +124,7 @@ class Job(NamedTuple):
             continuation=cont,
             task=entry.task,
             cwd=entry.cwd,
+            session=entry.session,
             labels=labels or {},
             agent_version=entry.agent_version,
             require_verified=entry.require_verified,
@@ -241,15 +245,30 @@ def _boundaries(entry: ManifestEntry, traj: Trajectory, number: int) -> list[int
     return sorted(set(entry.boundaries))
 
 
+def _each_session(entries: list[tuple[int, ManifestEntry]]) -> Iterator[tuple[int, ManifestEntry]]:
+    """An entry without a session, of a file that holds several, stands for one entry per session."""
+    from replayer import multisession
+
+    for number, entry in entries:
+        try:
+            held = multisession.held(entry.trajectory) if entry.session is None else []
+        except ReplayError as exc:
+            raise BadInput(f"manifest line {number}: {exc}") from None
+        if not held:
+            yield number, entry
+        for one in held:
+            yield number, entry.model_copy(update={"session": one.id})
+
+
 def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) -> list[Job]:
     """Every job, keyed by a content hash of what determines its result."""
     from replayer.engine import load, pins_for
     from replayer.pins import load_pins
 
     unique: dict[str, Job] = {}  # the same job listed twice runs once
-    for number, entry in entries:
+    for number, entry in _each_session(entries):
         try:
-            adapter, traj = load(entry.trajectory, entry.task, entry.cwd)
+            adapter, traj = load(entry.trajectory, entry.task, entry.cwd, entry.session)
         except ReplayError as exc:
             raise BadInput(f"manifest line {number}: {exc}") from None
         image = entry.image or load_pins().base_image.tag
@@ -263,6 +282,7 @@ def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) 
                 "options": {
                     **({"task": entry.task} if entry.task is not None else {}),
                     **({"cwd": entry.cwd} if entry.cwd is not None else {}),
+                    **({"session": entry.session} if entry.session is not None else {}),
                     "workspace": str(entry.workspace) if entry.workspace else None,
                     "allow_degraded": entry.allow_degraded,
                     **({"agent_version": entry.agent_version} if entry.agent_version else {}),
@@ -298,20 +318,20 @@ def outcome_of(job: Job, status: JobStatus, kind: str | None = None, error: str 
     )
 
 
-_PARSED: dict[tuple[str, int, int, str | None, str | None], tuple[Any, Trajectory]] = {}
+_PARSED: dict[tuple[str, int, int, str | None, str | None, str | None], tuple[Any, Trajectory]] = {}
 """This process's last parses: the jobs of one trajectory that land in one worker share its parse."""
 _PARSED_MAX = 2
 
 
-def _parsed(path: Path, task: str | None, cwd: str | None) -> tuple[Any, Trajectory]:
+def _parsed(path: Path, task: str | None, cwd: str | None, session: str | None) -> tuple[Any, Trajectory]:
     from replayer.engine import load
 
     st = _check_trajectory(path)  # replaced by a FIFO since the expansion: a refusal, not a hang
-    key = (str(path), st.st_size, st.st_mtime_ns, task, cwd)
+    key = (str(path), st.st_size, st.st_mtime_ns, task, cwd, session)
     if key not in _PARSED:
         while len(_PARSED) >= _PARSED_MAX:
             _PARSED.pop(next(iter(_PARSED)))
-        _PARSED[key] = load(path, task, cwd)
+        _PARSED[key] = load(path, task, cwd, session)
     return _PARSED[key]
 
 
@@ -323,7 +343,7 @@ def run_job(job: Job, out: Path, labels: dict[str, str]) -> JobOutcome:
     from replayer.engine import execute
 
     try:
-        adapter, traj = _parsed(job.trajectory, job.entry.task, job.entry.cwd)
+        adapter, traj = _parsed(job.trajectory, job.entry.task, job.entry.cwd, job.entry.session)
         execute(job.request(job_dir(out, job.key), labels), adapter=adapter, trajectory=traj)
     except Interrupted:
         raise  # the batch is stopping: the job is lost, not failed

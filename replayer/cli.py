@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import sys
 from pathlib import Path
@@ -14,8 +15,10 @@ from rich.table import Table
 
 from replayer import signals
 from replayer.errors import AgentError, BridgeRefused, Interrupted, ReplayError, SandboxError
+from replayer.io import read_input
 from replayer.models import (
     ContinueRequest,
+    HeldSessionSummary,
     InspectCall,
     InspectReport,
     InspectStep,
@@ -63,6 +66,12 @@ Cwd = Annotated[
     str | None,
     typer.Option(
         "--cwd", help="The working directory, for a file that records none (e.g. an OpenHands V0 list)."
+    ),
+]
+Session = Annotated[
+    str | None,
+    typer.Option(
+        "--session", help="The session to replay, of a file that holds several (`inspect` lists them)."
     ),
 ]
 Force = Annotated[bool, typer.Option("--force", help="Replace an existing output directory.")]
@@ -124,13 +133,20 @@ def _emit_json(value: Any) -> None:
 
 
 @app.command()
-def inspect(trajectory: Path, task: Task = None, cwd: Cwd = None, json: JsonOpt = False) -> None:
-    """Detect the agent and list the steps (complete tool batches) of a trajectory."""
-    from replayer import versions
+def inspect(
+    trajectory: Path, task: Task = None, cwd: Cwd = None, session: Session = None, json: JsonOpt = False
+) -> None:
+    """Detect the agent and list the steps (complete tool batches) of a trajectory, or the sessions of a
+    file that holds several."""
+    from replayer import multisession, versions
     from replayer.engine import load
     from replayer.pins import running_version
 
-    adapter, traj = load(trajectory, task, cwd)
+    held = multisession.held(trajectory) if session is None else []
+    if held:
+        _inspect_sessions(trajectory, held, json)
+        return
+    adapter, traj = load(trajectory, task, cwd, session)
     version = versions.resolve(adapter, traj.agent_version, traj.agent_version_inferred, None)
     with running_version(adapter.name, version.version):  # a driven version classifies its own tools
         kinds = {c.id: adapter.classify(c, traj)[0] for s in traj.steps for c in s.calls}
@@ -186,6 +202,40 @@ def inspect(trajectory: Path, task: Task = None, cwd: Cwd = None, json: JsonOpt 
     console.print(table)
 
 
+def _inspect_sessions(path: Path, held: list[Any], json: bool) -> None:
+    from replayer.engine import load
+
+    summaries = []
+    for one in held:
+        _, traj = load(path, session=one.id)
+        summaries.append(
+            HeldSessionSummary(
+                id=one.id, agent=traj.agent, steps=len(traj.steps), first_prompt=one.first_prompt
+            )
+        )
+    report = InspectReport(
+        agent=summaries[0].agent,
+        agent_version=None,
+        session_id=None,
+        cwd=None,
+        source_sha256=hashlib.sha256(read_input(path)).hexdigest(),
+        steps=[],
+        sessions=summaries,
+    )
+    if json:
+        _emit_json(report.model_dump(mode="json"))
+        return
+    console.print(
+        f"{path} holds {len(summaries)} sessions; choose one with --session ID",
+        highlight=False,
+        soft_wrap=True,
+    )
+    table = Table("session", "agent", "steps", "first prompt")
+    for s in summaries:
+        table.add_row(s.id, s.agent, str(s.steps), " ".join((s.first_prompt or "").split())[:80])
+    console.print(table)
+
+
 def _report(result: ReplayResult, out: Path, json: bool) -> None:
     if json:
         _emit_json({"out": str(out.absolute()), **result.model_dump(mode="json")})
@@ -224,6 +274,7 @@ def prepare(
     force: Force = False,
     task: Task = None,
     cwd: Cwd = None,
+    session: Session = None,
     agent_version: AgentVersion = None,
     require_verified: RequireVerified = False,
     json: JsonOpt = False,
@@ -240,6 +291,7 @@ def prepare(
         force=force,
         task=task,
         cwd=cwd,
+        session=session,
         agent_version=agent_version,
         require_verified=require_verified,
     )
@@ -257,6 +309,7 @@ def run(
     force: Force = False,
     task: Task = None,
     cwd: Cwd = None,
+    session: Session = None,
     continue_: Annotated[
         bool,
         typer.Option("--continue", help="Continue the pinned agent from the boundary through the bridge."),
@@ -301,6 +354,7 @@ def run(
         continuation=cont,
         task=task,
         cwd=cwd,
+        session=session,
         limits=_limits(limits),
         agent_version=agent_version,
         require_verified=require_verified,
@@ -441,6 +495,7 @@ def compare(
     force: Force = False,
     task: Task = None,
     cwd: Cwd = None,
+    session: Session = None,
     keep_snapshot: Annotated[
         bool, typer.Option("--keep-snapshot", help="Leave the boundary image (replayer gc removes it).")
     ] = False,
@@ -482,6 +537,7 @@ def compare(
         force=force,
         task=task,
         cwd=cwd,
+        session=session,
         keep_snapshot=keep_snapshot,
         limits=_limits(limits),
         agent_version=agent_version,

@@ -132,6 +132,7 @@ def _jobs(
                     trajectory=request.trajectory.absolute(),
                     task=request.task,
                     cwd=request.cwd,
+                    session=request.session,
                     replay_dir=tmp / "replay",
                     boundary_state=tmp / "snapshot",
                     image=image,
@@ -288,7 +289,7 @@ def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResu
     from sandboxes.docker import connect, remove_containers, remove_images
 
     started = time.monotonic()
-    adapter, traj = load(request.trajectory, request.task, request.cwd)
+    adapter, traj = load(request.trajectory, request.task, request.cwd, request.session)
     _preflight(request, adapter, traj)
     client = connect()
     compare_id = f"cmp-{uuid.uuid4().hex[:10]}"
@@ -309,6 +310,7 @@ def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResu
                 budgets=request.budgets,
                 task=request.task,
                 cwd=request.cwd,
+                session=request.session,
                 limits=request.limits,
                 agent_version=request.agent_version,
                 require_verified=request.require_verified,

@@ -13,7 +13,7 @@ import orjson
 
 import adapters
 from adapters.base import Adapter, Rebuild, Rerunner
-from replayer import __version__, bundles, continuation, versions
+from replayer import __version__, bundles, continuation, multisession, versions
 from replayer.divergence import compare, kept
 from replayer.errors import (
     BadInput,
@@ -61,11 +61,23 @@ _DAMAGED = (
 """What a parser that missed a check raises on a damaged record: a refusal of the file, never a crash."""
 
 
-def load(path: Path, task: str | None = None, cwd: str | None = None) -> tuple[Adapter, Trajectory]:
-    adapter = adapters.detect(path)
+def load(
+    path: Path, task: str | None = None, cwd: str | None = None, session: str | None = None
+) -> tuple[Adapter, Trajectory]:
+    """`session` (--session) selects one session of a file that holds several (multisession.py)."""
+    held = multisession.held(path)
+    if held and session is None:
+        raise BadInput(
+            f"{path} holds {len(held)} sessions: pass --session ID (`replayer inspect` lists them)"
+        )
+    source = multisession.extract(path, held, session) if held and session is not None else path
+    adapter = adapters.detect(source)
     if task is not None and not adapter.takes_task:
         raise BadInput(f"--task applies to formats that do not store the prompt; {adapter.name} stores it")
-    return adapter, parse(adapter, path, task, cwd)
+    traj = parse(adapter, source, task, cwd)
+    if session is not None and not held and traj.session_id != session:
+        raise BadInput(f"{path} holds one session, {traj.session_id}, not {excerpt(session)}")
+    return adapter, traj.model_copy(update={"source": str(path)}) if held else traj
 
 
 def parse(adapter: Adapter, path: Path, task: str | None, cwd: str | None = None) -> Trajectory:
@@ -112,7 +124,7 @@ def execute(
     `request.trajectory` by that adapter (batches share one parse between the jobs of a trajectory)."""
     started = time.monotonic()
     if adapter is None:
-        adapter, traj = load(request.trajectory, request.task, request.cwd)
+        adapter, traj = load(request.trajectory, request.task, request.cwd, request.session)
     else:
         traj = (
             trajectory

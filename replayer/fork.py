@@ -51,6 +51,7 @@ class ForkJob(BaseModel):
     trajectory: Path
     task: str | None
     cwd: str | None
+    session: str | None
     replay_dir: Path
     """The replay's result directory: expected_prefix.json, continuation.json, native/."""
     boundary_state: Path
@@ -165,7 +166,7 @@ def run(job: ForkJob) -> RunRecord:
     box: DockerSandbox | None = None
     state_dir: StateDir | None = None
     try:
-        adapter, traj = load(job.trajectory, job.task, job.cwd)
+        adapter, traj = load(job.trajectory, job.task, job.cwd, job.session)
         record["pins"] = pins_for(adapter)
         assert traj.cwd
         rebuild = _rebuild_of(job.replay_dir)

@@ -87,6 +87,16 @@ class InspectStep(Frozen):
     calls: list[InspectCall]
 
 
+class HeldSessionSummary(Frozen):
+    """One session of a file that holds several."""
+
+    id: str
+    agent: str
+    steps: int
+    first_prompt: str | None
+    """Its first user message, cut to 200 characters (None: the form does not store it)."""
+
+
 class InspectReport(Frozen):
     """`replayer inspect --json`."""
 
@@ -97,6 +107,8 @@ class InspectReport(Frozen):
     environment_image: str | None = None
     source_sha256: str
     steps: list[InspectStep]
+    sessions: list[HeldSessionSummary] = Field(default_factory=list)
+    """The sessions of a file that holds several, when no --session chose one (`steps` is then empty)."""
 
 
 class ReadBudget(Frozen):
@@ -199,6 +211,9 @@ class ReplayRequest(Frozen):
     """The first user prompt, for a native format that does not store it (OpenCode's event log)."""
     cwd: str | None = None
     """The working directory, for a file that records none (--cwd); refused when the file records another."""
+    session: str | None = None
+    """The session to replay, for a file that holds several (an OpenHands evaluation output's instance_id,
+    an OpenCode session id); for any other file, its own session id or nothing."""
     limits: SandboxLimits = Field(default_factory=SandboxLimits)
     labels: dict[str, str] = Field(default_factory=dict)
     """Extra container labels (a batch labels its containers to remove those of a dead run)."""
@@ -414,6 +429,9 @@ class CompareRequest(Frozen):
     task: str | None = None
     cwd: str | None = None
     """The working directory, for a file that records none (--cwd); refused when the file records another."""
+    session: str | None = None
+    """The session to replay, for a file that holds several (an OpenHands evaluation output's instance_id,
+    an OpenCode session id); for any other file, its own session id or nothing."""
     budgets: Budgets = Field(default_factory=Budgets)
     keep_snapshot: bool = False
     """Leave the snapshot image behind (labelled; `replayer gc` removes it)."""

@@ -141,8 +141,9 @@ def probe_turns(agent: str, version: str, offered: list[str], cwd: str) -> tuple
 
 # the run --------------------------------------------------------------------------------------------
 def probe_for(agent: str, version: str) -> Probe:
-    """The recording by the newest version not newer than `version` (else the oldest): the head the
-    version resumes is then as close to its own format as the suite's recordings allow."""
+    """A recording of the same minor line if there is one, else of any version: the newest not newer
+    than `version`, else the oldest. The head the version resumes is then as close to its own format as
+    the suite's recordings allow."""
     if agent not in RECORDINGS:
         raise PlanRefused(f"no probe for agent {agent!r} (known: {', '.join(sorted(RECORDINGS))})")
     found = []
@@ -154,8 +155,10 @@ def probe_for(agent: str, version: str) -> Probe:
     if not found:
         raise PlanRefused(f"the probe recordings of {agent} are not here: verify runs from a source checkout")
     found.sort(key=lambda p: release(p.version))
-    older = [p for p in found if release(p.version) <= release(version)]
-    return older[-1] if older else found[0]
+    same = [p for p in found if release(p.version)[:2] == release(version)[:2]]  # the same minor line first
+    pool = same or found
+    older = [p for p in pool if release(p.version) <= release(version)]
+    return older[-1] if older else pool[0]
 
 
 def verify(agent: str, version: str, work: Path | None = None) -> Verdict:

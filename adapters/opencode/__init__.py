@@ -191,9 +191,9 @@ class OpenCodeAdapter:
         if any(e.get("type") == "error" for e in events):
             return "agent_error"
         finishes = [e["part"].get("reason") for e in events if e.get("type") == "step_finish"]
-        if not finishes:  # 1.3 to 1.15 may exit before printing their last events: the session says
-            finishes = [_last_finish(continued / EXPORT)]
-        return "completed" if finishes and finishes[-1] == "stop" else "agent_error"
+        # 1.3 to 1.15 may exit before printing their last events: the exported session says how it ended
+        last = _last_finish(continued / EXPORT) or (finishes[-1] if finishes else None)
+        return "completed" if last == "stop" else "agent_error"
 
     def finish_continuation(
         self,
