@@ -149,7 +149,7 @@ def inspect(
     adapter, traj = load(trajectory, task, cwd, session)
     version = versions.resolve(adapter, traj.agent_version, traj.agent_version_inferred, None)
     with running_version(adapter.name, version.version):  # a driven version classifies its own tools
-        kinds = {c.id: adapter.classify(c, traj)[0] for s in traj.steps for c in s.calls}
+        kinds = {c.id: adapter.classify(c, traj) for s in traj.steps for c in s.calls}
     report = InspectReport(
         agent=traj.agent,
         agent_version=traj.agent_version,
@@ -168,8 +168,9 @@ def inspect(
                         id=c.id,
                         tool=c.tool,
                         input=c.input,
-                        kind=kinds[c.id],
+                        kind=kinds[c.id][0],
                         has_observation=c.historical is not None,
+                        reason=kinds[c.id][1] if kinds[c.id][0] == "unknown" else None,
                     )
                     for c in s.calls
                 ],
@@ -200,6 +201,16 @@ def inspect(
             ", ".join(c.kind for c in step.calls),
         )
     console.print(table)
+    reasons = sorted({c.reason for s in report.steps for c in s.calls if c.reason})
+    for reason in reasons[:20]:
+        console.print(f"unknown: {reason}", highlight=False, soft_wrap=True)
+    if reasons and version.source == "default":
+        console.print(
+            f"the file records no version, so these are {adapter.name} {version.version}'s tools; "
+            "--agent-version V classifies at the version that recorded it",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _inspect_sessions(path: Path, held: list[Any], json: bool) -> None:
@@ -256,6 +267,8 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
             )
     for g in result.degradations:
         console.print(f"  [red]degraded[/] {g.reason} ({g.action})")
+    for hint in result.hints:
+        console.print(f"  hint: {hint}", highlight=False)
     cont = result.continuation
     if cont is not None:
         console.print(

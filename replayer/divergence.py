@@ -87,3 +87,16 @@ def compare(step: int, call: ToolCall, kind: ToolKind, fresh: Observation) -> Di
 
 def kept(step: int, call: ToolCall, kind: ToolKind) -> Divergence:
     return Divergence(step=step, call_id=call.id, tool=call.tool, kind=kind, status="historical_kept")
+
+
+def workspace_hint(divergences: list[Divergence]) -> str | None:
+    """A word when most reruns differ from their first character: the usual cause is a workspace that is
+    not the one the session started from, not the agent."""
+    reruns = [d for d in divergences if d.kind == "rerun"]
+    at_start = [d for d in reruns if d.status == "different" and d.first_difference == 0]
+    if len(at_start) < 2 or 2 * len(at_start) <= len(reruns):
+        return None
+    return (
+        f"{len(at_start)} of {len(reruns)} reruns differ from their first character: the workspace is "
+        "probably not the session's starting state (`replayer inspect` shows what the file records of it)"
+    )

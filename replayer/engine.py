@@ -14,7 +14,7 @@ import orjson
 import adapters
 from adapters.base import Adapter, Rebuild, Rerunner
 from replayer import __version__, bundles, continuation, multisession, versions
-from replayer.divergence import compare, kept
+from replayer.divergence import compare, kept, workspace_hint
 from replayer.errors import (
     BadInput,
     ConfinementError,
@@ -355,6 +355,7 @@ def _execute_into(
         after_step=plan.after_step,
         boundary_call_ids=plan.boundary_call_ids,
         divergences=divergences,
+        hints=[h for h in [workspace_hint(divergences)] if h],
         degradations=plan.degradations,
         native_files=[str(p.relative_to(tmp)) for p in rebuild.native_files],
         continuation=continued,

@@ -77,6 +77,8 @@ class InspectCall(Frozen):
     input: dict[str, Any]
     kind: ToolKind
     has_observation: bool
+    reason: str | None = None
+    """Why the call is `unknown` (cannot be rerun at the version that runs)."""
 
 
 class InspectStep(Frozen):
@@ -375,6 +377,8 @@ class ReplayResult(Frozen):
     after_step: int
     boundary_call_ids: list[str]
     divergences: list[Divergence]
+    hints: list[str] = Field(default_factory=list)
+    """What the divergences suggest about the inputs (e.g. a workspace that is not the starting state)."""
     degradations: list[Degradation]
     native_files: list[str]
     """Paths of the rebuilt native session, relative to the output directory."""

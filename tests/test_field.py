@@ -146,3 +146,13 @@ def test_cwd_is_refused_where_it_would_contradict_the_file_or_is_no_plain_path(
 ) -> None:
     proc = replayer("inspect", str(FIELD / name), "--cwd", cwd)
     assert proc.returncode == 3 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_inspect_says_why_a_call_is_unknown() -> None:
+    legacy = FIELD / "codex" / "acidicsoil-legacy-rollout-2025-09-10.jsonl"
+    report = orjson.loads(replayer("inspect", str(legacy), "--json", check=True).stdout)
+    unknown = [c for s in report["steps"] for c in s["calls"] if c["kind"] == "unknown"]
+    assert unknown and all(c["reason"] and c["tool"] in c["reason"] for c in unknown)
+    assert all(c["reason"] is None for s in report["steps"] for c in s["calls"] if c["kind"] != "unknown")
+    text = replayer("inspect", str(legacy), check=True).stdout
+    assert "unknown: unknown tool 'shell'" in text and "--agent-version V" in text
