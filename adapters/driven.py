@@ -4,6 +4,8 @@ is held until the rerunner feeds the next historical turn (shared by the Claude 
 
 from __future__ import annotations
 
+import queue
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,20 @@ class ReplayModel:
         if body is None:
             raise SandboxError(f"{cli} sent no model request for {what}: {handle.last_stderr_line()}")
         return body
+
+    def answer_until_exit(self, handle: ExecHandle, closing: Turn, timeout_s: float) -> bool:
+        """Whether `handle`'s CLI exits within `timeout_s` after its run's last turn. A CLI that asks the
+        model again before it exits (Claude Code 2.1.332 does, after its turn ended) gets `closing` again."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if handle.wait(1.0):
+                return True
+            try:
+                self.upstream.main_bodies.get_nowait()
+            except queue.Empty:
+                continue
+            self.feed(closing)
+        return False
 
     def close(self) -> None:
         self.upstream.__exit__(None, None, None)

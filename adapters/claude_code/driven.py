@@ -137,8 +137,9 @@ class DrivenRerunner:
     def _start_run(self, prompt: int) -> None:
         if self.handle is not None:
             self._next_request("the end of a run")
-            self.model.feed(Turn(blocks=[TextBlock(text=self._closing_text(prompt))]))
-            if not self.handle.wait(self.step_timeout_s):
+            closing = Turn(blocks=[TextBlock(text=self._closing_text(prompt))])
+            self.model.feed(closing)
+            if not self.model.answer_until_exit(self.handle, closing, self.step_timeout_s):
                 raise SandboxError("claude did not end its run when the replayed turn ended")
             self.fed.append([])
         text = _prompt_text(self.native.items[prompt])
