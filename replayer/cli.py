@@ -157,6 +157,7 @@ def inspect(
         cwd=traj.cwd,
         environment_image=traj.environment_image,
         source_sha256=traj.source_sha256,
+        parse_notes=traj.parse_notes,
         steps=[
             InspectStep(
                 index=s.index,
@@ -211,6 +212,8 @@ def inspect(
             highlight=False,
             soft_wrap=True,
         )
+    for note in report.parse_notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
 
 
 def _inspect_sessions(path: Path, held: list[Any], json: bool) -> None:
@@ -260,6 +263,8 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
     console.print(f"{result.agent} {version}: boundary after step {result.after_step}; {summary}")
     if ran and ran.note:
         console.print(f"  note: {ran.note}")
+    for note in result.parse_notes:
+        console.print(f"  note: {note}", markup=False, highlight=False)
     for d in result.divergences:
         if d.status == "different":
             console.print(

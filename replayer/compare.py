@@ -41,6 +41,7 @@ from replayer.models import (
     Variant,
     VariantSummary,
 )
+from replayer.plan import NO_CWD
 from replayer.report import render_html
 from replayer.safecopy import copy_untrusted
 
@@ -68,7 +69,7 @@ def variant_continuation(defaults: ContinueRequest, variant: Variant) -> Continu
 def _preflight(request: CompareRequest, adapter: Any, traj: Any) -> None:
     """Every refusal a variant would meet, before any container starts."""
     if not traj.cwd:
-        raise PlanRefused("the trajectory records no working directory to mount the workspace at")
+        raise PlanRefused(NO_CWD)
     if not request.workspace.is_dir():
         raise WorkspaceError(f"workspace {request.workspace} does not exist or is not a directory")
     names = [v.name for v in request.variants]

@@ -38,7 +38,7 @@ from replayer.models import (
     Trajectory,
 )
 from replayer.pins import load_pins, pinned_version, running_version
-from replayer.plan import Plan, make_plan
+from replayer.plan import NO_CWD, Plan, make_plan
 from replayer.safecopy import Links, copy_untrusted
 
 JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
@@ -151,9 +151,7 @@ def execute(
     if request.mode == "run":
         _check_workspace(request.workspace)
         if not traj.cwd:
-            raise PlanRefused(
-                "the trajectory records no working directory to mount the workspace at: pass --cwd"
-            )
+            raise PlanRefused(NO_CWD)
     if request.continuation is not None:
         model = request.continuation.model or adapter.default_model(traj)
         refusal = adapter.continuation_refusal(traj, model)
@@ -349,6 +347,7 @@ def _execute_into(
         session_id=traj.session_id,
         cwd=traj.cwd,
         source_sha256=traj.source_sha256,
+        parse_notes=traj.parse_notes,
         image=image,
         image_id=image_id,
         container=container,

@@ -67,6 +67,9 @@ class Trajectory(Frozen):
     runs_as: str | None = None
     """What of the agent's own code runs in place of what the file names (mini-swe-agent: another agent
     class); the result's version note says it."""
+    parse_notes: list[str] = Field(default_factory=list)
+    """What the parser repaired or supplied the way the agent's own loader does (a skipped line, a session
+    id taken from the file name), one sentence each."""
     _native: Any = PrivateAttr(default=None)
     """Adapter-private parse state, used by the same adapter's rebuild."""
 
@@ -108,6 +111,8 @@ class InspectReport(Frozen):
     cwd: str | None
     environment_image: str | None = None
     source_sha256: str
+    parse_notes: list[str] = Field(default_factory=list)
+    """The trajectory's `parse_notes`: what the parser repaired or supplied, as the agent's loader does."""
     steps: list[InspectStep]
     sessions: list[HeldSessionSummary] = Field(default_factory=list)
     """The sessions of a file that holds several, when no --session chose one (`steps` is then empty)."""
@@ -370,6 +375,8 @@ class ReplayResult(Frozen):
     session_id: str | None
     cwd: str | None
     source_sha256: str
+    parse_notes: list[str] = Field(default_factory=list)
+    """The trajectory's `parse_notes`: what the parser repaired or supplied, as the agent's loader does."""
     image: str | None = None
     image_id: str | None = None
     container: str | None = None

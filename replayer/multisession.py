@@ -52,7 +52,7 @@ def _form_of(first: Any) -> Form | None:
 
 def held(path: Path) -> list[HeldSession]:
     """The sessions of a file that holds several, in file order; [] for any other file."""
-    if path.is_dir():
+    if not path.is_file():  # a folder, a missing or special file: the agent's detection says what it is
         return []
     with open_input(path) as fh:
         first_line = fh.readline(_FIRST_LINE_BYTES)

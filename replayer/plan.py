@@ -8,6 +8,9 @@ from adapters.base import Adapter
 from replayer.errors import PlanRefused
 from replayer.models import Degradation, Step, ToolCall, ToolKind, Trajectory
 
+NO_CWD = "the trajectory records no working directory: pass --cwd"
+"""Run mode mounts the workspace at the recorded cwd; without one there is nowhere to mount it."""
+
 
 class PlannedCall(BaseModel):
     model_config = ConfigDict(extra="forbid")

@@ -32,6 +32,8 @@ PREPARED = {
     "pi/pi-mono-before-compaction.jsonl": ("pi", "0.73.1", "default"),
     "pi/pi-mono-large-session.jsonl": ("pi", "0.73.1", "default"),
     "pi/sandcastle-v3-resumed-0.73.1.jsonl": ("pi", "0.73.1", "default"),
+    # derived (SOURCES.md): two records on one line, skipped as Pi skips them (a parse note says so)
+    "pi/sandcastle-v3-resumed-0.73.1-lines-5-6-joined.jsonl": ("pi", "0.73.1", "default"),
 }
 REFUSED = {
     # `opencode run --format json` output alone names no prompt

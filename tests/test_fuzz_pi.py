@@ -162,10 +162,17 @@ def test_deep_nesting_is_refused_naming_the_line(levels: int, tmp_path: Path) ->
     assert f"line {at + 1}: nests deeper than" in _refusal(tmp_path, records)
 
 
-def test_bad_utf8_and_a_nul_byte_are_refused_naming_the_line(tmp_path: Path) -> None:
+def test_bad_utf8_is_refused_and_a_nul_byte_skips_the_line_naming_it(tmp_path: Path) -> None:
+    """Node reads bytes that are not UTF-8 as U+FFFD (refused: the replayer does not rewrite text); a raw
+    NUL makes JSON.parse throw, and Pi's loader skips that line (so does the parse, saying so)."""
     lines = SESSION.read_bytes().splitlines(keepends=True)
-    for damage in (b"\xff\xfe\xc3", b"\x00"):
-        path = tmp_path / "session.jsonl"
+    path = tmp_path / "session.jsonl"
+
+    def damaged(damage: bytes) -> Path:
         path.write_bytes(b"".join(lines[:3]) + lines[3][:20] + damage + lines[3][20:] + b"".join(lines[4:]))
-        with pytest.raises(BadInput, match="line 4 is not JSON"):
-            PiAdapter().parse(path)
+        return path
+
+    with pytest.raises(BadInput, match="line 4 is not UTF-8 text"):
+        PiAdapter().parse(damaged(b"\xff\xfe\xc3"))
+    notes = PiAdapter().parse(damaged(b"\x00")).parse_notes
+    assert len(notes) == 1 and notes[0].startswith("line 4 skipped")

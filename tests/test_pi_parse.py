@@ -732,8 +732,57 @@ def test_a_newer_format_is_refused(tmp_path: Path) -> None:
 
 
 # damaged input -------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["tools/session.jsonl", "tools/events.jsonl", "rpc/rpc.jsonl"])
-def test_a_damaged_line_is_named(name: str, tmp_path: Path) -> None:
+def _cut_line_5(tmp_path: Path) -> Path:
+    """The tools session file with its line 5 (a message entry) torn after 40 bytes."""
+    lines = (FIXTURES / "tools" / "session.jsonl").read_bytes().splitlines()
+    lines[4] = lines[4][:40]
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def test_a_session_line_that_is_not_json_is_skipped_as_pi_skips_it(tmp_path: Path) -> None:
+    """Pi's loadEntriesFromFile drops a line JSON.parse throws on; its children lose their parent, so the
+    branch starts after it. The parse follows Pi and says which line it skipped."""
+    path = _cut_line_5(tmp_path)
+    _assert_pi_agrees(path, tmp_path)
+    traj = session.parse(path)
+    assert traj.parse_notes == [
+        "line 5 skipped, as Pi's session loader skips a line that is not JSON: "
+        "Unterminated string starting at: column 35"
+    ]
+    full = session.parse(FIXTURES / "tools" / "session.jsonl")
+    assert len(traj.steps) < len(full.steps) and full.parse_notes == []
+
+
+def test_two_records_on_one_line_are_skipped_as_pi_skips_them(tmp_path: Path) -> None:
+    """A real v3 session (tests/fixtures/field/SOURCES.md) with the newline between its lines 5 and 6
+    removed, as when a resumed run appends to a file whose last line has no newline. JSON.parse throws on
+    the joined line, so Pi loses both records, and the entry after them, whose parent was one of them,
+    starts the branch."""
+    path = (
+        ROOT / "tests" / "fixtures" / "field" / "pi" / "sandcastle-v3-resumed-0.73.1-lines-5-6-joined.jsonl"
+    )
+    _assert_pi_agrees(path, tmp_path)
+    traj = session.parse(path)
+    assert traj.parse_notes == [
+        "line 5 skipped, as Pi's session loader skips a line that is not JSON: "
+        "two records with no newline between them (a second JSON value starts at column 701)"
+    ]
+    assert [e["id"] for e in traj._native.entries] == ["df79f975"]
+
+
+def test_a_torn_header_line_is_refused(tmp_path: Path) -> None:
+    """Pi takes a file whose first record is not a header for a corrupt one and starts it anew."""
+    lines = (FIXTURES / "tools" / "session.jsonl").read_bytes().splitlines()
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(b"\n".join([lines[0][:30], *lines[1:]]) + b"\n")
+    with pytest.raises(BadInput, match="line 1 is not JSON: .*the session header's line"):
+        session.parse(path)
+
+
+@pytest.mark.parametrize("name", ["tools/events.jsonl", "rpc/rpc.jsonl"])
+def test_a_damaged_event_line_is_named(name: str, tmp_path: Path) -> None:
     lines = (FIXTURES / name).read_bytes().splitlines()
     lines[4] = lines[4][:40]
     path = tmp_path / Path(name).name
@@ -837,8 +886,19 @@ def test_inspect_lists_each_form(name: str) -> None:
 
 
 def test_inspect_names_a_damaged_line(tmp_path: Path) -> None:
-    lines = (FIXTURES / "tools" / "session.jsonl").read_bytes().splitlines()
+    lines = (FIXTURES / "tools" / "events.jsonl").read_bytes().splitlines()
     lines[4] = lines[4][:40]
-    path = tmp_path / "session.jsonl"
+    path = tmp_path / "events.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     _one_line_error(replayer("inspect", str(path)), 3, "line 5 is not JSON")
+
+
+def test_inspect_and_prepare_report_a_skipped_line(tmp_path: Path) -> None:
+    path = _cut_line_5(tmp_path)
+    report = orjson.loads(replayer("inspect", str(path), "--json", check=True).stdout)
+    assert report["parse_notes"] == session.parse(path).parse_notes != []
+    text = replayer("inspect", str(path), check=True).stdout
+    assert "note: line 5 skipped" in text
+    out = tmp_path / "out"
+    replayer("prepare", str(path), "-n", "1", "-o", str(out), check=True)
+    assert orjson.loads((out / "result.json").read_bytes())["parse_notes"] == report["parse_notes"]

@@ -168,11 +168,12 @@ def _block_problem(block: Any) -> Problem | None:
 
 
 def looks_like_claude_code(head: list[Any]) -> bool:
+    """A user/assistant record of the chain. The CLI loads one without a sessionId (a minimal session)."""
     for rec in head:
         if (
             isinstance(rec, dict)
             and rec.get("type") in CHAIN_TYPES
-            and "sessionId" in rec
+            and ("sessionId" in rec or isinstance(rec.get("uuid"), str))
             and "parentUuid" in rec
             and isinstance(rec.get("message"), dict)
         ):

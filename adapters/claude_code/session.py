@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,6 +16,9 @@ from adapters.claude_code import chain, wire
 from adapters.claude_code.chain import Record, Session
 from replayer.errors import BadInput, PlanRefused
 from replayer.models import Observation, Step, ToolCall, Trajectory
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
+"""A session id `claude --resume` takes (the CLI's own check); it names the session's file `<id>.jsonl`."""
 
 
 @dataclass
@@ -40,7 +44,13 @@ class Native:
 def parse(path: Path) -> Trajectory:
     session = chain.load(path)
     if not any(chain.looks_like_claude_code([r]) for r in session.records):
-        raise BadInput(f"{path} is not a Claude Code session (no user/assistant record with sessionId)")
+        raise BadInput(
+            f"{path} is not a Claude Code session (no user/assistant record with a uuid, parentUuid and message)"
+        )
+    session_id, notes = _session_id(session, path)
+    notes += [
+        f"line {n} skipped, as Claude Code skips a line that is not JSON" for n in session.skipped_lines
+    ]
     leaf = chain.select_leaf(session)
     walked, boundary, repaired = chain.walk(session, leaf)
     items = chain.expand(session, walked)
@@ -54,11 +64,12 @@ def parse(path: Path) -> Trajectory:
     traj = Trajectory(
         agent="claude_code",
         agent_version=session.first("version"),
-        session_id=session.session_id,
+        session_id=session_id,
         cwd=session.first("cwd"),
         source=str(path),
         source_sha256=session.sha256,
         steps=[*pre_steps, *steps],
+        parse_notes=notes,
     )
     traj._native = Native(
         session=session,
@@ -69,6 +80,20 @@ def parse(path: Path) -> Trajectory:
         repaired=repaired,
     )
     return traj
+
+
+def _session_id(session: Session, path: Path) -> tuple[str, list[str]]:
+    """The recorded sessionId; without one (the CLI resumes a session whose lines name none), the file
+    name the CLI gives a session, `<uuid>.jsonl`, else an id derived from the file's content."""
+    if session.session_id is not None:
+        return session.session_id, []
+    if UUID.fullmatch(path.stem):
+        return path.stem, [f"no record names a sessionId: the session id is the file name's, {path.stem}"]
+    derived = str(uuid.uuid5(uuid.NAMESPACE_OID, session.sha256))
+    return derived, [
+        f"no record names a sessionId and the file name is not a session id: the session id {derived} "
+        "is derived from the file's content (uuid5 of its SHA-256)"
+    ]
 
 
 def _steps(items: list[Record], start: int, before_compaction: bool) -> tuple[list[Step], list[StepSpan]]:
@@ -178,7 +203,7 @@ def with_observations(
 def write_prefix(traj: Trajectory, items: list[Record], home: Path) -> Path:
     """The rebuilt session file: the prefix records in file order, then one last-prompt naming the leaf."""
     native: Native = traj._native
-    assert traj.session_id and traj.cwd
+    assert traj.session_id
     by_uuid = {r["uuid"]: r for r in items}
     records: list[Record] = []
     pending_queue: list[Record] = []
@@ -202,7 +227,9 @@ def write_prefix(traj: Trajectory, items: list[Record], home: Path) -> Path:
                 "sessionId": traj.session_id,
             }
         )
-    path = home / ".claude" / "projects" / project_dir_name(traj.cwd) / f"{traj.session_id}.jsonl"
+    # no recorded cwd (prepare only: run refuses it): the project of "/", as the file tools' workspace check
+    project = project_dir_name(traj.cwd or "/")
+    path = home / ".claude" / "projects" / project / f"{traj.session_id}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     return path

@@ -27,36 +27,71 @@ _INT_RANGE = (-(2**63), 2**64 - 1)
 
 
 # reading a line --------------------------------------------------------------------------------------
+class NotJson(Exception):
+    """A line JSON.parse refuses. Pi's session loader (`loadEntriesFromFile`) skips such a line."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _OutOfRange(ValueError):
+    pass
+
+
 def load_line(line: bytes, source: str, number: int) -> Any:
     """A line's JSON value as Pi's JSON.parse gives it. A string with a lone surrogate (JSON.stringify
     escapes one as `\\udXXX`, orjson refuses it) is read by the standard library instead, with numbers
-    read as orjson reads them and NaN/Infinity (which JSON.parse refuses) refused."""
+    read as orjson reads them. Raises NotJson where JSON.parse throws (NaN, two values on one line...);
+    refuses what JSON.parse reads but the replayer could not carry as Pi does: bytes that are not UTF-8
+    (Node would read U+FFFD), a number past the double range (Infinity), nesting deeper than MAX_DEPTH."""
     try:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
-        try:
-            value = json.loads(line, parse_int=_int, parse_float=_float, parse_constant=_constant)
-        except (ValueError, RecursionError):
-            raise BadInput(f"{source}: line {number} is not JSON (a damaged Pi log)") from None
+        value = _load_slowly(line, source, number)
     if too_deep(value, MAX_DEPTH):
         raise bad_record(source, f"line {number}", f"nests deeper than {MAX_DEPTH} levels")
     return value
 
 
+def _load_slowly(line: bytes, source: str, number: int) -> Any:
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput(f"{source}: line {number} is not UTF-8 text (a damaged Pi log)") from None
+    try:
+        return json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant)
+    except RecursionError:
+        raise bad_record(source, f"line {number}", f"nests deeper than {MAX_DEPTH} levels") from None
+    except _OutOfRange as exc:
+        raise bad_record(source, f"line {number}", str(exc)) from None
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data" and text[exc.pos :].lstrip().startswith("{"):
+            raise NotJson(
+                f"two records with no newline between them (a second JSON value starts at column {exc.colno})"
+            ) from None
+        raise NotJson(f"{exc.msg}: column {exc.colno}") from None
+    except ValueError as exc:  # _constant
+        raise NotJson(str(exc)) from None
+
+
 def _int(text: str) -> int | float:
-    value = int(text)
-    return value if _INT_RANGE[0] <= value <= _INT_RANGE[1] else float(value)
+    try:
+        value = int(text)
+        return value if _INT_RANGE[0] <= value <= _INT_RANGE[1] else float(value)
+    except (ValueError, OverflowError):  # past Python's digit limit, or the double range
+        raise _OutOfRange(f"holds a number out of the double range ({text[:40]}...)") from None
 
 
 def _float(text: str) -> float:
     value = float(text)
     if value in (float("inf"), float("-inf")):
-        raise ValueError("a number out of the double range")
+        raise _OutOfRange(f"holds a number out of the double range ({text[:40]})")
     return value
 
 
 def _constant(text: str) -> float:
-    raise ValueError(f"{text} is not JSON")
+    raise ValueError(f"{text} is not a JSON value")
 
 
 # models ----------------------------------------------------------------------------------------------

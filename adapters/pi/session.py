@@ -44,8 +44,10 @@ its text blocks joined by "\\n", lone surrogates removed (`sanitizeSurrogates`),
 when there is no text; a result with image blocks keeps its block list. Steps before the branch's latest compaction are `before_compaction` and
 still listed; those the compaction summarized away have no message in `Native.messages` (-1 in
 `step_messages`): `context_messages(entries[:k])` gives the context of any branch prefix.
-Damaged lines are refused with their number (Pi skips them silently, which would change the context),
-and so is a record whose fields are not of the types Pi's own declare (`schema`: a text block without
+A session file's line that JSON.parse refuses (two records written with no newline between them, a
+torn write) is skipped as Pi's `loadEntriesFromFile` skips it, and named in the trajectory's
+`parse_notes`; an event log's is refused with its number (Pi never reads a log back). A record whose
+fields are not of the types Pi's own declare is refused (`schema`: a text block without
 text, a call without a name, a header Pi could not have named its file after...), naming line and field.
 Pi's files name no CLI version, so `agent_version` is None.
 """
@@ -110,6 +112,8 @@ DROPPED_STOPS = frozenset({"error", "aborted"})
 """Assistant messages `transformMessages` leaves out of every request (and whose tools never ran)."""
 SWITCHING_COMMANDS = frozenset({"new_session", "switch_session", "fork", "clone", "compact", "bash"})
 """Rpc commands that change the context without printing it as message events."""
+MAX_SKIP_NOTES = 10
+"""Skipped lines named one by one in `parse_notes`; the rest are counted."""
 NO_TEXT = "(see attached image)"
 """openai-completions sends this for a tool result without text."""
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -194,14 +198,21 @@ def parse(path: Path, task: str | None = None) -> Trajectory:
     del task
     raw = read_input(path)
     digest = hashlib.sha256(raw).hexdigest()
-    records = _records(raw, path)
+    records, unparsed = _records(raw, path)
     if not records:
+        if unparsed:
+            raise _not_json(path, *unparsed[0], "a damaged Pi log")
         raise BadInput(f"{path} is empty (no Pi session header or event)")
     first = records[0][1]["type"]
     is_log = any(r["type"] in EVENT_TYPES for _, r in records)  # no session file has an event type
     if not is_log and (first == "session" or first in ENTRY_TYPES):
+        if unparsed and unparsed[0][0] < records[0][0] and first != "session":
+            raise _not_json(path, *unparsed[0], "the session header's line: Pi would start the file anew")
         native = read_session(records, path, digest)
     elif is_log:
+        # Pi reads no event log back (no loader to follow), and a lost message_end changes the context
+        if unparsed:
+            raise _not_json(path, *unparsed[0], "a damaged Pi event log")
         native = read_events(records, path, digest)
     else:
         raise BadInput(f"{path} holds neither a Pi session header nor a Pi event")
@@ -217,22 +228,46 @@ def parse(path: Path, task: str | None = None) -> Trajectory:
         source=str(path),
         source_sha256=digest,
         steps=[s for s, _, _ in steps],
+        parse_notes=_skip_notes(unparsed),
     )
     traj._native = native
     return traj
 
 
-def _records(raw: bytes, path: Path) -> list[tuple[int, Record]]:
-    """(line number, object) of every non-blank line (`schema.load_line`: lone surrogates are read)."""
+def _records(raw: bytes, path: Path) -> tuple[list[tuple[int, Record]], list[tuple[int, str]]]:
+    """(line number, object) of every non-blank line (`schema.load_line`: lone surrogates are read), and
+    (line number, why) of the lines JSON.parse refuses, which Pi's session loader skips."""
     records: list[tuple[int, Record]] = []
+    unparsed: list[tuple[int, str]] = []
     for number, line in enumerate(raw.split(b"\n"), 1):
         if not line.strip():
             continue
-        value = schema.load_line(line, str(path), number)
+        try:
+            value = schema.load_line(line, str(path), number)
+        except schema.NotJson as exc:
+            unparsed.append((number, exc.reason))
+            continue
         if not isinstance(value, dict) or not isinstance(value.get("type"), str):
             raise BadInput(f"{path}: line {number} is not a Pi record (no type)")
         records.append((number, value))
-    return records
+    return records, unparsed
+
+
+def _not_json(path: Path, number: int, reason: str, what: str) -> BadInput:
+    return BadInput(f"{path}: line {number} is not JSON: {reason} ({what})")
+
+
+def _skip_notes(unparsed: list[tuple[int, str]]) -> list[str]:
+    """The session file's lines Pi skips (`loadEntriesFromFile` drops a line JSON.parse throws on)."""
+    notes = [
+        f"line {number} skipped, as Pi's session loader skips a line that is not JSON: {reason}"
+        for number, reason in unparsed[:MAX_SKIP_NOTES]
+    ]
+    if len(unparsed) > MAX_SKIP_NOTES:
+        notes.append(
+            f"{len(unparsed) - MAX_SKIP_NOTES} more lines that are not JSON skipped, as Pi skips them"
+        )
+    return notes
 
 
 def _str_or_none(value: Any) -> str | None:
