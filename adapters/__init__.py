@@ -33,6 +33,18 @@ class ConversationDir:
     path: Path
 
 
+@dataclass(frozen=True)
+class SseData:
+    """`read_head`'s only record for a dump of a server-sent-events stream (lines `data: <json>`, blank lines,
+    `event:`/`id:`/`retry:` fields and `:` comments): the JSON values of its first `data:` lines."""
+
+    values: list[Any]
+
+
+SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:", b":")
+"""How every non-blank line of a server-sent-events stream begins."""
+
+
 def all_adapters() -> list[Adapter]:
     from adapters.claude_code import ClaudeCodeAdapter
     from adapters.codex import CodexAdapter
@@ -55,7 +67,8 @@ def all_adapters() -> list[Adapter]:
 
 def read_head(path: Path) -> list[Any]:
     """The first parsed records of a JSONL file, [the top-level value] of a (pretty-printed) JSON file,
-    or [SqliteFile(path)] for an SQLite database, [ConversationDir(path)] for a directory with base_state.json."""
+    or [SqliteFile(path)] for an SQLite database, [ConversationDir(path)] for a directory with base_state.json,
+    [SseData(...)] for a server-sent-events dump."""
     if path.is_dir():
         return [ConversationDir(path)] if (path / "base_state.json").is_file() else []
     try:
@@ -80,7 +93,21 @@ def read_head(path: Path) -> list[Any]:
             head.append(orjson.loads(line))
         except orjson.JSONDecodeError:
             continue
+    sse = all(not line.strip() or line.startswith(SSE_FIELDS) for line in lines)
+    if not head and sse and any(line.startswith(b"data:") for line in lines):
+        return [SseData(_sse_values(lines))]
     return head
+
+
+def _sse_values(lines: list[bytes]) -> list[Any]:
+    values = []
+    for line in lines:
+        if line.startswith(b"data:"):
+            try:
+                values.append(orjson.loads(line[5:]))
+            except orjson.JSONDecodeError:
+                continue
+    return values
 
 
 def detect(path: Path) -> Adapter:

@@ -4,6 +4,11 @@
 the initial workspace, the runs' stdout event lines (`events.jsonl`, runs appended), the session as
 `opencode export` prints it (`export.json`), the SQLite store (`opencode.db`, WAL folded in), and the
 upstream's log of every request it received.
+
+`python -m tests.recorder_opencode --server` records the `api` scenario through `opencode serve` and its
+HTTP API into tests/fixtures/opencode/server/api/: the body of `GET /session/{id}/message`
+(`messages.json`), the SSE streams `GET /event` (`event.sse`) and `GET /global/event` (`global-event.sse`)
+as they arrived while the prompts ran, the same session's `opencode export` and the upstream's log.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from bridges.scripted import Script, TextBlock, ToolUseBlock
 from replayer import bundles
 from replayer.pins import running_version
 from tests.support.opencode_cli import MODEL, run_opencode
+from tests.support.opencode_server import STREAMS, run_opencode_server
 from tests.support.recording import (
     Scenario,
     call,
@@ -132,6 +138,51 @@ def version_scenario(offered: set[str]) -> Scenario:
     )
 
 
+def server_scenario() -> Scenario:
+    """Two prompts through the server's API: a parallel read + failing bash, an edit; then a bash."""
+    s = "api"
+    return Scenario(
+        name=s,
+        files={"calc.py": CALC, "notes.txt": "one\ntwo\n"},
+        prompts=["Fix add() in calc.py.", "Show the result."],
+        script=Script(
+            model=MODEL,
+            turns=[
+                turn(
+                    TextBlock(text="Looking first."),
+                    call(s, 1, "read", filePath=f"{CWD}/calc.py"),
+                    call(s, 2, "bash", command="ls; echo err >&2; exit 3", description="List files"),
+                ),
+                turn(call(s, 3, "edit", filePath=f"{CWD}/calc.py", oldString="a - b", newString="a + b")),
+                turn(TextBlock(text="Fixed.")),
+                turn(call(s, 4, "bash", command="cat calc.py", description="Show calc.py")),
+                turn(TextBlock(text="Shown.")),
+            ],
+        ),
+    )
+
+
+def record_server(scenario: Scenario, dest: Path) -> Path:
+    with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
+        state = Path(tmp)
+        paths = seed(state, scenario.files, "home", "sock")
+        messages, dumps, log, session = run_opencode_server(
+            prompts=scenario.prompts,
+            workspace=paths["workspace"],
+            home=paths["home"],
+            sockets=paths["sock"],
+            script=scenario.script,
+        )
+        files = {
+            "messages.json": messages,
+            **dumps,
+            "export.json": bundle.host_cli(paths["home"], "export", session),
+        }
+        meta = {"task": scenario.prompts[0], "prompts": scenario.prompts, "session_id": session}
+        routes = {"messages.json": "GET /session/{id}/message", **{k: f"GET {v}" for k, v in STREAMS.items()}}
+        return write_fixture(dest, scenario.name, bundle.NAME, state, files, log, **meta, routes=routes)
+
+
 def record(scenario: Scenario, dest: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
         state = Path(tmp)
@@ -160,7 +211,11 @@ def main() -> None:
     parser.add_argument(
         "--version", help="record the version scenario with this CLI into versions/<version>/"
     )
+    parser.add_argument("--server", action="store_true", help="record the server API scenario into server/")
     args = parser.parse_args()
+    if args.server:
+        print("recorded", record_server(server_scenario(), args.dest / "server"))
+        return
     if args.version:
         bundles.ensure(bundle.NAME, args.version)
         with running_version(bundle.NAME, args.version):

@@ -1,4 +1,4 @@
-"""OpenCode (opencode-ai 1.18.x) sessions in their three native forms, parsed into one export-shaped model.
+"""OpenCode (opencode-ai 1.18.x) sessions in their native forms, parsed into one export-shaped model.
 
 Forms (all checked against the pinned CLI's own recordings and its bundled source):
 - export: `opencode export <ses>` JSON, `{info: <session>, messages: [{info, parts}]}`, in session order.
@@ -24,6 +24,9 @@ Forms (all checked against the pinned CLI's own recordings and its bundled sourc
   synthesized. Without a sibling, an assistant message's info is only what the log shows (id, parent,
   finish reason) and the session info is minimal (no version, no directory).
 
+- messages / stream: the server's `GET /session/{id}/message` body and dumps of its SSE event streams
+  (`server`), whose messages are the export's; the session record is the stream's, or filled in.
+
 A step is one assistant message with at least one `tool` part; its calls are those parts in order.
 
 Every record is checked where it is read (an export's message, a store's row, an event line) against the
@@ -46,7 +49,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from adapters import SQLITE_MAGIC, SqliteFile
-from adapters.opencode import schema
+from adapters.opencode import schema, server
+from adapters.opencode.server import record_name as _name
 from adapters.shapes import check, too_deep
 from replayer.errors import BadInput, bad_record, excerpt
 from replayer.io import open_input, read_input
@@ -55,7 +59,7 @@ from replayer.models import Observation, Step, ToolCall, Trajectory
 Record = dict[str, Any]
 Message = dict[str, Any]
 """Export shape: {"info": {...}, "parts": [{...}]}."""
-Form = Literal["export", "events", "sqlite"]
+Form = Literal["export", "events", "sqlite", "messages", "stream"]
 
 AGENT = "opencode"
 PART_EVENTS = frozenset({"step_start", "text", "reasoning", "tool_use", "step_finish"})
@@ -93,9 +97,9 @@ def looks_like_opencode(head: list[Any]) -> bool:
     first = head[0] if head else None
     if isinstance(first, SqliteFile):
         return _is_opencode_db(first.path)
-    if len(head) == 1 and _is_export(first):
+    if len(head) == 1 and (_is_export(first) or server.looks_like_messages(first)):
         return True
-    return _is_event(first)
+    return server.looks_like_stream(first) or _is_event(first)
 
 
 def _is_export(value: Any) -> bool:
@@ -155,6 +159,10 @@ def _read(path: Path, task: str | None) -> tuple[Native, str]:
         doc = None  # JSONL (several lines) or damaged: the event reader names the line
     if isinstance(doc, dict) and "messages" in doc and "info" in doc:
         return read_export(doc, path), digest
+    if isinstance(doc, list):
+        return read_messages(doc, path), digest
+    if doc is None and server.is_stream(raw):
+        return read_stream(raw, path), digest
     return read_events(raw, path, task), digest
 
 
@@ -261,6 +269,29 @@ def _check_message(message: Any, source: str, where: str) -> None:
     check(schema.Message, message, source, where)
 
 
+# the server's shapes ---------------------------------------------------------------------------
+def read_messages(doc: list[Any], path: Path) -> Native:
+    """The body of `GET /session/{id}/message`: the export's messages without its session record, whose
+    id the messages name and whose directory their assistant messages' `path.cwd` gives."""
+    if too_deep(doc, schema.MAX_DEPTH):
+        raise bad_record(str(path), "the message list", f"nests deeper than {schema.MAX_DEPTH} levels")
+    for i, message in enumerate(doc):
+        _check_message(message, str(path), f"message {i}")
+    session_id = server.only_session((m["info"]["sessionID"] for m in doc), str(path))
+    server.whole(doc, str(path))
+    info = {"id": session_id, "directory": _assistant_cwd(doc), "title": "", "version": None}
+    return Native(form="messages", info=info, messages=doc, step_messages=[])
+
+
+def read_stream(raw: bytes, path: Path) -> Native:
+    """A dump of the server's SSE event stream: the final state of its one session (`server`)."""
+    record, messages = server.read_stream(raw, path)
+    server.whole(messages, str(path))
+    session_id = str(messages[0]["info"]["sessionID"])
+    info = record or {"id": session_id, "directory": _assistant_cwd(messages), "title": "", "version": None}
+    return Native(form="stream", info=info, messages=messages, step_messages=[])
+
+
 # sqlite --------------------------------------------------------------------------------------
 def _wal(path: Path) -> Path | None:
     wal = path.with_name(path.name + "-wal")
@@ -312,11 +343,6 @@ def read_sqlite(path: Path, session_id: str | None = None) -> Native:
     except _DAMAGED_DB as exc:
         raise BadInput(f"{path}: cannot read the opencode database: {excerpt(str(exc), 200)}") from None
     return Native(form="sqlite", info=info, messages=messages, step_messages=[])
-
-
-def _name(value: Any) -> str:
-    """A row's id for a refusal: as it is when it is a short string, else a short excerpt."""
-    return value if isinstance(value, str) and len(value) <= 64 else excerpt(value, 40)
 
 
 def _only_session(db: sqlite3.Connection, path: Path) -> sqlite3.Row:
