@@ -25,6 +25,7 @@ from replayer.models import (
     ReplayRequest,
     ReplayResult,
     SandboxLimits,
+    StartingState,
 )
 
 app = typer.Typer(
@@ -156,6 +157,7 @@ def inspect(
         session_id=traj.session_id,
         cwd=traj.cwd,
         environment_image=traj.environment_image,
+        start=traj.start,
         source_sha256=traj.source_sha256,
         parse_notes=traj.parse_notes,
         steps=[
@@ -187,6 +189,8 @@ def inspect(
         f"agent [bold]{traj.agent}[/] {traj.agent_version}  session {traj.session_id}  cwd {traj.cwd}{image}",
         soft_wrap=True,  # the header stays one line
     )
+    if traj.start is not None:
+        console.print(f"started from {_start_text(traj.start)}", highlight=False, soft_wrap=True)
     table = Table("step", "tools", "call ids", "observed", "kind")
     for step in report.steps:
         notes = (
@@ -214,6 +218,13 @@ def inspect(
         )
     for note in report.parse_notes:
         console.print(f"note: {note}", markup=False, highlight=False)
+
+
+def _start_text(start: StartingState) -> str:
+    where = start.repository_url or "a repository"
+    at = f" at {start.commit}" if start.commit else ""
+    branch = f" (branch {start.branch})" if start.branch else ""
+    return f"{where}{at}{branch}"
 
 
 def _inspect_sessions(path: Path, held: list[Any], json: bool) -> None:

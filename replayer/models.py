@@ -51,6 +51,20 @@ class Step(Frozen):
     """The agent's run ended in this step (a submission, a finish): no boundary at or after it."""
 
 
+class StartingState(Frozen):
+    """What a file records of the state its session started from (all optional)."""
+
+    repository_url: str | None = None
+    commit: str | None = None
+    branch: str | None = None
+
+    @classmethod
+    def of(cls, repository_url: object, commit: object, branch: object) -> StartingState | None:
+        """From a file's values: strings only; None when it records none of them."""
+        values = [v if isinstance(v, str) and v else None for v in (repository_url, commit, branch)]
+        return cls(repository_url=values[0], commit=values[1], branch=values[2]) if any(values) else None
+
+
 class Trajectory(Frozen):
     agent: str
     agent_version: str | None
@@ -64,6 +78,8 @@ class Trajectory(Frozen):
     environment_image: str | None = None
     """The container image the original run's environment was made from, as the file names it (a
     mini-swe-agent SWE-bench run's instance image); the replay does not start it."""
+    start: StartingState | None = None
+    """The repository, commit and branch the session started from, where the file records them."""
     runs_as: str | None = None
     """What of the agent's own code runs in place of what the file names (mini-swe-agent: another agent
     class); the result's version note says it."""
@@ -110,6 +126,8 @@ class InspectReport(Frozen):
     session_id: str | None
     cwd: str | None
     environment_image: str | None = None
+    start: StartingState | None = None
+    """The repository, commit and branch the session started from, where the file records them."""
     source_sha256: str
     parse_notes: list[str] = Field(default_factory=list)
     """The trajectory's `parse_notes`: what the parser repaired or supplied, as the agent's loader does."""

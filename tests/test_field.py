@@ -158,3 +158,24 @@ def test_inspect_says_why_a_call_is_unknown() -> None:
     assert all(c["reason"] is None for s in report["steps"] for c in s["calls"] if c["kind"] != "unknown")
     text = replayer("inspect", str(legacy), check=True).stdout
     assert "unknown: unknown tool 'shell'" in text and "--agent-version V" in text
+
+
+def test_inspect_shows_the_starting_state_the_file_records() -> None:
+    def start(name: str) -> dict | None:
+        return orjson.loads(replayer("inspect", str(FIELD / name), "--json", check=True).stdout)["start"]
+
+    assert start("codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl") == {
+        "repository_url": "git@github.com:AcidicSoil/chatbot-ui.git",
+        "commit": "0f022a043b3f8ca67224e1c56d5b85e28a81b910",
+        "branch": "main",
+    }
+    assert start("claude_code/erk-2.1.50.jsonl") == {
+        "repository_url": None,
+        "commit": None,
+        "branch": "plnd/add-print-python-02-23-1109",
+    }
+    assert start("pi/pi-mono-large-session.jsonl") is None
+    text = replayer(
+        "inspect", str(FIELD / "codex" / "acidicsoil-0.58.0-rollout-2025-11-17.jsonl"), check=True
+    )
+    assert "started from git@github.com:AcidicSoil/chatbot-ui.git at 0f022a0" in text.stdout

@@ -15,7 +15,7 @@ import orjson
 from adapters.claude_code import chain, wire
 from adapters.claude_code.chain import Record, Session
 from replayer.errors import BadInput, PlanRefused
-from replayer.models import Observation, Step, ToolCall, Trajectory
+from replayer.models import Observation, StartingState, Step, ToolCall, Trajectory
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 """A session id `claude --resume` takes (the CLI's own check); it names the session's file `<id>.jsonl`."""
@@ -70,6 +70,7 @@ def parse(path: Path) -> Trajectory:
         source_sha256=session.sha256,
         steps=[*pre_steps, *steps],
         parse_notes=notes,
+        start=StartingState.of(None, None, session.first("gitBranch")),
     )
     traj._native = Native(
         session=session,

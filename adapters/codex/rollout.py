@@ -21,7 +21,7 @@ from adapters.codex import bare
 from adapters.shapes import ORJSON_DEPTH, unwritable
 from replayer.errors import EXCERPT_CHARS, BadInput, PlanRefused, bad_record
 from replayer.io import open_input
-from replayer.models import Observation, Step, ToolCall, Trajectory
+from replayer.models import Observation, StartingState, Step, ToolCall, Trajectory
 
 Record = dict[str, Any]
 CALL_TYPES = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
@@ -156,6 +156,13 @@ def _item_problem(payload: dict[str, Any]) -> Problem | None:
     return None
 
 
+def _start(git: object) -> StartingState | None:
+    """session_meta's `git`: {commit_hash, branch, repository_url} (the bare header's too)."""
+    if not isinstance(git, dict):
+        return None
+    return StartingState.of(git.get("repository_url"), git.get("commit_hash"), git.get("branch"))
+
+
 def parse(path: Path) -> Trajectory:
     records, lines, digest, is_bare = _read(path)
     if not records or records[0].get("type") != "session_meta":
@@ -178,6 +185,7 @@ def parse(path: Path) -> Trajectory:
         source=str(path),
         source_sha256=digest,
         steps=steps,
+        start=_start(meta.get("git")),
     )
     traj._native = Native(
         records=records,
