@@ -78,3 +78,20 @@ def test_a_leaf_tied_with_its_history_in_time_is_rebuilt_latest(tmp_path: Path) 
     assert [r["timestamp"] for r in chain[:-1]] == [stamps[r["uuid"]] for r in chain[:-1]]
     assert len(set(stamps[r["uuid"]] for r in chain)) == 1, "the recording's tie"
     assert chain[-1]["timestamp"] > chain[-2]["timestamp"]
+
+
+def test_the_gate_drops_reminders_the_cli_put_anywhere_in_a_user_message_of_the_prefix() -> None:
+    """Claude Code 2.1.332 puts an attribution reminder between the tool results and the next prompt
+    that share a user message (seen by `replayer verify`); anything else extra is still a difference."""
+    from adapters.claude_code.gate import _without_reminders
+
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "a.txt"}
+    prompt = {"type": "text", "text": "Run the probe."}
+    reminder = {
+        "type": "text",
+        "text": "<system-reminder>\nAttribution for git commits ...\n</system-reminder>",
+    }
+    assert _without_reminders([result, reminder, prompt], [result, prompt]) == [result, prompt]
+    assert _without_reminders([reminder, result, prompt], [result, prompt]) == [result, prompt]
+    assert _without_reminders([result, {"type": "text", "text": "other"}, prompt], [result, prompt]) is None
+    assert _without_reminders([result, reminder], [result, prompt]) is None

@@ -85,20 +85,16 @@ class ClaudeCodeGate:
 
     def without_injected_context(self, normalized: list[Message]) -> list[Message]:
         """The request as compared: without the `<system-reminder>` context blocks some versions (1.0.x,
-        2.1.332) put before a prompt of the prefix on the wire, which the session does not store; counted."""
+        2.1.332) put into a user message of the prefix on the wire (before a prompt, also after the tool
+        results that share its message), which the session does not store; counted."""
         out = list(normalized)
         for i, want in enumerate(self.prefix[: len(out)]):
             have, wanted = out[i].get("content"), want.get("content")
             if want.get("role") != "user" or not isinstance(have, list) or not isinstance(wanted, list):
                 continue
-            extra = len(have) - len(wanted)
-            if (
-                extra > 0
-                and have[extra:] == wanted
-                and all(envelope.is_system_reminder(b) for b in have[:extra])
-            ):
-                out[i] = {**out[i], "content": have[extra:]}
-                self.injected += extra
+            if len(have) > len(wanted) and (kept := _without_reminders(have, wanted)) is not None:
+                out[i] = {**out[i], "content": kept}
+                self.injected += len(have) - len(kept)
         return out
 
     def without_stopped_shells(self, messages: list[Message]) -> list[Message]:
@@ -163,3 +159,14 @@ class ClaudeCodeGate:
             blocks[-1] = {**blocks[-1], "cache_control": cache}  # keep the cache breakpoint at the new end
         out["messages"] = [m for i, m in enumerate(messages) if i not in drop]
         return out
+
+
+def _without_reminders(have: list[Any], wanted: list[Any]) -> list[Any] | None:
+    """`have` without the system-reminder blocks that are not in `wanted`, if the rest is `wanted` in order."""
+    kept: list[Any] = []
+    for block in have:
+        if len(kept) < len(wanted) and block == wanted[len(kept)]:
+            kept.append(block)
+        elif not envelope.is_system_reminder(block):
+            return None
+    return kept if len(kept) == len(wanted) else None
