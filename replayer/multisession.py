@@ -20,6 +20,8 @@ from replayer.io import open_input, read_input
 Form = Literal["openhands_output", "opencode_events"]
 _FIRST_LINE_BYTES = 64 * 1024 * 1024
 _EXTRACTED: dict[tuple[str, int, int, str], Path] = {}
+_HELD: dict[tuple[str, int, int], list[HeldSession]] = {}
+_HELD_MAX = 64
 _DIR: Path | None = None
 
 
@@ -51,9 +53,20 @@ def _form_of(first: Any) -> Form | None:
 
 
 def held(path: Path) -> list[HeldSession]:
-    """The sessions of a file that holds several, in file order; [] for any other file."""
+    """The sessions of a file that holds several, in file order; [] for any other file. Read once per
+    version of the file: `inspect` and a batch load each of its sessions after listing them."""
     if not path.is_file():  # a folder, a missing or special file: the agent's detection says what it is
         return []
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _HELD:
+        if len(_HELD) >= _HELD_MAX:
+            _HELD.pop(next(iter(_HELD)))
+        _HELD[key] = _read_sessions(path)
+    return _HELD[key]
+
+
+def _read_sessions(path: Path) -> list[HeldSession]:
     with open_input(path) as fh:
         first_line = fh.readline(_FIRST_LINE_BYTES)
     try:

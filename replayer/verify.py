@@ -119,9 +119,9 @@ def probe_turns(agent: str, version: str, offered: list[str], cwd: str) -> tuple
         text = [f"THOUGHT: step {i}.\n\n```{fence}\n{c}\n```" for i, c in enumerate([*commands, SUBMIT])]
         turns = [Turn(blocks=[TextBlock(text=t)], stall_s=STALL_S) for t in text]
         return turns, turns[-1:]
+    read = next(((t, f) for (a, t), f in _READ.items() if a == agent and t in offered), None)
     for n, command in enumerate(commands, 1):
         call_id = f"call_probe_{n}"
-        read = next(((t, f) for (a, t), f in _READ.items() if a == agent and t in offered), None)
         if n == 2 and read is not None:
             block = ToolUseBlock(id=call_id, name=read[0], input=read[1](f"{cwd}/{FILE}"))
         else:
