@@ -28,7 +28,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from replayer.errors import BadInput, Interrupted, OutputError, ReplayError, excerpt
 from replayer.io import open_input, write_bytes_atomic
-from replayer.models import Budgets, ContinueRequest, ReplayRequest, Trajectory
+from replayer.models import (
+    Budgets,
+    ContinueRequest,
+    GitWorkspace,
+    ReplayRequest,
+    Trajectory,
+    WorkspaceSpec,
+)
 
 Mode = Literal["prepare", "replay", "continue"]
 JobStatus = Literal["done", "skipped", "refused", "failed"]
@@ -82,7 +89,7 @@ class ManifestEntry(BaseModel):
     session: str | None = None
     """The session to replay, for a file that holds several (an OpenHands evaluation output's instance_id,
     an OpenCode session id); for any other file, its own session id or nothing."""
-    workspace: Path | None = None
+    workspace: WorkspaceSpec | None = None
     image: str | None = None
     allow_degraded: bool = False
     budgets: Budgets = Field(default_factory=Budgets)
@@ -191,7 +198,7 @@ def _read_manifest(path: Path, lines: Iterator[bytes]) -> list[tuple[int, Manife
             raise BadInput(f"manifest line {number}: {where}: {first['msg']}") from None
         base = path.parent
         entry.trajectory = (base / entry.trajectory).absolute()
-        if entry.workspace is not None:
+        if isinstance(entry.workspace, Path):
             entry.workspace = (base / entry.workspace).absolute()
         if not entry.trajectory.exists():  # a file, or a directory (an OpenHands V1 conversation)
             raise BadInput(f"manifest line {number}: trajectory {entry.trajectory} does not exist")
@@ -199,8 +206,12 @@ def _read_manifest(path: Path, lines: Iterator[bytes]) -> list[tuple[int, Manife
             _check_trajectory(entry.trajectory)
         except BadInput as exc:
             raise BadInput(f"manifest line {number}: trajectory {exc}") from None
-        if entry.mode != "prepare" and (entry.workspace is None or not entry.workspace.is_dir()):
-            raise BadInput(f"manifest line {number}: mode {entry.mode} needs an existing workspace directory")
+        if entry.mode != "prepare" and (
+            entry.workspace is None or isinstance(entry.workspace, Path) and not entry.workspace.is_dir()
+        ):
+            raise BadInput(
+                f"manifest line {number}: mode {entry.mode} needs an existing workspace directory or git+URL@REV"
+            )
         if entry.mode == "continue" and entry.continuation is None:
             raise BadInput(f"manifest line {number}: mode continue needs continuation.upstream")
         entry.budgets = budgets.setdefault(orjson.dumps(entry.budgets.model_dump()), entry.budgets)
@@ -283,7 +294,7 @@ def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) 
                     **({"task": entry.task} if entry.task is not None else {}),
                     **({"cwd": entry.cwd} if entry.cwd is not None else {}),
                     **({"session": entry.session} if entry.session is not None else {}),
-                    "workspace": str(entry.workspace) if entry.workspace else None,
+                    "workspace": _workspace_key(entry.workspace),
                     "allow_degraded": entry.allow_degraded,
                     **({"agent_version": entry.agent_version} if entry.agent_version else {}),
                     **({"require_verified": True} if entry.require_verified else {}),
@@ -294,6 +305,12 @@ def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) 
             key = hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
             unique[key] = Job(key, number, boundary, entry)
     return list(unique.values())
+
+
+def _workspace_key(workspace: Path | GitWorkspace | None) -> str | None:
+    if isinstance(workspace, GitWorkspace):
+        return workspace.spec
+    return str(workspace) if workspace else None
 
 
 # running -------------------------------------------------------------------------------------

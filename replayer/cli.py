@@ -18,6 +18,7 @@ from replayer.errors import AgentError, BridgeRefused, Interrupted, ReplayError,
 from replayer.io import read_input
 from replayer.models import (
     ContinueRequest,
+    GitWorkspace,
     HeldSessionSummary,
     InspectCall,
     InspectReport,
@@ -26,6 +27,7 @@ from replayer.models import (
     ReplayResult,
     SandboxLimits,
     StartingState,
+    workspace_spec,
 )
 
 app = typer.Typer(
@@ -77,10 +79,21 @@ Session = Annotated[
 ]
 Force = Annotated[bool, typer.Option("--force", help="Replace an existing output directory.")]
 Image = Annotated[
-    str | None, typer.Option("--image", help="Sandbox image (default: the project's base image).")
+    str | None,
+    typer.Option(
+        "--image",
+        help="Sandbox image (default: the project's base image); auto: the environment image the "
+        "trajectory names (SWE-bench style).",
+    ),
 ]
 WorkspaceOpt = Annotated[
-    Path, typer.Option("--workspace", "-w", help="Initial workspace (copied, never modified).")
+    str,
+    typer.Option(
+        "--workspace",
+        "-w",
+        help="Initial workspace, copied and never modified: a directory, or git+URL@REV (a repository "
+        "cloned once into a cache and checked out at REV: a commit, tag or branch).",
+    ),
 ]
 Upstream = Annotated[str | None, typer.Option("--upstream", help="Model service base URL.")]
 UpstreamKeyEnv = Annotated[
@@ -120,6 +133,14 @@ def _agent_env(items: list[str] | None) -> dict[str, str]:
     if any(not sep or not key for key, sep, _ in pairs):
         raise typer.BadParameter("expected KEY=VALUE", param_hint="--agent-env")
     return {key: value for key, _, value in pairs}
+
+
+def _workspace(spec: str) -> Path | GitWorkspace:
+    try:
+        parsed = workspace_spec(spec)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--workspace") from None
+    return parsed if isinstance(parsed, GitWorkspace) else Path(spec)
 
 
 def _limits(spec: str | None) -> SandboxLimits:
@@ -223,8 +244,14 @@ def inspect(
 def _start_text(start: StartingState) -> str:
     where = start.repository_url or "a repository"
     at = f" at {start.commit}" if start.commit else ""
-    branch = f" (branch {start.branch})" if start.branch else ""
-    return f"{where}{at}{branch}"
+    branch = f" (branch {start.branch})" if start.branch not in (None, "HEAD") else ""
+    branch = " (detached HEAD)" if start.branch == "HEAD" else branch
+    again = (
+        f": --workspace git+{start.repository_url}@{start.commit} starts from it"
+        if start.repository_url and start.commit
+        else ""
+    )
+    return f"{where}{at}{branch}{again}"
 
 
 def _inspect_sessions(path: Path, held: list[Any], json: bool) -> None:
@@ -376,7 +403,7 @@ def run(
         trajectory=trajectory,
         after_step=after_step,
         out=out,
-        workspace=workspace,
+        workspace=_workspace(workspace),
         image=image,
         allow_degraded=allow_degraded,
         force=force,
@@ -483,12 +510,15 @@ def _image_ids(tags: set[str | None]) -> dict[str, str]:
 
     client = connect()
     ids = {}
-    for tag in tags:
+    for tag in tags - {"auto"}:  # auto: the image each trajectory names; the trajectory's hash keys it
         name = tag or load_pins().base_image.tag
         try:
             ids[name] = client.images.get(name).id
         except Exception:
-            raise SandboxError(f"image {name!r} not found; run scripts/build_base_image.sh") from None
+            raise SandboxError(
+                f"image {name!r} is not in the Docker engine (the base image: run "
+                "scripts/build_base_image.sh; any other: docker pull or docker load it)"
+            ) from None
     return ids
 
 
@@ -545,7 +575,7 @@ def compare(
     request = CompareRequest(
         trajectory=trajectory,
         after_step=after_step,
-        workspace=workspace,
+        workspace=_workspace(workspace),
         out=out,
         variants=variants,
         repeat=repeat,

@@ -70,7 +70,7 @@ def _preflight(request: CompareRequest, adapter: Any, traj: Any) -> None:
     """Every refusal a variant would meet, before any container starts."""
     if not traj.cwd:
         raise PlanRefused(NO_CWD)
-    if not request.workspace.is_dir():
+    if isinstance(request.workspace, Path) and not request.workspace.is_dir():
         raise WorkspaceError(f"workspace {request.workspace} does not exist or is not a directory")
     names = [v.name for v in request.variants]
     if not names:
@@ -294,7 +294,8 @@ def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResu
     _preflight(request, adapter, traj)
     client = connect()
     compare_id = f"cmp-{uuid.uuid4().hex[:10]}"
-    out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, request.workspace])
+    local = request.workspace if isinstance(request.workspace, Path) else None  # a clone is the cache's
+    out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, local])
     assert traj.cwd
     snapshot = Snapshot(compare_id, out.tmp / "snapshot", traj.cwd, request.check, request.check_timeout_s)
     kept = False

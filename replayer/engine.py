@@ -13,7 +13,7 @@ import orjson
 
 import adapters
 from adapters.base import Adapter, Rebuild, Rerunner
-from replayer import __version__, bundles, continuation, multisession, versions
+from replayer import __version__, bundles, continuation, multisession, versions, workspaces
 from replayer.divergence import compare, kept, workspace_hint
 from replayer.errors import (
     BadInput,
@@ -149,21 +149,28 @@ def execute(
             adapter, traj, request.after_step, request.allow_degraded, executes=request.mode == "run"
         )
     if request.mode == "run":
-        _check_workspace(request.workspace)
+        if request.workspace is None:
+            raise WorkspaceError("--workspace is required for run")
         if not traj.cwd:
             raise PlanRefused(NO_CWD)
+    image = sandbox_image(request.image, traj) if request.mode == "run" else None
     if request.continuation is not None:
         model = request.continuation.model or adapter.default_model(traj)
         refusal = adapter.continuation_refusal(traj, model)
         if refusal:
             raise PlanRefused(f"cannot continue: {refusal}")
-    if request.mode == "run":
+    workspace, checkout = None, None
+    if request.mode == "run":  # a prepare copies no workspace: a repository is not cloned for it
+        workspace, checkout = workspaces.materialize(request.workspace)
+        check_workspace(workspace)
         bundles.ensure(adapter.name, version.version)
-    out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, request.workspace])
+    out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, workspace])
     try:
         with running_version(adapter.name, version.version):
-            result = _execute_into(out.tmp, request, adapter, traj, plan, parse_s, started, on_boundary)
-        result = result.model_copy(update={"version": version})
+            result = _execute_into(
+                out.tmp, request, adapter, traj, plan, parse_s, started, on_boundary, workspace, image
+            )
+        result = result.model_copy(update={"version": version, "workspace_checkout": checkout})
         write_bytes_atomic(
             out.tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
         )
@@ -193,7 +200,16 @@ def _rebuild(
     return rebuild
 
 
-def _check_workspace(workspace: Path | None) -> None:
+def sandbox_image(stated: str | None, traj: Trajectory) -> str:
+    """--image: an image, `auto` (the environment image the trajectory names), or None (the base image)."""
+    if stated != "auto":
+        return stated or load_pins().base_image.tag
+    if traj.environment_image is None:
+        raise PlanRefused("--image auto: the trajectory names no environment image; pass --image IMAGE")
+    return traj.environment_image
+
+
+def check_workspace(workspace: Path | None) -> None:
     if workspace is None:
         raise WorkspaceError("--workspace is required for run")
     if not workspace.is_dir():
@@ -235,11 +251,13 @@ def _execute_into(
     plan: Plan,
     parse_s: float,
     started: float,
-    on_boundary: OnBoundary | None = None,
+    on_boundary: OnBoundary | None,
+    workspace: Path | None,
+    image: str | None,
 ) -> ReplayResult:
     observations: dict[str, Observation] = {}
     divergences: list[Divergence] = []
-    image = image_id = container = None
+    image_id = container = None
     sandbox_s = rerun_s = 0.0
     cont = request.continuation
     key = continuation.upstream_key(cont, adapter) if cont else ""
@@ -255,13 +273,13 @@ def _execute_into(
         from sandboxes.docker import DROPPED_CAPABILITIES, DockerSandbox, connect
         from sandboxes.quota import StateDir
 
-        assert request.workspace is not None and traj.cwd
+        assert workspace is not None and image is not None and traj.cwd
         limits = request.limits
         state = StateDir.create(limits.disk_bytes, fallback_parent=tmp)
         try:
             workspace_copy = state.path / "workspace"
             copied = copy_untrusted(
-                request.workspace, workspace_copy, links="keep", limits=limits, what="the workspace"
+                workspace, workspace_copy, links="keep", limits=limits, what="the workspace"
             )
             skipped = copied.listing("workspace")
             skipped_count = copied.skipped_count
@@ -269,7 +287,6 @@ def _execute_into(
             bridge_dir = state.path / "bridge"
             for d in (agent_home, bridge_dir):
                 d.mkdir(parents=True)
-            image = request.image or load_pins().base_image.tag
             t0 = time.monotonic()
             client = connect()
             binds = {traj.cwd: (workspace_copy, False), **adapter.sandbox_binds(traj, agent_home)}

@@ -2,16 +2,57 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
 SCHEMA_VERSION = 1
 
 
 class Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+GIT_WORKSPACE_PREFIX = "git+"
+_GIT_REV = r"^[A-Za-z0-9_][A-Za-z0-9._/-]*$"
+"""No leading `-`: a revision is never taken for one of git's options."""
+
+
+class GitWorkspace(Frozen):
+    """`--workspace git+URL@REV`: the repository at URL, cloned and checked out at REV (a commit, a tag or
+    a branch) as the initial workspace."""
+
+    url: str = Field(min_length=1)
+    rev: str = Field(pattern=_GIT_REV)
+
+    @property
+    def spec(self) -> str:
+        return f"{GIT_WORKSPACE_PREFIX}{self.url}@{self.rev}"
+
+
+def workspace_spec(value: object) -> object:
+    """A string `git+URL@REV` is a GitWorkspace (split at the last `@`, so `git@host:repo` URLs keep
+    theirs); any other string is a directory path."""
+    if isinstance(value, str) and value.startswith(GIT_WORKSPACE_PREFIX):
+        url, sep, rev = value[len(GIT_WORKSPACE_PREFIX) :].rpartition("@")
+        if not sep or not url or not re.match(_GIT_REV, rev):
+            raise ValueError(f"a git workspace is git+URL@REV (a commit, tag or branch), got {value!r}")
+        return GitWorkspace(url=url, rev=rev)
+    return value
+
+
+WorkspaceSpec = Annotated[Path | GitWorkspace, BeforeValidator(workspace_spec)]
+"""A workspace directory, or a repository to clone (`git+URL@REV`)."""
+
+
+class GitCheckout(Frozen):
+    """The repository a run's workspace was cloned from, and the commit it was checked out at."""
+
+    url: str
+    rev: str
+    commit: str
 
 
 class Observation(Frozen):
@@ -226,8 +267,9 @@ class ReplayRequest(Frozen):
     trajectory: Path
     after_step: int
     out: Path
-    workspace: Path | None = None
+    workspace: WorkspaceSpec | None = None
     image: str | None = None
+    """The sandbox image; `auto`: the environment image the trajectory names (SWE-bench style)."""
     allow_degraded: bool = False
     force: bool = False
     budgets: Budgets = Field(default_factory=Budgets)
@@ -399,6 +441,8 @@ class ReplayResult(Frozen):
     image_id: str | None = None
     container: str | None = None
     """Name of the run's container (removed when the command ends)."""
+    workspace_checkout: GitCheckout | None = None
+    """Where the workspace came from when it was a repository (`--workspace git+URL@REV`)."""
     after_step: int
     boundary_call_ids: list[str]
     divergences: list[Divergence]
@@ -442,7 +486,7 @@ class CompareRequest(Frozen):
 
     trajectory: Path
     after_step: int
-    workspace: Path
+    workspace: WorkspaceSpec
     out: Path
     variants: list[Variant]
     repeat: int = Field(default=1, ge=1)

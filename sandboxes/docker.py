@@ -140,7 +140,10 @@ class DockerSandbox:
             try:
                 image_obj = client.images.get(image)
             except docker.errors.ImageNotFound:
-                raise SandboxError(f"image {image!r} not found; run scripts/build_base_image.sh") from None
+                raise SandboxError(
+                    f"image {image!r} is not in the Docker engine (the base image: run "
+                    "scripts/build_base_image.sh; any other: docker pull or docker load it)"
+                ) from None
         sweep_orphans(client)
         mounts = [
             Mount(target=target, source=str(src), type="bind", read_only=ro)

@@ -15,6 +15,8 @@ SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if (p / "session.jsonl").e
 # No verdict of `replayer verify` (the user's or the shipped ones) counts in the suite unless a test says
 # so: which versions are verified is then the pins alone, as the tests expect.
 os.environ["REPLAYER_VERDICTS"] = tempfile.mkdtemp(prefix="replayer-test-verdicts-")
+# Repositories a test checks out (`--workspace git+URL@REV`) go to a cache of the suite's own.
+os.environ["REPLAYER_WORKSPACES"] = tempfile.mkdtemp(prefix="replayer-test-workspaces-")
 
 
 def fixture_dir(name: str) -> Path:
