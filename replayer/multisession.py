@@ -1,5 +1,6 @@
-"""Files that hold several sessions: an OpenHands evaluation output (`output.jsonl`, one instance per line)
-and OpenCode `run --format json` logs appended in one file. `held` lists the sessions; `extract` writes one
+"""Files that hold several sessions: an OpenHands evaluation output (`output.jsonl`, one instance per line),
+OpenCode `run --format json` logs appended in one file, and a dump of an OpenCode server's event stream
+(`GET /event` or `/global/event`) that carried several sessions. `held` lists the sessions; `extract` writes one
 of them alone to a private file, which the agent's parser then reads like any other file of its kind."""
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict
 
+from adapters import SSE_FIELDS
+from adapters.opencode import server
 from replayer.errors import BadInput, excerpt
 from replayer.io import open_input, read_input
 
-Form = Literal["openhands_output", "opencode_events"]
+Form = Literal["openhands_output", "opencode_events", "opencode_stream"]
 _FIRST_LINE_BYTES = 64 * 1024 * 1024
 _EXTRACTED: dict[tuple[str, int, int, str], Path] = {}
 _HELD: dict[tuple[str, int, int], list[HeldSession]] = {}
@@ -69,6 +72,10 @@ def held(path: Path) -> list[HeldSession]:
 def _read_sessions(path: Path) -> list[HeldSession]:
     with open_input(path) as fh:
         first_line = fh.readline(_FIRST_LINE_BYTES)
+        while first_line and not first_line.strip():
+            first_line = fh.readline(_FIRST_LINE_BYTES)
+    if first_line.startswith(SSE_FIELDS):
+        return _stream_sessions(path)
     try:
         form = _form_of(orjson.loads(first_line))
     except orjson.JSONDecodeError:
@@ -97,6 +104,44 @@ def _read_sessions(path: Path) -> list[HeldSession]:
     return [HeldSession(id=s, form=form, lines=lines, first_prompt=prompts[s]) for s, lines in found.items()]
 
 
+def _stream_sessions(path: Path) -> list[HeldSession]:
+    """The sessions of an OpenCode server's event dump, by the `sessionID` every session event carries.
+    Events of no session (the connection, heartbeats, `/global/event`'s `sync` copies) hold no content and
+    go with none. Anything that is not such a stream is left to the parser, which says what is wrong."""
+    found: dict[str, list[int]] = {}
+    first_user: dict[str, str] = {}
+    prompts: dict[str, str | None] = {}
+    for number, line in enumerate(read_input(path).splitlines(), 1):
+        if not line.startswith(b"data:"):
+            continue
+        try:
+            kind, props, _ = server.bus_event(orjson.loads(line[5:]))
+        except orjson.JSONDecodeError:
+            return []
+        session = props.get("sessionID") if isinstance(props, dict) else None
+        if kind is None:
+            return []
+        if not isinstance(session, str) or kind == "sync":
+            continue
+        found.setdefault(session, []).append(number)
+        prompts.setdefault(session, None)
+        info, part = props.get("info"), props.get("part")
+        if kind == "message.updated" and isinstance(info, dict) and info.get("role") == "user":
+            first_user.setdefault(session, str(info.get("id")))
+        prompt = part.get("text") if isinstance(part, dict) else None
+        if (
+            isinstance(prompt, str)
+            and prompts[session] is None
+            and part.get("messageID") == first_user.get(session)
+        ):
+            prompts[session] = prompt[:200]
+    if len(found) < 2:
+        return []
+    return [
+        HeldSession(id=s, form="opencode_stream", lines=n, first_prompt=prompts[s]) for s, n in found.items()
+    ]
+
+
 def _first_prompt(value: dict[str, Any], form: Form) -> str | None:
     """An OpenHands instance's first user message (OpenCode's run log does not print the prompt)."""
     if form != "openhands_output":
@@ -119,7 +164,8 @@ def extract(path: Path, sessions: list[HeldSession], session: str) -> Path:
     if key not in _EXTRACTED:
         lines = read_input(path).splitlines()
         wanted = set(chosen.lines)
-        data = b"".join(line + b"\n" for number, line in enumerate(lines, 1) if number in wanted)
+        end = b"\n\n" if chosen.form == "opencode_stream" else b"\n"  # an event ends at a blank line
+        data = b"".join(line + end for number, line in enumerate(lines, 1) if number in wanted)
         folder = _private_dir() / hashlib.sha256(repr(key).encode()).hexdigest()[:16]
         folder.mkdir()
         (folder / path.name).write_bytes(data)

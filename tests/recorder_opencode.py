@@ -8,7 +8,9 @@ upstream's log of every request it received.
 `python -m tests.recorder_opencode --server` records the `api` scenario through `opencode serve` and its
 HTTP API into tests/fixtures/opencode/server/api/: the body of `GET /session/{id}/message`
 (`messages.json`), the SSE streams `GET /event` (`event.sse`) and `GET /global/event` (`global-event.sse`)
-as they arrived while the prompts ran, the same session's `opencode export` and the upstream's log.
+as they arrived while the prompts ran, the same session's `opencode export` and the upstream's log; and
+the `two` scenario into server/two/: two sessions one after the other on one server, the dumps holding
+both, and each session's export (`export-1.json`, `export-2.json`).
 """
 
 from __future__ import annotations
@@ -162,24 +164,55 @@ def server_scenario() -> Scenario:
     )
 
 
-def record_server(scenario: Scenario, dest: Path) -> Path:
+def two_sessions_scenario() -> Scenario:
+    """Two sessions one after the other on one server, in one pair of event dumps: the `api` scenario's
+    first prompt, then another session with a bash call of its own."""
+    s = "two"
+    return Scenario(
+        name=s,
+        files={"calc.py": CALC, "notes.txt": "one\ntwo\n"},
+        prompts=["Fix add() in calc.py.", "Show notes.txt."],
+        script=Script(
+            model=MODEL,
+            turns=[
+                turn(
+                    TextBlock(text="Looking first."),
+                    call(s, 1, "read", filePath=f"{CWD}/calc.py"),
+                    call(s, 2, "bash", command="ls; echo err >&2; exit 3", description="List files"),
+                ),
+                turn(TextBlock(text="Seen.")),
+                turn(call(s, 3, "bash", command="cat notes.txt", description="Show notes.txt")),
+                turn(TextBlock(text="Shown.")),
+            ],
+        ),
+    )
+
+
+def record_server(scenario: Scenario, dest: Path, one_session_each: bool = False) -> Path:
+    """The scenario's prompts in one session (the `api` files: its message list, dumps and export), or
+    with `one_session_each`, each prompt in a session of its own (the dumps, and each session's export)."""
     with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
         state = Path(tmp)
         paths = seed(state, scenario.files, "home", "sock")
-        messages, dumps, log, session = run_opencode_server(
-            prompts=scenario.prompts,
+        prompts = [[p] for p in scenario.prompts] if one_session_each else [scenario.prompts]
+        recorded, dumps, log = run_opencode_server(
+            sessions=prompts,
             workspace=paths["workspace"],
             home=paths["home"],
             sockets=paths["sock"],
             script=scenario.script,
         )
-        files = {
-            "messages.json": messages,
-            **dumps,
-            "export.json": bundle.host_cli(paths["home"], "export", session),
-        }
-        meta = {"task": scenario.prompts[0], "prompts": scenario.prompts, "session_id": session}
-        routes = {"messages.json": "GET /session/{id}/message", **{k: f"GET {v}" for k, v in STREAMS.items()}}
+        files = dict(dumps)
+        for n, (session, messages) in enumerate(recorded, 1):
+            suffix = f"-{n}" if one_session_each else ""
+            if not one_session_each:
+                files["messages.json"] = messages
+            files[f"export{suffix}.json"] = bundle.host_cli(paths["home"], "export", session)
+        ids = [session for session, _ in recorded]
+        meta: dict = {"task": scenario.prompts[0], "prompts": scenario.prompts}
+        meta |= {"session_ids": ids} if one_session_each else {"session_id": ids[0]}
+        routes = {k: f"GET {v}" for k, v in STREAMS.items()}
+        routes |= {} if one_session_each else {"messages.json": "GET /session/{id}/message"}
         return write_fixture(dest, scenario.name, bundle.NAME, state, files, log, **meta, routes=routes)
 
 
@@ -215,6 +248,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.server:
         print("recorded", record_server(server_scenario(), args.dest / "server"))
+        print("recorded", record_server(two_sessions_scenario(), args.dest / "server", one_session_each=True))
         return
     if args.version:
         bundles.ensure(bundle.NAME, args.version)

@@ -229,6 +229,47 @@ def test_a_stream_of_two_sessions_is_refused(tmp_path: Path) -> None:
     assert "holds 2 opencode sessions" in message
 
 
+TWO = SERVER / "two"
+
+
+@pytest.mark.parametrize("shape", ["event.sse", "global-event.sse"])
+def test_a_stream_of_two_sessions_is_split_into_their_exports(shape: str) -> None:
+    """A real dump of two sessions one after the other on one server: each selected by --session is the
+    session its own export holds, at every boundary."""
+    from adapters.opencode import _cut
+    from replayer.engine import load
+    from replayer.multisession import held
+
+    meta = orjson.loads((TWO / "meta.json").read_bytes())
+    listed = held(TWO / shape)
+    assert [(s.id, s.first_prompt) for s in listed] == list(
+        zip(meta["session_ids"], meta["prompts"], strict=True)
+    )
+    for n, session_id in enumerate(meta["session_ids"], 1):
+        export = session.parse(TWO / f"export-{n}.json")._native
+        traj = load(TWO / shape, session=session_id)[1]
+        assert (traj.session_id, traj.source, traj._native.messages) == (
+            session_id,
+            str(TWO / shape),
+            export.messages,
+        )
+        for after_step in range(len(export.step_messages) + 1):
+            expected = to_wire(export.messages[: _cut(export, after_step)])
+            assert to_wire(traj._native.messages[: _cut(traj._native, after_step)]) == expected
+
+
+def test_the_cli_lists_and_selects_the_sessions_of_a_stream(tmp_path: Path) -> None:
+    meta = orjson.loads((TWO / "meta.json").read_bytes())
+    report = orjson.loads(replayer("inspect", str(TWO / "event.sse"), "--json", check=True).stdout)
+    assert [s["id"] for s in report["sessions"]] == meta["session_ids"] and report["steps"] == []
+    refused = replayer("prepare", str(TWO / "event.sse"), "-n", "1", "-o", str(tmp_path / "o"))
+    assert refused.returncode == 3 and "holds 2 sessions: pass --session ID" in refused.stderr
+    second = meta["session_ids"][1]
+    out = tmp_path / "second"
+    replayer("prepare", str(TWO / "event.sse"), "-n", "1", "--session", second, "-o", str(out), check=True)
+    assert orjson.loads((out / "result.json").read_bytes())["session_id"] == second
+
+
 def test_a_stream_dumped_after_the_first_prompt_is_refused() -> None:
     """A real dump: /global/event subscribed after the prompt's part was written (an early recording)."""
     message = _refusal(SERVER / "late" / "global-event.sse")

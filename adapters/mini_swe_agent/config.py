@@ -53,6 +53,8 @@ def rerun_refusal(native: Native) -> str | None:
     if config.get("agent_type") in REFUSED_AGENTS:
         return REFUSED_AGENTS[config["agent_type"]]
     for key, allowed in (("environment_type", ENVIRONMENTS), ("model_type", MODELS), ("agent_type", AGENTS)):
+        if key == "model_type" and native.format == "mini-swe-agent-1":
+            continue  # 1.x parsed actions and rendered observations in the agent: any model class reruns
         value = config.get(key)
         if value not in allowed:
             return f"recorded {key} {value!r} is not supported (supported: {', '.join(sorted(allowed))})"

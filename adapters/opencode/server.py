@@ -68,7 +68,7 @@ def looks_like_messages(value: Any) -> bool:
 
 
 def looks_like_stream(value: Any) -> bool:
-    return isinstance(value, SseData) and any(_bus_event(v)[0] in KNOWN_EVENTS for v in value.values)
+    return isinstance(value, SseData) and any(bus_event(v)[0] in KNOWN_EVENTS for v in value.values)
 
 
 def is_stream(raw: bytes) -> bool:
@@ -79,7 +79,7 @@ def is_stream(raw: bytes) -> bool:
     return False
 
 
-def _bus_event(value: Any) -> tuple[str | None, Any, str]:
+def bus_event(value: Any) -> tuple[str | None, Any, str]:
     """(type, properties, the field path of properties) of an `/event` or `/global/event` value."""
     if not isinstance(value, dict):
         return None, None, ""
@@ -227,7 +227,7 @@ def read_stream(raw: bytes, path: Path) -> tuple[Record | None, list[Message]]:
             raise BadInput(f"{source}: {where} is not JSON (a damaged opencode event stream)") from None
         if too_deep(value, schema.MAX_DEPTH):
             raise bad_record(source, where, f"nests deeper than {schema.MAX_DEPTH} levels")
-        kind, props, field = _bus_event(value)
+        kind, props, field = bus_event(value)
         if kind is None:
             raise BadInput(f"{source}: {where} is not an opencode server event (no type)")
         if kind not in MESSAGE_EVENTS | SESSION_EVENTS:

@@ -114,12 +114,13 @@ def _answers(sock: Path) -> bool:
 
 
 def run_opencode_server(
-    *, prompts: list[str], workspace: Path, home: Path, sockets: Path, script: Script
-) -> tuple[bytes, dict[str, bytes], list[dict], str]:
-    """Create a session through the API and send it each prompt (`POST /session/{id}/message`, which returns
-    once the model has finished); then `GET /session/{id}/message`.
+    *, sessions: list[list[str]], workspace: Path, home: Path, sockets: Path, script: Script
+) -> tuple[list[tuple[str, bytes]], dict[str, bytes], list[dict]]:
+    """For each list of prompts, one after the other: create a session through the API and send it each
+    prompt (`POST /session/{id}/message`, which returns once the model has finished); then
+    `GET /session/{id}/message`. The event streams stay open across all of them.
 
-    Returns that body, the SSE dumps (`STREAMS`), the upstream log and the session id."""
+    Returns each session's id and that body, the SSE dumps (`STREAMS`) and the upstream log."""
     bundle.write_config(home, PROVIDER, MODEL, f"http://127.0.0.1:{PORT}/v1")
     api = sockets / "server.sock"
     with ScriptedUpstream(script, unix_path=sockets / "upstream.sock") as upstream:
@@ -137,17 +138,20 @@ def run_opencode_server(
             streams = {name: _Stream(api, route) for name, route in STREAMS.items()}
             _wait(lambda: all(s.count(b"server.connected") for s in streams.values()), "the event streams")
             time.sleep(_SUBSCRIBE_S)
-            session = str(orjson.loads(_request(api, "POST", "/session", {}))["id"])
-            for done, prompt in enumerate(prompts, 1):
-                body = {"parts": [{"type": "text", "text": prompt}]}
-                _request(api, "POST", f"/session/{session}/message", body)
-                _wait(lambda n=done: all(s.count(_IDLE) >= n for s in streams.values()), "session.idle")
-            messages = _request(api, "GET", f"/session/{session}/message")
+            done, recorded = 0, []
+            for prompts in sessions:
+                session = str(orjson.loads(_request(api, "POST", "/session", {}))["id"])
+                for prompt in prompts:
+                    body = {"parts": [{"type": "text", "text": prompt}]}
+                    _request(api, "POST", f"/session/{session}/message", body)
+                    done += 1
+                    _wait(lambda n=done: all(s.count(_IDLE) >= n for s in streams.values()), "session.idle")
+                recorded.append((session, _request(api, "GET", f"/session/{session}/message")))
             dumps = {name: stream.close() for name, stream in streams.items()}
-            if not all(b'"session.created"' in dump for dump in dumps.values()):
+            if not all(dump.count(b'"session.created"') >= len(sessions) for dump in dumps.values()):
                 raise RuntimeError("an event stream missed the session's creation: record again")
             if server.wait(0):
                 raise RuntimeError(f"opencode serve ended early: {bytes(server.stderr)[-2000:]!r}")
             server.stop()
         log = [r.model_dump() for r in upstream.log]
-    return messages, dumps, log, session
+    return recorded, dumps, log
