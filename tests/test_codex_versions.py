@@ -108,6 +108,27 @@ def test_the_instructions_form_gate_checks_the_instructions_exactly() -> None:
     assert missing.kind == "refuse" and missing.mismatch and missing.mismatch.path == "instructions"
 
 
+def test_outputs_are_rendered_as_text_when_the_request_offers_a_freeform_apply_patch() -> None:
+    """The instructions-form CLIs render shell outputs as text while they offer a freeform apply_patch
+    (codex-rs client_common.rs): decided by the request's tools where the rollout cannot tell (a bare one)."""
+    call = {"type": "function_call", "name": "shell", "arguments": '{"command":["ls"]}', "call_id": "c1"}
+    raw = '{"output":"a.txt\\n","metadata":{"exit_code":0,"duration_seconds":0.0}}'
+    output = {"type": "function_call_output", "call_id": "c1", "output": raw}
+    prompt_item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "nonce"}]}
+    freeform = [{"type": "custom", "name": "apply_patch", "format": {"type": "grammar"}}]
+    rendered = {**output, "output": "Exit code: 0\nWall time: 0 seconds\nOutput:\na.txt\n"}
+
+    def route(sent: dict, tools: list) -> str:
+        gate = CodexGate(
+            [call, output], "nonce", keep_prompt=False, instructions_form=True, outputs_rendered=False
+        )
+        body = {"instructions": "base", "tools": tools, "input": [call, sent, prompt_item]}
+        return gate.route("POST", "/v1/responses", body).kind
+
+    assert route(rendered, freeform) == "main" and route(output, freeform) == "refuse"
+    assert route(output, []) == "main" and route(rendered, []) == "refuse"
+
+
 def test_the_recorded_provider_name_is_kept() -> None:
     openai = config_toml("gpt-5.5", "openai", base_url="http://127.0.0.1:1/v1")
     assert 'model_provider = "openai"' in openai and 'openai_base_url = "http://127.0.0.1:1/v1"' in openai

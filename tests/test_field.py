@@ -19,8 +19,9 @@ PREPARED = {
     "claude_code/erk-2.1.63.jsonl": ("claude_code", "2.1.63", "recorded"),
     "codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl": ("codex", "0.58.0", "recorded"),
     "codex/acidicsoil-0.63.0-session-meta-only.jsonl": ("codex", "0.63.0", "recorded"),
-    # a bare rollout from before the envelope records no version: the pin runs
-    "codex/acidicsoil-legacy-rollout-2025-09-10.jsonl": ("codex", "0.171.0", "default"),
+    # a bare rollout from before the envelope records no version, and its CLI cannot resume it: the oldest
+    # verified release that can and offers its `shell` tool runs (version.note says why)
+    "codex/acidicsoil-legacy-rollout-2025-09-10.jsonl": ("codex", "0.58.0", "inferred"),
     "mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json": ("mini_swe_agent", "2.2.7", "recorded"),
     # 1.x: the companion drives the 2.x API; the pinned 2.4.6 runs, and the result says why
     "mini_swe_agent/gemini3pro-v1.15-django-16255.traj.json": ("mini_swe_agent", "2.4.6", "default"),
@@ -150,13 +151,20 @@ def test_cwd_is_refused_where_it_would_contradict_the_file_or_is_no_plain_path(
     assert proc.returncode == 3 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_inspect_says_why_a_call_is_unknown() -> None:
+def test_inspect_says_why_a_call_is_unknown(tmp_path: Path) -> None:
     legacy = FIELD / "codex" / "acidicsoil-legacy-rollout-2025-09-10.jsonl"
     report = orjson.loads(replayer("inspect", str(legacy), "--json", check=True).stdout)
-    unknown = [c for s in report["steps"] for c in s["calls"] if c["kind"] == "unknown"]
+    calls = [c for s in report["steps"] for c in s["calls"]]
+    unknown = [c for c in calls if c["kind"] == "unknown"]
     assert unknown and all(c["reason"] and c["tool"] in c["reason"] for c in unknown)
-    assert all(c["reason"] is None for s in report["steps"] for c in s["calls"] if c["kind"] != "unknown")
-    text = replayer("inspect", str(legacy), check=True).stdout
+    assert {c["tool"] for c in unknown} >= {"task-master-ai__next_task", "memory__create_entities"}  # MCP
+    assert all(c["reason"] is None for c in calls if c["kind"] != "unknown")
+    assert {c["kind"] for c in calls if c["tool"] == "shell"} == {"rerun"}, "0.58.0's own tool"
+    # the same file at the pin (its version removed from a real 0.58.0 rollout): `shell` is not the pin's
+    recorded = (FIELD / "codex" / "acidicsoil-0.58.0-rollout-2025-11-17.jsonl").read_bytes()
+    unversioned = tmp_path / "rollout-2025-11-17T21-34-41-019a93b4-2c1b-7f42-a5d1-b3a0a1b5f2a0.jsonl"
+    unversioned.write_bytes(recorded.replace(b'"cli_version":"0.58.0"', b'"cli_version":""', 1))
+    text = replayer("inspect", str(unversioned), check=True).stdout
     assert "unknown: unknown tool 'shell'" in text and "--agent-version V" in text
 
 

@@ -162,6 +162,7 @@ class CodexAdapter:
                 "rollout": str(path.relative_to(home)),
                 "instructions_form": rollout.instructions_form(native),
                 "instructions": rollout.wire_instructions(native),
+                "outputs_rendered": rollout.freeform_apply_patch(native),
             },
         )
 
@@ -191,6 +192,7 @@ class CodexAdapter:
             keep_prompt=keep_prompt,
             instructions_form=bool(rebuild.continuation.get("instructions_form")),
             instructions=rebuild.continuation.get("instructions"),
+            outputs_rendered=bool(rebuild.continuation.get("outputs_rendered", True)),
         )
 
     def default_model(self, trajectory: Trajectory) -> str | None:

@@ -15,6 +15,12 @@ from typing import Any
 from replayer.errors import excerpt
 
 Record = dict[str, Any]
+RESUMED_BY = "0.58.0"
+RESUMED_BECAUSE = (
+    "a bare rollout records no version, and the CLIs that wrote them (mid 2025, before `exec resume`) "
+    f"cannot resume one: {RESUMED_BY}, the oldest verified release that resumes it and offers its `shell` "
+    "tool, runs it (--agent-version chooses another)"
+)
 ITEM_TYPES = {
     "message",
     "reasoning",
@@ -87,11 +93,19 @@ def context_cwd(records: list[Record]) -> str | None:
 def resumable(record: Record, meta_fields: dict[str, Any], timestamp: str) -> Record:
     """A record as a later CLI resumes it: every line needs a `timestamp` (a bare item has none: the
     header's is used; 0.171.0 reads no history without) and the session_meta a `cwd`, `originator` and
-    `cli_version` (0.171.0 refuses the rollout without them)."""
+    `cli_version` (0.171.0 refuses the rollout without them). A response item loses its `id`: the CLIs that
+    resume rollouts (`exec resume`, from about 0.39; 0.58 and 0.125 observed) neither write nor send item
+    ids, and one written here would be sent by those that do (0.171)."""
     out = {"timestamp": timestamp, **record}
     if record.get("type") == "session_meta":
         out["payload"] = {**meta_fields, **record["payload"]}
+    elif record.get("type") == "response_item":
+        out["payload"] = without_id(record["payload"])
     return out
+
+
+def without_id(payload: Record) -> Record:
+    return {k: v for k, v in payload.items() if k != "id"}
 
 
 def meta_fields(records: list[Record]) -> dict[str, Any]:

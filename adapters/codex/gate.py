@@ -14,6 +14,7 @@ import re
 import uuid
 from typing import Any
 
+from adapters.codex.rollout import reserialized
 from bridges.core import Decision, Mismatch, first_difference, mismatch_at
 from bridges.responses import Item, input_of, is_response_request, message_text
 
@@ -25,6 +26,16 @@ CONTEXT_ITEMS = {
 _MSG_ID = re.compile(r"msg_([0-9a-f-]{36})")
 
 
+def offers_freeform_apply_patch(body: Any) -> bool:
+    """Whether the request offers apply_patch as a freeform (`custom`) tool: the condition on which the
+    instructions-form CLIs render shell outputs as text (codex-rs client_common.rs)."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    return any(
+        isinstance(t, dict) and t.get("type") == "custom" and t.get("name") == "apply_patch"
+        for t in tools or []
+    )
+
+
 class CodexGate:
     def __init__(
         self,
@@ -34,10 +45,14 @@ class CodexGate:
         keep_prompt: bool,
         instructions_form: bool = False,
         instructions: str | None = None,
+        outputs_rendered: bool = True,
     ):
         """`instructions_form`: the CLI sends the base instructions as the body's `instructions` (equal to
-        `instructions` where the rollout records them) and `prefix` holds the conversation only."""
+        `instructions` where the rollout records them) and `prefix` holds the conversation only.
+        `outputs_rendered`: whether `prefix` already holds shell outputs as such a CLI renders them while it
+        offers a freeform apply_patch; when not and the request offers one, they are rendered here."""
         self.prefix = prefix
+        self.outputs_rendered = outputs_rendered
         self.instructions_form = instructions_form
         self.instructions = instructions
         self.prompt = prompt
@@ -56,7 +71,7 @@ class CodexGate:
             )
         if self.head is None:
             mismatch = self._check_instructions(body) if self.instructions_form else None
-            mismatch = mismatch or self._check_first(items)
+            mismatch = mismatch or self._check_first(items, body)
             if mismatch is not None:
                 return Decision(kind="refuse", mismatch=mismatch)
             self.head = items
@@ -88,9 +103,14 @@ class CodexGate:
         self.notes.append("form: base instructions in `instructions`, outputs as the CLI renders them")
         return None
 
-    def _check_first(self, items: list[Item]) -> Mismatch | None:
+    def _check_first(self, items: list[Item], body: Any) -> Mismatch | None:
         n = len(self.prefix)
         expected = self.prefix
+        if self.instructions_form and not self.outputs_rendered and offers_freeform_apply_patch(body):
+            expected = reserialized(self.prefix)
+            self.notes.append(
+                "outputs: shell outputs rendered as text, as the CLI does while it offers a freeform apply_patch"
+            )
         if not self.instructions_form:
             first = items[0] if items else None
             sent_id = first.get("id") if isinstance(first, dict) else None

@@ -177,15 +177,18 @@ def parse(path: Path) -> Trajectory:
     last_compaction = max((i for i, r in enumerate(records) if r.get("type") == "compacted"), default=None)
     steps, step_ends, output_index = _steps(records, lines, last_compaction, path)
     pre = sum(1 for s in steps if s.before_compaction)
+    unversioned_bare = is_bare and not meta.get("cli_version")  # the later bare writer recorded one
     traj = Trajectory(
         agent="codex",
-        agent_version=meta.get("cli_version"),
+        agent_version=bare.RESUMED_BY if unversioned_bare else meta.get("cli_version"),
+        agent_version_inferred=unversioned_bare,
         session_id=meta.get("id"),
         cwd=cwd,
         source=str(path),
         source_sha256=digest,
         steps=steps,
         start=_start(meta.get("git")),
+        runs_as=bare.RESUMED_BECAUSE if unversioned_bare else None,
     )
     traj._native = Native(
         records=records,
@@ -369,7 +372,8 @@ def wire_input(native: Native, records: list[Record]) -> list[dict[str, Any]]:
             replacement = record["payload"].get("replacement_history")
             history = [dict(x) for x in replacement] if isinstance(replacement, list) else []
         elif (payload := item(record)) is not None:
-            history.append(_wire_item(payload, first_party))
+            written = bare.without_id(payload) if native.bare_meta is not None else payload  # as_written
+            history.append(_wire_item(written, first_party))
     if instructions_form(native):
         return reserialized(history) if freeform_apply_patch(native) else history
     base = base_instructions_message(native.meta)
