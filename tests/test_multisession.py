@@ -31,6 +31,12 @@ def test_session_selects_one_instance_in_inspect_and_prepare(tmp_path: Path) -> 
     )
     assert one["session_id"] == INSTANCES[1] and one["cwd"] == "/workspace/ponylang__ponyc__0.1"
     assert one["agent_version"] == "0.35.0" and one["sessions"] == []
+    record = orjson.loads(OUTPUT.read_bytes().splitlines()[1])["instance"]  # the SWE-bench style instance
+    assert one["start"] == {
+        "repository_url": f"https://github.com/{record['repo']}",
+        "commit": record["base_commit"],
+        "branch": None,
+    }
     others = [
         orjson.loads(replayer("inspect", str(OUTPUT), "--session", i, "--json", check=True).stdout)
         for i in (INSTANCES[0], INSTANCES[2])

@@ -11,6 +11,7 @@ message (all its tool calls), emitted before its tool results once every call ha
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from adapters.openhands.conversation import (
 )
 from replayer.errors import BadInput, PlanRefused, bad_record, excerpt
 from replayer.io import read_input
-from replayer.models import Observation, Step, ToolCall, Trajectory
+from replayer.models import Observation, StartingState, Step, ToolCall, Trajectory
 
 KNOWN_ACTIONS = {
     "system", "message", "recall", "run", "read", "edit", "think", "finish", "change_agent_state", "null",
@@ -185,9 +186,24 @@ def parse(path: Path) -> Trajectory:
         source=str(path),
         source_sha256=hashlib.sha256(data).hexdigest(),
         steps=steps,
+        start=_instance_start(wrapper),
     )
     traj._native = native
     return traj
+
+
+_GITHUB_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
+
+def _instance_start(wrapper: dict[str, Any] | None) -> StartingState | None:
+    """An evaluation output's instance: SWE-bench style `repo` (`owner/name`, a GitHub repository in every
+    data set of that family) and `base_commit`."""
+    instance = (wrapper or {}).get("instance")
+    if not isinstance(instance, dict):
+        return None
+    repo = instance.get("repo")
+    url = f"https://github.com/{repo}" if isinstance(repo, str) and _GITHUB_REPO.match(repo) else None
+    return StartingState.of(url, instance.get("base_commit"), None)
 
 
 def _steps(native: NativeV0, path: Path) -> list[Step]:
