@@ -81,7 +81,13 @@ class ManifestEntry(BaseModel):
             return handler(value)
         raise ValueError('must be "all", a list of boundaries (integers >= 0), or {"sample": k, "seed": s}')
 
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _verb(cls, value: Any) -> Any:
+        return "replay" if value == "run" else value
+
     mode: Mode = "prepare"
+    """`replay` may be written `run`, the verb it runs (the job key and results say `replay`)."""
     task: str | None = None
     """The first user prompt, for a native form that does not store it (an OpenCode event log)."""
     cwd: str | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import sys
@@ -11,12 +12,15 @@ from typing import Annotated, Any
 import orjson
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-from replayer import signals
-from replayer.errors import AgentError, BridgeRefused, Interrupted, ReplayError, SandboxError
+from replayer import __version__, signals
+from replayer.errors import Interrupted, ReplayError, SandboxError, continuation_failure
 from replayer.io import read_input
 from replayer.models import (
+    ContinuationResult,
     ContinueRequest,
     GitWorkspace,
     HeldSessionSummary,
@@ -30,20 +34,89 @@ from replayer.models import (
     workspace_spec,
 )
 
+
+class _NamedArgument(TyperArgument):
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None  # its metavar (TRAJECTORY, AGENT@VERSION) says what it is
+
+
+def _plain_flags(params: list[Any]) -> list[Any]:
+    """Help without typer's type placeholders: none after a flag (typer shows `--json <bool>`; a flag takes
+    no value), none after an argument that has a metavar (`AGENT@VERSION <list[str]>`)."""
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+        elif type(param) is TyperArgument and param.metavar is not None:
+            param.__class__ = _NamedArgument  # typer makes the parameter objects; only their display changes
+    return params
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_flags(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_flags(super().get_params(ctx))
+
+
 app = typer.Typer(
-    add_completion=False,
+    cls=_Group,
+    add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    help="Replay coding-agent trajectories in containers.",
+    help="Replay coding-agent trajectories in containers.\n\n"
+    "Shell completion: replayer --install-completion (bash, zsh, fish, PowerShell).",
 )
+command = functools.partial(app.command, cls=_Command)
 console = Console()
 err_console = Console(stderr=True)
 
+
+def _print_version(wanted: bool) -> None:
+    if not wanted:
+        return
+    from replayer.pins import load_pins
+
+    pins = load_pins()
+    lines = [f"replayer {__version__}", "pinned agents:"]
+    for agent, pin in pins.agents.items():
+        lines.append(f"  {agent} {pin.version} ({'npm' if pin.npm else 'PyPI'} {pin.package})")
+    lines.append(f"base image: {pins.base_image.tag}")
+    typer.echo("\n".join(lines))
+    raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="Print the replayer's version and the pinned agent versions, and exit.",
+        ),
+    ] = False,
+) -> None:
+    pass
+
+
+TrajectoryArg = Annotated[
+    Path,
+    typer.Argument(
+        metavar="TRAJECTORY", help="The agent's native file (or an OpenHands V1 conversation directory)."
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output on stdout.")]
 AfterStep = Annotated[
-    int, typer.Option("--after-step", "-n", help="Boundary: after this many complete tool batches.")
+    int,
+    typer.Option("--after-step", "-n", metavar="N", help="Boundary: after this many complete tool batches."),
 ]
-OutDir = Annotated[Path, typer.Option("--out", "-o", help="Output directory (written atomically).")]
+OutDir = Annotated[
+    Path, typer.Option("--out", "-o", metavar="DIR", help="Output directory (written atomically).")
+]
 AllowDegraded = Annotated[
     bool,
     typer.Option(
@@ -54,6 +127,7 @@ AgentVersion = Annotated[
     str | None,
     typer.Option(
         "--agent-version",
+        metavar="VERSION",
         help="Run this agent version (default: the one the file records or implies, else the pinned one).",
     ),
 ]
@@ -63,18 +137,26 @@ RequireVerified = Annotated[
 ]
 Task = Annotated[
     str | None,
-    typer.Option("--task", help="The first user prompt, for an OpenCode event log (it does not print it)."),
+    typer.Option(
+        "--task",
+        metavar="TEXT",
+        help="The first user prompt, for an OpenCode event log (it does not print it).",
+    ),
 ]
 Cwd = Annotated[
     str | None,
     typer.Option(
-        "--cwd", help="The working directory, for a file that records none (e.g. an OpenHands V0 list)."
+        "--cwd",
+        metavar="PATH",
+        help="The working directory, for a file that records none (e.g. an OpenHands V0 list).",
     ),
 ]
 Session = Annotated[
     str | None,
     typer.Option(
-        "--session", help="The session to replay, of a file that holds several (`inspect` lists them)."
+        "--session",
+        metavar="ID",
+        help="The session to replay, of a file that holds several (`inspect` lists them).",
     ),
 ]
 Force = Annotated[bool, typer.Option("--force", help="Replace an existing output directory.")]
@@ -82,6 +164,7 @@ Image = Annotated[
     str | None,
     typer.Option(
         "--image",
+        metavar="IMAGE",
         help="Sandbox image (default: the project's base image); auto: the environment image the "
         "trajectory names (SWE-bench style).",
     ),
@@ -91,40 +174,56 @@ WorkspaceOpt = Annotated[
     typer.Option(
         "--workspace",
         "-w",
+        metavar="DIR|git+URL@REV",
         help="Initial workspace, copied and never modified: a directory, or git+URL@REV (a repository "
         "cloned once into a cache and checked out at REV: a commit, tag or branch).",
     ),
 ]
-Upstream = Annotated[str | None, typer.Option("--upstream", help="Model service base URL.")]
+Upstream = Annotated[str | None, typer.Option("--upstream", metavar="URL", help="Model service base URL.")]
 UpstreamKeyEnv = Annotated[
     str | None,
     typer.Option(
         "--upstream-key-env",
+        metavar="VAR",
         help="Host variable with the upstream key (only the bridge reads it); "
         "default ANTHROPIC_API_KEY for Claude Code, OPENAI_API_KEY for chat-completions agents.",
     ),
 ]
 BoundaryPrompt = Annotated[
     str | None,
-    typer.Option("--boundary-prompt", help="A user prompt after the boundary, instead of the nonce."),
+    typer.Option(
+        "--boundary-prompt", metavar="TEXT", help="A user prompt after the boundary, instead of the nonce."
+    ),
 ]
-MaxSteps = Annotated[int | None, typer.Option("--max-steps", help="Main-thread model requests allowed.")]
+MaxSteps = Annotated[
+    int | None, typer.Option("--max-steps", metavar="K", help="Main-thread model requests allowed.")
+]
 IdleTimeout = Annotated[
     float | None,
-    typer.Option("--idle-timeout", help="Seconds without output or traffic (default 300; OpenCode 600)."),
+    typer.Option(
+        "--idle-timeout",
+        metavar="SECONDS",
+        help="Seconds without output or traffic (default 300; OpenCode 600).",
+    ),
 ]
-Model = Annotated[str | None, typer.Option("--model", help="Model for the continuation (default: recorded).")]
+Model = Annotated[
+    str | None,
+    typer.Option("--model", metavar="MODEL", help="Model for the continuation (default: recorded)."),
+]
 LimitsOpt = Annotated[
     str | None,
     typer.Option(
         "--limits",
+        metavar="SPEC",
         help="Container limits, any of memory=4g,pids=1024,cpus=2,disk=8g,files=200000 (disk: the quota "
         "of the container's file system and of the workspace + agent home; recorded in result.json).",
     ),
 ]
 AgentEnv = Annotated[
     list[str] | None,
-    typer.Option("--agent-env", help="KEY=VALUE for the agent's environment (repeatable)."),
+    typer.Option(
+        "--agent-env", metavar="KEY=VALUE", help="KEY=VALUE for the agent's environment (repeatable)."
+    ),
 ]
 
 
@@ -154,12 +253,20 @@ def _emit_json(value: Any) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
-@app.command()
+@command()
 def inspect(
-    trajectory: Path, task: Task = None, cwd: Cwd = None, session: Session = None, json: JsonOpt = False
+    trajectory: TrajectoryArg,
+    task: Task = None,
+    cwd: Cwd = None,
+    session: Session = None,
+    json: JsonOpt = False,
 ) -> None:
-    """Detect the agent and list the steps (complete tool batches) of a trajectory, or the sessions of a
-    file that holds several."""
+    """Detect the agent and list a trajectory's steps (complete tool batches), or a file's sessions.
+
+    Examples:
+      replayer inspect ~/.claude/projects/-repo/0b6c5f3e.jsonl
+      replayer inspect output.jsonl --session django__django-11099 --json
+    """
     from replayer import multisession, versions
     from replayer.engine import load
     from replayer.pins import running_version
@@ -207,7 +314,8 @@ def inspect(
         return
     image = f"  image {traj.environment_image}" if traj.environment_image else ""
     console.print(
-        f"agent [bold]{traj.agent}[/] {traj.agent_version}  session {traj.session_id}  cwd {traj.cwd}{image}",
+        f"agent [bold]{traj.agent}[/] "
+        + escape(f"{traj.agent_version}  session {traj.session_id}  cwd {traj.cwd}{image}"),
         soft_wrap=True,  # the header stays one line
     )
     if traj.start is not None:
@@ -221,15 +329,15 @@ def inspect(
         )
         table.add_row(
             f"{step.index}{notes}",
-            ", ".join(c.tool for c in step.calls),
-            ", ".join(c.id for c in step.calls),
+            escape(", ".join(c.tool for c in step.calls)),
+            escape(", ".join(c.id for c in step.calls)),
             ", ".join("yes" if c.has_observation else "NO" for c in step.calls),
             ", ".join(c.kind for c in step.calls),
         )
     console.print(table)
     reasons = sorted({c.reason for s in report.steps for c in s.calls if c.reason})
     for reason in reasons[:20]:
-        console.print(f"unknown: {reason}", highlight=False, soft_wrap=True)
+        console.print(f"unknown: {reason}", highlight=False, soft_wrap=True, markup=False)
     if reasons and version.source == "default":
         console.print(
             f"the file records no version, so these are {adapter.name} {version.version}'s tools; "
@@ -284,7 +392,8 @@ def _inspect_sessions(path: Path, held: list[Any], json: bool) -> None:
     )
     table = Table("session", "agent", "steps", "first prompt")
     for s in summaries:
-        table.add_row(s.id, s.agent, str(s.steps), " ".join((s.first_prompt or "").split())[:80])
+        prompt = " ".join((s.first_prompt or "").split())[:80]
+        table.add_row(escape(s.id), s.agent, str(s.steps), escape(prompt))
     console.print(table)
 
 
@@ -300,18 +409,19 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
     version = f"{ran.version} ({ran.source}, {ran.status})" if ran else result.agent_version
     console.print(f"{result.agent} {version}: boundary after step {result.after_step}; {summary}")
     if ran and ran.note:
-        console.print(f"  note: {ran.note}")
+        console.print(f"  note: {ran.note}", markup=False, highlight=False)
     for note in result.parse_notes:
         console.print(f"  note: {note}", markup=False, highlight=False)
     for d in result.divergences:
         if d.status == "different":
             console.print(
-                f"  [yellow]different[/] step {d.step} {d.tool} {d.call_id} at offset {d.first_difference}"
+                f"  [yellow]different[/] step {d.step} "
+                + escape(f"{d.tool} {d.call_id} at offset {d.first_difference}")
             )
     for g in result.degradations:
-        console.print(f"  [red]degraded[/] {g.reason} ({g.action})")
+        console.print(f"  [red]degraded[/] {escape(g.reason)} ({g.action})")
     for hint in result.hints:
-        console.print(f"  hint: {hint}", highlight=False)
+        console.print(f"  hint: {hint}", highlight=False, markup=False)
     cont = result.continuation
     if cont is not None:
         console.print(
@@ -321,9 +431,9 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
     console.print(f"result: {out.absolute() / 'result.json'}")
 
 
-@app.command()
+@command()
 def prepare(
-    trajectory: Path,
+    trajectory: TrajectoryArg,
     after_step: AfterStep,
     out: OutDir,
     allow_degraded: AllowDegraded = False,
@@ -335,7 +445,12 @@ def prepare(
     require_verified: RequireVerified = False,
     json: JsonOpt = False,
 ) -> None:
-    """Zero execution: rebuild the native prefix with the historical observations and expected_prefix.json."""
+    """Zero execution: rebuild the native prefix with the historical observations and expected_prefix.json.
+
+    Examples:
+      replayer prepare session.jsonl -n 3 -o prefix/
+      replayer prepare run.jsonl -n 2 -o prefix/ --task "the first prompt" --json
+    """
     from replayer.engine import execute
 
     request = ReplayRequest(
@@ -354,9 +469,9 @@ def prepare(
     _report(execute(request), out, json)
 
 
-@app.command()
+@command()
 def run(
-    trajectory: Path,
+    trajectory: TrajectoryArg,
     after_step: AfterStep,
     workspace: WorkspaceOpt,
     out: OutDir,
@@ -382,7 +497,13 @@ def run(
     require_verified: RequireVerified = False,
     json: JsonOpt = False,
 ) -> None:
-    """Rerun steps 1..N in a fresh container, rebuild the native session, and optionally continue the agent."""
+    """Rerun steps 1..N in a fresh container, rebuild the native session, and optionally continue the agent.
+
+    Examples:
+      replayer run session.jsonl -n 3 -w repo/ -o replay/
+      replayer run session.jsonl -n 3 -w git+https://github.com/OWNER/REPO@abc1234 -o replay/ \\
+        --continue --upstream https://api.anthropic.com --max-steps 20
+    """
     from replayer.engine import execute
 
     cont = None
@@ -417,35 +538,64 @@ def run(
     )
     result = execute(request)
     _report(result, out, json)
-    outcome = result.continuation
-    if outcome is not None and outcome.agent_status == "bridge_refused":
-        where = f" at {outcome.mismatch.path}" if outcome.mismatch else ""
-        raise BridgeRefused(
-            f"the first continuation request did not carry the rebuilt prefix{where} (see result.json)"
-        )
-    if outcome is not None and outcome.agent_status == "agent_error":
-        raise AgentError(f"the continued agent failed (exit {outcome.agent_exit_code}; see {out / 'agent'})")
+    failure = _continuation_failure(result.continuation, out)
+    if failure is not None:
+        raise failure
 
 
-@app.command()
+_OUTPUT_TAIL = 64 * 1024
+"""How much of the end of the agent's stdout/stderr a failure message reads its last line from."""
+
+
+def _tail(path: Path) -> bytes:
+    """The end of a file the engine wrote (the agent's output); nothing when it is not there."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, fh.seek(0, 2) - _OUTPUT_TAIL))
+            return fh.read()
+    except OSError:
+        return b""
+
+
+def _continuation_failure(cont: ContinuationResult | None, out: Path) -> ReplayError | None:
+    """A refused or failed continuation's error, its cause read from the agent's outputs under `out`."""
+    if cont is None or cont.agent_status not in ("agent_error", "bridge_refused"):
+        return None
+    stderr = _tail(out / cont.files.get("agent_stderr", "agent/stderr.log"))
+    stdout = _tail(out / cont.files.get("agent_stdout", "agent/stdout.jsonl"))
+    return continuation_failure(cont, out, stderr, stdout)
+
+
+@command()
 def batch(
-    manifest: Path,
+    manifest: Annotated[
+        Path, typer.Argument(metavar="MANIFEST", help="JSONL, one job source per line (docs/batch.md).")
+    ],
     out: Annotated[
-        Path, typer.Option("--out", "-o", help="Batch directory (resumable: reuse it to resume).")
+        Path,
+        typer.Option("--out", "-o", metavar="DIR", help="Batch directory (resumable: reuse it to resume)."),
     ],
     workers: Annotated[
-        int, typer.Option("--workers", "-j", help="Parallel jobs (default: the core count).")
+        int,
+        typer.Option("--workers", "-j", metavar="N", help="Jobs at once (default: the core count)."),
     ] = 0,
     ray: Annotated[
         str | None,
-        typer.Option("--ray", help="Run on Ray: an address, 'auto', or 'local' (a local cluster)."),
+        typer.Option(
+            "--ray", metavar="ADDRESS", help="Run on Ray: an address, 'auto', or 'local' (a local cluster)."
+        ),
     ] = None,
     retry_failed: Annotated[
         bool, typer.Option("--retry-failed", help="Rerun jobs that were refused or failed before.")
     ] = False,
     json: JsonOpt = False,
 ) -> None:
-    """Run every job of a JSONL manifest with the ordinary engine; finished jobs are never recomputed."""
+    """Run every job of a JSONL manifest with the ordinary engine; finished jobs are never recomputed.
+
+    Examples:
+      replayer batch manifest.jsonl -o batch/ -j 8
+      replayer batch manifest.jsonl -o batch/ --ray auto --retry-failed
+    """
     import os
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -498,7 +648,7 @@ def batch(
         f"{summary.failed} failed; summary: {out / 'batch.json'}"
     )
     for reason, count in sorted(summary.refused.items()):
-        console.print(f"  refused x{count}: {reason}")
+        console.print(f"  refused x{count}: {reason}", highlight=False, markup=False)
 
 
 def _image_ids(tags: set[str | None]) -> dict[str, str]:
@@ -522,9 +672,12 @@ def _image_ids(tags: set[str | None]) -> dict[str, str]:
     return ids
 
 
-@app.command()
+_COMPARE_WORKERS = 2
+
+
+@command()
 def compare(
-    trajectory: Path,
+    trajectory: TrajectoryArg,
     after_step: AfterStep,
     workspace: WorkspaceOpt,
     out: OutDir,
@@ -532,16 +685,28 @@ def compare(
         list[str],
         typer.Option(
             "--variant",
-            help="NAME=SPEC (repeatable): SPEC is key=value,... (version, model, prompt, upstream, key_env, "
-            "patch, max_steps, idle_timeout, env.KEY) or a JSON object; empty: the shared settings.",
+            metavar="NAME=SPEC",
+            help="Repeatable. SPEC: key=value,... (agent_version, model, boundary_prompt, upstream, "
+            "upstream_key_env, patch, max_steps, idle_timeout, agent_env.KEY; docs/cli.md) or a JSON "
+            "object; empty: the shared settings.",
         ),
     ],
-    repeat: Annotated[int, typer.Option("--repeat", "-r", min=1, help="Runs per variant.")] = 1,
-    parallel: Annotated[int, typer.Option("--parallel", "-j", min=1, help="Runs at once.")] = 2,
-    check: Annotated[
-        str | None, typer.Option("--check", help="Shell command run in each run's container afterwards.")
+    repeat: Annotated[int, typer.Option("--repeat", "-r", metavar="R", min=1, help="Runs per variant.")] = 1,
+    workers: Annotated[
+        int, typer.Option("--workers", "-j", metavar="N", min=1, help="Runs at once.")
+    ] = _COMPARE_WORKERS,
+    parallel: Annotated[
+        int | None, typer.Option("--parallel", min=1, hidden=True, help="The old name of --workers.")
     ] = None,
-    check_timeout: Annotated[float, typer.Option("--check-timeout", help="Seconds for the check.")] = 600.0,
+    check: Annotated[
+        str | None,
+        typer.Option(
+            "--check", metavar="COMMAND", help="Shell command run in each run's container afterwards."
+        ),
+    ] = None,
+    check_timeout: Annotated[
+        float, typer.Option("--check-timeout", metavar="SECONDS", help="Seconds for the check.")
+    ] = 600.0,
     upstream: Upstream = None,
     upstream_key_env: UpstreamKeyEnv = None,
     boundary_prompt: BoundaryPrompt = None,
@@ -563,7 +728,14 @@ def compare(
     require_verified: RequireVerified = False,
     json: JsonOpt = False,
 ) -> None:
-    """Replay the prefix once, then run every variant from a snapshot of the boundary; one report."""
+    """Replay the prefix once, then run every variant from a snapshot of the boundary; one report.
+
+    Examples:
+      replayer compare session.jsonl -n 13 -w repo/ -o cmp/ --upstream https://api.anthropic.com \\
+        --variant base= --variant opus=model=claude-opus-5 --variant fix=patch=fix.diff -r 3 -j 4
+      replayer compare session.jsonl -n 13 -w repo/ -o cmp/ --upstream URL \\
+        --variant hint=boundary_prompt="Run the tests first." --check "pytest -x"
+    """
     from replayer.compare import compare as run_compare
     from replayer.models import CompareRequest, RunRecord
     from replayer.variants import parse_variant
@@ -572,6 +744,10 @@ def compare(
         variants = [parse_variant(v) for v in variant]
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--variant") from None
+    if parallel is not None:  # the old name of --workers
+        if workers not in (_COMPARE_WORKERS, parallel):
+            raise typer.BadParameter("give --workers (-j) only; --parallel is its old name", param_hint="-j")
+        workers = parallel
     request = CompareRequest(
         trajectory=trajectory,
         after_step=after_step,
@@ -579,7 +755,7 @@ def compare(
         out=out,
         variants=variants,
         repeat=repeat,
-        parallel=parallel,
+        parallel=workers,
         check=check,
         check_timeout_s=check_timeout,
         defaults=ContinueRequest(
@@ -611,7 +787,9 @@ def compare(
         verdict = (
             "" if record.check is None else ("; check passed" if record.check.passed else "; check failed")
         )
-        err_console.print(f"run {record.variant}/{record.repeat}: {what}{verdict}", highlight=False)
+        err_console.print(
+            f"run {record.variant}/{record.repeat}: {what}{verdict}", highlight=False, markup=False
+        )
 
     result = run_compare(request, on_run)
     if json:
@@ -628,34 +806,58 @@ def compare(
         )
         table.add_row(v.name, str(v.runs), str(v.failed_runs), statuses, passed, tokens)
     console.print(table)
+    for record in result.runs:  # the cause of each refused or failed continuation, as `run` says it
+        failure = _continuation_failure(record.continuation, out / record.dir)
+        if failure is not None:
+            console.print(
+                f"run {record.variant}/{record.repeat}: {failure.kind}: {_one_line(str(failure))}",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
     console.print(f"report: {out.absolute() / 'report.html'}")
 
 
-@app.command()
+@command()
 def export(
-    directory: Path,
-    out: Annotated[Path, typer.Option("--out", "-o", help="The JSONL file to write (atomically).")],
+    directory: Annotated[
+        Path, typer.Argument(metavar="DIR", help="A batch directory, or one result directory.")
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", metavar="FILE", help="The JSONL file to write (atomically).")
+    ],
     format: Annotated[
-        str, typer.Option("--format", help="Record format: chat or atif (ATIF v1.7).")
+        str, typer.Option("--format", metavar="chat|atif", help="Record format: chat or atif (ATIF v1.7).")
     ] = "chat",
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing output file.")] = False,
     json: JsonOpt = False,
 ) -> None:
-    """Export the prefixes of a batch (or one result directory) as training records."""
+    """Export the prefixes of a batch (or one result directory) as training records.
+
+    Examples:
+      replayer export batch/ -o prefixes.jsonl
+      replayer export batch/ --format atif -o trajectories.jsonl --force
+    """
     from replayer.export import export_atif, export_chat
 
     exporters = {"chat": export_chat, "atif": export_atif}
     if format not in exporters:
         raise typer.BadParameter(f"unknown format {format!r} (supported: chat, atif)", param_hint="--format")
-    summary = exporters[format](directory, out)
+    summary = exporters[format](directory, out, force=force)
     if json:
         _emit_json(summary.model_dump())
     else:
         console.print(f"{summary.records} record(s), {summary.redactions} redaction(s): {summary.out}")
 
 
-@app.command()
+@command()
 def gc(json: JsonOpt = False) -> None:
-    """Remove every container and snapshot image the replayer left behind."""
+    """Remove every container and snapshot image the replayer left behind.
+
+    Examples:
+      replayer gc
+      replayer gc --json
+    """
     from sandboxes.docker import connect
     from sandboxes.docker import gc as docker_gc
     from sandboxes.quota import sweep_states
@@ -675,21 +877,30 @@ def gc(json: JsonOpt = False) -> None:
 _MESSAGE_CHARS = 500
 
 
-@app.command()
+@command()
 def verify(
-    specs: Annotated[list[str], typer.Argument(help="AGENT@VERSION, e.g. claude_code@2.0.64 (repeatable).")],
+    specs: Annotated[
+        list[str],
+        typer.Argument(metavar="AGENT@VERSION", help="e.g. claude_code@2.0.64 (repeatable)."),
+    ],
     verdicts: Annotated[
         Path | None,
         typer.Option(
-            "--verdicts", help="Store verdicts here (default: REPLAYER_VERDICTS, else beside the bundles)."
+            "--verdicts",
+            metavar="DIR",
+            help="Store verdicts here (default: REPLAYER_VERDICTS, else beside the bundles).",
         ),
     ] = None,
     json: JsonOpt = False,
 ) -> None:
-    """Record a probe session with that version's real CLI against a scripted model, replay it at every
-    boundary, continue it through the gate, and store the verdict (a passing one: the version is verified).
+    """Probe a version: record, replay at every boundary and continue a session; store the verdict.
 
-    Example: replayer verify claude_code@2.0.64 codex@0.125.0
+    The probe session is recorded with that version's real CLI against a scripted model; a passing
+    verdict makes the version verified.
+
+    Examples:
+      replayer verify claude_code@2.0.64 codex@0.125.0
+      replayer verify codex@0.140.0 --verdicts verdicts/ --json
     """
     from replayer import bundles
     from replayer import verdicts as store
@@ -718,14 +929,21 @@ def verify(
 
 
 bundles_app = typer.Typer(
-    no_args_is_help=True, help="The versioned agent bundle cache (any released version, for offline use)."
+    cls=_Group,
+    no_args_is_help=True,
+    help="The versioned agent bundle cache (any released version, for offline use).",
 )
 app.add_typer(bundles_app, name="bundles")
 
 
-@bundles_app.command("list")
+@bundles_app.command("list", cls=_Command)
 def bundles_list(json: JsonOpt = False) -> None:
-    """The installed bundles: agent, version, whether it is the pinned (verified) one, size, folder."""
+    """The installed bundles: agent, version, whether it is the pinned (verified) one, size, folder.
+
+    Examples:
+      replayer bundles list
+      replayer bundles list --json
+    """
     from replayer import bundles
 
     found = bundles.list_bundles()
@@ -740,16 +958,22 @@ def bundles_list(json: JsonOpt = False) -> None:
     console.print(table)
 
 
-@bundles_app.command("add")
+@bundles_app.command("add", cls=_Command)
 def bundles_add(
     specs: Annotated[
-        list[str] | None, typer.Argument(help="AGENT@VERSION, e.g. claude_code@2.0.64 (repeatable).")
+        list[str] | None,
+        typer.Argument(metavar="AGENT@VERSION", help="e.g. claude_code@2.0.64 (repeatable)."),
     ] = None,
     pinned: Annotated[
         bool, typer.Option("--pinned", help="Also every pinned version (and the pin file's `also`).")
     ] = False,
 ) -> None:
-    """Install bundles from npm / PyPI at exact versions (nothing happens for one already installed)."""
+    """Install bundles from npm / PyPI at exact versions (nothing happens for one already installed).
+
+    Examples:
+      replayer bundles add claude_code@2.0.64 codex@0.125.0
+      replayer bundles add --pinned
+    """
     from replayer import bundles
     from replayer.pins import load_pins
 
@@ -763,9 +987,15 @@ def bundles_add(
         console.print(f"{agent}@{version}: {bundles.ensure(agent, version)}", highlight=False)
 
 
-@bundles_app.command("rm")
-def bundles_rm(specs: Annotated[list[str], typer.Argument(help="AGENT@VERSION (repeatable).")]) -> None:
-    """Remove bundles from the cache (a run needing one installs it again)."""
+@bundles_app.command("rm", cls=_Command)
+def bundles_rm(
+    specs: Annotated[list[str], typer.Argument(metavar="AGENT@VERSION", help="Repeatable.")],
+) -> None:
+    """Remove bundles from the cache (a run needing one installs it again).
+
+    Examples:
+      replayer bundles rm claude_code@2.0.64
+    """
     from replayer import bundles
 
     for spec in specs:
@@ -790,7 +1020,9 @@ def main() -> None:
     logging.getLogger("aiohttp").addHandler(logging.NullHandler())
     logging.getLogger("aiohttp").propagate = False
     try:
-        app()  # standalone: usage errors exit 2 with click's message; our errors propagate to here
+        app(
+            prog_name="replayer"
+        )  # standalone: usage errors exit 2 with click's message; our errors propagate to here
     except Interrupted:
         from sandboxes.docker import stop_live
 
@@ -799,13 +1031,17 @@ def main() -> None:
         err_console.print("replayer: interrupted", highlight=False)
         sys.exit(Interrupted.exit_code)
     except ReplayError as exc:
-        err_console.print(f"replayer: {exc.kind}: {_one_line(str(exc))}", highlight=False, soft_wrap=True)
+        # markup=False: the reason quotes input and agent output, where "[/x]" is text, not a style
+        err_console.print(
+            f"replayer: {exc.kind}: {_one_line(str(exc))}", highlight=False, soft_wrap=True, markup=False
+        )
         sys.exit(exc.exit_code)
     except Exception as exc:
         err_console.print(
             f"replayer: internal error: {type(exc).__name__}: {_one_line(str(exc))}",
             highlight=False,
             soft_wrap=True,
+            markup=False,
         )
         sys.exit(1)
 

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:
+    from replayer.models import ContinuationResult, GateMismatch
 
 EXCERPT_CHARS = 80
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 class ReplayError(Exception):
@@ -96,3 +105,71 @@ def bad_record(source: str, where: str, problem: str, value: Any = None) -> BadI
     """A refusal naming the record (`where`: "line 12, field message.content[0].text") and the problem."""
     got = "" if value is None else f" (got {excerpt(value)})"
     return BadInput(f"{source}: {where}: {problem}{got}")
+
+
+def last_line(output: bytes) -> str | None:
+    """The last non-empty line of a process's output (bytes as written, any encoding), stripped of
+    terminal colours."""
+    for line in reversed(_ANSI.sub("", output.decode(errors="replace")).splitlines()):
+        if line.strip():
+            return line.strip()
+    return None
+
+
+def said(line: str) -> str:
+    """What an output line says: a JSON event's own message (`message`, `result`, `error`, as the agents'
+    JSON streams put it, e.g. Claude Code's failed `result`, Codex's `turn.failed`), else the line."""
+    if not line.startswith("{"):
+        return line
+    try:
+        event = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return line
+    for key in ("message", "result", "error"):
+        value = event.get(key) if isinstance(event, dict) else None
+        value = value.get("message") if isinstance(value, dict) else value
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return line
+
+
+def first_difference_values(mismatch: GateMismatch, limit: int = EXCERPT_CHARS) -> str:
+    """`expected "...", got "..."`: both sides from a little before the first character where they differ
+    (control characters escaped as in JSON, so a newline reads \\n), cut to `limit` characters each."""
+    common = len(os.path.commonprefix([mismatch.expected, mismatch.actual]))
+    start = max(0, common - limit // 4)
+
+    def show(text: str) -> str:
+        part = text[start : start + limit]
+        body = orjson.dumps(part).decode()[1:-1].replace('\\"', '"')  # values are often JSON: keep its quotes
+        before = "…" if start else ""
+        after = "…" if start + limit < len(text) else ""
+        return f'"{before}{body}{after}"'
+
+    return f"expected {show(mismatch.expected)}, got {show(mismatch.actual)}"
+
+
+def continuation_failure(
+    cont: ContinuationResult, out: Path, stderr: bytes = b"", stdout: bytes = b""
+) -> ReplayError | None:
+    """The error a continuation that was refused or failed ends with, its cause in the one line: the gate's
+    first difference as values, or the agent's last stderr line (its last stdout line when stderr is
+    empty; of a JSON event, its message), then where the details are. `stderr` / `stdout`: the ends of the agent's outputs. None: the
+    continuation ended as it may (completed, or a budget reached)."""
+    if cont.agent_status == "bridge_refused":
+        found = cont.mismatch
+        if found is None:
+            return BridgeRefused(f"the continuation request was refused (see {out / 'bridge'})")
+        return BridgeRefused(
+            f"{found.reason} at {found.path or 'the request'}: {first_difference_values(found)} "
+            f"(see {out / 'result.json'}, continuation.mismatch)"
+        )
+    if cont.agent_status != "agent_error":
+        return None
+    code = "no exit code" if cont.agent_exit_code is None else f"exit {cont.agent_exit_code}"
+    line, where = last_line(stderr), cont.files.get("agent_stderr", "agent/stderr.log")
+    if line is None and (line := last_line(stdout)) is not None:
+        where = cont.files.get("agent_stdout", "agent")
+    if line is None:
+        return AgentError(f"the continued agent failed ({code}) and wrote nothing (see {out / 'agent'})")
+    return AgentError(f"the continued agent failed ({code}): {excerpt(said(line), 160)} (see {out / where})")

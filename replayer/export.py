@@ -17,7 +17,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 import adapters
-from replayer.errors import BadInput
+from replayer.errors import BadInput, OutputError
 from replayer.io import write_bytes_atomic
 from replayer.models import ReplayResult
 from replayer.pins import pinned_version, running_version
@@ -109,12 +109,32 @@ def _chat_record(job: Path, result: ReplayResult) -> dict[str, Any]:
     return record
 
 
-def export_chat(root: Path, out: Path) -> ExportSummary:
+def check_out(out: Path, root: Path, force: bool) -> None:
+    """An existing output file is replaced only with --force, and never one of the exported results."""
+    if out.is_dir():
+        raise OutputError(f"{out} is a directory")
+    if not (out.exists() or out.is_symlink()):
+        return
+    if not force:
+        raise OutputError(f"{out} exists (--force replaces it)")
+    if root.resolve() in out.resolve().parents:
+        raise OutputError(f"{out} is a file of the exported {root} (choose another --out)")
+
+
+def write_records(out: Path, lines: list[bytes]) -> None:
+    try:
+        write_bytes_atomic(out, b"".join(lines))
+    except OSError as exc:
+        raise OutputError(f"cannot write {out}: {exc.strerror}") from None
+
+
+def export_chat(root: Path, out: Path, force: bool = False) -> ExportSummary:
+    check_out(out, root, force)
     records = [chat_record(job) for job in result_dirs(root)]
     records.sort(
         key=lambda r: (r["metadata"]["source_sha256"], r["metadata"]["boundary"], r["metadata"]["job"])
     )
-    write_bytes_atomic(out, b"".join(orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in records))
+    write_records(out, [orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in records])
     return ExportSummary(
         records=len(records), redactions=sum(r["metadata"]["redactions"] for r in records), out=str(out)
     )
@@ -189,7 +209,8 @@ def atif_record(job: Path) -> dict[str, Any]:
     }
 
 
-def export_atif(root: Path, out: Path) -> ExportSummary:
+def export_atif(root: Path, out: Path, force: bool = False) -> ExportSummary:
+    check_out(out, root, force)
     records = [atif_record(job) for job in result_dirs(root)]
     records.sort(
         key=lambda r: (
@@ -198,6 +219,6 @@ def export_atif(root: Path, out: Path) -> ExportSummary:
             r["trajectory_id"],
         )
     )
-    write_bytes_atomic(out, b"".join(orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in records))
+    write_records(out, [orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in records])
     redactions = sum(r["extra"]["sandbox_replayer"]["redactions"] for r in records)
     return ExportSummary(records=len(records), redactions=redactions, out=str(out))
