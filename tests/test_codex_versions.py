@@ -93,6 +93,20 @@ def test_stored_shell_outputs_become_the_text_a_freeform_apply_patch_cli_sends()
     )
 
 
+def test_a_codex_model_gets_the_freeform_apply_patch_and_no_ghost_snapshot_is_sent() -> None:
+    """The field's 0.58.0 rollout (gpt-5.1-codex) never calls apply_patch, yet the CLI offers it freeform for
+    that model family, so its shell outputs are sent as text; its undo checkpoint is never sent."""
+    field = ROOT / "tests" / "fixtures" / "field" / "codex" / "acidicsoil-0.58.0-rollout-2025-11-17.jsonl"
+    native: rollout.Native = rollout.parse(field)._native
+    assert any((p := rollout.item(r)) and p.get("type") == "ghost_snapshot" for r in native.records)
+    sent = rollout.wire_input(native, rollout.prefix_records(native, 3, {}))
+    assert "ghost_snapshot" not in {i.get("type") for i in sent}
+    outputs = [i["output"] for i in sent if i.get("type") == "function_call_output"]
+    assert len(outputs) == 3 and all(o.startswith("Exit code: ") for o in outputs)
+    probe: rollout.Native = rollout.parse(_probe("0.58.0") / "rollout.jsonl")._native  # gpt-5.5: no freeform
+    assert not rollout.freeform_apply_patch(probe)
+
+
 def test_the_instructions_form_gate_checks_the_instructions_exactly() -> None:
     prefix = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}]
     prompt_item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "nonce"}]}

@@ -13,6 +13,7 @@ import pytest
 from adapters.claude_code import chain, envelope, wire
 from bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer.engine import load
+from replayer.pins import pinned_version
 from tests.conftest import SCENARIOS, first_and_last, fixture_dir
 from tests.support.claude_cli import run_claude
 from tests.support.continuing import KEY, changed_workspace, continue_run, files_containing
@@ -29,7 +30,7 @@ def _boundaries() -> list[tuple[str, int]]:
 def _conversation(path: Path) -> list[dict]:
     session = chain.load(path)
     walked, _, _ = chain.walk(session, chain.select_leaf(session))
-    return wire.to_messages(chain.expand(session, walked))
+    return wire.to_messages(chain.expand(session, walked), pinned_version("claude_code"))
 
 
 @pytest.mark.parametrize(("name", "after_step"), first_and_last(_boundaries(), every=("single", "continued")))

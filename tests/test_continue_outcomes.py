@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.claude_code import ClaudeCodeAdapter
+from adapters.claude_code import ClaudeCodeAdapter, wire
 from adapters.claude_code import continuation as cc_continuation
 from adapters.claude_code.gate import ClaudeCodeGate
 from bridges.core import first_difference
@@ -193,6 +193,40 @@ def test_boundary_prompt_is_kept(tmp_path: Path) -> None:
     assert not any(r.get("message", {}).get("model") == "<synthetic>" for r in records)
 
 
+def test_a_tool_use_caller_is_sent_by_2_0_77_and_later_only() -> None:
+    """The API's `caller` on a stored tool_use: 2.0.77 on rebuild every tool_use of that message from its id,
+    name and input (tool search is off in the sandbox); 2.0.76 and older send the block as stored."""
+    call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}
+    records = [
+        {"type": "user", "uuid": "u", "message": {"role": "user", "content": "task"}},
+        {
+            "type": "assistant",
+            "uuid": "a",
+            "message": {"id": "m1", "content": [{**call, "caller": {"type": "direct"}}]},
+        },
+        {
+            "type": "assistant",
+            "uuid": "b",
+            "message": {"id": "m1", "content": [{**call, "id": "t2", "extra": 1}]},
+        },
+        {
+            "type": "user",
+            "uuid": "r",
+            "message": {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "a"},
+                    {"type": "tool_result", "tool_use_id": "t2", "content": "b"},
+                ],
+            },
+        },
+    ]
+    assert wire.to_messages(records, "2.0.77")[1]["content"] == [call, {**call, "id": "t2"}]
+    assert wire.to_messages(records, "2.1.197")[1]["content"] == [call, {**call, "id": "t2"}]
+    kept = wire.to_messages(records, "2.0.76")[1]["content"]
+    assert kept == [{**call, "caller": {"type": "direct"}}, {**call, "id": "t2", "extra": 1}]
+
+
 def test_first_difference_paths() -> None:
     assert first_difference({"a": [1, {"b": "x"}]}, {"a": [1, {"b": "y"}]}).path == "a[1].b"  # type: ignore[union-attr]
     assert first_difference([1, 2], [1]).path == "[1]"  # type: ignore[union-attr]
@@ -316,5 +350,22 @@ def test_other_versions_envelopes_are_accepted_exactly_and_nothing_else() -> Non
     nonce = {"type": "text", "text": "nonce-3"}
     kind, notes = route([reminder, *prefix[0]["content"]], [reminder, nonce])
     assert kind == "main" and len(notes) == 2 and "reminders form" in notes[1]
+    # 2.1.50 lists its bundled skills in a reminder before the prompt of the 2.1.x envelope
+    continued = [*prefix[2]["content"], {"type": "text", "text": "Continue from where you left off."}]
+    gate = ClaudeCodeGate(prefix, "nonce-3", keep_prompt=False, prefix_last_was_string=False)
+    with_skills = [*prefix[:2], {"role": "user", "content": continued}, synthetic]
+    body = {
+        "tools": [{"name": "Bash"}],
+        "messages": [*with_skills, {"role": "user", "content": [reminder, nonce]}],
+    }
+    decision = gate.route("POST", "/v1/messages", body)
+    assert decision.kind == "main" and gate.notes == ["1 context reminder(s) the CLI put before the prompt"]
+    assert decision.body is not None and decision.body["messages"] == prefix
+    later = {**body, "messages": [*body["messages"], {"role": "assistant", "content": [nonce]}]}
+    assert gate.route("POST", "/v1/messages", later).kind == "main"
+    not_reminder = {"type": "text", "text": "not a reminder"}
+    refused = ClaudeCodeGate(prefix, "nonce-3", keep_prompt=False, prefix_last_was_string=False)
+    other = {**body, "messages": [*with_skills, {"role": "user", "content": [not_reminder, nonce]}]}
+    assert refused.route("POST", "/v1/messages", other).kind == "refuse"
     assert route(prefix[0]["content"], [{"type": "text", "text": "not a reminder"}, nonce])[0] == "refuse"
     assert route([{"type": "text", "text": "extra"}, *prefix[0]["content"]], [nonce])[0] == "refuse"

@@ -1,7 +1,8 @@
 """The field corpus (tests/fixtures/field/, sources in its SOURCES.md): real trajectories other people
 published, written by other versions than the pins. Each is prepared at default settings at its last
 complete boundary, or refused in one line for a reason listed here (the shapes issue 18 takes on);
-one file per agent runs at its own version, with an empty workspace."""
+one file per agent runs at its own version, with an empty workspace, and continues through the gate
+against the scripted upstream."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from adapters import by_name
+from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.conftest import ROOT, replayer
+from tests.support.continuing import KEY
 
 FIELD = ROOT / "tests" / "fixtures" / "field"
 PREPARED = {
@@ -85,18 +89,44 @@ def test_a_field_shape_not_read_yet_is_refused_in_one_line(name: str) -> None:
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
+SANDCASTLE = "/home/mattpocock/repos/ai/sandcastle"  # where its reads went; the event log records no cwd
 RUN = {
-    # file: (boundary, the agent and version that rerun it, text its fresh observations put in the rebuild)
-    "claude_code/erk-2.1.50.jsonl": (3, "claude_code 2.1.50", b"erk: command not found"),
-    "codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl": (3, "codex 0.58.0", b"No files were searched"),
+    # file: (boundary, the agent and version that rerun it, text its fresh observations put in the rebuild,
+    # the options it needs)
+    "claude_code/erk-2.1.50.jsonl": (3, "claude_code 2.1.50", b"erk: command not found", ()),
+    "codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl": (3, "codex 0.58.0", b"No files were searched", ()),
+    # a bare rollout (no version: 0.58.0 is inferred); its first two steps call MCP servers not published
+    "codex/acidicsoil-legacy-rollout-2025-09-10.jsonl": (
+        4,
+        "codex 0.58.0",
+        b"total 0",
+        ("--allow-degraded",),
+    ),
     # a SWE-bench run: ProgressTrackingAgent, rerun as DefaultAgent (version.note says so)
     "mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json": (
         3,
         "mini_swe_agent 2.2.7",
         b"No such file or directory",
+        (),
     ),
-    "openhands/v1-sdk-gpt4omini-pwd": (1, "openhands 1.34.0", None),
-    "pi/pi-mono-large-session.jsonl": (1, "pi 0.73.1", b"ENOENT"),
+    # `opencode run --format json` prints no prompt and no directory: both given (the prompt is unknown)
+    "opencode/sandcastle-run-format-json-stdout.jsonl": (
+        1,
+        "opencode 1.18.33",
+        b"File not found",
+        ("--task", "Summarize this repository.", "--cwd", SANDCASTLE),
+    ),
+    "openhands/v1-sdk-gpt4omini-pwd": (1, "openhands 1.34.0", None, ()),
+    "pi/pi-mono-large-session.jsonl": (1, "pi 0.73.1", b"ENOENT", ()),
+}
+ENDING = {
+    # one scripted turn that ends the agent, as it ends: mini submits, OpenHands calls finish
+    "mini_swe_agent": [
+        ToolUseBlock(
+            id="call_field_1", name="bash", input={"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}
+        )
+    ],
+    "openhands": [ToolUseBlock(id="call_field_1", name="finish", input={"message": "Finished."})],
 }
 
 
@@ -104,11 +134,17 @@ RUN = {
 @pytest.mark.parametrize("name", sorted(RUN))
 def test_a_field_trajectory_runs_at_its_own_version(name: str, tmp_path: Path) -> None:
     """Its workspace is not published, so the calls that read it differ; they are rerun all the same, by
-    the agent of the version that recorded them."""
-    boundary, reruns, fresh = RUN[name]
+    the agent of the version that recorded them, which then continues through the gate."""
+    boundary, reruns, fresh, options = RUN[name]
+    agent = reruns.split()[0]
     out, empty = tmp_path / "out", tmp_path / "workspace"
     empty.mkdir()
-    replayer("run", str(FIELD / name), "-n", str(boundary), "-w", str(empty), "-o", str(out), check=True)
+    ending = Turn(blocks=ENDING.get(agent, [TextBlock(text="Finished.")]))
+    with ScriptedUpstream(Script(turns=[ending], model="fake-model"), expected_key=KEY) as upstream:
+        args = ["run", str(FIELD / name), "-n", str(boundary), "-w", str(empty), "-o", str(out), *options]
+        proc = replayer(*args, "--continue", "--upstream", upstream.url, env={by_name(agent).key_env: KEY})
+        sent = [r for r in upstream.log if r.main_thread]
+    assert proc.returncode == 0, proc.stderr
     result = orjson.loads((out / "result.json").read_bytes())
     assert result["version"]["reruns"] == f"{reruns}, its own code"
     statuses = [d["status"] for d in result["divergences"] if d["kind"] == "rerun"]
@@ -118,6 +154,11 @@ def test_a_field_trajectory_runs_at_its_own_version(name: str, tmp_path: Path) -
         assert fresh in rebuilt, "the fresh observation is in the rebuilt session"
     if name.startswith("claude_code"):
         assert statuses == ["different", "exact", "different"]
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 1)
+    assert len(sent) == 1 and sent[0].key_ok, "the first continuation request reached the upstream"
+    if fresh is not None:
+        assert fresh in orjson.dumps(sent[0].body), "the model is sent the fresh observation"
 
 
 V0_LIST = FIELD / "openhands" / "v0-replay-basic.json"  # records no working directory
@@ -187,3 +228,21 @@ def test_inspect_shows_the_starting_state_the_file_records() -> None:
         "inspect", str(FIELD / "codex" / "acidicsoil-0.58.0-rollout-2025-11-17.jsonl"), check=True
     )
     assert "started from git@github.com:AcidicSoil/chatbot-ui.git at 0f022a0" in text.stdout
+
+
+@pytest.mark.docker
+def test_a_mini_swe_agent_1x_file_of_any_model_class_runs(tmp_path: Path) -> None:
+    """1.x rendered observations in the agent, so its OpenRouterModel does not matter to a rerun; the 2.x
+    runner cannot continue it, which is refused in one line before anything starts."""
+    gemini = FIELD / "mini_swe_agent" / "gemini3pro-v1.15-django-16255.traj.json"
+    empty = tmp_path / "workspace"
+    empty.mkdir()
+    args = ["run", str(gemini), "-n", "1", "-w", str(empty)]
+    refused = replayer(
+        *args, "-o", str(tmp_path / "cont"), "--continue", "--upstream", "http://127.0.0.1:9/v1"
+    )
+    assert refused.returncode == 4 and "cannot continue: a mini-swe-agent 1.x trajectory" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "cont").exists()
+    replayer(*args, "-o", str(tmp_path / "out"), check=True)
+    result = orjson.loads((tmp_path / "out" / "result.json").read_bytes())
+    assert [d["kind"] for d in result["divergences"]] == ["rerun"] and result["degradations"] == []

@@ -8,10 +8,13 @@ from pathlib import Path
 
 import orjson
 
-from tests.conftest import mini_fixture, replayer
+from adapters.mini_swe_agent import config
+from adapters.mini_swe_agent.trajectory import parse
+from tests.conftest import ROOT, mini_fixture, replayer
 
 ORIGINAL = mini_fixture("toolcall") / "trajectory.traj.json"
 WORKSPACE = str(mini_fixture("toolcall") / "workspace")
+FIELD = ROOT / "tests" / "fixtures" / "field"
 
 
 def _variant(tmp_path: Path, change) -> Path:  # type: ignore[no-untyped-def]
@@ -91,3 +94,14 @@ def test_the_oldest_bare_list_is_parsed_prepared_but_never_rerun(tmp_path: Path)
         "run", str(BARE), "-n", "1", "-w", WORKSPACE, "-o", str(tmp_path / "r"), "--allow-degraded"
     )
     _one_line_error(proc, 4, "records no working directory")
+
+
+def test_a_recorded_deepseek_model_continues_and_other_providers_are_refused() -> None:
+    """litellm routes deepseek/ to its OpenAI-compatible chat completions at the bridge (and prices it, which
+    mini needs); a provider with its own protocol is refused, naming the prefixes that work."""
+    field = FIELD / "mini_swe_agent" / "deepseek-v2.2.7-sqlfluff-2419.traj.json"
+    native = parse(field)._native
+    assert config.model_name(native) == "deepseek/deepseek-chat"
+    assert config.continuation_refusal(native, "deepseek/deepseek-chat") is None
+    refusal = config.continuation_refusal(native, "anthropic/claude-sonnet-5")
+    assert refusal is not None and "openai/, hosted_vllm/, deepseek/" in refusal

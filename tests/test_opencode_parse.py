@@ -4,6 +4,7 @@ Every input is a recording of the pinned CLI or a variant of one written to a te
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import shutil
 import sqlite3
@@ -14,7 +15,7 @@ import orjson
 import pytest
 
 import adapters
-from adapters.opencode import session
+from adapters.opencode import importable, session
 from replayer.errors import BadInput
 from tests.conftest import ROOT, replayer
 
@@ -216,6 +217,23 @@ def test_a_task_becomes_the_first_user_message(tmp_path: Path) -> None:
     # the recorded assistant parts, as the export has them
     recorded = [m for m in _export("tools")["messages"] if m["info"]["role"] == "assistant"]
     assert [m["parts"] for m in native.messages[1:]] == [m["parts"] for m in recorded]
+
+
+def test_a_lone_event_log_is_imported_in_its_order_and_directory(tmp_path: Path) -> None:
+    """The store reads messages by (time created, id): each assistant message is dated by its first event
+    (not 0, which would put it before the prompt), and --cwd gives the session its directory."""
+    lines = _lines("tools")
+    native = session.parse(_alone(tmp_path, lines), _meta("tools")["task"])._native
+    document = importable(native, copy.deepcopy(native.messages), "/work/repo")
+    messages = document["messages"]
+    assert sorted(messages, key=lambda m: (m["info"]["time"]["created"], m["info"]["id"])) == messages
+    first_event = {}
+    for event in map(orjson.loads, lines):
+        if "part" in event:
+            first_event.setdefault(event["part"]["messageID"], event["timestamp"])
+    assert all(m["info"]["time"]["created"] == first_event[m["info"]["id"]] for m in messages[1:])
+    assert document["info"]["directory"] == "/work/repo"
+    assert {m["info"]["path"]["cwd"] for m in messages[1:]} == {"/work/repo"}
 
 
 def test_two_appended_runs_take_their_prompts_from_the_export() -> None:

@@ -104,7 +104,7 @@ class ClaudeCodeAdapter:
         )
         return Rebuild(
             native_files=[path],
-            expected_prefix=wire.to_messages(items),
+            expected_prefix=wire.to_messages(items, load_pins().agents[self.name].version),
             agent_home=home,
             continuation={
                 "session_id": trajectory.session_id,
@@ -118,7 +118,7 @@ class ClaudeCodeAdapter:
         if not path.is_file():
             return None
         native: session.Native = session.parse(path)._native
-        return wire.to_messages(native.items)
+        return wire.to_messages(native.items, load_pins().agents[self.name].version)
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         import adapters

@@ -65,6 +65,20 @@ def reminders_form(prefix: list[Message], prompt: str, normalized: list[Message]
     return [str(b["text"]) for b in blocks[:-1]]
 
 
+def reminders_before_prompt(expected: list[Message], normalized: list[Message]) -> int | None:
+    """How many `<system-reminder>` blocks the CLI put before the prompt, when `normalized` is the 2.1.x
+    resume `expected` but for them (2.1.50 lists its bundled skills there), else None."""
+    if len(normalized) != len(expected) or normalized[:-1] != expected[:-1]:
+        return None
+    blocks, prompt = normalized[-1].get("content"), expected[-1]["content"]
+    if normalized[-1].get("role") != "user" or not isinstance(blocks, list) or len(blocks) <= len(prompt):
+        return None
+    added = blocks[: len(blocks) - len(prompt)]
+    if blocks[len(added) :] != prompt or not all(is_system_reminder(b) for b in added):
+        return None
+    return len(added)
+
+
 def resume_request(prefix: list[Message], prompt: str, prefix_last_was_string: bool) -> list[Message]:
     """The normalized messages of the first request of a resume from `prefix` with `prompt` (2.1.x)."""
     messages = copy.deepcopy(prefix)

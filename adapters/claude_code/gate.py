@@ -62,8 +62,16 @@ class ClaudeCodeGate:
             reminders = (
                 None if diff is None else envelope.reminders_form(self.prefix, self.prompt, normalized)
             )
-            if diff is not None and reminders is None:
+            before_prompt = (
+                envelope.reminders_before_prompt(self.expected_first, normalized)
+                if diff is not None and reminders is None
+                else None
+            )
+            if diff is not None and reminders is None and before_prompt is None:
                 return Decision(kind="refuse", mismatch=diff)
+            if before_prompt is not None:
+                self.expected_first = normalized[: len(self.expected_first)]
+                self.notes.append(f"{before_prompt} context reminder(s) the CLI put before the prompt")
             if self.injected:
                 self.notes.append(f"{self.injected} context reminder(s) the CLI put before the prompts")
             if reminders is not None:
@@ -151,7 +159,10 @@ class ClaudeCodeGate:
         prompt_blocks = prompt_msg["content"] if isinstance(prompt_msg["content"], list) else None
         if prompt_blocks is None:
             prompt_blocks = [{"type": "text", "text": prompt_msg["content"]}]
-        cache = cache or next((b.get("cache_control") for b in prompt_blocks if isinstance(b, dict)), None)
+        cache = cache or next(
+            (b["cache_control"] for b in prompt_blocks if isinstance(b, dict) and b.get("cache_control")),
+            None,
+        )
         drop = {synthetic, prompt}
         if self.keep_prompt:
             blocks.extend(prompt_blocks)

@@ -12,6 +12,7 @@ from typing import Any
 
 from adapters.claude_code.chain import Record, message_id
 from bridges.anthropic import as_blocks, normalize_messages
+from replayer.versions import release
 
 Message = dict[str, Any]
 
@@ -22,10 +23,13 @@ CURRENT_DATE_REMINDER = re.compile(
     r"task\.\n</system-reminder>\n\n?\Z"
 )
 NO_CONTENT = [{"type": "text", "text": "(no content)"}]
+DROPS_CALLER = (2, 0, 77)
+"""The first version whose request drops a stored tool_use's `caller` while tool search is off (it is off
+in the sandbox: no deferred tools); 2.0.76 and older send the block as stored. Read in the bundled JS."""
 
 
-def to_messages(items: list[Record]) -> list[Message]:
-    """The model-visible conversation of the chain items, in normalized form."""
+def to_messages(items: list[Record], version: str) -> list[Message]:
+    """The model-visible conversation of the chain items as `version` sends it, in normalized form."""
     messages: list[Message] = []
     last_mid: str | None = None
     for rec in items:
@@ -46,7 +50,24 @@ def to_messages(items: list[Record]) -> list[Message]:
                 messages.append({"role": "user", "content": blocks})
             last_mid = None
         # attachments become role:"system" messages on the wire; normalized form drops them
+    if release(version) >= DROPS_CALLER:
+        messages = [_without_caller(m) if m["role"] == "assistant" else m for m in messages]
     return _repair(messages)
+
+
+def _without_caller(message: Message) -> Message:
+    """An assistant message as the CLI sends it: when a tool_use carries a `caller` (the API's, kept in the
+    session), every tool_use of the message is rebuilt from its id, name and input alone."""
+    blocks = message["content"]
+    if not any(b.get("type") == "tool_use" and b.get("caller") is not None for b in blocks):
+        return message
+    rebuilt = [
+        {"type": "tool_use", "id": b.get("id"), "name": b.get("name"), "input": b.get("input")}
+        if b.get("type") == "tool_use"
+        else b
+        for b in blocks
+    ]
+    return {**message, "content": rebuilt}
 
 
 def _repair(messages: list[Message]) -> list[Message]:

@@ -196,11 +196,7 @@ class CodexAdapter:
         )
 
     def default_model(self, trajectory: Trajectory) -> str | None:
-        native: rollout.Native = trajectory._native
-        for record in reversed(native.records):
-            if record.get("type") == "turn_context" and isinstance(record["payload"].get("model"), str):
-                return str(record["payload"]["model"])
-        return None
+        return rollout.last_model(trajectory._native)
 
     def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
         if not trajectory.session_id:

@@ -27,6 +27,8 @@ Record = dict[str, Any]
 CALL_TYPES = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
 OUTPUT_TYPES = set(CALL_TYPES.values())
 PASSTHROUGH = "internal_chat_message_metadata_passthrough"
+GHOST_SNAPSHOT = "ghost_snapshot"
+"""An undo checkpoint the CLI records and never sends (codex-rs history: `remove_ghost_snapshots`)."""
 _FILTERED_LINE = "- If you create a checklist or task list,"
 """The pinned CLI drops base-instruction lines starting so (observed on the wire; the prefix is in its binary)."""
 KEPT_TYPES = {"session_meta", "world_state", "turn_context", "response_item", "compacted"}
@@ -374,6 +376,7 @@ def wire_input(native: Native, records: list[Record]) -> list[dict[str, Any]]:
         elif (payload := item(record)) is not None:
             written = bare.without_id(payload) if native.bare_meta is not None else payload  # as_written
             history.append(_wire_item(written, first_party))
+    history = [entry for entry in history if entry.get("type") != GHOST_SNAPSHOT]
     if instructions_form(native):
         return reserialized(history) if freeform_apply_patch(native) else history
     base = base_instructions_message(native.meta)
@@ -403,13 +406,30 @@ def wire_instructions(native: Native) -> str | None:
     return text if isinstance(text, str) else None
 
 
+FREEFORM_FAMILIES = ("gpt-5-codex", "gpt-5.1-codex", "gpt-5.1", "codex-")
+"""Model slugs whose family gets apply_patch as a freeform tool in codex-rs' model_family.rs of the 0.5x-0.6x
+era (`codex-mini-latest` matches an earlier branch without it), whether or not the rollout ever calls it:
+observed with 0.58.0 and gpt-5.1-codex. Only rollouts of the `instructions` form are concerned."""
+
+
 def freeform_apply_patch(native: Native) -> bool:
-    """Whether the CLI offered apply_patch as a freeform tool (seen from its calls: a rollout that never
-    called apply_patch reads as not)."""
+    """Whether the CLI offered apply_patch as a freeform tool: seen from its calls, or from the rollout's
+    model (the one that continues it) when its family is one that gets it."""
+    model = last_model(native) or ""
+    if model.startswith(FREEFORM_FAMILIES) and not model.startswith("codex-mini-latest"):
+        return True
     return any(
         (p := item(r)) is not None and p.get("type") == "custom_tool_call" and p.get("name") == "apply_patch"
         for r in native.records
     )
+
+
+def last_model(native: Native) -> str | None:
+    """The model of the rollout's last turn (the one a resume continues with)."""
+    for record in reversed(native.records):
+        if record.get("type") == "turn_context" and isinstance(record["payload"].get("model"), str):
+            return str(record["payload"]["model"])
+    return None
 
 
 _SHELL_TOOLS = {"shell", "container.exec", "apply_patch"}

@@ -37,8 +37,11 @@ REFUSED_AGENTS = {
     ),
 }
 """Subclasses in the package that change more than the progress display, each with why it is not rerun."""
-CHAT_PROVIDERS = ("openai/", "hosted_vllm/")
-"""litellm routes these prefixes to the chat-completions protocol at `api_base` (the bridge)."""
+CHAT_PROVIDERS = ("openai/", "hosted_vllm/", "deepseek/")
+"""litellm routes these prefixes to the chat-completions protocol at `api_base` (the bridge). deepseek/
+(`DeepSeekChatConfig`, an OpenAI chat config) posts to `<api_base>/chat/completions` and collapses list
+contents to strings (mini's messages are strings; a list would differ at the gate, which refuses); it
+prices the recorded model, which openai/ would not (mini stops on a model it cannot price)."""
 
 
 def recorded(native: Native) -> dict[str, Any]:

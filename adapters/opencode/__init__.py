@@ -43,12 +43,13 @@ def _cut(native: session.Native, after_step: int) -> int:
     return native.step_messages[0] if native.step_messages else len(native.messages)
 
 
-def importable(native: session.Native, messages: list[dict[str, Any]]) -> dict[str, Any]:
+def importable(native: session.Native, messages: list[dict[str, Any]], cwd: str | None) -> dict[str, Any]:
     """The export document to import: an event log's minimal infos completed with the fields the pinned
-    import requires (the recorded values win; an export or a store already has them all)."""
+    import requires (the recorded values win; an export or a store already has them all). `cwd`: the
+    trajectory's (an event log records none; --cwd gives it)."""
     provider, model = provider_model(native)
-    cwd = native.info.get("directory") or "/"
-    first = min((m["info"].get("time", {}).get("created") or 0 for m in messages), default=0)
+    cwd = native.info.get("directory") or cwd or "/"
+    first = min((t for m in messages if (t := m["info"].get("time", {}).get("created"))), default=0)
     info = {
         "slug": "replayed-session",
         "projectID": "global",
@@ -124,7 +125,7 @@ class OpenCodeAdapter:
                 fresh = observations.get(part.get("callID", "")) if part.get("type") == "tool" else None
                 if fresh is not None and isinstance(fresh.structured, dict):
                     part["state"] = fresh.structured
-        document = importable(native, messages)
+        document = importable(native, messages, trajectory.cwd)
         export = dest / EXPORT
         write_bytes_atomic(export, orjson.dumps(document, option=orjson.OPT_INDENT_2))
         home = dest / "home"  # may hold the rerun's side files: written into without following links

@@ -505,6 +505,8 @@ class _EventLog(BaseModel):
     parts: dict[str, Record]
     message_parts: dict[str, list[str]]
     """Message id -> its part ids, in order of first appearance of the message."""
+    message_times: dict[str, int]
+    """Message id -> the timestamp of its first event (the CLI created the message before it)."""
     runs: list[list[str]]
     """Message ids of each `opencode run`, in order."""
 
@@ -512,6 +514,7 @@ class _EventLog(BaseModel):
 def _events(raw: bytes, path: Path) -> _EventLog:
     parts: dict[str, Record] = {}
     message_parts: dict[str, list[str]] = {}
+    message_times: dict[str, int] = {}
     runs: list[list[str]] = []
     session_id: str | None = None
     first_timestamp = 0
@@ -557,6 +560,9 @@ def _events(raw: bytes, path: Path) -> _EventLog:
                 ended = False
             runs[-1].append(message_id)
             message_parts[message_id] = []
+            stamp = event.get("timestamp")
+            if isinstance(stamp, int) and not isinstance(stamp, bool):
+                message_times[message_id] = stamp
         if part["id"] not in parts:
             message_parts[message_id].append(part["id"])
         parts[part["id"]] = part
@@ -570,6 +576,7 @@ def _events(raw: bytes, path: Path) -> _EventLog:
         first_timestamp=first_timestamp,
         parts=parts,
         message_parts=message_parts,
+        message_times=message_times,
         runs=runs,
     )
 
@@ -658,6 +665,8 @@ def _assistant(log: _EventLog, message_id: str, user_id: str, recorded: Message 
         info = recorded["info"]
     else:
         info = {"id": message_id, "sessionID": log.session_id, "role": "assistant", "parentID": user_id}
+        if message_id in log.message_times:  # else the import's default; the store orders by it
+            info["time"] = {"created": log.message_times[message_id]}
         finishes = [parts[p].get("reason") for p in sorted(parts) if parts[p].get("type") == "step-finish"]
         if finishes and finishes[-1]:
             info["finish"] = finishes[-1]
