@@ -34,8 +34,10 @@ class SocketCompanion:
         work: Path,
         socket_name: str,
         name: str,
+        start_timeout_s: float = _START_TIMEOUT_S,
     ):
         self.name = name
+        self.start_timeout_s = start_timeout_s
         self.socket_name = socket_name
         self.handle: RunningExec = sandbox.start_exec(argv, workdir=workdir, env=env)
         self.alias = short_alias(work)
@@ -43,7 +45,7 @@ class SocketCompanion:
         self.stream: Any = None
 
     def _connect(self) -> None:
-        deadline = time.monotonic() + _START_TIMEOUT_S
+        deadline = time.monotonic() + self.start_timeout_s
         while True:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:

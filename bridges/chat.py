@@ -46,11 +46,15 @@ def messages_of(body: Any) -> list[Message] | None:
 class ChatPrefixGate:
     """The first completion request must carry exactly `expected`; every later one must begin with it.
 
+    With `system_from_agent` (a prefix whose file records no system message, while the agent puts its
+    own first), the first request's messages[0] must be a system message and is taken as the agent's
+    own, reported in the notes: it joins the expected prefix, so every later request carries it unchanged.
     Nothing is stripped or rewritten: the body is forwarded as the agent sent it.
     """
 
-    def __init__(self, expected: list[Message]):
+    def __init__(self, expected: list[Message], *, system_from_agent: bool = False):
         self.expected = expected
+        self.system_from_agent = system_from_agent
         self.passed = False
         self.notes: list[str] = []
 
@@ -64,10 +68,23 @@ class ChatPrefixGate:
                 mismatch=Mismatch(path="messages", expected="a list", actual=type(body).__name__),
             )
         if not self.passed:
-            diff = first_difference(self.expected, messages, "messages")
+            expected = self.expected
+            if self.system_from_agent:
+                first = messages[0] if messages else None
+                if not isinstance(first, dict) or first.get("role") != "system":
+                    found = mismatch_at("messages[0]", "the agent's own system message", first)
+                    found.reason = "the first request does not begin with the agent's system message"
+                    return Decision(kind="refuse", mismatch=found)
+                expected = [first, *expected]
+            diff = first_difference(expected, messages, "messages")
             if diff is not None:
                 return Decision(kind="refuse", mismatch=diff)
-            self.passed = True
+            self.expected, self.passed = expected, True
+            if self.system_from_agent:
+                self.notes.append(
+                    f"messages[0]: the file records no system message; the agent's own ({_length(expected[0])} "
+                    "chars) was taken as sent, and every later request must carry it unchanged"
+                )
             return Decision(kind="main")
         diff = first_difference(self.expected, messages[: len(self.expected)], "messages")
         if diff is not None:
@@ -130,6 +147,15 @@ class SystemPerRequestGate:
         out = copy.deepcopy(body)
         del out["messages"][self.strip_at]
         return Decision(kind="main", body=out)
+
+
+def _length(message: Message) -> int:
+    """The length of a message's text: its string content, or its text parts joined."""
+    content = message.get("content", "")
+    if isinstance(content, str):
+        return len(content)
+    parts = content if isinstance(content, list) else []
+    return sum(len(str(p.get("text", ""))) for p in parts if isinstance(p, dict))
 
 
 def _system_note(system: Message) -> str:

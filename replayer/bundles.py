@@ -23,6 +23,10 @@ from replayer.pins import AgentPin, bundles_root, load_pins
 
 INSTALLED = ".installed"
 """Written last into a complete bundle: the exact requirement it holds."""
+BYTECODE = ".bytecode"
+"""In a bundle uv made: its modules are compiled. uv does not compile by default, and the sandbox mounts
+the bundle read-only, so Python compiled every module again at every start (openhands-ai's runtime
+starts four interpreters: a minute and more)."""
 _NPM_MISSING = ("E404", "ETARGET", "No matching version", "notarget")
 _PYPI_MISSING = ("No matching distribution", "No solution found", "not found in the package registry")
 _OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "network", "Network")
@@ -67,12 +71,28 @@ def ensure(agent: str, version: str) -> Path:
     """The bundle of `agent` at `version`, installed first if the cache does not hold it."""
     version = _checked_version(agent, version)
     path = bundle_dir(agent, version)
-    if (path / INSTALLED).is_file():
+    if (path / INSTALLED).is_file() and _compiled(agent, path):
         return path
     with _locked(agent, version):
         if not (path / INSTALLED).is_file():
             _install(agent, version, path)
+        elif not _compiled(agent, path):  # cached by a replayer that did not compile
+            _compile(path)
     return path
+
+
+def _compiled(agent: str, path: Path) -> bool:
+    return not _pin(agent).uv or (path / BYTECODE).is_file()
+
+
+def _compile(path: Path) -> None:
+    """Compile a cached bundle's modules once (pip compiles as it installs; uv with --compile-bytecode).
+    A module that does not compile (a test file in an older syntax) is left as it is, as both do."""
+    subprocess.run(
+        [str(path / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", str(path / "lib")],
+        capture_output=True,
+    )
+    (path / BYTECODE).touch()
 
 
 def remove(agent: str, version: str) -> bool:
@@ -196,10 +216,19 @@ def _install_pypi(agent: str, pin: AgentPin, version: str, path: Path) -> None:
             exclude = pin.exclude_newer if version == pin.version else _released_after(pin.pypi, version)
             _run(agent, version, "PyPI", [str(uv), "venv", "-q", "--python", pin.python, str(path)])
             env = {**os.environ, "UV_CACHE_DIR": str(bundles_root() / ".uv-cache")}
-            argv = [str(uv), "pip", "install", "-q", "--python", str(path / "bin" / "python")]
+            argv = [
+                str(uv),
+                "pip",
+                "install",
+                "-q",
+                "--compile-bytecode",
+                "--python",
+                str(path / "bin" / "python"),
+            ]
             if exclude:
                 argv += ["--exclude-newer", exclude]
             _run(agent, version, "PyPI", [*argv, requirement, *extra], env=env)
+            (path / BYTECODE).touch()
         else:
             _run(agent, version, "PyPI", [pin.python, "-m", "venv", str(path)])
             pip = [str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]

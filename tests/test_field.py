@@ -177,6 +177,30 @@ def test_cwd_gives_a_working_directory_to_a_file_that_records_none(tmp_path: Pat
     assert listed["cwd"] == "/workspace"
 
 
+@pytest.mark.docker
+def test_a_v0_list_without_a_system_event_continues_through_the_gate(tmp_path: Path) -> None:
+    """The file records no system message; the agent sends its own first, which the gate takes as the
+    agent's and reports, holding the rest of the request to the rebuilt prefix exactly."""
+    from bridges.scripted import Script, ScriptedUpstream, ToolUseBlock, Turn
+    from tests.support.continuing import KEY
+
+    out, empty = tmp_path / "out", tmp_path / "workspace"
+    empty.mkdir()
+    finish = Turn(blocks=[ToolUseBlock(id="call_field_1", name="finish", input={"message": "done"})])
+    with ScriptedUpstream(Script(turns=[finish], model="fake-model"), expected_key=KEY) as upstream:
+        args = ["run", str(V0_LIST), "-n", "1", "--cwd", "/workspace", "-w", str(empty), "-o", str(out)]
+        args += ["--continue", "--upstream", upstream.url, "--model", "openai/fake-model"]
+        proc = replayer(*args, env={"OPENAI_API_KEY": KEY})
+        log = list(upstream.log)
+    assert proc.returncode == 0, proc.stderr
+    cont = orjson.loads((out / "result.json").read_bytes())["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 1)
+    assert len(cont["gate_notes"]) == 1 and cont["gate_notes"][0].startswith("messages[0]: the file records")
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    assert expected[0]["role"] == "user" and log[0].body["messages"][0]["role"] == "system"
+    assert log[0].body["messages"][1:] == expected
+
+
 @pytest.mark.parametrize(
     ("name", "cwd", "message"),
     [

@@ -6,11 +6,15 @@ the reruns by the V0 runtime in the sandbox, the continuation through the chat b
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import orjson
 import pytest
 
+from adapters.base import Rebuild
 from adapters.openhands.v0_adapter import OpenHandsV0Adapter
+from bridges.chat import ChatPrefixGate
+from bridges.core import Decision
 from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from replayer.engine import load
 from tests.conftest import ROOT, replayer
@@ -86,19 +90,71 @@ def test_public_shapes_no_system_event_and_actions_without_observations(tmp_path
     assert proc.returncode == 4 and len(proc.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("after_step", [1, 4])
-def test_rerun_by_the_v0_runtime_reproduces_every_observation(after_step: int, tmp_path: Path) -> None:
+def test_without_a_system_event_the_gate_takes_the_agents_own_and_holds_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "no-system.json"
+    path.write_bytes(orjson.dumps([e for e in _events() if e.get("action") != "system"]))
     out = tmp_path / "out"
-    ws = FIXTURE / "workspace"
-    replayer(
-        "run", str(TRAJECTORY), "-n", str(after_step), "-w", str(ws), "-o", str(out), "--json", check=True
+    replayer("prepare", str(path), "-n", "2", "-o", str(out), check=True)
+    prefix = orjson.loads((out / "expected_prefix.json").read_bytes())
+    sent = [r["body"] for r in _requests()]
+    assert prefix == sent[2]["messages"][1:], "the prefix is the real request without its system message"
+
+    def route(gate: ChatPrefixGate, messages: list[dict]) -> Decision:
+        return gate.route("POST", "/v1/chat/completions", {**sent[2], "messages": messages})
+
+    adapter = OpenHandsV0Adapter()
+    gate = adapter.gate(Rebuild(native_files=[], expected_prefix=prefix), None, False)
+    no_system = route(gate, prefix)
+    assert no_system.kind == "refuse" and no_system.mismatch and no_system.mismatch.path == "messages[0]"
+    assert route(gate, sent[3]["messages"]).kind == "refuse", "a longer first request"
+    assert route(gate, sent[2]["messages"]).kind == "main" and gate.passed
+    assert len(gate.notes) == 1 and "the agent's own" in gate.notes[0]
+    assert route(gate, sent[3]["messages"]).kind == "main"
+    other = {"role": "system", "content": [{"type": "text", "text": "another prompt"}]}
+    changed = route(gate, [other, *sent[3]["messages"][1:]])
+    assert changed.kind == "refuse" and changed.mismatch and changed.mismatch.path.startswith("messages[0]")
+    recorded = adapter.gate(Rebuild(native_files=[], expected_prefix=sent[2]["messages"]), None, False)
+    assert route(recorded, [other, *prefix]).kind == "refuse", "a recorded system message is held"
+
+
+class Continued(NamedTuple):
+    out: Path
+    code: int
+    result: dict
+    log: list[LoggedRequest]
+    stderr: str
+
+
+def _continue(out: Path, after_step: int, turns: list[Turn], *extra: str) -> Continued:
+    with ScriptedUpstream(Script(turns=turns, model="fake-model"), expected_key=KEY) as upstream:
+        ws = str(FIXTURE / "workspace")
+        args = ["run", str(TRAJECTORY), "-n", str(after_step), "-w", ws, "-o", str(out), "--json"]
+        args += ["--continue", "--upstream", upstream.url, "--model", "openai/fake-model", *extra]
+        proc = replayer(*args, env={"OPENAI_API_KEY": KEY})
+        log = list(upstream.log)
+    result = orjson.loads((out / "result.json").read_bytes()) if (out / "result.json").exists() else {}
+    return Continued(out, proc.returncode, result, log, proc.stderr)
+
+
+def _bash(n: int, command: str) -> ToolUseBlock:
+    return ToolUseBlock(
+        id=f"call_cont_{n}", name="execute_bash", input={"command": command, "security_risk": "LOW"}
     )
-    result = orjson.loads((out / "result.json").read_bytes())
-    assert [d["status"] for d in result["divergences"]] == ["exact"] * [0, 2, 3, 4, 5][after_step]
-    assert (
-        orjson.loads((out / "expected_prefix.json").read_bytes())
-        == _requests()[after_step]["body"]["messages"]
-    )
+
+
+@pytest.fixture(scope="module")
+def continued(tmp_path_factory: pytest.TempPathFactory) -> Continued:
+    """One run for the module: the reruns of steps 1-4 by the V0 runtime, then the agent goes on to finish
+    (each V0 run starts the runtime twice, for the reruns and for the continuation)."""
+    finish = ToolUseBlock(id="call_cont_2", name="finish", input={"message": "done"})
+    turns = [Turn(blocks=[TextBlock(text="Check again."), _bash(1, "cat calc.py")]), Turn(blocks=[finish])]
+    return _continue(tmp_path_factory.mktemp("v0") / "out", 4, turns)
+
+
+def test_rerun_by_the_v0_runtime_reproduces_every_observation(continued: Continued) -> None:
+    out, result = continued.out, continued.result
+    assert [d["status"] for d in result["divergences"]] == ["exact"] * 5
+    assert orjson.loads((out / "expected_prefix.json").read_bytes()) == _requests()[4]["body"]["messages"]
     cut = orjson.loads((out / result["native_files"][0]).read_bytes())
     original = _events()[: len(cut)]
     fresh = [(a, b) for a, b in zip(cut, original, strict=True) if a != b]
@@ -124,51 +180,30 @@ def test_damaged_and_unknown_v0_input_fails_in_one_line(tmp_path: Path) -> None:
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-def _continue(out: Path, turns: list[Turn], *extra: str) -> tuple[int, dict, list[LoggedRequest], str]:
-    with ScriptedUpstream(Script(turns=turns, model="fake-model"), expected_key=KEY) as upstream:
-        args = ["run", str(TRAJECTORY), "-n", "3", "-w", str(FIXTURE / "workspace"), "-o", str(out), "--json"]
-        args += ["--continue", "--upstream", upstream.url, "--model", "openai/fake-model", *extra]
-        proc = replayer(*args, env={"OPENAI_API_KEY": KEY})
-        log = list(upstream.log)
-    result = orjson.loads((out / "result.json").read_bytes()) if (out / "result.json").exists() else {}
-    return proc.returncode, result, log, proc.stderr
-
-
-def _bash(n: int, command: str) -> ToolUseBlock:
-    return ToolUseBlock(
-        id=f"call_cont_{n}", name="execute_bash", input={"command": command, "security_risk": "LOW"}
-    )
-
-
-def test_continues_after_the_replayed_prefix_to_finish(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    finish = ToolUseBlock(id="call_cont_2", name="finish", input={"message": "done"})
-    turns = [Turn(blocks=[TextBlock(text="Check again."), _bash(1, "cat calc.py")]), Turn(blocks=[finish])]
-    code, result, log, stderr = _continue(out, turns)
-    assert code == 0, stderr
-    cont = result["continuation"]
+def test_continues_after_the_replayed_prefix_to_finish(continued: Continued) -> None:
+    out, log = continued.out, continued.log
+    assert continued.code == 0, continued.stderr
+    cont = continued.result["continuation"]
     assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 2)
+    assert cont["gate_notes"] == [], "the file records the system message: the gate holds it too"
     expected = orjson.loads((out / "expected_prefix.json").read_bytes())
-    assert log[0].body["messages"] == expected == _requests()[3]["body"]["messages"]
+    assert log[0].body["messages"] == expected == _requests()[4]["body"]["messages"]
     assert log[1].body["messages"][: len(expected)] == expected and all(r.key_ok for r in log)
     assert "return a + b" in log[1].body["messages"][-1]["content"][0]["text"], (
         "the edit was not applied twice"
     )
-    continued = orjson.loads((out / "continued" / "trajectory.json").read_bytes())
-    calls = [(e.get("tool_call_metadata") or {}).get("tool_call_id") for e in continued if "action" in e]
+    events = orjson.loads((out / "continued" / "trajectory.json").read_bytes())
+    calls = [(e.get("tool_call_metadata") or {}).get("tool_call_id") for e in events if "action" in e]
     assert calls[-2:] == ["call_cont_1", "call_cont_2"]
     assert files_containing(out, KEY.encode()) == []
 
 
 def test_max_steps_counts_model_turns_after_the_replay(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    code, result, log, stderr = _continue(
-        out, [Turn(blocks=[_bash(n, "echo again")]) for n in range(1, 6)], "--max-steps", "2"
-    )
-    assert "continuation" in result, f"exit {code}: {stderr}"
-    cont = result["continuation"]
-    assert cont["agent_status"] == "max_steps", stderr
-    assert len([r for r in log if r.main_thread]) == 2
+    turns = [Turn(blocks=[_bash(n, "echo again")]) for n in range(1, 6)]
+    run = _continue(tmp_path / "out", 1, turns, "--max-steps", "2")
+    assert "continuation" in run.result, f"exit {run.code}: {run.stderr}"
+    assert run.result["continuation"]["agent_status"] == "max_steps", run.stderr
+    assert len([r for r in run.log if r.main_thread]) == 2
 
 
 def test_an_observation_v0_would_cut_is_refused_not_misrendered(tmp_path: Path) -> None:

@@ -130,3 +130,15 @@ def test_an_unreachable_registry_names_the_offline_command(cache: Path, tmp_path
     proc = _bundles(cache, "add", "opencode@1.0.0", env=env)
     assert proc.returncode == 10 and "cannot reach the npm registry" in proc.stderr, proc.stderr
     assert "replayer bundles add opencode@1.0.0" in proc.stderr and not list(cache.glob("opencode-1.0.0*"))
+
+
+def test_a_uv_bundle_cached_without_bytecode_is_compiled_once(tmp_path: Path) -> None:
+    """The sandbox mounts a bundle read-only: modules not compiled in the cache are compiled at every start."""
+    folder = tmp_path / "openhands_v0-0.0.1"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    module = next((folder / "lib").glob("python3*")) / "site-packages" / "agent_module.py"
+    module.write_text("VALUE = 1\n")
+    (folder / bundles.INSTALLED).write_text("openhands-ai==0.0.1\n")
+    assert _bundles(tmp_path, "add", "openhands_v0@0.0.1").returncode == 0
+    assert list((module.parent / "__pycache__").glob("agent_module.*.pyc"))
+    assert (folder / bundles.BYTECODE).is_file() and module.read_text() == "VALUE = 1\n"

@@ -116,7 +116,11 @@ class OpenHandsV0Adapter:
         return ChatDialect()
 
     def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> ChatPrefixGate:
-        return ChatPrefixGate(rebuild.expected_prefix)
+        # The agent always sends its own system message first (AgentController._add_system_message, from
+        # its prompt templates); a file without a system event has none in the prefix to hold it to.
+        prefix = rebuild.expected_prefix
+        recorded = bool(prefix) and prefix[0].get("role") == "system"
+        return ChatPrefixGate(prefix, system_from_agent=not recorded)
 
     def default_model(self, trajectory: Trajectory) -> str | None:
         return None  # the event list names the served model, not the LiteLLM route

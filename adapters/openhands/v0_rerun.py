@@ -17,6 +17,10 @@ from sandboxes.base import Sandbox
 
 SOCKET = "companion.sock"
 _STEP_MARGIN_S = 60.0
+_START_TIMEOUT_S = 360.0
+"""The companion listens once the runtime is up: its imports, then the action execution server (which the
+runtime itself waits up to 120 s for), the kernel gateway and AgentSkills; ~30 s on an idle machine,
+past two minutes on a loaded one."""
 
 
 class OpenHandsV0Rerunner:
@@ -43,6 +47,7 @@ class OpenHandsV0Rerunner:
             work=work,
             socket_name=SOCKET,
             name="openhands V0",
+            start_timeout_s=_START_TIMEOUT_S,
         )
 
     def run(self, call: ToolCall) -> Observation:
