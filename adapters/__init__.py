@@ -45,6 +45,20 @@ SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:", b":")
 """How every non-blank line of a server-sent-events stream begins."""
 
 
+_detected: tuple[bytes, Any] | None = None
+"""The whole-file JSON document `read_head` read last, with its bytes: the parse that follows detection
+takes it (`loads_document`) instead of parsing the same bytes a second time."""
+
+
+def loads_document(data: bytes) -> Any:
+    """`orjson.loads(data)` of a file's bytes, or the value detection read from equal bytes (taken once)."""
+    global _detected
+    detected, _detected = _detected, None
+    if detected is not None and detected[0] == data:
+        return detected[1]
+    return orjson.loads(data)
+
+
 def all_adapters() -> list[Adapter]:
     from adapters.claude_code import ClaudeCodeAdapter
     from adapters.codex import CodexAdapter
@@ -69,6 +83,8 @@ def read_head(path: Path) -> list[Any]:
     """The first parsed records of a JSONL file, [the top-level value] of a (pretty-printed) JSON file,
     or [SqliteFile(path)] for an SQLite database, [ConversationDir(path)] for a directory with base_state.json,
     [SseData(...)] for a server-sent-events dump."""
+    global _detected
+    _detected = None
     if path.is_dir():
         return [ConversationDir(path)] if (path / "base_state.json").is_file() else []
     try:
@@ -79,10 +95,13 @@ def read_head(path: Path) -> list[Any]:
             lines = list(islice(fh, _HEAD_LINES))
             if lines and lines[0].strip() in (b"{", b"["):
                 fh.seek(0)
+                whole = fh.read(_WHOLE_JSON_BYTES)
                 try:
-                    return [orjson.loads(fh.read(_WHOLE_JSON_BYTES))]
+                    _detected = (whole, orjson.loads(whole))
                 except orjson.JSONDecodeError:
                     return []
+                return [_detected[1]]
+            one_line = len(lines) == 1 and not fh.read(1)
     except IsADirectoryError:
         return []
     except OSError as exc:
@@ -93,6 +112,8 @@ def read_head(path: Path) -> list[Any]:
             head.append(orjson.loads(line))
         except orjson.JSONDecodeError:
             continue
+    if one_line and head:  # a document written on one line
+        _detected = (lines[0], head[0])
     sse = all(not line.strip() or line.startswith(SSE_FIELDS) for line in lines)
     if not head and sse and any(line.startswith(b"data:") for line in lines):
         return [SseData(_sse_values(lines))]

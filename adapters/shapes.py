@@ -63,15 +63,29 @@ def _locate(value: Any, loc: tuple[int | str, ...], prefix: str) -> tuple[str, A
 
 
 def too_deep(value: Any, limit: int) -> bool:
-    """`value` nests lists and objects more than `limit` levels deep (walked without recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
-    while stack:
-        node, depth = stack.pop()
+    """`value` nests lists and objects more than `limit` levels deep (walked level by level, no recursion)."""
+    level = [value] if isinstance(value, (dict, list)) else []
+    depth = 1
+    while level:
         if depth > limit:
             return True
-        children = node.values() if isinstance(node, dict) else node
-        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+        below = []
+        for node in level:
+            for child in node.values() if isinstance(node, dict) else node:
+                if isinstance(child, (dict, list)):
+                    below.append(child)
+        level, depth = below, depth + 1
     return False
+
+
+def shallow_text(text: bytes | str, limit: int) -> bool:
+    """No JSON value read from `text` nests more than `limit` levels: every level opens and closes with a
+    bracket, so a text with at most `limit` opening ones, or too short to hold more, needs no walk."""
+    if len(text) <= 2 * limit + 1:
+        return True
+    if isinstance(text, str):
+        return text.count("[") + text.count("{") <= limit
+    return text.count(b"[") + text.count(b"{") <= limit
 
 
 def member(value: Any, key: str, members: frozenset[str], suffix: str) -> str:
@@ -115,6 +129,8 @@ def validated(model: type[_M], value: Any, source: str, where: str) -> _M:
 
 def deep_place(value: Any, limit: int = MAX_DEPTH) -> str | None:
     """Where `value` nests deeper than `limit` (its first levels), or None; iterative, so no recursion limit."""
+    if not too_deep(value, limit):  # cheaper: containers only, no paths (it holds whenever a place is found)
+        return None
     stack: list[tuple[Any, int, str]] = [(value, 0, "")]
     while stack:
         node, depth, at = stack.pop()
@@ -136,7 +152,7 @@ ORJSON_DEPTH = 254
 def unwritable(record: Any, line: bytes) -> bool:
     """`record` (read from `line`) nests deeper than orjson writes; cheap: only a line with that many
     brackets is tried."""
-    if line.count(b"[") + line.count(b"{") <= ORJSON_DEPTH:
+    if shallow_text(line, ORJSON_DEPTH):
         return False
     try:
         orjson.dumps(record)

@@ -184,11 +184,9 @@ def _kind_of(mode: int) -> str:
     return "not a regular file"
 
 
-@contextlib.contextmanager
-def open_input(path: Path, max_bytes: int = MAX_INPUT_BYTES) -> Iterator[BinaryIO]:
-    """A user's input file opened for reading, refused before any read when it is not a regular file
-    (a FIFO would block, a device never ends) or larger than `max_bytes`. Links the user gave are
-    followed: the input is theirs, not the sandbox's."""
+def _open_input(path: Path, max_bytes: int) -> tuple[int, int]:
+    """The descriptor and size of a user's input file: a regular file of at most `max_bytes`, else refused
+    before any read (a FIFO would block, a device never ends)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -200,6 +198,18 @@ def open_input(path: Path, max_bytes: int = MAX_INPUT_BYTES) -> Iterator[BinaryI
         if st.st_size > max_bytes:
             raise BadInput(f"{path} is {st.st_size} bytes, more than the {max_bytes}-byte limit")
         os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
+@contextlib.contextmanager
+def open_input(path: Path, max_bytes: int = MAX_INPUT_BYTES) -> Iterator[BinaryIO]:
+    """A user's input file opened for reading (see `_open_input`). Links the user gave are followed: the
+    input is theirs, not the sandbox's."""
+    fd, _ = _open_input(path, max_bytes)
+    try:
         fh = os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -210,8 +220,23 @@ def open_input(path: Path, max_bytes: int = MAX_INPUT_BYTES) -> Iterator[BinaryI
 
 def read_input(path: Path, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
     """The whole of a user's input file (see `open_input`), reading at most `max_bytes` even if it grows."""
-    with open_input(path, max_bytes) as fh:
-        data = fh.read(max_bytes + 1)
+    fd, size = _open_input(path, max_bytes)
+    # read straight from the descriptor, sized by the file (a conversation is thousands of small files);
+    # reading on past that size tells a file that grew since, whose rest is read up to the limit
+    chunks: list[bytes] = []
+    left = max_bytes + 1
+    try:
+        want = size + 1
+        while left > 0:
+            chunk = os.read(fd, min(want, left))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+            want = 1 << 20
+    finally:
+        os.close(fd)
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if len(data) > max_bytes:
         raise BadInput(f"{path} grew past the {max_bytes}-byte limit while it was read")
     return data

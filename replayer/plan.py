@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
 from adapters.base import Adapter
@@ -64,7 +66,7 @@ def make_plan(
                         f"{why} in step {step.index} (call {call.id}); "
                         f"{adapter.name} sessions that call other tools are not replayed"
                     )
-    calls: list[PlannedCall] = []
+    calls: list[dict[str, Any]] = []
     for step in steps[:after_step]:
         for call in step.calls:
             kind, why = adapter.classify(call, traj)
@@ -73,9 +75,17 @@ def make_plan(
                 if not allow_degraded:
                     raise PlanRefused(reason + "; --allow-degraded keeps its historical observation")
                 degradations.append(Degradation.historical_kept(step.index, call, reason))
-            calls.append(PlannedCall(step=step.index, call=call, kind=kind))
+            calls.append({"step": step.index, "call": call, "kind": kind})
     boundary_ids = [c.id for c in steps[after_step - 1].calls] if after_step else []
-    return Plan(after_step=after_step, calls=calls, degradations=degradations, boundary_call_ids=boundary_ids)
+    # validated once, not once per call (a long session plans thousands)
+    return Plan.model_validate(
+        {
+            "after_step": after_step,
+            "calls": calls,
+            "degradations": degradations,
+            "boundary_call_ids": boundary_ids,
+        }
+    )
 
 
 def _last_complete(steps: list[Step]) -> int:

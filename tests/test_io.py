@@ -5,11 +5,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import orjson
 import pytest
 
-from replayer.errors import ConfinementError, OutputError
-from replayer.io import NotFound, NotRegular, OutputDir, Workspace
+import adapters
+from replayer.errors import BadInput, ConfinementError, OutputError
+from replayer.io import NotFound, NotRegular, OutputDir, Workspace, read_input
 from replayer.models import ReadBudget
+from tests.conftest import ROOT
+
+FIXTURES = ROOT / "tests" / "fixtures"
 
 
 @pytest.fixture
@@ -94,3 +99,30 @@ def test_output_dir_is_atomic(tmp_path: Path) -> None:
     failed = OutputDir(tmp_path / "other")
     failed.discard()
     assert not (tmp_path / "other").exists() and not list(tmp_path.glob(".other*"))
+
+
+def test_read_input_reads_whole_files_and_past_their_recorded_size(tmp_path: Path) -> None:
+    for size in (0, 1, 4096, 3 << 20):
+        path = tmp_path / f"f{size}"
+        path.write_bytes(os.urandom(size))
+        assert read_input(path) == path.read_bytes()
+    # a file whose content outruns its recorded size (as one that grows while read): /proc reports 0 bytes
+    status = read_input(Path("/proc/self/status"))
+    assert status.startswith(b"Name:") and len(status) > 0
+    with pytest.raises(BadInput, match="grew past the 16-byte limit"):
+        read_input(Path("/proc/self/status"), max_bytes=16)
+
+
+def test_detection_hands_its_document_to_the_parse_only_for_the_same_bytes(tmp_path: Path) -> None:
+    """The parse after detection takes the document detection read, never a stale one: the file rewritten
+    in between is read again."""
+    source = FIXTURES / "mini_swe_agent" / "toolcall" / "trajectory.traj.json"
+    doc = orjson.loads(source.read_bytes())
+    path = tmp_path / "t.traj.json"
+    path.write_bytes(orjson.dumps(doc))
+    adapter = adapters.detect(path)
+    assert adapter.parse(path).model_dump() == adapter.parse(path).model_dump()  # taken once, then read
+    adapters.detect(path)
+    doc["messages"] = doc["messages"][:4]
+    path.write_bytes(orjson.dumps(doc))
+    assert len(adapter.parse(path).steps) == 1

@@ -33,15 +33,64 @@ MAX_DEPTH = ORJSON_DEPTH
 
 
 class Session:
-    """The parsed file: every record in file order, plus the indexes the chain rules need."""
+    """The parsed file: every record in file order, plus the indexes the chain rules need (built by `load` in
+    the pass that reads and checks the records)."""
 
-    def __init__(self, records: list[Record], skipped_lines: list[int], sha256: str = ""):
-        self.records = records
-        self.skipped_lines = skipped_lines
-        self.sha256 = sha256
-        self.by_uuid: dict[str, Record] = {r["uuid"]: r for r in records if isinstance(r.get("uuid"), str)}
-        self.position = {id(r): i for i, r in enumerate(records)}
+    def __init__(self) -> None:
+        self.records: list[Record] = []
+        self.skipped_lines: list[int] = []
+        self.sha256 = ""
+        self.by_uuid: dict[str, Record] = {}
+        self.chain_records: list[Record] = []
+        """user/assistant records (each has a uuid), in file order."""
+        self.parents: set[Any] = set()
+        """The parentUuid of every chain record: a chain record named here is no leaf."""
+        self.siblings: dict[str, list[Record]] = {}
+        """message.id -> the main-thread assistant records of that API message (the CLI splits one per block)."""
+        self.results_of: dict[str, list[Record]] = {}
+        """parentUuid -> the main-thread user records holding tool results, in file order."""
+        self.result_position: dict[int, int] = {}
+        """id() of each of those records -> its position in `records`."""
+        self.session_id: str | None = None
+        """The first sessionId of the file."""
+        self.last_prompt: Record | None = None
+        """The file's last last-prompt record."""
         self._timelines: dict[bool, tuple[list[float], list[Record]]] = {}
+
+    def add(self, rec: Record) -> None:
+        """Append a checked record (`record_problem` passed) and index it."""
+        get = rec.get
+        uid = get("uuid")
+        if uid is not None:
+            self.by_uuid[uid] = rec
+        if self.session_id is None and "sessionId" in rec:
+            self.session_id = rec["sessionId"]
+        kind = get("type")
+        if kind != "user" and kind != "assistant":
+            if kind == "last-prompt":
+                self.last_prompt = rec
+            self.records.append(rec)
+            return
+        self.chain_records.append(rec)
+        parent = get("parentUuid")
+        self.parents.add(parent)
+        if not get("isSidechain"):
+            message = rec["message"]
+            if kind == "assistant":
+                mid = message.get("id")
+                if mid is not None:
+                    same = self.siblings.get(mid)
+                    if same is None:
+                        self.siblings[mid] = [rec]
+                    else:
+                        same.append(rec)
+            elif parent is not None and isinstance(message.get("content"), list):
+                for block in message["content"]:
+                    if block.get("type") == "tool_result":
+                        self.results_of.setdefault(parent, []).append(rec)
+                        self.result_position[id(rec)] = len(self.records)
+                        break
+        self.records.append(rec)
 
     def timeline(self, sidechain: bool) -> tuple[list[float], list[Record]]:
         """Records with a uuid and a timestamp, sorted by (time, file order), for the parent repair."""
@@ -57,13 +106,6 @@ class Session:
             self._timelines[sidechain] = ([t[0] for t in keyed], [t[2] for t in keyed])
         return self._timelines[sidechain]
 
-    @property
-    def session_id(self) -> str | None:
-        for r in self.records:
-            if isinstance(r.get("sessionId"), str):
-                return r["sessionId"]
-        return None
-
     def first(self, key: str) -> Any:
         for r in self.records:
             if r.get("type") in CHAIN_TYPES and r.get(key) is not None:
@@ -72,19 +114,19 @@ class Session:
 
 
 def load(path: Path) -> Session:
-    """Every record of the file, each checked for the types the chain rules and the steps rely on."""
-    records: list[Record] = []
-    skipped: list[int] = []
+    """Every record of the file, each checked for the types the chain rules and the steps rely on and
+    indexed, in one pass over the lines as read (the SHA-256 too)."""
+    session = Session()
     digest = hashlib.sha256()
     with open_input(path) as fh:
         for number, line in enumerate(fh, 1):
             digest.update(line)
-            if not line.strip():
+            if line.isspace():  # blank (a line read from a file is never empty)
                 continue
             try:
                 rec = orjson.loads(line)
             except orjson.JSONDecodeError:
-                skipped.append(number)  # the CLI skips a malformed line silently; so do we, and report it
+                session.skipped_lines.append(number)  # the CLI skips a malformed line silently; so do we
                 continue
             if isinstance(rec, dict):
                 problem = record_problem(rec, line)
@@ -92,8 +134,9 @@ def load(path: Path) -> Session:
                     field, what, value = problem
                     where = f"line {number}, field {field}" if field else f"line {number}"
                     raise bad_record(str(path), where, what, value)
-                records.append(rec)
-    return Session(records, skipped, digest.hexdigest())
+                session.add(rec)
+    session.sha256 = digest.hexdigest()
+    return session
 
 
 Problem = tuple[str, str, Any]
@@ -114,22 +157,34 @@ def record_problem(rec: Record, line: bytes) -> Problem | None:
     """What is wrong with the fields the parse, the rebuild and the wire form read; unknown fields pass."""
     if unwritable(rec, line):
         return "", f"nested deeper than {MAX_DEPTH} levels", None
-    for key in ("uuid", "parentUuid", "leafUuid"):
-        if rec.get(key) is not None and not isinstance(rec[key], str):
-            return key, "not a string", rec[key]
-    if "sessionId" in rec and not (isinstance(rec["sessionId"], str) and safe_id(rec["sessionId"])):
-        return "sessionId", "not a session id (letters, digits, '.', '_', ':', '-')", rec["sessionId"]
-    if rec.get("type") not in CHAIN_TYPES:
+    get = rec.get
+    uid = get("uuid")
+    if uid is not None and not isinstance(uid, str):
+        return "uuid", "not a string", uid
+    value = get("parentUuid")
+    if value is not None and not isinstance(value, str):
+        return "parentUuid", "not a string", value
+    value = get("leafUuid")
+    if value is not None and not isinstance(value, str):
+        return "leafUuid", "not a string", value
+    value = get("sessionId", _ABSENT)
+    if value is not _ABSENT and not (isinstance(value, str) and safe_id(value)):
+        return "sessionId", "not a session id (letters, digits, '.', '_', ':', '-')", value
+    kind = get("type")
+    if kind != "user" and kind != "assistant":
         return None
-    if not isinstance(rec.get("uuid"), str):
+    if uid is None:
         return "uuid", "missing", None
-    for key in ("version", "cwd"):
-        if rec.get(key) is not None and not (isinstance(rec[key], str) and "\x00" not in rec[key]):
-            return key, "not a string without NUL", rec[key]
-    message = rec.get("message")
+    value = get("version")
+    if value is not None and not (isinstance(value, str) and "\x00" not in value):
+        return "version", "not a string without NUL", value
+    value = get("cwd")
+    if value is not None and not (isinstance(value, str) and "\x00" not in value):
+        return "cwd", "not a string without NUL", value
+    message = get("message")
     if not isinstance(message, dict):
         return "message", _not("an object", message), message
-    if rec["type"] == "assistant" and not isinstance(message.get("id", ""), str):
+    if kind == "assistant" and not isinstance(message.get("id", ""), str):
         return "message.id", "not a string", message["id"]
     content = message.get("content")
     if isinstance(content, str):
@@ -144,6 +199,7 @@ def record_problem(rec: Record, line: bytes) -> Problem | None:
     return None
 
 
+_ABSENT = object()
 _STRING_FIELDS = {"text": ("text",), "tool_use": ("id", "name"), "tool_result": ("tool_use_id",)}
 
 
@@ -195,16 +251,18 @@ def _is_chain_record(r: Record) -> bool:
 
 
 def select_leaf(session: Session) -> Record:
-    chain_records = [r for r in session.records if _is_chain_record(r)]
+    """The last last-prompt's leafUuid when it names a chain record without children, else the last chain record."""
+    chain_records = session.chain_records
     if not chain_records:
         raise BadInput("the session has no user or assistant record")
-    has_child = {r.get("parentUuid") for r in session.records if _is_chain_record(r)}
-    leaves = {r["uuid"] for r in chain_records if r["uuid"] not in has_child}
-    for rec in reversed(session.records):
-        if rec.get("type") == "last-prompt":
-            if rec.get("leafUuid") in leaves:
-                return session.by_uuid[rec["leafUuid"]]
-            break
+    last = session.last_prompt
+    leaf_id = last.get("leafUuid") if last is not None else None
+    if leaf_id is not None and leaf_id not in session.parents:
+        named = session.by_uuid.get(leaf_id)
+        if named is not None and (
+            _is_chain_record(named) or any(r["uuid"] == leaf_id for r in chain_records)
+        ):
+            return named
     return chain_records[-1]
 
 
@@ -258,16 +316,7 @@ def message_id(rec: Record) -> str | None:
 
 def expand(session: Session, chain: list[Record]) -> list[Record]:
     """Pull in the split siblings of each assistant API message and the tool results parented on them."""
-    siblings: dict[str, list[Record]] = {}
-    results_of: dict[str, list[Record]] = {}
-    for rec in session.records:
-        if rec.get("isSidechain"):
-            continue
-        mid = message_id(rec)
-        if mid is not None:
-            siblings.setdefault(mid, []).append(rec)
-        elif rec.get("type") == "user" and isinstance(rec.get("parentUuid"), str) and tool_result_ids(rec):
-            results_of.setdefault(rec["parentUuid"], []).append(rec)
+    siblings, results_of = session.siblings, session.results_of
     out: list[Record] = []
     emitted: set[str] = set()
     for rec in chain:
@@ -279,12 +328,17 @@ def expand(session: Session, chain: list[Record]) -> list[Record]:
             emitted.add(rec["uuid"])
             continue
         group = [s for s in siblings.get(mid, [rec]) if s["uuid"] not in emitted]
-        order = {b.get("id"): i for i, b in enumerate(blocks(group)) if b.get("type") == "tool_use"}
-        results = [r for s in group for r in results_of.get(s["uuid"], []) if r["uuid"] not in emitted]
-        results.sort(
-            key=lambda r: (min(order.get(i, 1 << 30) for i in tool_result_ids(r)), session.position[id(r)])
-        )
-        for item in (*group, *results):
+        results = [r for s in group for r in results_of.get(s["uuid"], ()) if r["uuid"] not in emitted]
+        if len(results) > 1:  # in the order of their tool_use blocks, then in file order
+            order = {b.get("id"): i for i, b in enumerate(blocks(group)) if b.get("type") == "tool_use"}
+            position = session.result_position
+            results.sort(
+                key=lambda r: (min(order.get(i, 1 << 30) for i in tool_result_ids(r)), position[id(r)])
+            )
+        for item in group:
+            out.append(item)
+            emitted.add(item["uuid"])
+        for item in results:
             out.append(item)
             emitted.add(item["uuid"])
     return out

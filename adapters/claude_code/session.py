@@ -12,10 +12,10 @@ from typing import Any
 
 import orjson
 
-from adapters.claude_code import chain, wire
+from adapters.claude_code import chain
 from adapters.claude_code.chain import Record, Session
 from replayer.errors import BadInput, PlanRefused
-from replayer.models import Observation, StartingState, Step, ToolCall, Trajectory
+from replayer.models import Observation, StartingState, Step, Trajectory
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 """A session id `claude --resume` takes (the CLI's own check); it names the session's file `<id>.jsonl`."""
@@ -98,21 +98,25 @@ def _session_id(session: Session, path: Path) -> tuple[str, list[str]]:
 
 
 def _steps(items: list[Record], start: int, before_compaction: bool) -> tuple[list[Step], list[StepSpan]]:
+    """Each step is validated once, as a whole (one pydantic call, not one per call and observation)."""
     steps: list[Step] = []
     spans: list[StepSpan] = []
-    i = 0
-    while i < len(items):
-        mid = chain.message_id(items[i])
+    # message_id's, inline: a record of type assistant has a message object (chain.record_problem)
+    mids = [r["message"].get("id") if r.get("type") == "assistant" else None for r in items]
+    i, n = 0, len(items)
+    while i < n:
+        mid = mids[i]
         if mid is None:
             i += 1
             continue
-        j = i
-        while j < len(items) and chain.message_id(items[j]) == mid:
+        j = i + 1
+        while j < n and mids[j] == mid:
             j += 1
         uses = [
             b
             for r in items[i:j]
-            for b in wire.as_blocks(r["message"].get("content"))
+            if isinstance(content := r["message"].get("content"), list)
+            for b in content
             if b.get("type") == "tool_use"
         ]
         if not uses:
@@ -120,27 +124,28 @@ def _steps(items: list[Record], start: int, before_compaction: bool) -> tuple[li
             continue
         results: dict[str, tuple[dict[str, Any], Record]] = {}
         k = j
-        while k < len(items) and items[k].get("type") == "user" and chain.tool_result_ids(items[k]):
-            for block in items[k]["message"]["content"]:
-                if isinstance(block, dict) and block.get("type") == "tool_result":
-                    results.setdefault(block["tool_use_id"], (block, items[k]))
+        while k < n and items[k].get("type") == "user" and (found := _results(items[k])):
+            for block in found:
+                results.setdefault(block["tool_use_id"], (block, items[k]))
             k += 1
         calls = [
-            ToolCall(
-                id=u["id"],
-                tool=u.get("name", ""),
-                input=u.get("input") or {},
-                historical=_observation(*results[u["id"]]) if u["id"] in results else None,
-            )
+            {
+                "id": u["id"],
+                "tool": u.get("name", ""),
+                "input": u.get("input") or {},
+                "historical": _observation(*results[u["id"]]) if u["id"] in results else None,
+            }
             for u in uses
         ]
         steps.append(
-            Step(
-                index=start + len(steps),
-                message_id=mid,
-                calls=calls,
-                complete=all(c.historical is not None for c in calls),
-                before_compaction=before_compaction,
+            Step.model_validate(
+                {
+                    "index": start + len(steps),
+                    "message_id": mid,
+                    "calls": calls,
+                    "complete": all(c["historical"] is not None for c in calls),
+                    "before_compaction": before_compaction,
+                }
             )
         )
         spans.append(StepSpan(start=i, end=k - 1))
@@ -148,13 +153,21 @@ def _steps(items: list[Record], start: int, before_compaction: bool) -> tuple[li
     return steps, spans
 
 
-def _observation(block: dict[str, Any], rec: Record) -> Observation:
+def _results(rec: Record) -> list[dict[str, Any]]:
+    """The tool_result blocks of a user record (its message is an object: `chain.record_problem`)."""
+    content = rec["message"].get("content")
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if b.get("type") == "tool_result"]
+
+
+def _observation(block: dict[str, Any], rec: Record) -> dict[str, Any]:
     content = block.get("content", "")
-    return Observation(
-        content=content if isinstance(content, str | list) else str(content),
-        is_error=block.get("is_error"),
-        structured=rec.get("toolUseResult"),
-    )
+    return {
+        "content": content if isinstance(content, (str, list)) else str(content),
+        "is_error": block.get("is_error"),
+        "structured": rec.get("toolUseResult"),
+    }
 
 
 def project_dir_name(cwd: str) -> str:

@@ -21,7 +21,7 @@ from adapters.codex import bare
 from adapters.shapes import ORJSON_DEPTH, unwritable
 from replayer.errors import EXCERPT_CHARS, BadInput, PlanRefused, bad_record
 from replayer.io import open_input
-from replayer.models import Observation, StartingState, Step, ToolCall, Trajectory
+from replayer.models import StartingState, Step, Trajectory
 
 Record = dict[str, Any]
 CALL_TYPES = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
@@ -81,7 +81,7 @@ def _read(path: Path) -> tuple[list[Record], list[int], str, bool]:
     with open_input(path) as fh:
         for number, line in enumerate(fh, 1):
             digest.update(line)
-            if not line.strip():
+            if line.isspace():  # blank (a line read from a file is never empty); strip() would copy it
                 continue
             try:
                 record = orjson.loads(line)
@@ -259,17 +259,16 @@ def _steps(
         if not batch:
             return
         calls = [_call(records, i, outputs_at) for i in batch]
-        done = [outputs_at[c.id] for c in calls if c.id in outputs_at]
+        done = [outputs_at[c["id"]] for c in calls if c["id"] in outputs_at]
         end = max(done) + 1 if done else batch[-1] + 1
-        steps.append(
-            Step(
-                index=len(steps) + 1,
-                message_id=str(records[batch[0]]["payload"].get("id") or f"line-{batch[0] + 1}"),
-                calls=calls,
-                complete=len(done) == len(calls),
-                before_compaction=last_compaction is not None and batch[0] < last_compaction,
-            )
-        )
+        step = {  # validated once per step, not once per call and observation
+            "index": len(steps) + 1,
+            "message_id": str(records[batch[0]]["payload"].get("id") or f"line-{batch[0] + 1}"),
+            "calls": calls,
+            "complete": len(done) == len(calls),
+            "before_compaction": last_compaction is not None and batch[0] < last_compaction,
+        }
+        steps.append(Step.model_validate(step))
         ends.append(end)
         batch.clear()
 
@@ -286,7 +285,8 @@ def _steps(
     return steps, ends, outputs_at
 
 
-def _call(records: list[Record], at: int, outputs_at: dict[str, int]) -> ToolCall:
+def _call(records: list[Record], at: int, outputs_at: dict[str, int]) -> dict[str, Any]:
+    """A ToolCall's fields (the step validates them)."""
     payload = records[at]["payload"]
     call_id = str(payload.get("call_id"))
     if payload["type"] == "function_call":
@@ -300,10 +300,8 @@ def _call(records: list[Record], at: int, outputs_at: dict[str, int]) -> ToolCal
     historical = None
     if call_id in outputs_at:
         output = records[outputs_at[call_id]]["payload"].get("output")
-        historical = Observation(
-            content=output if isinstance(output, str | list) else orjson.dumps(output).decode()
-        )
-    return ToolCall(id=call_id, tool=str(payload.get("name")), input=tool_input, historical=historical)
+        historical = {"content": output if isinstance(output, str | list) else orjson.dumps(output).decode()}
+    return {"id": call_id, "tool": str(payload.get("name")), "input": tool_input, "historical": historical}
 
 
 # rebuild -------------------------------------------------------------------------------------

@@ -16,10 +16,11 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+import adapters
 from adapters.shapes import MAX_DEPTH, deep_place, validated
 from replayer.errors import BadInput, bad_record, excerpt
 from replayer.io import read_input
-from replayer.models import Observation, Step, ToolCall, Trajectory
+from replayer.models import Step, Trajectory
 
 Message = dict[str, Any]
 Format = Literal["mini-swe-agent-1.1", "mini-swe-agent-1", "bare-list"]
@@ -122,7 +123,7 @@ class _Document(_Record):
 def load(path: Path) -> tuple[Any, bytes]:
     raw = read_input(path)
     try:
-        doc = orjson.loads(raw)
+        doc = adapters.loads_document(raw)
     except orjson.JSONDecodeError as exc:
         raise BadInput(f"{path} is not valid JSON: {exc}") from None
     deep = deep_place(doc)
@@ -176,7 +177,8 @@ def parse(path: Path) -> Trajectory:
         steps=steps,
         environment_image=image if isinstance(image, str) and image else None,
     )
-    traj._native = Native(
+    # not validated again: the document was checked as read (validation would copy every message)
+    traj._native = Native.model_construct(
         data=data,
         format=fmt,
         messages=messages,
@@ -260,7 +262,7 @@ def _steps(
             i += 1
             continue
         index = len(steps) + 1
-        calls: list[ToolCall] = []
+        calls: list[dict[str, Any]] = []
         j = i + 1
         for n, action in enumerate(actions):
             command = action["command"]  # validated
@@ -271,12 +273,16 @@ def _steps(
                 historical = _observation(observation)
                 observation_index[call_id] = j
                 j += 1
-            calls.append(ToolCall(id=call_id, tool=TOOL, input={"command": command}, historical=historical))
+            calls.append(
+                {"id": call_id, "tool": TOOL, "input": {"command": command}, "historical": historical}
+            )
         ends_in_submission = _submits(messages, j)
         if ends_in_submission:
             submitted = index
-        complete = all(c.historical is not None for c in calls) or ends_in_submission
-        steps.append(Step(index=index, message_id=f"message-{i}", calls=calls, complete=complete))
+        complete = all(c["historical"] is not None for c in calls) or ends_in_submission
+        # validated once per step, not once per call and observation
+        step = {"index": index, "message_id": f"message-{i}", "calls": calls, "complete": complete}
+        steps.append(Step.model_validate(step))
         spans.append((i, j))
         i = j
     return steps, spans, submitted, observation_index
@@ -293,10 +299,11 @@ def _submits(messages: list[Message], at: int) -> bool:
     return False
 
 
-def _observation(message: Message) -> Observation:
+def _observation(message: Message) -> dict[str, Any]:
+    """An Observation's fields (the step validates them)."""
     content = message.get("content")
     extra = as_dict(message.get("extra"))
-    return Observation(content=content if isinstance(content, str | list) else str(content), structured=extra)
+    return {"content": content if isinstance(content, str | list) else str(content), "structured": extra}
 
 
 def prefix_messages(native: Native, after_step: int) -> list[Message]:

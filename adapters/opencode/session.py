@@ -48,13 +48,13 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from adapters import SQLITE_MAGIC, SqliteFile
+from adapters import SQLITE_MAGIC, SqliteFile, loads_document
 from adapters.opencode import schema, server
 from adapters.opencode.server import record_name as _name
 from adapters.shapes import check, too_deep
 from replayer.errors import BadInput, bad_record, excerpt
 from replayer.io import open_input, read_input
-from replayer.models import Observation, Step, ToolCall, Trajectory
+from replayer.models import Step, Trajectory
 
 Record = dict[str, Any]
 Message = dict[str, Any]
@@ -154,7 +154,7 @@ def _read(path: Path, task: str | None) -> tuple[Native, str]:
     raw = read_input(path)
     digest = hashlib.sha256(raw).hexdigest()
     try:
-        doc = orjson.loads(raw)
+        doc = loads_document(raw)
     except orjson.JSONDecodeError:
         doc = None  # JSONL (several lines) or damaged: the event reader names the line
     if isinstance(doc, dict) and "messages" in doc and "info" in doc:
@@ -209,14 +209,20 @@ def _steps(native: Native) -> list[tuple[Step, int]]:
             continue
         calls = [_call(p, str(message["info"]["id"])) for p in tools]
         complete = all(p["state"].get("status") in FINISHED_STATES for p in tools)
-        step = Step(
-            index=len(steps) + 1, message_id=str(message["info"]["id"]), calls=calls, complete=complete
+        step = Step.model_validate(  # once per step, not once per call and observation
+            {
+                "index": len(steps) + 1,
+                "message_id": str(message["info"]["id"]),
+                "calls": calls,
+                "complete": complete,
+            }
         )
         steps.append((step, at))
     return steps
 
 
-def _call(part: Record, message_id: str) -> ToolCall:
+def _call(part: Record, message_id: str) -> dict[str, Any]:
+    """A ToolCall's fields (the step validates them)."""
     state = part.get("state")
     if not isinstance(state, dict) or not part.get("callID"):
         raise BadInput(
@@ -226,18 +232,18 @@ def _call(part: Record, message_id: str) -> ToolCall:
     historical = None
     if status in FINISHED_STATES:
         content = state.get("output" if status == "completed" else "error", "")
-        historical = Observation(
-            content=content if isinstance(content, str) else orjson.dumps(content).decode(),
-            is_error=status == "error",
-            structured=state,
-        )
+        historical = {
+            "content": content if isinstance(content, str) else orjson.dumps(content).decode(),
+            "is_error": status == "error",
+            "structured": state,
+        }
     tool_input = state.get("input")
-    return ToolCall(
-        id=str(part["callID"]),
-        tool=str(part.get("tool")),
-        input=tool_input if isinstance(tool_input, dict) else {},
-        historical=historical,
-    )
+    return {
+        "id": str(part["callID"]),
+        "tool": str(part.get("tool")),
+        "input": tool_input if isinstance(tool_input, dict) else {},
+        "historical": historical,
+    }
 
 
 # export --------------------------------------------------------------------------------------
@@ -253,7 +259,8 @@ def read_export(doc: Record, path: Path) -> Native:
     check(schema.Session, info, str(path), "the session info")
     for i, message in enumerate(messages):
         _check_message(message, str(path), f"message {i}")
-    return Native(form="export", info=info, messages=messages, step_messages=[])
+    # not validated again: the records were checked above (validation would copy every message)
+    return Native.model_construct(form="export", info=info, messages=messages, step_messages=[])
 
 
 def _check_message(message: Any, source: str, where: str) -> None:

@@ -18,11 +18,12 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from adapters import loads_document
 from adapters.openhands import bundle
-from adapters.shapes import MAX_DEPTH, deep_place, validated
+from adapters.shapes import MAX_DEPTH, deep_place, shallow_text, validated
 from replayer.errors import BadInput, bad_record, excerpt
 from replayer.io import read_input
-from replayer.models import Observation, Step, ToolCall, Trajectory
+from replayer.models import Observation, Step, Trajectory
 from replayer.pins import pinned_version
 
 BASE_STATE = "base_state.json"
@@ -183,10 +184,10 @@ class _BaseState(Record):
 def load_json(path: Path, data: bytes, what: str) -> Any:
     """A record file's JSON value, refused when it is not JSON or nests too deep."""
     try:
-        value = orjson.loads(data)
+        value = loads_document(data)
     except orjson.JSONDecodeError:
         raise BadInput(f"{path} is not JSON (a damaged {what})") from None
-    deep = deep_place(value)
+    deep = None if shallow_text(data, MAX_DEPTH) else deep_place(value)
     if deep is not None:
         raise bad_record(str(path), f"field {deep}", f"nested more than {MAX_DEPTH} levels deep")
     return value
@@ -302,7 +303,7 @@ def _steps(native: Native, where: Path) -> list[Step]:
     native.observation_of = obs_by_call
     steps = []
     for n, (rid, indexes) in enumerate(groups, 1):
-        calls = []
+        calls: list[dict[str, Any]] = []
         span = list(indexes)
         final = False
         for i in indexes:
@@ -316,32 +317,35 @@ def _steps(native: Native, where: Path) -> list[Step]:
             action = event.get("action") or {}
             final = final or event.get("tool_name") == "finish" or action.get("kind") == "FinishAction"
             calls.append(
-                ToolCall(
-                    id=call_id,
-                    tool=str(event.get("tool_name")),
-                    input=_input(event, where.parent),
-                    historical=historical,
-                )
+                {
+                    "id": call_id,
+                    "tool": str(event.get("tool_name")),
+                    "input": _input(event, where.parent),
+                    "historical": historical,
+                }
             )
         native.step_events.append(sorted(span))
         steps.append(
-            Step(
-                index=n,
-                message_id=rid,
-                calls=calls,
-                complete=all(c.historical is not None for c in calls),
-                final=final,
+            Step.model_validate(  # once per step, not once per call and observation
+                {
+                    "index": n,
+                    "message_id": rid,
+                    "calls": calls,
+                    "complete": all(c["historical"] is not None for c in calls),
+                    "final": final,
+                }
             )
         )
     return steps
 
 
 def _input(action_event: dict[str, Any], root: Path) -> dict[str, Any]:
+    text = action_event["tool_call"].get("arguments") or "{}"
     try:
-        args = orjson.loads(action_event["tool_call"].get("arguments") or "{}")
+        args = orjson.loads(text)
     except orjson.JSONDecodeError:
         return {"arguments": action_event["tool_call"].get("arguments")}
-    if deep_place(args) is not None:
+    if not shallow_text(text, MAX_DEPTH) and deep_place(args) is not None:
         where = f"event {action_event['id']}, field tool_call.arguments"
         raise bad_record(str(root), where, f"nested more than {MAX_DEPTH} levels deep")
     return args if isinstance(args, dict) else {"arguments": args}

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BeforeValidator, Discriminator, Field, Tag
 
-from adapters.shapes import Open, member, too_deep
+from adapters.shapes import Open, member, shallow_text, too_deep
 from replayer.errors import BadInput, bad_record
 
 MAX_DEPTH = 100
@@ -49,7 +49,7 @@ def load_line(line: bytes, source: str, number: int) -> Any:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
         value = _load_slowly(line, source, number)
-    if too_deep(value, MAX_DEPTH):
+    if not shallow_text(line, MAX_DEPTH) and too_deep(value, MAX_DEPTH):
         raise bad_record(source, f"line {number}", f"nests deeper than {MAX_DEPTH} levels")
     return value
 

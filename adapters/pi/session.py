@@ -62,13 +62,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict
 
 from adapters.pi import schema
 from adapters.shapes import check
 from replayer.errors import BadInput, excerpt
 from replayer.io import read_input
-from replayer.models import Observation, Step, ToolCall, Trajectory
+from replayer.models import Step, Trajectory
 
 Record = dict[str, Any]
 Form = Literal["session", "events", "rpc"]
@@ -240,7 +241,7 @@ def _records(raw: bytes, path: Path) -> tuple[list[tuple[int, Record]], list[tup
     records: list[tuple[int, Record]] = []
     unparsed: list[tuple[int, str]] = []
     for number, line in enumerate(raw.split(b"\n"), 1):
-        if not line.strip():
+        if not line or line.isspace():  # blank (strip() would copy the line)
             continue
         try:
             value = schema.load_line(line, str(path), number)
@@ -300,7 +301,7 @@ def read_session(records: list[tuple[int, Record]], path: Path, digest: str) -> 
     for number, entry in records:
         if entry["type"] == "session":
             continue
-        _check_entry(entry, f"{path}: line {number}")
+        _check_entry(entry, path, number)
         by_id[entry["id"]] = entry  # _buildIndex: a repeated id, the last one wins
         leaf = entry  # _buildIndex: the leaf is the file's last entry
     branch = get_branch(leaf, by_id, path)
@@ -372,13 +373,13 @@ def _fresh_id(taken: set[str], seed: str) -> str:
     raise AssertionError("no free entry id")  # pragma: no cover - 100 collisions of 32-bit ids
 
 
-def _check_entry(entry: Record, where: str) -> None:
+def _check_entry(entry: Record, path: Path, number: int) -> None:
     """The tree links of a (migrated) entry; its other fields are checked by `_check_fields`."""
     if not isinstance(entry.get("id"), str):
-        raise BadInput(f"{where} is a Pi session entry without an id")
+        raise BadInput(f"{path}: line {number} is a Pi session entry without an id")
     parent = entry.get("parentId")
     if parent is not None and not isinstance(parent, str):
-        raise BadInput(f"{where} has a parentId that is not a string")
+        raise BadInput(f"{path}: line {number} has a parentId that is not a string")
 
 
 def _check_fields(entry: Record, source: str, line: str) -> None:
@@ -418,10 +419,12 @@ def get_branch(leaf: Record | None, by_id: dict[str, Record], path: Path) -> lis
 
 def _native(form: Form, header: Record, entries: list[Record], version: int) -> Native:
     messages, _, model, thinking = build_session_context(entries)
-    return Native(
+    # not validated again: the entries were checked as read, the rest is built here (validation would
+    # copy every entry and message)
+    return Native.model_construct(
         form=form,
         header=header,
-        messages=copy.deepcopy(messages),
+        messages=copied(messages),
         entries=entries,
         step_messages=[],
         step_entries=[],
@@ -489,7 +492,17 @@ def build_session_context(
 def context_messages(entries: list[Record]) -> list[Record]:
     """The messages Pi sends when the leaf is `entries[-1]` of a branch given root first (a prefix of a
     branch is a branch): the context of a rebuilt prefix, compactions included, as copies."""
-    return copy.deepcopy(build_session_context(entries)[0])
+    return copied(build_session_context(entries)[0])
+
+
+def copied(values: list[Record]) -> list[Record]:
+    """A deep copy of values read from JSON, written and read back by orjson (many times faster than
+    `copy.deepcopy`); by `copy.deepcopy` when orjson cannot write them (a lone surrogate)."""
+    try:
+        copy_: list[Record] = orjson.loads(orjson.dumps(values))
+    except TypeError:
+        return copy.deepcopy(values)
+    return copy_
 
 
 def _model(provider: Any, model_id: Any) -> tuple[str, str] | None:
@@ -746,12 +759,14 @@ def _steps(native: Native) -> list[tuple[Step, int, int]]:
             continue
         results = _results(branch, i)
         calls = [_call(block, results.get(block["id"])) for block in blocks]
-        step = Step(
-            index=len(steps) + 1,
-            message_id=str(message.get("responseId") or entry["id"]),
-            calls=calls,
-            complete=all(c.historical is not None for c in calls),
-            before_compaction=i < compaction,
+        step = Step.model_validate(  # once per step, not once per call and observation
+            {
+                "index": len(steps) + 1,
+                "message_id": str(message.get("responseId") or entry["id"]),
+                "calls": calls,
+                "complete": all(c["historical"] is not None for c in calls),
+                "before_compaction": i < compaction,
+            }
         )
         steps.append((step, in_context.get(i, -1), i))
     return steps
@@ -761,7 +776,8 @@ def _results(branch: list[Record], at: int) -> dict[str, Record]:
     """The toolResult messages after branch[at] up to the next message Pi sends as user or assistant
     (`transformMessages` pairs a call with its result within that span); the first one per id."""
     results: dict[str, Record] = {}
-    for entry in branch[at + 1 :]:
+    for j in range(at + 1, len(branch)):  # no slice: a copy of the rest of the branch per step
+        entry = branch[j]
         kind = entry["type"]
         message = entry.get("message") if kind == "message" else None
         if isinstance(message, dict) and message.get("role") == "toolResult":
@@ -782,22 +798,23 @@ def _interrupts(entry: Record) -> bool:
     )
 
 
-def _call(block: Record, result: Record | None) -> ToolCall:
+def _call(block: Record, result: Record | None) -> dict[str, Any]:
+    """A ToolCall's fields (the step validates them)."""
     arguments = block.get("arguments")
     historical = None
     if result is not None:
         is_error = result.get("isError")
-        historical = Observation(
-            content=tool_content(result),
-            is_error=is_error if isinstance(is_error, bool) else None,
-            structured=result,
-        )
-    return ToolCall(
-        id=block["id"],
-        tool=str(block.get("name")),
-        input=arguments if isinstance(arguments, dict) else {},
-        historical=historical,
-    )
+        historical = {
+            "content": tool_content(result),
+            "is_error": is_error if isinstance(is_error, bool) else None,
+            "structured": result,
+        }
+    return {
+        "id": block["id"],
+        "tool": str(block.get("name")),
+        "input": arguments if isinstance(arguments, dict) else {},
+        "historical": historical,
+    }
 
 
 def tool_content(result: Record) -> str | list[dict[str, Any]]:
@@ -805,12 +822,17 @@ def tool_content(result: Record) -> str | list[dict[str, Any]]:
     "\\n" (sanitizeSurrogates), or the placeholder when there is no text; with image blocks, the blocks."""
     content = result.get("content")
     if isinstance(content, str):  # not Pi's type, but what a string would be sent as
-        return _SURROGATE.sub("", content) or NO_TEXT
+        return _no_surrogates(content) or NO_TEXT
     blocks: list[dict[str, Any]] = content if isinstance(content, list) else []
     if any(b.get("type") == "image" for b in blocks):
         return blocks
     text = "\n".join(_js_text(b.get("text")) for b in blocks if b.get("type") == "text")
-    return _SURROGATE.sub("", text) if text else NO_TEXT
+    return _no_surrogates(text) if text else NO_TEXT
+
+
+def _no_surrogates(text: str) -> str:
+    """`sanitizeSurrogates`; an ASCII string (known in constant time) has none to remove."""
+    return text if text.isascii() else _SURROGATE.sub("", text)
 
 
 def _js_text(value: Any) -> str:
