@@ -133,7 +133,7 @@ def test_docker_not_reachable(tmp_path: Path) -> None:
 def test_image_missing(tmp_path: Path) -> None:
     out = tmp_path / "o"
     proc = replayer("run", SESSION, "-n", "1", "-w", WORKSPACE, "-o", str(out), "--image", "no-such-image:1")
-    _refused(proc, 6, "image 'no-such-image:1' not found", out)
+    _refused(proc, 6, "image 'no-such-image:1' is not in the Docker engine", out)
 
 
 def test_output_exists(tmp_path: Path) -> None:
