@@ -80,10 +80,13 @@ def checkout(repo: GitWorkspace) -> tuple[Path, GitCheckout]:
 
 def _resolve(repo: GitWorkspace, clone: Path, name: str) -> str:
     """The commit `name` names in the clone, or "" when it names none."""
-    return _git(repo, "-C", str(clone), "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
+    return _git(
+        repo, "-C", str(clone), "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}", missing_ok=True
+    )
 
 
-def _git(repo: GitWorkspace, *args: str) -> str:
+def _git(repo: GitWorkspace, *args: str, missing_ok: bool = False) -> str:
+    """git's output; a failure is a WorkspaceError with git's last line, or "" with `missing_ok`."""
     proc = subprocess.run(
         ["git", *_GIT_CONFIG, *args],
         capture_output=True,
@@ -91,7 +94,7 @@ def _git(repo: GitWorkspace, *args: str) -> str:
         env={**os.environ, **_GIT_ENV},
         check=False,
     )
-    if proc.returncode != 0 and "--quiet" in args and "rev-parse" in args:
+    if proc.returncode != 0 and missing_ok:
         return ""
     if proc.returncode != 0:
         lines = [line for line in proc.stderr.splitlines() if line.strip()]

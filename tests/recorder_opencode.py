@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from adapters.opencode import bundle
-from bridges.scripted import Script, TextBlock, ToolUseBlock
+from bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer import bundles
 from replayer.pins import running_version
 from tests.support.opencode_cli import MODEL, run_opencode
@@ -140,6 +140,15 @@ def version_scenario(offered: set[str]) -> Scenario:
     )
 
 
+def _look_first(s: str) -> Turn:
+    """The server scenarios' first turn: a parallel read and a failing bash."""
+    return turn(
+        TextBlock(text="Looking first."),
+        call(s, 1, "read", filePath=f"{CWD}/calc.py"),
+        call(s, 2, "bash", command="ls; echo err >&2; exit 3", description="List files"),
+    )
+
+
 def server_scenario() -> Scenario:
     """Two prompts through the server's API: a parallel read + failing bash, an edit; then a bash."""
     s = "api"
@@ -150,11 +159,7 @@ def server_scenario() -> Scenario:
         script=Script(
             model=MODEL,
             turns=[
-                turn(
-                    TextBlock(text="Looking first."),
-                    call(s, 1, "read", filePath=f"{CWD}/calc.py"),
-                    call(s, 2, "bash", command="ls; echo err >&2; exit 3", description="List files"),
-                ),
+                _look_first(s),
                 turn(call(s, 3, "edit", filePath=f"{CWD}/calc.py", oldString="a - b", newString="a + b")),
                 turn(TextBlock(text="Fixed.")),
                 turn(call(s, 4, "bash", command="cat calc.py", description="Show calc.py")),
@@ -175,11 +180,7 @@ def two_sessions_scenario() -> Scenario:
         script=Script(
             model=MODEL,
             turns=[
-                turn(
-                    TextBlock(text="Looking first."),
-                    call(s, 1, "read", filePath=f"{CWD}/calc.py"),
-                    call(s, 2, "bash", command="ls; echo err >&2; exit 3", description="List files"),
-                ),
+                _look_first(s),
                 turn(TextBlock(text="Seen.")),
                 turn(call(s, 3, "bash", command="cat notes.txt", description="Show notes.txt")),
                 turn(TextBlock(text="Shown.")),
