@@ -23,9 +23,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
+# Two parts: the modules in parallel (one module a worker, so a module's shared containers stay one), then
+# the few tests marked `serial`, which look at everything on the engine, alone. Both always run.
 test: setup lint
 	scripts/install_test_tools.sh
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q --durations=25 -n 2 --dist loadfile -m "not serial"; parallel=$$?; \
+	$(PY) -m pytest -q --durations=10 -m serial; serial=$$?; \
+	test $$parallel -eq 0 && test $$serial -eq 0
 
 # The parsers' fuzz suite with a long random budget (make test runs a short fixed one).
 fuzz: $(STAMP)

@@ -312,6 +312,7 @@ def test_ctrl_c_stops_every_run_and_removes_containers_and_snapshot(tmp_path: Pa
     assert not out.exists() and not list(tmp_path.glob(".cmp.partial-*"))
 
 
+@pytest.mark.serial  # gc removes every container and snapshot of the replayer, other tests' too
 def test_kept_snapshot_is_labelled_and_gc_removes_it(tmp_path: Path, docker_client) -> None:
     with ScriptedUpstream(Script(turns=[]), expected_key=KEY, by_model=SCRIPTS) as upstream:
         proc = _compare(tmp_path / "cmp", upstream, "--variant", "good=model=claude-good", "--keep-snapshot")

@@ -22,7 +22,8 @@ from sandboxes.quota import STATE_ROOT
 from tests.conftest import ROOT, fixture_dir, replayer
 from tests.support.sessions import patched_session
 
-pytestmark = pytest.mark.docker
+# It counts every container and state folder on the engine: nothing else may run beside it.
+pytestmark = [pytest.mark.docker, pytest.mark.serial]
 
 
 def _slow_session(dest: Path, seconds: float) -> Path:

@@ -58,6 +58,7 @@ def _labelled(docker_client) -> set[str]:
     return {c.name for c in docker_client.containers.list(all=True, filters={"label": LABEL})}
 
 
+@pytest.mark.serial  # it watches every labelled container
 def test_ctrl_c_leaves_no_container_and_no_output(docker_client, tmp_path: Path) -> None:
     before = _labelled(docker_client)
     out = tmp_path / "o"
@@ -78,6 +79,7 @@ def test_ctrl_c_leaves_no_container_and_no_output(docker_client, tmp_path: Path)
     assert not out.exists() and not list(tmp_path.glob(".o.partial-*"))
 
 
+@pytest.mark.serial  # gc removes every container of the replayer, other tests' too
 def test_gc_removes_leftovers(docker_client) -> None:
     leftover = DockerSandbox.start(
         docker_client,

@@ -17,10 +17,10 @@ from sandboxes.base import Sandbox
 
 SOCKET = "companion.sock"
 _STEP_MARGIN_S = 60.0
-_START_TIMEOUT_S = 360.0
+_START_TIMEOUT_S = 600.0
 """The companion listens once the runtime is up: its imports, then the action execution server (which the
-runtime itself waits up to 120 s for), the kernel gateway and AgentSkills; ~30 s on an idle machine,
-past two minutes on a loaded one."""
+runtime itself waits up to 120 s for, and the companion starts once more when that wait expires), the
+kernel gateway and AgentSkills; ~30 s on an idle machine, past two minutes on a loaded one."""
 
 
 class OpenHandsV0Rerunner:

@@ -43,8 +43,7 @@ def _execute(runtime, config, raw):
 
 
 def main(config_file, cwd, socket_path):
-    config, _, runtime = _runtime(config_file, cwd)
-    call_async_from_sync(runtime.connect)
+    config, _, runtime = _connected_runtime(config_file, cwd)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(socket_path)
     server.listen(1)
@@ -74,6 +73,25 @@ def _runtime(config_file, cwd):
     return config, sid, runtime
 
 
+def _connected_runtime(config_file, cwd):
+    """The local runtime waits a fixed 120 s for its action execution server; on a loaded machine that wait
+    can expire (tenacity.RetryError) while the server is still importing. A fresh runtime gets one more try."""
+    config, sid, runtime = _runtime(config_file, cwd)
+    try:
+        call_async_from_sync(runtime.connect)
+        return config, sid, runtime
+    except Exception as exc:
+        print(
+            f"the runtime did not start ({type(exc).__name__}); starting it once more",
+            file=sys.stderr,
+            flush=True,
+        )
+        runtime.close()
+    config, sid, runtime = _runtime(config_file, cwd)
+    call_async_from_sync(runtime.connect)
+    return config, sid, runtime
+
+
 def cont(config_file, cwd, spec_path, max_steps):
     import asyncio
 
@@ -89,8 +107,7 @@ def cont(config_file, cwd, spec_path, max_steps):
     with open(spec["replay"]) as fh:
         replayed = sum(1 for e in json.load(fh) if e.get("source") == "agent" and "action" in e)
     os.environ["MAX_ITERATIONS"] = str(replayed + int(max_steps))
-    config, sid, runtime = _runtime(config_file, cwd)
-    call_async_from_sync(runtime.connect)
+    config, sid, runtime = _connected_runtime(config_file, cwd)
     execute = runtime.run_action
 
     def run_action(action):
