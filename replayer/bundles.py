@@ -264,19 +264,37 @@ def _uv(version: str) -> Path:
 
 def _released_after(package: str, version: str) -> str | None:
     """The day after `version` was uploaded: resolving its dependencies as of then gives what its users had,
-    today and on every later run. None when PyPI does not say (then today's resolution is taken)."""
-    url = f"https://pypi.org/pypi/{package}/{version}/json"
+    today and on every later run. None when the index does not say (then today's resolution is taken).
+    The simple index's JSON form (PEP 691) carries each file's upload time (PEP 700); it answers where the
+    older per-release JSON API is not reachable."""
+    request = urllib.request.Request(
+        f"https://pypi.org/simple/{package}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+    )
     try:
-        with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 (a fixed https URL)
-            files = json.loads(response.read()).get("urls") or []
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (a fixed https URL)
+            files = json.loads(response.read()).get("files") or []
     except (OSError, ValueError):
         return None
-    times = [f.get("upload_time_iso_8601") or f.get("upload_time") for f in files]
-    stamps = sorted(t for t in times if isinstance(t, str))
+    stamps = sorted(
+        f["upload-time"]
+        for f in files
+        if isinstance(f.get("upload-time"), str) and _file_version(f.get("filename", "")) == version
+    )
     if not stamps:
         return None
     day = datetime.datetime.fromisoformat(stamps[-1].replace("Z", "+00:00")).date()
     return (day + datetime.timedelta(days=2)).isoformat()
+
+
+def _file_version(filename: str) -> str | None:
+    """The version in a wheel's or an sdist's file name (`name-1.2.3-py3-none-any.whl`, `name-1.2.3.tar.gz`)."""
+    if filename.endswith(".whl"):
+        parts = filename[: -len(".whl")].split("-")
+        return parts[1] if len(parts) >= 5 else None
+    for suffix in (".tar.gz", ".zip"):
+        if filename.endswith(suffix):
+            return filename[: -len(suffix)].rpartition("-")[2] or None
+    return None
 
 
 def _unpack_debs(agent: str, version: str, debs: list[str], path: Path) -> None:

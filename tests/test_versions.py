@@ -142,3 +142,13 @@ def test_a_uv_bundle_cached_without_bytecode_is_compiled_once(tmp_path: Path) ->
     assert _bundles(tmp_path, "add", "openhands_v0@0.0.1").returncode == 0
     assert list((module.parent / "__pycache__").glob("agent_module.*.pyc"))
     assert (folder / bundles.BYTECODE).is_file() and module.read_text() == "VALUE = 1\n"
+
+
+def test_an_older_python_agent_resolves_its_dependencies_as_of_its_release() -> None:
+    """The upload day comes from the index itself (its JSON form), so an old openhands-ai gets the
+    daytona / grep-ast of its time rather than today's, which it cannot import."""
+    assert bundles._released_after("openhands-ai", "0.35.0") == "2025-05-01"  # uploaded 2025-04-29
+    assert bundles._released_after("openhands-ai", "0.0.0-never") is None
+    assert bundles._file_version("openhands_ai-0.35.0-py3-none-any.whl") == "0.35.0"
+    assert bundles._file_version("openhands_ai-0.35.0.tar.gz") == "0.35.0"
+    assert bundles._file_version("openhands_ai-0.35.0.tar.bz2") is None
