@@ -258,7 +258,7 @@ def infrastructure_failure(run: RunRecord) -> str | None:
     return None
 
 
-def _with_differences(runs: list[RunRecord]) -> tuple[list[RunRecord], int, str | None]:
+def with_differences(runs: list[RunRecord]) -> tuple[list[RunRecord], int, str | None]:
     runs = [r.model_copy(update={"infrastructure_failure": infrastructure_failure(r)}) for r in runs]
     ok = [r for r in runs if r.status == "ok"]
     if not ok:
@@ -278,7 +278,7 @@ def _with_differences(runs: list[RunRecord]) -> tuple[list[RunRecord], int, str 
     return marked, common, f"{ok[0].variant}/{ok[0].repeat}"
 
 
-def _summaries(request: CompareRequest, runs: list[RunRecord]) -> list[VariantSummary]:
+def summaries(request: CompareRequest, runs: list[RunRecord]) -> list[VariantSummary]:
     out = []
     for variant in request.variants:
         mine = [r for r in runs if r.variant == variant.name]
@@ -347,7 +347,7 @@ def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResu
         t0 = time.monotonic()
         jobs = _jobs(request, compare_id, out.tmp, snapshot.image, adapter.name, replay.version.version)
         runs = _run_forks(jobs, request.parallel, on_run)
-        runs, common, reference = _with_differences(runs)
+        runs, common, reference = with_differences(runs)
         result = CompareResult(
             request=request,
             pins=pins_for(adapter),
@@ -362,7 +362,7 @@ def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResu
             boundary_check=snapshot.boundary_check,
             reference_run=reference,
             common_actions=common,
-            variants=_summaries(request, runs),
+            variants=summaries(request, runs),
             runs=runs,
             timings=CompareTimings(
                 replay_s=replay_s,
