@@ -125,7 +125,7 @@ const req = data.request;
 document.title = `compare: ${data.agent} after step ${data.after_step}`;
 root.append(el('h1', {}, `${data.agent} ${data.agent_version ?? ''}: ${req.variants.length} variant(s) from step ${data.after_step}`));
 root.append(el('p', {class: 'meta'}, `trajectory ${req.trajectory}; ${req.repeat} run(s) per variant`));
-root.append(el('p', {class: 'meta versions'}, `replay: agent ${data.agent} ${versionText(data.version)}; replayer ${data.pins.replayer}; ${data.pins.cli_package} ${data.pins.cli_version}; model ${req.defaults.model ?? "the trajectory's"}`));
+root.append(el('p', {class: 'meta versions'}, `replay: agent ${data.agent} ${versionText(data.version)}; replayer ${data.pins.replayer}; ${data.pins.cli_package} ${data.pins.cli_version}; model ${req.defaults.model ?? "(the trajectory's own)"}`));
 root.append(el('p', {class: 'meta'}, 'prefix reruns: ' + (Object.entries(data.divergences).map(([k, v]) => `${v} ${k}`).join(', ') || 'none')
   + `; all runs share their first ${data.common_actions} action(s)`));
 if (data.boundary_check) root.append(el('p', {class: 'boundary-check'}, 'at the boundary: ', checkLine(data.boundary_check)));
