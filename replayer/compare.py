@@ -259,6 +259,8 @@ def infrastructure_failure(run: RunRecord) -> str | None:
 
 
 def with_differences(runs: list[RunRecord]) -> tuple[list[RunRecord], int, str | None]:
+    """The runs with their infrastructure failure and first difference marked, how many actions every ok
+    run shares, and the reference run (NAME/K)."""
     runs = [r.model_copy(update={"infrastructure_failure": infrastructure_failure(r)}) for r in runs]
     ok = [r for r in runs if r.status == "ok"]
     if not ok:
