@@ -133,7 +133,9 @@ def test_two_variants_two_repeats_one_replay_and_the_report_shows_it(
     assert (summary["good"]["input_tokens"], summary["good"]["output_tokens"]) == (400, 80)
     assert summary["bad"]["agent_status"] == {"completed": 2} and summary["bad"]["steps_used"] == [2, 2]
     # containers and the snapshot image are gone; the key never reached a file
-    assert _labelled(docker_client, f"{LABEL}.compare") == []
+    # this compare's (its id names its containers: replayer-<compare id>-<run>); the engine is shared
+    compare_id = result["runs"][0]["container"].removeprefix("replayer-").rsplit("-", 1)[0]
+    assert _labelled(docker_client, f"{LABEL}.compare={compare_id}") == []
     assert result["snapshot_image"] not in _snapshots(docker_client)
     assert not [p for p in out.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
 
