@@ -795,16 +795,19 @@ def compare(
     if json:
         _emit_json({"out": str(out.absolute()), **result.model_dump(mode="json")})
         return
-    table = Table("variant", "runs", "failed", "agent status", "check passed", "tokens in/out")
+    table = Table("variant", "runs", "failed (infra)", "agent status", "check passed", "tokens in/out")
     for v in result.variants:
         statuses = ", ".join(f"{k} x{n}" for k, n in sorted(v.agent_status.items())) or "-"
-        passed = "-" if v.check_pass_rate is None else f"{v.check_passed}/{v.runs}"
+        passed = (
+            "-" if v.check_pass_rate is None else f"{v.check_passed}/{v.runs - v.infrastructure_failures}"
+        )
         tokens = (
             "-"
             if v.input_tokens is None and v.output_tokens is None
             else f"{v.input_tokens}/{v.output_tokens}"
         )
-        table.add_row(v.name, str(v.runs), str(v.failed_runs), statuses, passed, tokens)
+        failed = f"{v.failed_runs} ({v.infrastructure_failures})"
+        table.add_row(v.name, str(v.runs), failed, statuses, passed, tokens)
     console.print(table)
     for record in result.runs:  # the cause of each refused or failed continuation, as `run` says it
         failure = _continuation_failure(record.continuation, out / record.dir)
@@ -848,6 +851,28 @@ def export(
         _emit_json(summary.model_dump())
     else:
         console.print(f"{summary.records} record(s), {summary.redactions} redaction(s): {summary.out}")
+
+
+@command()
+def view(
+    directory: Annotated[
+        Path, typer.Argument(metavar="DIR", help="A replay's output directory (run, prepare).")
+    ],
+    json: JsonOpt = False,
+) -> None:
+    """Write DIR/report.html: the prefix, each rerun's historical and fresh observation side by side, the
+    continuation, versions and degradations.
+
+    Examples:
+      replayer view out/
+    """
+    from replayer.view import write
+
+    page = write(directory)
+    if json:
+        _emit_json({"report": str(page.absolute())})
+    else:
+        console.print(f"report: {page.absolute()}", highlight=False)
 
 
 @command()

@@ -241,7 +241,27 @@ def first_difference(reference: list[TimelineEntry], other: list[TimelineEntry])
     return mine[len(theirs)][0] if len(mine) > len(theirs) else len(other)
 
 
-def _with_differences(runs: list[RunRecord]) -> tuple[list[RunRecord], int, str | None]:
+VARIANT_FAILURES = {"patch_failed"}
+"""Error kinds of a failed run that are the variant's own doing: it counts as a run that did not pass."""
+
+
+def infrastructure_failure(run: RunRecord) -> str | None:
+    """Why a run tells nothing about its variant: it could not be carried out (container, bridge, install,
+    worker), or the gate refused the rebuilt prefix. None: the agent and the check decided the run."""
+    if run.status == "failed" and run.error_kind not in VARIANT_FAILURES:
+        return f"{run.error_kind}: {run.error}"
+    cont = run.continuation
+    if cont is not None and cont.agent_status == "bridge_refused":
+        return "bridge_refused: the gate refused the rebuilt prefix" + (
+            f" at {cont.mismatch.path}" if cont.mismatch and cont.mismatch.path else ""
+        )
+    return None
+
+
+def with_differences(runs: list[RunRecord]) -> tuple[list[RunRecord], int, str | None]:
+    """The runs with their infrastructure failure and first difference marked, how many actions every ok
+    run shares, and the reference run (NAME/K)."""
+    runs = [r.model_copy(update={"infrastructure_failure": infrastructure_failure(r)}) for r in runs]
     ok = [r for r in runs if r.status == "ok"]
     if not ok:
         return runs, 0, None
@@ -260,7 +280,7 @@ def _with_differences(runs: list[RunRecord]) -> tuple[list[RunRecord], int, str 
     return marked, common, f"{ok[0].variant}/{ok[0].repeat}"
 
 
-def _summaries(request: CompareRequest, runs: list[RunRecord]) -> list[VariantSummary]:
+def summaries(request: CompareRequest, runs: list[RunRecord]) -> list[VariantSummary]:
     out = []
     for variant in request.variants:
         mine = [r for r in runs if r.variant == variant.name]
@@ -268,16 +288,19 @@ def _summaries(request: CompareRequest, runs: list[RunRecord]) -> list[VariantSu
         inputs = [c.counters.input_tokens for c in conts if c.counters.input_tokens is not None]
         outputs = [c.counters.output_tokens for c in conts if c.counters.output_tokens is not None]
         passed = sum(1 for r in mine if r.check is not None and r.check.passed)
+        infra = sum(1 for r in mine if r.infrastructure_failure is not None)
+        counted = len(mine) - infra
         out.append(
             VariantSummary(
                 name=variant.name,
                 spec=variant.spec,
                 runs=len(mine),
                 failed_runs=sum(1 for r in mine if r.status == "failed"),
+                infrastructure_failures=infra,
                 agent_status=dict(Counter(c.agent_status for c in conts)),
                 steps_used=[c.steps_used for c in conts],
                 check_passed=passed,
-                check_pass_rate=passed / len(mine) if request.check and mine else None,
+                check_pass_rate=passed / counted if request.check and counted else None,
                 input_tokens=sum(inputs) if inputs else None,
                 output_tokens=sum(outputs) if outputs else None,
                 mean_wall_s=sum(r.wall_s for r in mine) / len(mine) if mine else 0.0,
@@ -326,20 +349,22 @@ def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResu
         t0 = time.monotonic()
         jobs = _jobs(request, compare_id, out.tmp, snapshot.image, adapter.name, replay.version.version)
         runs = _run_forks(jobs, request.parallel, on_run)
-        runs, common, reference = _with_differences(runs)
+        runs, common, reference = with_differences(runs)
         result = CompareResult(
             request=request,
             pins=pins_for(adapter),
             agent=traj.agent,
             agent_version=traj.agent_version,
             after_step=replay.after_step,
+            version=replay.version,
             divergences=dict(Counter(d.status for d in replay.divergences)),
+            degradations=replay.degradations,
             snapshot_image=snapshot.image,
             snapshot_kept=request.keep_snapshot,
             boundary_check=snapshot.boundary_check,
             reference_run=reference,
             common_actions=common,
-            variants=_summaries(request, runs),
+            variants=summaries(request, runs),
             runs=runs,
             timings=CompareTimings(
                 replay_s=replay_s,

@@ -14,7 +14,7 @@ import orjson
 import adapters
 from adapters.base import Adapter, Rebuild, Rerunner
 from replayer import __version__, bundles, continuation, multisession, versions, workspaces
-from replayer.divergence import compare, kept, workspace_hint
+from replayer.divergence import compare, kept, model_text, workspace_hint
 from replayer.errors import (
     BadInput,
     ConfinementError,
@@ -33,6 +33,7 @@ from replayer.models import (
     Pins,
     ReplayRequest,
     ReplayResult,
+    RerunRecord,
     SandboxRecord,
     Timings,
     Trajectory,
@@ -42,6 +43,7 @@ from replayer.plan import NO_CWD, Plan, make_plan
 from replayer.safecopy import Links, copy_untrusted
 
 JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+RERUNS = "reruns.json"
 OnBoundary = Callable[[Any, Path, Path], None]
 """Called in run mode with the sandbox, the state directory (workspace/, home/) and the rebuilt native
 directory once the prefix is rebuilt, before any continuation (compare snapshots the boundary there)."""
@@ -243,6 +245,23 @@ def _rerun(
         divergences.append(compare(planned.step, planned.call, planned.kind, fresh))
 
 
+def _write_reruns(path: Path, plan: Plan, observations: dict[str, Observation]) -> None:
+    """Each rerun call's historical and fresh observation, as the model saw them (`replayer view` shows
+    them side by side; result.json's divergences hold only excerpts)."""
+    records = [
+        RerunRecord(
+            step=p.step,
+            call_id=p.call.id,
+            tool=p.call.tool,
+            historical=model_text(p.call.historical) if p.call.historical is not None else None,
+            fresh=model_text(observations[p.call.id]),
+        ).model_dump(mode="json")
+        for p in plan.calls
+        if p.call.id in observations
+    ]
+    write_bytes_atomic(path, orjson.dumps(records, option=JSON_OPTS))
+
+
 def _execute_into(
     tmp: Path,
     request: ReplayRequest,
@@ -311,6 +330,7 @@ def _execute_into(
                     _rerun(rerunner, plan, request, observations, divergences)
                 finally:
                     rerunner.close()
+                _write_reruns(tmp / RERUNS, plan, observations)
                 rerun_s = time.monotonic() - t1
                 t2 = time.monotonic()
                 # side files the reruns left in the agent home (persisted outputs); the container could

@@ -8,6 +8,7 @@ record written).
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,8 +20,8 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from adapters.base import Adapter, Rebuild
-from replayer import continuation, signals
+from adapters.base import Rebuild
+from replayer import continuation, signals, timeline
 from replayer.errors import Interrupted, PatchFailed, ReplayError
 from replayer.io import write_bytes_atomic
 from replayer.models import (
@@ -29,8 +30,6 @@ from replayer.models import (
     ReplayResult,
     RunRecord,
     SandboxLimits,
-    TimelineCall,
-    TimelineEntry,
     Variant,
 )
 from replayer.pins import running_version
@@ -41,7 +40,6 @@ from sandboxes.quota import StateDir
 PATCH_MOUNT = "/run/replayer-patch"
 CHECK_OUTPUT_BYTES = 64 * 1024
 DIFF_BYTES = 256 * 1024
-TIMELINE_TEXT_CHARS = 4000
 COMPARE_LABEL = f"{LABEL}.compare"
 
 
@@ -118,35 +116,6 @@ def workspace_diff(before: Path, after: Path) -> tuple[str, bool]:
     return middle_cut(b"".join(lines), DIFF_BYTES)
 
 
-def _clip(text: str) -> tuple[str, bool]:
-    return (text, False) if len(text) <= TIMELINE_TEXT_CHARS else (text[:TIMELINE_TEXT_CHARS], True)
-
-
-def timeline(adapter: Adapter, run_dir: Path, expected_prefix: list[dict[str, Any]]) -> list[TimelineEntry]:
-    """What happened after the boundary, in chat form, from the cleaned continued native session."""
-    continued = adapter.continued_prefix(run_dir)
-    if continued is None:
-        return []
-    dialect = adapter.dialect()
-    messages = dialect.to_chat(continued)[len(dialect.to_chat(expected_prefix)) :]
-    entries = []
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, list):
-            content = "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-        text, cut = _clip(str(content or ""))
-        calls = []
-        for call in message.get("tool_calls") or []:
-            function = call.get("function", {})
-            arguments, cut_args = _clip(str(function.get("arguments", "")))
-            cut = cut or cut_args
-            calls.append(TimelineCall(name=str(function.get("name", "")), arguments=arguments))
-        entries.append(
-            TimelineEntry(role=str(message.get("role")), text=text, tool_calls=calls, truncated=cut)
-        )
-    return entries
-
-
 def _rebuild_of(replay_dir: Path) -> Rebuild:
     result = ReplayResult.model_validate_json((replay_dir / "result.json").read_bytes())
     return Rebuild(
@@ -165,6 +134,7 @@ def run(job: ForkJob) -> RunRecord:
     record: dict[str, Any] = {"variant": job.variant.name, "repeat": job.repeat, "dir": job.dir}
     box: DockerSandbox | None = None
     state_dir: StateDir | None = None
+    patched = job.run_dir / "patched-workspace"
     try:
         adapter, traj = load(job.trajectory, job.task, job.cwd, job.session)
         record["pins"] = pins_for(adapter)
@@ -205,6 +175,10 @@ def run(job: ForkJob) -> RunRecord:
                 raise PatchFailed(
                     f"the patch {patch} does not apply: {why[-1] if why else 'git apply failed'}"
                 )
+            # the agent's edits are diffed against this, the patch's own against the boundary
+            copy_untrusted(workspace, patched, links="keep", limits=job.limits, what="the patched workspace")
+            diff, cut = workspace_diff(job.boundary_state / "workspace", patched)
+            record.update(patch_diff=diff, patch_diff_truncated=cut)
         key = continuation.upstream_key(job.continuation, adapter)
         record["continuation"] = continuation.run(
             box,
@@ -223,8 +197,10 @@ def run(job: ForkJob) -> RunRecord:
         box = None
         exported = job.run_dir / "state" / "workspace"
         copy_untrusted(workspace, exported, links="keep", limits=job.limits, what="the workspace")
-        record["timeline"] = timeline(adapter, job.run_dir, rebuild.expected_prefix)
-        diff, cut = workspace_diff(job.boundary_state / "workspace", exported)
+        record["timeline"] = timeline.continued(adapter, job.run_dir, rebuild.expected_prefix)
+        diff, cut = workspace_diff(
+            patched if patch is not None else job.boundary_state / "workspace", exported
+        )
         record.update(workspace_diff=diff, workspace_diff_truncated=cut, status="ok")
     except Interrupted:
         raise
@@ -237,6 +213,7 @@ def run(job: ForkJob) -> RunRecord:
             box.stop()
         if state_dir is not None:
             state_dir.remove()
+        shutil.rmtree(patched, ignore_errors=True)
     record["wall_s"] = time.monotonic() - started
     return RunRecord.model_validate(record)
 

@@ -533,12 +533,25 @@ class TimelineCall(Frozen):
 
 
 class TimelineEntry(Frozen):
-    """One message of the continuation after the boundary, in chat form."""
+    """One message of a conversation (the continuation after the boundary, a replay's prefix) in chat form."""
 
     role: str
     text: str = ""
     tool_calls: list[TimelineCall] = Field(default_factory=list)
+    call_id: str | None = None
+    """A tool result's call id."""
     truncated: bool = False
+
+
+class RerunRecord(Frozen):
+    """One rerun call's historical and fresh observation, model-visible text (a run's reruns.json)."""
+
+    step: int
+    call_id: str
+    tool: str
+    historical: str | None
+    """None: the trajectory recorded no observation for the call."""
+    fresh: str
 
 
 RunStatus = Literal["ok", "failed"]
@@ -562,7 +575,15 @@ class RunRecord(Frozen):
     first_difference: int | None = None
     """Timeline index of this run's first action (assistant message) that differs from the reference
     run's; None when its actions equal the reference's. Tool results are not compared (volatile)."""
+    infrastructure_failure: str | None = None
+    """Why the run tells nothing about the variant (its container, bridge, install or worker failed, or the
+    gate refused the rebuilt prefix); None for a run the agent or the check decided. Such runs are counted
+    apart from the check pass rate."""
+    patch_diff: str | None = None
+    """What the variant's patch changed at the boundary (None: the variant has no patch)."""
+    patch_diff_truncated: bool = False
     workspace_diff: str = ""
+    """The agent's own edits: the workspace at the end against the boundary's (after the patch, if any)."""
     workspace_diff_truncated: bool = False
     dir: str
     """The run's directory, relative to the compare output."""
@@ -574,11 +595,14 @@ class VariantSummary(Frozen):
     spec: VariantSpec
     runs: int
     failed_runs: int
+    infrastructure_failures: int = 0
+    """Runs with an `infrastructure_failure`: left out of the pass rate."""
     agent_status: dict[str, int]
     steps_used: list[int]
     check_passed: int
     check_pass_rate: float | None
-    """Passes over all the variant's runs (a run that failed did not pass); None without --check."""
+    """Passes over the variant's runs that were not infrastructure failures (a run whose patch did not apply
+    did not pass); None without --check or when every run was an infrastructure failure."""
     input_tokens: int | None
     output_tokens: int | None
     mean_wall_s: float
@@ -599,8 +623,12 @@ class CompareResult(Frozen):
     agent_version: str | None
     after_step: int
     replay: str = "replay/result.json"
+    version: VersionRecord | None = None
+    """The agent version the replay ran (a variant's `version` runs another: see its runs' pins)."""
     divergences: dict[str, int]
     """Status -> count over the prefix's reruns (details in replay/result.json)."""
+    degradations: list[Degradation] = Field(default_factory=list)
+    """The replay's degradations (--allow-degraded): every run continues from that prefix."""
     snapshot_image: str
     snapshot_kept: bool
     boundary_check: CheckResult | None = None

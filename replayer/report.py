@@ -1,7 +1,11 @@
-"""compare's report.html: one self-contained page (no external assets), drawn in the browser from the
-compare result embedded as JSON, so that what a person sees is exactly what compare.json says."""
+"""The HTML reports: compare's report.html and `replayer view`'s. Each is one self-contained page (no
+external assets), drawn in the browser from the result embedded as JSON, so that what a person sees is
+exactly what the JSON says. Every value reaches the page as a DOM text node (never as markup): trajectory
+content is untrusted, and a `<script>` in a tool output is text."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import orjson
 
@@ -11,71 +15,117 @@ _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#1d1d1f;background:#fafafa}
 h1{font-size:1.4em;margin:0 0 .3em}h2{font-size:1.1em;margin:1.4em 0 .5em}
 .meta{color:#555;margin:.1em 0}code,pre{font:12px/1.35 ui-monospace,monospace}
-pre{background:#fff;border:1px solid #ddd;padding:.5em;overflow:auto;max-height:24em;white-space:pre-wrap}
+pre{background:#fff;border:1px solid #ddd;padding:.5em;overflow:auto;max-height:24em;white-space:pre-wrap;overflow-wrap:anywhere}
 table{border-collapse:collapse;background:#fff}td,th{border:1px solid #ddd;padding:.3em .6em;text-align:left;vertical-align:top}
 th{background:#f0f0f3}.pass{color:#0a7d32;font-weight:600}.fail{color:#b3261e;font-weight:600}
+.infra-note{color:#8a5a00;font-weight:600}
 .grid{display:grid;grid-auto-flow:column;grid-auto-columns:minmax(22em,1fr);gap:1em;overflow-x:auto}
 .col h3{margin:.2em 0 .5em}.run{background:#fff;border:1px solid #ccc;border-radius:6px;padding:.6em;margin-bottom:1em}
-.run.failed{border-color:#b3261e}.badge{display:inline-block;border-radius:4px;padding:0 .4em;margin-right:.3em;font-size:12px;background:#e8e8ed}
-ol.timeline{padding-left:1.6em;margin:.4em 0}ol.timeline li{margin:.25em 0}
+.run.failed{border-color:#b3261e}.run.infra{border-color:#e0a800;border-style:dashed}
+.badge{display:inline-block;border-radius:4px;padding:0 .4em;margin-right:.3em;font-size:12px;background:#e8e8ed}
+ol.timeline{padding-left:1.6em;margin:.4em 0}ol.timeline li{margin:.35em 0}
+ol.timeline pre{margin:.2em 0;padding:.3em .5em;max-height:16em}
 li.differs{background:#fff4d6;outline:2px solid #e0a800}.role{font-weight:600;margin-right:.4em}
-.call{font-family:ui-monospace,monospace;font-size:12px;display:block;color:#333}
+.call{color:#333;background:#f6f6fa}
 .add{color:#0a7d32}.del{color:#b3261e}.hunk{color:#6a3fb5}
+.pair{display:grid;grid-template-columns:1fr 1fr;gap:.6em}.pair h4{margin:.3em 0;font-size:12px;color:#555}
+.rerun{background:#fff;border:1px solid #ccc;border-radius:6px;padding:.6em;margin-bottom:.8em}
+.rerun.different{border-color:#e0a800}mark{background:#ffd86b}
 """
 
-_JS = r"""
-const data = JSON.parse(document.getElementById('compare-data').textContent);
+_BASE_JS = r"""
+const data = JSON.parse(document.getElementById('report-data').textContent);
 const el = (tag, attrs = {}, ...children) => {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
   for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
   return node;
 };
-const rate = v => v.check_pass_rate === null ? 'no check' : `${v.check_passed}/${v.runs} (${Math.round(v.check_pass_rate * 100)}%)`;
-const tokens = (i, o) => i === null && o === null ? 'not reported' : `${i ?? '?'} in / ${o ?? '?'} out`;
-const checkLine = c => c ? el('span', {class: c.passed ? 'pass check-pass' : 'fail check-fail'},
-  c.passed ? 'check passed' : (c.timed_out ? 'check timed out' : `check failed (exit ${c.exit_code})`)) : el('span', {}, 'no check');
+const root = document.getElementById('report');
 
-function diffPre(text) {
-  const pre = el('pre', {class: 'diff'});
+function diffPre(text, cls) {
+  const pre = el('pre', {class: 'diff ' + cls});
   for (const line of text.split('\n')) {
-    const cls = line.startsWith('@@') ? 'hunk' : line.startsWith('+') ? 'add' : line.startsWith('-') ? 'del' : '';
-    pre.append(el('span', cls ? {class: cls} : {}, line + '\n'));
+    const kind = line.startsWith('@@') ? 'hunk' : line.startsWith('+') ? 'add' : line.startsWith('-') ? 'del' : '';
+    pre.append(el('span', kind ? {class: kind} : {}, line + '\n'));
   }
   return pre;
 }
 
+// one message a list item; texts, call arguments and tool outputs in <pre>: their line breaks are kept
+function conversation(entries, itemAttrs = () => ({})) {
+  const list = el('ol', {class: 'timeline'});
+  entries.forEach((e, i) => {
+    const item = el('li', {'data-role': e.role, ...itemAttrs(e, i)}, el('span', {class: 'role'}, e.role));
+    if (e.call_id) item.append(el('code', {class: 'call-id'}, e.call_id));
+    if (e.text) item.append(el('pre', {class: e.role === 'tool' ? 'text tool-output' : 'text'}, e.text));
+    for (const call of e.tool_calls) item.append(el('pre', {class: 'call'}, `${call.name}(${call.arguments})`));
+    if (e.truncated) item.append(el('em', {}, ' (cut)'));
+    list.append(item);
+  });
+  return list;
+}
+
+const versionText = v => v ? `${v.version} (${v.source}, ${v.status})` : 'unknown';
+
+function degradations(list) {
+  const box = el('div', {id: 'degradations'}, el('h2', {}, `Degradations (${list.length})`));
+  if (!list.length) box.append(el('p', {class: 'meta'}, 'none: every call of the prefix was rerun'));
+  const ul = el('ul', {});
+  for (const d of list) ul.append(el('li', {class: 'degradation'}, `${d.action}: ${d.reason}`));
+  if (list.length) box.append(ul);
+  return box;
+}
+"""
+
+_COMPARE_JS = r"""
+const rate = v => {
+  if (v.check_pass_rate === null) return 'no check';
+  return `${v.check_passed}/${v.runs - v.infrastructure_failures} (${Math.round(v.check_pass_rate * 100)}%)`;
+};
+const tokens = (i, o) => i === null && o === null ? 'not reported' : `${i ?? '?'} in / ${o ?? '?'} out`;
+const checkLine = c => c ? el('span', {class: c.passed ? 'pass check-pass' : 'fail check-fail'},
+  c.passed ? 'check passed' : (c.timed_out ? 'check timed out' : `check failed (exit ${c.exit_code})`)) : el('span', {}, 'no check');
+
+function diffBlock(label, text, cut, cls) {
+  const small = text.split('\n').length <= 40;
+  return el('details', small && text ? {open: '', class: cls} : {class: cls},
+    el('summary', {}, label + (text ? '' : ' (no change)') + (cut ? ' (cut)' : '')), diffPre(text, cls));
+}
+
 function run(r) {
-  const card = el('div', {class: 'run' + (r.status === 'failed' ? ' failed' : ''), 'data-run': `${r.variant}/${r.repeat}`});
+  const classes = ['run'];
+  if (r.status === 'failed') classes.push('failed');
+  if (r.infrastructure_failure) classes.push('infra');
+  const card = el('div', {class: classes.join(' '), 'data-run': `${r.variant}/${r.repeat}`});
   const c = r.continuation;
   card.append(el('div', {}, el('strong', {}, `run ${r.repeat}`), ' ',
     el('span', {class: 'badge agent-status'}, r.status === 'failed' ? 'run failed' : c.agent_status),
     el('span', {class: 'badge'}, c ? `${c.steps_used} step(s)` : '-'), ' ', checkLine(r.check)));
-  if (r.status === 'failed') card.append(el('p', {class: 'fail error'}, `${r.error_kind}: ${r.error}`));
+  const pins = r.pins;
+  card.append(el('p', {class: 'meta versions'},
+    `agent ${pins ? `${pins.adapter} ${pins.cli_version ?? '?'}` : '?'}; replayer ${pins ? pins.replayer : '?'}; model ${c && c.model ? c.model : '?'}`));
+  if (r.infrastructure_failure) card.append(el('p', {class: 'infra-note'},
+    `infrastructure failure, not counted in the pass rate: ${r.infrastructure_failure}`));
+  else if (r.status === 'failed') card.append(el('p', {class: 'fail error'}, `${r.error_kind}: ${r.error}`));
   if (r.status === 'ok') card.append(el('p', {class: 'meta first-difference'},
     `${r.variant}/${r.repeat}` === data.reference_run ? 'the reference run' :
     r.first_difference === null ? `same actions as the reference run ${data.reference_run}` : `differs from the reference run ${data.reference_run} at action ${r.first_difference + 1}`));
-  const list = el('ol', {class: 'timeline'});
-  r.timeline.forEach((e, i) => {
-    const item = el('li', i === r.first_difference ? {class: 'differs'} : {}, el('span', {class: 'role'}, e.role));
-    if (e.text) item.append(el('span', {class: 'text'}, e.text));
-    for (const call of e.tool_calls) item.append(el('span', {class: 'call'}, `${call.name}(${call.arguments})`));
-    if (e.truncated) item.append(el('em', {}, ' (cut)'));
-    list.append(item);
-  });
+  const list = conversation(r.timeline, (e, i) => i === r.first_difference ? {class: 'differs'} : {});
   card.append(el('details', {open: ''}, el('summary', {}, `timeline after the boundary (${r.timeline.length})`), list));
   if (r.check) card.append(el('details', {}, el('summary', {}, `check output (${r.check.output_bytes} bytes${r.check.truncated ? ', cut' : ''})`), el('pre', {class: 'check-output'}, r.check.output)));
-  const small = r.workspace_diff.split('\n').length <= 40;
-  card.append(el('details', small && r.workspace_diff ? {open: ''} : {}, el('summary', {}, 'workspace diff' + (r.workspace_diff ? '' : ' (no change)') + (r.workspace_diff_truncated ? ' (cut)' : '')), diffPre(r.workspace_diff)));
+  if (r.patch_diff !== null) card.append(diffBlock("the variant's patch, applied at the boundary", r.patch_diff, r.patch_diff_truncated, 'patch-diff'));
+  if (r.status === 'ok') card.append(diffBlock(r.patch_diff !== null ? "the agent's edits (after the patch)" : "the agent's edits (workspace diff)",
+    r.workspace_diff, r.workspace_diff_truncated, 'agent-diff'));
   card.append(el('p', {class: 'meta'}, `${r.wall_s.toFixed(1)} s; ${r.dir}`));
   return card;
 }
 
 const req = data.request;
 document.title = `compare: ${data.agent} after step ${data.after_step}`;
-const root = document.getElementById('report');
 root.append(el('h1', {}, `${data.agent} ${data.agent_version ?? ''}: ${req.variants.length} variant(s) from step ${data.after_step}`));
-root.append(el('p', {class: 'meta'}, `trajectory ${req.trajectory}; ${req.repeat} run(s) per variant; replayer ${data.pins.replayer}; ${data.pins.cli_package} ${data.pins.cli_version}`));
+root.append(el('p', {class: 'meta'}, `trajectory ${req.trajectory}; ${req.repeat} run(s) per variant`));
+root.append(el('p', {class: 'meta versions'}, `replay: agent ${data.agent} ${versionText(data.version)}; replayer ${data.pins.replayer}; ${data.pins.cli_package} ${data.pins.cli_version}; model ${req.defaults.model ?? "(the trajectory's own)"}`));
 root.append(el('p', {class: 'meta'}, 'prefix reruns: ' + (Object.entries(data.divergences).map(([k, v]) => `${v} ${k}`).join(', ') || 'none')
   + `; all runs share their first ${data.common_actions} action(s)`));
 if (data.boundary_check) root.append(el('p', {class: 'boundary-check'}, 'at the boundary: ', checkLine(data.boundary_check)));
@@ -88,6 +138,7 @@ table.append(head);
 const rows = [
   ['spec', v => Object.entries(v.spec).filter(([, x]) => x !== null && !(typeof x === 'object' && !Object.keys(x).length)).map(([k, x]) => `${k}=${typeof x === 'object' ? JSON.stringify(x) : x}`).join(', ') || '(shared settings)'],
   ['check passed', rate],
+  ['infrastructure failures', v => v.infrastructure_failures],
   ['agent status', v => Object.entries(v.agent_status).map(([k, n]) => `${k} x${n}`).join(', ') || '-'],
   ['failed runs', v => v.failed_runs],
   ['steps used', v => v.steps_used.join(', ') || '-'],
@@ -99,7 +150,9 @@ for (const [label, fn] of rows) {
   for (const v of data.variants) tr.append(el('td', {'data-variant': v.name}, fn(v)));
   table.append(tr);
 }
-root.append(el('h2', {}, 'Variants'), table);
+root.append(el('h2', {}, 'Variants'), table,
+  el('p', {class: 'meta'}, 'check passed: over the runs that were not infrastructure failures (a container, bridge, install or worker failure, or a refused gate), counted apart'));
+root.append(degradations(data.degradations));
 const grid = el('div', {class: 'grid'});
 for (const v of data.variants) {
   const col = el('div', {class: 'col', 'data-variant': v.name}, el('h3', {}, v.name));
@@ -110,15 +163,79 @@ root.append(el('h2', {}, 'Runs'), grid);
 root.setAttribute('data-rendered', 'yes');
 """
 
+_VIEW_JS = r"""
+const r = data.result;
+const c = r.continuation;
 
-def render_html(result: CompareResult) -> str:
+// the two texts with the part between their common start and common end marked
+function marked(text, other) {
+  const pre = el('pre', {class: 'observation'});
+  if (text === null) { pre.append(el('em', {}, '(no observation recorded)')); return pre; }
+  if (other === null || text === other) { pre.append(text); return pre; }
+  let start = 0;
+  while (start < text.length && start < other.length && text[start] === other[start]) start++;
+  let end = 0;
+  while (end < text.length - start && end < other.length - start && text[text.length - 1 - end] === other[other.length - 1 - end]) end++;
+  pre.append(text.slice(0, start), el('mark', {class: 'difference'}, text.slice(start, text.length - end)), text.slice(text.length - end));
+  return pre;
+}
+
+document.title = `replay: ${r.agent} after step ${r.after_step}`;
+root.append(el('h1', {}, `${r.agent} ${r.agent_version ?? ''}: replay after step ${r.after_step}`));
+root.append(el('p', {class: 'meta'}, `trajectory ${r.request.trajectory}; session ${r.session_id ?? '-'}; cwd ${r.cwd ?? '-'}`));
+root.append(el('p', {class: 'meta versions'}, `agent ${r.agent} ${versionText(r.version)}; replayer ${r.pins.replayer}; ${r.pins.cli_package} ${r.pins.cli_version}; model ${c && c.model ? c.model : '-'}`));
+const counts = {};
+for (const d of r.divergences) counts[d.status] = (counts[d.status] || 0) + 1;
+root.append(el('p', {class: 'meta'}, 'prefix reruns: ' + (Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(', ') || 'none')));
+if (c) root.append(el('p', {class: 'meta continuation-status'},
+  `continuation: gate ${c.gate}; ${c.agent_status}; ${c.steps_used} step(s); ${c.input_condition}`));
+for (const hint of r.hints) root.append(el('p', {class: 'infra-note hint'}, hint));
+root.append(degradations(r.degradations));
+
+const byCall = Object.fromEntries(r.divergences.map(d => [d.call_id, d]));
+root.append(el('h2', {}, `The prefix (${data.prefix.length} messages, fresh observations)`));
+root.append(el('details', {open: '', id: 'prefix'}, el('summary', {}, 'conversation up to the boundary'),
+  conversation(data.prefix, e => e.call_id && byCall[e.call_id] && byCall[e.call_id].status === 'different' ? {class: 'differs', 'data-call': e.call_id} : (e.call_id ? {'data-call': e.call_id} : {}))));
+
+root.append(el('h2', {}, `Reruns (${data.reruns.length})`));
+const reruns = el('div', {id: 'reruns'});
+for (const x of data.reruns) {
+  const d = byCall[x.call_id] || {status: 'unknown', normalizers: []};
+  const box = el('div', {class: `rerun ${d.status}`, 'data-call': x.call_id},
+    el('div', {}, el('strong', {}, `step ${x.step}: ${x.tool}`), ' ', el('code', {}, x.call_id), ' ',
+      el('span', {class: 'badge status'}, d.status), d.normalizers.length ? el('span', {class: 'badge'}, 'normalized: ' + d.normalizers.join(', ')) : ''));
+  if (x.excerpts) box.append(el('p', {class: 'meta'}, 'excerpts only (this directory has no reruns.json)'));
+  box.append(el('div', {class: 'pair'},
+    el('div', {class: 'historical'}, el('h4', {}, 'historical'), marked(x.historical, x.fresh)),
+    el('div', {class: 'fresh'}, el('h4', {}, 'fresh'), marked(x.fresh, x.historical))));
+  reruns.append(box);
+}
+root.append(reruns);
+
+root.append(el('h2', {}, 'After the boundary'));
+if (!c) root.append(el('p', {class: 'meta', id: 'continuation'}, 'no continuation (the replay stopped at the boundary)'));
+else root.append(el('div', {id: 'continuation'}, conversation(data.continuation)));
+root.setAttribute('data-rendered', 'yes');
+"""
+
+
+def _page(title: str, data: dict[str, Any], js: str) -> str:
     # `<` escaped inside the JSON: the data can never close its script element
-    data = orjson.dumps(result.model_dump(mode="json")).replace(b"<", b"\\u003c").decode()
+    embedded = orjson.dumps(data).replace(b"<", b"\\u003c").decode()
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        "<title>compare report</title>"
+        f"<title>{title}</title>"
         f"<style>{_CSS}</style></head><body>"
-        '<main id="report"><noscript>This report is drawn by JavaScript from compare.json.</noscript></main>'
-        f'<script type="application/json" id="compare-data">{data}</script>'
-        f"<script>{_JS}</script></body></html>\n"
+        '<main id="report"><noscript>This report is drawn by JavaScript from the data it embeds.</noscript></main>'
+        f'<script type="application/json" id="report-data">{embedded}</script>'
+        f"<script>{_BASE_JS}{js}</script></body></html>\n"
     )
+
+
+def render_html(result: CompareResult) -> str:
+    return _page("compare report", result.model_dump(mode="json"), _COMPARE_JS)
+
+
+def render_view(data: dict[str, Any]) -> str:
+    """`replayer view`'s page from replayer.view.ViewData's JSON form."""
+    return _page("replay report", data, _VIEW_JS)

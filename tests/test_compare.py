@@ -3,18 +3,18 @@ check in each run's container, compare.json, and report.html as headless Chromiu
 
 from __future__ import annotations
 
-import html.parser
 import os
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 import pytest
 
-from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from sandboxes.docker import LABEL, SNAPSHOT_LABEL
 from tests.conftest import (
     ROOT,
@@ -25,6 +25,7 @@ from tests.conftest import (
     pi_fixture,
     replayer,
 )
+from tests.support.chromium import render as _render
 from tests.support.continuing import KEY
 
 SESSION = fixture_dir("write_edit") / "session.jsonl"
@@ -36,7 +37,7 @@ CHECK = "python3 hello.py | grep -qx 'hello, world'"
 
 def _fixer(name: str, greeting: str) -> Script:
     """One Bash call that rewrites hello.py to print `greeting`, then a final answer (per conversation)."""
-    command = f"printf \"print('{greeting}')\\n\" > hello.py"
+    command = f"printf \"print('{greeting}')\\n\" > hello.py && ls -la"
     call = ToolUseBlock(id=f"toolu_{name}_1", name="Bash", input={"command": command, "description": "fix"})
     return Script(
         by_history=True,
@@ -66,63 +67,18 @@ def _snapshots(docker_client) -> list[str]:
     return [i.id for i in docker_client.images.list(filters={"label": SNAPSHOT_LABEL})]
 
 
-class _Dom(html.parser.HTMLParser):
-    """The rendered DOM as (tag, attributes, text) elements, text including the descendants'."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.open: list[tuple[str, dict[str, str], list[str]]] = []
-        self.elements: list[tuple[str, dict[str, str], str]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in ("meta", "br", "link", "img", "input"):
-            return
-        self.open.append((tag, {k: v or "" for k, v in attrs}, []))
-
-    def handle_endtag(self, tag: str) -> None:
-        while self.open:
-            name, attrs, text = self.open.pop()
-            joined = "".join(text)
-            self.elements.append((name, attrs, joined))
-            if self.open:
-                self.open[-1][2].append(joined)
-            if name == tag:
-                break
-
-    def handle_data(self, data: str) -> None:
-        if self.open:
-            self.open[-1][2].append(data)
-
-    def find(self, tag: str | None = None, **attrs: str) -> list[tuple[str, dict[str, str], str]]:
-        def match(a: dict[str, str]) -> bool:
-            return all(
-                (v in a.get(k.rstrip("_"), "").split()) if k == "class_" else a.get(k.replace("_", "-")) == v
-                for k, v in attrs.items()
-            )
-
-        return [e for e in self.elements if (tag is None or e[0] == tag) and match(e[1])]
+@dataclass(frozen=True)
+class Compared:
+    out: Path
+    stderr: str
+    log: list[LoggedRequest]
+    upstream_url: str
 
 
-def _render(report: Path, tmp_path: Path) -> tuple[_Dom, str]:
-    """The page as headless Chromium leaves it after its scripts ran, and Chromium's log."""
-    proc = subprocess.run(
-        [
-            "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            f"--user-data-dir={tmp_path / 'chromium'}", "--enable-logging=stderr", "--v=0",
-            "--virtual-time-budget=5000", "--dump-dom", report.as_uri(),
-        ],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    dom = _Dom()
-    dom.feed(proc.stdout)
-    dom.close()
-    return dom, proc.stderr
-
-
-def test_two_variants_two_repeats_one_replay_and_the_report_shows_it(tmp_path: Path, docker_client) -> None:
-    out = tmp_path / "cmp"
+@pytest.fixture(scope="module")
+def two_variants(tmp_path_factory: pytest.TempPathFactory) -> Compared:
+    """Two variants, two repeats each, with a check: one compare shared by the tests that read its output."""
+    out = tmp_path_factory.mktemp("two-variants") / "cmp"
     with ScriptedUpstream(Script(turns=[]), expected_key=KEY, by_model=SCRIPTS) as upstream:
         proc = _compare(
             out, upstream, "--variant", "good=model=claude-good", "--variant", "bad=model=claude-bad",
@@ -130,6 +86,13 @@ def test_two_variants_two_repeats_one_replay_and_the_report_shows_it(tmp_path: P
         )  # fmt: skip
         log = [r for r in upstream.log if r.main_thread]
     assert proc.returncode == 0, proc.stderr
+    return Compared(out, proc.stderr, log, upstream.url)
+
+
+def test_two_variants_two_repeats_one_replay_and_the_report_shows_it(
+    two_variants: Compared, tmp_path: Path, docker_client
+) -> None:
+    out, log = two_variants.out, two_variants.log
     result = orjson.loads((out / "compare.json").read_bytes())
     # one replay of the prefix, its divergences in the ordinary result directory
     replay = orjson.loads((out / "replay" / "result.json").read_bytes())
@@ -170,12 +133,14 @@ def test_two_variants_two_repeats_one_replay_and_the_report_shows_it(tmp_path: P
     assert (summary["good"]["input_tokens"], summary["good"]["output_tokens"]) == (400, 80)
     assert summary["bad"]["agent_status"] == {"completed": 2} and summary["bad"]["steps_used"] == [2, 2]
     # containers and the snapshot image are gone; the key never reached a file
-    assert _labelled(docker_client, f"{LABEL}.compare") == []
+    # this compare's (its id names its containers: replayer-<compare id>-<run>); the engine is shared
+    compare_id = result["runs"][0]["container"].removeprefix("replayer-").rsplit("-", 1)[0]
+    assert _labelled(docker_client, f"{LABEL}.compare={compare_id}") == []
     assert result["snapshot_image"] not in _snapshots(docker_client)
     assert not [p for p in out.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
 
     html_text = (out / "report.html").read_text()
-    assert "http://" not in html_text.replace(upstream.url, "") and "https://" not in html_text
+    assert "http://" not in html_text.replace(two_variants.upstream_url, "") and "https://" not in html_text
     assert ' src="' not in html_text and " href=" not in html_text and "url(" not in html_text
     dom, log_text = _render(out / "report.html", tmp_path)
     assert "Uncaught" not in log_text
@@ -202,6 +167,102 @@ def test_two_variants_two_repeats_one_replay_and_the_report_shows_it(tmp_path: P
         dom.find("p", class_="boundary-check")
         and "check failed (exit 1)" in dom.find("p", class_="boundary-check")[0][2]
     )
+    # tool outputs keep their line breaks: `ls -la` as the agent saw it, one line a file
+    outputs = sorted(e[2] for e in dom.find("pre", class_="tool-output"))
+    tools = sorted(e["text"] for r in result["runs"] for e in r["timeline"] if e["role"] == "tool")
+    assert outputs == tools and all(o.count("\n") >= 3 for o in outputs)
+    assert all(any(line.endswith(" hello.py") for line in o.splitlines()) for o in outputs)
+    # every run says the versions and the model it ran; no patch, so only the agent's edits
+    pins = result["pins"]
+    for name in ("good", "bad"):
+        lines = [e[2] for e in dom.find("p", class_="versions") if f"model claude-{name}" in e[2]]
+        assert (
+            lines
+            == [f"agent claude_code {pins['cli_version']}; replayer {pins['replayer']}; model claude-{name}"]
+            * 2
+        )
+    header = dom.find("p", class_="versions")[0][2]
+    assert f"agent claude_code {result['version']['version']} (recorded, verified)" in header
+    assert not dom.find("details", class_="patch-diff")
+    assert len([e for e in dom.find("details", class_="agent-diff") if "+print('hello" in e[2]]) == 4
+    infra = [e for e in dom.find("tr") if e[1].get("data-row") == "infrastructure failures"][0]
+    assert infra[2] == "infrastructure failures00"
+    assert "none" in dom.find("div", id="degradations")[0][2]
+
+
+def test_infrastructure_failures_are_counted_apart_and_trajectory_text_stays_text(
+    two_variants: Compared, tmp_path: Path
+) -> None:
+    """The report of the module's compare, with one run's container lost, markup in a tool output and a
+    degradation: the tally and the page from models, no container."""
+    from replayer.compare import infrastructure_failure, summaries, with_differences
+    from replayer.models import CompareResult, Degradation, RunRecord
+    from replayer.report import render_html
+
+    result = CompareResult.model_validate_json((two_variants.out / "compare.json").read_bytes())
+    hostile = "<script>document.title='owned'</script>\n<img src=x onerror=alert(1)>"
+    runs = []
+    for run in result.runs:
+        if (run.variant, run.repeat) == ("bad", 2):
+            run = RunRecord(
+                variant="bad", repeat=2, status="failed", error_kind="sandbox",
+                error="the container was killed", dir=run.dir, pins=run.pins,
+            )  # fmt: skip
+        elif (run.variant, run.repeat) == ("good", 1):
+            timeline = [
+                e.model_copy(update={"text": hostile}) if e.role == "tool" else e for e in run.timeline
+            ]
+            run = run.model_copy(update={"timeline": timeline})
+        runs.append(run)
+    runs, common, reference = with_differences(runs)
+    tally = {v.name: v for v in summaries(result.request, runs)}
+    # the lost run is neither a pass nor a fail of its variant: 0 of 1, not 0 of 2
+    assert (tally["bad"].infrastructure_failures, tally["bad"].failed_runs, tally["bad"].check_pass_rate) == (
+        1,
+        1,
+        0.0,
+    )
+    assert (tally["good"].infrastructure_failures, tally["good"].check_pass_rate) == (0, 1.0)
+    lost = next(r for r in runs if r.status == "failed")
+    assert lost.infrastructure_failure == "sandbox: the container was killed"
+    # a patch that does not apply is the variant's own failure; a refused gate is the replayer's
+    assert infrastructure_failure(lost.model_copy(update={"error_kind": "patch_failed"})) is None
+    ok = next(r for r in runs if r.status == "ok")
+    assert ok.continuation is not None and infrastructure_failure(ok) is None
+    refused = ok.model_copy(
+        update={"continuation": ok.continuation.model_copy(update={"agent_status": "bridge_refused"})}
+    )
+    assert (infrastructure_failure(refused) or "").startswith("bridge_refused")
+    degraded = Degradation(reason="Task call toolu_9 in step 2: not rerun", action="historical_kept", step=2)
+    page = tmp_path / "report.html"
+    page.write_text(
+        render_html(
+            result.model_copy(
+                update={
+                    "runs": runs,
+                    "variants": list(tally.values()),
+                    "common_actions": common,
+                    "reference_run": reference,
+                    "degradations": [degraded],
+                }
+            )
+        )
+    )
+    dom, log = _render(page, tmp_path)
+    assert "Uncaught" not in log and dom.find("main", id="report", data_rendered="yes")
+    rate_row = [e for e in dom.find("tr") if e[1].get("data-row") == "check passed"][0][2]
+    assert "2/2 (100%)" in rate_row and "0/1 (0%)" in rate_row
+    infra_row = [e for e in dom.find("tr") if e[1].get("data-row") == "infrastructure failures"][0][2]
+    assert infra_row == "infrastructure failures01"
+    card = [e for e in dom.find("div", class_="run") if e[1]["data-run"] == "bad/2"][0]
+    assert "infra" in card[1]["class"].split()
+    assert (
+        "infrastructure failure, not counted in the pass rate: sandbox: the container was killed" in card[2]
+    )
+    # the tool output's markup is text: no script ran (the title is the report's), no element was made
+    assert [e[2] for e in dom.find("pre", class_="tool-output") if "owned" in e[2]] == [hostile]
+    assert len(dom.find("script")) == 2 and dom.find("title")[0][2].startswith("compare: ")
+    assert [e[2] for e in dom.find("li", class_="degradation")] == [f"historical_kept: {degraded.reason}"]
 
 
 PATCH_OK = """--- a/hello.py
@@ -228,7 +289,7 @@ def test_a_failing_run_never_stops_the_others_and_patches_apply_at_the_boundary(
         proc = _compare(
             out, upstream, "--variant", f"stale=patch={tmp_path / 'stale.diff'}",
             "--variant", f"patched=patch={tmp_path / 'ok.diff'}", "--variant", "bad=model=claude-bad",
-            "--check", CHECK, "--parallel", "3",
+            "--variant", f"both=patch={tmp_path / 'ok.diff'},model=claude-bad", "--check", CHECK, "--parallel", "3",
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     result = orjson.loads((out / "compare.json").read_bytes())
@@ -238,7 +299,17 @@ def test_a_failing_run_never_stops_the_others_and_patches_apply_at_the_boundary(
     # the environment patch alone makes the check pass; the agent only answered
     assert runs["patched"]["status"] == "ok" and runs["patched"]["check"]["passed"] is True
     assert [e["text"] for e in runs["patched"]["timeline"]] == ["Nothing to do."]
-    assert "+print('hello, world')" in runs["patched"]["workspace_diff"]
+    assert (
+        "+print('hello, world')" in runs["patched"]["patch_diff"] and runs["patched"]["workspace_diff"] == ""
+    )
+    # the patch and the agent's edits apart: the agent's diff starts from the patched file, not the boundary's
+    both = runs["both"]
+    assert (
+        both["patch_diff"] == runs["patched"]["patch_diff"] and "-    print('goodbye')" in both["patch_diff"]
+    )
+    assert "-print('hello, world')\n+print('hello world')" in both["workspace_diff"]
+    assert "goodbye" not in both["workspace_diff"] and runs["bad"]["patch_diff"] is None
+    assert not (out / both["dir"] / "patched-workspace").exists()
     assert runs["bad"]["status"] == "ok" and runs["bad"]["check"]["passed"] is False
     summary = {v["name"]: v for v in result["variants"]}
     assert summary["stale"]["failed_runs"] == 1 and summary["stale"]["check_pass_rate"] == 0.0
@@ -250,6 +321,11 @@ def test_a_failing_run_never_stops_the_others_and_patches_apply_at_the_boundary(
     assert "run failed" in stale[0][2] and "patch_failed: the patch" in stale[0][2]
     patched = [e for e in dom.find("div", class_="run") if e[1]["data-run"] == "patched/1"][0]
     assert "check passed" in patched[2] and "+print('hello, world')" in patched[2]
+    patch_diffs = {e[2] for e in dom.find("details", class_="patch-diff")}
+    agent_diffs = {e[2] for e in dom.find("details", class_="agent-diff")}
+    assert len(patch_diffs) == 1 and "+print('hello, world')" in patch_diffs.pop()
+    edits = [d for d in agent_diffs if "+print('hello world')" in d]
+    assert len(edits) == 2 and any("-print('hello, world')" in d and "(after the patch)" in d for d in edits)
 
 
 def test_prompt_upstream_and_budget_variants(tmp_path: Path) -> None:

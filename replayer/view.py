@@ -1,0 +1,112 @@
+"""`replayer view DIR`: one replay's output directory as DIR/report.html: the prefix as a conversation, each
+rerun call's historical and fresh observation side by side, the continuation after the boundary, versions
+and degradations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+import adapters
+from replayer import timeline
+from replayer.engine import RERUNS
+from replayer.errors import BadInput, OutputError
+from replayer.io import write_bytes_atomic
+from replayer.models import ReplayResult, RerunRecord, TimelineEntry
+from replayer.pins import pinned_version, running_version
+from replayer.report import render_view
+
+PAGE = "report.html"
+TEXT_CHARS = 64 * 1024
+"""A message or observation longer than this is cut on the page (the files hold it whole)."""
+
+
+class ViewRerun(RerunRecord):
+    excerpts: bool = False
+    """The directory predates reruns.json: the divergence's excerpts stand in for the observations."""
+
+
+class ViewData(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    result: ReplayResult
+    prefix: list[TimelineEntry]
+    reruns: list[ViewRerun]
+    continuation: list[TimelineEntry]
+
+
+def _json(path: Path) -> Any:
+    try:
+        return orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise BadInput(f"{path} cannot be read as JSON: {exc}") from None
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS] + "\n[... cut ...]"
+
+
+def _reruns(directory: Path, result: ReplayResult) -> list[ViewRerun]:
+    path = directory / RERUNS
+    if path.is_file():
+        records = [RerunRecord.model_validate(r) for r in _json(path)]
+        return [
+            ViewRerun(
+                **r.model_dump(exclude={"historical", "fresh"}),
+                historical=None if r.historical is None else _cut(r.historical),
+                fresh=_cut(r.fresh),
+            )
+            for r in records
+        ]
+    return [
+        ViewRerun(
+            step=d.step,
+            call_id=d.call_id,
+            tool=d.tool,
+            historical=d.historical_excerpt,
+            fresh=d.fresh_excerpt or "",
+            excerpts=True,
+        )
+        for d in result.divergences
+        if d.status != "historical_kept"
+    ]
+
+
+def load(directory: Path) -> ViewData:
+    if not directory.is_dir():
+        raise BadInput(f"{directory} is not a directory")
+    path = directory / "result.json"
+    if not path.is_file():
+        hint = (
+            " (a compare output: its report is report.html)" if (directory / "compare.json").is_file() else ""
+        )
+        raise BadInput(f"{directory} is not a replay output directory: it has no result.json{hint}")
+    try:
+        result = ReplayResult.model_validate_json(path.read_bytes())
+    except ValidationError as exc:
+        raise BadInput(f"{path} is not a replay result: {exc.errors()[0]['msg']}") from None
+    adapter = adapters.by_name(result.agent)
+    expected = _json(directory / result.expected_prefix)
+    dialect = adapter.dialect()
+    version = result.version.version if result.version else pinned_version(result.agent)
+    with running_version(result.agent, version):  # the continued session in the form of the version that ran
+        after = timeline.continued(adapter, directory, expected, TEXT_CHARS) if result.continuation else []
+    return ViewData(
+        result=result,
+        prefix=timeline.entries(dialect.to_chat(expected), TEXT_CHARS),
+        reruns=_reruns(directory, result),
+        continuation=after,
+    )
+
+
+def write(directory: Path) -> Path:
+    """DIR/report.html, written atomically."""
+    page = render_view(load(directory).model_dump(mode="json"))
+    out = directory / PAGE
+    try:
+        write_bytes_atomic(out, page.encode())
+    except OSError as exc:
+        raise OutputError(f"cannot write {out}: {exc.strerror}") from None
+    return out
