@@ -940,10 +940,10 @@ def setup(
     """Make this machine ready to run: the Docker engine, the base image, the pinned agent bundles.
 
     Each part already there is reused, so running it again is quick. Starting the engine and building
-    the image need root (and apt-get for what is missing); bundles come from npm / PyPI.
+    the image need root (sudo) and apt-get for what is missing; bundles come from npm / PyPI.
 
     Examples:
-      sudo replayer setup
+      replayer setup
       replayer setup --agents claude_code,codex
       replayer setup --no-bundles --json
     """
@@ -1025,12 +1025,10 @@ def bundles_add(
       replayer bundles add --pinned
     """
     from replayer import bundles
-    from replayer.pins import load_pins
 
     wanted = [bundles.parse_spec(spec) for spec in specs or []]
     if pinned:
-        for agent, pin in load_pins().agents.items():
-            wanted += [(agent, v) for v in (pin.version, *pin.also)]
+        wanted += bundles.pinned_specs()
     if not wanted:
         raise typer.BadParameter("name AGENT@VERSION or give --pinned", param_hint="SPECS")
     for agent, version in wanted:

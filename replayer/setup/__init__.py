@@ -97,11 +97,10 @@ def base_image() -> ImageStatus:
 def pinned_bundles(agents: list[str] | None) -> list[tuple[str, str]]:
     """(agent, version) of every pinned version and `also` version of `agents` (None: every agent)."""
     pins = load_pins().agents
-    chosen = agents if agents is not None else list(pins)
-    unknown = [a for a in chosen if a not in pins]
+    unknown = [a for a in agents or [] if a not in pins]
     if unknown:
         raise SetupError(f"no agent {', '.join(map(repr, unknown))} (known: {', '.join(sorted(pins))})")
-    return [(agent, v) for agent in dict.fromkeys(chosen) for v in (pins[agent].version, *pins[agent].also)]
+    return [(a, v) for a, v in bundles.pinned_specs() if agents is None or a in agents]
 
 
 def install_bundles(wanted: list[tuple[str, str]]) -> Iterator[BundleStatus]:
