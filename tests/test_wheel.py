@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from replayer.pins import load_pins
-from tests.conftest import ROOT, fixture_dir
+from tests.conftest import ROOT, fixture_dir, mini_fixture
 
 pytestmark = [pytest.mark.docker, pytest.mark.agent]
 
@@ -119,17 +119,25 @@ def test_installed_replayer_runs_from_outside_the_checkout(venv: Path, tmp_path:
     assert [(b["agent"], b["version"]) for b in report["bundles"]] == wanted
     assert {b["status"] for b in report["bundles"]} == {"present"}
 
-    single = fixture_dir("single")
-    out = tmp_path / "out"
+    _replays(venv, tmp_path, fixture_dir("single") / "session.jsonl", "claude_code")
+
+
+def test_an_agent_with_a_companion_replays_from_the_installed_package(venv: Path, tmp_path: Path) -> None:
+    """mini-swe-agent's rerun mounts its companion (a driver and a `docker` shim) from the package."""
+    _replays(venv, tmp_path, mini_fixture("toolcall") / "trajectory.traj.json", "mini_swe_agent")
+
+
+def _replays(venv: Path, cwd: Path, trajectory: Path, agent: str) -> None:
+    out = cwd / "out"
     run = _outside(
         venv,
-        tmp_path,
-        *("run", str(single / "session.jsonl"), "--after-step", "1"),
-        *("--workspace", str(single / "workspace"), "--out", str(out), "--json"),
+        cwd,
+        *("run", str(trajectory), "--after-step", "1"),
+        *("--workspace", str(trajectory.parent / "workspace"), "--out", str(out), "--json"),
     )
     assert run.returncode == 0, run.stderr
     result = orjson.loads((out / "result.json").read_bytes())
     assert result["after_step"] == 1
-    assert result["agent"] == "claude_code"
+    assert result["agent"] == agent
     assert [d["status"] for d in result["divergences"]] == ["exact"]
     assert all((out / name).is_file() for name in result["native_files"])
