@@ -1,6 +1,7 @@
-"""`replayer setup` refuses what it cannot do here with one line and exit 12, before running any script.
-The engine it would have to start is made unreachable with DOCKER_HOST (the machine's own engine stays
-untouched); tests/test_wheel.py runs it on this ready machine, where it reuses everything."""
+"""`replayer setup` refuses what it cannot do here with one line and exit 12, before running a script
+where it can tell (and with the script's last line where it cannot). The engine it would have to start is
+made unreachable with DOCKER_HOST (the machine's own engine stays untouched); tests/test_wheel.py runs it
+on this ready machine, where it reuses everything."""
 
 from __future__ import annotations
 
@@ -62,3 +63,19 @@ def test_agents_and_no_bundles_exclude_each_other() -> None:
     proc = replayer("setup", "--agents", "codex", "--no-bundles")
     assert proc.returncode == 2
     assert "give --agents or --no-bundles, not both" in proc.stderr
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("debootstrap") is None, reason="needs root and debootstrap"
+)
+def test_a_failed_script_says_its_last_line_and_leaves_nothing() -> None:
+    from replayer.setup import SetupError, _run_script
+
+    before = sorted(Path("/var/tmp").glob("replayer-rootfs.*"))
+    with pytest.raises(SetupError) as refused:
+        args = ["sandbox-replayer/setup-test:never", "nosuchsuite", "http://deb.debian.org/debian", "bash"]
+        _run_script("build_base_image.sh", args, "building the base image")
+    assert str(refused.value) == (
+        "building the base image failed: E: No such script: /usr/share/debootstrap/scripts/nosuchsuite"
+    )
+    assert sorted(Path("/var/tmp").glob("replayer-rootfs.*")) == before
