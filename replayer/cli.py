@@ -952,11 +952,15 @@ def setup(
     if agents is not None and no_bundles:
         raise typer.BadParameter("give --agents or --no-bundles, not both", param_hint="--agents")
     wanted = (
-        [] if no_bundles else machine.pinned_bundles(agents and [a for s in agents for a in s.split(",")])
+        []
+        if no_bundles
+        else machine.pinned_bundles(agents and [a.strip() for s in agents for a in s.split(",")])
     )
     engine, notes = machine.engine()
     if not json:
         console.print(f"engine: {engine}", highlight=False)
+        for note in notes:  # e.g. no disk quotas for runs (no loop devices here)
+            err_console.print(f"note: {note}", highlight=False, markup=False)
     image = None if no_image else machine.base_image()
     if image and not json:
         console.print(f"base image {image.tag}: {image.status}", highlight=False)
@@ -968,14 +972,8 @@ def setup(
                 f"{each.agent}@{each.version}: {each.status} ({each.path})", highlight=False, soft_wrap=True
             )
     if json:
-        _emit_json(
-            machine.SetupReport(engine=engine, image=image, bundles=found, notes=notes).model_dump(
-                mode="json"
-            )
-        )
-    else:
-        for note in notes:
-            err_console.print(f"note: {note}", highlight=False, markup=False)
+        report = machine.SetupReport(engine=engine, image=image, bundles=found, notes=notes)
+        _emit_json(report.model_dump(mode="json"))
 
 
 bundles_app = typer.Typer(
