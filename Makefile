@@ -11,9 +11,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)
-	scripts/docker_up.sh
-	scripts/build_base_image.sh
-	scripts/install_agents.sh
+	$(VENV)/bin/replayer setup
 
 demo: setup
 	$(PY) scripts/demo.py

@@ -67,6 +67,11 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return agent, _checked_version(agent, version)
 
 
+def pinned_specs() -> list[tuple[str, str]]:
+    """(agent, version) of every pinned version and the pin file's `also` versions."""
+    return [(agent, v) for agent, pin in load_pins().agents.items() for v in (pin.version, *pin.also)]
+
+
 def ensure(agent: str, version: str) -> Path:
     """The bundle of `agent` at `version`, installed first if the cache does not hold it."""
     version = _checked_version(agent, version)

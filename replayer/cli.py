@@ -17,7 +17,7 @@ from rich.table import Table
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from replayer import __version__, signals
-from replayer.errors import Interrupted, ReplayError, SandboxError, continuation_failure
+from replayer.errors import Interrupted, ReplayError, continuation_failure
 from replayer.io import read_input
 from replayer.models import (
     ContinuationResult,
@@ -656,7 +656,7 @@ def _image_ids(tags: set[str | None]) -> dict[str, str]:
     if not tags:
         return {}
     from replayer.pins import load_pins
-    from sandboxes.docker import connect
+    from sandboxes.docker import connect, missing_image
 
     client = connect()
     ids = {}
@@ -665,10 +665,7 @@ def _image_ids(tags: set[str | None]) -> dict[str, str]:
         try:
             ids[name] = client.images.get(name).id
         except Exception:
-            raise SandboxError(
-                f"image {name!r} is not in the Docker engine (the base image: run "
-                "scripts/build_base_image.sh; any other: docker pull or docker load it)"
-            ) from None
+            raise missing_image(name) from None
     return ids
 
 
@@ -953,6 +950,57 @@ def verify(
         raise VerifyFailed(f"{names} not verified ({why})")
 
 
+@command()
+def setup(
+    agents: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--agents", metavar="AGENT", help="Only these agents' bundles (repeatable, or comma-separated)."
+        ),
+    ] = None,
+    no_bundles: Annotated[bool, typer.Option("--no-bundles", help="No agent bundles.")] = False,
+    no_image: Annotated[bool, typer.Option("--no-image", help="No base image.")] = False,
+    json: JsonOpt = False,
+) -> None:
+    """Make this machine ready to run: the Docker engine, the base image, the pinned agent bundles.
+
+    Each part already there is reused, so running it again is quick. Starting the engine and building
+    the image need root (sudo) and apt-get for what is missing; bundles come from npm / PyPI.
+
+    Examples:
+      replayer setup
+      replayer setup --agents claude_code,codex
+      replayer setup --no-bundles --json
+    """
+    from replayer import setup as machine
+
+    if agents is not None and no_bundles:
+        raise typer.BadParameter("give --agents or --no-bundles, not both", param_hint="--agents")
+    wanted = (
+        []
+        if no_bundles
+        else machine.pinned_bundles(agents and [a.strip() for s in agents for a in s.split(",")])
+    )
+    engine, notes = machine.engine()
+    if not json:
+        console.print(f"engine: {engine}", highlight=False)
+        for note in notes:  # e.g. no disk quotas for runs (no loop devices here)
+            err_console.print(f"note: {note}", highlight=False, markup=False)
+    image = None if no_image else machine.base_image()
+    if image and not json:
+        console.print(f"base image {image.tag}: {image.status}", highlight=False)
+    found = []
+    for each in machine.install_bundles(wanted):
+        found.append(each)
+        if not json:
+            console.print(
+                f"{each.agent}@{each.version}: {each.status} ({each.path})", highlight=False, soft_wrap=True
+            )
+    if json:
+        report = machine.SetupReport(engine=engine, image=image, bundles=found, notes=notes)
+        _emit_json(report.model_dump(mode="json"))
+
+
 bundles_app = typer.Typer(
     cls=_Group,
     no_args_is_help=True,
@@ -1000,12 +1048,10 @@ def bundles_add(
       replayer bundles add --pinned
     """
     from replayer import bundles
-    from replayer.pins import load_pins
 
     wanted = [bundles.parse_spec(spec) for spec in specs or []]
     if pinned:
-        for agent, pin in load_pins().agents.items():
-            wanted += [(agent, v) for v in (pin.version, *pin.also)]
+        wanted += bundles.pinned_specs()
     if not wanted:
         raise typer.BadParameter("name AGENT@VERSION or give --pinned", param_hint="SPECS")
     for agent, version in wanted:

@@ -463,7 +463,7 @@ class VariantSpec(Frozen):
     """What one compare variant changes from the shared continuation settings (None: keep them)."""
 
     version: str | None = None
-    """The agent's version (a bundle `scripts/install_agents.sh AGENT=VERSION` installed)."""
+    """The agent's version (a bundle `replayer bundles add AGENT@VERSION` installed)."""
     model: str | None = None
     prompt: str | None = None
     """A boundary prompt (input condition boundary_user_prompt_appended)."""

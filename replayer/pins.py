@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.resources
 import os
 import tomllib
 from collections.abc import Iterator
@@ -11,7 +12,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-PIN_FILE = Path(__file__).resolve().parent.parent / "sandboxes" / "images" / "pins.toml"
+PIN_FILE = importlib.resources.files("sandboxes") / "images" / "pins.toml"
+"""Package data of `sandboxes`: the same file in a clone and in an installed wheel."""
 
 
 class AgentPin(BaseModel):

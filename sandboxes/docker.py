@@ -47,7 +47,7 @@ def engine_errors(doing: str) -> Iterator[None]:
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         raise SandboxError(
             f"the Docker engine stopped answering during {doing} ({type(exc).__name__}); "
-            "run scripts/docker_up.sh, then replayer gc"
+            "run replayer setup, then replayer gc"
         ) from None
 
 
@@ -97,15 +97,20 @@ def _limit_writable_layer(container: Any, limit_bytes: int) -> bool:
         return False
 
 
+def missing_image(image: str) -> SandboxError:
+    return SandboxError(
+        f"image {image!r} is not in the Docker engine (the base image: run replayer setup; "
+        "any other: docker pull or docker load it)"
+    )
+
+
 def connect() -> docker.DockerClient:
     """A client that answers, or SandboxError naming why not."""
     try:
         client = docker.from_env(timeout=120)
         client.ping()
     except Exception as exc:  # the SDK raises several unrelated types for an absent engine
-        raise SandboxError(
-            f"Docker is not reachable ({type(exc).__name__}); run scripts/docker_up.sh"
-        ) from None
+        raise SandboxError(f"Docker is not reachable ({type(exc).__name__}); run replayer setup") from None
     return client
 
 
@@ -140,10 +145,7 @@ class DockerSandbox:
             try:
                 image_obj = client.images.get(image)
             except docker.errors.ImageNotFound:
-                raise SandboxError(
-                    f"image {image!r} is not in the Docker engine (the base image: run "
-                    "scripts/build_base_image.sh; any other: docker pull or docker load it)"
-                ) from None
+                raise missing_image(image) from None
         sweep_orphans(client)
         mounts = [
             Mount(target=target, source=str(src), type="bind", read_only=ro)

@@ -127,13 +127,19 @@ def test_docker_not_reachable(tmp_path: Path) -> None:
         str(out),
         env={"DOCKER_HOST": "unix:///nonexistent.sock"},
     )
-    _refused(proc, 6, "Docker is not reachable", out)
+    _refused(proc, 6, "Docker is not reachable (DockerException); run replayer setup", out)
 
 
 def test_image_missing(tmp_path: Path) -> None:
     out = tmp_path / "o"
     proc = replayer("run", SESSION, "-n", "1", "-w", WORKSPACE, "-o", str(out), "--image", "no-such-image:1")
-    _refused(proc, 6, "image 'no-such-image:1' is not in the Docker engine", out)
+    _refused(
+        proc,
+        6,
+        "image 'no-such-image:1' is not in the Docker engine (the base image: run replayer setup; "
+        "any other: docker pull or docker load it)",
+        out,
+    )
 
 
 def test_output_exists(tmp_path: Path) -> None:

@@ -34,7 +34,9 @@ def python_home(bundle: Path) -> Path:
     try:
         lines = cfg.read_text().splitlines()
     except OSError:
-        raise SandboxError(f"{bundle} is not installed; run scripts/install_agents.sh") from None
+        raise SandboxError(
+            f"{bundle} is not installed; run replayer bundles add {bundle.name.replace('-', '@', 1)}"
+        ) from None
     home = next((line.split("=", 1)[1].strip() for line in lines if line.startswith("home")), None)
     if not home:
         raise SandboxError(f"{cfg} names no base interpreter")
