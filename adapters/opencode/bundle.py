@@ -50,6 +50,8 @@ def binary(root: str | Path | None = None) -> str:
 
 
 def host_binary() -> Path:
+    """Installed first when missing: a prepare (no sandbox) imports the rebuilt session with it too."""
+    bundles.ensure(NAME, version())
     return Path(binary(load_pins().bundle_dir(NAME)))
 
 
