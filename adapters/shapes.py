@@ -63,7 +63,20 @@ def _locate(value: Any, loc: tuple[int | str, ...], prefix: str) -> tuple[str, A
 
 
 def too_deep(value: Any, limit: int) -> bool:
-    """`value` nests lists and objects more than `limit` levels deep (walked level by level, no recursion)."""
+    """`value` nests lists and objects more than `limit` levels deep. orjson writes a value nested at most
+    ORJSON_DEPTH levels, in C, several times faster than a walk in Python: `value` inside ORJSON_DEPTH -
+    `limit` more lists that orjson writes is no deeper than `limit`. Only when it does not (too deep, or not
+    a JSON value: a lone surrogate read by the standard library) is `value` walked, level by level."""
+    if 0 <= limit < ORJSON_DEPTH:
+        wrapped = value
+        for _ in range(ORJSON_DEPTH - limit):
+            wrapped = [wrapped]
+        try:
+            orjson.dumps(wrapped)
+        except TypeError:
+            pass
+        else:
+            return False
     level = [value] if isinstance(value, (dict, list)) else []
     depth = 1
     while level:

@@ -101,25 +101,27 @@ def _once(fn: Callable[[], object]) -> float:
 
 PARSE_HEADING = "## Parse + plan of long sessions"
 _DOMINATES = {
-    "claude_code": "`orjson.loads` is a quarter of the work; then the record checks (the type of every field the "
-    "chain and the steps read, a bracket count for records too deep to write back) with the indexes built in the "
-    "same pass (uuid map, leaves, message-id siblings, results by parent), the step models (validated once per "
-    "step), the expansion of split assistant records with their results, the plan's models, the parent walk. "
-    "The SHA-256 is of the lines as read.",
-    "codex": "the step models (validated once per step, each call's arguments parsed from their JSON string), "
-    "the record checks, the two passes that pair calls with outputs, `orjson.loads`.",
-    "opencode": "the pydantic check of every message against the pinned CLI's schemas (Python validators for ids "
-    "and JavaScript numbers) and the walk of the whole document for nesting deeper than 100 levels, each about "
-    "as long as the load itself; the document is parsed once (detection's parse is taken, not redone).",
-    "pi": "two pydantic checks per entry (the entry and its message, as Pi's types declare them), the copy of the "
-    "context messages (an orjson round trip; `copy.deepcopy` alone took longer than all of this before), the step "
-    "models. Pi's entries are small (430 bytes on average), so the bare load is short and the per-entry work "
-    "weighs more; the collector's full passes over the entries and their copy are the rest.",
-    "mini_swe_agent": "the walk of the whole document for nesting deeper than 100 levels, the pydantic check of "
-    "every message, the step models, `orjson.loads` (once: detection's parse is taken, the document was parsed "
-    "twice before).",
+    "claude_code": "`orjson.loads` is about a fifth of the work; then the record checks (the type of every field "
+    "the chain and the steps read, a bracket count for records too deep to write back) with the indexes built "
+    "in the same pass (uuid map, leaves, message-id siblings, results by parent), the step models (validated "
+    "once per step), the expansion of split assistant records with their results, the plan's models, the "
+    "parent walk. The SHA-256 is of the lines as read.",
+    "codex": "the loop over the lines (the hash, the bracket count and `orjson.loads` of each), the record "
+    "checks, the step models (validated once per step, each call's arguments parsed from their JSON string), "
+    "the two passes that pair calls with outputs.",
+    "opencode": "the pydantic check of every message against the pinned CLI's schemas: its Python validators "
+    "(ids, JavaScript numbers, the part and state types) are about 200,000 Python calls, the largest "
+    "cost; then `orjson.loads` (once: detection's parse is taken), the nesting check (an `orjson.dumps` of "
+    "the document), the step models.",
+    "pi": "two pydantic checks per entry (the entry and its message, as Pi's types declare them), "
+    "`orjson.loads` of each line, the step models with their results' text, the context built once (its "
+    "copy is made only when the messages are read, by a rebuild or a rerun). Pi's entries are small (430 "
+    "bytes on average), so the bare load is short and the per-entry work weighs more.",
+    "mini_swe_agent": "`orjson.loads` (once: detection's parse is taken), the pydantic check of every "
+    "message, the nesting check (an `orjson.dumps` of the document), the SHA-256 of the file, the step "
+    "models and the plan's classification of each call.",
     "openhands": "reading {files:,} event files ({read_ms:.0f} ms for open, read and close alone, which the "
-    "baseline leaves out), the pydantic check of every event, the step models.",
+    "baseline leaves out), the pydantic model of every event, the step models.",
 }
 
 
@@ -156,15 +158,23 @@ def parse_section(rows: list[dict[str, object]]) -> str:
 
 
 PARSE_HISTORY = """None is at 1.5x: every parse checks each record's fields in Python and builds a pydantic model per
-step and per planned call, which costs per record about what `orjson.loads` does, and the collector's passes
-grow with what it keeps. Before (the same measurement of the previous code, process time, two runs): Claude
-Code 3.6 (4.7 without the collector; this page said 3.52 when the rounds ran without a collection between
-them), Codex 5.2 (4.0), OpenCode 10.8 (9.1), Pi 19.9 (16.1), mini-swe-agent 8.5 (6.2), OpenHands 23.9 (24.7).
-What went: a pydantic validation per call and per observation (now one per step), a pass over all
-records each for the uuid map, the leaves, the message-id siblings and the results (now indexes built as the
-records are read and checked), `copy.deepcopy` of Pi's messages, a slice of the rest of Pi's branch per step
-(quadratic), a second parse of a JSON document after detection, a read that allocated 512 MB per event file,
-nesting checks that walked every record (now only one with enough brackets to nest that deep)."""
+step and per planned call, which costs per record about what `orjson.loads` does. The parse and the plan
+pause the cyclic collector (`replayer/heap.py`: nothing they build is cyclic, so its passes found nothing
+to free and its full passes walked everything built so far), so the first ratio sets a parse without its
+passes against a baseline that pays them; the last column compares both without.
+Before this round (this page, the same measurement): Claude Code 3.14 (3.81 without the collector on either
+side), Codex 4.72 (4.46), OpenCode 8.97 (6.59), Pi 12.87 (9.21), mini-swe-agent 5.26 (4.20), OpenHands
+11.57 (9.92). What went: the collector's passes during the parse and the plan, the walk in Python of
+whole documents for nesting deeper than 100 levels (`orjson.dumps` of the value inside 154 more lists
+checks it in C, orjson writing 254 levels at most; the walk runs only for a value it refuses), Pi's second
+build of the context and its eager copy, a `Path` object and two `fcntl` calls per OpenHands event file.
+Before the round before: Claude Code 3.6 (4.7), Codex 5.2 (4.0), OpenCode 10.8 (9.1), Pi 19.9 (16.1),
+mini-swe-agent 8.5 (6.2), OpenHands 23.9 (24.7); what went then: a pydantic validation per call and per
+observation (now one per step), a pass over all records each for the uuid map, the leaves, the message-id
+siblings and the results (now indexes built as the records are read and checked), `copy.deepcopy` of Pi's
+messages, a slice of the rest of Pi's branch per step (quadratic), a second parse of a JSON document after
+detection, a read that allocated 512 MB per event file, nesting checks that walked every record (now only
+one with enough brackets to nest that deep)."""
 
 
 def bench_bash(tmp: Path) -> dict[str, float]:

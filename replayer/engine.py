@@ -24,6 +24,7 @@ from replayer.errors import (
     WorkspaceError,
     excerpt,
 )
+from replayer.heap import collector_paused
 from replayer.io import OutputDir, Workspace, write_bytes_atomic
 from replayer.models import (
     ContinuationResult,
@@ -67,6 +68,11 @@ def load(
     path: Path, task: str | None = None, cwd: str | None = None, session: str | None = None
 ) -> tuple[Adapter, Trajectory]:
     """`session` (--session) selects one session of a file that holds several (multisession.py)."""
+    with collector_paused():
+        return _load(path, task, cwd, session)
+
+
+def _load(path: Path, task: str | None, cwd: str | None, session: str | None) -> tuple[Adapter, Trajectory]:
     held = multisession.held(path)
     if held and session is None:
         raise BadInput(
@@ -87,7 +93,8 @@ def parse(adapter: Adapter, path: Path, task: str | None, cwd: str | None = None
     below them: a damaged record they did not foresee is still a bad_input refusal. `cwd` (--cwd) is the
     working directory of a file that records none."""
     try:
-        traj = adapter.parse(path, task)
+        with collector_paused():
+            traj = adapter.parse(path, task)
     except _DAMAGED as exc:
         raise BadInput(
             f"{path} is a damaged {adapter.name} file ({type(exc).__name__}: {excerpt(str(exc))})"

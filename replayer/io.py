@@ -184,9 +184,10 @@ def _kind_of(mode: int) -> str:
     return "not a regular file"
 
 
-def _open_input(path: Path, max_bytes: int) -> tuple[int, int]:
+def _open_input(path: Path | str, max_bytes: int) -> tuple[int, int]:
     """The descriptor and size of a user's input file: a regular file of at most `max_bytes`, else refused
-    before any read (a FIFO would block, a device never ends)."""
+    before any read (a FIFO would block, a device never ends). O_NONBLOCK (a FIFO's open would block) stays
+    set: a regular file's reads ignore it, and a conversation opens thousands (two fcntl calls each)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -197,7 +198,6 @@ def _open_input(path: Path, max_bytes: int) -> tuple[int, int]:
             raise BadInput(f"{path} is {_kind_of(st.st_mode)}, not a trajectory file")
         if st.st_size > max_bytes:
             raise BadInput(f"{path} is {st.st_size} bytes, more than the {max_bytes}-byte limit")
-        os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
@@ -218,7 +218,7 @@ def open_input(path: Path, max_bytes: int = MAX_INPUT_BYTES) -> Iterator[BinaryI
         yield fh
 
 
-def read_input(path: Path, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
+def read_input(path: Path | str, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
     """The whole of a user's input file (see `open_input`), reading at most `max_bytes` even if it grows."""
     fd, size = _open_input(path, max_bytes)
     # read straight from the descriptor, sized by the file (a conversation is thousands of small files);

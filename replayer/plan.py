@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 from adapters.base import Adapter
 from replayer.errors import PlanRefused
+from replayer.heap import collector_paused
 from replayer.models import Degradation, Step, ToolCall, ToolKind, Trajectory
 
 NO_CWD = "the trajectory records no working directory: pass --cwd"
@@ -33,6 +34,13 @@ def make_plan(
     adapter: Adapter, traj: Trajectory, after_step: int, allow_degraded: bool, executes: bool = True
 ) -> Plan:
     """`executes=False` (prepare) reruns nothing, so an unknown tool is listed but not refused."""
+    with collector_paused():
+        return _make_plan(adapter, traj, after_step, allow_degraded, executes)
+
+
+def _make_plan(
+    adapter: Adapter, traj: Trajectory, after_step: int, allow_degraded: bool, executes: bool
+) -> Plan:
     degradations: list[Degradation] = []
     if not traj.session_id:
         raise PlanRefused("the trajectory has no native session id")

@@ -55,6 +55,7 @@ Pi's files name no CLI version, so `agent_version` is None.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -63,7 +64,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from adapters.pi import schema
 from adapters.shapes import check
@@ -128,9 +129,6 @@ class Native(BaseModel):
     form: Form
     header: dict[str, Any]
     """The v3 header (migrated; synthesized for an rpc log: id from `get_state` if answered, else None)."""
-    messages: list[dict[str, Any]]
-    """`buildSessionContext(...).messages` of the active branch (AgentMessages, before `convertToLlm`).
-    They share no objects with `entries`."""
     entries: list[dict[str, Any]]
     """Session: the active branch root..leaf, every entry type. Events/rpc: the synthesized entries."""
     step_messages: list[int]
@@ -145,6 +143,14 @@ class Native(BaseModel):
     """`buildSessionContext`'s thinking level ("off" when no entry sets it)."""
     format_version: int
     """The session format version the file had before migration (events/rpc: 3)."""
+    _context: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+    """`buildSessionContext(...).messages` as built, sharing objects with `entries`."""
+
+    @functools.cached_property
+    def messages(self) -> list[dict[str, Any]]:
+        """`buildSessionContext(...).messages` of the active branch (AgentMessages, before `convertToLlm`).
+        They share no objects with `entries`: copied when first read (a parse alone never reads them)."""
+        return copied(self._context)
 
 
 # detection -----------------------------------------------------------------------------------
@@ -209,18 +215,17 @@ def parse(path: Path, task: str | None = None) -> Trajectory:
     if not is_log and (first == "session" or first in ENTRY_TYPES):
         if unparsed and unparsed[0][0] < records[0][0] and first != "session":
             raise _not_json(path, *unparsed[0], "the session header's line: Pi would start the file anew")
-        native = read_session(records, path, digest)
+        native, sources = read_session(records, path, digest)
     elif is_log:
         # Pi reads no event log back (no loader to follow), and a lost message_end changes the context
         if unparsed:
             raise _not_json(path, *unparsed[0], "a damaged Pi event log")
-        native = read_events(records, path, digest)
+        native, sources = read_events(records, path, digest)
     else:
         raise BadInput(f"{path} holds neither a Pi session header nor a Pi event")
-    steps = _steps(native)
-    native = native.model_copy(
-        update={"step_messages": [m for _, m, _ in steps], "step_entries": [e for _, _, e in steps]}
-    )
+    steps = _steps(native, sources)
+    native.step_messages = [m for _, m, _ in steps]
+    native.step_entries = [e for _, _, e in steps]
     traj = Trajectory(
         agent=AGENT,
         agent_version=None,
@@ -276,7 +281,7 @@ def _str_or_none(value: Any) -> str | None:
 
 
 # session file --------------------------------------------------------------------------------
-def read_session(records: list[tuple[int, Record]], path: Path, digest: str) -> Native:
+def read_session(records: list[tuple[int, Record]], path: Path, digest: str) -> tuple[Native, list[int]]:
     """`SessionManager.setSessionFile` + `buildSessionContext`, in memory (nothing is rewritten)."""
     number, header = records[0]
     if header.get("type") != "session" or not isinstance(header.get("id"), str):
@@ -417,14 +422,14 @@ def get_branch(leaf: Record | None, by_id: dict[str, Record], path: Path) -> lis
     return branch
 
 
-def _native(form: Form, header: Record, entries: list[Record], version: int) -> Native:
-    messages, _, model, thinking = build_session_context(entries)
+def _native(form: Form, header: Record, entries: list[Record], version: int) -> tuple[Native, list[int]]:
+    """The parse state, and the index in `entries` of each context message (`build_session_context`)."""
+    messages, sources, model, thinking = build_session_context(entries)
     # not validated again: the entries were checked as read, the rest is built here (validation would
     # copy every entry and message)
-    return Native.model_construct(
+    native = Native.model_construct(
         form=form,
         header=header,
-        messages=copied(messages),
         entries=entries,
         step_messages=[],
         step_entries=[],
@@ -432,6 +437,8 @@ def _native(form: Form, header: Record, entries: list[Record], version: int) -> 
         thinking_level=thinking,
         format_version=version,
     )
+    native._context = messages
+    return native, sources
 
 
 def build_session_context(
@@ -584,7 +591,7 @@ class _Log:
     """From an rpc `get_state` answered before any thinking level change."""
 
 
-def read_events(records: list[tuple[int, Record]], path: Path, digest: str) -> Native:
+def read_events(records: list[tuple[int, Record]], path: Path, digest: str) -> tuple[Native, list[int]]:
     log = _read_log(records, path)
     header = log.header
     if header is None:
@@ -741,10 +748,10 @@ def _chain(log: _Log, header: Record, digest: str) -> list[Record]:
 
 
 # steps ---------------------------------------------------------------------------------------
-def _steps(native: Native) -> list[tuple[Step, int, int]]:
-    """(step, index in messages or -1, index in entries) for each assistant message with tool calls."""
+def _steps(native: Native, sources: list[int]) -> list[tuple[Step, int, int]]:
+    """(step, index in messages or -1, index in entries) for each assistant message with tool calls;
+    `sources`: the entry of each context message."""
     branch = native.entries
-    _, sources, _, _ = build_session_context(branch)
     in_context = {src: at for at, src in enumerate(sources) if branch[src]["type"] != "compaction"}
     compaction = max((i for i, e in enumerate(branch) if e["type"] == "compaction"), default=-1)
     steps: list[tuple[Step, int, int]] = []
