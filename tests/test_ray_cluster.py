@@ -16,16 +16,16 @@ from replayer.batch import BATCH_LABEL, batch_id
 from replayer.errors import SandboxError
 from replayer.pins import load_pins
 from replayer.provision import archive_path, ensure_image
-from tests.conftest import fixture_dir, mini_fixture, replayer
+from tests.conftest import fixture_dir, replayer
 from tests.support.ray_cluster import two_nodes
 
 
 def test_a_batch_spreads_over_two_nodes(tmp_path: Path, docker_client) -> None:
-    mini = mini_fixture("toolcall")
+    single = fixture_dir("single")
     lines = [
-        {"trajectory": str(mini / "trajectory.traj.json"), "boundaries": [1, 2, 3], "mode": "replay",
-         "workspace": str(mini / "workspace")},
-        {"trajectory": str(fixture_dir("single") / "session.jsonl")},
+        {"trajectory": str(single / "session.jsonl"), "boundaries": [1, 2, 3], "mode": "replay",
+         "workspace": str(single / "workspace")},
+        {"trajectory": str(fixture_dir("write_edit") / "session.jsonl")},
     ]  # fmt: skip
     manifest = tmp_path / "manifest.jsonl"
     manifest.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
