@@ -17,10 +17,10 @@ from replayer.errors import SandboxError
 from replayer.pins import load_pins
 from replayer.provision import archive_path, ensure_image
 from tests.conftest import fixture_dir, replayer
-from tests.support.ray_cluster import two_nodes
+from tests.support.ray_cluster import ray_nodes
 
 
-def test_a_batch_spreads_over_two_nodes(tmp_path: Path, docker_client) -> None:
+def test_a_batch_spreads_over_ray_nodes(tmp_path: Path, docker_client) -> None:
     single = fixture_dir("single")
     lines = [
         {"trajectory": str(single / "session.jsonl"), "boundaries": [1, 2, 3], "mode": "replay",
@@ -30,7 +30,7 @@ def test_a_batch_spreads_over_two_nodes(tmp_path: Path, docker_client) -> None:
     manifest = tmp_path / "manifest.jsonl"
     manifest.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
     out = tmp_path / "out"
-    with two_nodes() as cluster:
+    with ray_nodes() as cluster:
         proc = replayer(
             "batch", str(manifest), "-o", str(out), "--ray", cluster.address, "--json", env=cluster.env
         )

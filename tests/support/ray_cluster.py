@@ -1,4 +1,4 @@
-"""A Ray cluster of two nodes on this machine: a head and a second raylet, each started by `ray start` with
+"""A Ray cluster of several nodes on this machine: a head and more raylets, each started by `ray start` with
 its own resources, ports, node id and environment, all on the loopback interface.
 
 Ray rewrites "127.0.0.1" and "localhost" (in --node-ip-address and in --address) to the address the machine
@@ -96,10 +96,9 @@ def _group_alive(group: int) -> bool:
 
 
 @contextlib.contextmanager
-def two_nodes(node_env: dict[str, dict[str, str]] | None = None, cpus: int = 1) -> Iterator[RayCluster]:
-    """A head with resource {"node_a": 1} and a second raylet with {"node_b": 1}, `cpus` CPUs each;
-    `node_env` adds environment variables per node (its tasks see them)."""
-    node_env = node_env or {}
+def ray_nodes(count: int = 2, cpus: int = 1) -> Iterator[RayCluster]:
+    """A head with resource {"node_a": 1} and `count - 1` more raylets ({"node_b": 1}, ...), `cpus` CPUs
+    each."""
     temp = Path(tempfile.mkdtemp(prefix="rayc-", dir="/tmp"))  # short: Ray's socket paths live under it
     port = _free_port()
     cluster = RayCluster(
@@ -113,18 +112,17 @@ def two_nodes(node_env: dict[str, dict[str, str]] | None = None, cpus: int = 1) 
     common = ["--node-ip-address", HOST, "--num-cpus", str(cpus), "--object-store-memory", str(100 * 2**20)]
     groups: list[int] = []
     try:
-        for name, role in (
-            ("node_a", ["--head", "--port", str(port), "--temp-dir", str(temp)]),
-            ("node_b", ["--address", cluster.address]),
-        ):
+        for n in range(count):
+            name = f"node_{chr(ord('a') + n)}"
+            head = ["--head", "--port", str(port), "--temp-dir", str(temp)]
+            role = head if n == 0 else ["--address", cluster.address]
             node_id = secrets.token_hex(28)
             env = {
                 **os.environ,
                 **cluster.env,
-                **node_env.get(name, {}),
                 "RAY_OVERRIDE_NODE_ID_FOR_TESTING": node_id,
             }
-            extra = [*_ports("dashboard-port"), "--include-dashboard", "false"] if name == "node_a" else []
+            extra = [*_ports("dashboard-port"), "--include-dashboard", "false"] if n == 0 else []
             argv = [
                 *role,
                 *common,
