@@ -22,7 +22,7 @@ SCALE_HEADING = "## Speed at scale: prefixes per second per worker"
 TURNS = 1000
 """Copies of the recorded `parallel` turns (2,000 steps): a job's rebuild dominates its fixed costs."""
 BOUNDARIES = 48
-ROUNDS = 3
+ROUNDS = 4
 
 
 def _timed(manifest: Path, out: Path, extra: list[str], env: dict[str, str] | None = None) -> float:

@@ -1,5 +1,6 @@
 """A Ray cluster of several nodes on this machine: a head and more raylets, each started by `ray start` with
-its own resources, ports, node id and environment, all on the loopback interface.
+its own resources, ports, node id and environment, all talking over the loopback interface (Ray's servers
+listen on every interface: 2.60 has no option to narrow that).
 
 Ray rewrites "127.0.0.1" and "localhost" (in --node-ip-address and in --address) to the address the machine
 routes to the internet, so the nodes use 127.0.0.2: as loopback as 127.0.0.1, and not an address Ray
