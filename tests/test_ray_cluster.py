@@ -1,6 +1,7 @@
 """`replayer batch --ray ADDRESS` on a cluster of two nodes (two raylets on this machine, each with its own
 resources and node id): the jobs are spread over both, each outcome names the node that ran it, results land
-in the one output directory, and the image a job was keyed with is made present on the node that runs it."""
+in the one output directory, and what a job needs (its agent bundle, the image it was keyed with) is made
+present on the node that runs it."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def test_a_batch_spreads_over_ray_nodes(tmp_path: Path, docker_client) -> None:
     manifest = tmp_path / "manifest.jsonl"
     manifest.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
     out = tmp_path / "out"
-    with ray_nodes() as cluster:
+    cache_b = tmp_path / "bundles-b"  # node_b's own bundle cache, empty: what it needs it installs itself
+    with ray_nodes(node_env={"node_b": {"REPLAYER_BUNDLES": str(cache_b)}}) as cluster:
         proc = replayer(
             "batch", str(manifest), "-o", str(out), "--ray", cluster.address, "--json", env=cluster.env
         )
@@ -40,12 +42,19 @@ def test_a_batch_spreads_over_ray_nodes(tmp_path: Path, docker_client) -> None:
     assert summary["jobs"] == summary["done"] == len(outcomes) >= 4, summary
     assert {o["node"] for o in outcomes} == set(cluster.nodes.values()), "both nodes ran jobs, and only they"
     base = docker_client.images.get(load_pins().base_image.tag).id
+    bundles_b = set()
     for o in outcomes:
         result = orjson.loads((out / "jobs" / o["key"] / "result.json").read_bytes())
         assert result["after_step"] == o["boundary"]
         if o["mode"] == "replay":
             assert result["image_id"] == base, "the node ran it in the image the job was keyed with"
             assert all(d["status"] == "exact" for d in result["divergences"])
+            if o["node"] == cluster.nodes["node_b"]:
+                bundles_b.add(f"{result['agent']}-{result['version']['version']}")
+    installed = {p.parent.name for p in cache_b.glob("*/.installed")}
+    assert installed == bundles_b, (
+        "node_b installed into its own cache the bundle of each replay it ran, only"
+    )
     label = f"{BATCH_LABEL}={batch_id(out)}"
     assert not docker_client.containers.list(all=True, filters={"label": label}), "no container left behind"
 

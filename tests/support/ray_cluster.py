@@ -97,9 +97,12 @@ def _group_alive(group: int) -> bool:
 
 
 @contextlib.contextmanager
-def ray_nodes(count: int = 2, cpus: int = 1) -> Iterator[RayCluster]:
+def ray_nodes(
+    count: int = 2, cpus: int = 1, node_env: dict[str, dict[str, str]] | None = None
+) -> Iterator[RayCluster]:
     """A head with resource {"node_a": 1} and `count - 1` more raylets ({"node_b": 1}, ...), `cpus` CPUs
-    each."""
+    each; `node_env` adds environment variables per node (its tasks see them)."""
+    node_env = node_env or {}
     temp = Path(tempfile.mkdtemp(prefix="rayc-", dir="/tmp"))  # short: Ray's socket paths live under it
     port = _free_port()
     cluster = RayCluster(
@@ -121,6 +124,7 @@ def ray_nodes(count: int = 2, cpus: int = 1) -> Iterator[RayCluster]:
             env = {
                 **os.environ,
                 **cluster.env,
+                **node_env.get(name, {}),
                 "RAY_OVERRIDE_NODE_ID_FOR_TESTING": node_id,
             }
             extra = [*_ports("dashboard-port"), "--include-dashboard", "false"] if n == 0 else []
