@@ -1,8 +1,8 @@
 """`make bench`: every number is a ratio against a baseline measured side by side in this run.
 
 Writes docs/benchmarks.md. `python -m bench parse` and `python -m bench memory` (no Docker needed),
-`python -m bench compare` and `python -m bench driven` run only that benchmark and replace only its section
-of docs/benchmarks.md.
+`python -m bench compare`, `python -m bench driven` and `python -m bench scale` (Ray clusters on this
+machine) run only that benchmark and replace only its section of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import orjson
 from adapters.claude_code import wire
 from adapters.claude_code.gate import ClaudeCodeGate
 from bench import long_sessions
+from bench.scale import SCALE_HEADING, bench_scale, scale_section
 from bridges.anthropic import AnthropicDialect
 from bridges.core import Bridge, BridgeConfig, Decision
 from replayer.batch import valid_boundaries
@@ -739,6 +740,7 @@ def main(argv: list[str]) -> None:
     only["parse"] = (PARSE_HEADING, lambda t: parse_section(bench_parse(t)))
     only["compare"] = (COMPARE_HEADING, lambda t: compare_section(bench_compare(t)))
     only["driven"] = (DRIVEN_HEADING, lambda t: driven_section(bench_driven(t)))
+    only["scale"] = (SCALE_HEADING, lambda t: scale_section(bench_scale(t)))
     if len(argv) == 1 and argv[0] in only:
         heading, make = only[argv[0]]
         with tempfile.TemporaryDirectory() as tmp:
@@ -747,7 +749,7 @@ def main(argv: list[str]) -> None:
         print(section)
         return
     if argv:
-        raise SystemExit("usage: python -m bench [parse|memory|compare|driven]")
+        raise SystemExit("usage: python -m bench [parse|memory|compare|driven|scale]")
     with tempfile.TemporaryDirectory() as tmp:
         parse = bench_parse(Path(tmp))
         bash = bench_bash(Path(tmp))
@@ -755,6 +757,7 @@ def main(argv: list[str]) -> None:
         mini = bench_mini(Path(tmp))
         codex = bench_codex(Path(tmp))
         batch = bench_batch(Path(tmp))
+        scale = bench_scale(Path(tmp))
         memory = bench_memory(Path(tmp))
         compared = bench_compare(Path(tmp))
         driven = bench_driven(Path(tmp))
@@ -838,6 +841,7 @@ the parse) and then each job rebuilds and writes its own prefix of up to 4,000 s
 of one trajectory are O(K^2) bytes in total, as any K separate prefixes are. Before jobs shared the
 parse, 1 worker took 38 s on this batch (every job parsed the session again).
 
+{scale_section(scale)}
 ## Bridge overhead per request
 
 A recorded Claude Code main-thread request ({bridge["bytes"]} bytes, `stream: true`) sent 40 times to

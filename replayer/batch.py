@@ -113,6 +113,9 @@ class Job(NamedTuple):
     line: int
     boundary: int
     entry: ManifestEntry
+    image_id: str | None = None
+    """The id of the sandbox image the key was computed with (replay and continue jobs of a named image): a
+    node of a cluster runs the job only with that image (`replayer.provision`)."""
 
     @property
     def trajectory(self) -> Path:
@@ -154,6 +157,8 @@ class JobOutcome(BaseModel):
     status: JobStatus
     error_kind: str | None = None
     error: str | None = None
+    node: str | None = None
+    """The Ray node that ran the job (its node id); None in the local pool and for a skipped job."""
 
 
 class BatchCounts(BaseModel):
@@ -309,7 +314,7 @@ def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) 
                 },
             }
             key = hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
-            unique[key] = Job(key, number, boundary, entry)
+            unique[key] = Job(key, number, boundary, entry, identity["image"])
     return list(unique.values())
 
 
@@ -328,7 +333,9 @@ def outcome_path(out: Path, key: str) -> Path:
     return out / "outcomes" / f"{key}.json"
 
 
-def outcome_of(job: Job, status: JobStatus, kind: str | None = None, error: str | None = None) -> JobOutcome:
+def outcome_of(
+    job: Job, status: JobStatus, kind: str | None = None, error: str | None = None, node: str | None = None
+) -> JobOutcome:
     return JobOutcome(
         key=job.key,
         line=job.line,
@@ -338,6 +345,7 @@ def outcome_of(job: Job, status: JobStatus, kind: str | None = None, error: str 
         status=status,
         error_kind=kind,
         error=error,
+        node=node,
     )
 
 
@@ -358,25 +366,30 @@ def _parsed(path: Path, task: str | None, cwd: str | None, session: str | None) 
     return _PARSED[key]
 
 
-def run_job(job: Job, out: Path, labels: dict[str, str]) -> JobOutcome:
-    """One job with the ordinary engine (in a worker process or a Ray task); `labels` go on its container.
+def run_job(job: Job, out: Path, labels: dict[str, str], node: str | None = None) -> JobOutcome:
+    """One job with the ordinary engine (in a worker process or a Ray task on `node`); `labels` go on its
+    container. The image the job was keyed with is made present first (`replayer.provision`).
 
     Whatever the job raises is its outcome, never the batch's end: a ReplayError is a refusal or a failure of
     its kind, anything else (a bug the job's input hit) a failure of kind `crash` with a one-line reason."""
     from replayer.engine import execute
+    from replayer.pins import load_pins
+    from replayer.provision import ensure_image
 
     try:
+        if job.image_id is not None:
+            ensure_image(job.entry.image or load_pins().base_image.tag, job.image_id, out)
         adapter, traj = _parsed(job.trajectory, job.entry.task, job.entry.cwd, job.entry.session)
         execute(job.request(job_dir(out, job.key), labels), adapter=adapter, trajectory=traj)
     except Interrupted:
         raise  # the batch is stopping: the job is lost, not failed
     except ReplayError as exc:
-        outcome = outcome_of(job, "refused" if exc.kind in REFUSALS else "failed", exc.kind, str(exc))
+        outcome = outcome_of(job, "refused" if exc.kind in REFUSALS else "failed", exc.kind, str(exc), node)
     except Exception as exc:
-        outcome = outcome_of(job, "failed", CRASH, crash_reason(exc))
+        outcome = outcome_of(job, "failed", CRASH, crash_reason(exc), node)
     else:
         outcome_path(out, job.key).unlink(missing_ok=True)
-        return outcome_of(job, "done")
+        return outcome_of(job, "done", node=node)
     with contextlib.suppress(OSError):  # not stored: the summary still has it, and the next run retries it
         write_bytes_atomic(outcome_path(out, job.key), orjson.dumps(outcome.model_dump(mode="json")))
     return outcome
@@ -488,12 +501,12 @@ class Tally:
 
     def __init__(self, entries: list[tuple[int, ManifestEntry]]) -> None:
         self.entries = dict(entries)
-        self.rows: list[tuple[int, int, str, JobStatus, JobOutcome | None]] = []
+        self.rows: list[tuple[int, int, str, JobStatus, str | None, JobOutcome | None]] = []
         self.counts = BatchCounts(jobs=0, done=0, skipped=0, refused={}, failed=0)
 
     def add(self, o: JobOutcome) -> None:
         plain = o.status in ("done", "skipped") and o.error_kind is None and o.error is None
-        self.rows.append((o.line, o.boundary, o.key, o.status, None if plain else o))
+        self.rows.append((o.line, o.boundary, o.key, o.status, o.node, None if plain else o))
         c = self.counts
         c.jobs += 1
         if o.status == "refused":
@@ -508,7 +521,7 @@ class Tally:
     def outcomes(self) -> Iterator[JobOutcome]:
         """Sorted by manifest line, boundary and key."""
         self.rows.sort(key=lambda row: row[:3])
-        for line, boundary, key, status, outcome in self.rows:
+        for line, boundary, key, status, node, outcome in self.rows:
             if outcome is None:
                 entry = self.entries[line]
                 outcome = JobOutcome(
@@ -518,6 +531,7 @@ class Tally:
                     boundary=boundary,
                     mode=entry.mode,
                     status=status,
+                    node=node,
                 )
             yield outcome
 

@@ -78,7 +78,7 @@ def ensure(agent: str, version: str) -> Path:
     path = bundle_dir(agent, version)
     if (path / INSTALLED).is_file() and _compiled(agent, path):
         return path
-    with _locked(agent, version):
+    with cache_lock(agent, version):
         if not (path / INSTALLED).is_file():
             _install(agent, version, path)
         elif not _compiled(agent, path):  # cached by a replayer that did not compile
@@ -102,7 +102,7 @@ def _compile(path: Path) -> None:
 
 def remove(agent: str, version: str) -> bool:
     path = bundle_dir(agent, _checked_version(agent, version))
-    with _locked(agent, version):
+    with cache_lock(agent, version):
         if not path.exists():
             return False
         doomed = path.with_name(f".{path.name}.removing-{os.getpid()}")
@@ -155,7 +155,7 @@ def _checked_version(agent: str, version: str) -> str:
 
 
 @contextlib.contextmanager
-def _locked(agent: str, version: str) -> Iterator[None]:
+def cache_lock(agent: str, version: str) -> Iterator[None]:
     locks = bundles_root() / ".locks"
     locks.mkdir(parents=True, exist_ok=True)
     with open(locks / f"{agent}-{version}.lock", "a") as fh:
@@ -251,7 +251,7 @@ def _uv(version: str) -> Path:
     home = bundles_root() / f".uv-{version}"
     uv = home / "bin" / "uv"
     if not uv.is_file():
-        with _locked("uv", version):
+        with cache_lock("uv", version):
             if not uv.is_file():
                 shutil.rmtree(home, ignore_errors=True)
                 _run("uv", version, "PyPI", ["python3", "-m", "venv", str(home)])

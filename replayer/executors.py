@@ -85,7 +85,11 @@ def run_ray(
     on_done: OnDone,
     labels: dict[str, str],
 ) -> None:
-    """`address` "local" starts a local cluster with `workers` CPUs; anything else is ray.init's address."""
+    """`address` "local" starts a local cluster with `workers` CPUs; anything else is ray.init's address.
+
+    Each job is a task of one CPU spread over the nodes (SPREAD), submitted as CPUs free up: at most two per
+    CPU of the cluster in flight, counted again at every round (a node that joins gets work), so the driver
+    holds no reference per job. `out` must be the same directory on every node (a shared file system)."""
     try:
         import ray
     except ImportError:
@@ -94,10 +98,16 @@ def run_ray(
         ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
     else:
         ray.init(address=address, log_to_driver=False)
+    refs: dict[object, Job] = {}
     try:
-        task = ray.remote(run_job)
-        refs = {task.remote(job, out, labels): job for job in jobs}
-        while refs:
+        task = ray.remote(_on_node).options(num_cpus=1, scheduling_strategy="SPREAD")
+        queue = iter(jobs)
+        while True:
+            room = 2 * (int(ray.cluster_resources().get("CPU", 0)) or workers) - len(refs)
+            for job in itertools.islice(queue, max(room, 0)):
+                refs[task.remote(job, out, labels)] = job
+            if not refs:
+                break
             done, _ = ray.wait(list(refs), num_returns=1)
             job = refs.pop(done[0])
             try:
@@ -110,3 +120,10 @@ def run_ray(
         raise
     finally:
         ray.shutdown()
+
+
+def _on_node(job: Job, out: Path, labels: dict[str, str]) -> JobOutcome:
+    """A Ray task: the job on the node Ray chose, which its outcome names."""
+    import ray
+
+    return run_job(job, out, labels, ray.get_runtime_context().get_node_id())
