@@ -566,7 +566,13 @@ class RunRecord(Frozen):
     workspace_diff_truncated: bool = False
     dir: str
     """The run's directory, relative to the compare output."""
+    fork_s: float | None = None
+    """Seconds from the run's turn (the snapshot ready, or later a free slot) to its container ready with
+    its own workspace and agent home; about 0 when it was made ready while earlier runs went on."""
+    state_disk_limited: bool | None = None
+    """Whether the run's workspace and agent home had a disk quota (as a replay's do, where supported)."""
     wall_s: float = 0.0
+    """Seconds from the run's turn to its end."""
 
 
 class VariantSummary(Frozen):
