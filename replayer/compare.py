@@ -89,7 +89,8 @@ class Snapshot:
     """The engine's boundary hook: commit the container, copy workspace and agent home (and seal a copy
     that forks clone, replayer/boundary.py), run the check."""
 
-    def __init__(self, request: CompareRequest, compare_id: str, dest: Path, cwd: str):
+    def __init__(self, request: CompareRequest, compare_id: str, dest: Path, cwd: str, pool: ForkPool):
+        self.pool = pool
         self.cwd = cwd
         self.compare_id = compare_id
         self.dest = dest
@@ -115,6 +116,8 @@ class Snapshot:
         copy_untrusted(native / "home", self.dest / "home", links="skip", limits=limits, merge=True)
         self.sealed = boundary.seal(self.dest, limits)
         self.seconds = time.monotonic() - started
+        # the first runs make their state and start their container while the replay ends
+        self.pool.announce(self.image, self.sealed.path if self.sealed else None)
         if self.check:
             self.boundary_check = run_check(box, self.check, self.cwd, self.check_timeout_s)
 
@@ -228,8 +231,8 @@ def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResu
     local = request.workspace if isinstance(request.workspace, Path) else None  # a clone is the cache's
     out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, local])
     assert traj.cwd
-    snapshot = Snapshot(request, compare_id, out.tmp / "snapshot", traj.cwd)
     pool = ForkPool(_jobs(request, compare_id, out.tmp, adapter.name, version.version), request.parallel)
+    snapshot = Snapshot(request, compare_id, out.tmp / "snapshot", traj.cwd, pool)
     kept = False
     try:
         pool.start_ahead()  # the runs' processes start up while the prefix replays
@@ -257,7 +260,7 @@ def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResu
         replay_s = time.monotonic() - started
         assert snapshot.image is not None
         t0 = time.monotonic()
-        runs = pool.run(snapshot.image, snapshot.sealed.path if snapshot.sealed else None, on_run)
+        runs = pool.run(on_run)
         runs, common, reference = _with_differences(runs)
         result = CompareResult(
             request=request,

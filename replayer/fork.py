@@ -37,6 +37,7 @@ from replayer.models import (
     SandboxLimits,
     TimelineCall,
     TimelineEntry,
+    Trajectory,
     Variant,
 )
 from replayer.pins import running_version
@@ -190,9 +191,9 @@ def _rebuild_of(replay_dir: Path) -> Rebuild:
 
 
 def _prepare(
-    job: ForkJob, adapter: Adapter, traj: Any, boundary: BoundaryReady, state_dir: StateDir
+    job: ForkJob, adapter: Adapter, traj: Trajectory, boundary: BoundaryReady, state_dir: StateDir
 ) -> DockerSandbox:
-    """The run's container from the snapshot image, over its own state; the variant's patch applied."""
+    """The run's container from the snapshot image, over its own state (the patch mounted, not applied)."""
     from sandboxes.docker import connect
 
     assert traj.cwd
@@ -238,13 +239,11 @@ def run(job: ForkJob, boundary_line: Callable[[], BoundaryReady], turn_line: Cal
         boundary = boundary_line()
         state_dir = fork_state(boundary.sealed, job.boundary_state, job.limits, fallback_parent=job.run_dir)
         box = _prepare(job, adapter, traj, boundary, state_dir)
-        ready_at = time.time()
         record.update(container=box.container.name, state_disk_limited=state_dir.limited)
         if job.variant.spec.patch is not None:
             _apply_patch(box, job.variant.spec.patch, traj.cwd)
-        turn = turn_line()
-        turn_at = max(boundary.at, turn.at)
-        record["fork_s"] = max(ready_at, time.time()) - turn_at
+        turn_at = max(boundary.at, turn_line().at)
+        record["fork_s"] = time.time() - turn_at  # ready long before the turn: the line's own latency
         rebuild = _rebuild_of(job.replay_dir)
         state = state_dir.path
         key = continuation.upstream_key(job.continuation, adapter)

@@ -83,11 +83,16 @@ class ForkPool:
             if self.boundary is not None:
                 _send(proc, self.boundary)
 
-    def run(self, image: str, sealed: Path | None, on_run: OnRun | None) -> list[RunRecord]:
-        """Every run from the snapshot `image` (and the sealed boundary state); records in job order."""
+    def announce(self, image: str, sealed: Path | None) -> None:
+        """The snapshot is ready: every waiting process (and each started later) makes its state and
+        starts its container from the snapshot `image` (and the sealed boundary state)."""
         self.boundary = BoundaryReady(image=image, sealed=sealed, at=time.time())
         for proc in self.waiting.values():
             _send(proc, self.boundary)
+
+    def run(self, on_run: OnRun | None) -> list[RunRecord]:
+        """Every run, once announced, `parallel` at a time; their records in job order."""
+        assert self.boundary is not None
         try:
             while self.queue or self.waiting or self.running:
                 self.start_ahead()

@@ -122,8 +122,13 @@ class StateDir:
         return cls(path, False)
 
     def seal(self) -> bool:
-        """Make a limited state read-only (nothing writes to what clones start from); False elsewhere."""
-        return self.limited and _btrfs("property", "set", "-ts", str(self.path), "ro", "true")
+        """Make a limited state read-only (nothing writes to what clones start from) and write it out (the
+        first clone would flush it otherwise); False elsewhere."""
+        return (
+            self.limited
+            and _btrfs("property", "set", "-ts", str(self.path), "ro", "true")
+            and _btrfs("filesystem", "sync", str(self.path))
+        )
 
     def clone(self, limit_bytes: int) -> StateDir | None:
         """A writable copy of this limited state, limited to `limit_bytes` like a created one (the data it
