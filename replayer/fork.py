@@ -237,7 +237,10 @@ def run(job: ForkJob, boundary_line: Callable[[], BoundaryReady], turn_line: Cal
         record["pins"] = pins_for(adapter)
         assert traj.cwd
         boundary = boundary_line()
-        state_dir = fork_state(boundary.sealed, job.boundary_state, job.limits, fallback_parent=job.run_dir)
+        with signals.deferred():  # made and known, or not made: a SIGTERM never leaks it
+            state_dir = fork_state(
+                boundary.sealed, job.boundary_state, job.limits, fallback_parent=job.run_dir
+            )
         box = _prepare(job, adapter, traj, boundary, state_dir)
         record.update(container=box.container.name, state_disk_limited=state_dir.limited)
         if job.variant.spec.patch is not None:

@@ -25,16 +25,25 @@ from sandboxes.owner import owner, owner_alive
 FS_ROOT = Path(os.environ.get("REPLAYER_FS_ROOT", "/var/lib/sandbox-replayer/fs"))
 STATE_ROOT = FS_ROOT / "runs"
 _BTRFS_MAGIC = 0x9123683E
+_BTRFS_DEVICES: dict[int, bool] = {}
 
 
 def _is_btrfs(path: Path) -> bool:
+    """Asked once a device: every container start asks, always of the engine's data root or STATE_ROOT
+    (whose device numbers stay; a btrfs subvolume has one of its own)."""
     try:
-        out = subprocess.run(
-            ["stat", "-f", "-c", "%t", str(path)], capture_output=True, text=True, timeout=10, check=True
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
+        device = path.stat().st_dev
+    except OSError:
         return False
-    return int(out.strip() or "0", 16) == _BTRFS_MAGIC
+    if device not in _BTRFS_DEVICES:
+        try:
+            out = subprocess.run(
+                ["stat", "-f", "-c", "%t", str(path)], capture_output=True, text=True, timeout=10, check=True
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            return False
+        _BTRFS_DEVICES[device] = int(out.strip() or "0", 16) == _BTRFS_MAGIC
+    return _BTRFS_DEVICES[device]
 
 
 def _btrfs(*args: str) -> bool:
