@@ -752,6 +752,7 @@ def bench_fork(tmp: Path, rounds: int = 7, compares: int = 2, runs: int = 4) -> 
     long = long_sessions.claude_code(tmp, 10)
     fork_s = [_compare_fork_s(tmp, long, runs) for _ in range(compares)]
     return {
+        "load": " / ".join(f"{x:.1f}" for x in os.getloadavg()),
         "rounds": rounds,
         "sizes": sizes,
         "runs": runs,
@@ -781,20 +782,24 @@ agent's own start left out. Medians of {f["rounds"]} forks each, the two paths a
 {rows}
 
 - Before (`bench/fork_before.py`, the previous `replayer.fork`): the run's process started at its turn
-  and paid its imports and the trajectory's load (about 600 ms), a state with copies of the workspace and
-  home (growing with the tree), a container start (about 200 ms) and an exec that made the run directory
-  (about 100 ms).
-- Now, cold (the first runs, one per slot): the process already waits, started while the prefix
-  replayed; its state is a btrfs snapshot of the sealed boundary (constant time: a few ms, whatever the
-  tree) with its own quota, and the container start needs no exec (the run directory is a tmpfs). The
-  container start is what is left.
+  and paid its imports and the trajectory's load, then a state with copies of the workspace and home
+  (growing with the tree), then a container start and an exec that made the run directory.
+- Now, cold (what a run's process, started ahead and waiting, does once told the snapshot is ready): its
+  state is a btrfs snapshot of the sealed boundary (the bracketed share: constant whatever the tree) with
+  its own quota, then its container (create, the quota on its writable layer, start; no exec: the run
+  directory is a tmpfs). The container start is what dominates, and it is the engine's (runc, the network
+  namespace): without our options (init, tmpfs, limits) it takes about as long.
 - Now, pooled (`replayer/forkpool.py`): each run's process starts while the prefix replays and, once
   the snapshot is ready, makes its state and starts its container while the replay ends or earlier runs
   go on, so that a run's turn costs one line on its stdin. The wait at its turn (RunRecord `fork_s`) in
   real `replayer compare -r {f["runs"]} -j 1` runs ({f["steps"]} steps of the repeated `parallel` session, one
   answer each): the first run {first} ms, the later ones {f["pooled_ms"]:.1f} ms (median; at most
-  {f["pooled_max_ms"]:.1f} ms). The first run waits when the replay after the snapshot is shorter than its
-  container start, or than its process's start (imports, about 0.6 s).
+  {f["pooled_max_ms"]:.1f} ms). A run waits when what goes on before its turn (the replay's end for the
+  first, the run before for the others) is shorter than its process's start (imports, the trajectory's
+  load) and its cold fork.
+
+Load average during the run: {f["load"]} (2 cores shared with other work: absolute times vary with it,
+the ratios less).
 """
 
 
