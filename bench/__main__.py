@@ -1,8 +1,8 @@
 """`make bench`: every number is a ratio against a baseline measured side by side in this run.
 
 Writes docs/benchmarks.md. `python -m bench parse` and `python -m bench memory` (no Docker needed),
-`python -m bench compare`, `python -m bench driven` and `python -m bench scale` (Ray clusters on this
-machine) run only that benchmark and replace only its section of docs/benchmarks.md.
+`python -m bench compare`, `python -m bench fork`, `python -m bench driven` and `python -m bench scale` (Ray
+clusters on this machine) run only that benchmark and replace only its section of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -653,6 +653,167 @@ requests) is the same in both columns.
 """
 
 
+FORK_HEADING = "## Forks: from the snapshot ready to a run's container ready"
+
+
+def _boundary_tree(dest: Path, files: int) -> Path:
+    """A boundary's workspace/ (the write_edit fixture plus `files` files of 8 KiB, 100 a directory) and
+    home/ (a session file and a few small ones)."""
+    shutil.copytree(FIXTURES / "write_edit" / "workspace", dest / "workspace", symlinks=True)
+    for i in range(files):
+        folder = dest / "workspace" / "src" / f"d{i // 100}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"m{i}.py").write_bytes(os.urandom(8192))
+    sessions = dest / "home" / "projects" / "-testbed"
+    sessions.mkdir(parents=True)
+    (sessions / "session.jsonl").write_bytes(os.urandom(256 * 1024))
+    for i in range(20):
+        (dest / "home" / f"settings-{i}.json").write_text("{}\n")
+    return dest
+
+
+def _fork_before(session: Path, src: Path, image: str, tmp: Path) -> float:
+    """The previous fork (bench/fork_before.py): from its process's start to its container ready."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.fork_before", str(session), str(src), image, str(tmp)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdin is not None
+    assert proc.stdout.readline() == b"ready\n"
+    elapsed = time.perf_counter() - t0
+    proc.stdin.close()
+    assert proc.wait() == 0
+    return elapsed
+
+
+def _fork_now(session: Path, src: Path, sealed: Path | None, image: str, tmp: Path) -> tuple[float, float]:
+    """A fork as a waiting `replayer.fork` process makes it once told the boundary is ready: its state
+    (a clone of the sealed boundary) and its container. (seconds in all, seconds of the state's clone)"""
+    from replayer.boundary import fork_state
+    from replayer.fork import BoundaryReady, ForkJob, _prepare
+    from replayer.models import ContinueRequest, Variant
+
+    adapter, traj = load(session)
+    job = ForkJob(
+        compare_id=f"bench-{uuid.uuid4().hex[:6]}", trajectory=session, task=None, cwd=None, session=None,
+        replay_dir=tmp, boundary_state=src, run_dir=tmp, dir="run", variant=Variant(name="a"), repeat=1,
+        continuation=ContinueRequest(upstream="http://127.0.0.1:9"), check=None, check_timeout_s=1.0,
+        agent=adapter.name, agent_version=load_pins().agents[adapter.name].version,
+    )  # fmt: skip
+    boundary = BoundaryReady(image=image, sealed=sealed, at=time.time())
+    t0 = time.perf_counter()
+    state = fork_state(boundary.sealed, src, job.limits, fallback_parent=tmp)
+    cloned = time.perf_counter() - t0
+    box = _prepare(job, adapter, traj, boundary, state)
+    elapsed = time.perf_counter() - t0
+    box.stop()
+    state.remove()
+    return elapsed, cloned
+
+
+def _compare_fork_s(tmp: Path, session: Path, runs: int) -> list[float]:
+    """`fork_s` of every run of a real `replayer compare -r RUNS -j 1` (each run one quiet answer)."""
+    from bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
+
+    quiet = Script(by_history=True, turns=[Turn(blocks=[TextBlock(text="Done.")])])
+    steps = len(load(session)[1].steps)
+    out = tmp / f"cmp-{time.monotonic_ns()}"
+    with ScriptedUpstream(quiet) as upstream:
+        subprocess.run(
+            [sys.executable, "-m", "replayer.cli", "compare", str(session), "-n", str(steps),
+             "-w", str(FIXTURES / "parallel" / "workspace"), "-o", str(out), "--upstream", upstream.url,
+             "--variant", "a=", "-r", str(runs), "-j", "1"],
+            check=True, capture_output=True, cwd=ROOT, env={**os.environ, "ANTHROPIC_API_KEY": "bench-key"},
+        )  # fmt: skip
+    result = orjson.loads((out / "compare.json").read_bytes())
+    return [float(r["fork_s"]) for r in result["runs"]]
+
+
+def bench_fork(tmp: Path, rounds: int = 7, compares: int = 2, runs: int = 4) -> dict[str, object]:
+    from replayer.boundary import seal
+    from replayer.models import SandboxLimits
+
+    session = FIXTURES / "write_edit" / "session.jsonl"
+    image = load_pins().base_image.tag  # a snapshot image is an image like any other
+    sizes: dict[str, object] = {}
+    for name, files in (("small", 0), ("repository", 5000)):
+        src = _boundary_tree(tmp / f"boundary-{name}", files)
+        sealed = seal(src, SandboxLimits())
+        try:
+            before: list[float] = []
+            now: list[tuple[float, float]] = []
+            for _ in range(rounds):  # alternating, side by side, each from written-out file systems
+                os.sync()
+                before.append(_fork_before(session, src, image, tmp))
+                os.sync()
+                now.append(_fork_now(session, src, sealed.path if sealed else None, image, tmp))
+        finally:
+            if sealed is not None:
+                sealed.remove()
+        ws_files = sum(1 for p in (src / "workspace").rglob("*") if p.is_file())
+        sizes[name] = {
+            "files": ws_files,
+            "mb": sum(p.stat().st_size for p in src.rglob("*") if p.is_file()) / 1e6,
+            "before_ms": statistics.median(before) * 1000,
+            "now_ms": statistics.median(t for t, _ in now) * 1000,
+            "clone_ms": statistics.median(c for _, c in now) * 1000,
+            "cloned": sealed is not None,
+        }
+    long = long_sessions.claude_code(tmp, 10)
+    fork_s = [_compare_fork_s(tmp, long, runs) for _ in range(compares)]
+    return {
+        "load": " / ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "rounds": rounds,
+        "sizes": sizes,
+        "runs": runs,
+        "steps": len(load(long)[1].steps),
+        "first_ms": [f[0] * 1000 for f in fork_s],
+        "pooled_ms": statistics.median(x for f in fork_s for x in f[1:]) * 1000,
+        "pooled_max_ms": max(x for f in fork_s for x in f[1:]) * 1000,
+    }
+
+
+def fork_section(f: dict[str, object]) -> str:
+    sizes: dict[str, dict[str, float]] = f["sizes"]  # type: ignore[assignment]
+    rows = "\n".join(
+        f"| {name}: {s['files']:.0f} workspace files, {s['mb']:.1f} MB | {s['before_ms']:.0f} ms | "
+        f"{s['now_ms']:.0f} ms ({s['clone_ms']:.0f} ms) | **{s['now_ms'] / s['before_ms']:.2f}** |"
+        for name, s in sizes.items()
+    )
+    first = ", ".join(f"{x:.0f}" for x in f["first_ms"])  # type: ignore[attr-defined]
+    return f"""{FORK_HEADING}
+
+`python -m bench fork`: what a compare run costs from the snapshot ready (image committed, boundary
+workspace and agent home copied) to its container ready with its own workspace and agent home, the
+agent's own start left out. Medians of {f["rounds"]} forks each, the two paths alternating.
+
+| boundary | before: a process at the run's turn, copies, container | now: clone and container (of which the clone) | ratio |
+|---|---|---|---|
+{rows}
+
+- Before (`bench/fork_before.py`, the previous `replayer.fork`): the run's process started at its turn
+  and paid its imports and the trajectory's load, then a state with copies of the workspace and home
+  (growing with the tree), then a container start and an exec that made the run directory.
+- Now, cold (what a run's process, started ahead and waiting, does once told the snapshot is ready): its
+  state is a btrfs snapshot of the sealed boundary (the bracketed share: constant whatever the tree) with
+  its own quota, then its container (create, the quota on its writable layer, start; no exec: the run
+  directory is a tmpfs). The container start is what dominates, and it is the engine's (runc, the network
+  namespace): without our options (init, tmpfs, limits) it takes about as long.
+- Now, pooled (`replayer/forkpool.py`): each run's process starts while the prefix replays and, once
+  the snapshot is ready, makes its state and starts its container while the replay ends or earlier runs
+  go on, so that a run's turn costs one line on its stdin. The wait at its turn (RunRecord `fork_s`) in
+  real `replayer compare -r {f["runs"]} -j 1` runs ({f["steps"]} steps of the repeated `parallel` session, one
+  answer each): the first run {first} ms, the later ones {f["pooled_ms"]:.1f} ms (median; at most
+  {f["pooled_max_ms"]:.1f} ms). A run waits when what goes on before its turn (the replay's end for the
+  first, the run before for the others) is shorter than its process's start (imports, the trajectory's
+  load) and its cold fork.
+
+Load average during the run: {f["load"]} (2 cores shared with other work: absolute times vary with it,
+the ratios less).
+"""
+
+
 DRIVEN_HEADING = "## Claude Code and Codex reruns: the CLI itself, driven, against the reimplementation"
 
 
@@ -741,6 +902,7 @@ def main(argv: list[str]) -> None:
     only["compare"] = (COMPARE_HEADING, lambda t: compare_section(bench_compare(t)))
     only["driven"] = (DRIVEN_HEADING, lambda t: driven_section(bench_driven(t)))
     only["scale"] = (SCALE_HEADING, lambda t: scale_section(bench_scale(t)))
+    only["fork"] = (FORK_HEADING, lambda t: fork_section(bench_fork(t)))
     if len(argv) == 1 and argv[0] in only:
         heading, make = only[argv[0]]
         with tempfile.TemporaryDirectory() as tmp:
@@ -749,7 +911,7 @@ def main(argv: list[str]) -> None:
         print(section)
         return
     if argv:
-        raise SystemExit("usage: python -m bench [parse|memory|compare|driven|scale]")
+        raise SystemExit("usage: python -m bench [parse|memory|compare|driven|fork|scale]")
     with tempfile.TemporaryDirectory() as tmp:
         parse = bench_parse(Path(tmp))
         bash = bench_bash(Path(tmp))
@@ -760,6 +922,7 @@ def main(argv: list[str]) -> None:
         scale = bench_scale(Path(tmp))
         memory = bench_memory(Path(tmp))
         compared = bench_compare(Path(tmp))
+        forked = bench_fork(Path(tmp))
         driven = bench_driven(Path(tmp))
     doc = f"""# Benchmarks
 
@@ -861,6 +1024,7 @@ adds little per chunk. Absolute numbers are loopback numbers, far below a real m
 
 {memory_section(memory)}
 {compare_section(compared)}
+{fork_section(forked)}
 {driven_section(driven)}"""
     (ROOT / "docs" / "benchmarks.md").write_text(doc)
     print(doc)

@@ -10,24 +10,19 @@ OUT/compare.json, OUT/report.html
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from replayer import bundles, continuation
+from replayer import boundary, bundles, continuation, versions
 from replayer.engine import JSON_OPTS, execute, load, pins_for
 from replayer.errors import BadInput, Interrupted, PlanRefused, WorkspaceError
 from replayer.fork import COMPARE_LABEL, ForkJob, run_check
+from replayer.forkpool import ForkPool, OnRun
 from replayer.io import OutputDir, write_bytes_atomic
 from replayer.models import (
     CheckResult,
@@ -44,10 +39,7 @@ from replayer.models import (
 from replayer.plan import NO_CWD
 from replayer.report import render_html
 from replayer.safecopy import copy_untrusted
-
-_POLL_S = 0.2
-_STOP_GRACE_S = 30.0
-OnRun = Callable[[RunRecord], None]
+from sandboxes.quota import StateDir
 
 
 def variant_continuation(defaults: ContinueRequest, variant: Variant) -> ContinueRequest:
@@ -94,15 +86,19 @@ def _preflight(request: CompareRequest, adapter: Any, traj: Any) -> None:
 
 
 class Snapshot:
-    """The engine's boundary hook: commit the container, copy workspace and agent home, run the check."""
+    """The engine's boundary hook: commit the container, copy workspace and agent home (and seal a copy
+    that forks clone, replayer/boundary.py), run the check."""
 
-    def __init__(self, compare_id: str, dest: Path, cwd: str, check: str | None, check_timeout_s: float):
+    def __init__(self, request: CompareRequest, compare_id: str, dest: Path, cwd: str, pool: ForkPool):
+        self.pool = pool
         self.cwd = cwd
         self.compare_id = compare_id
         self.dest = dest
-        self.check = check
-        self.check_timeout_s = check_timeout_s
+        self.check = request.check
+        self.check_timeout_s = request.check_timeout_s
+        self.limits = request.limits
         self.image: str | None = None
+        self.sealed: StateDir | None = None
         self.boundary_check: CheckResult | None = None
         self.seconds = 0.0
 
@@ -111,18 +107,22 @@ class Snapshot:
         self.image = box.snapshot(
             f"sandbox-replayer/snapshot:{self.compare_id}", labels={COMPARE_LABEL: self.compare_id}
         )
-        copy_untrusted(state / "workspace", self.dest / "workspace", links="keep", what="the workspace")
-        copy_untrusted(state / "home", self.dest / "home", links="skip", what="the agent home")
+        limits = self.limits
+        copy_untrusted(
+            state / "workspace", self.dest / "workspace", links="keep", limits=limits, what="the workspace"
+        )
+        copy_untrusted(state / "home", self.dest / "home", links="skip", limits=limits, what="the agent home")
         # the rebuilt native session, as a continuation in place would see it
-        copy_untrusted(native / "home", self.dest / "home", links="skip", merge=True)
+        copy_untrusted(native / "home", self.dest / "home", links="skip", limits=limits, merge=True)
+        self.sealed = boundary.seal(self.dest, limits)
         self.seconds = time.monotonic() - started
+        # the first runs make their state and start their container while the replay ends
+        self.pool.announce(self.image, self.sealed.path if self.sealed else None)
         if self.check:
             self.boundary_check = run_check(box, self.check, self.cwd, self.check_timeout_s)
 
 
-def _jobs(
-    request: CompareRequest, compare_id: str, tmp: Path, image: str, agent: str, version: str
-) -> list[ForkJob]:
+def _jobs(request: CompareRequest, compare_id: str, tmp: Path, agent: str, version: str) -> list[ForkJob]:
     jobs = []
     for repeat in range(1, request.repeat + 1):  # round-robin: every variant gets its first run early
         for variant in request.variants:
@@ -136,7 +136,6 @@ def _jobs(
                     session=request.session,
                     replay_dir=tmp / "replay",
                     boundary_state=tmp / "snapshot",
-                    image=image,
                     run_dir=tmp / rel,
                     dir=rel,
                     variant=variant,
@@ -150,74 +149,6 @@ def _jobs(
                 )
             )
     return jobs
-
-
-def _collect(job: ForkJob, proc: subprocess.Popen[bytes]) -> RunRecord:
-    path = job.run_dir / "run.json"
-    (job.run_dir / "job.json").unlink(missing_ok=True)  # its paths name the partial output directory
-    if path.is_file():
-        return RunRecord.model_validate_json(path.read_bytes())
-    log = (job.run_dir / "fork.log").read_bytes()[-600:].decode(errors="replace").strip()
-    last = log.splitlines()[-1] if log else ""
-    return RunRecord(
-        variant=job.variant.name,
-        repeat=job.repeat,
-        status="failed",
-        error_kind="worker",
-        error=f"the run's process exited {proc.returncode} without a record: {last}",
-        dir=job.dir,
-    )
-
-
-def _run_forks(jobs: list[ForkJob], parallel: int, on_run: OnRun | None) -> list[RunRecord]:
-    """Each fork in its own process (own session: a Ctrl-C reaches the parent only, which stops them)."""
-    records: dict[int, RunRecord] = {}
-    running: dict[int, subprocess.Popen[bytes]] = {}
-    queue = list(enumerate(jobs))
-    try:
-        while queue or running:
-            while queue and len(running) < parallel:
-                index, job = queue.pop(0)
-                job.run_dir.mkdir(parents=True)
-                write_bytes_atomic(job.run_dir / "job.json", job.model_dump_json().encode())
-                with (job.run_dir / "fork.log").open("wb") as log:
-                    running[index] = subprocess.Popen(
-                        [
-                            sys.executable,
-                            "-m",
-                            "replayer.fork",
-                            str(job.run_dir / "job.json"),
-                            str(os.getpid()),
-                        ],
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                    )
-            for index, proc in list(running.items()):
-                if proc.poll() is None:
-                    continue
-                del running[index]
-                records[index] = _collect(jobs[index], proc)
-                if on_run is not None:
-                    on_run(records[index])
-            time.sleep(_POLL_S)
-    except BaseException:
-        _stop(list(running.values()))
-        raise
-    return [records[i] for i in range(len(jobs))]
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for proc in procs:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + _STOP_GRACE_S
-    for proc in procs:
-        try:
-            proc.wait(max(deadline - time.monotonic(), 0.1))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _actions(timeline: list[TimelineEntry]) -> list[tuple[int, tuple[Any, ...]]]:
@@ -315,14 +246,19 @@ def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResu
     started = time.monotonic()
     adapter, traj = load(request.trajectory, request.task, request.cwd, request.session)
     _preflight(request, adapter, traj)
+    version = versions.resolve(  # the replay's, as execute resolves it: the forks start before it
+        adapter, traj.agent_version, traj.agent_version_inferred, request.agent_version, traj.runs_as
+    )
     client = connect()
     compare_id = f"cmp-{uuid.uuid4().hex[:10]}"
     local = request.workspace if isinstance(request.workspace, Path) else None  # a clone is the cache's
     out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, local])
     assert traj.cwd
-    snapshot = Snapshot(compare_id, out.tmp / "snapshot", traj.cwd, request.check, request.check_timeout_s)
+    pool = ForkPool(_jobs(request, compare_id, out.tmp, adapter.name, version.version), request.parallel)
+    snapshot = Snapshot(request, compare_id, out.tmp / "snapshot", traj.cwd, pool)
     kept = False
     try:
+        pool.start_ahead()  # the runs' processes start up while the prefix replays
         replay = execute(
             ReplayRequest(
                 mode="run",
@@ -345,10 +281,9 @@ def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResu
             on_boundary=snapshot,
         )
         replay_s = time.monotonic() - started
-        assert snapshot.image is not None and replay.version is not None
+        assert snapshot.image is not None
         t0 = time.monotonic()
-        jobs = _jobs(request, compare_id, out.tmp, snapshot.image, adapter.name, replay.version.version)
-        runs = _run_forks(jobs, request.parallel, on_run)
+        runs = pool.run(on_run)
         runs, common, reference = with_differences(runs)
         result = CompareResult(
             request=request,
@@ -380,11 +315,14 @@ def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResu
         out.commit()
         kept = request.keep_snapshot
     except BaseException as exc:
+        pool.stop()
         out.discard()
         if isinstance(exc, KeyboardInterrupt):
             raise Interrupted("SIGINT") from None
         raise
     finally:
+        if snapshot.sealed is not None:
+            snapshot.sealed.remove()
         remove_containers(client, f"{COMPARE_LABEL}={compare_id}")
         if not kept:
             remove_images(client, f"{COMPARE_LABEL}={compare_id}")

@@ -1,9 +1,13 @@
 """One compare run, in a process of its own: a container from the boundary snapshot, the variant's patch,
 the continuation through its own bridge, the check, the workspace diff and the timeline.
 
-`python -m replayer.fork JOB.json` writes RUN_DIR/run.json (a RunRecord) atomically; a run that cannot be
-carried out is recorded as failed, never raised. SIGTERM/SIGINT end it cleanly (container removed, no
-record written).
+`python -m replayer.fork JOB.json PARENT_PID` is started ahead of its turn (replayer/forkpool.py): it
+loads what it needs, then reads two lines on stdin. The first (`BoundaryReady`) says the snapshot is
+ready: the run makes its own copy of the boundary state (a btrfs clone, sandboxes/quota.py) and starts its
+container, then applies the patch. The second (`Turn`) says a slot is free: the agent continues. End of
+input before either (the compare ended or no longer needs the run) ends it like SIGTERM/SIGINT do:
+cleanly, container and state removed, no record written. Otherwise it writes RUN_DIR/run.json (a
+RunRecord) atomically; a run that cannot be carried out is recorded as failed, never raised.
 """
 
 from __future__ import annotations
@@ -14,14 +18,16 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from adapters.base import Rebuild
+from adapters.base import Adapter, Rebuild
 from replayer import continuation, signals, timeline
+from replayer.boundary import fork_state
 from replayer.errors import Interrupted, PatchFailed, ReplayError
 from replayer.io import write_bytes_atomic
 from replayer.models import (
@@ -30,6 +36,7 @@ from replayer.models import (
     ReplayResult,
     RunRecord,
     SandboxLimits,
+    Trajectory,
     Variant,
 )
 from replayer.pins import running_version
@@ -37,6 +44,7 @@ from replayer.safecopy import copy_untrusted
 from sandboxes.docker import LABEL, DockerSandbox
 from sandboxes.quota import StateDir
 
+Line = TypeVar("Line", bound=BaseModel)
 PATCH_MOUNT = "/run/replayer-patch"
 CHECK_OUTPUT_BYTES = 64 * 1024
 DIFF_BYTES = 256 * 1024
@@ -53,9 +61,7 @@ class ForkJob(BaseModel):
     replay_dir: Path
     """The replay's result directory: expected_prefix.json, continuation.json, native/."""
     boundary_state: Path
-    """workspace/ and home/ at the boundary."""
-    image: str
-    """The snapshot image."""
+    """workspace/ and home/ at the boundary (what the workspace diff starts from)."""
     run_dir: Path
     dir: str
     """run_dir relative to the compare output."""
@@ -68,6 +74,33 @@ class ForkJob(BaseModel):
     agent: str
     agent_version: str
     """The version the run continues: the variant's `version`, else the one the replay ran."""
+
+
+class BoundaryReady(BaseModel):
+    """The first line a fork reads: the snapshot is ready."""
+
+    model_config = ConfigDict(extra="forbid")
+    image: str
+    """The snapshot image."""
+    sealed: Path | None
+    """The sealed boundary state to clone (replayer/boundary.py); None: copy `boundary_state`."""
+    at: float
+    """When it was ready (time.time())."""
+
+
+class Turn(BaseModel):
+    """The second line: a slot is free, the run goes on."""
+
+    model_config = ConfigDict(extra="forbid")
+    at: float
+    """When the slot was given (time.time())."""
+
+
+def receive(model: type[Line]) -> Line:
+    line = sys.stdin.buffer.readline()
+    if not line:
+        raise Interrupted("the compare no longer needs this run")
+    return model.model_validate_json(line)
 
 
 def middle_cut(data: bytes, limit: int) -> tuple[str, bool]:
@@ -126,59 +159,73 @@ def _rebuild_of(replay_dir: Path) -> Rebuild:
     )
 
 
-def run(job: ForkJob) -> RunRecord:
-    from replayer.engine import load, pins_for
+def _prepare(
+    job: ForkJob, adapter: Adapter, traj: Trajectory, boundary: BoundaryReady, state_dir: StateDir
+) -> DockerSandbox:
+    """The run's container from the snapshot image, over its own state (the patch mounted, not applied)."""
     from sandboxes.docker import connect
 
-    started = time.monotonic()
+    assert traj.cwd
+    state = state_dir.path
+    (state / "bridge").mkdir()
+    binds = {traj.cwd: (state / "workspace", False), **adapter.sandbox_binds(traj, state / "home")}
+    binds[continuation.BRIDGE_MOUNT] = (state / "bridge", False)
+    patch = job.variant.spec.patch
+    if patch is not None:
+        (state / "patch").mkdir()
+        (state / "patch" / "patch.diff").write_bytes(patch.read_bytes())
+        binds[PATCH_MOUNT] = (state / "patch", True)
+    return DockerSandbox.start(
+        connect(),
+        boundary.image,
+        binds=binds,
+        workdir=traj.cwd,
+        run_id=f"{job.compare_id}-{uuid.uuid4().hex[:6]}",
+        labels={COMPARE_LABEL: job.compare_id},
+        limits=job.limits,
+    )
+
+
+def _apply_patch(box: DockerSandbox, patch: Path, cwd: str) -> None:
+    applied = box.exec(["git", "apply", "--verbose", f"{PATCH_MOUNT}/patch.diff"], workdir=cwd, timeout_s=120)
+    if applied.exit_code != 0:
+        why = (applied.stderr or applied.stdout).decode(errors="replace").strip().splitlines()
+        raise PatchFailed(f"the patch {patch} does not apply: {why[-1] if why else 'git apply failed'}")
+
+
+def run(job: ForkJob, boundary_line: Callable[[], BoundaryReady], turn_line: Callable[[], Turn]) -> RunRecord:
+    """The run, told by `boundary_line` that the snapshot is ready and by `turn_line` that it may go on."""
+    from replayer.engine import load, pins_for
+
     record: dict[str, Any] = {"variant": job.variant.name, "repeat": job.repeat, "dir": job.dir}
     box: DockerSandbox | None = None
     state_dir: StateDir | None = None
     patched = job.run_dir / "patched-workspace"
+    turn_at: float | None = None
     try:
         adapter, traj = load(job.trajectory, job.task, job.cwd, job.session)
         record["pins"] = pins_for(adapter)
         assert traj.cwd
-        rebuild = _rebuild_of(job.replay_dir)
-        state_dir = StateDir.create(job.limits.disk_bytes, fallback_parent=job.run_dir)
+        boundary = boundary_line()
+        with signals.deferred():  # made and known, or not made: a SIGTERM never leaks it
+            state_dir = fork_state(
+                boundary.sealed, job.boundary_state, job.limits, fallback_parent=job.run_dir
+            )
+        box = _prepare(job, adapter, traj, boundary, state_dir)
+        record.update(container=box.container.name, state_disk_limited=state_dir.limited)
         state = state_dir.path
-        workspace, home, bridge_dir = state / "workspace", state / "home", state / "bridge"
-        copy_untrusted(
-            job.boundary_state / "workspace", workspace, links="keep", what="the boundary workspace"
-        )
-        copy_untrusted(job.boundary_state / "home", home, links="skip", limits=job.limits, what="the home")
-        bridge_dir.mkdir(parents=True)
-        binds = {traj.cwd: (workspace, False), **adapter.sandbox_binds(traj, home)}
-        binds[continuation.BRIDGE_MOUNT] = (bridge_dir, False)
         patch = job.variant.spec.patch
         if patch is not None:
-            (state / "patch").mkdir()
-            (state / "patch" / "patch.diff").write_bytes(patch.read_bytes())
-            binds[PATCH_MOUNT] = (state / "patch", True)
-        run_id = f"{job.compare_id}-{uuid.uuid4().hex[:6]}"
-        box = DockerSandbox.start(
-            connect(),
-            job.image,
-            binds=binds,
-            workdir=traj.cwd,
-            run_id=run_id,
-            labels={COMPARE_LABEL: job.compare_id},
-            limits=job.limits,
-        )
-        record["container"] = box.container.name
-        if patch is not None:
-            applied = box.exec(
-                ["git", "apply", "--verbose", f"{PATCH_MOUNT}/patch.diff"], workdir=traj.cwd, timeout_s=120
-            )
-            if applied.exit_code != 0:
-                why = (applied.stderr or applied.stdout).decode(errors="replace").strip().splitlines()
-                raise PatchFailed(
-                    f"the patch {patch} does not apply: {why[-1] if why else 'git apply failed'}"
-                )
+            _apply_patch(box, patch, traj.cwd)
             # the agent's edits are diffed against this, the patch's own against the boundary
-            copy_untrusted(workspace, patched, links="keep", limits=job.limits, what="the patched workspace")
+            copy_untrusted(
+                state / "workspace", patched, links="keep", limits=job.limits, what="the patched workspace"
+            )
             diff, cut = workspace_diff(job.boundary_state / "workspace", patched)
             record.update(patch_diff=diff, patch_diff_truncated=cut)
+        turn_at = max(boundary.at, turn_line().at)
+        record["fork_s"] = time.time() - turn_at  # ready long before the turn: the line's own latency
+        rebuild = _rebuild_of(job.replay_dir)
         key = continuation.upstream_key(job.continuation, adapter)
         record["continuation"] = continuation.run(
             box,
@@ -187,8 +234,8 @@ def run(job: ForkJob) -> RunRecord:
             rebuild,
             job.continuation,
             key=key,
-            socket_dir=bridge_dir,
-            home=home,
+            socket_dir=state / "bridge",
+            home=state / "home",
             out=job.run_dir,
         )
         if job.check:
@@ -196,7 +243,7 @@ def run(job: ForkJob) -> RunRecord:
         box.stop()
         box = None
         exported = job.run_dir / "state" / "workspace"
-        copy_untrusted(workspace, exported, links="keep", limits=job.limits, what="the workspace")
+        copy_untrusted(state / "workspace", exported, links="keep", limits=job.limits, what="the workspace")
         record["timeline"] = timeline.continued(adapter, job.run_dir, rebuild.expected_prefix)
         diff, cut = workspace_diff(
             patched if patch is not None else job.boundary_state / "workspace", exported
@@ -214,7 +261,7 @@ def run(job: ForkJob) -> RunRecord:
         if state_dir is not None:
             state_dir.remove()
         shutil.rmtree(patched, ignore_errors=True)
-    record["wall_s"] = time.monotonic() - started
+    record["wall_s"] = time.time() - turn_at if turn_at is not None else 0.0
     return RunRecord.model_validate(record)
 
 
@@ -224,7 +271,7 @@ def main(job_path: str, parent: int) -> int:
     job = ForkJob.model_validate_json(Path(job_path).read_bytes())
     try:
         with running_version(job.agent, job.agent_version):
-            record = run(job)
+            record = run(job, lambda: receive(BoundaryReady), lambda: receive(Turn))
     except Interrupted:
         return Interrupted.exit_code
     write_bytes_atomic(job.run_dir / "run.json", orjson.dumps(record.model_dump(mode="json")))

@@ -587,7 +587,14 @@ class RunRecord(Frozen):
     workspace_diff_truncated: bool = False
     dir: str
     """The run's directory, relative to the compare output."""
+    fork_s: float | None = None
+    """Seconds the run waited at its turn (a free slot, the replay done) for its container ready with its
+    own workspace and agent home (and its patch applied); about 0 when that was made ready while the
+    replay ended or earlier runs went on (replayer/forkpool.py)."""
+    state_disk_limited: bool | None = None
+    """Whether the run's workspace and agent home had a disk quota (as a replay's do, where supported)."""
     wall_s: float = 0.0
+    """Seconds from the run's turn to its end."""
 
 
 class VariantSummary(Frozen):

@@ -28,6 +28,8 @@ LABEL = "sandbox-replayer"
 SNAPSHOT_LABEL = f"{LABEL}.snapshot"
 """On the images `snapshot` commits (the base image does not carry it): what `gc` removes."""
 RUN_DIR = "/run/replayer"
+"""A tmpfs in every container (the execs' process-group files): mounted at create, so that no exec is
+needed before the container is ready."""
 _KILL_GRACE_S = 5.0
 DROPPED_CAPABILITIES = ["MKNOD", "NET_RAW", "SETFCAP", "AUDIT_WRITE", "SYS_CHROOT"]
 """No device nodes in the bind-mounted workspace or home (they would be devices on the host), no raw
@@ -169,6 +171,7 @@ class DockerSandbox:
                     labels={**(labels or {}), LABEL: "1", f"{LABEL}.run": run_id, OWNER_LABEL: owner()},
                     mounts=mounts,
                     working_dir=workdir,
+                    tmpfs={RUN_DIR: "mode=755"},
                     init=True,
                     hostname="replay",
                     name=name,
@@ -177,7 +180,6 @@ class DockerSandbox:
             box.disk_limited = _limit_writable_layer(container, limits.disk_bytes)
             with signals.deferred():
                 container.start()
-            box.exec(["mkdir", "-p", RUN_DIR], workdir="/", timeout_s=30)
         except BaseException as exc:
             with signals.deferred(), contextlib.suppress(SandboxError):
                 _remove(client, name)

@@ -5,6 +5,10 @@ Docker engine's data root on it. There, a run's state (workspace and agent home)
 its own limit, and so is each container's writable layer (its overlay upper directory, made a limited
 subvolume between create and start). Elsewhere (no root, another file system) nothing is limited and
 the result says so.
+
+A limited state can be sealed (read-only) and cloned: a clone is a btrfs snapshot, made in constant time
+whatever the tree's size, sharing the data until either side writes, with a limit of its own. That is
+how compare forks the boundary's workspace and agent home (replayer/fork.py).
 """
 
 from __future__ import annotations
@@ -21,16 +25,25 @@ from sandboxes.owner import owner, owner_alive
 FS_ROOT = Path(os.environ.get("REPLAYER_FS_ROOT", "/var/lib/sandbox-replayer/fs"))
 STATE_ROOT = FS_ROOT / "runs"
 _BTRFS_MAGIC = 0x9123683E
+_BTRFS_DEVICES: dict[int, bool] = {}
 
 
 def _is_btrfs(path: Path) -> bool:
+    """Asked once a device: every container start asks, always of the engine's data root or STATE_ROOT
+    (whose device numbers stay; a btrfs subvolume has one of its own)."""
     try:
-        out = subprocess.run(
-            ["stat", "-f", "-c", "%t", str(path)], capture_output=True, text=True, timeout=10, check=True
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
+        device = path.stat().st_dev
+    except OSError:
         return False
-    return int(out.strip() or "0", 16) == _BTRFS_MAGIC
+    if device not in _BTRFS_DEVICES:
+        try:
+            out = subprocess.run(
+                ["stat", "-f", "-c", "%t", str(path)], capture_output=True, text=True, timeout=10, check=True
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            return False
+        _BTRFS_DEVICES[device] = int(out.strip() or "0", 16) == _BTRFS_MAGIC
+    return _BTRFS_DEVICES[device]
 
 
 def _btrfs(*args: str) -> bool:
@@ -91,6 +104,11 @@ def sweep_states() -> list[str]:
     return removed
 
 
+def _fresh_path() -> Path:
+    """A new state's path, named after its owning process (what `sweep_states` reads)."""
+    return STATE_ROOT / f"{owner().replace(':', '_')}_{uuid.uuid4().hex[:12]}"
+
+
 class StateDir:
     """Where a run's container-writable state lives while the run lasts: a limited subvolume under
     STATE_ROOT when that exists, else a private directory beside the output (not limited)."""
@@ -103,7 +121,7 @@ class StateDir:
     def create(cls, limit_bytes: int, fallback_parent: Path) -> StateDir:
         if STATE_ROOT.is_dir() and _is_btrfs(STATE_ROOT):
             sweep_states()
-            path = STATE_ROOT / f"{owner().replace(':', '_')}_{uuid.uuid4().hex[:12]}"
+            path = _fresh_path()
             if limited_dir(path, limit_bytes):
                 return cls(path, True)
             shutil.rmtree(path, ignore_errors=True)
@@ -112,7 +130,33 @@ class StateDir:
         path.mkdir(mode=0o700)
         return cls(path, False)
 
+    def seal(self) -> bool:
+        """Make a limited state read-only (nothing writes to what clones start from) and write it out (the
+        first clone would flush it otherwise); False elsewhere."""
+        return (
+            self.limited
+            and _btrfs("property", "set", "-ts", str(self.path), "ro", "true")
+            and _btrfs("filesystem", "sync", str(self.path))
+        )
+
+    def clone(self, limit_bytes: int) -> StateDir | None:
+        """A writable copy of this limited state, limited to `limit_bytes` like a created one (the data it
+        shares with this state counts, as a copy's would); None when this state is not limited or the
+        file system refuses. The copy is exact: clone only a state whose content the host wrote."""
+        if not self.limited:
+            return None
+        path = _fresh_path()
+        if not _btrfs("subvolume", "snapshot", str(self.path), str(path)):
+            return None
+        clone = StateDir(path, True)
+        if not _btrfs("qgroup", "limit", str(limit_bytes), str(path)):
+            clone.remove()
+            return None
+        return clone
+
     def remove(self) -> None:
+        if self.limited and _btrfs("subvolume", "delete", str(self.path)):
+            return  # whole, sealed or not, in constant time (fails when the sandbox nested a subvolume)
         shutil.rmtree(self.path, ignore_errors=True)  # an empty subvolume goes with rmdir, as root
         if self.path.exists():
             _btrfs("subvolume", "delete", str(self.path))

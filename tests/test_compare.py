@@ -120,6 +120,8 @@ def test_two_variants_two_repeats_one_replay_and_the_report_shows_it(
         )
         # every run's file system started at the boundary: its own copy, not another run's
         assert (out / run["dir"] / "state" / "workspace" / "hello.py").read_text() == f"print('{greeting}')\n"
+        # forked by the pool, its workspace and home under a quota exactly where the replay's were
+        assert run["fork_s"] >= 0 and run["state_disk_limited"] is replay["sandbox"]["state_disk_limited"]
     # every run sent the rebuilt prefix first, to the model its variant names (4 runs x 2 requests)
     assert sorted(r.body["model"] for r in log) == ["claude-bad"] * 4 + ["claude-good"] * 4
     firsts = [r for r in log if len(r.body["messages"]) == len(expected) + 1]
@@ -374,16 +376,26 @@ def test_ctrl_c_stops_every_run_and_removes_containers_and_snapshot(tmp_path: Pa
             stderr=subprocess.PIPE,
             text=True,
         )
-        deadline = time.monotonic() + 120
-        while sum(1 for r in upstream.log if r.main_thread) < 2:  # both parallel runs wait on the model
-            assert time.monotonic() < deadline and proc.poll() is None, "the runs never reached the upstream"
-            time.sleep(0.2)
-        assert len(_labelled(docker_client, f"{LABEL}.compare")) == 2
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
+        try:
+            deadline = time.monotonic() + 120
+            while sum(1 for r in upstream.log if r.main_thread) < 2:  # both parallel runs wait on the model
+                assert time.monotonic() < deadline and proc.poll() is None, (
+                    "the runs never reached the upstream"
+                )
+                time.sleep(0.2)
+            job = next(tmp_path.glob(".cmp.partial-*/runs/a/1/job.json"))
+            compare_id = orjson.loads(job.read_bytes())["compare_id"]
+            # two runs going on, the next two made ready ahead of their turn (replayer/forkpool.py)
+            while len(_labelled(docker_client, f"{LABEL}.compare={compare_id}")) < 4:
+                assert time.monotonic() < deadline, "the next runs' containers never started"
+                time.sleep(0.2)
+            assert len(_labelled(docker_client, f"{LABEL}.compare={compare_id}")) == 4
+        finally:
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert err.strip().splitlines()[-1] == "replayer: interrupted"
-    assert _labelled(docker_client, f"{LABEL}.compare") == []
+    assert _labelled(docker_client, f"{LABEL}.compare={compare_id}") == []
     assert set(_snapshots(docker_client)) <= before
     assert not out.exists() and not list(tmp_path.glob(".cmp.partial-*"))
 
