@@ -70,6 +70,7 @@ class ForkJob(BaseModel):
     agent: str
     agent_version: str
     """The version the run continues: the variant's `version`, else the one the replay ran."""
+    after_step: int
 
 
 def middle_cut(data: bytes, limit: int) -> tuple[str, bool]:
@@ -205,7 +206,7 @@ def run(job: ForkJob) -> RunRecord:
                 raise PatchFailed(
                     f"the patch {patch} does not apply: {why[-1] if why else 'git apply failed'}"
                 )
-        key = continuation.upstream_key(job.continuation, adapter)
+        key = "" if job.continuation.cassette else continuation.upstream_key(job.continuation, adapter)
         record["continuation"] = continuation.run(
             box,
             adapter,
@@ -216,6 +217,8 @@ def run(job: ForkJob) -> RunRecord:
             socket_dir=bridge_dir,
             home=home,
             out=job.run_dir,
+            workspace=workspace,
+            after_step=job.after_step,
         )
         if job.check:
             record["check"] = run_check(box, job.check, traj.cwd, job.check_timeout_s)
