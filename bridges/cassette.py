@@ -37,9 +37,12 @@ _TIMESTAMP = re.compile(
 )
 _DURATION = re.compile(r"(?i)(\b(?:wall time|duration_seconds|duration_ms|elapsed)\"?\s*[:=]\s*)[0-9.]+")
 _TIME_KEY = re.compile(
-    r"(?i)(time|duration|elapsed|unix|_at(_|$)|(?<![a-z])ts$|_ts$|^created$|^updated$|^date$)|[a-z]At$"
+    r"(?i)(time|duration|elapsed|latenc|unix|_at(_|$)|(?<![a-z])ts$|_ts$|^created$|^updated$|^date$)|[a-z]At$"
 )
 
+_ID_KEY = re.compile(r"(?i)^id$|_id$|[a-z]Id$")
+_ID_VALUE = re.compile(r"^[0-9A-Za-z_:.-]{6,}$")
+"""An id key's value is an id whatever its shape (Pi's 8-hex entry ids and parentIds)."""
 _PID_KEY = re.compile(r"(?i)^(pid|process_?id)$")
 
 
@@ -80,6 +83,8 @@ class Normalizer:
                 name = self.text(key)
                 if _TIME_KEY.search(key) and _timelike(v):
                     out[name] = "<time>"
+                elif _ID_KEY.search(key) and isinstance(v, str) and _ID_VALUE.match(v):
+                    out[name] = self.ids.setdefault(v, f"<id-{len(self.ids) + 1}>")
                 elif _PID_KEY.search(key) and (_number(v) or isinstance(v, str) and v.isdigit()):  # an id
                     out[name] = self.ids.setdefault(f"pid:{v}", f"<id-{len(self.ids) + 1}>")
                 else:

@@ -310,7 +310,7 @@ def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) 
                     **({"agent_version": entry.agent_version} if entry.agent_version else {}),
                     **({"require_verified": True} if entry.require_verified else {}),
                     "budgets": entry.budgets.model_dump(),
-                    "continuation": entry.continuation.model_dump() if entry.continuation else None,
+                    "continuation": entry.continuation.model_dump(mode="json") if entry.continuation else None,
                 },
             }
             key = hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]

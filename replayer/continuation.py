@@ -142,7 +142,7 @@ def run(
         now = oracle.outcome(
             status,
             oracle.workspace_changes(before, oracle.workspace_state(workspace)),
-            oracle.session_state(out / "continued", prompt),
+            oracle.session_state(out / "continued"),
         )
         if tape is not None and player is not None:
             assert request.cassette is not None

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from bridges.cassette import Normalizer
+from bridges.cassette import normalized
 from bridges.core import Mismatch, first_difference
 from replayer.redact import redact
 
@@ -48,8 +48,9 @@ def workspace_changes(before: dict[str, str], after: dict[str, str]) -> dict[str
     return {p: after.get(p) for p in paths if before.get(p) != after.get(p)}
 
 
-def session_state(continued: Path, nonce: str | None) -> dict[str, Any]:
-    """The continued native session files under `continued`, normalized, by relative path."""
+def session_state(continued: Path) -> dict[str, Any]:
+    """The continued native session files under `continued` by relative path, secrets redacted (normalized
+    only when compared: a cassette recorded before a normalization was added still verifies)."""
     state: dict[str, Any] = {}
     if not continued.is_dir():
         return state
@@ -60,7 +61,7 @@ def session_state(continued: Path, nonce: str | None) -> dict[str, Any]:
         if document is None:
             state[rel] = {"sha256": hashlib.sha256(data).hexdigest()}
         else:
-            state[rel] = Normalizer(nonce)(redact(document)[0])
+            state[rel] = redact(document)[0]
     return state
 
 
@@ -70,12 +71,18 @@ def outcome(agent_status: str, changes: dict[str, str | None], session: dict[str
 
 def verify(recorded: dict[str, Any], replayed: dict[str, Any]) -> Mismatch | None:
     """The first path at which the replayed outcome differs from the recording's, or None (verified)."""
-    found = first_difference(recorded, replayed)
+    found = first_difference(_normalized(recorded), _normalized(replayed))
     if found is None:
         return None
     return found.model_copy(
         update={"reason": "the replayed continuation's outcome differs from the recording"}
     )
+
+
+def _normalized(outcome: dict[str, Any]) -> dict[str, Any]:
+    """Each session file normalized on its own (its ids numbered in its own order)."""
+    session = outcome.get("session") or {}
+    return {**outcome, "session": {name: normalized(doc) for name, doc in sorted(session.items())}}
 
 
 def _document(data: bytes) -> Any:
