@@ -79,7 +79,8 @@ class Normalizer:
             return [self(v) for v in value]
         if isinstance(value, dict):
             out: dict[str, Any] = {}
-            for key, v in sorted(value.items()):  # the numbering must not depend on key order
+            # the numbering must not depend on key order, nor on the ids inside keys (OpenHands' event files)
+            for key, v in sorted(value.items(), key=lambda item: (_masked(item[0]), item[0])):
                 name = self.text(key)
                 if _TIME_KEY.search(key) and _timelike(v):
                     out[name] = "<time>"
@@ -91,6 +92,12 @@ class Normalizer:
                     out[name] = self(v)
             return out
         return value
+
+
+def _masked(key: str) -> str:
+    for pattern in (_UUID, _PREFIXED_ID, _HEX_ID):
+        key = pattern.sub("<id>", key)
+    return key
 
 
 def _timelike(value: Any) -> bool:

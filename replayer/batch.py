@@ -209,6 +209,8 @@ def _read_manifest(path: Path, lines: Iterator[bytes]) -> list[tuple[int, Manife
         entry.trajectory = (base / entry.trajectory).absolute()
         if isinstance(entry.workspace, Path):
             entry.workspace = (base / entry.workspace).absolute()
+        if entry.continuation is not None and entry.continuation.cassette is not None:
+            entry.continuation.cassette = (base / entry.continuation.cassette).absolute()
         if not entry.trajectory.exists():  # a file, or a directory (an OpenHands V1 conversation)
             raise BadInput(f"manifest line {number}: trajectory {entry.trajectory} does not exist")
         try:
@@ -310,7 +312,9 @@ def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) 
                     **({"agent_version": entry.agent_version} if entry.agent_version else {}),
                     **({"require_verified": True} if entry.require_verified else {}),
                     "budgets": entry.budgets.model_dump(),
-                    "continuation": entry.continuation.model_dump(mode="json") if entry.continuation else None,
+                    "continuation": entry.continuation.model_dump(mode="json")
+                    if entry.continuation
+                    else None,
                 },
             }
             key = hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]

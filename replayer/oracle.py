@@ -3,8 +3,9 @@
 An outcome is {"agent_status", "workspace_changes", "session"}: the files the continuation changed in the
 workspace (path -> SHA-256, null when removed; git's own metadata left out, its index records file
 times), and the continued native session with ids alpha-renamed, times and the nonce normalized
-(bridges/cassette.py, `Normalizer`), one document per file (JSON, JSONL), a file of another kind by its
-SHA-256. A replay is verified when its outcome equals the recording's.
+(bridges/cassette.py, `Normalizer`) as one document (an id in a file name is the id inside the file), a JSON
+or JSONL file as JSON, a file of another kind by its SHA-256. A replay is verified when its outcome equals
+the recording's.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def session_state(continued: Path) -> dict[str, Any]:
         data = path.read_bytes()
         document = _document(data)
         if document is None:
-            state[rel] = {"sha256": hashlib.sha256(data).hexdigest()}
+            # upper case: the normalizations take lowercase hex for an id, and this is content
+            state[rel] = {"sha256": hashlib.sha256(data).hexdigest().upper()}
         else:
             state[rel] = redact(document)[0]
     return state
@@ -80,9 +82,9 @@ def verify(recorded: dict[str, Any], replayed: dict[str, Any]) -> Mismatch | Non
 
 
 def _normalized(outcome: dict[str, Any]) -> dict[str, Any]:
-    """Each session file normalized on its own (its ids numbered in its own order)."""
-    session = outcome.get("session") or {}
-    return {**outcome, "session": {name: normalized(doc) for name, doc in sorted(session.items())}}
+    """The session normalized as one document (an id in a file name is the id inside the file); the
+    workspace digests never are: content, not an id."""
+    return {**outcome, "session": normalized(outcome.get("session") or {})}
 
 
 def _document(data: bytes) -> Any:

@@ -38,8 +38,16 @@ def test_ids_are_alpha_renamed_with_their_relationships_kept() -> None:
 
 
 def test_times_the_nonce_key_order_and_embedded_json_are_normalized() -> None:
-    a = {"b": 1, "a": "replayer-nonce-0123456789abcdef01234567 on 2026-01-02", "meta": '{"id":"x1","created_at":5}'}
-    b = {"meta": '{"created_at":6,"id":"x1"}', "a": "replayer-nonce-fedcba9876543210fedcba98 on 2027-03-04", "b": 1}
+    a = {
+        "b": 1,
+        "a": "replayer-nonce-0123456789abcdef01234567 on 2026-01-02",
+        "meta": '{"id":"x1","created_at":5}',
+    }
+    b = {
+        "meta": '{"created_at":6,"id":"x1"}',
+        "a": "replayer-nonce-fedcba9876543210fedcba98 on 2027-03-04",
+        "b": 1,
+    }
     assert normalized(a) == normalized(b)
     assert normalized({"durationMs": 12, "duration": {"secs": 1, "nanos": 5}}) == normalized(
         {"durationMs": 99, "duration": {"secs": 2, "nanos": 7}}
@@ -212,3 +220,15 @@ def test_the_oracle_compares_workspace_changes_session_and_status(tmp_path: Path
     assert found is not None and found.path == "workspace_changes.a.txt"
     found = oracle.verify(recorded, oracle.outcome("agent_error", changes, {"s.jsonl": _records(UUIDS, 0)}))
     assert found is not None and found.path == "agent_status"
+
+
+def test_ids_in_file_names_are_the_ids_inside_and_content_digests_are_not_ids() -> None:
+    def session(ids: list[str]) -> dict:
+        return {f"events/event-{n:05d}-{i}.json": {"id": i, "n": n} for n, i in enumerate(ids)}
+
+    recorded = oracle.outcome("completed", {"a.txt": "ab" * 32}, session(UUIDS))
+    assert oracle.verify(recorded, oracle.outcome("completed", {"a.txt": "ab" * 32}, session(OTHERS))) is None
+    found = oracle.verify(recorded, oracle.outcome("completed", {"a.txt": "cd" * 32}, session(UUIDS)))
+    assert found is not None and found.path == "workspace_changes.a.txt"
+    swapped = {f"events/event-00000-{OTHERS[0]}.json": {"id": OTHERS[1], "n": 0}}
+    assert oracle.verify(recorded, oracle.outcome("completed", {"a.txt": "ab" * 32}, swapped)) is not None
