@@ -699,7 +699,7 @@ def _fork_now(session: Path, src: Path, sealed: Path | None, image: str, tmp: Pa
         compare_id=f"bench-{uuid.uuid4().hex[:6]}", trajectory=session, task=None, cwd=None, session=None,
         replay_dir=tmp, boundary_state=src, run_dir=tmp, dir="run", variant=Variant(name="a"), repeat=1,
         continuation=ContinueRequest(upstream="http://127.0.0.1:9"), check=None, check_timeout_s=1.0,
-        agent=adapter.name, agent_version=load_pins().agents[adapter.name].version,
+        agent=adapter.name, agent_version=load_pins().agents[adapter.name].version, after_step=0,
     )  # fmt: skip
     boundary = BoundaryReady(image=image, sealed=sealed, at=time.time())
     t0 = time.perf_counter()

@@ -11,7 +11,7 @@ import asyncio
 import threading
 import time
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import aiohttp
 import orjson
@@ -21,6 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from bridges.usage import AnswerEnds
 from replayer.io import remove_alias, short_alias
 from replayer.models import BridgeCounters, GateMismatch
+
+if TYPE_CHECKING:
+    from bridges.cassette import Player, Recorder
 
 _HOP_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "x-api-key", "authorization"}
@@ -126,14 +129,28 @@ def mismatch_at(path: str, expected: Any, actual: Any) -> Mismatch:
 class Bridge:
     """The proxy, on its own event loop in a thread, so that the synchronous engine can drive the agent."""
 
-    def __init__(self, gate: Gate, dialect: Dialect, config: BridgeConfig, socket_path: Path):
+    def __init__(
+        self,
+        gate: Gate,
+        dialect: Dialect,
+        config: BridgeConfig,
+        socket_path: Path,
+        *,
+        recorder: Recorder | None = None,
+        player: Player | None = None,
+    ):
+        """`recorder`: every exchange forwarded is also recorded (a cassette). `player`: no upstream, every
+        request is answered from a cassette (config.upstream is then unused)."""
         self.gate = gate
+        self.recorder = recorder
+        self.player = player
         self.dialect = dialect
         self.config = config
         self.socket_path = socket_path
         self.counters = Counters()
         self.log: list[LoggedExchange] = []
         self.mismatch: Mismatch | None = None
+        self.refused_by: Literal["gate", "cassette"] | None = None
         self.budget_reached = False
         self.last_activity = time.monotonic()
         self._started = time.monotonic()
@@ -218,6 +235,7 @@ class Bridge:
             self.counters.refused_requests += 1
             if self.mismatch is None:
                 self.mismatch = decision.mismatch
+                self.refused_by = "gate"
             reason = decision.mismatch.reason if decision.mismatch else "refused"
             entry.status = 400
             return web.json_response(
@@ -236,11 +254,51 @@ class Bridge:
             self.counters.main_requests += 1
         else:
             self.counters.side_requests += 1
+        if self.player is not None:
+            return await self._play(
+                request, decision.kind, body if decision.body is None else decision.body, entry
+            )
         data = raw if decision.body is None else orjson.dumps(decision.body)
-        return await self._forward(request, data, entry)
+        return await self._forward(request, data, entry, body if decision.body is None else decision.body)
 
-    async def _forward(self, request: web.Request, data: bytes, entry: LoggedExchange) -> web.StreamResponse:
+    async def _play(
+        self, request: web.Request, kind: str, body: Any, entry: LoggedExchange
+    ) -> web.StreamResponse:
+        from bridges.cassette import Refusal
+
+        assert self.player is not None and kind in ("main", "side")
+        answer = self.player.answer(
+            "main" if kind == "main" else "side", request.method, request.path_qs, body
+        )
+        if isinstance(answer, Refusal):
+            self.counters.refused_requests += 1
+            if self.mismatch is None:
+                self.mismatch = answer.mismatch
+                self.refused_by = "cassette"
+            entry.status = 400
+            return web.json_response(
+                self.dialect.error_body(f"sandbox-replayer bridge refused: {answer.mismatch.reason}"),
+                status=400,
+            )
+        entry.status = answer.status
+        entry.first_byte_s = 0.0
+        entry.response_bytes = len(answer.body)
+        self.counters.bytes_from_upstream += len(answer.body)
+        if kind == "main" and answer.status < 300:
+            ends = AnswerEnds()
+            ends.add(answer.body)
+            self._count_usage(ends)
+        self._touch()
+        return web.Response(status=answer.status, body=answer.body, headers=answer.headers)
+
+    async def _forward(
+        self, request: web.Request, data: bytes, entry: LoggedExchange, sent: Any
+    ) -> web.StreamResponse:
+        """`sent`: the body forwarded, as JSON (what a recording keeps)."""
         assert self._session is not None
+        seq = self.recorder.next_seq() if self.recorder is not None else 0
+        recorded = bytearray()
+        complete = False
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
         headers.update(self.dialect.auth_headers(self.config.api_key))
         url = self.config.upstream.rstrip("/") + request.path_qs
@@ -271,16 +329,53 @@ class Bridge:
                     if entry.response_bytes > self.config.max_response_bytes:
                         self.counters.upstream_errors += 1
                         break
+                    if self.recorder is not None:
+                        recorded += chunk
                     await response.write(chunk)
+                else:
+                    complete = True
             except (TimeoutError, aiohttp.ClientError):
                 # The upstream failed mid-stream: end the agent's stream the same way, without a clean EOF.
                 self.counters.upstream_errors += 1
                 if request.transport is not None:
                     request.transport.close()
                 return response
+            finally:
+                if self.recorder is not None:
+                    self._record(
+                        seq, entry, request, sent, upstream.status, dict(upstream.headers), recorded, complete
+                    )
             if upstream.status >= 500:
                 self.counters.upstream_errors += 1
             if ends is not None and upstream.status < 300:
                 self._count_usage(ends)
             await response.write_eof()
             return response
+
+    def _record(
+        self,
+        seq: int,
+        entry: LoggedExchange,
+        request: web.Request,
+        sent: Any,
+        status: int,
+        headers: dict[str, str],
+        data: bytearray,
+        complete: bool,
+    ) -> None:
+        from bridges.cassette import Answer, Exchange, kept_headers
+
+        assert self.recorder is not None
+        answer = Answer(status=status, headers=kept_headers(headers), body=bytes(data))
+        kind: Literal["main", "side"] = "main" if entry.kind == "main" else "side"
+        self.recorder.add(
+            Exchange(
+                seq=seq,
+                kind=kind,
+                method=request.method,
+                path=request.path_qs,
+                body=sent,
+                answer=answer,
+                complete=complete,
+            )
+        )

@@ -26,7 +26,7 @@ from typing import Any, Literal, NamedTuple
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from replayer.errors import BadInput, Interrupted, OutputError, ReplayError, excerpt
+from replayer.errors import BadInput, Interrupted, NotVerified, OutputError, ReplayError, excerpt
 from replayer.io import open_input, write_bytes_atomic
 from replayer.models import (
     Budgets,
@@ -39,7 +39,7 @@ from replayer.models import (
 
 Mode = Literal["prepare", "replay", "continue"]
 JobStatus = Literal["done", "skipped", "refused", "failed"]
-REFUSALS = ("bad_input", "plan_refused", "confinement", "workspace")
+REFUSALS = ("bad_input", "plan_refused", "confinement", "workspace", "cassette")
 """Error kinds that are refusals (the input asks for something impossible), not failures."""
 BATCH_LABEL = "sandbox-replayer.batch"
 """The container label of a batch's jobs; its value is `batch_id(DIR)`."""
@@ -55,7 +55,10 @@ class Sample(BaseModel):
 
 class ContinueOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    upstream: str
+    upstream: str = ""
+    cassette: Path | None = None
+    """Answer from a cassette (offline) and verify each job against it; a folder of cassettes: each job
+    takes the one recorded from its trajectory and boundary (docs/cassettes.md)."""
     upstream_key_env: str | None = None
     boundary_prompt: str | None = None
     max_steps: int | None = None
@@ -211,6 +214,8 @@ def _read_manifest(path: Path, lines: Iterator[bytes]) -> list[tuple[int, Manife
         entry.trajectory = (base / entry.trajectory).absolute()
         if isinstance(entry.workspace, Path):
             entry.workspace = (base / entry.workspace).absolute()
+        if entry.continuation is not None and entry.continuation.cassette is not None:
+            entry.continuation.cassette = (base / entry.continuation.cassette).absolute()
         if not entry.trajectory.exists():  # a file, or a directory (an OpenHands V1 conversation)
             raise BadInput(f"manifest line {number}: trajectory {entry.trajectory} does not exist")
         try:
@@ -223,8 +228,10 @@ def _read_manifest(path: Path, lines: Iterator[bytes]) -> list[tuple[int, Manife
             raise BadInput(
                 f"manifest line {number}: mode {entry.mode} needs an existing workspace directory or git+URL@REV"
             )
-        if entry.mode == "continue" and entry.continuation is None:
-            raise BadInput(f"manifest line {number}: mode continue needs continuation.upstream")
+        if entry.mode == "continue" and (
+            entry.continuation is None or not (entry.continuation.upstream or entry.continuation.cassette)
+        ):
+            raise BadInput(f"manifest line {number}: mode continue needs continuation.upstream or .cassette")
         entry.budgets = budgets.setdefault(orjson.dumps(entry.budgets.model_dump()), entry.budgets)
         entries.append((number, entry))
     if not entries:
@@ -310,7 +317,9 @@ def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) 
                     **({"agent_version": entry.agent_version} if entry.agent_version else {}),
                     **({"require_verified": True} if entry.require_verified else {}),
                     "budgets": entry.budgets.model_dump(),
-                    "continuation": entry.continuation.model_dump() if entry.continuation else None,
+                    "continuation": entry.continuation.model_dump(mode="json")
+                    if entry.continuation
+                    else None,
                 },
             }
             key = hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
@@ -380,9 +389,17 @@ def run_job(job: Job, out: Path, labels: dict[str, str], node: str | None = None
         if job.image_id is not None:
             ensure_image(job.entry.image or load_pins().base_image.tag, job.image_id, out)
         adapter, traj = _parsed(job.trajectory, job.entry.task, job.entry.cwd, job.entry.session)
-        execute(job.request(job_dir(out, job.key), labels), adapter=adapter, trajectory=traj)
+        result = execute(job.request(job_dir(out, job.key), labels), adapter=adapter, trajectory=traj)
+        tape = result.continuation.cassette if result.continuation else None
+        if tape is not None and tape.verdict == "differs" and tape.difference is not None:
+            raise NotVerified(f"{tape.difference.reason} at {tape.difference.path or 'the request'}")
     except Interrupted:
         raise  # the batch is stopping: the job is lost, not failed
+    except NotVerified as exc:  # the job's result directory is complete: the outcome says how it ended
+        outcome = outcome_of(job, "failed", exc.kind, str(exc))
+        with contextlib.suppress(OSError):
+            write_bytes_atomic(outcome_path(out, job.key), orjson.dumps(outcome.model_dump(mode="json")))
+        return outcome
     except ReplayError as exc:
         outcome = outcome_of(job, "refused" if exc.kind in REFUSALS else "failed", exc.kind, str(exc), node)
     except Exception as exc:

@@ -210,6 +210,22 @@ Model = Annotated[
     str | None,
     typer.Option("--model", metavar="MODEL", help="Model for the continuation (default: recorded)."),
 ]
+CassetteOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--cassette",
+        metavar="DIR",
+        help="Answer from this cassette, offline (no upstream), and verify the outcome (docs/cassettes.md).",
+    ),
+]
+RecordCassette = Annotated[
+    Path | None,
+    typer.Option(
+        "--record-cassette",
+        metavar="DIR",
+        help="Record the continuation's model traffic and outcome into a new cassette (docs/cassettes.md).",
+    ),
+]
 LimitsOpt = Annotated[
     str | None,
     typer.Option(
@@ -492,6 +508,8 @@ def run(
     idle_timeout: IdleTimeout = None,
     model: Model = None,
     agent_env: AgentEnv = None,
+    cassette: CassetteOpt = None,
+    record_cassette: RecordCassette = None,
     limits: LimitsOpt = None,
     agent_version: AgentVersion = None,
     require_verified: RequireVerified = False,
@@ -503,16 +521,30 @@ def run(
       replayer run session.jsonl -n 3 -w repo/ -o replay/
       replayer run session.jsonl -n 3 -w git+https://github.com/OWNER/REPO@abc1234 -o replay/ \\
         --continue --upstream https://api.anthropic.com --max-steps 20
+      replayer run session.jsonl -n 3 -w repo/ -o replay/ --continue --upstream URL --record-cassette tape/
+      replayer run session.jsonl -n 3 -w repo/ -o again/ --continue --cassette tape/
     """
     from replayer.engine import execute
 
     cont = None
+    if (cassette or record_cassette) and not continue_:
+        raise typer.BadParameter(
+            "a cassette is the traffic of a continuation: add --continue", param_hint="--continue"
+        )
     if continue_:
-        if not upstream:
-            raise typer.BadParameter("--continue needs --upstream URL", param_hint="--upstream")
+        if cassette and upstream:
+            raise typer.BadParameter(
+                "--cassette answers offline: give no --upstream", param_hint="--upstream"
+            )
+        if not upstream and not cassette:
+            raise typer.BadParameter(
+                "--continue needs --upstream URL (or --cassette DIR)", param_hint="--upstream"
+            )
         cont = ContinueRequest(
             agent_env=_agent_env(agent_env),
-            upstream=upstream,
+            cassette=cassette,
+            record_cassette=record_cassette,
+            upstream=upstream or "",
             upstream_key_env=upstream_key_env,
             boundary_prompt=boundary_prompt,
             max_steps=max_steps,
@@ -559,7 +591,7 @@ def _tail(path: Path) -> bytes:
 
 def _continuation_failure(cont: ContinuationResult | None, out: Path) -> ReplayError | None:
     """A refused or failed continuation's error, its cause read from the agent's outputs under `out`."""
-    if cont is None or cont.agent_status not in ("agent_error", "bridge_refused"):
+    if cont is None:
         return None
     stderr = _tail(out / cont.files.get("agent_stderr", "agent/stderr.log"))
     stdout = _tail(out / cont.files.get("agent_stdout", "agent/stdout.jsonl"))
@@ -711,6 +743,7 @@ def compare(
     idle_timeout: IdleTimeout = None,
     model: Model = None,
     agent_env: AgentEnv = None,
+    cassette: CassetteOpt = None,
     image: Image = None,
     allow_degraded: AllowDegraded = False,
     force: Force = False,
@@ -763,6 +796,7 @@ def compare(
             idle_timeout_s=idle_timeout,
             model=model,
             agent_env=_agent_env(agent_env),
+            cassette=cassette,
         ),
         image=image,
         allow_degraded=allow_degraded,

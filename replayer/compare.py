@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from replayer import boundary, bundles, continuation, versions
-from replayer.engine import JSON_OPTS, execute, load, pins_for
+from replayer.engine import JSON_OPTS, check_cassettes, execute, load, pins_for
 from replayer.errors import BadInput, Interrupted, PlanRefused, WorkspaceError
 from replayer.fork import COMPARE_LABEL, ForkJob, run_check
 from replayer.forkpool import ForkPool, OnRun
@@ -48,6 +48,7 @@ def variant_continuation(defaults: ContinueRequest, variant: Variant) -> Continu
         "model": spec.model,
         "boundary_prompt": spec.prompt,
         "upstream": spec.upstream,
+        "cassette": spec.cassette,
         "upstream_key_env": spec.upstream_key_env,
         "max_steps": spec.max_steps,
         "idle_timeout_s": spec.idle_timeout_s,
@@ -71,13 +72,18 @@ def _preflight(request: CompareRequest, adapter: Any, traj: Any) -> None:
         raise BadInput(f"variant names must be unique: {', '.join(names)}")
     for variant in request.variants:
         cont = variant_continuation(request.defaults, variant)
-        if not cont.upstream:
+        if cont.record_cassette is not None:
+            raise BadInput("compare replays cassettes (--cassette); record one with `run --record-cassette`")
+        if not cont.upstream and not cont.cassette:
             raise BadInput(f"variant {variant.name}: no upstream (give --upstream or upstream=URL)")
         model = cont.model or adapter.default_model(traj)
         refusal = adapter.continuation_refusal(traj, model)
         if refusal:
             raise PlanRefused(f"variant {variant.name}: cannot continue: {refusal}")
-        continuation.upstream_key(cont, adapter)
+        if cont.cassette is None:
+            continuation.upstream_key(cont, adapter)
+        else:
+            check_cassettes(cont, traj, request.after_step)
         if variant.spec.version:
             bundles.ensure(adapter.name, variant.spec.version)
         patch = variant.spec.patch
@@ -146,6 +152,7 @@ def _jobs(request: CompareRequest, compare_id: str, tmp: Path, agent: str, versi
                     limits=request.limits,
                     agent=agent,
                     agent_version=variant.spec.version or version,
+                    after_step=request.after_step,
                 )
             )
     return jobs

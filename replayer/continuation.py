@@ -12,16 +12,22 @@ from pathlib import Path
 import orjson
 
 from adapters.base import Adapter, Launch, Rebuild
+from bridges.cassette import Player, Recorder
 from bridges.core import Bridge, BridgeConfig
+from replayer import cassette, oracle
 from replayer.errors import PlanRefused
 from replayer.io import write_bytes_atomic
 from replayer.models import (
     AgentStatus,
+    CassetteCheck,
     ContinuationResult,
     ContinueRequest,
+    GateMismatch,
     GateVerdict,
+    InputCondition,
     Trajectory,
 )
+from replayer.pins import load_pins
 from replayer.safecopy import copy_untrusted
 from sandboxes.docker import DockerSandbox
 
@@ -49,7 +55,10 @@ def run(
     socket_dir: Path,
     home: Path,
     out: Path,
+    workspace: Path,
+    after_step: int,
 ) -> ContinuationResult:
+    """`workspace`: the host side of the sandbox's working directory (the cassette oracle reads it)."""
     started = time.monotonic()
     idle_timeout_s = request.idle_timeout_s if request.idle_timeout_s is not None else adapter.idle_timeout_s
     keep_prompt = request.boundary_prompt is not None
@@ -59,7 +68,13 @@ def run(
     model = request.model or adapter.default_model(traj)
     gate = adapter.gate(rebuild, prompt, keep_prompt)
     config = BridgeConfig(upstream=request.upstream, api_key=key, max_main_requests=request.max_steps)
-    with Bridge(gate, adapter.dialect(), config, socket_dir / "bridge.sock") as bridge:
+    tape = cassette.load(request.cassette) if request.cassette else None
+    player = Player(tape.exchanges, prompt) if tape else None
+    recorder = Recorder() if request.record_cassette else None
+    before = oracle.workspace_state(workspace) if tape or recorder else {}
+    with Bridge(
+        gate, adapter.dialect(), config, socket_dir / "bridge.sock", recorder=recorder, player=player
+    ) as bridge:
         box.forward_port(BRIDGE_PORT, f"{BRIDGE_MOUNT}/bridge.sock")
         launch = Launch(
             prompt=prompt, keep_prompt=keep_prompt, port=BRIDGE_PORT, model=model, max_steps=request.max_steps
@@ -88,9 +103,12 @@ def run(
         counters = bridge.counters.model_copy()
         log = b"".join(orjson.dumps(e.model_dump()) + b"\n" for e in bridge.log)
         mismatch = bridge.mismatch
+        refused_by = bridge.refused_by
         gate_notes = list(gate.notes)
         gate_verdict: GateVerdict = (
-            "refused" if mismatch else ("accepted" if counters.main_requests else "not_reached")
+            "refused"
+            if refused_by == "gate"
+            else ("accepted" if counters.main_requests or refused_by else "not_reached")
         )
     (out / "agent").mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(out / "agent" / "stdout.jsonl", result.stdout)
@@ -118,8 +136,28 @@ def run(
             if result.exit_code == 0
             else "agent_error"
         )
+    condition: InputCondition = "boundary_user_prompt_appended" if keep_prompt else "replayed_boundary_only"
+    check = None
+    if tape or recorder:
+        now = oracle.outcome(
+            status,
+            oracle.workspace_changes(before, oracle.workspace_state(workspace)),
+            oracle.session_state(out / "continued"),
+        )
+        if tape is not None and player is not None:
+            assert request.cassette is not None
+            check = _replayed(
+                tape, request.cassette, player, now, mismatch if refused_by == "cassette" else None, adapter
+            )
+        elif recorder is not None:
+            assert request.record_cassette is not None
+            origin = cassette.origin_of(
+                traj, load_pins().agents[adapter.name].version, after_step, rebuild.expected_prefix, condition
+            )
+            check = _recorded(request.record_cassette, origin, recorder, counters.upstream_errors, now, key)
     return ContinuationResult(
-        input_condition="boundary_user_prompt_appended" if keep_prompt else "replayed_boundary_only",
+        input_condition=condition,
+        cassette=check,
         gate=gate_verdict,
         gate_notes=gate_notes,
         mismatch=mismatch,
@@ -132,3 +170,48 @@ def run(
         duration_s=time.monotonic() - started,
         metadata=adapter.continuation_metadata(launch),
     )
+
+
+def _recorded(
+    dest: Path, origin: cassette.Origin, recorder: Recorder, upstream_errors: int, outcome: dict, key: str
+) -> CassetteCheck:
+    exchanges = recorder.ordered()
+    why = cassette.unrecordable(exchanges, upstream_errors)
+    if why is not None:
+        return CassetteCheck(cassette=str(dest), mode="recorded", verdict="not_recorded", notes=[why])
+    redactions = cassette.write(dest, origin, exchanges, outcome, key)
+    return CassetteCheck(
+        cassette=str(dest),
+        mode="recorded",
+        verdict="recorded",
+        exchanges=len(exchanges),
+        redactions=redactions,
+    )
+
+
+def _replayed(
+    tape: cassette.Cassette,
+    path: Path,
+    player: Player,
+    outcome: dict,
+    refused: GateMismatch | None,
+    adapter: Adapter,
+) -> CassetteCheck:
+    """The request the cassette refused, else the oracle's first difference, else verified."""
+    recorded = tape.manifest.origin
+    notes = []
+    running = load_pins().agents[adapter.name].version
+    if running != recorded.agent_version:
+        notes.append(f"recorded with {recorded.agent} {recorded.agent_version}, replayed with {running}")
+    if player.unused_main() and refused is None:
+        notes.append(f"{player.unused_main()} recorded main request(s) were never sent")
+    answered = player.next_main + len(player.used_side)
+    check = CassetteCheck(
+        cassette=str(path), mode="replayed", verdict="verified", exchanges=answered, notes=notes
+    )
+    if refused is not None:
+        return check.model_copy(update={"verdict": "differs", "where": "request", "difference": refused})
+    found = oracle.verify(tape.outcome, outcome)
+    if found is not None:
+        return check.model_copy(update={"verdict": "differs", "where": "outcome", "difference": found})
+    return check

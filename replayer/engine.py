@@ -13,7 +13,7 @@ import orjson
 
 import adapters
 from adapters.base import Adapter, Rebuild, Rerunner
-from replayer import __version__, bundles, continuation, multisession, versions, workspaces
+from replayer import __version__, bundles, cassette, continuation, multisession, versions, workspaces
 from replayer.divergence import compare, kept, model_text, workspace_hint
 from replayer.errors import (
     BadInput,
@@ -28,6 +28,7 @@ from replayer.heap import collector_paused
 from replayer.io import OutputDir, Workspace, write_bytes_atomic
 from replayer.models import (
     ContinuationResult,
+    ContinueRequest,
     Degradation,
     Divergence,
     Observation,
@@ -168,12 +169,21 @@ def execute(
         refusal = adapter.continuation_refusal(traj, model)
         if refusal:
             raise PlanRefused(f"cannot continue: {refusal}")
+        if request.continuation.cassette is not None:  # a folder of cassettes: this boundary's
+            chosen = cassette.select(request.continuation.cassette, traj, plan.after_step)
+            request = request.model_copy(
+                update={"continuation": request.continuation.model_copy(update={"cassette": chosen})}
+            )
+        assert request.continuation is not None
+        check_cassettes(request.continuation, traj, plan.after_step)
     workspace, checkout = None, None
     if request.mode == "run":  # a prepare copies no workspace: a repository is not cloned for it
         workspace, checkout = workspaces.materialize(request.workspace)
         check_workspace(workspace)
         bundles.ensure(adapter.name, version.version)
-    out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, workspace])
+    cont = request.continuation
+    tapes = [cont.cassette, cont.record_cassette] if cont else []
+    out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, workspace, *tapes])
     try:
         with running_version(adapter.name, version.version):
             result = _execute_into(
@@ -198,6 +208,17 @@ def execute(
         out.discard()
         raise
     return result
+
+
+def check_cassettes(cont: ContinueRequest, traj: Trajectory, after_step: int) -> None:
+    """Before anything starts: the cassette to replay is intact and holds this boundary's continuation; the
+    one to record does not exist yet."""
+    if cont.cassette is not None and cont.record_cassette is not None:
+        raise BadInput("--cassette replays a recording and --record-cassette makes one: give one of them")
+    if cont.cassette is not None:
+        cassette.check_origin(cassette.load(cont.cassette), cont.cassette, traj, after_step)
+    if cont.record_cassette is not None:
+        cassette.refuse_existing(cont.record_cassette)
 
 
 def _rebuild(
@@ -286,7 +307,7 @@ def _execute_into(
     image_id = container = None
     sandbox_s = rerun_s = 0.0
     cont = request.continuation
-    key = continuation.upstream_key(cont, adapter) if cont else ""
+    key = continuation.upstream_key(cont, adapter) if cont and not cont.cassette else ""
     native = tmp / "native"
     continued: ContinuationResult | None = None
     sandbox_record: SandboxRecord | None = None
@@ -363,6 +384,8 @@ def _execute_into(
                         socket_dir=bridge_dir,
                         home=agent_home,
                         out=tmp,
+                        workspace=workspace_copy,
+                        after_step=plan.after_step,
                     )
             finally:
                 box.stop()

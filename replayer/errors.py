@@ -86,6 +86,22 @@ class PatchFailed(ReplayError):
     kind = "patch_failed"
 
 
+class CassetteError(ReplayError):
+    """A cassette is refused before the run (tampered, an unknown or missing file, another trajectory or
+    boundary), or a recording cannot be written as one (docs/cassettes.md)."""
+
+    exit_code = 14
+    kind = "cassette"
+
+
+class NotVerified(ReplayError):
+    """A continuation replayed from a cassette did not reproduce the recording (the result directory is
+    complete; the first differing path is in continuation.cassette)."""
+
+    exit_code = 15
+    kind = "not_verified"
+
+
 class Interrupted(BaseException):
     """Ctrl-C or SIGTERM: everything started was cleaned up, nothing partial was left. Not an Exception,
     so that no `except Exception` on the way up (a Docker call's, a worker's) can swallow it."""
@@ -156,6 +172,17 @@ def continuation_failure(
     first difference as values, or the agent's last stderr line (its last stdout line when stderr is
     empty; of a JSON event, its message), then where the details are. `stderr` / `stdout`: the ends of the agent's outputs. None: the
     continuation ended as it may (completed, or a budget reached)."""
+    tape = cont.cassette
+    if tape is not None and tape.verdict == "differs" and tape.difference is not None:
+        differs = tape.difference
+        return NotVerified(
+            f"{differs.reason} at {differs.path or 'the request'}: {first_difference_values(differs)} "
+            f"(see {out / 'result.json'}, continuation.cassette)"
+        )
+    if tape is not None and tape.verdict == "not_recorded":
+        return CassetteError(
+            f"no cassette was written: {'; '.join(tape.notes)} (the result directory is complete)"
+        )
     if cont.agent_status == "bridge_refused":
         found = cont.mismatch
         if found is None:

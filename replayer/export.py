@@ -9,7 +9,6 @@ jobs give the same bytes.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +20,7 @@ from replayer.errors import BadInput, OutputError
 from replayer.io import write_bytes_atomic
 from replayer.models import ReplayResult
 from replayer.pins import pinned_version, running_version
-
-SECRETS = [
-    re.compile(r"\bsk-(?:ant-)?[A-Za-z0-9_-]{16,}"),
-    re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),
-    re.compile(r"(?i)(?<=bearer )[A-Za-z0-9._~+/=-]{12,}"),
-    re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)"),
-]
-REDACTED = "[REDACTED]"
+from replayer.redact import redact
 
 
 class ExportSummary(BaseModel):
@@ -47,22 +38,6 @@ def result_dirs(root: Path) -> list[Path]:
     if not jobs.is_dir():
         raise BadInput(f"{root} is neither a result directory nor a batch directory")
     return sorted(d for d in jobs.iterdir() if not d.name.startswith(".") and (d / "result.json").is_file())
-
-
-def redact(value: Any) -> tuple[Any, int]:
-    if isinstance(value, str):
-        count = 0
-        for pattern in SECRETS:
-            value, n = pattern.subn(REDACTED, value)
-            count += n
-        return value, count
-    if isinstance(value, list):
-        pairs = [redact(v) for v in value]
-        return [v for v, _ in pairs], sum(n for _, n in pairs)
-    if isinstance(value, dict):
-        items = {k: redact(v) for k, v in value.items()}
-        return {k: v for k, (v, _) in items.items()}, sum(n for _, n in items.values())
-    return value, 0
 
 
 def chat_record(job: Path) -> dict[str, Any]:

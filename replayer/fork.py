@@ -74,6 +74,7 @@ class ForkJob(BaseModel):
     agent: str
     agent_version: str
     """The version the run continues: the variant's `version`, else the one the replay ran."""
+    after_step: int
 
 
 class BoundaryReady(BaseModel):
@@ -226,7 +227,7 @@ def run(job: ForkJob, boundary_line: Callable[[], BoundaryReady], turn_line: Cal
         turn_at = max(boundary.at, turn_line().at)
         record["fork_s"] = time.time() - turn_at  # ready long before the turn: the line's own latency
         rebuild = _rebuild_of(job.replay_dir)
-        key = continuation.upstream_key(job.continuation, adapter)
+        key = "" if job.continuation.cassette else continuation.upstream_key(job.continuation, adapter)
         record["continuation"] = continuation.run(
             box,
             adapter,
@@ -237,6 +238,8 @@ def run(job: ForkJob, boundary_line: Callable[[], BoundaryReady], turn_line: Cal
             socket_dir=state / "bridge",
             home=state / "home",
             out=job.run_dir,
+            workspace=state / "workspace",
+            after_step=job.after_step,
         )
         if job.check:
             record["check"] = run_check(box, job.check, traj.cwd, job.check_timeout_s)

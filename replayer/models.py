@@ -260,6 +260,11 @@ class ContinueRequest(Frozen):
     """Default: the model recorded in the session."""
     agent_env: dict[str, str] = Field(default_factory=dict)
     """Extra environment for the agent (e.g. its retry count); recorded in the result."""
+    record_cassette: Path | None = None
+    """Write every model exchange of the continuation and its outcome into this new cassette directory."""
+    cassette: Path | None = None
+    """Answer from this cassette instead of an upstream (no upstream, no key) and verify the outcome
+    against the recording's (docs/cassettes.md)."""
 
 
 class ReplayRequest(Frozen):
@@ -387,10 +392,29 @@ class BridgeCounters(Frozen):
 
 AgentStatus = Literal["completed", "max_steps", "idle_timeout", "agent_error", "bridge_refused"]
 GateVerdict = Literal["accepted", "refused", "not_reached"]
+InputCondition = Literal["replayed_boundary_only", "boundary_user_prompt_appended"]
+
+
+class CassetteCheck(Frozen):
+    """What a continuation did with a cassette (docs/cassettes.md)."""
+
+    cassette: str
+    mode: Literal["recorded", "replayed"]
+    verdict: Literal["recorded", "not_recorded", "verified", "differs"]
+    """recorded / not_recorded (the reason in `notes`) when recording; verified / differs when replaying."""
+    where: Literal["request", "outcome"] | None = None
+    """(differs) A request the agent sent differed from the recorded one, or the final state did."""
+    difference: GateMismatch | None = None
+    """(differs) The first differing path, with both sides (normalized, docs/cassettes.md)."""
+    exchanges: int = 0
+    """Exchanges written (recorded) or answered from the cassette (replayed)."""
+    redactions: int = 0
+    """(recorded) Secret-looking strings replaced by [REDACTED] in what was written."""
+    notes: list[str] = Field(default_factory=list)
 
 
 class ContinuationResult(Frozen):
-    input_condition: Literal["replayed_boundary_only", "boundary_user_prompt_appended"]
+    input_condition: InputCondition
     gate: GateVerdict
     gate_notes: list[str] = Field(default_factory=list)
     """What the gate accepted beyond the prefix and the prompt (context items the CLI inserted), reported."""
@@ -406,6 +430,7 @@ class ContinuationResult(Frozen):
     duration_s: float
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Adapter facts about how the continuation ran (e.g. a step budget the replayer enforced)."""
+    cassette: CassetteCheck | None = None
 
 
 class SandboxRecord(Frozen):
@@ -470,6 +495,8 @@ class VariantSpec(Frozen):
     upstream: str | None = None
     upstream_key_env: str | None = None
     patch: Path | None = None
+    cassette: Path | None = None
+    """Answer this variant's runs from a cassette (no upstream) and verify each against the recording."""
     """A unified diff applied to the workspace at the boundary (git apply, in the run's container)."""
     max_steps: int | None = None
     idle_timeout_s: float | None = None

@@ -22,6 +22,7 @@ KEYS = {
     "upstream_key_env": "upstream_key_env",
     "key_env": "upstream_key_env",
     "patch": "patch",
+    "cassette": "cassette",
     "max_steps": "max_steps",
     "idle_timeout": "idle_timeout_s",
     "idle_timeout_s": "idle_timeout_s",
@@ -31,7 +32,7 @@ ENV_KEYS = ("agent_env", "env")
 """`agent_env.KEY=VALUE` (or `env.KEY=VALUE`) adds KEY to the agent's environment."""
 _KNOWN = (
     "agent_version (version), model, boundary_prompt (prompt), upstream, upstream_key_env (key_env), "
-    "patch, max_steps, idle_timeout, agent_env.KEY (env.KEY)"
+    "patch, cassette, max_steps, idle_timeout, agent_env.KEY (env.KEY)"
 )
 
 

@@ -1,0 +1,234 @@
+"""Cassettes without Docker: the normalizations a replayed request is compared under, the strict in-order
+router, the writer's redaction and inventory, every refusal of a changed cassette, and the oracle."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from bridges.cassette import Answer, Exchange, Player, Refusal, normalized
+from replayer import cassette, oracle
+from replayer.errors import CassetteError
+from replayer.models import Trajectory
+
+KEY = "upstream-key-of-no-known-shape-7f3a"
+UUIDS = ["3f1c2a9e-0b7d-4e55-9a11-2c3d4e5f6a7b", "b2a1c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d"]
+OTHERS = ["9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a", "11223344-5566-4778-899a-abbccddeeff0"]
+
+
+def _records(ids: list[str], parent_of_second: int) -> list[dict]:
+    return [
+        {"uuid": ids[0], "parentUuid": None, "timestamp": "2026-01-02T03:04:05.678Z", "text": "hi"},
+        {
+            "uuid": ids[1],
+            "parentUuid": ids[parent_of_second],
+            "timestamp": "2026-05-06T07:08:09Z",
+            "text": "yo",
+        },
+    ]
+
+
+def test_ids_are_alpha_renamed_with_their_relationships_kept() -> None:
+    assert normalized(_records(UUIDS, 0)) == normalized(_records(OTHERS, 0))
+    # the second record pointing at itself instead of the first is a different session
+    assert normalized(_records(UUIDS, 0)) != normalized(_records(OTHERS, 1))
+
+
+def test_times_the_nonce_key_order_and_embedded_json_are_normalized() -> None:
+    a = {
+        "b": 1,
+        "a": "replayer-nonce-0123456789abcdef01234567 on 2026-01-02",
+        "meta": '{"id":"x1","created_at":5}',
+    }
+    b = {
+        "meta": '{"created_at":6,"id":"x1"}',
+        "a": "replayer-nonce-fedcba9876543210fedcba98 on 2027-03-04",
+        "b": 1,
+    }
+    assert normalized(a) == normalized(b)
+    assert normalized({"durationMs": 12, "duration": {"secs": 1, "nanos": 5}}) == normalized(
+        {"durationMs": 99, "duration": {"secs": 2, "nanos": 7}}
+    )
+    # user content is compared as it is
+    assert normalized({"text": "ls -la"}) != normalized({"text": "ls -l"})
+
+
+def _exchange(seq: int, kind: str, body: dict, answer: bytes, path: str = "/v1/messages") -> Exchange:
+    return Exchange(
+        seq=seq,
+        kind=kind,  # type: ignore[arg-type]
+        method="POST",
+        path=path,
+        body=body,
+        answer=Answer(status=200, headers={"content-type": "text/event-stream"}, body=answer),
+    )
+
+
+TAPE = [
+    _exchange(1, "side", {"title": "for hi"}, b"data: title\n\n", "/v1/title"),
+    _exchange(2, "main", {"messages": ["hi"]}, b"data: one\n\n"),
+    _exchange(3, "side", {"count": 1}, b"{}", "/v1/count"),
+    _exchange(4, "main", {"messages": ["hi", "one"]}, b"data: two\n\n"),
+]
+
+
+def test_main_requests_are_answered_in_order_and_side_calls_may_be_absent_or_reordered() -> None:
+    player = Player(TAPE, nonce=None)
+    assert player.answer("side", "POST", "/v1/count", {"count": 1}) == TAPE[2].answer
+    assert player.answer("main", "POST", "/v1/messages", {"messages": ["hi"]}) == TAPE[1].answer
+    assert player.answer("main", "POST", "/v1/messages", {"messages": ["hi", "one"]}) == TAPE[3].answer
+    assert player.unused_main() == 0
+    # a third main request is beyond the recording
+    beyond = player.answer("main", "POST", "/v1/messages", {"messages": ["hi", "one", "two"]})
+    assert isinstance(beyond, Refusal) and "beyond the cassette's 2" in beyond.mismatch.reason
+
+
+def test_a_changed_request_is_refused_at_its_first_differing_path() -> None:
+    player = Player(TAPE, nonce=None)
+    found = player.answer("main", "POST", "/v1/messages", {"messages": ["hello"]})
+    assert isinstance(found, Refusal)
+    assert (found.mismatch.path, found.mismatch.expected, found.mismatch.actual) == (
+        "messages[0]",
+        "hi",
+        "hello",
+    )
+    assert player.next_main == 0, "nothing was consumed"
+    other = Player(TAPE, nonce=None).answer("side", "POST", "/v1/title", {"title": "for bye"})
+    assert isinstance(other, Refusal) and other.mismatch.path == "title"
+    line = Player(TAPE, nonce=None).answer("main", "POST", "/v1/chat/completions", {"messages": ["hi"]})
+    assert isinstance(line, Refusal) and line.mismatch.path == "<request line>"
+
+
+def _origin(after_step: int = 2) -> cassette.Origin:
+    return cassette.Origin(
+        agent="claude_code",
+        agent_version="2.1.197",
+        after_step=after_step,
+        source_sha256="ab" * 32,
+        session_id=UUIDS[0],
+        prefix_sha256=cassette.prefix_sha256([{"role": "user", "content": "hi"}]),
+        input_condition="replayed_boundary_only",
+    )
+
+
+OUTCOME = {"agent_status": "completed", "workspace_changes": {"made.txt": "00" * 32}, "session": {}}
+
+
+@pytest.fixture
+def tape(tmp_path: Path) -> Path:
+    secret = _exchange(
+        1,
+        "main",
+        {"messages": [f"my key is {KEY}", "and sk-ant-abcdefghijklmnopqrstu"]},
+        f"data: {KEY}\n\n".encode(),
+    )
+    dest = tmp_path / "tape"
+    assert cassette.write(dest, _origin(), [secret, *TAPE[1:]], OUTCOME, KEY) == 3
+    return dest
+
+
+def test_the_writer_redacts_and_inventories_every_file(tape: Path) -> None:
+    files = sorted(p.relative_to(tape).as_posix() for p in tape.rglob("*") if p.is_file())
+    manifest = orjson.loads((tape / "cassette.json").read_bytes())
+    assert files == sorted([*(f["path"] for f in manifest["files"]), "cassette.json"])
+    assert {f["role"] for f in manifest["files"]} == {"request", "answer", "outcome"}
+    assert all(
+        KEY.encode() not in (tape / f).read_bytes() and b"sk-ant-" not in (tape / f).read_bytes()
+        for f in files
+    )
+    assert manifest["redactions"] == 3 and manifest["schema_version"] == cassette.SCHEMA
+    loaded = cassette.load(tape)
+    assert loaded.outcome == OUTCOME and [e.kind for e in loaded.exchanges] == [
+        "main",
+        "main",
+        "side",
+        "main",
+    ]
+    assert loaded.exchanges[0].body["messages"][0] == "my key is [REDACTED]"
+    assert loaded.exchanges[1].answer.body == b"data: one\n\n"
+
+
+def _copy(tape: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(tape, tmp_path / "copy"))
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda t: (t / "exchanges" / "0002-main.answer.body").write_bytes(b"data: other\n\n"), "SHA-256"),
+        (lambda t: (t / "notes.txt").write_text("x"), "unknown file 'notes.txt'"),
+        (lambda t: (t / "exchanges" / "0002-main.request.json").unlink(), "is missing"),
+        (lambda t: (t / "state.db").symlink_to("/etc/passwd"), "not a regular file"),
+        (lambda t: (t / "workspace").mkdir(), "unknown directory"),
+        (lambda t: (t / "cassette.json").write_text('{"schema_version": 99}'), "cassette schema 99"),
+        (lambda t: (t / "cassette.json").unlink(), "not a cassette"),
+    ],
+    ids=["tampered", "extra-file", "missing-file", "link", "directory", "schema", "no-manifest"],
+)
+def test_a_changed_cassette_is_refused(tape: Path, tmp_path: Path, change, says: str) -> None:
+    copy = _copy(tape, tmp_path)
+    change(copy)
+    with pytest.raises(CassetteError, match=says.replace("(", r"\(")):
+        cassette.load(copy)
+
+
+def test_another_boundary_or_trajectory_is_refused(tape: Path) -> None:
+    loaded = cassette.load(tape)
+    traj = Trajectory(
+        agent="claude_code",
+        agent_version="2.1.197",
+        session_id=None,
+        cwd="/w",
+        source="s",
+        source_sha256="ab" * 32,
+        steps=[],
+    )
+    cassette.check_origin(loaded, tape, traj, 2)
+    with pytest.raises(CassetteError, match="continues from step 2, not 3"):
+        cassette.check_origin(loaded, tape, traj, 3)
+    with pytest.raises(CassetteError, match="another trajectory"):
+        cassette.check_origin(loaded, tape, traj.model_copy(update={"source_sha256": "cd" * 32}), 2)
+    assert cassette.select(tape.parent, traj, 2) == tape
+    with pytest.raises(CassetteError, match="no cassette in"):
+        cassette.select(tape.parent, traj, 1)
+
+
+def test_a_cassette_is_written_once(tape: Path) -> None:
+    with pytest.raises(CassetteError, match="written once"):
+        cassette.refuse_existing(tape)
+
+
+def test_the_oracle_compares_workspace_changes_session_and_status(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    (ws / "a.txt").write_text("a")
+    before = oracle.workspace_state(ws)
+    (ws / "a.txt").write_text("b")
+    (ws / "new.txt").write_text("n")
+    (ws / ".git" / "index").write_text("times")
+    changes = oracle.workspace_changes(before, oracle.workspace_state(ws))
+    assert sorted(changes) == ["a.txt", "new.txt"]
+    recorded = oracle.outcome("completed", changes, {"s.jsonl": _records(UUIDS, 0)})
+    assert (
+        oracle.verify(recorded, oracle.outcome("completed", changes, {"s.jsonl": _records(OTHERS, 0)}))
+        is None
+    )
+    found = oracle.verify(recorded, oracle.outcome("completed", {**changes, "a.txt": None}, {"s.jsonl": []}))
+    assert found is not None and found.path == "workspace_changes.a.txt"
+    found = oracle.verify(recorded, oracle.outcome("agent_error", changes, {"s.jsonl": _records(UUIDS, 0)}))
+    assert found is not None and found.path == "agent_status"
+
+
+def test_ids_in_file_names_are_the_ids_inside_and_content_digests_are_not_ids() -> None:
+    def session(ids: list[str]) -> dict:
+        return {f"events/event-{n:05d}-{i}.json": {"id": i, "n": n} for n, i in enumerate(ids)}
+
+    recorded = oracle.outcome("completed", {"a.txt": "ab" * 32}, session(UUIDS))
+    assert oracle.verify(recorded, oracle.outcome("completed", {"a.txt": "ab" * 32}, session(OTHERS))) is None
+    found = oracle.verify(recorded, oracle.outcome("completed", {"a.txt": "cd" * 32}, session(UUIDS)))
+    assert found is not None and found.path == "workspace_changes.a.txt"
+    swapped = {f"events/event-00000-{OTHERS[0]}.json": {"id": OTHERS[1], "n": 0}}
+    assert oracle.verify(recorded, oracle.outcome("completed", {"a.txt": "ab" * 32}, swapped)) is not None
