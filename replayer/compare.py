@@ -27,6 +27,7 @@ import orjson
 from replayer import bundles, continuation
 from replayer.engine import JSON_OPTS, execute, load, pins_for
 from replayer.errors import BadInput, Interrupted, PlanRefused, WorkspaceError
+from replayer.events import OnEvent, RunEnded, Stage, ignore
 from replayer.fork import COMPARE_LABEL, ForkJob, run_check
 from replayer.io import OutputDir, write_bytes_atomic
 from replayer.models import (
@@ -169,8 +170,11 @@ def _collect(job: ForkJob, proc: subprocess.Popen[bytes]) -> RunRecord:
     )
 
 
-def _run_forks(jobs: list[ForkJob], parallel: int, on_run: OnRun | None) -> list[RunRecord]:
+def _run_forks(
+    jobs: list[ForkJob], parallel: int, on_run: OnRun | None, on_event: OnEvent = ignore
+) -> list[RunRecord]:
     """Each fork in its own process (own session: a Ctrl-C reaches the parent only, which stops them)."""
+    on_event(Stage("runs", len(jobs)))
     records: dict[int, RunRecord] = {}
     running: dict[int, subprocess.Popen[bytes]] = {}
     queue = list(enumerate(jobs))
@@ -197,9 +201,13 @@ def _run_forks(jobs: list[ForkJob], parallel: int, on_run: OnRun | None) -> list
                 if proc.poll() is None:
                     continue
                 del running[index]
-                records[index] = _collect(jobs[index], proc)
+                record = records[index] = _collect(jobs[index], proc)
                 if on_run is not None:
-                    on_run(records[index])
+                    on_run(record)
+                failed = record.status == "failed"
+                cont = record.continuation
+                outcome = (record.error or "") if failed else (cont.agent_status if cont else "-")
+                on_event(RunEnded(record.variant, record.repeat, outcome, failed, len(records), len(jobs)))
             time.sleep(_POLL_S)
     except BaseException:
         _stop(list(running.values()))
@@ -286,7 +294,9 @@ def _summaries(request: CompareRequest, runs: list[RunRecord]) -> list[VariantSu
     return out
 
 
-def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResult:
+def compare(
+    request: CompareRequest, on_run: OnRun | None = None, on_event: OnEvent = ignore
+) -> CompareResult:
     from sandboxes.docker import connect, remove_containers, remove_images
 
     started = time.monotonic()
@@ -320,12 +330,13 @@ def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResu
             adapter,
             traj,
             on_boundary=snapshot,
+            on_event=on_event,
         )
         replay_s = time.monotonic() - started
         assert snapshot.image is not None and replay.version is not None
         t0 = time.monotonic()
         jobs = _jobs(request, compare_id, out.tmp, snapshot.image, adapter.name, replay.version.version)
-        runs = _run_forks(jobs, request.parallel, on_run)
+        runs = _run_forks(jobs, request.parallel, on_run, on_event)
         runs, common, reference = _with_differences(runs)
         result = CompareResult(
             request=request,

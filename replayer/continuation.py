@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import shutil
@@ -14,6 +15,7 @@ import orjson
 from adapters.base import Adapter, Launch, Rebuild
 from bridges.core import Bridge, BridgeConfig
 from replayer.errors import PlanRefused
+from replayer.events import AgentEnded, BridgeTraffic, OnEvent, ignore
 from replayer.io import write_bytes_atomic
 from replayer.models import (
     AgentStatus,
@@ -28,6 +30,7 @@ from sandboxes.docker import DockerSandbox
 BRIDGE_MOUNT = "/run/replayer-bridge"
 BRIDGE_PORT = 8765
 _POLL_S = 0.1
+logger = logging.getLogger(__name__)
 
 
 def upstream_key(request: ContinueRequest, adapter: Adapter) -> str:
@@ -36,6 +39,16 @@ def upstream_key(request: ContinueRequest, adapter: Adapter) -> str:
     if not key:
         raise PlanRefused(f"the upstream key variable {name} is not set on the host")
     return key
+
+
+def _traffic(bridge: Bridge, heard: BridgeTraffic, on_event: OnEvent) -> BridgeTraffic:
+    """Tell `on_event` the bridge's counts when they changed since `heard`; returns what it was told."""
+    c = bridge.counters
+    now = BridgeTraffic(c.main_requests, c.input_tokens, c.output_tokens)
+    if now != heard:
+        logger.debug("bridge: %d request(s), tokens %s/%s", c.main_requests, c.input_tokens, c.output_tokens)
+        on_event(now)
+    return now
 
 
 def run(
@@ -49,6 +62,7 @@ def run(
     socket_dir: Path,
     home: Path,
     out: Path,
+    on_event: OnEvent = ignore,
 ) -> ContinuationResult:
     started = time.monotonic()
     idle_timeout_s = request.idle_timeout_s if request.idle_timeout_s is not None else adapter.idle_timeout_s
@@ -67,9 +81,12 @@ def run(
         argv, env = adapter.continue_command(traj, launch)
         env = {**env, **request.agent_env}
         assert traj.cwd
+        logger.debug("agent command: %s", argv)
         handle = box.start_exec(argv, workdir=traj.cwd, env=env)
         status: AgentStatus | None = None
+        heard = BridgeTraffic(0, None, None)
         while not handle.wait(_POLL_S):
+            heard = _traffic(bridge, heard, on_event)
             if bridge.mismatch is not None:
                 status = "bridge_refused"
             elif bridge.budget_reached:
@@ -86,6 +103,7 @@ def run(
         if bridge.mismatch is not None:
             status = "bridge_refused"  # refused, and the CLI gave up on its own
         counters = bridge.counters.model_copy()
+        _traffic(bridge, heard, on_event)
         log = b"".join(orjson.dumps(e.model_dump()) + b"\n" for e in bridge.log)
         mismatch = bridge.mismatch
         gate_notes = list(gate.notes)
@@ -118,6 +136,8 @@ def run(
             if result.exit_code == 0
             else "agent_error"
         )
+    logger.debug("agent ended: %s (exit %s), %d request(s)", status, result.exit_code, counters.main_requests)
+    on_event(AgentEnded(status, counters.main_requests, time.monotonic() - started))
     return ContinuationResult(
         input_condition="boundary_user_prompt_appended" if keep_prompt else "replayed_boundary_only",
         gate=gate_verdict,

@@ -86,6 +86,13 @@ class PatchFailed(ReplayError):
     kind = "patch_failed"
 
 
+class SettingsError(ReplayError):
+    """A settings file or REPLAYER_* variable holds an unknown setting or a bad value."""
+
+    exit_code = 12
+    kind = "settings"
+
+
 class Interrupted(BaseException):
     """Ctrl-C or SIGTERM: everything started was cleaned up, nothing partial was left. Not an Exception,
     so that no `except Exception` on the way up (a Docker call's, a worker's) can swallow it."""

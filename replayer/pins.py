@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from replayer import settings
 
 PIN_FILE = Path(__file__).resolve().parent.parent / "sandboxes" / "images" / "pins.toml"
 
@@ -65,8 +66,9 @@ class Pins(BaseModel):
 
 
 def bundles_root() -> Path:
-    """The versioned bundle cache: REPLAYER_BUNDLES, else the pin file's `bundles.root`."""
-    return Path(os.environ.get("REPLAYER_BUNDLES") or _pin_file().bundles["root"])
+    """The versioned bundle cache: the `bundles` setting (REPLAYER_BUNDLES, replayer.toml), else the pin
+    file's `bundles.root`."""
+    return settings.load().bundles or Path(_pin_file().bundles["root"])
 
 
 @functools.cache
