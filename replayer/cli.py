@@ -234,12 +234,22 @@ def _progress(json: bool, quiet: bool, verbose: bool) -> LiveProgress:
     return LiveProgress(err_console, enabled=shown)
 
 
-def _log_level(verbose: bool) -> None:
-    """Warnings on stderr as plain lines; with --verbose, the pipeline's debug log too (time, level)."""
-    from rich.logging import RichHandler
+class _Stderr(logging.Handler):
+    """Log lines to the current sys.stderr: under live progress that is rich's proxy, which prints them
+    above the status line instead of through it."""
 
-    handler = RichHandler(
-        console=err_console, show_time=verbose, show_level=verbose, show_path=False, markup=False
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:
+            self.handleError(record)
+
+
+def _log_level(verbose: bool) -> None:
+    """Warnings on stderr as plain lines; with --verbose, the pipeline's debug log too."""
+    handler = _Stderr()
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s" if verbose else "%(message)s")
     )
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)  # libraries: warnings only
     for name in ("replayer", "adapters", "bridges", "sandboxes"):

@@ -81,7 +81,9 @@ def _preflight(request: CompareRequest, adapter: Any, traj: Any) -> None:
     for variant in request.variants:
         cont = variant_continuation(request.defaults, variant)
         if not cont.upstream:
-            raise BadInput(f"variant {variant.name}: no upstream (give --upstream or upstream=URL)")
+            raise BadInput(
+                f"variant {variant.name}: no upstream (give --upstream, upstream=URL, or the upstream setting)"
+            )
         model = cont.model or adapter.default_model(traj)
         refusal = adapter.continuation_refusal(traj, model)
         if refusal:

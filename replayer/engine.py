@@ -159,12 +159,13 @@ def execute(
             adapter, traj, request.after_step, request.allow_degraded, executes=request.mode == "run"
         )
     logger.debug(
-        "plan: %s %s (%s, %s), %d call(s) to rerun",
+        "plan: %s %s (%s, %s), boundary after step %d, %d call(s)",
         adapter.name,
         version.version,
         version.source,
         version.status,
-        sum(1 for p in plan.calls if p.kind == "rerun"),
+        plan.after_step,
+        len(plan.calls),
     )
     if request.mode == "run":
         if request.workspace is None:

@@ -14,7 +14,7 @@ from replayer import settings
 from replayer.bundles import INSTALLED
 from replayer.errors import SettingsError
 from replayer.models import SandboxLimits
-from tests.conftest import fixture_dir, replayer
+from tests.conftest import ROOT, fixture_dir, replayer
 
 SESSION = fixture_dir("write_edit") / "session.jsonl"
 WORKSPACE = fixture_dir("write_edit") / "workspace"
@@ -144,3 +144,12 @@ def test_the_bundle_cache_setting_is_where_bundles_are_listed(tmp_path: Path) ->
 def test_a_bad_variable_is_one_line_exit_12(env: dict[str, str], message: str) -> None:
     code, err = _compare_without_key(env)
     assert code == 12 and err.startswith(message), err
+
+
+def test_every_setting_and_variable_is_documented() -> None:
+    doc = (ROOT / "docs" / "cli.md").read_text()
+    table = doc[doc.index("## Settings") : doc.index("## One vocabulary")]
+    for name in settings.Settings.model_fields:
+        assert f"| `{name}`" in table or f"| `[{name}]`" in table, name
+    for var in settings._ENV:
+        assert f"`{var}`" in table, var
