@@ -245,15 +245,20 @@ class _Stderr(logging.Handler):
             self.handleError(record)
 
 
+_LOG_HANDLER = _Stderr()
+
+
 def _log_level(verbose: bool) -> None:
-    """Warnings on stderr as plain lines; with --verbose, the pipeline's debug log too."""
-    handler = _Stderr()
-    handler.setFormatter(
+    """Warnings of the replayer's loggers on stderr as plain lines; with --verbose, its debug log too.
+    The root logger (other libraries', a test runner's) is left alone."""
+    _LOG_HANDLER.setFormatter(
         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s" if verbose else "%(message)s")
     )
-    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)  # libraries: warnings only
     for name in ("replayer", "adapters", "bridges", "sandboxes"):
-        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.NOTSET)
+        logger = logging.getLogger(name)
+        if _LOG_HANDLER not in logger.handlers:
+            logger.addHandler(_LOG_HANDLER)
+        logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
 def _agent_env(items: list[str] | None) -> dict[str, str]:

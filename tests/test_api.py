@@ -11,7 +11,7 @@ import pytest
 import replayer
 from replayer.engine import load
 from replayer.errors import OutputError, PlanRefused
-from replayer.events import CallRerun, Event, Stage
+from replayer.events import CallRerun, Event, JobEnded, Stage
 from replayer.models import InspectReport, ReplayResult
 from tests.conftest import fixture_dir
 
@@ -69,3 +69,19 @@ def test_run_reruns_in_a_container_and_tells_each_call_as_it_ends(tmp_path: Path
         len(calls)
     }
     assert replayer.api.continuation_error(result.continuation, tmp_path / "out") is None
+
+
+def test_batch_returns_the_counts_and_tells_each_job(tmp_path: Path) -> None:
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_bytes(orjson.dumps({"trajectory": str(SESSION), "mode": "prepare", "boundaries": [1, 2]}))
+    events: list[Event] = []
+    counts = replayer.batch(manifest, tmp_path / "batch", workers=1, on_event=events.append)
+    assert (counts.jobs, counts.done, counts.failed) == (2, 2, 0)
+    assert orjson.loads((tmp_path / "batch" / "batch.json").read_bytes())["done"] == 2
+    assert events[0] == Stage("runs", 2)
+    assert [(e.done, e.total, e.status) for e in events[1:] if isinstance(e, JobEnded)] == [
+        (1, 2, "done"),
+        (2, 2, "done"),
+    ]
+    again = replayer.batch(manifest, tmp_path / "batch", on_event=events.append)  # nothing left to do
+    assert (again.jobs, again.done, again.skipped) == (2, 0, 2) and events[-1] == Stage("runs", 0)
