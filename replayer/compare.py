@@ -11,6 +11,7 @@ OUT/compare.json, OUT/report.html
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -47,6 +48,7 @@ from replayer.report import render_html
 from replayer.safecopy import copy_untrusted
 
 _POLL_S = 0.2
+logger = logging.getLogger(__name__)
 _STOP_GRACE_S = 30.0
 OnRun = Callable[[RunRecord], None]
 
@@ -184,6 +186,7 @@ def _run_forks(
         while queue or running:
             while queue and len(running) < parallel:
                 index, job = queue.pop(0)
+                logger.debug("starting run %s/%d from %s", job.variant.name, job.repeat, job.image)
                 job.run_dir.mkdir(parents=True)
                 write_bytes_atomic(job.run_dir / "job.json", job.model_dump_json().encode())
                 with (job.run_dir / "fork.log").open("wb") as log:
@@ -204,6 +207,7 @@ def _run_forks(
                     continue
                 del running[index]
                 record = records[index] = _collect(jobs[index], proc)
+                logger.debug("run %s/%d ended: %s", record.variant, record.repeat, record.status)
                 if on_run is not None:
                     on_run(record)
                 failed = record.status == "failed"
@@ -335,6 +339,7 @@ def compare(
             on_event=on_event,
         )
         replay_s = time.monotonic() - started
+        logger.debug("boundary snapshot %s (%.2f s)", snapshot.image, snapshot.seconds)
         assert snapshot.image is not None and replay.version is not None
         t0 = time.monotonic()
         jobs = _jobs(request, compare_id, out.tmp, snapshot.image, adapter.name, replay.version.version)
