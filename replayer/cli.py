@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import sys
 from pathlib import Path
@@ -16,18 +15,12 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-from replayer import __version__, signals
-from replayer.errors import Interrupted, ReplayError, continuation_failure
-from replayer.io import read_input
+from replayer import __version__, api, settings, signals
+from replayer.errors import Interrupted, ReplayError
+from replayer.live import LiveProgress
 from replayer.models import (
-    ContinuationResult,
-    ContinueRequest,
     GitWorkspace,
-    HeldSessionSummary,
-    InspectCall,
     InspectReport,
-    InspectStep,
-    ReplayRequest,
     ReplayResult,
     SandboxLimits,
     StartingState,
@@ -243,6 +236,47 @@ AgentEnv = Annotated[
 ]
 
 
+Quiet = Annotated[
+    bool,
+    typer.Option("--quiet", "-q", help="No live progress (there is none when stdout is not a terminal)."),
+]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Debug log of the pipeline on stderr.")]
+
+
+def _progress(json: bool, quiet: bool, verbose: bool) -> LiveProgress:
+    """The live progress of a long verb, on stderr; only for a person at a terminal."""
+    _log_level(verbose)
+    shown = not (json or quiet) and sys.stdout.isatty() and err_console.is_terminal
+    return LiveProgress(err_console, enabled=shown)
+
+
+class _Stderr(logging.Handler):
+    """Log lines to the current sys.stderr: under live progress that is rich's proxy, which prints them
+    above the status line instead of through it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:
+            self.handleError(record)
+
+
+_LOG_HANDLER = _Stderr()
+
+
+def _log_level(verbose: bool) -> None:
+    """Warnings of the replayer's loggers on stderr as plain lines; with --verbose, its debug log too.
+    The root logger (other libraries', a test runner's) is left alone."""
+    _LOG_HANDLER.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s" if verbose else "%(message)s")
+    )
+    for name in ("replayer", "adapters", "bridges", "sandboxes"):
+        logger = logging.getLogger(name)
+        if _LOG_HANDLER not in logger.handlers:
+            logger.addHandler(_LOG_HANDLER)
+        logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
 def _agent_env(items: list[str] | None) -> dict[str, str]:
     pairs = [item.partition("=") for item in items or []]
     if any(not sep or not key for key, sep, _ in pairs):
@@ -259,10 +293,61 @@ def _workspace(spec: str) -> Path | GitWorkspace:
 
 
 def _limits(spec: str | None) -> SandboxLimits:
+    """--limits over the limits of the settings (replayer.toml, REPLAYER_LIMITS)."""
+    found = settings.load()
     try:
-        return SandboxLimits.parse(spec) if spec else SandboxLimits()
+        SandboxLimits.parse(spec or "")
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--limits") from None
+    return found.sandbox_limits(spec)
+
+
+def _replay_options(
+    allow_degraded: bool,
+    force: bool,
+    task: str | None,
+    cwd: str | None,
+    session: str | None,
+    agent_version: str | None,
+    require_verified: bool,
+) -> api.ReplayOptions:
+    return api.ReplayOptions(
+        allow_degraded=allow_degraded,
+        force=force,
+        task=task,
+        cwd=cwd,
+        session=session,
+        agent_version=agent_version,
+        require_verified=require_verified,
+    )
+
+
+def _run_options(
+    shared: api.ReplayOptions,
+    image: str | None,
+    limits: str | None,
+    continuation: tuple[
+        str | None, str | None, str | None, int | None, float | None, str | None, list[str] | None
+    ],
+    cassette: Path | None = None,
+    record_cassette: Path | None = None,
+) -> api.RunOptions:
+    """`run` and `compare`'s options for the API; `continuation`: the --continue options, in their order."""
+    upstream, upstream_key_env, boundary_prompt, max_steps, idle_timeout, model, agent_env = continuation
+    return api.RunOptions(
+        **shared,
+        image=image,
+        limits=_limits(limits),
+        upstream=upstream,
+        upstream_key_env=upstream_key_env,
+        boundary_prompt=boundary_prompt,
+        max_steps=max_steps,
+        idle_timeout=idle_timeout,
+        model=model,
+        agent_env=_agent_env(agent_env),
+        cassette=cassette,
+        record_cassette=record_cassette,
+    )
 
 
 def _emit_json(value: Any) -> None:
@@ -283,59 +368,21 @@ def inspect(
       replayer inspect ~/.claude/projects/-repo/0b6c5f3e.jsonl
       replayer inspect output.jsonl --session django__django-11099 --json
     """
-    from replayer import multisession, versions
-    from replayer.engine import load
-    from replayer.pins import running_version
-
-    held = multisession.held(trajectory) if session is None else []
-    if held:
-        _inspect_sessions(trajectory, held, json)
+    report = api.inspect(trajectory, task=task, cwd=cwd, session=session)
+    if report.sessions:
+        _inspect_sessions(trajectory, report, json)
         return
-    adapter, traj = load(trajectory, task, cwd, session)
-    version = versions.resolve(adapter, traj.agent_version, traj.agent_version_inferred, None)
-    with running_version(adapter.name, version.version):  # a driven version classifies its own tools
-        kinds = {c.id: adapter.classify(c, traj) for s in traj.steps for c in s.calls}
-    report = InspectReport(
-        agent=traj.agent,
-        agent_version=traj.agent_version,
-        session_id=traj.session_id,
-        cwd=traj.cwd,
-        environment_image=traj.environment_image,
-        start=traj.start,
-        source_sha256=traj.source_sha256,
-        parse_notes=traj.parse_notes,
-        steps=[
-            InspectStep(
-                index=s.index,
-                complete=s.complete,
-                before_compaction=s.before_compaction,
-                final=s.final,
-                calls=[
-                    InspectCall(
-                        id=c.id,
-                        tool=c.tool,
-                        input=c.input,
-                        kind=kinds[c.id][0],
-                        has_observation=c.historical is not None,
-                        reason=kinds[c.id][1] if kinds[c.id][0] == "unknown" else None,
-                    )
-                    for c in s.calls
-                ],
-            )
-            for s in traj.steps
-        ],
-    )
     if json:
         _emit_json(report.model_dump(mode="json"))
         return
-    image = f"  image {traj.environment_image}" if traj.environment_image else ""
+    image = f"  image {report.environment_image}" if report.environment_image else ""
     console.print(
-        f"agent [bold]{traj.agent}[/] "
-        + escape(f"{traj.agent_version}  session {traj.session_id}  cwd {traj.cwd}{image}"),
+        f"agent [bold]{report.agent}[/] "
+        + escape(f"{report.agent_version}  session {report.session_id}  cwd {report.cwd}{image}"),
         soft_wrap=True,  # the header stays one line
     )
-    if traj.start is not None:
-        console.print(f"started from {_start_text(traj.start)}", highlight=False, soft_wrap=True)
+    if report.start is not None:
+        console.print(f"started from {_start_text(report.start)}", highlight=False, soft_wrap=True)
     table = Table("step", "tools", "call ids", "observed", "kind")
     for step in report.steps:
         notes = (
@@ -354,9 +401,10 @@ def inspect(
     reasons = sorted({c.reason for s in report.steps for c in s.calls if c.reason})
     for reason in reasons[:20]:
         console.print(f"unknown: {reason}", highlight=False, soft_wrap=True, markup=False)
-    if reasons and version.source == "default":
+    version = report.version
+    if reasons and version is not None and version.source == "default":
         console.print(
-            f"the file records no version, so these are {adapter.name} {version.version}'s tools; "
+            f"the file records no version, so these are {report.agent} {version.version}'s tools; "
             "--agent-version V classifies at the version that recorded it",
             highlight=False,
             soft_wrap=True,
@@ -378,26 +426,8 @@ def _start_text(start: StartingState) -> str:
     return f"{where}{at}{branch}{again}"
 
 
-def _inspect_sessions(path: Path, held: list[Any], json: bool) -> None:
-    from replayer.engine import load
-
-    summaries = []
-    for one in held:
-        _, traj = load(path, session=one.id)
-        summaries.append(
-            HeldSessionSummary(
-                id=one.id, agent=traj.agent, steps=len(traj.steps), first_prompt=one.first_prompt
-            )
-        )
-    report = InspectReport(
-        agent=summaries[0].agent,
-        agent_version=None,
-        session_id=None,
-        cwd=None,
-        source_sha256=hashlib.sha256(read_input(path)).hexdigest(),
-        steps=[],
-        sessions=summaries,
-    )
+def _inspect_sessions(path: Path, report: InspectReport, json: bool) -> None:
+    summaries = report.sessions
     if json:
         _emit_json(report.model_dump(mode="json"))
         return
@@ -460,6 +490,8 @@ def prepare(
     agent_version: AgentVersion = None,
     require_verified: RequireVerified = False,
     json: JsonOpt = False,
+    quiet: Quiet = False,
+    verbose: Verbose = False,
 ) -> None:
     """Zero execution: rebuild the native prefix with the historical observations and expected_prefix.json.
 
@@ -467,22 +499,10 @@ def prepare(
       replayer prepare session.jsonl -n 3 -o prefix/
       replayer prepare run.jsonl -n 2 -o prefix/ --task "the first prompt" --json
     """
-    from replayer.engine import execute
-
-    request = ReplayRequest(
-        mode="prepare",
-        trajectory=trajectory,
-        after_step=after_step,
-        out=out,
-        allow_degraded=allow_degraded,
-        force=force,
-        task=task,
-        cwd=cwd,
-        session=session,
-        agent_version=agent_version,
-        require_verified=require_verified,
-    )
-    _report(execute(request), out, json)
+    with _progress(json, quiet, verbose) as progress:
+        shared = _replay_options(allow_degraded, force, task, cwd, session, agent_version, require_verified)
+        result = api.prepare(trajectory, after_step, out, on_event=progress, **shared)
+    _report(result, out, json)
 
 
 @command()
@@ -514,6 +534,8 @@ def run(
     agent_version: AgentVersion = None,
     require_verified: RequireVerified = False,
     json: JsonOpt = False,
+    quiet: Quiet = False,
+    verbose: Verbose = False,
 ) -> None:
     """Rerun steps 1..N in a fresh container, rebuild the native session, and optionally continue the agent.
 
@@ -524,78 +546,39 @@ def run(
       replayer run session.jsonl -n 3 -w repo/ -o replay/ --continue --upstream URL --record-cassette tape/
       replayer run session.jsonl -n 3 -w repo/ -o again/ --continue --cassette tape/
     """
-    from replayer.engine import execute
-
-    cont = None
     if (cassette or record_cassette) and not continue_:
         raise typer.BadParameter(
             "a cassette is the traffic of a continuation: add --continue", param_hint="--continue"
         )
-    if continue_:
-        if cassette and upstream:
-            raise typer.BadParameter(
-                "--cassette answers offline: give no --upstream", param_hint="--upstream"
-            )
-        if not upstream and not cassette:
-            raise typer.BadParameter(
-                "--continue needs --upstream URL (or --cassette DIR)", param_hint="--upstream"
-            )
-        cont = ContinueRequest(
-            agent_env=_agent_env(agent_env),
-            cassette=cassette,
-            record_cassette=record_cassette,
-            upstream=upstream or "",
-            upstream_key_env=upstream_key_env,
-            boundary_prompt=boundary_prompt,
-            max_steps=max_steps,
-            idle_timeout_s=idle_timeout,
-            model=model,
+    if continue_ and cassette and upstream:
+        raise typer.BadParameter("--cassette answers offline: give no --upstream", param_hint="--upstream")
+    if continue_ and not cassette and not (upstream or settings.load().upstream):
+        raise typer.BadParameter(
+            "--continue needs --upstream URL (or REPLAYER_UPSTREAM, or upstream in replayer.toml), "
+            "or --cassette DIR",
+            param_hint="--upstream",
         )
-    request = ReplayRequest(
-        mode="run",
-        trajectory=trajectory,
-        after_step=after_step,
-        out=out,
-        workspace=_workspace(workspace),
-        image=image,
-        allow_degraded=allow_degraded,
-        force=force,
-        continuation=cont,
-        task=task,
-        cwd=cwd,
-        session=session,
-        limits=_limits(limits),
-        agent_version=agent_version,
-        require_verified=require_verified,
-    )
-    result = execute(request)
+    with _progress(json, quiet, verbose) as progress:
+        result = api.run(
+            trajectory,
+            after_step,
+            _workspace(workspace),
+            out,
+            continue_agent=continue_,
+            on_event=progress,
+            **_run_options(
+                _replay_options(allow_degraded, force, task, cwd, session, agent_version, require_verified),
+                image,
+                limits,
+                (upstream, upstream_key_env, boundary_prompt, max_steps, idle_timeout, model, agent_env),
+                cassette=cassette,
+                record_cassette=record_cassette,
+            ),
+        )
     _report(result, out, json)
-    failure = _continuation_failure(result.continuation, out)
+    failure = api.continuation_error(result.continuation, out)
     if failure is not None:
         raise failure
-
-
-_OUTPUT_TAIL = 64 * 1024
-"""How much of the end of the agent's stdout/stderr a failure message reads its last line from."""
-
-
-def _tail(path: Path) -> bytes:
-    """The end of a file the engine wrote (the agent's output); nothing when it is not there."""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(max(0, fh.seek(0, 2) - _OUTPUT_TAIL))
-            return fh.read()
-    except OSError:
-        return b""
-
-
-def _continuation_failure(cont: ContinuationResult | None, out: Path) -> ReplayError | None:
-    """A refused or failed continuation's error, its cause read from the agent's outputs under `out`."""
-    if cont is None:
-        return None
-    stderr = _tail(out / cont.files.get("agent_stderr", "agent/stderr.log"))
-    stdout = _tail(out / cont.files.get("agent_stdout", "agent/stdout.jsonl"))
-    return continuation_failure(cont, out, stderr, stdout)
 
 
 @command()
@@ -609,7 +592,12 @@ def batch(
     ],
     workers: Annotated[
         int,
-        typer.Option("--workers", "-j", metavar="N", help="Jobs at once (default: the core count)."),
+        typer.Option(
+            "--workers",
+            "-j",
+            metavar="N",
+            help="Jobs at once (default: the workers setting, else the core count).",
+        ),
     ] = 0,
     ray: Annotated[
         str | None,
@@ -621,6 +609,8 @@ def batch(
         bool, typer.Option("--retry-failed", help="Rerun jobs that were refused or failed before.")
     ] = False,
     json: JsonOpt = False,
+    quiet: Quiet = False,
+    verbose: Verbose = False,
 ) -> None:
     """Run every job of a JSONL manifest with the ordinary engine; finished jobs are never recomputed.
 
@@ -628,49 +618,10 @@ def batch(
       replayer batch manifest.jsonl -o batch/ -j 8
       replayer batch manifest.jsonl -o batch/ --ray auto --retry-failed
     """
-    import os
-
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    from replayer import batch as batch_jobs
-    from replayer.executors import run_local, run_ray
-
-    entries = batch_jobs.read_manifest(manifest)
-    images = {e.image for _, e in entries if e.mode != "prepare"}  # None: the default image
-    jobs = batch_jobs.expand(entries, _image_ids(images))
-    containers = any(e.mode != "prepare" for _, e in entries)  # prepare-only batches need no Docker
-    batch_jobs.prepare_dir(out)
-    tally = batch_jobs.Tally(entries)
-    with batch_jobs.locked(out):
-        if containers:  # those of a dead run on this DIR (its workers died with it; none of ours runs now)
-            left = batch_jobs.remove_containers(out)
-            if left and not json:
-                err_console.print(f"removed {len(left)} container(s) a killed batch left", highlight=False)
-        batch_jobs.clean_partials(out)
-        todo = batch_jobs.pending(jobs, out, retry_failed, tally)
-        workers = workers or os.cpu_count() or 1
-        labels = batch_jobs.batch_labels(out)
-        columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
-        columns += [TextColumn("{task.fields[rate]:.2f} jobs/s"), TimeRemainingColumn()]
-        with Progress(*columns, console=err_console, disable=json, transient=False) as progress:
-            task = progress.add_task("batch", total=len(jobs), completed=len(tally), rate=0.0)
-            started = progress.get_time()
-
-            def on_done(outcome: batch_jobs.JobOutcome) -> None:
-                tally.add(outcome)
-                ran = len(tally) - (len(jobs) - len(todo))
-                progress.update(task, advance=1, rate=ran / max(progress.get_time() - started, 1e-6))
-
-            try:
-                if ray:
-                    run_ray(todo, out.absolute(), ray, workers, on_done, labels)
-                else:
-                    run_local(todo, out.absolute(), workers, on_done, labels)
-            finally:
-                tally.write(out / "batch.json")
-        if containers:  # those of jobs whose worker died mid-job
-            batch_jobs.remove_containers(out)
-    summary = tally.counts
+    with _progress(json, quiet, verbose) as progress:
+        summary = api.batch(
+            manifest, out, workers=workers or None, ray=ray, retry_failed=retry_failed, on_event=progress
+        )
     if json:
         _emit_json({"out": str(out.absolute()), **summary.model_dump(mode="json")})
         return
@@ -681,27 +632,6 @@ def batch(
     )
     for reason, count in sorted(summary.refused.items()):
         console.print(f"  refused x{count}: {reason}", highlight=False, markup=False)
-
-
-def _image_ids(tags: set[str | None]) -> dict[str, str]:
-    """Image tag -> id, for the job keys of replay and continue jobs (the default image when None)."""
-    if not tags:
-        return {}
-    from replayer.pins import load_pins
-    from sandboxes.docker import connect, missing_image
-
-    client = connect()
-    ids = {}
-    for tag in tags - {"auto"}:  # auto: the image each trajectory names; the trajectory's hash keys it
-        name = tag or load_pins().base_image.tag
-        try:
-            ids[name] = client.images.get(name).id
-        except Exception:
-            raise missing_image(name) from None
-    return ids
-
-
-_COMPARE_WORKERS = 2
 
 
 @command()
@@ -722,8 +652,11 @@ def compare(
     ],
     repeat: Annotated[int, typer.Option("--repeat", "-r", metavar="R", min=1, help="Runs per variant.")] = 1,
     workers: Annotated[
-        int, typer.Option("--workers", "-j", metavar="N", min=1, help="Runs at once.")
-    ] = _COMPARE_WORKERS,
+        int | None,
+        typer.Option(
+            "--workers", "-j", metavar="N", min=1, help="Runs at once (default: the workers setting, else 2)."
+        ),
+    ] = None,
     parallel: Annotated[
         int | None, typer.Option("--parallel", min=1, hidden=True, help="The old name of --workers.")
     ] = None,
@@ -757,6 +690,8 @@ def compare(
     agent_version: AgentVersion = None,
     require_verified: RequireVerified = False,
     json: JsonOpt = False,
+    quiet: Quiet = False,
+    verbose: Verbose = False,
 ) -> None:
     """Replay the prefix once, then run every variant from a snapshot of the boundary; one report.
 
@@ -766,8 +701,6 @@ def compare(
       replayer compare session.jsonl -n 13 -w repo/ -o cmp/ --upstream URL \\
         --variant hint=boundary_prompt="Run the tests first." --check "pytest -x"
     """
-    from replayer.compare import compare as run_compare
-    from replayer.models import CompareRequest, RunRecord
     from replayer.variants import parse_variant
 
     try:
@@ -775,54 +708,30 @@ def compare(
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--variant") from None
     if parallel is not None:  # the old name of --workers
-        if workers not in (_COMPARE_WORKERS, parallel):
+        if workers not in (None, parallel):
             raise typer.BadParameter("give --workers (-j) only; --parallel is its old name", param_hint="-j")
         workers = parallel
-    request = CompareRequest(
-        trajectory=trajectory,
-        after_step=after_step,
-        workspace=_workspace(workspace),
-        out=out,
-        variants=variants,
-        repeat=repeat,
-        parallel=workers,
-        check=check,
-        check_timeout_s=check_timeout,
-        defaults=ContinueRequest(
-            upstream=upstream or "",
-            upstream_key_env=upstream_key_env,
-            boundary_prompt=boundary_prompt,
-            max_steps=max_steps,
-            idle_timeout_s=idle_timeout,
-            model=model,
-            agent_env=_agent_env(agent_env),
-            cassette=cassette,
-        ),
-        image=image,
-        allow_degraded=allow_degraded,
-        force=force,
-        task=task,
-        cwd=cwd,
-        session=session,
-        keep_snapshot=keep_snapshot,
-        limits=_limits(limits),
-        agent_version=agent_version,
-        require_verified=require_verified,
-    )
-
-    def on_run(record: RunRecord) -> None:
-        if json:
-            return
-        cont = record.continuation
-        what = record.error if record.status == "failed" else (cont.agent_status if cont else "-")
-        verdict = (
-            "" if record.check is None else ("; check passed" if record.check.passed else "; check failed")
+    with _progress(json, quiet, verbose) as progress:
+        result = api.compare(
+            trajectory,
+            after_step,
+            _workspace(workspace),
+            out,
+            variants,
+            repeat=repeat,
+            workers=workers,
+            check=check,
+            check_timeout=check_timeout,
+            keep_snapshot=keep_snapshot,
+            on_event=progress,
+            **_run_options(
+                _replay_options(allow_degraded, force, task, cwd, session, agent_version, require_verified),
+                image,
+                limits,
+                (upstream, upstream_key_env, boundary_prompt, max_steps, idle_timeout, model, agent_env),
+                cassette=cassette,
+            ),
         )
-        err_console.print(
-            f"run {record.variant}/{record.repeat}: {what}{verdict}", highlight=False, markup=False
-        )
-
-    result = run_compare(request, on_run)
     if json:
         _emit_json({"out": str(out.absolute()), **result.model_dump(mode="json")})
         return
@@ -840,11 +749,14 @@ def compare(
         failed = f"{v.failed_runs} ({v.infrastructure_failures})"
         table.add_row(v.name, str(v.runs), failed, statuses, passed, tokens)
     console.print(table)
-    for record in result.runs:  # the cause of each refused or failed continuation, as `run` says it
-        failure = _continuation_failure(record.continuation, out / record.dir)
-        if failure is not None:
+    for record in result.runs:  # why each run failed, or its continuation was refused or failed (as `run`)
+        failure = api.continuation_error(record.continuation, out / record.dir)
+        why = f"{failure.kind}: {failure}" if failure else None
+        if record.status == "failed":
+            why = f"{record.error_kind or 'failed'}: {record.error}"
+        if why is not None:
             console.print(
-                f"run {record.variant}/{record.repeat}: {failure.kind}: {_one_line(str(failure))}",
+                f"run {record.variant}/{record.repeat}: {_one_line(why)}",
                 highlight=False,
                 soft_wrap=True,
                 markup=False,

@@ -10,6 +10,7 @@ OUT/compare.json, OUT/report.html
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections import Counter
@@ -21,6 +22,7 @@ import orjson
 from replayer import boundary, bundles, continuation, versions
 from replayer.engine import JSON_OPTS, check_cassettes, execute, load, pins_for
 from replayer.errors import BadInput, Interrupted, PlanRefused, WorkspaceError
+from replayer.events import OnEvent, ignore
 from replayer.fork import COMPARE_LABEL, ForkJob, run_check
 from replayer.forkpool import ForkPool, OnRun
 from replayer.io import OutputDir, write_bytes_atomic
@@ -40,6 +42,8 @@ from replayer.plan import NO_CWD
 from replayer.report import render_html
 from replayer.safecopy import copy_untrusted
 from sandboxes.quota import StateDir
+
+logger = logging.getLogger(__name__)
 
 
 def variant_continuation(defaults: ContinueRequest, variant: Variant) -> ContinueRequest:
@@ -75,7 +79,9 @@ def _preflight(request: CompareRequest, adapter: Any, traj: Any) -> None:
         if cont.record_cassette is not None:
             raise BadInput("compare replays cassettes (--cassette); record one with `run --record-cassette`")
         if not cont.upstream and not cont.cassette:
-            raise BadInput(f"variant {variant.name}: no upstream (give --upstream or upstream=URL)")
+            raise BadInput(
+                f"variant {variant.name}: no upstream (give --upstream, upstream=URL, or the upstream setting)"
+            )
         model = cont.model or adapter.default_model(traj)
         refusal = adapter.continuation_refusal(traj, model)
         if refusal:
@@ -247,7 +253,9 @@ def summaries(request: CompareRequest, runs: list[RunRecord]) -> list[VariantSum
     return out
 
 
-def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResult:
+def compare(
+    request: CompareRequest, on_run: OnRun | None = None, on_event: OnEvent = ignore
+) -> CompareResult:
     from sandboxes.docker import connect, remove_containers, remove_images
 
     started = time.monotonic()
@@ -286,11 +294,13 @@ def compare(request: CompareRequest, on_run: OnRun | None = None) -> CompareResu
             adapter,
             traj,
             on_boundary=snapshot,
+            on_event=on_event,
         )
         replay_s = time.monotonic() - started
+        logger.debug("boundary snapshot %s (%.2f s)", snapshot.image, snapshot.seconds)
         assert snapshot.image is not None
         t0 = time.monotonic()
-        runs = pool.run(on_run)
+        runs = pool.run(on_run, on_event)
         runs, common, reference = with_differences(runs)
         result = CompareResult(
             request=request,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import shutil
@@ -16,6 +17,7 @@ from bridges.cassette import Player, Recorder
 from bridges.core import Bridge, BridgeConfig
 from replayer import cassette, oracle
 from replayer.errors import PlanRefused
+from replayer.events import AgentEnded, BridgeTraffic, OnEvent, ignore
 from replayer.io import write_bytes_atomic
 from replayer.models import (
     AgentStatus,
@@ -34,6 +36,7 @@ from sandboxes.docker import DockerSandbox
 BRIDGE_MOUNT = "/run/replayer-bridge"
 BRIDGE_PORT = 8765
 _POLL_S = 0.1
+logger = logging.getLogger(__name__)
 
 
 def upstream_key(request: ContinueRequest, adapter: Adapter) -> str:
@@ -42,6 +45,16 @@ def upstream_key(request: ContinueRequest, adapter: Adapter) -> str:
     if not key:
         raise PlanRefused(f"the upstream key variable {name} is not set on the host")
     return key
+
+
+def _traffic(bridge: Bridge, heard: BridgeTraffic, on_event: OnEvent) -> BridgeTraffic:
+    """Tell `on_event` the bridge's counts when they changed since `heard`; returns what it was told."""
+    c = bridge.counters
+    now = BridgeTraffic(c.main_requests, c.input_tokens, c.output_tokens)
+    if now != heard:
+        logger.debug("bridge: %d request(s), tokens %s/%s", c.main_requests, c.input_tokens, c.output_tokens)
+        on_event(now)
+    return now
 
 
 def run(
@@ -57,6 +70,7 @@ def run(
     out: Path,
     workspace: Path,
     after_step: int,
+    on_event: OnEvent = ignore,
 ) -> ContinuationResult:
     """`workspace`: the host side of the sandbox's working directory (the cassette oracle reads it)."""
     started = time.monotonic()
@@ -82,9 +96,12 @@ def run(
         argv, env = adapter.continue_command(traj, launch)
         env = {**env, **request.agent_env}
         assert traj.cwd
+        logger.debug("agent command: %s", argv)
         handle = box.start_exec(argv, workdir=traj.cwd, env=env)
         status: AgentStatus | None = None
+        heard = BridgeTraffic(0, None, None)
         while not handle.wait(_POLL_S):
+            heard = _traffic(bridge, heard, on_event)
             if bridge.mismatch is not None:
                 status = "bridge_refused"
             elif bridge.budget_reached:
@@ -101,6 +118,7 @@ def run(
         if bridge.mismatch is not None:
             status = "bridge_refused"  # refused, and the CLI gave up on its own
         counters = bridge.counters.model_copy()
+        _traffic(bridge, heard, on_event)
         log = b"".join(orjson.dumps(e.model_dump()) + b"\n" for e in bridge.log)
         mismatch = bridge.mismatch
         refused_by = bridge.refused_by
@@ -136,6 +154,8 @@ def run(
             if result.exit_code == 0
             else "agent_error"
         )
+    logger.debug("agent ended: %s (exit %s), %d request(s)", status, result.exit_code, counters.main_requests)
+    on_event(AgentEnded(status, counters.main_requests, time.monotonic() - started))
     condition: InputCondition = "boundary_user_prompt_appended" if keep_prompt else "replayed_boundary_only"
     check = None
     if tape or recorder:

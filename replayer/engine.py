@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from replayer.errors import (
     WorkspaceError,
     excerpt,
 )
+from replayer.events import CallRerun, OnEvent, Stage, ignore
 from replayer.heap import collector_paused
 from replayer.io import OutputDir, Workspace, write_bytes_atomic
 from replayer.models import (
@@ -44,6 +46,7 @@ from replayer.pins import load_pins, pinned_version, running_version
 from replayer.plan import NO_CWD, Plan, make_plan
 from replayer.safecopy import Links, copy_untrusted
 
+logger = logging.getLogger(__name__)
 JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 RERUNS = "reruns.json"
 OnBoundary = Callable[[Any, Path, Path], None]
@@ -129,10 +132,16 @@ def execute(
     adapter: Adapter | None = None,
     trajectory: Trajectory | None = None,
     on_boundary: OnBoundary | None = None,
+    on_event: OnEvent = ignore,
 ) -> ReplayResult:
     """`adapter` overrides detection (tests inject faults through it); `trajectory` is an earlier parse of
-    `request.trajectory` by that adapter (batches share one parse between the jobs of a trajectory)."""
+    `request.trajectory` by that adapter (batches share one parse between the jobs of a trajectory);
+    `on_event` hears the progress (events.py)."""
     started = time.monotonic()
+    logger.debug(
+        "%s %s after step %d -> %s", request.mode, request.trajectory, request.after_step, request.out
+    )
+    on_event(Stage("parse"))
     if adapter is None:
         adapter, traj = load(request.trajectory, request.task, request.cwd, request.session)
     else:
@@ -142,6 +151,7 @@ def execute(
             else parse(adapter, request.trajectory, request.task, request.cwd)
         )
     parse_s = time.monotonic() - started
+    logger.debug("parsed %s: %s, %d step(s), %.2f s", traj.source, adapter.name, len(traj.steps), parse_s)
     version = versions.resolve(
         adapter,
         traj.agent_version,
@@ -158,6 +168,15 @@ def execute(
         plan = make_plan(
             adapter, traj, request.after_step, request.allow_degraded, executes=request.mode == "run"
         )
+    logger.debug(
+        "plan: %s %s (%s, %s), boundary after step %d, %d call(s)",
+        adapter.name,
+        version.version,
+        version.source,
+        version.status,
+        plan.after_step,
+        len(plan.calls),
+    )
     if request.mode == "run":
         if request.workspace is None:
             raise WorkspaceError("--workspace is required for run")
@@ -187,13 +206,24 @@ def execute(
     try:
         with running_version(adapter.name, version.version):
             result = _execute_into(
-                out.tmp, request, adapter, traj, plan, parse_s, started, on_boundary, workspace, image
+                out.tmp,
+                request,
+                adapter,
+                traj,
+                plan,
+                parse_s,
+                started,
+                on_boundary,
+                workspace,
+                image,
+                on_event,
             )
         result = result.model_copy(update={"version": version, "workspace_checkout": checkout})
         write_bytes_atomic(
             out.tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
         )
         out.commit()
+        logger.debug("wrote %s in %.2f s", request.out, result.timings.total_s)
     except OSError as exc:
         out.discard()
         if exc.errno == errno.EDQUOT:
@@ -252,12 +282,18 @@ def _rerun(
     request: ReplayRequest,
     observations: dict[str, Observation],
     divergences: list[Divergence],
+    on_event: OnEvent,
 ) -> None:
     """Rerun the planned calls in order; a confinement refusal is waived only with --allow-degraded."""
+    total = sum(1 for p in plan.calls if p.kind == "rerun")
+    on_event(Stage("rerun", total))
+    done = 0
     for planned in plan.calls:
         if planned.kind != "rerun":
             divergences.append(kept(planned.step, planned.call, planned.kind))
             continue
+        started = time.monotonic()
+        done += 1
         try:
             fresh = rerunner.run(planned.call)
         except ConfinementError as exc:
@@ -268,9 +304,12 @@ def _rerun(
                 ) from None
             plan.degradations.append(Degradation.historical_kept(planned.step, planned.call, reason))
             divergences.append(kept(planned.step, planned.call, "unknown"))
-            continue
-        observations[planned.call.id] = fresh
-        divergences.append(compare(planned.step, planned.call, planned.kind, fresh))
+        else:
+            observations[planned.call.id] = fresh
+            divergences.append(compare(planned.step, planned.call, planned.kind, fresh))
+        last, seconds = divergences[-1], time.monotonic() - started
+        logger.debug("step %d %s %s: %s (%.2f s)", last.step, last.tool, last.call_id, last.status, seconds)
+        on_event(CallRerun(last.step, last.call_id, last.tool, last.status, seconds, done, total))
 
 
 def _write_reruns(path: Path, plan: Plan, observations: dict[str, Observation]) -> None:
@@ -301,6 +340,7 @@ def _execute_into(
     on_boundary: OnBoundary | None,
     workspace: Path | None,
     image: str | None,
+    on_event: OnEvent,
 ) -> ReplayResult:
     observations: dict[str, Observation] = {}
     divergences: list[Divergence] = []
@@ -314,6 +354,7 @@ def _execute_into(
     if request.mode == "prepare":
         divergences = [kept(p.step, p.call, p.kind) for p in plan.calls]
         t2 = time.monotonic()
+        on_event(Stage("rebuild"))
         rebuild = _rebuild(adapter, traj, plan, observations, tmp)
         rebuild_s = time.monotonic() - t2
     else:
@@ -335,6 +376,8 @@ def _execute_into(
             for d in (agent_home, bridge_dir):
                 d.mkdir(parents=True)
             t0 = time.monotonic()
+            on_event(Stage("sandbox"))
+            logger.debug("starting a container of %s, limits %s", image, limits)
             client = connect()
             binds = {traj.cwd: (workspace_copy, False), **adapter.sandbox_binds(traj, agent_home)}
             if cont:
@@ -355,12 +398,13 @@ def _execute_into(
                 t1 = time.monotonic()
                 rerunner = adapter.rerunner(traj, box, Workspace(workspace_copy, traj.cwd), request.budgets)
                 try:
-                    _rerun(rerunner, plan, request, observations, divergences)
+                    _rerun(rerunner, plan, request, observations, divergences, on_event)
                 finally:
                     rerunner.close()
                 _write_reruns(tmp / RERUNS, plan, observations)
                 rerun_s = time.monotonic() - t1
                 t2 = time.monotonic()
+                on_event(Stage("rebuild"))
                 # side files the reruns left in the agent home (persisted outputs); the container could
                 # write there, so nothing in it is followed or trusted
                 side = copy_untrusted(
@@ -373,6 +417,8 @@ def _execute_into(
                 if on_boundary is not None:
                     on_boundary(box, state.path, native)
                 if cont:
+                    on_event(Stage("continue"))
+                    logger.debug("continuing %s through the bridge to %s", adapter.name, cont.upstream)
                     copy_untrusted(native / "home", agent_home, links="skip", limits=limits, merge=True)
                     continued = continuation.run(
                         box,
@@ -386,6 +432,7 @@ def _execute_into(
                         out=tmp,
                         workspace=workspace_copy,
                         after_step=plan.after_step,
+                        on_event=on_event,
                     )
             finally:
                 box.stop()

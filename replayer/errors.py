@@ -86,6 +86,13 @@ class PatchFailed(ReplayError):
     kind = "patch_failed"
 
 
+class SettingsError(ReplayError):
+    """A settings file or REPLAYER_* variable holds an unknown setting or a bad value."""
+
+    exit_code = 13
+    kind = "settings"
+
+
 class CassetteError(ReplayError):
     """A cassette is refused before the run (tampered, an unknown or missing file, another trajectory or
     boundary), or a recording cannot be written as one (docs/cassettes.md)."""

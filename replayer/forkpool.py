@@ -10,6 +10,7 @@ reaches the compare only, which stops them all.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from replayer.events import OnEvent, RunEnded, Stage, ignore
 from replayer.fork import BoundaryReady, ForkJob, Turn
 from replayer.io import write_bytes_atomic
 from replayer.models import RunRecord
@@ -27,6 +29,7 @@ from replayer.models import RunRecord
 _POLL_S = 0.05
 _STOP_GRACE_S = 30.0
 OnRun = Callable[[RunRecord], None]
+logger = logging.getLogger(__name__)
 
 
 def _collect(job: ForkJob, proc: subprocess.Popen[bytes]) -> RunRecord:
@@ -90,9 +93,10 @@ class ForkPool:
         for proc in self.waiting.values():
             _send(proc, self.boundary)
 
-    def run(self, on_run: OnRun | None) -> list[RunRecord]:
+    def run(self, on_run: OnRun | None, on_event: OnEvent = ignore) -> list[RunRecord]:
         """Every run, once announced, `parallel` at a time; their records in job order."""
         assert self.boundary is not None
+        on_event(Stage("runs", len(self.jobs)))
         try:
             while self.queue or self.waiting or self.running:
                 self.start_ahead()
@@ -100,6 +104,7 @@ class ForkPool:
                     index = next(iter(self.waiting))
                     proc = self.waiting.pop(index)
                     _send(proc, Turn(at=time.time()))
+                    logger.debug("run %s/%d goes on", self.jobs[index].variant.name, self.jobs[index].repeat)
                     self.running[index] = proc
                 for group in (self.running, self.waiting):
                     for index, proc in list(group.items()):
@@ -108,9 +113,17 @@ class ForkPool:
                         del group[index]
                         if proc.stdin is not None:
                             proc.stdin.close()
-                        self.records[index] = _collect(self.jobs[index], proc)
+                        record = self.records[index] = _collect(self.jobs[index], proc)
+                        logger.debug("run %s/%d ended: %s", record.variant, record.repeat, record.status)
                         if on_run is not None:
-                            on_run(self.records[index])
+                            on_run(record)
+                        cont = record.continuation
+                        failed = record.status == "failed"
+                        outcome = (record.error or "") if failed else (cont.agent_status if cont else "-")
+                        total = len(self.jobs)
+                        on_event(
+                            RunEnded(record.variant, record.repeat, outcome, failed, len(self.records), total)
+                        )
                 time.sleep(_POLL_S)
         except BaseException:
             self.stop()

@@ -172,6 +172,8 @@ class InspectReport(Frozen):
     source_sha256: str
     parse_notes: list[str] = Field(default_factory=list)
     """The trajectory's `parse_notes`: what the parser repaired or supplied, as the agent's loader does."""
+    version: VersionRecord | None = None
+    """The version a run would use (without --agent-version), whose tools classified the calls."""
     steps: list[InspectStep]
     sessions: list[HeldSessionSummary] = Field(default_factory=list)
     """The sessions of a file that holds several, when no --session chose one (`steps` is then empty)."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.resources
-import os
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from replayer import settings
 
 PIN_FILE = importlib.resources.files("sandboxes") / "images" / "pins.toml"
 """Package data of `sandboxes`: the same file in a clone and in an installed wheel."""
@@ -67,8 +68,9 @@ class Pins(BaseModel):
 
 
 def bundles_root() -> Path:
-    """The versioned bundle cache: REPLAYER_BUNDLES, else the pin file's `bundles.root`."""
-    return Path(os.environ.get("REPLAYER_BUNDLES") or _pin_file().bundles["root"])
+    """The versioned bundle cache: the `bundles` setting (REPLAYER_BUNDLES, replayer.toml), else the pin
+    file's `bundles.root`."""
+    return settings.load().bundles or Path(_pin_file().bundles["root"])
 
 
 @functools.cache

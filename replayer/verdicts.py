@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import orjson
 from pydantic import BaseModel, ConfigDict
 
 from replayer import __version__ as REPLAYER_VERSION
+from replayer import settings
 from replayer.io import write_bytes_atomic
 from replayer.pins import bundles_root, pinned_version
 
@@ -43,11 +43,11 @@ class Verdict(BaseModel):
 
 # where verdicts live ------------------------------------------------------------------------------
 def verdict_dirs() -> list[Path]:
-    """REPLAYER_VERDICTS alone when set; else the user's verdicts beside the bundle cache, then those the
-    replayer ships (docs/compatibility.md is generated from these)."""
-    stated = os.environ.get("REPLAYER_VERDICTS")
+    """The `verdicts` setting (REPLAYER_VERDICTS, replayer.toml) alone when set; else the user's verdicts
+    beside the bundle cache, then those the replayer ships (docs/compatibility.md is generated from these)."""
+    stated = settings.load().verdicts
     if stated:
-        return [Path(stated)]
+        return [stated]
     return [bundles_root().parent / "verdicts", SHIPPED]
 
 

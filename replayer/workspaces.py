@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from replayer import settings
 from replayer.errors import WorkspaceError, excerpt
 from replayer.models import GitCheckout, GitWorkspace
 from replayer.pins import bundles_root
@@ -32,8 +33,9 @@ _GIT_CONFIG = (
 
 
 def cache_root() -> Path:
-    """REPLAYER_WORKSPACES, else `workspaces/` beside the bundle cache."""
-    return Path(os.environ.get("REPLAYER_WORKSPACES") or bundles_root().parent / "workspaces")
+    """The `workspaces` setting (REPLAYER_WORKSPACES, replayer.toml), else `workspaces/` beside the bundle
+    cache."""
+    return settings.load().workspaces or bundles_root().parent / "workspaces"
 
 
 def materialize(workspace: Path | GitWorkspace | None) -> tuple[Path | None, GitCheckout | None]:

@@ -17,6 +17,10 @@ SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if (p / "session.jsonl").e
 os.environ["REPLAYER_VERDICTS"] = tempfile.mkdtemp(prefix="replayer-test-verdicts-")
 # Repositories a test checks out (`--workspace git+URL@REV`) go to a cache of the suite's own.
 os.environ["REPLAYER_WORKSPACES"] = tempfile.mkdtemp(prefix="replayer-test-workspaces-")
+# The user's own settings (~/.config/replayer/config.toml) never reach the suite; a test writes its own.
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="replayer-test-config-")
+for _name in ("UPSTREAM", "UPSTREAM_KEY_ENV", "IMAGE", "LIMITS", "WORKERS"):  # the bundle cache stays
+    os.environ.pop(f"REPLAYER_{_name}", None)
 
 
 def fixture_dir(name: str) -> Path:

@@ -253,3 +253,19 @@ def test_shell_completion_completes_verbs_and_options() -> None:
     assert replayer(env=env, check=True).stdout.split() == ["compare"]
     env = {"_REPLAYER_COMPLETE": "complete_bash", "COMP_WORDS": "replayer compare --worke", "COMP_CWORD": "2"}
     assert replayer(env=env, check=True).stdout.split() == ["--workers"]
+
+
+# progress and logging ------------------------------------------------------------------------------
+def test_verbose_logs_the_pipeline_and_without_it_stderr_stays_empty(tmp_path: Path) -> None:
+    args = ["prepare", str(SESSION), "-n", "2"]
+    plain = replayer(*args, "-o", str(tmp_path / "plain"), check=True)
+    assert plain.stderr == ""  # not a terminal: no progress either
+    verbose = replayer(*args, "-o", str(tmp_path / "verbose"), "-v", check=True)
+    assert f"prepare {SESSION} after step 2" in verbose.stderr
+    assert "plan: claude_code" in verbose.stderr and f"wrote {tmp_path / 'verbose'}" in verbose.stderr
+    assert (
+        " DEBUG replayer.engine: " in verbose.stderr
+        and verbose.stdout.splitlines()[0] == plain.stdout.splitlines()[0]
+    )
+    quiet_json = replayer(*args, "-o", str(tmp_path / "json"), "--json", "-q", check=True)
+    assert orjson.loads(quiet_json.stdout)["after_step"] == 2 and quiet_json.stderr == ""

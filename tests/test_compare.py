@@ -315,7 +315,7 @@ def test_a_failing_run_never_stops_the_others_and_patches_apply_at_the_boundary(
     assert runs["bad"]["status"] == "ok" and runs["bad"]["check"]["passed"] is False
     summary = {v["name"]: v for v in result["variants"]}
     assert summary["stale"]["failed_runs"] == 1 and summary["stale"]["check_pass_rate"] == 0.0
-    assert "run stale/1: the patch" in proc.stderr
+    assert "run stale/1: patch_failed: the patch" in proc.stdout
     assert _labelled(docker_client, f"{LABEL}.compare") == []
     dom, _ = _render(out / "report.html", tmp_path)
     stale = [e for e in dom.find("div", class_="run") if e[1]["data-run"] == "stale/1"]

@@ -99,7 +99,12 @@ def test_refusal_exit_code_and_one_line(tmp_path: Path, monkeypatch) -> None:
         args += ["-o", str(tmp_path / "out"), "--continue", "--upstream", upstream.url]
         outcome = CliRunner().invoke(app, args)
     assert isinstance(outcome.exception, Exception) and type(outcome.exception).__name__ == "BridgeRefused"
-    assert outcome.exception.exit_code == 8 and "messages[2].content[1].content" in str(outcome.exception)
+    assert outcome.exception.exit_code == 8
+    # the cause in the one line: where, and the first difference as values; then where the details are
+    assert str(outcome.exception) == (
+        "the first main-thread request does not carry the rebuilt prefix at messages[2].content[1].content: "
+        f'expected "2 a.txt", got "3 a.txt" (see {tmp_path / "out" / "result.json"}, continuation.mismatch)'
+    )
     result = orjson.loads((tmp_path / "out" / "result.json").read_bytes())
     assert result["continuation"]["mismatch"]["expected"] == "2 a.txt"
     assert result["continuation"]["mismatch"]["actual"] == "3 a.txt"
@@ -121,6 +126,10 @@ def test_upstream_failing_mid_stream_is_an_agent_error(tmp_path: Path, docker_cl
         "CLAUDE_CODE_MAX_RETRIES=0",
     )
     assert code == 9 and err.strip().startswith("replayer: agent_error:"), err
+    # the cause in the one line: the message of the agent's last event (it wrote no stderr), then the file
+    last = orjson.loads((tmp_path / "out" / "agent" / "stdout.jsonl").read_bytes().splitlines()[-1])
+    assert last["is_error"] and f"(exit 1): '{last['result'][:60]}" in err, err
+    assert err.strip().endswith(f"(see {tmp_path / 'out' / 'agent' / 'stdout.jsonl'})"), err
     cont = result["continuation"]
     assert (cont["gate"], cont["agent_status"]) == ("accepted", "agent_error")
     assert cont["counters"]["upstream_errors"] >= 1

@@ -165,7 +165,7 @@ def test_image_auto_runs_the_image_the_trajectory_names(docker_client, tmp_path:
 
 
 def test_a_batch_manifest_names_a_repository_as_workspace(tmp_path: Path) -> None:
-    from replayer import batch
+    from replayer.batch import expand, read_manifest
 
     lines = [
         {
@@ -178,10 +178,10 @@ def test_a_batch_manifest_names_a_repository_as_workspace(tmp_path: Path) -> Non
     ]
     manifest = tmp_path / "manifest.jsonl"
     manifest.write_bytes(b"\n".join(orjson.dumps(line) for line in lines))
-    entries = batch.read_manifest(manifest)
+    entries = read_manifest(manifest)
     assert [e.workspace for _, e in entries] == [
         GitWorkspace(url="file:///srv/a", rev="v1"),
         GitWorkspace(url="file:///srv/b", rev="v1"),
     ]
-    jobs = batch.expand(entries, {})
+    jobs = expand(entries, {})
     assert len({job.key for job in jobs}) == 2, "the repository is part of what keys a job"

@@ -1,0 +1,430 @@
+"""The public Python API: the verbs of the `replayer` command as functions (the command is argument parsing
+and printing around these). Each takes plain arguments, returns the pydantic result the command prints
+with --json, raises a `replayer.errors.ReplayError` subclass where the command exits non-zero, and reads
+the settings (settings.py) for what the caller leaves None. `on_event` hears the progress (events.py).
+docs/api.md."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+
+from replayer import settings as user_settings
+from replayer.batch import BatchCounts
+from replayer.errors import BadInput, ReplayError, continuation_failure
+from replayer.events import JobEnded, OnEvent, Stage, ignore
+from replayer.io import read_input
+from replayer.models import (
+    CompareResult,
+    ContinuationResult,
+    ContinueRequest,
+    GitWorkspace,
+    HeldSessionSummary,
+    InspectCall,
+    InspectReport,
+    InspectStep,
+    ReplayRequest,
+    ReplayResult,
+    SandboxLimits,
+    Variant,
+    workspace_spec,
+)
+from replayer.settings import Settings
+
+if TYPE_CHECKING:
+    from replayer.multisession import HeldSession
+
+logger = logging.getLogger(__name__)
+
+PathLike = str | os.PathLike[str]
+Workspace = PathLike | GitWorkspace
+"""A directory, or `git+URL@REV` (a string, or a GitWorkspace)."""
+COMPARE_WORKERS = 2
+"""compare's runs at once when neither the caller nor the settings say."""
+
+
+def inspect(
+    trajectory: PathLike, *, task: str | None = None, cwd: str | None = None, session: str | None = None
+) -> InspectReport:
+    """The agent, version, session and steps (complete tool batches) of a trajectory, each call with how it
+    would be replayed; or, for a file that holds several sessions and no `session`, the list of them."""
+    from replayer import multisession, versions
+    from replayer.engine import load
+    from replayer.pins import running_version
+
+    path = Path(trajectory)
+    held = multisession.held(path) if session is None else []
+    if held:
+        return _sessions(path, held)
+    adapter, traj = load(path, task, cwd, session)
+    version = versions.resolve(adapter, traj.agent_version, traj.agent_version_inferred, None)
+    with running_version(adapter.name, version.version):  # a driven version classifies its own tools
+        kinds = {c.id: adapter.classify(c, traj) for s in traj.steps for c in s.calls}
+    return InspectReport(
+        agent=traj.agent,
+        agent_version=traj.agent_version,
+        session_id=traj.session_id,
+        cwd=traj.cwd,
+        environment_image=traj.environment_image,
+        start=traj.start,
+        source_sha256=traj.source_sha256,
+        parse_notes=traj.parse_notes,
+        version=version,
+        steps=[
+            InspectStep(
+                index=s.index,
+                complete=s.complete,
+                before_compaction=s.before_compaction,
+                final=s.final,
+                calls=[
+                    InspectCall(
+                        id=c.id,
+                        tool=c.tool,
+                        input=c.input,
+                        kind=kinds[c.id][0],
+                        has_observation=c.historical is not None,
+                        reason=kinds[c.id][1] if kinds[c.id][0] == "unknown" else None,
+                    )
+                    for c in s.calls
+                ],
+            )
+            for s in traj.steps
+        ],
+    )
+
+
+def _sessions(path: Path, held: list[HeldSession]) -> InspectReport:
+    from replayer.engine import load
+
+    summaries = []
+    for one in held:
+        _, traj = load(path, session=one.id)
+        summaries.append(
+            HeldSessionSummary(
+                id=one.id, agent=traj.agent, steps=len(traj.steps), first_prompt=one.first_prompt
+            )
+        )
+    return InspectReport(
+        agent=summaries[0].agent,
+        agent_version=None,
+        session_id=None,
+        cwd=None,
+        source_sha256=hashlib.sha256(read_input(path)).hexdigest(),
+        steps=[],
+        sessions=summaries,
+    )
+
+
+class ReplayOptions(TypedDict, total=False):
+    """What `prepare`, `run` and `compare` take alike (the command's options of the same names)."""
+
+    allow_degraded: bool
+    """Keep the historical observation of a call that cannot be rerun (recorded as a degradation)."""
+    force: bool
+    """Replace an existing output directory."""
+    task: str | None
+    """The first user prompt, for a format that does not store it (an OpenCode event log)."""
+    cwd: str | None
+    """The working directory, for a file that records none."""
+    session: str | None
+    """The session to replay, of a file that holds several."""
+    agent_version: str | None
+    """The agent version to run (default: the one the file records or implies, else the pinned one)."""
+    require_verified: bool
+    """Refuse a version that is not verified instead of running it."""
+
+
+class RunOptions(ReplayOptions, total=False):
+    """What `run` and `compare` take besides: the sandbox, and the continuation (for `compare`, the
+    settings every variant starts from). None, or not given: the settings' value, else the default."""
+
+    image: str | None
+    """The sandbox image (`auto`: the environment image the trajectory names)."""
+    limits: SandboxLimits | str | None
+    """Container limits: a SandboxLimits, or a `--limits` spec whose keys replace the settings' ones."""
+    upstream: str | None
+    """The model service base URL."""
+    upstream_key_env: str | None
+    """The host variable holding the upstream key (only the bridge reads it)."""
+    boundary_prompt: str | None
+    """A user prompt after the boundary, instead of the nonce."""
+    max_steps: int | None
+    """Main-thread model requests allowed through the bridge."""
+    idle_timeout: float | None
+    """Seconds without agent output or bridge traffic that end the run."""
+    model: str | None
+    """The continuation's model (default: the recorded one)."""
+    agent_env: dict[str, str] | None
+    """Extra environment of the agent."""
+    cassette: PathLike | None
+    """Answer from this cassette (or the one of this trajectory and boundary in a folder of them), offline,
+    and verify the outcome against the recording's (docs/cassettes.md)."""
+    record_cassette: PathLike | None
+    """(`run`) Also write the continuation's model traffic and outcome into this new cassette folder."""
+
+
+def prepare(
+    trajectory: PathLike,
+    after_step: int,
+    out: PathLike,
+    *,
+    on_event: OnEvent = ignore,
+    **options: Unpack[ReplayOptions],
+) -> ReplayResult:
+    """Zero execution: the native session prefix after `after_step` with the historical observations, and
+    expected_prefix.json, written atomically into `out`."""
+    from replayer.engine import execute
+
+    request = ReplayRequest(
+        mode="prepare", trajectory=Path(trajectory), after_step=after_step, out=Path(out), **_replay(options)
+    )
+    return execute(request, on_event=on_event)
+
+
+def run(
+    trajectory: PathLike,
+    after_step: int,
+    workspace: Workspace,
+    out: PathLike,
+    *,
+    continue_agent: bool = False,
+    on_event: OnEvent = ignore,
+    **options: Unpack[RunOptions],
+) -> ReplayResult:
+    """Rerun steps 1..after_step in a fresh container, rebuild the native session with the fresh
+    observations, and with `continue_agent` continue the agent through the bridge to `upstream`.
+
+    A continuation that was refused or failed still returns its result (the output directory is complete);
+    `continuation_error(result.continuation, out)` is the error the command exits with then."""
+    from replayer.engine import execute
+
+    found = user_settings.load()
+    cont = None
+    if continue_agent:
+        cont = _continue_request(found, options)
+        if not cont.upstream and not cont.cassette:
+            raise BadInput(
+                "continuing needs an upstream: --upstream URL (or REPLAYER_UPSTREAM, or upstream in "
+                "replayer.toml), or a cassette"
+            )
+    elif options.get("cassette") or options.get("record_cassette"):
+        raise BadInput("a cassette is the traffic of a continuation: continue the agent (--continue)")
+    request = ReplayRequest(
+        mode="run",
+        trajectory=Path(trajectory),
+        after_step=after_step,
+        out=Path(out),
+        workspace=_workspace(workspace),
+        continuation=cont,
+        **_sandbox(found, options),
+        **_replay(options, RunOptions),
+    )
+    return execute(request, on_event=on_event)
+
+
+def compare(
+    trajectory: PathLike,
+    after_step: int,
+    workspace: Workspace,
+    out: PathLike,
+    variants: Sequence[str | Variant],
+    *,
+    repeat: int = 1,
+    workers: int | None = None,
+    check: str | None = None,
+    check_timeout: float = 600.0,
+    keep_snapshot: bool = False,
+    on_event: OnEvent = ignore,
+    **options: Unpack[RunOptions],
+) -> CompareResult:
+    """Replay the prefix once, snapshot the boundary, run every variant (`NAME=SPEC` as `--variant` takes
+    it, or a Variant) `repeat` times from the snapshot, `workers` at once, `check` (a shell command) in
+    each run's container afterwards; compare.json and report.html in `out`."""
+    from replayer.compare import compare as run_compare
+    from replayer.models import CompareRequest
+    from replayer.variants import parse_variant
+
+    found = user_settings.load()
+    try:
+        parsed = [v if isinstance(v, Variant) else parse_variant(v) for v in variants]
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    request = CompareRequest(
+        trajectory=Path(trajectory),
+        after_step=after_step,
+        workspace=_workspace(workspace),
+        out=Path(out),
+        variants=parsed,
+        repeat=repeat,
+        parallel=workers or found.workers or COMPARE_WORKERS,
+        check=check,
+        check_timeout_s=check_timeout,
+        keep_snapshot=keep_snapshot,
+        defaults=_continue_request(found, options),
+        **_sandbox(found, options),
+        **_replay(options, RunOptions),
+    )
+    return run_compare(request, on_event=on_event)
+
+
+def batch(
+    manifest: PathLike,
+    out: PathLike,
+    *,
+    workers: int | None = None,
+    ray: str | None = None,
+    retry_failed: bool = False,
+    on_event: OnEvent = ignore,
+) -> BatchCounts:
+    """Every job of a JSONL manifest into `out` (resumable: finished jobs are never recomputed); `ray`: an
+    address, 'auto' or 'local'. The counts are also in out/batch.json, with every job's outcome."""
+    from replayer.batch import (
+        JobOutcome,
+        Tally,
+        batch_labels,
+        clean_partials,
+        expand,
+        locked,
+        pending,
+        prepare_dir,
+        read_manifest,
+        remove_containers,
+    )
+    from replayer.executors import run_local, run_ray
+
+    out = Path(out)
+    entries = read_manifest(Path(manifest))
+    images = {e.image for _, e in entries if e.mode != "prepare"}  # None: the default image
+    jobs = expand(entries, _image_ids(images))
+    containers = any(e.mode != "prepare" for _, e in entries)  # prepare-only batches need no Docker
+    prepare_dir(out)
+    tally = Tally(entries)
+    with locked(out):
+        if containers:  # those of a dead run on this DIR (its workers died with it; none of ours runs now)
+            left = remove_containers(out)
+            if left:
+                logger.warning("removed %d container(s) a killed batch left", len(left))
+        clean_partials(out)
+        todo = pending(jobs, out, retry_failed, tally)
+        workers = workers or user_settings.load().workers or os.cpu_count() or 1
+        labels = batch_labels(out)
+        logger.debug("batch: %d job(s), %d to run, %d worker(s)", len(jobs), len(todo), workers)
+        on_event(Stage("runs", len(todo)))
+        ran = 0
+
+        def on_done(outcome: JobOutcome) -> None:
+            nonlocal ran
+            tally.add(outcome)
+            ran += 1
+            on_event(JobEnded(outcome.key, outcome.status, ran, len(todo)))
+
+        try:
+            if ray:
+                run_ray(todo, out.absolute(), ray, workers, on_done, labels)
+            else:
+                run_local(todo, out.absolute(), workers, on_done, labels)
+        finally:
+            tally.write(out / "batch.json")
+        if containers:  # those of jobs whose worker died mid-job
+            remove_containers(out)
+    return tally.counts
+
+
+def continuation_error(cont: ContinuationResult | None, out: PathLike) -> ReplayError | None:
+    """The error of a refused or failed continuation, its cause in one line (the gate's first difference as
+    values, or the agent's last output line) read from the result directory `out`; None otherwise."""
+    if cont is None:
+        return None
+    out = Path(out)
+    stderr = _tail(out / cont.files.get("agent_stderr", "agent/stderr.log"))
+    stdout = _tail(out / cont.files.get("agent_stdout", "agent/stdout.jsonl"))
+    return continuation_failure(cont, out, stderr, stdout)
+
+
+_OUTPUT_TAIL = 64 * 1024
+"""How much of the end of the agent's stdout/stderr a failure message reads its last line from."""
+
+
+def _tail(path: Path) -> bytes:
+    """The end of a file the engine wrote (the agent's output); nothing when it is not there."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, fh.seek(0, 2) - _OUTPUT_TAIL))
+            return fh.read()
+    except OSError:
+        return b""
+
+
+def _replay(options: ReplayOptions, allowed: Any = ReplayOptions) -> dict[str, Any]:
+    """The ReplayOptions given, as the request fields of the same names; an option `allowed` (a TypedDict)
+    does not name is a TypeError, as for any keyword argument."""
+    unknown = sorted(set(options) - set(allowed.__annotations__))
+    if unknown:
+        raise TypeError(f"unexpected option(s): {', '.join(unknown)}")
+    return {k: v for k, v in options.items() if k in ReplayOptions.__annotations__}
+
+
+def _sandbox(found: Settings, options: RunOptions) -> dict[str, Any]:
+    image = options.get("image")
+    return {
+        "image": image if image is not None else found.image,
+        "limits": _limits(found, options.get("limits")),
+    }
+
+
+def _continue_request(found: Settings, options: RunOptions) -> ContinueRequest:
+    tape, record = options.get("cassette"), options.get("record_cassette")
+    if tape and options.get("upstream"):
+        raise BadInput("a cassette answers offline: give no upstream")
+    return ContinueRequest(
+        cassette=Path(tape) if tape else None,
+        record_cassette=Path(record) if record else None,
+        upstream=options.get("upstream") or ("" if tape else found.upstream) or "",
+        upstream_key_env=options.get("upstream_key_env") or found.upstream_key_env,
+        boundary_prompt=options.get("boundary_prompt"),
+        max_steps=options.get("max_steps"),
+        idle_timeout_s=options.get("idle_timeout"),
+        model=options.get("model"),
+        agent_env=dict(options.get("agent_env") or {}),
+    )
+
+
+def _workspace(spec: Workspace) -> Path | GitWorkspace:
+    if isinstance(spec, GitWorkspace):
+        return spec
+    try:
+        parsed = workspace_spec(str(spec))
+    except ValueError as exc:
+        raise BadInput(f"workspace: {exc}") from None
+    return parsed if isinstance(parsed, GitWorkspace) else Path(spec)
+
+
+def _limits(found: Settings, given: SandboxLimits | str | None) -> SandboxLimits:
+    if isinstance(given, SandboxLimits):
+        return given
+    try:
+        return found.sandbox_limits(given)
+    except ValueError as exc:
+        raise BadInput(f"limits: {exc}") from None
+
+
+def _image_ids(tags: set[str | None]) -> dict[str, str]:
+    """Image tag -> id, for the job keys of replay and continue jobs (the default image when None)."""
+    if not tags:
+        return {}
+    from replayer.pins import load_pins
+    from sandboxes.docker import connect, missing_image
+
+    client = connect()
+    ids = {}
+    for tag in tags - {"auto"}:  # auto: the image each trajectory names; the trajectory's hash keys it
+        name = tag or load_pins().base_image.tag
+        try:
+            ids[name] = client.images.get(name).id
+        except Exception:
+            raise missing_image(name) from None
+    return ids
