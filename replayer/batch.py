@@ -26,7 +26,7 @@ from typing import Any, Literal, NamedTuple
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from replayer.errors import BadInput, Interrupted, NotVerified, OutputError, ReplayError, excerpt
+from replayer.errors import BadInput, Interrupted, OutputError, ReplayError, excerpt
 from replayer.io import open_input, write_bytes_atomic
 from replayer.models import (
     Budgets,
@@ -128,7 +128,7 @@ class Job(NamedTuple):
     def mode(self) -> Mode:
         return self.entry.mode
 
-    def request(self, out: Path, labels: dict[str, str] | None = None) -> ReplayRequest:
+    def request(self, out: Path, labels: dict[str, str] | None = None, force: bool = False) -> ReplayRequest:
         entry = self.entry
         cont = ContinueRequest(**entry.continuation.model_dump()) if entry.continuation else None
         return ReplayRequest(
@@ -147,6 +147,7 @@ class Job(NamedTuple):
             labels=labels or {},
             agent_version=entry.agent_version,
             require_verified=entry.require_verified,
+            force=force,
         )
 
 
@@ -381,25 +382,24 @@ def run_job(job: Job, out: Path, labels: dict[str, str], node: str | None = None
 
     Whatever the job raises is its outcome, never the batch's end: a ReplayError is a refusal or a failure of
     its kind, anything else (a bug the job's input hit) a failure of kind `crash` with a one-line reason."""
+    from replayer.api import continuation_error
     from replayer.engine import execute
     from replayer.pins import load_pins
     from replayer.provision import ensure_image
 
+    directory = job_dir(out, job.key)
     try:
         if job.image_id is not None:
             ensure_image(job.entry.image or load_pins().base_image.tag, job.image_id, out)
         adapter, traj = _parsed(job.trajectory, job.entry.task, job.entry.cwd, job.entry.session)
-        result = execute(job.request(job_dir(out, job.key), labels), adapter=adapter, trajectory=traj)
-        tape = result.continuation.cassette if result.continuation else None
-        if tape is not None and tape.verdict == "differs" and tape.difference is not None:
-            raise NotVerified(f"{tape.difference.reason} at {tape.difference.path or 'the request'}")
+        # a retried job that failed after writing its directory (its continuation) replaces it
+        again = outcome_path(out, job.key).is_file()
+        result = execute(job.request(directory, labels, force=again), adapter=adapter, trajectory=traj)
+        failure = continuation_error(result.continuation, directory)
+        if failure is not None:
+            raise failure
     except Interrupted:
         raise  # the batch is stopping: the job is lost, not failed
-    except NotVerified as exc:  # the job's result directory is complete: the outcome says how it ended
-        outcome = outcome_of(job, "failed", exc.kind, str(exc))
-        with contextlib.suppress(OSError):
-            write_bytes_atomic(outcome_path(out, job.key), orjson.dumps(outcome.model_dump(mode="json")))
-        return outcome
     except ReplayError as exc:
         outcome = outcome_of(job, "refused" if exc.kind in REFUSALS else "failed", exc.kind, str(exc), node)
     except Exception as exc:
@@ -423,10 +423,11 @@ def pending(jobs: list[Job], out: Path, retry_failed: bool, tally: Tally) -> lis
     to the tally."""
     todo: list[Job] = []
     for job in jobs:
-        if (job_dir(out, job.key) / "result.json").is_file():
+        stored = _stored_outcome(out, job.key)  # a failed continuation's directory is complete: failed still
+        if stored is not None and not retry_failed:
+            tally.add(stored)
+        elif stored is None and (job_dir(out, job.key) / "result.json").is_file():
             tally.add(outcome_of(job, "skipped"))
-        elif not retry_failed and (outcome := _stored_outcome(out, job.key)) is not None:
-            tally.add(outcome)
         else:
             todo.append(job)
     return todo

@@ -63,8 +63,8 @@ app = typer.Typer(
     "Shell completion: replayer --install-completion (bash, zsh, fish, PowerShell).",
 )
 command = functools.partial(app.command, cls=_Command)
-console = Console()
-err_console = Console(stderr=True)
+console = Console(soft_wrap=True)  # a path or a command line is never broken across lines
+err_console = Console(stderr=True, soft_wrap=True)
 
 
 def _print_version(wanted: bool) -> None:

@@ -246,20 +246,43 @@ def test_compare_variants_against_one_cassette(claude: Recording, tmp_path: Path
 
 
 def test_batch_replays_every_cassette_of_a_folder(claude: Recording, tmp_path: Path) -> None:
+    """A job that does not reproduce its cassette is failed (its directory complete), and stays failed when
+    the batch resumes; --retry-failed runs it again over its directory."""
     folder = tmp_path / "cassettes"
     shutil.copytree(claude.tape, folder / "single-1")
-    line = {
-        "trajectory": str(claude.trajectory),
-        "boundaries": [claude.after_step],
-        "mode": "continue",
-        "workspace": str(claude.workspace),
-        "continuation": {"cassette": str(folder)},
-    }
+    changed = Path(shutil.copytree(claude.workspace, tmp_path / "ws"))
+    (changed / "a.txt").write_text("another environment\n")
+    lines = [
+        {
+            "trajectory": str(claude.trajectory),
+            "boundaries": [claude.after_step],
+            "mode": "continue",
+            "workspace": str(workspace),
+            "continuation": {"cassette": str(folder)},
+        }
+        for workspace in (claude.workspace, changed)
+    ]
     manifest = tmp_path / "manifest.jsonl"
-    manifest.write_bytes(orjson.dumps(line) + b"\n")
-    proc = replayer("batch", str(manifest), "-o", str(tmp_path / "out"), "-j", "1", "--json", env=OFFLINE)
-    assert proc.returncode == 0, proc.stderr
+    manifest.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+
+    def batch(*extra: str) -> dict:
+        args = ("batch", str(manifest), "-o", str(tmp_path / "out"), "-j", "1", "--json", *extra)
+        proc = replayer(*args, env=OFFLINE)
+        assert proc.returncode == 0, proc.stderr
+        return orjson.loads(proc.stdout)
+
+    first = batch()
+    assert (first["done"], first["failed"], first["skipped"]) == (1, 1, 0), first
     jobs = [p for p in (tmp_path / "out" / "jobs").iterdir() if (p / "result.json").is_file()]
-    result = orjson.loads((jobs[0] / "result.json").read_bytes())
-    assert len(jobs) == 1 and result["continuation"]["cassette"]["verdict"] == "verified"
-    assert result["request"]["continuation"]["cassette"] == str(folder / "single-1")
+    results = [orjson.loads((p / "result.json").read_bytes()) for p in jobs]
+    verdicts = sorted(r["continuation"]["cassette"]["verdict"] for r in results)
+    assert len(jobs) == 2 and verdicts == ["differs", "verified"], verdicts
+    assert {r["request"]["continuation"]["cassette"] for r in results} == {str(folder / "single-1")}
+    summary = orjson.loads((tmp_path / "out" / "batch.json").read_bytes())
+    failed = [o for o in summary["outcomes"] if o["status"] == "failed"]
+    assert [o["error_kind"] for o in failed] == ["not_verified"], failed
+    assert "differs from the cassette's at messages[" in failed[0]["error"]
+    resumed = batch()
+    assert (resumed["done"], resumed["failed"], resumed["skipped"]) == (0, 1, 1), resumed
+    retried = batch("--retry-failed")
+    assert (retried["done"], retried["failed"], retried["skipped"]) == (0, 1, 1), retried

@@ -94,4 +94,4 @@ def test_no_progress_when_the_output_is_not_a_terminal_or_with_quiet(tmp_path: P
     assert piped.stderr == "" and "result: " in piped.stdout
     code, lines = _at_a_terminal([*args, "-o", str(tmp_path / "quiet"), "-q"], {})
     assert code == 0 and _step_lines(lines) == [] and not any("rerunning" in line for line in lines)
-    assert any(line.startswith("result: ") for line in lines)
+    assert any(line.startswith("result: ") for line in lines), lines

@@ -1,6 +1,6 @@
 """Settings (replayer.toml, the user's config.toml, REPLAYER_* variables): precedence flag > environment >
 project file > user file > default, merged setting by setting; an unknown key or a bad value is a one-line
-error (exit 12). Without Docker."""
+error (exit 13). Without Docker."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def test_a_project_file_mistake_is_one_line_naming_the_file(
     with pytest.raises(SettingsError) as caught:
         settings.load(cwd, env)
     assert str(caught.value).startswith(f"{path}: ") and message in str(caught.value)
-    assert caught.value.exit_code == 12
+    assert caught.value.exit_code == 13
 
 
 def _compare_without_key(env: dict[str, str], *args: str) -> tuple[int, str]:
@@ -141,9 +141,9 @@ def test_the_bundle_cache_setting_is_where_bundles_are_listed(tmp_path: Path) ->
         ({"REPLAYER_LIMITS": "ram=1g"}, "replayer: settings: REPLAYER_LIMITS: unknown limit or bad value"),
     ],
 )
-def test_a_bad_variable_is_one_line_exit_12(env: dict[str, str], message: str) -> None:
+def test_a_bad_variable_is_one_line_exit_13(env: dict[str, str], message: str) -> None:
     code, err = _compare_without_key(env)
-    assert code == 12 and err.startswith(message), err
+    assert code == 13 and err.startswith(message), err
 
 
 def test_every_setting_and_variable_is_documented() -> None:
