@@ -41,6 +41,9 @@ def test_flags_go_over_the_environment_over_the_project_file_over_the_user_file(
     found = settings.load(*layered)
     unflagged = api._continue_request(found, {})
     assert (unflagged.upstream, unflagged.upstream_key_env) == ("https://project.example", "ENV_KEY")
+    cwd, env = layered
+    without_env = settings.load(cwd, {k: v for k, v in env.items() if not k.startswith("REPLAYER_")})
+    assert api._continue_request(without_env, {}).upstream_key_env == "USER_KEY"  # only the user file says
     flagged = api._continue_request(
         found, {"upstream": "https://flag.example", "max_steps": 4, "idle_timeout": 9}
     )
