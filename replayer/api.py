@@ -22,6 +22,7 @@ from replayer.models import (
     CompareResult,
     ContinuationResult,
     ContinueRequest,
+    ContinueSettings,
     GitWorkspace,
     HeldSessionSummary,
     InspectCall,
@@ -377,19 +378,25 @@ def _sandbox(found: Settings, options: RunOptions) -> dict[str, Any]:
 
 
 def _continue_request(found: Settings, options: RunOptions) -> ContinueRequest:
+    """The continuation `options` ask for: these arguments over the settings (docs/cli.md, "Settings")."""
+    return found.continuation().merge(_continue_arguments(options)).request()
+
+
+def _continue_arguments(options: RunOptions) -> ContinueSettings:
+    """The continuation settings the arguments set (their names are the options', docs/api.md)."""
     tape, record = options.get("cassette"), options.get("record_cassette")
     if tape and options.get("upstream"):
         raise BadInput("a cassette answers offline: give no upstream")
-    return ContinueRequest(
-        cassette=Path(tape) if tape else None,
-        record_cassette=Path(record) if record else None,
-        upstream=options.get("upstream") or ("" if tape else found.upstream) or "",
-        upstream_key_env=options.get("upstream_key_env") or found.upstream_key_env,
+    return ContinueSettings(
+        upstream=options.get("upstream"),
+        upstream_key_env=options.get("upstream_key_env"),
         boundary_prompt=options.get("boundary_prompt"),
         max_steps=options.get("max_steps"),
         idle_timeout_s=options.get("idle_timeout"),
         model=options.get("model"),
         agent_env=dict(options.get("agent_env") or {}),
+        cassette=Path(tape) if tape else None,
+        record_cassette=Path(record) if record else None,
     )
 
 

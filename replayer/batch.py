@@ -30,7 +30,7 @@ from replayer.errors import BadInput, Interrupted, OutputError, ReplayError, exc
 from replayer.io import open_input, write_bytes_atomic
 from replayer.models import (
     Budgets,
-    ContinueRequest,
+    ContinueSettings,
     GitWorkspace,
     ReplayRequest,
     Trajectory,
@@ -51,20 +51,6 @@ class Sample(BaseModel):
     model_config = ConfigDict(extra="forbid")
     sample: int = Field(ge=1)
     seed: int = 0
-
-
-class ContinueOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    upstream: str = ""
-    cassette: Path | None = None
-    """Answer from a cassette (offline) and verify each job against it; a folder of cassettes: each job
-    takes the one recorded from its trajectory and boundary (docs/cassettes.md)."""
-    upstream_key_env: str | None = None
-    boundary_prompt: str | None = None
-    max_steps: int | None = None
-    idle_timeout_s: float | None = None
-    model: str | None = None
-    agent_env: dict[str, str] = Field(default_factory=dict)
 
 
 class ManifestEntry(BaseModel):
@@ -102,7 +88,9 @@ class ManifestEntry(BaseModel):
     image: str | None = None
     allow_degraded: bool = False
     budgets: Budgets = Field(default_factory=Budgets)
-    continuation: ContinueOptions | None = None
+    continuation: ContinueSettings | None = None
+    """The options of `run --continue` (docs/cli.md, "One vocabulary"); `cassette`: a cassette, or a folder
+    of them (each job takes the one recorded from its trajectory and boundary)."""
     agent_version: str | None = None
     """As `--agent-version`: the version to run instead of the one the file records or implies."""
     require_verified: bool = False
@@ -130,7 +118,7 @@ class Job(NamedTuple):
 
     def request(self, out: Path, labels: dict[str, str] | None = None, force: bool = False) -> ReplayRequest:
         entry = self.entry
-        cont = ContinueRequest(**entry.continuation.model_dump()) if entry.continuation else None
+        cont = entry.continuation.request() if entry.continuation else None
         return ReplayRequest(
             mode="prepare" if entry.mode == "prepare" else "run",
             trajectory=entry.trajectory,
@@ -216,7 +204,13 @@ def _read_manifest(path: Path, lines: Iterator[bytes]) -> list[tuple[int, Manife
         if isinstance(entry.workspace, Path):
             entry.workspace = (base / entry.workspace).absolute()
         if entry.continuation is not None and entry.continuation.cassette is not None:
-            entry.continuation.cassette = (base / entry.continuation.cassette).absolute()
+            tape = (base / entry.continuation.cassette).absolute()
+            entry.continuation = entry.continuation.model_copy(update={"cassette": tape})
+        if entry.continuation is not None and entry.continuation.record_cassette is not None:
+            raise BadInput(
+                f"manifest line {number}: continuation.record_cassette: a batch replays cassettes; "
+                "record one with `run --record-cassette`"
+            )
         if not entry.trajectory.exists():  # a file, or a directory (an OpenHands V1 conversation)
             raise BadInput(f"manifest line {number}: trajectory {entry.trajectory} does not exist")
         try:
@@ -318,14 +312,35 @@ def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) 
                     **({"agent_version": entry.agent_version} if entry.agent_version else {}),
                     **({"require_verified": True} if entry.require_verified else {}),
                     "budgets": entry.budgets.model_dump(),
-                    "continuation": entry.continuation.model_dump(mode="json")
-                    if entry.continuation
-                    else None,
+                    "continuation": _continuation_key(entry.continuation),
                 },
             }
             key = hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
             unique[key] = Job(key, number, boundary, entry, identity["image"])
     return list(unique.values())
+
+
+_KEYED_CONTINUATION = (
+    "upstream",
+    "cassette",
+    "upstream_key_env",
+    "boundary_prompt",
+    "max_steps",
+    "idle_timeout_s",
+    "model",
+    "agent_env",
+)
+"""The continuation fields a manifest had before ContinueSettings: always in a job's key."""
+
+
+def _continuation_key(cont: ContinueSettings | None) -> dict[str, Any] | None:
+    """The continuation as job keys have always held it, so that a batch directory resumes across versions:
+    no upstream is "", a setting added since is in the key only when it is set."""
+    if cont is None:
+        return None
+    fields = cont.model_dump(mode="json")
+    fields["upstream"] = fields["upstream"] or ""
+    return {k: v for k, v in fields.items() if k in _KEYED_CONTINUATION or v is not None}
 
 
 def _workspace_key(workspace: Path | GitWorkspace | None) -> str | None:

@@ -47,20 +47,8 @@ logger = logging.getLogger(__name__)
 
 
 def variant_continuation(defaults: ContinueRequest, variant: Variant) -> ContinueRequest:
-    spec = variant.spec
-    changes: dict[str, Any] = {
-        "model": spec.model,
-        "boundary_prompt": spec.prompt,
-        "upstream": spec.upstream,
-        "cassette": spec.cassette,
-        "upstream_key_env": spec.upstream_key_env,
-        "max_steps": spec.max_steps,
-        "idle_timeout_s": spec.idle_timeout_s,
-    }
-    merged = defaults.model_dump()
-    merged.update({k: v for k, v in changes.items() if v is not None})
-    merged["agent_env"] = {**defaults.agent_env, **spec.agent_env}
-    return ContinueRequest.model_validate(merged)
+    """The continuation of one variant's runs: its spec over the shared settings."""
+    return defaults.merge(variant.spec).request()
 
 
 def _preflight(request: CompareRequest, adapter: Any, traj: Any) -> None:

@@ -53,7 +53,8 @@ def _excerpt(text: str, at: int) -> str:
     return text[start : start + _EXCERPT]
 
 
-def compare(step: int, call: ToolCall, kind: ToolKind, fresh: Observation) -> Divergence:
+def divergence_of(step: int, call: ToolCall, kind: ToolKind, fresh: Observation) -> Divergence:
+    """How the fresh observation of a rerun call differs from its historical one."""
     base: dict[str, Any] = {"step": step, "call_id": call.id, "tool": call.tool, "kind": kind}
     historical = call.historical
     if historical is None:

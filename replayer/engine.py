@@ -15,7 +15,7 @@ import orjson
 import adapters
 from adapters.base import Adapter, Rebuild, Rerunner
 from replayer import __version__, bundles, cassette, continuation, multisession, versions, workspaces
-from replayer.divergence import compare, kept, model_text, workspace_hint
+from replayer.divergence import divergence_of, kept, model_text, workspace_hint
 from replayer.errors import (
     BadInput,
     ConfinementError,
@@ -306,7 +306,7 @@ def _rerun(
             divergences.append(kept(planned.step, planned.call, "unknown"))
         else:
             observations[planned.call.id] = fresh
-            divergences.append(compare(planned.step, planned.call, planned.kind, fresh))
+            divergences.append(divergence_of(planned.step, planned.call, planned.kind, fresh))
         last, seconds = divergences[-1], time.monotonic() - started
         logger.debug("step %d %s %s: %s (%.2f s)", last.step, last.tool, last.call_id, last.status, seconds)
         on_event(CallRerun(last.step, last.call_id, last.tool, last.status, seconds, done, total))

@@ -11,8 +11,16 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 SCHEMA_VERSION = 1
 
 
-class Frozen(BaseModel):
+class Strict(BaseModel):
+    """Unknown fields refused; fields assignable (a record filled in as things happen)."""
+
     model_config = ConfigDict(extra="forbid")
+
+
+class Frozen(Strict):
+    """Unknown fields refused; immutable once built (a changed copy: `model_copy(update=...)`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 GIT_WORKSPACE_PREFIX = "git+"
@@ -241,10 +249,20 @@ class SandboxLimits(Frozen):
         return cls(**fields)
 
 
-class ContinueRequest(Frozen):
-    """`run --continue`: let the pinned agent go on from the boundary through the bridge."""
+def _empty_is_unset(value: object) -> object:
+    return None if value == "" else value
 
-    upstream: str
+
+class ContinueSettings(Frozen):
+    """The continuation settings one layer gives, or all layers merged (None: this layer leaves it unset).
+
+    The layers, later over earlier (`merge`): the built-in defaults (`ContinueRequest`'s); the settings
+    files and `REPLAYER_*` (`replayer.settings.load` merges those: environment > project file > user file);
+    the flags or API arguments; then, for one compare variant, its spec. A batch manifest line's
+    `continuation` is the only layer of its jobs. `request()` turns the merged settings into what the
+    engine receives. docs/cli.md, "Settings" and "One vocabulary"."""
+
+    upstream: Annotated[str | None, BeforeValidator(_empty_is_unset)] = None
     """Base URL of the real model service (the bridge forwards there; the sandbox never sees it)."""
     upstream_key_env: str | None = None
     """Host environment variable holding the upstream credential; only the bridge reads it.
@@ -256,17 +274,52 @@ class ContinueRequest(Frozen):
     idle_timeout_s: float | None = None
     """No agent output and no bridge traffic for this long ends the run (default: the adapter's, 300 s;
     OpenCode 600 s)."""
-    grace_s: float = 10.0
-    """After SIGINT, how long the agent gets before its process group is killed."""
+    grace_s: float | None = None
+    """After SIGINT, how long the agent gets before its process group is killed (default 10 s)."""
     model: str | None = None
     """Default: the model recorded in the session."""
     agent_env: dict[str, str] = Field(default_factory=dict)
-    """Extra environment for the agent (e.g. its retry count); recorded in the result."""
+    """Extra environment for the agent (e.g. its retry count); recorded in the result. Merged key by key."""
     record_cassette: Path | None = None
     """Write every model exchange of the continuation and its outcome into this new cassette directory."""
     cassette: Path | None = None
     """Answer from this cassette instead of an upstream (no upstream, no key) and verify the outcome
     against the recording's (docs/cassettes.md)."""
+
+    def merge(self, later: ContinueSettings) -> ContinueSettings:
+        """These settings with `later`'s over them: each setting `later` sets wins, `agent_env` is merged
+        key by key, and `upstream` / `cassette` are one choice (where the answers come from): a layer that
+        sets either replaces both."""
+        base, over = _settings_of(self), _settings_of(later)
+        given = over.model_dump(exclude_none=True, exclude={"agent_env"})
+        merged = base.model_dump(exclude={"agent_env"})
+        if "upstream" in given or "cassette" in given:
+            merged["upstream"] = merged["cassette"] = None
+        return ContinueSettings.model_validate(
+            {**merged, **given, "agent_env": {**base.agent_env, **over.agent_env}}
+        )
+
+    def request(self) -> ContinueRequest:
+        """What the engine receives: these settings, every unset one at its default (no upstream: "")."""
+        given = _settings_of(self).model_dump(exclude_none=True)
+        return ContinueRequest.model_validate({"upstream": "", **given})
+
+
+def _settings_of(layer: ContinueSettings) -> ContinueSettings:
+    """The continuation settings alone of a model that has more (a variant's spec, a ContinueRequest)."""
+    if type(layer) is ContinueSettings:
+        return layer
+    return ContinueSettings.model_validate(
+        {name: getattr(layer, name) for name in ContinueSettings.model_fields}
+    )
+
+
+class ContinueRequest(ContinueSettings):
+    """`run --continue`: let the pinned agent go on from the boundary through the bridge."""
+
+    upstream: str
+    """Base URL of the real model service ("" when a cassette answers)."""
+    grace_s: float = 10.0
 
 
 class ReplayRequest(Frozen):
@@ -369,7 +422,7 @@ class Timings(Frozen):
     total_s: float = 0.0
 
 
-class GateMismatch(Frozen):
+class GateMismatch(Strict):  # not frozen: a gate words the `reason` after finding the difference
     """Where a request first differs from what the gate required."""
 
     path: str
@@ -378,7 +431,7 @@ class GateMismatch(Frozen):
     reason: str = "the first main-thread request does not carry the rebuilt prefix"
 
 
-class BridgeCounters(Frozen):
+class BridgeCounters(Strict):  # not frozen: the bridge counts as requests pass
     main_requests: int = 0
     side_requests: int = 0
     refused_requests: int = 0
@@ -486,23 +539,18 @@ class ReplayResult(Frozen):
 
 
 # compare ----------------------------------------------------------------------------------------
-class VariantSpec(Frozen):
+class VariantSpec(ContinueSettings):
     """What one compare variant changes from the shared continuation settings (None: keep them)."""
 
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, validate_by_name=True, validate_by_alias=True, serialize_by_alias=True
+    )
+    boundary_prompt: str | None = Field(default=None, alias="prompt")
+    """A boundary prompt (input condition boundary_user_prompt_appended); `prompt` in compare.json."""
     version: str | None = None
     """The agent's version (a bundle `replayer bundles add AGENT@VERSION` installed)."""
-    model: str | None = None
-    prompt: str | None = None
-    """A boundary prompt (input condition boundary_user_prompt_appended)."""
-    upstream: str | None = None
-    upstream_key_env: str | None = None
     patch: Path | None = None
-    cassette: Path | None = None
-    """Answer this variant's runs from a cassette (no upstream) and verify each against the recording."""
     """A unified diff applied to the workspace at the boundary (git apply, in the run's container)."""
-    max_steps: int | None = None
-    idle_timeout_s: float | None = None
-    agent_env: dict[str, str] = Field(default_factory=dict)
 
 
 class Variant(Frozen):

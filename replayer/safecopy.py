@@ -51,7 +51,7 @@ class CopyReport(BaseModel):
     def skip(self, path: str, kind: str) -> None:
         self.skipped_count += 1
         if len(self.skipped) < _MAX_SKIPS_LISTED:
-            self.skipped.append(Skipped(path=path, kind=kind))  # type: ignore[arg-type]
+            self.skipped.append(Skipped(path=path, kind=kind))
 
 
 def _kind(mode: int) -> str:

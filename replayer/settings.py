@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
 
 from replayer.errors import SettingsError
-from replayer.models import SandboxLimits
+from replayer.models import ContinueSettings, SandboxLimits
 
 PROJECT_FILE = "replayer.toml"
 
@@ -54,6 +54,10 @@ class Settings(BaseModel):
     """The clone cache of `--workspace git+URL@REV` (default: workspaces/ beside the bundle cache)."""
     verdicts: Path | None = None
     """Where `verify` stores verdicts and runs read them (default: verdicts/ beside the bundle cache)."""
+
+    def continuation(self) -> ContinueSettings:
+        """The continuation settings these set (the layer the flags of `run` and `compare` go over)."""
+        return ContinueSettings(upstream=self.upstream, upstream_key_env=self.upstream_key_env)
 
     def sandbox_limits(self, flag: str | None = None) -> SandboxLimits:
         """These limits with a `--limits` spec's keys over them (a bad flag value raises ValueError)."""

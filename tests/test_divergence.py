@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from replayer.divergence import compare, workspace_hint
+from replayer.divergence import divergence_of, workspace_hint
 from replayer.models import Divergence, Observation, ToolCall
 
 LISTING = "/w/a.py\n/w/sub/b.py\n/w/c.py"
@@ -15,17 +15,17 @@ def _call(tool: str, historical: str) -> ToolCall:
 
 def test_a_listing_in_another_walk_order_is_normalized_equal_for_glob_and_grep() -> None:
     for tool in ("glob", "grep", "Glob"):
-        d = compare(1, _call(tool, LISTING), "rerun", Observation(content=REORDERED))
+        d = divergence_of(1, _call(tool, LISTING), "rerun", Observation(content=REORDERED))
         assert d.status == "normalized_equal" and d.normalizers == ["walk_order"]
 
 
 def test_reordered_lines_of_any_other_tool_are_different() -> None:
-    d = compare(1, _call("bash", LISTING), "rerun", Observation(content=REORDERED))
+    d = divergence_of(1, _call("bash", LISTING), "rerun", Observation(content=REORDERED))
     assert d.status == "different" and d.first_difference == 3
 
 
 def test_a_listing_with_another_file_is_different_even_for_glob() -> None:
-    d = compare(1, _call("glob", LISTING), "rerun", Observation(content=LISTING + "\n/w/new.py"))
+    d = divergence_of(1, _call("glob", LISTING), "rerun", Observation(content=LISTING + "\n/w/new.py"))
     assert d.status == "different"
 
 
