@@ -13,6 +13,7 @@ from pathlib import Path
 import orjson
 
 from adapters.base import Adapter, Launch, Rebuild
+from adapters.sandbox_paths import BRIDGE_PORT
 from bridges.cassette import Player, Recorder
 from bridges.core import Bridge, BridgeConfig
 from replayer import cassette, oracle
@@ -34,7 +35,6 @@ from replayer.safecopy import copy_untrusted
 from sandboxes.docker import DockerSandbox
 
 BRIDGE_MOUNT = "/run/replayer-bridge"
-BRIDGE_PORT = 8765
 _POLL_S = 0.1
 logger = logging.getLogger(__name__)
 

@@ -9,6 +9,7 @@ from typing import Any
 from adapters.base import Launch, Rebuild
 from adapters.claude_code import chain, continuation, driven, session, tools, wire
 from adapters.claude_code.gate import ClaudeCodeGate
+from adapters.sandbox_paths import AGENT_HOME
 from bridges.anthropic import AnthropicDialect
 from replayer import bundles, versions
 from replayer.io import Workspace
@@ -62,7 +63,7 @@ class ClaudeCodeAdapter:
         pins = load_pins()
         version = pins.agents[self.name].version
         binds = {
-            tools.HOME: (agent_home, False),
+            AGENT_HOME: (agent_home, False),
             tools.agent_mount(version): (pins.bundle_dir(self.name), True),
             # the reruns follow the pinned version's recorded shell, whichever version continues
             tools.DATA_MOUNT: (tools.data_dir(pinned_version(self.name)), True),

@@ -11,14 +11,13 @@ from adapters.base import Launch, Rebuild
 from adapters.codex import continuation, driven, patch, rollout, tools
 from adapters.codex.exec import ExecCommand
 from adapters.codex.gate import CodexGate
+from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL
 from bridges.responses import ResponsesDialect
 from replayer import bundles, versions
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.pins import load_pins, pinned_version
 from sandboxes.base import Sandbox
-
-BRIDGE_URL = continuation.BRIDGE_URL
 
 
 def config_toml(model: str | None, provider: str | None = None, base_url: str = BRIDGE_URL) -> str:
@@ -114,7 +113,7 @@ class CodexAdapter:
         # version's); the running version's bundle holds the CLI that continues.
         pinned = pinned_version(self.name)
         binds = {
-            tools.HOME: (agent_home, False),
+            AGENT_HOME: (agent_home, False),
             tools.agent_mount(): (load_pins().bundle_dir(self.name), True),
             tools.agent_mount(pinned): (bundles.bundle_dir(self.name, pinned), True),
         }
@@ -134,7 +133,7 @@ class CodexAdapter:
 
             assert isinstance(sandbox, DockerSandbox)
             work = workspace.root.parent / "codex-driven"
-            home = Workspace(workspace.root.parent / "home", tools.HOME)
+            home = Workspace(workspace.root.parent / "home", AGENT_HOME)
             return driven.DrivenRerunner(
                 trajectory, sandbox, work, home, budgets, self.default_model(trajectory)
             )

@@ -13,6 +13,7 @@ from adapters.base import Launch, Rebuild, copy_continued, stdout_events
 from adapters.mini_swe_agent import bundle, config
 from adapters.mini_swe_agent import trajectory as native_format
 from adapters.mini_swe_agent.rerun import MiniRerunner, companion_argv
+from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY, local_url
 from bridges.chat import ChatDialect, ChatPrefixGate
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
@@ -21,8 +22,6 @@ from sandboxes.base import Sandbox
 TRAJECTORY = "trajectory.traj.json"
 CONTINUED = "continued.traj.json"
 SPEC = ".replayer/continue.json"
-PLACEHOLDER_KEY = "sk-replayer-bridge-placeholder"
-"""What the sandboxed agent is given as its key: the bridge injects the real one on the host."""
 _STATUS: dict[str, AgentStatus] = {"Submitted": "completed", "LimitsExceeded": "max_steps"}
 
 
@@ -56,7 +55,7 @@ class MiniSweAgentAdapter:
     def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
         work = _work_dir(agent_home.parent)
         work.mkdir(exist_ok=True)
-        return {bundle.HOME: (agent_home, False), **bundle.binds(work)}
+        return {AGENT_HOME: (agent_home, False), **bundle.binds(work)}
 
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
@@ -86,8 +85,8 @@ class MiniSweAgentAdapter:
         if config.rerun_refusal(native) is None:
             spec = {
                 "version": bundle.version(),
-                "config": config.companion_config(native, output_path=f"{bundle.HOME}/{CONTINUED}"),
-                "trajectory": f"{bundle.HOME}/{TRAJECTORY}",
+                "config": config.companion_config(native, output_path=f"{AGENT_HOME}/{CONTINUED}"),
+                "trajectory": f"{AGENT_HOME}/{TRAJECTORY}",
             }
             write_bytes_atomic(home / SPEC, orjson.dumps(spec, option=orjson.OPT_INDENT_2))
         wire = native_format.to_wire if native.format == "mini-swe-agent-1.1" else native_format.to_wire_1x
@@ -146,8 +145,8 @@ class MiniSweAgentAdapter:
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.model
-        argv = companion_argv("continue", f"{bundle.HOME}/{SPEC}")
-        argv += ["--model", launch.model, "--api-base", f"http://127.0.0.1:{launch.port}/v1"]
+        argv = companion_argv("continue", f"{AGENT_HOME}/{SPEC}")
+        argv += ["--model", launch.model, "--api-base", local_url(launch.port)]
         argv += ["--key", PLACEHOLDER_KEY]
         if launch.max_steps is not None:
             argv += ["--max-steps", str(launch.max_steps)]

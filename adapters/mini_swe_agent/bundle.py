@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from adapters import sandbox_paths
+from adapters.sandbox_paths import AGENT_HOME
 from replayer.errors import SandboxError
 from replayer.pins import load_pins
 
 NAME = "mini_swe_agent"
-HOME = "/home/replay"
 COMPANION_MOUNT = "/opt/replayer/mini-companion"
 COMPANION_DIR = Path(__file__).resolve().parent / "companion"
 WORK_MOUNT = "/run/replayer-mini"
@@ -20,7 +21,7 @@ def version() -> str:
 
 
 def agent_mount() -> str:
-    return f"/opt/replayer/agents/{NAME}-{version()}"
+    return sandbox_paths.agent_mount(NAME, version())
 
 
 def python() -> str:
@@ -58,7 +59,7 @@ def base_env() -> dict[str, str]:
     """The process environment mini-swe-agent runs with in the sandbox (commands inherit it)."""
     return {
         "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        "HOME": HOME,
+        "HOME": AGENT_HOME,
         "MSWEA_CONFIGURED": "true",
         "MSWEA_COST_TRACKING": "ignore_errors",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",

@@ -14,6 +14,7 @@ from adapters.opencode import home as agent_home
 from adapters.opencode.gate import opencode_gate
 from adapters.opencode.rerun import WORK_MOUNT, OpenCodeRerunner, provider_model
 from adapters.opencode.wire import to_wire
+from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, local_url
 from bridges.chat import ChatDialect, SystemPerRequestGate
 from replayer.errors import ReplayError
 from replayer.io import Workspace, write_bytes_atomic
@@ -21,7 +22,6 @@ from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKin
 from sandboxes.base import Sandbox
 
 EXPORT = "export.json"
-BRIDGE_URL = "http://127.0.0.1:8765/v1"
 _STEP_MARGIN_S = 60.0
 
 
@@ -103,7 +103,7 @@ class OpenCodeAdapter:
     def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
         work = _work_dir(agent_home.parent)
         work.mkdir(exist_ok=True)
-        return {bundle.HOME: (agent_home, False), WORK_MOUNT: (work, False), **bundle.binds()}
+        return {AGENT_HOME: (agent_home, False), WORK_MOUNT: (work, False), **bundle.binds()}
 
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
@@ -172,7 +172,7 @@ class OpenCodeAdapter:
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.model and launch.prompt is not None and trajectory.session_id
         provider, model = _split_model(launch.model)
-        config = bundle.config(provider, model, f"http://127.0.0.1:{launch.port}/v1")
+        config = bundle.config(provider, model, local_url(launch.port))
         argv = [*bundle.run_argv(trajectory.session_id), "--model", launch.model]
         env = {
             **bundle.base_env(),

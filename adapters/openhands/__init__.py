@@ -12,6 +12,7 @@ from adapters.base import Launch, Rebuild, stdout_events
 from adapters.openhands import bundle, conversation, rebuild
 from adapters.openhands.rerun import OpenHandsRerunner, companion_argv
 from adapters.openhands.wire import to_messages
+from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY, local_url
 from bridges.chat import ChatDialect, ChatPrefixGate
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
@@ -20,7 +21,6 @@ from sandboxes.base import Sandbox
 TOOLS = {"terminal", "file_editor", "task_tracker", "think"}
 """The default CLI-mode tools the companion can rebuild (finish ends the run, so no boundary follows it)."""
 SPEC = ".replayer/continue.json"
-PLACEHOLDER_KEY = "sk-replayer-bridge-placeholder"
 _STATUS: dict[str, AgentStatus] = {"finished": "completed", "max_iterations": "max_steps"}
 """The companion's exit status (the SDK's execution status; max_iterations: its iteration budget ended it)."""
 
@@ -58,7 +58,7 @@ class OpenHandsAdapter:
     def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
         work = _work_dir(agent_home.parent)
         work.mkdir(exist_ok=True)
-        return {bundle.HOME: (agent_home, False), **bundle.binds(work)}
+        return {AGENT_HOME: (agent_home, False), **bundle.binds(work)}
 
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
@@ -74,8 +74,8 @@ class OpenHandsAdapter:
         files = rebuild.write(trajectory, after_step, events, home)
         conv = rebuild.conversation_dir(home, native)
         spec = {
-            "persistence_dir": f"{bundle.HOME}/{conv.relative_to(home)}",
-            "persistence_parent": f"{bundle.HOME}/{rebuild.CONVERSATIONS}",
+            "persistence_dir": f"{AGENT_HOME}/{conv.relative_to(home)}",
+            "persistence_parent": f"{AGENT_HOME}/{rebuild.CONVERSATIONS}",
             "conversation_id": str(native.base_state["id"]),
             "cwd": trajectory.cwd,
         }
@@ -117,8 +117,8 @@ class OpenHandsAdapter:
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.model
-        argv = companion_argv("continue", f"{bundle.HOME}/{SPEC}", "--model", launch.model)
-        argv += ["--base-url", f"http://127.0.0.1:{launch.port}/v1", "--key", PLACEHOLDER_KEY]
+        argv = companion_argv("continue", f"{AGENT_HOME}/{SPEC}", "--model", launch.model)
+        argv += ["--base-url", local_url(launch.port), "--key", PLACEHOLDER_KEY]
         if launch.max_steps is not None:
             argv += ["--max-steps", str(launch.max_steps)]
         if launch.keep_prompt and launch.prompt is not None:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from adapters import sandbox_paths
 from adapters.mini_swe_agent.bundle import python_home
+from adapters.sandbox_paths import AGENT_HOME
 from replayer.pins import load_pins
 
 NAME = "openhands"
 NAME_V0 = "openhands_v0"
-HOME = "/home/replay"
-"""The agent home: the run's home folder in its state directory (conversations/ lives there)."""
 WORK_MOUNT = "/run/replayer-openhands"
 """Read-write: the companion's socket, the persistence directories."""
 COMPANION_MOUNT = "/opt/replayer/openhands-companion"
@@ -31,7 +31,7 @@ def agent_mount(name: str = NAME) -> str:
     starts) carry the absolute interpreter path of the place the venv was made in."""
     if name == NAME_V0:
         return str(load_pins().bundle_dir(NAME_V0))
-    return f"/opt/replayer/agents/{name}-{version(name)}"
+    return sandbox_paths.agent_mount(name, version(name))
 
 
 def python(name: str = NAME) -> str:
@@ -56,7 +56,7 @@ def base_env() -> dict[str, str]:
     HOME lies in the run's state directory, so nothing OpenHands writes there reaches the host."""
     return {
         "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        "HOME": HOME,
+        "HOME": AGENT_HOME,
         "TERM": "dumb",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "OPENHANDS_SUPPRESS_BANNER": "1",

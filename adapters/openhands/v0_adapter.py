@@ -13,6 +13,7 @@ import orjson
 from adapters.base import Launch, Rebuild, copy_continued, stdout_events
 from adapters.openhands import bundle, v0
 from adapters.openhands.v0_rerun import OpenHandsV0Rerunner
+from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY, local_url
 from bridges.chat import ChatDialect, ChatPrefixGate
 from replayer.errors import PlanRefused
 from replayer.io import Workspace, write_bytes_atomic
@@ -24,7 +25,6 @@ REPLAY = ".replayer/replay.json"
 OBSERVATIONS = ".replayer/observations.json"
 SPEC = ".replayer/continue.json"
 CONTINUED = ".replayer/continued.json"
-PLACEHOLDER_KEY = "sk-replayer-bridge-placeholder"
 DEFAULT_MAX_STEPS = 100
 RERUN_TOOLS = {"execute_bash", "str_replace_editor"}
 """What the V0 runtime reruns (CodeActAgent's bash and editor; jupyter and browsing are off in the pinned config)."""
@@ -60,7 +60,7 @@ class OpenHandsV0Adapter:
     def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
         work = agent_home.parent / "openhands"
         work.mkdir(exist_ok=True)
-        return {bundle.HOME: (agent_home, False), **bundle.binds_v0(work)}
+        return {AGENT_HOME: (agent_home, False), **bundle.binds_v0(work)}
 
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
@@ -92,9 +92,9 @@ class OpenHandsV0Adapter:
         rebuilt = {c: events[i] for c, i in native.observation_of.items() if i < len(events)}
         write_bytes_atomic(home / OBSERVATIONS, orjson.dumps(rebuilt))
         spec = {
-            "replay": f"{bundle.HOME}/{REPLAY}",
-            "observations": f"{bundle.HOME}/{OBSERVATIONS}",
-            "save": f"{bundle.HOME}/{CONTINUED}",
+            "replay": f"{AGENT_HOME}/{REPLAY}",
+            "observations": f"{AGENT_HOME}/{OBSERVATIONS}",
+            "save": f"{AGENT_HOME}/{CONTINUED}",
         }
         write_bytes_atomic(home / SPEC, orjson.dumps(spec, option=orjson.OPT_INDENT_2))
         return Rebuild(native_files=[path], expected_prefix=v0.to_messages(events), agent_home=home)
@@ -140,13 +140,13 @@ class OpenHandsV0Adapter:
             "continue",
             f"{bundle.COMPANION_MOUNT}/v0_config.toml",
             trajectory.cwd,
-            f"{bundle.HOME}/{SPEC}",
+            f"{AGENT_HOME}/{SPEC}",
             str(launch.max_steps or DEFAULT_MAX_STEPS),
         ]
         env = {
             **bundle.v0_env(),
             "LLM_MODEL": launch.model,
-            "LLM_BASE_URL": f"http://127.0.0.1:{launch.port}/v1",
+            "LLM_BASE_URL": local_url(launch.port),
             "LLM_API_KEY": PLACEHOLDER_KEY,
         }
         return argv, env

@@ -13,6 +13,7 @@ from adapters.base import Launch, Rebuild, copy_continued, stdout_events
 from adapters.pi import bundle, session
 from adapters.pi.rerun import PiRerunner
 from adapters.pi.wire import js_json, to_wire
+from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, local_url
 from bridges.chat import ChatDialect, SystemPerRequestGate
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
@@ -20,7 +21,6 @@ from sandboxes.base import Sandbox
 
 TOOLS = frozenset({"read", "bash", "edit", "write"})
 """Pi's default tools, rerun by the pinned package's own implementations; no other tool is replayed."""
-BRIDGE_URL = "http://127.0.0.1:8765/v1"
 CONTINUE_SPEC = ".replayer/continue.json"
 CONTINUED = "session.jsonl"
 _STEP_MARGIN_S = 60.0
@@ -103,7 +103,7 @@ class PiAdapter:
     def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
         work = _work_dir(agent_home.parent)
         work.mkdir(exist_ok=True)
-        return {bundle.HOME: (agent_home, False), **bundle.sandbox_binds(work)}
+        return {AGENT_HOME: (agent_home, False), **bundle.sandbox_binds(work)}
 
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
@@ -131,7 +131,7 @@ class PiAdapter:
         write_bytes_atomic(path, b"".join(js_json(r).encode() + b"\n" for r in [header, *entries]))
         provider, model = _model(native)
         bundle.write_config(home, provider, model, BRIDGE_URL)
-        container_path = f"{bundle.HOME}/{path.relative_to(home)}"
+        container_path = f"{AGENT_HOME}/{path.relative_to(home)}"
         spec = {"cwd": trajectory.cwd, "agent_dir": bundle.AGENT_DIR, "session_file": container_path}
         write_bytes_atomic(home / CONTINUE_SPEC, orjson.dumps(spec, option=orjson.OPT_INDENT_2))
         prefix = [_fresh(m, observations) for m in _context_prefix(native, keep)]
@@ -173,10 +173,10 @@ class PiAdapter:
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.model
-        argv = bundle.companion_argv("continue", f"{bundle.HOME}/{CONTINUE_SPEC}", "--model", launch.model)
+        argv = bundle.companion_argv("continue", f"{AGENT_HOME}/{CONTINUE_SPEC}", "--model", launch.model)
         if launch.keep_prompt and launch.prompt is not None:
             argv += ["--prompt", launch.prompt]
-        env = {**bundle.base_env(), "REPLAYER_PI_BASE_URL": f"http://127.0.0.1:{launch.port}/v1"}
+        env = {**bundle.base_env(), "REPLAYER_PI_BASE_URL": local_url(launch.port)}
         return argv, env
 
     def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
