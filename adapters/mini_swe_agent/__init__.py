@@ -9,12 +9,12 @@ from typing import Any
 
 import orjson
 
-from adapters.base import Launch, Rebuild, copy_continued, stdout_events
+from adapters.base import Adapter, Ended, Launch, Rebuild, continued_file, copy_continued, last_event
 from adapters.mini_swe_agent import bundle, config
 from adapters.mini_swe_agent import trajectory as native_format
 from adapters.mini_swe_agent.rerun import MiniRerunner, companion_argv
 from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY, local_url
-from bridges.chat import ChatDialect, ChatPrefixGate
+from bridges.chat import ChatPrefixGate
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from sandboxes.base import Sandbox
@@ -30,26 +30,21 @@ def _work_dir(state: Path) -> Path:
     return state / "mini"
 
 
-class MiniSweAgentAdapter:
+class MiniSweAgentAdapter(Adapter[native_format.Native]):
     name = bundle.NAME
-    key_env = "OPENAI_API_KEY"
-    needs_nonce = False
-    takes_task = False
-    idle_timeout_s = 300.0
-    reruns_own_code = True
-    drives_other_versions = False
-    oldest_own_version: str | None = "2.0.0"  # the companion drives the 2.x API (execute_actions, exceptions)
+    oldest_own_version = "2.0.0"  # the companion drives the 2.x API (execute_actions, exceptions)
     degradable_tools = True
 
-    def detect(self, head: list[Any]) -> bool:
+    @classmethod
+    def detect(cls, head: list[Any]) -> bool:
         return native_format.looks_like_mini(head)
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         traj = native_format.parse(path)
-        return traj.model_copy(update={"runs_as": config.runs_as(traj._native)})
+        return traj.model_copy(update={"runs_as": config.runs_as(self.native(traj))})
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
-        reason = config.rerun_refusal(trajectory._native)
+        reason = config.rerun_refusal(self.native(trajectory))
         return ("unknown", reason) if reason else ("rerun", None)
 
     def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
@@ -65,7 +60,7 @@ class MiniSweAgentAdapter:
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
     ) -> Rebuild:
-        native: native_format.Native = trajectory._native
+        native = self.native(trajectory)
         messages = copy.deepcopy(native_format.prefix_messages(native, after_step))
         for call_id, fresh in observations.items():
             at = native.observation_index.get(call_id)
@@ -112,36 +107,31 @@ class MiniSweAgentAdapter:
         return doc
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
-        path = result_dir / "continued" / TRAJECTORY
-        if not path.is_file():
+        path = continued_file(result_dir, TRAJECTORY)
+        if path is None:
             return None
         messages = json.loads(path.read_text()).get("messages", [])
         return native_format.to_wire([m for m in messages if m.get("role") != "exit"])
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         """The bash tool in tool-call mode; none for the text-based models (actions in the text)."""
-        import adapters
-
         document = json.loads((native / "home" / TRAJECTORY).read_text())
         if not isinstance(document, dict) or document.get("trajectory_format") != "mini-swe-agent-1.1":
             return []  # 1.x and bare lists: actions in the text
         if document.get("info", {}).get("config", {}).get("model_type") != config.TOOLCALL:
             return []
-        return list(adapters.recorded_tools(self.name, bundle.version()))
+        return super().chat_tools(native)
 
     # continuation -------------------------------------------------------------------------
-    def dialect(self) -> ChatDialect:
-        return ChatDialect()
-
     def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> ChatPrefixGate:
         appended = [{"role": "user", "content": prompt}] if keep_prompt else []
         return ChatPrefixGate(rebuild.expected_prefix + appended)
 
     def default_model(self, trajectory: Trajectory) -> str | None:
-        return config.model_name(trajectory._native)
+        return config.model_name(self.native(trajectory))
 
     def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
-        return config.continuation_refusal(trajectory._native, model)
+        return config.continuation_refusal(self.native(trajectory), model)
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.model
@@ -154,21 +144,9 @@ class MiniSweAgentAdapter:
             argv += ["--prompt", launch.prompt]
         return argv, bundle.base_env()
 
-    def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
-        return {}
-
     def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
-        exit_event = next((e for e in reversed(stdout_events(stdout)) if e.get("type") == "exit"), None)
+        exit_event = last_event(stdout, "exit")
         return _STATUS.get(str(exit_event.get("exit_status")), "agent_error") if exit_event else "agent_error"
 
-    def finish_continuation(
-        self,
-        trajectory: Trajectory,
-        rebuild: Rebuild,
-        home: Path,
-        dest: Path,
-        prompt: str | None,
-        keep_prompt: bool,
-        sandbox: Sandbox,
-    ) -> dict[str, str]:
-        return copy_continued(home / CONTINUED, dest, TRAJECTORY, "continued_trajectory")
+    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+        return copy_continued(ended.home / CONTINUED, ended.dest, TRAJECTORY, "continued_trajectory")

@@ -8,14 +8,14 @@ from typing import Any
 
 import orjson
 
-from adapters.base import Launch, Rebuild, stdout_events
+from adapters.base import Adapter, Ended, Launch, Rebuild, continued_file, stdout_events
 from adapters.opencode import bundle, session, tools
 from adapters.opencode import home as agent_home
 from adapters.opencode.gate import opencode_gate
 from adapters.opencode.rerun import WORK_MOUNT, OpenCodeRerunner, provider_model
 from adapters.opencode.wire import to_wire
 from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, local_url
-from bridges.chat import ChatDialect, SystemPerRequestGate
+from bridges.chat import SystemPerRequestGate
 from replayer.errors import ReplayError
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
@@ -80,18 +80,15 @@ def importable(native: session.Native, messages: list[dict[str, Any]], cwd: str 
     return {"info": info, "messages": messages}
 
 
-class OpenCodeAdapter:
+class OpenCodeAdapter(Adapter[session.Native]):
     name = bundle.NAME
-    key_env = "OPENAI_API_KEY"
     needs_nonce = True
     takes_task = True
     idle_timeout_s = 600.0
-    reruns_own_code = True
-    drives_other_versions = False
-    oldest_own_version: str | None = None
     degradable_tools = True
 
-    def detect(self, head: list[Any]) -> bool:
+    @classmethod
+    def detect(cls, head: list[Any]) -> bool:
         return session.looks_like_opencode(head)
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
@@ -118,7 +115,7 @@ class OpenCodeAdapter:
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
     ) -> Rebuild:
-        native: session.Native = trajectory._native
+        native = self.native(trajectory)
         messages = copy.deepcopy(native.messages[: _cut(native, after_step)])
         for message in messages:
             for part in message["parts"]:
@@ -140,26 +137,18 @@ class OpenCodeAdapter:
         )
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
-        path = result_dir / "continued" / EXPORT
-        if not path.is_file():
+        path = continued_file(result_dir, EXPORT)
+        if path is None:
             return None
         return to_wire(orjson.loads(path.read_bytes())["messages"])
 
-    def chat_tools(self, native: Path) -> list[dict[str, Any]]:
-        import adapters
-
-        return list(adapters.recorded_tools(self.name, bundle.version()))
-
     # continuation -----------------------------------------------------------------------------
-    def dialect(self) -> ChatDialect:
-        return ChatDialect()
-
     def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> SystemPerRequestGate:
         assert prompt is not None
         return opencode_gate(rebuild.expected_prefix, bundle.sent_prompt(prompt), keep_prompt=keep_prompt)
 
     def default_model(self, trajectory: Trajectory) -> str | None:
-        provider, model = provider_model(trajectory._native)
+        provider, model = provider_model(self.native(trajectory))
         return f"{provider}/{model}"
 
     def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
@@ -196,26 +185,18 @@ class OpenCodeAdapter:
         last = _last_finish(continued / EXPORT) or (finishes[-1] if finishes else None)
         return "completed" if last == "stop" else "agent_error"
 
-    def finish_continuation(
-        self,
-        trajectory: Trajectory,
-        rebuild: Rebuild,
-        home: Path,
-        dest: Path,
-        prompt: str | None,
-        keep_prompt: bool,
-        sandbox: Sandbox,
-    ) -> dict[str, str]:
-        """The continued session as the CLI exports it *inside the sandbox*: `home` is the sandbox's."""
-        assert trajectory.session_id
-        sent = bundle.sent_prompt(prompt or "")
+    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+        """The continued session as the CLI exports it *inside the sandbox*: the home is the sandbox's."""
+        session_id = ended.trajectory.session_id
+        assert session_id
+        sent = bundle.sent_prompt(ended.launch.prompt or "")
         try:
-            document = orjson.loads(agent_home.container_cli(sandbox, "export", trajectory.session_id))
+            document = orjson.loads(agent_home.container_cli(ended.sandbox, "export", session_id))
             messages = document["messages"]
             prefix_ids = {
-                m["info"]["id"] for m in orjson.loads(rebuild.native_files[0].read_bytes())["messages"]
+                m["info"]["id"] for m in orjson.loads(ended.rebuild.native_files[0].read_bytes())["messages"]
             }
-            if not keep_prompt:
+            if not ended.launch.keep_prompt:
                 document["messages"] = [
                     m
                     for m in messages
@@ -224,7 +205,7 @@ class OpenCodeAdapter:
         # a CLI that died may leave no session; the sandbox's output is data, whatever its shape
         except (ReplayError, orjson.JSONDecodeError, LookupError, TypeError, AttributeError) as exc:
             return {"continued_session_error": f"{type(exc).__name__}: {exc}"[:200]}
-        write_bytes_atomic(dest / EXPORT, orjson.dumps(document, option=orjson.OPT_INDENT_2))
+        write_bytes_atomic(ended.dest / EXPORT, orjson.dumps(document, option=orjson.OPT_INDENT_2))
         return {"continued_session": f"continued/{EXPORT}"}
 
 

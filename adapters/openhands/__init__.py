@@ -3,17 +3,19 @@ of the conversation directory, continuation of the pinned SDK through the chat b
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from adapters.base import Launch, Rebuild, stdout_events
+from adapters.base import Adapter, Ended, Launch, Rebuild, last_event
+from adapters.head import ConversationDir
 from adapters.openhands import bundle, conversation, rebuild
 from adapters.openhands.rerun import OpenHandsRerunner, companion_argv
 from adapters.openhands.wire import to_messages
 from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY, local_url
-from bridges.chat import ChatDialect, ChatPrefixGate
+from bridges.chat import ChatPrefixGate
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from sandboxes.base import Sandbox
@@ -29,20 +31,11 @@ def _work_dir(state: Path) -> Path:
     return state / "openhands"
 
 
-class OpenHandsAdapter:
+class OpenHandsAdapter(Adapter[conversation.Native]):
     name = bundle.NAME
-    key_env = "OPENAI_API_KEY"
-    needs_nonce = False
-    takes_task = False
-    idle_timeout_s = 300.0
-    reruns_own_code = True
-    drives_other_versions = False
-    oldest_own_version: str | None = None
-    degradable_tools = False
 
-    def detect(self, head: list[Any]) -> bool:
-        from adapters import ConversationDir
-
+    @classmethod
+    def detect(cls, head: list[Any]) -> bool:
         return bool(head) and isinstance(head[0], ConversationDir)
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
@@ -68,7 +61,7 @@ class OpenHandsAdapter:
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
     ) -> Rebuild:
-        native: conversation.Native = trajectory._native
+        native = self.native(trajectory)
         home = dest / "home"
         events = rebuild.prefix_events(trajectory, after_step, observations)
         files = rebuild.write(trajectory, after_step, events, home)
@@ -93,21 +86,13 @@ class OpenHandsAdapter:
             return None
         return to_messages(conversation.read_events(path, _NoDigest()))
 
-    def chat_tools(self, native: Path) -> list[dict[str, Any]]:
-        import adapters
-
-        return list(adapters.recorded_tools(self.name, bundle.version()))
-
     # continuation -----------------------------------------------------------------------------
-    def dialect(self) -> ChatDialect:
-        return ChatDialect()
-
     def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> ChatPrefixGate:
         appended = [{"role": "user", "content": [{"type": "text", "text": prompt}]}] if keep_prompt else []
         return ChatPrefixGate(rebuild.expected_prefix + appended)
 
     def default_model(self, trajectory: Trajectory) -> str | None:
-        model = ((trajectory._native.base_state.get("agent") or {}).get("llm") or {}).get("model")
+        model = ((self.native(trajectory).base_state.get("agent") or {}).get("llm") or {}).get("model")
         return str(model) if model else None
 
     def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
@@ -129,27 +114,18 @@ class OpenHandsAdapter:
         return {"max_iterations": launch.max_steps}
 
     def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
-        end = next((e for e in reversed(stdout_events(stdout)) if e.get("type") == "exit"), None)
+        end = last_event(stdout, "exit")
         if end is None:
             return "agent_error"
         return _STATUS.get(str(end.get("status")), "agent_error")
 
-    def finish_continuation(
-        self,
-        trajectory: Trajectory,
-        rebuild: Rebuild,
-        home: Path,
-        dest: Path,
-        prompt: str | None,
-        keep_prompt: bool,
-        sandbox: Sandbox,
-    ) -> dict[str, str]:
-        import shutil
-
-        continued = home / rebuild.continuation["conversation"]
+    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+        continued = ended.home / ended.rebuild.continuation["conversation"]
         if not (continued / conversation.BASE_STATE).is_file():
             return {}
-        shutil.copytree(continued, dest / "conversation", ignore=shutil.ignore_patterns(".eventlog.lock"))
+        shutil.copytree(
+            continued, ended.dest / "conversation", ignore=shutil.ignore_patterns(".eventlog.lock")
+        )
         return {"continued_conversation": "continued/conversation"}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from adapters import sandbox_paths
-from adapters.mini_swe_agent.bundle import python_home
+from adapters.python_bundle import venv_binds
 from adapters.sandbox_paths import AGENT_HOME
 from replayer.pins import load_pins
 
@@ -40,14 +40,9 @@ def python(name: str = NAME) -> str:
 
 
 def binds(work: Path, name: str = NAME) -> dict[str, tuple[Path, bool]]:
-    bundle = load_pins().bundle_dir(name)
-    base = python_home(bundle)
-    return {
-        agent_mount(name): (bundle, True),
-        str(base): (base, True),
-        COMPANION_MOUNT: (COMPANION_DIR, True),
-        WORK_MOUNT: (work, False),
-    }
+    return venv_binds(
+        load_pins().bundle_dir(name), agent_mount(name), (COMPANION_MOUNT, COMPANION_DIR), (WORK_MOUNT, work)
+    )
 
 
 def base_env() -> dict[str, str]:
@@ -76,13 +71,7 @@ V0_DEBS = {"usr/bin/tmux": "/usr/bin/tmux"} | {
 def binds_v0(work: Path) -> dict[str, tuple[Path, bool]]:
     """The V0 environment, its base interpreter, tmux, and the read-write work folder."""
     bundle = load_pins().bundle_dir(NAME_V0)
-    base = python_home(bundle)
-    out = {
-        agent_mount(NAME_V0): (bundle, True),
-        str(base): (base, True),
-        COMPANION_MOUNT: (COMPANION_DIR, True),
-        WORK_MOUNT: (work, False),
-    }
+    out = binds(work, NAME_V0)
     for rel, target in V0_DEBS.items():
         out[target] = ((bundle / "debs" / rel).resolve(), True)
     return out

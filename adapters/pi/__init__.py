@@ -9,12 +9,12 @@ from typing import Any
 
 import orjson
 
-from adapters.base import Launch, Rebuild, copy_continued, stdout_events
+from adapters.base import Adapter, Ended, Launch, Rebuild, continued_file, copy_continued, stdout_events
 from adapters.pi import bundle, session
 from adapters.pi.rerun import PiRerunner
 from adapters.pi.wire import js_json, to_wire
 from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, local_url
-from bridges.chat import ChatDialect, SystemPerRequestGate
+from bridges.chat import SystemPerRequestGate
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from sandboxes.base import Sandbox
@@ -68,24 +68,17 @@ def _fresh(message: dict[str, Any], observations: dict[str, Observation]) -> dic
     return fresh.structured if fresh is not None and isinstance(fresh.structured, dict) else message
 
 
-class PiAdapter:
+class PiAdapter(Adapter[session.Native]):
     name = bundle.NAME
-    key_env = "OPENAI_API_KEY"
-    needs_nonce = False
-    takes_task = False
-    idle_timeout_s = 300.0
-    reruns_own_code = True
-    drives_other_versions = False
-    oldest_own_version: str | None = None
-    degradable_tools = False
 
-    def detect(self, head: list[Any]) -> bool:
+    @classmethod
+    def detect(cls, head: list[Any]) -> bool:
         return session.looks_like_pi(head)
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         traj = session.parse(path)
         if traj.session_id is None:  # an rpc log has no header: a stable id from its content
-            native: session.Native = traj._native
+            native = self.native(traj)
             sid = str(uuid.UUID(traj.source_sha256[:32]))
             native.header = {**native.header, "id": sid}
             traj = traj.model_copy(update={"session_id": sid})
@@ -109,7 +102,7 @@ class PiAdapter:
         self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
     ) -> PiRerunner:
         state = workspace.root.parent
-        provider, model = _model(trajectory._native)
+        provider, model = _model(self.native(trajectory))
         bundle.write_config(state / "home", provider, model, "http://127.0.0.1:9/v1", compaction=False)
         timeout = budgets.max_command_timeout_s + _STEP_MARGIN_S
         return PiRerunner(trajectory, sandbox, _work_dir(state), timeout)
@@ -117,7 +110,7 @@ class PiAdapter:
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
     ) -> Rebuild:
-        native: session.Native = trajectory._native
+        native = self.native(trajectory)
         header = {**native.header, "version": 3}
         keep = _boundary_entries(native, trajectory, after_step)
         entries = [
@@ -143,26 +136,18 @@ class PiAdapter:
         )
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
-        path = result_dir / "continued" / CONTINUED
-        if not path.is_file():
+        path = continued_file(result_dir, CONTINUED)
+        if path is None:
             return None
-        return to_wire(session.parse(path)._native.messages, bundle.version())
-
-    def chat_tools(self, native: Path) -> list[dict[str, Any]]:
-        import adapters
-
-        return list(adapters.recorded_tools(self.name, bundle.version()))
+        return to_wire(self.native(session.parse(path)).messages, self.version())
 
     # continuation -----------------------------------------------------------------------------
-    def dialect(self) -> ChatDialect:
-        return ChatDialect()
-
     def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> SystemPerRequestGate:
         appended = {"role": "user", "content": [{"type": "text", "text": prompt}]} if keep_prompt else None
         return SystemPerRequestGate(rebuild.expected_prefix, appended, strip_appended=False)
 
     def default_model(self, trajectory: Trajectory) -> str | None:
-        provider, model = _model(trajectory._native)
+        provider, model = _model(self.native(trajectory))
         return f"{provider}/{model}"
 
     def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
@@ -179,9 +164,6 @@ class PiAdapter:
         env = {**bundle.base_env(), "REPLAYER_PI_BASE_URL": local_url(launch.port)}
         return argv, env
 
-    def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
-        return {}
-
     def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
         ends = [e for e in stdout_events(stdout) if e.get("type") == "agent_end"]
         if not ends:
@@ -189,16 +171,6 @@ class PiAdapter:
         assistants = [m for m in ends[-1].get("messages", []) if m.get("role") == "assistant"]
         return "completed" if assistants and assistants[-1].get("stopReason") == "stop" else "agent_error"
 
-    def finish_continuation(
-        self,
-        trajectory: Trajectory,
-        rebuild: Rebuild,
-        home: Path,
-        dest: Path,
-        prompt: str | None,
-        keep_prompt: bool,
-        sandbox: Sandbox,
-    ) -> dict[str, str]:
-        return copy_continued(
-            home / rebuild.continuation["session_file"], dest, CONTINUED, "continued_session"
-        )
+    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+        continued = ended.home / ended.rebuild.continuation["session_file"]
+        return copy_continued(continued, ended.dest, CONTINUED, "continued_session")
