@@ -11,6 +11,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 import orjson
 from pydantic import BaseModel, ConfigDict
 
+from adapters.sandbox_paths import CONTINUE_SPEC
 from bridges.chat import ChatDialect
 from bridges.core import Dialect, Gate
 from replayer.errors import BadInput
@@ -40,6 +41,11 @@ def copy_continued(continued: Path, dest: Path, name: str, key: str) -> dict[str
         return {}
     write_bytes_atomic(dest / name, continued.read_bytes())
     return {key: f"continued/{name}"}
+
+
+def write_continue_spec(home: Path, spec: dict[str, Any]) -> None:
+    """The companion's continuation spec, written into the rebuilt home (read at `CONTINUE_SPEC_PATH`)."""
+    write_bytes_atomic(home / CONTINUE_SPEC, orjson.dumps(spec, option=orjson.OPT_INDENT_2))
 
 
 class Rebuild(BaseModel):

@@ -13,6 +13,8 @@ REPLAY_MODEL_PORT = 8763
 """The replay model a driven rerun (Claude Code, Codex) talks to."""
 OPENCODE_REPLAY_PORT = 8764
 """The replay model OpenCode's reruns talk to."""
+CONTINUE_SPEC = ".replayer/continue.json"
+"""A companion's continuation spec, in the rebuilt agent home (the rebuild writes it, `continue` reads it)."""
 PLACEHOLDER_KEY = "sk-replayer-bridge-placeholder"
 """What the sandboxed agent is given as its key: the bridge injects the real one on the host."""
 REPLAY_MODEL_KEY = "sk-replayer-replay-model"
@@ -30,3 +32,4 @@ def local_url(port: int, path: str = "/v1") -> str:
 
 
 BRIDGE_URL = local_url(BRIDGE_PORT)
+CONTINUE_SPEC_PATH = f"{AGENT_HOME}/{CONTINUE_SPEC}"

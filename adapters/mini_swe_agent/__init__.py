@@ -7,13 +7,20 @@ import json
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from adapters.base import Adapter, Ended, Launch, Rebuild, continued_file, copy_continued, last_event
+from adapters.base import (
+    Adapter,
+    Ended,
+    Launch,
+    Rebuild,
+    continued_file,
+    copy_continued,
+    last_event,
+    write_continue_spec,
+)
 from adapters.mini_swe_agent import bundle, config
 from adapters.mini_swe_agent import trajectory as native_format
 from adapters.mini_swe_agent.rerun import MiniRerunner, companion_argv
-from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY, local_url
+from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from bridges.chat import ChatPrefixGate
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
@@ -21,7 +28,6 @@ from sandboxes.base import Sandbox
 
 TRAJECTORY = "trajectory.traj.json"
 CONTINUED = "continued.traj.json"
-SPEC = ".replayer/continue.json"
 _STATUS: dict[str, AgentStatus] = {"Submitted": "completed", "LimitsExceeded": "max_steps"}
 
 
@@ -83,7 +89,7 @@ class MiniSweAgentAdapter(Adapter[native_format.Native]):
                 "config": config.companion_config(native, output_path=f"{AGENT_HOME}/{CONTINUED}"),
                 "trajectory": f"{AGENT_HOME}/{TRAJECTORY}",
             }
-            write_bytes_atomic(home / SPEC, orjson.dumps(spec, option=orjson.OPT_INDENT_2))
+            write_continue_spec(home, spec)
         wire = native_format.to_wire if native.format == "mini-swe-agent-1.1" else native_format.to_wire_1x
         return Rebuild(
             native_files=[path],
@@ -135,7 +141,7 @@ class MiniSweAgentAdapter(Adapter[native_format.Native]):
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.model
-        argv = companion_argv("continue", f"{AGENT_HOME}/{SPEC}")
+        argv = companion_argv("continue", CONTINUE_SPEC_PATH)
         argv += ["--model", launch.model, "--api-base", local_url(launch.port)]
         argv += ["--key", PLACEHOLDER_KEY]
         if launch.max_steps is not None:

@@ -7,22 +7,19 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from adapters.base import Adapter, Ended, Launch, Rebuild, last_event
+from adapters.base import Adapter, Ended, Launch, Rebuild, last_event, write_continue_spec
 from adapters.head import ConversationDir
 from adapters.openhands import bundle, conversation, rebuild
 from adapters.openhands.rerun import OpenHandsRerunner, companion_argv
 from adapters.openhands.wire import to_messages
-from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY, local_url
+from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from bridges.chat import ChatPrefixGate
-from replayer.io import Workspace, write_bytes_atomic
+from replayer.io import Workspace
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from sandboxes.base import Sandbox
 
 TOOLS = {"terminal", "file_editor", "task_tracker", "think"}
 """The default CLI-mode tools the companion can rebuild (finish ends the run, so no boundary follows it)."""
-SPEC = ".replayer/continue.json"
 _STATUS: dict[str, AgentStatus] = {"finished": "completed", "max_iterations": "max_steps"}
 """The companion's exit status (the SDK's execution status; max_iterations: its iteration budget ended it)."""
 
@@ -72,7 +69,7 @@ class OpenHandsAdapter(Adapter[conversation.Native]):
             "conversation_id": str(native.base_state["id"]),
             "cwd": trajectory.cwd,
         }
-        write_bytes_atomic(home / SPEC, orjson.dumps(spec, option=orjson.OPT_INDENT_2))
+        write_continue_spec(home, spec)
         return Rebuild(
             native_files=files,
             expected_prefix=to_messages(events),
@@ -102,7 +99,7 @@ class OpenHandsAdapter(Adapter[conversation.Native]):
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.model
-        argv = companion_argv("continue", f"{AGENT_HOME}/{SPEC}", "--model", launch.model)
+        argv = companion_argv("continue", CONTINUE_SPEC_PATH, "--model", launch.model)
         argv += ["--base-url", local_url(launch.port), "--key", PLACEHOLDER_KEY]
         if launch.max_steps is not None:
             argv += ["--max-steps", str(launch.max_steps)]

@@ -19,10 +19,11 @@ from adapters.base import (
     copy_continued,
     last_event,
     recorded_tools,
+    write_continue_spec,
 )
 from adapters.openhands import bundle, v0
 from adapters.openhands.v0_rerun import OpenHandsV0Rerunner
-from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY, local_url
+from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from bridges.chat import ChatPrefixGate
 from replayer.errors import PlanRefused
 from replayer.io import Workspace, write_bytes_atomic
@@ -32,7 +33,6 @@ from sandboxes.base import Sandbox
 TRAJECTORY = "trajectory.json"
 REPLAY = ".replayer/replay.json"
 OBSERVATIONS = ".replayer/observations.json"
-SPEC = ".replayer/continue.json"
 CONTINUED = ".replayer/continued.json"
 DEFAULT_MAX_STEPS = 100
 RERUN_TOOLS = {"execute_bash", "str_replace_editor"}
@@ -98,7 +98,7 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0]):
             "observations": f"{AGENT_HOME}/{OBSERVATIONS}",
             "save": f"{AGENT_HOME}/{CONTINUED}",
         }
-        write_bytes_atomic(home / SPEC, orjson.dumps(spec, option=orjson.OPT_INDENT_2))
+        write_continue_spec(home, spec)
         return Rebuild(native_files=[path], expected_prefix=v0.to_messages(events), agent_home=home)
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
@@ -137,7 +137,7 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0]):
             "continue",
             f"{bundle.COMPANION_MOUNT}/v0_config.toml",
             trajectory.cwd,
-            f"{AGENT_HOME}/{SPEC}",
+            CONTINUE_SPEC_PATH,
             str(launch.max_steps or DEFAULT_MAX_STEPS),
         ]
         env = {

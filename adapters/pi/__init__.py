@@ -7,13 +7,20 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from adapters.base import Adapter, Ended, Launch, Rebuild, continued_file, copy_continued, stdout_events
+from adapters.base import (
+    Adapter,
+    Ended,
+    Launch,
+    Rebuild,
+    continued_file,
+    copy_continued,
+    stdout_events,
+    write_continue_spec,
+)
 from adapters.pi import bundle, session
 from adapters.pi.rerun import PiRerunner
 from adapters.pi.wire import js_json, to_wire
-from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, local_url
+from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, CONTINUE_SPEC_PATH, local_url
 from bridges.chat import SystemPerRequestGate
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
@@ -21,7 +28,6 @@ from sandboxes.base import Sandbox
 
 TOOLS = frozenset({"read", "bash", "edit", "write"})
 """Pi's default tools, rerun by the pinned package's own implementations; no other tool is replayed."""
-CONTINUE_SPEC = ".replayer/continue.json"
 CONTINUED = "session.jsonl"
 _STEP_MARGIN_S = 60.0
 
@@ -126,7 +132,7 @@ class PiAdapter(Adapter[session.Native]):
         bundle.write_config(home, provider, model, BRIDGE_URL)
         container_path = f"{AGENT_HOME}/{path.relative_to(home)}"
         spec = {"cwd": trajectory.cwd, "agent_dir": bundle.AGENT_DIR, "session_file": container_path}
-        write_bytes_atomic(home / CONTINUE_SPEC, orjson.dumps(spec, option=orjson.OPT_INDENT_2))
+        write_continue_spec(home, spec)
         prefix = [_fresh(m, observations) for m in _context_prefix(native, keep)]
         return Rebuild(
             native_files=[path],
@@ -158,7 +164,7 @@ class PiAdapter(Adapter[session.Native]):
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.model
-        argv = bundle.companion_argv("continue", f"{AGENT_HOME}/{CONTINUE_SPEC}", "--model", launch.model)
+        argv = bundle.companion_argv("continue", CONTINUE_SPEC_PATH, "--model", launch.model)
         if launch.keep_prompt and launch.prompt is not None:
             argv += ["--prompt", launch.prompt]
         env = {**bundle.base_env(), "REPLAYER_PI_BASE_URL": local_url(launch.port)}
