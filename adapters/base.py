@@ -115,6 +115,12 @@ def recorded_tools(agent: str, version: str) -> list[Any]:
     return tools if isinstance(tools, list) else []
 
 
+def provider_model_refusal(agent: str, model: str | None) -> str | None:
+    """Why `model` is not named `provider/model` (as OpenCode and Pi name models), or None."""
+    provider, _, name = (model or "").partition("/")
+    return None if provider and name else f"{agent} models are named provider/model, not {model!r}"
+
+
 def last_event(stdout: bytes, kind: str) -> dict[str, Any] | None:
     """The last JSON line of type `kind` an agent printed (a companion's `exit` event, say)."""
     return next((e for e in reversed(stdout_events(stdout)) if e.get("type") == kind), None)

@@ -8,7 +8,15 @@ from typing import Any
 
 import orjson
 
-from adapters.base import Adapter, Ended, Launch, Rebuild, continued_file, stdout_events
+from adapters.base import (
+    Adapter,
+    Ended,
+    Launch,
+    Rebuild,
+    continued_file,
+    provider_model_refusal,
+    stdout_events,
+)
 from adapters.opencode import bundle, session, tools
 from adapters.opencode import home as agent_home
 from adapters.opencode.gate import opencode_gate
@@ -154,9 +162,7 @@ class OpenCodeAdapter(Adapter[session.Native]):
     def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
         if not trajectory.session_id:
             return "the session has no id to resume"
-        if not model or not all(_split_model(model)):
-            return f"OpenCode models are named provider/model, not {model!r}"
-        return None
+        return provider_model_refusal("OpenCode", model)
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.model and launch.prompt is not None and trajectory.session_id

@@ -14,6 +14,7 @@ from adapters.base import (
     Rebuild,
     continued_file,
     copy_continued,
+    provider_model_refusal,
     stdout_events,
     write_continue_spec,
 )
@@ -157,10 +158,7 @@ class PiAdapter(Adapter[session.Native]):
         return f"{provider}/{model}"
 
     def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
-        provider, _, name = (model or "").partition("/")
-        if not provider or not name:
-            return f"Pi models are named provider/model, not {model!r}"
-        return None
+        return provider_model_refusal("Pi", model)
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.model
