@@ -21,33 +21,6 @@ from replayer.pins import load_pins
 from sandboxes.base import Sandbox
 
 
-def stdout_events(stdout: bytes) -> list[dict[str, Any]]:
-    """The JSON objects an agent printed one per line (other lines, such as warnings, are skipped)."""
-    events = []
-    for line in stdout.splitlines():
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
-def copy_continued(continued: Path, dest: Path, name: str, key: str) -> dict[str, str]:
-    """The continued native file copied as it is to `dest/name` (the result's `continued/`), listed in the
-    result's files under `key`; nothing when the agent left no file."""
-    if not continued.is_file():
-        return {}
-    write_bytes_atomic(dest / name, continued.read_bytes())
-    return {key: f"continued/{name}"}
-
-
-def write_continue_spec(home: Path, spec: dict[str, Any]) -> None:
-    """The companion's continuation spec, written into the rebuilt home (read at `CONTINUE_SPEC_PATH`)."""
-    write_bytes_atomic(home / CONTINUE_SPEC, orjson.dumps(spec, option=orjson.OPT_INDENT_2))
-
-
 class Rebuild(BaseModel):
     """What an adapter's rebuild wrote and what the bridge must require."""
 
@@ -103,33 +76,6 @@ class Rerunner(Protocol):
 
 NativeT = TypeVar("NativeT")
 """The adapter's own parsed form of a native file, kept on the trajectory for the rebuild."""
-
-
-def recorded_tools(agent: str, version: str) -> list[Any]:
-    """The tool definitions the pinned CLI sent on the wire (captured by tests/capture_tools.py)."""
-    path = Path(__file__).resolve().parent / agent / "data" / version / "tools.json"
-    try:
-        tools = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise BadInput(f"no recorded tool definitions for {agent} {version} ({path})") from None
-    return tools if isinstance(tools, list) else []
-
-
-def provider_model_refusal(agent: str, model: str | None) -> str | None:
-    """Why `model` is not named `provider/model` (as OpenCode and Pi name models), or None."""
-    provider, _, name = (model or "").partition("/")
-    return None if provider and name else f"{agent} models are named provider/model, not {model!r}"
-
-
-def last_event(stdout: bytes, kind: str) -> dict[str, Any] | None:
-    """The last JSON line of type `kind` an agent printed (a companion's `exit` event, say)."""
-    return next((e for e in reversed(stdout_events(stdout)) if e.get("type") == kind), None)
-
-
-def continued_file(result_dir: Path, name: str) -> Path | None:
-    """A result's continued native file `continued/<name>`, or None when the job did not continue."""
-    path = result_dir / "continued" / name
-    return path if path.is_file() else None
 
 
 class Pinned(ABC):
@@ -261,3 +207,58 @@ class Adapter(Reader[NativeT], Rerunning, SessionWriter, Launcher):
     """One agent: read its native format, rerun its tools, write its session, continue it. Subclasses set
     `name` and implement the abstract methods; the attributes' defaults fit an agent whose own code reruns
     its tools and resumes without a nonce through the chat dialect."""
+
+
+# helpers the adapters share ---------------------------------------------------------------------
+def stdout_events(stdout: bytes) -> list[dict[str, Any]]:
+    """The JSON objects an agent printed one per line (other lines, such as warnings, are skipped)."""
+    events = []
+    for line in stdout.splitlines():
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def copy_continued(continued: Path, dest: Path, name: str, key: str) -> dict[str, str]:
+    """The continued native file copied as it is to `dest/name` (the result's `continued/`), listed in the
+    result's files under `key`; nothing when the agent left no file."""
+    if not continued.is_file():
+        return {}
+    write_bytes_atomic(dest / name, continued.read_bytes())
+    return {key: f"continued/{name}"}
+
+
+def write_continue_spec(home: Path, spec: dict[str, Any]) -> None:
+    """The companion's continuation spec, written into the rebuilt home (read at `CONTINUE_SPEC_PATH`)."""
+    write_bytes_atomic(home / CONTINUE_SPEC, orjson.dumps(spec, option=orjson.OPT_INDENT_2))
+
+
+def recorded_tools(agent: str, version: str) -> list[Any]:
+    """The tool definitions the pinned CLI sent on the wire (captured by tests/capture_tools.py)."""
+    path = Path(__file__).resolve().parent / agent / "data" / version / "tools.json"
+    try:
+        tools = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise BadInput(f"no recorded tool definitions for {agent} {version} ({path})") from None
+    return tools if isinstance(tools, list) else []
+
+
+def provider_model_refusal(agent: str, model: str | None) -> str | None:
+    """Why `model` is not named `provider/model` (as OpenCode and Pi name models), or None."""
+    provider, _, name = (model or "").partition("/")
+    return None if provider and name else f"{agent} models are named provider/model, not {model!r}"
+
+
+def last_event(stdout: bytes, kind: str) -> dict[str, Any] | None:
+    """The last JSON line of type `kind` an agent printed (a companion's `exit` event, say)."""
+    return next((e for e in reversed(stdout_events(stdout)) if e.get("type") == kind), None)
+
+
+def continued_file(result_dir: Path, name: str) -> Path | None:
+    """A result's continued native file `continued/<name>`, or None when the job did not continue."""
+    path = result_dir / "continued" / name
+    return path if path.is_file() else None
