@@ -6,29 +6,16 @@ import importlib
 from pathlib import Path
 
 from adapters.base import Adapter, recorded_tools
-from adapters.head import (
-    SQLITE_MAGIC,
-    SSE_FIELDS,
-    ConversationDir,
-    SqliteFile,
-    SseData,
-    loads_document,
-    read_head,
-)
+from adapters.head import SqliteFile, read_head
 from replayer.errors import BadInput
 
 __all__ = [
-    "SQLITE_MAGIC",
-    "SSE_FIELDS",
     "Adapter",
-    "adapter_class",
-    "ConversationDir",
     "SqliteFile",
-    "SseData",
+    "adapter_class",
     "all_adapters",
     "by_name",
     "detect",
-    "loads_document",
     "read_head",
     "recorded_tools",
 ]
