@@ -1,158 +1,61 @@
-"""Agent adapters, one module (or package) each; `detect` picks the one a file belongs to."""
+"""Agent adapters, one package each, registered in `REGISTRY`; `detect` picks the one a file belongs to."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from itertools import islice
+import importlib
 from pathlib import Path
-from typing import Any
 
-import orjson
-
-from adapters.base import Adapter
+from adapters.base import Adapter, recorded_tools
+from adapters.head import SqliteFile, read_head
 from replayer.errors import BadInput
-from replayer.io import open_input
 
-_HEAD_LINES = 64
-_WHOLE_JSON_BYTES = 512 * 1024 * 1024
-SQLITE_MAGIC = b"SQLite format 3\x00"
-"""The first 16 bytes of every SQLite database file."""
+__all__ = [
+    "Adapter",
+    "SqliteFile",
+    "adapter_class",
+    "all_adapters",
+    "by_name",
+    "detect",
+    "read_head",
+    "recorded_tools",
+]
 
-
-@dataclass(frozen=True)
-class SqliteFile:
-    """`read_head`'s only record for an SQLite database: a detector that wants it opens it itself (read-only)."""
-
-    path: Path
-
-
-@dataclass(frozen=True)
-class ConversationDir:
-    """`read_head`'s only record for a directory holding an OpenHands V1 conversation (base_state.json)."""
-
-    path: Path
-
-
-@dataclass(frozen=True)
-class SseData:
-    """`read_head`'s only record for a dump of a server-sent-events stream (lines `data: <json>`, blank lines,
-    `event:`/`id:`/`retry:` fields and `:` comments): the JSON values of its first `data:` lines."""
-
-    values: list[Any]
+REGISTRY: dict[str, str] = {
+    "claude_code": "adapters.claude_code:ClaudeCodeAdapter",
+    "codex": "adapters.codex:CodexAdapter",
+    "mini_swe_agent": "adapters.mini_swe_agent:MiniSweAgentAdapter",
+    "opencode": "adapters.opencode:OpenCodeAdapter",
+    "pi": "adapters.pi:PiAdapter",
+    "openhands": "adapters.openhands:OpenHandsAdapter",
+    "openhands_v0": "adapters.openhands.v0_adapter:OpenHandsV0Adapter",
+}
+"""Every agent by name -> its adapter class (imported when first asked for), in detection order: the
+first whose `detect` claims a file's head parses it. Adding an agent is its package and one line here."""
 
 
-SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:", b":")
-"""How every non-blank line of a server-sent-events stream begins."""
-
-
-_detected: tuple[bytes, Any] | None = None
-"""The whole-file JSON document `read_head` read last, with its bytes: the parse that follows detection
-takes it (`loads_document`) instead of parsing the same bytes a second time."""
-
-
-def loads_document(data: bytes) -> Any:
-    """`orjson.loads(data)` of a file's bytes, or the value detection read from equal bytes (taken once)."""
-    global _detected
-    detected, _detected = _detected, None
-    if detected is not None and detected[0] == data:
-        return detected[1]
-    return orjson.loads(data)
+def adapter_class(name: str) -> type[Adapter]:
+    module, _, attr = REGISTRY[name].partition(":")
+    cls: type[Adapter] = getattr(importlib.import_module(module), attr)
+    assert cls.name == name, f"{REGISTRY[name]} is named {cls.name!r}, registered as {name!r}"
+    return cls
 
 
 def all_adapters() -> list[Adapter]:
-    from adapters.claude_code import ClaudeCodeAdapter
-    from adapters.codex import CodexAdapter
-    from adapters.mini_swe_agent import MiniSweAgentAdapter
-    from adapters.opencode import OpenCodeAdapter
-    from adapters.openhands import OpenHandsAdapter
-    from adapters.openhands.v0_adapter import OpenHandsV0Adapter
-    from adapters.pi import PiAdapter
-
-    return [
-        ClaudeCodeAdapter(),
-        CodexAdapter(),
-        MiniSweAgentAdapter(),
-        OpenCodeAdapter(),
-        PiAdapter(),
-        OpenHandsAdapter(),
-        OpenHandsV0Adapter(),
-    ]
-
-
-def read_head(path: Path) -> list[Any]:
-    """The first parsed records of a JSONL file, [the top-level value] of a (pretty-printed) JSON file,
-    or [SqliteFile(path)] for an SQLite database, [ConversationDir(path)] for a directory with base_state.json,
-    [SseData(...)] for a server-sent-events dump."""
-    global _detected
-    _detected = None
-    if path.is_dir():
-        return [ConversationDir(path)] if (path / "base_state.json").is_file() else []
-    try:
-        with open_input(path) as fh:
-            if fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC:
-                return [SqliteFile(path)]
-            fh.seek(0)
-            lines = list(islice(fh, _HEAD_LINES))
-            if lines and lines[0].strip() in (b"{", b"["):
-                fh.seek(0)
-                whole = fh.read(_WHOLE_JSON_BYTES)
-                try:
-                    _detected = (whole, orjson.loads(whole))
-                except orjson.JSONDecodeError:
-                    return []
-                return [_detected[1]]
-            one_line = len(lines) == 1 and not fh.read(1)
-    except IsADirectoryError:
-        return []
-    except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
-    head: list[Any] = []
-    for line in lines:
-        try:
-            head.append(orjson.loads(line))
-        except orjson.JSONDecodeError:
-            continue
-    if one_line and head:  # a document written on one line
-        _detected = (lines[0], head[0])
-    sse = all(not line.strip() or line.startswith(SSE_FIELDS) for line in lines)
-    if not head and sse and any(line.startswith(b"data:") for line in lines):
-        return [SseData(_sse_values(lines))]
-    return head
-
-
-def _sse_values(lines: list[bytes]) -> list[Any]:
-    values = []
-    for line in lines:
-        if line.startswith(b"data:"):
-            try:
-                values.append(orjson.loads(line[5:]))
-            except orjson.JSONDecodeError:
-                continue
-    return values
+    return [adapter_class(name)() for name in REGISTRY]
 
 
 def detect(path: Path) -> Adapter:
     if not path.exists() and not path.is_symlink():
         raise BadInput(f"{path} does not exist")
     head = read_head(path)
-    for adapter in all_adapters():
-        if adapter.detect(head):
-            return adapter
+    for name in REGISTRY:
+        cls = adapter_class(name)
+        if cls.detect(head):
+            return cls()
     raise BadInput(f"{path} is not a trajectory of a known agent (unknown format)")
 
 
 def by_name(name: str) -> Adapter:
-    for adapter in all_adapters():
-        if adapter.name == name:
-            return adapter
+    if name in REGISTRY:
+        return adapter_class(name)()
     raise BadInput(f"no adapter named {name!r}")
-
-
-def recorded_tools(agent: str, version: str) -> list[Any]:
-    """The tool definitions the pinned CLI sent on the wire (captured by tests/capture_tools.py)."""
-    path = Path(__file__).resolve().parent / agent / "data" / version / "tools.json"
-    try:
-        tools = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise BadInput(f"no recorded tool definitions for {agent} {version} ({path})") from None
-    return tools if isinstance(tools, list) else []

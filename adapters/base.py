@@ -1,39 +1,24 @@
-"""The Adapter protocol every agent module implements, and the per-run tool rerunner it hands out."""
+"""The Adapter base every agent subclasses (a reader, a rerunner factory, a session writer, a launcher, with
+defaults for what agents share), the per-run tool rerunner it hands out, and helpers they share."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import orjson
 from pydantic import BaseModel, ConfigDict
 
+from adapters.sandbox_paths import CONTINUE_SPEC
+from bridges.chat import ChatDialect
 from bridges.core import Dialect, Gate
+from replayer.errors import BadInput
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.pins import load_pins
 from sandboxes.base import Sandbox
-
-
-def stdout_events(stdout: bytes) -> list[dict[str, Any]]:
-    """The JSON objects an agent printed one per line (other lines, such as warnings, are skipped)."""
-    events = []
-    for line in stdout.splitlines():
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(event, dict):
-            events.append(event)
-    return events
-
-
-def copy_continued(continued: Path, dest: Path, name: str, key: str) -> dict[str, str]:
-    """The continued native file copied as it is to `dest/name` (the result's `continued/`), listed in the
-    result's files under `key`; nothing when the agent left no file."""
-    if not continued.is_file():
-        return {}
-    write_bytes_atomic(dest / name, continued.read_bytes())
-    return {key: f"continued/{name}"}
 
 
 class Rebuild(BaseModel):
@@ -64,6 +49,21 @@ class Launch(BaseModel):
     max_steps: int | None
 
 
+@dataclass(frozen=True)
+class Ended:
+    """A continuation whose agent has exited: what `finish_continuation` copies out, and where to."""
+
+    trajectory: Trajectory
+    rebuild: Rebuild
+    launch: Launch
+    home: Path
+    """The agent home after the run: a host copy of the sandbox's that follows no link."""
+    dest: Path
+    """The result's `continued/` folder."""
+    sandbox: Sandbox
+    """Still running (OpenCode exports its session inside it)."""
+
+
 class Rerunner(Protocol):
     """Reruns the calls of one trajectory, in order, with the agent's own tool semantics and state."""
 
@@ -74,105 +74,191 @@ class Rerunner(Protocol):
         ...
 
 
-class Adapter(Protocol):
-    """One agent: parse its native format, rerun its tools, rebuild its session, continue it."""
+NativeT = TypeVar("NativeT")
+"""The adapter's own parsed form of a native file, kept on the trajectory for the rebuild."""
+
+
+class Pinned(ABC):
+    """An agent known by its name in the pin file."""
 
     name: str
     """Key of this agent in the pin file and in results."""
-    key_env: str
-    """The host variable the upstream key is read from by default."""
-    needs_nonce: bool
-    """The agent resumes only with a new user prompt (a nonce, stripped by the gate)."""
-    takes_task: bool
+
+    def version(self) -> str:
+        """The pinned version of this agent (the one that runs)."""
+        return load_pins().agents[self.name].version
+
+
+class Reader(Pinned, Generic[NativeT]):
+    """Detect an agent's native format and parse it into the typed trajectory."""
+
+    takes_task: bool = False
     """The native format may lack the first prompt, which `task` then supplies (OpenCode's event log)."""
-    idle_timeout_s: float
-    """Default continuation idle timeout (no output and no bridge traffic)."""
-    reruns_own_code: bool
+
+    @classmethod
+    @abstractmethod
+    def detect(cls, head: list[Any]) -> bool:
+        """Whether the first parsed records of a file (`adapters.head.read_head`) belong to this format."""
+
+    @abstractmethod
+    def parse(self, path: Path, task: str | None = None) -> Trajectory:
+        """`task` is given only to an adapter that `takes_task`."""
+
+    def native(self, trajectory: Trajectory) -> NativeT:
+        """What `parse` kept of the native file beside the trajectory."""
+        return cast(NativeT, trajectory._native)
+
+
+class Rerunning(ABC):
+    """How each historical call is replayed, and the per-run rerunner that replays them."""
+
+    reruns_own_code: bool = True
     """The tools are rerun by the agent's own code at the version that runs (False: by the replayer's
     reimplementation of the pinned version's tools)."""
-    drives_other_versions: bool
+    drives_other_versions: bool = False
     """Reruns at a version other than the pinned one drive that version's own CLI (the replay model)."""
-    oldest_own_version: str | None
+    oldest_own_version: str | None = None
     """The oldest version whose own code the adapter drives (None: any); a file of an older version runs
     the pinned one, and the result says so."""
-    degradable_tools: bool
+    degradable_tools: bool = False
     """--allow-degraded may keep the historical result of a call that cannot be rerun (False: a session
     calling any such tool is refused, its tool semantics are the contract)."""
 
-    def detect(self, head: list[Any]) -> bool:
-        """Whether the first parsed records of a file belong to this agent's format."""
-        ...
-
-    def parse(self, path: Path, task: str | None = None) -> Trajectory:
-        """`task` is given only to an adapter that `takes_task`."""
-        ...
-
+    @abstractmethod
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         """How a call is replayed; for "unknown", why it cannot be rerun."""
-        ...
 
+    @abstractmethod
     def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
         """Extra mounts the reruns need (container path -> host path, read-only), besides the workspace."""
-        ...
 
+    @abstractmethod
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
     ) -> Rerunner: ...
 
+
+class SessionWriter(Pinned):
+    """Write the native session prefix at a boundary, and read the continued one back."""
+
+    @abstractmethod
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
     ) -> Rebuild:
         """Write the native session prefix ending after step `after_step`, with `observations` in place.
 
         `dest/home` is the agent home; reruns may already have written side files there."""
-        ...
 
+    @abstractmethod
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
         """The continued conversation (the boundary's prefix and what followed) in this agent's wire form,
         from the cleaned continued native session; None when the job did not continue."""
-        ...
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         """The tool definitions the pinned CLI offers with this rebuilt session, in chat form (recorded data)."""
-        ...
+        return list(recorded_tools(self.name, self.version()))
 
-    # continuation -------------------------------------------------------------------------
+
+class Launcher(ABC):
+    """Continue the pinned agent from the rebuilt session through the bridge."""
+
+    key_env: str = "OPENAI_API_KEY"
+    """The host variable the upstream key is read from by default."""
+    needs_nonce: bool = False
+    """The agent resumes only with a new user prompt (a nonce, stripped by the gate)."""
+    idle_timeout_s: float = 300.0
+    """Default continuation idle timeout (no output and no bridge traffic)."""
+
     def dialect(self) -> Dialect:
         """The model protocol the agent speaks (the bridge's key header and error shape)."""
-        ...
+        return ChatDialect()
 
+    @abstractmethod
     def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> Gate:
         """The pure prefix gate for a continuation resumed with `prompt`."""
-        ...
 
+    @abstractmethod
     def default_model(self, trajectory: Trajectory) -> str | None: ...
 
     def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
         """Why this trajectory cannot be continued (checked before any container starts), or None."""
-        ...
+        return None
 
+    @abstractmethod
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         """argv and environment of the pinned agent inside the sandbox."""
-        ...
 
     def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
         """Facts about how the continuation runs, recorded in the result (e.g. who enforces the step budget)."""
-        ...
+        return {}
 
+    @abstractmethod
     def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
         """The outcome the agent's own output reports, once it exited with code 0 (`continued`: the folder
         of what `finish_continuation` wrote)."""
-        ...
 
-    def finish_continuation(
-        self,
-        trajectory: Trajectory,
-        rebuild: Rebuild,
-        home: Path,
-        dest: Path,
-        prompt: str | None,
-        keep_prompt: bool,
-        sandbox: Sandbox,
-    ) -> dict[str, str]:
-        """Copy the continued native session out of `home` into `dest`, cleaned of the envelope."""
-        ...
+    @abstractmethod
+    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+        """Copy the continued native session out of `ended.home` into `ended.dest`, cleaned of the envelope;
+        the result's files it wrote (key -> path in the result)."""
+
+
+class Adapter(Reader[NativeT], Rerunning, SessionWriter, Launcher):
+    """One agent: read its native format, rerun its tools, write its session, continue it. Subclasses set
+    `name` and implement the abstract methods; the attributes' defaults fit an agent whose own code reruns
+    its tools and resumes without a nonce through the chat dialect."""
+
+
+# helpers the adapters share ---------------------------------------------------------------------
+def stdout_events(stdout: bytes) -> list[dict[str, Any]]:
+    """The JSON objects an agent printed one per line (other lines, such as warnings, are skipped)."""
+    events = []
+    for line in stdout.splitlines():
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def copy_continued(continued: Path, dest: Path, name: str, key: str) -> dict[str, str]:
+    """The continued native file copied as it is to `dest/name` (the result's `continued/`), listed in the
+    result's files under `key`; nothing when the agent left no file."""
+    if not continued.is_file():
+        return {}
+    write_bytes_atomic(dest / name, continued.read_bytes())
+    return {key: f"continued/{name}"}
+
+
+def write_continue_spec(home: Path, spec: dict[str, Any]) -> None:
+    """The companion's continuation spec, written into the rebuilt home (read at `CONTINUE_SPEC_PATH`)."""
+    write_bytes_atomic(home / CONTINUE_SPEC, orjson.dumps(spec, option=orjson.OPT_INDENT_2))
+
+
+def recorded_tools(agent: str, version: str) -> list[Any]:
+    """The tool definitions the pinned CLI sent on the wire (captured by tests/capture_tools.py)."""
+    path = Path(__file__).resolve().parent / agent / "data" / version / "tools.json"
+    try:
+        tools = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        raise BadInput(f"no recorded tool definitions for {agent} {version} ({path})") from None
+    return tools if isinstance(tools, list) else []
+
+
+def provider_model_refusal(agent: str, model: str | None) -> str | None:
+    """Why `model` is not named `provider/model` (as OpenCode and Pi name models), or None."""
+    provider, _, name = (model or "").partition("/")
+    return None if provider and name else f"{agent} models are named provider/model, not {model!r}"
+
+
+def last_event(stdout: bytes, kind: str) -> dict[str, Any] | None:
+    """The last JSON line of type `kind` an agent printed (a companion's `exit` event, say)."""
+    return next((e for e in reversed(stdout_events(stdout)) if e.get("type") == kind), None)
+
+
+def continued_file(result_dir: Path, name: str) -> Path | None:
+    """A result's continued native file `continued/<name>`, or None when the job did not continue."""
+    path = result_dir / "continued" / name
+    return path if path.is_file() else None

@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from adapters.sandbox_paths import REPLAY_MODEL_PORT
 from bridges.scripted import Script, ScriptedUpstream, Turn
 from replayer.errors import SandboxError
 from replayer.io import remove_alias, short_alias
 from sandboxes.docker import DockerSandbox, ExecHandle
 
-PORT = 8763
-"""The replay model inside the sandbox (the bridge is 8765)."""
+PORT = REPLAY_MODEL_PORT
 SOCKET = "replay-model.sock"
 REQUEST_TIMEOUT_S = 120.0
 STEP_MARGIN_S = 60.0

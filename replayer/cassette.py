@@ -11,7 +11,6 @@ missing or changed one before anything starts (docs/cassettes.md).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from pathlib import Path
@@ -23,7 +22,7 @@ from pydantic import BaseModel, Field, ValidationError
 from bridges.cassette import Answer, Exchange, Kind
 from replayer import __version__
 from replayer.errors import BadInput, CassetteError, excerpt
-from replayer.io import OutputDir, read_input, write_bytes_atomic
+from replayer.io import OutputDir, read_input, sha256_hex, write_bytes_atomic
 from replayer.models import Frozen, Trajectory
 from replayer.redact import redact, redact_text
 
@@ -88,7 +87,7 @@ class Cassette(BaseModel):
 
 
 def prefix_sha256(expected_prefix: list[dict[str, Any]]) -> str:
-    return hashlib.sha256(orjson.dumps(expected_prefix, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return sha256_hex(orjson.dumps(expected_prefix, option=orjson.OPT_SORT_KEYS))
 
 
 def origin_of(
@@ -132,7 +131,7 @@ def write(dest: Path, origin: Origin, exchanges: list[Exchange], outcome: dict[s
             if len(data) > MAX_FILE_BYTES:
                 raise CassetteError(f"{rel} would be {len(data)} bytes, over the {MAX_FILE_BYTES}-byte limit")
             write_bytes_atomic(out.tmp / rel, data)
-            files.append(CassetteFile(path=rel, role=role, size=len(data), sha256=_sha(data)))
+            files.append(CassetteFile(path=rel, role=role, size=len(data), sha256=sha256_hex(data)))
 
         for n, e in enumerate(exchanges, 1):
             stem = f"{EXCHANGES}/{n:04d}-{e.kind}"
@@ -190,7 +189,7 @@ def load(path: Path) -> Cassette:
         if not f.path.endswith(SUFFIXES[f.role]) or f.size > MAX_FILE_BYTES:
             raise CassetteError(f"{path}: {f.path} is not an allowed {f.role} file")
         raw = _read(path / f.path)
-        if len(raw) != f.size or _sha(raw) != f.sha256:
+        if len(raw) != f.size or sha256_hex(raw) != f.sha256:
             raise CassetteError(f"{path}: {f.path} does not match its SHA-256 in {MANIFEST} (changed)")
         data[f.path] = raw
     try:
@@ -283,7 +282,3 @@ def _read(path: Path) -> bytes:
         return read_input(path, MAX_FILE_BYTES)
     except BadInput as exc:
         raise CassetteError(str(exc)) from None
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()

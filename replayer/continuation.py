@@ -12,7 +12,8 @@ from pathlib import Path
 
 import orjson
 
-from adapters.base import Adapter, Launch, Rebuild
+from adapters.base import Adapter, Ended, Launch, Rebuild
+from adapters.sandbox_paths import BRIDGE_PORT
 from bridges.cassette import Player, Recorder
 from bridges.core import Bridge, BridgeConfig
 from replayer import cassette, oracle
@@ -34,7 +35,6 @@ from replayer.safecopy import copy_untrusted
 from sandboxes.docker import DockerSandbox
 
 BRIDGE_MOUNT = "/run/replayer-bridge"
-BRIDGE_PORT = 8765
 _POLL_S = 0.1
 logger = logging.getLogger(__name__)
 
@@ -142,9 +142,7 @@ def run(
     after = out / ".home-after"
     copy_untrusted(home, after, links="skip", what="the agent home")
     try:
-        files.update(
-            adapter.finish_continuation(traj, rebuild, after, out / "continued", prompt, keep_prompt, box)
-        )
+        files.update(adapter.finish_continuation(Ended(traj, rebuild, launch, after, out / "continued", box)))
     finally:
         shutil.rmtree(after, ignore_errors=True)
     if status is None:

@@ -8,6 +8,7 @@ the opened inode is checked with fstat, so FIFOs, devices and directories are re
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import posixpath
 import shutil
@@ -240,6 +241,26 @@ def read_input(path: Path | str, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
     if len(data) > max_bytes:
         raise BadInput(f"{path} grew past the {max_bytes}-byte limit while it was read")
     return data
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def input_sha256(*paths: Path | None) -> str:
+    """One digest of a user's input files read in turn (streamed, each within `open_input`'s limit);
+    None entries are skipped."""
+    digest = hashlib.sha256()
+    for path in paths:
+        if path is None:
+            continue
+        try:
+            with open_input(path) as fh:
+                while chunk := fh.read(1 << 20):
+                    digest.update(chunk)
+        except OSError as exc:
+            raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+    return digest.hexdigest()
 
 
 def write_bytes_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from adapters import SSE_FIELDS
+from adapters.head import SSE_FIELDS
 from adapters.opencode import server
 from replayer.errors import BadInput, excerpt
 from replayer.io import open_input, read_input

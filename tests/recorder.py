@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from adapters.sandbox_paths import AGENT_HOME
 from bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer import bundles
 from replayer.pins import load_pins, running_version
@@ -22,7 +23,7 @@ from tests.support.claude_cli import CWD, run_claude
 from tests.support.recording import seed, write_fixture
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "claude_code"
-HOME = "/home/replay"
+HOME = AGENT_HOME
 
 
 class Scenario(BaseModel):

@@ -23,6 +23,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from adapters.pi import bundle
+from adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
 from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from replayer.pins import load_pins
 from sandboxes.docker import DockerSandbox, connect
@@ -31,7 +32,7 @@ from tests.support.recording import seed, write_fixture
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pi" / "sessions"
 CWD = "/testbed"
 SOCK_DIR = "/run/replayer-sock"
-PORT = 8765
+PORT = BRIDGE_PORT
 CALC = "def add(a, b):\n    return a - b\n"
 # One command a line; after each, wait for its response and for the agent_end of every prompt so far.
 _RPC = (
@@ -147,7 +148,7 @@ def record(scenario: Scenario, dest: Path) -> Path:
         with ScriptedUpstream(scenario.script, unix_path=paths["sock"] / "upstream.sock") as upstream:
             binds = {
                 CWD: (paths["workspace"], False),
-                bundle.HOME: (paths["home"], False),
+                AGENT_HOME: (paths["home"], False),
                 SOCK_DIR: (paths["sock"], False),
                 bundle.GLOBAL_MODULES: (modules, True),
                 bundle.NODE: (Path(str(load_pins().agents[bundle.NAME].node)), True),

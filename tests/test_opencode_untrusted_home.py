@@ -23,6 +23,7 @@ import orjson
 import pytest
 
 from adapters.opencode import bundle
+from adapters.sandbox_paths import AGENT_HOME
 from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.conftest import opencode_fixture, replayer
 from tests.support.continuing import KEY, files_containing
@@ -34,12 +35,12 @@ PLANTING_CALL = "call_tools_11"
 
 def _plant(host_db: Path, marker: Path) -> str:
     """A bash command planting the plugin and the store symlink in the sandbox's agent home."""
-    config = f"{bundle.HOME}/.config/opencode"
-    data = f"{bundle.HOME}/.local/share/opencode"
+    config = f"{AGENT_HOME}/.config/opencode"
+    data = f"{AGENT_HOME}/.local/share/opencode"
     plugin = "\n".join(
         [
             'import fs from "fs";',
-            f'try {{ fs.appendFileSync("{bundle.HOME}/plugin-ran", process.argv.slice(2).join(" ") + "\\n"); }} catch {{}}',
+            f'try {{ fs.appendFileSync("{AGENT_HOME}/plugin-ran", process.argv.slice(2).join(" ") + "\\n"); }} catch {{}}',
             f'try {{ fs.writeFileSync("{marker}", "the plugin ran here"); }} catch {{}}',
             "export const Planted = async () => ({});",
         ]

@@ -6,10 +6,11 @@ import posixpath
 from pathlib import Path
 from typing import Any
 
-from adapters.base import Launch, Rebuild
+from adapters.base import Adapter, Ended, Launch, Rebuild, continued_file
 from adapters.claude_code import chain, continuation, driven, session, tools, wire
 from adapters.claude_code.gate import ClaudeCodeGate
-from bridges.anthropic import AnthropicDialect
+from adapters.sandbox_paths import AGENT_HOME
+from bridges.anthropic import AnthropicDialect, tools_to_chat
 from replayer import bundles, versions
 from replayer.io import Workspace
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
@@ -19,18 +20,16 @@ from sandboxes.base import Sandbox
 _TOKEN_CAP_MARKS = ("[Truncated: PARTIAL view", "exceeds maximum allowed tokens")
 
 
-class ClaudeCodeAdapter:
+class ClaudeCodeAdapter(Adapter[session.Native]):
     name = "claude_code"
     key_env = "ANTHROPIC_API_KEY"
     needs_nonce = True
-    takes_task = False
-    idle_timeout_s = 300.0
     reruns_own_code = False
     drives_other_versions = True
-    oldest_own_version: str | None = None
     degradable_tools = True
 
-    def detect(self, head: list[Any]) -> bool:
+    @classmethod
+    def detect(cls, head: list[Any]) -> bool:
         return chain.looks_like_claude_code(head)
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
@@ -62,7 +61,7 @@ class ClaudeCodeAdapter:
         pins = load_pins()
         version = pins.agents[self.name].version
         binds = {
-            tools.HOME: (agent_home, False),
+            AGENT_HOME: (agent_home, False),
             tools.agent_mount(version): (pins.bundle_dir(self.name), True),
             # the reruns follow the pinned version's recorded shell, whichever version continues
             tools.DATA_MOUNT: (tools.data_dir(pinned_version(self.name)), True),
@@ -79,7 +78,7 @@ class ClaudeCodeAdapter:
         self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
     ) -> tools.ClaudeCodeRerunner | driven.DrivenRerunner:
         assert trajectory.session_id and trajectory.cwd
-        if versions.driven(self, load_pins().agents[self.name].version):
+        if versions.driven(self, self.version()):
             from sandboxes.docker import DockerSandbox
 
             assert isinstance(sandbox, DockerSandbox)
@@ -92,7 +91,7 @@ class ClaudeCodeAdapter:
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
     ) -> Rebuild:
-        native: session.Native = trajectory._native
+        native = self.native(trajectory)
         items = session.with_observations(
             session.prefix_items(trajectory, after_step), observations, native.repaired
         )
@@ -104,7 +103,7 @@ class ClaudeCodeAdapter:
         )
         return Rebuild(
             native_files=[path],
-            expected_prefix=wire.to_messages(items, load_pins().agents[self.name].version),
+            expected_prefix=wire.to_messages(items, self.version()),
             agent_home=home,
             continuation={
                 "session_id": trajectory.session_id,
@@ -114,17 +113,13 @@ class ClaudeCodeAdapter:
         )
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
-        path = result_dir / "continued" / "session.jsonl"
-        if not path.is_file():
+        path = continued_file(result_dir, "session.jsonl")
+        if path is None:
             return None
-        native: session.Native = session.parse(path)._native
-        return wire.to_messages(native.items, load_pins().agents[self.name].version)
+        return wire.to_messages(self.native(session.parse(path)).items, self.version())
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
-        import adapters
-        from bridges.anthropic import tools_to_chat
-
-        return tools_to_chat(adapters.recorded_tools(self.name, load_pins().agents[self.name].version))
+        return tools_to_chat(super().chat_tools(native))
 
     def dialect(self) -> AnthropicDialect:
         return AnthropicDialect()
@@ -142,28 +137,15 @@ class ClaudeCodeAdapter:
     def default_model(self, trajectory: Trajectory) -> str | None:
         return continuation.recorded_model(trajectory)
 
-    def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
-        return None
-
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.prompt is not None
         return continuation.command(trajectory, launch.prompt, launch.port, launch.model)
 
-    def finish_continuation(
-        self,
-        trajectory: Trajectory,
-        rebuild: Rebuild,
-        home: Path,
-        dest: Path,
-        prompt: str | None,
-        keep_prompt: bool,
-        sandbox: Sandbox,
-    ) -> dict[str, str]:
+    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+        prompt, keep_prompt = ended.launch.prompt, ended.launch.keep_prompt
         assert prompt is not None
-        return continuation.finish(trajectory, rebuild.native_files[0], home, dest, prompt, keep_prompt)
-
-    def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
-        return {}
+        native = ended.rebuild.native_files[0]
+        return continuation.finish(ended.trajectory, native, ended.home, ended.dest, prompt, keep_prompt)
 
     def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
         return "agent_error" if continuation.reported_failure(stdout) else "completed"

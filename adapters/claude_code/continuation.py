@@ -9,15 +9,13 @@ from typing import Any
 import orjson
 
 from adapters.base import stdout_events
-from adapters.claude_code import driven, envelope, tools
+from adapters.claude_code import driven, envelope
 from adapters.claude_code.chain import CHAIN_TYPES, Record
 from adapters.claude_code.session import Native, project_dir_name
+from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY
 from replayer.errors import ConfinementError
 from replayer.io import MAX_INPUT_BYTES, Workspace
 from replayer.models import ReadBudget, Trajectory
-
-PLACEHOLDER_KEY = "sk-replayer-bridge-placeholder"
-"""What the sandboxed CLI is given as its key: the bridge injects the real one on the host."""
 
 
 def recorded_model(traj: Trajectory) -> str | None:
@@ -117,8 +115,8 @@ def _continued(traj: Trajectory, home: Path, prompt: str) -> tuple[bytes, list[R
     file holding a copy of the history) the file of that project whose records carry the prompt. The
     home is the sandbox's: read the confined way."""
     assert traj.cwd and traj.session_id
-    confined = Workspace(home, tools.HOME)
-    project = f"{tools.HOME}/.claude/projects/{project_dir_name(traj.cwd)}"
+    confined = Workspace(home, AGENT_HOME)
+    project = f"{AGENT_HOME}/.claude/projects/{project_dir_name(traj.cwd)}"
     own = f"{project}/{traj.session_id}.jsonl"
     names = [own]
     if confined.kind(project) == "dir":

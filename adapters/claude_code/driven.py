@@ -18,6 +18,7 @@ from adapters.base import stdout_events
 from adapters.claude_code import chain, tools, wire
 from adapters.claude_code.session import Native, project_dir_name
 from adapters.driven import PORT, STEP_MARGIN_S, ReplayModel
+from adapters.sandbox_paths import AGENT_HOME, REPLAY_MODEL_KEY, local_url
 from bridges.scripted import CustomToolBlock, TextBlock, ToolUseBlock, Turn
 from replayer import bundles
 from replayer.errors import PlanRefused, SandboxError
@@ -26,18 +27,17 @@ from replayer.pins import load_pins
 from sandboxes.docker import DockerSandbox, ExecHandle
 
 WORK_MOUNT = "/run/replayer-claude"
-PLACEHOLDER_KEY = "sk-replayer-replay-model"
 
 
 def cli_env(port: int, key: str) -> dict[str, str]:
     """The environment the replayer gives the CLI: its home, the model service on `port`, nothing fetched."""
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": tools.HOME,
+        "HOME": AGENT_HOME,
         "TERM": "dumb",
         "SHELL": "/bin/bash",
         "IS_SANDBOX": "1",
-        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
+        "ANTHROPIC_BASE_URL": local_url(port, ""),
         "ANTHROPIC_API_KEY": key,
         "DISABLE_TELEMETRY": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -148,7 +148,7 @@ class DrivenRerunner:
             ["--resume", self.session_id] if self.handle is not None else ["--session-id", self.session_id]
         )
         argv = cli_argv(text, session, self.model_name)
-        env = cli_env(PORT, PLACEHOLDER_KEY)
+        env = cli_env(PORT, REPLAY_MODEL_KEY)
         self.handle = self.sandbox.start_exec(
             ["bash", "-c", 'exec "$@" </dev/null', "claude", *argv], workdir=self.cwd, env=env
         )
@@ -222,7 +222,7 @@ class DrivenRerunner:
         self.model.close()
         # What the driven CLI left in its home besides the tool outputs it persisted (the continuation
         # starts from the rebuilt session, as after any rerun): removed inside the sandbox.
-        project = f"{tools.HOME}/.claude/projects/{project_dir_name(self.cwd)}"
+        project = f"{AGENT_HOME}/.claude/projects/{project_dir_name(self.cwd)}"
         keep = f"{project}/{self.session_id}"
         script = (
             f'find "$HOME" -mindepth 1 -maxdepth 1 ! -name .claude -exec rm -rf {{}} +; '
@@ -230,4 +230,4 @@ class DrivenRerunner:
             f'rm -f "{project}/{self.session_id}.jsonl"; '
             f'find "{project}" -mindepth 1 -maxdepth 1 ! -path "{keep}" -exec rm -rf {{}} + 2>/dev/null; true'
         )
-        self.sandbox.exec(["bash", "-c", script], workdir="/", env={"HOME": tools.HOME}, timeout_s=60)
+        self.sandbox.exec(["bash", "-c", script], workdir="/", env={"HOME": AGENT_HOME}, timeout_s=60)

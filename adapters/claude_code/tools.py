@@ -6,18 +6,17 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from adapters import sandbox_paths
 from adapters.claude_code import render
 from adapters.claude_code.bash import BashTool
 from adapters.claude_code.files import FileTools, ShellState
+from adapters.sandbox_paths import AGENT_HOME
 from replayer.errors import ConfinementError, excerpt
 from replayer.io import Workspace
 from replayer.models import Budgets, Observation, ToolCall
 from replayer.pins import pinned_version
 from sandboxes.base import Sandbox
 
-HOME = "/home/replay"
-"""The agent home inside the sandbox, for reruns and continuations alike."""
-AGENTS_MOUNT = "/opt/replayer/agents"
 DATA_MOUNT = "/opt/replayer/claude_code-data"
 FILE_TOOLS = frozenset({"Read", "Write", "Edit"})
 RERUN_TOOLS = frozenset({"Bash", *FILE_TOOLS, *render.NOT_OFFERED_HINTS})
@@ -36,7 +35,7 @@ def snapshot_path(version: str) -> Path:
 
 
 def agent_mount(version: str) -> str:
-    return f"{AGENTS_MOUNT}/claude_code-{version}"
+    return sandbox_paths.agent_mount("claude_code", version)
 
 
 def bash_env(version: str, session_id: str) -> dict[str, str]:
@@ -113,7 +112,7 @@ class ClaudeCodeRerunner:
             session_id=session_id,
             snapshot=f"{DATA_MOUNT}/shell-snapshot.sh",
             env=bash_env(version, session_id),
-            home=HOME,
+            home=AGENT_HOME,
         )
 
     def run(self, call: ToolCall) -> Observation:

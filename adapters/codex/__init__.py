@@ -7,18 +7,17 @@ from typing import Any
 
 import orjson
 
-from adapters.base import Launch, Rebuild
+from adapters.base import Adapter, Ended, Launch, Rebuild, continued_file
 from adapters.codex import continuation, driven, patch, rollout, tools
 from adapters.codex.exec import ExecCommand
 from adapters.codex.gate import CodexGate
-from bridges.responses import ResponsesDialect
+from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL
+from bridges.responses import ResponsesDialect, tools_to_chat
 from replayer import bundles, versions
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.pins import load_pins, pinned_version
 from sandboxes.base import Sandbox
-
-BRIDGE_URL = continuation.BRIDGE_URL
 
 
 def config_toml(model: str | None, provider: str | None = None, base_url: str = BRIDGE_URL) -> str:
@@ -75,18 +74,15 @@ class CodexRerunner:
         """Every call is its own process in the sandbox; nothing outlives it."""
 
 
-class CodexAdapter:
+class CodexAdapter(Adapter[rollout.Native]):
     name = tools.NAME
-    key_env = "OPENAI_API_KEY"
     needs_nonce = True
-    takes_task = False
-    idle_timeout_s = 300.0
     reruns_own_code = False
     drives_other_versions = True
-    oldest_own_version: str | None = None
     degradable_tools = True
 
-    def detect(self, head: list[Any]) -> bool:
+    @classmethod
+    def detect(cls, head: list[Any]) -> bool:
         return rollout.looks_like_codex(head)
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
@@ -114,7 +110,7 @@ class CodexAdapter:
         # version's); the running version's bundle holds the CLI that continues.
         pinned = pinned_version(self.name)
         binds = {
-            tools.HOME: (agent_home, False),
+            AGENT_HOME: (agent_home, False),
             tools.agent_mount(): (load_pins().bundle_dir(self.name), True),
             tools.agent_mount(pinned): (bundles.bundle_dir(self.name, pinned), True),
         }
@@ -134,7 +130,7 @@ class CodexAdapter:
 
             assert isinstance(sandbox, DockerSandbox)
             work = workspace.root.parent / "codex-driven"
-            home = Workspace(workspace.root.parent / "home", tools.HOME)
+            home = Workspace(workspace.root.parent / "home", AGENT_HOME)
             return driven.DrivenRerunner(
                 trajectory, sandbox, work, home, budgets, self.default_model(trajectory)
             )
@@ -143,7 +139,7 @@ class CodexAdapter:
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
     ) -> Rebuild:
-        native: rollout.Native = trajectory._native
+        native = self.native(trajectory)
         outputs = {call_id: obs.content for call_id, obs in observations.items()}
         records = rollout.prefix_records(native, after_step, outputs)
         home = dest / "home"
@@ -167,18 +163,15 @@ class CodexAdapter:
         )
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
-        path = result_dir / "continued" / "rollout.jsonl"
-        if not path.is_file():
+        path = continued_file(result_dir, "rollout.jsonl")
+        if path is None:
             return None
-        continued: rollout.Native = rollout.parse(path)._native
+        continued = self.native(rollout.parse(path))
         kept = [r for r in continued.records if r.get("type") in rollout.KEPT_TYPES]
         return rollout.wire_input(continued, kept)
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
-        import adapters
-        from bridges.responses import tools_to_chat
-
-        return tools_to_chat(adapters.recorded_tools(self.name, tools.version()))
+        return tools_to_chat(super().chat_tools(native))
 
     # continuation -----------------------------------------------------------------------------
     def dialect(self) -> ResponsesDialect:
@@ -196,7 +189,7 @@ class CodexAdapter:
         )
 
     def default_model(self, trajectory: Trajectory) -> str | None:
-        return rollout.last_model(trajectory._native)
+        return rollout.last_model(self.native(trajectory))
 
     def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
         if not trajectory.session_id:
@@ -206,23 +199,17 @@ class CodexAdapter:
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         return continuation.command(trajectory, launch, self.default_model(trajectory))
 
-    def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
-        return {}
-
     def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
         return continuation.status(trajectory, stdout)
 
-    def finish_continuation(
-        self,
-        trajectory: Trajectory,
-        rebuild: Rebuild,
-        home: Path,
-        dest: Path,
-        prompt: str | None,
-        keep_prompt: bool,
-        sandbox: Sandbox,
-    ) -> dict[str, str]:
-        assert prompt is not None and rebuild.agent_home is not None
+    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+        rebuild, launch = ended.rebuild, ended.launch
+        assert launch.prompt is not None and rebuild.agent_home is not None
         return continuation.finish(
-            rebuild.native_files[0], home, rebuild.agent_home, dest, prompt, keep_prompt
+            rebuild.native_files[0],
+            ended.home,
+            rebuild.agent_home,
+            ended.dest,
+            launch.prompt,
+            launch.keep_prompt,
         )

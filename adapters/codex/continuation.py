@@ -8,12 +8,11 @@ import orjson
 
 from adapters.base import Launch, stdout_events
 from adapters.codex import rollout, tools
+from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, PLACEHOLDER_KEY
 from replayer import bundles
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Trajectory
 
-PLACEHOLDER_KEY = "sk-replayer-bridge-placeholder"
-BRIDGE_URL = "http://127.0.0.1:8765/v1"
 KEY_ENV = "REPLAYER_CODEX_KEY"
 
 
@@ -28,7 +27,7 @@ def command(traj: Trajectory, launch: Launch, recorded_model: str | None) -> tup
     argv += ["resume", traj.session_id, launch.prompt]
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": tools.HOME,
+        "HOME": AGENT_HOME,
         "CODEX_HOME": tools.CODEX_HOME,
         KEY_ENV: PLACEHOLDER_KEY,
         "CODEX_API_KEY": PLACEHOLDER_KEY,  # the built-in openai provider's key (codex exec)

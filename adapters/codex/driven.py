@@ -21,6 +21,7 @@ import orjson
 from adapters.codex import rollout, tools
 from adapters.codex.continuation import KEY_ENV
 from adapters.driven import PORT, STEP_MARGIN_S, ReplayModel
+from adapters.sandbox_paths import AGENT_HOME, REPLAY_MODEL_KEY, local_url
 from bridges.scripted import CustomToolBlock, TextBlock, ToolUseBlock, Turn
 from replayer import bundles
 from replayer.errors import ConfinementError, PlanRefused, SandboxError
@@ -29,7 +30,6 @@ from replayer.models import Budgets, Observation, ReadBudget, ToolCall, Trajecto
 from sandboxes.docker import DockerSandbox, ExecHandle
 
 WORK_MOUNT = "/run/replayer-codex"
-PLACEHOLDER_KEY = "sk-replayer-replay-model"
 _CONTEXT_PREFIXES = (
     "<environment_context>",
     "<user_instructions>",
@@ -127,7 +127,7 @@ class DrivenRerunner:
         budgets: Budgets,
         model: str | None,
     ):
-        """`home`: the agent home as mounted at tools.HOME (the CLI writes its rollout there)."""
+        """`home`: the agent home as mounted at AGENT_HOME (the CLI writes its rollout there)."""
         assert trajectory.session_id and trajectory.cwd
         self.native: rollout.Native = trajectory._native
         if self.native.pre_compaction_steps:
@@ -168,7 +168,7 @@ class DrivenRerunner:
         meta = rollout.as_written(self.native, self.native.records[0])
         meta["payload"] = {**meta["payload"], "model_provider": "replayer"}
         write_bytes_atomic(work / "seed.jsonl", rollout.to_jsonl([meta]))
-        config = config_toml(model, base_url=f"http://127.0.0.1:{PORT}/v1")
+        config = config_toml(model, base_url=local_url(PORT))
         write_bytes_atomic(work / "config.toml", config.encode())
 
     def run(self, call: ToolCall) -> Observation:
@@ -241,9 +241,9 @@ class DrivenRerunner:
             workdir=self.cwd,
             env={
                 "PATH": "/usr/local/bin:/usr/bin:/bin",
-                "HOME": tools.HOME,
+                "HOME": AGENT_HOME,
                 "CODEX_HOME": tools.CODEX_HOME,
-                KEY_ENV: PLACEHOLDER_KEY,
+                KEY_ENV: REPLAY_MODEL_KEY,
             },
         )
         self.prompt = prompt
@@ -324,6 +324,6 @@ class DrivenRerunner:
         self.sandbox.exec(
             ["bash", "-c", 'rm -rf "$CODEX_HOME"'],
             workdir="/",
-            env={"HOME": tools.HOME, "CODEX_HOME": tools.CODEX_HOME},
+            env={"HOME": AGENT_HOME, "CODEX_HOME": tools.CODEX_HOME},
             timeout_s=60,
         )

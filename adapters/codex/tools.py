@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from adapters import sandbox_paths
+from adapters.sandbox_paths import AGENT_HOME
 from replayer.pins import load_pins, pinned_version
 
 NAME = "codex"
-HOME = "/home/replay"
-CODEX_HOME = f"{HOME}/.codex"
+CODEX_HOME = f"{AGENT_HOME}/.codex"
 DATA = Path(__file__).resolve().parent / "data"
 
 RERUN_TOOLS = {"exec_command", "apply_patch"}
@@ -33,7 +34,7 @@ def version() -> str:
 
 def agent_mount(at: str | None = None) -> str:
     """Where the bundle of `at` (default: the version that runs) is mounted in the sandbox."""
-    return f"/opt/replayer/agents/{NAME}-{at or version()}"
+    return sandbox_paths.agent_mount(NAME, at or version())
 
 
 def env_path(version: str) -> Path:

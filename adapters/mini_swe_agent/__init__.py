@@ -7,22 +7,27 @@ import json
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from adapters.base import Launch, Rebuild, copy_continued, stdout_events
+from adapters.base import (
+    Adapter,
+    Ended,
+    Launch,
+    Rebuild,
+    continued_file,
+    copy_continued,
+    last_event,
+    write_continue_spec,
+)
 from adapters.mini_swe_agent import bundle, config
 from adapters.mini_swe_agent import trajectory as native_format
 from adapters.mini_swe_agent.rerun import MiniRerunner, companion_argv
-from bridges.chat import ChatDialect, ChatPrefixGate
+from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
+from bridges.chat import ChatPrefixGate
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from sandboxes.base import Sandbox
 
 TRAJECTORY = "trajectory.traj.json"
 CONTINUED = "continued.traj.json"
-SPEC = ".replayer/continue.json"
-PLACEHOLDER_KEY = "sk-replayer-bridge-placeholder"
-"""What the sandboxed agent is given as its key: the bridge injects the real one on the host."""
 _STATUS: dict[str, AgentStatus] = {"Submitted": "completed", "LimitsExceeded": "max_steps"}
 
 
@@ -31,32 +36,27 @@ def _work_dir(state: Path) -> Path:
     return state / "mini"
 
 
-class MiniSweAgentAdapter:
+class MiniSweAgentAdapter(Adapter[native_format.Native]):
     name = bundle.NAME
-    key_env = "OPENAI_API_KEY"
-    needs_nonce = False
-    takes_task = False
-    idle_timeout_s = 300.0
-    reruns_own_code = True
-    drives_other_versions = False
-    oldest_own_version: str | None = "2.0.0"  # the companion drives the 2.x API (execute_actions, exceptions)
+    oldest_own_version = "2.0.0"  # the companion drives the 2.x API (execute_actions, exceptions)
     degradable_tools = True
 
-    def detect(self, head: list[Any]) -> bool:
+    @classmethod
+    def detect(cls, head: list[Any]) -> bool:
         return native_format.looks_like_mini(head)
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         traj = native_format.parse(path)
-        return traj.model_copy(update={"runs_as": config.runs_as(traj._native)})
+        return traj.model_copy(update={"runs_as": config.runs_as(self.native(traj))})
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
-        reason = config.rerun_refusal(trajectory._native)
+        reason = config.rerun_refusal(self.native(trajectory))
         return ("unknown", reason) if reason else ("rerun", None)
 
     def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
         work = _work_dir(agent_home.parent)
         work.mkdir(exist_ok=True)
-        return {bundle.HOME: (agent_home, False), **bundle.binds(work)}
+        return {AGENT_HOME: (agent_home, False), **bundle.binds(work)}
 
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
@@ -66,7 +66,7 @@ class MiniSweAgentAdapter:
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
     ) -> Rebuild:
-        native: native_format.Native = trajectory._native
+        native = self.native(trajectory)
         messages = copy.deepcopy(native_format.prefix_messages(native, after_step))
         for call_id, fresh in observations.items():
             at = native.observation_index.get(call_id)
@@ -86,10 +86,10 @@ class MiniSweAgentAdapter:
         if config.rerun_refusal(native) is None:
             spec = {
                 "version": bundle.version(),
-                "config": config.companion_config(native, output_path=f"{bundle.HOME}/{CONTINUED}"),
-                "trajectory": f"{bundle.HOME}/{TRAJECTORY}",
+                "config": config.companion_config(native, output_path=f"{AGENT_HOME}/{CONTINUED}"),
+                "trajectory": f"{AGENT_HOME}/{TRAJECTORY}",
             }
-            write_bytes_atomic(home / SPEC, orjson.dumps(spec, option=orjson.OPT_INDENT_2))
+            write_continue_spec(home, spec)
         wire = native_format.to_wire if native.format == "mini-swe-agent-1.1" else native_format.to_wire_1x
         return Rebuild(
             native_files=[path],
@@ -113,41 +113,36 @@ class MiniSweAgentAdapter:
         return doc
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
-        path = result_dir / "continued" / TRAJECTORY
-        if not path.is_file():
+        path = continued_file(result_dir, TRAJECTORY)
+        if path is None:
             return None
         messages = json.loads(path.read_text()).get("messages", [])
         return native_format.to_wire([m for m in messages if m.get("role") != "exit"])
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         """The bash tool in tool-call mode; none for the text-based models (actions in the text)."""
-        import adapters
-
         document = json.loads((native / "home" / TRAJECTORY).read_text())
         if not isinstance(document, dict) or document.get("trajectory_format") != "mini-swe-agent-1.1":
             return []  # 1.x and bare lists: actions in the text
         if document.get("info", {}).get("config", {}).get("model_type") != config.TOOLCALL:
             return []
-        return list(adapters.recorded_tools(self.name, bundle.version()))
+        return super().chat_tools(native)
 
     # continuation -------------------------------------------------------------------------
-    def dialect(self) -> ChatDialect:
-        return ChatDialect()
-
     def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> ChatPrefixGate:
         appended = [{"role": "user", "content": prompt}] if keep_prompt else []
         return ChatPrefixGate(rebuild.expected_prefix + appended)
 
     def default_model(self, trajectory: Trajectory) -> str | None:
-        return config.model_name(trajectory._native)
+        return config.model_name(self.native(trajectory))
 
     def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
-        return config.continuation_refusal(trajectory._native, model)
+        return config.continuation_refusal(self.native(trajectory), model)
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.model
-        argv = companion_argv("continue", f"{bundle.HOME}/{SPEC}")
-        argv += ["--model", launch.model, "--api-base", f"http://127.0.0.1:{launch.port}/v1"]
+        argv = companion_argv("continue", CONTINUE_SPEC_PATH)
+        argv += ["--model", launch.model, "--api-base", local_url(launch.port)]
         argv += ["--key", PLACEHOLDER_KEY]
         if launch.max_steps is not None:
             argv += ["--max-steps", str(launch.max_steps)]
@@ -155,21 +150,9 @@ class MiniSweAgentAdapter:
             argv += ["--prompt", launch.prompt]
         return argv, bundle.base_env()
 
-    def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
-        return {}
-
     def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
-        exit_event = next((e for e in reversed(stdout_events(stdout)) if e.get("type") == "exit"), None)
+        exit_event = last_event(stdout, "exit")
         return _STATUS.get(str(exit_event.get("exit_status")), "agent_error") if exit_event else "agent_error"
 
-    def finish_continuation(
-        self,
-        trajectory: Trajectory,
-        rebuild: Rebuild,
-        home: Path,
-        dest: Path,
-        prompt: str | None,
-        keep_prompt: bool,
-        sandbox: Sandbox,
-    ) -> dict[str, str]:
-        return copy_continued(home / CONTINUED, dest, TRAJECTORY, "continued_trajectory")
+    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+        return copy_continued(ended.home / CONTINUED, ended.dest, TRAJECTORY, "continued_trajectory")

@@ -8,7 +8,6 @@ messages that follow it; FormatError turns are kept verbatim and are not steps.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -16,10 +15,10 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
-import adapters
+from adapters.head import loads_document
 from adapters.shapes import MAX_DEPTH, deep_place, validated
 from replayer.errors import BadInput, bad_record, excerpt
-from replayer.io import read_input
+from replayer.io import read_input, sha256_hex
 from replayer.models import Step, Trajectory
 
 Message = dict[str, Any]
@@ -123,7 +122,7 @@ class _Document(_Record):
 def load(path: Path) -> tuple[Any, bytes]:
     raw = read_input(path)
     try:
-        doc = adapters.loads_document(raw)
+        doc = loads_document(raw)
     except orjson.JSONDecodeError as exc:
         raise BadInput(f"{path} is not valid JSON: {exc}") from None
     deep = deep_place(doc)
@@ -154,7 +153,7 @@ def parse(path: Path) -> Trajectory:
     config = recorded_config(data)
     regex = _action_regex(fmt, config, messages, path)
     steps, spans, submitted, observation_index = _steps(messages, fmt, regex, path)
-    digest = hashlib.sha256(raw).hexdigest()
+    digest = sha256_hex(raw)
     info = as_dict(data.get("info"))
     # 1.x ends a submission with the submission text as a final user message, not an exit message.
     ends_1x = fmt != "mini-swe-agent-1.1" and info.get("exit_status") == "Submitted"

@@ -8,20 +8,28 @@ from typing import Any
 
 import orjson
 
-from adapters.base import Launch, Rebuild, stdout_events
+from adapters.base import (
+    Adapter,
+    Ended,
+    Launch,
+    Rebuild,
+    continued_file,
+    provider_model_refusal,
+    stdout_events,
+)
 from adapters.opencode import bundle, session, tools
 from adapters.opencode import home as agent_home
 from adapters.opencode.gate import opencode_gate
 from adapters.opencode.rerun import WORK_MOUNT, OpenCodeRerunner, provider_model
 from adapters.opencode.wire import to_wire
-from bridges.chat import ChatDialect, SystemPerRequestGate
+from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, local_url
+from bridges.chat import SystemPerRequestGate
 from replayer.errors import ReplayError
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from sandboxes.base import Sandbox
 
 EXPORT = "export.json"
-BRIDGE_URL = "http://127.0.0.1:8765/v1"
 _STEP_MARGIN_S = 60.0
 
 
@@ -80,18 +88,15 @@ def importable(native: session.Native, messages: list[dict[str, Any]], cwd: str 
     return {"info": info, "messages": messages}
 
 
-class OpenCodeAdapter:
+class OpenCodeAdapter(Adapter[session.Native]):
     name = bundle.NAME
-    key_env = "OPENAI_API_KEY"
     needs_nonce = True
     takes_task = True
     idle_timeout_s = 600.0
-    reruns_own_code = True
-    drives_other_versions = False
-    oldest_own_version: str | None = None
     degradable_tools = True
 
-    def detect(self, head: list[Any]) -> bool:
+    @classmethod
+    def detect(cls, head: list[Any]) -> bool:
         return session.looks_like_opencode(head)
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
@@ -103,7 +108,7 @@ class OpenCodeAdapter:
     def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
         work = _work_dir(agent_home.parent)
         work.mkdir(exist_ok=True)
-        return {bundle.HOME: (agent_home, False), WORK_MOUNT: (work, False), **bundle.binds()}
+        return {AGENT_HOME: (agent_home, False), WORK_MOUNT: (work, False), **bundle.binds()}
 
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
@@ -118,7 +123,7 @@ class OpenCodeAdapter:
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
     ) -> Rebuild:
-        native: session.Native = trajectory._native
+        native = self.native(trajectory)
         messages = copy.deepcopy(native.messages[: _cut(native, after_step)])
         for message in messages:
             for part in message["parts"]:
@@ -140,39 +145,29 @@ class OpenCodeAdapter:
         )
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
-        path = result_dir / "continued" / EXPORT
-        if not path.is_file():
+        path = continued_file(result_dir, EXPORT)
+        if path is None:
             return None
         return to_wire(orjson.loads(path.read_bytes())["messages"])
 
-    def chat_tools(self, native: Path) -> list[dict[str, Any]]:
-        import adapters
-
-        return list(adapters.recorded_tools(self.name, bundle.version()))
-
     # continuation -----------------------------------------------------------------------------
-    def dialect(self) -> ChatDialect:
-        return ChatDialect()
-
     def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> SystemPerRequestGate:
         assert prompt is not None
         return opencode_gate(rebuild.expected_prefix, bundle.sent_prompt(prompt), keep_prompt=keep_prompt)
 
     def default_model(self, trajectory: Trajectory) -> str | None:
-        provider, model = provider_model(trajectory._native)
+        provider, model = provider_model(self.native(trajectory))
         return f"{provider}/{model}"
 
     def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
         if not trajectory.session_id:
             return "the session has no id to resume"
-        if not model or not all(_split_model(model)):
-            return f"OpenCode models are named provider/model, not {model!r}"
-        return None
+        return provider_model_refusal("OpenCode", model)
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.model and launch.prompt is not None and trajectory.session_id
         provider, model = _split_model(launch.model)
-        config = bundle.config(provider, model, f"http://127.0.0.1:{launch.port}/v1")
+        config = bundle.config(provider, model, local_url(launch.port))
         argv = [*bundle.run_argv(trajectory.session_id), "--model", launch.model]
         env = {
             **bundle.base_env(),
@@ -196,26 +191,18 @@ class OpenCodeAdapter:
         last = _last_finish(continued / EXPORT) or (finishes[-1] if finishes else None)
         return "completed" if last == "stop" else "agent_error"
 
-    def finish_continuation(
-        self,
-        trajectory: Trajectory,
-        rebuild: Rebuild,
-        home: Path,
-        dest: Path,
-        prompt: str | None,
-        keep_prompt: bool,
-        sandbox: Sandbox,
-    ) -> dict[str, str]:
-        """The continued session as the CLI exports it *inside the sandbox*: `home` is the sandbox's."""
-        assert trajectory.session_id
-        sent = bundle.sent_prompt(prompt or "")
+    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+        """The continued session as the CLI exports it *inside the sandbox*: the home is the sandbox's."""
+        session_id = ended.trajectory.session_id
+        assert session_id
+        sent = bundle.sent_prompt(ended.launch.prompt or "")
         try:
-            document = orjson.loads(agent_home.container_cli(sandbox, "export", trajectory.session_id))
+            document = orjson.loads(agent_home.container_cli(ended.sandbox, "export", session_id))
             messages = document["messages"]
             prefix_ids = {
-                m["info"]["id"] for m in orjson.loads(rebuild.native_files[0].read_bytes())["messages"]
+                m["info"]["id"] for m in orjson.loads(ended.rebuild.native_files[0].read_bytes())["messages"]
             }
-            if not keep_prompt:
+            if not ended.launch.keep_prompt:
                 document["messages"] = [
                     m
                     for m in messages
@@ -224,7 +211,7 @@ class OpenCodeAdapter:
         # a CLI that died may leave no session; the sandbox's output is data, whatever its shape
         except (ReplayError, orjson.JSONDecodeError, LookupError, TypeError, AttributeError) as exc:
             return {"continued_session_error": f"{type(exc).__name__}: {exc}"[:200]}
-        write_bytes_atomic(dest / EXPORT, orjson.dumps(document, option=orjson.OPT_INDENT_2))
+        write_bytes_atomic(ended.dest / EXPORT, orjson.dumps(document, option=orjson.OPT_INDENT_2))
         return {"continued_session": f"continued/{EXPORT}"}
 
 

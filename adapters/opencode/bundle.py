@@ -10,6 +10,8 @@ from pathlib import Path
 
 import orjson
 
+from adapters import sandbox_paths
+from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY
 from replayer import bundles
 from replayer.errors import SandboxError
 from replayer.io import write_bytes_atomic
@@ -17,8 +19,6 @@ from replayer.pins import load_pins
 from replayer.versions import release
 
 NAME = "opencode"
-HOME = "/home/replay"
-"""The agent home inside the sandbox (config, data: opencode.db, tool-output files)."""
 DB = ".local/share/opencode/opencode.db"
 STORAGE = ".local/share/opencode/storage"
 """The JSON-file session storage of versions before the SQLite store (1.1 and older): session/<project>/,
@@ -41,7 +41,7 @@ def version() -> str:
 
 
 def mount() -> str:
-    return f"/opt/replayer/agents/{NAME}-{version()}"
+    return sandbox_paths.agent_mount(NAME, version())
 
 
 def binary(root: str | Path | None = None) -> str:
@@ -59,7 +59,7 @@ def binds() -> dict[str, tuple[Path, bool]]:
     return {mount(): (load_pins().bundle_dir(NAME), True)}
 
 
-def base_env(home: str = HOME) -> dict[str, str]:
+def base_env(home: str = AGENT_HOME) -> dict[str, str]:
     return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TERM": "dumb", **ENV}
 
 
@@ -77,7 +77,7 @@ def config(provider: str, model: str, base_url: str) -> dict:
             provider: {
                 "npm": "@ai-sdk/openai-compatible",
                 "name": "sandbox-replayer",
-                "options": {"baseURL": base_url, "apiKey": "sk-replayer-bridge-placeholder"},
+                "options": {"baseURL": base_url, "apiKey": PLACEHOLDER_KEY},
                 "models": {
                     model: {
                         "name": model,

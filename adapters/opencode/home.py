@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from adapters.opencode import bundle
+from adapters.sandbox_paths import AGENT_HOME
 from replayer.errors import SandboxError
 from sandboxes.base import Sandbox
 
@@ -169,7 +170,7 @@ def _place_storage(private: Path, home: Path, info: dict[str, Any]) -> str:
 def container_cli(sandbox: Sandbox, *args: str, timeout_s: float = _CLI_TIMEOUT_S) -> bytes:
     """Run the pinned binary inside the sandbox with the agent home (its stdout); SandboxError if it fails."""
     done = sandbox.exec(
-        [bundle.binary(), *args], workdir=bundle.HOME, env=bundle.base_env(), timeout_s=timeout_s
+        [bundle.binary(), *args], workdir=AGENT_HOME, env=bundle.base_env(), timeout_s=timeout_s
     )
     if done.timed_out or done.output_truncated or done.exit_code != 0:
         tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
@@ -180,7 +181,7 @@ def container_cli(sandbox: Sandbox, *args: str, timeout_s: float = _CLI_TIMEOUT_
 
 def remove_store(sandbox: Sandbox) -> None:
     """Remove the home's store inside the sandbox (the rebuild imports the session into a new one)."""
-    paths = [f"{bundle.HOME}/{rel}" for rel in STORE_PATHS]
+    paths = [f"{AGENT_HOME}/{rel}" for rel in STORE_PATHS]
     done = sandbox.exec(["rm", "-rf", "--", *paths], workdir="/", timeout_s=60)
     if done.exit_code != 0:
         raise SandboxError(

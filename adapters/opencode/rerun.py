@@ -19,13 +19,13 @@ from adapters.opencode import bundle, tools
 from adapters.opencode import home as agent_home
 from adapters.opencode.replay_model import Answer, ReplayModel
 from adapters.opencode.session import Native
+from adapters.sandbox_paths import OPENCODE_REPLAY_PORT, local_url
 from replayer.errors import SandboxError
 from replayer.io import remove_alias, short_alias
 from replayer.models import Observation, ToolCall, Trajectory
 from sandboxes.docker import DockerSandbox, ExecHandle
 
-PORT = 8764
-"""The replay model inside the sandbox (the bridge is 8765)."""
+PORT = OPENCODE_REPLAY_PORT
 WORK_MOUNT = "/run/replayer-opencode"
 SOCKET = "replay-model.sock"
 _START_TIMEOUT_S = 120.0
@@ -65,7 +65,7 @@ class OpenCodeRerunner:
         self.turn_of = self._turns()
         self.fresh: dict[str, Observation] = {}
         provider, model = provider_model(self.native)
-        agent_home.place_config(home, provider, model, f"http://127.0.0.1:{PORT}/v1")
+        agent_home.place_config(home, provider, model, local_url(PORT))
         self.alias = short_alias(work)
         self.model = ReplayModel(self.alias / SOCKET, str(self.native.info.get("title") or ""))
         sandbox.forward_port(PORT, f"{WORK_MOUNT}/{SOCKET}")

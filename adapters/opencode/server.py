@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from adapters import SSE_FIELDS, SseData
+from adapters.head import SSE_FIELDS, SseData
 from adapters.opencode import schema
 from adapters.shapes import check, too_deep
 from replayer.errors import BadInput, bad_record, excerpt

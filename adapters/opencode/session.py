@@ -36,7 +36,6 @@ not decode is refused here, naming the message, row or line and the field, with 
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import sqlite3
 import tempfile
@@ -48,12 +47,12 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from adapters import SQLITE_MAGIC, SqliteFile, loads_document
+from adapters.head import SQLITE_MAGIC, SqliteFile, loads_document
 from adapters.opencode import schema, server
 from adapters.opencode.server import record_name as _name
 from adapters.shapes import check, too_deep
 from replayer.errors import BadInput, bad_record, excerpt
-from replayer.io import open_input, read_input
+from replayer.io import input_sha256, open_input, read_input, sha256_hex
 from replayer.models import Step, Trajectory
 
 Record = dict[str, Any]
@@ -150,9 +149,9 @@ def parse(path: Path, task: str | None = None) -> Trajectory:
 
 def _read(path: Path, task: str | None) -> tuple[Native, str]:
     if _is_sqlite(path):
-        return read_sqlite(path), _sha256(path, _wal(path))
+        return read_sqlite(path), input_sha256(path, _wal(path))  # the WAL is part of the store
     raw = read_input(path)
-    digest = hashlib.sha256(raw).hexdigest()
+    digest = sha256_hex(raw)
     try:
         doc = loads_document(raw)
     except orjson.JSONDecodeError:
@@ -173,21 +172,6 @@ def _is_sqlite(path: Path) -> bool:
             return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror}") from None
-
-
-def _sha256(*paths: Path | None) -> str:
-    """The database and, when present, its WAL: together they are the store's content."""
-    digest = hashlib.sha256()
-    for path in paths:
-        if path is None:
-            continue
-        try:
-            with open_input(path) as fh:
-                while chunk := fh.read(1 << 20):
-                    digest.update(chunk)
-        except OSError as exc:
-            raise BadInput(f"cannot read {path}: {exc.strerror}") from None
-    return digest.hexdigest()
 
 
 def _assistant_cwd(messages: list[Message]) -> str | None:

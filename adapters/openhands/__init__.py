@@ -3,24 +3,23 @@ of the conversation directory, continuation of the pinned SDK through the chat b
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from adapters.base import Launch, Rebuild, stdout_events
+from adapters.base import Adapter, Ended, Launch, Rebuild, last_event, write_continue_spec
+from adapters.head import ConversationDir
 from adapters.openhands import bundle, conversation, rebuild
 from adapters.openhands.rerun import OpenHandsRerunner, companion_argv
 from adapters.openhands.wire import to_messages
-from bridges.chat import ChatDialect, ChatPrefixGate
-from replayer.io import Workspace, write_bytes_atomic
+from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
+from bridges.chat import ChatPrefixGate
+from replayer.io import Workspace
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from sandboxes.base import Sandbox
 
 TOOLS = {"terminal", "file_editor", "task_tracker", "think"}
 """The default CLI-mode tools the companion can rebuild (finish ends the run, so no boundary follows it)."""
-SPEC = ".replayer/continue.json"
-PLACEHOLDER_KEY = "sk-replayer-bridge-placeholder"
 _STATUS: dict[str, AgentStatus] = {"finished": "completed", "max_iterations": "max_steps"}
 """The companion's exit status (the SDK's execution status; max_iterations: its iteration budget ended it)."""
 
@@ -29,20 +28,11 @@ def _work_dir(state: Path) -> Path:
     return state / "openhands"
 
 
-class OpenHandsAdapter:
+class OpenHandsAdapter(Adapter[conversation.Native]):
     name = bundle.NAME
-    key_env = "OPENAI_API_KEY"
-    needs_nonce = False
-    takes_task = False
-    idle_timeout_s = 300.0
-    reruns_own_code = True
-    drives_other_versions = False
-    oldest_own_version: str | None = None
-    degradable_tools = False
 
-    def detect(self, head: list[Any]) -> bool:
-        from adapters import ConversationDir
-
+    @classmethod
+    def detect(cls, head: list[Any]) -> bool:
         return bool(head) and isinstance(head[0], ConversationDir)
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
@@ -58,7 +48,7 @@ class OpenHandsAdapter:
     def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
         work = _work_dir(agent_home.parent)
         work.mkdir(exist_ok=True)
-        return {bundle.HOME: (agent_home, False), **bundle.binds(work)}
+        return {AGENT_HOME: (agent_home, False), **bundle.binds(work)}
 
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
@@ -68,18 +58,18 @@ class OpenHandsAdapter:
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
     ) -> Rebuild:
-        native: conversation.Native = trajectory._native
+        native = self.native(trajectory)
         home = dest / "home"
         events = rebuild.prefix_events(trajectory, after_step, observations)
         files = rebuild.write(trajectory, after_step, events, home)
         conv = rebuild.conversation_dir(home, native)
         spec = {
-            "persistence_dir": f"{bundle.HOME}/{conv.relative_to(home)}",
-            "persistence_parent": f"{bundle.HOME}/{rebuild.CONVERSATIONS}",
+            "persistence_dir": f"{AGENT_HOME}/{conv.relative_to(home)}",
+            "persistence_parent": f"{AGENT_HOME}/{rebuild.CONVERSATIONS}",
             "conversation_id": str(native.base_state["id"]),
             "cwd": trajectory.cwd,
         }
-        write_bytes_atomic(home / SPEC, orjson.dumps(spec, option=orjson.OPT_INDENT_2))
+        write_continue_spec(home, spec)
         return Rebuild(
             native_files=files,
             expected_prefix=to_messages(events),
@@ -93,21 +83,13 @@ class OpenHandsAdapter:
             return None
         return to_messages(conversation.read_events(path, _NoDigest()))
 
-    def chat_tools(self, native: Path) -> list[dict[str, Any]]:
-        import adapters
-
-        return list(adapters.recorded_tools(self.name, bundle.version()))
-
     # continuation -----------------------------------------------------------------------------
-    def dialect(self) -> ChatDialect:
-        return ChatDialect()
-
     def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> ChatPrefixGate:
         appended = [{"role": "user", "content": [{"type": "text", "text": prompt}]}] if keep_prompt else []
         return ChatPrefixGate(rebuild.expected_prefix + appended)
 
     def default_model(self, trajectory: Trajectory) -> str | None:
-        model = ((trajectory._native.base_state.get("agent") or {}).get("llm") or {}).get("model")
+        model = ((self.native(trajectory).base_state.get("agent") or {}).get("llm") or {}).get("model")
         return str(model) if model else None
 
     def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
@@ -117,8 +99,8 @@ class OpenHandsAdapter:
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.model
-        argv = companion_argv("continue", f"{bundle.HOME}/{SPEC}", "--model", launch.model)
-        argv += ["--base-url", f"http://127.0.0.1:{launch.port}/v1", "--key", PLACEHOLDER_KEY]
+        argv = companion_argv("continue", CONTINUE_SPEC_PATH, "--model", launch.model)
+        argv += ["--base-url", local_url(launch.port), "--key", PLACEHOLDER_KEY]
         if launch.max_steps is not None:
             argv += ["--max-steps", str(launch.max_steps)]
         if launch.keep_prompt and launch.prompt is not None:
@@ -129,27 +111,18 @@ class OpenHandsAdapter:
         return {"max_iterations": launch.max_steps}
 
     def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
-        end = next((e for e in reversed(stdout_events(stdout)) if e.get("type") == "exit"), None)
+        end = last_event(stdout, "exit")
         if end is None:
             return "agent_error"
         return _STATUS.get(str(end.get("status")), "agent_error")
 
-    def finish_continuation(
-        self,
-        trajectory: Trajectory,
-        rebuild: Rebuild,
-        home: Path,
-        dest: Path,
-        prompt: str | None,
-        keep_prompt: bool,
-        sandbox: Sandbox,
-    ) -> dict[str, str]:
-        import shutil
-
-        continued = home / rebuild.continuation["conversation"]
+    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+        continued = ended.home / ended.rebuild.continuation["conversation"]
         if not (continued / conversation.BASE_STATE).is_file():
             return {}
-        shutil.copytree(continued, dest / "conversation", ignore=shutil.ignore_patterns(".eventlog.lock"))
+        shutil.copytree(
+            continued, ended.dest / "conversation", ignore=shutil.ignore_patterns(".eventlog.lock")
+        )
         return {"continued_conversation": "continued/conversation"}
 
 

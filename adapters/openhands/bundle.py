@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adapters.mini_swe_agent.bundle import python_home
+from adapters import sandbox_paths
+from adapters.python_bundle import venv_binds
+from adapters.sandbox_paths import AGENT_HOME
 from replayer.pins import load_pins
 
 NAME = "openhands"
 NAME_V0 = "openhands_v0"
-HOME = "/home/replay"
-"""The agent home: the run's home folder in its state directory (conversations/ lives there)."""
 WORK_MOUNT = "/run/replayer-openhands"
 """Read-write: the companion's socket, the persistence directories."""
 COMPANION_MOUNT = "/opt/replayer/openhands-companion"
@@ -31,7 +31,7 @@ def agent_mount(name: str = NAME) -> str:
     starts) carry the absolute interpreter path of the place the venv was made in."""
     if name == NAME_V0:
         return str(load_pins().bundle_dir(NAME_V0))
-    return f"/opt/replayer/agents/{name}-{version(name)}"
+    return sandbox_paths.agent_mount(name, version(name))
 
 
 def python(name: str = NAME) -> str:
@@ -40,14 +40,9 @@ def python(name: str = NAME) -> str:
 
 
 def binds(work: Path, name: str = NAME) -> dict[str, tuple[Path, bool]]:
-    bundle = load_pins().bundle_dir(name)
-    base = python_home(bundle)
-    return {
-        agent_mount(name): (bundle, True),
-        str(base): (base, True),
-        COMPANION_MOUNT: (COMPANION_DIR, True),
-        WORK_MOUNT: (work, False),
-    }
+    return venv_binds(
+        load_pins().bundle_dir(name), agent_mount(name), (COMPANION_MOUNT, COMPANION_DIR), (WORK_MOUNT, work)
+    )
 
 
 def base_env() -> dict[str, str]:
@@ -56,7 +51,7 @@ def base_env() -> dict[str, str]:
     HOME lies in the run's state directory, so nothing OpenHands writes there reaches the host."""
     return {
         "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        "HOME": HOME,
+        "HOME": AGENT_HOME,
         "TERM": "dumb",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "OPENHANDS_SUPPRESS_BANNER": "1",
@@ -76,13 +71,7 @@ V0_DEBS = {"usr/bin/tmux": "/usr/bin/tmux"} | {
 def binds_v0(work: Path) -> dict[str, tuple[Path, bool]]:
     """The V0 environment, its base interpreter, tmux, and the read-write work folder."""
     bundle = load_pins().bundle_dir(NAME_V0)
-    base = python_home(bundle)
-    out = {
-        agent_mount(NAME_V0): (bundle, True),
-        str(base): (base, True),
-        COMPANION_MOUNT: (COMPANION_DIR, True),
-        WORK_MOUNT: (work, False),
-    }
+    out = binds(work, NAME_V0)
     for rel, target in V0_DEBS.items():
         out[target] = ((bundle / "debs" / rel).resolve(), True)
     return out

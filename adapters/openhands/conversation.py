@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from adapters import loads_document
+from adapters.head import loads_document
 from adapters.openhands import bundle
 from adapters.shapes import MAX_DEPTH, deep_place, shallow_text, validated
 from replayer.errors import BadInput, bad_record, excerpt

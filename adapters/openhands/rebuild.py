@@ -11,8 +11,8 @@ from typing import Any
 
 import orjson
 
-from adapters.openhands import bundle
 from adapters.openhands.conversation import BASE_STATE, EVENTS, OBSERVATION_KINDS, Native
+from adapters.sandbox_paths import AGENT_HOME
 from replayer.io import write_bytes_atomic
 from replayer.models import Observation, Trajectory
 
@@ -36,7 +36,7 @@ def prefix_events(
             continue
         if record.get("kind") in OBSERVATION_KINDS and record.get("tool_call_id") == call_id:
             events[at] = copy.deepcopy(record)
-    saved = f"{bundle.HOME}/{CONVERSATIONS}/{str(native.base_state['id']).replace('-', '')}/observations"
+    saved = f"{AGENT_HOME}/{CONVERSATIONS}/{str(native.base_state['id']).replace('-', '')}/observations"
     parent = None
     for event in events:
         if isinstance((event.get("observation") or {}).get("full_output_save_dir"), str):
@@ -75,7 +75,7 @@ def write(trajectory: Trajectory, after_step: int, events: list[dict[str, Any]],
     if is_tree(native):
         base["leaf_event_id"] = events[-1]["id"] if events else None
         base["head_is_empty"] = not events
-    base["persistence_dir"] = f"{bundle.HOME}/{CONVERSATIONS}/{dest.name}"
+    base["persistence_dir"] = f"{AGENT_HOME}/{CONVERSATIONS}/{dest.name}"
     base["stats"] = _stats(base.get("stats"), {str(e.get("llm_response_id")) for e in events})
     users = [e["id"] for e in events if e["kind"] == "MessageEvent" and e.get("source") == "user"]
     base["last_user_message_id"] = users[-1] if users else None

@@ -10,7 +10,6 @@ message (all its tool calls), emitted before its tool results once every call ha
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from adapters.openhands.conversation import (
     validated,
 )
 from replayer.errors import BadInput, PlanRefused, bad_record, excerpt
-from replayer.io import read_input
+from replayer.io import read_input, sha256_hex
 from replayer.models import Observation, StartingState, Step, ToolCall, Trajectory
 
 KNOWN_ACTIONS = {
@@ -177,14 +176,15 @@ def parse(path: Path) -> Trajectory:
         ),
         None,
     )
-    session = (wrapper or {}).get("instance_id") or hashlib.sha256(data).hexdigest()[:32]
+    digest = sha256_hex(data)
+    session = (wrapper or {}).get("instance_id") or digest[:32]
     traj = Trajectory(
         agent=bundle.NAME_V0,
         agent_version=str(version) if version else None,
         session_id=str(session),
         cwd=cwd,
         source=str(path),
-        source_sha256=hashlib.sha256(data).hexdigest(),
+        source_sha256=digest,
         steps=steps,
         start=_instance_start(wrapper),
     )

@@ -10,10 +10,21 @@ from typing import Any
 
 import orjson
 
-from adapters.base import Launch, Rebuild, copy_continued, stdout_events
+from adapters.base import (
+    Adapter,
+    Ended,
+    Launch,
+    Rebuild,
+    continued_file,
+    copy_continued,
+    last_event,
+    recorded_tools,
+    write_continue_spec,
+)
 from adapters.openhands import bundle, v0
 from adapters.openhands.v0_rerun import OpenHandsV0Rerunner
-from bridges.chat import ChatDialect, ChatPrefixGate
+from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
+from bridges.chat import ChatPrefixGate
 from replayer.errors import PlanRefused
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
@@ -22,26 +33,17 @@ from sandboxes.base import Sandbox
 TRAJECTORY = "trajectory.json"
 REPLAY = ".replayer/replay.json"
 OBSERVATIONS = ".replayer/observations.json"
-SPEC = ".replayer/continue.json"
 CONTINUED = ".replayer/continued.json"
-PLACEHOLDER_KEY = "sk-replayer-bridge-placeholder"
 DEFAULT_MAX_STEPS = 100
 RERUN_TOOLS = {"execute_bash", "str_replace_editor"}
 """What the V0 runtime reruns (CodeActAgent's bash and editor; jupyter and browsing are off in the pinned config)."""
 
 
-class OpenHandsV0Adapter:
+class OpenHandsV0Adapter(Adapter[v0.NativeV0]):
     name = bundle.NAME_V0
-    key_env = "OPENAI_API_KEY"
-    needs_nonce = False
-    takes_task = False
-    idle_timeout_s = 300.0
-    reruns_own_code = True
-    drives_other_versions = False
-    oldest_own_version: str | None = None
-    degradable_tools = False
 
-    def detect(self, head: list[Any]) -> bool:
+    @classmethod
+    def detect(cls, head: list[Any]) -> bool:
         return v0.looks_like_v0(head)
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
@@ -60,7 +62,7 @@ class OpenHandsV0Adapter:
     def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
         work = agent_home.parent / "openhands"
         work.mkdir(exist_ok=True)
-        return {bundle.HOME: (agent_home, False), **bundle.binds_v0(work)}
+        return {AGENT_HOME: (agent_home, False), **bundle.binds_v0(work)}
 
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
@@ -70,7 +72,7 @@ class OpenHandsV0Adapter:
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
     ) -> Rebuild:
-        native: v0.NativeV0 = trajectory._native
+        native = self.native(trajectory)
         events = copy.deepcopy(native.events[: native.step_end(after_step)])
         for call_id, fresh in observations.items():
             at = native.observation_of.get(call_id)
@@ -92,29 +94,24 @@ class OpenHandsV0Adapter:
         rebuilt = {c: events[i] for c, i in native.observation_of.items() if i < len(events)}
         write_bytes_atomic(home / OBSERVATIONS, orjson.dumps(rebuilt))
         spec = {
-            "replay": f"{bundle.HOME}/{REPLAY}",
-            "observations": f"{bundle.HOME}/{OBSERVATIONS}",
-            "save": f"{bundle.HOME}/{CONTINUED}",
+            "replay": f"{AGENT_HOME}/{REPLAY}",
+            "observations": f"{AGENT_HOME}/{OBSERVATIONS}",
+            "save": f"{AGENT_HOME}/{CONTINUED}",
         }
-        write_bytes_atomic(home / SPEC, orjson.dumps(spec, option=orjson.OPT_INDENT_2))
+        write_continue_spec(home, spec)
         return Rebuild(native_files=[path], expected_prefix=v0.to_messages(events), agent_home=home)
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
-        path = result_dir / "continued" / TRAJECTORY
-        if not path.is_file():
+        path = continued_file(result_dir, TRAJECTORY)
+        if path is None:
             return None
-        return v0.to_messages(v0.parse(path)._native.events)
+        return v0.to_messages(self.native(v0.parse(path)).events)
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
-        import adapters
-
         # adapters/openhands/data/<V0 version>/: one data folder for both formats
-        return list(adapters.recorded_tools(bundle.NAME, bundle.version(bundle.NAME_V0)))
+        return list(recorded_tools(bundle.NAME, self.version()))
 
     # continuation -----------------------------------------------------------------------------
-    def dialect(self) -> ChatDialect:
-        return ChatDialect()
-
     def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> ChatPrefixGate:
         # The agent always sends its own system message first (AgentController._add_system_message, from
         # its prompt templates); a file without a system event has none in the prefix to hold it to.
@@ -140,13 +137,13 @@ class OpenHandsV0Adapter:
             "continue",
             f"{bundle.COMPANION_MOUNT}/v0_config.toml",
             trajectory.cwd,
-            f"{bundle.HOME}/{SPEC}",
+            CONTINUE_SPEC_PATH,
             str(launch.max_steps or DEFAULT_MAX_STEPS),
         ]
         env = {
             **bundle.v0_env(),
             "LLM_MODEL": launch.model,
-            "LLM_BASE_URL": f"http://127.0.0.1:{launch.port}/v1",
+            "LLM_BASE_URL": local_url(launch.port),
             "LLM_API_KEY": PLACEHOLDER_KEY,
         }
         return argv, env
@@ -155,7 +152,7 @@ class OpenHandsV0Adapter:
         return {"max_iterations_after_replay": launch.max_steps or DEFAULT_MAX_STEPS}
 
     def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
-        end = next((e for e in reversed(stdout_events(stdout)) if e.get("type") == "exit"), None)
+        end = last_event(stdout, "exit")
         if end is None:
             return "agent_error"
         if end.get("status") == "finished":
@@ -164,14 +161,5 @@ class OpenHandsV0Adapter:
             return "max_steps"
         return "agent_error"
 
-    def finish_continuation(
-        self,
-        trajectory: Trajectory,
-        rebuild: Rebuild,
-        home: Path,
-        dest: Path,
-        prompt: str | None,
-        keep_prompt: bool,
-        sandbox: Sandbox,
-    ) -> dict[str, str]:
-        return copy_continued(home / CONTINUED, dest, TRAJECTORY, "continued_trajectory")
+    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+        return copy_continued(ended.home / CONTINUED, ended.dest, TRAJECTORY, "continued_trajectory")

@@ -7,21 +7,28 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from adapters.base import Launch, Rebuild, copy_continued, stdout_events
+from adapters.base import (
+    Adapter,
+    Ended,
+    Launch,
+    Rebuild,
+    continued_file,
+    copy_continued,
+    provider_model_refusal,
+    stdout_events,
+    write_continue_spec,
+)
 from adapters.pi import bundle, session
 from adapters.pi.rerun import PiRerunner
 from adapters.pi.wire import js_json, to_wire
-from bridges.chat import ChatDialect, SystemPerRequestGate
+from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, CONTINUE_SPEC_PATH, local_url
+from bridges.chat import SystemPerRequestGate
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from sandboxes.base import Sandbox
 
 TOOLS = frozenset({"read", "bash", "edit", "write"})
 """Pi's default tools, rerun by the pinned package's own implementations; no other tool is replayed."""
-BRIDGE_URL = "http://127.0.0.1:8765/v1"
-CONTINUE_SPEC = ".replayer/continue.json"
 CONTINUED = "session.jsonl"
 _STEP_MARGIN_S = 60.0
 
@@ -68,24 +75,17 @@ def _fresh(message: dict[str, Any], observations: dict[str, Observation]) -> dic
     return fresh.structured if fresh is not None and isinstance(fresh.structured, dict) else message
 
 
-class PiAdapter:
+class PiAdapter(Adapter[session.Native]):
     name = bundle.NAME
-    key_env = "OPENAI_API_KEY"
-    needs_nonce = False
-    takes_task = False
-    idle_timeout_s = 300.0
-    reruns_own_code = True
-    drives_other_versions = False
-    oldest_own_version: str | None = None
-    degradable_tools = False
 
-    def detect(self, head: list[Any]) -> bool:
+    @classmethod
+    def detect(cls, head: list[Any]) -> bool:
         return session.looks_like_pi(head)
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         traj = session.parse(path)
         if traj.session_id is None:  # an rpc log has no header: a stable id from its content
-            native: session.Native = traj._native
+            native = self.native(traj)
             sid = str(uuid.UUID(traj.source_sha256[:32]))
             native.header = {**native.header, "id": sid}
             traj = traj.model_copy(update={"session_id": sid})
@@ -103,13 +103,13 @@ class PiAdapter:
     def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
         work = _work_dir(agent_home.parent)
         work.mkdir(exist_ok=True)
-        return {bundle.HOME: (agent_home, False), **bundle.sandbox_binds(work)}
+        return {AGENT_HOME: (agent_home, False), **bundle.sandbox_binds(work)}
 
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
     ) -> PiRerunner:
         state = workspace.root.parent
-        provider, model = _model(trajectory._native)
+        provider, model = _model(self.native(trajectory))
         bundle.write_config(state / "home", provider, model, "http://127.0.0.1:9/v1", compaction=False)
         timeout = budgets.max_command_timeout_s + _STEP_MARGIN_S
         return PiRerunner(trajectory, sandbox, _work_dir(state), timeout)
@@ -117,7 +117,7 @@ class PiAdapter:
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
     ) -> Rebuild:
-        native: session.Native = trajectory._native
+        native = self.native(trajectory)
         header = {**native.header, "version": 3}
         keep = _boundary_entries(native, trajectory, after_step)
         entries = [
@@ -131,9 +131,9 @@ class PiAdapter:
         write_bytes_atomic(path, b"".join(js_json(r).encode() + b"\n" for r in [header, *entries]))
         provider, model = _model(native)
         bundle.write_config(home, provider, model, BRIDGE_URL)
-        container_path = f"{bundle.HOME}/{path.relative_to(home)}"
+        container_path = f"{AGENT_HOME}/{path.relative_to(home)}"
         spec = {"cwd": trajectory.cwd, "agent_dir": bundle.AGENT_DIR, "session_file": container_path}
-        write_bytes_atomic(home / CONTINUE_SPEC, orjson.dumps(spec, option=orjson.OPT_INDENT_2))
+        write_continue_spec(home, spec)
         prefix = [_fresh(m, observations) for m in _context_prefix(native, keep)]
         return Rebuild(
             native_files=[path],
@@ -143,44 +143,30 @@ class PiAdapter:
         )
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
-        path = result_dir / "continued" / CONTINUED
-        if not path.is_file():
+        path = continued_file(result_dir, CONTINUED)
+        if path is None:
             return None
-        return to_wire(session.parse(path)._native.messages, bundle.version())
-
-    def chat_tools(self, native: Path) -> list[dict[str, Any]]:
-        import adapters
-
-        return list(adapters.recorded_tools(self.name, bundle.version()))
+        return to_wire(self.native(session.parse(path)).messages, self.version())
 
     # continuation -----------------------------------------------------------------------------
-    def dialect(self) -> ChatDialect:
-        return ChatDialect()
-
     def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> SystemPerRequestGate:
         appended = {"role": "user", "content": [{"type": "text", "text": prompt}]} if keep_prompt else None
         return SystemPerRequestGate(rebuild.expected_prefix, appended, strip_appended=False)
 
     def default_model(self, trajectory: Trajectory) -> str | None:
-        provider, model = _model(trajectory._native)
+        provider, model = _model(self.native(trajectory))
         return f"{provider}/{model}"
 
     def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
-        provider, _, name = (model or "").partition("/")
-        if not provider or not name:
-            return f"Pi models are named provider/model, not {model!r}"
-        return None
+        return provider_model_refusal("Pi", model)
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.model
-        argv = bundle.companion_argv("continue", f"{bundle.HOME}/{CONTINUE_SPEC}", "--model", launch.model)
+        argv = bundle.companion_argv("continue", CONTINUE_SPEC_PATH, "--model", launch.model)
         if launch.keep_prompt and launch.prompt is not None:
             argv += ["--prompt", launch.prompt]
-        env = {**bundle.base_env(), "REPLAYER_PI_BASE_URL": f"http://127.0.0.1:{launch.port}/v1"}
+        env = {**bundle.base_env(), "REPLAYER_PI_BASE_URL": local_url(launch.port)}
         return argv, env
-
-    def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
-        return {}
 
     def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
         ends = [e for e in stdout_events(stdout) if e.get("type") == "agent_end"]
@@ -189,16 +175,6 @@ class PiAdapter:
         assistants = [m for m in ends[-1].get("messages", []) if m.get("role") == "assistant"]
         return "completed" if assistants and assistants[-1].get("stopReason") == "stop" else "agent_error"
 
-    def finish_continuation(
-        self,
-        trajectory: Trajectory,
-        rebuild: Rebuild,
-        home: Path,
-        dest: Path,
-        prompt: str | None,
-        keep_prompt: bool,
-        sandbox: Sandbox,
-    ) -> dict[str, str]:
-        return copy_continued(
-            home / rebuild.continuation["session_file"], dest, CONTINUED, "continued_session"
-        )
+    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+        continued = ended.home / ended.rebuild.continuation["session_file"]
+        return copy_continued(continued, ended.dest, CONTINUED, "continued_session")

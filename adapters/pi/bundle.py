@@ -6,17 +6,17 @@ from pathlib import Path
 
 import orjson
 
+from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY
 from replayer.io import write_bytes_atomic
 from replayer.pins import load_pins
 
 NAME = "pi"
-HOME = "/home/replay"
 GLOBAL_MODULES = "/usr/local/lib/node_modules"
 """The bundle's node_modules is mounted here, a standard global path: Pi's system prompt names its
 install path, so no host path may show in it."""
 NODE = "/usr/local/bin/node"
 PACKAGE = f"{GLOBAL_MODULES}/@mariozechner/pi-coding-agent"
-AGENT_DIR = f"{HOME}/.pi/agent"
+AGENT_DIR = f"{AGENT_HOME}/.pi/agent"
 ENV = {"PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"}
 
 
@@ -35,7 +35,7 @@ def binds() -> dict[str, tuple[Path, bool]]:
 
 
 def base_env() -> dict[str, str]:
-    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": HOME, "TERM": "dumb", **ENV}
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": AGENT_HOME, "TERM": "dumb", **ENV}
 
 
 def cli_argv(*args: str) -> list[str]:
@@ -50,7 +50,7 @@ def write_config(home: Path, provider: str, model: str, base_url: str, *, compac
             provider: {
                 "baseUrl": base_url,
                 "api": "openai-completions",
-                "apiKey": "sk-replayer-bridge-placeholder",
+                "apiKey": PLACEHOLDER_KEY,
                 "models": [
                     {
                         "id": model,

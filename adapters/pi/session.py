@@ -69,7 +69,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 from adapters.pi import schema
 from adapters.shapes import check
 from replayer.errors import BadInput, excerpt
-from replayer.io import read_input
+from replayer.io import read_input, sha256_hex
 from replayer.models import Step, Trajectory
 
 Record = dict[str, Any]
@@ -204,7 +204,7 @@ def parse(path: Path, task: str | None = None) -> Trajectory:
     """`task` is accepted for the adapter interface and ignored: every Pi form carries the user message."""
     del task
     raw = read_input(path)
-    digest = hashlib.sha256(raw).hexdigest()
+    digest = sha256_hex(raw)
     records, unparsed = _records(raw, path)
     if not records:
         if unparsed:

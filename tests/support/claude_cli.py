@@ -7,6 +7,7 @@ from pathlib import Path
 
 from adapters.claude_code import tools
 from adapters.claude_code.driven import cli_env
+from adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
 from bridges.scripted import Script, ScriptedUpstream
 from replayer import bundles
 from replayer.pins import load_pins
@@ -14,7 +15,7 @@ from sandboxes.docker import DockerSandbox, connect
 
 CWD = "/testbed"
 SOCK_DIR = "/run/replayer-sock"
-PORT = 8765
+PORT = BRIDGE_PORT
 
 
 def claude_env() -> dict[str, str]:
@@ -40,7 +41,7 @@ def run_claude(
     claude = f"{mount}/{cli.path}"
     stdout: list[bytes] = []
     with ScriptedUpstream(script, unix_path=sockets / "upstream.sock") as upstream:
-        binds = {cwd: (workspace, False), tools.HOME: (home, False), SOCK_DIR: (sockets, False)}
+        binds = {cwd: (workspace, False), AGENT_HOME: (home, False), SOCK_DIR: (sockets, False)}
         binds[mount] = (pins.bundle_dir("claude_code"), True)
         if cli.needs_node:
             binds[bundles.NODE_MOUNT] = (bundles.host_node(), True)

@@ -7,22 +7,24 @@ from pathlib import Path
 
 import orjson
 
+from adapters import sandbox_paths
+from adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
 from bridges.scripted import Script, ScriptedUpstream
 from replayer import bundles
 from replayer.pins import load_pins
 from sandboxes.docker import DockerSandbox, connect
 
 CWD = "/testbed"
-HOME = "/home/replay"
+HOME = AGENT_HOME
 CODEX_HOME = f"{HOME}/.codex"
 SOCK_DIR = "/run/replayer-sock"
-PORT = 8765
+PORT = BRIDGE_PORT
 MODEL = "gpt-5.5"
 KEY_ENV = "REPLAYER_CODEX_KEY"
 
 
 def agent_mount() -> str:
-    return f"/opt/replayer/agents/codex-{load_pins().agents['codex'].version}"
+    return sandbox_paths.agent_mount("codex", load_pins().agents["codex"].version)
 
 
 def config_toml(port: int = PORT) -> str:

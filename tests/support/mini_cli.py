@@ -10,13 +10,14 @@ import uuid
 from pathlib import Path
 
 from adapters.mini_swe_agent import bundle
+from adapters.sandbox_paths import BRIDGE_PORT
 from bridges.scripted import Script, ScriptedUpstream
 from replayer.pins import load_pins
 from sandboxes.docker import DockerSandbox, connect
 
 CWD = "/testbed"
 SOCK_DIR = "/run/replayer-sock"
-PORT = 8765
+PORT = BRIDGE_PORT
 TRAJ = f"{bundle.WORK_MOUNT}/out.traj.json"
 V1_MOUNT = "/opt/replayer/recorder/mini-1"
 V1_CONFIG = f"{bundle.WORK_MOUNT}/v1-config.yaml"

@@ -10,13 +10,14 @@ from pathlib import Path
 import orjson
 
 from adapters.opencode import bundle
+from adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
 from bridges.scripted import Script, ScriptedUpstream
 from replayer.pins import load_pins
 from sandboxes.docker import DockerSandbox, connect
 
 CWD = "/testbed"
 SOCK_DIR = "/run/replayer-sock"
-PORT = 8765
+PORT = BRIDGE_PORT
 PROVIDER = "fake"
 MODEL = "fake-model"
 
@@ -41,7 +42,7 @@ def run_opencode(
     stdout: list[bytes] = []
     session: str | None = None
     with ScriptedUpstream(script, unix_path=sockets / "upstream.sock") as upstream:
-        binds = {CWD: (workspace, False), bundle.HOME: (home, False), SOCK_DIR: (sockets, False)}
+        binds = {CWD: (workspace, False), AGENT_HOME: (home, False), SOCK_DIR: (sockets, False)}
         binds.update(bundle.binds())
         run_id = f"opencode-{uuid.uuid4().hex[:8]}"
         with DockerSandbox.start(

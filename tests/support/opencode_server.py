@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from adapters.opencode import bundle
+from adapters.sandbox_paths import AGENT_HOME
 from bridges.scripted import Script, ScriptedUpstream
 from replayer.pins import load_pins
 from sandboxes.docker import DockerSandbox, connect
@@ -124,7 +125,7 @@ def run_opencode_server(
     bundle.write_config(home, PROVIDER, MODEL, f"http://127.0.0.1:{PORT}/v1")
     api = sockets / "server.sock"
     with ScriptedUpstream(script, unix_path=sockets / "upstream.sock") as upstream:
-        binds = {CWD: (workspace, False), bundle.HOME: (home, False), SOCK_DIR: (sockets, False)}
+        binds = {CWD: (workspace, False), AGENT_HOME: (home, False), SOCK_DIR: (sockets, False)}
         binds.update(bundle.binds())
         run_id = f"opencode-serve-{uuid.uuid4().hex[:8]}"
         with DockerSandbox.start(

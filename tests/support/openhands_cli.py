@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 
 from adapters.openhands import bundle
+from adapters.sandbox_paths import BRIDGE_PORT
 from bridges.scripted import Script, ScriptedUpstream
 from replayer.pins import load_pins
 from sandboxes.docker import DockerSandbox, connect
@@ -16,7 +17,7 @@ CWD = "/testbed"
 SOCK_DIR = "/run/replayer-sock"
 SUPPORT_MOUNT = "/opt/replayer/recorder-openhands"
 SUPPORT_DIR = Path(__file__).resolve().parent / "openhands"
-PORT = 8765
+PORT = BRIDGE_PORT
 MODEL = "openai/fake-model"
 
 

@@ -7,13 +7,14 @@ import uuid
 from pathlib import Path
 
 from adapters.pi import bundle
+from adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
 from bridges.scripted import Script, ScriptedUpstream
 from replayer.pins import load_pins
 from sandboxes.docker import DockerSandbox, connect
 
 CWD = "/testbed"
 SOCK_DIR = "/run/replayer-sock"
-PORT = 8765
+PORT = BRIDGE_PORT
 PROVIDER = "fake"
 MODEL = "fake-model"
 # RPC mode: one prompt command per prompt, each sent once the previous run ended; stdin closed at the end.
@@ -33,7 +34,7 @@ def run_pi(
     bundle.write_config(home, PROVIDER, MODEL, f"http://127.0.0.1:{PORT}/v1")
     stdout: list[bytes] = []
     with ScriptedUpstream(script, unix_path=sockets / "upstream.sock") as upstream:
-        binds = {CWD: (workspace, False), bundle.HOME: (home, False), SOCK_DIR: (sockets, False)}
+        binds = {CWD: (workspace, False), AGENT_HOME: (home, False), SOCK_DIR: (sockets, False)}
         binds.update(bundle.binds())
         run_id = f"pi-{uuid.uuid4().hex[:8]}"
         with DockerSandbox.start(

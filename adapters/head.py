@@ -1,0 +1,110 @@
+"""What detection reads of a file: its first records, or one marker record for a form read otherwise
+(an SQLite store, a conversation directory, a server-sent-events dump)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from replayer.errors import BadInput
+from replayer.io import MAX_INPUT_BYTES, open_input
+
+_HEAD_LINES = 64
+SQLITE_MAGIC = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file."""
+
+
+@dataclass(frozen=True)
+class SqliteFile:
+    """`read_head`'s only record for an SQLite database: a detector that wants it opens it itself (read-only)."""
+
+    path: Path
+
+
+@dataclass(frozen=True)
+class ConversationDir:
+    """`read_head`'s only record for a directory holding an OpenHands V1 conversation (base_state.json)."""
+
+    path: Path
+
+
+@dataclass(frozen=True)
+class SseData:
+    """`read_head`'s only record for a dump of a server-sent-events stream (lines `data: <json>`, blank lines,
+    `event:`/`id:`/`retry:` fields and `:` comments): the JSON values of its first `data:` lines."""
+
+    values: list[Any]
+
+
+SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:", b":")
+"""How every non-blank line of a server-sent-events stream begins."""
+
+
+_detected: tuple[bytes, Any] | None = None
+"""The whole-file JSON document `read_head` read last, with its bytes: the parse that follows detection
+takes it (`loads_document`) instead of parsing the same bytes a second time."""
+
+
+def loads_document(data: bytes) -> Any:
+    """`orjson.loads(data)` of a file's bytes, or the value detection read from equal bytes (taken once)."""
+    global _detected
+    detected, _detected = _detected, None
+    if detected is not None and detected[0] == data:
+        return detected[1]
+    return orjson.loads(data)
+
+
+def read_head(path: Path) -> list[Any]:
+    """The first parsed records of a JSONL file, [the top-level value] of a (pretty-printed) JSON file,
+    or [SqliteFile(path)] for an SQLite database, [ConversationDir(path)] for a directory with base_state.json,
+    [SseData(...)] for a server-sent-events dump."""
+    global _detected
+    _detected = None
+    if path.is_dir():
+        return [ConversationDir(path)] if (path / "base_state.json").is_file() else []
+    try:
+        with open_input(path) as fh:
+            if fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC:
+                return [SqliteFile(path)]
+            fh.seek(0)
+            lines = list(islice(fh, _HEAD_LINES))
+            if lines and lines[0].strip() in (b"{", b"["):
+                fh.seek(0)
+                whole = fh.read(MAX_INPUT_BYTES)
+                try:
+                    _detected = (whole, orjson.loads(whole))
+                except orjson.JSONDecodeError:
+                    return []
+                return [_detected[1]]
+            one_line = len(lines) == 1 and not fh.read(1)
+    except IsADirectoryError:
+        return []
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+    head: list[Any] = []
+    for line in lines:
+        try:
+            head.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            continue
+    if one_line and head:  # a document written on one line
+        _detected = (lines[0], head[0])
+    sse = all(not line.strip() or line.startswith(SSE_FIELDS) for line in lines)
+    if not head and sse and any(line.startswith(b"data:") for line in lines):
+        return [SseData(_sse_values(lines))]
+    return head
+
+
+def _sse_values(lines: list[bytes]) -> list[Any]:
+    values = []
+    for line in lines:
+        if line.startswith(b"data:"):
+            try:
+                values.append(orjson.loads(line[5:]))
+            except orjson.JSONDecodeError:
+                continue
+    return values

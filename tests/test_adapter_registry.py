@@ -1,0 +1,70 @@
+"""The adapter registry and the shape every adapter shares (no Docker)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import adapters
+from adapters.base import Adapter
+from replayer.errors import BadInput
+
+ADAPTERS = Path(adapters.__file__).resolve().parent
+
+
+def test_every_registered_adapter_is_a_complete_adapter_under_its_name() -> None:
+    for name in adapters.REGISTRY:
+        adapter = adapters.by_name(name)  # an abstract method left out would refuse the instance
+        assert isinstance(adapter, Adapter)
+        assert adapter.name == name
+    assert [a.name for a in adapters.all_adapters()] == list(adapters.REGISTRY)
+
+
+def test_an_unknown_name_is_refused() -> None:
+    with pytest.raises(BadInput, match="no adapter named 'nope'"):
+        adapters.by_name("nope")
+
+
+def test_detection_is_a_class_method_and_claims_nothing_empty() -> None:
+    for name in adapters.REGISTRY:
+        assert adapters.adapter_class(name).detect([]) is False
+
+
+def _imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            if node.module != "adapters":  # `from adapters import sandbox_paths` imports that module
+                names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _is_name_of_registry(module: str) -> bool:
+    """`adapters.X` where X is no module of its own (a name defined by adapters/__init__.py)."""
+    name = module.split(".", 1)[1]
+    return module.startswith("adapters.") and not (
+        (ADAPTERS / f"{name}.py").is_file() or (ADAPTERS / name / "__init__.py").is_file()
+    )
+
+
+def test_no_adapter_imports_another() -> None:
+    packages = {p.name for p in ADAPTERS.iterdir() if (p / "__init__.py").is_file()}
+    assert len(packages) >= 6
+    for package in packages:
+        others = {f"adapters.{p}" for p in packages - {package}}
+        for path in (ADAPTERS / package).rglob("*.py"):
+            imported = _imported_modules(path)
+            crossing = {m for m in imported if any(m == o or m.startswith(o + ".") for o in others)}
+            assert not crossing, f"{path.relative_to(ADAPTERS)} imports {sorted(crossing)}"
+            from_registry = {
+                m for m in imported if m == "adapters" or (m.count(".") == 1 and _is_name_of_registry(m))
+            }
+            assert not from_registry, (
+                f"{path.relative_to(ADAPTERS)} imports the registry: {sorted(from_registry)}"
+            )
