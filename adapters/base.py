@@ -9,8 +9,9 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from bridges.core import Dialect, Gate
-from replayer.io import Workspace, write_bytes_atomic
+from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.rundirs import RunDirs
 from sandboxes.base import Sandbox
 
 
@@ -111,13 +112,13 @@ class Adapter(Protocol):
         """How a call is replayed; for "unknown", why it cannot be rerun."""
         ...
 
-    def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
+    def sandbox_binds(self, trajectory: Trajectory, dirs: RunDirs) -> dict[str, tuple[Path, bool]]:
         """Extra mounts the reruns need (container path -> host path, read-only), besides the workspace."""
         ...
 
-    def rerunner(
-        self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
-    ) -> Rerunner: ...
+    def rerunner(self, trajectory: Trajectory, sandbox: Sandbox, dirs: RunDirs, budgets: Budgets) -> Rerunner:
+        """`dirs`: the run's state folders (the workspace copy is `dirs.workspace_at(trajectory.cwd)`)."""
+        ...
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
