@@ -4,12 +4,14 @@ Nothing runs: each exec is matched against the script's rules (a regular express
 command line, first match wins) and answered with the rule's output, or a callable's; an exec no rule
 matches is an error, so a test states everything the engine runs. Every exec is recorded. Files follow
 the spec's binds (a container path under a bind target is that host folder's file, as in a container);
-any other path lives in the fake's own temporary root. Deployment calls are recorded, not carried out."""
+any other path lives in the fake's own temporary root (removed at stop). Deployment calls are
+recorded, not carried out."""
 
 from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -31,7 +33,8 @@ class Exec:
 
     @property
     def line(self) -> str:
-        return shlex.join(self.argv)
+        """The command line as rules see it: the arguments joined by spaces, unquoted."""
+        return " ".join(self.argv)
 
 
 Answer = ExecResult | Callable[[Exec], ExecResult]
@@ -52,7 +55,7 @@ def answer(stdout: bytes | str = b"", stderr: bytes | str = b"", exit_code: int 
 @dataclass
 class Rule:
     pattern: str
-    """Searched (re.search) in the shell-quoted command line."""
+    """Searched (re.search, `.` matching newlines too) in the command line (`Exec.line`)."""
     answer: Answer
 
     def matches(self, run: Exec) -> bool:
@@ -100,7 +103,7 @@ class FakeSandbox:
         for rule in self.rules:
             if rule.matches(run):
                 return rule.answer(run) if callable(rule.answer) else rule.answer
-        raise SandboxError(f"the fake sandbox has no answer for {run.line[:300]}")
+        raise SandboxError(f"the fake sandbox has no answer for {shlex.join(run.argv)[-300:]}")
 
     def exec(
         self,
@@ -158,6 +161,7 @@ class FakeSandbox:
 
     def stop(self) -> None:
         self.stopped = True
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 @dataclass
