@@ -35,19 +35,9 @@ from replayer.pins import load_pins, running_version
 from replayer.plan import Plan
 from replayer.rundirs import RunDirs
 from replayer.safecopy import copy_untrusted
-from replayer.steps import JSON_OPTS, RERUNS, check_cassettes, check_workspace, sandbox_image
+from replayer.steps import JSON_OPTS, RERUNS
 from sandboxes.base import Backend, Sandbox
 
-__all__ = [
-    "JSON_OPTS",
-    "RERUNS",
-    "check_cassettes",
-    "check_workspace",
-    "execute",
-    "load",
-    "pins_for",
-    "sandbox_image",
-]
 logger = logging.getLogger(__name__)
 OnBoundary = Callable[[Sandbox, RunDirs, Path], None]
 """Called in run mode with the sandbox, the run's state folders and the rebuilt native directory once the
@@ -254,9 +244,8 @@ def _run(job: _Job, workspace: Path, image: str, on_boundary: OnBoundary | None,
     request, adapter, traj, tmp, on_event = job.request, job.adapter, job.traj, job.out, job.on_event
     cont, limits = request.continuation, request.limits
     skips = steps.Skips()
-    state = steps.materialize_state(workspace, limits, tmp, skips)
+    state, dirs = steps.materialize_state(workspace, limits, tmp, skips)
     try:
-        dirs = RunDirs(root=state.path)
         t0 = time.monotonic()
         on_event(Stage("sandbox"))
         box = steps.start_sandbox(

@@ -143,9 +143,9 @@ class Skips:
 
 def materialize_state(
     workspace: Path, limits: SandboxLimits, fallback_parent: Path, skips: Skips
-) -> StateDir:
-    """A fresh state directory (RunDirs layout) with a copy of the workspace and an empty home and bridge
-    folder; the caller removes it."""
+) -> tuple[StateDir, RunDirs]:
+    """A fresh state directory with a copy of the workspace and an empty home and bridge folder, and its
+    layout; the caller removes it."""
     state = StateDir.create(limits.disk_bytes, fallback_parent=fallback_parent)
     try:
         dirs = RunDirs(root=state.path)
@@ -156,7 +156,7 @@ def materialize_state(
     except BaseException:
         state.remove()
         raise
-    return state
+    return state, dirs
 
 
 def start_sandbox(
