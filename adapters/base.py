@@ -15,9 +15,10 @@ from adapters.sandbox_paths import CONTINUE_SPEC
 from bridges.chat import ChatDialect
 from bridges.core import Dialect, Gate
 from replayer.errors import BadInput
-from replayer.io import Workspace, write_bytes_atomic
+from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.pins import load_pins
+from replayer.rundirs import RunDirs
 from sandboxes.base import Sandbox
 
 
@@ -129,13 +130,13 @@ class Rerunning(ABC):
         """How a call is replayed; for "unknown", why it cannot be rerun."""
 
     @abstractmethod
-    def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
+    def sandbox_binds(self, trajectory: Trajectory, dirs: RunDirs) -> dict[str, tuple[Path, bool]]:
         """Extra mounts the reruns need (container path -> host path, read-only), besides the workspace."""
 
     @abstractmethod
-    def rerunner(
-        self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
-    ) -> Rerunner: ...
+    def rerunner(self, trajectory: Trajectory, sandbox: Sandbox, dirs: RunDirs, budgets: Budgets) -> Rerunner:
+        """`dirs`: the run's state folders (the workspace copy is `dirs.workspace_at(trajectory.cwd)`)."""
+        ...
 
 
 class SessionWriter(Pinned):

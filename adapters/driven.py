@@ -13,7 +13,7 @@ from adapters.sandbox_paths import REPLAY_MODEL_PORT
 from bridges.scripted import Script, ScriptedUpstream, Turn
 from replayer.errors import SandboxError
 from replayer.io import remove_alias, short_alias
-from sandboxes.docker import DockerSandbox, ExecHandle
+from sandboxes.base import RunningExec, Sandbox
 
 PORT = REPLAY_MODEL_PORT
 SOCKET = "replay-model.sock"
@@ -25,7 +25,7 @@ STEP_MARGIN_S = 60.0
 class ReplayModel:
     """Serve the fed model on `work`/SOCKET (a host folder mounted at `mount`) for `sandbox`."""
 
-    def __init__(self, sandbox: DockerSandbox, work: Path, mount: str, model: str):
+    def __init__(self, sandbox: Sandbox, work: Path, mount: str, model: str):
         self.alias = short_alias(work)
         self.upstream = ScriptedUpstream(
             Script(turns=[], model=model), unix_path=self.alias / SOCKET, fed=True
@@ -37,7 +37,7 @@ class ReplayModel:
         self.upstream.feed(turn)
 
     def next_request(
-        self, handle: ExecHandle, cli: str, what: str, timeout_s: float = REQUEST_TIMEOUT_S
+        self, handle: RunningExec, cli: str, what: str, timeout_s: float = REQUEST_TIMEOUT_S
     ) -> Any:
         """The body of the next main-thread request `handle`'s CLI sends; a clear error if none comes."""
         body = handle.await_item(self.upstream.main_bodies, timeout_s)
@@ -45,7 +45,7 @@ class ReplayModel:
             raise SandboxError(f"{cli} sent no model request for {what}: {handle.last_stderr_line()}")
         return body
 
-    def answer_until_exit(self, handle: ExecHandle, closing: Turn, timeout_s: float) -> bool:
+    def answer_until_exit(self, handle: RunningExec, closing: Turn, timeout_s: float) -> bool:
         """Whether `handle`'s CLI exits within `timeout_s` after its run's last turn. A CLI that asks the
         model again before it exits (Claude Code 2.1.332 does, after its turn ended) gets `closing` again."""
         deadline = time.monotonic() + timeout_s

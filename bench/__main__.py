@@ -36,6 +36,7 @@ from replayer.io import Workspace
 from replayer.models import Budgets, ToolCall
 from replayer.pins import load_pins
 from replayer.plan import make_plan
+from replayer.rundirs import RunDirs
 from sandboxes.docker import DockerSandbox, connect
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,16 +184,15 @@ def bench_bash(tmp: Path) -> dict[str, float]:
 
     adapter = ClaudeCodeAdapter()
     _, traj = load(FIXTURES / "single" / "session.jsonl")
-    ws = tmp / "ws"
-    shutil.copytree(FIXTURES / "single" / "workspace", ws)
-    home = tmp / "home"
-    home.mkdir()
-    binds = {"/testbed": (ws, False), **adapter.sandbox_binds(traj, home)}
+    dirs = RunDirs(root=tmp / "claude")
+    shutil.copytree(FIXTURES / "single" / "workspace", dirs.workspace)
+    dirs.home.mkdir()
+    binds = {"/testbed": (dirs.workspace, False), **adapter.sandbox_binds(traj, dirs)}
     client = connect()
     with DockerSandbox.start(
         client, load_pins().base_image.tag, binds=binds, workdir="/testbed", run_id="bench"
     ) as box:
-        rerunner = adapter.rerunner(traj, box, Workspace(ws, "/testbed"), Budgets())
+        rerunner = adapter.rerunner(traj, box, dirs, Budgets())
         call = ToolCall(id="toolu_bench", tool="Bash", input={"command": "cat a.txt"})
         bare = _best(lambda: box.container.exec_run(["cat", "a.txt"], workdir="/testbed"), 20)
         ours = _best(lambda: rerunner.run(call), 20)
@@ -209,18 +209,17 @@ def bench_mini(tmp: Path) -> dict[str, float]:
     steps = [s for s in traj.steps if not s.final and s.index != 4]  # step 4 waits for its 2 s timeout
     calls = [c for s in steps for c in s.calls]
 
-    def sandbox(name: str) -> tuple[DockerSandbox, Workspace]:
-        state = tmp / name
-        ws, home = state / "workspace", state / "home"
-        shutil.copytree(fixture / "workspace", ws)
-        home.mkdir()
-        binds = {"/testbed": (ws, False), **adapter.sandbox_binds(traj, home)}
+    def sandbox(name: str) -> tuple[DockerSandbox, RunDirs]:
+        dirs = RunDirs(root=tmp / name)
+        shutil.copytree(fixture / "workspace", dirs.workspace)
+        dirs.home.mkdir()
+        binds = {"/testbed": (dirs.workspace, False), **adapter.sandbox_binds(traj, dirs)}
         box = DockerSandbox.start(
             connect(), load_pins().base_image.tag, binds=binds, workdir="/testbed", run_id=name
         )
-        return box, Workspace(ws, "/testbed")
+        return box, dirs
 
-    def one_companion(box: DockerSandbox, ws: Workspace) -> None:
+    def one_companion(box: DockerSandbox, ws: RunDirs) -> None:
         rerunner = adapter.rerunner(traj, box, ws, Budgets())
         try:
             for call in calls:
@@ -228,7 +227,7 @@ def bench_mini(tmp: Path) -> dict[str, float]:
         finally:
             rerunner.close()
 
-    def companion_per_step(box: DockerSandbox, ws: Workspace) -> None:
+    def companion_per_step(box: DockerSandbox, ws: RunDirs) -> None:
         for step in steps:
             rerunner = adapter.rerunner(traj, box, ws, Budgets())
             try:
@@ -237,14 +236,14 @@ def bench_mini(tmp: Path) -> dict[str, float]:
             finally:
                 rerunner.close()
 
-    def start_only(box: DockerSandbox, ws: Workspace) -> None:
+    def start_only(box: DockerSandbox, ws: RunDirs) -> None:
         rerunner = adapter.rerunner(traj, box, ws, Budgets())
         try:
             rerunner._connect()
         finally:
             rerunner.close()
 
-    def bare(box: DockerSandbox, ws: Workspace) -> None:
+    def bare(box: DockerSandbox, ws: RunDirs) -> None:
         for call in calls:
             box.container.exec_run(["sh", "-c", call.input["command"]], workdir="/testbed")
 
@@ -270,15 +269,15 @@ def bench_codex(tmp: Path) -> dict[str, float]:
     fixture = ROOT / "tests" / "fixtures" / "codex" / "exec"
     adapter = CodexAdapter()
     _, traj = load(fixture / "rollout.jsonl")
-    state = tmp / "codex"
-    ws, home = state / "workspace", state / "home"
+    dirs = RunDirs(root=tmp / "codex")
+    ws = dirs.workspace
     shutil.copytree(fixture / "workspace", ws)
-    home.mkdir()
-    binds = {"/testbed": (ws, False), **adapter.sandbox_binds(traj, home)}
+    dirs.home.mkdir()
+    binds = {"/testbed": (ws, False), **adapter.sandbox_binds(traj, dirs)}
     with DockerSandbox.start(
         connect(), load_pins().base_image.tag, binds=binds, workdir="/testbed", run_id="bench-codex"
     ) as box:
-        rerunner = adapter.rerunner(traj, box, Workspace(ws, "/testbed"), Budgets())
+        rerunner = adapter.rerunner(traj, box, dirs, Budgets())
         call = ToolCall(id="call_bench", tool="exec_command", input={"cmd": "cat a.txt"})
         bare = _best(lambda: box.container.exec_run(["cat", "a.txt"], workdir="/testbed"), 20)
         ours = _best(lambda: rerunner.run(call), 20)

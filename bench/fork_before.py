@@ -16,6 +16,7 @@ import replayer.fork  # noqa: F401  (the imports a fork process paid before it c
 from replayer.boundary import copy_places
 from replayer.engine import load, pins_for
 from replayer.models import SandboxLimits
+from replayer.rundirs import RunDirs
 from sandboxes.docker import RUN_DIR, DockerSandbox, connect
 from sandboxes.quota import StateDir
 
@@ -28,7 +29,8 @@ def main(trajectory: str, boundary: str, image: str, fallback: str) -> None:
     state = StateDir.create(limits.disk_bytes, fallback_parent=Path(fallback))
     copy_places(Path(boundary), state.path, limits)
     (state.path / "bridge").mkdir()
-    binds = {traj.cwd: (state.path / "workspace", False), **adapter.sandbox_binds(traj, state.path / "home")}
+    dirs = RunDirs(root=state.path)
+    binds = {traj.cwd: (dirs.workspace, False), **adapter.sandbox_binds(traj, dirs)}
     box = DockerSandbox.start(
         connect(), image, binds=binds, workdir=traj.cwd, run_id=f"bench-before-{uuid.uuid4().hex[:6]}"
     )

@@ -19,9 +19,10 @@ from typing import Any
 
 import orjson
 
-from replayer import boundary, bundles, continuation, versions
-from replayer.engine import JSON_OPTS, check_cassettes, execute, load, pins_for
-from replayer.errors import BadInput, Interrupted, PlanRefused, WorkspaceError
+from adapters.base import Adapter
+from replayer import boundary, bundles, steps, versions
+from replayer.engine import JSON_OPTS, execute, load, pins_for
+from replayer.errors import BadInput, Interrupted
 from replayer.events import OnEvent, ignore
 from replayer.fork import COMPARE_LABEL, ForkJob, run_check
 from replayer.forkpool import ForkPool, OnRun
@@ -35,12 +36,14 @@ from replayer.models import (
     ReplayRequest,
     RunRecord,
     TimelineEntry,
+    Trajectory,
     Variant,
     VariantSummary,
 )
-from replayer.plan import NO_CWD
 from replayer.report import render_html
+from replayer.rundirs import RunDirs
 from replayer.safecopy import copy_untrusted
+from sandboxes.base import Sandbox
 from sandboxes.quota import StateDir
 
 logger = logging.getLogger(__name__)
@@ -51,12 +54,11 @@ def variant_continuation(defaults: ContinueRequest, variant: Variant) -> Continu
     return defaults.merge(variant.spec).request()
 
 
-def _preflight(request: CompareRequest, adapter: Any, traj: Any) -> None:
-    """Every refusal a variant would meet, before any container starts."""
-    if not traj.cwd:
-        raise PlanRefused(NO_CWD)
-    if isinstance(request.workspace, Path) and not request.workspace.is_dir():
-        raise WorkspaceError(f"workspace {request.workspace} does not exist or is not a directory")
+def _preflight(request: CompareRequest, adapter: Adapter, traj: Trajectory) -> None:
+    """Every refusal a variant would meet, before any container starts (the engine's own checks)."""
+    steps.check_cwd(traj)
+    if isinstance(request.workspace, Path):  # a repository is checked out by the replay
+        steps.check_workspace(request.workspace)
     names = [v.name for v in request.variants]
     if not names:
         raise BadInput("compare needs at least one --variant")
@@ -70,14 +72,11 @@ def _preflight(request: CompareRequest, adapter: Any, traj: Any) -> None:
             raise BadInput(
                 f"variant {variant.name}: no upstream (give --upstream, upstream=URL, or the upstream setting)"
             )
-        model = cont.model or adapter.default_model(traj)
-        refusal = adapter.continuation_refusal(traj, model)
-        if refusal:
-            raise PlanRefused(f"variant {variant.name}: cannot continue: {refusal}")
+        steps.check_continuable(adapter, traj, cont, f"variant {variant.name}: ")
         if cont.cassette is None:
-            continuation.upstream_key(cont, adapter)
+            steps.upstream_key(cont, adapter)
         else:
-            check_cassettes(cont, traj, request.after_step)
+            steps.check_cassettes(cont, traj, request.after_step)
         if variant.spec.version:
             bundles.ensure(adapter.name, variant.spec.version)
         patch = variant.spec.patch
@@ -102,16 +101,16 @@ class Snapshot:
         self.boundary_check: CheckResult | None = None
         self.seconds = 0.0
 
-    def __call__(self, box: Any, state: Path, native: Path) -> None:
+    def __call__(self, box: Sandbox, dirs: RunDirs, native: Path) -> None:
         started = time.monotonic()
         self.image = box.snapshot(
             f"sandbox-replayer/snapshot:{self.compare_id}", labels={COMPARE_LABEL: self.compare_id}
         )
         limits = self.limits
         copy_untrusted(
-            state / "workspace", self.dest / "workspace", links="keep", limits=limits, what="the workspace"
+            dirs.workspace, self.dest / "workspace", links="keep", limits=limits, what="the workspace"
         )
-        copy_untrusted(state / "home", self.dest / "home", links="skip", limits=limits, what="the agent home")
+        copy_untrusted(dirs.home, self.dest / "home", links="skip", limits=limits, what="the agent home")
         # the rebuilt native session, as a continuation in place would see it
         copy_untrusted(native / "home", self.dest / "home", links="skip", limits=limits, merge=True)
         self.sealed = boundary.seal(self.dest, limits)

@@ -32,7 +32,7 @@ from replayer.models import (
 )
 from replayer.pins import load_pins
 from replayer.safecopy import copy_untrusted
-from sandboxes.docker import DockerSandbox
+from sandboxes.base import Sandbox
 
 BRIDGE_MOUNT = "/run/replayer-bridge"
 _POLL_S = 0.1
@@ -58,7 +58,7 @@ def _traffic(bridge: Bridge, heard: BridgeTraffic, on_event: OnEvent) -> BridgeT
 
 
 def run(
-    box: DockerSandbox,
+    box: Sandbox,
     adapter: Adapter,
     traj: Trajectory,
     rebuild: Rebuild,

@@ -1,4 +1,5 @@
-"""execute(request) -> result: parse, plan, sandbox, rerun, rebuild; owns directories, budgets and pins."""
+"""execute(request) -> result: parse, then the named steps of replayer/steps.py (plan, state, sandbox,
+rerun, rebuild, continue); owns the output directory, budgets and pins."""
 
 from __future__ import annotations
 
@@ -7,51 +8,40 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 import adapters
-from adapters.base import Adapter, Rebuild, Rerunner
-from replayer import __version__, bundles, cassette, continuation, multisession, versions, workspaces
-from replayer.divergence import divergence_of, kept, model_text, workspace_hint
-from replayer.errors import (
-    BadInput,
-    ConfinementError,
-    OutputError,
-    PlanRefused,
-    SandboxError,
-    WorkspaceError,
-    excerpt,
-)
-from replayer.events import CallRerun, OnEvent, Stage, ignore
+from adapters.base import Adapter, Rebuild
+from replayer import __version__, bundles, multisession, steps, workspaces
+from replayer.divergence import kept, workspace_hint
+from replayer.errors import BadInput, OutputError, SandboxError, WorkspaceError, excerpt
+from replayer.events import OnEvent, Stage, ignore
 from replayer.heap import collector_paused
-from replayer.io import OutputDir, Workspace, write_bytes_atomic
+from replayer.io import OutputDir, write_bytes_atomic
 from replayer.models import (
     ContinuationResult,
-    ContinueRequest,
-    Degradation,
     Divergence,
-    Observation,
     Pins,
     ReplayRequest,
     ReplayResult,
-    RerunRecord,
     SandboxRecord,
     Timings,
     Trajectory,
 )
-from replayer.pins import load_pins, pinned_version, running_version
-from replayer.plan import NO_CWD, Plan, make_plan
-from replayer.safecopy import Links, copy_untrusted
+from replayer.pins import load_pins, running_version
+from replayer.plan import Plan
+from replayer.rundirs import RunDirs
+from replayer.safecopy import copy_untrusted
+from replayer.steps import JSON_OPTS, RERUNS
+from sandboxes.base import Backend, Sandbox
 
 logger = logging.getLogger(__name__)
-JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
-RERUNS = "reruns.json"
-OnBoundary = Callable[[Any, Path, Path], None]
-"""Called in run mode with the sandbox, the state directory (workspace/, home/) and the rebuilt native
-directory once the prefix is rebuilt, before any continuation (compare snapshots the boundary there)."""
+OnBoundary = Callable[[Sandbox, RunDirs, Path], None]
+"""Called in run mode with the sandbox, the run's state folders and the rebuilt native directory once the
+prefix is rebuilt, before any continuation (compare snapshots the boundary there)."""
 
 
 _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EIO, errno.EFBIG}
@@ -133,10 +123,11 @@ def execute(
     trajectory: Trajectory | None = None,
     on_boundary: OnBoundary | None = None,
     on_event: OnEvent = ignore,
+    backend: Backend | None = None,
 ) -> ReplayResult:
     """`adapter` overrides detection (tests inject faults through it); `trajectory` is an earlier parse of
     `request.trajectory` by that adapter (batches share one parse between the jobs of a trajectory);
-    `on_event` hears the progress (events.py)."""
+    `on_event` hears the progress (events.py); `backend` starts the sandbox (default: Docker)."""
     started = time.monotonic()
     logger.debug(
         "%s %s after step %d -> %s", request.mode, request.trajectory, request.after_step, request.out
@@ -152,73 +143,36 @@ def execute(
         )
     parse_s = time.monotonic() - started
     logger.debug("parsed %s: %s, %d step(s), %.2f s", traj.source, adapter.name, len(traj.steps), parse_s)
-    version = versions.resolve(
-        adapter,
-        traj.agent_version,
-        traj.agent_version_inferred,
-        request.agent_version,
-        traj.runs_as,
-    )
-    if request.require_verified and version.status != "verified":
-        raise PlanRefused(
-            f"{adapter.name} {version.version} ({version.source}) is not verified "
-            f"(verified: {pinned_version(adapter.name)}); without --require-verified it runs, recorded as unverified"
-        )
-    with running_version(adapter.name, version.version):  # a driven version classifies its own tools
-        plan = make_plan(
-            adapter, traj, request.after_step, request.allow_degraded, executes=request.mode == "run"
-        )
-    logger.debug(
-        "plan: %s %s (%s, %s), boundary after step %d, %d call(s)",
-        adapter.name,
-        version.version,
-        version.source,
-        version.status,
-        plan.after_step,
-        len(plan.calls),
-    )
+    version = steps.resolve_version(adapter, traj, request)
+    plan = steps.plan(adapter, traj, request, version)
     if request.mode == "run":
         if request.workspace is None:
             raise WorkspaceError("--workspace is required for run")
-        if not traj.cwd:
-            raise PlanRefused(NO_CWD)
-    image = sandbox_image(request.image, traj) if request.mode == "run" else None
+        steps.check_cwd(traj)
+    image = steps.sandbox_image(request.image, traj) if request.mode == "run" else None
     if request.continuation is not None:
-        model = request.continuation.model or adapter.default_model(traj)
-        refusal = adapter.continuation_refusal(traj, model)
-        if refusal:
-            raise PlanRefused(f"cannot continue: {refusal}")
-        if request.continuation.cassette is not None:  # a folder of cassettes: this boundary's
-            chosen = cassette.select(request.continuation.cassette, traj, plan.after_step)
-            request = request.model_copy(
-                update={"continuation": request.continuation.model_copy(update={"cassette": chosen})}
-            )
-        assert request.continuation is not None
-        check_cassettes(request.continuation, traj, plan.after_step)
+        chosen = steps.check_continuation(adapter, traj, request.continuation, plan.after_step)
+        request = request.model_copy(update={"continuation": chosen})
+    key = steps.upstream_key(request.continuation, adapter) if request.continuation else ""
     workspace, checkout = None, None
     if request.mode == "run":  # a prepare copies no workspace: a repository is not cloned for it
         workspace, checkout = workspaces.materialize(request.workspace)
-        check_workspace(workspace)
+        steps.check_workspace(workspace)
         bundles.ensure(adapter.name, version.version)
     cont = request.continuation
     tapes = [cont.cassette, cont.record_cassette] if cont else []
     out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, workspace, *tapes])
+    job = _Job(request, adapter, traj, plan, out.tmp, key, on_event)
     try:
         with running_version(adapter.name, version.version):
-            result = _execute_into(
-                out.tmp,
-                request,
-                adapter,
-                traj,
-                plan,
-                parse_s,
-                started,
-                on_boundary,
-                workspace,
-                image,
-                on_event,
-            )
-        result = result.model_copy(update={"version": version, "workspace_checkout": checkout})
+            if workspace is None:
+                done = _prepare(job)
+            else:
+                assert image is not None
+                done = _run(job, workspace, image, on_boundary, backend or _docker())
+        result = _result(job, done, image, parse_s, started).model_copy(
+            update={"version": version, "workspace_checkout": checkout}
+        )
         write_bytes_atomic(
             out.tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
         )
@@ -240,222 +194,125 @@ def execute(
     return result
 
 
-def check_cassettes(cont: ContinueRequest, traj: Trajectory, after_step: int) -> None:
-    """Before anything starts: the cassette to replay is intact and holds this boundary's continuation; the
-    one to record does not exist yet."""
-    if cont.cassette is not None and cont.record_cassette is not None:
-        raise BadInput("--cassette replays a recording and --record-cassette makes one: give one of them")
-    if cont.cassette is not None:
-        cassette.check_origin(cassette.load(cont.cassette), cont.cassette, traj, after_step)
-    if cont.record_cassette is not None:
-        cassette.refuse_existing(cont.record_cassette)
+def _docker() -> Backend:
+    from sandboxes.docker import DockerBackend
+
+    return DockerBackend()
 
 
-def _rebuild(
-    adapter: Adapter, traj: Trajectory, plan: Plan, observations: dict[str, Observation], tmp: Path
-) -> Rebuild:
-    rebuild = adapter.rebuild(traj, plan.after_step, observations, tmp / "native")
-    write_bytes_atomic(tmp / "expected_prefix.json", orjson.dumps(rebuild.expected_prefix, option=JSON_OPTS))
-    write_bytes_atomic(tmp / "continuation.json", orjson.dumps(rebuild.continuation, option=JSON_OPTS))
-    return rebuild
+@dataclass
+class _Job:
+    """What every step of one execution reads."""
+
+    request: ReplayRequest
+    adapter: Adapter
+    traj: Trajectory
+    plan: Plan
+    out: Path
+    """The output's temporary directory (committed whole at the end)."""
+    key: str
+    """The upstream key a continuation sends ("" without one, or with a cassette)."""
+    on_event: OnEvent
 
 
-def sandbox_image(stated: str | None, traj: Trajectory) -> str:
-    """--image: an image, `auto` (the environment image the trajectory names), or None (the base image)."""
-    if stated != "auto":
-        return stated or load_pins().base_image.tag
-    if traj.environment_image is None:
-        raise PlanRefused("--image auto: the trajectory names no environment image; pass --image IMAGE")
-    return traj.environment_image
+@dataclass
+class _Done:
+    """What the steps produced, for the result."""
 
-
-def check_workspace(workspace: Path | None) -> None:
-    if workspace is None:
-        raise WorkspaceError("--workspace is required for run")
-    if not workspace.is_dir():
-        raise WorkspaceError(f"workspace {workspace} does not exist or is not a directory")
-
-
-def _rerun(
-    rerunner: Rerunner,
-    plan: Plan,
-    request: ReplayRequest,
-    observations: dict[str, Observation],
-    divergences: list[Divergence],
-    on_event: OnEvent,
-) -> None:
-    """Rerun the planned calls in order; a confinement refusal is waived only with --allow-degraded."""
-    total = sum(1 for p in plan.calls if p.kind == "rerun")
-    on_event(Stage("rerun", total))
-    done = 0
-    for planned in plan.calls:
-        if planned.kind != "rerun":
-            divergences.append(kept(planned.step, planned.call, planned.kind))
-            continue
-        started = time.monotonic()
-        done += 1
-        try:
-            fresh = rerunner.run(planned.call)
-        except ConfinementError as exc:
-            reason = f"{planned.call.tool} call {planned.call.id} in step {planned.step}: {exc}"
-            if not request.allow_degraded:
-                raise ConfinementError(
-                    reason + "; --allow-degraded keeps its historical observation"
-                ) from None
-            plan.degradations.append(Degradation.historical_kept(planned.step, planned.call, reason))
-            divergences.append(kept(planned.step, planned.call, "unknown"))
-        else:
-            observations[planned.call.id] = fresh
-            divergences.append(divergence_of(planned.step, planned.call, planned.kind, fresh))
-        last, seconds = divergences[-1], time.monotonic() - started
-        logger.debug("step %d %s %s: %s (%.2f s)", last.step, last.tool, last.call_id, last.status, seconds)
-        on_event(CallRerun(last.step, last.call_id, last.tool, last.status, seconds, done, total))
-
-
-def _write_reruns(path: Path, plan: Plan, observations: dict[str, Observation]) -> None:
-    """Each rerun call's historical and fresh observation, as the model saw them (`replayer view` shows
-    them side by side; result.json's divergences hold only excerpts)."""
-    records = [
-        RerunRecord(
-            step=p.step,
-            call_id=p.call.id,
-            tool=p.call.tool,
-            historical=model_text(p.call.historical) if p.call.historical is not None else None,
-            fresh=model_text(observations[p.call.id]),
-        ).model_dump(mode="json")
-        for p in plan.calls
-        if p.call.id in observations
-    ]
-    write_bytes_atomic(path, orjson.dumps(records, option=JSON_OPTS))
-
-
-def _execute_into(
-    tmp: Path,
-    request: ReplayRequest,
-    adapter: Adapter,
-    traj: Trajectory,
-    plan: Plan,
-    parse_s: float,
-    started: float,
-    on_boundary: OnBoundary | None,
-    workspace: Path | None,
-    image: str | None,
-    on_event: OnEvent,
-) -> ReplayResult:
-    observations: dict[str, Observation] = {}
-    divergences: list[Divergence] = []
-    image_id = container = None
-    sandbox_s = rerun_s = 0.0
-    cont = request.continuation
-    key = continuation.upstream_key(cont, adapter) if cont and not cont.cassette else ""
-    native = tmp / "native"
+    rebuild: Rebuild
+    divergences: list[Divergence]
+    rebuild_s: float
+    sandbox_s: float = 0.0
+    rerun_s: float = 0.0
+    image_id: str | None = None
+    container: str | None = None
     continued: ContinuationResult | None = None
-    sandbox_record: SandboxRecord | None = None
-    if request.mode == "prepare":
-        divergences = [kept(p.step, p.call, p.kind) for p in plan.calls]
-        t2 = time.monotonic()
-        on_event(Stage("rebuild"))
-        rebuild = _rebuild(adapter, traj, plan, observations, tmp)
-        rebuild_s = time.monotonic() - t2
-    else:
-        from sandboxes.docker import DROPPED_CAPABILITIES, DockerSandbox, connect
-        from sandboxes.quota import StateDir
+    sandbox: SandboxRecord | None = None
 
-        assert workspace is not None and image is not None and traj.cwd
-        limits = request.limits
-        state = StateDir.create(limits.disk_bytes, fallback_parent=tmp)
+
+def _prepare(job: _Job) -> _Done:
+    """prepare: no sandbox; every call keeps its historical observation."""
+    divergences = [kept(p.step, p.call, p.kind) for p in job.plan.calls]
+    t0 = time.monotonic()
+    job.on_event(Stage("rebuild"))
+    made = steps.rebuild(job.adapter, job.traj, job.plan, {}, job.out)
+    return _Done(made, divergences, time.monotonic() - t0)
+
+
+def _run(job: _Job, workspace: Path, image: str, on_boundary: OnBoundary | None, backend: Backend) -> _Done:
+    """run: the state, the sandbox, the reruns, the rebuild, the continuation, the state exported."""
+    request, adapter, traj, tmp, on_event = job.request, job.adapter, job.traj, job.out, job.on_event
+    cont, limits = request.continuation, request.limits
+    skips = steps.Skips()
+    state, dirs = steps.materialize_state(workspace, limits, tmp, skips)
+    try:
+        t0 = time.monotonic()
+        on_event(Stage("sandbox"))
+        box = steps.start_sandbox(
+            backend,
+            adapter,
+            traj,
+            dirs,
+            image,
+            run_id=uuid.uuid4().hex[:12],
+            limits=limits,
+            labels=request.labels,
+            bridge=cont is not None,
+        )
         try:
-            workspace_copy = state.path / "workspace"
-            copied = copy_untrusted(
-                workspace, workspace_copy, links="keep", limits=limits, what="the workspace"
+            sandbox_s, t1 = time.monotonic() - t0, time.monotonic()
+            observations, divergences = steps.rerun_prefix(
+                adapter, traj, box, dirs, job.plan, request, on_event
             )
-            skipped = copied.listing("workspace")
-            skipped_count = copied.skipped_count
-            agent_home = state.path / "home"
-            bridge_dir = state.path / "bridge"
-            for d in (agent_home, bridge_dir):
-                d.mkdir(parents=True)
-            t0 = time.monotonic()
-            on_event(Stage("sandbox"))
-            logger.debug("starting a container of %s, limits %s", image, limits)
-            client = connect()
-            binds = {traj.cwd: (workspace_copy, False), **adapter.sandbox_binds(traj, agent_home)}
+            steps.write_reruns(tmp / RERUNS, job.plan, observations)
+            rerun_s, t2 = time.monotonic() - t1, time.monotonic()
+            on_event(Stage("rebuild"))
+            # side files the reruns left in the agent home (persisted outputs); the container could
+            # write there, so nothing in it is followed or trusted
+            native = tmp / "native"
+            side = copy_untrusted(
+                dirs.home, native / "home", links="skip", limits=limits, what="the agent home"
+            )
+            skips.add(side, "home")
+            made = steps.rebuild(adapter, traj, job.plan, observations, tmp)
+            done = _Done(made, divergences, time.monotonic() - t2, sandbox_s, rerun_s, box.image_id, box.name)
+            if on_boundary is not None:
+                on_boundary(box, dirs, native)
             if cont:
-                binds[continuation.BRIDGE_MOUNT] = (bridge_dir, False)
-            box = DockerSandbox.start(
-                client,
-                image,
-                binds=binds,
-                workdir=traj.cwd,
-                run_id=uuid.uuid4().hex[:12],
-                limits=limits,
-                labels=request.labels,
-            )
-            try:
-                image_id = box.image_id
-                container = box.container.name
-                sandbox_s = time.monotonic() - t0
-                t1 = time.monotonic()
-                rerunner = adapter.rerunner(traj, box, Workspace(workspace_copy, traj.cwd), request.budgets)
-                try:
-                    _rerun(rerunner, plan, request, observations, divergences, on_event)
-                finally:
-                    rerunner.close()
-                _write_reruns(tmp / RERUNS, plan, observations)
-                rerun_s = time.monotonic() - t1
-                t2 = time.monotonic()
-                on_event(Stage("rebuild"))
-                # side files the reruns left in the agent home (persisted outputs); the container could
-                # write there, so nothing in it is followed or trusted
-                side = copy_untrusted(
-                    agent_home, native / "home", links="skip", limits=limits, what="the agent home"
+                copy_untrusted(native / "home", dirs.home, links="skip", limits=limits, merge=True)
+                done.continued = steps.continue_agent(
+                    box,
+                    adapter,
+                    traj,
+                    made,
+                    cont,
+                    dirs,
+                    tmp,
+                    key=job.key,
+                    after_step=job.plan.after_step,
+                    on_event=on_event,
                 )
-                skipped += side.listing("home")
-                skipped_count += side.skipped_count
-                rebuild = _rebuild(adapter, traj, plan, observations, tmp)
-                rebuild_s = time.monotonic() - t2
-                if on_boundary is not None:
-                    on_boundary(box, state.path, native)
-                if cont:
-                    on_event(Stage("continue"))
-                    logger.debug("continuing %s through the bridge to %s", adapter.name, cont.upstream)
-                    copy_untrusted(native / "home", agent_home, links="skip", limits=limits, merge=True)
-                    continued = continuation.run(
-                        box,
-                        adapter,
-                        traj,
-                        rebuild,
-                        cont,
-                        key=key,
-                        socket_dir=bridge_dir,
-                        home=agent_home,
-                        out=tmp,
-                        workspace=workspace_copy,
-                        after_step=plan.after_step,
-                        on_event=on_event,
-                    )
-            finally:
-                box.stop()
-            exports: list[tuple[str, Links]] = [("workspace", "keep"), ("home", "skip")]
-            for place, links in exports:
-                final = copy_untrusted(
-                    state.path / place, tmp / "state" / place, links=links, limits=limits, what=f"the {place}"
-                )
-                skipped += final.listing(f"state/{place}")
-                skipped_count += final.skipped_count
-            sandbox_record = SandboxRecord(
-                limits=limits,
-                capabilities_dropped=DROPPED_CAPABILITIES,
-                state_disk_limited=state.limited,
-                container_disk_limited=box.disk_limited,
-                skipped=skipped,
-                skipped_count=skipped_count,
-            )
         finally:
-            state.remove()
+            box.stop()
+        steps.export_state(dirs, tmp, limits, skips)
+        done.sandbox = SandboxRecord(
+            limits=limits,
+            capabilities_dropped=box.dropped_capabilities,
+            state_disk_limited=state.limited,
+            container_disk_limited=box.disk_limited,
+            skipped=skips.listed,
+            skipped_count=skips.count,
+        )
+    finally:
+        state.remove()
+    return done
+
+
+def _result(job: _Job, done: _Done, image: str | None, parse_s: float, started: float) -> ReplayResult:
+    traj, plan = job.traj, job.plan
     return ReplayResult(
-        request=request,
-        pins=pins_for(adapter),
+        request=job.request,
+        pins=pins_for(job.adapter),
         agent=traj.agent,
         agent_version=traj.agent_version,
         session_id=traj.session_id,
@@ -463,21 +320,21 @@ def _execute_into(
         source_sha256=traj.source_sha256,
         parse_notes=traj.parse_notes,
         image=image,
-        image_id=image_id,
-        container=container,
+        image_id=done.image_id,
+        container=done.container,
         after_step=plan.after_step,
         boundary_call_ids=plan.boundary_call_ids,
-        divergences=divergences,
-        hints=[h for h in [workspace_hint(divergences)] if h],
+        divergences=done.divergences,
+        hints=[h for h in [workspace_hint(done.divergences)] if h],
         degradations=plan.degradations,
-        native_files=[str(p.relative_to(tmp)) for p in rebuild.native_files],
-        continuation=continued,
-        sandbox=sandbox_record,
+        native_files=[str(p.relative_to(job.out)) for p in done.rebuild.native_files],
+        continuation=done.continued,
+        sandbox=done.sandbox,
         timings=Timings(
             parse_s=parse_s,
-            sandbox_start_s=sandbox_s,
-            rerun_s=rerun_s,
-            rebuild_s=rebuild_s,
+            sandbox_start_s=done.sandbox_s,
+            rerun_s=done.rerun_s,
+            rebuild_s=done.rebuild_s,
             total_s=time.monotonic() - started,
         ),
     )

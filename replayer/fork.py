@@ -26,9 +26,10 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from adapters.base import Adapter, Rebuild
-from replayer import continuation, signals, timeline
+from replayer import signals, steps, timeline
 from replayer.boundary import fork_state
 from replayer.errors import Interrupted, PatchFailed, ReplayError
+from replayer.events import ignore
 from replayer.io import write_bytes_atomic
 from replayer.models import (
     CheckResult,
@@ -40,8 +41,10 @@ from replayer.models import (
     Variant,
 )
 from replayer.pins import running_version
+from replayer.rundirs import RunDirs
 from replayer.safecopy import copy_untrusted
-from sandboxes.docker import LABEL, DockerSandbox
+from sandboxes.base import Backend, Runtime, Sandbox
+from sandboxes.docker import LABEL
 from sandboxes.quota import StateDir
 
 Line = TypeVar("Line", bound=BaseModel)
@@ -113,7 +116,7 @@ def middle_cut(data: bytes, limit: int) -> tuple[str, bool]:
     return (head + marker + tail).decode("utf-8", "replace"), True
 
 
-def run_check(box: DockerSandbox, command: str, cwd: str, timeout_s: float) -> CheckResult:
+def run_check(box: Runtime, command: str, cwd: str, timeout_s: float) -> CheckResult:
     res = box.exec(["bash", "-c", "exec 2>&1; " + command], workdir=cwd, timeout_s=timeout_s)
     output, truncated = middle_cut(res.stdout + res.stderr, CHECK_OUTPUT_BYTES)
     return CheckResult(
@@ -161,45 +164,49 @@ def _rebuild_of(replay_dir: Path) -> Rebuild:
 
 
 def _prepare(
-    job: ForkJob, adapter: Adapter, traj: Trajectory, boundary: BoundaryReady, state_dir: StateDir
-) -> DockerSandbox:
+    job: ForkJob, adapter: Adapter, traj: Trajectory, boundary: BoundaryReady, dirs: RunDirs, backend: Backend
+) -> Sandbox:
     """The run's container from the snapshot image, over its own state (the patch mounted, not applied)."""
-    from sandboxes.docker import connect
-
-    assert traj.cwd
-    state = state_dir.path
-    (state / "bridge").mkdir()
-    binds = {traj.cwd: (state / "workspace", False), **adapter.sandbox_binds(traj, state / "home")}
-    binds[continuation.BRIDGE_MOUNT] = (state / "bridge", False)
+    extra = {}
     patch = job.variant.spec.patch
     if patch is not None:
-        (state / "patch").mkdir()
-        (state / "patch" / "patch.diff").write_bytes(patch.read_bytes())
-        binds[PATCH_MOUNT] = (state / "patch", True)
-    return DockerSandbox.start(
-        connect(),
+        folder = dirs.work("patch")
+        (folder / "patch.diff").write_bytes(patch.read_bytes())
+        extra[PATCH_MOUNT] = (folder, True)
+    return steps.start_sandbox(
+        backend,
+        adapter,
+        traj,
+        dirs,
         boundary.image,
-        binds=binds,
-        workdir=traj.cwd,
         run_id=f"{job.compare_id}-{uuid.uuid4().hex[:6]}",
-        labels={COMPARE_LABEL: job.compare_id},
         limits=job.limits,
+        labels={COMPARE_LABEL: job.compare_id},
+        bridge=True,
+        extra_binds=extra,
     )
 
 
-def _apply_patch(box: DockerSandbox, patch: Path, cwd: str) -> None:
+def _apply_patch(box: Runtime, patch: Path, cwd: str) -> None:
     applied = box.exec(["git", "apply", "--verbose", f"{PATCH_MOUNT}/patch.diff"], workdir=cwd, timeout_s=120)
     if applied.exit_code != 0:
         why = (applied.stderr or applied.stdout).decode(errors="replace").strip().splitlines()
         raise PatchFailed(f"the patch {patch} does not apply: {why[-1] if why else 'git apply failed'}")
 
 
-def run(job: ForkJob, boundary_line: Callable[[], BoundaryReady], turn_line: Callable[[], Turn]) -> RunRecord:
-    """The run, told by `boundary_line` that the snapshot is ready and by `turn_line` that it may go on."""
+def run(
+    job: ForkJob,
+    boundary_line: Callable[[], BoundaryReady],
+    turn_line: Callable[[], Turn],
+    backend: Backend | None = None,
+) -> RunRecord:
+    """The run, told by `boundary_line` that the snapshot is ready and by `turn_line` that it may go on;
+    `backend` starts its sandbox (default: Docker)."""
     from replayer.engine import load, pins_for
+    from sandboxes.docker import DockerBackend
 
     record: dict[str, Any] = {"variant": job.variant.name, "repeat": job.repeat, "dir": job.dir}
-    box: DockerSandbox | None = None
+    box: Sandbox | None = None
     state_dir: StateDir | None = None
     patched = job.run_dir / "patched-workspace"
     turn_at: float | None = None
@@ -212,8 +219,9 @@ def run(job: ForkJob, boundary_line: Callable[[], BoundaryReady], turn_line: Cal
             state_dir = fork_state(
                 boundary.sealed, job.boundary_state, job.limits, fallback_parent=job.run_dir
             )
-        box = _prepare(job, adapter, traj, boundary, state_dir)
-        record.update(container=box.container.name, state_disk_limited=state_dir.limited)
+        dirs = RunDirs(root=state_dir.path)
+        box = _prepare(job, adapter, traj, boundary, dirs, backend or DockerBackend())
+        record.update(container=box.name, state_disk_limited=state_dir.limited)
         state = state_dir.path
         patch = job.variant.spec.patch
         if patch is not None:
@@ -227,19 +235,18 @@ def run(job: ForkJob, boundary_line: Callable[[], BoundaryReady], turn_line: Cal
         turn_at = max(boundary.at, turn_line().at)
         record["fork_s"] = time.time() - turn_at  # ready long before the turn: the line's own latency
         rebuild = _rebuild_of(job.replay_dir)
-        key = "" if job.continuation.cassette else continuation.upstream_key(job.continuation, adapter)
-        record["continuation"] = continuation.run(
+        key = steps.upstream_key(job.continuation, adapter)
+        record["continuation"] = steps.continue_agent(
             box,
             adapter,
             traj,
             rebuild,
             job.continuation,
+            dirs,
+            job.run_dir,
             key=key,
-            socket_dir=state / "bridge",
-            home=state / "home",
-            out=job.run_dir,
-            workspace=state / "workspace",
             after_step=job.after_step,
+            on_event=ignore,
         )
         if job.check:
             record["check"] = run_check(box, job.check, traj.cwd, job.check_timeout_s)

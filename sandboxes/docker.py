@@ -1,14 +1,15 @@
-"""The Docker backend: start, exec with deadlines and process-group kill, forward a port, cleanup."""
+"""The Docker backend: start, exec with deadlines and process-group kill, read and write files, forward a
+port, snapshot, cleanup."""
 
 from __future__ import annotations
 
 import contextlib
-import queue
-import signal
+import io
+import tarfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from docker.types import Mount
 from replayer import signals
 from replayer.errors import SandboxError
 from replayer.models import SandboxLimits
-from sandboxes.base import ExecResult
+from sandboxes.base import MAX_FILE_BYTES, MAX_OUTPUT_BYTES, ExecResult, SandboxSpec, WatchedExec
 from sandboxes.owner import owner, owner_alive
 from sandboxes.quota import limit_layer
 
@@ -116,12 +117,31 @@ def connect() -> docker.DockerClient:
     return client
 
 
+class DockerBackend:
+    """Starts DockerSandboxes on the engine the environment names."""
+
+    def start(self, spec: SandboxSpec) -> DockerSandbox:
+        return DockerSandbox.start(
+            connect(),
+            spec.image,
+            binds=spec.binds,
+            workdir=spec.workdir,
+            run_id=spec.run_id,
+            limits=spec.limits,
+            labels=spec.labels,
+        )
+
+
 class DockerSandbox:
-    """One container with no network, resource limits and the run's label."""
+    """One container with no network, resource limits and the run's label: a Deployment and its Runtime
+    (sandboxes/base.py)."""
+
+    dropped_capabilities = DROPPED_CAPABILITIES
 
     def __init__(self, client: docker.DockerClient, container: Any, image_id: str):
         self.client = client
         self.container = container
+        self.name: str = container.name
         self.image_id = image_id
         self.disk_limited = False
         """Whether the container's own file system has a disk quota (see sandboxes/quota.py)."""
@@ -197,7 +217,7 @@ class DockerSandbox:
         workdir: str,
         env: dict[str, str] | None = None,
         timeout_s: float,
-        max_output_bytes: int = 64 * 1024 * 1024,
+        max_output_bytes: int = MAX_OUTPUT_BYTES,
         kill_on_timeout: bool = True,
     ) -> ExecResult:
         """Run argv in its own process group; on the deadline kill the whole group (or leave it running)."""
@@ -214,7 +234,7 @@ class DockerSandbox:
         *,
         workdir: str,
         env: dict[str, str] | None = None,
-        max_output_bytes: int = 64 * 1024 * 1024,
+        max_output_bytes: int = MAX_OUTPUT_BYTES,
     ) -> ExecHandle:
         """Start argv in its own process group (setsid) and return at once; output is collected as it comes."""
         pgid_file = f"{RUN_DIR}/{uuid.uuid4().hex}.pgid"
@@ -247,6 +267,39 @@ class DockerSandbox:
         if self.exec(["bash", "-c", probe], workdir="/", timeout_s=30).exit_code != 0:
             raise SandboxError(f"port forwarder on 127.0.0.1:{port} did not come up")
 
+    def read_file(self, path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+        """A regular file's bytes, read by `cat` inside the container (no link followed at the end)."""
+        script = (
+            'test -f "$1" && test ! -L "$1" || { echo "not a regular file" >&2; exit 1; }; exec cat -- "$1"'
+        )
+        res = self.exec(
+            ["sh", "-c", script, "read", path], workdir="/", timeout_s=60, max_output_bytes=max_bytes
+        )
+        if res.exit_code != 0 or res.output_truncated:
+            why = (
+                "is over the size limit"
+                if res.output_truncated
+                else res.stderr.decode(errors="replace").strip()
+            )
+            raise SandboxError(f"cannot read {path} in the sandbox: {why or 'cat failed'}")
+        return res.stdout
+
+    def write_file(self, path: str, data: bytes) -> None:
+        """Create or replace `path` (parents made as needed), by the engine's archive upload."""
+        parent, _, name = path.rstrip("/").rpartition("/")
+        made = self.exec(["mkdir", "-p", "--", parent or "/"], workdir="/", timeout_s=60)
+        if made.exit_code != 0:
+            raise SandboxError(
+                f"cannot write {path} in the sandbox: {made.stderr.decode(errors='replace').strip()}"
+            )
+        archive = io.BytesIO()
+        with tarfile.open(fileobj=archive, mode="w") as tar:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+        with engine_errors("file upload"):
+            self.container.put_archive(parent or "/", archive.getvalue())
+
     def snapshot(self, tag: str, labels: dict[str, str]) -> str:
         """Commit the container's file system (not its bind mounts, not its processes) as an image; its id."""
         repository, _, version = tag.partition(":")
@@ -258,7 +311,7 @@ class DockerSandbox:
 
     def stop(self) -> None:
         with signals.deferred():
-            _remove(self.client, self.container.name)
+            _remove(self.client, self.name)
 
     def __enter__(self) -> DockerSandbox:
         return self
@@ -267,7 +320,7 @@ class DockerSandbox:
         self.stop()
 
 
-class ExecHandle:
+class ExecHandle(WatchedExec):
     """A running exec: its output so far, the time of its last output, signals to its process group."""
 
     def __init__(self, box: DockerSandbox, exec_id: str, stream: Any, pgid_file: str, max_output_bytes: int):
@@ -307,52 +360,6 @@ class ExecHandle:
     def signal(self, signum: int) -> None:
         """Send signum to the whole process group."""
         self.box._run_quiet(["sh", "-c", f'p=$(cat {self.pgid_file} 2>/dev/null) && kill -{signum} -"$p"'])
-
-    def stop(self, grace_s: float = 10.0) -> ExecResult:
-        """SIGINT, then SIGKILL after `grace_s` if it is still running; its result."""
-        if not self.wait(0):
-            self.signal(signal.SIGINT)
-            if not self.wait(grace_s):
-                self.signal(signal.SIGKILL)
-                self.wait(5)
-        return self.result(timed_out=False)
-
-    def new_lines(self) -> bytes:
-        """The complete stdout lines printed since the last call (each line returned once)."""
-        end = self.stdout.rfind(b"\n") + 1
-        if end <= self._lines_upto:
-            return b""
-        chunk = bytes(self.stdout[self._lines_upto : end])
-        self._lines_upto = end
-        return chunk
-
-    def await_lines(self, done: Callable[[bytes], bool], timeout_s: float, poll_s: float = 0.05) -> bool:
-        """Feed `done` the new stdout lines until it says the wait is over (True) or the process ends or
-        the time is up (then False, after one last feed)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if done(self.new_lines()):
-                return True
-            if self.wait(poll_s) or time.monotonic() > deadline:
-                return done(self.new_lines())
-
-    def await_item(self, items: queue.Queue[Any], timeout_s: float, poll_s: float = 0.05) -> Any | None:
-        """The next item of `items` (put by another thread while this process runs), or None when the
-        process ended or the time is up first."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                return items.get(timeout=poll_s)
-            except queue.Empty:
-                pass
-            if self.wait(0) or time.monotonic() > deadline:
-                return None
-
-    def last_stderr_line(self) -> str:
-        """The last error line of stderr (a usage error ends with a hint, not the cause), else the last."""
-        lines = [line for line in bytes(self.stderr).decode(errors="replace").splitlines() if line.strip()]
-        errors = [line for line in lines if line.lstrip().lower().startswith("error")]
-        return (errors or lines or ["no output"])[-1].strip()
 
     def result(self, timed_out: bool, cleanup: bool = True) -> ExecResult:
         done = not self._reader.is_alive()

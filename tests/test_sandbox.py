@@ -13,6 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from replayer.errors import SandboxError
 from replayer.pins import load_pins
 from sandboxes.docker import LABEL, DockerSandbox
 from tests.conftest import ROOT, fixture_dir, replayer
@@ -92,3 +93,17 @@ def test_gc_removes_leftovers(docker_client) -> None:
     proc = replayer("gc", "--json", check=True)
     assert name in orjson.loads(proc.stdout)["removed"]
     assert name not in _labelled(docker_client)
+
+
+def test_files_are_read_and_written_inside_the_container(box: DockerSandbox, tmp_path: Path) -> None:
+    box.write_file("/testbed/sub/a.txt", b"one\n")
+    assert (tmp_path / "sub" / "a.txt").read_bytes() == b"one\n"  # through the bind mount
+    box.write_file("/root/note", b"\x00two")
+    assert box.read_file("/root/note") == b"\x00two"
+    assert box.exec(["cat", "/root/note"], workdir="/", timeout_s=30).stdout == b"\x00two"
+    with pytest.raises(SandboxError, match="size limit"):
+        box.read_file("/root/note", max_bytes=2)
+    box.exec(["ln", "-s", "/etc/passwd", "/root/link"], workdir="/", timeout_s=30)
+    for refused in ("/root/link", "/root", "/root/absent"):
+        with pytest.raises(SandboxError, match="not a regular file"):
+            box.read_file(refused)

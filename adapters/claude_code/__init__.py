@@ -12,9 +12,9 @@ from adapters.claude_code.gate import ClaudeCodeGate
 from adapters.sandbox_paths import AGENT_HOME
 from bridges.anthropic import AnthropicDialect, tools_to_chat
 from replayer import bundles, versions
-from replayer.io import Workspace
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.pins import load_pins, pinned_version
+from replayer.rundirs import RunDirs
 from sandboxes.base import Sandbox
 
 _TOKEN_CAP_MARKS = ("[Truncated: PARTIAL view", "exceeds maximum allowed tokens")
@@ -57,11 +57,11 @@ class ClaudeCodeAdapter(Adapter[session.Native]):
             )
         return "rerun", None
 
-    def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
+    def sandbox_binds(self, trajectory: Trajectory, dirs: RunDirs) -> dict[str, tuple[Path, bool]]:
         pins = load_pins()
         version = pins.agents[self.name].version
         binds = {
-            AGENT_HOME: (agent_home, False),
+            AGENT_HOME: (dirs.home, False),
             tools.agent_mount(version): (pins.bundle_dir(self.name), True),
             # the reruns follow the pinned version's recorded shell, whichever version continues
             tools.DATA_MOUNT: (tools.data_dir(pinned_version(self.name)), True),
@@ -69,23 +69,19 @@ class ClaudeCodeAdapter(Adapter[session.Native]):
         if bundles.cli_path(self.name, version).needs_node:  # 2.1.112 and older: cli.js
             binds[bundles.NODE_MOUNT] = (bundles.host_node(), True)
         if versions.driven(self, version):
-            work = agent_home.parent / "claude-driven"
-            work.mkdir(exist_ok=True)
-            binds[driven.WORK_MOUNT] = (work, False)
+            binds[driven.WORK_MOUNT] = (dirs.work("claude-driven"), False)
         return binds
 
     def rerunner(
-        self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
+        self, trajectory: Trajectory, sandbox: Sandbox, dirs: RunDirs, budgets: Budgets
     ) -> tools.ClaudeCodeRerunner | driven.DrivenRerunner:
         assert trajectory.session_id and trajectory.cwd
         if versions.driven(self, self.version()):
-            from sandboxes.docker import DockerSandbox
-
-            assert isinstance(sandbox, DockerSandbox)
-            work = workspace.root.parent / "claude-driven"
+            work = dirs.work("claude-driven")
             return driven.DrivenRerunner(
                 trajectory, sandbox, work, budgets, continuation.recorded_model(trajectory)
             )
+        workspace = dirs.workspace_at(trajectory.cwd)
         return tools.ClaudeCodeRerunner(sandbox, workspace, budgets, trajectory.session_id, trajectory.cwd)
 
     def rebuild(

@@ -24,7 +24,7 @@ from replayer import bundles
 from replayer.errors import PlanRefused, SandboxError
 from replayer.models import Budgets, Observation, ToolCall, Trajectory
 from replayer.pins import load_pins
-from sandboxes.docker import DockerSandbox, ExecHandle
+from sandboxes.base import RunningExec, Sandbox
 
 WORK_MOUNT = "/run/replayer-claude"
 
@@ -68,7 +68,7 @@ def _prompt_text(rec: dict[str, Any]) -> str | None:
 
 class DrivenRerunner:
     def __init__(
-        self, trajectory: Trajectory, sandbox: DockerSandbox, work: Path, budgets: Budgets, model: str | None
+        self, trajectory: Trajectory, sandbox: Sandbox, work: Path, budgets: Budgets, model: str | None
     ):
         assert trajectory.session_id and trajectory.cwd
         self.native: Native = trajectory._native
@@ -88,7 +88,7 @@ class DrivenRerunner:
         self.fed: list[list[str]] = []
         """The tool call ids of every turn fed so far, in order."""
         self.model = ReplayModel(sandbox, work, WORK_MOUNT, model or "claude-replayed")
-        self.handle: ExecHandle | None = None
+        self.handle: RunningExec | None = None
         self.prompt: int | None = None
         self.results: dict[str, tuple[dict[str, Any], Any]] = {}
 

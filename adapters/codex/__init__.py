@@ -17,6 +17,7 @@ from replayer import bundles, versions
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.pins import load_pins, pinned_version
+from replayer.rundirs import RunDirs
 from sandboxes.base import Sandbox
 
 
@@ -105,36 +106,31 @@ class CodexAdapter(Adapter[rollout.Native]):
                 return "unknown", "exec_command with tty=true (a PTY session, later fed by write_stdin)"
         return "rerun", None
 
-    def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
+    def sandbox_binds(self, trajectory: Trajectory, dirs: RunDirs) -> dict[str, tuple[Path, bool]]:
         # The pinned bundle holds the rg that the reimplemented exec_command puts on PATH (the pinned
         # version's); the running version's bundle holds the CLI that continues.
         pinned = pinned_version(self.name)
         binds = {
-            AGENT_HOME: (agent_home, False),
+            AGENT_HOME: (dirs.home, False),
             tools.agent_mount(): (load_pins().bundle_dir(self.name), True),
             tools.agent_mount(pinned): (bundles.bundle_dir(self.name, pinned), True),
         }
         if bundles.cli_path(self.name, tools.version()).needs_node:
             binds[bundles.NODE_MOUNT] = (bundles.host_node(), True)
         if versions.driven(self, tools.version()):
-            work = agent_home.parent / "codex-driven"
-            work.mkdir(exist_ok=True)
-            binds[driven.WORK_MOUNT] = (work, False)
+            binds[driven.WORK_MOUNT] = (dirs.work("codex-driven"), False)
         return binds
 
     def rerunner(
-        self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
+        self, trajectory: Trajectory, sandbox: Sandbox, dirs: RunDirs, budgets: Budgets
     ) -> CodexRerunner | driven.DrivenRerunner:
         if versions.driven(self, tools.version()):
-            from sandboxes.docker import DockerSandbox
-
-            assert isinstance(sandbox, DockerSandbox)
-            work = workspace.root.parent / "codex-driven"
-            home = Workspace(workspace.root.parent / "home", AGENT_HOME)
+            home = Workspace(dirs.home, AGENT_HOME)
             return driven.DrivenRerunner(
-                trajectory, sandbox, work, home, budgets, self.default_model(trajectory)
+                trajectory, sandbox, dirs.work("codex-driven"), home, budgets, self.default_model(trajectory)
             )
-        return CodexRerunner(trajectory, sandbox, workspace)
+        assert trajectory.cwd
+        return CodexRerunner(trajectory, sandbox, dirs.workspace_at(trajectory.cwd))
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path

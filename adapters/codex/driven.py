@@ -27,7 +27,7 @@ from replayer import bundles
 from replayer.errors import ConfinementError, PlanRefused, SandboxError
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import Budgets, Observation, ReadBudget, ToolCall, Trajectory
-from sandboxes.docker import DockerSandbox, ExecHandle
+from sandboxes.base import RunningExec, Sandbox
 
 WORK_MOUNT = "/run/replayer-codex"
 _CONTEXT_PREFIXES = (
@@ -121,7 +121,7 @@ class DrivenRerunner:
     def __init__(
         self,
         trajectory: Trajectory,
-        sandbox: DockerSandbox,
+        sandbox: Sandbox,
         work: Path,
         home: Workspace,
         budgets: Budgets,
@@ -156,7 +156,7 @@ class DrivenRerunner:
         """The last step fed."""
         self.held: Any = None
         """The request the CLI sent after the last step's tools ran, not answered yet."""
-        self.handle: ExecHandle | None = None
+        self.handle: RunningExec | None = None
         self.prompt: int | None = None
         self._write_scratch(work, model)
         self.model = ReplayModel(sandbox, work, WORK_MOUNT, model or "gpt-replayed")

@@ -22,8 +22,9 @@ from adapters.mini_swe_agent import trajectory as native_format
 from adapters.mini_swe_agent.rerun import MiniRerunner, companion_argv
 from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from bridges.chat import ChatPrefixGate
-from replayer.io import Workspace, write_bytes_atomic
+from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.rundirs import RunDirs
 from sandboxes.base import Sandbox
 
 TRAJECTORY = "trajectory.traj.json"
@@ -31,9 +32,8 @@ CONTINUED = "continued.traj.json"
 _STATUS: dict[str, AgentStatus] = {"Submitted": "completed", "LimitsExceeded": "max_steps"}
 
 
-def _work_dir(state: Path) -> Path:
-    """The companion's socket and spec, beside the workspace copy and the home in the run's state directory."""
-    return state / "mini"
+WORK = "mini"
+"""The companion's socket and spec: a folder of the run's state (RunDirs.work)."""
 
 
 class MiniSweAgentAdapter(Adapter[native_format.Native]):
@@ -53,15 +53,13 @@ class MiniSweAgentAdapter(Adapter[native_format.Native]):
         reason = config.rerun_refusal(self.native(trajectory))
         return ("unknown", reason) if reason else ("rerun", None)
 
-    def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
-        work = _work_dir(agent_home.parent)
-        work.mkdir(exist_ok=True)
-        return {AGENT_HOME: (agent_home, False), **bundle.binds(work)}
+    def sandbox_binds(self, trajectory: Trajectory, dirs: RunDirs) -> dict[str, tuple[Path, bool]]:
+        return {AGENT_HOME: (dirs.home, False), **bundle.binds(dirs.work(WORK))}
 
     def rerunner(
-        self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
+        self, trajectory: Trajectory, sandbox: Sandbox, dirs: RunDirs, budgets: Budgets
     ) -> MiniRerunner:
-        return MiniRerunner(trajectory, sandbox, _work_dir(workspace.root.parent))
+        return MiniRerunner(trajectory, sandbox, dirs.work(WORK))
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path

@@ -25,17 +25,17 @@ from adapters.opencode.wire import to_wire
 from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, local_url
 from bridges.chat import SystemPerRequestGate
 from replayer.errors import ReplayError
-from replayer.io import Workspace, write_bytes_atomic
+from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.rundirs import RunDirs
 from sandboxes.base import Sandbox
 
 EXPORT = "export.json"
 _STEP_MARGIN_S = 60.0
 
 
-def _work_dir(state: Path) -> Path:
-    """The replay model's socket, in the run's state directory beside the home."""
-    return state / "opencode"
+WORK = "opencode"
+"""The replay model's socket: a folder of the run's state (RunDirs.work)."""
 
 
 def _split_model(model: str) -> tuple[str, str]:
@@ -105,20 +105,14 @@ class OpenCodeAdapter(Adapter[session.Native]):
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         return tools.classify(call)
 
-    def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
-        work = _work_dir(agent_home.parent)
-        work.mkdir(exist_ok=True)
-        return {AGENT_HOME: (agent_home, False), WORK_MOUNT: (work, False), **bundle.binds()}
+    def sandbox_binds(self, trajectory: Trajectory, dirs: RunDirs) -> dict[str, tuple[Path, bool]]:
+        return {AGENT_HOME: (dirs.home, False), WORK_MOUNT: (dirs.work(WORK), False), **bundle.binds()}
 
     def rerunner(
-        self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
+        self, trajectory: Trajectory, sandbox: Sandbox, dirs: RunDirs, budgets: Budgets
     ) -> OpenCodeRerunner:
-        from sandboxes.docker import DockerSandbox
-
-        assert isinstance(sandbox, DockerSandbox)
-        state = workspace.root.parent
         step_timeout = budgets.max_command_timeout_s + _STEP_MARGIN_S
-        return OpenCodeRerunner(trajectory, sandbox, _work_dir(state), state / "home", step_timeout)
+        return OpenCodeRerunner(trajectory, sandbox, dirs.work(WORK), dirs.home, step_timeout)
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path

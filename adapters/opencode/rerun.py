@@ -23,7 +23,7 @@ from adapters.sandbox_paths import OPENCODE_REPLAY_PORT, local_url
 from replayer.errors import SandboxError
 from replayer.io import remove_alias, short_alias
 from replayer.models import Observation, ToolCall, Trajectory
-from sandboxes.docker import DockerSandbox, ExecHandle
+from sandboxes.base import RunningExec, Sandbox
 
 PORT = OPENCODE_REPLAY_PORT
 WORK_MOUNT = "/run/replayer-opencode"
@@ -53,7 +53,7 @@ def provider_model(native: Native) -> tuple[str, str]:
 
 class OpenCodeRerunner:
     def __init__(
-        self, trajectory: Trajectory, sandbox: DockerSandbox, work: Path, home: Path, step_timeout_s: float
+        self, trajectory: Trajectory, sandbox: Sandbox, work: Path, home: Path, step_timeout_s: float
     ):
         assert trajectory.cwd
         self.native: Native = trajectory._native
@@ -69,7 +69,7 @@ class OpenCodeRerunner:
         self.alias = short_alias(work)
         self.model = ReplayModel(self.alias / SOCKET, str(self.native.info.get("title") or ""))
         sandbox.forward_port(PORT, f"{WORK_MOUNT}/{SOCKET}")
-        self.handle: ExecHandle | None = None
+        self.handle: RunningExec | None = None
         self.parts: dict[str, dict[str, Any]] = {}
         """callID -> the last tool part the current run printed."""
         self.turn: int | None = None

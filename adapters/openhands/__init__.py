@@ -14,18 +14,14 @@ from adapters.openhands.rerun import OpenHandsRerunner, companion_argv
 from adapters.openhands.wire import to_messages
 from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from bridges.chat import ChatPrefixGate
-from replayer.io import Workspace
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.rundirs import RunDirs
 from sandboxes.base import Sandbox
 
 TOOLS = {"terminal", "file_editor", "task_tracker", "think"}
 """The default CLI-mode tools the companion can rebuild (finish ends the run, so no boundary follows it)."""
 _STATUS: dict[str, AgentStatus] = {"finished": "completed", "max_iterations": "max_steps"}
 """The companion's exit status (the SDK's execution status; max_iterations: its iteration budget ended it)."""
-
-
-def _work_dir(state: Path) -> Path:
-    return state / "openhands"
 
 
 class OpenHandsAdapter(Adapter[conversation.Native]):
@@ -45,15 +41,13 @@ class OpenHandsAdapter(Adapter[conversation.Native]):
             return "pure", None
         return "unknown", f"unknown tool {call.tool!r} (rerun by the SDK: only {', '.join(sorted(TOOLS))})"
 
-    def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
-        work = _work_dir(agent_home.parent)
-        work.mkdir(exist_ok=True)
-        return {AGENT_HOME: (agent_home, False), **bundle.binds(work)}
+    def sandbox_binds(self, trajectory: Trajectory, dirs: RunDirs) -> dict[str, tuple[Path, bool]]:
+        return {AGENT_HOME: (dirs.home, False), **bundle.binds(dirs.work(bundle.WORK))}
 
     def rerunner(
-        self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
+        self, trajectory: Trajectory, sandbox: Sandbox, dirs: RunDirs, budgets: Budgets
     ) -> OpenHandsRerunner:
-        return OpenHandsRerunner(trajectory, sandbox, _work_dir(workspace.root.parent), budgets)
+        return OpenHandsRerunner(trajectory, sandbox, dirs.work(bundle.WORK), budgets)
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path

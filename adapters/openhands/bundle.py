@@ -20,6 +20,8 @@ WORK_MOUNT = "/run/replayer-openhands"
 """Read-write: the companion's socket, the persistence directories."""
 COMPANION_MOUNT = "/opt/replayer/openhands-companion"
 COMPANION_DIR = Path(__file__).resolve().parent / "companion"
+WORK = "openhands"
+"""The companion's socket and spec (V1 and V0 alike): a folder of the run's state (RunDirs.work)."""
 
 
 def version(name: str = NAME) -> str:

@@ -26,8 +26,9 @@ from adapters.openhands.v0_rerun import OpenHandsV0Rerunner
 from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from bridges.chat import ChatPrefixGate
 from replayer.errors import PlanRefused
-from replayer.io import Workspace, write_bytes_atomic
+from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.rundirs import RunDirs
 from sandboxes.base import Sandbox
 
 TRAJECTORY = "trajectory.json"
@@ -59,15 +60,13 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0]):
             f"unknown tool {call.tool!r} (rerun by the V0 runtime: only {', '.join(sorted(RERUN_TOOLS))})",
         )
 
-    def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
-        work = agent_home.parent / "openhands"
-        work.mkdir(exist_ok=True)
-        return {AGENT_HOME: (agent_home, False), **bundle.binds_v0(work)}
+    def sandbox_binds(self, trajectory: Trajectory, dirs: RunDirs) -> dict[str, tuple[Path, bool]]:
+        return {AGENT_HOME: (dirs.home, False), **bundle.binds_v0(dirs.work(bundle.WORK))}
 
     def rerunner(
-        self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
+        self, trajectory: Trajectory, sandbox: Sandbox, dirs: RunDirs, budgets: Budgets
     ) -> OpenHandsV0Rerunner:
-        return OpenHandsV0Rerunner(trajectory, sandbox, workspace.root.parent / "openhands", budgets)
+        return OpenHandsV0Rerunner(trajectory, sandbox, dirs.work(bundle.WORK), budgets)
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path

@@ -23,8 +23,9 @@ from adapters.pi.rerun import PiRerunner
 from adapters.pi.wire import js_json, to_wire
 from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, CONTINUE_SPEC_PATH, local_url
 from bridges.chat import SystemPerRequestGate
-from replayer.io import Workspace, write_bytes_atomic
+from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.rundirs import RunDirs
 from sandboxes.base import Sandbox
 
 TOOLS = frozenset({"read", "bash", "edit", "write"})
@@ -33,8 +34,8 @@ CONTINUED = "session.jsonl"
 _STEP_MARGIN_S = 60.0
 
 
-def _work_dir(state: Path) -> Path:
-    return state / "pi"
+WORK = "pi"
+"""The companion's socket: a folder of the run's state (RunDirs.work)."""
 
 
 def _model(native: session.Native) -> tuple[str, str]:
@@ -100,19 +101,16 @@ class PiAdapter(Adapter[session.Native]):
             f"unknown tool {call.tool!r} (Pi's tool semantics are the contract: only {', '.join(sorted(TOOLS))})",
         )
 
-    def sandbox_binds(self, trajectory: Trajectory, agent_home: Path) -> dict[str, tuple[Path, bool]]:
-        work = _work_dir(agent_home.parent)
-        work.mkdir(exist_ok=True)
-        return {AGENT_HOME: (agent_home, False), **bundle.sandbox_binds(work)}
+    def sandbox_binds(self, trajectory: Trajectory, dirs: RunDirs) -> dict[str, tuple[Path, bool]]:
+        return {AGENT_HOME: (dirs.home, False), **bundle.sandbox_binds(dirs.work(WORK))}
 
     def rerunner(
-        self, trajectory: Trajectory, sandbox: Sandbox, workspace: Workspace, budgets: Budgets
+        self, trajectory: Trajectory, sandbox: Sandbox, dirs: RunDirs, budgets: Budgets
     ) -> PiRerunner:
-        state = workspace.root.parent
         provider, model = _model(self.native(trajectory))
-        bundle.write_config(state / "home", provider, model, "http://127.0.0.1:9/v1", compaction=False)
+        bundle.write_config(dirs.home, provider, model, "http://127.0.0.1:9/v1", compaction=False)
         timeout = budgets.max_command_timeout_s + _STEP_MARGIN_S
-        return PiRerunner(trajectory, sandbox, _work_dir(state), timeout)
+        return PiRerunner(trajectory, sandbox, dirs.work(WORK), timeout)
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path

@@ -1,0 +1,324 @@
+"""The engine's pipeline (plan, reruns and their bookkeeping, divergences, rebuild, the prefix gate) on
+the in-process fake sandbox (sandboxes/fake.py): no Docker, milliseconds a run.
+
+The fake answers each command the rerunner sends with a scripted output: the historical one (then the
+run must be the one the Docker tests assert: every call exact, the prefix the CLI sent), or another one
+(a recorded divergence, the fresh text in the rebuilt session and required by the gate). What needs the
+real container, the real CLI and the real tools stays in the Docker tests (test_run_fidelity.py,
+test_codex_fidelity.py ...)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+import orjson
+import pytest
+
+from adapters.base import Rebuild
+from adapters.claude_code import envelope
+from adapters.claude_code.bash import quote_for_eval
+from replayer.engine import execute, load
+from replayer.errors import PlanRefused, SandboxError
+from replayer.models import ContinueRequest, ReplayRequest, ReplayResult, ToolCall
+from sandboxes.base import ExecResult
+from sandboxes.fake import FakeBackend, Rule, answer
+from tests.conftest import codex_fixture, fixture_dir, main_requests
+from tests.test_codex_fidelity import VOLATILE, _request_after, _same_prefix, _volatile_free
+from tests.test_prefix_fidelity import _request_after as _claude_request_after
+
+NONCE = "replayer-nonce-0123456789abcdef01234567"
+
+
+def _request(source: Path, workspace: Path, after_step: int, out: Path, **extra: object) -> ReplayRequest:
+    return ReplayRequest(
+        mode="run", trajectory=source, after_step=after_step, out=out, workspace=workspace, **extra
+    )
+
+
+def _run(
+    source: Path, workspace: Path, after_step: int, out: Path, rules: list[Rule], **extra: object
+) -> tuple[ReplayResult, FakeBackend]:
+    backend = FakeBackend(rules)
+    return execute(_request(source, workspace, after_step, out, **extra), backend=backend), backend
+
+
+def _json(path: Path) -> object:
+    return orjson.loads(path.read_bytes())
+
+
+# Claude Code: Bash goes through the sandbox (the wrapper prints exit code, cwd, size, then the output);
+# Read, Write and Edit work on the workspace copy on the host.
+def _claude_bash(output: str, code: int = 0, cwd: str = "/testbed") -> ExecResult:
+    return answer(f"{code}\n{cwd}\n{len(output.encode())}\n{output}")
+
+
+def _claude_historical(call: ToolCall) -> ExecResult:
+    """The wrapper's output for a Bash call that printed what the recording shows."""
+    assert call.historical is not None
+    data = call.historical.structured
+    if isinstance(data, dict):
+        stdout = str(data["stdout"])
+        return _claude_bash(stdout + "\n" if stdout else "", 1 if "returnCodeInterpretation" in data else 0)
+    code, _, output = str(call.historical.content).partition("\n")
+    return _claude_bash(output + "\n", int(code.removeprefix("Exit code ")))
+
+
+def _claude_rule(command: str, result: ExecResult) -> Rule:
+    return Rule(re.escape(f"eval {quote_for_eval(command)} "), result)
+
+
+def _claude_rules(source: Path) -> list[Rule]:
+    _, traj = load(source)
+    calls = [c for s in traj.steps for c in s.calls if c.tool == "Bash"]
+    return [_claude_rule(c.input["command"], _claude_historical(c)) for c in calls]
+
+
+CLAUDE = ["single", "continued", "parallel", "write_edit", "failing"]
+
+
+@pytest.mark.parametrize("name", CLAUDE)
+def test_claude_code_historical_outputs_rerun_exact(name: str, tmp_path: Path) -> None:
+    source = fixture_dir(name) / "session.jsonl"
+    _, traj = load(source)
+    result, backend = _run(
+        source, fixture_dir(name) / "workspace", len(traj.steps), tmp_path / "out", _claude_rules(source)
+    )
+    calls = [c for s in traj.steps for c in s.calls]
+    assert [(d.call_id, d.status) for d in result.divergences] == [(c.id, "exact") for c in calls]
+    bash = [c for c in calls if c.tool == "Bash"]
+    assert len(backend.sandbox.runs) == len(bash), "one exec a Bash call, nothing else in the sandbox"
+    assert backend.sandbox.stopped and result.container == backend.sandbox.name
+    assert result.sandbox is not None and result.sandbox.limits == backend.sandbox.spec.limits
+    # the prefix is the one the CLI sent after the last step (what the Docker run test asserts)
+    expected = _json(tmp_path / "out" / "expected_prefix.json")
+    assert expected == _claude_request_after(name, [c.id for c in traj.steps[-1].calls])
+    reruns = _json(tmp_path / "out" / "reruns.json")
+    assert isinstance(reruns, list) and [r["call_id"] for r in reruns] == [c.id for c in calls]
+    assert all(r["fresh"] == r["historical"] for r in reruns)
+    original = {
+        r.get("uuid"): r.get("toolUseResult") for r in map(orjson.loads, source.read_bytes().splitlines())
+    }
+    rebuilt = [
+        orjson.loads(line) for line in (tmp_path / "out" / result.native_files[0]).read_bytes().splitlines()
+    ]
+    assert [r["toolUseResult"] for r in rebuilt if "toolUseResult" in r] == [
+        original[r["uuid"]] for r in rebuilt if "toolUseResult" in r
+    ]
+
+
+def test_claude_code_divergence_lands_in_the_session_and_the_gate(tmp_path: Path) -> None:
+    source = fixture_dir("single") / "session.jsonl"
+    rules = [_claude_rule("cat a.txt", _claude_bash("changed\n")), *_claude_rules(source)]
+    result, _ = _run(source, fixture_dir("single") / "workspace", 2, tmp_path / "out", rules)
+    by_id = {d.call_id: d for d in result.divergences}
+    assert by_id["toolu_single_01"].status == "different"
+    assert (by_id["toolu_single_01"].historical_excerpt, by_id["toolu_single_01"].fresh_excerpt) == (
+        "hi",
+        "changed",
+    )
+    assert by_id["toolu_single_02"].status == "exact"
+    rebuilt = [
+        orjson.loads(line) for line in (tmp_path / "out" / result.native_files[0]).read_bytes().splitlines()
+    ]
+    blocks = [
+        b for r in rebuilt if r.get("type") == "user" for b in r["message"]["content"] if isinstance(b, dict)
+    ]
+    assert next(b for b in blocks if b.get("tool_use_id") == "toolu_single_01")["content"] == "changed"
+    expected = _json(tmp_path / "out" / "expected_prefix.json")
+    assert isinstance(expected, list) and expected[2]["content"][0]["content"] == "changed"
+    # the gate: the CLI resuming from the rebuilt session passes, the recording's prefix (stale "hi") does not
+    recorded = _claude_request_after("single", ["toolu_single_02"])
+    rebuild = Rebuild(
+        native_files=[], expected_prefix=expected, continuation=_json(tmp_path / "out" / "continuation.json")
+    )
+    from adapters.claude_code import ClaudeCodeAdapter
+
+    body = next(r["body"] for r in main_requests("single"))
+    last_string = bool(rebuild.continuation["prefix_last_was_string"])
+    fresh = {**body, "messages": envelope.resume_request(expected, NONCE, last_string)}
+    stale = {**body, "messages": envelope.resume_request(recorded, NONCE, last_string)}
+    refused = ClaudeCodeAdapter().gate(rebuild, NONCE, False).route("POST", "/v1/messages", stale)
+    assert refused.kind == "refuse" and refused.mismatch is not None
+    assert refused.mismatch.path.startswith("messages[2].content[0]")
+    assert ClaudeCodeAdapter().gate(rebuild, NONCE, False).route("POST", "/v1/messages", fresh).kind == "main"
+
+
+def test_claude_code_unknown_tool_is_refused_before_any_sandbox(tmp_path: Path) -> None:
+    source = fixture_dir("mixed_tools") / "session.jsonl"
+    backend = FakeBackend(_claude_rules(source))
+    request = _request(source, fixture_dir("mixed_tools") / "workspace", 3, tmp_path / "out")
+    with pytest.raises(PlanRefused, match="WebFetch"):
+        execute(request, backend=backend)
+    assert backend.started == [] and not (tmp_path / "out").exists()
+    result, started = _run(
+        source,
+        fixture_dir("mixed_tools") / "workspace",
+        3,
+        tmp_path / "degraded",
+        _claude_rules(source),
+        allow_degraded=True,
+    )
+    statuses = {d.tool: d.status for d in result.divergences}
+    assert statuses == {"TaskCreate": "historical_kept", "WebFetch": "historical_kept", "Bash": "exact"}
+    assert {d.tool for d in result.degradations} >= {"WebFetch"}
+    assert len(started.sandbox.runs) == 1
+
+
+def test_claude_code_timeout_goes_to_the_background(tmp_path: Path) -> None:
+    """A Bash call past its deadline is backgrounded as the CLI does: a different observation, recorded."""
+    source = fixture_dir("single") / "session.jsonl"
+    rules = [_claude_rule("cat a.txt", answer(exit_code=None)), *_claude_rules(source)]
+    result, backend = _run(source, fixture_dir("single") / "workspace", 1, tmp_path / "out", rules)
+    (divergence,) = result.divergences
+    assert divergence.status == "different"
+    assert divergence.fresh_excerpt is not None and divergence.fresh_excerpt.startswith(
+        "Command running in background"
+    )
+    (run,) = backend.sandbox.runs
+    assert run.workdir == "/testbed" and run.timeout_s == 120.0
+
+
+def test_a_command_the_script_does_not_answer_fails_the_run_and_leaves_nothing(tmp_path: Path) -> None:
+    source = fixture_dir("single") / "session.jsonl"
+    backend = FakeBackend([])
+    request = _request(source, fixture_dir("single") / "workspace", 1, tmp_path / "out")
+    with pytest.raises(SandboxError, match="no answer"):
+        execute(request, backend=backend)
+    assert backend.sandbox.stopped and not (tmp_path / "out").exists()
+
+
+def test_a_continuation_without_the_upstream_key_is_refused_before_the_sandbox(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.delenv("REPLAYER_TEST_ABSENT_KEY", raising=False)
+    source = fixture_dir("single") / "session.jsonl"
+    backend = FakeBackend(_claude_rules(source))
+    cont = ContinueRequest(upstream="http://127.0.0.1:9/", upstream_key_env="REPLAYER_TEST_ABSENT_KEY")
+    request = _request(source, fixture_dir("single") / "workspace", 1, tmp_path / "out", continuation=cont)
+    with pytest.raises(PlanRefused, match="REPLAYER_TEST_ABSENT_KEY"):
+        execute(request, backend=backend)
+    assert backend.started == []
+
+
+# Codex: exec_command goes through the sandbox (the wrapper reports the wall time on stderr);
+# apply_patch works on the workspace copy on the host.
+FULL_OUTPUTS = {
+    "seq 1 30000": "".join(f"{i}\n" for i in range(1, 30001)),
+    "printf 'no newline'": "no newline",
+}
+"""The commands whose recorded observation is cut by the CLI: what they printed."""
+
+
+def _codex_historical(call: ToolCall) -> ExecResult:
+    assert call.historical is not None
+    text = str(call.historical.content)
+    if text.startswith("exec_command failed"):
+        return answer(stderr="no-workdir")
+    found = re.search(
+        r"Wall time: ([0-9.]+) seconds\n(?:Process exited with code (-?\d+)|Process running[^\n]*)\n.*?Output:\n(.*)",
+        text,
+        re.DOTALL,
+    )
+    assert found is not None, text
+    output = FULL_OUTPUTS.get(call.input["cmd"], found[3])
+    code = int(found[2]) if found[2] is not None else None  # still running: the yield deadline passed
+    return answer(output, f"{int(float(found[1]) * 1e9)}\n", code)
+
+
+def _codex_rule(command: str, result: ExecResult) -> Rule:
+    return Rule(re.escape(f"/bin/bash -c {command}") + "$", result)
+
+
+def _codex_rules(source: Path) -> list[Rule]:
+    _, traj = load(source)
+    calls = [c for s in traj.steps for c in s.calls if c.tool == "exec_command"]
+    return [_codex_rule(c.input["cmd"], _codex_historical(c)) for c in calls]
+
+
+@pytest.mark.parametrize("name", ["exec", "patch", "continued"])
+def test_codex_historical_outputs_rerun_equal(name: str, tmp_path: Path) -> None:
+    source = codex_fixture(name) / "rollout.jsonl"
+    _, traj = load(source)
+    after = len(traj.steps)
+    result, backend = _run(
+        source, codex_fixture(name) / "workspace", after, tmp_path / "out", _codex_rules(source)
+    )
+    for d in result.divergences:  # what the Docker run test asserts
+        assert d.status in ("exact", "normalized_equal"), d
+        assert set(d.normalizers) <= VOLATILE, d
+    assert len(result.divergences) == sum(len(s.calls) for s in traj.steps)
+    execs = [c for s in traj.steps for c in s.calls if c.tool == "exec_command"]
+    assert [r.argv[-1] for r in backend.sandbox.runs] == [c.input["cmd"] for c in execs]
+    expected = _json(tmp_path / "out" / "expected_prefix.json")
+    assert isinstance(expected, list)
+    _same_prefix(_volatile_free(expected), _volatile_free(_request_after(name, after)))
+
+
+def test_codex_timeout_and_missing_workdir_render_as_the_cli(tmp_path: Path) -> None:
+    """A command still running at its yield deadline and a workdir that is not there: the fake's timeout
+    and the wrapper's marker become the CLI's observations (equal to the recorded ones)."""
+    source = codex_fixture("exec") / "rollout.jsonl"
+    result, backend = _run(
+        source, codex_fixture("exec") / "workspace", 8, tmp_path / "out", _codex_rules(source)
+    )
+    by_id = {d.call_id: d for d in result.divergences}
+    assert by_id["call_exec_08"].status == "exact"
+    assert by_id["call_exec_09"].status == "normalized_equal"
+    fresh = {r["call_id"]: r["fresh"] for r in _json(tmp_path / "out" / "reruns.json")}  # type: ignore[union-attr]
+    assert "Process running with session ID" in fresh["call_exec_09"]
+    (slow,) = [r for r in backend.sandbox.runs if r.argv[-1] == "echo one; sleep 5"]
+    assert slow.timeout_s == 0.5
+
+
+def test_codex_divergence_lands_in_the_rollout_and_the_gate(tmp_path: Path) -> None:
+    source = codex_fixture("exec") / "rollout.jsonl"
+    rules = [_codex_rule("cat a.txt", answer("changed\n", "1000\n")), *_codex_rules(source)]
+    result, _ = _run(source, codex_fixture("exec") / "workspace", 2, tmp_path / "out", rules)
+    by_id = {d.call_id: d for d in result.divergences}
+    assert by_id["call_exec_01"].status == "different"
+    assert by_id["call_exec_03"].status == "normalized_equal"
+    expected = _json(tmp_path / "out" / "expected_prefix.json")
+    assert isinstance(expected, list)
+    outputs = {i["call_id"]: i["output"] for i in expected if i.get("type") == "function_call_output"}
+    assert outputs["call_exec_01"].endswith("Output:\nchanged\n")
+    rollout = (tmp_path / "out" / result.native_files[0]).read_text()
+    assert "Output:\\nchanged\\n" in rollout
+    # the gate: the CLI resuming from the rebuilt rollout passes, the recording's prefix does not
+    from adapters.codex import CodexAdapter
+
+    rebuild = Rebuild(
+        native_files=[], expected_prefix=expected, continuation=_json(tmp_path / "out" / "continuation.json")
+    )
+    sent = _request_after("exec", 2)
+    prompt = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": NONCE}]}
+    msg_id = f"msg_{uuid.uuid5(uuid.NAMESPACE_URL, 'thread')}"
+    fresh = {"input": [{**expected[0], "id": msg_id}, *expected[1:], prompt]}
+    stale = {"input": [{**sent[0], "id": msg_id}, *sent[1:], prompt]}
+    refused = CodexAdapter().gate(rebuild, NONCE, False).route("POST", "/v1/responses", stale)
+    index = next(
+        i for i, item in enumerate(sent) if item.get("call_id") == "call_exec_01" and "output" in item
+    )
+    assert refused.kind == "refuse" and refused.mismatch is not None
+    assert refused.mismatch.path == f"input[{index}].output"
+    accepted = CodexAdapter().gate(rebuild, NONCE, False).route("POST", "/v1/responses", fresh)
+    assert accepted.kind == "main" and accepted.body["input"][-1] != prompt, "the nonce is stripped"
+
+
+def test_the_sandbox_gets_the_run_state_folders(tmp_path: Path) -> None:
+    """The workspace copy at the cwd, the agent home, the bridge folder when the agent continues; the
+    user's workspace untouched."""
+    workspace = tmp_path / "ws"
+    shutil.copytree(fixture_dir("write_edit") / "workspace", workspace)
+    source = fixture_dir("write_edit") / "session.jsonl"
+    result, backend = _run(source, workspace, 5, tmp_path / "out", _claude_rules(source))
+    binds = backend.sandbox.spec.binds
+    copy, read_only = binds["/testbed"]
+    assert not read_only and copy.name == "workspace" and binds["/home/replay"][0] == copy.parent / "home"
+    assert not copy.exists(), "the state is removed after the run"
+    state = tmp_path / "out" / "state" / "workspace"
+    assert (state / "b.txt").read_text() == "new file\nsecond line\n"
+    assert not (workspace / "b.txt").exists()
+    assert result.sandbox is not None and result.sandbox.capabilities_dropped == []
