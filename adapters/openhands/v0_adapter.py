@@ -12,7 +12,7 @@ import orjson
 
 from adapters.base import Launch, Rebuild, copy_continued, stdout_events
 from adapters.openhands import bundle, v0
-from adapters.openhands.v0_rerun import OpenHandsV0Rerunner
+from adapters.openhands.v0_rerun import OpenHandsV0Rerunner, companion_argv
 from bridges.chat import ChatDialect, ChatPrefixGate
 from replayer.errors import PlanRefused
 from replayer.io import Workspace, write_bytes_atomic
@@ -134,15 +134,9 @@ class OpenHandsV0Adapter:
         assert launch.model and trajectory.cwd
         if launch.keep_prompt:
             raise PlanRefused("a boundary prompt is not supported for V0 continuations yet")
-        argv = [
-            bundle.python(bundle.NAME_V0),
-            f"{bundle.COMPANION_MOUNT}/oh_v0_companion.py",
-            "continue",
-            f"{bundle.COMPANION_MOUNT}/v0_config.toml",
-            trajectory.cwd,
-            f"{bundle.HOME}/{SPEC}",
-            str(launch.max_steps or DEFAULT_MAX_STEPS),
-        ]
+        argv = companion_argv(
+            "continue", trajectory.cwd, f"{bundle.HOME}/{SPEC}", str(launch.max_steps or DEFAULT_MAX_STEPS)
+        )
         env = {
             **bundle.v0_env(),
             "LLM_MODEL": launch.model,

@@ -23,7 +23,6 @@ TOOLS = frozenset({"read", "bash", "edit", "write"})
 BRIDGE_URL = "http://127.0.0.1:8765/v1"
 CONTINUE_SPEC = ".replayer/continue.json"
 CONTINUED = "session.jsonl"
-_STEP_MARGIN_S = 60.0
 
 
 def _work_dir(state: Path) -> Path:
@@ -111,8 +110,7 @@ class PiAdapter:
         state = workspace.root.parent
         provider, model = _model(trajectory._native)
         bundle.write_config(state / "home", provider, model, "http://127.0.0.1:9/v1", compaction=False)
-        timeout = budgets.max_command_timeout_s + _STEP_MARGIN_S
-        return PiRerunner(trajectory, sandbox, _work_dir(state), timeout)
+        return PiRerunner(trajectory, sandbox, _work_dir(state), budgets)
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
