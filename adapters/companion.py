@@ -52,7 +52,8 @@ class SocketCompanion:
         self.sock: socket.socket | None = None
         self.stream: Any = None
 
-    def _connect(self) -> None:
+    def connect(self) -> None:
+        """Wait until the companion listens (the first request does it when not called)."""
         deadline = time.monotonic() + self.start_timeout_s
         while True:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -73,7 +74,7 @@ class SocketCompanion:
     def request(self, payload: dict[str, Any], timeout_s: float, what: str) -> dict[str, Any]:
         """Send one JSON line and read the answer line; `what` names the request in errors."""
         if self.stream is None:
-            self._connect()
+            self.connect()
         assert self.sock is not None
         self.sock.settimeout(timeout_s)
         try:
