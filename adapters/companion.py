@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import orjson
 
 from replayer.errors import SandboxError
-from replayer.io import remove_alias, short_alias
+from replayer.io import MAX_INPUT_BYTES, remove_alias, short_alias
 from replayer.models import Observation, Step, ToolCall, Trajectory
 from sandboxes.base import RunningExec, Sandbox
 
@@ -27,6 +27,8 @@ _START_TIMEOUT_S = 120.0
 _STOP_GRACE_S = 10.0
 SOCKET = "companion.sock"
 """The companion's socket, in the run's work folder (mounted read-write into the sandbox)."""
+MAX_ANSWER_BYTES = MAX_INPUT_BYTES
+"""The longest answer line read from a companion (the sandbox writes it: it is bounded like an input)."""
 STEP_MARGIN_S = 60.0
 """Added to a step's command timeouts: the companion's own work around the commands."""
 
@@ -80,12 +82,21 @@ class SocketCompanion:
         try:
             self.stream.write(orjson.dumps(payload) + b"\n")
             self.stream.flush()
-            line = self.stream.readline()
+            line = self.stream.readline(MAX_ANSWER_BYTES + 1)
         except OSError as exc:
             raise SandboxError(f"the {self.name} companion failed in {what}: {exc}") from None
         if not line:
             raise SandboxError(f"the {self.name} companion died in {what}: {self.stderr_tail()}")
-        answer: dict[str, Any] = orjson.loads(line)
+        if len(line) > MAX_ANSWER_BYTES:
+            raise SandboxError(
+                f"the {self.name} companion's answer to {what} is over {MAX_ANSWER_BYTES} bytes"
+            )
+        try:
+            answer = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise SandboxError(f"the {self.name} companion's answer to {what} is not JSON: {exc}") from None
+        if not isinstance(answer, dict):
+            raise SandboxError(f"the {self.name} companion's answer to {what} is not a JSON object")
         return answer
 
     def close(self) -> None:
@@ -148,7 +159,12 @@ class StepRerunner(ABC):
         answer = self.companion.request(payload, timeout_s, f"step {step.index}")
         if "error" in answer:
             raise SandboxError(f"{self.name} failed to execute step {step.index}: {answer['error']}")
-        self.fresh.update(self.observations(step, answer))
+        try:
+            self.fresh.update(self.observations(step, answer))
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:  # the sandbox wrote the answer
+            raise SandboxError(
+                f"the {self.name} companion's answer to step {step.index} is malformed: {type(exc).__name__}: {exc}"
+            ) from None
         for call in step.calls:
             if call.id not in self.fresh:
                 raise SandboxError(f"{self.name} made no observation for call {call.id} in step {step.index}")
