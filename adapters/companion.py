@@ -1,8 +1,10 @@
-"""A long-lived companion process in the sandbox that answers JSON lines over a unix socket.
+"""A long-lived companion process in the sandbox that answers JSON lines over a unix socket, and the
+step rerunner built on it.
 
 The socket lives in a folder of the run's state directory that is mounted into the sandbox; the host
-reaches it through a short alias (socket paths are limited to 108 bytes). mini-swe-agent's and Pi's
-reruns use one each: importing the agent's package once serves the whole replay.
+reaches it through a short alias (socket paths are limited to 108 bytes). mini-swe-agent, OpenHands
+(V1 and V0) and Pi rerun through one each: importing the agent's package (starting its runtime) once
+serves the whole replay, one request line a step.
 """
 
 from __future__ import annotations
@@ -10,17 +12,25 @@ from __future__ import annotations
 import signal
 import socket
 import time
+from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
 from replayer.errors import SandboxError
-from replayer.io import remove_alias, short_alias
+from replayer.io import MAX_INPUT_BYTES, remove_alias, short_alias
+from replayer.models import Observation, Step, ToolCall, Trajectory
 from sandboxes.base import RunningExec, Sandbox
 
 _START_TIMEOUT_S = 120.0
 _STOP_GRACE_S = 10.0
+SOCKET = "companion.sock"
+"""The companion's socket, in the run's work folder (mounted read-write into the sandbox)."""
+MAX_ANSWER_BYTES = MAX_INPUT_BYTES
+"""The longest answer line read from a companion (the sandbox writes it: it is bounded like an input)."""
+STEP_MARGIN_S = 60.0
+"""Added to a step's command timeouts: the companion's own work around the commands."""
 
 
 class SocketCompanion:
@@ -44,7 +54,8 @@ class SocketCompanion:
         self.sock: socket.socket | None = None
         self.stream: Any = None
 
-    def _connect(self) -> None:
+    def connect(self) -> None:
+        """Wait until the companion listens (the first request does it when not called)."""
         deadline = time.monotonic() + self.start_timeout_s
         while True:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -65,18 +76,27 @@ class SocketCompanion:
     def request(self, payload: dict[str, Any], timeout_s: float, what: str) -> dict[str, Any]:
         """Send one JSON line and read the answer line; `what` names the request in errors."""
         if self.stream is None:
-            self._connect()
+            self.connect()
         assert self.sock is not None
         self.sock.settimeout(timeout_s)
         try:
             self.stream.write(orjson.dumps(payload) + b"\n")
             self.stream.flush()
-            line = self.stream.readline()
+            line = self.stream.readline(MAX_ANSWER_BYTES + 1)
         except OSError as exc:
             raise SandboxError(f"the {self.name} companion failed in {what}: {exc}") from None
         if not line:
             raise SandboxError(f"the {self.name} companion died in {what}: {self.stderr_tail()}")
-        answer: dict[str, Any] = orjson.loads(line)
+        if len(line) > MAX_ANSWER_BYTES:
+            raise SandboxError(
+                f"the {self.name} companion's answer to {what} is over {MAX_ANSWER_BYTES} bytes"
+            )
+        try:
+            answer = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise SandboxError(f"the {self.name} companion's answer to {what} is not JSON: {exc}") from None
+        if not isinstance(answer, dict):
+            raise SandboxError(f"the {self.name} companion's answer to {what} is not a JSON object")
         return answer
 
     def close(self) -> None:
@@ -89,3 +109,65 @@ class SocketCompanion:
         self.handle.result(timed_out=False)
         (self.alias / self.socket_name).unlink(missing_ok=True)
         remove_alias(self.alias)
+
+
+class StepRerunner(ABC):
+    """Reruns a trajectory's calls one step at a time through one companion: the first call asked for
+    of a step sends the step's request line, and the answer gives the fresh observation of every call
+    of the step. A subclass says how a step is asked for and how an answer becomes observations."""
+
+    name: ClassVar[str]
+    """The agent as errors name it ("the NAME companion did not start", "NAME failed to execute step k")."""
+    start_timeout_s: ClassVar[float] = _START_TIMEOUT_S
+    """How long the companion may take to listen on its socket."""
+
+    def __init__(
+        self, trajectory: Trajectory, sandbox: Sandbox, work: Path, argv: list[str], env: dict[str, str]
+    ):
+        """Starts the companion (`argv` with `env`, in the trajectory's cwd); a spec file it reads must
+        be in `work` before."""
+        assert trajectory.cwd
+        self.steps = {s.index: s for s in trajectory.steps}
+        self.step_of = {c.id: s.index for s in trajectory.steps for c in s.calls}
+        self.fresh: dict[str, Observation] = {}
+        self.companion = SocketCompanion(
+            sandbox,
+            argv,
+            workdir=trajectory.cwd,
+            env=env,
+            work=work,
+            socket_name=SOCKET,
+            name=self.name,
+            start_timeout_s=self.start_timeout_s,
+        )
+
+    @abstractmethod
+    def request(self, step: Step) -> tuple[dict[str, Any], float]:
+        """The request line that reruns `step`, and how long its answer may take."""
+
+    @abstractmethod
+    def observations(self, step: Step, answer: dict[str, Any]) -> dict[str, Observation]:
+        """The fresh observations of the answer, by call id (a call of the step missing is an error)."""
+
+    def run(self, call: ToolCall) -> Observation:
+        if call.id not in self.fresh:
+            self._run_step(self.steps[self.step_of[call.id]])
+        return self.fresh[call.id]
+
+    def _run_step(self, step: Step) -> None:
+        payload, timeout_s = self.request(step)
+        answer = self.companion.request(payload, timeout_s, f"step {step.index}")
+        if "error" in answer:
+            raise SandboxError(f"{self.name} failed to execute step {step.index}: {answer['error']}")
+        try:
+            self.fresh.update(self.observations(step, answer))
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:  # the sandbox wrote the answer
+            raise SandboxError(
+                f"the {self.name} companion's answer to step {step.index} is malformed: {type(exc).__name__}: {exc}"
+            ) from None
+        for call in step.calls:
+            if call.id not in self.fresh:
+                raise SandboxError(f"{self.name} made no observation for call {call.id} in step {step.index}")
+
+    def close(self) -> None:
+        self.companion.close()

@@ -239,7 +239,7 @@ def bench_mini(tmp: Path) -> dict[str, float]:
     def start_only(box: DockerSandbox, ws: RunDirs) -> None:
         rerunner = adapter.rerunner(traj, box, ws, Budgets())
         try:
-            rerunner._connect()
+            rerunner.companion.connect()
         finally:
             rerunner.close()
 

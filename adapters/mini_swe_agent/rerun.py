@@ -13,16 +13,13 @@ from typing import Any
 
 import orjson
 
-from adapters.companion import SocketCompanion
+from adapters.companion import SOCKET, STEP_MARGIN_S, StepRerunner
 from adapters.mini_swe_agent import bundle, config
 from adapters.mini_swe_agent.trajectory import Native, calls_and_cost
-from replayer.errors import PlanRefused, SandboxError
+from replayer.errors import PlanRefused
 from replayer.io import write_bytes_atomic
-from replayer.models import Observation, ToolCall, Trajectory
+from replayer.models import Observation, Step, Trajectory
 from sandboxes.base import Sandbox
-
-_STEP_MARGIN_S = 60.0
-SOCKET = "companion.sock"
 
 
 def _add(a: tuple[int, float], b: tuple[int, float]) -> tuple[int, float]:
@@ -33,59 +30,42 @@ def companion_argv(mode: str, spec: str, *extra: str) -> list[str]:
     return [bundle.python(), f"{bundle.COMPANION_MOUNT}/mini_companion.py", mode, spec, *extra]
 
 
-class MiniRerunner:
+class MiniRerunner(StepRerunner):
+    name = "mini-swe-agent"
+
     def __init__(self, trajectory: Trajectory, sandbox: Sandbox, work: Path):
-        assert trajectory.cwd
         self.native: Native = trajectory._native
-        self.step_of = {c.id: s.index for s in trajectory.steps for c in s.calls}
-        self.calls = {s.index: s.calls for s in trajectory.steps}
-        self.fresh: dict[str, Observation] = {}
         self.totals = list(accumulate((calls_and_cost([m]) for m in self.native.messages), _add))
         """(n_calls, cost) through each message: the agent's counters when that message was added."""
         companion_config = config.companion_config(self.native, output_path=None)
         spec = {"version": bundle.version(), "config": companion_config}
         write_bytes_atomic(work / "serve.json", orjson.dumps(spec))
         self.step_timeout_s = float(companion_config["environment"].get("timeout") or 30)
-        self.companion = SocketCompanion(
-            sandbox,
-            companion_argv("serve", f"{bundle.WORK_MOUNT}/serve.json", f"{bundle.WORK_MOUNT}/{SOCKET}"),
-            workdir=trajectory.cwd,
-            env=bundle.base_env(),
-            work=work,
-            socket_name=SOCKET,
-            name="mini-swe-agent",
-        )
+        argv = companion_argv("serve", f"{bundle.WORK_MOUNT}/serve.json", f"{bundle.WORK_MOUNT}/{SOCKET}")
+        super().__init__(trajectory, sandbox, work, argv, bundle.base_env())
 
-    def run(self, call: ToolCall) -> Observation:
-        if call.id not in self.fresh:
-            self._run_step(self.step_of[call.id])
-        return self.fresh[call.id]
-
-    def _run_step(self, index: int) -> None:
-        start, _ = self.native.step_spans[index - 1]
+    def request(self, step: Step) -> tuple[dict[str, Any], float]:
+        start, _ = self.native.step_spans[step.index - 1]
         message = self.native.messages[start]
         if self.native.format != "mini-swe-agent-1.1":  # 1.x kept no actions: the parsed ones
-            actions = [dict(c.input) for c in self.calls[index]]
+            actions = [dict(c.input) for c in step.calls]
             message = {**message, "extra": {**(message.get("extra") or {}), "actions": actions}}
         n_calls, cost = self.totals[start]
-        calls = self.calls[index]
-        timeout = len(calls) * (self.step_timeout_s + 5) + _STEP_MARGIN_S
-        payload = {"message": message, "n_calls": n_calls, "cost": cost}
-        answer = self.companion.request(payload, timeout, f"step {index}")
-        if "error" in answer:
-            raise SandboxError(f"mini-swe-agent failed to execute step {index}: {answer['error']}")
+        timeout = len(step.calls) * (self.step_timeout_s + 5) + STEP_MARGIN_S
+        return {"message": message, "n_calls": n_calls, "cost": cost}, timeout
+
+    def observations(self, step: Step, answer: dict[str, Any]) -> dict[str, Observation]:
         messages: list[dict[str, Any]] = answer["messages"]
         if any(m.get("role") == "exit" for m in messages):
             raise PlanRefused(
-                f"step {index} submitted when replayed (mini-swe-agent stops there); "
-                f"the boundary must come before step {index}"
+                f"step {step.index} submitted when replayed (mini-swe-agent stops there); "
+                f"the boundary must come before step {step.index}"
             )
         by_id = {m["tool_call_id"]: m for m in messages if "tool_call_id" in m}
-        for n, call in enumerate(calls):
-            fresh = by_id.get(call.id) if by_id else (messages[n] if n < len(messages) else None)
-            if fresh is None:
-                raise SandboxError(f"mini-swe-agent made no observation for call {call.id} in step {index}")
-            self.fresh[call.id] = Observation(content=fresh["content"], structured=fresh.get("extra"))
-
-    def close(self) -> None:
-        self.companion.close()
+        if not by_id:  # no tool-call ids (text-based actions): the observations in call order
+            by_id = {call.id: m for call, m in zip(step.calls, messages, strict=False)}
+        return {
+            c.id: Observation(content=by_id[c.id]["content"], structured=by_id[c.id].get("extra"))
+            for c in step.calls
+            if c.id in by_id
+        }

@@ -22,7 +22,7 @@ from adapters.base import (
     write_continue_spec,
 )
 from adapters.openhands import bundle, v0
-from adapters.openhands.v0_rerun import OpenHandsV0Rerunner
+from adapters.openhands.v0_rerun import OpenHandsV0Rerunner, companion_argv
 from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from bridges.chat import ChatPrefixGate
 from replayer.errors import PlanRefused
@@ -130,15 +130,9 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0]):
         assert launch.model and trajectory.cwd
         if launch.keep_prompt:
             raise PlanRefused("a boundary prompt is not supported for V0 continuations yet")
-        argv = [
-            bundle.python(bundle.NAME_V0),
-            f"{bundle.COMPANION_MOUNT}/oh_v0_companion.py",
-            "continue",
-            f"{bundle.COMPANION_MOUNT}/v0_config.toml",
-            trajectory.cwd,
-            CONTINUE_SPEC_PATH,
-            str(launch.max_steps or DEFAULT_MAX_STEPS),
-        ]
+        argv = companion_argv(
+            "continue", trajectory.cwd, CONTINUE_SPEC_PATH, str(launch.max_steps or DEFAULT_MAX_STEPS)
+        )
         env = {
             **bundle.v0_env(),
             "LLM_MODEL": launch.model,

@@ -31,7 +31,6 @@ from sandboxes.base import Sandbox
 TOOLS = frozenset({"read", "bash", "edit", "write"})
 """Pi's default tools, rerun by the pinned package's own implementations; no other tool is replayed."""
 CONTINUED = "session.jsonl"
-_STEP_MARGIN_S = 60.0
 
 
 WORK = "pi"
@@ -109,8 +108,7 @@ class PiAdapter(Adapter[session.Native]):
     ) -> PiRerunner:
         provider, model = _model(self.native(trajectory))
         bundle.write_config(dirs.home, provider, model, "http://127.0.0.1:9/v1", compaction=False)
-        timeout = budgets.max_command_timeout_s + _STEP_MARGIN_S
-        return PiRerunner(trajectory, sandbox, dirs.work(WORK), timeout)
+        return PiRerunner(trajectory, sandbox, dirs.work(WORK), budgets)
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path

@@ -13,17 +13,14 @@ from typing import Any
 
 import orjson
 
-from adapters.companion import SocketCompanion
+from adapters.companion import SOCKET, STEP_MARGIN_S, StepRerunner
 from adapters.pi import bundle
 from adapters.pi.session import Native
 from adapters.pi.wire import tool_text
 from replayer.errors import SandboxError
 from replayer.io import write_bytes_atomic
-from replayer.models import Observation, ToolCall, Trajectory
+from replayer.models import Budgets, Observation, Step, Trajectory
 from sandboxes.base import Sandbox
-
-SOCKET = "companion.sock"
-_STEP_MARGIN_S = 60.0
 
 
 def chronological(native: Native) -> list[dict[str, Any]]:
@@ -40,9 +37,10 @@ def observation(result: dict[str, Any]) -> Observation:
     return Observation(content=tool_text(result), is_error=bool(result.get("isError")), structured=result)
 
 
-class PiRerunner:
-    def __init__(self, trajectory: Trajectory, sandbox: Sandbox, work: Path, step_timeout_s: float):
-        assert trajectory.cwd
+class PiRerunner(StepRerunner):
+    name = "Pi"
+
+    def __init__(self, trajectory: Trajectory, sandbox: Sandbox, work: Path, budgets: Budgets):
         native: Native = trajectory._native
         messages = chronological(native)
         call_at = {
@@ -57,9 +55,8 @@ class PiRerunner:
             for s in trajectory.steps
             if s.calls and s.calls[0].id in call_at
         }
-        self.step_of_call = {c.id: s.index for s in trajectory.steps for c in s.calls}
-        self.fresh: dict[str, Observation] = {}
-        self.step_timeout_s = step_timeout_s
+        self.timeout_s = budgets.max_command_timeout_s + 2 * STEP_MARGIN_S
+        """One command's time (Pi runs a step's calls in parallel), a margin for the step and one for Pi's loop."""
         spec = {
             "cwd": trajectory.cwd,
             "agent_dir": bundle.AGENT_DIR,
@@ -67,31 +64,15 @@ class PiRerunner:
             "step_of": step_of,
         }
         write_bytes_atomic(work / "rerun.json", orjson.dumps(spec))
-        self.companion = SocketCompanion(
-            sandbox,
-            bundle.companion_argv(
-                "rerun", f"{bundle.WORK_MOUNT}/rerun.json", f"{bundle.WORK_MOUNT}/{SOCKET}"
-            ),
-            workdir=trajectory.cwd,
-            env=bundle.base_env(),
-            work=work,
-            socket_name=SOCKET,
-            name="Pi",
+        argv = bundle.companion_argv(
+            "rerun", f"{bundle.WORK_MOUNT}/rerun.json", f"{bundle.WORK_MOUNT}/{SOCKET}"
         )
+        super().__init__(trajectory, sandbox, work, argv, bundle.base_env())
 
-    def run(self, call: ToolCall) -> Observation:
-        if call.id not in self.fresh:
-            self._run_step(self.step_of_call[call.id])
-        return self.fresh[call.id]
+    def request(self, step: Step) -> tuple[dict[str, Any], float]:
+        return {"step": step.index}, self.timeout_s
 
-    def _run_step(self, index: int) -> None:
-        answer = self.companion.request(
-            {"step": index}, self.step_timeout_s + _STEP_MARGIN_S, f"step {index}"
-        )
-        if answer.get("step") != index:
-            raise SandboxError(f"the Pi companion answered step {answer.get('step')} for step {index}")
-        for result in answer["results"]:
-            self.fresh[result["toolCallId"]] = observation(result)
-
-    def close(self) -> None:
-        self.companion.close()
+    def observations(self, step: Step, answer: dict[str, Any]) -> dict[str, Observation]:
+        if answer.get("step") != step.index:
+            raise SandboxError(f"the Pi companion answered step {answer.get('step')} for step {step.index}")
+        return {result["toolCallId"]: observation(result) for result in answer["results"]}

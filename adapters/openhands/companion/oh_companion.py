@@ -11,10 +11,10 @@ continue SPEC: resume the rebuilt conversation with its LLM pointed at the bridg
 
 import argparse
 import json
-import socket
 import sys
 import uuid
 
+from line_server import serve_lines
 from openhands.sdk import Agent, Conversation
 from openhands.sdk.conversation.state import ConversationState
 from openhands.sdk.event import ActionEvent, LLMConvertibleEvent
@@ -56,20 +56,8 @@ def serve(spec_path, socket_path):
         stuck_detection=False,
     )
     conversation.send_message(spec["task"])
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(socket_path)
-    server.listen(1)
-    conn, _ = server.accept()
-    stream = conn.makefile("rwb")
     try:
-        for line in stream:
-            request = json.loads(line)
-            try:
-                answer = {"observations": _rerun(conversation, request["actions"])}
-            except Exception as exc:  # reported to the host, which raises a one-line error
-                answer = {"error": f"{type(exc).__name__}: {exc}"}
-            stream.write(json.dumps(answer).encode() + b"\n")
-            stream.flush()
+        serve_lines(socket_path, lambda request: {"observations": _rerun(conversation, request["actions"])})
     finally:
         conversation.close()
 

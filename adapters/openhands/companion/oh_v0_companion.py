@@ -18,11 +18,11 @@ replayed actions (each replayed action is an iteration of the controller). Print
 
 import json
 import os
-import socket
 import sys
 from datetime import datetime
 
 import openhands.agenthub  # noqa: F401  (registers the agents)
+from line_server import serve_lines
 from openhands.core.config import load_openhands_config
 from openhands.core.setup import create_agent, create_runtime, generate_sid
 from openhands.events.serialization.event import event_from_dict, event_to_trajectory
@@ -44,21 +44,11 @@ def _execute(runtime, config, raw):
 
 def main(config_file, cwd, socket_path):
     config, _, runtime = _connected_runtime(config_file, cwd)
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(socket_path)
-    server.listen(1)
-    conn, _ = server.accept()
-    stream = conn.makefile("rwb")
     try:
-        for line in stream:
-            request = json.loads(line)
-            answer: dict = {}
-            try:
-                answer["observations"] = [_execute(runtime, config, raw) for raw in request["actions"]]
-            except Exception as exc:  # reported to the host, which raises a one-line error
-                answer["error"] = f"{type(exc).__name__}: {exc}"
-            stream.write(json.dumps(answer, default=str).encode() + b"\n")
-            stream.flush()
+        serve_lines(
+            socket_path,
+            lambda request: {"observations": [_execute(runtime, config, raw) for raw in request["actions"]]},
+        )
     finally:
         runtime.close()
 
