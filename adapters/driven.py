@@ -25,11 +25,18 @@ STEP_MARGIN_S = 60.0
 class ReplayModel:
     """Serve the fed model on `work`/SOCKET (a host folder mounted at `mount`) for `sandbox`."""
 
-    def __init__(self, sandbox: Sandbox, work: Path, mount: str, model: str):
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        work: Path,
+        mount: str,
+        model: str,
+        upstream: type[ScriptedUpstream] = ScriptedUpstream,
+    ):
+        """`upstream`: the scripted service of the agent's wire (`ScriptedUpstream` speaks Anthropic's and
+        OpenAI's; another wire brings its own, e.g. `bridges.gemini.ScriptedGemini`)."""
         self.alias = short_alias(work)
-        self.upstream = ScriptedUpstream(
-            Script(turns=[], model=model), unix_path=self.alias / SOCKET, fed=True
-        )
+        self.upstream = upstream(Script(turns=[], model=model), unix_path=self.alias / SOCKET, fed=True)
         self.upstream.__enter__()
         sandbox.forward_port(PORT, f"{mount}/{SOCKET}")
 

@@ -1,7 +1,8 @@
-"""Token usage, as the upstream reported it in an answer (streamed or not), for any of the three protocols.
+"""Token usage, as the upstream reported it in an answer (streamed or not), for any of the four protocols.
 
 Anthropic reports input tokens in `message_start` and cumulative output tokens in `message_delta`;
-chat completions in the last chunk (or the body); Responses in `response.completed`. Counts are
+chat completions in the last chunk (or the body); Responses in `response.completed`; Gemini in each
+chunk's `usageMetadata` (`promptTokenCount`, `candidatesTokenCount`). Counts are
 cumulative within one answer, so the largest value of each kind is the answer's.
 """
 
@@ -12,8 +13,9 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-_INPUT = ("input_tokens", "prompt_tokens")
-_OUTPUT = ("output_tokens", "completion_tokens")
+_INPUT = ("input_tokens", "prompt_tokens", "promptTokenCount")
+_OUTPUT = ("output_tokens", "completion_tokens", "candidatesTokenCount")
+_KEYS = ("usage", "usageMetadata")
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 1024 * 1024
 """An answer's usage sits near its start or its end: only these many bytes of each end are kept."""
@@ -67,7 +69,7 @@ def _usages(value: Any) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     if isinstance(value, dict):
         for key, item in value.items():
-            if key == "usage" and isinstance(item, dict):
+            if key in _KEYS and isinstance(item, dict):
                 found.append(item)
             else:
                 found += _usages(item)

@@ -21,8 +21,12 @@ NORMALIZERS: dict[str, Callable[[str], str]] = {
         r"\b\d+(\.\d+)?\s?(ms|s|seconds)\b|(\"duration_seconds\\?\":)\d+(\.\d+)?", r"\3<DUR>", s
     ),
     "random_ids": lambda s: re.sub(r"(Chunk ID: )[0-9a-f]{6}|(session ID )\d+", r"\1\2<ID>", s),
+    # Gemini CLI's run_shell_command ends its output with the process ids of the run
+    "process_ids": lambda s: re.sub(
+        r"^((?:Process Group PGID|Background PIDs): )\d+(?:, \d+)*$", r"\1<PID>", s, flags=re.M
+    ),
 }
-WALK_ORDER_TOOLS = {"glob", "grep", "Glob", "Grep"}
+WALK_ORDER_TOOLS = {"glob", "grep", "Glob", "Grep", "grep_search"}
 """Tools that list files in a parallel directory walk's order (ripgrep's), which varies run to run:
 their listings also compare as sorted lines (normalizer `walk_order`)."""
 

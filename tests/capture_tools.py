@@ -25,6 +25,7 @@ SOURCES = {
     "pi": ("tests/fixtures/pi/tools/upstream.jsonl", "adapters/pi/data"),
     "openhands": ("tests/fixtures/openhands/v1/upstream.jsonl", "adapters/openhands/data"),
     "openhands_v0": ("tests/fixtures/openhands/v0/upstream.jsonl", "adapters/openhands/data"),
+    "gemini_cli": ("tests/fixtures/gemini_cli/tools/upstream.jsonl", "adapters/gemini_cli/data"),
 }
 
 
