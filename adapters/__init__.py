@@ -26,6 +26,7 @@ REGISTRY: dict[str, str] = {
     "mini_swe_agent": "adapters.mini_swe_agent:MiniSweAgentAdapter",
     "opencode": "adapters.opencode:OpenCodeAdapter",
     "pi": "adapters.pi:PiAdapter",
+    "gemini_cli": "adapters.gemini_cli:GeminiCliAdapter",
     "openhands": "adapters.openhands:OpenHandsAdapter",
     "openhands_v0": "adapters.openhands.v0_adapter:OpenHandsV0Adapter",
 }

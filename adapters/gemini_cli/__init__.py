@@ -1,0 +1,179 @@
+"""Gemini CLI: session files (0.61 JSONL logs, 0.30 JSON documents), reruns by the CLI itself, continuation."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from adapters.base import Adapter, Ended, Launch, Rebuild, copy_continued
+from adapters.gemini_cli import bundle, session, wire
+from adapters.gemini_cli.gate import GeminiResumeGate
+from adapters.gemini_cli.rerun import WORK_MOUNT, GeminiRerunner
+from bridges.gemini import GeminiDialect, tools_to_chat
+from replayer.io import write_bytes_atomic
+from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.rundirs import RunDirs
+from sandboxes.base import Sandbox
+
+TOOLS = frozenset(
+    {"read_file", "run_shell_command", "replace", "write_file", "list_directory", "glob", "grep_search"}
+)
+"""The workspace tools the pinned CLI reruns itself; web, agent, memory and plan tools are not replayed."""
+CONTINUED = "session.jsonl"
+RAW = "session.raw.jsonl"
+DEFAULT_MODEL = "gemini-2.5-flash"
+WORK = "gemini"
+
+
+def boundary(native: session.Native, trajectory: Trajectory, after_step: int) -> int:
+    """How many messages the prefix keeps: through the responses to step `after_step`'s calls (after_step 0:
+    every message before the first step's model turn)."""
+    at_of = {m["id"]: at for at, m in enumerate(native.messages)}
+    if after_step == 0:
+        return at_of[trajectory.steps[0].message_id] if trajectory.steps else len(native.messages)
+    keep = at_of[trajectory.steps[after_step - 1].message_id] + 1
+    while keep < len(native.messages) and session.response_parts(native.messages[keep]):
+        keep += 1
+    return keep
+
+
+def with_fresh(message: dict[str, Any], observations: dict[str, Observation]) -> dict[str, Any]:
+    """`message` with each call's result and each functionResponse replaced by the fresh one of its id."""
+
+    def fresh(response: Any) -> Any:
+        if not isinstance(response, dict):
+            return response
+        obs = observations.get(str(response.get("id")))
+        return obs.structured if obs is not None and isinstance(obs.structured, dict) else response
+
+    out = copy.deepcopy(message)
+    for call in out.get("toolCalls") or []:
+        if isinstance(call.get("result"), list):
+            call["result"] = [
+                {**p, "functionResponse": fresh(p["functionResponse"])} if "functionResponse" in p else p
+                for p in call["result"]
+            ]
+    if out.get("type") == "user" and isinstance(out.get("content"), list):
+        out["content"] = [
+            {**p, "functionResponse": fresh(p["functionResponse"])}
+            if isinstance(p, dict) and "functionResponse" in p
+            else p
+            for p in out["content"]
+        ]
+    return out
+
+
+def without_nonce(continued: Path, dest: Path, prompt: str) -> dict[str, str]:
+    """continued/session.jsonl: the messages the continued log resolves to, without the nonce prompt and
+    the CLI's closing turn (the upstream saw neither; the CLI writes the closing turn only when a later
+    history sync catches it); continued/session.raw.jsonl: the log as the CLI left it."""
+    raw = continued.read_bytes()
+    write_bytes_atomic(dest / RAW, raw)
+    native = session.load(raw, continued)
+    stripped = {("user", prompt), ("gemini", wire.INTERRUPTED)}
+    kept = [
+        m
+        for m in native.messages
+        if (m.get("type"), wire.part_text(m.get("content")).strip()) not in stripped
+    ]
+    write_bytes_atomic(dest / CONTINUED, session.to_log(native.metadata, kept))
+    return {"continued_session": f"continued/{CONTINUED}", "continued_session_raw": f"continued/{RAW}"}
+
+
+class GeminiCliAdapter(Adapter[session.Native]):
+    name = bundle.NAME
+    key_env = "GEMINI_API_KEY"
+    needs_nonce = True
+    """`gemini --resume` continues only with a new prompt."""
+
+    @classmethod
+    def detect(cls, head: list[Any]) -> bool:
+        return session.looks_like_gemini(head)
+
+    def parse(self, path: Path, task: str | None = None) -> Trajectory:
+        return session.parse(path)
+
+    def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
+        if call.tool in TOOLS:
+            return "rerun", None
+        return "unknown", f"unknown tool {call.tool!r} (only {', '.join(sorted(TOOLS))} are rerun)"
+
+    def sandbox_binds(self, trajectory: Trajectory, dirs: RunDirs) -> dict[str, tuple[Path, bool]]:
+        return {bundle.HOME: (dirs.home, False), WORK_MOUNT: (dirs.work(WORK), False), **bundle.binds()}
+
+    def rerunner(
+        self, trajectory: Trajectory, sandbox: Sandbox, dirs: RunDirs, budgets: Budgets
+    ) -> GeminiRerunner:
+        bundle.write_settings(dirs.home)
+        return GeminiRerunner(trajectory, sandbox, dirs.work(WORK), budgets)
+
+    def rebuild(
+        self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
+    ) -> Rebuild:
+        native = self.native(trajectory)
+        keep = boundary(native, trajectory, after_step)
+        messages = [with_fresh(m, observations) for m in native.messages[:keep]]
+        meta = native.metadata
+        sid = str(meta["sessionId"])
+        home = dest / "home"
+        cwd = trajectory.cwd or "/"
+        project = Path(cwd).name or "root"
+        stamp = str(meta.get("startTime") or "1970-01-01T00:00:00.000Z")[:16].replace(":", "-")
+        path = home / ".gemini" / "tmp" / project / "chats" / f"session-{stamp}-{sid[:8]}.jsonl"
+        write_bytes_atomic(path, session.to_log(meta, messages))
+        projects = {"projects": {cwd: project}}
+        write_bytes_atomic(
+            home / ".gemini" / "projects.json", orjson.dumps(projects, option=orjson.OPT_INDENT_2)
+        )
+        bundle.write_settings(home)
+        return Rebuild(
+            native_files=[path],
+            expected_prefix=wire.resume_contents(messages),
+            agent_home=home,
+            continuation={"session_file": str(path.relative_to(home)), "session_id": sid},
+        )
+
+    def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
+        path = result_dir / "continued" / CONTINUED
+        if not path.is_file():
+            return None
+        return wire.resume_contents(session.parse(path)._native.messages)
+
+    def chat_tools(self, native: Path) -> list[dict[str, Any]]:
+        return tools_to_chat(super().chat_tools(native))
+
+    # continuation -----------------------------------------------------------------------------
+    def dialect(self) -> GeminiDialect:
+        return GeminiDialect()
+
+    def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> GeminiResumeGate:
+        return GeminiResumeGate(rebuild.expected_prefix, prompt, strip_prompt=not keep_prompt)
+
+    def default_model(self, trajectory: Trajectory) -> str | None:
+        native = self.native(trajectory)
+        models = [m.get("model") for m in native.messages if isinstance(m.get("model"), str)]
+        return models[-1] if models else DEFAULT_MODEL
+
+    def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
+        session_id = trajectory.session_id
+        assert session_id
+        # the CLI continues only with a prompt: the boundary prompt, or the nonce the gate expects
+        argv = bundle.run_argv(launch.prompt or "Continue.", resume=session_id, model=launch.model)
+        return argv, bundle.env(launch.port)
+
+    def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
+        try:
+            out = orjson.loads(stdout[stdout.index(b"{") :])
+        except (ValueError, orjson.JSONDecodeError):
+            return "agent_error"
+        return "completed" if isinstance(out, dict) and "error" not in out else "agent_error"
+
+    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+        continued = ended.home / ended.rebuild.continuation["session_file"]
+        prompt = ended.launch.prompt
+        if ended.launch.keep_prompt or prompt is None or not continued.is_file():
+            return copy_continued(continued, ended.dest, CONTINUED, "continued_session")
+        return without_nonce(continued, ended.dest, prompt)

@@ -1,0 +1,195 @@
+"""Gemini CLI rebuild and continuation logic without Docker: the rebuilt log resumes to the expected
+prefix, the gate expects the CLI's closing turn after a tool batch and strips it with the nonce, the
+continued log loses the nonce, shell process ids normalize, and the tool definitions export as chat
+functions.
+
+The inputs are the recordings of the real CLI 0.61.0 (tests/recorder_gemini.py: tools/ and shell/) and
+what the adapter rebuilds from them in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from adapters import recorded_tools
+from adapters.base import Ended, Launch
+from adapters.gemini_cli import GeminiCliAdapter, boundary, session, wire
+from adapters.gemini_cli.gate import GeminiResumeGate
+from bridges.scripted import TextBlock, ToolUseBlock
+from replayer.divergence import divergence_of
+from replayer.models import Observation, Trajectory
+from tests.conftest import ROOT
+
+FIXTURES = ROOT / "tests" / "fixtures" / "gemini_cli"
+STREAM = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+CONTEXT = {"text": "<session_context>\nToday is a day.\n</session_context>"}
+
+
+def _historical(traj: Trajectory) -> dict[str, Observation]:
+    return {c.id: c.historical for s in traj.steps for c in s.calls if c.historical is not None}
+
+
+def _request(contents: list[dict[str, Any]]) -> dict[str, Any]:
+    """A main request as the CLI sends it: the fresh session context first in the first user turn."""
+    sent = copy.deepcopy(contents)
+    sent[0]["parts"].insert(0, CONTEXT)
+    return {"contents": sent, "tools": []}
+
+
+def test_the_rebuilt_log_resumes_to_the_expected_prefix(tmp_path: Path) -> None:
+    traj = session.parse(FIXTURES / "tools" / "session.jsonl")
+    rebuild = GeminiCliAdapter().rebuild(traj, 1, _historical(traj), tmp_path)
+    rebuilt = session.parse(rebuild.native_files[0])
+    assert rebuilt.session_id == traj.session_id and rebuilt.cwd == traj.cwd
+    assert wire.resume_contents(rebuilt._native.messages) == rebuild.expected_prefix
+    assert [len(s.calls) for s in rebuilt.steps] == [len(traj.steps[0].calls)]
+    last = rebuild.expected_prefix[-1]
+    assert last["role"] == "user" and all("functionResponse" in p for p in last["parts"])
+
+
+def test_the_gate_expects_the_closing_turn_after_a_tool_batch_and_strips_it_with_the_nonce() -> None:
+    traj = session.parse(FIXTURES / "tools" / "session.jsonl")
+    messages = traj._native.messages
+    prefix = wire.resume_contents(messages[: boundary(traj._native, traj, 1)])
+    assert prefix[-1]["role"] == "user", "the prefix ends with the first batch's responses"
+    nonce = {"role": "user", "parts": [{"text": "replayer-nonce-1"}]}
+    closing = {"role": "model", "parts": [{"text": wire.INTERRUPTED}]}
+    reply = {"role": "model", "parts": [{"text": "Done."}]}
+
+    without = GeminiResumeGate(prefix, "replayer-nonce-1", strip_prompt=True)
+    refused = without.route("POST", STREAM, _request([*prefix, nonce]))
+    assert refused.kind == "refuse" and refused.mismatch is not None
+    assert refused.mismatch.path.startswith(f"contents[{len(prefix)}]")
+
+    gate = GeminiResumeGate(prefix, "replayer-nonce-1", strip_prompt=True)
+    first = gate.route("POST", STREAM, _request([*prefix, closing, nonce]))
+    assert first.kind == "main" and first.body is not None
+    assert first.body["contents"] == _request(prefix)["contents"], "the model continues from the responses"
+    later = gate.route("POST", STREAM, _request([*prefix, closing, nonce, reply, nonce]))
+    assert later.kind == "main" and later.body is not None
+    assert later.body["contents"] == _request([*prefix, reply, nonce])["contents"]
+
+    kept = GeminiResumeGate(prefix, "Go on.")
+    asked = kept.route(
+        "POST", STREAM, _request([*prefix, closing, {"role": "user", "parts": [{"text": "Go on."}]}])
+    )
+    assert asked.kind == "main" and asked.body is None, "a boundary prompt goes as the CLI sends it"
+
+
+def test_no_closing_turn_after_a_final_answer() -> None:
+    messages = session.parse(FIXTURES / "tools" / "session.jsonl")._native.messages
+    ends = [i for i, m in enumerate(messages) if m["type"] == "gemini" and not session.calls_of(m)]
+    prefix = wire.resume_contents(messages[: ends[0] + 1])
+    assert prefix[-1]["role"] == "model" and wire.closing_turns(prefix) == []
+
+
+def test_the_continued_log_loses_the_nonce_and_keeps_the_raw_one(tmp_path: Path) -> None:
+    traj = session.parse(FIXTURES / "tools" / "session.jsonl")
+    rebuild = GeminiCliAdapter().rebuild(traj, 1, _historical(traj), tmp_path / "rebuilt")
+    log = rebuild.native_files[0]
+    nonce = "replayer-nonce-abc"
+    appended = [
+        {"id": "p1", "type": "gemini", "content": [{"text": wire.INTERRUPTED}]},
+        {"id": "n1", "type": "user", "content": [{"text": nonce}]},
+        {"id": "g1", "type": "gemini", "content": "Finished.", "model": "gemini-2.5-flash"},
+    ]
+    log.write_bytes(log.read_bytes() + b"".join(orjson.dumps(m) + b"\n" for m in appended))
+    home = rebuild.agent_home
+    assert home is not None
+    dest = tmp_path / "continued"
+    adapter = GeminiCliAdapter()
+    launch = Launch(prompt=nonce, keep_prompt=False, port=8765, model=None, max_steps=None)
+    ended = Ended(traj, rebuild, launch, home, dest, None)  # type: ignore[arg-type]  # no sandbox needed
+    files = adapter.finish_continuation(ended)
+    assert files == {
+        "continued_session": "continued/session.jsonl",
+        "continued_session_raw": "continued/session.raw.jsonl",
+    }
+    assert (dest / "session.raw.jsonl").read_bytes() == log.read_bytes()
+    assert nonce.encode() not in (dest / "session.jsonl").read_bytes()
+    continued = adapter.continued_prefix(tmp_path)
+    assert continued == [*rebuild.expected_prefix, {"role": "model", "parts": [{"text": "Finished."}]}]
+
+
+def test_shell_output_differing_only_in_process_ids_is_normalized_equal() -> None:
+    traj = session.parse(FIXTURES / "shell" / "session.jsonl")
+    call = next(c for s in traj.steps for c in s.calls if c.tool == "run_shell_command")
+    assert call.historical is not None and "Process Group PGID: " in str(call.historical.content)
+
+    def fresh(text: str) -> Observation:
+        return call.historical.model_copy(update={"content": text})  # type: ignore[union-attr]
+
+    other_pid = re.sub(r"PGID: \d+", "PGID: 4242", str(call.historical.content))
+    d = divergence_of(1, call, "rerun", fresh(other_pid))
+    assert d.status == "normalized_equal" and d.normalizers == ["process_ids"]
+    other_exit = other_pid.replace("Exit Code: 1", "Exit Code: 2")
+    assert divergence_of(1, call, "rerun", fresh(other_exit)).status == "different"
+
+
+def test_tool_definitions_are_the_ones_the_cli_sent_and_export_as_chat_functions() -> None:
+    log = [orjson.loads(line) for line in (FIXTURES / "tools" / "upstream.jsonl").read_bytes().splitlines()]
+    sent = [r["body"]["tools"] for r in log if r["main_thread"] and r["body"].get("tools")][-1]
+    assert recorded_tools("gemini_cli", "0.61.0") == sent
+    chat = GeminiCliAdapter().chat_tools(FIXTURES / "tools")
+    declared = [d for group in sent for d in group["functionDeclarations"]]
+    assert [t["function"]["name"] for t in chat] == [d["name"] for d in declared]
+    shell = next(t["function"] for t in chat if t["function"]["name"] == "run_shell_command")
+    assert shell["parameters"]["properties"]["command"]["type"] == "string"
+
+
+def test_the_chat_form_pairs_every_call_with_one_result(tmp_path: Path) -> None:
+    """The resume wire repeats each response in its turn; the exported chat answers each call once."""
+    traj = session.parse(FIXTURES / "tools" / "session.jsonl")
+    rebuild = GeminiCliAdapter().rebuild(traj, 3, _historical(traj), tmp_path)
+    responses = [p for c in rebuild.expected_prefix for p in c["parts"] if "functionResponse" in p]
+    chat = GeminiCliAdapter().dialect().to_chat(rebuild.expected_prefix)
+    calls = [c["id"] for m in chat for c in m.get("tool_calls") or []]
+    results = [m["tool_call_id"] for m in chat if m["role"] == "tool"]
+    assert calls == results and len(responses) == 2 * len(calls)
+    first = next(m for m in chat if m["role"] == "tool")
+    assert first["content"] == traj.steps[0].calls[0].historical.content  # type: ignore[union-attr]
+
+
+def test_a_batch_of_prefixes_exports_as_chat_and_atif_records(tmp_path: Path) -> None:
+    """`replayer batch` (prepare: no container) over both recordings, then `export` in both formats."""
+    from replayer.batch import valid_boundaries
+    from tests.conftest import replayer
+    from tests.support.atif import Trajectory as Atif
+
+    sources = [FIXTURES / "tools" / "session.jsonl", FIXTURES / "shell" / "session.jsonl"]
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_bytes(b"".join(orjson.dumps({"trajectory": str(p)}) + b"\n" for p in sources))
+    replayer("batch", str(manifest), "-o", str(tmp_path / "out"), check=True)
+    chat, atif = tmp_path / "chat.jsonl", tmp_path / "atif.jsonl"
+    replayer("export", str(tmp_path / "out"), "-o", str(chat), check=True)
+    replayer("export", str(tmp_path / "out"), "--format", "atif", "-o", str(atif), check=True)
+    records = [orjson.loads(line) for line in chat.read_bytes().splitlines()]
+    expected = sum(len(valid_boundaries(session.parse(p))) for p in sources)
+    assert len(records) == expected and {r["metadata"]["agent"] for r in records} == {"gemini_cli"}
+    for record in records:
+        calls = [c["id"] for m in record["messages"] for c in m.get("tool_calls") or []]
+        results = [m["tool_call_id"] for m in record["messages"] if m["role"] == "tool"]
+        assert calls == results, record["metadata"]
+        assert "run_shell_command" in {t["function"]["name"] for t in record["tools"]}
+    trajectories = [Atif.model_validate_json(line) for line in atif.read_bytes().splitlines()]
+    assert len(trajectories) == expected and {t.agent.name for t in trajectories} == {"gemini_cli"}
+
+
+def test_the_bridge_counts_the_tokens_of_a_gemini_stream() -> None:
+    from bridges.gemini import stream_chunks
+    from bridges.scripted import Turn
+    from bridges.usage import usage_of
+
+    turn = Turn(blocks=[TextBlock(text="Done."), ToolUseBlock(id="c1", name="read_file", input={})])
+    chunks = stream_chunks(turn, "gemini-2.5-flash", "r1")
+    sse = b"".join(b"data: " + orjson.dumps(c) + b"\r\n\r\n" for c in chunks)
+    last = chunks[-1]["usageMetadata"]
+    assert usage_of([sse]).model_dump() == {
+        "input_tokens": last["promptTokenCount"],
+        "output_tokens": last["candidatesTokenCount"],
+    }
