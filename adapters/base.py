@@ -6,7 +6,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 import orjson
 from pydantic import BaseModel, ConfigDict
@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from adapters.sandbox_paths import CONTINUE_SPEC
 from bridges.chat import ChatDialect
 from bridges.core import Dialect, Gate
-from replayer.errors import BadInput
+from replayer.errors import BadInput, SandboxError
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.pins import load_pins
@@ -73,6 +73,35 @@ class Rerunner(Protocol):
     def close(self) -> None:
         """Release what the reruns held (a companion process, a socket alias); called once, always."""
         ...
+
+
+class StepwiseRerunner(ABC):
+    """Reruns a trajectory one step at a time: the first call asked for of a step reruns the whole step,
+    which gives the fresh observation of each of its calls (a companion's answer, or the tool results a
+    driven CLI sends next)."""
+
+    name: ClassVar[str]
+    """The agent as errors name it."""
+
+    def __init__(self, trajectory: Trajectory):
+        self.steps = {s.index: s for s in trajectory.steps}
+        self.step_of = {c.id: s.index for s in trajectory.steps for c in s.calls}
+        self.fresh: dict[str, Observation] = {}
+
+    def run(self, call: ToolCall) -> Observation:
+        if call.id not in self.fresh:
+            self.run_step(self.step_of[call.id])
+        if call.id not in self.fresh:
+            step = self.step_of[call.id]
+            raise SandboxError(f"{self.name} made no observation for call {call.id} in step {step}")
+        return self.fresh[call.id]
+
+    @abstractmethod
+    def run_step(self, index: int) -> None:
+        """Rerun step `index`, filling `fresh` with its calls' observations."""
+
+    @abstractmethod
+    def close(self) -> None: ...
 
 
 NativeT = TypeVar("NativeT")

@@ -12,15 +12,16 @@ from __future__ import annotations
 import signal
 import socket
 import time
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar
 
 import orjson
 
+from adapters.base import StepwiseRerunner
 from replayer.errors import SandboxError
 from replayer.io import MAX_INPUT_BYTES, remove_alias, short_alias
-from replayer.models import Observation, Step, ToolCall, Trajectory
+from replayer.models import Observation, Step, Trajectory
 from sandboxes.base import RunningExec, Sandbox
 
 _START_TIMEOUT_S = 120.0
@@ -111,13 +112,11 @@ class SocketCompanion:
         remove_alias(self.alias)
 
 
-class StepRerunner(ABC):
+class StepRerunner(StepwiseRerunner):
     """Reruns a trajectory's calls one step at a time through one companion: the first call asked for
     of a step sends the step's request line, and the answer gives the fresh observation of every call
     of the step. A subclass says how a step is asked for and how an answer becomes observations."""
 
-    name: ClassVar[str]
-    """The agent as errors name it ("the NAME companion did not start", "NAME failed to execute step k")."""
     start_timeout_s: ClassVar[float] = _START_TIMEOUT_S
     """How long the companion may take to listen on its socket."""
 
@@ -127,9 +126,7 @@ class StepRerunner(ABC):
         """Starts the companion (`argv` with `env`, in the trajectory's cwd); a spec file it reads must
         be in `work` before."""
         assert trajectory.cwd
-        self.steps = {s.index: s for s in trajectory.steps}
-        self.step_of = {c.id: s.index for s in trajectory.steps for c in s.calls}
-        self.fresh: dict[str, Observation] = {}
+        super().__init__(trajectory)
         self.companion = SocketCompanion(
             sandbox,
             argv,
@@ -149,12 +146,8 @@ class StepRerunner(ABC):
     def observations(self, step: Step, answer: dict[str, Any]) -> dict[str, Observation]:
         """The fresh observations of the answer, by call id (a call of the step missing is an error)."""
 
-    def run(self, call: ToolCall) -> Observation:
-        if call.id not in self.fresh:
-            self._run_step(self.steps[self.step_of[call.id]])
-        return self.fresh[call.id]
-
-    def _run_step(self, step: Step) -> None:
+    def run_step(self, index: int) -> None:
+        step = self.steps[index]
         payload, timeout_s = self.request(step)
         answer = self.companion.request(payload, timeout_s, f"step {step.index}")
         if "error" in answer:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from adapters.base import stdout_events
+from adapters.base import StepwiseRerunner, stdout_events
 from adapters.claude_code import chain, tools, wire
 from adapters.claude_code.session import Native, project_dir_name
 from adapters.driven import PORT, STEP_MARGIN_S, ReplayModel
@@ -22,7 +22,7 @@ from adapters.sandbox_paths import AGENT_HOME, REPLAY_MODEL_KEY, local_url
 from bridges.scripted import CustomToolBlock, TextBlock, ToolUseBlock, Turn
 from replayer import bundles
 from replayer.errors import PlanRefused, SandboxError
-from replayer.models import Budgets, Observation, ToolCall, Trajectory
+from replayer.models import Budgets, Observation, Trajectory
 from replayer.pins import load_pins
 from sandboxes.base import RunningExec, Sandbox
 
@@ -66,11 +66,14 @@ def _prompt_text(rec: dict[str, Any]) -> str | None:
     return None
 
 
-class DrivenRerunner:
+class DrivenRerunner(StepwiseRerunner):
+    name = "claude"
+
     def __init__(
         self, trajectory: Trajectory, sandbox: Sandbox, work: Path, budgets: Budgets, model: str | None
     ):
         assert trajectory.session_id and trajectory.cwd
+        super().__init__(trajectory)
         self.native: Native = trajectory._native
         if self.native.pre_compaction_steps:
             raise PlanRefused(
@@ -81,10 +84,7 @@ class DrivenRerunner:
         self.cwd = trajectory.cwd
         self.model_name = model
         self.step_timeout_s = budgets.max_command_timeout_s + STEP_MARGIN_S
-        self.steps = {s.index: s for s in trajectory.steps}
-        self.step_of = {c.id: s.index for s in trajectory.steps for c in s.calls}
         self.prompt_of = self._prompts()
-        self.fresh: dict[str, Observation] = {}
         self.fed: list[list[str]] = []
         """The tool call ids of every turn fed so far, in order."""
         self.model = ReplayModel(sandbox, work, WORK_MOUNT, model or "claude-replayed")
@@ -105,12 +105,7 @@ class DrivenRerunner:
                 out[starts[at]] = prompt
         return out
 
-    def run(self, call: ToolCall) -> Observation:
-        if call.id not in self.fresh:
-            self._run_step(self.step_of[call.id])
-        return self.fresh[call.id]
-
-    def _run_step(self, index: int) -> None:
+    def run_step(self, index: int) -> None:
         prompt = self.prompt_of[index]
         if prompt != self.prompt:
             self._start_run(prompt)

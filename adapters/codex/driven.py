@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from adapters.base import StepwiseRerunner
 from adapters.codex import rollout, tools
 from adapters.codex.continuation import KEY_ENV
 from adapters.driven import PORT, STEP_MARGIN_S, ReplayModel
@@ -26,7 +27,7 @@ from bridges.scripted import CustomToolBlock, TextBlock, ToolUseBlock, Turn
 from replayer import bundles
 from replayer.errors import ConfinementError, PlanRefused, SandboxError
 from replayer.io import Workspace, write_bytes_atomic
-from replayer.models import Budgets, Observation, ReadBudget, ToolCall, Trajectory
+from replayer.models import Budgets, Observation, ReadBudget, Trajectory
 from sandboxes.base import RunningExec, Sandbox
 
 WORK_MOUNT = "/run/replayer-codex"
@@ -117,7 +118,9 @@ def _outputs(lines: bytes) -> dict[str, Any]:
     return found
 
 
-class DrivenRerunner:
+class DrivenRerunner(StepwiseRerunner):
+    name = "codex"
+
     def __init__(
         self,
         trajectory: Trajectory,
@@ -129,6 +132,7 @@ class DrivenRerunner:
     ):
         """`home`: the agent home as mounted at AGENT_HOME (the CLI writes its rollout there)."""
         assert trajectory.session_id and trajectory.cwd
+        super().__init__(trajectory)
         self.native: rollout.Native = trajectory._native
         if self.native.pre_compaction_steps:
             raise PlanRefused(
@@ -139,15 +143,12 @@ class DrivenRerunner:
         self.thread_id = trajectory.session_id
         self.cwd = trajectory.cwd
         self.step_timeout_s = budgets.max_command_timeout_s + STEP_MARGIN_S
-        self.steps = {s.index: s for s in trajectory.steps}
         self.call_at = {
             str(payload.get("call_id")): at
             for at, r in enumerate(self.native.records)
             if (payload := rollout.item(r)) is not None and payload.get("type") in rollout.CALL_TYPES
         }
-        self.step_of = {c.id: s.index for s in trajectory.steps for c in s.calls}
         self.prompts = prompts(self.native.records)
-        self.fresh: dict[str, Observation] = {}
         self.fed: list[str] = []
         """Every call id fed so far, in order."""
         self.done = 0
@@ -171,13 +172,9 @@ class DrivenRerunner:
         config = config_toml(model, base_url=local_url(PORT))
         write_bytes_atomic(work / "config.toml", config.encode())
 
-    def run(self, call: ToolCall) -> Observation:
-        if call.id not in self.fresh:
-            while self.done < self.step_of[call.id]:
-                self._feed_step(self.done + 1)
-        if call.id not in self.fresh:
-            raise SandboxError(f"codex sent no output for {call.id} in step {self.step_of[call.id]}")
-        return self.fresh[call.id]
+    def run_step(self, index: int) -> None:
+        while self.done < index:
+            self._feed_step(self.done + 1)
 
     def _prompt_of(self, index: int) -> int:
         """The record index of the prompt whose run step `index` belongs to."""

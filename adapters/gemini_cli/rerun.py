@@ -11,12 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from adapters.base import StepwiseRerunner
 from adapters.driven import PORT, STEP_MARGIN_S, ReplayModel
 from adapters.gemini_cli import bundle, session, wire
 from bridges.gemini import ScriptedGemini
 from bridges.scripted import TextBlock, ToolUseBlock, Turn
 from replayer.errors import SandboxError
-from replayer.models import Budgets, Observation, ToolCall, Trajectory
+from replayer.models import Budgets, ToolCall, Trajectory
 from sandboxes.base import RunningExec, Sandbox
 
 WORK_MOUNT = "/run/replayer-gemini"
@@ -27,17 +28,17 @@ def unprefixed(call_id: str, name: str) -> str:
     return call_id[len(name) + 2 :] if call_id.startswith(f"{name}__") else call_id
 
 
-class GeminiRerunner:
+class GeminiRerunner(StepwiseRerunner):
+    name = "gemini"
+
     def __init__(self, trajectory: Trajectory, sandbox: Sandbox, work: Path, budgets: Budgets):
         assert trajectory.cwd
+        super().__init__(trajectory)
         native: session.Native = trajectory._native
         self.sandbox, self.cwd = sandbox, trajectory.cwd
         self.messages = native.messages
         self.step_timeout_s = budgets.max_command_timeout_s + STEP_MARGIN_S
-        self.step_of = {c.id: s.index for s in trajectory.steps for c in s.calls}
-        self.steps = {s.index: s for s in trajectory.steps}
         self.prompt_of = self._prompts(trajectory)
-        self.fresh: dict[str, Observation] = {}
         self.model = ReplayModel(sandbox, work, WORK_MOUNT, MODEL, upstream=ScriptedGemini)
         self.handle: RunningExec | None = None
         self.prompt: int | None = None
@@ -61,12 +62,7 @@ class GeminiRerunner:
             out[step.index] = before[-1]
         return out
 
-    def run(self, call: ToolCall) -> Observation:
-        if call.id not in self.fresh:
-            self._run_step(self.step_of[call.id])
-        return self.fresh[call.id]
-
-    def _run_step(self, index: int) -> None:
+    def run_step(self, index: int) -> None:
         prompt = self.prompt_of[index]
         if prompt != self.prompt:
             self._start_run(prompt)

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from adapters.base import stdout_events
+from adapters.base import StepwiseRerunner, stdout_events
 from adapters.opencode import bundle, tools
 from adapters.opencode import home as agent_home
 from adapters.opencode.replay_model import Answer, ReplayModel
@@ -22,7 +22,7 @@ from adapters.opencode.session import Native
 from adapters.sandbox_paths import OPENCODE_REPLAY_PORT, local_url
 from replayer.errors import SandboxError
 from replayer.io import remove_alias, short_alias
-from replayer.models import Observation, ToolCall, Trajectory
+from replayer.models import Observation, Trajectory
 from sandboxes.base import RunningExec, Sandbox
 
 PORT = OPENCODE_REPLAY_PORT
@@ -51,19 +51,19 @@ def provider_model(native: Native) -> tuple[str, str]:
     return str(model.get("providerID") or "replayer"), str(model.get("id") or "replayed-model")
 
 
-class OpenCodeRerunner:
+class OpenCodeRerunner(StepwiseRerunner):
+    name = "opencode"
+
     def __init__(
         self, trajectory: Trajectory, sandbox: Sandbox, work: Path, home: Path, step_timeout_s: float
     ):
         assert trajectory.cwd
+        super().__init__(trajectory)
         self.native: Native = trajectory._native
         self.sandbox = sandbox
         self.cwd = trajectory.cwd
         self.step_timeout_s = step_timeout_s
-        self.steps = {s.index: s for s in trajectory.steps}
-        self.step_of = {c.id: s.index for s in trajectory.steps for c in s.calls}
         self.turn_of = self._turns()
-        self.fresh: dict[str, Observation] = {}
         provider, model = provider_model(self.native)
         agent_home.place_config(home, provider, model, local_url(PORT))
         self.alias = short_alias(work)
@@ -86,12 +86,7 @@ class OpenCodeRerunner:
                 out[step_at[at]] = user
         return out
 
-    def run(self, call: ToolCall) -> Observation:
-        if call.id not in self.fresh:
-            self._run_step(self.step_of[call.id])
-        return self.fresh[call.id]
-
-    def _run_step(self, index: int) -> None:
+    def run_step(self, index: int) -> None:
         step = self.steps[index]
         turn = self.turn_of[index]
         if turn != self.turn:
