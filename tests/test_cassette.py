@@ -37,6 +37,14 @@ def test_ids_are_alpha_renamed_with_their_relationships_kept() -> None:
     assert normalized(_records(UUIDS, 0)) != normalized(_records(OTHERS, 1))
 
 
+def test_tool_output_process_ids_are_ids() -> None:
+    """Codex's exec chunk id and the process ids Gemini CLI's shell tool prints change every run."""
+    once = normalized({"output": "ok\nProcess Group PGID: 4242\nBackground PIDs: 17, 18\nChunk ID: 10dbe5"})
+    again = normalized({"output": "ok\nProcess Group PGID: 77\nBackground PIDs: 3, 4\nChunk ID: a0b1c2"})
+    assert once == again and "4242" not in str(once)
+    assert normalized({"output": "ok\nexit code: 1"}) != normalized({"output": "ok\nexit code: 2"})
+
+
 def test_times_the_nonce_key_order_and_embedded_json_are_normalized() -> None:
     a = {
         "b": 1,

@@ -54,7 +54,7 @@ def after_batch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int, di
         ),
         Turn(blocks=[TextBlock(text="Finished.")]),
     ]
-    return (out, *_continue(1, out, turns))
+    return (out, *_continue(1, out, turns, "--record-cassette", str(out.parent / "tape")))
 
 
 def test_the_continuation_after_a_tool_batch_sends_exactly_the_rebuilt_prefix(after_batch) -> None:
@@ -76,6 +76,24 @@ def test_the_continuation_after_a_tool_batch_sends_exactly_the_rebuilt_prefix(af
     assert response["name"] == "run_shell_command" and "return a - b" in response["response"]["output"], (
         "the continued CLI ran its tool in the rerun sandbox (the prefix stops before the fix)"
     )
+
+
+def test_the_recorded_cassette_replays_offline_verified(after_batch, tmp_path: Path) -> None:
+    """The continuation's traffic, recorded (docs/cassettes.md), answers a second continuation with no
+    upstream: its shell output differs from the recording's only by process ids, a normalization."""
+    out, code, result, _log, stderr = after_batch
+    assert code == 0 and result["continuation"]["cassette"]["verdict"] == "recorded", stderr
+    again, tape = tmp_path / "again", out.parent / "tape"
+    args = ["run", str(FIXTURE / "session.jsonl"), "-n", "1", "-w", str(FIXTURE / "workspace")]
+    proc = replayer(*args, "-o", str(again), "--json", "--continue", "--cassette", str(tape))
+    assert proc.returncode == 0, proc.stderr
+    cont = orjson.loads((again / "result.json").read_bytes())["continuation"]
+    assert (cont["cassette"]["verdict"], cont["gate"], cont["agent_status"]) == (
+        "verified",
+        "accepted",
+        "completed",
+    )
+    assert files_containing(tape, KEY.encode()) == []
 
 
 def test_the_continued_session_resumes_the_prefix_without_the_nonce(after_batch) -> None:
