@@ -99,6 +99,7 @@ def test_mini_wire_prefix_is_what_that_version_sent_at_every_boundary(version: s
         assert mini_format.to_wire(messages) == sent[n_calls], f"boundary {boundary}"
 
 
+@pytest.mark.agent
 @pytest.mark.docker
 @pytest.mark.parametrize("version", MINI_VERSIONS)
 def test_mini_rerun_by_that_version_reproduces_every_observation(version: str, tmp_path: Path) -> None:
@@ -112,6 +113,7 @@ def test_mini_rerun_by_that_version_reproduces_every_observation(version: str, t
     assert rebuilt["info"]["mini_version"] == version
 
 
+@pytest.mark.agent
 @pytest.mark.docker
 @pytest.mark.parametrize("version", MINI_VERSIONS)
 def test_mini_that_version_continues_through_the_gate(version: str, tmp_path: Path) -> None:
@@ -156,6 +158,7 @@ def _openhands_last(version: str) -> tuple[conversation.Native, int]:
     return traj._native, next((s.index - 1 for s in traj.steps if s.final), len(traj.steps))
 
 
+@pytest.mark.agent
 @pytest.mark.docker
 @pytest.mark.parametrize("version", OPENHANDS_VERSIONS)
 def test_openhands_rerun_by_that_version_reproduces_every_observation(version: str, tmp_path: Path) -> None:
@@ -172,6 +175,7 @@ def test_openhands_rerun_by_that_version_reproduces_every_observation(version: s
     assert set(base) == set(native.base_state), "the rebuilt state has the keys that version writes"
 
 
+@pytest.mark.agent
 @pytest.mark.docker
 @pytest.mark.parametrize("version", OPENHANDS_VERSIONS)
 def test_openhands_that_version_continues_through_the_gate(version: str, tmp_path: Path) -> None:

@@ -53,6 +53,7 @@ def test_prepare_writes_the_prefix_and_reports_its_stages(tmp_path: Path) -> Non
     assert not (tmp_path / "other").exists()
 
 
+@pytest.mark.agent
 @pytest.mark.docker
 def test_run_reruns_in_a_container_and_tells_each_call_as_it_ends(tmp_path: Path) -> None:
     events: list[Event] = []

@@ -144,6 +144,7 @@ def _replay_manifest(tmp_path: Path) -> Path:
     return _manifest(tmp_path, [line])
 
 
+@pytest.mark.agent
 def test_replay_jobs_run_in_their_own_containers(tmp_path: Path) -> None:
     proc = replayer(
         "batch", str(_replay_manifest(tmp_path)), "-o", str(tmp_path / "out"), "-j", "2", "--json"

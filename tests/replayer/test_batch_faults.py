@@ -53,6 +53,7 @@ def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
     return alive
 
 
+@pytest.mark.agent
 @pytest.mark.timeout(300)
 def test_a_killed_batch_takes_its_workers_and_its_resume_removes_its_containers(
     tmp_path: Path, docker_client

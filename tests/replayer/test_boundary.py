@@ -72,6 +72,7 @@ def _container(docker_client, state: StateDir) -> DockerSandbox:
     )
 
 
+@pytest.mark.docker
 def test_forks_are_isolated_copies_under_their_own_quota(
     boundary: tuple[Path, StateDir | None], docker_client, tmp_path: Path
 ) -> None:

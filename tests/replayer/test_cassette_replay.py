@@ -21,6 +21,8 @@ from tests.adapters.openhands.test_openhands_parse import CONVERSATION, FIXTURE
 from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, PI, replayer
 from tests.support.continuing import KEY, changed_workspace, files_containing
 
+pytestmark = pytest.mark.agent
+
 MAKE = "ls; echo new > made.txt"
 """Every continuation lists the workspace and writes a file: requests and the workspace both carry it."""
 OFFLINE = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}

@@ -81,6 +81,7 @@ def two_variants(tmp_path_factory: pytest.TempPathFactory) -> Compared:
     return Compared(out, proc.stderr, log, upstream.url)
 
 
+@pytest.mark.agent
 def test_two_variants_two_repeats_one_replay_and_the_report_shows_it(
     two_variants: Compared, tmp_path: Path, docker_client
 ) -> None:
@@ -184,6 +185,7 @@ def test_two_variants_two_repeats_one_replay_and_the_report_shows_it(
     assert "none" in dom.find("div", id="degradations")[0][2]
 
 
+@pytest.mark.agent
 def test_infrastructure_failures_are_counted_apart_and_trajectory_text_stays_text(
     two_variants: Compared, tmp_path: Path
 ) -> None:
@@ -272,6 +274,7 @@ PATCH_STALE = PATCH_OK.replace("goodbye", "hello")
 """Written against the recording's start, not the boundary: it does not apply there."""
 
 
+@pytest.mark.agent
 def test_a_failing_run_never_stops_the_others_and_patches_apply_at_the_boundary(
     tmp_path: Path, docker_client
 ) -> None:
@@ -322,6 +325,7 @@ def test_a_failing_run_never_stops_the_others_and_patches_apply_at_the_boundary(
     assert len(edits) == 2 and any("-print('hello, world')" in d and "(after the patch)" in d for d in edits)
 
 
+@pytest.mark.agent
 def test_prompt_upstream_and_budget_variants(tmp_path: Path) -> None:
     out = tmp_path / "cmp"
     hint = "Please print hello, world."
@@ -354,6 +358,7 @@ def test_prompt_upstream_and_budget_variants(tmp_path: Path) -> None:
     assert {v["name"]: v["agent_status"] for v in result["variants"]}["short"] == {"max_steps": 1}
 
 
+@pytest.mark.agent
 def test_ctrl_c_stops_every_run_and_removes_containers_and_snapshot(tmp_path: Path, docker_client) -> None:
     stalled = Script(by_history=True, turns=[Turn(blocks=[TextBlock(text="late")], stall_s=120)])
     out = tmp_path / "cmp"
@@ -392,6 +397,7 @@ def test_ctrl_c_stops_every_run_and_removes_containers_and_snapshot(tmp_path: Pa
     assert not out.exists() and not list(tmp_path.glob(".cmp.partial-*"))
 
 
+@pytest.mark.agent
 @pytest.mark.serial  # gc removes every container and snapshot of the replayer, other tests' too
 def test_kept_snapshot_is_labelled_and_gc_removes_it(tmp_path: Path, docker_client) -> None:
     with ScriptedUpstream(Script(turns=[]), expected_key=KEY, by_model=SCRIPTS) as upstream:
@@ -423,6 +429,7 @@ def test_malformed_variants_are_usage_errors(variant: str, message: str, tmp_pat
     assert "Traceback" not in proc.stderr and not (tmp_path / "o").exists()
 
 
+@pytest.mark.agent
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
@@ -479,6 +486,7 @@ AGENTS = {
 }  # fmt: skip
 
 
+@pytest.mark.agent
 @pytest.mark.parametrize("agent", sorted(AGENTS))
 def test_every_agent_that_continues_compares(agent: str, tmp_path: Path) -> None:
     source, workspace, after_step, script, extra = AGENTS[agent]
@@ -508,6 +516,7 @@ def test_every_agent_that_continues_compares(agent: str, tmp_path: Path) -> None
     assert (summary["input_tokens"], summary["output_tokens"]) == (100 * answers, 20 * answers)
 
 
+@pytest.mark.agent
 def test_an_agent_version_variant_continues_with_that_version(tmp_path: Path) -> None:
     from replayer.pins import load_pins
 

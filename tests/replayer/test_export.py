@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import orjson
+import pytest
 
 from adapters import recorded_tools
 from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, replayer
@@ -112,6 +113,7 @@ def test_atif_records_are_valid_v1_7_trajectories(tmp_path: Path) -> None:
         assert (trajectory.extra or {})["sandbox_replayer"] == record["metadata"]
 
 
+@pytest.mark.agent
 def test_continued_jobs_export_the_prefix_and_what_followed(tmp_path: Path) -> None:
     from bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
     from tests.conftest import CLAUDE

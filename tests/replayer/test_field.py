@@ -130,6 +130,7 @@ ENDING = {
 }
 
 
+@pytest.mark.agent
 @pytest.mark.docker
 @pytest.mark.parametrize("name", sorted(RUN))
 def test_a_field_trajectory_runs_at_its_own_version(name: str, tmp_path: Path) -> None:
@@ -177,6 +178,7 @@ def test_cwd_gives_a_working_directory_to_a_file_that_records_none(tmp_path: Pat
     assert listed["cwd"] == "/workspace"
 
 
+@pytest.mark.agent
 @pytest.mark.docker
 def test_a_v0_list_without_a_system_event_continues_through_the_gate(tmp_path: Path) -> None:
     """The file records no system message; the agent sends its own first, which the gate takes as the
@@ -254,6 +256,7 @@ def test_inspect_shows_the_starting_state_the_file_records() -> None:
     assert "started from git@github.com:AcidicSoil/chatbot-ui.git at 0f022a0" in text.stdout
 
 
+@pytest.mark.agent
 @pytest.mark.docker
 def test_a_mini_swe_agent_1x_file_of_any_model_class_runs(tmp_path: Path) -> None:
     """1.x rendered observations in the agent, so its OpenRouterModel does not matter to a rerun; the 2.x

@@ -22,6 +22,8 @@ from bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
 from tests.conftest import CLAUDE, ROOT, replayer
 from tests.support.continuing import KEY
 
+pytestmark = pytest.mark.agent
+
 SESSION = CLAUDE.fixture("write_edit") / "session.jsonl"
 WORKSPACE = CLAUDE.fixture("write_edit") / "workspace"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

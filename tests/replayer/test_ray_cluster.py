@@ -20,6 +20,8 @@ from replayer.provision import archive_path, ensure_image
 from tests.conftest import CLAUDE, replayer
 from tests.support.ray_cluster import ray_nodes
 
+pytestmark = pytest.mark.agent
+
 
 def test_a_batch_spreads_over_ray_nodes(tmp_path: Path, docker_client) -> None:
     single = CLAUDE.fixture("single")

@@ -71,6 +71,7 @@ def test_boundary_that_would_split_a_batch(tmp_path: Path) -> None:
     replayer("prepare", str(path), "-n", "0", "-o", str(out), check=True)
 
 
+@pytest.mark.agent
 def test_unknown_tool_is_refused_then_degraded_on_request(tmp_path: Path) -> None:
     session = str(CLAUDE.fixture("mixed_tools") / "session.jsonl")
     ws = str(CLAUDE.fixture("mixed_tools") / "workspace")
@@ -130,6 +131,7 @@ def test_docker_not_reachable(tmp_path: Path) -> None:
     _refused(proc, 6, "Docker is not reachable (DockerException); run replayer setup", out)
 
 
+@pytest.mark.agent
 def test_image_missing(tmp_path: Path) -> None:
     out = tmp_path / "o"
     proc = replayer("run", SESSION, "-n", "1", "-w", WORKSPACE, "-o", str(out), "--image", "no-such-image:1")
@@ -157,12 +159,14 @@ def test_negative_boundary(value: str, tmp_path: Path) -> None:
     _refused(replayer("prepare", SESSION, "-n", value, "-o", str(tmp_path / "o")), 4, "must be >= 0")
 
 
+@pytest.mark.agent
 def test_input_is_never_modified(tmp_path: Path) -> None:
     before = (CLAUDE.fixture("parallel") / "session.jsonl").read_bytes()
     replayer("run", SESSION, "-n", "2", "-w", WORKSPACE, "-o", str(tmp_path / "o"), check=True)
     assert (CLAUDE.fixture("parallel") / "session.jsonl").read_bytes() == before
 
 
+@pytest.mark.agent
 def test_symlink_in_the_workspace_is_refused_then_degraded(tmp_path: Path) -> None:
     """A Read of a symlink (here: to a file outside the workspace) is never followed."""
     secret = tmp_path / "secret.txt"
@@ -185,6 +189,7 @@ def test_symlink_in_the_workspace_is_refused_then_degraded(tmp_path: Path) -> No
     assert "outside" not in (out / "expected_prefix.json").read_text()
 
 
+@pytest.mark.agent
 @pytest.mark.parametrize(
     ("call", "field", "bad"), [("toolu_single_01", "timeout", "soon"), ("toolu_single_02", "offset", "abc")]
 )

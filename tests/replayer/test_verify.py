@@ -26,6 +26,7 @@ def _status(tmp_path: Path, name: str, env: dict[str, str]) -> str:
     return str(orjson.loads((out / "result.json").read_bytes())["version"]["status"])
 
 
+@pytest.mark.agent
 def test_a_passing_probe_verifies_the_version_and_only_in_its_verdict_folder(tmp_path: Path) -> None:
     env = {"REPLAYER_VERDICTS": str(tmp_path / "verdicts")}
     assert _status(tmp_path, "before", env) == "unverified"

@@ -36,6 +36,7 @@ def replay_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp / "out"
 
 
+@pytest.mark.agent
 def test_view_shows_prefix_reruns_side_by_side_and_continuation(replay_dir: Path, tmp_path: Path) -> None:
     proc = replayer("view", str(replay_dir), "--json")
     assert proc.returncode == 0, proc.stderr
@@ -74,6 +75,7 @@ def test_view_shows_prefix_reruns_side_by_side_and_continuation(replay_dir: Path
     assert "none" in dom.find("div", id="degradations")[0][2]
 
 
+@pytest.mark.agent
 def test_view_of_a_directory_without_reruns_json_shows_the_excerpts(replay_dir: Path, tmp_path: Path) -> None:
     """A directory written before reruns.json existed; its degradations shown as recorded."""
     from replayer.models import Degradation, ReplayResult

@@ -89,6 +89,7 @@ def test_the_wheel_holds_every_file_of_the_packages(wheel: Path) -> None:
         assert bool(mode & 0o111) == os.access(ROOT / name, os.X_OK), name
 
 
+@pytest.mark.agent
 def test_installed_replayer_runs_from_outside_the_checkout(venv: Path, tmp_path: Path) -> None:
     located = subprocess.run(
         [
@@ -122,6 +123,7 @@ def test_installed_replayer_runs_from_outside_the_checkout(venv: Path, tmp_path:
     _replays(venv, tmp_path, CLAUDE.fixture("single") / "session.jsonl", "claude_code")
 
 
+@pytest.mark.agent
 def test_an_agent_with_a_companion_replays_from_the_installed_package(venv: Path, tmp_path: Path) -> None:
     """mini-swe-agent's rerun mounts its companion (a driver and a `docker` shim) from the package."""
     _replays(venv, tmp_path, MINI.fixture("toolcall") / "trajectory.traj.json", "mini_swe_agent")

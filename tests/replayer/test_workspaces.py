@@ -126,6 +126,7 @@ def test_image_auto_needs_an_image_the_trajectory_names(tmp_path: Path) -> None:
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.agent
 @pytest.mark.docker
 def test_a_run_starts_from_the_repository_at_the_commit(
     origin: tuple[Path, str, str], tmp_path: Path
@@ -141,6 +142,7 @@ def test_a_run_starts_from_the_repository_at_the_commit(
     assert (out / "state" / "workspace" / ".git").is_dir()
 
 
+@pytest.mark.agent
 @pytest.mark.docker
 def test_image_auto_runs_the_image_the_trajectory_names(docker_client, tmp_path: Path) -> None:
     """The SWE-bench instance image is not reachable here: the base image is tagged with its name."""

@@ -18,6 +18,8 @@ from replayer.pins import load_pins
 from sandboxes.docker import LABEL, DockerSandbox
 from tests.conftest import CLAUDE, ROOT, replayer
 
+pytestmark = pytest.mark.docker
+
 
 @pytest.fixture
 def box(docker_client, tmp_path: Path):

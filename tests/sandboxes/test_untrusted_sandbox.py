@@ -108,6 +108,7 @@ def _entries(root: Path) -> list[Path]:
     return found
 
 
+@pytest.mark.agent
 def test_the_run_completes_and_records_its_confinement(attack: dict) -> None:
     assert attack["proc"].returncode == 0, attack["proc"].stderr
     sandbox = attack["result"]["sandbox"]
@@ -120,6 +121,7 @@ def test_the_run_completes_and_records_its_confinement(attack: dict) -> None:
     assert "state/workspace/wsfifo (fifo)" in skipped
 
 
+@pytest.mark.agent
 @pytest.mark.parametrize("which", ["attack", "continued"])
 def test_no_host_content_and_no_key_reaches_the_output(which: str, request: pytest.FixtureRequest) -> None:
     run = request.getfixturevalue(which)
@@ -146,6 +148,7 @@ def test_no_special_file_no_setuid_and_no_link_out_of_the_agent_home(
     assert run["host_secret"].read_text().startswith("host-secret-")
 
 
+@pytest.mark.agent
 def test_the_disk_quota_bounds_what_the_container_writes(attack: dict) -> None:
     fresh = next(d for d in attack["result"]["divergences"] if d["call_id"] == "toolu_single_01")
     assert fresh["fresh_excerpt"].count("Operation not permitted") >= 2  # both mknod calls
@@ -157,6 +160,7 @@ def test_the_disk_quota_bounds_what_the_container_writes(attack: dict) -> None:
     assert big.stat().st_size <= DISK
 
 
+@pytest.mark.agent
 def test_the_continued_agent_sees_no_planted_link(continued: dict) -> None:
     assert continued["proc"].returncode == 0, continued["proc"].stderr
     result = continued["result"]["continuation"]

@@ -46,6 +46,7 @@ def wire_results(message: dict) -> bool:
     return any(isinstance(b, dict) and b.get("type") == "tool_result" for b in message["content"])
 
 
+@pytest.mark.agent
 @pytest.mark.parametrize("version", ["1.0.108", "2.0.64", "2.1.332"])
 def test_a_session_of_another_version_reruns_with_its_own_cli_and_continues_with_it(
     version: str, tmp_path: Path
@@ -79,6 +80,7 @@ def test_a_session_of_another_version_reruns_with_its_own_cli_and_continues_with
     assert files_containing(out, KEY.encode()) == []
 
 
+@pytest.mark.agent
 def test_the_pinned_reimplementation_does_not_render_an_older_version(tmp_path: Path) -> None:
     """Why the recorded version's own CLI reruns: 2.1.197's Read is not 2.0.64's."""
     result = _run("2.0.64", tmp_path / "out", 3, "--agent-version", "2.1.197")
@@ -87,6 +89,7 @@ def test_the_pinned_reimplementation_does_not_render_an_older_version(tmp_path: 
     assert statuses["Bash"] == "exact" and statuses["Read"] == "different"
 
 
+@pytest.mark.agent
 @pytest.mark.parametrize("scenario", ["write_edit", "failing"])
 def test_driving_the_pinned_cli_equals_its_reimplementation(scenario: str, tmp_path: Path) -> None:
     """The reimplemented reruns are kept for the pinned version because they are proven equal to the

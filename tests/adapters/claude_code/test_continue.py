@@ -18,6 +18,8 @@ from tests.conftest import CLAUDE, first_and_last
 from tests.support.claude_cli import run_claude
 from tests.support.continuing import KEY, changed_workspace, continue_run, files_containing
 
+pytestmark = pytest.mark.agent
+
 
 def _boundaries() -> list[tuple[str, int]]:
     out = []

@@ -56,6 +56,7 @@ def _gone(docker_client, name: str | None) -> bool:
     return name not in {c.name for c in docker_client.containers.list(all=True, filters={"label": LABEL})}
 
 
+@pytest.mark.agent
 @pytest.mark.parametrize(
     ("adapter", "path"),
     [
@@ -79,6 +80,7 @@ def test_gate_refuses_and_never_forwards(adapter, path: str, tmp_path: Path, doc
     assert _gone(docker_client, result.container)
 
 
+@pytest.mark.agent
 def test_refusal_exit_code_and_one_line(tmp_path: Path, monkeypatch) -> None:
     from typer.testing import CliRunner
 
@@ -110,6 +112,7 @@ def test_refusal_exit_code_and_one_line(tmp_path: Path, monkeypatch) -> None:
     assert result["continuation"]["mismatch"]["actual"] == "3 a.txt"
 
 
+@pytest.mark.agent
 def test_upstream_failing_mid_stream_is_an_agent_error(tmp_path: Path, docker_client) -> None:
     failing = Turn(
         blocks=[TextBlock(text="This answer breaks in the middle of the stream.")],
@@ -146,6 +149,7 @@ def test_upstream_failing_mid_stream_is_an_agent_error(tmp_path: Path, docker_cl
     assert files_containing(tmp_path / "out", KEY.encode()) == []
 
 
+@pytest.mark.agent
 def test_step_budget_of_one(tmp_path: Path, docker_client) -> None:
     turns = [
         Turn(blocks=[ToolUseBlock(id="toolu_budget_1", name="Bash", input={"command": "echo one"})]),
@@ -165,6 +169,7 @@ def test_step_budget_of_one(tmp_path: Path, docker_client) -> None:
     assert _gone(docker_client, result["container"])
 
 
+@pytest.mark.agent
 def test_idle_timeout(tmp_path: Path) -> None:
     stalled = [Turn(blocks=[TextBlock(text="late")], stall_s=60)]
     code, result, _, err = continue_run(
@@ -181,6 +186,7 @@ def test_idle_timeout(tmp_path: Path) -> None:
     assert result["continuation"]["duration_s"] < 50
 
 
+@pytest.mark.agent
 def test_boundary_prompt_is_kept(tmp_path: Path) -> None:
     workspace = changed_workspace("single", tmp_path / "ws")
     code, result, log, err = continue_run(

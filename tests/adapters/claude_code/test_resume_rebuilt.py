@@ -14,6 +14,8 @@ from bridges.scripted import Script
 from tests.conftest import CLAUDE, replayer
 from tests.support.claude_cli import run_claude
 
+pytestmark = pytest.mark.agent
+
 
 @pytest.mark.parametrize(
     ("name", "after_step"), [("parallel", 1), ("write_edit", 3), ("continued", 2), ("single", 0)]

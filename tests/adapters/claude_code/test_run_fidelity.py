@@ -12,6 +12,8 @@ import pytest
 from replayer.engine import load
 from tests.conftest import CLAUDE, replayer
 
+pytestmark = pytest.mark.agent
+
 
 def _records(path: Path) -> list[dict]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]

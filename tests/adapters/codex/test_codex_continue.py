@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
+import pytest
 
 from adapters.codex import CodexAdapter, config_toml
 from adapters.codex.gate import CodexGate
@@ -71,6 +72,7 @@ def _dated(path: Path, dest: Path, day: str) -> Path:
     return dest
 
 
+@pytest.mark.agent
 def test_continues_without_the_nonce_and_the_cleaned_rollout_resumes(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     shutil.copytree(CODEX.fixture("exec") / "workspace", workspace)
@@ -137,6 +139,7 @@ def test_continues_without_the_nonce_and_the_cleaned_rollout_resumes(tmp_path: P
     assert sent[1:-1] == history and sent[-1]["content"][0]["text"] == "again"
 
 
+@pytest.mark.agent
 def test_a_stale_date_makes_the_cli_insert_context_which_is_reported(tmp_path: Path) -> None:
     stale = _dated(ROLLOUT, tmp_path / ROLLOUT.name, "2020-01-01")
     code, result, log, stderr = _continue(
@@ -159,6 +162,7 @@ class TamperingAdapter(CodexAdapter):
         return result
 
 
+@pytest.mark.agent
 def test_a_tampered_rollout_is_refused_and_never_forwarded(tmp_path: Path) -> None:
     with ScriptedUpstream(Script(turns=[]), expected_key=KEY) as upstream:
         os.environ["OPENAI_API_KEY"] = KEY
@@ -178,6 +182,7 @@ def test_a_tampered_rollout_is_refused_and_never_forwarded(tmp_path: Path) -> No
     assert log == []
 
 
+@pytest.mark.agent
 def test_the_step_budget_holds_the_next_request(tmp_path: Path) -> None:
     turns = [_exec(1, "ls"), _exec(2, "ls"), Turn(blocks=[TextBlock(text="x")])]
     code, result, log, stderr = _continue(1, tmp_path / "out", turns, "--max-steps", "1")
@@ -191,6 +196,7 @@ def test_the_step_budget_holds_the_next_request(tmp_path: Path) -> None:
     assert len(log) == 1
 
 
+@pytest.mark.agent
 def test_a_boundary_prompt_is_kept(tmp_path: Path) -> None:
     code, result, log, stderr = _continue(
         1, tmp_path / "out", [Turn(blocks=[TextBlock(text="ok")])], "--boundary-prompt", "Check b.txt too."
@@ -200,6 +206,7 @@ def test_a_boundary_prompt_is_kept(tmp_path: Path) -> None:
     assert log[0].body["input"][-1]["content"][0]["text"] == "Check b.txt too."
 
 
+@pytest.mark.agent
 def test_a_failing_upstream_is_an_agent_error(tmp_path: Path) -> None:
     turns = [Turn(blocks=[TextBlock(text="x")], fail_after_events=1, repeat=True)]
     code, result, _, stderr = _continue(1, tmp_path / "out", turns)

@@ -76,6 +76,7 @@ def _volatile_free(items: list[dict]) -> list[dict]:
     return [{**i, "output": clean(i["output"])} if isinstance(i.get("output"), str) else i for i in items]
 
 
+@pytest.mark.agent
 @pytest.mark.parametrize(("name", "after_step"), first_and_last(_boundaries()))
 def test_rerun_reproduces_every_observation(name: str, after_step: int, tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -93,6 +94,7 @@ def test_rerun_reproduces_every_observation(name: str, after_step: int, tmp_path
     assert (out / "native" / "home" / ".codex" / "config.toml").read_text().count("127.0.0.1:8765") == 1
 
 
+@pytest.mark.agent
 def test_a_changed_workspace_lands_in_the_rebuilt_rollout(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     shutil.copytree(CODEX.fixture("exec") / "workspace", workspace)
@@ -108,6 +110,7 @@ def test_a_changed_workspace_lands_in_the_rebuilt_rollout(tmp_path: Path) -> Non
     assert (workspace / "a.txt").read_text() == "changed\n"
 
 
+@pytest.mark.agent
 def test_patches_land_in_the_workspace_copy_only(tmp_path: Path) -> None:
     result = _cli(
         "run", "patch", 4, tmp_path / "out", "--workspace", str(CODEX.fixture("patch") / "workspace")

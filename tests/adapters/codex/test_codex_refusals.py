@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.conftest import CODEX, replayer
 
@@ -69,6 +70,7 @@ def test_a_call_without_its_output_splits_its_step(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.agent
 def test_an_unknown_tool_is_refused_before_any_container(tmp_path: Path) -> None:
     def change(records: list[dict]) -> None:
         for r in records:
@@ -124,6 +126,7 @@ def test_a_legacy_rollout_stays_legacy(tmp_path: Path) -> None:
     assert all("ordinal" not in orjson.loads(line) for line in rebuilt.read_bytes().splitlines())
 
 
+@pytest.mark.agent
 def test_another_model_makes_the_cli_compact_first_which_is_refused(tmp_path: Path) -> None:
     from bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
 

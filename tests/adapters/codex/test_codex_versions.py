@@ -152,6 +152,7 @@ def test_the_recorded_provider_name_is_kept() -> None:
 
 
 # Docker and the real CLIs --------------------------------------------------------------------------------
+@pytest.mark.agent
 @pytest.mark.docker
 @pytest.mark.parametrize("version", RECORDED)
 def test_rerun_by_that_version_reproduces_every_observation(version: str, tmp_path: Path) -> None:
@@ -165,6 +166,7 @@ def test_rerun_by_that_version_reproduces_every_observation(version: str, tmp_pa
     assert "exact" in statuses
 
 
+@pytest.mark.agent
 @pytest.mark.docker
 @pytest.mark.parametrize("version", RECORDED)
 def test_an_openai_provider_rollout_of_another_version_continues_through_the_gate(
@@ -187,6 +189,7 @@ def test_an_openai_provider_rollout_of_another_version_continues_through_the_gat
     assert version in (main[0].headers.get("version") or main[0].headers.get("user-agent", ""))
 
 
+@pytest.mark.agent
 @pytest.mark.docker
 def test_an_openai_provider_rollout_of_the_pin_continues_with_its_passthrough(tmp_path: Path) -> None:
     folder = _with_provider(CODEX.fixture("continued"), tmp_path / "openai", "openai")
@@ -197,6 +200,7 @@ def test_an_openai_provider_rollout_of_the_pin_continues_with_its_passthrough(tm
     assert expected[0][rollout.PASSTHROUGH] == {"content_item_kinds": ["model.base_instructions"]}
 
 
+@pytest.mark.agent
 @pytest.mark.docker
 def test_the_pinned_cli_driven_equals_its_reimplementation(tmp_path: Path) -> None:
     folder = CODEX.fixture("patch_errors")

@@ -20,6 +20,8 @@ from bridges.scripted import LoggedRequest, Script, TextBlock, ToolUseBlock, Tur
 from tests.conftest import ROOT, replayer
 from tests.support.continuing import KEY, files_containing
 
+pytestmark = pytest.mark.agent
+
 FIXTURE = ROOT / "tests" / "fixtures" / "gemini_cli" / "tools"
 MODEL = "gemini-2.5-flash"
 

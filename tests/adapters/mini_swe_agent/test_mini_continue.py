@@ -46,6 +46,7 @@ def _no_key_anywhere(out: Path) -> None:
     assert files_containing(out, KEY.encode()) == []
 
 
+@pytest.mark.agent
 def test_continues_from_the_fresh_prefix_to_a_submission(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     shutil.copytree(MINI.fixture("toolcall") / "workspace", workspace)
@@ -73,6 +74,7 @@ def test_continues_from_the_fresh_prefix_to_a_submission(tmp_path: Path) -> None
     _no_key_anywhere(out)
 
 
+@pytest.mark.agent
 def test_max_steps_is_mini_swe_agents_own_step_limit(tmp_path: Path) -> None:
     out = tmp_path / "out"
     turns = [_bash(1, "ls"), _bash(2, "ls"), _bash(3, SUBMIT)]
@@ -89,6 +91,7 @@ def test_max_steps_is_mini_swe_agents_own_step_limit(tmp_path: Path) -> None:
     assert len(log) == 1
 
 
+@pytest.mark.agent
 def test_a_boundary_prompt_is_appended_and_kept(tmp_path: Path) -> None:
     out = tmp_path / "out"
     code, result, log, stderr = _continue(
@@ -112,6 +115,7 @@ class TamperingAdapter(MiniSweAgentAdapter):
         return result
 
 
+@pytest.mark.agent
 def test_a_tampered_prefix_is_refused_and_never_forwarded(tmp_path: Path, docker_client) -> None:
     out = tmp_path / "out"
     with ScriptedUpstream(Script(turns=[]), expected_key=KEY) as upstream:
@@ -138,6 +142,7 @@ def test_a_tampered_prefix_is_refused_and_never_forwarded(tmp_path: Path, docker
     assert result.container not in names
 
 
+@pytest.mark.agent
 def test_a_failing_upstream_ends_the_run_as_an_agent_error(tmp_path: Path) -> None:
     out = tmp_path / "out"
     turns = [Turn(blocks=[TextBlock(text="x")], fail_after_events=0, repeat=True)]
@@ -152,6 +157,7 @@ def test_a_failing_upstream_ends_the_run_as_an_agent_error(tmp_path: Path) -> No
     _no_key_anywhere(out)
 
 
+@pytest.mark.agent
 def test_a_stalled_upstream_hits_the_idle_timeout(tmp_path: Path) -> None:
     out = tmp_path / "out"
     turns = [Turn(blocks=[TextBlock(text="late")], stall_s=60)]

@@ -54,6 +54,7 @@ def test_prepared_prefix_is_the_request_mini_sent(name: str, after_step: int, tm
     assert all(d["status"] == "historical_kept" for d in result["divergences"])
 
 
+@pytest.mark.agent
 @pytest.mark.parametrize(("name", "after_step"), first_and_last(_boundaries()))
 def test_rerun_reproduces_every_observation(name: str, after_step: int, tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -78,6 +79,7 @@ def test_rerun_reproduces_every_observation(name: str, after_step: int, tmp_path
             assert fresh["timestamp"] != old["timestamp"], "the observation was not rerun"
 
 
+@pytest.mark.agent
 def test_a_changed_workspace_lands_in_the_rebuilt_trajectory(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     shutil.copytree(MINI.fixture("toolcall") / "workspace", workspace)
@@ -96,6 +98,7 @@ def test_a_changed_workspace_lands_in_the_rebuilt_trajectory(tmp_path: Path) -> 
     assert (workspace / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
 
 
+@pytest.mark.agent
 def test_the_timeout_and_the_truncation_are_mini_swe_agents_own(tmp_path: Path) -> None:
     result = _cli(
         "run", "toolcall", 4, tmp_path / "out", "--workspace", str(MINI.fixture("toolcall") / "workspace")

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import orjson
+import pytest
 
 from adapters.mini_swe_agent import config
 from adapters.mini_swe_agent.trajectory import parse
@@ -65,6 +66,7 @@ def test_a_truncated_file_is_bad_input(tmp_path: Path) -> None:
     _one_line_error(replayer("inspect", str(path)), 3, "unknown format")
 
 
+@pytest.mark.agent
 def test_the_input_trajectory_is_never_modified(tmp_path: Path) -> None:
     before = ORIGINAL.read_bytes()
     replayer("run", str(ORIGINAL), "-n", "1", "-w", WORKSPACE, "-o", str(tmp_path / "o"), check=True)

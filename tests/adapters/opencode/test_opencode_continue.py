@@ -41,6 +41,7 @@ def _continue(
     return proc.returncode, result, log, proc.stderr
 
 
+@pytest.mark.agent
 def test_continues_from_the_rebuilt_session_to_the_end(tmp_path: Path) -> None:
     out = tmp_path / "out"
     code, result, log, stderr = _continue(
@@ -64,6 +65,7 @@ def test_continues_from_the_rebuilt_session_to_the_end(tmp_path: Path) -> None:
     assert files_containing(out, KEY.encode()) == []
 
 
+@pytest.mark.agent
 def test_a_boundary_prompt_is_kept(tmp_path: Path) -> None:
     out = tmp_path / "out"
     prompt = "Now also add a docstring."
@@ -78,6 +80,7 @@ def test_a_boundary_prompt_is_kept(tmp_path: Path) -> None:
     assert {"role": "user", "content": prompt} in to_wire(continued["messages"])
 
 
+@pytest.mark.agent
 def test_the_replayer_enforces_the_step_budget(tmp_path: Path) -> None:
     out = tmp_path / "out"
     turns = [_bash(1, "ls"), _bash(2, "ls"), _bash(3, "ls"), Turn(blocks=[TextBlock(text="never")])]
@@ -89,6 +92,7 @@ def test_the_replayer_enforces_the_step_budget(tmp_path: Path) -> None:
     assert cont["metadata"]["opencode_step_budget"]["max_steps"] == 2
 
 
+@pytest.mark.agent
 def test_a_stalled_upstream_hits_the_idle_timeout(tmp_path: Path) -> None:
     out = tmp_path / "out"
     code, result, _, stderr = _continue(
@@ -103,6 +107,7 @@ def test_a_model_without_provider_is_refused_before_any_container(tmp_path: Path
     assert code == 4 and "provider/model" in stderr and log == [] and result == {}
 
 
+@pytest.mark.agent
 def test_a_sub_agent_call_is_refused_unless_degraded(tmp_path: Path) -> None:
     document = orjson.loads(EXPORT.read_bytes())
     part = next(p for m in document["messages"] for p in m["parts"] if p.get("tool") == "edit")

@@ -84,6 +84,7 @@ def seeded_workspace(name: str, dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.agent
 @pytest.mark.parametrize(("name", "after_step"), first_and_last(_boundaries()))
 def test_rerun_by_the_cli_reproduces_every_observation(name: str, after_step: int, tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -109,6 +110,7 @@ def test_rerun_by_the_cli_reproduces_every_observation(name: str, after_step: in
     assert [s["id"] for s in orjson.loads(listed)] == [result["session_id"]]
 
 
+@pytest.mark.agent
 def test_a_changed_workspace_reaches_the_rebuilt_session(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     shutil.copytree(OPENCODE.fixture("tools") / "workspace", workspace)
@@ -123,6 +125,7 @@ def test_a_changed_workspace_reaches_the_rebuilt_session(tmp_path: Path) -> None
     assert "# changed" in orjson.loads((out / "expected_prefix.json").read_bytes())[2]["content"]
 
 
+@pytest.mark.agent
 @pytest.mark.parametrize("form", ["events", "sqlite"])
 def test_rerun_from_the_other_forms(form: str, tmp_path: Path) -> None:
     source = OPENCODE.fixture("two_runs") / OPENCODE_FORMS[form]

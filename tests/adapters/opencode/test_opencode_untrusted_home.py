@@ -108,6 +108,7 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     }
 
 
+@pytest.mark.agent
 def test_the_run_completes_with_the_planted_home(hostile_run: dict) -> None:
     proc, result = hostile_run["proc"], hostile_run["result"]
     assert proc.returncode == 0, proc.stderr
@@ -130,6 +131,7 @@ def test_the_host_database_behind_the_symlink_is_untouched(hostile_run: dict) ->
     assert files_containing(hostile_run["out"], SECRET.encode()) == []
 
 
+@pytest.mark.agent
 def test_the_rebuilt_store_is_the_replayers_own(hostile_run: dict) -> None:
     out: Path = hostile_run["out"]
     store = out / "native" / "home" / bundle.DB

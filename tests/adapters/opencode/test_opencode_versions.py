@@ -81,6 +81,7 @@ def test_the_wire_prefix_is_what_that_version_sent_at_every_boundary(version: st
 
 
 # Docker and the real CLIs --------------------------------------------------------------------------------
+@pytest.mark.agent
 @pytest.mark.docker
 @pytest.mark.parametrize("version", RECORDED)
 def test_rerun_by_that_version_reproduces_every_observation(version: str, tmp_path: Path) -> None:
@@ -96,6 +97,7 @@ def test_rerun_by_that_version_reproduces_every_observation(version: str, tmp_pa
         assert d["status"] == "exact" or (walk and d["tool"] in ("glob", "grep")), d
 
 
+@pytest.mark.agent
 @pytest.mark.docker
 @pytest.mark.parametrize("version", RECORDED)
 def test_each_version_continues_through_the_gate(version: str, tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ from tests.adapters.openhands.test_openhands_parse import CONVERSATION, FIXTURE,
 from tests.conftest import replayer
 from tests.support.continuing import KEY, files_containing
 
+pytestmark = pytest.mark.agent
+
 
 def _run(after_step: int, out: Path, workspace: Path = FIXTURE / "workspace", *extra: str) -> dict:
     args = ["run", str(CONVERSATION), "-n", str(after_step), "-w", str(workspace), "-o", str(out), "--json"]

@@ -155,6 +155,7 @@ def continued(tmp_path_factory: pytest.TempPathFactory) -> Continued:
     return _continue(root / "out", 4, turns, "--record-cassette", str(root / "tape"))
 
 
+@pytest.mark.agent
 def test_rerun_by_the_v0_runtime_reproduces_every_observation(continued: Continued) -> None:
     out, result = continued.out, continued.result
     assert [d["status"] for d in result["divergences"]] == ["exact"] * 5
@@ -184,6 +185,7 @@ def test_damaged_and_unknown_v0_input_fails_in_one_line(tmp_path: Path) -> None:
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.agent
 def test_continues_after_the_replayed_prefix_to_finish(continued: Continued) -> None:
     out, log = continued.out, continued.log
     assert continued.code == 0, continued.stderr
@@ -202,6 +204,7 @@ def test_continues_after_the_replayed_prefix_to_finish(continued: Continued) -> 
     assert files_containing(out, KEY.encode()) == []
 
 
+@pytest.mark.agent
 def test_the_recorded_cassette_replays_offline_verified(continued: Continued, tmp_path: Path) -> None:
     """The module's continuation recorded its traffic (docs/cassettes.md): replayed with no upstream and no
     key, the same requests are sent and the oracle finds the same outcome (workspace, events, status)."""
@@ -221,6 +224,7 @@ def test_the_recorded_cassette_replays_offline_verified(continued: Continued, tm
     assert files_containing(tape, KEY.encode()) == []
 
 
+@pytest.mark.agent
 def test_max_steps_counts_model_turns_after_the_replay(tmp_path: Path) -> None:
     turns = [Turn(blocks=[_bash(n, "echo again")]) for n in range(1, 6)]
     run = _continue(tmp_path / "out", 1, turns, "--max-steps", "2")

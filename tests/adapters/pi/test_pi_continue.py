@@ -37,6 +37,7 @@ def _continue(
     return proc.returncode, result, log, proc.stderr
 
 
+@pytest.mark.agent
 def test_native_continue_sends_exactly_the_rebuilt_prefix(tmp_path: Path) -> None:
     out = tmp_path / "out"
     code, result, log, stderr = _continue(
@@ -66,6 +67,7 @@ def test_native_continue_sends_exactly_the_rebuilt_prefix(tmp_path: Path) -> Non
     assert files_containing(out, KEY.encode()) == []
 
 
+@pytest.mark.agent
 def test_a_boundary_prompt_goes_through_prompt(tmp_path: Path) -> None:
     out = tmp_path / "out"
     prompt = "Now also add a docstring."
@@ -80,6 +82,7 @@ def test_a_boundary_prompt_goes_through_prompt(tmp_path: Path) -> None:
     assert {"role": "user", "content": [{"type": "text", "text": prompt}]} in to_wire(continued.messages)
 
 
+@pytest.mark.agent
 def test_the_step_budget_stops_pi(tmp_path: Path) -> None:
     out = tmp_path / "out"
     turns = [_bash(1, "ls"), _bash(2, "ls"), _bash(3, "ls"), Turn(blocks=[TextBlock(text="never")])]
@@ -89,6 +92,7 @@ def test_the_step_budget_stops_pi(tmp_path: Path) -> None:
     assert (cont["agent_status"], cont["steps_used"], len(log)) == ("max_steps", 2, 2)
 
 
+@pytest.mark.agent
 def test_a_stalled_upstream_hits_the_idle_timeout(tmp_path: Path) -> None:
     out = tmp_path / "out"
     turns = [Turn(blocks=[TextBlock(text="late")], stall_s=60)]

@@ -51,6 +51,7 @@ def test_prepared_prefix_is_the_request_pi_sent(name: str, after_step: int, tmp_
     assert prefixes[1] == prefixes[0], "the event log gives the same prefix as the session file"
 
 
+@pytest.mark.agent
 @pytest.mark.parametrize(("name", "after_step"), first_and_last([b for b in _boundaries() if b[0] != "rpc"]))
 def test_rerun_by_pi_reproduces_every_observation(name: str, after_step: int, tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -67,6 +68,7 @@ def test_rerun_by_pi_reproduces_every_observation(name: str, after_step: int, tm
     assert records[0]["type"] == "session" and records[0]["version"] == 3
 
 
+@pytest.mark.agent
 def test_a_changed_workspace_reaches_the_rebuilt_session(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
     shutil.copytree(PI.fixture("tools") / "workspace", workspace)

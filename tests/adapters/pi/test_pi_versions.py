@@ -69,6 +69,7 @@ def test_before_0_58_assistant_text_goes_as_text_parts() -> None:
 
 
 # Docker and the real CLIs --------------------------------------------------------------------------------
+@pytest.mark.agent
 @pytest.mark.docker
 @pytest.mark.parametrize("version", RECORDED)
 def test_rerun_by_that_version_reproduces_every_observation(version: str, tmp_path: Path) -> None:
@@ -83,6 +84,7 @@ def test_rerun_by_that_version_reproduces_every_observation(version: str, tmp_pa
     assert expected in _sent(version)
 
 
+@pytest.mark.agent
 @pytest.mark.docker
 def test_the_oldest_version_continues_through_the_gate(tmp_path: Path) -> None:
     steps = len(PiAdapter().parse(_probe(OLDEST) / "session.jsonl").steps)
