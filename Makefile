@@ -31,7 +31,7 @@ test: setup lint
 
 # The parsers' fuzz suite with a long random budget (make test runs a short fixed one).
 fuzz: $(STAMP)
-	REPLAYER_FUZZ_EXAMPLES=$${REPLAYER_FUZZ_EXAMPLES:-2000} REPLAYER_FUZZ_RANDOM=1 $(PY) -m pytest -q tests/test_fuzz_*.py
+	REPLAYER_FUZZ_EXAMPLES=$${REPLAYER_FUZZ_EXAMPLES:-2000} REPLAYER_FUZZ_RANDOM=1 $(PY) -m pytest -q tests/adapters/*/test_fuzz_*.py
 
 bench: setup
 	$(PY) -m bench

@@ -4,14 +4,13 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures" / "claude_code"
-SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if (p / "session.jsonl").exists())
 # No verdict of `replayer verify` (the user's or the shipped ones) counts in the suite unless a test says
 # so: which versions are verified is then the pins alone, as the tests expect.
 os.environ["REPLAYER_VERDICTS"] = tempfile.mkdtemp(prefix="replayer-test-verdicts-")
@@ -23,13 +22,37 @@ for _name in ("UPSTREAM", "UPSTREAM_KEY_ENV", "IMAGE", "LIMITS", "WORKERS"):  # 
     os.environ.pop(f"REPLAYER_{_name}", None)
 
 
-def fixture_dir(name: str) -> Path:
-    return FIXTURES / name
+@dataclass(frozen=True)
+class AgentFixtures:
+    """An agent's recordings: each scenario a folder of tests/fixtures/<folder> holding `marker` (the native
+    file) and upstream.jsonl (every request the real CLI sent while it was recorded, in order)."""
+
+    folder: str
+    marker: str
+
+    @property
+    def root(self) -> Path:
+        return ROOT / "tests" / "fixtures" / self.folder
+
+    @property
+    def scenarios(self) -> list[str]:
+        return sorted(p.name for p in self.root.iterdir() if (p / self.marker).exists())
+
+    def fixture(self, name: str) -> Path:
+        return self.root / name
+
+    def requests(self, name: str) -> list[dict]:
+        """The requests of the agent's main thread (side calls such as a title left out), in order."""
+        lines = (self.fixture(name) / "upstream.jsonl").read_bytes().splitlines()
+        return [r for r in map(orjson.loads, lines) if r["main_thread"]]
 
 
-def main_requests(name: str) -> list[dict]:
-    lines = (fixture_dir(name) / "upstream.jsonl").read_bytes().splitlines()
-    return [r for r in map(orjson.loads, lines) if r["main_thread"]]
+CLAUDE = AgentFixtures("claude_code", "session.jsonl")
+CODEX = AgentFixtures("codex", "rollout.jsonl")
+MINI = AgentFixtures("mini_swe_agent", "trajectory.traj.json")
+OPENCODE = AgentFixtures("opencode", "export.json")
+PI = AgentFixtures("pi", "session.jsonl")
+OPENCODE_FORMS = {"export": "export.json", "events": "events.jsonl", "sqlite": "opencode.db"}
 
 
 def replayer(
@@ -62,60 +85,10 @@ def docker_client():
     return connect()
 
 
-MINI_FIXTURES = ROOT / "tests" / "fixtures" / "mini_swe_agent"
-MINI_SCENARIOS = sorted(p.name for p in MINI_FIXTURES.iterdir() if (p / "trajectory.traj.json").exists())
-
-
-def mini_fixture(name: str) -> Path:
-    return MINI_FIXTURES / name
-
-
-def mini_requests(name: str) -> list[dict]:
-    """The chat-completions requests the real mini-swe-agent sent while it was recorded, in order."""
-    lines = (mini_fixture(name) / "upstream.jsonl").read_bytes().splitlines()
-    return [r for r in map(orjson.loads, lines) if r["main_thread"]]
-
-
-CODEX_FIXTURES = ROOT / "tests" / "fixtures" / "codex"
-CODEX_SCENARIOS = sorted(p.name for p in CODEX_FIXTURES.iterdir() if (p / "rollout.jsonl").exists())
-
-
-def codex_fixture(name: str) -> Path:
-    return CODEX_FIXTURES / name
-
-
-def codex_requests(name: str) -> list[dict]:
-    """The Responses requests the real Codex CLI sent while it was recorded, in order."""
-    lines = (codex_fixture(name) / "upstream.jsonl").read_bytes().splitlines()
-    return [r for r in map(orjson.loads, lines) if r["main_thread"]]
-
-
-OPENCODE_FIXTURES = ROOT / "tests" / "fixtures" / "opencode"
-OPENCODE_SCENARIOS = sorted(p.name for p in OPENCODE_FIXTURES.iterdir() if (p / "export.json").exists())
-OPENCODE_FORMS = {"export": "export.json", "events": "events.jsonl", "sqlite": "opencode.db"}
-
-
-def opencode_fixture(name: str) -> Path:
-    return OPENCODE_FIXTURES / name
-
-
-def opencode_requests(name: str) -> list[dict]:
-    """The main requests the CLI sent while recording, in order (the title side call left out)."""
-    log = [
-        orjson.loads(line) for line in (opencode_fixture(name) / "upstream.jsonl").read_bytes().splitlines()
-    ]
-    return [r for r in log if r["main_thread"]]
-
-
-PI_FIXTURES = ROOT / "tests" / "fixtures" / "pi"
-PI_SCENARIOS = sorted(p.name for p in PI_FIXTURES.iterdir() if (p / "session.jsonl").exists())
-
-
-def pi_fixture(name: str) -> Path:
-    return PI_FIXTURES / name
-
-
-def pi_requests(name: str) -> list[dict]:
-    """The chat-completions requests the real Pi sent while recording, in order."""
-    log = [orjson.loads(line) for line in (pi_fixture(name) / "upstream.jsonl").read_bytes().splitlines()]
-    return [r for r in log if r["main_thread"]]
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A module that needs the engine says so (`pytestmark = pytest.mark.docker`, with `agent` when it runs a
+    pinned agent CLI); the agent CLIs run in the sandbox, so `agent` implies `docker`, and so does asking for
+    the engine's client. `pytest -m "not docker"` is then the part that runs without an engine."""
+    for item in items:
+        if item.get_closest_marker("agent") or "docker_client" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.docker)

@@ -15,17 +15,17 @@ from replayer.engine import execute, load
 from replayer.fork import PATCH_MOUNT, BoundaryReady, ForkJob, Turn, run
 from replayer.models import ContinueRequest, RunRecord, Variant, VariantSpec
 from sandboxes.fake import FakeBackend, Rule, answer
-from tests.conftest import fixture_dir
+from tests.conftest import CLAUDE
 from tests.engine.test_pipeline import _claude_rules, _request
 
-SOURCE = fixture_dir("single") / "session.jsonl"
+SOURCE = CLAUDE.fixture("single") / "session.jsonl"
 
 
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The replay a compare forks from, and its boundary state (as compare's snapshot copies it)."""
     out = tmp_path_factory.mktemp("compare")
-    request = _request(SOURCE, fixture_dir("single") / "workspace", 2, out / "replay")
+    request = _request(SOURCE, CLAUDE.fixture("single") / "workspace", 2, out / "replay")
     execute(request, backend=FakeBackend(_claude_rules(SOURCE)))
     shutil.copytree(out / "replay" / "state", out / "snapshot")
     return out
@@ -59,7 +59,7 @@ def _fork(
     return run(job, lambda: ready, lambda: Turn(at=time.time()), backend), backend
 
 
-AGENT = Rule(r"/claude --resume ", answer((fixture_dir("continued") / "stdout.jsonl").read_bytes()))
+AGENT = Rule(r"/claude --resume ", answer((CLAUDE.fixture("continued") / "stdout.jsonl").read_bytes()))
 CHECK = Rule(r"^bash -c exec 2>&1; test -f a\.txt$", answer("", exit_code=0))
 
 

@@ -25,9 +25,9 @@ from replayer.errors import PlanRefused, SandboxError
 from replayer.models import ContinueRequest, ReplayRequest, ReplayResult, ToolCall
 from sandboxes.base import ExecResult
 from sandboxes.fake import FakeBackend, Rule, answer
-from tests.conftest import codex_fixture, fixture_dir, main_requests
-from tests.test_codex_fidelity import VOLATILE, _request_after, _same_prefix, _volatile_free
-from tests.test_prefix_fidelity import _request_after as _claude_request_after
+from tests.adapters.claude_code.test_prefix_fidelity import _request_after as _claude_request_after
+from tests.adapters.codex.test_codex_fidelity import VOLATILE, _request_after, _same_prefix, _volatile_free
+from tests.conftest import CLAUDE, CODEX
 
 NONCE = "replayer-nonce-0123456789abcdef01234567"
 
@@ -76,15 +76,15 @@ def _claude_rules(source: Path) -> list[Rule]:
     return [_claude_rule(c.input["command"], _claude_historical(c)) for c in calls]
 
 
-CLAUDE = ["single", "continued", "parallel", "write_edit", "failing"]
+CLAUDE_RERUN = ["single", "continued", "parallel", "write_edit", "failing"]
 
 
-@pytest.mark.parametrize("name", CLAUDE)
+@pytest.mark.parametrize("name", CLAUDE_RERUN)
 def test_claude_code_historical_outputs_rerun_exact(name: str, tmp_path: Path) -> None:
-    source = fixture_dir(name) / "session.jsonl"
+    source = CLAUDE.fixture(name) / "session.jsonl"
     _, traj = load(source)
     result, backend = _run(
-        source, fixture_dir(name) / "workspace", len(traj.steps), tmp_path / "out", _claude_rules(source)
+        source, CLAUDE.fixture(name) / "workspace", len(traj.steps), tmp_path / "out", _claude_rules(source)
     )
     calls = [c for s in traj.steps for c in s.calls]
     assert [(d.call_id, d.status) for d in result.divergences] == [(c.id, "exact") for c in calls]
@@ -110,9 +110,9 @@ def test_claude_code_historical_outputs_rerun_exact(name: str, tmp_path: Path) -
 
 
 def test_claude_code_divergence_lands_in_the_session_and_the_gate(tmp_path: Path) -> None:
-    source = fixture_dir("single") / "session.jsonl"
+    source = CLAUDE.fixture("single") / "session.jsonl"
     rules = [_claude_rule("cat a.txt", _claude_bash("changed\n")), *_claude_rules(source)]
-    result, _ = _run(source, fixture_dir("single") / "workspace", 2, tmp_path / "out", rules)
+    result, _ = _run(source, CLAUDE.fixture("single") / "workspace", 2, tmp_path / "out", rules)
     by_id = {d.call_id: d for d in result.divergences}
     assert by_id["toolu_single_01"].status == "different"
     assert (by_id["toolu_single_01"].historical_excerpt, by_id["toolu_single_01"].fresh_excerpt) == (
@@ -136,7 +136,7 @@ def test_claude_code_divergence_lands_in_the_session_and_the_gate(tmp_path: Path
     )
     from adapters.claude_code import ClaudeCodeAdapter
 
-    body = next(r["body"] for r in main_requests("single"))
+    body = next(r["body"] for r in CLAUDE.requests("single"))
     last_string = bool(rebuild.continuation["prefix_last_was_string"])
     fresh = {**body, "messages": envelope.resume_request(expected, NONCE, last_string)}
     stale = {**body, "messages": envelope.resume_request(recorded, NONCE, last_string)}
@@ -147,15 +147,15 @@ def test_claude_code_divergence_lands_in_the_session_and_the_gate(tmp_path: Path
 
 
 def test_claude_code_unknown_tool_is_refused_before_any_sandbox(tmp_path: Path) -> None:
-    source = fixture_dir("mixed_tools") / "session.jsonl"
+    source = CLAUDE.fixture("mixed_tools") / "session.jsonl"
     backend = FakeBackend(_claude_rules(source))
-    request = _request(source, fixture_dir("mixed_tools") / "workspace", 3, tmp_path / "out")
+    request = _request(source, CLAUDE.fixture("mixed_tools") / "workspace", 3, tmp_path / "out")
     with pytest.raises(PlanRefused, match="WebFetch"):
         execute(request, backend=backend)
     assert backend.started == [] and not (tmp_path / "out").exists()
     result, started = _run(
         source,
-        fixture_dir("mixed_tools") / "workspace",
+        CLAUDE.fixture("mixed_tools") / "workspace",
         3,
         tmp_path / "degraded",
         _claude_rules(source),
@@ -169,9 +169,9 @@ def test_claude_code_unknown_tool_is_refused_before_any_sandbox(tmp_path: Path) 
 
 def test_claude_code_timeout_goes_to_the_background(tmp_path: Path) -> None:
     """A Bash call past its deadline is backgrounded as the CLI does: a different observation, recorded."""
-    source = fixture_dir("single") / "session.jsonl"
+    source = CLAUDE.fixture("single") / "session.jsonl"
     rules = [_claude_rule("cat a.txt", answer(exit_code=None)), *_claude_rules(source)]
-    result, backend = _run(source, fixture_dir("single") / "workspace", 1, tmp_path / "out", rules)
+    result, backend = _run(source, CLAUDE.fixture("single") / "workspace", 1, tmp_path / "out", rules)
     (divergence,) = result.divergences
     assert divergence.status == "different"
     assert divergence.fresh_excerpt is not None and divergence.fresh_excerpt.startswith(
@@ -182,9 +182,9 @@ def test_claude_code_timeout_goes_to_the_background(tmp_path: Path) -> None:
 
 
 def test_a_command_the_script_does_not_answer_fails_the_run_and_leaves_nothing(tmp_path: Path) -> None:
-    source = fixture_dir("single") / "session.jsonl"
+    source = CLAUDE.fixture("single") / "session.jsonl"
     backend = FakeBackend([])
-    request = _request(source, fixture_dir("single") / "workspace", 1, tmp_path / "out")
+    request = _request(source, CLAUDE.fixture("single") / "workspace", 1, tmp_path / "out")
     with pytest.raises(SandboxError, match="no answer"):
         execute(request, backend=backend)
     assert backend.sandbox.stopped and not (tmp_path / "out").exists()
@@ -194,10 +194,10 @@ def test_a_continuation_without_the_upstream_key_is_refused_before_the_sandbox(
     tmp_path: Path, monkeypatch
 ) -> None:
     monkeypatch.delenv("REPLAYER_TEST_ABSENT_KEY", raising=False)
-    source = fixture_dir("single") / "session.jsonl"
+    source = CLAUDE.fixture("single") / "session.jsonl"
     backend = FakeBackend(_claude_rules(source))
     cont = ContinueRequest(upstream="http://127.0.0.1:9/", upstream_key_env="REPLAYER_TEST_ABSENT_KEY")
-    request = _request(source, fixture_dir("single") / "workspace", 1, tmp_path / "out", continuation=cont)
+    request = _request(source, CLAUDE.fixture("single") / "workspace", 1, tmp_path / "out", continuation=cont)
     with pytest.raises(PlanRefused, match="REPLAYER_TEST_ABSENT_KEY"):
         execute(request, backend=backend)
     assert backend.started == []
@@ -240,11 +240,11 @@ def _codex_rules(source: Path) -> list[Rule]:
 
 @pytest.mark.parametrize("name", ["exec", "patch", "continued"])
 def test_codex_historical_outputs_rerun_equal(name: str, tmp_path: Path) -> None:
-    source = codex_fixture(name) / "rollout.jsonl"
+    source = CODEX.fixture(name) / "rollout.jsonl"
     _, traj = load(source)
     after = len(traj.steps)
     result, backend = _run(
-        source, codex_fixture(name) / "workspace", after, tmp_path / "out", _codex_rules(source)
+        source, CODEX.fixture(name) / "workspace", after, tmp_path / "out", _codex_rules(source)
     )
     for d in result.divergences:  # what the Docker run test asserts
         assert d.status in ("exact", "normalized_equal"), d
@@ -260,9 +260,9 @@ def test_codex_historical_outputs_rerun_equal(name: str, tmp_path: Path) -> None
 def test_codex_timeout_and_missing_workdir_render_as_the_cli(tmp_path: Path) -> None:
     """A command still running at its yield deadline and a workdir that is not there: the fake's timeout
     and the wrapper's marker become the CLI's observations (equal to the recorded ones)."""
-    source = codex_fixture("exec") / "rollout.jsonl"
+    source = CODEX.fixture("exec") / "rollout.jsonl"
     result, backend = _run(
-        source, codex_fixture("exec") / "workspace", 8, tmp_path / "out", _codex_rules(source)
+        source, CODEX.fixture("exec") / "workspace", 8, tmp_path / "out", _codex_rules(source)
     )
     by_id = {d.call_id: d for d in result.divergences}
     assert by_id["call_exec_08"].status == "exact"
@@ -274,9 +274,9 @@ def test_codex_timeout_and_missing_workdir_render_as_the_cli(tmp_path: Path) -> 
 
 
 def test_codex_divergence_lands_in_the_rollout_and_the_gate(tmp_path: Path) -> None:
-    source = codex_fixture("exec") / "rollout.jsonl"
+    source = CODEX.fixture("exec") / "rollout.jsonl"
     rules = [_codex_rule("cat a.txt", answer("changed\n", "1000\n")), *_codex_rules(source)]
-    result, _ = _run(source, codex_fixture("exec") / "workspace", 2, tmp_path / "out", rules)
+    result, _ = _run(source, CODEX.fixture("exec") / "workspace", 2, tmp_path / "out", rules)
     by_id = {d.call_id: d for d in result.divergences}
     assert by_id["call_exec_01"].status == "different"
     assert by_id["call_exec_03"].status == "normalized_equal"
@@ -311,8 +311,8 @@ def test_the_sandbox_gets_the_run_state_folders(tmp_path: Path) -> None:
     """The workspace copy at the cwd, the agent home, the bridge folder when the agent continues; the
     user's workspace untouched."""
     workspace = tmp_path / "ws"
-    shutil.copytree(fixture_dir("write_edit") / "workspace", workspace)
-    source = fixture_dir("write_edit") / "session.jsonl"
+    shutil.copytree(CLAUDE.fixture("write_edit") / "workspace", workspace)
+    source = CLAUDE.fixture("write_edit") / "session.jsonl"
     result, backend = _run(source, workspace, 5, tmp_path / "out", _claude_rules(source))
     binds = backend.sandbox.spec.binds
     copy, read_only = binds["/testbed"]

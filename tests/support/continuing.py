@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 
 from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, Turn
-from tests.conftest import fixture_dir, replayer
+from tests.conftest import CLAUDE, replayer
 
 KEY = f"sk-upstream-{secrets.token_hex(12)}"
 """The upstream credential: the bridge's only; it must never reach a file."""
@@ -17,7 +17,7 @@ KEY = f"sk-upstream-{secrets.token_hex(12)}"
 
 def changed_workspace(name: str, dest: Path) -> Path:
     """The recording's workspace with every .txt file changed, so that reruns see fresh content."""
-    shutil.copytree(fixture_dir(name) / "workspace", dest)
+    shutil.copytree(CLAUDE.fixture(name) / "workspace", dest)
     for path in dest.rglob("*.txt"):
         path.write_text(path.read_text() + "changed after the recording\n")
     return dest
@@ -36,7 +36,14 @@ def continue_run(
         turns=turns or [Turn(blocks=[TextBlock(text="Finished.")])], message_id_prefix=f"msg_cont_{name}"
     )
     with ScriptedUpstream(script, expected_key=KEY) as upstream:
-        args = ["run", str(fixture_dir(name) / "session.jsonl"), "-n", str(after_step), "-w", str(workspace)]
+        args = [
+            "run",
+            str(CLAUDE.fixture(name) / "session.jsonl"),
+            "-n",
+            str(after_step),
+            "-w",
+            str(workspace),
+        ]
         args += ["-o", str(out), "--continue", "--upstream", upstream.url, "--json", *extra]
         proc = replayer(*args, env={"ANTHROPIC_API_KEY": KEY})
         log = list(upstream.log)

@@ -7,13 +7,13 @@ from typing import Any
 
 import orjson
 
-from tests.conftest import fixture_dir
+from tests.conftest import CLAUDE
 
 
 def patched_session(dest: Path, call_id: str, change: dict[str, Any], scenario: str = "single") -> Path:
     """The recorded Claude Code `scenario` session with `change` merged into one tool_use's input."""
     lines = []
-    for line in (fixture_dir(scenario) / "session.jsonl").read_bytes().splitlines():
+    for line in (CLAUDE.fixture(scenario) / "session.jsonl").read_bytes().splitlines():
         record = orjson.loads(line)
         content = (record.get("message") or {}).get("content")
         for block in content if isinstance(content, list) else []:

@@ -1,0 +1,124 @@
+"""Claude Code sessions recorded by other versions than the pin (1.0.108, 2.0.64, 2.1.332; recorded by
+tests/recorder.py --version V): rerun by that version's own CLI, driven by the replay model, every
+observation exact, and continued by that version through the gate. One scenario per version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from adapters.claude_code import envelope, wire
+from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.engine import load
+from replayer.pins import running_version
+from tests.conftest import CLAUDE, ROOT, replayer
+from tests.support.continuing import KEY, files_containing
+
+VERSIONS = ROOT / "tests" / "fixtures" / "claude_code" / "versions"
+pytestmark = pytest.mark.docker
+
+
+def _probe(version: str) -> Path:
+    return VERSIONS / version / "probe"
+
+
+def _run(version: str, out: Path, after_step: int, *extra: str, env: dict[str, str] | None = None) -> dict:
+    probe = _probe(version)
+    args = ["run", str(probe / "session.jsonl"), "-n", str(after_step), "-w", str(probe / "workspace")]
+    proc = replayer(*args, "-o", str(out), "--json", *extra, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return orjson.loads((out / "result.json").read_bytes())
+
+
+def _without_context(messages: list[dict]) -> list[dict]:
+    """The request as the gate compares it: without the context reminders the CLI puts before prompts."""
+    return [
+        {**m, "content": [b for b in m["content"] if not envelope.is_system_reminder(b)]}
+        if m["role"] == "user" and isinstance(m["content"], list) and not wire_results(m)
+        else m
+        for m in messages
+    ]
+
+
+def wire_results(message: dict) -> bool:
+    return any(isinstance(b, dict) and b.get("type") == "tool_result" for b in message["content"])
+
+
+@pytest.mark.agent
+@pytest.mark.parametrize("version", ["1.0.108", "2.0.64", "2.1.332"])
+def test_a_session_of_another_version_reruns_with_its_own_cli_and_continues_with_it(
+    version: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    script = Script(
+        turns=[
+            Turn(blocks=[ToolUseBlock(id="toolu_cont_1", name="Bash", input={"command": "cat notes.txt"})]),
+            Turn(blocks=[TextBlock(text="All good.")]),
+        ]
+    )
+    with ScriptedUpstream(script, expected_key=KEY) as upstream:
+        result = _run(
+            version, out, 7, "--continue", "--upstream", upstream.url, env={"ANTHROPIC_API_KEY": KEY}
+        )
+        log = list(upstream.log)
+    ran = result["version"]
+    assert (ran["version"], ran["source"], ran["status"]) == (version, "recorded", "unverified")
+    assert ran["reruns"] == f"claude_code {version}, its own code"
+    assert [d["status"] for d in result["divergences"]] == ["exact"] * 7, result["divergences"]
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 2)
+    assert any("resume envelope" in n for n in cont["gate_notes"]), cont["gate_notes"]
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    main = [r for r in log if r.main_thread]
+    sent = _without_context(wire.normalize_request(main[0].body["messages"]))
+    assert sent == expected, "the model saw exactly the rebuilt prefix, its envelope stripped"
+    assert all(r.key_ok for r in log)
+    continued = (out / "continued" / "session.jsonl").read_bytes()
+    assert b"toolu_cont_1" in continued and b"fixed add" in continued
+    assert files_containing(out, KEY.encode()) == []
+
+
+@pytest.mark.agent
+def test_the_pinned_reimplementation_does_not_render_an_older_version(tmp_path: Path) -> None:
+    """Why the recorded version's own CLI reruns: 2.1.197's Read is not 2.0.64's."""
+    result = _run("2.0.64", tmp_path / "out", 3, "--agent-version", "2.1.197")
+    assert result["version"]["reruns"] == "the replayer's reimplementation of claude_code 2.1.197"
+    statuses = {d["tool"]: d["status"] for d in result["divergences"]}
+    assert statuses["Bash"] == "exact" and statuses["Read"] == "different"
+
+
+@pytest.mark.agent
+@pytest.mark.parametrize("scenario", ["write_edit", "failing"])
+def test_driving_the_pinned_cli_equals_its_reimplementation(scenario: str, tmp_path: Path) -> None:
+    """The reimplemented reruns are kept for the pinned version because they are proven equal to the
+    driven CLI (here) and to the recording (test_fidelity)."""
+    session = CLAUDE.fixture(scenario) / "session.jsonl"
+    steps = len(orjson.loads(replayer("inspect", str(session), "--json", check=True).stdout)["steps"])
+    args = ["run", str(session), "-n", str(steps), "-w", str(CLAUDE.fixture(scenario) / "workspace")]
+    out = tmp_path / "out"
+    replayer(*args, "-o", str(out), env={"REPLAYER_RERUN": "driven"}, check=True)
+    result = orjson.loads((out / "result.json").read_bytes())
+    assert result["version"]["reruns"] == "claude_code 2.1.197, its own code"
+    assert {d["status"] for d in result["divergences"]} == {"exact"}, result["divergences"]
+
+
+@pytest.mark.parametrize("version", sorted(p.name for p in VERSIONS.iterdir()))
+def test_the_expected_prefix_is_what_that_version_sent_at_every_boundary(
+    version: str, tmp_path: Path
+) -> None:
+    """No Docker: the rebuilt prefix at each boundary against the requests that version's CLI sent, as the
+    gate compares them (without the context reminders the CLI puts before prompts)."""
+    probe = _probe(version)
+    lines = (probe / "upstream.jsonl").read_bytes().splitlines()
+    sent = [
+        _without_context(wire.normalize_request(r["body"]["messages"]))
+        for r in map(orjson.loads, lines)
+        if r["main_thread"]
+    ]
+    adapter, traj = load(probe / "session.jsonl")
+    with running_version("claude_code", version):
+        for boundary in range(len(traj.steps) + 1):
+            expected = adapter.rebuild(traj, boundary, {}, tmp_path / str(boundary)).expected_prefix
+            assert any(s[: len(expected)] == expected for s in sent), f"boundary {boundary}"

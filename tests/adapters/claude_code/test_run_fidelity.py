@@ -1,0 +1,90 @@
+"""`replayer run` in a real container: every rerun of every recording reproduces the pinned CLI's
+observations exactly, and a changed workspace shows up as a divergence in the rebuilt session."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from replayer.engine import load
+from tests.conftest import CLAUDE, replayer
+
+pytestmark = pytest.mark.agent
+
+
+def _records(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def _run(name: str, after_step: int, out: Path, workspace: Path | None = None, *extra: str) -> dict:
+    ws = workspace or CLAUDE.fixture(name) / "workspace"
+    args = ["run", str(CLAUDE.fixture(name) / "session.jsonl"), "--after-step", str(after_step)]
+    replayer(*args, "--workspace", str(ws), "--out", str(out), "--json", *extra, check=True)
+    return orjson.loads((out / "result.json").read_bytes())
+
+
+@pytest.mark.parametrize("name", CLAUDE.scenarios)
+def test_rerun_reproduces_every_observation(name: str, tmp_path: Path) -> None:
+    _, traj = load(CLAUDE.fixture(name) / "session.jsonl")
+    result = _run(name, len(traj.steps), tmp_path / "out", None, "--allow-degraded")
+    statuses = {d["call_id"]: d["status"] for d in result["divergences"]}
+    kinds = {d["call_id"]: d["kind"] for d in result["divergences"]}
+    assert len(statuses) == sum(len(s.calls) for s in traj.steps)
+    for call_id, status in statuses.items():
+        expected = "exact" if kinds[call_id] == "rerun" else "historical_kept"
+        assert status == expected, (call_id, result["divergences"])
+    # toolUseResult (never sent to the model) is rebuilt consistently too
+    original = {
+        r.get("uuid"): r.get("toolUseResult") for r in _records(CLAUDE.fixture(name) / "session.jsonl")
+    }
+    rebuilt = _records(tmp_path / "out" / result["native_files"][0])
+    for rec in rebuilt:
+        if "toolUseResult" in rec:
+            assert rec["toolUseResult"] == original[rec["uuid"]], rec["uuid"]
+
+
+def test_a_changed_file_diverges_and_lands_in_the_rebuilt_session(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    shutil.copytree(CLAUDE.fixture("single") / "workspace", workspace)
+    (workspace / "a.txt").write_text("changed\n")
+    before = (workspace / "a.txt").stat().st_mtime_ns
+    result = _run("single", 2, tmp_path / "out", workspace)
+    by_id = {d["call_id"]: d for d in result["divergences"]}
+    assert by_id["toolu_single_01"]["status"] == "different"
+    assert by_id["toolu_single_01"]["historical_excerpt"] == "hi"
+    assert by_id["toolu_single_01"]["fresh_excerpt"] == "changed"
+    assert by_id["toolu_single_02"]["status"] == "exact"
+    rebuilt = _records(tmp_path / "out" / result["native_files"][0])
+    results = [
+        b for r in rebuilt if r.get("type") == "user" for b in r["message"]["content"] if isinstance(b, dict)
+    ]
+    first = next(b for b in results if b.get("tool_use_id") == "toolu_single_01")
+    assert first["content"] == "changed"
+    expected = orjson.loads((tmp_path / "out" / "expected_prefix.json").read_bytes())
+    assert expected[2]["content"][0]["content"] == "changed"
+    # the user's workspace is never touched
+    assert (workspace / "a.txt").read_text() == "changed\n"
+    assert (workspace / "a.txt").stat().st_mtime_ns == before
+
+
+def test_writes_land_in_the_workspace_copy_not_the_input(tmp_path: Path) -> None:
+    result = _run("write_edit", 3, tmp_path / "out")
+    assert result["after_step"] == 3
+    state = tmp_path / "out" / "state" / "workspace"
+    assert (state / "b.txt").read_text() == "new file\nsecond line\n"
+    assert "goodbye" in (state / "hello.py").read_text()
+    assert not (CLAUDE.fixture("write_edit") / "workspace" / "b.txt").exists()
+    assert "hello" in (CLAUDE.fixture("write_edit") / "workspace" / "hello.py").read_text()
+
+
+def test_edit_of_a_file_changed_on_disk_reproduces_the_cli_error(tmp_path: Path) -> None:
+    """Without the Read (file missing from the workspace), Edit is refused as the CLI refuses it."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    result = _run("write_edit", 3, tmp_path / "out", workspace)
+    by_id = {d["call_id"]: d for d in result["divergences"]}
+    assert by_id["toolu_write_edit_02"]["fresh_excerpt"].startswith("File does not exist. Note: your current")
+    assert by_id["toolu_write_edit_03"]["fresh_excerpt"].startswith("<tool_use_error>File does not exist.")

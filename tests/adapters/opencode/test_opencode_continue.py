@@ -1,0 +1,180 @@
+"""OpenCode continuation through the chat-completions bridge with the real pinned CLI: the nonce on stdin
+validated and stripped, a boundary prompt kept, the replayer's own step budget (SIGINT), the idle
+timeout, the continued session exported without the nonce; refusals before any container starts."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+
+from adapters.opencode.gate import opencode_gate
+from adapters.opencode.wire import to_wire
+from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from tests.conftest import OPENCODE, replayer
+from tests.support.continuing import KEY, files_containing
+
+EXPORT = OPENCODE.fixture("tools") / "export.json"
+
+
+def _bash(n: int, command: str) -> Turn:
+    return Turn(
+        blocks=[
+            ToolUseBlock(id=f"call_cont_{n}", name="bash", input={"command": command, "description": "x"})
+        ]
+    )
+
+
+def _continue(
+    after_step: int, out: Path, turns: list[Turn], *extra: str, source: Path = EXPORT
+) -> tuple[int, dict, list[LoggedRequest], str]:
+    ws = OPENCODE.fixture("tools") / "workspace"
+    with ScriptedUpstream(Script(turns=turns, model="fake-model"), expected_key=KEY) as upstream:
+        args = ["run", str(source), "-n", str(after_step), "-w", str(ws), "-o", str(out), "--json"]
+        args += ["--continue", "--upstream", upstream.url, *extra]
+        proc = replayer(*args, env={"OPENAI_API_KEY": KEY})
+        log = [r for r in upstream.log if r.main_thread]
+    result = orjson.loads((out / "result.json").read_bytes()) if (out / "result.json").exists() else {}
+    return proc.returncode, result, log, proc.stderr
+
+
+@pytest.mark.agent
+def test_continues_from_the_rebuilt_session_to_the_end(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code, result, log, stderr = _continue(
+        2, out, [_bash(1, "cat calc.py"), Turn(blocks=[TextBlock(text="Finished.")])]
+    )
+    assert code == 0, stderr
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 2)
+    assert cont["input_condition"] == "replayed_boundary_only" and cont["model"] == "fake/fake-model"
+    assert any("system message" in note for note in cont["gate_notes"])
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    assert log[0].body["messages"][1:] == expected, "the nonce was stripped: exactly the rebuilt prefix"
+    assert not any("replayer-nonce" in orjson.dumps(r.body).decode() for r in log)
+    assert all(r.key_ok for r in log) and len(log) == 2
+    tool = log[1].body["messages"][-1]
+    assert tool["role"] == "tool" and "a + b" in tool["content"], "the continued CLI ran in the rerun sandbox"
+    continued = json.loads((out / cont["files"]["continued_session"]).read_text())
+    wire = to_wire(continued["messages"])
+    assert wire[: len(expected)] == expected
+    assert [m["role"] for m in wire[len(expected) :]] == ["assistant", "tool", "assistant"]
+    assert files_containing(out, KEY.encode()) == []
+
+
+@pytest.mark.agent
+def test_a_boundary_prompt_is_kept(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    prompt = "Now also add a docstring."
+    code, result, log, stderr = _continue(
+        1, out, [Turn(blocks=[TextBlock(text="Ok.")])], "--boundary-prompt", prompt
+    )
+    assert code == 0, stderr
+    cont = result["continuation"]
+    assert cont["input_condition"] == "boundary_user_prompt_appended" and cont["gate"] == "accepted"
+    assert log[0].body["messages"][-1] == {"role": "user", "content": prompt}
+    continued = json.loads((out / cont["files"]["continued_session"]).read_text())
+    assert {"role": "user", "content": prompt} in to_wire(continued["messages"])
+
+
+@pytest.mark.agent
+def test_the_replayer_enforces_the_step_budget(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    turns = [_bash(1, "ls"), _bash(2, "ls"), _bash(3, "ls"), Turn(blocks=[TextBlock(text="never")])]
+    code, result, log, stderr = _continue(1, out, turns, "--max-steps", "2")
+    assert code == 0, stderr
+    cont = result["continuation"]
+    assert (cont["agent_status"], cont["steps_used"]) == ("max_steps", 2)
+    assert cont["counters"]["held_requests"] >= 1 and len(log) == 2
+    assert cont["metadata"]["opencode_step_budget"]["max_steps"] == 2
+
+
+@pytest.mark.agent
+def test_a_stalled_upstream_hits_the_idle_timeout(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code, result, _, stderr = _continue(
+        1, out, [Turn(blocks=[TextBlock(text="late")], stall_s=60)], "--idle-timeout", "3"
+    )
+    assert code == 0, stderr
+    assert result["continuation"]["agent_status"] == "idle_timeout"
+
+
+def test_a_model_without_provider_is_refused_before_any_container(tmp_path: Path) -> None:
+    code, result, log, stderr = _continue(1, tmp_path / "out", [], "--model", "fake-model")
+    assert code == 4 and "provider/model" in stderr and log == [] and result == {}
+
+
+@pytest.mark.agent
+def test_a_sub_agent_call_is_refused_unless_degraded(tmp_path: Path) -> None:
+    document = orjson.loads(EXPORT.read_bytes())
+    part = next(p for m in document["messages"] for p in m["parts"] if p.get("tool") == "edit")
+    part["tool"] = "task"
+    source = tmp_path / "export.json"
+    source.write_bytes(orjson.dumps(document))
+    proc = replayer(
+        "run",
+        str(source),
+        "-n",
+        "3",
+        "-w",
+        str(OPENCODE.fixture("tools") / "workspace"),
+        "-o",
+        str(tmp_path / "o"),
+    )
+    assert proc.returncode == 4 and "sub-agent" in proc.stderr and not (tmp_path / "o").exists()
+    workspace = str(OPENCODE.fixture("tools") / "workspace")
+    args = ["run", str(source), "-n", "3", "-w", workspace, "-o", str(tmp_path / "p"), "--allow-degraded"]
+    proc = replayer(*args)
+    assert proc.returncode == 0, proc.stderr
+    result = orjson.loads((tmp_path / "p" / "result.json").read_bytes())
+    assert [g["tool"] for g in result["degradations"]] == ["task"]
+    kept = next(d for d in result["divergences"] if d["tool"] == "task")
+    assert kept["status"] == "historical_kept"
+    read = next(d for d in result["divergences"] if d["call_id"] == "call_tools_04")
+    assert read["status"] == "exact", "the steps around the kept call were rerun by the CLI"
+
+
+# the gate alone (pure) ---------------------------------------------------------------------------
+def _first_request(name: str, after: int) -> tuple[list[dict], dict]:
+    """The recorded request right after the step at history length `after`, with a nonce appended."""
+    body = copy.deepcopy(
+        next(r["body"] for r in OPENCODE.requests(name) if len(r["body"]["messages"]) - 1 == after)
+    )
+    prefix = copy.deepcopy(body["messages"][1:])
+    body["messages"].append({"role": "user", "content": "replayer-nonce-abc"})
+    return prefix, body
+
+
+def test_the_gate_strips_the_nonce_and_reports_the_system_message() -> None:
+    prefix, body = _first_request("tools", 4)
+    gate = opencode_gate(prefix, "replayer-nonce-abc", keep_prompt=False)
+    decision = gate.route("POST", "/v1/chat/completions", body)
+    assert decision.kind == "main" and decision.body["messages"] == body["messages"][:-1]
+    assert "Today's date" in gate.notes[0]
+    later = copy.deepcopy(body)
+    later["messages"] += [{"role": "assistant", "content": "hi"}]
+    assert gate.route("POST", "/v1/chat/completions", later).body["messages"][-1] == {
+        "role": "assistant",
+        "content": "hi",
+    }
+
+
+@pytest.mark.parametrize(
+    ("change", "path"),
+    [
+        (lambda m: m[3].update(content="tampered"), "messages[1:][2].content"),
+        (lambda m: m.pop(), "messages[1:][4]"),
+        (lambda m: m.append({"role": "user", "content": "extra"}), "messages[1:][5]"),
+    ],
+)
+def test_the_gate_refuses_a_request_without_the_exact_prefix(change, path: str) -> None:
+    prefix, body = _first_request("tools", 4)
+    change(body["messages"])
+    decision = opencode_gate(prefix, "replayer-nonce-abc", keep_prompt=False).route(
+        "POST", "/v1/chat/completions", body
+    )
+    assert decision.kind == "refuse" and decision.mismatch is not None
+    assert decision.mismatch.path == path

@@ -1,0 +1,120 @@
+"""OpenCode sessions recorded by other versions than the pin (tests/recorder_opencode.py --version V): the
+wire prefix that version sent at every boundary, from each native form it wrote (1.1.65 keeps JSON files,
+no SQLite store); reruns by that version's own CLI driven by the replay model; and a continuation by each
+through the gate (before 1.15.0 the CLI makes "\\n" + prompt of a prompt on stdin). One scenario per version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
+from replayer.engine import load
+from tests.conftest import OPENCODE_FORMS, ROOT, replayer
+from tests.support.continuing import KEY, files_containing
+
+VERSIONS = ROOT / "tests" / "fixtures" / "opencode" / "versions"
+RECORDED = sorted((p.name for p in VERSIONS.iterdir()), key=lambda v: tuple(map(int, v.split("."))))
+
+
+def _probe(version: str) -> Path:
+    return VERSIONS / version / "probe"
+
+
+def _forms(version: str) -> list[str]:
+    return [form for form, name in sorted(OPENCODE_FORMS.items()) if (_probe(version) / name).is_file()]
+
+
+def _steps(version: str) -> int:
+    _, traj = load(_probe(version) / "export.json")
+    return len(traj.steps)
+
+
+def _histories(version: str) -> list[list[dict]]:
+    """The main requests' messages after the system message, as that version sent them."""
+    lines = (_probe(version) / "upstream.jsonl").read_bytes().splitlines()
+    return [r["body"]["messages"][1:] for r in map(orjson.loads, lines) if r["main_thread"]]
+
+
+def _cli(
+    verb: str,
+    version: str,
+    form: str,
+    after_step: int,
+    out: Path,
+    *extra: str,
+    env: dict[str, str] | None = None,
+) -> dict:
+    source = _probe(version) / OPENCODE_FORMS[form]
+    args = [verb, str(source), "-n", str(after_step), "-o", str(out), "--json"]
+    if verb == "run":
+        args += ["-w", str(_probe(version) / "workspace")]
+    proc = replayer(*args, *extra, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return orjson.loads((out / "result.json").read_bytes())
+
+
+def test_every_version_is_recorded_with_its_own_cli() -> None:
+    assert len(RECORDED) >= 2
+    for version in RECORDED:
+        assert orjson.loads((_probe(version) / "meta.json").read_bytes())["cli_version"] == version
+        assert orjson.loads((_probe(version) / "export.json").read_bytes())["info"]["version"] == version
+
+
+# pure: the wire form of each version, from its own recorded requests ----------------------------------
+@pytest.mark.parametrize("version", RECORDED)
+def test_the_wire_prefix_is_what_that_version_sent_at_every_boundary(version: str, tmp_path: Path) -> None:
+    """Every boundary from the export; the other forms it wrote (event log, store) at the last."""
+    histories = _histories(version)
+    steps = _steps(version)
+    cases = [("export", n) for n in range(steps + 1)]
+    cases += [(form, steps) for form in _forms(version) if form != "export"]
+    assert len(cases) > steps + 1, "an event log at least besides the export"
+    for form, boundary in cases:
+        out = tmp_path / f"{form}-{boundary}"
+        result = _cli("prepare", version, form, boundary, out)
+        assert result["version"]["version"] == version, (form, result["version"])
+        expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+        assert expected in histories, f"{form} boundary {boundary}: {version} sent no such request"
+
+
+# Docker and the real CLIs --------------------------------------------------------------------------------
+@pytest.mark.agent
+@pytest.mark.docker
+@pytest.mark.parametrize("version", RECORDED)
+def test_rerun_by_that_version_reproduces_every_observation(version: str, tmp_path: Path) -> None:
+    steps = _steps(version)
+    result = _cli("run", version, "export", steps, tmp_path / "out")
+    assert result["version"]["version"] == version and result["version"]["source"] == "recorded"
+    assert result["version"]["status"] == "unverified"
+    assert result["version"]["reruns"] == f"opencode {version}, its own code"
+    divergences = result["divergences"]
+    assert len(divergences) >= steps and "exact" in {d["status"] for d in divergences}
+    for d in divergences:
+        walk = d["status"] == "normalized_equal" and "walk_order" in d.get("normalizers", [])
+        assert d["status"] == "exact" or (walk and d["tool"] in ("glob", "grep")), d
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+@pytest.mark.parametrize("version", RECORDED)
+def test_each_version_continues_through_the_gate(version: str, tmp_path: Path) -> None:
+    """1.15.13 exits before printing its last events (the model answers at once): the status then comes
+    from the continued session the CLI exported."""
+    out = tmp_path / "out"
+    steps = _steps(version)
+    script = Script(turns=[Turn(blocks=[TextBlock(text="Finished.")])], model="fake-model")
+    with ScriptedUpstream(script, expected_key=KEY) as upstream:
+        cont_args = ("--continue", "--upstream", upstream.url)
+        result = _cli("run", version, "export", steps, out, *cont_args, env={"OPENAI_API_KEY": KEY})
+        log = [r for r in upstream.log if r.main_thread]
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"]) == ("accepted", "completed"), cont
+    assert result["version"]["version"] == version
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    assert log and log[0].body["messages"][1:] == expected, "the nonce was stripped: exactly the prefix"
+    continued = orjson.loads((out / cont["files"]["continued_session"]).read_bytes())
+    assert continued["info"]["version"] == version and b"replayer-nonce" not in orjson.dumps(continued)
+    assert files_containing(out, KEY.encode()) == []

@@ -1,0 +1,126 @@
+"""OpenHands V1 with the real pinned SDK in the sandbox: the prefix's actions rerun by the SDK's own tools
+(no model call) reproduce every recorded observation at every boundary, a changed workspace shows up as
+a divergence, and the rebuilt conversation is resumed by the SDK and continued through the chat bridge."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from tests.adapters.openhands.test_openhands_parse import CONVERSATION, FIXTURE, _events, requests
+from tests.conftest import replayer
+from tests.support.continuing import KEY, files_containing
+
+pytestmark = pytest.mark.agent
+
+
+def _run(after_step: int, out: Path, workspace: Path = FIXTURE / "workspace", *extra: str) -> dict:
+    args = ["run", str(CONVERSATION), "-n", str(after_step), "-w", str(workspace), "-o", str(out), "--json"]
+    replayer(*args, *extra, check=True)
+    return orjson.loads((out / "result.json").read_bytes())
+
+
+@pytest.mark.parametrize("after_step", range(5))
+def test_rerun_reproduces_every_observation(after_step: int, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = _run(after_step, out)
+    calls = [1, 2, 3, 4, 5][:after_step]
+    assert len(result["divergences"]) == [0, 2, 3, 4, 5][after_step] or calls == []
+    assert [d["status"] for d in result["divergences"]] == ["exact"] * len(result["divergences"])
+    assert (
+        orjson.loads((out / "expected_prefix.json").read_bytes())
+        == requests()[after_step]["body"]["messages"]
+    )
+    conv = out / Path(result["native_files"][0]).parent
+    events = _events(conv)
+    original = _events(CONVERSATION)
+    fresh = [e for e in events if e["kind"] == "ObservationEvent"]
+    old = {e["tool_call_id"]: e for e in original if e["kind"] == "ObservationEvent"}
+    actions = {e["id"] for e in events if e["kind"] == "ActionEvent"}
+    for event in fresh:
+        assert event["id"] != old[event["tool_call_id"]]["id"], "the observation was made again"
+        assert event["action_id"] in actions
+        assert event["observation"]["content"] == old[event["tool_call_id"]]["observation"]["content"]
+    base = orjson.loads((conv / "base_state.json").read_bytes())
+    assert base["leaf_event_id"] == events[-1]["id"]
+    assert [e["parent_id"] for e in events[1:]] == [e["id"] for e in events[:-1]]
+
+
+def test_a_changed_workspace_diverges_where_the_file_is_read(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    shutil.copytree(FIXTURE / "workspace", workspace)
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    result = _run(2, tmp_path / "out", workspace)
+    status = {d["call_id"]: d["status"] for d in result["divergences"]}
+    assert status == {"call_v1_01": "exact", "call_v1_02": "different", "call_v1_03": "different"}
+    expected = orjson.loads((tmp_path / "out" / "expected_prefix.json").read_bytes())
+    assert "return a + b" in expected[4]["content"][0]["text"]
+    assert expected[-1]["content"][0]["text"].endswith("[Command finished with exit code 0]")
+
+
+def _continue(out: Path, turns: list[Turn], *extra: str) -> tuple[int, dict, list[LoggedRequest], str]:
+    with ScriptedUpstream(Script(turns=turns, model="fake-model"), expected_key=KEY) as upstream:
+        args = ["run", str(CONVERSATION), "-n", "3", "-w", str(FIXTURE / "workspace"), "-o", str(out)]
+        args += ["--json", "--continue", "--upstream", upstream.url, *extra]
+        proc = replayer(*args, env={"OPENAI_API_KEY": KEY})
+        log = list(upstream.log)
+    result = orjson.loads((out / "result.json").read_bytes()) if (out / "result.json").exists() else {}
+    return proc.returncode, result, log, proc.stderr
+
+
+def _terminal(n: int, command: str) -> Turn:
+    return Turn(blocks=[ToolUseBlock(id=f"call_cont_{n}", name="terminal", input={"command": command})])
+
+
+def test_continues_the_resumed_conversation_to_finish(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    turns = [
+        Turn(blocks=[TextBlock(text="Check again."), *_terminal(1, "cat calc.py").blocks]),
+        Turn(blocks=[ToolUseBlock(id="call_cont_2", name="finish", input={"message": "done"})]),
+    ]
+    code, result, log, stderr = _continue(out, turns)
+    assert code == 0, stderr
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 2)
+    assert cont["model"] == "openai/fake-model"
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    assert log[0].body["messages"] == expected and all(r.key_ok for r in log)
+    assert log[1].body["messages"][: len(expected)] == expected
+    assert "return a + b" in log[1].body["messages"][-1]["content"][0]["text"]
+    continued = _events(out / "continued" / "conversation")
+    assert [e["tool_call_id"] for e in continued if e["kind"] == "ActionEvent"][-2:] == [
+        "call_cont_1",
+        "call_cont_2",
+    ]
+    assert files_containing(out, KEY.encode()) == []
+
+
+def test_max_steps_is_the_sdk_iteration_budget(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    turns = [_terminal(n, "echo again") for n in range(1, 6)]
+    code, result, log, stderr = _continue(out, turns, "--max-steps", "2")
+    cont = result["continuation"]
+    assert cont["agent_status"] == "max_steps", stderr
+    assert cont["metadata"] == {"max_iterations": 2}
+    assert len([r for r in log if r.main_thread]) == 2
+
+
+def test_a_boundary_prompt_is_the_user_message_after_the_prefix(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    finish = Turn(blocks=[ToolUseBlock(id="call_cont_1", name="finish", input={"message": "done"})])
+    code, result, log, stderr = _continue(out, [finish], "--boundary-prompt", "Now add a docstring.")
+    assert code == 0, stderr
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["input_condition"]) == (
+        "accepted",
+        "completed",
+        "boundary_user_prompt_appended",
+    )
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    first = [r for r in log if r.main_thread][0].body["messages"]
+    assert first[: len(expected)] == expected and len(first) == len(expected) + 1
+    assert first[-1]["role"] == "user" and first[-1]["content"][0]["text"] == "Now add a docstring."

@@ -1,0 +1,257 @@
+"""OpenHands V0 event lists recorded by the pinned openhands-ai 1.6.0 (headless, local runtime, in the
+sandbox): steps, the prepared prefix at every boundary against the request V0 really sent, the other
+shapes of the format (an evaluation output's `history`, no system event, actions without observations),
+the reruns by the V0 runtime in the sandbox, the continuation through the chat bridge, and the refusals."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import orjson
+import pytest
+
+from adapters.base import Rebuild
+from adapters.openhands.v0_adapter import OpenHandsV0Adapter
+from bridges.chat import ChatPrefixGate
+from bridges.core import Decision
+from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.engine import load
+from tests.conftest import ROOT, replayer
+from tests.support.continuing import KEY, files_containing
+
+FIXTURE = ROOT / "tests" / "fixtures" / "openhands" / "v0"
+TRAJECTORY = FIXTURE / "trajectory.json"
+
+
+def _requests() -> list[dict]:
+    return [orjson.loads(line) for line in (FIXTURE / "upstream.jsonl").read_bytes().splitlines()]
+
+
+def _events() -> list[dict]:
+    return list(orjson.loads(TRAJECTORY.read_bytes()))
+
+
+def test_steps_are_responses_with_interleaved_observations() -> None:
+    adapter, traj = load(TRAJECTORY)
+    assert isinstance(adapter, OpenHandsV0Adapter)
+    assert (traj.agent, traj.agent_version, traj.cwd) == ("openhands_v0", "1.6.0", "/testbed")
+    assert [[c.id for c in s.calls] for s in traj.steps] == [
+        ["call_v0_01", "call_v0_02"],
+        ["call_v0_03"],
+        ["call_v0_04"],
+        ["call_v0_05"],
+        ["call_v0_06"],
+    ]
+    assert [s.message_id for s in traj.steps] == [f"chatcmpl-00{n}" for n in range(1, 6)]
+    assert [s.final for s in traj.steps] == [False] * 4 + [True]
+    first = traj.steps[0].calls[0]
+    assert first.tool == "execute_bash" and first.input == {"command": "ls", "security_risk": "LOW"}
+    failing = traj.steps[1].calls[0].historical
+    assert failing is not None and str(failing.content).endswith("[Command finished with exit code 1]")
+
+
+@pytest.mark.parametrize("after_step", range(5))
+def test_prepared_prefix_is_the_request_v0_sent(after_step: int, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    replayer("prepare", str(TRAJECTORY), "-n", str(after_step), "-o", str(out), "--json", check=True)
+    assert (
+        orjson.loads((out / "expected_prefix.json").read_bytes())
+        == _requests()[after_step]["body"]["messages"]
+    )
+    result = orjson.loads((out / "result.json").read_bytes())
+    cut = orjson.loads((out / result["native_files"][0]).read_bytes())
+    assert cut == _events()[: len(cut)], "the native prefix is the event list cut at the boundary"
+    if after_step:
+        assert cut[-1].get("observation") is not None and cut[-1]["cause"] is not None
+
+
+def test_an_evaluation_output_wraps_the_same_history(tmp_path: Path) -> None:
+    wrapped = tmp_path / "output.json"
+    wrapped.write_bytes(orjson.dumps({"instance_id": "calc-1", "history": _events(), "test_result": {}}))
+    _, traj = load(wrapped)
+    assert traj.session_id == "calc-1" and len(traj.steps) == 5
+    out = tmp_path / "out"
+    replayer("prepare", str(wrapped), "-n", "2", "-o", str(out), "--json", check=True)
+    assert orjson.loads((out / "expected_prefix.json").read_bytes()) == _requests()[2]["body"]["messages"]
+    cut = orjson.loads((out / "native" / "home" / "trajectory.json").read_bytes())
+    assert cut["instance_id"] == "calc-1" and cut["test_result"] == {}
+
+
+def test_public_shapes_no_system_event_and_actions_without_observations(tmp_path: Path) -> None:
+    actions_only = [e for e in _events() if "observation" not in e and e.get("action") != "system"]
+    path = tmp_path / "public.json"
+    path.write_bytes(orjson.dumps(actions_only))
+    _, traj = load(path)
+    assert traj.agent_version is None, "no system event: no recorded version"
+    assert [len(s.calls) for s in traj.steps] == [2, 1, 1, 1, 1]
+    assert not any(s.complete for s in traj.steps[:4])
+    proc = replayer("prepare", str(path), "-n", "1", "-o", str(tmp_path / "out"))
+    assert proc.returncode == 4 and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_without_a_system_event_the_gate_takes_the_agents_own_and_holds_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "no-system.json"
+    path.write_bytes(orjson.dumps([e for e in _events() if e.get("action") != "system"]))
+    out = tmp_path / "out"
+    replayer("prepare", str(path), "-n", "2", "-o", str(out), check=True)
+    prefix = orjson.loads((out / "expected_prefix.json").read_bytes())
+    sent = [r["body"] for r in _requests()]
+    assert prefix == sent[2]["messages"][1:], "the prefix is the real request without its system message"
+
+    def route(gate: ChatPrefixGate, messages: list[dict]) -> Decision:
+        return gate.route("POST", "/v1/chat/completions", {**sent[2], "messages": messages})
+
+    adapter = OpenHandsV0Adapter()
+    gate = adapter.gate(Rebuild(native_files=[], expected_prefix=prefix), None, False)
+    no_system = route(gate, prefix)
+    assert no_system.kind == "refuse" and no_system.mismatch and no_system.mismatch.path == "messages[0]"
+    assert route(gate, sent[3]["messages"]).kind == "refuse", "a longer first request"
+    assert route(gate, sent[2]["messages"]).kind == "main" and gate.passed
+    assert len(gate.notes) == 1 and "the agent's own" in gate.notes[0]
+    assert route(gate, sent[3]["messages"]).kind == "main"
+    other = {"role": "system", "content": [{"type": "text", "text": "another prompt"}]}
+    changed = route(gate, [other, *sent[3]["messages"][1:]])
+    assert changed.kind == "refuse" and changed.mismatch and changed.mismatch.path.startswith("messages[0]")
+    recorded = adapter.gate(Rebuild(native_files=[], expected_prefix=sent[2]["messages"]), None, False)
+    assert route(recorded, [other, *prefix]).kind == "refuse", "a recorded system message is held"
+
+
+class Continued(NamedTuple):
+    out: Path
+    code: int
+    result: dict
+    log: list[LoggedRequest]
+    stderr: str
+
+
+def _continue(out: Path, after_step: int, turns: list[Turn], *extra: str) -> Continued:
+    with ScriptedUpstream(Script(turns=turns, model="fake-model"), expected_key=KEY) as upstream:
+        ws = str(FIXTURE / "workspace")
+        args = ["run", str(TRAJECTORY), "-n", str(after_step), "-w", ws, "-o", str(out), "--json"]
+        args += ["--continue", "--upstream", upstream.url, "--model", "openai/fake-model", *extra]
+        proc = replayer(*args, env={"OPENAI_API_KEY": KEY})
+        log = list(upstream.log)
+    result = orjson.loads((out / "result.json").read_bytes()) if (out / "result.json").exists() else {}
+    return Continued(out, proc.returncode, result, log, proc.stderr)
+
+
+def _bash(n: int, command: str) -> ToolUseBlock:
+    return ToolUseBlock(
+        id=f"call_cont_{n}", name="execute_bash", input={"command": command, "security_risk": "LOW"}
+    )
+
+
+@pytest.fixture(scope="module")
+def continued(tmp_path_factory: pytest.TempPathFactory) -> Continued:
+    """One run for the module: the reruns of steps 1-4 by the V0 runtime, then the agent goes on to finish
+    (each V0 run starts the runtime twice, for the reruns and for the continuation)."""
+    finish = ToolUseBlock(id="call_cont_2", name="finish", input={"message": "done"})
+    turns = [Turn(blocks=[TextBlock(text="Check again."), _bash(1, "cat calc.py")]), Turn(blocks=[finish])]
+    root = tmp_path_factory.mktemp("v0")
+    return _continue(root / "out", 4, turns, "--record-cassette", str(root / "tape"))
+
+
+@pytest.mark.agent
+def test_rerun_by_the_v0_runtime_reproduces_every_observation(continued: Continued) -> None:
+    out, result = continued.out, continued.result
+    assert [d["status"] for d in result["divergences"]] == ["exact"] * 5
+    assert orjson.loads((out / "expected_prefix.json").read_bytes()) == _requests()[4]["body"]["messages"]
+    cut = orjson.loads((out / result["native_files"][0]).read_bytes())
+    original = _events()[: len(cut)]
+    fresh = [(a, b) for a, b in zip(cut, original, strict=True) if a != b]
+    assert fresh and all(a.get("observation") and a["timestamp"] != b["timestamp"] for a, b in fresh)
+    assert all({**a, "timestamp": b["timestamp"]} == b for a, b in fresh), "only the time differs"
+
+
+def test_a_v0_continuation_needs_a_litellm_model(tmp_path: Path) -> None:
+    ws = FIXTURE / "workspace"
+    args = ["run", str(TRAJECTORY), "-n", "1", "-w", str(ws), "-o", str(tmp_path / "out")]
+    proc = replayer(*args, "--continue", "--upstream", "http://127.0.0.1:9", env={"OPENAI_API_KEY": "k"})
+    assert proc.returncode == 4 and "pass --model" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_damaged_and_unknown_v0_input_fails_in_one_line(tmp_path: Path) -> None:
+    events = _events()
+    events[5] = {**events[5], "action": "teleport"}
+    path = tmp_path / "unknown.json"
+    path.write_bytes(orjson.dumps(events))
+    proc = replayer("inspect", str(path))
+    assert proc.returncode == 3 and "unknown V0 action 'teleport'" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.agent
+def test_continues_after_the_replayed_prefix_to_finish(continued: Continued) -> None:
+    out, log = continued.out, continued.log
+    assert continued.code == 0, continued.stderr
+    cont = continued.result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 2)
+    assert cont["gate_notes"] == [], "the file records the system message: the gate holds it too"
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    assert log[0].body["messages"] == expected == _requests()[4]["body"]["messages"]
+    assert log[1].body["messages"][: len(expected)] == expected and all(r.key_ok for r in log)
+    assert "return a + b" in log[1].body["messages"][-1]["content"][0]["text"], (
+        "the edit was not applied twice"
+    )
+    events = orjson.loads((out / "continued" / "trajectory.json").read_bytes())
+    calls = [(e.get("tool_call_metadata") or {}).get("tool_call_id") for e in events if "action" in e]
+    assert calls[-2:] == ["call_cont_1", "call_cont_2"]
+    assert files_containing(out, KEY.encode()) == []
+
+
+@pytest.mark.agent
+def test_the_recorded_cassette_replays_offline_verified(continued: Continued, tmp_path: Path) -> None:
+    """The module's continuation recorded its traffic (docs/cassettes.md): replayed with no upstream and no
+    key, the same requests are sent and the oracle finds the same outcome (workspace, events, status)."""
+    assert continued.result["continuation"]["cassette"]["verdict"] == "recorded", continued.stderr
+    tape, out = continued.out.parent / "tape", tmp_path / "again"
+    ws = str(FIXTURE / "workspace")
+    args = ["run", str(TRAJECTORY), "-n", "4", "-w", ws, "-o", str(out), "--json"]
+    args += ["--continue", "--cassette", str(tape), "--model", "openai/fake-model"]
+    offline = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "replayer.cli", *args], capture_output=True, text=True, env=offline, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    cont = orjson.loads((out / "result.json").read_bytes())["continuation"]
+    assert (cont["cassette"]["verdict"], cont["cassette"]["notes"]) == ("verified", [])
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 2)
+    assert files_containing(tape, KEY.encode()) == []
+
+
+@pytest.mark.agent
+def test_max_steps_counts_model_turns_after_the_replay(tmp_path: Path) -> None:
+    turns = [Turn(blocks=[_bash(n, "echo again")]) for n in range(1, 6)]
+    run = _continue(tmp_path / "out", 1, turns, "--max-steps", "2")
+    assert "continuation" in run.result, f"exit {run.code}: {run.stderr}"
+    assert run.result["continuation"]["agent_status"] == "max_steps", run.stderr
+    assert len([r for r in run.log if r.main_thread]) == 2
+
+
+def test_an_observation_v0_would_cut_is_refused_not_misrendered(tmp_path: Path) -> None:
+    events = _events()
+    events[5] = {**events[5], "content": "x" * 30_001}  # the observation of call_v0_01
+    path = tmp_path / "long.json"
+    path.write_bytes(orjson.dumps(events))
+    proc = replayer("prepare", str(path), "-n", "1", "-o", str(tmp_path / "out"))
+    assert proc.returncode == 4 and "call_v0_01" in proc.stderr and "cuts" in proc.stderr
+
+
+def test_a_gui_export_with_environment_and_state_events_has_the_same_steps(tmp_path: Path) -> None:
+    events = _events()
+    state = {"id": 99, "source": "agent", "message": "", "action": "change_agent_state"}
+    state["args"] = {"agent_state": "running", "thought": ""}
+    changed = {"id": 100, "source": "environment", "message": "", "observation": "agent_state_changed"}
+    changed.update(content="", extras={"agent_state": "running", "reason": ""}, cause=None)
+    path = tmp_path / "export.json"
+    path.write_bytes(orjson.dumps([*events[:4], state, changed, *events[4:]]))
+    _, traj = load(path)
+    assert [s.message_id for s in traj.steps] == [f"chatcmpl-00{n}" for n in range(1, 6)]
+    out = tmp_path / "out"
+    replayer("prepare", str(path), "-n", "2", "-o", str(out), "--json", check=True)
+    assert orjson.loads((out / "expected_prefix.json").read_bytes()) == _requests()[2]["body"]["messages"]

@@ -1,0 +1,94 @@
+"""Pi fidelity with the real pinned package: at every boundary of every recording the expected prefix is
+the `messages` list (after the system message) Pi sent right after that step, from the session file and
+from the json-mode and rpc-mode event logs (`prepare`), and after the reruns by Pi's own agent loop and
+tools in a real container (`run`), where every observation is reproduced exactly."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from replayer.engine import load
+from tests.conftest import PI, first_and_last, replayer
+
+SCENARIOS = ["tools", "two_runs", "rpc"]
+
+
+def _source(name: str, form: str) -> Path:
+    return PI.fixture(name) / {"session": "session.jsonl", "events": "events.jsonl", "rpc": "rpc.jsonl"}[form]
+
+
+def _boundaries() -> list[tuple[str, int]]:
+    out = []
+    for name in SCENARIOS:
+        _, traj = load(PI.fixture(name) / "session.jsonl")
+        out += [(name, n) for n in range(0, len(traj.steps) + 1)]
+    return out
+
+
+def _request_after(name: str, expected: list[dict]) -> list[dict]:
+    histories = [r["body"]["messages"][1:] for r in PI.requests(name)]
+    return next((h for h in histories if len(h) == len(expected)), [])
+
+
+def _cli(verb: str, source: Path, after_step: int, out: Path, *extra: str) -> dict:
+    args = [verb, str(source), "--after-step", str(after_step), "--out", str(out), "--json", *extra]
+    replayer(*args, check=True)
+    return orjson.loads((out / "result.json").read_bytes())
+
+
+@pytest.mark.parametrize(("name", "after_step"), _boundaries())
+def test_prepared_prefix_is_the_request_pi_sent(name: str, after_step: int, tmp_path: Path) -> None:
+    forms = ["session", "rpc" if name == "rpc" else "events"]
+    prefixes = []
+    for form in forms:
+        _cli("prepare", _source(name, form), after_step, tmp_path / form)
+        prefixes.append(orjson.loads((tmp_path / form / "expected_prefix.json").read_bytes()))
+    assert prefixes[0] and prefixes[0] == _request_after(name, prefixes[0])
+    assert prefixes[1] == prefixes[0], "the event log gives the same prefix as the session file"
+
+
+@pytest.mark.agent
+@pytest.mark.parametrize(("name", "after_step"), first_and_last([b for b in _boundaries() if b[0] != "rpc"]))
+def test_rerun_by_pi_reproduces_every_observation(name: str, after_step: int, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    workspace = PI.fixture(name) / "workspace"
+    result = _cli("run", _source(name, "session"), after_step, out, "--workspace", str(workspace))
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    assert expected == _request_after(name, expected)
+    assert all(d["kind"] == "rerun" and d["status"] == "exact" for d in result["divergences"]), result[
+        "divergences"
+    ]
+    assert result["degradations"] == [] and result["version"]["source"] == "default"
+    session = out / result["native_files"][0]
+    records = [orjson.loads(line) for line in session.read_bytes().splitlines()]
+    assert records[0]["type"] == "session" and records[0]["version"] == 3
+
+
+@pytest.mark.agent
+def test_a_changed_workspace_reaches_the_rebuilt_session(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    shutil.copytree(PI.fixture("tools") / "workspace", workspace)
+    (workspace / "calc.py").write_text("def add(a, b):\n    return a - b  # changed\n")
+    out = tmp_path / "out"
+    result = _cli("run", _source("tools", "events"), 1, out, "--workspace", str(workspace))
+    read = next(d for d in result["divergences"] if d["tool"] == "read")
+    assert read["status"] == "different"
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    assert "# changed" in expected[2]["content"]
+
+
+def test_an_unknown_tool_is_refused_before_any_container(tmp_path: Path) -> None:
+    source = _source("unknown_tool", "session")
+    ws = PI.fixture("unknown_tool") / "workspace"
+    proc = replayer(
+        "run", str(source), "-n", "1", "-w", str(ws), "-o", str(tmp_path / "o"), "--allow-degraded"
+    )
+    assert proc.returncode == 4 and "no_such_tool" in proc.stderr and "not replayed" in proc.stderr
+    assert not (tmp_path / "o").exists(), "no degradation for Pi: refused even with --allow-degraded"
+    proc = replayer("inspect", str(source), "--json")
+    kinds = [c["kind"] for s in orjson.loads(proc.stdout)["steps"] for c in s["calls"]]
+    assert kinds == ["rerun", "unknown"]

@@ -1,0 +1,214 @@
+"""`replayer batch` over the recorded trajectories of every agent that has landed: every valid
+boundary once, resumable after an interrupt with nothing duplicated or missing, invalid manifests
+refused before anything starts, replay jobs in real containers, and the same batch on a local Ray cluster."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from replayer.batch import valid_boundaries
+from replayer.engine import load
+from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, PI, ROOT, replayer
+
+SOURCES = (
+    [CLAUDE.fixture(n) / "session.jsonl" for n in CLAUDE.scenarios]
+    + [CODEX.fixture(n) / "rollout.jsonl" for n in CODEX.scenarios]
+    + [MINI.fixture(n) / "trajectory.traj.json" for n in MINI.scenarios]
+    + [OPENCODE.fixture(n) / "export.json" for n in OPENCODE.scenarios]
+    + [PI.fixture(n) / "session.jsonl" for n in PI.scenarios]
+)
+
+
+def _manifest(tmp_path: Path, lines: list[dict]) -> Path:
+    path = tmp_path / "manifest.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    return path
+
+
+def _all_sources(tmp_path: Path) -> tuple[Path, int]:
+    lines = [{"trajectory": str(p)} for p in SOURCES]
+    expected = sum(len(valid_boundaries(load(p)[1])) for p in SOURCES)
+    return _manifest(tmp_path, lines), expected
+
+
+def _prefixes(out: Path) -> dict[str, bytes]:
+    return {d.name: (d / "expected_prefix.json").read_bytes() for d in (out / "jobs").iterdir()}
+
+
+def test_every_boundary_of_every_agent_once(tmp_path: Path) -> None:
+    manifest, expected = _all_sources(tmp_path)
+    proc = replayer("batch", str(manifest), "-o", str(tmp_path / "out"), "-j", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    summary = orjson.loads(proc.stdout)
+    assert (summary["jobs"], summary["done"], summary["failed"], summary["refused"]) == (
+        expected,
+        expected,
+        0,
+        {},
+    )
+    agents = {
+        orjson.loads((d / "result.json").read_bytes())["agent"] for d in (tmp_path / "out" / "jobs").iterdir()
+    }
+    assert agents == {"claude_code", "codex", "mini_swe_agent", "opencode", "pi"}
+    # a job's output is the ordinary `prepare` output for its boundary
+    job = next((tmp_path / "out" / "jobs").iterdir())
+    result = orjson.loads((job / "result.json").read_bytes())
+    direct = tmp_path / "direct"
+    args = ["prepare", result["request"]["trajectory"], "-n", str(result["after_step"]), "-o", str(direct)]
+    replayer(*args, "--allow-degraded", check=True)
+    assert (job / "expected_prefix.json").read_bytes() == (direct / "expected_prefix.json").read_bytes()
+    again = replayer("batch", str(manifest), "-o", str(tmp_path / "out"), "--json")
+    assert orjson.loads(again.stdout)["skipped"] == expected, "nothing is recomputed"
+
+
+def test_an_interrupted_batch_resumes_without_duplicates(tmp_path: Path) -> None:
+    manifest, expected = _all_sources(tmp_path)
+    clean = tmp_path / "clean"
+    replayer("batch", str(manifest), "-o", str(clean), "-j", "1", check=True)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replayer.cli", "batch", str(manifest), "-o", str(out), "-j", "1"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=os.environ.copy(),
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list((out / "jobs").glob("[!.]*"))) < 5:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    partial = len(list((out / "jobs").glob("[!.]*")))
+    assert 5 <= partial < expected, "interrupted midway"
+    resumed = replayer("batch", str(manifest), "-o", str(out), "-j", "2", "--json")
+    summary = orjson.loads(resumed.stdout)
+    assert (summary["done"], summary["skipped"]) == (expected - partial, partial)
+    assert _prefixes(out) == _prefixes(clean), "same jobs, same bytes"
+    for name in ("clean", "out"):
+        replayer("export", str(tmp_path / name), "-o", str(tmp_path / f"{name}.jsonl"), check=True)
+    assert (tmp_path / "out.jsonl").read_bytes() == (tmp_path / "clean.jsonl").read_bytes(), (
+        "byte-identical export"
+    )
+    assert not [p for p in (out / "jobs").iterdir() if p.name.startswith(".")], "no partial result left"
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("not json", "manifest line 2: not JSON"),
+        ('{"trajectory": "x.jsonl", "colour": 1}', "manifest line 2: colour: Extra inputs are not permitted"),
+        ('{"trajectory": "missing.jsonl"}', "manifest line 2: trajectory"),
+        ('{"trajectory": "TRAJ", "boundaries": [99]}', "manifest line 2: boundary 99 is not one of"),
+        (
+            '{"trajectory": "TRAJ", "mode": "replay"}',
+            "manifest line 2: mode replay needs an existing workspace",
+        ),
+        (
+            '{"trajectory": "TRAJ", "boundaries": {"sample": 0}}',
+            "manifest line 2: boundaries.sample: Input should be greater than or equal to 1",
+        ),
+        (
+            '{"trajectory": "TRAJ", "boundaries": "some"}',
+            'manifest line 2: boundaries: Value error, must be "all", a list',
+        ),
+    ],
+)
+def test_invalid_manifests_are_refused_before_anything_starts(
+    line: str, message: str, tmp_path: Path
+) -> None:
+    traj = str(MINI.fixture("toolcall") / "trajectory.traj.json")
+    path = tmp_path / "manifest.jsonl"
+    path.write_text(f'{{"trajectory": "{traj}"}}\n' + line.replace("TRAJ", traj) + "\n")
+    proc = replayer("batch", str(path), "-o", str(tmp_path / "out"))
+    assert proc.returncode == 3, proc.stderr
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def _replay_manifest(tmp_path: Path) -> Path:
+    line = {
+        "trajectory": str(MINI.fixture("toolcall") / "trajectory.traj.json"),
+        "boundaries": [1, 2, 3],
+        "mode": "replay",
+        "workspace": str(MINI.fixture("toolcall") / "workspace"),
+    }
+    return _manifest(tmp_path, [line])
+
+
+@pytest.mark.agent
+def test_replay_jobs_run_in_their_own_containers(tmp_path: Path) -> None:
+    proc = replayer(
+        "batch", str(_replay_manifest(tmp_path)), "-o", str(tmp_path / "out"), "-j", "2", "--json"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert orjson.loads(proc.stdout)["done"] == 3
+    results = [orjson.loads((d / "result.json").read_bytes()) for d in (tmp_path / "out" / "jobs").iterdir()]
+    assert sorted(r["after_step"] for r in results) == [1, 2, 3]
+    assert len({r["container"] for r in results}) == 3
+    assert all(d["status"] == "exact" for r in results for d in r["divergences"])
+
+
+def test_the_same_batch_on_a_local_ray_cluster(tmp_path: Path) -> None:
+    manifest, expected = _all_sources(tmp_path)
+    local = tmp_path / "local"
+    replayer("batch", str(manifest), "-o", str(local), "-j", "2", check=True)
+    proc = replayer(
+        "batch", str(manifest), "-o", str(tmp_path / "ray"), "--ray", "local", "-j", "2", "--json"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert orjson.loads(proc.stdout)["done"] == expected
+    assert _prefixes(tmp_path / "ray") == _prefixes(local)
+
+
+def test_a_killed_worker_loses_only_its_job_and_refusals_are_retried_on_request(tmp_path: Path) -> None:
+    import psutil
+
+    manifest, expected = _all_sources(tmp_path)
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "replayer.cli", "batch", str(manifest), "-o", str(out), "-j", "1", "--json"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list((out / "jobs").glob("[!.]*"))) < 3:
+        time.sleep(0.05)
+    workers = [
+        c for c in psutil.Process(proc.pid).children(recursive=True) if "spawn" in " ".join(c.cmdline())
+    ]
+    assert workers, "the pool runs in worker processes"
+    workers[0].kill()
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    first = orjson.loads(stdout)
+    assert first["jobs"] == expected and 1 <= first["failed"] <= 2, ("the jobs in flight failed", first)
+    assert (first["done"], first["refused"]) == (expected - first["failed"], {}), ("the batch went on", first)
+    assert not (out / "outcomes").exists() or not any(
+        b"worker" in p.read_bytes() for p in (out / "outcomes").iterdir()
+    ), "jobs the dead worker never finished are not recorded as failed on disk"
+    resumed = orjson.loads(replayer("batch", str(manifest), "-o", str(out), "--json").stdout)
+    assert resumed["done"] + resumed["skipped"] == expected and resumed["failed"] == 0
+    # a refusal is kept, and rerun only with --retry-failed
+    session = str(CLAUDE.fixture("single") / "session.jsonl")
+    line = {"trajectory": session, "boundaries": [1], "agent_version": "2.0.64", "require_verified": True}
+    refused = _manifest(tmp_path, [line])  # an unverified version, refused when asked
+    first = orjson.loads(replayer("batch", str(refused), "-o", str(tmp_path / "r"), "--json").stdout)
+    assert sum(first["refused"].values()) == 1
+    outcome = next((tmp_path / "r" / "outcomes").iterdir())
+    before = outcome.stat().st_mtime_ns
+    again = orjson.loads(replayer("batch", str(refused), "-o", str(tmp_path / "r"), "--json").stdout)
+    assert sum(again["refused"].values()) == 1 and outcome.stat().st_mtime_ns == before, "not rerun"
+    retried = orjson.loads(
+        replayer("batch", str(refused), "-o", str(tmp_path / "r"), "--json", "--retry-failed").stdout
+    )
+    assert sum(retried["refused"].values()) == 1 and outcome.stat().st_mtime_ns > before, "rerun on request"

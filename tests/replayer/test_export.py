@@ -1,0 +1,178 @@
+"""`replayer export --format chat`: one record per prefix of every landed agent, with the tool definitions
+the pinned CLI sent on the wire and provenance; loadable with `datasets`; secrets redacted and counted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+
+from adapters import recorded_tools
+from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, replayer
+from tests.replayer.test_batch import _all_sources, _manifest
+
+
+def _batch_and_export(tmp_path: Path, manifest: Path) -> tuple[Path, list[dict]]:
+    replayer("batch", str(manifest), "-o", str(tmp_path / "out"), "-j", "2", check=True)
+    records = tmp_path / "records.jsonl"
+    replayer("export", str(tmp_path / "out"), "--format", "chat", "-o", str(records), check=True)
+    return records, [orjson.loads(line) for line in records.read_bytes().splitlines()]
+
+
+def test_every_prefix_is_a_record_that_datasets_loads(tmp_path: Path) -> None:
+    import datasets
+
+    manifest, expected = _all_sources(tmp_path)
+    path, records = _batch_and_export(tmp_path, manifest)
+    assert len(records) == expected
+    table = datasets.load_dataset("json", data_files=str(path), split="train")
+    assert table.num_rows == expected and {"messages", "tools", "metadata"} <= set(table.column_names)
+    by_agent = {r["metadata"]["agent"]: r for r in records if r["metadata"]["boundary"] == 1}
+    claude, codex = by_agent["claude_code"], by_agent["codex"]
+    mini_tools = {
+        r["metadata"]["source_sha256"]: r["tools"]
+        for r in records
+        if r["metadata"]["agent"] == "mini_swe_agent"
+    }
+    assert sorted(len(t) for t in mini_tools.values()) == [0, 0, 1], (
+        "bash in tool-call mode only (not text, not 1.x)"
+    )
+    assert {t["function"]["name"] for t in claude["tools"]} >= {"Bash", "Read", "Edit", "Write"}
+    assert [t["function"]["name"] for t in codex["tools"]][:2] == ["exec_command", "write_stdin"]
+    assert "apply_patch" in {t["function"]["name"] for t in codex["tools"]}
+    assert all(r["metadata"]["pinned_version"] for r in records)
+    assert all(m["role"] in ("system", "user", "assistant", "tool") for r in records for m in r["messages"])
+    # the chat form keeps every call paired with its result
+    for record in records:
+        calls = [c["id"] for m in record["messages"] for c in m.get("tool_calls") or []]
+        results = [m["tool_call_id"] for m in record["messages"] if m["role"] == "tool"]
+        assert calls == results, record["metadata"]
+    texts = {r["metadata"]["source_sha256"] for r in records if not r["tools"]}
+    assert texts, "text-mode mini-swe-agent trajectories offer no tools"
+
+
+def test_tool_definitions_are_the_ones_the_cli_sent() -> None:
+    sent = next(r for r in reversed(CLAUDE.requests("parallel")) if r["body"].get("tools"))["body"]["tools"]
+    assert recorded_tools("claude_code", "2.1.197") == sent
+    codex_sent = orjson.loads((CODEX.fixture("exec") / "upstream.jsonl").read_bytes().splitlines()[-1])[
+        "body"
+    ]["tools"]
+    assert recorded_tools("codex", "0.171.0") == codex_sent
+    mini_sent = orjson.loads((MINI.fixture("toolcall") / "upstream.jsonl").read_bytes().splitlines()[-1])[
+        "body"
+    ]["tools"]
+    assert recorded_tools("mini_swe_agent", "2.4.6") == mini_sent
+
+
+def test_secrets_are_redacted_and_counted(tmp_path: Path) -> None:
+    secret = "sk-ant-api03-" + "Q" * 40
+    doc = json.loads((MINI.fixture("toolcall") / "trajectory.traj.json").read_text())
+    doc["messages"][3]["content"] = doc["messages"][3]["content"].replace(
+        "README.md", f"key {secret} at https://bob:hunter2@example.com/x"
+    )
+    traj = tmp_path / "secret.traj.json"
+    traj.write_text(json.dumps(doc, indent=2))
+    path, records = _batch_and_export(
+        tmp_path, _manifest(tmp_path, [{"trajectory": str(traj), "boundaries": [1]}])
+    )
+    assert secret.encode() not in path.read_bytes() and b"hunter2" not in path.read_bytes()
+    assert records[0]["metadata"]["redactions"] == 2
+    assert "[REDACTED]" in records[0]["messages"][3]["content"]
+
+
+def test_atif_records_are_valid_v1_7_trajectories(tmp_path: Path) -> None:
+    import datasets
+
+    from tests.support.atif import Trajectory
+
+    manifest, expected = _all_sources(tmp_path)
+    replayer("batch", str(manifest), "-o", str(tmp_path / "out"), "-j", "2", check=True)
+    path = tmp_path / "atif.jsonl"
+    replayer("export", str(tmp_path / "out"), "--format", "atif", "-o", str(path), check=True)
+    trajectories = [Trajectory.model_validate_json(line) for line in path.read_bytes().splitlines()]
+    assert len(trajectories) == expected
+    assert {t.agent.name for t in trajectories} == {
+        "claude_code",
+        "codex",
+        "mini_swe_agent",
+        "opencode",
+        "pi",
+    }
+    calls = sum(len(s.tool_calls or []) for t in trajectories for s in t.steps)
+    results = sum(len(s.observation.results) for t in trajectories for s in t.steps if s.observation)
+    assert calls == results > 0, "every call is answered in its own step"
+    assert all(s.is_copied_context for t in trajectories for s in t.steps)
+    assert datasets.load_dataset("json", data_files=str(path), split="train").num_rows == expected
+    chat = tmp_path / "chat.jsonl"
+    replayer("export", str(tmp_path / "out"), "-o", str(chat), check=True)
+    for line, trajectory in zip(chat.read_bytes().splitlines(), trajectories, strict=True):
+        record = orjson.loads(line)
+        assert trajectory.trajectory_id == record["metadata"]["job"], "the same order in both formats"
+        assert (trajectory.extra or {})["sandbox_replayer"] == record["metadata"]
+
+
+@pytest.mark.agent
+def test_continued_jobs_export_the_prefix_and_what_followed(tmp_path: Path) -> None:
+    from bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
+    from tests.conftest import CLAUDE
+    from tests.support.continuing import KEY
+
+    sources = [
+        (CLAUDE.fixture("parallel") / "session.jsonl", CLAUDE.fixture("parallel") / "workspace"),
+        (CODEX.fixture("exec") / "rollout.jsonl", CODEX.fixture("exec") / "workspace"),
+        (MINI.fixture("toolcall") / "trajectory.traj.json", MINI.fixture("toolcall") / "workspace"),
+        (OPENCODE.fixture("tools") / "export.json", OPENCODE.fixture("tools") / "workspace"),
+    ]
+    script = Script(turns=[Turn(blocks=[TextBlock(text="All done here.")], repeat=True)])
+    with ScriptedUpstream(script, expected_key=KEY) as upstream:
+        options = {"upstream": upstream.url, "max_steps": 1, "upstream_key_env": "EXPORT_TEST_KEY"}
+        options["agent_env"] = {"CLAUDE_CODE_MAX_RETRIES": "0", "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1"}
+        lines = [
+            {
+                "trajectory": str(t),
+                "boundaries": [1],
+                "mode": "continue",
+                "workspace": str(w),
+                "continuation": options,
+            }
+            for t, w in sources
+        ]
+        manifest = _manifest(tmp_path, lines)
+        proc = replayer(
+            "batch",
+            str(manifest),
+            "-o",
+            str(tmp_path / "out"),
+            "-j",
+            "1",
+            "--json",
+            env={"EXPORT_TEST_KEY": KEY},
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert orjson.loads(proc.stdout)["done"] == 4
+    path = tmp_path / "records.jsonl"
+    replayer("export", str(tmp_path / "out"), "-o", str(path), check=True)
+    import adapters
+
+    for line in path.read_bytes().splitlines():
+        record = orjson.loads(line)
+        meta = record["metadata"]
+        job = tmp_path / "out" / "jobs" / meta["job"]
+        expected = orjson.loads((job / "expected_prefix.json").read_bytes())
+        prefix = adapters.by_name(meta["agent"]).dialect().to_chat(expected)
+        assert meta["mode"] == "continue" and meta["continuation"]["steps_used"] == 1, meta
+        assert meta["continuation"]["prefix_messages"] == len(prefix)
+        assert record["messages"][: len(prefix)] == prefix, meta["agent"]
+        assert len(record["messages"]) > len(prefix), "the continuation follows the prefix"
+        assert KEY not in line.decode()
+
+
+def test_export_refusals_are_one_line(tmp_path: Path) -> None:
+    not_batch = replayer("export", str(tmp_path), "-o", str(tmp_path / "x.jsonl"))
+    assert not_batch.returncode == 3, not_batch.stderr
+    assert "neither a result directory nor a batch directory" in not_batch.stderr
+    assert len(not_batch.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.jsonl").exists()
+    unknown = replayer("export", str(tmp_path), "--format", "parquet", "-o", str(tmp_path / "x.jsonl"))
+    assert unknown.returncode == 2 and "unknown format 'parquet'" in unknown.stderr

@@ -1,0 +1,275 @@
+"""The field corpus (tests/fixtures/field/, sources in its SOURCES.md): real trajectories other people
+published, written by other versions than the pins. Each is prepared at default settings at its last
+complete boundary, or refused in one line for a reason listed here (the shapes issue 18 takes on);
+one file per agent runs at its own version, with an empty workspace, and continues through the gate
+against the scripted upstream."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from adapters import by_name
+from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from tests.conftest import ROOT, replayer
+from tests.support.continuing import KEY
+
+FIELD = ROOT / "tests" / "fixtures" / "field"
+PREPARED = {
+    "claude_code/erk-2.0.67-ci-pr-address.jsonl": ("claude_code", "2.0.67", "recorded"),
+    "claude_code/erk-2.1.50.jsonl": ("claude_code", "2.1.50", "recorded"),
+    "claude_code/erk-2.1.63.jsonl": ("claude_code", "2.1.63", "recorded"),
+    "codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl": ("codex", "0.58.0", "recorded"),
+    "codex/acidicsoil-0.63.0-session-meta-only.jsonl": ("codex", "0.63.0", "recorded"),
+    # a bare rollout from before the envelope records no version, and its CLI cannot resume it: the oldest
+    # verified release that can and offers its `shell` tool runs (version.note says why)
+    "codex/acidicsoil-legacy-rollout-2025-09-10.jsonl": ("codex", "0.58.0", "inferred"),
+    "mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json": ("mini_swe_agent", "2.2.7", "recorded"),
+    # 1.x: the companion drives the 2.x API; the pinned 2.4.6 runs, and the result says why
+    "mini_swe_agent/gemini3pro-v1.15-django-16255.traj.json": ("mini_swe_agent", "2.4.6", "default"),
+    "openhands/v0-replay-basic.json": ("openhands_v0", "1.6.0", "default"),
+    "openhands/v0-replay-basic_gui_mode.json": ("openhands_v0", "1.6.0", "default"),
+    "openhands/v0-replay-basic_interactions.json": ("openhands_v0", "1.6.0", "default"),
+    # an earlier SDK's directory (13 base-state keys; 1.34.0 writes 20): not inferred, the pin runs
+    "openhands/v1-sdk-gpt4omini-pwd": ("openhands", "1.34.0", "default"),
+    "pi/pi-mono-before-compaction.jsonl": ("pi", "0.73.1", "default"),
+    "pi/pi-mono-large-session.jsonl": ("pi", "0.73.1", "default"),
+    "pi/sandcastle-v3-resumed-0.73.1.jsonl": ("pi", "0.73.1", "default"),
+    # derived (SOURCES.md): two records on one line, skipped as Pi skips them (a parse note says so)
+    "pi/sandcastle-v3-resumed-0.73.1-lines-5-6-joined.jsonl": ("pi", "0.73.1", "default"),
+}
+REFUSED = {
+    # `opencode run --format json` output alone names no prompt
+    "opencode/sandcastle-run-format-json-stdout.jsonl": (3, "no user prompt: pass --task"),
+    # V1 events saved as a plain list by a benchmark harness, not a conversation directory
+    "openhands/v1-benchmarks-eventlist-backup-cron-job.json": (3, "unknown format"),
+    # a newer SDK's event kind
+    "openhands/v1-sdk-probeagent-mockllm": (3, "unknown event kind 'SystemPromptUpdateEvent'"),
+}
+
+
+MULTI = {
+    # an OpenHands evaluation output of three instances (tests/replayer/test_multisession.py)
+    "openhands/multi-swe-bench-example-output.jsonl",
+}
+
+
+def test_every_field_file_is_listed() -> None:
+    found = {str(p.relative_to(FIELD)) for p in FIELD.glob("*/*")}
+    assert found == set(PREPARED) | set(REFUSED) | MULTI
+
+
+def _last_boundary(path: Path) -> int:
+    steps = orjson.loads(replayer("inspect", str(path), "--json", check=True).stdout)["steps"]
+    last = 0
+    for step in steps:
+        if not step["complete"] or step["final"]:
+            break
+        last = step["index"]
+    return last
+
+
+@pytest.mark.parametrize("name", sorted(PREPARED))
+def test_a_field_trajectory_is_prepared_at_default_settings(name: str, tmp_path: Path) -> None:
+    path, out = FIELD / name, tmp_path / "out"
+    replayer("prepare", str(path), "-n", str(_last_boundary(path)), "-o", str(out), check=True)
+    result = orjson.loads((out / "result.json").read_bytes())
+    ran = result["version"]
+    assert (result["agent"], ran["version"], ran["source"]) == PREPARED[name]
+    assert (out / "expected_prefix.json").is_file() and result["degradations"] == []
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_a_field_shape_not_read_yet_is_refused_in_one_line(name: str) -> None:
+    code, message = REFUSED[name]
+    proc = replayer("inspect", str(FIELD / name))
+    assert proc.returncode == code and message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+SANDCASTLE = "/home/mattpocock/repos/ai/sandcastle"  # where its reads went; the event log records no cwd
+RUN = {
+    # file: (boundary, the agent and version that rerun it, text its fresh observations put in the rebuild,
+    # the options it needs)
+    "claude_code/erk-2.1.50.jsonl": (3, "claude_code 2.1.50", b"erk: command not found", ()),
+    "codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl": (3, "codex 0.58.0", b"No files were searched", ()),
+    # a bare rollout (no version: 0.58.0 is inferred); its first two steps call MCP servers not published
+    "codex/acidicsoil-legacy-rollout-2025-09-10.jsonl": (
+        4,
+        "codex 0.58.0",
+        b"total 0",
+        ("--allow-degraded",),
+    ),
+    # a SWE-bench run: ProgressTrackingAgent, rerun as DefaultAgent (version.note says so)
+    "mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json": (
+        3,
+        "mini_swe_agent 2.2.7",
+        b"No such file or directory",
+        (),
+    ),
+    # `opencode run --format json` prints no prompt and no directory: both given (the prompt is unknown)
+    "opencode/sandcastle-run-format-json-stdout.jsonl": (
+        1,
+        "opencode 1.18.33",
+        b"File not found",
+        ("--task", "Summarize this repository.", "--cwd", SANDCASTLE),
+    ),
+    "openhands/v1-sdk-gpt4omini-pwd": (1, "openhands 1.34.0", None, ()),
+    "pi/pi-mono-large-session.jsonl": (1, "pi 0.73.1", b"ENOENT", ()),
+}
+ENDING = {
+    # one scripted turn that ends the agent, as it ends: mini submits, OpenHands calls finish
+    "mini_swe_agent": [
+        ToolUseBlock(
+            id="call_field_1", name="bash", input={"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}
+        )
+    ],
+    "openhands": [ToolUseBlock(id="call_field_1", name="finish", input={"message": "Finished."})],
+}
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+@pytest.mark.parametrize("name", sorted(RUN))
+def test_a_field_trajectory_runs_at_its_own_version(name: str, tmp_path: Path) -> None:
+    """Its workspace is not published, so the calls that read it differ; they are rerun all the same, by
+    the agent of the version that recorded them, which then continues through the gate."""
+    boundary, reruns, fresh, options = RUN[name]
+    agent = reruns.split()[0]
+    out, empty = tmp_path / "out", tmp_path / "workspace"
+    empty.mkdir()
+    ending = Turn(blocks=ENDING.get(agent, [TextBlock(text="Finished.")]))
+    with ScriptedUpstream(Script(turns=[ending], model="fake-model"), expected_key=KEY) as upstream:
+        args = ["run", str(FIELD / name), "-n", str(boundary), "-w", str(empty), "-o", str(out), *options]
+        proc = replayer(*args, "--continue", "--upstream", upstream.url, env={by_name(agent).key_env: KEY})
+        sent = [r for r in upstream.log if r.main_thread]
+    assert proc.returncode == 0, proc.stderr
+    result = orjson.loads((out / "result.json").read_bytes())
+    assert result["version"]["reruns"] == f"{reruns}, its own code"
+    statuses = [d["status"] for d in result["divergences"] if d["kind"] == "rerun"]
+    assert statuses and "different" in statuses, result["divergences"]
+    if fresh is not None:
+        rebuilt = b"".join((out / f).read_bytes() for f in result["native_files"] if (out / f).is_file())
+        assert fresh in rebuilt, "the fresh observation is in the rebuilt session"
+    if name.startswith("claude_code"):
+        assert statuses == ["different", "exact", "different"]
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 1)
+    assert len(sent) == 1 and sent[0].key_ok, "the first continuation request reached the upstream"
+    if fresh is not None:
+        assert fresh in orjson.dumps(sent[0].body), "the model is sent the fresh observation"
+
+
+V0_LIST = FIELD / "openhands" / "v0-replay-basic.json"  # records no working directory
+
+
+def test_cwd_gives_a_working_directory_to_a_file_that_records_none(tmp_path: Path) -> None:
+    out, empty = tmp_path / "out", tmp_path / "workspace"
+    empty.mkdir()
+    refused = replayer("run", str(V0_LIST), "-n", "1", "-w", str(empty), "-o", str(out))
+    assert refused.returncode == 4 and refused.stderr.strip().endswith("pass --cwd"), refused.stderr
+    replayer("prepare", str(V0_LIST), "-n", "1", "-o", str(out), "--cwd", "/workspace", check=True)
+    assert orjson.loads((out / "result.json").read_bytes())["cwd"] == "/workspace"
+    listed = orjson.loads(
+        replayer("inspect", str(V0_LIST), "--cwd", "/workspace", "--json", check=True).stdout
+    )
+    assert listed["cwd"] == "/workspace"
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_a_v0_list_without_a_system_event_continues_through_the_gate(tmp_path: Path) -> None:
+    """The file records no system message; the agent sends its own first, which the gate takes as the
+    agent's and reports, holding the rest of the request to the rebuilt prefix exactly."""
+    from bridges.scripted import Script, ScriptedUpstream, ToolUseBlock, Turn
+    from tests.support.continuing import KEY
+
+    out, empty = tmp_path / "out", tmp_path / "workspace"
+    empty.mkdir()
+    finish = Turn(blocks=[ToolUseBlock(id="call_field_1", name="finish", input={"message": "done"})])
+    with ScriptedUpstream(Script(turns=[finish], model="fake-model"), expected_key=KEY) as upstream:
+        args = ["run", str(V0_LIST), "-n", "1", "--cwd", "/workspace", "-w", str(empty), "-o", str(out)]
+        args += ["--continue", "--upstream", upstream.url, "--model", "openai/fake-model"]
+        proc = replayer(*args, env={"OPENAI_API_KEY": KEY})
+        log = list(upstream.log)
+    assert proc.returncode == 0, proc.stderr
+    cont = orjson.loads((out / "result.json").read_bytes())["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 1)
+    assert len(cont["gate_notes"]) == 1 and cont["gate_notes"][0].startswith("messages[0]: the file records")
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    assert expected[0]["role"] == "user" and log[0].body["messages"][0]["role"] == "system"
+    assert log[0].body["messages"][1:] == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "cwd", "message"),
+    [
+        ("claude_code/erk-2.1.50.jsonl", "/elsewhere", "--cwd is for files that record none"),
+        ("openhands/v0-replay-basic.json", "workspace", "absolute, normalized"),
+        ("openhands/v0-replay-basic.json", "/work/../etc", "absolute, normalized"),
+    ],
+)
+def test_cwd_is_refused_where_it_would_contradict_the_file_or_is_no_plain_path(
+    name: str, cwd: str, message: str
+) -> None:
+    proc = replayer("inspect", str(FIELD / name), "--cwd", cwd)
+    assert proc.returncode == 3 and message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_inspect_says_why_a_call_is_unknown(tmp_path: Path) -> None:
+    legacy = FIELD / "codex" / "acidicsoil-legacy-rollout-2025-09-10.jsonl"
+    report = orjson.loads(replayer("inspect", str(legacy), "--json", check=True).stdout)
+    calls = [c for s in report["steps"] for c in s["calls"]]
+    unknown = [c for c in calls if c["kind"] == "unknown"]
+    assert unknown and all(c["reason"] and c["tool"] in c["reason"] for c in unknown)
+    assert {c["tool"] for c in unknown} >= {"task-master-ai__next_task", "memory__create_entities"}  # MCP
+    assert all(c["reason"] is None for c in calls if c["kind"] != "unknown")
+    assert {c["kind"] for c in calls if c["tool"] == "shell"} == {"rerun"}, "0.58.0's own tool"
+    # the same file at the pin (its version removed from a real 0.58.0 rollout): `shell` is not the pin's
+    recorded = (FIELD / "codex" / "acidicsoil-0.58.0-rollout-2025-11-17.jsonl").read_bytes()
+    unversioned = tmp_path / "rollout-2025-11-17T21-34-41-019a93b4-2c1b-7f42-a5d1-b3a0a1b5f2a0.jsonl"
+    unversioned.write_bytes(recorded.replace(b'"cli_version":"0.58.0"', b'"cli_version":""', 1))
+    text = replayer("inspect", str(unversioned), check=True).stdout
+    assert "unknown: unknown tool 'shell'" in text and "--agent-version V" in text
+
+
+def test_inspect_shows_the_starting_state_the_file_records() -> None:
+    def start(name: str) -> dict | None:
+        return orjson.loads(replayer("inspect", str(FIELD / name), "--json", check=True).stdout)["start"]
+
+    assert start("codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl") == {
+        "repository_url": "git@github.com:AcidicSoil/chatbot-ui.git",
+        "commit": "0f022a043b3f8ca67224e1c56d5b85e28a81b910",
+        "branch": "main",
+    }
+    assert start("claude_code/erk-2.1.50.jsonl") == {
+        "repository_url": None,
+        "commit": None,
+        "branch": "plnd/add-print-python-02-23-1109",
+    }
+    assert start("pi/pi-mono-large-session.jsonl") is None
+    text = replayer(
+        "inspect", str(FIELD / "codex" / "acidicsoil-0.58.0-rollout-2025-11-17.jsonl"), check=True
+    )
+    assert "started from git@github.com:AcidicSoil/chatbot-ui.git at 0f022a0" in text.stdout
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_a_mini_swe_agent_1x_file_of_any_model_class_runs(tmp_path: Path) -> None:
+    """1.x rendered observations in the agent, so its OpenRouterModel does not matter to a rerun; the 2.x
+    runner cannot continue it, which is refused in one line before anything starts."""
+    gemini = FIELD / "mini_swe_agent" / "gemini3pro-v1.15-django-16255.traj.json"
+    empty = tmp_path / "workspace"
+    empty.mkdir()
+    args = ["run", str(gemini), "-n", "1", "-w", str(empty)]
+    refused = replayer(
+        *args, "-o", str(tmp_path / "cont"), "--continue", "--upstream", "http://127.0.0.1:9/v1"
+    )
+    assert refused.returncode == 4 and "cannot continue: a mini-swe-agent 1.x trajectory" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "cont").exists()
+    replayer(*args, "-o", str(tmp_path / "out"), check=True)
+    result = orjson.loads((tmp_path / "out" / "result.json").read_bytes())
+    assert [d["kind"] for d in result["divergences"]] == ["rerun"] and result["degradations"] == []

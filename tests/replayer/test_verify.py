@@ -1,0 +1,104 @@
+"""`replayer verify AGENT@VERSION`: a probe session recorded by that version's own CLI, replayed and
+continued at every boundary; a passing verdict makes the version verified, and only that."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+
+from replayer import __version__
+from replayer.compatibility import DOC, rendered
+from replayer.verdicts import Check, Verdict, is_verified, shipped, store
+from replayer.verify import probe_for
+from tests.conftest import CLAUDE, replayer
+
+VERSION = "2.0.64"  # installed by the suite's Claude Code version tests already
+SINGLE = CLAUDE.fixture("single") / "session.jsonl"
+
+
+def _status(tmp_path: Path, name: str, env: dict[str, str]) -> str:
+    out = tmp_path / name
+    args = ["prepare", str(SINGLE), "-n", "1", "-o", str(out), "--agent-version", VERSION]
+    replayer(*args, env=env, check=True)
+    return str(orjson.loads((out / "result.json").read_bytes())["version"]["status"])
+
+
+@pytest.mark.agent
+def test_a_passing_probe_verifies_the_version_and_only_in_its_verdict_folder(tmp_path: Path) -> None:
+    env = {"REPLAYER_VERDICTS": str(tmp_path / "verdicts")}
+    assert _status(tmp_path, "before", env) == "unverified"
+    proc = replayer("verify", f"claude_code@{VERSION}", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    [verdict] = orjson.loads(proc.stdout)
+    assert verdict["passed"] and verdict["version"] == VERSION and verdict["replayer"] == __version__
+    assert verdict["probe"] == f"claude_code/versions/{VERSION}/probe ({VERSION})"
+    assert verdict["probe_tools"] == ["Bash", "Read"] and "Edit" in verdict["tools_offered"]
+    # the head, then the probe's three calls, each replayed and continued through the gate
+    assert verdict["boundaries"] == [1, 2, 3, 4]
+    names = [c["name"] for c in verdict["checks"]]
+    assert "boundary 4: reruns" in names and "boundary 1: gate and continuation" in names
+    assert all(c["passed"] for c in verdict["checks"]), verdict["checks"]
+    stored = tmp_path / "verdicts" / f"claude_code@{VERSION}.json"
+    assert orjson.loads(stored.read_bytes()) == verdict
+    assert _status(tmp_path, "after", env) == "verified"
+    assert _status(tmp_path, "elsewhere", {}) == "unverified"  # the suite's own (empty) verdict folder
+
+
+def _verdict(version: str, passed: bool = True, by: str = __version__) -> Verdict:
+    check = Check(name="boundary 1: reruns", passed=passed)
+    return Verdict(
+        agent="codex",
+        version=version,
+        replayer=by,
+        passed=passed,
+        probe="codex/exec (0.171.0)",
+        tools_offered=["exec_command"],
+        probe_tools=["exec_command"],
+        boundaries=[1, 2],
+        checks=[check],
+        checked_at="2026-12-03T00:00:00+00:00",
+    )
+
+
+def test_only_a_passing_verdict_by_this_replayer_verifies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REPLAYER_VERDICTS", str(tmp_path))
+    store(_verdict("0.90.0"))
+    store(_verdict("0.91.0", passed=False))
+    store(_verdict("0.92.0", by="0.0.1"))
+    (tmp_path / "codex@0.93.0.json").write_text("{not json")
+    assert is_verified("codex", "0.90.0")
+    assert not any(is_verified("codex", v) for v in ("0.91.0", "0.92.0", "0.93.0", "0.94.0"))
+    assert is_verified("codex", "0.171.0")  # the pinned version needs no verdict
+
+
+def test_verify_refuses_an_unknown_agent_in_one_line() -> None:
+    proc = replayer("verify", "gemini@0.1.0")
+    assert proc.returncode == 10 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "gemini" in proc.stderr
+
+
+def test_the_probe_starts_from_the_nearest_recording() -> None:
+    assert probe_for("codex", "0.140.0").recording == "codex/versions/0.125.0/probe"
+    assert probe_for("codex", "0.171.0").recording == "codex/exec"
+    assert probe_for("codex", "0.30.0").recording == "codex/versions/0.58.0/probe"  # none older: the oldest
+    assert probe_for("mini_swe_agent", "1.17.5").recording == "mini_swe_agent/v1"
+    assert probe_for("claude_code", "2.1.100").recording == "claude_code/single"  # 2.1.197: same minor line
+    assert probe_for("claude_code", "2.0.1").recording == "claude_code/versions/2.0.64/probe"
+
+
+def test_the_compatibility_doc_is_generated_from_the_shipped_verdicts() -> None:
+    doc = DOC.read_text()
+    assert doc == rendered(doc, shipped()), "run: python -m replayer.compatibility"
+    assert all(v.passed or "not verified" in doc for v in shipped())
+
+
+def test_a_shipped_verdict_verifies_its_version_for_users(tmp_path: Path) -> None:
+    verified = [v for v in shipped() if v.passed and v.agent == "claude_code" and v.version == VERSION]
+    assert verified, "the replayer ships a passing verdict for claude_code 2.0.64"
+    env = {"REPLAYER_VERDICTS": ""}  # unset: the user's folder, then the shipped verdicts
+    assert os.environ["REPLAYER_VERDICTS"] and _status(tmp_path, "shipped", env) == "verified"

@@ -1,0 +1,145 @@
+"""Installed, not cloned: the wheel built from this checkout carries everything a run needs. It is
+installed into a fresh virtual environment outside the checkout and run from a folder outside it:
+`replayer --version`, `replayer setup` (which finds this machine ready and reuses all of it) and a
+replay of a recorded Claude Code session."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import orjson
+import pytest
+
+from replayer.pins import load_pins
+from tests.conftest import CLAUDE, MINI, ROOT
+
+pytestmark = [pytest.mark.docker, pytest.mark.agent]
+
+PACKAGES = ("replayer", "adapters", "bridges", "sandboxes")
+
+
+def _package_files() -> list[str]:
+    """Every file of the packages in the checkout (modules and data), as wheel member names."""
+    return sorted(
+        str(path.relative_to(ROOT))
+        for top in PACKAGES
+        for path in (ROOT / top).rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    )
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # built from a copy: an in-tree build leaves build/ and *.egg-info in the checkout
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md", *PACKAGES):
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(ROOT / name, src / name)
+    dist = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(src)], check=True
+    )
+    return next(dist.glob("sandbox_replayer-*.whl"))
+
+
+@pytest.fixture(scope="module")
+def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh environment holding the wheel and its dependencies (from PyPI, through pip's cache)."""
+    root = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
+    subprocess.run(
+        [
+            str(root / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            str(wheel),
+        ],
+        check=True,
+    )
+    return root
+
+
+def _outside(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The installed console script, from a folder outside the checkout, with nothing pointing into it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.run(
+        [str(venv / "bin" / "replayer"), *args], capture_output=True, text=True, cwd=cwd, env=env
+    )
+
+
+def test_the_wheel_holds_every_file_of_the_packages(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        members = {info.filename: info for info in zf.infolist()}
+    expected = _package_files()
+    assert "sandboxes/images/pins.toml" in expected
+    assert any("/companion/" in name for name in expected)
+    assert [name for name in expected if name not in members] == []
+    for name in expected:  # an executable (the companion `docker` shim, the setup scripts) stays one
+        mode = members[name].external_attr >> 16
+        assert bool(mode & 0o111) == os.access(ROOT / name, os.X_OK), name
+
+
+@pytest.mark.agent
+def test_installed_replayer_runs_from_outside_the_checkout(venv: Path, tmp_path: Path) -> None:
+    located = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import adapters, replayer; print(replayer.__file__, adapters.__file__)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    ).stdout.split()
+    assert all(Path(p).is_relative_to(venv) for p in located), located
+
+    version = _outside(venv, tmp_path, "--version")
+    assert version.returncode == 0, version.stderr
+    pins = load_pins()
+    for agent, pin in pins.agents.items():
+        assert f"  {agent} {pin.version} " in version.stdout
+    assert pins.base_image.tag in version.stdout
+
+    setup = _outside(venv, tmp_path, "setup", "--json")
+    assert setup.returncode == 0, setup.stderr
+    report = orjson.loads(setup.stdout)
+    assert report["engine"] == "running"
+    assert report["image"] == {"tag": pins.base_image.tag, "status": "present"}
+    wanted = [(a, v) for a, pin in pins.agents.items() for v in (pin.version, *pin.also)]
+    assert [(b["agent"], b["version"]) for b in report["bundles"]] == wanted
+    assert {b["status"] for b in report["bundles"]} == {"present"}
+
+    _replays(venv, tmp_path, CLAUDE.fixture("single") / "session.jsonl", "claude_code")
+
+
+@pytest.mark.agent
+def test_an_agent_with_a_companion_replays_from_the_installed_package(venv: Path, tmp_path: Path) -> None:
+    """mini-swe-agent's rerun mounts its companion (a driver and a `docker` shim) from the package."""
+    _replays(venv, tmp_path, MINI.fixture("toolcall") / "trajectory.traj.json", "mini_swe_agent")
+
+
+def _replays(venv: Path, cwd: Path, trajectory: Path, agent: str) -> None:
+    out = cwd / "out"
+    run = _outside(
+        venv,
+        cwd,
+        *("run", str(trajectory), "--after-step", "1"),
+        *("--workspace", str(trajectory.parent / "workspace"), "--out", str(out), "--json"),
+    )
+    assert run.returncode == 0, run.stderr
+    result = orjson.loads((out / "result.json").read_bytes())
+    assert result["after_step"] == 1
+    assert result["agent"] == agent
+    assert [d["status"] for d in result["divergences"]] == ["exact"]
+    assert all((out / name).is_file() for name in result["native_files"])

@@ -1,0 +1,174 @@
+"""An attacker-controlled prefix: a historical Bash call that plants links to host files, links to
+/proc/self/environ and /dev/zero, FIFOs, device nodes and a set-user-ID binary in the agent home and the
+workspace, and fills the disk. Nothing of the host may reach the output or the continued agent, and
+nothing it writes may pass the disk quota (real Docker, the real pinned Claude Code for the continuation).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from pathlib import Path
+
+import orjson
+import pytest
+
+from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from tests.conftest import CLAUDE, replayer
+from tests.support.sessions import patched_session
+
+pytestmark = pytest.mark.docker
+
+KEY = f"sk-ant-upstream-{secrets.token_hex(8)}"
+OTHER_SECRET = f"sk-other-{secrets.token_hex(8)}"
+DISK = 120 << 20
+
+
+def _attack(host_secret: Path, fill: bool) -> str:
+    host_dir = host_secret.parent
+    fills = [
+        'dd if=/dev/zero of=/testbed/big bs=1M count=300 2>&1 | grep -o "Disk quota exceeded"',
+        'dd if=/dev/zero of=/tmp/rootbig bs=1M count=300 2>&1 | grep -o "Disk quota exceeded"',
+    ]
+    return "; ".join(
+        [
+            f"ln -s {host_secret} $HOME/leak",
+            f"ln -s {host_dir} $HOME/leakdir",
+            "ln -s /proc/self/environ $HOME/env",
+            "ln -s /dev/zero $HOME/zero",
+            "mkfifo $HOME/fifo",
+            "mknod $HOME/null c 1 3",
+            f"ln -s {host_secret} /testbed/wsleak",
+            "mkfifo /testbed/wsfifo",
+            "mknod /testbed/dev c 1 5",
+            "cp /bin/sh /testbed/suid && chmod 4755 /testbed/suid",
+            *(fills if fill else []),
+            "echo done",
+        ]
+    )
+
+
+def _run(root: Path, fill: bool, turns: list[Turn] | None) -> dict:
+    """One hostile run (with a continuation when `turns` are given)."""
+    root.mkdir()
+    host = root / "host"
+    host.mkdir()
+    token = secrets.token_hex(16)
+    host_secret = host / "secret.txt"
+    host_secret.write_text(f"host-secret-{token}\n")
+    session = patched_session(
+        root / "session.jsonl", "toolu_single_01", {"command": _attack(host_secret, fill)}
+    )
+    workspace = root / "ws"
+    workspace.mkdir()
+    for item in (CLAUDE.fixture("single") / "workspace").iterdir():
+        (workspace / item.name).write_bytes(item.read_bytes())
+    out = root / "out"
+    args = ["run", str(session), "-n", "1", "-w", str(workspace), "-o", str(out), "--limits", f"disk={DISK}"]
+    env = {"ANTHROPIC_API_KEY": KEY, "OPENAI_API_KEY": OTHER_SECRET, "REPLAYER_TEST_SECRET": OTHER_SECRET}
+    log: list = []
+    if turns is None:
+        proc = replayer(*args, "--json", env=env)
+    else:
+        with ScriptedUpstream(Script(turns=turns), expected_key=KEY) as upstream:
+            proc = replayer(*args, "--continue", "--upstream", upstream.url, "--json", env=env)
+            log = [r.model_dump(mode="json") for r in upstream.log]
+    return {
+        "proc": proc,
+        "out": out,
+        "token": token,
+        "host_secret": host_secret,
+        "log": log,
+        "result": orjson.loads((out / "result.json").read_bytes()) if (out / "result.json").exists() else {},
+    }
+
+
+@pytest.fixture(scope="module")
+def attack(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Links, special files, a set-user-ID binary, and the workspace and the container's disk filled."""
+    return _run(tmp_path_factory.mktemp("attack") / "fill", fill=True, turns=None)
+
+
+@pytest.fixture(scope="module")
+def continued(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The same links, then a continuation whose first call looks at what the agent home holds."""
+    look = "ls -la $HOME; cat $HOME/leak; cat $HOME/leakdir/secret.txt; env; tr '\\0' '\\n' < /proc/1/environ; echo END"
+    turns = [
+        Turn(blocks=[ToolUseBlock(id="toolu_look_1", name="Bash", input={"command": look})]),
+        Turn(blocks=[TextBlock(text="Finished.")]),
+    ]
+    return _run(tmp_path_factory.mktemp("attack") / "continue", fill=False, turns=turns)
+
+
+def _entries(root: Path) -> list[Path]:
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):  # os.walk follows no link to a directory
+        found += [Path(dirpath) / n for n in dirnames + filenames]
+    return found
+
+
+@pytest.mark.agent
+def test_the_run_completes_and_records_its_confinement(attack: dict) -> None:
+    assert attack["proc"].returncode == 0, attack["proc"].stderr
+    sandbox = attack["result"]["sandbox"]
+    assert sandbox["limits"]["disk_bytes"] == DISK
+    assert sandbox["state_disk_limited"] and sandbox["container_disk_limited"]
+    assert "MKNOD" in sandbox["capabilities_dropped"]
+    skipped = set(sandbox["skipped"])
+    for name, kind in (("leak", "symlink"), ("env", "symlink"), ("zero", "symlink"), ("fifo", "fifo")):
+        assert f"home/{name} ({kind})" in skipped
+    assert "state/workspace/wsfifo (fifo)" in skipped
+
+
+@pytest.mark.agent
+@pytest.mark.parametrize("which", ["attack", "continued"])
+def test_no_host_content_and_no_key_reaches_the_output(which: str, request: pytest.FixtureRequest) -> None:
+    run = request.getfixturevalue(which)
+    assert run["proc"].returncode == 0, run["proc"].stderr
+    needles = [run["token"].encode(), KEY.encode(), OTHER_SECRET.encode()]
+    for path in _entries(run["out"]):
+        if path.is_symlink() or not path.is_file():
+            continue
+        data = path.read_bytes()
+        assert not any(n in data for n in needles), f"{path} holds a host secret or a key"
+
+
+@pytest.mark.parametrize("which", ["attack", "continued"])
+def test_no_special_file_no_setuid_and_no_link_out_of_the_agent_home(
+    which: str, request: pytest.FixtureRequest
+) -> None:
+    run = request.getfixturevalue(which)
+    for path in _entries(run["out"]):
+        mode = path.lstat().st_mode
+        assert stat.S_ISDIR(mode) or stat.S_ISREG(mode) or stat.S_ISLNK(mode), f"{path} is a special file"
+        assert not mode & (stat.S_ISUID | stat.S_ISGID), f"{path} kept a set-ID bit"
+        if stat.S_ISLNK(mode):  # only the workspace keeps links (as links, never followed)
+            assert "state/workspace" in str(path), f"{path} is a link outside the workspace"
+    assert run["host_secret"].read_text().startswith("host-secret-")
+
+
+@pytest.mark.agent
+def test_the_disk_quota_bounds_what_the_container_writes(attack: dict) -> None:
+    fresh = next(d for d in attack["result"]["divergences"] if d["call_id"] == "toolu_single_01")
+    assert fresh["fresh_excerpt"].count("Operation not permitted") >= 2  # both mknod calls
+    rebuilt = (attack["out"] / attack["result"]["native_files"][0]).read_text()
+    assert rebuilt.count("Disk quota exceeded") >= 2  # the workspace's and the container's own
+    total = sum(p.lstat().st_blocks * 512 for p in _entries(attack["out"]))
+    assert total < 2 * DISK
+    big = attack["out"] / "state" / "workspace" / "big"
+    assert big.stat().st_size <= DISK
+
+
+@pytest.mark.agent
+def test_the_continued_agent_sees_no_planted_link(continued: dict) -> None:
+    assert continued["proc"].returncode == 0, continued["proc"].stderr
+    result = continued["result"]["continuation"]
+    assert (result["gate"], result["agent_status"]) == ("accepted", "completed")
+    body = orjson.dumps(continued["log"][-1]["body"]).decode()
+    assert "END" in body  # the look-around ran and its output reached the model
+    # the links the prefix made are still there (the container's own state, kept for fidelity), but
+    # they point into the container, and no host content was ever copied behind them
+    assert continued["token"] not in body
+    assert KEY not in body and OTHER_SECRET not in body and "PATH=" in body  # env printed, no key in it
+    assert "cat: /home/replay/leak: No such file or directory" in body
