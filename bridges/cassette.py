@@ -17,6 +17,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from bridges.core import Mismatch, first_difference, mismatch_at
+from replayer.divergence import PROCESS_IDS
 from replayer.redact import redact
 
 Kind = Literal["main", "side"]
@@ -28,11 +29,8 @@ _UUID = re.compile(
 """Also inside a prefixed id (`fco_<uuid>`)."""
 _PREFIXED_ID = re.compile(r"\b[a-z]{2,8}_(?=[A-Za-z]*[0-9])[0-9A-Za-z]{16,}\b")
 """Generated ids with a type prefix and a random tail (OpenCode's ses_/msg_/prt_, request ids)."""
-_LABELLED_ID = re.compile(
-    r"(?i)(?<=chunk id: )[0-9a-f]{4,}\b|(?<=Process Group PGID: )\d+\b|(?<=Background PIDs: )\d+(?:, \d+)*"
-)
-"""A tool output's own random labels: Codex's exec output `Chunk ID: 10dbe5`, the process ids Gemini CLI's
-shell tool ends its output with (`Process Group PGID: 4242`, `Background PIDs: 17, 18`)."""
+_LABELLED_ID = re.compile(r"(?i)(?<=chunk id: )[0-9a-f]{4,}\b")
+"""A tool output's own random label (Codex's exec output `Chunk ID: 10dbe5`)."""
 _HEX_ID = re.compile(r"(?<![0-9A-Za-z])[0-9a-f]{32,}(?![0-9A-Za-z])")
 """Long lowercase hex: install and device ids (Claude Code's metadata.user_id.device_id), digests."""
 _TIMESTAMP = re.compile(
@@ -71,6 +69,7 @@ class Normalizer:
         value = _PREFIXED_ID.sub(self._id, value)
         value = _HEX_ID.sub(self._id, value)
         value = _LABELLED_ID.sub(self._id, value)
+        value = PROCESS_IDS.sub(r"\1<pid>", value)
         value = _DURATION.sub(r"\1<time>", value)
         return _TIMESTAMP.sub("<time>", value)
 

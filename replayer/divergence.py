@@ -12,6 +12,8 @@ from replayer.models import Divergence, Observation, ToolCall, ToolKind
 
 _EXCERPT = 160
 
+PROCESS_IDS = re.compile(r"^((?:Process Group PGID|Background PIDs): )\d+(?:, \d+)*$", re.M)
+"""The process ids Gemini CLI's run_shell_command ends its output with (new every run)."""
 NORMALIZERS: dict[str, Callable[[str], str]] = {
     "trailing_whitespace": lambda s: re.sub(r"[ \t]+$", "", s.rstrip("\n"), flags=re.M),
     "iso_timestamps": lambda s: re.sub(
@@ -21,10 +23,7 @@ NORMALIZERS: dict[str, Callable[[str], str]] = {
         r"\b\d+(\.\d+)?\s?(ms|s|seconds)\b|(\"duration_seconds\\?\":)\d+(\.\d+)?", r"\3<DUR>", s
     ),
     "random_ids": lambda s: re.sub(r"(Chunk ID: )[0-9a-f]{6}|(session ID )\d+", r"\1\2<ID>", s),
-    # Gemini CLI's run_shell_command ends its output with the process ids of the run
-    "process_ids": lambda s: re.sub(
-        r"^((?:Process Group PGID|Background PIDs): )\d+(?:, \d+)*$", r"\1<PID>", s, flags=re.M
-    ),
+    "process_ids": lambda s: PROCESS_IDS.sub(r"\1<PID>", s),
 }
 WALK_ORDER_TOOLS = {"glob", "grep", "Glob", "Grep", "grep_search"}
 """Tools that list files in a parallel directory walk's order (ripgrep's), which varies run to run:
