@@ -13,6 +13,7 @@ from bridges.cassette import Answer, Exchange, Player, Refusal, normalized
 from replayer import cassette, oracle
 from replayer.errors import CassetteError
 from replayer.models import Trajectory
+from tests.conftest import CLAUDE, replayer
 
 KEY = "upstream-key-of-no-known-shape-7f3a"
 UUIDS = ["3f1c2a9e-0b7d-4e55-9a11-2c3d4e5f6a7b", "b2a1c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d"]
@@ -240,3 +241,33 @@ def test_ids_in_file_names_are_the_ids_inside_and_content_digests_are_not_ids() 
     assert found is not None and found.path == "workspace_changes.a.txt"
     swapped = {f"events/event-00000-{OTHERS[0]}.json": {"id": OTHERS[1], "n": 0}}
     assert oracle.verify(recorded, oracle.outcome("completed", {"a.txt": "ab" * 32}, swapped)) is not None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--cassette", "tape"], "a cassette is the traffic of a continuation: add --continue"),
+        (
+            ["run", "--continue", "--cassette", "tape", "--upstream", "http://127.0.0.1:9"],
+            "--cassette answers offline: give no --upstream",
+        ),
+        (
+            ["compare", "--upstream", "http://127.0.0.1:9", "--variant", "a=record_cassette=tape"],
+            "unknown key 'record_cassette'",
+        ),
+    ],
+    ids=["without-continue", "with-upstream", "compare-records"],
+)
+def test_cassette_options_that_cannot_go_together_are_usage_errors(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    """Refused before anything starts (exit 2): a cassette without a continuation, a cassette with an
+    upstream, and recording from compare (a compare replays cassettes; `run --record-cassette` records)."""
+    single = CLAUDE.fixture("single")
+    verb, *rest = args
+    out = tmp_path / "o"
+    proc = replayer(
+        verb, str(single / "session.jsonl"), "-n", "1", "-w", str(single / "workspace"), "-o", str(out), *rest
+    )
+    assert proc.returncode == 2 and message in " ".join(proc.stderr.replace("│", " ").split()), proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
