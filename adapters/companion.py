@@ -101,7 +101,10 @@ class SocketCompanion:
         return answer
 
     def close(self) -> None:
-        """EOF ends the companion's loop; one that does not stop is killed."""
+        """EOF ends the companion's loop; one that does not stop is killed. (The socket's file is closed
+        first: while it is open, closing the socket does not close its descriptor, and no EOF is sent.)"""
+        if self.stream is not None:
+            self.stream.close()
         if self.sock is not None:
             self.sock.close()
         if not self.handle.wait(_STOP_GRACE_S):

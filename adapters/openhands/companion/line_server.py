@@ -2,7 +2,9 @@
 pinned interpreter, imported from the companion's folder)."""
 
 import json
+import os
 import socket
+import sys
 
 
 def serve_lines(socket_path, handle):
@@ -22,3 +24,15 @@ def serve_lines(socket_path, handle):
             answer = {"error": f"{type(exc).__name__}: {exc}"}
         stream.write(json.dumps(answer, default=str).encode() + b"\n")
         stream.flush()
+
+
+def run_then_exit(mode, *args):
+    """Run a companion's mode, then end the process at once: everything is answered and written by then,
+    and the runtime's leftover non-daemon threads and the interpreter's own exit took seconds more. An
+    exception still ends it as usual (traceback, status 1)."""
+    try:
+        mode(*args)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(0)

@@ -14,7 +14,7 @@ import json
 import sys
 import uuid
 
-from line_server import serve_lines
+from line_server import run_then_exit, serve_lines
 from openhands.sdk import Agent, Conversation
 from openhands.sdk.conversation.state import ConversationState
 from openhands.sdk.event import ActionEvent, LLMConvertibleEvent
@@ -133,4 +133,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_then_exit(main, sys.argv[1:])

@@ -19,19 +19,28 @@ replayed actions (each replayed action is an iteration of the controller). Print
 import json
 import os
 import sys
+import time
 from datetime import datetime
 
 import openhands.agenthub  # noqa: F401  (registers the agents)
-from line_server import serve_lines
+from line_server import run_then_exit, serve_lines
 from openhands.core.config import load_openhands_config
 from openhands.core.setup import create_agent, create_runtime, generate_sid
 from openhands.events.serialization.event import event_from_dict, event_to_trajectory
 from openhands.utils.async_utils import call_async_from_sync
 from openhands.utils.utils import create_registry_and_conversation_stats
 
+SETTLE_S = 1.0
+"""A pause before each shell command. V0's shell ends a command by sending Ctrl-L to its tmux pane; until
+bash has redrawn its prompt, a next command sent at once can be taken as finished by that redrawn prompt
+(with the previous exit code and "[Previous command outputs are truncated...]"). In the recorded run a
+model call came between commands; a loaded machine loses that race without the pause."""
+
 
 def _execute(runtime, config, raw):
     action = event_from_dict(raw)
+    if raw.get("action") == "run":
+        time.sleep(SETTLE_S)
     if action.timeout is None:
         action.set_hard_timeout(config.sandbox.timeout, blocking=False)
     observation = runtime.run_action(action)
@@ -50,7 +59,18 @@ def main(config_file, cwd, socket_path):
             lambda request: {"observations": [_execute(runtime, config, raw) for raw in request["actions"]]},
         )
     finally:
-        runtime.close()
+        _close(runtime)
+
+
+def _close(runtime):
+    """The runtime's close gives its action execution server 5 s to end on SIGTERM, which it ignores, then 5 s
+    more for its log thread: the server is killed first, as that close would after its wait (every
+    observation has been answered by then)."""
+    server = getattr(runtime, "server_process", None)
+    if server is not None and server.poll() is None:
+        server.kill()
+        server.wait()
+    runtime.close()
 
 
 def _runtime(config_file, cwd):
@@ -123,11 +143,11 @@ def cont(config_file, cwd, spec_path, max_steps):
         status = state.agent_state.value if state is not None else "error"
         error = state.last_error if state is not None else "no final state"
         print(json.dumps({"type": "exit", "status": status, "error": error}), flush=True)
-        runtime.close()
+        _close(runtime)
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "continue":
-        cont(*sys.argv[2:6])
+        run_then_exit(cont, *sys.argv[2:6])
     else:
-        main(*sys.argv[2:5])
+        run_then_exit(main, *sys.argv[2:5])
