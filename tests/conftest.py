@@ -92,3 +92,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("agent") or "docker_client" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.docker)
+    longest_modules_first(items)
+
+
+MODULE_SECONDS = ROOT / "tests" / "module_seconds.json"
+"""Seconds each module took in a whole run (`python -m tests.support.module_seconds LOG` writes it from the
+`--durations=0` output of `make test`). Only an order: a module not in it counts as short."""
+
+
+def longest_modules_first(items: list[pytest.Item]) -> None:
+    """The parallel run hands out whole modules (`--dist loadfile`) in collection order: the longest go
+    first, so that the run does not end with one worker on a long module while the other idles."""
+    seconds = orjson.loads(MODULE_SECONDS.read_bytes()) if MODULE_SECONDS.exists() else {}
+    items.sort(key=lambda item: -seconds.get(item.nodeid.partition("::")[0], 0.0))
