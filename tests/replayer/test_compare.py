@@ -115,6 +115,12 @@ def test_two_variants_two_repeats_one_replay_and_the_report_shows_it(
         assert (out / run["dir"] / "state" / "workspace" / "hello.py").read_text() == f"print('{greeting}')\n"
         # forked by the pool, its workspace and home under a quota exactly where the replay's were
         assert run["fork_s"] >= 0 and run["state_disk_limited"] is replay["sandbox"]["state_disk_limited"]
+    # the first `parallel` runs pre-started their container before the boundary (where slots can be
+    # made: as root over a btrfs, like limited states); the later ones started after it, from the image
+    paths = [(r["fork_path"], r["fork_fallback"]) for r in result["runs"]]
+    ahead = ("prestarted", None) if replay["sandbox"]["state_disk_limited"] else ("cold", paths[0][1])
+    late = ("cold", "the boundary was ready when the run's process started")
+    assert paths == [ahead, ahead, late, late]
     # every run sent the rebuilt prefix first, to the model its variant names (4 runs x 2 requests)
     assert sorted(r.body["model"] for r in log) == ["claude-bad"] * 4 + ["claude-good"] * 4
     firsts = [r for r in log if len(r.body["messages"]) == len(expected) + 1]
