@@ -226,6 +226,8 @@ class Prestarted:
         }
         binds = steps.sandbox_binds(adapter, traj, dirs, True, extra)
         propagated = {t: src for t, (src, ro) in binds.items() if not ro and src.is_relative_to(slot.path)}
+        for src in propagated.values():
+            src.mkdir(parents=True, exist_ok=True)
         spec = SandboxSpec(
             image=job.prestart_image,
             binds=binds,
@@ -306,9 +308,9 @@ def run(
         record["pins"] = pins_for(adapter)
         assert traj.cwd
         if job.prestart_image is not None and backend is None:
-            with signals.deferred():  # made and known, or not made: a SIGTERM never leaks it
+            with signals.deferred():  # made and known, or not made: a SIGTERM never leaks them
                 slot = Slot.create()
-            pre = _prestart(job, adapter, traj, slot)
+                pre = _prestart(job, adapter, traj, slot)
         boundary = boundary_line()
         told = time.time()
         with signals.deferred():

@@ -99,11 +99,14 @@ class Slot:
     @classmethod
     def create(cls) -> Slot | None:
         """A new empty slot, or None where slots cannot be made (not root, no btrfs, mounts refused)."""
-        if not _ensure_root():
+        try:
+            if not _ensure_root():
+                return None
+            sweep_slots()
+            path = SLOT_ROOT / f"{owner().replace(':', '_')}_{uuid.uuid4().hex[:12]}"
+            path.mkdir(mode=0o700)
+        except OSError:
             return None
-        sweep_slots()
-        path = SLOT_ROOT / f"{owner().replace(':', '_')}_{uuid.uuid4().hex[:12]}"
-        path.mkdir(mode=0o700)
         return cls(path)
 
     @property
