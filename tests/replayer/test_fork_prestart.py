@@ -225,6 +225,8 @@ import sys, time
 from pathlib import Path
 from sandboxes.slots import Slot
 slot = Slot.create()
+for folder in ("workspace", "home"):
+    (slot.path / folder).mkdir()
 slot.attach(Path(sys.argv[1]), ["workspace", "home"])
 print(slot.path, flush=True)
 time.sleep(600)
