@@ -16,6 +16,7 @@ import pytest
 
 from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from sandboxes.docker import LABEL, SNAPSHOT_LABEL
+from sandboxes.slots import SLOT_ROOT, mounted_under
 from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, PI, ROOT, replayer
 from tests.support.chromium import render as _render
 from tests.support.continuing import KEY
@@ -57,6 +58,12 @@ def _labelled(docker_client, label: str) -> list[str]:
 
 def _snapshots(docker_client) -> list[str]:
     return [i.id for i in docker_client.images.list(filters={"label": SNAPSHOT_LABEL})]
+
+
+def _slots() -> set[tuple[str, int]]:
+    """The slots on this host and the mounts under each."""
+    names = [p.name for p in SLOT_ROOT.iterdir()] if SLOT_ROOT.is_dir() else []
+    return {(name, len(mounted_under(SLOT_ROOT / name))) for name in names}
 
 
 @dataclass(frozen=True)
@@ -369,6 +376,7 @@ def test_ctrl_c_stops_every_run_and_removes_containers_and_snapshot(tmp_path: Pa
     stalled = Script(by_history=True, turns=[Turn(blocks=[TextBlock(text="late")], stall_s=120)])
     out = tmp_path / "cmp"
     before = set(_snapshots(docker_client))
+    slots = _slots()
     with ScriptedUpstream(stalled, expected_key=KEY) as upstream:
         args = ["compare", str(SESSION), "-n", "3", "-w", str(WORKSPACE), "-o", str(out)]
         args += ["--upstream", upstream.url, "--variant", "a=", "--variant", "b=", "--repeat", "2"]
@@ -401,6 +409,8 @@ def test_ctrl_c_stops_every_run_and_removes_containers_and_snapshot(tmp_path: Pa
     assert _labelled(docker_client, f"{LABEL}.compare={compare_id}") == []
     assert set(_snapshots(docker_client)) <= before
     assert not out.exists() and not list(tmp_path.glob(".cmp.partial-*"))
+    # the pre-started runs' slots unmounted and gone with them (sandboxes/slots.py)
+    assert _slots() <= slots
 
 
 @pytest.mark.agent
