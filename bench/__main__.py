@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
+import docker
 import orjson
 
 from adapters.claude_code import wire
@@ -32,12 +33,14 @@ from bridges.anthropic import AnthropicDialect
 from bridges.core import Bridge, BridgeConfig, Decision
 from replayer.batch import valid_boundaries
 from replayer.engine import load
+from replayer.fork import BoundaryReady, ForkJob
 from replayer.io import Workspace
 from replayer.models import Budgets, ToolCall
 from replayer.pins import load_pins
 from replayer.plan import make_plan
+from replayer.rootfs import RootfsDiff
 from replayer.rundirs import RunDirs
-from sandboxes.docker import DockerSandbox, connect
+from sandboxes.docker import DockerBackend, DockerSandbox, connect
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "claude_code"
@@ -686,33 +689,86 @@ def _fork_before(session: Path, src: Path, image: str, tmp: Path) -> float:
     return elapsed
 
 
-def _fork_now(session: Path, src: Path, sealed: Path | None, image: str, tmp: Path) -> tuple[float, float]:
-    """A fork as a waiting `replayer.fork` process makes it once told the boundary is ready: its state
-    (a clone of the sealed boundary) and its container. (seconds in all, seconds of the state's clone)"""
-    from replayer.boundary import fork_state
-    from replayer.fork import BoundaryReady, ForkJob, _prepare
+def _fork_job(session: Path, src: Path, tmp: Path, image: str | None, rootfs_dir: Path | None) -> ForkJob:
     from replayer.models import ContinueRequest, Variant
 
-    adapter, traj = load(session)
-    job = ForkJob(
+    adapter, _ = load(session)
+    return ForkJob(
         compare_id=f"bench-{uuid.uuid4().hex[:6]}", trajectory=session, task=None, cwd=None, session=None,
         replay_dir=tmp, boundary_state=src, run_dir=tmp, dir="run", variant=Variant(name="a"), repeat=1,
         continuation=ContinueRequest(upstream="http://127.0.0.1:9"), check=None, check_timeout_s=1.0,
         agent=adapter.name, agent_version=load_pins().agents[adapter.name].version, after_step=0,
+        prestart_image=image, rootfs_dir=rootfs_dir,
     )  # fmt: skip
-    boundary = BoundaryReady(image=image, sealed=sealed, at=time.time())
+
+
+def _fork_now(session: Path, src: Path, boundary: BoundaryReady, tmp: Path) -> tuple[float, float]:
+    """A cold fork as a waiting `replayer.fork` process makes it once told the boundary is ready: its
+    state (a clone of the sealed boundary) and its container from the snapshot image. (seconds in all,
+    seconds of the state's clone)"""
+    from replayer.boundary import fork_state
+    from replayer.fork import _prepare
+
+    adapter, traj = load(session)
+    job = _fork_job(session, src, tmp, None, None)
     t0 = time.perf_counter()
     state = fork_state(boundary.sealed, src, job.limits, fallback_parent=tmp)
     cloned = time.perf_counter() - t0
-    box = _prepare(job, adapter, traj, boundary, state)
+    box = _prepare(job, adapter, traj, boundary, RunDirs(root=state.path), DockerBackend())
     elapsed = time.perf_counter() - t0
     box.stop()
     state.remove()
     return elapsed, cloned
 
 
-def _compare_fork_s(tmp: Path, session: Path, runs: int) -> list[float]:
-    """`fork_s` of every run of a real `replayer compare -r RUNS -j 1` (each run one quiet answer)."""
+def _fork_prestarted(session: Path, src: Path, boundary: BoundaryReady, base: str, tmp: Path) -> float:
+    """A pre-started fork once told the boundary is ready: its state cloned, mounted into the container
+    it started before (from the replay's image), the boundary's own changes applied by its waiter."""
+    from replayer.boundary import fork_state
+    from replayer.fork import Prestarted
+    from sandboxes.slots import Slot
+
+    adapter, traj = load(session)
+    job = _fork_job(session, src, tmp, base, tmp / "rootfs")
+    slot = Slot.create()
+    assert slot is not None, "no slots here"
+    pre = Prestarted.start(job, adapter, traj, slot)
+    t0 = time.perf_counter()
+    state = fork_state(boundary.sealed, src, job.limits, fallback_parent=tmp)
+    why = pre.attach(boundary, state)
+    elapsed = time.perf_counter() - t0
+    pre.discard()
+    state.remove()
+    assert why is None, why
+    return elapsed
+
+
+def _boundary_image(client: docker.DockerClient, base: str, tmp: Path) -> tuple[str, RootfsDiff]:
+    """A snapshot image as compare commits it after a Claude Code prefix (its shell's /tmp files, the
+    mount points), and its changes against `base` (replayer/rootfs.py)."""
+    from replayer import rootfs
+
+    box = DockerSandbox.start(
+        client,
+        base,
+        binds={"/testbed": (tmp, False)},
+        workdir="/testbed",
+        run_id=f"bench-{uuid.uuid4().hex[:6]}",
+    )
+    try:
+        writes = "mkdir -p /tmp/claude-0/-testbed/tasks && echo done > /tmp/claude-0/-testbed/tasks/b1.output && echo /testbed > /tmp/claude-10dc-cwd"
+        assert box.exec(["bash", "-c", writes], workdir="/", timeout_s=60).exit_code == 0
+        image = box.snapshot(f"sandbox-replayer/snapshot:bench-{uuid.uuid4().hex[:6]}", labels={})
+        (tmp / "rootfs").mkdir(exist_ok=True)
+        diff = rootfs.build(box, image, tmp / "rootfs")
+    finally:
+        box.stop()
+    assert isinstance(diff, RootfsDiff), diff
+    return image, diff
+
+
+def _compare_fork_s(tmp: Path, session: Path, runs: int) -> list[tuple[float, float, str]]:
+    """`fork_s`, `ready_s` and `fork_path` of every run of a real `replayer compare -r RUNS -j 1` (each run one quiet answer)."""
     from bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
 
     quiet = Script(by_history=True, turns=[Turn(blocks=[TextBlock(text="Done.")])])
@@ -726,7 +782,7 @@ def _compare_fork_s(tmp: Path, session: Path, runs: int) -> list[float]:
             check=True, capture_output=True, cwd=ROOT, env={**os.environ, "ANTHROPIC_API_KEY": "bench-key"},
         )  # fmt: skip
     result = orjson.loads((out / "compare.json").read_bytes())
-    return [float(r["fork_s"]) for r in result["runs"]]
+    return [(float(r["fork_s"]), float(r["ready_s"]), str(r["fork_path"])) for r in result["runs"]]
 
 
 def bench_fork(tmp: Path, rounds: int = 7, compares: int = 2, runs: int = 4) -> dict[str, object]:
@@ -734,42 +790,57 @@ def bench_fork(tmp: Path, rounds: int = 7, compares: int = 2, runs: int = 4) -> 
     from replayer.models import SandboxLimits
 
     session = FIXTURES / "write_edit" / "session.jsonl"
-    image = load_pins().base_image.tag  # a snapshot image is an image like any other
+    client = connect()
+    base = load_pins().base_image.tag
+    image, diff = _boundary_image(client, base, tmp)
     sizes: dict[str, object] = {}
-    for name, files in (("small", 0), ("repository", 5000)):
-        src = _boundary_tree(tmp / f"boundary-{name}", files)
-        sealed = seal(src, SandboxLimits())
-        try:
-            before: list[float] = []
-            now: list[tuple[float, float]] = []
-            for _ in range(rounds):  # alternating, side by side, each from written-out file systems
-                os.sync()
-                before.append(_fork_before(session, src, image, tmp))
-                os.sync()
-                now.append(_fork_now(session, src, sealed.path if sealed else None, image, tmp))
-        finally:
-            if sealed is not None:
-                sealed.remove()
-        ws_files = sum(1 for p in (src / "workspace").rglob("*") if p.is_file())
-        sizes[name] = {
-            "files": ws_files,
-            "mb": sum(p.stat().st_size for p in src.rglob("*") if p.is_file()) / 1e6,
-            "before_ms": statistics.median(before) * 1000,
-            "now_ms": statistics.median(t for t, _ in now) * 1000,
-            "clone_ms": statistics.median(c for _, c in now) * 1000,
-            "cloned": sealed is not None,
-        }
+    try:
+        for name, files in (("small", 0), ("repository", 5000)):
+            src = _boundary_tree(tmp / f"boundary-{name}", files)
+            sealed = seal(src, SandboxLimits())
+            ready = BoundaryReady(
+                image=image, sealed=sealed.path if sealed else None, at=time.time(), rootfs=diff
+            )
+            try:
+                before: list[float] = []
+                cold: list[tuple[float, float]] = []
+                pre: list[float] = []
+                for _ in range(rounds):  # alternating, side by side, each from written-out file systems
+                    os.sync()
+                    before.append(_fork_before(session, src, image, tmp))
+                    os.sync()
+                    cold.append(_fork_now(session, src, ready, tmp))
+                    os.sync()
+                    pre.append(_fork_prestarted(session, src, ready, base, tmp))
+            finally:
+                if sealed is not None:
+                    sealed.remove()
+            ws_files = sum(1 for p in (src / "workspace").rglob("*") if p.is_file())
+            sizes[name] = {
+                "files": ws_files,
+                "mb": sum(p.stat().st_size for p in src.rglob("*") if p.is_file()) / 1e6,
+                "before_ms": statistics.median(before) * 1000,
+                "now_ms": statistics.median(t for t, _ in cold) * 1000,
+                "clone_ms": statistics.median(c for _, c in cold) * 1000,
+                "pre_ms": statistics.median(pre) * 1000,
+                "cloned": sealed is not None,
+            }
+    finally:
+        client.images.remove(image, force=True)
     long = long_sessions.claude_code(tmp, 10)
     fork_s = [_compare_fork_s(tmp, long, runs) for _ in range(compares)]
     return {
         "load": " / ".join(f"{x:.1f}" for x in os.getloadavg()),
         "rounds": rounds,
         "sizes": sizes,
+        "changes": len(diff.entries),
         "runs": runs,
         "steps": len(load(long)[1].steps),
-        "first_ms": [f[0] * 1000 for f in fork_s],
-        "pooled_ms": statistics.median(x for f in fork_s for x in f[1:]) * 1000,
-        "pooled_max_ms": max(x for f in fork_s for x in f[1:]) * 1000,
+        "first_ms": [f[0][0] * 1000 for f in fork_s],
+        "ready_ms": [f[0][1] * 1000 for f in fork_s],
+        "paths": sorted({p for f in fork_s for _, _, p in f}),
+        "pooled_ms": statistics.median(x for f in fork_s for x, _, _ in f[1:]) * 1000,
+        "pooled_max_ms": max(x for f in fork_s for x, _, _ in f[1:]) * 1000,
     }
 
 
@@ -777,36 +848,45 @@ def fork_section(f: dict[str, object]) -> str:
     sizes: dict[str, dict[str, float]] = f["sizes"]  # type: ignore[assignment]
     rows = "\n".join(
         f"| {name}: {s['files']:.0f} workspace files, {s['mb']:.1f} MB | {s['before_ms']:.0f} ms | "
-        f"{s['now_ms']:.0f} ms ({s['clone_ms']:.0f} ms) | **{s['now_ms'] / s['before_ms']:.2f}** |"
+        f"{s['now_ms']:.0f} ms ({s['clone_ms']:.0f} ms) | {s['pre_ms']:.0f} ms | **{s['pre_ms'] / s['now_ms']:.2f}** |"
         for name, s in sizes.items()
     )
     first = ", ".join(f"{x:.0f}" for x in f["first_ms"])  # type: ignore[attr-defined]
+    ready = ", ".join(f"{x:.0f}" for x in f["ready_ms"])  # type: ignore[attr-defined]
     return f"""{FORK_HEADING}
 
 `python -m bench fork`: what a compare run costs from the snapshot ready (image committed, boundary
-workspace and agent home copied) to its container ready with its own workspace and agent home, the
-agent's own start left out. Medians of {f["rounds"]} forks each, the two paths alternating.
+workspace and agent home copied and sealed) to its container ready with its own workspace and agent home,
+the agent's own start left out. Medians of {f["rounds"]} forks each, the three paths alternating in one
+process; the boundary container left what a Claude Code prefix leaves in its own file system (its shell's
+files in /tmp: {f["changes"]} paths besides the mounts).
 
-| boundary | before: a process at the run's turn, copies, container | now: clone and container (of which the clone) | ratio |
-|---|---|---|---|
+| boundary | before: a process at the run's turn, copies, container | cold: clone and container (of which the clone) | pre-started: clone, mounts, changes applied | pre-started / cold |
+|---|---|---|---|---|
 {rows}
 
 - Before (`bench/fork_before.py`, the previous `replayer.fork`): the run's process started at its turn
   and paid its imports and the trajectory's load, then a state with copies of the workspace and home
   (growing with the tree), then a container start and an exec that made the run directory.
-- Now, cold (what a run's process, started ahead and waiting, does once told the snapshot is ready): its
-  state is a btrfs snapshot of the sealed boundary (the bracketed share: constant whatever the tree) with
-  its own quota, then its container (create, the quota on its writable layer, start; no exec: the run
-  directory is a tmpfs). The container start is what dominates, and it is the engine's (runc, the network
-  namespace): without our options (init, tmpfs, limits) it takes about as long.
-- Now, pooled (`replayer/forkpool.py`): each run's process starts while the prefix replays and, once
-  the snapshot is ready, makes its state and starts its container while the replay ends or earlier runs
-  go on, so that a run's turn costs one line on its stdin. The wait at its turn (RunRecord `fork_s`) in
-  real `replayer compare -r {f["runs"]} -j 1` runs ({f["steps"]} steps of the repeated `parallel` session, one
-  answer each): the first run {first} ms, the later ones {f["pooled_ms"]:.1f} ms (median; at most
-  {f["pooled_max_ms"]:.1f} ms). A run waits when what goes on before its turn (the replay's end for the
-  first, the run before for the others) is shorter than its process's start (imports, the trajectory's
-  load) and its cold fork.
+- Cold (`RunRecord.fork_path` "cold"): its state is a btrfs snapshot of the sealed boundary (the
+  bracketed share: constant whatever the tree) with its own quota, then its container from the snapshot
+  image (create, the quota on its writable layer, start). The container start dominates, and it is the
+  engine's (runc, the namespaces): without our options (init, tmpfs, limits) it takes about as long.
+- Pre-started (`replayer/fork.py` `Prestarted`, the default): the run's process starts its container
+  while the prefix replays, from the replay's image, its writable folders bound from the empty folders of
+  a slot with rslave propagation (`sandboxes/slots.py`). Once the snapshot is ready it clones the state,
+  bind-mounts its folders onto the slot's (microseconds; the mounts propagate into the running container
+  at the recorded workspace path and agent home), and tells the container's waiter (a FIFO, no engine
+  call) to apply what the prefix changed in the container's own file system, read once by compare from
+  the committed image's layer (`replayer/rootfs.py`). The clone and the waiter's tar dominate; the
+  engine is off the path. A run falls back to cold, saying why (`fork_fallback`), when the boundary was
+  ready before its process started, there are no slots (no root, no btrfs), or the changes cannot be
+  carried exactly (a device file, extended attributes, over 64 MiB, a change at one of its mounts).
+- In real `replayer compare -r {f["runs"]} -j 1` runs ({f["steps"]} steps of the repeated `parallel` session, one
+  answer each; paths taken: {", ".join(f["paths"])}): the first run's `ready_s` (from being told the snapshot is
+  ready to its container ready) {ready} ms; its wait at its turn (`fork_s`, which also holds the replay's
+  end) {first} ms, the later runs' {f["pooled_ms"]:.1f} ms (median; at most {f["pooled_max_ms"]:.1f} ms): their
+  processes make their fork while the runs before them go on.
 
 Load average during the run: {f["load"]} (2 cores shared with other work: absolute times vary with it,
 the ratios less).

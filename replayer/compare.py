@@ -11,6 +11,7 @@ OUT/compare.json, OUT/report.html
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 import uuid
 from collections import Counter
@@ -20,9 +21,9 @@ from typing import Any
 import orjson
 
 from adapters.base import Adapter
-from replayer import boundary, bundles, steps, versions
+from replayer import boundary, bundles, rootfs, steps, versions
 from replayer.engine import JSON_OPTS, execute, load, pins_for
-from replayer.errors import BadInput, Interrupted
+from replayer.errors import BadInput, Interrupted, ReplayError
 from replayer.events import OnEvent, ignore
 from replayer.fork import COMPARE_LABEL, ForkJob, run_check
 from replayer.forkpool import ForkPool, OnRun
@@ -44,6 +45,7 @@ from replayer.report import render_html
 from replayer.rundirs import RunDirs
 from replayer.safecopy import copy_untrusted
 from sandboxes.base import Sandbox
+from sandboxes.docker import DockerSandbox
 from sandboxes.quota import StateDir
 
 logger = logging.getLogger(__name__)
@@ -106,6 +108,7 @@ class Snapshot:
         self.image = box.snapshot(
             f"sandbox-replayer/snapshot:{self.compare_id}", labels={COMPARE_LABEL: self.compare_id}
         )
+        changes = self._rootfs(box, self.image)
         limits = self.limits
         copy_untrusted(
             dirs.workspace, self.dest / "workspace", links="keep", limits=limits, what="the workspace"
@@ -116,12 +119,24 @@ class Snapshot:
         self.sealed = boundary.seal(self.dest, limits)
         self.seconds = time.monotonic() - started
         # the first runs make their state and start their container while the replay ends
-        self.pool.announce(self.image, self.sealed.path if self.sealed else None)
+        self.pool.announce(self.image, self.sealed.path if self.sealed else None, changes)
         if self.check:
             self.boundary_check = run_check(box, self.check, self.cwd, self.check_timeout_s)
 
+    def _rootfs(self, box: Sandbox, image: str) -> rootfs.RootfsDiff | str:
+        """What pre-started runs apply to be the snapshot image's containers (replayer/rootfs.py)."""
+        if not isinstance(box, DockerSandbox):
+            return "the boundary is not a Docker container"
+        folder = self.dest.parent / "rootfs"
+        try:
+            return rootfs.build(box, image, folder)
+        except (ReplayError, OSError, ValueError) as exc:
+            return f"the boundary's file-system changes could not be read: {exc}"
 
-def _jobs(request: CompareRequest, compare_id: str, tmp: Path, agent: str, version: str) -> list[ForkJob]:
+
+def _jobs(
+    request: CompareRequest, compare_id: str, tmp: Path, agent: str, version: str, image: str | None
+) -> list[ForkJob]:
     jobs = []
     for repeat in range(1, request.repeat + 1):  # round-robin: every variant gets its first run early
         for variant in request.variants:
@@ -146,6 +161,8 @@ def _jobs(request: CompareRequest, compare_id: str, tmp: Path, agent: str, versi
                     agent=agent,
                     agent_version=variant.spec.version or version,
                     after_step=request.after_step,
+                    prestart_image=image,
+                    rootfs_dir=tmp / "rootfs",
                 )
             )
     return jobs
@@ -256,7 +273,10 @@ def compare(
     local = request.workspace if isinstance(request.workspace, Path) else None  # a clone is the cache's
     out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, local])
     assert traj.cwd
-    pool = ForkPool(_jobs(request, compare_id, out.tmp, adapter.name, version.version), request.parallel)
+    image = steps.sandbox_image(request.image, traj)
+    (out.tmp / "rootfs").mkdir()
+    jobs = _jobs(request, compare_id, out.tmp, adapter.name, version.version, image)
+    pool = ForkPool(jobs, request.parallel)
     snapshot = Snapshot(request, compare_id, out.tmp / "snapshot", traj.cwd, pool)
     kept = False
     try:
@@ -288,6 +308,7 @@ def compare(
         assert snapshot.image is not None
         t0 = time.monotonic()
         runs = pool.run(on_run, on_event)
+        shutil.rmtree(out.tmp / "rootfs")  # the runs' copy of the boundary's own changes: the image has them
         runs, common, reference = with_differences(runs)
         result = CompareResult(
             request=request,

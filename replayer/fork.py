@@ -2,9 +2,12 @@
 the continuation through its own bridge, the check, the workspace diff and the timeline.
 
 `python -m replayer.fork JOB.json PARENT_PID` is started ahead of its turn (replayer/forkpool.py): it
-loads what it needs, then reads two lines on stdin. The first (`BoundaryReady`) says the snapshot is
-ready: the run makes its own copy of the boundary state (a btrfs clone, sandboxes/quota.py) and starts its
-container, then applies the patch. The second (`Turn`) says a slot is free: the agent continues. End of
+loads what it needs and, when the boundary is not ready yet, starts its container from the replay's image
+over an empty slot (sandboxes/slots.py). Then it reads two lines on stdin. The first (`BoundaryReady`)
+says the snapshot is ready: the run makes its own copy of the boundary state (a btrfs clone,
+sandboxes/quota.py) and mounts it into the pre-started container's slot, which applies the boundary's own
+file-system changes (replayer/rootfs.py); where that cannot be done it starts its container from the
+snapshot image instead (`RunRecord.fork_path`, `fork_fallback`). Then it applies the patch. The second (`Turn`) says a slot is free: the agent continues. End of
 input before either (the compare ended or no longer needs the run) ends it like SIGTERM/SIGINT do:
 cleanly, container and state removed, no record written. Otherwise it writes RUN_DIR/run.json (a
 RunRecord) atomically; a run that cannot be carried out is recorded as failed, never raised.
@@ -41,17 +44,20 @@ from replayer.models import (
     Variant,
 )
 from replayer.pins import running_version
+from replayer.rootfs import ROOTFS_MOUNT, WAITER, RootfsDiff
 from replayer.rundirs import RunDirs
 from replayer.safecopy import copy_untrusted
-from sandboxes.base import Backend, Runtime, Sandbox
-from sandboxes.docker import LABEL
+from sandboxes.base import Backend, Runtime, Sandbox, SandboxSpec
+from sandboxes.docker import LABEL, DockerBackend, DockerSandbox
 from sandboxes.quota import StateDir
+from sandboxes.slots import CONTROL_MOUNT, Slot
 
 Line = TypeVar("Line", bound=BaseModel)
 PATCH_MOUNT = "/run/replayer-patch"
 CHECK_OUTPUT_BYTES = 64 * 1024
 DIFF_BYTES = 256 * 1024
 COMPARE_LABEL = f"{LABEL}.compare"
+_APPLY_TIMEOUT_S = 120.0
 
 
 class ForkJob(BaseModel):
@@ -78,6 +84,11 @@ class ForkJob(BaseModel):
     agent_version: str
     """The version the run continues: the variant's `version`, else the one the replay ran."""
     after_step: int
+    prestart_image: str | None = None
+    """The image the replay's container runs, when the boundary is not ready yet: the run's container
+    starts from it ahead, over a slot. None: it starts at the boundary, from the snapshot image."""
+    rootfs_dir: Path | None = None
+    """Where compare writes the boundary's own file-system changes (replayer/rootfs.py)."""
 
 
 class BoundaryReady(BaseModel):
@@ -90,6 +101,9 @@ class BoundaryReady(BaseModel):
     """The sealed boundary state to clone (replayer/boundary.py); None: copy `boundary_state`."""
     at: float
     """When it was ready (time.time())."""
+    rootfs: RootfsDiff | str | None = None
+    """The boundary container's own file-system changes (written in ForkJob.rootfs_dir), or why a
+    pre-started container cannot be given them (it then starts from `image`)."""
 
 
 class Turn(BaseModel):
@@ -163,16 +177,19 @@ def _rebuild_of(replay_dir: Path) -> Rebuild:
     )
 
 
+def _patch_bind(job: ForkJob, dirs: RunDirs) -> dict[str, tuple[Path, bool]]:
+    patch = job.variant.spec.patch
+    if patch is None:
+        return {}
+    folder = dirs.work("patch")
+    (folder / "patch.diff").write_bytes(patch.read_bytes())
+    return {PATCH_MOUNT: (folder, True)}
+
+
 def _prepare(
     job: ForkJob, adapter: Adapter, traj: Trajectory, boundary: BoundaryReady, dirs: RunDirs, backend: Backend
 ) -> Sandbox:
     """The run's container from the snapshot image, over its own state (the patch mounted, not applied)."""
-    extra = {}
-    patch = job.variant.spec.patch
-    if patch is not None:
-        folder = dirs.work("patch")
-        (folder / "patch.diff").write_bytes(patch.read_bytes())
-        extra[PATCH_MOUNT] = (folder, True)
     return steps.start_sandbox(
         backend,
         adapter,
@@ -183,8 +200,83 @@ def _prepare(
         limits=job.limits,
         labels={COMPARE_LABEL: job.compare_id},
         bridge=True,
-        extra_binds=extra,
+        extra_binds=_patch_bind(job, dirs),
     )
+
+
+class Prestarted:
+    """A run's container started before the boundary over its slot's empty folders."""
+
+    def __init__(self, slot: Slot, box: DockerSandbox, folders: list[str]):
+        self.slot = slot
+        self.box = box
+        self.folders = folders
+        """The slot folders its writable mounts show (where the state's are mounted)."""
+        self.mount_points = box.mount_points()
+
+    @classmethod
+    def start(cls, job: ForkJob, adapter: Adapter, traj: Trajectory, slot: Slot) -> Prestarted:
+        """Its container from `job.prestart_image` over `slot` (the diff's folder read-only beside)."""
+        assert job.prestart_image is not None and job.rootfs_dir is not None
+        dirs = RunDirs(root=slot.path)
+        extra = {
+            **_patch_bind(job, dirs),
+            ROOTFS_MOUNT: (job.rootfs_dir, True),
+            CONTROL_MOUNT: (slot.make_control(), True),
+        }
+        binds = steps.sandbox_binds(adapter, traj, dirs, True, extra)
+        propagated = {t: src for t, (src, ro) in binds.items() if not ro and src.is_relative_to(slot.path)}
+        for src in propagated.values():
+            src.mkdir(parents=True, exist_ok=True)
+        spec = SandboxSpec(
+            image=job.prestart_image,
+            binds=binds,
+            workdir=steps.check_cwd(traj),
+            run_id=f"{job.compare_id}-{uuid.uuid4().hex[:6]}",
+            limits=job.limits,
+            labels={COMPARE_LABEL: job.compare_id},
+            propagated=frozenset(propagated),
+            command=["bash", "-c", WAITER],
+        )
+        box = DockerBackend().start(spec)
+        try:
+            return cls(slot, box, [str(src.relative_to(slot.path)) for src in propagated.values()])
+        except BaseException:
+            box.stop()
+            raise
+
+    def attach(self, boundary: BoundaryReady, state: StateDir) -> str | None:
+        """Mount `state` into the container and apply the boundary's own file-system changes; why not
+        (nothing mounted then) or None."""
+        rootfs = boundary.rootfs
+        if not isinstance(rootfs, RootfsDiff):
+            return rootfs or "the boundary's file-system changes are unknown"
+        if rootfs.base_image != self.box.image_id:
+            return "the boundary container ran another image than the pre-started one"
+        conflict = rootfs.conflict(self.mount_points)
+        if conflict is not None:
+            return conflict
+        try:
+            self.slot.attach(state.path, self.folders)
+            answer = self.slot.tell("skip" if rootfs.empty else "apply", _APPLY_TIMEOUT_S)
+        except OSError as exc:
+            return f"the state could not be mounted into the pre-started container: {exc}"
+        if answer != "ok":
+            return f"the boundary's file-system changes did not apply: {answer or 'no answer'}"
+        return None
+
+    def discard(self) -> None:
+        self.box.stop()
+        self.slot.release()
+
+
+def _prestart(job: ForkJob, adapter: Adapter, traj: Trajectory, slot: Slot | None) -> Prestarted | str:
+    if slot is None:
+        return "no slot here (root and a btrfs FS_ROOT are needed)"
+    try:
+        return Prestarted.start(job, adapter, traj, slot)
+    except (ReplayError, OSError) as exc:
+        return f"the container did not pre-start: {exc}"
 
 
 def _apply_patch(box: Runtime, patch: Path, cwd: str) -> None:
@@ -203,10 +295,11 @@ def run(
     """The run, told by `boundary_line` that the snapshot is ready and by `turn_line` that it may go on;
     `backend` starts its sandbox (default: Docker)."""
     from replayer.engine import load, pins_for
-    from sandboxes.docker import DockerBackend
 
     record: dict[str, Any] = {"variant": job.variant.name, "repeat": job.repeat, "dir": job.dir}
     box: Sandbox | None = None
+    slot: Slot | None = None
+    pre: Prestarted | str = "the boundary was ready when the run's process started"
     state_dir: StateDir | None = None
     patched = job.run_dir / "patched-workspace"
     turn_at: float | None = None
@@ -214,14 +307,34 @@ def run(
         adapter, traj = load(job.trajectory, job.task, job.cwd, job.session)
         record["pins"] = pins_for(adapter)
         assert traj.cwd
+        if job.prestart_image is not None and backend is None:
+            with signals.deferred():  # made and known, or not made: a SIGTERM never leaks them
+                slot = Slot.create()
+                pre = _prestart(job, adapter, traj, slot)
         boundary = boundary_line()
-        with signals.deferred():  # made and known, or not made: a SIGTERM never leaks it
+        told = time.time()
+        with signals.deferred():
             state_dir = fork_state(
                 boundary.sealed, job.boundary_state, job.limits, fallback_parent=job.run_dir
             )
         dirs = RunDirs(root=state_dir.path)
-        box = _prepare(job, adapter, traj, boundary, dirs, backend or DockerBackend())
-        record.update(container=box.name, state_disk_limited=state_dir.limited)
+        if isinstance(pre, Prestarted):
+            box = pre.box
+            why = pre.attach(boundary, state_dir)
+            if why is not None:
+                box = None
+                pre.discard()
+                pre = why
+        if isinstance(pre, str):
+            box = _prepare(job, adapter, traj, boundary, dirs, backend or DockerBackend())
+        assert box is not None
+        record.update(
+            container=box.name,
+            state_disk_limited=state_dir.limited,
+            ready_s=time.time() - told,
+            fork_path="cold" if isinstance(pre, str) else "prestarted",
+            fork_fallback=pre if isinstance(pre, str) else None,
+        )
         state = state_dir.path
         patch = job.variant.spec.patch
         if patch is not None:
@@ -268,6 +381,10 @@ def run(
     finally:
         if box is not None:
             box.stop()
+        if isinstance(pre, Prestarted):
+            pre.discard()  # its container's mounts go before the state they show
+        elif slot is not None:
+            slot.release()
         if state_dir is not None:
             state_dir.remove()
         shutil.rmtree(patched, ignore_errors=True)

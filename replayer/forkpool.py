@@ -25,6 +25,7 @@ from replayer.events import OnEvent, RunEnded, Stage, ignore
 from replayer.fork import BoundaryReady, ForkJob, Turn
 from replayer.io import write_bytes_atomic
 from replayer.models import RunRecord
+from replayer.rootfs import RootfsDiff
 
 _POLL_S = 0.05
 _STOP_GRACE_S = 30.0
@@ -72,6 +73,8 @@ class ForkPool:
         while self.queue and len(self.waiting) < self.parallel:
             index = self.queue.pop(0)
             job = self.jobs[index]
+            if self.boundary is not None:  # ready now: nothing to start ahead of it
+                job = job.model_copy(update={"prestart_image": None})
             job.run_dir.mkdir(parents=True)
             write_bytes_atomic(job.run_dir / "job.json", job.model_dump_json().encode())
             with (job.run_dir / "fork.log").open("wb") as log:
@@ -86,10 +89,11 @@ class ForkPool:
             if self.boundary is not None:
                 _send(proc, self.boundary)
 
-    def announce(self, image: str, sealed: Path | None) -> None:
+    def announce(self, image: str, sealed: Path | None, rootfs: RootfsDiff | str | None = None) -> None:
         """The snapshot is ready: every waiting process (and each started later) makes its state and
-        starts its container from the snapshot `image` (and the sealed boundary state)."""
-        self.boundary = BoundaryReady(image=image, sealed=sealed, at=time.time())
+        mounts it into its pre-started container (given the boundary's `rootfs` changes), or starts its
+        container from the snapshot `image` (and the sealed boundary state)."""
+        self.boundary = BoundaryReady(image=image, sealed=sealed, at=time.time(), rootfs=rootfs)
         for proc in self.waiting.values():
             _send(proc, self.boundary)
 

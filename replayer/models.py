@@ -670,6 +670,14 @@ class RunRecord(Frozen):
     replay ended or earlier runs went on (replayer/forkpool.py)."""
     state_disk_limited: bool | None = None
     """Whether the run's workspace and agent home had a disk quota (as a replay's do, where supported)."""
+    fork_path: Literal["prestarted", "cold"] | None = None
+    """prestarted: the run's container started before the boundary and its state was mounted into it
+    (replayer/fork.py); cold: the container started from the snapshot image once the boundary was ready."""
+    fork_fallback: str | None = None
+    """Why a cold run's container was not pre-started, or not used."""
+    ready_s: float | None = None
+    """Seconds from the run being told the snapshot is ready to its container ready with its own
+    workspace and agent home (before its patch)."""
     wall_s: float = 0.0
     """Seconds from the run's turn to its end."""
 

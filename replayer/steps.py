@@ -174,15 +174,28 @@ def start_sandbox(
 ) -> Sandbox:
     """The run's sandbox: the workspace copy at the trajectory's cwd, the adapter's mounts, the bridge's
     socket folder when the agent continues."""
-    cwd = check_cwd(traj)
-    binds = {cwd: (dirs.workspace, False), **adapter.sandbox_binds(traj, dirs)}
+    binds = sandbox_binds(adapter, traj, dirs, bridge, extra_binds)
+    logger.debug("starting a sandbox of %s, limits %s", image, limits)
+    spec = SandboxSpec(
+        image=image, binds=binds, workdir=check_cwd(traj), run_id=run_id, limits=limits, labels=labels
+    )
+    return backend.start(spec)
+
+
+def sandbox_binds(
+    adapter: Adapter,
+    traj: Trajectory,
+    dirs: RunDirs,
+    bridge: bool,
+    extra_binds: dict[str, tuple[Path, bool]] | None = None,
+) -> dict[str, tuple[Path, bool]]:
+    """A run sandbox's mounts (container path -> (host path, read_only))."""
+    binds = {check_cwd(traj): (dirs.workspace, False), **adapter.sandbox_binds(traj, dirs)}
     if bridge:
         dirs.bridge.mkdir(exist_ok=True)
         binds[continuation.BRIDGE_MOUNT] = (dirs.bridge, False)
     binds.update(extra_binds or {})
-    logger.debug("starting a sandbox of %s, limits %s", image, limits)
-    spec = SandboxSpec(image=image, binds=binds, workdir=cwd, run_id=run_id, limits=limits, labels=labels)
-    return backend.start(spec)
+    return binds
 
 
 # rerun, rebuild, continue --------------------------------------------------------------------------

@@ -45,6 +45,11 @@ class SandboxSpec(BaseModel):
     limits: SandboxLimits = SandboxLimits()
     labels: dict[str, str] = {}
     """Besides the replayer's own."""
+    command: list[str] | None = None
+    """The container's main process (default: one that sleeps)."""
+    propagated: frozenset[str] = frozenset()
+    """Bind targets whose host folder is a slot's (sandboxes/slots.py): a mount later made on it on the
+    host reaches the running container (rslave); nothing mounted inside reaches the host."""
 
 
 class RunningExec(Protocol):

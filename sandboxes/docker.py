@@ -21,6 +21,7 @@ from docker.types import Mount
 from replayer import signals
 from replayer.errors import SandboxError
 from replayer.models import SandboxLimits
+from sandboxes import slots
 from sandboxes.base import MAX_FILE_BYTES, MAX_OUTPUT_BYTES, ExecResult, SandboxSpec, WatchedExec
 from sandboxes.owner import owner, owner_alive
 from sandboxes.quota import limit_layer
@@ -129,6 +130,8 @@ class DockerBackend:
             run_id=spec.run_id,
             limits=spec.limits,
             labels=spec.labels,
+            propagated=spec.propagated,
+            command=spec.command,
         )
 
 
@@ -157,8 +160,11 @@ class DockerSandbox:
         run_id: str,
         limits: SandboxLimits | None = None,
         labels: dict[str, str] | None = None,
+        propagated: frozenset[str] = frozenset(),
+        command: list[str] | None = None,
     ) -> DockerSandbox:
-        """binds: container path -> (host path, read_only); labels: besides the replayer's own.
+        """binds: container path -> (host path, read_only); labels: besides the replayer's own;
+        propagated: the bind targets that receive the host's later mounts (SandboxSpec.propagated).
 
         Interruption-safe: a Ctrl-C at any moment leaves either no container or one this process removes
         (here, or in the CLI's sweep of live sandboxes)."""
@@ -170,7 +176,13 @@ class DockerSandbox:
                 raise missing_image(image) from None
         sweep_orphans(client)
         mounts = [
-            Mount(target=target, source=str(src), type="bind", read_only=ro)
+            Mount(
+                target=target,
+                source=str(src),
+                type="bind",
+                read_only=ro,
+                propagation="rslave" if target in propagated else None,
+            )
             for target, (src, ro) in binds.items()
         ]
         name = f"replayer-{run_id}"
@@ -180,7 +192,7 @@ class DockerSandbox:
             with signals.deferred():
                 container = client.containers.create(
                     image_obj.id,
-                    command=["sleep", "infinity"],
+                    command=command or ["sleep", "infinity"],
                     network_mode="none",
                     mem_limit=limits.memory,
                     memswap_limit=limits.memory,
@@ -299,6 +311,13 @@ class DockerSandbox:
             tar.addfile(info, io.BytesIO(data))
         with engine_errors("file upload"):
             self.container.put_archive(parent or "/", archive.getvalue())
+
+    def mount_points(self) -> list[str]:
+        """The mount points the container's processes see (its /proc/PID/mountinfo, read on the host)."""
+        with engine_errors("container inspection"):
+            self.container.reload()
+        pid = self.container.attrs["State"]["Pid"]
+        return [point for point, _ in slots.mount_points(Path(f"/proc/{pid}/mountinfo"))]
 
     def snapshot(self, tag: str, labels: dict[str, str]) -> str:
         """Commit the container's file system (not its bind mounts, not its processes) as an image; its id."""

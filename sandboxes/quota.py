@@ -92,7 +92,11 @@ def limit_layer(upper: Path, limit_bytes: int) -> bool:
 
 
 def sweep_states() -> list[str]:
-    """Remove the state directories whose owning process on this host is gone (a kill -9)."""
+    """Remove the state directories whose owning process on this host is gone (a kill -9), after the
+    slots that still show them (sandboxes/slots.py)."""
+    from sandboxes.slots import sweep_slots
+
+    sweep_slots()
     removed: list[str] = []
     if not STATE_ROOT.is_dir():
         return removed

@@ -16,6 +16,7 @@ import pytest
 
 from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from sandboxes.docker import LABEL, SNAPSHOT_LABEL
+from sandboxes.slots import SLOT_ROOT, mounted_under
 from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, PI, ROOT, replayer
 from tests.support.chromium import render as _render
 from tests.support.continuing import KEY
@@ -57,6 +58,12 @@ def _labelled(docker_client, label: str) -> list[str]:
 
 def _snapshots(docker_client) -> list[str]:
     return [i.id for i in docker_client.images.list(filters={"label": SNAPSHOT_LABEL})]
+
+
+def _slots() -> set[tuple[str, int]]:
+    """The slots on this host and the mounts under each."""
+    names = [p.name for p in SLOT_ROOT.iterdir()] if SLOT_ROOT.is_dir() else []
+    return {(name, len(mounted_under(SLOT_ROOT / name))) for name in names}
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,12 @@ def test_two_variants_two_repeats_one_replay_and_the_report_shows_it(
         assert (out / run["dir"] / "state" / "workspace" / "hello.py").read_text() == f"print('{greeting}')\n"
         # forked by the pool, its workspace and home under a quota exactly where the replay's were
         assert run["fork_s"] >= 0 and run["state_disk_limited"] is replay["sandbox"]["state_disk_limited"]
+    # the first `parallel` runs pre-started their container before the boundary (where slots can be
+    # made: as root over a btrfs, like limited states); the later ones started after it, from the image
+    paths = [(r["fork_path"], r["fork_fallback"]) for r in result["runs"]]
+    ahead = ("prestarted", None) if replay["sandbox"]["state_disk_limited"] else ("cold", paths[0][1])
+    late = ("cold", "the boundary was ready when the run's process started")
+    assert paths == [ahead, ahead, late, late]
     # every run sent the rebuilt prefix first, to the model its variant names (4 runs x 2 requests)
     assert sorted(r.body["model"] for r in log) == ["claude-bad"] * 4 + ["claude-good"] * 4
     firsts = [r for r in log if len(r.body["messages"]) == len(expected) + 1]
@@ -363,6 +376,7 @@ def test_ctrl_c_stops_every_run_and_removes_containers_and_snapshot(tmp_path: Pa
     stalled = Script(by_history=True, turns=[Turn(blocks=[TextBlock(text="late")], stall_s=120)])
     out = tmp_path / "cmp"
     before = set(_snapshots(docker_client))
+    slots = _slots()
     with ScriptedUpstream(stalled, expected_key=KEY) as upstream:
         args = ["compare", str(SESSION), "-n", "3", "-w", str(WORKSPACE), "-o", str(out)]
         args += ["--upstream", upstream.url, "--variant", "a=", "--variant", "b=", "--repeat", "2"]
@@ -395,6 +409,8 @@ def test_ctrl_c_stops_every_run_and_removes_containers_and_snapshot(tmp_path: Pa
     assert _labelled(docker_client, f"{LABEL}.compare={compare_id}") == []
     assert set(_snapshots(docker_client)) <= before
     assert not out.exists() and not list(tmp_path.glob(".cmp.partial-*"))
+    # the pre-started runs' slots unmounted and gone with them (sandboxes/slots.py)
+    assert _slots() <= slots
 
 
 @pytest.mark.agent
@@ -509,6 +525,12 @@ def test_every_agent_that_continues_compares(agent: str, tmp_path: Path) -> None
         assert "+made" in run["workspace_diff"]
         calls = [c for e in run["timeline"] for c in e["tool_calls"]]
         assert calls and "made.txt" in calls[0]["arguments"]
+    # both runs started ahead of the boundary, their containers pre-started and given the boundary's
+    # own file-system changes (where slots can be made: as root over a btrfs, like limited states)
+    if orjson.loads((out / "replay" / "result.json").read_bytes())["sandbox"]["state_disk_limited"]:
+        assert [(r["fork_path"], r["fork_fallback"]) for r in result["runs"]] == [
+            ("prestarted", None)
+        ] * repeat
     summary = result["variants"][0]
     assert summary["check_pass_rate"] == 1.0 and len(summary["steps_used"]) == repeat
     # the scripted upstream reports 100 in / 20 out per answer, in each protocol's own place
