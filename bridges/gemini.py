@@ -178,6 +178,12 @@ def side_answer(body: Any, model: str) -> dict[str, Any]:
 class ScriptedGemini(ScriptedUpstream):
     """`ScriptedUpstream` on the Gemini wire (the key arrives as `x-goog-api-key`)."""
 
+    def answered_call_ids(self, body: Any) -> set[str]:
+        contents = body.get("contents") if isinstance(body, dict) else None
+        parts = [p for c in contents or [] if isinstance(c, dict) for p in c.get("parts") or []]
+        responses = [p["functionResponse"] for p in parts if isinstance(p, dict) and "functionResponse" in p]
+        return {r["id"] for r in responses if isinstance(r, dict) and isinstance(r.get("id"), str)}
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         method, path = request.method, request.path_qs
         if not (is_stream(method, path) or is_generate(method, path)):

@@ -225,7 +225,7 @@ class ScriptedUpstream:
     def _take_turn(self, body: Any) -> Turn:
         script = self._script_for(body)
         if script.by_history:
-            answered = _call_ids(body)
+            answered = self.answered_call_ids(body)
             for turn in script.turns:
                 ids = [b.id for b in turn.blocks if not isinstance(b, TextBlock)]
                 if not ids or not all(i in answered for i in ids):
@@ -239,6 +239,10 @@ class ScriptedUpstream:
             turn = Turn(blocks=[TextBlock(text=script.final_text)])
         self.next_turn += 1
         return turn
+
+    def answered_call_ids(self, body: Any) -> set[str]:
+        """The tool call ids a request's conversation answers (a `by_history` script's position)."""
+        return _call_ids(body)
 
     def _message(self, turn: Turn, message_id: str) -> dict[str, Any]:
         return {

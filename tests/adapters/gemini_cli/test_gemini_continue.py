@@ -146,8 +146,9 @@ def test_every_step_of_both_prompts_reruns_reproduced(tmp_path: Path) -> None:
 
 
 def test_a_boundary_prompt_variant_compares_with_the_closing_turn_sent(tmp_path: Path) -> None:
-    """`compare` with one variant that appends a prompt at the boundary after the first tool batch: the CLI
-    sends its closing turn and the prompt upstream (kept, as the CLI sends them), the fork's check passes."""
+    """`compare` with one variant that appends a prompt at the boundary after the first tool batch, two runs
+    at once (the scripted API answers each conversation by what it has answered): the CLI sends its closing
+    turn and the prompt upstream (kept, as the CLI sends them), each fork's check passes."""
     prompt = "Also leave a marker file."
     turns = [
         Turn(
@@ -161,21 +162,24 @@ def test_a_boundary_prompt_variant_compares_with_the_closing_turn_sent(tmp_path:
     ]
     out = tmp_path / "cmp"
     variant = orjson.dumps({"boundary_prompt": prompt}).decode()
-    with ScriptedGemini(Script(turns=turns, model=MODEL), expected_key=KEY) as upstream:
+    with ScriptedGemini(Script(turns=turns, model=MODEL, by_history=True), expected_key=KEY) as upstream:
         proc = replayer(
             "compare", str(FIXTURE / "session.jsonl"), "-n", "1", "-w", str(FIXTURE / "workspace"),
-            "-o", str(out), "--upstream", upstream.url, "--variant", f"hint={variant}", "--repeat", "1",
+            "-o", str(out), "--upstream", upstream.url, "--variant", f"hint={variant}", "--repeat", "2", "-j", "2",
             "--check", "test -f made.txt", env={"GEMINI_API_KEY": KEY},
         )  # fmt: skip
         log = [r for r in upstream.log if r.main_thread]
     assert proc.returncode == 0, proc.stderr
     result = orjson.loads((out / "compare.json").read_bytes())
-    (run,) = result["runs"]
-    assert run["status"] == "ok", run["error"]
-    cont = run["continuation"]
-    assert (cont["gate"], cont["input_condition"]) == ("accepted", "boundary_user_prompt_appended"), cont
-    assert run["check"]["passed"] is True and result["boundary_check"]["passed"] is False
+    assert len(result["runs"]) == 2 and result["boundary_check"]["passed"] is False
+    for run in result["runs"]:
+        assert run["status"] == "ok", run["error"]
+        cont = run["continuation"]
+        assert (cont["gate"], cont["input_condition"]) == ("accepted", "boundary_user_prompt_appended"), cont
+        assert run["check"]["passed"] is True
     expected = orjson.loads((out / "replay" / "expected_prefix.json").read_bytes())
     closing = {"role": "model", "parts": [{"text": wire.INTERRUPTED}]}
     asked = {"role": "user", "parts": [{"text": prompt}]}
-    assert wire.without_context(log[0].body["contents"])[0] == [*expected, closing, asked]
+    firsts = [r for r in log if "call_cmp_1" not in upstream.answered_call_ids(r.body)]
+    assert len(firsts) == 2, "each run asked once before its tool call was answered"
+    assert all(wire.without_context(r.body["contents"])[0] == [*expected, closing, asked] for r in firsts)
