@@ -255,7 +255,9 @@ def rebuild(
     """The native session prefix under out/native, its expected prefix and continuation facts beside it."""
     made = adapter.rebuild(traj, plan.after_step, observations, out / "native")
     write_bytes_atomic(out / "expected_prefix.json", orjson.dumps(made.expected_prefix, option=JSON_OPTS))
-    write_bytes_atomic(out / "continuation.json", orjson.dumps(made.continuation, option=JSON_OPTS))
+    write_bytes_atomic(
+        out / "continuation.json", orjson.dumps(made.continuation.model_dump(mode="json"), option=JSON_OPTS)
+    )
     return made
 
 

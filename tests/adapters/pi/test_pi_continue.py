@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from adapters.base import Rebuild
-from adapters.pi import PiAdapter, session
+from adapters.pi import PiAdapter, PiContinuation, session
 from adapters.pi.wire import to_wire
 from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.conftest import PI, replayer
@@ -120,9 +120,12 @@ def test_a_model_without_provider_is_refused_before_any_container(tmp_path: Path
 def test_the_gate_refuses_a_request_without_the_exact_prefix(change, path: str) -> None:
     body = copy.deepcopy(next(r["body"] for r in PI.requests("tools") if len(r["body"]["messages"]) == 5))
     prefix = copy.deepcopy(body["messages"][1:])
-    gate = PiAdapter().gate(Rebuild(native_files=[], expected_prefix=prefix), None, False)
+    facts = PiContinuation(session_file="session.jsonl", model="openai/gpt-4o-mini")
+    gate = PiAdapter().gate(Rebuild(native_files=[], expected_prefix=prefix, continuation=facts), None, False)
     assert gate.route("POST", "/v1/chat/completions", copy.deepcopy(body)).kind == "main"
     change(body["messages"])
-    fresh = PiAdapter().gate(Rebuild(native_files=[], expected_prefix=prefix), None, False)
+    fresh = PiAdapter().gate(
+        Rebuild(native_files=[], expected_prefix=prefix, continuation=facts), None, False
+    )
     decision = fresh.route("POST", "/v1/chat/completions", body)
     assert decision.kind == "refuse" and decision.mismatch is not None and decision.mismatch.path == path
