@@ -6,7 +6,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -137,6 +137,8 @@ class Pinned(ABC):
 class Reader(Pinned, Generic[NativeT]):
     """Detect an agent's native format and parse it into the typed trajectory."""
 
+    native_type: type[NativeT]
+    """The class of what `parse` keeps of the native file (`Trajectory.keep_native`)."""
     takes_task: bool = False
     """The native format may lack the first prompt, which `task` then supplies (OpenCode's event log)."""
 
@@ -151,7 +153,7 @@ class Reader(Pinned, Generic[NativeT]):
 
     def native(self, trajectory: Trajectory) -> NativeT:
         """What `parse` kept of the native file beside the trajectory."""
-        return cast(NativeT, trajectory._native)
+        return trajectory.native_as(self.native_type)
 
 
 class Rerunning(ABC):

@@ -31,6 +31,7 @@ class ClaudeCodeContinuation(Continuation):
 class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
     name = "claude_code"
     continuation_type = ClaudeCodeContinuation
+    native_type = session.Native
     key_env = "ANTHROPIC_API_KEY"
     needs_nonce = True
     reruns_own_code = False

@@ -88,6 +88,7 @@ class CodexContinuation(Continuation):
 
 class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
     continuation_type = CodexContinuation
+    native_type = rollout.Native
     name = tools.NAME
     needs_nonce = True
     reruns_own_code = False

@@ -91,6 +91,7 @@ class GeminiCliContinuation(Continuation):
 
 class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
     continuation_type = GeminiCliContinuation
+    native_type = session.Native
     name = bundle.NAME
     key_env = "GEMINI_API_KEY"
     needs_nonce = True
@@ -147,7 +148,7 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
         path = result_dir / "continued" / CONTINUED
         if not path.is_file():
             return None
-        return wire.resume_contents(session.parse(path)._native.messages)
+        return wire.resume_contents(self.native(session.parse(path)).messages)
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         return tools_to_chat(super().chat_tools(native))

@@ -45,6 +45,7 @@ class MiniSweAgentContinuation(Continuation):
 
 class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation]):
     continuation_type = MiniSweAgentContinuation
+    native_type = native_format.Native
     name = bundle.NAME
     oldest_own_version = "2.0.0"  # the companion drives the 2.x API (execute_actions, exceptions)
     degradable_tools = True

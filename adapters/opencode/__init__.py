@@ -97,6 +97,7 @@ class OpenCodeContinuation(Continuation):
 
 class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
     continuation_type = OpenCodeContinuation
+    native_type = session.Native
     name = bundle.NAME
     needs_nonce = True
     takes_task = True

@@ -31,6 +31,7 @@ class OpenHandsContinuation(Continuation):
 
 class OpenHandsAdapter(Adapter[conversation.Native, OpenHandsContinuation]):
     continuation_type = OpenHandsContinuation
+    native_type = conversation.Native
     name = bundle.NAME
 
     @classmethod

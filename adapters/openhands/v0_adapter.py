@@ -43,6 +43,7 @@ RERUN_TOOLS = {"execute_bash", "str_replace_editor"}
 
 class OpenHandsV0Adapter(Adapter[v0.NativeV0, NoContinuation]):
     continuation_type = NoContinuation
+    native_type = v0.NativeV0
     name = bundle.NAME_V0
 
     @classmethod

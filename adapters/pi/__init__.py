@@ -85,6 +85,7 @@ class PiContinuation(Continuation):
 
 class PiAdapter(Adapter[session.Native, PiContinuation]):
     continuation_type = PiContinuation
+    native_type = session.Native
     name = bundle.NAME
 
     @classmethod
@@ -98,7 +99,7 @@ class PiAdapter(Adapter[session.Native, PiContinuation]):
             sid = str(uuid.UUID(traj.source_sha256[:32]))
             native.header = {**native.header, "id": sid}
             traj = traj.model_copy(update={"session_id": sid})
-            traj._native = native
+            traj.keep_native(native)
         return traj
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:

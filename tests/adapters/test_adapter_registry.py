@@ -10,6 +10,7 @@ import pytest
 import adapters
 from adapters.base import Adapter
 from replayer.errors import BadInput
+from tests.conftest import CLAUDE
 
 ADAPTERS = Path(adapters.__file__).resolve().parent
 
@@ -68,3 +69,25 @@ def test_no_adapter_imports_another() -> None:
             assert not from_registry, (
                 f"{path.relative_to(ADAPTERS)} imports the registry: {sorted(from_registry)}"
             )
+
+
+def test_only_the_trajectory_touches_its_native_state() -> None:
+    """Parsers keep their native state with `keep_native`, adapters read it with `native()` / `native_as`."""
+    root = ADAPTERS.parent
+    for folder in ("adapters", "replayer", "bridges", "sandboxes", "tests"):
+        for path in (root / folder).rglob("*.py"):
+            if path == root / "replayer" / "models.py" or "fixtures" in path.parts:
+                continue
+            tree = ast.parse(path.read_text())
+            touches = [
+                n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "_native"
+            ]
+            assert not touches, f"{path.relative_to(root)}:{touches[0]} touches Trajectory._native"
+
+
+def test_the_native_state_is_read_as_the_adapter_that_parsed_it() -> None:
+    claude, codex = adapters.by_name("claude_code"), adapters.by_name("codex")
+    traj = claude.parse(CLAUDE.fixture("single") / "session.jsonl")
+    assert claude.native(traj).items
+    with pytest.raises(TypeError, match="this claude_code trajectory keeps Native, not Native"):
+        codex.native(traj)

@@ -46,7 +46,7 @@ def test_the_rebuilt_log_resumes_to_the_expected_prefix(tmp_path: Path) -> None:
     rebuild = GeminiCliAdapter().rebuild(traj, 1, _historical(traj), tmp_path)
     rebuilt = session.parse(rebuild.native_files[0])
     assert rebuilt.session_id == traj.session_id and rebuilt.cwd == traj.cwd
-    assert wire.resume_contents(rebuilt._native.messages) == rebuild.expected_prefix
+    assert wire.resume_contents(rebuilt.native_as(session.Native).messages) == rebuild.expected_prefix
     assert [len(s.calls) for s in rebuilt.steps] == [len(traj.steps[0].calls)]
     last = rebuild.expected_prefix[-1]
     assert last["role"] == "user" and all("functionResponse" in p for p in last["parts"])
@@ -54,8 +54,8 @@ def test_the_rebuilt_log_resumes_to_the_expected_prefix(tmp_path: Path) -> None:
 
 def test_the_gate_expects_the_closing_turn_after_a_tool_batch_and_strips_it_with_the_nonce() -> None:
     traj = session.parse(FIXTURES / "tools" / "session.jsonl")
-    messages = traj._native.messages
-    prefix = wire.resume_contents(messages[: boundary(traj._native, traj, 1)])
+    messages = traj.native_as(session.Native).messages
+    prefix = wire.resume_contents(messages[: boundary(traj.native_as(session.Native), traj, 1)])
     assert prefix[-1]["role"] == "user", "the prefix ends with the first batch's responses"
     nonce = {"role": "user", "parts": [{"text": "replayer-nonce-1"}]}
     closing = {"role": "model", "parts": [{"text": wire.INTERRUPTED}]}
@@ -82,7 +82,7 @@ def test_the_gate_expects_the_closing_turn_after_a_tool_batch_and_strips_it_with
 
 
 def test_no_closing_turn_after_a_final_answer() -> None:
-    messages = session.parse(FIXTURES / "tools" / "session.jsonl")._native.messages
+    messages = session.parse(FIXTURES / "tools" / "session.jsonl").native_as(session.Native).messages
     ends = [i for i, m in enumerate(messages) if m["type"] == "gemini" and not session.calls_of(m)]
     prefix = wire.resume_contents(messages[: ends[0] + 1])
     assert prefix[-1]["role"] == "model" and wire.closing_turns(prefix) == []

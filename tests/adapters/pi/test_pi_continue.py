@@ -60,7 +60,7 @@ def test_native_continue_sends_exactly_the_rebuilt_prefix(tmp_path: Path) -> Non
     assert tool["role"] == "tool" and "a + b" in tool["content"], (
         "the continued agent ran in the rerun sandbox"
     )
-    continued = session.parse(out / cont["files"]["continued_session"])._native
+    continued = session.parse(out / cont["files"]["continued_session"]).native_as(session.Native)
     wire = to_wire(continued.messages)
     assert wire[: len(expected)] == expected
     assert [m["role"] for m in wire[len(expected) :]] == ["assistant", "tool", "assistant"]
@@ -78,7 +78,7 @@ def test_a_boundary_prompt_goes_through_prompt(tmp_path: Path) -> None:
     cont = result["continuation"]
     assert cont["input_condition"] == "boundary_user_prompt_appended" and cont["gate"] == "accepted"
     assert log[0].body["messages"][-1] == {"role": "user", "content": [{"type": "text", "text": prompt}]}
-    continued = session.parse(out / cont["files"]["continued_session"])._native
+    continued = session.parse(out / cont["files"]["continued_session"]).native_as(session.Native)
     assert {"role": "user", "content": [{"type": "text", "text": prompt}]} in to_wire(continued.messages)
 
 
