@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from adapters.sandbox_paths import CONTINUE_SPEC
 from bridges.chat import ChatDialect
 from bridges.core import Dialect, Gate
+from replayer.divergence import COMMON
 from replayer.errors import BadInput, SandboxError
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
@@ -170,6 +171,14 @@ class Rerunning(ABC):
     degradable_tools: bool = False
     """--allow-degraded may keep the historical result of a call that cannot be rerun (False: a session
     calling any such tool is refused, its tool semantics are the contract)."""
+    output_normalizers: tuple[str, ...] = COMMON
+    """What any rerun's output may differ by from the historical one (names in replayer.divergence.NORMALIZERS)."""
+    walk_order_tools: frozenset[str] = frozenset()
+    """Tools that list files in a parallel directory walk's order: their outputs also compare as sorted lines."""
+
+    def normalizers(self, tool: str) -> tuple[str, ...]:
+        """The normalizers a rerun of `tool` is compared under (`replayer.divergence.divergence_of`)."""
+        return (*self.output_normalizers, *(("walk_order",) if tool in self.walk_order_tools else ()))
 
     @abstractmethod
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:

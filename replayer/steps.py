@@ -221,7 +221,10 @@ def rerun_prefix(
                 divergences.append(kept(planned.step, planned.call, "unknown"))
             else:
                 observations[planned.call.id] = fresh
-                divergences.append(divergence_of(planned.step, planned.call, planned.kind, fresh))
+                tool = planned.call.tool
+                divergences.append(
+                    divergence_of(planned.step, planned.call, planned.kind, fresh, adapter.normalizers(tool))
+                )
             last, seconds = divergences[-1], time.monotonic() - started
             logger.debug(
                 "step %d %s %s: %s (%.2f s)", last.step, last.tool, last.call_id, last.status, seconds

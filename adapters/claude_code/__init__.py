@@ -37,6 +37,7 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
     reruns_own_code = False
     drives_other_versions = True
     degradable_tools = True
+    walk_order_tools = frozenset({"Glob", "Grep"})
 
     @classmethod
     def detect(cls, head: list[Any]) -> bool:

@@ -14,6 +14,7 @@ from adapters.codex.gate import CodexGate
 from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL
 from bridges.responses import ResponsesDialect, tools_to_chat
 from replayer import bundles, versions
+from replayer.divergence import COMMON
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.pins import load_pins, pinned_version
@@ -88,6 +89,7 @@ class CodexContinuation(Continuation):
 
 class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
     continuation_type = CodexContinuation
+    output_normalizers = (*COMMON, "random_ids")
     native_type = rollout.Native
     name = tools.NAME
     needs_nonce = True

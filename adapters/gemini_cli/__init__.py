@@ -13,6 +13,7 @@ from adapters.gemini_cli import bundle, session, wire
 from adapters.gemini_cli.gate import GeminiResumeGate
 from adapters.gemini_cli.rerun import WORK_MOUNT, GeminiRerunner
 from bridges.gemini import GeminiDialect, tools_to_chat
+from replayer.divergence import COMMON
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.rundirs import RunDirs
@@ -91,6 +92,8 @@ class GeminiCliContinuation(Continuation):
 
 class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
     continuation_type = GeminiCliContinuation
+    output_normalizers = (*COMMON, "process_ids")
+    walk_order_tools = frozenset({"glob", "grep_search"})
     native_type = session.Native
     name = bundle.NAME
     key_env = "GEMINI_API_KEY"

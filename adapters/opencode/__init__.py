@@ -97,6 +97,7 @@ class OpenCodeContinuation(Continuation):
 
 class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
     continuation_type = OpenCodeContinuation
+    walk_order_tools = frozenset({"glob", "grep"})
     native_type = session.Native
     name = bundle.NAME
     needs_nonce = True

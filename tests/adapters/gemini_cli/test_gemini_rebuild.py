@@ -125,10 +125,11 @@ def test_shell_output_differing_only_in_process_ids_is_normalized_equal() -> Non
         return call.historical.model_copy(update={"content": text})  # type: ignore[union-attr]
 
     other_pid = re.sub(r"PGID: \d+", "PGID: 4242", str(call.historical.content))
-    d = divergence_of(1, call, "rerun", fresh(other_pid))
+    normalizers = GeminiCliAdapter().normalizers(call.tool)
+    d = divergence_of(1, call, "rerun", fresh(other_pid), normalizers)
     assert d.status == "normalized_equal" and d.normalizers == ["process_ids"]
     other_exit = other_pid.replace("Exit Code: 1", "Exit Code: 2")
-    assert divergence_of(1, call, "rerun", fresh(other_exit)).status == "different"
+    assert divergence_of(1, call, "rerun", fresh(other_exit), normalizers).status == "different"
 
 
 def test_tool_definitions_are_the_ones_the_cli_sent_and_export_as_chat_functions() -> None:
@@ -181,7 +182,7 @@ def test_a_batch_of_prefixes_exports_as_chat_and_atif_records(tmp_path: Path) ->
 
 
 def test_the_bridge_counts_the_tokens_of_a_gemini_stream() -> None:
-    from bridges.gemini import stream_chunks
+    from bridges.gemini import GeminiDialect, stream_chunks
     from bridges.scripted import Turn
     from bridges.usage import usage_of
 
@@ -189,7 +190,7 @@ def test_the_bridge_counts_the_tokens_of_a_gemini_stream() -> None:
     chunks = stream_chunks(turn, "gemini-2.5-flash", "r1")
     sse = b"".join(b"data: " + orjson.dumps(c) + b"\r\n\r\n" for c in chunks)
     last = chunks[-1]["usageMetadata"]
-    assert usage_of([sse]).model_dump() == {
+    assert usage_of([sse], GeminiDialect.usage_keys).model_dump() == {
         "input_tokens": last["promptTokenCount"],
         "output_tokens": last["candidatesTokenCount"],
     }
