@@ -10,6 +10,7 @@ import pytest
 import adapters
 from adapters.base import Adapter
 from bridges.usage import Usage
+from replayer.divergence import NORMALIZERS
 from replayer.errors import BadInput
 from tests.conftest import CLAUDE
 
@@ -118,3 +119,10 @@ def test_no_central_module_names_an_agents_tools_or_a_protocols_usage_keys() -> 
         }
         named = sorted(s for s in strings if s in declared)
         assert not named, f"{module} names {', '.join(f'{s!r} ({declared[s]})' for s in named)}"
+
+
+def test_every_declared_normalizer_exists() -> None:
+    for adapter in adapters.all_adapters():
+        for tool in {"bash", *adapter.walk_order_tools}:
+            unknown = set(adapter.normalizers(tool)) - set(NORMALIZERS)
+            assert not unknown, f"{adapter.name} declares unknown normalizers {sorted(unknown)}"
