@@ -6,14 +6,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, cast
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import orjson
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from adapters.sandbox_paths import CONTINUE_SPEC
 from bridges.chat import ChatDialect
 from bridges.core import Dialect, Gate
+from replayer.divergence import COMMON
 from replayer.errors import BadInput, SandboxError
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
@@ -22,7 +23,22 @@ from replayer.rundirs import RunDirs
 from sandboxes.base import Sandbox
 
 
-class Rebuild(BaseModel):
+class Continuation(BaseModel):
+    """The facts an adapter's rebuild leaves for its continuation and gate (each adapter subclasses it; saved
+    as the replay's continuation.json, which forks read back)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+ContT = TypeVar("ContT", bound=Continuation)
+"""The adapter's own continuation facts."""
+
+
+class NoContinuation(Continuation):
+    """An adapter whose continuation needs nothing beyond the rebuilt files."""
+
+
+class Rebuild(BaseModel, Generic[ContT]):
     """What an adapter's rebuild wrote and what the bridge must require."""
 
     model_config = ConfigDict(extra="forbid")
@@ -32,7 +48,7 @@ class Rebuild(BaseModel):
     """The model-visible conversation ending at the boundary, in the provider's wire format."""
     agent_home: Path | None = None
     """The isolated agent home (HOME / CODEX_HOME ...) the continuation runs with."""
-    continuation: dict[str, Any] = {}
+    continuation: ContT
     """Adapter facts the continuation and its gate need (written to continuation.json)."""
 
 
@@ -51,11 +67,11 @@ class Launch(BaseModel):
 
 
 @dataclass(frozen=True)
-class Ended:
+class Ended(Generic[ContT]):
     """A continuation whose agent has exited: what `finish_continuation` copies out, and where to."""
 
     trajectory: Trajectory
-    rebuild: Rebuild
+    rebuild: Rebuild[ContT]
     launch: Launch
     home: Path
     """The agent home after the run: a host copy of the sandbox's that follows no link."""
@@ -122,6 +138,8 @@ class Pinned(ABC):
 class Reader(Pinned, Generic[NativeT]):
     """Detect an agent's native format and parse it into the typed trajectory."""
 
+    native_type: type[NativeT]
+    """The class of what `parse` keeps of the native file (`Trajectory.keep_native`)."""
     takes_task: bool = False
     """The native format may lack the first prompt, which `task` then supplies (OpenCode's event log)."""
 
@@ -136,7 +154,7 @@ class Reader(Pinned, Generic[NativeT]):
 
     def native(self, trajectory: Trajectory) -> NativeT:
         """What `parse` kept of the native file beside the trajectory."""
-        return cast(NativeT, trajectory._native)
+        return trajectory.native_as(self.native_type)
 
 
 class Rerunning(ABC):
@@ -153,6 +171,14 @@ class Rerunning(ABC):
     degradable_tools: bool = False
     """--allow-degraded may keep the historical result of a call that cannot be rerun (False: a session
     calling any such tool is refused, its tool semantics are the contract)."""
+    output_normalizers: tuple[str, ...] = COMMON
+    """What any rerun's output may differ by from the historical one (names in replayer.divergence.NORMALIZERS)."""
+    walk_order_tools: frozenset[str] = frozenset()
+    """Tools that list files in a parallel directory walk's order: their outputs also compare as sorted lines."""
+
+    def normalizers(self, tool: str) -> tuple[str, ...]:
+        """The normalizers a rerun of `tool` is compared under (`replayer.divergence.divergence_of`)."""
+        return (*self.output_normalizers, *(("walk_order",) if tool in self.walk_order_tools else ()))
 
     @abstractmethod
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
@@ -168,13 +194,27 @@ class Rerunning(ABC):
         ...
 
 
-class SessionWriter(Pinned):
+class SessionWriter(Pinned, Generic[ContT]):
     """Write the native session prefix at a boundary, and read the continued one back."""
+
+    continuation_type: type[ContT]
+    """The model of what `rebuild` leaves in `Rebuild.continuation`."""
+
+    def load_continuation(self, path: Path) -> ContT:
+        """The continuation facts a rebuild saved at `path` (continuation.json)."""
+        try:
+            return self.continuation_type.model_validate_json(path.read_bytes())
+        except OSError as exc:
+            raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "file"
+            raise BadInput(f"{path}: not {self.name}'s continuation: {where}: {first['msg']}") from None
 
     @abstractmethod
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
-    ) -> Rebuild:
+    ) -> Rebuild[ContT]:
         """Write the native session prefix ending after step `after_step`, with `observations` in place.
 
         `dest/home` is the agent home; reruns may already have written side files there."""
@@ -189,7 +229,7 @@ class SessionWriter(Pinned):
         return list(recorded_tools(self.name, self.version()))
 
 
-class Launcher(ABC):
+class Launcher(ABC, Generic[ContT]):
     """Continue the pinned agent from the rebuilt session through the bridge."""
 
     key_env: str = "OPENAI_API_KEY"
@@ -204,7 +244,7 @@ class Launcher(ABC):
         return ChatDialect()
 
     @abstractmethod
-    def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> Gate:
+    def gate(self, rebuild: Rebuild[ContT], prompt: str | None, keep_prompt: bool) -> Gate:
         """The pure prefix gate for a continuation resumed with `prompt`."""
 
     @abstractmethod
@@ -228,12 +268,12 @@ class Launcher(ABC):
         of what `finish_continuation` wrote)."""
 
     @abstractmethod
-    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+    def finish_continuation(self, ended: Ended[ContT]) -> dict[str, str]:
         """Copy the continued native session out of `ended.home` into `ended.dest`, cleaned of the envelope;
         the result's files it wrote (key -> path in the result)."""
 
 
-class Adapter(Reader[NativeT], Rerunning, SessionWriter, Launcher):
+class Adapter(Reader[NativeT], Rerunning, SessionWriter[ContT], Launcher[ContT]):
     """One agent: read its native format, rerun its tools, write its session, continue it. Subclasses set
     `name` and implement the abstract methods; the attributes' defaults fit an agent whose own code reruns
     its tools and resumes without a nonce through the chat dialect."""

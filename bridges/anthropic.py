@@ -10,10 +10,15 @@ from typing import Any
 
 import orjson
 
+from bridges.usage import UsageKeys
+
 Message = dict[str, Any]
 
 
 class AnthropicDialect:
+    usage_keys = UsageKeys("usage", "input_tokens", "output_tokens")
+    """Input tokens in `message_start`, the cumulative output tokens in `message_delta`."""
+
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"x-api-key": key}
 

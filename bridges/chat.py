@@ -12,11 +12,15 @@ from typing import Any
 import orjson
 
 from bridges.core import Decision, Mismatch, first_difference, mismatch_at
+from bridges.usage import UsageKeys
 
 Message = dict[str, Any]
 
 
 class ChatDialect:
+    usage_keys = UsageKeys("usage", "prompt_tokens", "completion_tokens")
+    """In the last chunk of a stream, or in the body."""
+
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}"}
 

@@ -18,7 +18,7 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridges.usage import AnswerEnds
+from bridges.usage import AnswerEnds, UsageKeys
 from replayer.io import remove_alias, short_alias
 from replayer.models import BridgeCounters, GateMismatch
 
@@ -52,6 +52,9 @@ class Gate(Protocol):
 
 
 class Dialect(Protocol):
+    usage_keys: UsageKeys
+    """Where the protocol's answers report token usage."""
+
     def auth_headers(self, key: str) -> dict[str, str]: ...
 
     def error_body(self, message: str) -> dict[str, Any]: ...
@@ -285,7 +288,7 @@ class Bridge:
         entry.response_bytes = len(answer.body)
         self.counters.bytes_from_upstream += len(answer.body)
         if kind == "main" and answer.status < 300:
-            ends = AnswerEnds()
+            ends = AnswerEnds(self.dialect.usage_keys)
             ends.add(answer.body)
             self._count_usage(ends)
         self._touch()
@@ -316,7 +319,7 @@ class Bridge:
             out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_HEADERS}
             response = web.StreamResponse(status=upstream.status, headers=out_headers)
             await response.prepare(request)
-            ends = AnswerEnds() if entry.kind == "main" else None
+            ends = AnswerEnds(self.dialect.usage_keys) if entry.kind == "main" else None
             try:
                 async for chunk in upstream.content.iter_any():
                     if ends is not None:

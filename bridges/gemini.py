@@ -15,6 +15,7 @@ import orjson
 from aiohttp import web
 
 from bridges.scripted import LoggedRequest, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from bridges.usage import UsageKeys
 
 Content = dict[str, Any]
 KEY_HEADER = "x-goog-api-key"
@@ -23,6 +24,9 @@ THOUGHT_SIGNATURE = "c2NyaXB0ZWQtc2lnbmF0dXJl"
 
 
 class GeminiDialect:
+    usage_keys = UsageKeys("usageMetadata", "promptTokenCount", "candidatesTokenCount")
+    """In each chunk's `usageMetadata`."""
+
     def auth_headers(self, key: str) -> dict[str, str]:
         return {KEY_HEADER: key}
 

@@ -10,12 +10,16 @@ from typing import Any
 import orjson
 
 from bridges.chat import ChatDialect
+from bridges.usage import UsageKeys
 
 Item = dict[str, Any]
 
 
 class ResponsesDialect(ChatDialect):
     """Bearer key, OpenAI error bodies (shared with chat completions)."""
+
+    usage_keys = UsageKeys("usage", "input_tokens", "output_tokens")
+    """In `response.completed`."""
 
     def to_chat(self, prefix: list[Item]) -> list[Item]:
         return to_chat(prefix)

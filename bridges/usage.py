@@ -1,24 +1,32 @@
-"""Token usage, as the upstream reported it in an answer (streamed or not), for any of the four protocols.
-
-Anthropic reports input tokens in `message_start` and cumulative output tokens in `message_delta`;
-chat completions in the last chunk (or the body); Responses in `response.completed`; Gemini in each
-chunk's `usageMetadata` (`promptTokenCount`, `candidatesTokenCount`). Counts are
-cumulative within one answer, so the largest value of each kind is the answer's.
+"""Token usage, as the upstream reported it in an answer (streamed or not), where the protocol's dialect
+says it does (`UsageKeys`, each dialect's `usage_keys`): in a usage object, anywhere in the answer's
+documents or SSE events. Counts are cumulative within one answer, so the largest value of each kind is
+the answer's.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-_INPUT = ("input_tokens", "prompt_tokens", "promptTokenCount")
-_OUTPUT = ("output_tokens", "completion_tokens", "candidatesTokenCount")
-_KEYS = ("usage", "usageMetadata")
 HEAD_BYTES = 64 * 1024
 TAIL_BYTES = 1024 * 1024
 """An answer's usage sits near its start or its end: only these many bytes of each end are kept."""
+
+
+@dataclass(frozen=True)
+class UsageKeys:
+    """Where a protocol's answers report token usage."""
+
+    container: str
+    """The key of the usage object, at any depth of an answer's document or event."""
+    input: str
+    """The input (prompt) token count in it."""
+    output: str
+    """The output token count in it."""
 
 
 class Usage(BaseModel):
@@ -30,7 +38,8 @@ class Usage(BaseModel):
 class AnswerEnds:
     """The first and last bytes of one streamed answer, kept as it passes."""
 
-    def __init__(self) -> None:
+    def __init__(self, keys: UsageKeys) -> None:
+        self.keys = keys
         self.head = bytearray()
         self.tail = bytearray()
         self.size = 0
@@ -45,8 +54,8 @@ class AnswerEnds:
 
     def usage(self) -> Usage:
         if self.size <= TAIL_BYTES:
-            return usage_of([bytes(self.tail)])
-        return usage_of([bytes(self.head), bytes(self.tail)])
+            return usage_of([bytes(self.tail)], self.keys)
+        return usage_of([bytes(self.head), bytes(self.tail)], self.keys)
 
 
 def _documents(data: bytes) -> list[Any]:
@@ -65,26 +74,25 @@ def _documents(data: bytes) -> list[Any]:
     return docs
 
 
-def _usages(value: Any) -> list[dict[str, Any]]:
+def _usages(value: Any, container: str) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     if isinstance(value, dict):
         for key, item in value.items():
-            if key in _KEYS and isinstance(item, dict):
+            if key == container and isinstance(item, dict):
                 found.append(item)
             else:
-                found += _usages(item)
+                found += _usages(item, container)
     elif isinstance(value, list):
         for item in value:
-            found += _usages(item)
+            found += _usages(item, container)
     return found
 
 
-def usage_of(parts: list[bytes]) -> Usage:
+def usage_of(parts: list[bytes], keys: UsageKeys) -> Usage:
     counts: dict[str, int] = {}
     for part in parts:
-        for usage in (u for doc in _documents(part) for u in _usages(doc)):
-            for side, names in (("input_tokens", _INPUT), ("output_tokens", _OUTPUT)):
-                values = [usage[n] for n in names if type(usage.get(n)) is int]
-                if values:
-                    counts[side] = max(counts.get(side, 0), *values)
+        for usage in (u for doc in _documents(part) for u in _usages(doc, keys.container)):
+            for side, name in (("input_tokens", keys.input), ("output_tokens", keys.output)):
+                if type(usage.get(name)) is int:
+                    counts[side] = max(counts.get(side, 0), usage[name])
     return Usage(**counts)

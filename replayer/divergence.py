@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import orjson
@@ -13,7 +13,8 @@ from replayer.models import Divergence, Observation, ToolCall, ToolKind
 _EXCERPT = 160
 
 PROCESS_IDS = re.compile(r"^((?:Process Group PGID|Background PIDs): )\d+(?:, \d+)*$", re.M)
-"""The process ids Gemini CLI's run_shell_command ends its output with (new every run)."""
+"""The process id lines a shell tool's output ends with (Gemini CLI's run_shell_command): new every run.
+The cassette matching masks them too (bridges/cassette.py)."""
 NORMALIZERS: dict[str, Callable[[str], str]] = {
     "trailing_whitespace": lambda s: re.sub(r"[ \t]+$", "", s.rstrip("\n"), flags=re.M),
     "iso_timestamps": lambda s: re.sub(
@@ -24,17 +25,14 @@ NORMALIZERS: dict[str, Callable[[str], str]] = {
     ),
     "random_ids": lambda s: re.sub(r"(Chunk ID: )[0-9a-f]{6}|(session ID )\d+", r"\1\2<ID>", s),
     "process_ids": lambda s: PROCESS_IDS.sub(r"\1<PID>", s),
+    "walk_order": lambda s: "\n".join(sorted(s.split("\n"))),
 }
-WALK_ORDER_TOOLS = {"glob", "grep", "Glob", "Grep", "grep_search"}
-"""Tools that list files in a parallel directory walk's order (ripgrep's), which varies run to run:
-their listings also compare as sorted lines (normalizer `walk_order`)."""
-
-
-_LISTING_NORMALIZERS = {**NORMALIZERS, "walk_order": lambda s: "\n".join(sorted(s.split("\n")))}
-
-
-def _normalizers(tool: str) -> dict[str, Callable[[str], str]]:
-    return _LISTING_NORMALIZERS if tool in WALK_ORDER_TOOLS else NORMALIZERS
+"""The named normalizers an adapter declares for its tools (`Rerunning.normalizers`), in the order they apply:
+`random_ids` for tools that print a random label (Codex's chunk and session ids), `process_ids` for the
+lines above, `walk_order` for listings in a parallel directory walk's order (ripgrep's), which varies run
+to run."""
+COMMON = ("trailing_whitespace", "iso_timestamps", "durations")
+"""What any agent's tool output may differ by from run to run."""
 
 
 def model_text(obs: Observation) -> str:
@@ -56,8 +54,11 @@ def _excerpt(text: str, at: int) -> str:
     return text[start : start + _EXCERPT]
 
 
-def divergence_of(step: int, call: ToolCall, kind: ToolKind, fresh: Observation) -> Divergence:
-    """How the fresh observation of a rerun call differs from its historical one."""
+def divergence_of(
+    step: int, call: ToolCall, kind: ToolKind, fresh: Observation, normalizers: Collection[str]
+) -> Divergence:
+    """How the fresh observation of a rerun call differs from its historical one, `normalizers` (names in
+    `NORMALIZERS`, what the adapter declares for the call's tool) allowed."""
     base: dict[str, Any] = {"step": step, "call_id": call.id, "tool": call.tool, "kind": kind}
     historical = call.historical
     if historical is None:
@@ -69,7 +70,7 @@ def divergence_of(step: int, call: ToolCall, kind: ToolKind, fresh: Observation)
     if same_flag:
         used: list[str] = []
         a, b = old, new
-        for name, fn in _normalizers(call.tool).items():
+        for name, fn in ((n, f) for n, f in NORMALIZERS.items() if n in normalizers):
             na, nb = fn(a), fn(b)
             if na != a or nb != b:
                 used.append(name)

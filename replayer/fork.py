@@ -167,13 +167,13 @@ def workspace_diff(before: Path, after: Path) -> tuple[str, bool]:
     return middle_cut(b"".join(lines), DIFF_BYTES)
 
 
-def _rebuild_of(replay_dir: Path) -> Rebuild:
+def _rebuild_of(replay_dir: Path, adapter: Adapter) -> Rebuild[Any]:
     result = ReplayResult.model_validate_json((replay_dir / "result.json").read_bytes())
     return Rebuild(
         native_files=[replay_dir / p for p in result.native_files],
         expected_prefix=orjson.loads((replay_dir / result.expected_prefix).read_bytes()),
         agent_home=replay_dir / "native" / "home",
-        continuation=orjson.loads((replay_dir / "continuation.json").read_bytes()),
+        continuation=adapter.load_continuation(replay_dir / "continuation.json"),
     )
 
 
@@ -347,7 +347,7 @@ def run(
             record.update(patch_diff=diff, patch_diff_truncated=cut)
         turn_at = max(boundary.at, turn_line().at)
         record["fork_s"] = time.time() - turn_at  # ready long before the turn: the line's own latency
-        rebuild = _rebuild_of(job.replay_dir)
+        rebuild = _rebuild_of(job.replay_dir, adapter)
         key = steps.upstream_key(job.continuation, adapter)
         record["continuation"] = steps.continue_agent(
             box,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
@@ -114,6 +114,9 @@ class StartingState(Frozen):
         return cls(repository_url=values[0], commit=values[1], branch=values[2]) if any(values) else None
 
 
+NativeT = TypeVar("NativeT")
+
+
 class Trajectory(Frozen):
     agent: str
     agent_version: str | None
@@ -135,8 +138,20 @@ class Trajectory(Frozen):
     parse_notes: list[str] = Field(default_factory=list)
     """What the parser repaired or supplied the way the agent's own loader does (a skipped line, a session
     id taken from the file name), one sentence each."""
-    _native: Any = PrivateAttr(default=None)
-    """Adapter-private parse state, used by the same adapter's rebuild."""
+    _native: object = PrivateAttr(default=None)
+    """Adapter-private parse state, used by the same adapter's rebuild (through `keep_native`/`native_as`)."""
+
+    def keep_native(self, native: object) -> None:
+        """Keep what the parse read of the native file beside the trajectory (a parser calls this once)."""
+        self._native = native
+
+    def native_as(self, kind: type[NativeT]) -> NativeT:
+        """What the parse kept of the native file, which must be a `kind` (the reading adapter's own form)."""
+        if not isinstance(self._native, kind):
+            raise TypeError(
+                f"this {self.agent} trajectory keeps {type(self._native).__name__}, not {kind.__name__}"
+            )
+        return self._native
 
 
 class InspectCall(Frozen):

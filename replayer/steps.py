@@ -234,7 +234,10 @@ def rerun_prefix(
                 divergences.append(kept(planned.step, planned.call, "unknown"))
             else:
                 observations[planned.call.id] = fresh
-                divergences.append(divergence_of(planned.step, planned.call, planned.kind, fresh))
+                tool = planned.call.tool
+                divergences.append(
+                    divergence_of(planned.step, planned.call, planned.kind, fresh, adapter.normalizers(tool))
+                )
             last, seconds = divergences[-1], time.monotonic() - started
             logger.debug(
                 "step %d %s %s: %s (%.2f s)", last.step, last.tool, last.call_id, last.status, seconds
@@ -268,7 +271,9 @@ def rebuild(
     """The native session prefix under out/native, its expected prefix and continuation facts beside it."""
     made = adapter.rebuild(traj, plan.after_step, observations, out / "native")
     write_bytes_atomic(out / "expected_prefix.json", orjson.dumps(made.expected_prefix, option=JSON_OPTS))
-    write_bytes_atomic(out / "continuation.json", orjson.dumps(made.continuation, option=JSON_OPTS))
+    write_bytes_atomic(
+        out / "continuation.json", orjson.dumps(made.continuation.model_dump(mode="json"), option=JSON_OPTS)
+    )
     return made
 
 

@@ -6,7 +6,7 @@ import posixpath
 from pathlib import Path
 from typing import Any
 
-from adapters.base import Adapter, Ended, Launch, Rebuild, continued_file
+from adapters.base import Adapter, Continuation, Ended, Launch, Rebuild, continued_file
 from adapters.claude_code import chain, continuation, driven, session, tools, wire
 from adapters.claude_code.gate import ClaudeCodeGate
 from adapters.sandbox_paths import AGENT_HOME
@@ -20,13 +20,24 @@ from sandboxes.base import Sandbox
 _TOKEN_CAP_MARKS = ("[Truncated: PARTIAL view", "exceeds maximum allowed tokens")
 
 
-class ClaudeCodeAdapter(Adapter[session.Native]):
+class ClaudeCodeContinuation(Continuation):
+    session_id: str | None
+    prefix_last_was_string: bool
+    """The prefix ends with a user message whose content is a string (the nonce is appended to it)."""
+    background_calls: list[str] = []
+    """Bash calls of the prefix the CLI moved to the background."""
+
+
+class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
     name = "claude_code"
+    continuation_type = ClaudeCodeContinuation
+    native_type = session.Native
     key_env = "ANTHROPIC_API_KEY"
     needs_nonce = True
     reruns_own_code = False
     drives_other_versions = True
     degradable_tools = True
+    walk_order_tools = frozenset({"Glob", "Grep"})
 
     @classmethod
     def detect(cls, head: list[Any]) -> bool:
@@ -86,7 +97,7 @@ class ClaudeCodeAdapter(Adapter[session.Native]):
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
-    ) -> Rebuild:
+    ) -> Rebuild[ClaudeCodeContinuation]:
         native = self.native(trajectory)
         items = session.with_observations(
             session.prefix_items(trajectory, after_step), observations, native.repaired
@@ -101,11 +112,11 @@ class ClaudeCodeAdapter(Adapter[session.Native]):
             native_files=[path],
             expected_prefix=wire.to_messages(items, self.version()),
             agent_home=home,
-            continuation={
-                "session_id": trajectory.session_id,
-                "prefix_last_was_string": last_is_string,
-                "background_calls": session.background_calls(items),
-            },
+            continuation=ClaudeCodeContinuation(
+                session_id=trajectory.session_id,
+                prefix_last_was_string=last_is_string,
+                background_calls=session.background_calls(items),
+            ),
         )
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
@@ -120,14 +131,16 @@ class ClaudeCodeAdapter(Adapter[session.Native]):
     def dialect(self) -> AnthropicDialect:
         return AnthropicDialect()
 
-    def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> ClaudeCodeGate:
+    def gate(
+        self, rebuild: Rebuild[ClaudeCodeContinuation], prompt: str | None, keep_prompt: bool
+    ) -> ClaudeCodeGate:
         assert prompt is not None
         return ClaudeCodeGate(
             rebuild.expected_prefix,
             prompt,
             keep_prompt=keep_prompt,
-            prefix_last_was_string=bool(rebuild.continuation["prefix_last_was_string"]),
-            background_calls=frozenset(rebuild.continuation.get("background_calls", [])),
+            prefix_last_was_string=rebuild.continuation.prefix_last_was_string,
+            background_calls=frozenset(rebuild.continuation.background_calls),
         )
 
     def default_model(self, trajectory: Trajectory) -> str | None:
@@ -137,7 +150,7 @@ class ClaudeCodeAdapter(Adapter[session.Native]):
         assert launch.prompt is not None
         return continuation.command(trajectory, launch.prompt, launch.port, launch.model)
 
-    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+    def finish_continuation(self, ended: Ended[ClaudeCodeContinuation]) -> dict[str, str]:
         prompt, keep_prompt = ended.launch.prompt, ended.launch.keep_prompt
         assert prompt is not None
         native = ended.rebuild.native_files[0]

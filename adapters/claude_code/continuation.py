@@ -19,7 +19,7 @@ from replayer.models import ReadBudget, Trajectory
 
 
 def recorded_model(traj: Trajectory) -> str | None:
-    native: Native = traj._native
+    native = traj.native_as(Native)
     for rec in reversed(native.session.records):
         model = rec.get("message", {}).get("model") if rec.get("type") == "assistant" else None
         if isinstance(model, str) and model != "<synthetic>":

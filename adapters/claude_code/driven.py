@@ -74,7 +74,7 @@ class DrivenRerunner(StepwiseRerunner):
     ):
         assert trajectory.session_id and trajectory.cwd
         super().__init__(trajectory)
-        self.native: Native = trajectory._native
+        self.native = trajectory.native_as(Native)
         if self.native.pre_compaction_steps:
             raise PlanRefused(
                 "a compacted session is not driven through its CLI yet (its prompts are summarized)"

@@ -72,13 +72,15 @@ def parse(path: Path) -> Trajectory:
         parse_notes=notes,
         start=StartingState.of(None, None, session.first("gitBranch")),
     )
-    traj._native = Native(
-        session=session,
-        items=items,
-        on_chain={r["uuid"] for r in walked},
-        spans=spans,
-        pre_compaction_steps=len(pre_steps),
-        repaired=repaired,
+    traj.keep_native(
+        Native(
+            session=session,
+            items=items,
+            on_chain={r["uuid"] for r in walked},
+            spans=spans,
+            pre_compaction_steps=len(pre_steps),
+            repaired=repaired,
+        )
     )
     return traj
 
@@ -176,7 +178,7 @@ def project_dir_name(cwd: str) -> str:
 
 
 def prefix_items(traj: Trajectory, after_step: int) -> list[Record]:
-    native: Native = traj._native
+    native = traj.native_as(Native)
     local = after_step - native.pre_compaction_steps
     if local < 0:
         raise PlanRefused(
@@ -216,7 +218,7 @@ def with_observations(
 
 def write_prefix(traj: Trajectory, items: list[Record], home: Path) -> Path:
     """The rebuilt session file: the prefix records in file order, then one last-prompt naming the leaf."""
-    native: Native = traj._native
+    native = traj.native_as(Native)
     assert traj.session_id
     by_uuid = {r["uuid"]: r for r in items}
     records: list[Record] = []

@@ -7,13 +7,14 @@ from typing import Any
 
 import orjson
 
-from adapters.base import Adapter, Ended, Launch, Rebuild, continued_file
+from adapters.base import Adapter, Continuation, Ended, Launch, Rebuild, continued_file
 from adapters.codex import continuation, driven, patch, rollout, tools
 from adapters.codex.exec import ExecCommand
 from adapters.codex.gate import CodexGate
 from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL
 from bridges.responses import ResponsesDialect, tools_to_chat
 from replayer import bundles, versions
+from replayer.divergence import COMMON
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.pins import load_pins, pinned_version
@@ -75,7 +76,21 @@ class CodexRerunner:
         """Every call is its own process in the sandbox; nothing outlives it."""
 
 
-class CodexAdapter(Adapter[rollout.Native]):
+class CodexContinuation(Continuation):
+    thread_id: str | None
+    rollout: str
+    """The rebuilt rollout, relative to the agent home."""
+    instructions_form: bool = False
+    """The CLI sends the base instructions in the request's `instructions` field (rollout.instructions_form)."""
+    instructions: str | None = None
+    outputs_rendered: bool = True
+    """The CLI renders stored shell outputs as text (it offers a freeform apply_patch)."""
+
+
+class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
+    continuation_type = CodexContinuation
+    output_normalizers = (*COMMON, "random_ids")
+    native_type = rollout.Native
     name = tools.NAME
     needs_nonce = True
     reruns_own_code = False
@@ -134,7 +149,7 @@ class CodexAdapter(Adapter[rollout.Native]):
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
-    ) -> Rebuild:
+    ) -> Rebuild[CodexContinuation]:
         native = self.native(trajectory)
         outputs = {call_id: obs.content for call_id, obs in observations.items()}
         records = rollout.prefix_records(native, after_step, outputs)
@@ -149,13 +164,13 @@ class CodexAdapter(Adapter[rollout.Native]):
             native_files=[path],
             expected_prefix=rollout.wire_input(native, records),
             agent_home=home,
-            continuation={
-                "thread_id": trajectory.session_id,
-                "rollout": str(path.relative_to(home)),
-                "instructions_form": rollout.instructions_form(native),
-                "instructions": rollout.wire_instructions(native),
-                "outputs_rendered": rollout.freeform_apply_patch(native),
-            },
+            continuation=CodexContinuation(
+                thread_id=trajectory.session_id,
+                rollout=str(path.relative_to(home)),
+                instructions_form=rollout.instructions_form(native),
+                instructions=rollout.wire_instructions(native),
+                outputs_rendered=rollout.freeform_apply_patch(native),
+            ),
         )
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
@@ -173,15 +188,15 @@ class CodexAdapter(Adapter[rollout.Native]):
     def dialect(self) -> ResponsesDialect:
         return ResponsesDialect()
 
-    def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> CodexGate:
+    def gate(self, rebuild: Rebuild[CodexContinuation], prompt: str | None, keep_prompt: bool) -> CodexGate:
         assert prompt is not None
         return CodexGate(
             rebuild.expected_prefix,
             prompt,
             keep_prompt=keep_prompt,
-            instructions_form=bool(rebuild.continuation.get("instructions_form")),
-            instructions=rebuild.continuation.get("instructions"),
-            outputs_rendered=bool(rebuild.continuation.get("outputs_rendered", True)),
+            instructions_form=rebuild.continuation.instructions_form,
+            instructions=rebuild.continuation.instructions,
+            outputs_rendered=rebuild.continuation.outputs_rendered,
         )
 
     def default_model(self, trajectory: Trajectory) -> str | None:
@@ -198,7 +213,7 @@ class CodexAdapter(Adapter[rollout.Native]):
     def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
         return continuation.status(trajectory, stdout)
 
-    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+    def finish_continuation(self, ended: Ended[CodexContinuation]) -> dict[str, str]:
         rebuild, launch = ended.rebuild, ended.launch
         assert launch.prompt is not None and rebuild.agent_home is not None
         return continuation.finish(

@@ -133,7 +133,7 @@ class DrivenRerunner(StepwiseRerunner):
         """`home`: the agent home as mounted at AGENT_HOME (the CLI writes its rollout there)."""
         assert trajectory.session_id and trajectory.cwd
         super().__init__(trajectory)
-        self.native: rollout.Native = trajectory._native
+        self.native = trajectory.native_as(rollout.Native)
         if self.native.pre_compaction_steps:
             raise PlanRefused(
                 "a compacted rollout is not driven through its CLI yet (its history is replaced)"

@@ -192,16 +192,18 @@ def parse(path: Path) -> Trajectory:
         start=_start(meta.get("git")),
         runs_as=bare.RESUMED_BECAUSE if unversioned_bare else None,
     )
-    traj._native = Native(
-        records=records,
-        meta=meta,
-        paginated=paginated,
-        bare_meta=bare.meta_fields(records) if is_bare else None,
-        step_ends=step_ends,
-        output_index=output_index,
-        last_compaction=last_compaction,
-        pre_compaction_steps=pre,
-        file_name=path.name if _CANONICAL.fullmatch(path.name) else canonical_name(meta),
+    traj.keep_native(
+        Native(
+            records=records,
+            meta=meta,
+            paginated=paginated,
+            bare_meta=bare.meta_fields(records) if is_bare else None,
+            step_ends=step_ends,
+            output_index=output_index,
+            last_compaction=last_compaction,
+            pre_compaction_steps=pre,
+            file_name=path.name if _CANONICAL.fullmatch(path.name) else canonical_name(meta),
+        )
     )
     return traj
 

@@ -8,11 +8,12 @@ from typing import Any
 
 import orjson
 
-from adapters.base import Adapter, Ended, Launch, Rebuild, copy_continued
+from adapters.base import Adapter, Continuation, Ended, Launch, Rebuild, copy_continued
 from adapters.gemini_cli import bundle, session, wire
 from adapters.gemini_cli.gate import GeminiResumeGate
 from adapters.gemini_cli.rerun import WORK_MOUNT, GeminiRerunner
 from bridges.gemini import GeminiDialect, tools_to_chat
+from replayer.divergence import COMMON
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.rundirs import RunDirs
@@ -83,7 +84,17 @@ def without_nonce(continued: Path, dest: Path, prompt: str) -> dict[str, str]:
     return {"continued_session": f"continued/{CONTINUED}", "continued_session_raw": f"continued/{RAW}"}
 
 
-class GeminiCliAdapter(Adapter[session.Native]):
+class GeminiCliContinuation(Continuation):
+    session_file: str
+    """The rebuilt session file, relative to the agent home."""
+    session_id: str
+
+
+class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
+    continuation_type = GeminiCliContinuation
+    output_normalizers = (*COMMON, "process_ids")
+    walk_order_tools = frozenset({"glob", "grep_search"})
+    native_type = session.Native
     name = bundle.NAME
     key_env = "GEMINI_API_KEY"
     needs_nonce = True
@@ -112,7 +123,7 @@ class GeminiCliAdapter(Adapter[session.Native]):
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
-    ) -> Rebuild:
+    ) -> Rebuild[GeminiCliContinuation]:
         native = self.native(trajectory)
         keep = boundary(native, trajectory, after_step)
         messages = [with_fresh(m, observations) for m in native.messages[:keep]]
@@ -133,14 +144,14 @@ class GeminiCliAdapter(Adapter[session.Native]):
             native_files=[path],
             expected_prefix=wire.resume_contents(messages),
             agent_home=home,
-            continuation={"session_file": str(path.relative_to(home)), "session_id": sid},
+            continuation=GeminiCliContinuation(session_file=str(path.relative_to(home)), session_id=sid),
         )
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
         path = result_dir / "continued" / CONTINUED
         if not path.is_file():
             return None
-        return wire.resume_contents(session.parse(path)._native.messages)
+        return wire.resume_contents(self.native(session.parse(path)).messages)
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         return tools_to_chat(super().chat_tools(native))
@@ -149,7 +160,9 @@ class GeminiCliAdapter(Adapter[session.Native]):
     def dialect(self) -> GeminiDialect:
         return GeminiDialect()
 
-    def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> GeminiResumeGate:
+    def gate(
+        self, rebuild: Rebuild[GeminiCliContinuation], prompt: str | None, keep_prompt: bool
+    ) -> GeminiResumeGate:
         return GeminiResumeGate(rebuild.expected_prefix, prompt, strip_prompt=not keep_prompt)
 
     def default_model(self, trajectory: Trajectory) -> str | None:
@@ -171,8 +184,8 @@ class GeminiCliAdapter(Adapter[session.Native]):
             return "agent_error"
         return "completed" if isinstance(out, dict) and "error" not in out else "agent_error"
 
-    def finish_continuation(self, ended: Ended) -> dict[str, str]:
-        continued = ended.home / ended.rebuild.continuation["session_file"]
+    def finish_continuation(self, ended: Ended[GeminiCliContinuation]) -> dict[str, str]:
+        continued = ended.home / ended.rebuild.continuation.session_file
         prompt = ended.launch.prompt
         if ended.launch.keep_prompt or prompt is None or not continued.is_file():
             return copy_continued(continued, ended.dest, CONTINUED, "continued_session")

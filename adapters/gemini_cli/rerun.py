@@ -34,7 +34,7 @@ class GeminiRerunner(StepwiseRerunner):
     def __init__(self, trajectory: Trajectory, sandbox: Sandbox, work: Path, budgets: Budgets):
         assert trajectory.cwd
         super().__init__(trajectory)
-        native: session.Native = trajectory._native
+        native = trajectory.native_as(session.Native)
         self.sandbox, self.cwd = sandbox, trajectory.cwd
         self.messages = native.messages
         self.step_timeout_s = budgets.max_command_timeout_s + STEP_MARGIN_S

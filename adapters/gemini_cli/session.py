@@ -77,7 +77,7 @@ def parse(path: Path) -> Trajectory:
         steps=steps,
         parse_notes=notes,
     )
-    traj._native = native
+    traj.keep_native(native)
     return traj
 
 

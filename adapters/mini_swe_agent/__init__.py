@@ -9,6 +9,7 @@ from typing import Any
 
 from adapters.base import (
     Adapter,
+    Continuation,
     Ended,
     Launch,
     Rebuild,
@@ -36,7 +37,15 @@ WORK = "mini"
 """The companion's socket and spec: a folder of the run's state (RunDirs.work)."""
 
 
-class MiniSweAgentAdapter(Adapter[native_format.Native]):
+class MiniSweAgentContinuation(Continuation):
+    format: native_format.Format
+    api_calls: int
+    instance_cost: float
+
+
+class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation]):
+    continuation_type = MiniSweAgentContinuation
+    native_type = native_format.Native
     name = bundle.NAME
     oldest_own_version = "2.0.0"  # the companion drives the 2.x API (execute_actions, exceptions)
     degradable_tools = True
@@ -63,7 +72,7 @@ class MiniSweAgentAdapter(Adapter[native_format.Native]):
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
-    ) -> Rebuild:
+    ) -> Rebuild[MiniSweAgentContinuation]:
         native = self.native(trajectory)
         messages = copy.deepcopy(native_format.prefix_messages(native, after_step))
         for call_id, fresh in observations.items():
@@ -93,7 +102,9 @@ class MiniSweAgentAdapter(Adapter[native_format.Native]):
             native_files=[path],
             expected_prefix=wire(messages),
             agent_home=home,
-            continuation={"format": native.format, "api_calls": n_calls, "instance_cost": cost},
+            continuation=MiniSweAgentContinuation(
+                format=native.format, api_calls=n_calls, instance_cost=cost
+            ),
         )
 
     @staticmethod
@@ -127,7 +138,9 @@ class MiniSweAgentAdapter(Adapter[native_format.Native]):
         return super().chat_tools(native)
 
     # continuation -------------------------------------------------------------------------
-    def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> ChatPrefixGate:
+    def gate(
+        self, rebuild: Rebuild[MiniSweAgentContinuation], prompt: str | None, keep_prompt: bool
+    ) -> ChatPrefixGate:
         appended = [{"role": "user", "content": prompt}] if keep_prompt else []
         return ChatPrefixGate(rebuild.expected_prefix + appended)
 
@@ -152,5 +165,5 @@ class MiniSweAgentAdapter(Adapter[native_format.Native]):
         exit_event = last_event(stdout, "exit")
         return _STATUS.get(str(exit_event.get("exit_status")), "agent_error") if exit_event else "agent_error"
 
-    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+    def finish_continuation(self, ended: Ended[MiniSweAgentContinuation]) -> dict[str, str]:
         return copy_continued(ended.home / CONTINUED, ended.dest, TRAJECTORY, "continued_trajectory")

@@ -34,7 +34,7 @@ class MiniRerunner(StepRerunner):
     name = "mini-swe-agent"
 
     def __init__(self, trajectory: Trajectory, sandbox: Sandbox, work: Path):
-        self.native: Native = trajectory._native
+        self.native = trajectory.native_as(Native)
         self.totals = list(accumulate((calls_and_cost([m]) for m in self.native.messages), _add))
         """(n_calls, cost) through each message: the agent's counters when that message was added."""
         companion_config = config.companion_config(self.native, output_path=None)

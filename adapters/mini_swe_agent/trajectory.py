@@ -177,13 +177,15 @@ def parse(path: Path) -> Trajectory:
         environment_image=image if isinstance(image, str) and image else None,
     )
     # not validated again: the document was checked as read (validation would copy every message)
-    traj._native = Native.model_construct(
-        data=data,
-        format=fmt,
-        messages=messages,
-        step_spans=spans,
-        submitted_step=submitted,
-        observation_index=observation_index,
+    traj.keep_native(
+        Native.model_construct(
+            data=data,
+            format=fmt,
+            messages=messages,
+            step_spans=spans,
+            submitted_step=submitted,
+            observation_index=observation_index,
+        )
     )
     return traj
 

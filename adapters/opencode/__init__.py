@@ -10,6 +10,7 @@ import orjson
 
 from adapters.base import (
     Adapter,
+    Continuation,
     Ended,
     Launch,
     Rebuild,
@@ -88,7 +89,16 @@ def importable(native: session.Native, messages: list[dict[str, Any]], cwd: str 
     return {"info": info, "messages": messages}
 
 
-class OpenCodeAdapter(Adapter[session.Native]):
+class OpenCodeContinuation(Continuation):
+    session_id: str | None
+    model: str
+    """provider/model"""
+
+
+class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
+    continuation_type = OpenCodeContinuation
+    walk_order_tools = frozenset({"glob", "grep"})
+    native_type = session.Native
     name = bundle.NAME
     needs_nonce = True
     takes_task = True
@@ -116,7 +126,7 @@ class OpenCodeAdapter(Adapter[session.Native]):
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
-    ) -> Rebuild:
+    ) -> Rebuild[OpenCodeContinuation]:
         native = self.native(trajectory)
         messages = copy.deepcopy(native.messages[: _cut(native, after_step)])
         for message in messages:
@@ -135,7 +145,7 @@ class OpenCodeAdapter(Adapter[session.Native]):
             native_files=[export, home / store],
             expected_prefix=to_wire(messages),
             agent_home=home,
-            continuation={"session_id": native.info.get("id"), "model": f"{provider}/{model}"},
+            continuation=OpenCodeContinuation(session_id=native.info.get("id"), model=f"{provider}/{model}"),
         )
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
@@ -145,7 +155,9 @@ class OpenCodeAdapter(Adapter[session.Native]):
         return to_wire(orjson.loads(path.read_bytes())["messages"])
 
     # continuation -----------------------------------------------------------------------------
-    def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> SystemPerRequestGate:
+    def gate(
+        self, rebuild: Rebuild[OpenCodeContinuation], prompt: str | None, keep_prompt: bool
+    ) -> SystemPerRequestGate:
         assert prompt is not None
         return opencode_gate(rebuild.expected_prefix, bundle.sent_prompt(prompt), keep_prompt=keep_prompt)
 
@@ -185,7 +197,7 @@ class OpenCodeAdapter(Adapter[session.Native]):
         last = _last_finish(continued / EXPORT) or (finishes[-1] if finishes else None)
         return "completed" if last == "stop" else "agent_error"
 
-    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+    def finish_continuation(self, ended: Ended[OpenCodeContinuation]) -> dict[str, str]:
         """The continued session as the CLI exports it *inside the sandbox*: the home is the sandbox's."""
         session_id = ended.trajectory.session_id
         assert session_id

@@ -59,7 +59,7 @@ class OpenCodeRerunner(StepwiseRerunner):
     ):
         assert trajectory.cwd
         super().__init__(trajectory)
-        self.native: Native = trajectory._native
+        self.native = trajectory.native_as(Native)
         self.sandbox = sandbox
         self.cwd = trajectory.cwd
         self.step_timeout_s = step_timeout_s

@@ -143,7 +143,7 @@ def parse(path: Path, task: str | None = None) -> Trajectory:
         source_sha256=digest,
         steps=[s for s, _ in steps],
     )
-    traj._native = native.model_copy(update={"step_messages": [at for _, at in steps]})
+    traj.keep_native(native.model_copy(update={"step_messages": [at for _, at in steps]}))
     return traj
 
 

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from adapters.base import Adapter, Ended, Launch, Rebuild, last_event, write_continue_spec
+from adapters.base import Adapter, Continuation, Ended, Launch, Rebuild, last_event, write_continue_spec
 from adapters.head import ConversationDir
 from adapters.openhands import bundle, conversation, rebuild
 from adapters.openhands.rerun import OpenHandsRerunner, companion_argv
@@ -24,7 +24,14 @@ _STATUS: dict[str, AgentStatus] = {"finished": "completed", "max_iterations": "m
 """The companion's exit status (the SDK's execution status; max_iterations: its iteration budget ended it)."""
 
 
-class OpenHandsAdapter(Adapter[conversation.Native]):
+class OpenHandsContinuation(Continuation):
+    conversation: str
+    """The rebuilt conversation directory, relative to the agent home."""
+
+
+class OpenHandsAdapter(Adapter[conversation.Native, OpenHandsContinuation]):
+    continuation_type = OpenHandsContinuation
+    native_type = conversation.Native
     name = bundle.NAME
 
     @classmethod
@@ -51,7 +58,7 @@ class OpenHandsAdapter(Adapter[conversation.Native]):
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
-    ) -> Rebuild:
+    ) -> Rebuild[OpenHandsContinuation]:
         native = self.native(trajectory)
         home = dest / "home"
         events = rebuild.prefix_events(trajectory, after_step, observations)
@@ -68,7 +75,7 @@ class OpenHandsAdapter(Adapter[conversation.Native]):
             native_files=files,
             expected_prefix=to_messages(events),
             agent_home=home,
-            continuation={"conversation": str(conv.relative_to(home))},
+            continuation=OpenHandsContinuation(conversation=str(conv.relative_to(home))),
         )
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
@@ -78,7 +85,9 @@ class OpenHandsAdapter(Adapter[conversation.Native]):
         return to_messages(conversation.read_events(path, _NoDigest()))
 
     # continuation -----------------------------------------------------------------------------
-    def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> ChatPrefixGate:
+    def gate(
+        self, rebuild: Rebuild[OpenHandsContinuation], prompt: str | None, keep_prompt: bool
+    ) -> ChatPrefixGate:
         appended = [{"role": "user", "content": [{"type": "text", "text": prompt}]}] if keep_prompt else []
         return ChatPrefixGate(rebuild.expected_prefix + appended)
 
@@ -110,8 +119,8 @@ class OpenHandsAdapter(Adapter[conversation.Native]):
             return "agent_error"
         return _STATUS.get(str(end.get("status")), "agent_error")
 
-    def finish_continuation(self, ended: Ended) -> dict[str, str]:
-        continued = ended.home / ended.rebuild.continuation["conversation"]
+    def finish_continuation(self, ended: Ended[OpenHandsContinuation]) -> dict[str, str]:
+        continued = ended.home / ended.rebuild.continuation.conversation
         if not (continued / conversation.BASE_STATE).is_file():
             return {}
         shutil.copytree(

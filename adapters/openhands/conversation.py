@@ -374,5 +374,5 @@ def _trajectory(native: Native, steps: list[Step], version: str | None, source: 
         source_sha256=sha,
         steps=steps,
     )
-    traj._native = native
+    traj.keep_native(native)
     return traj

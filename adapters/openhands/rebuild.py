@@ -27,7 +27,7 @@ def conversation_dir(home: Path, native: Native) -> Path:
 def prefix_events(
     trajectory: Trajectory, after_step: int, observations: dict[str, Observation]
 ) -> list[dict[str, Any]]:
-    native: Native = trajectory._native
+    native = trajectory.native_as(Native)
     events = [copy.deepcopy(e) for e in native.events[: native.step_end(after_step)]]
     for call_id, fresh in observations.items():
         at = native.observation_of.get(call_id)
@@ -68,7 +68,7 @@ def _stats(stats: Any, response_ids: set[str]) -> Any:
 
 
 def write(trajectory: Trajectory, after_step: int, events: list[dict[str, Any]], home: Path) -> list[Path]:
-    native: Native = trajectory._native
+    native = trajectory.native_as(Native)
     dest = conversation_dir(home, native)
     base = copy.deepcopy(native.base_state)
     base["execution_status"] = "idle"

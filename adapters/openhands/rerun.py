@@ -31,7 +31,7 @@ class OpenHandsRerunner(StepRerunner):
     name = "openhands"
 
     def __init__(self, trajectory: Trajectory, sandbox: Sandbox, work: Path, budgets: Budgets):
-        self.native: Native = trajectory._native
+        self.native = trajectory.native_as(Native)
         self.timeout_s = budgets.max_command_timeout_s + STEP_MARGIN_S
         write_bytes_atomic(work / BASE_STATE, orjson.dumps(self.native.base_state))
         spec = {

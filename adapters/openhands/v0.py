@@ -188,7 +188,7 @@ def parse(path: Path) -> Trajectory:
         steps=steps,
         start=_instance_start(wrapper),
     )
-    traj._native = native
+    traj.keep_native(native)
     return traj
 
 

@@ -14,6 +14,7 @@ from adapters.base import (
     Adapter,
     Ended,
     Launch,
+    NoContinuation,
     Rebuild,
     continued_file,
     copy_continued,
@@ -40,7 +41,9 @@ RERUN_TOOLS = {"execute_bash", "str_replace_editor"}
 """What the V0 runtime reruns (CodeActAgent's bash and editor; jupyter and browsing are off in the pinned config)."""
 
 
-class OpenHandsV0Adapter(Adapter[v0.NativeV0]):
+class OpenHandsV0Adapter(Adapter[v0.NativeV0, NoContinuation]):
+    continuation_type = NoContinuation
+    native_type = v0.NativeV0
     name = bundle.NAME_V0
 
     @classmethod
@@ -70,7 +73,7 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0]):
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
-    ) -> Rebuild:
+    ) -> Rebuild[NoContinuation]:
         native = self.native(trajectory)
         events = copy.deepcopy(native.events[: native.step_end(after_step)])
         for call_id, fresh in observations.items():
@@ -98,7 +101,12 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0]):
             "save": f"{AGENT_HOME}/{CONTINUED}",
         }
         write_continue_spec(home, spec)
-        return Rebuild(native_files=[path], expected_prefix=v0.to_messages(events), agent_home=home)
+        return Rebuild(
+            native_files=[path],
+            expected_prefix=v0.to_messages(events),
+            agent_home=home,
+            continuation=NoContinuation(),
+        )
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
         path = continued_file(result_dir, TRAJECTORY)
@@ -111,7 +119,7 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0]):
         return list(recorded_tools(bundle.NAME, self.version()))
 
     # continuation -----------------------------------------------------------------------------
-    def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> ChatPrefixGate:
+    def gate(self, rebuild: Rebuild[NoContinuation], prompt: str | None, keep_prompt: bool) -> ChatPrefixGate:
         # The agent always sends its own system message first (AgentController._add_system_message, from
         # its prompt templates); a file without a system event has none in the prefix to hold it to.
         prefix = rebuild.expected_prefix
@@ -154,5 +162,5 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0]):
             return "max_steps"
         return "agent_error"
 
-    def finish_continuation(self, ended: Ended) -> dict[str, str]:
+    def finish_continuation(self, ended: Ended[NoContinuation]) -> dict[str, str]:
         return copy_continued(ended.home / CONTINUED, ended.dest, TRAJECTORY, "continued_trajectory")

@@ -37,7 +37,7 @@ class OpenHandsV0Rerunner(StepRerunner):
 
     def __init__(self, trajectory: Trajectory, sandbox: Sandbox, work: Path, budgets: Budgets):
         assert trajectory.cwd
-        self.native: v0.NativeV0 = trajectory._native
+        self.native = trajectory.native_as(v0.NativeV0)
         self.timeout_s = budgets.max_command_timeout_s + STEP_MARGIN_S
         argv = companion_argv("serve", trajectory.cwd, f"{bundle.WORK_MOUNT}/{SOCKET}")
         super().__init__(trajectory, sandbox, work, argv, bundle.v0_env())

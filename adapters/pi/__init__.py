@@ -9,6 +9,7 @@ from typing import Any
 
 from adapters.base import (
     Adapter,
+    Continuation,
     Ended,
     Launch,
     Rebuild,
@@ -75,7 +76,16 @@ def _fresh(message: dict[str, Any], observations: dict[str, Observation]) -> dic
     return fresh.structured if fresh is not None and isinstance(fresh.structured, dict) else message
 
 
-class PiAdapter(Adapter[session.Native]):
+class PiContinuation(Continuation):
+    session_file: str
+    """The rebuilt session file, relative to the agent home."""
+    model: str
+    """provider/model"""
+
+
+class PiAdapter(Adapter[session.Native, PiContinuation]):
+    continuation_type = PiContinuation
+    native_type = session.Native
     name = bundle.NAME
 
     @classmethod
@@ -89,7 +99,7 @@ class PiAdapter(Adapter[session.Native]):
             sid = str(uuid.UUID(traj.source_sha256[:32]))
             native.header = {**native.header, "id": sid}
             traj = traj.model_copy(update={"session_id": sid})
-            traj._native = native
+            traj.keep_native(native)
         return traj
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
@@ -112,7 +122,7 @@ class PiAdapter(Adapter[session.Native]):
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
-    ) -> Rebuild:
+    ) -> Rebuild[PiContinuation]:
         native = self.native(trajectory)
         header = {**native.header, "version": 3}
         keep = _boundary_entries(native, trajectory, after_step)
@@ -135,7 +145,9 @@ class PiAdapter(Adapter[session.Native]):
             native_files=[path],
             expected_prefix=to_wire(prefix, bundle.version()),
             agent_home=home,
-            continuation={"session_file": str(path.relative_to(home)), "model": f"{provider}/{model}"},
+            continuation=PiContinuation(
+                session_file=str(path.relative_to(home)), model=f"{provider}/{model}"
+            ),
         )
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
@@ -145,7 +157,9 @@ class PiAdapter(Adapter[session.Native]):
         return to_wire(self.native(session.parse(path)).messages, self.version())
 
     # continuation -----------------------------------------------------------------------------
-    def gate(self, rebuild: Rebuild, prompt: str | None, keep_prompt: bool) -> SystemPerRequestGate:
+    def gate(
+        self, rebuild: Rebuild[PiContinuation], prompt: str | None, keep_prompt: bool
+    ) -> SystemPerRequestGate:
         appended = {"role": "user", "content": [{"type": "text", "text": prompt}]} if keep_prompt else None
         return SystemPerRequestGate(rebuild.expected_prefix, appended, strip_appended=False)
 
@@ -171,6 +185,6 @@ class PiAdapter(Adapter[session.Native]):
         assistants = [m for m in ends[-1].get("messages", []) if m.get("role") == "assistant"]
         return "completed" if assistants and assistants[-1].get("stopReason") == "stop" else "agent_error"
 
-    def finish_continuation(self, ended: Ended) -> dict[str, str]:
-        continued = ended.home / ended.rebuild.continuation["session_file"]
+    def finish_continuation(self, ended: Ended[PiContinuation]) -> dict[str, str]:
+        continued = ended.home / ended.rebuild.continuation.session_file
         return copy_continued(continued, ended.dest, CONTINUED, "continued_session")

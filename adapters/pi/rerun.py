@@ -41,7 +41,7 @@ class PiRerunner(StepRerunner):
     name = "Pi"
 
     def __init__(self, trajectory: Trajectory, sandbox: Sandbox, work: Path, budgets: Budgets):
-        native: Native = trajectory._native
+        native = trajectory.native_as(Native)
         messages = chronological(native)
         call_at = {
             block.get("id"): at

@@ -236,7 +236,7 @@ def parse(path: Path, task: str | None = None) -> Trajectory:
         steps=[s for s, _, _ in steps],
         parse_notes=_skip_notes(unparsed),
     )
-    traj._native = native
+    traj.keep_native(native)
     return traj
 
 

@@ -9,7 +9,10 @@ import pytest
 
 import adapters
 from adapters.base import Adapter
+from bridges.usage import Usage
+from replayer.divergence import NORMALIZERS
 from replayer.errors import BadInput
+from tests.conftest import CLAUDE
 
 ADAPTERS = Path(adapters.__file__).resolve().parent
 
@@ -68,3 +71,58 @@ def test_no_adapter_imports_another() -> None:
             assert not from_registry, (
                 f"{path.relative_to(ADAPTERS)} imports the registry: {sorted(from_registry)}"
             )
+
+
+def test_only_the_trajectory_touches_its_native_state() -> None:
+    """Parsers keep their native state with `keep_native`, adapters read it with `native()` / `native_as`."""
+    root = ADAPTERS.parent
+    for folder in ("adapters", "replayer", "bridges", "sandboxes", "tests"):
+        for path in (root / folder).rglob("*.py"):
+            if path == root / "replayer" / "models.py" or "fixtures" in path.parts:
+                continue
+            tree = ast.parse(path.read_text())
+            touches = [
+                n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "_native"
+            ]
+            assert not touches, f"{path.relative_to(root)}:{touches[0]} touches Trajectory._native"
+
+
+def test_the_native_state_is_read_as_the_adapter_that_parsed_it() -> None:
+    claude, codex = adapters.by_name("claude_code"), adapters.by_name("codex")
+    traj = claude.parse(CLAUDE.fixture("single") / "session.jsonl")
+    assert claude.native(traj).items
+    with pytest.raises(TypeError, match="this claude_code trajectory keeps Native, not Native"):
+        codex.native(traj)
+
+
+CENTRAL = ("replayer/divergence.py", "replayer/steps.py", "bridges/usage.py", "bridges/core.py")
+"""Modules every agent goes through: what is an agent's (its tools) or a protocol's (its usage keys) is
+declared by its adapter or dialect, not named here."""
+
+
+def test_no_central_module_names_an_agents_tools_or_a_protocols_usage_keys() -> None:
+    declared: dict[str, str] = {}
+    for adapter in adapters.all_adapters():
+        declared.update({tool: f"{adapter.name}'s tool" for tool in adapter.walk_order_tools})
+        keys = type(adapter.dialect()).usage_keys
+        declared.update(
+            {key: f"{type(adapter.dialect()).__name__}'s usage key" for key in vars(keys).values()}
+        )
+    for own in Usage.model_fields:  # the replayer's own names for the counts (Anthropic's and Responses' too)
+        declared.pop(own, None)
+    assert {"Glob", "grep_search", "usageMetadata", "prompt_tokens"} <= set(declared)
+    root = ADAPTERS.parent
+    for module in CENTRAL:
+        tree = ast.parse((root / module).read_text())
+        strings = {
+            n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+        }
+        named = sorted(s for s in strings if s in declared)
+        assert not named, f"{module} names {', '.join(f'{s!r} ({declared[s]})' for s in named)}"
+
+
+def test_every_declared_normalizer_exists() -> None:
+    for adapter in adapters.all_adapters():
+        for tool in {"bash", *adapter.walk_order_tools}:
+            unknown = set(adapter.normalizers(tool)) - set(NORMALIZERS)
+            assert not unknown, f"{adapter.name} declares unknown normalizers {sorted(unknown)}"

@@ -84,7 +84,9 @@ def _reruns_exactly(result: dict, agent: str, version: str, source: str, calls: 
 # mini-swe-agent ----------------------------------------------------------------------------------------
 def _mini_last_boundary(version: str) -> tuple[mini_format.Native, int]:
     traj = mini_format.parse(_mini(version) / "trajectory.traj.json")
-    return traj._native, next((s.index - 1 for s in traj.steps if s.final), len(traj.steps))
+    return traj.native_as(mini_format.Native), next(
+        (s.index - 1 for s in traj.steps if s.final), len(traj.steps)
+    )
 
 
 @pytest.mark.parametrize("version", MINI_VERSIONS)
@@ -155,7 +157,9 @@ def test_openhands_another_versions_directory_is_not_taken_for_the_pin(version: 
 
 def _openhands_last(version: str) -> tuple[conversation.Native, int]:
     traj = conversation.parse(_openhands(version) / "conversation")
-    return traj._native, next((s.index - 1 for s in traj.steps if s.final), len(traj.steps))
+    return traj.native_as(conversation.Native), next(
+        (s.index - 1 for s in traj.steps if s.final), len(traj.steps)
+    )
 
 
 @pytest.mark.agent

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import orjson
 
+from bridges.anthropic import AnthropicDialect
+from bridges.chat import ChatDialect
+from bridges.responses import ResponsesDialect
 from bridges.usage import TAIL_BYTES, AnswerEnds, Usage, usage_of
+
+ANTHROPIC_KEYS, CHAT_KEYS, RESPONSES_KEYS = (
+    d.usage_keys for d in (AnthropicDialect, ChatDialect, ResponsesDialect)
+)
 
 
 def _sse(*events: dict) -> bytes:
@@ -19,23 +26,31 @@ ANTHROPIC = [
 
 
 def test_anthropic_stream_counts_input_at_start_and_cumulative_output_at_the_end() -> None:
-    assert usage_of([_sse(*ANTHROPIC)]) == Usage(input_tokens=321, output_tokens=45)
+    assert usage_of([_sse(*ANTHROPIC)], ANTHROPIC_KEYS) == Usage(input_tokens=321, output_tokens=45)
 
 
 def test_chat_and_responses_and_plain_bodies() -> None:
     chat = b"data: " + orjson.dumps({"choices": [{"delta": {"content": "x"}}]}) + b"\n\n"
     chat += b"data: " + orjson.dumps({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3}})
     chat += b"\n\ndata: [DONE]\n\n"
-    assert usage_of([chat]) == Usage(input_tokens=7, output_tokens=3)
+    assert usage_of([chat], CHAT_KEYS) == Usage(input_tokens=7, output_tokens=3)
     done = {"type": "response.completed", "response": {"usage": {"input_tokens": 9, "output_tokens": 4}}}
-    assert usage_of([_sse({"type": "response.created"}, done)]) == Usage(input_tokens=9, output_tokens=4)
+    assert usage_of([_sse({"type": "response.created"}, done)], RESPONSES_KEYS) == Usage(
+        input_tokens=9, output_tokens=4
+    )
     body = orjson.dumps({"id": "c", "usage": {"prompt_tokens": 11, "completion_tokens": 2}})
-    assert usage_of([body]) == Usage(input_tokens=11, output_tokens=2)
-    assert usage_of([b'{"id": "no usage"}']) == Usage()
+    assert usage_of([body], CHAT_KEYS) == Usage(input_tokens=11, output_tokens=2)
+    assert usage_of([b'{"id": "no usage"}'], CHAT_KEYS) == Usage()
+
+
+def test_only_the_dialects_own_keys_count() -> None:
+    body = orjson.dumps({"usage": {"prompt_tokens": 11, "completion_tokens": 2}})
+    assert usage_of([body], RESPONSES_KEYS) == Usage()
+    assert usage_of([_sse(*ANTHROPIC)], CHAT_KEYS) == Usage()
 
 
 def test_a_long_answer_keeps_its_head_and_tail() -> None:
-    ends = AnswerEnds()
+    ends = AnswerEnds(ANTHROPIC_KEYS)
     events = (
         _sse(ANTHROPIC[0]),
         _sse(ANTHROPIC[1]) * (2 * TAIL_BYTES // len(_sse(ANTHROPIC[1]))),

@@ -131,13 +131,13 @@ def test_claude_code_divergence_lands_in_the_session_and_the_gate(tmp_path: Path
     assert isinstance(expected, list) and expected[2]["content"][0]["content"] == "changed"
     # the gate: the CLI resuming from the rebuilt session passes, the recording's prefix (stale "hi") does not
     recorded = _claude_request_after("single", ["toolu_single_02"])
-    rebuild = Rebuild(
-        native_files=[], expected_prefix=expected, continuation=_json(tmp_path / "out" / "continuation.json")
-    )
     from adapters.claude_code import ClaudeCodeAdapter
 
+    facts = ClaudeCodeAdapter().load_continuation(tmp_path / "out" / "continuation.json")
+    rebuild = Rebuild(native_files=[], expected_prefix=expected, continuation=facts)
+
     body = next(r["body"] for r in CLAUDE.requests("single"))
-    last_string = bool(rebuild.continuation["prefix_last_was_string"])
+    last_string = rebuild.continuation.prefix_last_was_string
     fresh = {**body, "messages": envelope.resume_request(expected, NONCE, last_string)}
     stale = {**body, "messages": envelope.resume_request(recorded, NONCE, last_string)}
     refused = ClaudeCodeAdapter().gate(rebuild, NONCE, False).route("POST", "/v1/messages", stale)
@@ -289,9 +289,8 @@ def test_codex_divergence_lands_in_the_rollout_and_the_gate(tmp_path: Path) -> N
     # the gate: the CLI resuming from the rebuilt rollout passes, the recording's prefix does not
     from adapters.codex import CodexAdapter
 
-    rebuild = Rebuild(
-        native_files=[], expected_prefix=expected, continuation=_json(tmp_path / "out" / "continuation.json")
-    )
+    facts = CodexAdapter().load_continuation(tmp_path / "out" / "continuation.json")
+    rebuild = Rebuild(native_files=[], expected_prefix=expected, continuation=facts)
     sent = _request_after("exec", 2)
     prompt = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": NONCE}]}
     msg_id = f"msg_{uuid.uuid5(uuid.NAMESPACE_URL, 'thread')}"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from replayer.divergence import divergence_of, workspace_hint
+import adapters
+from replayer.divergence import COMMON, divergence_of, workspace_hint
 from replayer.models import Divergence, Observation, ToolCall
 
 LISTING = "/w/a.py\n/w/sub/b.py\n/w/c.py"
@@ -13,20 +14,39 @@ def _call(tool: str, historical: str) -> ToolCall:
     return ToolCall(id="c1", tool=tool, input={}, historical=Observation(content=historical))
 
 
-def test_a_listing_in_another_walk_order_is_normalized_equal_for_glob_and_grep() -> None:
-    for tool in ("glob", "grep", "Glob"):
-        d = divergence_of(1, _call(tool, LISTING), "rerun", Observation(content=REORDERED))
-        assert d.status == "normalized_equal" and d.normalizers == ["walk_order"]
+def _of(agent: str, tool: str, fresh: str) -> Divergence:
+    normalizers = adapters.by_name(agent).normalizers(tool)
+    return divergence_of(1, _call(tool, LISTING), "rerun", Observation(content=fresh), normalizers)
+
+
+def test_a_listing_in_another_walk_order_is_normalized_equal_for_the_tools_adapters_name() -> None:
+    for agent, tool in (
+        ("opencode", "glob"),
+        ("opencode", "grep"),
+        ("claude_code", "Glob"),
+        ("gemini_cli", "glob"),
+    ):
+        d = _of(agent, tool, REORDERED)
+        assert d.status == "normalized_equal" and d.normalizers == ["walk_order"], (agent, tool)
 
 
 def test_reordered_lines_of_any_other_tool_are_different() -> None:
-    d = divergence_of(1, _call("bash", LISTING), "rerun", Observation(content=REORDERED))
-    assert d.status == "different" and d.first_difference == 3
+    for agent, tool in (("opencode", "bash"), ("claude_code", "glob"), ("pi", "grep")):
+        d = _of(agent, tool, REORDERED)
+        assert d.status == "different" and d.first_difference == 3, (agent, tool)
 
 
 def test_a_listing_with_another_file_is_different_even_for_glob() -> None:
-    d = divergence_of(1, _call("glob", LISTING), "rerun", Observation(content=LISTING + "\n/w/new.py"))
-    assert d.status == "different"
+    assert _of("opencode", "glob", LISTING + "\n/w/new.py").status == "different"
+
+
+def test_normalizers_apply_only_where_declared_and_in_one_order() -> None:
+    call = _call("exec_command", "Chunk ID: 0a1b2c\nWall time: 0.1 seconds\nok")
+    fresh = Observation(content="Chunk ID: 9f8e7d\nWall time: 0.3 seconds\nok")
+    assert divergence_of(1, call, "rerun", fresh, COMMON).status == "different"
+    codex = adapters.by_name("codex").normalizers("exec_command")
+    d = divergence_of(1, call, "rerun", fresh, tuple(reversed(codex)))
+    assert d.status == "normalized_equal" and d.normalizers == ["durations", "random_ids"]
 
 
 def _d(step: int, status: str, first: int | None, kind: str = "rerun") -> Divergence:

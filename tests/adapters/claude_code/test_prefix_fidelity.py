@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.claude_code import wire
+from adapters.claude_code import session, wire
 from replayer.engine import load
 from tests.conftest import CLAUDE, replayer
 
@@ -74,7 +74,9 @@ def test_a_leaf_tied_with_its_history_in_time_is_rebuilt_latest(tmp_path: Path) 
     rebuilt = adapter.rebuild(traj, 3, {}, tmp_path / "native")
     records = [orjson.loads(line) for line in rebuilt.native_files[0].read_bytes().splitlines()]
     chain = [r for r in records if r.get("type") in ("user", "assistant")]
-    stamps = {r["uuid"]: r["timestamp"] for r in traj._native.session.records if "uuid" in r}
+    stamps = {
+        r["uuid"]: r["timestamp"] for r in traj.native_as(session.Native).session.records if "uuid" in r
+    }
     assert [r["timestamp"] for r in chain[:-1]] == [stamps[r["uuid"]] for r in chain[:-1]]
     assert len(set(stamps[r["uuid"]] for r in chain)) == 1, "the recording's tie"
     assert chain[-1]["timestamp"] > chain[-2]["timestamp"]

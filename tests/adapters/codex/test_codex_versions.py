@@ -62,7 +62,7 @@ def _continue(folder: Path, out: Path, after_step: int) -> tuple[dict, list]:
 @pytest.mark.parametrize("version", RECORDED)
 def test_the_wire_prefix_is_what_that_version_sent_at_every_boundary(version: str) -> None:
     traj = rollout.parse(_probe(version) / "rollout.jsonl")
-    native: rollout.Native = traj._native
+    native = traj.native_as(rollout.Native)
     posts = _posts(version)
     for boundary in range(len(traj.steps) + 1):
         expected = rollout.wire_input(native, rollout.prefix_records(native, boundary, {}))
@@ -97,13 +97,15 @@ def test_a_codex_model_gets_the_freeform_apply_patch_and_no_ghost_snapshot_is_se
     """The field's 0.58.0 rollout (gpt-5.1-codex) never calls apply_patch, yet the CLI offers it freeform for
     that model family, so its shell outputs are sent as text; its undo checkpoint is never sent."""
     field = ROOT / "tests" / "fixtures" / "field" / "codex" / "acidicsoil-0.58.0-rollout-2025-11-17.jsonl"
-    native: rollout.Native = rollout.parse(field)._native
+    native = rollout.parse(field).native_as(rollout.Native)
     assert any((p := rollout.item(r)) and p.get("type") == "ghost_snapshot" for r in native.records)
     sent = rollout.wire_input(native, rollout.prefix_records(native, 3, {}))
     assert "ghost_snapshot" not in {i.get("type") for i in sent}
     outputs = [i["output"] for i in sent if i.get("type") == "function_call_output"]
     assert len(outputs) == 3 and all(o.startswith("Exit code: ") for o in outputs)
-    probe: rollout.Native = rollout.parse(_probe("0.58.0") / "rollout.jsonl")._native  # gpt-5.5: no freeform
+    probe = rollout.parse(_probe("0.58.0") / "rollout.jsonl").native_as(
+        rollout.Native
+    )  # gpt-5.5: no freeform
     assert not rollout.freeform_apply_patch(probe)
 
 
@@ -184,7 +186,7 @@ def test_an_openai_provider_rollout_of_another_version_continues_through_the_gat
     ]
     assert {e["status"] for e in bridge if e["method"] == "GET"} <= {426}
     main = [r for r in log if r.main_thread]
-    recorded = rollout.wire_instructions(rollout.parse(folder / "rollout.jsonl")._native)
+    recorded = rollout.wire_instructions(rollout.parse(folder / "rollout.jsonl").native_as(rollout.Native))
     assert main and main[0].body["instructions"] == (recorded or main[0].body["instructions"])
     assert version in (main[0].headers.get("version") or main[0].headers.get("user-agent", ""))
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import adapters
-from adapters.codex import CodexAdapter
+from adapters.codex import CodexAdapter, rollout
 from replayer.errors import BadInput
 from tests.conftest import CODEX
 from tests.fuzzing import FUZZ_SETTINGS, expect_refusal_or_success, mutated_file
@@ -102,7 +102,7 @@ def test_a_damaged_timestamp_never_names_a_path(tmp_path: Path) -> None:
     records = _records()
     records[0]["payload"]["timestamp"] = "../../../../etc/passwd"
     traj = CodexAdapter().parse(_write(tmp_path, records), None)
-    assert "/" not in traj._native.file_name
+    assert "/" not in traj.native_as(rollout.Native).file_name
 
 
 def test_unknown_fields_and_records_pass(tmp_path: Path) -> None:

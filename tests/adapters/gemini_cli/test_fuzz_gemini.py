@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import adapters
-from adapters.gemini_cli import GeminiCliAdapter, wire
+from adapters.gemini_cli import GeminiCliAdapter, session, wire
 from bridges.gemini import to_chat
 from replayer.errors import BadInput
 from tests.conftest import ROOT
@@ -27,7 +27,7 @@ FILES = sorted(p for p in FIXTURES.rglob("session.json*"))
 def _parse_and_use(path: Path, out: Path) -> None:
     adapter = GeminiCliAdapter()
     traj = adapter.parse(path)
-    to_chat(wire.resume_contents(traj._native.messages))
+    to_chat(wire.resume_contents(traj.native_as(session.Native).messages))
     last = next((s.index - 1 for s in traj.steps if not s.complete), len(traj.steps))
     if traj.cwd is not None:
         adapter.rebuild(traj, last, {}, out)

@@ -104,7 +104,7 @@ def test_the_continued_session_resumes_the_prefix_without_the_nonce(after_batch)
     files = result["continuation"]["files"]
     expected = orjson.loads((out / "expected_prefix.json").read_bytes())
     continued = session.parse(out / files["continued_session"])
-    resumed = wire.resume_contents(continued._native.messages)
+    resumed = wire.resume_contents(continued.native_as(session.Native).messages)
     assert resumed[: len(expected)] == expected
     assert [c["role"] for c in resumed[len(expected) :]] == ["model", "user", "model"]
     assert b"replayer-nonce" in (out / files["continued_session_raw"]).read_bytes()

@@ -92,7 +92,7 @@ def test_resume_wire_is_what_the_cli_sent(folder: Path) -> None:
     `resume_contents` of the messages before that prompt, then the prompt."""
     meta = _meta(folder)
     path = folder / ("session.jsonl" if (folder / "session.jsonl").exists() else "session.json")
-    messages = session.parse(path)._native.messages
+    messages = session.parse(path).native_as(session.Native).messages
     prompt = meta["prompts"][1]
     cut = _prompt_at(messages, prompt)
     resumed = next(
@@ -112,14 +112,14 @@ def test_live_log_and_resumed_log_resume_alike() -> None:
     lines = LOG.read_bytes().splitlines(keepends=True)
     second = [i for i, line in enumerate(lines) if session.is_metadata(orjson.loads(line))][1]
     live = session.load(b"".join(lines[:second]), LOG)
-    final = session.parse(LOG)._native.messages
+    final = session.parse(LOG).native_as(session.Native).messages
     cut = _prompt_at(final, _meta(FIXTURES / "tools")["prompts"][1])
     assert first_difference(wire.resume_contents(live.messages), wire.resume_contents(final[:cut])) is None
 
 
 def test_gate_passes_the_recorded_resume_and_refuses_a_changed_observation() -> None:
     folder = FIXTURES / "tools"
-    messages = session.parse(LOG)._native.messages
+    messages = session.parse(LOG).native_as(session.Native).messages
     prompt = _meta(folder)["prompts"][1]
     cut = _prompt_at(messages, prompt)
     bodies = [

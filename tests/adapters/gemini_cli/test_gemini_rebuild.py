@@ -46,7 +46,7 @@ def test_the_rebuilt_log_resumes_to_the_expected_prefix(tmp_path: Path) -> None:
     rebuild = GeminiCliAdapter().rebuild(traj, 1, _historical(traj), tmp_path)
     rebuilt = session.parse(rebuild.native_files[0])
     assert rebuilt.session_id == traj.session_id and rebuilt.cwd == traj.cwd
-    assert wire.resume_contents(rebuilt._native.messages) == rebuild.expected_prefix
+    assert wire.resume_contents(rebuilt.native_as(session.Native).messages) == rebuild.expected_prefix
     assert [len(s.calls) for s in rebuilt.steps] == [len(traj.steps[0].calls)]
     last = rebuild.expected_prefix[-1]
     assert last["role"] == "user" and all("functionResponse" in p for p in last["parts"])
@@ -54,8 +54,8 @@ def test_the_rebuilt_log_resumes_to_the_expected_prefix(tmp_path: Path) -> None:
 
 def test_the_gate_expects_the_closing_turn_after_a_tool_batch_and_strips_it_with_the_nonce() -> None:
     traj = session.parse(FIXTURES / "tools" / "session.jsonl")
-    messages = traj._native.messages
-    prefix = wire.resume_contents(messages[: boundary(traj._native, traj, 1)])
+    messages = traj.native_as(session.Native).messages
+    prefix = wire.resume_contents(messages[: boundary(traj.native_as(session.Native), traj, 1)])
     assert prefix[-1]["role"] == "user", "the prefix ends with the first batch's responses"
     nonce = {"role": "user", "parts": [{"text": "replayer-nonce-1"}]}
     closing = {"role": "model", "parts": [{"text": wire.INTERRUPTED}]}
@@ -82,7 +82,7 @@ def test_the_gate_expects_the_closing_turn_after_a_tool_batch_and_strips_it_with
 
 
 def test_no_closing_turn_after_a_final_answer() -> None:
-    messages = session.parse(FIXTURES / "tools" / "session.jsonl")._native.messages
+    messages = session.parse(FIXTURES / "tools" / "session.jsonl").native_as(session.Native).messages
     ends = [i for i, m in enumerate(messages) if m["type"] == "gemini" and not session.calls_of(m)]
     prefix = wire.resume_contents(messages[: ends[0] + 1])
     assert prefix[-1]["role"] == "model" and wire.closing_turns(prefix) == []
@@ -125,10 +125,11 @@ def test_shell_output_differing_only_in_process_ids_is_normalized_equal() -> Non
         return call.historical.model_copy(update={"content": text})  # type: ignore[union-attr]
 
     other_pid = re.sub(r"PGID: \d+", "PGID: 4242", str(call.historical.content))
-    d = divergence_of(1, call, "rerun", fresh(other_pid))
+    normalizers = GeminiCliAdapter().normalizers(call.tool)
+    d = divergence_of(1, call, "rerun", fresh(other_pid), normalizers)
     assert d.status == "normalized_equal" and d.normalizers == ["process_ids"]
     other_exit = other_pid.replace("Exit Code: 1", "Exit Code: 2")
-    assert divergence_of(1, call, "rerun", fresh(other_exit)).status == "different"
+    assert divergence_of(1, call, "rerun", fresh(other_exit), normalizers).status == "different"
 
 
 def test_tool_definitions_are_the_ones_the_cli_sent_and_export_as_chat_functions() -> None:
@@ -181,7 +182,7 @@ def test_a_batch_of_prefixes_exports_as_chat_and_atif_records(tmp_path: Path) ->
 
 
 def test_the_bridge_counts_the_tokens_of_a_gemini_stream() -> None:
-    from bridges.gemini import stream_chunks
+    from bridges.gemini import GeminiDialect, stream_chunks
     from bridges.scripted import Turn
     from bridges.usage import usage_of
 
@@ -189,7 +190,7 @@ def test_the_bridge_counts_the_tokens_of_a_gemini_stream() -> None:
     chunks = stream_chunks(turn, "gemini-2.5-flash", "r1")
     sse = b"".join(b"data: " + orjson.dumps(c) + b"\r\n\r\n" for c in chunks)
     last = chunks[-1]["usageMetadata"]
-    assert usage_of([sse]).model_dump() == {
+    assert usage_of([sse], GeminiDialect.usage_keys).model_dump() == {
         "input_tokens": last["promptTokenCount"],
         "output_tokens": last["candidatesTokenCount"],
     }

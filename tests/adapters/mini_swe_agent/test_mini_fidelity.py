@@ -33,7 +33,7 @@ def _boundaries() -> list[tuple[str, int]]:
 def _request_after(name: str, after_step: int) -> list[dict]:
     """The request mini-swe-agent made right after step N: the one whose turn is the call count so far."""
     _, traj = load(_traj(name))
-    native = traj._native
+    native = traj.native_as(native_format.Native)
     n_calls, _ = native_format.calls_and_cost(native_format.prefix_messages(native, after_step))
     return MINI.requests(name)[n_calls]["body"]["messages"]
 

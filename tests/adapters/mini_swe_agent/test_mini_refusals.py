@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from adapters.mini_swe_agent import config
-from adapters.mini_swe_agent.trajectory import parse
+from adapters.mini_swe_agent.trajectory import Native, parse
 from tests.conftest import MINI, ROOT, replayer
 
 ORIGINAL = MINI.fixture("toolcall") / "trajectory.traj.json"
@@ -102,7 +102,7 @@ def test_a_recorded_deepseek_model_continues_and_other_providers_are_refused() -
     """litellm routes deepseek/ to its OpenAI-compatible chat completions at the bridge (and prices it, which
     mini needs); a provider with its own protocol is refused, naming the prefixes that work."""
     field = FIELD / "mini_swe_agent" / "deepseek-v2.2.7-sqlfluff-2419.traj.json"
-    native = parse(field)._native
+    native = parse(field).native_as(Native)
     assert config.model_name(native) == "deepseek/deepseek-chat"
     assert config.continuation_refusal(native, "deepseek/deepseek-chat") is None
     refusal = config.continuation_refusal(native, "anthropic/claude-sonnet-5")

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from adapters.mini_swe_agent import MiniSweAgentAdapter, config
+from adapters.mini_swe_agent.trajectory import Native
 from tests.conftest import MINI, ROOT, replayer
 
 SWEBENCH_RUN = (
@@ -49,7 +50,7 @@ def test_the_progress_tracking_agent_reruns_as_the_default_agent(agent_type: str
     adapter = MiniSweAgentAdapter()
     traj = adapter.parse(_with_agent_type(tmp_path, agent_type))
     assert {adapter.classify(c, traj) for s in traj.steps for c in s.calls} == {("rerun", None)}
-    assert config.companion_config(traj._native, output_path=None)["agent_type"] == DEFAULT_AGENT
+    assert config.companion_config(traj.native_as(Native), output_path=None)["agent_type"] == DEFAULT_AGENT
     note = traj.runs_as
     assert note is not None and agent_type in note and DEFAULT_AGENT in note
 

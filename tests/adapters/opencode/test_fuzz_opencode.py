@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import adapters
-from adapters.opencode import OpenCodeAdapter
+from adapters.opencode import OpenCodeAdapter, session
 from adapters.opencode.wire import to_wire
 from replayer.errors import BadInput
 from tests.conftest import ROOT
@@ -33,7 +33,7 @@ TASK = "the task"
 
 def _parse_and_use(path: Path) -> None:
     traj = OpenCodeAdapter().parse(path, TASK)
-    to_wire(traj._native.messages)
+    to_wire(traj.native_as(session.Native).messages)
 
 
 def _check(path: Path) -> None:

@@ -11,8 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.opencode import bundle
-from replayer.divergence import WALK_ORDER_TOOLS
+from adapters.opencode import OpenCodeAdapter, bundle
 from replayer.engine import load
 from tests.conftest import CLAUDE, OPENCODE, OPENCODE_FORMS, first_and_last, replayer
 
@@ -39,7 +38,7 @@ def _walk_order_free(messages: list[dict]) -> list[dict]:
         for m in messages
         if m.get("role") == "assistant"
         for call in m.get("tool_calls") or []
-        if call.get("function", {}).get("name") in WALK_ORDER_TOOLS
+        if call.get("function", {}).get("name") in OpenCodeAdapter.walk_order_tools
     }
     return [
         {**m, "content": "\n".join(sorted(m["content"].split("\n")))}

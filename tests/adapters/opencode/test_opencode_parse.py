@@ -96,7 +96,7 @@ def test_each_form_gives_the_recorded_steps(scenario: str, form: str) -> None:
     assert traj.agent == "opencode" and traj.agent_version == "1.18.33"
     assert traj.session_id == _meta(scenario)["session_id"] and traj.cwd == "/testbed"
     assert traj.source == str(path) and traj.source_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
-    native = traj._native
+    native = traj.native_as(session.Native)
     assert native.form == {"export.json": "export", "opencode.db": "sqlite", "events.jsonl": "events"}[form]
     assert [native.messages[at]["info"]["id"] for at in native.step_messages] == [m for m, _ in expected]
 
@@ -105,10 +105,10 @@ def test_each_form_gives_the_recorded_steps(scenario: str, form: str) -> None:
 def test_the_store_and_the_event_log_rebuild_the_export(scenario: str) -> None:
     recorded = _export(scenario)
     for form in ("opencode.db", "events.jsonl"):
-        native = session.parse(FIXTURES / scenario / form)._native
+        native = session.parse(FIXTURES / scenario / form).native_as(session.Native)
         assert native.messages == recorded["messages"], form
         assert native.info == recorded["info"], form
-    db = session.parse(FIXTURES / scenario / "opencode.db")._native
+    db = session.parse(FIXTURES / scenario / "opencode.db").native_as(session.Native)
     assert list(db.info) == list(recorded["info"])  # the CLI's field order too
 
 
@@ -158,7 +158,7 @@ def test_intermediate_tool_states_and_repeated_lines_replay_no_call_twice(tmp_pa
     ids = [c.id for s in traj.steps for c in s.calls]
     assert len(ids) == len(set(ids)) == 11
     assert _steps(traj) == _expected_steps("tools") and all(s.complete for s in traj.steps)
-    for message in traj._native.messages:
+    for message in traj.native_as(session.Native).messages:
         part_ids = [p["id"] for p in message["parts"]]
         assert len(part_ids) == len(set(part_ids))
 
@@ -203,7 +203,7 @@ def test_a_task_becomes_the_first_user_message(tmp_path: Path) -> None:
     task = _meta("tools")["task"]
     traj = session.parse(_alone(tmp_path, _lines("tools")), task)
     assert _steps(traj) == _expected_steps("tools")
-    native = traj._native
+    native = traj.native_as(session.Native)
     user, first = native.messages[0], native.messages[1]
     assert user["info"]["role"] == "user" and [p["text"] for p in user["parts"]] == [task]
     assert user["info"]["id"].startswith("msg_") and user["info"]["id"] < first["info"]["id"]
@@ -223,7 +223,7 @@ def test_a_lone_event_log_is_imported_in_its_order_and_directory(tmp_path: Path)
     """The store reads messages by (time created, id): each assistant message is dated by its first event
     (not 0, which would put it before the prompt), and --cwd gives the session its directory."""
     lines = _lines("tools")
-    native = session.parse(_alone(tmp_path, lines), _meta("tools")["task"])._native
+    native = session.parse(_alone(tmp_path, lines), _meta("tools")["task"]).native_as(session.Native)
     document = importable(native, copy.deepcopy(native.messages), "/work/repo")
     messages = document["messages"]
     assert sorted(messages, key=lambda m: (m["info"]["time"]["created"], m["info"]["id"])) == messages
@@ -238,7 +238,7 @@ def test_a_lone_event_log_is_imported_in_its_order_and_directory(tmp_path: Path)
 
 def test_two_appended_runs_take_their_prompts_from_the_export() -> None:
     traj = session.parse(FIXTURES / "two_runs" / "events.jsonl")
-    native = traj._native
+    native = traj.native_as(session.Native)
     users = [m for m in native.messages if m["info"]["role"] == "user"]
     assert (
         [u["parts"][0]["text"] for u in users]

@@ -89,13 +89,13 @@ def test_each_shape_gives_the_steps_of_the_export(shape: str) -> None:
     traj = session.parse(API / shape)
     meta = orjson.loads((API / "meta.json").read_bytes())
     assert traj.session_id == meta["session_id"] and traj.cwd == "/testbed"
-    assert traj._native.form == FORMS[shape]
+    assert traj.native_as(session.Native).form == FORMS[shape]
     assert traj.agent_version == (None if shape == "messages.json" else "1.18.33")  # the list names none
 
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_each_shape_holds_the_exported_messages(shape: str) -> None:
-    native = session.parse(API / shape)._native
+    native = session.parse(API / shape).native_as(session.Native)
     assert native.messages == _export()["messages"]
     if FORMS[shape] == "stream":  # session.updated carries the whole session record
         assert native.info == _export()["info"]
@@ -105,8 +105,8 @@ def test_each_shape_holds_the_exported_messages(shape: str) -> None:
 def test_each_boundary_gives_the_prefix_of_the_export(shape: str) -> None:
     from adapters.opencode import _cut
 
-    export = session.parse(API / "export.json")._native
-    other = session.parse(API / shape)._native
+    export = session.parse(API / "export.json").native_as(session.Native)
+    other = session.parse(API / shape).native_as(session.Native)
     for after_step in range(len(export.step_messages) + 1):
         expected = to_wire(export.messages[: _cut(export, after_step)])
         assert to_wire(other.messages[: _cut(other, after_step)]) == expected, after_step
@@ -165,7 +165,7 @@ def test_a_text_streamed_in_deltas_is_rebuilt_without_its_final_update(tmp_path:
     ]
     assert final and delta["delta"]
     variant = [line for i, line in enumerate(lines) if i not in final]
-    native = session.parse(_write(tmp_path, "event.sse", b"\n".join(variant)))._native
+    native = session.parse(_write(tmp_path, "event.sse", b"\n".join(variant))).native_as(session.Native)
     parts = {p["id"]: p for m in native.messages for p in m["parts"]}
     assert parts[delta["partID"]]["text"] == delta["delta"]
 
@@ -177,7 +177,9 @@ def test_a_removed_message_is_left_out(tmp_path: Path) -> None:
         "type": "message.removed",
         "properties": {"sessionID": last["sessionID"], "messageID": last["id"]},
     }
-    native = session.parse(_write(tmp_path, "event.sse", b"\n".join([*lines, _data(removed)])))._native
+    native = session.parse(_write(tmp_path, "event.sse", b"\n".join([*lines, _data(removed)]))).native_as(
+        session.Native
+    )
     assert native.messages == _export()["messages"][:-1]
 
 
@@ -246,16 +248,23 @@ def test_a_stream_of_two_sessions_is_split_into_their_exports(shape: str) -> Non
         zip(meta["session_ids"], meta["prompts"], strict=True)
     )
     for n, session_id in enumerate(meta["session_ids"], 1):
-        export = session.parse(TWO / f"export-{n}.json")._native
+        export = session.parse(TWO / f"export-{n}.json").native_as(session.Native)
         traj = load(TWO / shape, session=session_id)[1]
-        assert (traj.session_id, traj.source, traj._native.messages) == (
+        assert (traj.session_id, traj.source, traj.native_as(session.Native).messages) == (
             session_id,
             str(TWO / shape),
             export.messages,
         )
         for after_step in range(len(export.step_messages) + 1):
             expected = to_wire(export.messages[: _cut(export, after_step)])
-            assert to_wire(traj._native.messages[: _cut(traj._native, after_step)]) == expected
+            assert (
+                to_wire(
+                    traj.native_as(session.Native).messages[
+                        : _cut(traj.native_as(session.Native), after_step)
+                    ]
+                )
+                == expected
+            )
 
 
 def test_the_cli_lists_and_selects_the_sessions_of_a_stream(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import orjson
 import pytest
 
-from adapters.base import Rebuild
+from adapters.base import NoContinuation, Rebuild
 from adapters.openhands.v0_adapter import OpenHandsV0Adapter
 from bridges.chat import ChatPrefixGate
 from bridges.core import Decision
@@ -103,7 +103,9 @@ def test_without_a_system_event_the_gate_takes_the_agents_own_and_holds_the_rest
         return gate.route("POST", "/v1/chat/completions", {**sent[2], "messages": messages})
 
     adapter = OpenHandsV0Adapter()
-    gate = adapter.gate(Rebuild(native_files=[], expected_prefix=prefix), None, False)
+    gate = adapter.gate(
+        Rebuild(native_files=[], expected_prefix=prefix, continuation=NoContinuation()), None, False
+    )
     no_system = route(gate, prefix)
     assert no_system.kind == "refuse" and no_system.mismatch and no_system.mismatch.path == "messages[0]"
     assert route(gate, sent[3]["messages"]).kind == "refuse", "a longer first request"
@@ -113,7 +115,11 @@ def test_without_a_system_event_the_gate_takes_the_agents_own_and_holds_the_rest
     other = {"role": "system", "content": [{"type": "text", "text": "another prompt"}]}
     changed = route(gate, [other, *sent[3]["messages"][1:]])
     assert changed.kind == "refuse" and changed.mismatch and changed.mismatch.path.startswith("messages[0]")
-    recorded = adapter.gate(Rebuild(native_files=[], expected_prefix=sent[2]["messages"]), None, False)
+    recorded = adapter.gate(
+        Rebuild(native_files=[], expected_prefix=sent[2]["messages"], continuation=NoContinuation()),
+        None,
+        False,
+    )
     assert route(recorded, [other, *prefix]).kind == "refuse", "a recorded system message is held"
 
 

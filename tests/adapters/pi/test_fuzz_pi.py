@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import adapters
-from adapters.pi import PiAdapter
+from adapters.pi import PiAdapter, session
 from adapters.pi.wire import to_wire
 from replayer.errors import BadInput
 from tests.conftest import ROOT
@@ -35,7 +35,7 @@ def _parse_and_use(path: Path, out: Path) -> None:
     rebuild at the last boundary a plan accepts (the longest prefix)."""
     adapter = PiAdapter()
     traj = adapter.parse(path)
-    to_wire(traj._native.messages)
+    to_wire(traj.native_as(session.Native).messages)
     last = next((s.index - 1 for s in traj.steps if not s.complete), len(traj.steps))
     adapter.rebuild(traj, last, {}, out)
 

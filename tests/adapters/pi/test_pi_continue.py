@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from adapters.base import Rebuild
-from adapters.pi import PiAdapter, session
+from adapters.pi import PiAdapter, PiContinuation, session
 from adapters.pi.wire import to_wire
 from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.conftest import PI, replayer
@@ -60,7 +60,7 @@ def test_native_continue_sends_exactly_the_rebuilt_prefix(tmp_path: Path) -> Non
     assert tool["role"] == "tool" and "a + b" in tool["content"], (
         "the continued agent ran in the rerun sandbox"
     )
-    continued = session.parse(out / cont["files"]["continued_session"])._native
+    continued = session.parse(out / cont["files"]["continued_session"]).native_as(session.Native)
     wire = to_wire(continued.messages)
     assert wire[: len(expected)] == expected
     assert [m["role"] for m in wire[len(expected) :]] == ["assistant", "tool", "assistant"]
@@ -78,7 +78,7 @@ def test_a_boundary_prompt_goes_through_prompt(tmp_path: Path) -> None:
     cont = result["continuation"]
     assert cont["input_condition"] == "boundary_user_prompt_appended" and cont["gate"] == "accepted"
     assert log[0].body["messages"][-1] == {"role": "user", "content": [{"type": "text", "text": prompt}]}
-    continued = session.parse(out / cont["files"]["continued_session"])._native
+    continued = session.parse(out / cont["files"]["continued_session"]).native_as(session.Native)
     assert {"role": "user", "content": [{"type": "text", "text": prompt}]} in to_wire(continued.messages)
 
 
@@ -120,9 +120,12 @@ def test_a_model_without_provider_is_refused_before_any_container(tmp_path: Path
 def test_the_gate_refuses_a_request_without_the_exact_prefix(change, path: str) -> None:
     body = copy.deepcopy(next(r["body"] for r in PI.requests("tools") if len(r["body"]["messages"]) == 5))
     prefix = copy.deepcopy(body["messages"][1:])
-    gate = PiAdapter().gate(Rebuild(native_files=[], expected_prefix=prefix), None, False)
+    facts = PiContinuation(session_file="session.jsonl", model="openai/gpt-4o-mini")
+    gate = PiAdapter().gate(Rebuild(native_files=[], expected_prefix=prefix, continuation=facts), None, False)
     assert gate.route("POST", "/v1/chat/completions", copy.deepcopy(body)).kind == "main"
     change(body["messages"])
-    fresh = PiAdapter().gate(Rebuild(native_files=[], expected_prefix=prefix), None, False)
+    fresh = PiAdapter().gate(
+        Rebuild(native_files=[], expected_prefix=prefix, continuation=facts), None, False
+    )
     decision = fresh.route("POST", "/v1/chat/completions", body)
     assert decision.kind == "refuse" and decision.mismatch is not None and decision.mismatch.path == path

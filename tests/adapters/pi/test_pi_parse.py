@@ -95,7 +95,7 @@ def _by_position(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _assert_pi_agrees(path: Path, tmp_path: Path) -> dict[str, Any]:
-    native = session.parse(path)._native
+    native = session.parse(path).native_as(session.Native)
     pi = _pi_context(path, tmp_path)
     assert native.messages == pi["context"]["messages"]
     assert _by_position(native.entries) == _by_position(pi["branch"])
@@ -169,7 +169,7 @@ def test_each_form_gives_the_same_steps(scenario: str) -> None:
     assert [s.model_dump() for s in from_log.steps] == [s.model_dump() for s in from_file.steps]
     assert all(s.complete and not s.before_compaction for s in from_file.steps)
     assert [s.index for s in from_file.steps] == list(range(1, len(expected) + 1))
-    assert from_log._native.messages == from_file._native.messages
+    assert from_log.native_as(session.Native).messages == from_file.native_as(session.Native).messages
     header = _records(file_path)[0]
     for traj, path in ((from_file, file_path), (from_log, log_path)):
         assert traj.agent == "pi" and traj.agent_version is None
@@ -177,11 +177,18 @@ def test_each_form_gives_the_same_steps(scenario: str) -> None:
             traj.source == str(path) and traj.source_sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
         )
     assert from_file.session_id == header["id"] and from_file.cwd == "/testbed"
-    assert from_file._native.form == "session" and from_file._native.header == header
+    assert (
+        from_file.native_as(session.Native).form == "session"
+        and from_file.native_as(session.Native).header == header
+    )
     if scenario == "rpc":  # no header line, no get_state answer: nothing names the session
-        assert from_log._native.form == "rpc" and from_log.session_id is None and from_log.cwd is None
-        first = from_log._native.messages[0]["timestamp"]
-        assert from_log._native.header == {
+        assert (
+            from_log.native_as(session.Native).form == "rpc"
+            and from_log.session_id is None
+            and from_log.cwd is None
+        )
+        first = from_log.native_as(session.Native).messages[0]["timestamp"]
+        assert from_log.native_as(session.Native).header == {
             "type": "session",
             "version": 3,
             "id": None,
@@ -189,7 +196,10 @@ def test_each_form_gives_the_same_steps(scenario: str) -> None:
             "cwd": None,
         }
     else:
-        assert from_log._native.form == "events" and from_log._native.header == header
+        assert (
+            from_log.native_as(session.Native).form == "events"
+            and from_log.native_as(session.Native).header == header
+        )
         assert from_log.session_id == header["id"] and from_log.cwd == "/testbed"
 
 
@@ -204,7 +214,7 @@ def test_each_request_pi_sent_is_the_context_up_to_its_step(scenario: str, tmp_p
     request conversion of our messages), and every tool message content is the call's observation."""
     for path in (FIXTURES / scenario / "session.jsonl", _log(scenario)):
         traj = session.parse(path)
-        native = traj._native
+        native = traj.native_as(session.Native)
         wire = _pi_context(FIXTURES / scenario / "session.jsonl", tmp_path)["wire"]
         assistants = [i for i, m in enumerate(native.messages) if m["role"] == "assistant"]
         requests = _tool_requests(FIXTURES / scenario)
@@ -224,7 +234,7 @@ def test_two_appended_runs_are_one_conversation() -> None:
     log = _records(FIXTURES / "two_runs" / "events.jsonl")
     assert [r for r in log if r["type"] == "session"] == [log[0], log[0]]
     traj = session.parse(FIXTURES / "two_runs" / "events.jsonl")
-    native = traj._native
+    native = traj.native_as(session.Native)
     users = [m for m in native.messages if m["role"] == "user"]
     assert [u["content"][0]["text"] for u in users] == orjson.loads(
         (FIXTURES / "two_runs" / "meta.json").read_bytes()
@@ -239,7 +249,7 @@ def test_two_appended_runs_are_one_conversation() -> None:
 def test_the_event_log_entries_are_a_session_pi_reads(tmp_path: Path) -> None:
     """The synthesized entries (linear, fresh ids, one model_change first) give Pi our messages."""
     for scenario in SCENARIOS:
-        native = session.parse(_log(scenario))._native
+        native = session.parse(_log(scenario)).native_as(session.Native)
         entries = native.entries
         assert entries[0]["type"] == "model_change" and (entries[0]["provider"], entries[0]["modelId"]) == (
             "fake",
@@ -255,8 +265,8 @@ def test_the_event_log_entries_are_a_session_pi_reads(tmp_path: Path) -> None:
         assert pi["context"]["messages"] == native.messages
         steps = [s.model_dump(exclude={"message_id"}) for s in session.parse(_log(scenario)).steps]
         assert steps == [s.model_dump(exclude={"message_id"}) for s in session.parse(written).steps]
-    again = session.parse(_log("tools"))._native.entries
-    assert again == session.parse(_log("tools"))._native.entries  # reproducible ids
+    again = session.parse(_log("tools")).native_as(session.Native).entries
+    assert again == session.parse(_log("tools")).native_as(session.Native).entries  # reproducible ids
 
 
 def test_the_steps_keep_call_order_not_completion_order() -> None:
@@ -286,7 +296,7 @@ def test_message_update_partials_are_never_read(tmp_path: Path) -> None:
                     record[key] = {"role": "assistant", "content": [{"type": "text", "text": "PARTIAL"}]}
     traj = session.parse(_write(tmp_path / "events.jsonl", records))
     assert _steps(traj) == _steps(session.parse(FIXTURES / "tools" / "events.jsonl"))
-    assert "PARTIAL" not in orjson.dumps(traj._native.messages).decode()
+    assert "PARTIAL" not in orjson.dumps(traj.native_as(session.Native).messages).decode()
 
 
 def test_a_log_cut_inside_a_batch_ends_with_an_incomplete_step(tmp_path: Path) -> None:
@@ -316,7 +326,7 @@ def test_an_errored_assistant_message_is_no_step(tmp_path: Path) -> None:
     variant = [*records[:at], failed, *records[at:]]
     traj = session.parse(_write(tmp_path / "events.jsonl", variant))
     assert _steps(traj) == _steps(session.parse(FIXTURES / "tools" / "events.jsonl"))
-    assert failed["message"] in traj._native.messages  # kept in the context, as Pi keeps it
+    assert failed["message"] in traj.native_as(session.Native).messages  # kept in the context, as Pi keeps it
 
 
 def test_rpc_state_answers_name_the_session_and_the_settings(tmp_path: Path) -> None:
@@ -333,7 +343,7 @@ def test_rpc_state_answers_name_the_session_and_the_settings(tmp_path: Path) -> 
         {"id": "req-4", "type": "response", "command": "set_thinking_level", "success": True},
     ]
     traj = session.parse(_write(tmp_path / "rpc.jsonl", variant))
-    native = traj._native
+    native = traj.native_as(session.Native)
     assert traj.session_id == state["sessionId"] and native.header["id"] == state["sessionId"]
     kinds = [
         (e["type"], e.get("modelId") or e.get("thinkingLevel"))
@@ -436,7 +446,7 @@ def test_the_active_branch_ends_at_the_last_entry(summary: bool, tmp_path: Path)
     ids = [[c.id for c in s.calls] for s in traj.steps]
     assert ids == [["call_tools_01", "call_tools_02"], ["call_tools_03"], ["call_branch_01"]]
     assert traj.steps[-1].calls[0].historical.content == "hi\n"
-    native = traj._native
+    native = traj.native_as(session.Native)
     roles = [m["role"] for m in native.messages]
     assert ("branchSummary" in roles) is summary
     assert native.entries[-1]["id"] == "b0000003" and len(native.entries) == 8 + summary + 2
@@ -459,7 +469,7 @@ def test_the_leaf_is_the_last_line_even_on_an_older_branch(tmp_path: Path) -> No
     _assert_pi_agrees(path, tmp_path)
     traj = session.parse(path)
     assert _steps(traj) == _expected_steps(FIXTURES / "tools" / "session.jsonl")
-    assert traj._native.entries[-1]["type"] == "session_info"
+    assert traj.native_as(session.Native).entries[-1]["type"] == "session_info"
 
 
 def _compacted(tmp_path: Path, *points: tuple[int, int]) -> Path:
@@ -488,7 +498,7 @@ def test_a_compaction_keeps_its_summary_and_the_kept_messages(tmp_path: Path) ->
     path = _compacted(tmp_path, (11, 9))
     _assert_pi_agrees(path, tmp_path)
     traj = session.parse(path)
-    native = traj._native
+    native = traj.native_as(session.Native)
     assert _steps(traj) == _expected_steps(FIXTURES / "tools" / "session.jsonl")  # every step still listed
     assert [s.before_compaction for s in traj.steps] == [True, True, True, False, False]
     assert native.step_messages[:3] == [-1, -1, 1]
@@ -513,7 +523,7 @@ def test_only_the_latest_compaction_counts(tmp_path: Path) -> None:
     _assert_pi_agrees(path, tmp_path)
     traj = session.parse(path)
     assert [s.before_compaction for s in traj.steps] == [True, True, True, True, False]
-    native = traj._native
+    native = traj.native_as(session.Native)
     assert native.messages[0]["summary"] == "Summary 14." and native.step_messages[:4] == [-1, -1, -1, 1]
     assert not any(m.get("summary") == "Summary 8." for m in native.messages)
 
@@ -521,7 +531,7 @@ def test_only_the_latest_compaction_counts(tmp_path: Path) -> None:
 def test_a_recorded_compaction() -> None:
     """Pi 0.73.1's own rpc `compact` (recorded): it kept the last assistant message before it."""
     traj = session.parse(SESSIONS / "compaction" / "session.jsonl")
-    native = traj._native
+    native = traj.native_as(session.Native)
     assert [s.before_compaction for s in traj.steps] == [True, False, False]
     assert native.step_messages == [-1, 3, 5]
     assert [m["role"] for m in native.messages[:3]] == ["compactionSummary", "assistant", "user"]
@@ -545,7 +555,7 @@ def test_the_context_of_a_branch_prefix(tmp_path: Path) -> None:
     """`context_messages(entries[:k])` is what Pi builds with the leaf at entry k: before the recorded
     compaction the whole history, through the end the compacted context."""
     path = SESSIONS / "compaction" / "session.jsonl"
-    native = session.parse(path)._native
+    native = session.parse(path).native_as(session.Native)
     assert session.context_messages(native.entries) == native.messages
     at = next(i for i, e in enumerate(native.entries) if e["type"] == "compaction")
     before = session.context_messages(native.entries[:at])
@@ -560,12 +570,14 @@ def test_an_older_pis_event_output_parses(tmp_path: Path) -> None:
     cut = next(i for i, r in enumerate(records) if r.get("command") == "compact")
     traj = session.parse(_write(tmp_path / "rpc.jsonl", records[:cut]))
     reference = session.parse(SESSIONS / "v1" / "session.jsonl")
-    assert traj._native.form == "rpc" and traj.session_id is None
+    assert traj.native_as(session.Native).form == "rpc" and traj.session_id is None
     same = {"message_id", "before_compaction"}  # Pi 0.30.2 kept no responseId; the file has the compaction
     assert [s.model_dump(exclude=same) for s in traj.steps] == [
         s.model_dump(exclude=same) for s in reference.steps[:1]
     ]
-    assert traj._native.header["timestamp"] == session._iso(traj._native.messages[0]["timestamp"])
+    assert traj.native_as(session.Native).header["timestamp"] == session._iso(
+        traj.native_as(session.Native).messages[0]["timestamp"]
+    )
 
 
 def test_other_entry_types_are_kept_and_only_custom_messages_count(tmp_path: Path) -> None:
@@ -584,7 +596,7 @@ def test_other_entry_types_are_kept_and_only_custom_messages_count(tmp_path: Pat
     records[4]["parentId"] = "d0000005"
     path = _write(tmp_path / "typed.jsonl", [*records[:4], *added, *records[4:]])
     pi = _assert_pi_agrees(path, tmp_path)
-    native = session.parse(path)._native
+    native = session.parse(path).native_as(session.Native)
     assert [e["type"] for e in native.entries[2:8]] == [
         "message",
         "custom_message",
@@ -643,7 +655,7 @@ def test_recorded_older_formats_are_migrated_as_pi_migrates_them(
     assert _records(path)[0].get("version") == (None if version == 1 else version)
     _assert_pi_agrees(path, tmp_path)
     traj = session.parse(path)
-    native = traj._native
+    native = traj.native_as(session.Native)
     assert native.format_version == version and native.header["version"] == 3
     assert traj.session_id == _records(path)[0]["id"] and traj.cwd == "/testbed"
     assert [[c.tool for c in s.calls] for s in traj.steps] == [["read", "bash"], ["edit"], ["bash"]]
@@ -654,7 +666,9 @@ def test_recorded_older_formats_are_migrated_as_pi_migrates_them(
     kept = next(e for e in native.entries if e["id"] == compaction["firstKeptEntryId"])
     assert kept["message"]["content"] == [{"type": "text", "text": "It subtracts."}]
     if version == 1:
-        assert session.parse(path)._native.entries == native.entries  # reproducible migrated ids
+        assert (
+            session.parse(path).native_as(session.Native).entries == native.entries
+        )  # reproducible migrated ids
         assert [e["parentId"] for e in native.entries] == [None, *[e["id"] for e in native.entries[:-1]]]
 
 
@@ -714,14 +728,14 @@ def test_older_formats_made_by_inverting_the_migrations(source: str, to_older, t
     older = _write(tmp_path / "older.jsonl", to_older(v3))
     _assert_pi_agrees(older, tmp_path)
     traj = session.parse(older)
-    native = traj._native
+    native = traj.native_as(session.Native)
     assert native.format_version == (1 if to_older is _to_v1 else 2)
     assert [s.model_dump(exclude={"message_id"}) for s in traj.steps] == [
         s.model_dump(exclude={"message_id"}) for s in reference.steps
     ]
-    assert native.messages == reference._native.messages
+    assert native.messages == reference.native_as(session.Native).messages
     assert any(m["role"] == "custom" for m in native.messages)
-    assert _by_position(native.entries) == _by_position(reference._native.entries)
+    assert _by_position(native.entries) == _by_position(reference.native_as(session.Native).entries)
 
 
 def test_a_newer_format_is_refused(tmp_path: Path) -> None:
@@ -769,7 +783,7 @@ def test_two_records_on_one_line_are_skipped_as_pi_skips_them(tmp_path: Path) ->
         "line 5 skipped, as Pi's session loader skips a line that is not JSON: "
         "two records with no newline between them (a second JSON value starts at column 701)"
     ]
-    assert [e["id"] for e in traj._native.entries] == ["df79f975"]
+    assert [e["id"] for e in traj.native_as(session.Native).entries] == ["df79f975"]
 
 
 def test_a_torn_header_line_is_refused(tmp_path: Path) -> None:
@@ -818,7 +832,7 @@ def test_a_missing_parent_ends_the_branch_as_in_pi(tmp_path: Path) -> None:
     records[9]["parentId"] = "ffffffff"
     path = _write(tmp_path / "orphan.jsonl", records)
     _assert_pi_agrees(path, tmp_path)
-    native = session.parse(path)._native
+    native = session.parse(path).native_as(session.Native)
     assert native.entries[0]["id"] == records[9]["id"]
     assert [c.id for s in session.parse(path).steps for c in s.calls][0] == "call_tools_04"
 
