@@ -54,8 +54,19 @@ def _cli(verb: str, source: Path, after_step: int, out: Path, *extra: str) -> di
     return orjson.loads((out / "result.json").read_bytes())
 
 
-@pytest.mark.parametrize(("name", "after_step"), _boundaries())
-@pytest.mark.parametrize("form", sorted(OPENCODE_FORMS))
+def _prepared_matrix() -> list[tuple[str, str, int]]:
+    """Every boundary from the export; the store and the event log at their first and last (they parse into
+    the export's messages, test_opencode_parse.py, and each prepare runs the CLI's import on the host)."""
+    boundaries = _boundaries()
+    other = first_and_last(boundaries)
+    return [
+        (form, name, n)
+        for form in sorted(OPENCODE_FORMS)
+        for name, n in (boundaries if form == "export" else other)
+    ]
+
+
+@pytest.mark.parametrize(("form", "name", "after_step"), _prepared_matrix())
 def test_prepared_prefix_is_the_request_the_cli_sent(
     form: str, name: str, after_step: int, tmp_path: Path
 ) -> None:
