@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from adapters import by_name
+from bridges.gemini import ScriptedGemini
 from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.conftest import ROOT, replayer
 from tests.support.continuing import KEY
@@ -26,6 +27,11 @@ PREPARED = {
     # a bare rollout from before the envelope records no version, and its CLI cannot resume it: the oldest
     # verified release that can and offers its `shell` tool runs (version.note says why)
     "codex/acidicsoil-legacy-rollout-2025-09-10.jsonl": ("codex", "0.58.0", "inferred"),
+    # Gemini CLI records no version in its sessions: the pin runs (0.61.0 reads the older documents too)
+    "gemini_cli/aim-0.34.0-session-2026-03-18T01-56-3afe7bdc.json": ("gemini_cli", "0.61.0", "default"),
+    "gemini_cli/aim-benchmark-control-pro-run4.json": ("gemini_cli", "0.61.0", "default"),
+    "gemini_cli/aim-session-2026-03-18T01-58-b26e4930.json": ("gemini_cli", "0.61.0", "default"),
+    "gemini_cli/yoavf-pomodoro-2025-10-21.json": ("gemini_cli", "0.61.0", "default"),
     "mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json": ("mini_swe_agent", "2.2.7", "recorded"),
     # 1.x: the companion drives the 2.x API; the pinned 2.4.6 runs, and the result says why
     "mini_swe_agent/gemini3pro-v1.15-django-16255.traj.json": ("mini_swe_agent", "2.4.6", "default"),
@@ -102,6 +108,14 @@ RUN = {
         b"total 0",
         ("--allow-degraded",),
     ),
+    # a session that records no version: the same user's CLI printed its banner, v0.34.0, in a shell output
+    # of another session eight days before (aim-0.34.0-session-…, SOURCES.md); 0.34.0 is stated
+    "gemini_cli/aim-benchmark-control-pro-run4.json": (
+        1,
+        "gemini_cli 0.34.0",
+        b"File not found",
+        ("--agent-version", "0.34.0"),
+    ),
     # a SWE-bench run: ProgressTrackingAgent, rerun as DefaultAgent (version.note says so)
     "mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json": (
         3,
@@ -141,7 +155,8 @@ def test_a_field_trajectory_runs_at_its_own_version(name: str, tmp_path: Path) -
     out, empty = tmp_path / "out", tmp_path / "workspace"
     empty.mkdir()
     ending = Turn(blocks=ENDING.get(agent, [TextBlock(text="Finished.")]))
-    with ScriptedUpstream(Script(turns=[ending], model="fake-model"), expected_key=KEY) as upstream:
+    scripted = ScriptedGemini if agent == "gemini_cli" else ScriptedUpstream  # the agent's own wire
+    with scripted(Script(turns=[ending], model="fake-model"), expected_key=KEY) as upstream:
         args = ["run", str(FIELD / name), "-n", str(boundary), "-w", str(empty), "-o", str(out), *options]
         proc = replayer(*args, "--continue", "--upstream", upstream.url, env={by_name(agent).key_env: KEY})
         sent = [r for r in upstream.log if r.main_thread]
