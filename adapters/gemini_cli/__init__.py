@@ -4,8 +4,9 @@ a release before 0.39 is given its session as one JSON document and resumes it i
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import orjson
@@ -40,6 +41,13 @@ def boundary(native: session.Native, trajectory: Trajectory, after_step: int) ->
     while keep < len(native.messages) and session.response_parts(native.messages[keep]):
         keep += 1
     return keep
+
+
+def project_slug(cwd: str) -> str:
+    """The CLI's `ProjectRegistry.slugify` of the folder's name: its `projects.json` takes only `[a-z0-9-]+`
+    (0.61 resets a registry with any other name, then looks in a folder of its own)."""
+    slug = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]", "-", (PurePosixPath(cwd).name or "project").lower()))
+    return slug.strip("-") or "project"
 
 
 def with_fresh(message: dict[str, Any], observations: dict[str, Observation]) -> dict[str, Any]:
@@ -132,7 +140,7 @@ class GeminiCliAdapter(Adapter[session.Native]):
         sid = str(meta["sessionId"])
         home = dest / "home"
         cwd = trajectory.cwd or "/"
-        project = Path(cwd).name or "root"
+        project = project_slug(cwd)
         stamp = str(meta.get("startTime") or "1970-01-01T00:00:00.000Z")[:16].replace(":", "-")
         ext, write = native_form()
         path = home / ".gemini" / "tmp" / project / "chats" / f"session-{stamp}-{sid[:8]}.{ext}"

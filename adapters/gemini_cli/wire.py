@@ -7,7 +7,9 @@ model turn (its content parts; else its thoughts, text and `toolCalls` as functi
 a user turn of its calls' results, then keeps the recorded user functionResponse messages as well, so
 consecutive user turns are merged and every response is sent twice. The request puts a fresh session
 context first (the first part of the first user turn) and `stripToolCallIdPrefixes` sends call ids
-without the `<tool name>__` prefix the CLI stores, and drops empty text parts.
+without the `<tool name>__` prefix the CLI stores, and drops empty text parts. For Gemini 2 and 3 models
+the history it sends has no thought parts (`stripThoughts`, before the merging): a real session's
+recorded thoughts are not sent.
 
 When that history ends with an unanswered tool response (a boundary right after a tool batch), the
 CLI's `closeUnansweredToolResponseTurn` puts a model turn of its own before the new prompt
@@ -30,6 +32,8 @@ Content = dict[str, Any]
 CONTEXT_TAGS = ("<session_context>", "<hook_context>")
 INTERRUPTED = "[The previous response was interrupted before it completed.]"
 """0.61's `INTERRUPTED_RESPONSE_PLACEHOLDER`."""
+SYNTHETIC_SIGNATURE = "skip_thought_signature_validator"
+"""0.61's `SYNTHETIC_THOUGHT_SIGNATURE`, on a resumed call whose thoughts it no longer sends."""
 
 
 def part_text(content: Any) -> str:
@@ -151,11 +155,28 @@ def strip_prefixes(contents: list[Content]) -> list[Content]:
     return out
 
 
+def without_thoughts(contents: list[Content]) -> list[Content]:
+    """0.61's `stripThoughts` (its history for Gemini 2 and 3 and custom models, every model it offers):
+    thought parts dropped, the first call of a model turn that had them given the synthetic thought
+    signature, and turns left without parts dropped."""
+    out = []
+    for content in contents:
+        all_parts = content.get("parts") or []
+        kept = [p for p in all_parts if not p.get("thought")]
+        if content.get("role") == "model" and len(kept) < len(all_parts):
+            first = next((i for i, p in enumerate(kept) if p.get("functionCall")), None)
+            if first is not None and not kept[first].get("thoughtSignature"):
+                kept[first] = {**kept[first], "thoughtSignature": SYNTHETIC_SIGNATURE}
+        if kept:
+            out.append({**content, "parts": kept})
+    return out
+
+
 def resume_contents(messages: list[dict[str, Any]], document: bool = False) -> list[Content]:
     """What 0.61 sends for `messages` after `--resume`, without the fresh session context part
     (`document`: what a release before 0.39 sends)."""
     history = client_history(messages, document)
-    return history if document else strip_prefixes(merged(history))
+    return history if document else strip_prefixes(merged(without_thoughts(history)))
 
 
 def without_context(contents: list[Content]) -> tuple[list[Content], str | None]:

@@ -6,6 +6,7 @@ against the scripted upstream."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import orjson
@@ -13,7 +14,7 @@ import pytest
 
 from adapters import by_name
 from bridges.gemini import ScriptedGemini
-from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.conftest import ROOT, replayer
 from tests.support.continuing import KEY
 
@@ -144,6 +145,22 @@ ENDING = {
 }
 
 
+def _continue(
+    name: str, boundary: int, agent: str, options: tuple[str, ...], tmp_path: Path
+) -> tuple[subprocess.CompletedProcess[str], Path, list[LoggedRequest]]:
+    """`replayer run --continue` of a field file in an empty workspace against the scripted upstream of the
+    agent's wire, which ends the agent in one turn."""
+    out, empty = tmp_path / "out", tmp_path / "workspace"
+    empty.mkdir()
+    ending = Turn(blocks=ENDING.get(agent, [TextBlock(text="Finished.")]))
+    scripted = ScriptedGemini if agent == "gemini_cli" else ScriptedUpstream
+    with scripted(Script(turns=[ending], model="fake-model"), expected_key=KEY) as upstream:
+        args = ["run", str(FIELD / name), "-n", str(boundary), "-w", str(empty), "-o", str(out), *options]
+        proc = replayer(*args, "--continue", "--upstream", upstream.url, env={by_name(agent).key_env: KEY})
+        sent = [r for r in upstream.log if r.main_thread]
+    return proc, out, sent
+
+
 @pytest.mark.agent
 @pytest.mark.docker
 @pytest.mark.parametrize("name", sorted(RUN))
@@ -151,15 +168,7 @@ def test_a_field_trajectory_runs_at_its_own_version(name: str, tmp_path: Path) -
     """Its workspace is not published, so the calls that read it differ; they are rerun all the same, by
     the agent of the version that recorded them, which then continues through the gate."""
     boundary, reruns, fresh, options = RUN[name]
-    agent = reruns.split()[0]
-    out, empty = tmp_path / "out", tmp_path / "workspace"
-    empty.mkdir()
-    ending = Turn(blocks=ENDING.get(agent, [TextBlock(text="Finished.")]))
-    scripted = ScriptedGemini if agent == "gemini_cli" else ScriptedUpstream  # the agent's own wire
-    with scripted(Script(turns=[ending], model="fake-model"), expected_key=KEY) as upstream:
-        args = ["run", str(FIELD / name), "-n", str(boundary), "-w", str(empty), "-o", str(out), *options]
-        proc = replayer(*args, "--continue", "--upstream", upstream.url, env={by_name(agent).key_env: KEY})
-        sent = [r for r in upstream.log if r.main_thread]
+    proc, out, sent = _continue(name, boundary, reruns.split()[0], options, tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = orjson.loads((out / "result.json").read_bytes())
     assert result["version"]["reruns"] == f"{reruns}, its own code"
@@ -175,6 +184,24 @@ def test_a_field_trajectory_runs_at_its_own_version(name: str, tmp_path: Path) -
     assert len(sent) == 1 and sent[0].key_ok, "the first continuation request reached the upstream"
     if fresh is not None:
         assert fresh in orjson.dumps(sent[0].body), "the model is sent the fresh observation"
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_the_pinned_gemini_cli_continues_a_published_session_of_an_older_version(tmp_path: Path) -> None:
+    """The pin (0.61) resumes the 0.34-era document rebuilt as its log: in the folder its registry names
+    (`django-control-pro`), not deleted by its cleanup for being months old, and without the recorded
+    thoughts, which it does not send for a Gemini 3 model."""
+    name = "gemini_cli/aim-benchmark-control-pro-run4.json"
+    proc, out, sent = _continue(name, 1, "gemini_cli", (), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = orjson.loads((out / "result.json").read_bytes())
+    assert result["version"]["version"] == "0.61.0" and result["continuation"]["gate"] == "accepted"
+    assert result["native_files"][0].startswith("native/home/.gemini/tmp/django-control-pro/chats/")
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    recorded = orjson.loads((FIELD / name).read_bytes())["messages"]
+    assert recorded[1]["thoughts"] and not any(p.get("thought") for c in expected for p in c["parts"])
+    assert len(sent) == 1 and not any(p.get("thought") for c in sent[0].body["contents"] for p in c["parts"])
 
 
 V0_LIST = FIELD / "openhands" / "v0-replay-basic.json"  # records no working directory

@@ -162,6 +162,34 @@ def test_a_document_release_skips_only_commands_and_merges_no_turns() -> None:
     ]
 
 
+FIELD_BENCHMARK = FIELD_0_34.with_name("aim-benchmark-control-pro-run4.json")
+
+
+def test_0_61_sends_no_recorded_thoughts_and_signs_the_call_they_preceded() -> None:
+    """A real session's gemini messages carry `thoughts`: 0.61 leaves them out of the history it sends (for
+    Gemini 2 and 3 models) and gives the first call of such a turn its synthetic thought signature; a
+    document release sends them as thought parts."""
+    messages = session.parse(FIELD_BENCHMARK)._native.messages
+    sent = wire.resume_contents(messages)
+    assert not any(p.get("thought") for c in sent for p in c["parts"])
+    calls = [p for c in sent for p in c["parts"] if "functionCall" in p]
+    assert calls and all(p["thoughtSignature"] == wire.SYNTHETIC_SIGNATURE for p in calls)
+    older = wire.resume_contents(messages, document=True)
+    assert any(p.get("thought") for c in older for p in c["parts"])
+    assert not any("thoughtSignature" in p for c in older for p in c["parts"])
+
+
+def test_the_session_folder_is_the_slug_the_cli_registers(tmp_path: Path) -> None:
+    """The CLI's registry takes only `[a-z0-9-]+` folder names (0.61 resets it otherwise and never finds
+    the session): `django_control_pro` is registered as `django-control-pro`."""
+    traj = session.parse(FIELD_BENCHMARK)
+    rebuild = GeminiCliAdapter().rebuild(traj, 1, _historical(traj), tmp_path)
+    assert rebuild.native_files[0].parent.parent.name == "django-control-pro"
+    registry = orjson.loads((tmp_path / "home" / ".gemini" / "projects.json").read_bytes())
+    assert registry == {"projects": {"/home/kingb/aim_benchmarks/django_control_pro": "django-control-pro"}}
+    assert all(re.fullmatch(r"[a-z0-9-]+", slug) for slug in registry["projects"].values())
+
+
 def test_shell_output_differing_only_in_process_ids_is_normalized_equal() -> None:
     traj = session.parse(FIXTURES / "shell" / "session.jsonl")
     call = next(c for s in traj.steps for c in s.calls if c.tool == "run_shell_command")
