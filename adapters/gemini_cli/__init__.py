@@ -1,9 +1,12 @@
-"""Gemini CLI: session files (0.61 JSONL logs, 0.30 JSON documents), reruns by the CLI itself, continuation."""
+"""Gemini CLI: session files (0.61 JSONL logs, 0.30 JSON documents), reruns by the CLI itself, continuation;
+a release before 0.39 is given its session as one JSON document and resumes it its own way."""
 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
+import re
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import orjson
@@ -23,8 +26,8 @@ TOOLS = frozenset(
     {"read_file", "run_shell_command", "replace", "write_file", "list_directory", "glob", "grep_search"}
 )
 """The workspace tools the pinned CLI reruns itself; web, agent, memory and plan tools are not replayed."""
-CONTINUED = "session.jsonl"
-RAW = "session.raw.jsonl"
+CONTINUED = "session"
+RAW = "session.raw"
 DEFAULT_MODEL = "gemini-2.5-flash"
 WORK = "gemini"
 
@@ -39,6 +42,13 @@ def boundary(native: session.Native, trajectory: Trajectory, after_step: int) ->
     while keep < len(native.messages) and session.response_parts(native.messages[keep]):
         keep += 1
     return keep
+
+
+def project_slug(cwd: str) -> str:
+    """The CLI's `ProjectRegistry.slugify` of the folder's name: its `projects.json` takes only `[a-z0-9-]+`
+    (0.61 resets a registry with any other name, then looks in a folder of its own)."""
+    slug = re.sub(r"-+", "-", re.sub(r"[^a-z0-9]", "-", (PurePosixPath(cwd).name or "project").lower()))
+    return slug.strip("-") or "project"
 
 
 def with_fresh(message: dict[str, Any], observations: dict[str, Observation]) -> dict[str, Any]:
@@ -67,12 +77,19 @@ def with_fresh(message: dict[str, Any], observations: dict[str, Observation]) ->
     return out
 
 
+def native_form() -> tuple[str, Callable[[dict[str, Any], list[dict[str, Any]]], bytes]]:
+    """The running version's session file extension and writer: an append log, or (before 0.39) one document."""
+    return ("jsonl", session.to_log) if bundle.writes_log() else ("json", session.to_document)
+
+
 def without_nonce(continued: Path, dest: Path, prompt: str) -> dict[str, str]:
-    """continued/session.jsonl: the messages the continued log resolves to, without the nonce prompt and
-    the CLI's closing turn (the upstream saw neither; the CLI writes the closing turn only when a later
-    history sync catches it); continued/session.raw.jsonl: the log as the CLI left it."""
+    """continued/session.jsonl (.json for a document release): the messages the continued session resolves
+    to, without the nonce prompt and the CLI's closing turn (the upstream saw neither; the CLI writes the
+    closing turn only when a later history sync catches it); continued/session.raw.jsonl: the file as the
+    CLI left it."""
+    ext, write = native_form()
     raw = continued.read_bytes()
-    write_bytes_atomic(dest / RAW, raw)
+    write_bytes_atomic(dest / f"{RAW}.{ext}", raw)
     native = session.load(raw, continued)
     stripped = {("user", prompt), ("gemini", wire.INTERRUPTED)}
     kept = [
@@ -80,8 +97,11 @@ def without_nonce(continued: Path, dest: Path, prompt: str) -> dict[str, str]:
         for m in native.messages
         if (m.get("type"), wire.part_text(m.get("content")).strip()) not in stripped
     ]
-    write_bytes_atomic(dest / CONTINUED, session.to_log(native.metadata, kept))
-    return {"continued_session": f"continued/{CONTINUED}", "continued_session_raw": f"continued/{RAW}"}
+    write_bytes_atomic(dest / f"{CONTINUED}.{ext}", write(native.metadata, kept))
+    return {
+        "continued_session": f"continued/{CONTINUED}.{ext}",
+        "continued_session_raw": f"continued/{RAW}.{ext}",
+    }
 
 
 class GeminiCliContinuation(Continuation):
@@ -131,10 +151,11 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
         sid = str(meta["sessionId"])
         home = dest / "home"
         cwd = trajectory.cwd or "/"
-        project = Path(cwd).name or "root"
+        project = project_slug(cwd)
         stamp = str(meta.get("startTime") or "1970-01-01T00:00:00.000Z")[:16].replace(":", "-")
-        path = home / ".gemini" / "tmp" / project / "chats" / f"session-{stamp}-{sid[:8]}.jsonl"
-        write_bytes_atomic(path, session.to_log(meta, messages))
+        ext, write = native_form()
+        path = home / ".gemini" / "tmp" / project / "chats" / f"session-{stamp}-{sid[:8]}.{ext}"
+        write_bytes_atomic(path, write(meta, messages))
         projects = {"projects": {cwd: project}}
         write_bytes_atomic(
             home / ".gemini" / "projects.json", orjson.dumps(projects, option=orjson.OPT_INDENT_2)
@@ -142,16 +163,18 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
         bundle.write_settings(home)
         return Rebuild(
             native_files=[path],
-            expected_prefix=wire.resume_contents(messages),
+            expected_prefix=wire.resume_contents(messages, document=not bundle.writes_log()),
             agent_home=home,
             continuation=GeminiCliContinuation(session_file=str(path.relative_to(home)), session_id=sid),
         )
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
-        path = result_dir / "continued" / CONTINUED
+        path = result_dir / "continued" / f"{CONTINUED}.{native_form()[0]}"
         if not path.is_file():
             return None
-        return wire.resume_contents(self.native(session.parse(path)).messages)
+        return wire.resume_contents(
+            self.native(session.parse(path)).messages, document=not bundle.writes_log()
+        )
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         return tools_to_chat(super().chat_tools(native))
@@ -163,7 +186,9 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
     def gate(
         self, rebuild: Rebuild[GeminiCliContinuation], prompt: str | None, keep_prompt: bool
     ) -> GeminiResumeGate:
-        return GeminiResumeGate(rebuild.expected_prefix, prompt, strip_prompt=not keep_prompt)
+        return GeminiResumeGate(
+            rebuild.expected_prefix, prompt, strip_prompt=not keep_prompt, closes=bundle.closes_unanswered()
+        )
 
     def default_model(self, trajectory: Trajectory) -> str | None:
         native = self.native(trajectory)
@@ -188,5 +213,7 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
         continued = ended.home / ended.rebuild.continuation.session_file
         prompt = ended.launch.prompt
         if ended.launch.keep_prompt or prompt is None or not continued.is_file():
-            return copy_continued(continued, ended.dest, CONTINUED, "continued_session")
+            return copy_continued(
+                continued, ended.dest, f"{CONTINUED}.{native_form()[0]}", "continued_session"
+            )
         return without_nonce(continued, ended.dest, prompt)

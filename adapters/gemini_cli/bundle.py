@@ -10,6 +10,7 @@ from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY, local_url
 from replayer import bundles
 from replayer.io import write_bytes_atomic
 from replayer.pins import load_pins
+from replayer.versions import release
 
 NAME = "gemini_cli"
 HOME = AGENT_HOME
@@ -20,15 +21,34 @@ PACKAGE = f"{GLOBAL_MODULES}/@google/gemini-cli"
 GEMINI_DIR = f"{HOME}/.gemini"
 SETTINGS = {
     "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
-    "general": {"disableAutoUpdate": True},
+    "general": {"disableAutoUpdate": True, "sessionRetention": {"enabled": False}},
     "privacy": {"usageStatisticsEnabled": False},
     "telemetry": {"enabled": False},
 }
-"""~/.gemini/settings.json: API-key auth (without it: exit 41), --yolo kept in any folder, nothing fetched."""
+"""~/.gemini/settings.json: API-key auth (without it: exit 41), --yolo kept in any folder, nothing fetched,
+and no session deleted for its age (the CLI's cleanup, on by default, deletes sessions last updated over 30
+days ago at startup: a rebuilt session keeps the dates it was recorded with)."""
+
+
+LOG_SINCE = (0, 39)
+"""The first release that writes (and lists) sessions as append logs (`.jsonl`): 0.38.0 writes one JSON
+document, 0.39.0 the log (read from their packages); 0.61.0 still reads both."""
+CLOSES_SINCE = (0, 54)
+"""The first release that closes unanswered tool responses on resume with a model turn of its own
+(`closeUnansweredToolResponseTurn`: in 0.54.4's package, not in 0.53.0's)."""
 
 
 def version() -> str:
     return load_pins().agents[NAME].version
+
+
+def writes_log() -> bool:
+    """Whether the running version keeps sessions as append logs (else as one JSON document)."""
+    return release(version()) >= LOG_SINCE
+
+
+def closes_unanswered() -> bool:
+    return release(version()) >= CLOSES_SINCE
 
 
 def binds() -> dict[str, tuple[Path, bool]]:

@@ -4,8 +4,8 @@ Main-thread requests are `:streamGenerateContent`; `:generateContent` calls (rou
 checks) are side calls, forwarded ungated. The first main request's `contents`, once the session
 context the CLI builds afresh (date, workspace tree) is taken out of the first user turn and reported
 in the notes, must be exactly the rebuilt prefix as 0.61 resumes it (`wire.resume_contents`), the
-CLI's closing model turn when the prefix ends with tool responses (`wire.closing_turns`), then the
-prompt's user turn; every later main request must begin with the same turns. A nonce prompt is
+CLI's closing model turn when the prefix ends with tool responses (`wire.closing_turns`, 0.54 and later),
+then the prompt's user turn; every later main request must begin with the same turns. A nonce prompt is
 stripped from every forwarded request together with that closing turn: the model continues from the
 tool responses themselves, as the recorded agent did.
 """
@@ -21,10 +21,13 @@ from bridges.gemini import is_generate, is_stream
 
 
 class GeminiResumeGate:
-    def __init__(self, prefix: list[Content], prompt: str | None, *, strip_prompt: bool = False):
-        """`strip_prompt`: the prompt is a nonce, removed from every main request before forwarding."""
+    def __init__(
+        self, prefix: list[Content], prompt: str | None, *, strip_prompt: bool = False, closes: bool = True
+    ):
+        """`strip_prompt`: the prompt is a nonce, removed from every main request before forwarding;
+        `closes`: the CLI closes unanswered tool responses with a model turn of its own."""
         turn = [{"role": "user", "parts": [{"text": prompt}]}] if prompt is not None else []
-        closing = closing_turns(prefix) if prompt is not None else []
+        closing = closing_turns(prefix) if prompt is not None and closes else []
         self.expected = [*prefix, *closing, *turn]
         self.strip = (len(prefix), len(self.expected)) if prompt is not None and strip_prompt else None
         self.passed = False

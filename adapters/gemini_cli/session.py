@@ -301,6 +301,12 @@ def to_log(metadata: Record, messages: list[Record]) -> bytes:
     return b"".join(line + b"\n" for line in lines)
 
 
+def to_document(metadata: Record, messages: list[Record]) -> bytes:
+    """A document release's session file: the metadata and `messages`, indented as `JSON.stringify(c, null, 2)`."""
+    document = {**{k: v for k, v in metadata.items() if k != "messages"}, "messages": messages}
+    return orjson.dumps(document, option=orjson.OPT_INDENT_2)
+
+
 # the workspace -------------------------------------------------------------------------------------
 def project_root(native: Native) -> str | None:
     """The workspace folder: the one absolute path the file mentions (a workspace directory of the session

@@ -1,4 +1,5 @@
-"""The `contents` Gemini CLI 0.61 sends after `--resume`, built from the session's messages.
+"""The `contents` Gemini CLI 0.61 sends after `--resume`, built from the session's messages (and what
+the releases that wrote one JSON document, before 0.39, send: `document=True`).
 
 Not the live history (shared/formats/gemini-cli.md §3): the CLI's `convertSessionToClientHistory`
 skips the stored `<session_context>` and other ignored user texts, turns each gemini message into a
@@ -6,11 +7,18 @@ model turn (its content parts; else its thoughts, text and `toolCalls` as functi
 a user turn of its calls' results, then keeps the recorded user functionResponse messages as well, so
 consecutive user turns are merged and every response is sent twice. The request puts a fresh session
 context first (the first part of the first user turn) and `stripToolCallIdPrefixes` sends call ids
-without the `<tool name>__` prefix the CLI stores, and drops empty text parts.
+without the `<tool name>__` prefix the CLI stores, and drops empty text parts. For Gemini 2 and 3 models
+the history it sends has no thought parts (`stripThoughts`, before the merging): a real session's
+recorded thoughts are not sent.
 
 When that history ends with an unanswered tool response (a boundary right after a tool batch), the
 CLI's `closeUnansweredToolResponseTurn` puts a model turn of its own before the new prompt
-(`INTERRUPTED`), in memory only: the session file never records it.
+(`INTERRUPTED`), in memory only: the session file never records it (0.54 and later; 0.53 has none).
+
+The document releases (0.34's `convertSessionToClientHistory`, read from its package) skip only user
+texts that begin with `/` or `?`, build a gemini message from its thoughts, content and `toolCalls`
+whatever its content holds, and send the turns as they are: no merging, no id prefixes taken off, no
+empty text parts dropped.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ Content = dict[str, Any]
 CONTEXT_TAGS = ("<session_context>", "<hook_context>")
 INTERRUPTED = "[The previous response was interrupted before it completed.]"
 """0.61's `INTERRUPTED_RESPONSE_PLACEHOLDER`."""
+SYNTHETIC_SIGNATURE = "skip_thought_signature_validator"
+"""0.61's `SYNTHETIC_THOUGHT_SIGNATURE`, on a resumed call whose thoughts it no longer sends."""
 
 
 def part_text(content: Any) -> str:
@@ -34,26 +44,33 @@ def part_text(content: Any) -> str:
 def ignored_user_text(text: str) -> bool:
     """`isIgnoredUserContent`: a blank message, a slash or ? command, or a context block."""
     t = text.strip()
-    return not t or t.startswith(("/", "?")) or t.startswith(CONTEXT_TAGS)
+    return not t or ignored_command(t) or t.startswith(CONTEXT_TAGS)
 
 
-def client_history(messages: list[dict[str, Any]]) -> list[Content]:
-    """`convertSessionToClientHistory`."""
+def ignored_command(text: str) -> bool:
+    """The document releases' test: a slash or ? command."""
+    return text.strip().startswith(("/", "?"))
+
+
+def client_history(messages: list[dict[str, Any]], document: bool = False) -> list[Content]:
+    """`convertSessionToClientHistory` (`document`: as the releases before 0.39 convert)."""
     out: list[Content] = []
     for msg in messages:
         kind = msg.get("type")
         if kind == "user":
             content = msg.get("content")
             has_response = any("functionResponse" in p for p in parts(content))
-            if not has_response and ignored_user_text(part_text(content)):
+            text = part_text(content)
+            if ignored_command(text) if document else not has_response and ignored_user_text(text):
                 continue
             out.append({"role": "user", "parts": copy.deepcopy(parts(content))})
         elif kind == "gemini":
             content_parts = copy.deepcopy(parts(msg.get("content"))) if msg.get("content") else []
             model: list[dict[str, Any]] = []
             calls = msg.get("toolCalls") or []
-            if any("functionCall" in p for p in content_parts) or any(
-                p.get("thought") for p in content_parts
+            if not document and (
+                any("functionCall" in p for p in content_parts)
+                or any(p.get("thought") for p in content_parts)
             ):
                 model += content_parts
             else:
@@ -138,9 +155,28 @@ def strip_prefixes(contents: list[Content]) -> list[Content]:
     return out
 
 
-def resume_contents(messages: list[dict[str, Any]]) -> list[Content]:
-    """What 0.61 sends for `messages` after `--resume`, without the fresh session context part."""
-    return strip_prefixes(merged(client_history(messages)))
+def without_thoughts(contents: list[Content]) -> list[Content]:
+    """0.61's `stripThoughts` (its history for Gemini 2 and 3 and custom models, every model it offers):
+    thought parts dropped, the first call of a model turn that had them given the synthetic thought
+    signature, and turns left without parts dropped."""
+    out = []
+    for content in contents:
+        all_parts = content.get("parts") or []
+        kept = [p for p in all_parts if not p.get("thought")]
+        if content.get("role") == "model" and len(kept) < len(all_parts):
+            first = next((i for i, p in enumerate(kept) if p.get("functionCall")), None)
+            if first is not None and not kept[first].get("thoughtSignature"):
+                kept[first] = {**kept[first], "thoughtSignature": SYNTHETIC_SIGNATURE}
+        if kept:
+            out.append({**content, "parts": kept})
+    return out
+
+
+def resume_contents(messages: list[dict[str, Any]], document: bool = False) -> list[Content]:
+    """What 0.61 sends for `messages` after `--resume`, without the fresh session context part
+    (`document`: what a release before 0.39 sends)."""
+    history = client_history(messages, document)
+    return history if document else strip_prefixes(merged(without_thoughts(history)))
 
 
 def without_context(contents: list[Content]) -> tuple[list[Content], str | None]:

@@ -6,13 +6,15 @@ against the scripted upstream."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import orjson
 import pytest
 
 from adapters import by_name
-from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from bridges.gemini import ScriptedGemini
+from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.conftest import ROOT, replayer
 from tests.support.continuing import KEY
 
@@ -26,6 +28,11 @@ PREPARED = {
     # a bare rollout from before the envelope records no version, and its CLI cannot resume it: the oldest
     # verified release that can and offers its `shell` tool runs (version.note says why)
     "codex/acidicsoil-legacy-rollout-2025-09-10.jsonl": ("codex", "0.58.0", "inferred"),
+    # Gemini CLI records no version in its sessions: the pin runs (0.61.0 reads the older documents too)
+    "gemini_cli/aim-0.34.0-session-2026-03-18T01-56-3afe7bdc.json": ("gemini_cli", "0.61.0", "default"),
+    "gemini_cli/aim-benchmark-control-pro-run4.json": ("gemini_cli", "0.61.0", "default"),
+    "gemini_cli/aim-session-2026-03-18T01-58-b26e4930.json": ("gemini_cli", "0.61.0", "default"),
+    "gemini_cli/yoavf-pomodoro-2025-10-21.json": ("gemini_cli", "0.61.0", "default"),
     "mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json": ("mini_swe_agent", "2.2.7", "recorded"),
     # 1.x: the companion drives the 2.x API; the pinned 2.4.6 runs, and the result says why
     "mini_swe_agent/gemini3pro-v1.15-django-16255.traj.json": ("mini_swe_agent", "2.4.6", "default"),
@@ -102,6 +109,14 @@ RUN = {
         b"total 0",
         ("--allow-degraded",),
     ),
+    # a session that records no version: the same user's CLI printed its banner, v0.34.0, in a shell output
+    # of another session eight days before (aim-0.34.0-session-…, SOURCES.md); 0.34.0 is stated
+    "gemini_cli/aim-benchmark-control-pro-run4.json": (
+        1,
+        "gemini_cli 0.34.0",
+        b"File not found",
+        ("--agent-version", "0.34.0"),
+    ),
     # a SWE-bench run: ProgressTrackingAgent, rerun as DefaultAgent (version.note says so)
     "mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json": (
         3,
@@ -130,6 +145,22 @@ ENDING = {
 }
 
 
+def _continue(
+    name: str, boundary: int, agent: str, options: tuple[str, ...], tmp_path: Path
+) -> tuple[subprocess.CompletedProcess[str], Path, list[LoggedRequest]]:
+    """`replayer run --continue` of a field file in an empty workspace against the scripted upstream of the
+    agent's wire, which ends the agent in one turn."""
+    out, empty = tmp_path / "out", tmp_path / "workspace"
+    empty.mkdir()
+    ending = Turn(blocks=ENDING.get(agent, [TextBlock(text="Finished.")]))
+    scripted = ScriptedGemini if agent == "gemini_cli" else ScriptedUpstream
+    with scripted(Script(turns=[ending], model="fake-model"), expected_key=KEY) as upstream:
+        args = ["run", str(FIELD / name), "-n", str(boundary), "-w", str(empty), "-o", str(out), *options]
+        proc = replayer(*args, "--continue", "--upstream", upstream.url, env={by_name(agent).key_env: KEY})
+        sent = [r for r in upstream.log if r.main_thread]
+    return proc, out, sent
+
+
 @pytest.mark.agent
 @pytest.mark.docker
 @pytest.mark.parametrize("name", sorted(RUN))
@@ -137,14 +168,7 @@ def test_a_field_trajectory_runs_at_its_own_version(name: str, tmp_path: Path) -
     """Its workspace is not published, so the calls that read it differ; they are rerun all the same, by
     the agent of the version that recorded them, which then continues through the gate."""
     boundary, reruns, fresh, options = RUN[name]
-    agent = reruns.split()[0]
-    out, empty = tmp_path / "out", tmp_path / "workspace"
-    empty.mkdir()
-    ending = Turn(blocks=ENDING.get(agent, [TextBlock(text="Finished.")]))
-    with ScriptedUpstream(Script(turns=[ending], model="fake-model"), expected_key=KEY) as upstream:
-        args = ["run", str(FIELD / name), "-n", str(boundary), "-w", str(empty), "-o", str(out), *options]
-        proc = replayer(*args, "--continue", "--upstream", upstream.url, env={by_name(agent).key_env: KEY})
-        sent = [r for r in upstream.log if r.main_thread]
+    proc, out, sent = _continue(name, boundary, reruns.split()[0], options, tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = orjson.loads((out / "result.json").read_bytes())
     assert result["version"]["reruns"] == f"{reruns}, its own code"
@@ -160,6 +184,24 @@ def test_a_field_trajectory_runs_at_its_own_version(name: str, tmp_path: Path) -
     assert len(sent) == 1 and sent[0].key_ok, "the first continuation request reached the upstream"
     if fresh is not None:
         assert fresh in orjson.dumps(sent[0].body), "the model is sent the fresh observation"
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_the_pinned_gemini_cli_continues_a_published_session_of_an_older_version(tmp_path: Path) -> None:
+    """The pin (0.61) resumes the 0.34-era document rebuilt as its log: in the folder its registry names
+    (`django-control-pro`), not deleted by its cleanup for being months old, and without the recorded
+    thoughts, which it does not send for a Gemini 3 model."""
+    name = "gemini_cli/aim-benchmark-control-pro-run4.json"
+    proc, out, sent = _continue(name, 1, "gemini_cli", (), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = orjson.loads((out / "result.json").read_bytes())
+    assert result["version"]["version"] == "0.61.0" and result["continuation"]["gate"] == "accepted"
+    assert result["native_files"][0].startswith("native/home/.gemini/tmp/django-control-pro/chats/")
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    recorded = orjson.loads((FIELD / name).read_bytes())["messages"]
+    assert recorded[1]["thoughts"] and not any(p.get("thought") for c in expected for p in c["parts"])
+    assert len(sent) == 1 and not any(p.get("thought") for c in sent[0].body["contents"] for p in c["parts"])
 
 
 V0_LIST = FIELD / "openhands" / "v0-replay-basic.json"  # records no working directory

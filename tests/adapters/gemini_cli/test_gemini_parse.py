@@ -77,6 +77,21 @@ def test_document_steps_are_one_prompt_each() -> None:
     assert flat == [i for turn in _script_calls(DOCUMENT.parent) for i in turn]
 
 
+def test_a_published_session_with_notices_and_a_cancelled_call_reads_as_the_cli_resumes_it() -> None:
+    """A real 0.34-era session (tests/fixtures/field): it starts with an `error` notice, its two prompts
+    begin with `/`, `info` notices follow them, and a subagent call was cancelled (`response.error`)."""
+    path = ROOT / "tests" / "fixtures" / "field" / "gemini_cli" / "aim-session-2026-03-18T01-58-b26e4930.json"
+    traj = session.parse(path)
+    assert traj.cwd == "/home/kingb/aim" and [len(s.calls) for s in traj.steps] == [6, 2]
+    cancelled = traj.steps[1].calls[1].historical
+    assert cancelled is not None and cancelled.is_error and "Operation cancelled" in str(cancelled.content)
+    for document in (False, True):
+        sent = wire.resume_contents(traj.native_as(session.Native).messages, document=document)
+        texts = [wire.part_text(c["parts"]) for c in sent]
+        assert sent[0]["role"] == "model", "the notices and the /-prompts are not sent"
+        assert not any("Request cancelled" in t or t.startswith("/A.I.M.") for t in texts)
+
+
 def test_detect_takes_both_forms_and_nothing_else() -> None:
     import adapters
 
@@ -89,7 +104,8 @@ def test_detect_takes_both_forms_and_nothing_else() -> None:
 @pytest.mark.parametrize("folder", [FIXTURES / "tools", DOCUMENT.parent], ids=["0.61.0", "0.30.0"])
 def test_resume_wire_is_what_the_cli_sent(folder: Path) -> None:
     """The request after `--resume` (second prompt): its contents, without the fresh session context, are
-    `resume_contents` of the messages before that prompt, then the prompt."""
+    `resume_contents` of the messages before that prompt (as a document release resumes, for 0.30.0),
+    then the prompt."""
     meta = _meta(folder)
     path = folder / ("session.jsonl" if (folder / "session.jsonl").exists() else "session.json")
     messages = session.parse(path).native_as(session.Native).messages
@@ -102,7 +118,7 @@ def test_resume_wire_is_what_the_cli_sent(folder: Path) -> None:
     )
     sent, context = wire.without_context(resumed["contents"])
     assert context is not None
-    expected = wire.resume_contents(messages[:cut])
+    expected = wire.resume_contents(messages[:cut], document=path.suffix == ".json")
     assert first_difference([*expected, {"role": "user", "parts": [{"text": prompt}]}], sent) is None
 
 

@@ -23,6 +23,7 @@ from adapters.gemini_cli.gate import GeminiResumeGate
 from bridges.scripted import TextBlock, ToolUseBlock
 from replayer.divergence import divergence_of
 from replayer.models import Observation, Trajectory
+from replayer.pins import running_version
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "gemini_cli"
@@ -114,6 +115,79 @@ def test_the_continued_log_loses_the_nonce_and_keeps_the_raw_one(tmp_path: Path)
     assert nonce.encode() not in (dest / "session.jsonl").read_bytes()
     continued = adapter.continued_prefix(tmp_path)
     assert continued == [*rebuild.expected_prefix, {"role": "model", "parts": [{"text": "Finished."}]}]
+
+
+FIELD_0_34 = (
+    ROOT / "tests" / "fixtures" / "field" / "gemini_cli" / "aim-0.34.0-session-2026-03-18T01-56-3afe7bdc.json"
+)
+
+
+def test_a_document_release_is_given_a_document_and_no_closing_turn(tmp_path: Path) -> None:
+    """Before 0.39 the CLI lists and resumes only `session-*.json` documents and, on resume, sends the turns
+    as they are (a real 0.34.0 session, tests/fixtures/field): the rebuild is a document that reads back
+    to the kept messages, and the gate expects the nonce right after the tool responses."""
+    # the file names no workspace (--cwd): its sibling session's paths hash to the same projectHash
+    traj = session.parse(FIELD_0_34).model_copy(update={"cwd": "/home/kingb/aim"})
+    with running_version("gemini_cli", "0.34.0"):
+        rebuild = GeminiCliAdapter().rebuild(traj, 1, _historical(traj), tmp_path)
+        gate = GeminiCliAdapter().gate(rebuild, "replayer-nonce-1", keep_prompt=False)
+    path = rebuild.native_files[0]
+    assert path.suffix == ".json" and path.name.endswith(f"-{traj.session_id[:8]}.json")
+    document = orjson.loads(path.read_bytes())
+    kept = traj.native_as(session.Native).messages[: boundary(traj.native_as(session.Native), traj, 1)]
+    assert document["messages"] == kept and document["sessionId"] == traj.session_id
+    assert rebuild.expected_prefix == wire.resume_contents(kept, document=True)
+    assert rebuild.expected_prefix[-1]["role"] == "user", "the prefix ends with the read's response"
+    nonce = {"role": "user", "parts": [{"text": "replayer-nonce-1"}]}
+    first = gate.route("POST", STREAM, _request([*rebuild.expected_prefix, nonce]))
+    assert first.kind == "main" and first.body is not None
+    assert first.body["contents"] == _request(rebuild.expected_prefix)["contents"]
+
+
+def test_a_document_release_skips_only_commands_and_merges_no_turns() -> None:
+    """The same messages resume differently: 0.61 drops a blank prompt and merges consecutive user turns,
+    a document release keeps both turns as they are."""
+    messages = [
+        {"id": "u1", "type": "user", "content": "First."},
+        {"id": "u2", "type": "user", "content": " "},
+        {"id": "i1", "type": "info", "content": "Request cancelled."},
+        {"id": "u3", "type": "user", "content": "/chat debug"},
+        {"id": "u4", "type": "user", "content": "Second."},
+    ]
+    assert [len(c["parts"]) for c in wire.resume_contents(messages)] == [2]
+    assert [wire.part_text(c["parts"]) for c in wire.resume_contents(messages, document=True)] == [
+        "First.",
+        " ",
+        "Second.",
+    ]
+
+
+FIELD_BENCHMARK = FIELD_0_34.with_name("aim-benchmark-control-pro-run4.json")
+
+
+def test_0_61_sends_no_recorded_thoughts_and_signs_the_call_they_preceded() -> None:
+    """A real session's gemini messages carry `thoughts`: 0.61 leaves them out of the history it sends (for
+    Gemini 2 and 3 models) and gives the first call of such a turn its synthetic thought signature; a
+    document release sends them as thought parts."""
+    messages = session.parse(FIELD_BENCHMARK).native_as(session.Native).messages
+    sent = wire.resume_contents(messages)
+    assert not any(p.get("thought") for c in sent for p in c["parts"])
+    calls = [p for c in sent for p in c["parts"] if "functionCall" in p]
+    assert calls and all(p["thoughtSignature"] == wire.SYNTHETIC_SIGNATURE for p in calls)
+    older = wire.resume_contents(messages, document=True)
+    assert any(p.get("thought") for c in older for p in c["parts"])
+    assert not any("thoughtSignature" in p for c in older for p in c["parts"])
+
+
+def test_the_session_folder_is_the_slug_the_cli_registers(tmp_path: Path) -> None:
+    """The CLI's registry takes only `[a-z0-9-]+` folder names (0.61 resets it otherwise and never finds
+    the session): `django_control_pro` is registered as `django-control-pro`."""
+    traj = session.parse(FIELD_BENCHMARK)
+    rebuild = GeminiCliAdapter().rebuild(traj, 1, _historical(traj), tmp_path)
+    assert rebuild.native_files[0].parent.parent.name == "django-control-pro"
+    registry = orjson.loads((tmp_path / "home" / ".gemini" / "projects.json").read_bytes())
+    assert registry == {"projects": {"/home/kingb/aim_benchmarks/django_control_pro": "django-control-pro"}}
+    assert all(re.fullmatch(r"[a-z0-9-]+", slug) for slug in registry["projects"].values())
 
 
 def test_shell_output_differing_only_in_process_ids_is_normalized_equal() -> None:
