@@ -10,10 +10,12 @@ record is kept and written back exactly as it was. A record that does not fit is
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic_core import SchemaValidator
 
 from replayer.errors import bad_record
 
@@ -26,7 +28,14 @@ class Open(BaseModel):
 
 def check(model: Any, value: Any, source: str, where: str, field: str = "") -> None:
     """Validate `value` (the record at `where`, or its field `field`) against `model` (a model class or
-    any type pydantic validates), or refuse it."""
+    any type pydantic validates), or refuse it. Validated first with the models' fields read into plain
+    dicts (`_dicts`: the same checks, without building a model instance per object, several times
+    cheaper); only a value that does not fit is validated again as the models, whose error names it."""
+    try:
+        _dicts(model).validate_python(value)
+        return
+    except ValidationError:
+        pass
     try:
         _adapter(model).validate_python(value)
     except ValidationError as exc:
@@ -42,6 +51,44 @@ def check(model: Any, value: Any, source: str, where: str, field: str = "") -> N
 @functools.cache
 def _adapter(model: Any) -> TypeAdapter[Any]:
     return TypeAdapter(model)
+
+
+@functools.cache
+def _dicts(model: Any) -> SchemaValidator:
+    """`model`'s validator with every model read as a typed dict of the same fields, extra fields and config:
+    it accepts and refuses the same values (its messages differ: a refusal is explained by `model`)."""
+    return SchemaValidator(_as_typed_dicts(_adapter(model).core_schema))
+
+
+def _as_typed_dicts(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_as_typed_dicts(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if schema.get("type") == "model":
+        inner = schema["schema"]
+        if schema.get("root_model") or schema.get("post_init") or inner.get("type") != "model-fields":
+            raise TypeError(f"{schema['cls']} is read by its own code: no typed dict stands for it")
+        fields = {
+            name: {
+                "type": "typed-dict-field",
+                "schema": _as_typed_dicts(field["schema"]),
+                "required": field["schema"].get("type") != "default",
+                **{k: field[k] for k in ("validation_alias",) if k in field},
+            }
+            for name, field in inner["fields"].items()
+        }
+        typed = {"type": "typed-dict", "fields": fields, "config": schema.get("config", {})}
+        typed.update({k: inner[k] for k in ("extra_behavior", "extras_schema") if k in inner})
+        typed.update({k: schema[k] for k in ("ref", "strict") if k in schema})
+        return typed
+    tag = schema.get("discriminator")
+    if schema.get("type") == "tagged-union" and isinstance(tag, Member):
+        # the members by their own tag: any other value (an "other" member's) fails here and is
+        # validated again by `model`, which accepts it when the "other" member does
+        choices = {kind: _as_typed_dicts(schema["choices"][f"{kind} {tag.suffix}"]) for kind in tag.members}
+        return {**schema, "choices": choices, "discriminator": tag.key}
+    return {key: _as_typed_dicts(value) for key, value in schema.items()}
 
 
 def _problem(message: str) -> str:
@@ -101,11 +148,27 @@ def shallow_text(text: bytes | str, limit: int) -> bool:
     return text.count(b"[") + text.count(b"{") <= limit
 
 
-def member(value: Any, key: str, members: frozenset[str], suffix: str) -> str:
+@dataclass(frozen=True)
+class Member:
     """A callable discriminator's tag: `value[key]` when it names a known member, else "other"; with a
-    suffix no field is named, so that `_locate` leaves the tag out of the field path."""
-    kind = value.get(key) if isinstance(value, dict) else None
-    return f"{kind} {suffix}" if isinstance(kind, str) and kind in members else f"other {suffix}"
+    suffix no field is named, so that `_locate` leaves the tag out of the field path. Its members are
+    known, so the typed-dict validator (`_dicts`) looks the tag up itself, with no call into Python."""
+
+    key: str
+    members: frozenset[str]
+    suffix: str
+
+    @property
+    def __name__(self) -> str:  # pydantic names a callable discriminator in its schema
+        return f"{self.key} {self.suffix}"
+
+    def __call__(self, value: Any) -> str:
+        kind = value.get(self.key) if isinstance(value, dict) else None
+        return (
+            f"{kind} {self.suffix}"
+            if isinstance(kind, str) and kind in self.members
+            else f"other {self.suffix}"
+        )
 
 
 MAX_DEPTH = 100
