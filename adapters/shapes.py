@@ -31,11 +31,8 @@ def check(model: Any, value: Any, source: str, where: str, field: str = "") -> N
     any type pydantic validates), or refuse it. Validated first with the models' fields read into plain
     dicts (`_dicts`: the same checks, without building a model instance per object, several times
     cheaper); only a value that does not fit is validated again as the models, whose error names it."""
-    try:
-        _dicts(model).validate_python(value)
+    if fits(model, value):
         return
-    except ValidationError:
-        pass
     try:
         _adapter(model).validate_python(value)
     except ValidationError as exc:
@@ -48,16 +45,37 @@ def check(model: Any, value: Any, source: str, where: str, field: str = "") -> N
         ) from None
 
 
+def fits(model: Any, value: Any) -> bool:
+    """`value` is valid as `model`, checked as typed dicts (`_dicts`, no model instance built): where the
+    models are not kept, only a value that does not fit need be validated as them, to explain why."""
+    validator = _dicts(model)
+    if validator is None:
+        return False
+    try:
+        validator.validate_python(value)
+    except ValidationError:
+        return False
+    return True
+
+
 @functools.cache
 def _adapter(model: Any) -> TypeAdapter[Any]:
     return TypeAdapter(model)
 
 
 @functools.cache
-def _dicts(model: Any) -> SchemaValidator:
+def _dicts(model: Any) -> SchemaValidator | None:
     """`model`'s validator with every model read as a typed dict of the same fields, extra fields and config:
-    it accepts and refuses the same values (its messages differ: a refusal is explained by `model`)."""
-    return SchemaValidator(_as_typed_dicts(_adapter(model).core_schema))
+    it accepts and refuses the same values (its messages differ: a refusal is explained by `model`). None
+    when a model runs code of its own on its instance (a validator): only the model validates it."""
+    try:
+        return SchemaValidator(_as_typed_dicts(_adapter(model).core_schema))
+    except _OwnCode:
+        return None
+
+
+class _OwnCode(Exception):
+    pass
 
 
 def _as_typed_dicts(schema: Any) -> Any:
@@ -67,8 +85,10 @@ def _as_typed_dicts(schema: Any) -> Any:
         return schema
     if schema.get("type") == "model":
         inner = schema["schema"]
-        if schema.get("root_model") or schema.get("post_init") or inner.get("type") != "model-fields":
-            raise TypeError(f"{schema['cls']} is read by its own code: no typed dict stands for it")
+        decorators = schema["cls"].__pydantic_decorators__
+        own_code = decorators.model_validators or decorators.field_validators or schema.get("post_init")
+        if own_code or schema.get("root_model") or inner.get("type") != "model-fields":
+            raise _OwnCode(schema["cls"])
         fields = {
             name: {
                 "type": "typed-dict-field",
