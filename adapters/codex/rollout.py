@@ -192,7 +192,8 @@ def parse(path: Path) -> Trajectory:
         start=_start(meta.get("git")),
         runs_as=bare.RESUMED_BECAUSE if unversioned_bare else None,
     )
-    traj._native = Native(
+    # not validated again: the records were checked as read (validation would copy every record)
+    traj._native = Native.model_construct(
         records=records,
         meta=meta,
         paginated=paginated,
