@@ -46,8 +46,9 @@ def check(model: Any, value: Any, source: str, where: str, field: str = "") -> N
 
 
 def fits(model: Any, value: Any) -> bool:
-    """`value` is valid as `model`, checked as typed dicts (`_dicts`, no model instance built): where the
-    models are not kept, only a value that does not fit need be validated as them, to explain why."""
+    """`value` is valid as `model`, checked as typed dicts (`_dicts`, no model instance built); False also
+    for a value only an "other" member of a union takes (its tag named by no member): where the models are
+    not kept, only a value that does not fit need be validated as them, to accept it or explain why not."""
     validator = _dicts(model)
     if validator is None:
         return False
@@ -66,8 +67,9 @@ def _adapter(model: Any) -> TypeAdapter[Any]:
 @functools.cache
 def _dicts(model: Any) -> SchemaValidator | None:
     """`model`'s validator with every model read as a typed dict of the same fields, extra fields and config:
-    it accepts and refuses the same values (its messages differ: a refusal is explained by `model`). None
-    when a model runs code of its own on its instance (a validator): only the model validates it."""
+    it accepts what `model` accepts, except a value of an "other" union member (`Member`), and refuses the
+    rest (its messages differ: a refusal is explained by `model`). None when a model runs code of its own
+    on its instance (a validator): only the model validates it."""
     try:
         return SchemaValidator(_as_typed_dicts(_adapter(model).core_schema))
     except _OwnCode:
