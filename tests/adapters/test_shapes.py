@@ -11,11 +11,11 @@ import orjson
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError, model_validator
 
 from adapters.mini_swe_agent.trajectory import _Message
 from adapters.opencode import schema as opencode
-from adapters.openhands.conversation import _Block
+from adapters.openhands.conversation import _EVENT_MODELS, _Event
 from adapters.openhands.v0 import _V0Event
 from adapters.pi import schema as pi
 from adapters.shapes import MAX_DEPTH, check, fits, too_deep
@@ -48,7 +48,13 @@ def _openhands_v0() -> list[tuple[Any, Any]]:
     return [(_V0Event, e) for e in events]
 
 
-RECORDS = _pi() + _opencode() + _mini() + _openhands_v0()
+def _openhands() -> list[tuple[Any, Any]]:
+    files = sorted((FIXTURES / "openhands" / "v1" / "conversation" / "events").glob("event-*.json"))
+    events = [orjson.loads(f.read_bytes()) for f in files]
+    return [(_EVENT_MODELS.get(e["kind"], _Event), e) for e in events]
+
+
+RECORDS = _pi() + _opencode() + _mini() + _openhands_v0() + _openhands()
 
 
 def _valid(model: Any, value: Any) -> bool:
@@ -87,8 +93,20 @@ def test_refusal_names_the_field_as_the_model_does() -> None:
         check(opencode.Message, message, "export.json", "message 3")
 
 
+class _Checked(BaseModel):
+    text: str | None = None
+
+    @model_validator(mode="after")
+    def _has_text(self) -> _Checked:
+        if self.text is None:
+            raise ValueError("no text")
+        return self
+
+
 def test_a_model_with_its_own_validator_is_never_read_as_a_typed_dict() -> None:
-    """OpenHands' text block refuses a text block without text in Python: only the model checks it."""
-    assert not fits(_Block, {"type": "text"})
-    assert not fits(_Block, {"type": "text", "text": "a"})  # not a refusal: the model decides
-    assert _valid(_Block, {"type": "text", "text": "a"})
+    """Its validator runs on the instance: only the model checks it."""
+    assert not fits(_Checked, {})
+    assert not fits(_Checked, {"text": "a"})  # not a refusal: the model decides
+    check(_Checked, {"text": "a"}, "file", "record")
+    with pytest.raises(BadInput, match="no text"):
+        check(_Checked, {}, "file", "record")
