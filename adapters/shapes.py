@@ -10,10 +10,12 @@ record is kept and written back exactly as it was. A record that does not fit is
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic_core import SchemaValidator
 
 from replayer.errors import bad_record
 
@@ -26,7 +28,11 @@ class Open(BaseModel):
 
 def check(model: Any, value: Any, source: str, where: str, field: str = "") -> None:
     """Validate `value` (the record at `where`, or its field `field`) against `model` (a model class or
-    any type pydantic validates), or refuse it."""
+    any type pydantic validates), or refuse it. Validated first with the models' fields read into plain
+    dicts (`_dicts`: the same checks, without building a model instance per object, several times
+    cheaper); only a value that does not fit is validated again as the models, whose error names it."""
+    if fits(model, value):
+        return
     try:
         _adapter(model).validate_python(value)
     except ValidationError as exc:
@@ -39,9 +45,72 @@ def check(model: Any, value: Any, source: str, where: str, field: str = "") -> N
         ) from None
 
 
+def fits(model: Any, value: Any) -> bool:
+    """`value` is valid as `model`, checked as typed dicts (`_dicts`, no model instance built); False also
+    for a value only an "other" member of a union takes (its tag named by no member): where the models are
+    not kept, only a value that does not fit need be validated as them, to accept it or explain why not."""
+    validator = _dicts(model)
+    if validator is None:
+        return False
+    try:
+        validator.validate_python(value)
+    except ValidationError:
+        return False
+    return True
+
+
 @functools.cache
 def _adapter(model: Any) -> TypeAdapter[Any]:
     return TypeAdapter(model)
+
+
+@functools.cache
+def _dicts(model: Any) -> SchemaValidator | None:
+    """`model`'s validator with every model read as a typed dict of the same fields, extra fields and config:
+    it accepts what `model` accepts, except a value of an "other" union member (`Member`), and refuses the
+    rest (its messages differ: a refusal is explained by `model`). None when a model runs code of its own
+    on its instance (a validator): only the model validates it."""
+    try:
+        return SchemaValidator(_as_typed_dicts(_adapter(model).core_schema))
+    except _OwnCode:
+        return None
+
+
+class _OwnCode(Exception):
+    pass
+
+
+def _as_typed_dicts(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_as_typed_dicts(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if schema.get("type") == "model":
+        inner = schema["schema"]
+        decorators = schema["cls"].__pydantic_decorators__
+        own_code = decorators.model_validators or decorators.field_validators or schema.get("post_init")
+        if own_code or schema.get("root_model") or inner.get("type") != "model-fields":
+            raise _OwnCode(schema["cls"])
+        fields = {
+            name: {
+                "type": "typed-dict-field",
+                "schema": _as_typed_dicts(field["schema"]),
+                "required": field["schema"].get("type") != "default",
+                **{k: field[k] for k in ("validation_alias",) if k in field},
+            }
+            for name, field in inner["fields"].items()
+        }
+        typed = {"type": "typed-dict", "fields": fields, "config": schema.get("config", {})}
+        typed.update({k: inner[k] for k in ("extra_behavior", "extras_schema") if k in inner})
+        typed.update({k: schema[k] for k in ("ref", "strict") if k in schema})
+        return typed
+    tag = schema.get("discriminator")
+    if schema.get("type") == "tagged-union" and isinstance(tag, Member):
+        # the members by their own tag: any other value (an "other" member's) fails here and is
+        # validated again by `model`, which accepts it when the "other" member does
+        choices = {kind: _as_typed_dicts(schema["choices"][f"{kind} {tag.suffix}"]) for kind in tag.members}
+        return {**schema, "choices": choices, "discriminator": tag.key}
+    return {key: _as_typed_dicts(value) for key, value in schema.items()}
 
 
 def _problem(message: str) -> str:
@@ -101,11 +170,27 @@ def shallow_text(text: bytes | str, limit: int) -> bool:
     return text.count(b"[") + text.count(b"{") <= limit
 
 
-def member(value: Any, key: str, members: frozenset[str], suffix: str) -> str:
+@dataclass(frozen=True)
+class Member:
     """A callable discriminator's tag: `value[key]` when it names a known member, else "other"; with a
-    suffix no field is named, so that `_locate` leaves the tag out of the field path."""
-    kind = value.get(key) if isinstance(value, dict) else None
-    return f"{kind} {suffix}" if isinstance(kind, str) and kind in members else f"other {suffix}"
+    suffix no field is named, so that `_locate` leaves the tag out of the field path. Its members are
+    known, so the typed-dict validator (`_dicts`) looks the tag up itself, with no call into Python."""
+
+    key: str
+    members: frozenset[str]
+    suffix: str
+
+    @property
+    def __name__(self) -> str:  # pydantic names a callable discriminator in its schema
+        return f"{self.key} {self.suffix}"
+
+    def __call__(self, value: Any) -> str:
+        kind = value.get(self.key) if isinstance(value, dict) else None
+        return (
+            f"{kind} {self.suffix}"
+            if isinstance(kind, str) and kind in self.members
+            else f"other {self.suffix}"
+        )
 
 
 MAX_DEPTH = 100

@@ -106,28 +106,38 @@ def _once(fn: Callable[[], object]) -> float:
 
 PARSE_HEADING = "## Parse + plan of long sessions"
 _DOMINATES = {
-    "claude_code": "`orjson.loads` is about a fifth of the work; then the record checks (the type of every field "
-    "the chain and the steps read, a bracket count for records too deep to write back) with the indexes built "
-    "in the same pass (uuid map, leaves, message-id siblings, results by parent), the step models (validated "
-    "once per step), the expansion of split assistant records with their results, the plan's models, the "
-    "parent walk. The SHA-256 is of the lines as read.",
-    "codex": "the loop over the lines (the hash, the bracket count and `orjson.loads` of each), the record "
-    "checks, the step models (validated once per step, each call's arguments parsed from their JSON string), "
-    "the two passes that pair calls with outputs.",
-    "opencode": "the pydantic check of every message against the pinned CLI's schemas: its Python validators "
-    "(ids, JavaScript numbers, the part and state types) are about 200,000 Python calls, the largest "
-    "cost; then `orjson.loads` (once: detection's parse is taken), the nesting check (an `orjson.dumps` of "
-    "the document), the step models.",
-    "pi": "two pydantic checks per entry (the entry and its message, as Pi's types declare them), "
-    "`orjson.loads` of each line, the step models with their results' text, the context built once (its "
-    "copy is made only when the messages are read, by a rebuild or a rerun). Pi's entries are small (430 "
-    "bytes on average), so the bare load is short and the per-entry work weighs more.",
-    "mini_swe_agent": "`orjson.loads` (once: detection's parse is taken), the pydantic check of every "
-    "message, the nesting check (an `orjson.dumps` of the document), the SHA-256 of the file, the step "
-    "models and the plan's classification of each call.",
+    "claude_code": "`orjson.loads` of each line, about half; then the record checks in Python (about 60 ms CPU "
+    "for 18,000 records: a pydantic-core validator of the same fields was measured slower, 65 to 85 ms, as "
+    "it builds a copy of every record it checks), with the indexes built and the SHA-256 taken in the same "
+    "pass; the step models (8,000 calls, about 35 ms of pydantic-core building a ToolCall and an Observation "
+    "each), the expansion of split assistant records with their results (about 40 ms), the plan (about 27 "
+    "ms), the parent walk (about 16 ms).",
+    "codex": "the loop over the lines (the hash, the bracket count, `orjson.loads` and the record checks in "
+    "Python, about 85 ms CPU against a bare load of about 60), the step models (validated once per step, each "
+    "call's arguments parsed from their JSON string) with the two passes that pair calls with outputs "
+    "(about 45 ms), the plan (about 16 ms).",
+    "opencode": "`orjson.loads` (once: detection's parse is taken); the check of every message against the "
+    "pinned CLI's schemas (about 75 ms CPU, more than the bare load: pydantic-core builds a copy of each "
+    "record it checks, now as typed dicts, with no Python call per id, number or tag); the step models "
+    "(about 50 ms), the nesting check (an `orjson.dumps` of the document, about 12 ms), the plan.",
+    "pi": "the bare load is short (entries of 430 bytes on average) and the per-entry work weighs more: "
+    "`orjson.loads` of each line (about 35 ms CPU), the entry and message checks (about 50 ms for 10,400 "
+    "entries, two pydantic-core calls each, as typed dicts: one call for the whole list was measured slower), "
+    "the tree walk and the context (about 45 ms), the step models with their results' text (about 60 ms), "
+    "the plan (about 19 ms).",
+    "mini_swe_agent": "`orjson.loads` (once: detection's parse is taken); the nesting check (an "
+    "`orjson.dumps` of the 24 MB document, about 45 ms CPU), the check of every message (about 38 ms, as "
+    "typed dicts), the step models (about 50 ms), the SHA-256 of the file (about 14 ms), the plan and its "
+    "classification of each call (about 30 ms).",
     "openhands": "reading {files:,} event files ({read_ms:.0f} ms for open, read and close alone, which the "
-    "baseline leaves out), the pydantic model of every event, the step models.",
+    "baseline leaves out; about 85 ms CPU in the parse, with the checks that each is a regular file of "
+    "bounded size), `orjson.loads` of each with its nesting check (about 50 ms), the check of every event "
+    "as typed dicts (about 50 ms), the listing and ordering of the files, the step models (about 70 ms).",
 }
+
+
+def _load_average() -> str:
+    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def parse_section(rows: list[dict[str, object]]) -> str:
@@ -140,7 +150,8 @@ def parse_section(rows: list[dict[str, object]]) -> str:
         f"boundary, prepare mode. Medians of {PARSE_ROUNDS} rounds, baseline and parse alternated, each call from a",
         "collected heap (it pays the collector's passes its own allocations cause); then the same",
         "with the cyclic garbage collector off on both sides (its full passes over what each side keeps alive,",
-        "records plus models for the parse, grow with the heap and are much of the difference).",
+        "records plus models for the parse, grow with the heap and are much of the difference). Load average",
+        f"(1, 5, 15 min) of the machine (other work runs on it) as the run ended: {_load_average()}.",
         "",
         "| agent (form, fixture) | size | steps (calls) | baseline | parse + plan | ratio | ratio, no cyclic GC |",
         "|---|---|---|---|---|---|---|",
@@ -158,28 +169,49 @@ def parse_section(rows: list[dict[str, object]]) -> str:
         notes.append(
             f"- {session.agent}: " + _DOMINATES[session.agent].format(files=session.units, read_ms=read_ms)
         )
-    lines += ["", "What dominates now (cProfile of each parse):", "", *notes, "", PARSE_HISTORY]
+    lines += [
+        "",
+        "What dominates now (CPU time of each stage of the parse, timed one by one; medians of 5):",
+        "",
+        *notes,
+        "",
+        PARSE_HISTORY,
+    ]
     return "\n".join(lines) + "\n"
 
 
-PARSE_HISTORY = """None is at 1.5x: every parse checks each record's fields in Python and builds a pydantic model per
-step and per planned call, which costs per record about what `orjson.loads` does. The parse and the plan
-pause the cyclic collector (`replayer/heap.py`: nothing they build is cyclic, so its passes found nothing
-to free and its full passes walked everything built so far), so the first ratio sets a parse without its
-passes against a baseline that pays them; the last column compares both without.
-Before this round (this page, the same measurement): Claude Code 3.14 (3.81 without the collector on either
-side), Codex 4.72 (4.46), OpenCode 8.97 (6.59), Pi 12.87 (9.21), mini-swe-agent 5.26 (4.20), OpenHands
-11.57 (9.92). What went: the collector's passes during the parse and the plan, the walk in Python of
-whole documents for nesting deeper than 100 levels (`orjson.dumps` of the value inside 154 more lists
-checks it in C, orjson writing 254 levels at most; the walk runs only for a value it refuses), Pi's second
-build of the context and its eager copy, a `Path` object and two `fcntl` calls per OpenHands event file.
-Before the round before: Claude Code 3.6 (4.7), Codex 5.2 (4.0), OpenCode 10.8 (9.1), Pi 19.9 (16.1),
+PARSE_HISTORY = """None is at 1.5x, and none can be while every record's fields are checked and every call
+becomes a model: for 1.5x, all the parse and the plan do besides `orjson.loads` must cost half a load. A
+pydantic-core check of a record costs about as much as loading it (it builds a copy of what it checks:
+OpenCode's messages, about 75 ms CPU as typed dicts against a 65 ms load), a check in Python of the few
+fields read about a third to a half of it, and the Step, ToolCall and Observation models about 4 us per
+call (8,000 calls: 35 ms). What is left to win is per agent in its line above; Pi and OpenHands are
+furthest (short records, and 10,000 files to open).
+The parse and the plan pause the cyclic collector (`replayer/heap.py`: nothing they build is cyclic), and
+what they built is then moved to the oldest generation without a walk, so the first ratio sets a parse
+without the collector's passes against a baseline that pays them; the last column compares both without.
+Before this round (this page, the same measurement): Claude Code 2.10 (4.08 without the collector on either
+side), Codex 3.72 (3.70), OpenCode 5.89 (5.06), Pi 8.03 (10.03), mini-swe-agent 3.91 (3.86), OpenHands
+8.49 (8.94). What went: the collector's pass over everything the parse built, on the first allocation after
+the pause (`gc.freeze` and `gc.unfreeze` move it to the oldest generation instead); model instances in the
+record checks (`adapters/shapes.py` validates each record with the models read as typed dicts, with the
+callable discriminators' tags looked up in Rust, and only a record that fails is validated again as the
+models, whose error names the field: Pi, OpenCode, mini-swe-agent, OpenHands); a Python call per id,
+number and count in OpenCode's schemas (pydantic-core schemas with the same messages); the copy of every
+Codex record that validating its parse state made; a second read per OpenHands event file to see its end.
+The same round in CPU time, the parse of the code before it run side by side (less moved by the machine's
+load than the wall times above): Claude Code 2.32 -> 1.80, Codex 3.93 -> 2.81, OpenCode 5.78 -> 3.58, Pi
+7.88 -> 5.50, mini-swe-agent 3.82 -> 3.18, OpenHands 9.10 -> 6.13.
+Two rounds before: Claude Code 3.14 (3.81), Codex 4.72 (4.46), OpenCode 8.97 (6.59), Pi 12.87 (9.21),
+mini-swe-agent 5.26 (4.20), OpenHands 11.57 (9.92); what went then: the collector's passes during the parse
+and the plan, the walk in Python of whole documents for nesting deeper than 100 levels, Pi's second build of
+the context and its eager copy, a `Path` object and two `fcntl` calls per OpenHands event file.
+Three rounds before: Claude Code 3.6 (4.7), Codex 5.2 (4.0), OpenCode 10.8 (9.1), Pi 19.9 (16.1),
 mini-swe-agent 8.5 (6.2), OpenHands 23.9 (24.7); what went then: a pydantic validation per call and per
 observation (now one per step), a pass over all records each for the uuid map, the leaves, the message-id
-siblings and the results (now indexes built as the records are read and checked), `copy.deepcopy` of Pi's
-messages, a slice of the rest of Pi's branch per step (quadratic), a second parse of a JSON document after
-detection, a read that allocated 512 MB per event file, nesting checks that walked every record (now only
-one with enough brackets to nest that deep)."""
+siblings and the results, `copy.deepcopy` of Pi's messages, a quadratic slice of Pi's branch per step, a
+second parse of a JSON document after detection, a read that allocated 512 MB per event file, nesting
+checks that walked every record."""
 
 
 def bench_bash(tmp: Path) -> dict[str, float]:
@@ -830,7 +862,7 @@ def bench_fork(tmp: Path, rounds: int = 7, compares: int = 2, runs: int = 4) -> 
     long = long_sessions.claude_code(tmp, 10)
     fork_s = [_compare_fork_s(tmp, long, runs) for _ in range(compares)]
     return {
-        "load": " / ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "load": _load_average(),
         "rounds": rounds,
         "sizes": sizes,
         "changes": len(diff.entries),

@@ -16,11 +16,19 @@ from contextlib import contextmanager
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """Nested pauses, or one inside code that disabled the collector itself, leave it as they found it."""
+    """Nested pauses, or one inside code that disabled the collector itself, leave it as they found it.
+
+    When the outermost pause ends, what was built meanwhile is moved to the oldest generation unwalked
+    (`gc.freeze` then `gc.unfreeze`, two list splices): left in the youngest, the first allocation after
+    `gc.enable` would walk all of it at once, as long as a quarter of the parse, to find nothing to free.
+    The next full pass, which walks the oldest generation anyway, sees it as it sees any long-lived object.
+    """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if was_enabled:
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()

@@ -223,7 +223,8 @@ def read_input(path: Path | str, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
     """The whole of a user's input file (see `open_input`), reading at most `max_bytes` even if it grows."""
     fd, size = _open_input(path, max_bytes)
     # read straight from the descriptor, sized by the file (a conversation is thousands of small files);
-    # reading on past that size tells a file that grew since, whose rest is read up to the limit
+    # asking for one byte more tells a file that grew since, whose rest is read up to the limit. A first
+    # read that stops at exactly the size found the end: no second read (a system call per file) to see it
     chunks: list[bytes] = []
     left = max_bytes + 1
     try:
@@ -234,6 +235,8 @@ def read_input(path: Path | str, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
                 break
             chunks.append(chunk)
             left -= len(chunk)
+            if len(chunks) == 1 and len(chunk) == size:
+                break
             want = 1 << 20
     finally:
         os.close(fd)

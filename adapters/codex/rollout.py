@@ -192,8 +192,9 @@ def parse(path: Path) -> Trajectory:
         start=_start(meta.get("git")),
         runs_as=bare.RESUMED_BECAUSE if unversioned_bare else None,
     )
+    # not validated again: the records were checked as read (validation would copy every record)
     traj.keep_native(
-        Native(
+        Native.model_construct(
             records=records,
             meta=meta,
             paginated=paginated,

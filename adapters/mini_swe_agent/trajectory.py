@@ -16,7 +16,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from adapters.head import loads_document
-from adapters.shapes import MAX_DEPTH, deep_place, validated
+from adapters.shapes import MAX_DEPTH, deep_place, fits, validated
 from replayer.errors import BadInput, bad_record, excerpt
 from replayer.io import read_input, sha256_hex
 from replayer.models import Step, Trajectory
@@ -149,7 +149,8 @@ def parse(path: Path) -> Trajectory:
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             raise bad_record(str(path), f"message {i}", "not an object", m)
-        validated(_Message, m, str(path), f"message {i}")
+        if not fits(_Message, m):  # the model only explains a refusal: none is kept
+            validated(_Message, m, str(path), f"message {i}")
     config = recorded_config(data)
     regex = _action_regex(fmt, config, messages, path)
     steps, spans, submitted, observation_index = _steps(messages, fmt, regex, path)

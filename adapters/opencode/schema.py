@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BeforeValidator, Discriminator, Field, Tag
+from pydantic import BeforeValidator, Discriminator, Field, GetPydanticSchema, Tag
+from pydantic_core import core_schema as cs
 
-from adapters.shapes import Open, member
+from adapters.shapes import Member, Open
 
 MAX_DEPTH = 100
 """Nesting levels a record may have: far more than OpenCode writes, and few enough that the rebuilt export
@@ -30,20 +31,25 @@ def optional() -> Any:
     return Field(default=None)
 
 
-def _prefixed(prefix: str) -> Any:
-    def check(value: str) -> str:
-        if not value.startswith(prefix):
-            raise ValueError(f"should be an id starting with {prefix!r}")
-        return value
-
-    return AfterValidator(check)
+def _compiled(schema: cs.CoreSchema, problem: str) -> GetPydanticSchema:
+    """A check run by pydantic-core itself (no Python call per value: a long export has tens of thousands
+    of ids and numbers), refusing with `problem`."""
+    refusal = cs.custom_error_schema(schema, "shape", custom_error_message=problem)
+    return GetPydanticSchema(lambda _type, _handler: refusal)
 
 
-def _number(value: Any) -> Any:
-    """JSON numbers: an int or a float (a bool is no number); orjson reads no NaN or Infinity."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError("should be a number")
-    return value
+def _prefixed(prefix: str) -> GetPydanticSchema:
+    """A string, then one that starts with `prefix` (orjson and sqlite3 read no lone surrogate, which the
+    pattern would refuse)."""
+    starts = cs.str_schema(pattern=f"^{prefix}")
+    refusal = cs.custom_error_schema(
+        starts, "shape", custom_error_message=f"should be an id starting with {prefix!r}"
+    )
+    return GetPydanticSchema(lambda _type, _handler: cs.chain_schema([cs.str_schema(strict=True), refusal]))
+
+
+_NUMBER = cs.union_schema([cs.int_schema(strict=True), cs.float_schema(strict=True)], mode="left_to_right")
+"""JSON numbers: an int or a float (strict: a bool is no number); orjson reads no NaN or Infinity."""
 
 
 def _count(value: Any) -> Any:
@@ -55,7 +61,8 @@ def _count(value: Any) -> Any:
 
 
 def _non_negative(value: Any) -> Any:
-    _number(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("should be a number")
     if value < 0:
         raise ValueError("should be a non-negative number")
     return value
@@ -64,8 +71,18 @@ def _non_negative(value: Any) -> Any:
 SessionID = Annotated[str, _prefixed("ses")]
 MessageID = Annotated[str, _prefixed("msg")]
 PartID = Annotated[str, _prefixed("prt")]
-Number = Annotated[Any, BeforeValidator(_number)]
-Count = Annotated[Any, BeforeValidator(_count)]
+Number = Annotated[Any, _compiled(_NUMBER, "should be a number")]
+Count = Annotated[
+    Any,
+    _compiled(
+        # an int in range without a Python call; anything else (a float such as 5.0) by `_count`
+        cs.union_schema(
+            [cs.int_schema(strict=True, ge=0, le=_SAFE), cs.no_info_plain_validator_function(_count)],
+            mode="left_to_right",
+        ),
+        "should be a non-negative integer",
+    ),
+]
 NonNegative = Annotated[Any, BeforeValidator(_non_negative)]
 Record = dict[str, Any]
 
@@ -199,7 +216,7 @@ ToolState = Annotated[
     | Annotated[Completed, Tag("completed state")]
     | Annotated[Failed, Tag("error state")]
     | Annotated[UnknownState, Tag("other state")],  # the CLI knows no other status
-    Discriminator(lambda v: member(v, "status", _STATUSES, "state")),
+    Discriminator(Member("status", _STATUSES, "state")),
 ]
 
 
@@ -306,7 +323,7 @@ Part = Annotated[
     | Annotated[RetryPart, Tag("retry part")]
     | Annotated[CompactionPart, Tag("compaction part")]
     | Annotated[UnknownPart, Tag("other part")],  # the CLI knows no other part type
-    Discriminator(lambda v: member(v, "type", frozenset(_PARTS), "part")),
+    Discriminator(Member("type", frozenset(_PARTS), "part")),
 ]
 
 
@@ -400,7 +417,7 @@ Info = Annotated[
     Annotated[UserInfo, Tag("user info")]
     | Annotated[AssistantInfo, Tag("assistant info")]
     | Annotated[UnknownInfo, Tag("other info")],  # the CLI knows no other role
-    Discriminator(lambda v: member(v, "role", _ROLES, "info")),
+    Discriminator(Member("role", _ROLES, "info")),
 ]
 
 

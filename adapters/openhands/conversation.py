@@ -14,14 +14,14 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from adapters.head import loads_document
 from adapters.openhands import bundle
-from adapters.shapes import MAX_DEPTH, deep_place, shallow_text, validated
+from adapters.shapes import MAX_DEPTH, Member, deep_place, fits, shallow_text, validated
 from replayer.errors import BadInput, bad_record, excerpt
 from replayer.io import read_input
 from replayer.models import Observation, Step, Trajectory
@@ -55,15 +55,21 @@ class Record(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
 
-class _Block(Record):
+class _OtherBlock(Record):
     type: str
     text: str | None = None
 
-    @model_validator(mode="after")
-    def _text_has_text(self) -> _Block:
-        if self.type == "text" and self.text is None:
-            raise ValueError("a text block without text")
-        return self
+
+class _TextBlock(_OtherBlock):
+    text: str
+
+
+_Block = Annotated[
+    Annotated[_TextBlock, Tag("text block")] | Annotated[_OtherBlock, Tag("other block")],
+    Discriminator(Member("type", frozenset({"text"}), "block")),
+]
+"""A content block: a text block has its text (a schema, not a validator of its own, so that the events
+are checked as typed dicts: `shapes.fits`)."""
 
 
 class _Event(Record):
@@ -247,11 +253,11 @@ def read_events(root: Path, digest: Any) -> list[dict[str, Any]]:
         if not isinstance(raw, dict):
             raise bad_record(entry, "event", "not an object", raw)
         kind = raw.get("kind")
-        event = validated(
-            _EVENT_MODELS.get(kind, _Event) if isinstance(kind, str) else _Event, raw, entry, ""
-        )
-        if event.id != event_id:
-            raise BadInput(f"{entry}: its id {excerpt(event.id)} differs from its file name")
+        model = _EVENT_MODELS.get(kind, _Event) if isinstance(kind, str) else _Event
+        if not fits(model, raw):  # the model only explains a refusal: none is kept
+            validated(model, raw, entry, "")
+        if raw["id"] != event_id:  # a string: checked above
+            raise BadInput(f"{entry}: its id {excerpt(raw['id'])} differs from its file name")
         events.append(raw)
     return events
 

@@ -26,6 +26,7 @@ from adapters.openhands.conversation import (
     load_json,
     validated,
 )
+from adapters.shapes import fits
 from replayer.errors import BadInput, PlanRefused, bad_record, excerpt
 from replayer.io import read_input, sha256_hex
 from replayer.models import Observation, StartingState, Step, ToolCall, Trajectory
@@ -153,7 +154,8 @@ def parse(path: Path) -> Trajectory:
         raise BadInput(f"{path}: not a list of OpenHands V0 events")
     events, wrapper = found
     for i, e in enumerate(events):
-        validated(_V0Event, e, str(path), f"event {i}")
+        if not fits(_V0Event, e):  # the model only explains a refusal: none is kept
+            validated(_V0Event, e, str(path), f"event {i}")
     native = NativeV0(events=events, wrapper=wrapper)
     version = None
     for e in events:

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BeforeValidator, Discriminator, Field, Tag
 
-from adapters.shapes import Open, member, shallow_text, too_deep
+from adapters.shapes import Member, Open, shallow_text, too_deep
 from replayer.errors import BadInput, bad_record
 
 MAX_DEPTH = 100
@@ -131,20 +131,20 @@ Content = Annotated[
     Annotated[_Text, Tag("text block")]
     | Annotated[_Image, Tag("image block")]
     | Annotated[_Block, Tag("other block")],
-    Discriminator(lambda v: member(v, "type", _CONTENT_TAGS, "block")),
+    Discriminator(Member("type", _CONTENT_TAGS, "block")),
 ]
 ResultContent = Annotated[
     Annotated[_ResultText, Tag("text block")]
     | Annotated[_Image, Tag("image block")]
     | Annotated[_Block, Tag("other block")],
-    Discriminator(lambda v: member(v, "type", _CONTENT_TAGS, "block")),
+    Discriminator(Member("type", _CONTENT_TAGS, "block")),
 ]
 AssistantContent = Annotated[
     Annotated[_Text, Tag("text block")]
     | Annotated[_Thinking, Tag("thinking block")]
     | Annotated[_ToolCall, Tag("toolCall block")]
     | Annotated[_Block, Tag("other block")],
-    Discriminator(lambda v: member(v, "type", _ASSISTANT_TAGS, "block")),
+    Discriminator(Member("type", _ASSISTANT_TAGS, "block")),
 ]
 
 

@@ -1,0 +1,112 @@
+"""The record checks validate first with the models read as typed dicts (`shapes.fits`) and refuse only
+what the models refuse: on recorded records and on mutations of them, what fits is valid, and `check`
+refuses exactly the invalid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+from pydantic import BaseModel, TypeAdapter, ValidationError, model_validator
+
+from adapters.mini_swe_agent.trajectory import _Message
+from adapters.opencode import schema as opencode
+from adapters.openhands.conversation import _EVENT_MODELS, _Event
+from adapters.openhands.v0 import _V0Event
+from adapters.pi import schema as pi
+from adapters.shapes import MAX_DEPTH, check, fits, too_deep
+from replayer.errors import BadInput
+from tests.fuzzing import FUZZ_SETTINGS, mutated_json
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _pi() -> list[tuple[Any, Any]]:
+    lines = (FIXTURES / "pi" / "tools" / "session.jsonl").read_bytes().splitlines()
+    entries = [orjson.loads(line) for line in lines][1:]
+    pairs: list[tuple[Any, Any]] = [(pi.ENTRIES.get(e["type"], pi.Entry), e) for e in entries]
+    messages = [e["message"] for e in entries if e["type"] == "message"]
+    return pairs + [(pi.MESSAGES.get(m["role"], pi.Message), m) for m in messages]
+
+
+def _opencode() -> list[tuple[Any, Any]]:
+    export = orjson.loads((FIXTURES / "opencode" / "tools" / "export.json").read_bytes())
+    return [(opencode.Session, export["info"])] + [(opencode.Message, m) for m in export["messages"]]
+
+
+def _mini() -> list[tuple[Any, Any]]:
+    doc = orjson.loads((FIXTURES / "mini_swe_agent" / "toolcall" / "trajectory.traj.json").read_bytes())
+    return [(_Message, m) for m in doc["messages"]]
+
+
+def _openhands_v0() -> list[tuple[Any, Any]]:
+    events = orjson.loads((FIXTURES / "openhands" / "v0" / "trajectory.json").read_bytes())
+    return [(_V0Event, e) for e in events]
+
+
+def _openhands() -> list[tuple[Any, Any]]:
+    files = sorted((FIXTURES / "openhands" / "v1" / "conversation" / "events").glob("event-*.json"))
+    events = [orjson.loads(f.read_bytes()) for f in files]
+    return [(_EVENT_MODELS.get(e["kind"], _Event), e) for e in events]
+
+
+RECORDS = _pi() + _opencode() + _mini() + _openhands_v0() + _openhands()
+
+
+def _valid(model: Any, value: Any) -> bool:
+    try:
+        TypeAdapter(model).validate_python(value)
+    except ValidationError:
+        return False
+    return True
+
+
+def test_recorded_records_fit() -> None:
+    assert all(fits(model, value) for model, value in RECORDS)
+
+
+@FUZZ_SETTINGS
+@given(data=st.data())
+def test_typed_dicts_accept_only_what_the_models_accept(data: st.DataObject) -> None:
+    """A value with a tag no member names (an "other" member's) does not fit, and the model decides."""
+    model, value = data.draw(st.sampled_from(RECORDS))
+    mutated = data.draw(mutated_json(value))
+    assume(not too_deep(mutated, MAX_DEPTH))  # refused by every parser before its fields are checked
+    valid = _valid(model, mutated)
+    assert valid or not fits(model, mutated)
+    try:
+        check(model, mutated, "file", "record")
+    except BadInput:
+        assert not valid
+    else:
+        assert valid
+
+
+def test_refusal_names_the_field_as_the_model_does() -> None:
+    message = dict(next(v for m, v in RECORDS if m is opencode.Message))
+    message["info"] = {**message["info"], "id": "nope"}
+    with pytest.raises(BadInput, match=r"message 3, field info.id: should be an id starting with 'msg'"):
+        check(opencode.Message, message, "export.json", "message 3")
+
+
+class _Checked(BaseModel):
+    text: str | None = None
+
+    @model_validator(mode="after")
+    def _has_text(self) -> _Checked:
+        if self.text is None:
+            raise ValueError("no text")
+        return self
+
+
+def test_a_model_with_its_own_validator_is_never_read_as_a_typed_dict() -> None:
+    """Its validator runs on the instance: only the model checks it."""
+    assert not fits(_Checked, {})
+    assert not fits(_Checked, {"text": "a"})  # not a refusal: the model decides
+    check(_Checked, {"text": "a"}, "file", "record")
+    with pytest.raises(BadInput, match="no text"):
+        check(_Checked, {}, "file", "record")
