@@ -76,8 +76,9 @@ def divergence_of(
                 used.append(name)
                 a, b = na, nb
             if a == b:
+                needed = _needed(old, new, used)
                 return Divergence(
-                    **base, status="normalized_equal", normalizers=used, truncated=fresh.truncated
+                    **base, status="normalized_equal", normalizers=needed, truncated=fresh.truncated
                 )
     at = _first_difference(old, new)
     return Divergence(
@@ -88,6 +89,23 @@ def divergence_of(
         fresh_excerpt=_excerpt(new, at),
         truncated=fresh.truncated,
     )
+
+
+def _normalized(text: str, names: list[str]) -> str:
+    for name in names:
+        text = NORMALIZERS[name](text)
+    return text
+
+
+def _needed(old: str, new: str, used: list[str]) -> list[str]:
+    """The normalizers the two texts are equal by, without those that only changed what both share (e.g.
+    trailing spaces on lines of both when it is their order that differs)."""
+    needed = list(used)
+    for name in used:
+        without = [n for n in needed if n != name]
+        if _normalized(old, without) == _normalized(new, without):
+            needed = without
+    return needed
 
 
 def kept(step: int, call: ToolCall, kind: ToolKind) -> Divergence:

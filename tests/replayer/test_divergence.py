@@ -60,3 +60,16 @@ def test_reruns_that_mostly_differ_from_the_first_character_point_at_the_workspa
     assert workspace_hint([_d(1, "different", 0), _d(2, "exact", None)]) is None  # one is not most
     assert workspace_hint([_d(1, "different", 0), _d(2, "different", 7), _d(3, "exact", None)]) is None
     assert workspace_hint([_d(1, "different", 0), _d(2, "different", 0, kind="pure")]) is None
+
+
+def test_only_the_normalizers_the_difference_needs_are_named() -> None:
+    """Trailing spaces on lines of both texts are changed by `trailing_whitespace` too, but the texts
+    differ only by their order: the result names `walk_order` alone."""
+    spaced = "Found 2 matches \n/w/a.py: x \n/w/b.py: y "
+    swapped = "Found 2 matches \n/w/b.py: y \n/w/a.py: x "
+    normalizers = adapters.by_name("opencode").normalizers("grep")
+    d = divergence_of(1, _call("grep", spaced), "rerun", Observation(content=swapped), normalizers)
+    assert d.status == "normalized_equal" and d.normalizers == ["walk_order"]
+    both = "Found 2 matches\n/w/b.py: y\n/w/a.py: x"
+    d = divergence_of(1, _call("grep", spaced), "rerun", Observation(content=both), normalizers)
+    assert d.status == "normalized_equal" and d.normalizers == ["trailing_whitespace", "walk_order"]
