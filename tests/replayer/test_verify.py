@@ -53,8 +53,8 @@ def test_a_passing_probe_verifies_the_version_and_only_in_its_verdict_folder(tmp
 
 @pytest.mark.agent
 def test_gemini_cli_is_verified_by_its_probe(tmp_path: Path) -> None:
-    """Gemini CLI's probe: its shell and read tools on the Gemini wire (ScriptedGemini), the closing turn
-    its resume adds kept out of the session it records."""
+    """Gemini CLI's probe: its shell and read tools called on the Gemini wire (ScriptedGemini), each resume
+    through the gate with the closing turn the CLI adds after the head's tool responses."""
     env = {"REPLAYER_VERDICTS": str(tmp_path / "verdicts")}
     version = adapters.by_name("gemini_cli").version()
     proc = replayer("verify", f"gemini_cli@{version}", "--json", env=env)
