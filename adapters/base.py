@@ -1,12 +1,14 @@
-"""The Adapter base every agent subclasses (a reader, a rerunner factory, a session writer, a launcher, with
-defaults for what agents share), the per-run tool rerunner it hands out, and helpers they share."""
+"""The Adapter base every agent subclasses (a reader, a rerunner factory, a session writer, a launcher,
+what its probe needs, with defaults for what agents share), the per-run tool rerunner it hands out, and
+helpers they share."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -21,6 +23,9 @@ from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKin
 from replayer.pins import load_pins
 from replayer.rundirs import RunDirs
 from sandboxes.base import Sandbox
+
+if TYPE_CHECKING:
+    from bridges.scripted import ScriptedUpstream
 
 
 class Continuation(BaseModel):
@@ -273,10 +278,48 @@ class Launcher(ABC, Generic[ContT]):
         the result's files it wrote (key -> path in the result)."""
 
 
-class Adapter(Reader[NativeT], Rerunning, SessionWriter[ContT], Launcher[ContT]):
-    """One agent: read its native format, rerun its tools, write its session, continue it. Subclasses set
-    `name` and implement the abstract methods; the attributes' defaults fit an agent whose own code reruns
-    its tools and resumes without a nonce through the chat dialect."""
+COMMAND = "{command}"
+"""Where a probe's shell command goes in a shell tool's input (`Probing.probe_shell`)."""
+PATH = "{path}"
+"""Where a probe's absolute file path goes in a read tool's input (`Probing.probe_read`)."""
+
+
+class Probing:
+    """What `replayer verify` needs to record a probe session with a version of the agent (replayer/verify.py
+    runs the probe; the defaults: no probe)."""
+
+    probe_native: str | None = None
+    """The native file's name in a probe recording; None: the agent has no probe."""
+    probe_recordings: tuple[str, ...] = ()
+    """Recordings the probe may start from: folder patterns under tests/fixtures, each with a meta.json."""
+    probe_shell: Mapping[str, Mapping[str, Any]] = {}
+    """The agent's shell tools, the preferred first, each with its input for a command (`COMMAND` marks
+    where it goes)."""
+    probe_read: Mapping[str, Mapping[str, Any]] = {}
+    """Its file-read tools, each with its input for an absolute path (`PATH` marks where); none: the probe
+    reads the file with the shell."""
+    probe_finish: tuple[str, Mapping[str, Any]] | None = None
+    """A tool call (name, input) that ends the session when the version offers that tool (a finish tool)."""
+    probe_submit: str | None = None
+    """A shell command that ends the session (a submit command); None: the session ends with a text
+    answer."""
+
+    def probe_text_action(self, version: str, step: int, command: str) -> str | None:
+        """The text of model turn `step` running `command`, for a version offering no shell tool (actions
+        written in the text, the last one running `probe_submit`); None: such a version cannot be probed."""
+        return None
+
+    def probe_upstream(self) -> type[ScriptedUpstream]:
+        """The scripted model service on the agent's wire."""
+        from bridges.scripted import ScriptedUpstream  # not at the top: it imports an adapter's module
+
+        return ScriptedUpstream
+
+
+class Adapter(Reader[NativeT], Rerunning, SessionWriter[ContT], Launcher[ContT], Probing):
+    """One agent: read its native format, rerun its tools, write its session, continue it, probe a version.
+    Subclasses set `name` and implement the abstract methods; the attributes' defaults fit an agent whose own
+    code reruns its tools and resumes without a nonce through the chat dialect, without a probe."""
 
 
 # helpers the adapters share ---------------------------------------------------------------------

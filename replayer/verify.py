@@ -18,14 +18,17 @@ import datetime
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from adapters import REGISTRY, Adapter, adapter_class, by_name
+from adapters.base import COMMAND, PATH
+from bridges.scripted import LoggedRequest, Script, TextBlock, ToolUseBlock, Turn
 from replayer import __version__ as REPLAYER_VERSION
 from replayer.errors import PlanRefused, ReplayError
 from replayer.models import ContinueRequest, ReplayRequest, ReplayResult
@@ -38,7 +41,6 @@ PROBE_KEY_ENV = "REPLAYER_PROBE_KEY"
 PROBE_KEY = "sk-replayer-probe"
 PROMPT = "Run the replayer's probe."
 FILE = "probe.txt"
-SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 STALL_S = 0.5
 
 
@@ -58,85 +60,84 @@ class Probe(BaseModel):
     """The version that recorded it (its meta.json)."""
 
 
-NATIVE = {
-    "claude_code": "session.jsonl",
-    "codex": "rollout.jsonl",
-    "pi": "session.jsonl",
-    "opencode": "export.json",
-    "mini_swe_agent": "trajectory.traj.json",
-    "openhands": "conversation",
-    "openhands_v0": "trajectory.json",
-}
-RECORDINGS = {
-    "claude_code": ["claude_code/single", "claude_code/versions/*/probe"],
-    "codex": ["codex/exec", "codex/versions/*/probe"],
-    "pi": ["pi/tools", "pi/versions/*/probe"],
-    "opencode": ["opencode/tools", "opencode/versions/*/probe"],
-    "mini_swe_agent": ["mini_swe_agent/toolcall", "mini_swe_agent/v1", "mini_swe_agent/versions/*/probe"],
-    "openhands": ["openhands/v1", "openhands/versions/*/probe"],
-    "openhands_v0": ["openhands/v0"],
-}
-
-
 # the probe's script ---------------------------------------------------------------------------------
 def tool_names(body: Any) -> list[str]:
-    """The tools a request offers (Anthropic and Responses: `name`; chat completions: `function.name`)."""
+    """The tools a request offers (Anthropic and Responses: `name`; chat completions: `function.name`;
+    Gemini: each group's `functionDeclarations[].name`)."""
     names = []
     for tool in body.get("tools") or [] if isinstance(body, dict) else []:
-        if isinstance(tool, dict):
-            name = tool.get("name") or (tool.get("function") or {}).get("name")
-            if isinstance(name, str):
-                names.append(name)
+        if not isinstance(tool, dict):
+            continue
+        declared = tool.get("functionDeclarations")
+        for each in declared if isinstance(declared, list) else [tool]:
+            if isinstance(each, dict):
+                name = each.get("name") or (each.get("function") or {}).get("name")
+                if isinstance(name, str):
+                    names.append(name)
     return names
 
 
-_SHELL: dict[str, Callable[[str], dict[str, Any]]] = {
-    "Bash": lambda c: {"command": c, "description": "Probe command"},
-    "exec_command": lambda c: {"cmd": c},
-    "shell_command": lambda c: {"command": c},
-    "shell": lambda c: {"command": ["bash", "-lc", c]},
-    "bash": lambda c: {"command": c, "description": "Probe command"},
-    "terminal": lambda c: {"command": c},
-    "execute_bash": lambda c: {"command": c, "security_risk": "LOW"},
-}
-_READ: dict[tuple[str, str], Callable[[str], dict[str, Any]]] = {
-    ("claude_code", "Read"): lambda p: {"file_path": p},
-    ("pi", "read"): lambda p: {"path": p},
-    ("opencode", "read"): lambda p: {"filePath": p},
-    ("openhands", "file_editor"): lambda p: {"command": "view", "path": p},
-    ("openhands_v0", "str_replace_editor"): lambda p: {"command": "view", "path": p, "security_risk": "LOW"},
-}
+def filled(template: Any, marker: str, value: str) -> Any:
+    """`template` (an adapter's tool input) with each string `marker` replaced by `value`."""
+    if isinstance(template, Mapping):
+        return {k: filled(v, marker, value) for k, v in template.items()}
+    if isinstance(template, list | tuple):
+        return [filled(v, marker, value) for v in template]
+    return value if template == marker else template
 
 
-def probe_turns(agent: str, version: str, offered: list[str], cwd: str) -> tuple[list[Turn], list[Turn]]:
-    """(the probe's turns, the final turn alone). The probe writes a file with a shell command, reads it
-    (with the version's read tool when it has one), and runs a failing command; then it finishes."""
+@dataclass(frozen=True)
+class ProbeScript:
+    turns: list[Turn]
+    """The probe's turns, the final one last."""
+    final: list[Turn]
+    """The final turn alone (what each boundary's continuation answers)."""
+    finishing: bool
+    """The final turn is an action the agent runs (a step of the session), not a text answer."""
+
+
+def probe_script(adapter: Adapter, version: str, offered: list[str], cwd: str) -> ProbeScript:
+    """The probe writes a file with a shell command, reads it (with the version's read tool when it has
+    one), and runs a failing command; then it finishes (with the agent's finish tool or submit command
+    when it has one, else with a text answer)."""
     commands = [f"printf 'probe\\nline 2\\n' > {FILE} && ls", f"cat {FILE}", f"wc -l {FILE}; exit 3"]
-    shell = next((name for name in _SHELL if name in offered), None)
+    submit = [adapter.probe_submit] if adapter.probe_submit else []
+    shell = next((name for name in adapter.probe_shell if name in offered), None)
+    if shell is None:  # actions written in the text
+        texts = [adapter.probe_text_action(version, i, c) for i, c in enumerate([*commands, *submit])]
+        if any(t is None for t in texts) or not submit:
+            tools = ", ".join(adapter.probe_shell) or "none declared"
+            raise PlanRefused(
+                f"no probe for {adapter.name} {version}: it offers none of its shell tools ({tools})"
+            )
+        turns = [Turn(blocks=[TextBlock(text=t)], stall_s=STALL_S) for t in texts if t is not None]
+        return ProbeScript(turns=turns, final=turns[-1:], finishing=True)
+    read = next((name for name in adapter.probe_read if name in offered), None)
+
+    def call(call_id: str, command: str) -> ToolUseBlock:
+        return ToolUseBlock(
+            id=call_id, name=shell, input=filled(adapter.probe_shell[shell], COMMAND, command)
+        )
+
     steps: list[Turn] = []
-    if shell is None:  # mini-swe-agent's text-based actions
-        fence = "bash" if release(version) < (2,) else "mswea_bash_command"
-        text = [f"THOUGHT: step {i}.\n\n```{fence}\n{c}\n```" for i, c in enumerate([*commands, SUBMIT])]
-        turns = [Turn(blocks=[TextBlock(text=t)], stall_s=STALL_S) for t in text]
-        return turns, turns[-1:]
-    read = next(((t, f) for (a, t), f in _READ.items() if a == agent and t in offered), None)
     for n, command in enumerate(commands, 1):
-        call_id = f"call_probe_{n}"
+        block = call(f"call_probe_{n}", command)
         if n == 2 and read is not None:
-            block = ToolUseBlock(id=call_id, name=read[0], input=read[1](f"{cwd}/{FILE}"))
-        else:
-            block = ToolUseBlock(id=call_id, name=shell, input=_SHELL[shell](command))
+            block = ToolUseBlock(
+                id=block.id, name=read, input=filled(adapter.probe_read[read], PATH, f"{cwd}/{FILE}")
+            )
         steps.append(Turn(blocks=[TextBlock(text=f"Probe step {n}."), block]))
-    if "finish" in offered:
-        final = Turn(blocks=[ToolUseBlock(id="call_probe_finish", name="finish", input={"message": "done"})])
-    elif agent == "mini_swe_agent":
-        final = Turn(blocks=[ToolUseBlock(id="call_probe_submit", name=shell, input=_SHELL[shell](SUBMIT))])
+    finish = adapter.probe_finish
+    if finish is not None and finish[0] in offered:
+        final = Turn(blocks=[ToolUseBlock(id="call_probe_finish", name=finish[0], input=dict(finish[1]))])
+    elif submit:
+        final = Turn(blocks=[call("call_probe_submit", submit[0])])
     else:
         final = Turn(blocks=[TextBlock(text="The probe is done.")])
     turns = [*steps, final]
     for each in turns:  # no model answers at once (OpenCode 1.3 to 1.15 lose their last events if it does)
         each.stall_s = STALL_S
-    return turns, [final]
+    return ProbeScript(turns=turns, final=[final], finishing=isinstance(final.blocks[0], ToolUseBlock))
 
 
 # the run --------------------------------------------------------------------------------------------
@@ -144,14 +145,14 @@ def probe_for(agent: str, version: str) -> Probe:
     """A recording of the same minor line if there is one, else of any version: the newest not newer
     than `version`, else the oldest. The head the version resumes is then as close to its own format as
     the suite's recordings allow."""
-    if agent not in RECORDINGS:
-        raise PlanRefused(f"no probe for agent {agent!r} (known: {', '.join(sorted(RECORDINGS))})")
+    adapter = _probed(agent)
+    assert adapter.probe_native is not None
     found = []
-    for pattern in RECORDINGS[agent]:
+    for pattern in adapter.probe_recordings:
         for folder in sorted(FIXTURES.glob(pattern)):
             meta = orjson.loads((folder / "meta.json").read_bytes())
             rel = str(folder.relative_to(FIXTURES))
-            found.append(Probe(recording=rel, native=NATIVE[agent], version=meta["cli_version"]))
+            found.append(Probe(recording=rel, native=adapter.probe_native, version=meta["cli_version"]))
     if not found:
         raise PlanRefused(f"the probe recordings of {agent} are not here: verify runs from a source checkout")
     found.sort(key=lambda p: release(p.version))
@@ -161,9 +162,18 @@ def probe_for(agent: str, version: str) -> Probe:
     return older[-1] if older else pool[0]
 
 
+def _probed(agent: str) -> Adapter:
+    """The adapter of `agent`, which declares a probe."""
+    probed = [name for name in REGISTRY if adapter_class(name).probe_native is not None]
+    if agent not in probed:
+        raise PlanRefused(f"no probe for agent {agent!r} (known: {', '.join(sorted(probed))})")
+    return by_name(agent)
+
+
 def verify(agent: str, version: str, work: Path | None = None) -> Verdict:
     """Run the probe at `version` and return its verdict (`verdicts.store` keeps it)."""
     probe = probe_for(agent, version)
+    adapter = by_name(agent)
     source = FIXTURES / probe.recording
     checks: list[Check] = []
     os.environ[PROBE_KEY_ENV] = PROBE_KEY
@@ -175,7 +185,7 @@ def verify(agent: str, version: str, work: Path | None = None) -> Verdict:
         ) -> tuple[ReplayResult, list[LoggedRequest]]:
             from replayer.engine import execute
 
-            with ScriptedUpstream(script, expected_key=PROBE_KEY) as upstream:
+            with adapter.probe_upstream()(script, expected_key=PROBE_KEY) as upstream:
                 cont = ContinueRequest(
                     upstream=upstream.url,
                     upstream_key_env=PROBE_KEY_ENV,
@@ -203,9 +213,8 @@ def verify(agent: str, version: str, work: Path | None = None) -> Verdict:
         main = next((r.body for r in log if r.main_thread), None)
         offered = tool_names(main)
         cwd = first.cwd or "/"
-        turns, final = probe_turns(agent, version, offered, cwd)
-        shell_less = not any(name in offered for name in _SHELL)
-        recorded, _ = replay(source / probe.native, 1, "record", Script(turns=turns), PROMPT)
+        script = probe_script(adapter, version, offered, cwd)
+        recorded, _ = replay(source / probe.native, 1, "record", Script(turns=script.turns), PROMPT)
         checks.append(_continued("probe recorded by the version's own CLI", recorded))
         session = _continued_native(root / "record", recorded)
         boundaries: list[int] = []
@@ -213,8 +222,8 @@ def verify(agent: str, version: str, work: Path | None = None) -> Verdict:
             from replayer.engine import load
 
             steps = len(load(session)[1].steps)
-            finishing = isinstance(final[0].blocks[0], ToolUseBlock) or shell_less
-            expected = len(turns) + (1 if finishing else 0)
+            finishing = script.finishing
+            expected = len(script.turns) + (1 if finishing else 0)
             detail = f"{steps - 1} step(s) after the head's 1, expected {expected - 1}"
             checks.append(Check(name="every probe call ran", passed=steps == expected, detail=detail))
             boundaries = list(range(1, steps if finishing else steps + 1))
@@ -222,7 +231,7 @@ def verify(agent: str, version: str, work: Path | None = None) -> Verdict:
             kept.parent.mkdir()
             _copy(session, kept)
             for k in boundaries:
-                result, _ = replay(kept, k, f"boundary-{k}", Script(turns=final), None)
+                result, _ = replay(kept, k, f"boundary-{k}", Script(turns=script.final), None)
                 checks.append(_continued(f"boundary {k}: gate and continuation", result))
                 checks.append(_exact(f"boundary {k}: reruns", result))
         else:
@@ -234,7 +243,7 @@ def verify(agent: str, version: str, work: Path | None = None) -> Verdict:
         passed=all(c.passed for c in checks) and len(boundaries) >= 2,
         probe=f"{probe.recording} ({probe.version})",
         tools_offered=offered,
-        probe_tools=sorted({b.name for t in turns for b in t.blocks if isinstance(b, ToolUseBlock)}),
+        probe_tools=sorted({b.name for t in script.turns for b in t.blocks if isinstance(b, ToolUseBlock)}),
         boundaries=boundaries,
         checks=checks,
         checked_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

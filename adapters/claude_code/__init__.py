@@ -6,7 +6,7 @@ import posixpath
 from pathlib import Path
 from typing import Any
 
-from adapters.base import Adapter, Continuation, Ended, Launch, Rebuild, continued_file
+from adapters.base import COMMAND, PATH, Adapter, Continuation, Ended, Launch, Rebuild, continued_file
 from adapters.claude_code import chain, continuation, driven, session, tools, wire
 from adapters.claude_code.gate import ClaudeCodeGate
 from adapters.sandbox_paths import AGENT_HOME
@@ -38,6 +38,10 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
     drives_other_versions = True
     degradable_tools = True
     walk_order_tools = frozenset({"Glob", "Grep"})
+    probe_native = "session.jsonl"
+    probe_recordings = ("claude_code/single", "claude_code/versions/*/probe")
+    probe_shell = {"Bash": {"command": COMMAND, "description": "Probe command"}}
+    probe_read = {"Read": {"file_path": PATH}}
 
     @classmethod
     def detect(cls, head: list[Any]) -> bool:

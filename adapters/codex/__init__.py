@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 
-from adapters.base import Adapter, Continuation, Ended, Launch, Rebuild, continued_file
+from adapters.base import COMMAND, Adapter, Continuation, Ended, Launch, Rebuild, continued_file
 from adapters.codex import continuation, driven, patch, rollout, tools
 from adapters.codex.exec import ExecCommand
 from adapters.codex.gate import CodexGate
@@ -96,6 +96,13 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
     reruns_own_code = False
     drives_other_versions = True
     degradable_tools = True
+    probe_native = "rollout.jsonl"
+    probe_recordings = ("codex/exec", "codex/versions/*/probe")
+    probe_shell = {
+        "exec_command": {"cmd": COMMAND},
+        "shell_command": {"command": COMMAND},
+        "shell": {"command": ["bash", "-lc", COMMAND]},
+    }
 
     @classmethod
     def detect(cls, head: list[Any]) -> bool:

@@ -11,11 +11,11 @@ from typing import Any
 
 import orjson
 
-from adapters.base import Adapter, Continuation, Ended, Launch, Rebuild, copy_continued
+from adapters.base import COMMAND, PATH, Adapter, Continuation, Ended, Launch, Rebuild, copy_continued
 from adapters.gemini_cli import bundle, session, wire
 from adapters.gemini_cli.gate import GeminiResumeGate
 from adapters.gemini_cli.rerun import WORK_MOUNT, GeminiRerunner
-from bridges.gemini import GeminiDialect, tools_to_chat
+from bridges.gemini import GeminiDialect, ScriptedGemini, tools_to_chat
 from replayer.divergence import COMMON
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
@@ -119,6 +119,10 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
     key_env = "GEMINI_API_KEY"
     needs_nonce = True
     """`gemini --resume` continues only with a new prompt."""
+    probe_native = "session.jsonl"
+    probe_recordings = ("gemini_cli/shell",)
+    probe_shell = {"run_shell_command": {"command": COMMAND, "description": "Probe command"}}
+    probe_read = {"read_file": {"file_path": PATH}}
 
     @classmethod
     def detect(cls, head: list[Any]) -> bool:
@@ -182,6 +186,9 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
     # continuation -----------------------------------------------------------------------------
     def dialect(self) -> GeminiDialect:
         return GeminiDialect()
+
+    def probe_upstream(self) -> type[ScriptedGemini]:
+        return ScriptedGemini
 
     def gate(
         self, rebuild: Rebuild[GeminiCliContinuation], prompt: str | None, keep_prompt: bool

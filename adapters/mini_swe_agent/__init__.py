@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.base import (
+    COMMAND,
     Adapter,
     Continuation,
     Ended,
@@ -23,6 +24,7 @@ from adapters.mini_swe_agent import trajectory as native_format
 from adapters.mini_swe_agent.rerun import MiniRerunner, companion_argv
 from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from bridges.chat import ChatPrefixGate
+from replayer import versions
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.rundirs import RunDirs
@@ -49,6 +51,14 @@ class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation
     name = bundle.NAME
     oldest_own_version = "2.0.0"  # the companion drives the 2.x API (execute_actions, exceptions)
     degradable_tools = True
+    probe_native = "trajectory.traj.json"
+    probe_recordings = ("mini_swe_agent/toolcall", "mini_swe_agent/v1", "mini_swe_agent/versions/*/probe")
+    probe_shell = {"bash": {"command": COMMAND, "description": "Probe command"}}
+    probe_submit = f"echo {native_format.SUBMIT_WORD}"
+
+    def probe_text_action(self, version: str, step: int, command: str) -> str | None:
+        fence = "bash" if versions.release(version) < (2,) else "mswea_bash_command"
+        return f"THOUGHT: step {step}.\n\n```{fence}\n{command}\n```"
 
     @classmethod
     def detect(cls, head: list[Any]) -> bool:

@@ -9,6 +9,8 @@ from typing import Any
 import orjson
 
 from adapters.base import (
+    COMMAND,
+    PATH,
     Adapter,
     Continuation,
     Ended,
@@ -104,6 +106,10 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
     takes_task = True
     idle_timeout_s = 600.0
     degradable_tools = True
+    probe_native = "export.json"
+    probe_recordings = ("opencode/tools", "opencode/versions/*/probe")
+    probe_shell = {"bash": {"command": COMMAND, "description": "Probe command"}}
+    probe_read = {"read": {"filePath": PATH}}
 
     @classmethod
     def detect(cls, head: list[Any]) -> bool:

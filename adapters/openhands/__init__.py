@@ -7,7 +7,17 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from adapters.base import Adapter, Continuation, Ended, Launch, Rebuild, last_event, write_continue_spec
+from adapters.base import (
+    COMMAND,
+    PATH,
+    Adapter,
+    Continuation,
+    Ended,
+    Launch,
+    Rebuild,
+    last_event,
+    write_continue_spec,
+)
 from adapters.head import ConversationDir
 from adapters.openhands import bundle, conversation, rebuild
 from adapters.openhands.rerun import OpenHandsRerunner, companion_argv
@@ -33,6 +43,11 @@ class OpenHandsAdapter(Adapter[conversation.Native, OpenHandsContinuation]):
     continuation_type = OpenHandsContinuation
     native_type = conversation.Native
     name = bundle.NAME
+    probe_native = "conversation"
+    probe_recordings = ("openhands/v1", "openhands/versions/*/probe")
+    probe_shell = {"terminal": {"command": COMMAND}}
+    probe_read = {"file_editor": {"command": "view", "path": PATH}}
+    probe_finish = ("finish", {"message": "done"})
 
     @classmethod
     def detect(cls, head: list[Any]) -> bool:

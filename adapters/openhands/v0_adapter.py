@@ -11,6 +11,8 @@ from typing import Any
 import orjson
 
 from adapters.base import (
+    COMMAND,
+    PATH,
     Adapter,
     Ended,
     Launch,
@@ -45,6 +47,11 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, NoContinuation]):
     continuation_type = NoContinuation
     native_type = v0.NativeV0
     name = bundle.NAME_V0
+    probe_native = "trajectory.json"
+    probe_recordings = ("openhands/v0",)
+    probe_shell = {"execute_bash": {"command": COMMAND, "security_risk": "LOW"}}
+    probe_read = {"str_replace_editor": {"command": "view", "path": PATH, "security_risk": "LOW"}}
+    probe_finish = ("finish", {"message": "done"})
 
     @classmethod
     def detect(cls, head: list[Any]) -> bool:

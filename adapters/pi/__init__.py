@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from adapters.base import (
+    COMMAND,
+    PATH,
     Adapter,
     Continuation,
     Ended,
@@ -87,6 +89,10 @@ class PiAdapter(Adapter[session.Native, PiContinuation]):
     continuation_type = PiContinuation
     native_type = session.Native
     name = bundle.NAME
+    probe_native = "session.jsonl"
+    probe_recordings = ("pi/tools", "pi/versions/*/probe")
+    probe_shell = {"bash": {"command": COMMAND, "description": "Probe command"}}
+    probe_read = {"read": {"path": PATH}}
 
     @classmethod
     def detect(cls, head: list[Any]) -> bool:

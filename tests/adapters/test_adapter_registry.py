@@ -126,3 +126,23 @@ def test_every_declared_normalizer_exists() -> None:
         for tool in {"bash", *adapter.walk_order_tools}:
             unknown = set(adapter.normalizers(tool)) - set(NORMALIZERS)
             assert not unknown, f"{adapter.name} declares unknown normalizers {sorted(unknown)}"
+
+
+def test_verify_names_no_agent_nor_its_probe() -> None:
+    """`replayer verify` runs the probe each adapter declares: adding an agent touches no line of it."""
+    declared: dict[str, str] = {}
+    for adapter in adapters.all_adapters():
+        declared[adapter.name] = "an agent"
+        probe = [*adapter.probe_shell, *adapter.probe_read, *(adapter.probe_finish or ())[:1]]
+        declared.update({tool: f"{adapter.name}'s probe tool" for tool in probe})
+        declared.update({p: f"{adapter.name}'s recordings" for p in adapter.probe_recordings})
+        if adapter.probe_native:
+            declared[adapter.probe_native] = f"{adapter.name}'s native file"
+        if adapter.probe_submit:
+            declared[adapter.probe_submit] = f"{adapter.name}'s submit"
+    assert {"gemini_cli", "run_shell_command", "finish", "session.jsonl"} <= set(declared)
+    path = ADAPTERS.parent / "replayer" / "verify.py"
+    tree = ast.parse(path.read_text())
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    named = sorted(s for s in strings if s in declared)
+    assert not named, f"replayer/verify.py names {', '.join(f'{s!r} ({declared[s]})' for s in named)}"

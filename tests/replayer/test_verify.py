@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
+import adapters
+from adapters.base import recorded_tools
+from bridges.scripted import ToolUseBlock
 from replayer import __version__
 from replayer.compatibility import DOC, rendered
 from replayer.verdicts import Check, Verdict, is_verified, shipped, store
-from replayer.verify import probe_for
+from replayer.verify import FIXTURES, probe_for, probe_script, tool_names
 from tests.conftest import CLAUDE, replayer
 
 VERSION = "2.0.64"  # installed by the suite's Claude Code version tests already
@@ -45,6 +49,53 @@ def test_a_passing_probe_verifies_the_version_and_only_in_its_verdict_folder(tmp
     assert orjson.loads(stored.read_bytes()) == verdict
     assert _status(tmp_path, "after", env) == "verified"
     assert _status(tmp_path, "elsewhere", {}) == "unverified"  # the suite's own (empty) verdict folder
+
+
+@pytest.mark.agent
+def test_gemini_cli_is_verified_by_its_probe(tmp_path: Path) -> None:
+    """Gemini CLI's probe: its shell and read tools called on the Gemini wire (ScriptedGemini), each resume
+    through the gate with the closing turn the CLI adds after the head's tool responses."""
+    env = {"REPLAYER_VERDICTS": str(tmp_path / "verdicts")}
+    version = adapters.by_name("gemini_cli").version()
+    proc = replayer("verify", f"gemini_cli@{version}", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    [verdict] = orjson.loads(proc.stdout)
+    assert verdict["passed"] and verdict["probe"] == f"gemini_cli/shell ({version})"
+    assert verdict["probe_tools"] == ["read_file", "run_shell_command"]
+    assert "replace" in verdict["tools_offered"] and verdict["boundaries"] == [1, 2, 3, 4]
+    assert all(c["passed"] for c in verdict["checks"]), verdict["checks"]
+
+
+def _parameters(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool definition's JSON schema, on any wire (Anthropic, Responses, chat, a Gemini declaration)."""
+    for key in ("input_schema", "parameters", "parametersJsonSchema"):
+        if isinstance(tool.get(key), dict):
+            return dict(tool[key])
+    return _parameters(tool["function"]) if isinstance(tool.get("function"), dict) else {}
+
+
+def test_each_probe_calls_the_pinned_versions_tools_with_their_required_arguments() -> None:
+    """Each adapter's declared probe, against the tool definitions its pinned CLI sent on the wire."""
+    probed = [a for a in adapters.all_adapters() if a.probe_native is not None]
+    assert {a.name for a in probed} == set(adapters.REGISTRY)
+    for adapter in probed:
+        version = adapter.version()
+        wire = recorded_tools("openhands" if adapter.name == "openhands_v0" else adapter.name, version)
+        declared = [d for t in wire for d in t.get("functionDeclarations") or [t]]
+        schemas = {name: _parameters(d) for d in declared for name in tool_names({"tools": [d]})}
+        script = probe_script(adapter, version, list(schemas), "/work")
+        calls = [b for t in script.turns for b in t.blocks if isinstance(b, ToolUseBlock)]
+        assert len(calls) >= 3, adapter.name
+        for call in calls:
+            required = set(schemas[call.name].get("required") or [])
+            assert required <= set(call.input), f"{adapter.name} {call.name}: {call.input}"
+        assert script.final == script.turns[-1:]
+
+
+def test_tool_names_reads_gemini_function_declarations() -> None:
+    first = (FIXTURES / "gemini_cli" / "shell" / "upstream.jsonl").read_bytes().splitlines()[0]
+    offered = tool_names(orjson.loads(first)["body"])
+    assert {"run_shell_command", "read_file", "replace"} <= set(offered)
 
 
 def _verdict(version: str, passed: bool = True, by: str = __version__) -> Verdict:
