@@ -81,6 +81,17 @@ def test_the_wire_prefix_is_what_that_version_sent_at_every_boundary(version: st
 
 
 # Docker and the real CLIs --------------------------------------------------------------------------------
+def _stream_race(divergence: dict, out: Path) -> bool:
+    """A shell call that writes to both streams (the probe's `ls; echo err >&2`) whose rerun has the same
+    lines in another order: OpenCode's bash tool reads stdout and stderr from two pipes and appends
+    whichever it reads first, so the CLI itself varies their order from run to run."""
+    rerun = next(
+        r for r in orjson.loads((out / "reruns.json").read_bytes()) if r["call_id"] == divergence["call_id"]
+    )
+    mixed = divergence["tool"] == "bash" and rerun["fresh"] != rerun["historical"]
+    return mixed and sorted(rerun["fresh"].splitlines()) == sorted(rerun["historical"].splitlines())
+
+
 @pytest.mark.agent
 @pytest.mark.docker
 @pytest.mark.parametrize("version", RECORDED)
@@ -94,7 +105,11 @@ def test_rerun_by_that_version_reproduces_every_observation(version: str, tmp_pa
     assert len(divergences) >= steps and "exact" in {d["status"] for d in divergences}
     for d in divergences:
         walk = d["status"] == "normalized_equal" and "walk_order" in d.get("normalizers", [])
-        assert d["status"] == "exact" or (walk and d["tool"] in ("glob", "grep")), d
+        assert (
+            d["status"] == "exact"
+            or (walk and d["tool"] in ("glob", "grep"))
+            or _stream_race(d, tmp_path / "out")
+        ), d
 
 
 @pytest.mark.agent
