@@ -78,6 +78,17 @@ def first_and_last(boundaries: list[tuple[str, int]], every: tuple[str, ...] = (
     return [(name, n) for name, n in boundaries if name in every or n in (min(1, last[name]), last[name])]
 
 
+@pytest.fixture(autouse=True)
+def _environment_kept():
+    """A test that sets a variable in this process (an in-process run's upstream key) leaves the next tests
+    of its worker the environment they started with: a key left behind let a later refusal test run on."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture(scope="session")
 def docker_client():
     from sandboxes.docker import connect
