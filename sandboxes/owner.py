@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 
@@ -23,3 +25,13 @@ def owner_alive(value: str) -> bool:
         return int(psutil.Process(int(pid)).create_time()) == int(started or 0)
     except (psutil.NoSuchProcess, ValueError):
         return False
+
+
+def orphans(root: Path) -> Iterator[Path]:
+    """The folders under `root` named `HOST_PID_STARTED_...` whose owning process is gone."""
+    if not root.is_dir():
+        return
+    for path in root.iterdir():
+        host, pid, started, _ = (path.name.rsplit("_", 3) + ["", "", "", ""])[:4]
+        if not owner_alive(f"{host}:{pid}:{started}"):
+            yield path

@@ -20,7 +20,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from sandboxes.owner import owner, owner_alive
+from sandboxes.owner import orphans, owner
 
 FS_ROOT = Path(os.environ.get("REPLAYER_FS_ROOT", "/var/lib/sandbox-replayer/fs"))
 STATE_ROOT = FS_ROOT / "runs"
@@ -98,13 +98,9 @@ def sweep_states() -> list[str]:
 
     sweep_slots()
     removed: list[str] = []
-    if not STATE_ROOT.is_dir():
-        return removed
-    for path in STATE_ROOT.iterdir():
-        host, pid, started, _ = (path.name.rsplit("_", 3) + ["", "", "", ""])[:4]
-        if not owner_alive(f"{host}:{pid}:{started}"):
-            StateDir(path, True).remove()
-            removed.append(path.name)
+    for path in orphans(STATE_ROOT):
+        StateDir(path, True).remove()
+        removed.append(path.name)
     return removed
 
 

@@ -24,7 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
-from sandboxes.owner import owner, owner_alive
+from sandboxes.owner import orphans, owner
 from sandboxes.quota import FS_ROOT, _is_btrfs
 
 SLOT_ROOT = FS_ROOT / "slots"
@@ -166,12 +166,8 @@ def release(path: Path) -> bool:
 def sweep_slots() -> list[str]:
     """Unmount and remove the slots whose owning process on this host is gone (a kill -9)."""
     removed: list[str] = []
-    if not SLOT_ROOT.is_dir():
-        return removed
-    for path in SLOT_ROOT.iterdir():
-        host, pid, started, _ = (path.name.rsplit("_", 3) + ["", "", "", ""])[:4]
-        if not owner_alive(f"{host}:{pid}:{started}"):
-            with contextlib.suppress(OSError):
-                if release(path):
-                    removed.append(path.name)
+    for path in orphans(SLOT_ROOT):
+        with contextlib.suppress(OSError):
+            if release(path):
+                removed.append(path.name)
     return removed
