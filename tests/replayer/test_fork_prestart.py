@@ -36,7 +36,12 @@ from tests.conftest import CLAUDE, ROOT
 pytestmark = pytest.mark.docker
 SESSION = CLAUDE.fixture("write_edit") / "session.jsonl"
 LIMITS = SandboxLimits(disk_bytes=32 << 20)
-BOUNDARY_WRITES = "mkdir -p /tmp/claude-0/tasks && echo out > /tmp/claude-0/tasks/t.output && rm /etc/motd"
+BOUNDARY_WRITES = (
+    "mkdir -p /tmp/claude-0/tasks && echo out > /tmp/claude-0/tasks/t.output && rm /etc/motd"
+    # a directory of the image replaced by a file, and a file by a directory
+    " && rm -r /etc/default && echo file > /etc/default"
+    " && rm /etc/debian_version && mkdir /etc/debian_version && echo dir > /etc/debian_version/x"
+)
 
 
 @dataclass
@@ -69,8 +74,8 @@ def _job(tmp: Path, rootfs_dir: Path) -> ForkJob:
 def boundary(
     tmp_path_factory: pytest.TempPathFactory, docker_client: docker.DockerClient
 ) -> Iterator[Boundary]:
-    """A boundary container that wrote in /tmp and removed /etc/motd, committed; its state sealed; two
-    forks pre-started from the base image and given their clones."""
+    """A boundary container that wrote in /tmp, removed /etc/motd and changed the kind of two paths,
+    committed; its state sealed; two forks pre-started from the base image and given their clones."""
     tmp = tmp_path_factory.mktemp("prestart")
     src = tmp / "boundary"
     (src / "workspace").mkdir(parents=True)
@@ -131,6 +136,12 @@ def test_the_state_shows_at_the_recorded_paths_with_the_boundary_changes(boundar
     assert _sh(a, "cat /tmp/claude-0/tasks/t.output; test ! -e /etc/motd && echo gone").split() == [
         "out",
         "gone",
+    ]
+    # where the kind of a path changed, the old tree is gone and the new path made
+    assert _sh(a, "cat /etc/default; ls /etc/debian_version; cat /etc/debian_version/x").split() == [
+        "file",
+        "x",
+        "dir",
     ]
     # the same directory as the run's clone on the host, not the slot's empty one
     device, inode = _sh(a, "stat -c '%d %i' /testbed").split()
