@@ -955,7 +955,8 @@ files in /tmp: {f["changes"]} paths besides the mounts).
   the committed image's layer (`replayer/rootfs.py`). The clone and the waiter's tar dominate; the
   engine is off the path. A run falls back to cold, saying why (`fork_fallback`), when the boundary was
   ready before its process started, there are no slots (no root, no btrfs), or the changes cannot be
-  carried exactly (a device file, extended attributes, over 64 MiB, a change at one of its mounts).
+  carried exactly (a device file, extended attributes, over 64 MiB or 100,000 paths: the walk of the
+  layer stops there, a change at one of its mounts).
 - In real `replayer compare -r {f["runs"]} -j 1` runs ({f["steps"]} steps of the repeated `parallel` session, one
   answer each; paths taken: {", ".join(f["paths"])}): the first run's `ready_s` (from being told the snapshot is
   ready to its container ready) {ready} ms; its wait at its turn (`fork_s`, which also holds the replay's

@@ -829,17 +829,28 @@ def gc(json: JsonOpt = False) -> None:
     from sandboxes.docker import connect
     from sandboxes.docker import gc as docker_gc
     from sandboxes.quota import sweep_states
+    from sandboxes.slots import unmount_root
 
     removed, images = docker_gc(connect())
     states = sweep_states()
+    slot_root = unmount_root()
     if json:
-        _emit_json({"removed": removed, "removed_images": images, "removed_states": states})
+        _emit_json(
+            {
+                "removed": removed,
+                "removed_images": images,
+                "removed_states": states,
+                "unmounted_slot_root": slot_root,
+            }
+        )
     else:
         console.print(f"removed {len(removed)} container(s)" + (": " + ", ".join(removed) if removed else ""))
         console.print(
             f"removed {len(images)} snapshot image(s)" + (": " + ", ".join(images) if images else "")
         )
         console.print(f"removed {len(states)} state folder(s) of dead runs")
+        if slot_root:
+            console.print("unmounted the fork slots' root (no slot left)")
 
 
 _MESSAGE_CHARS = 500

@@ -3,9 +3,12 @@ a fork pre-started from the same image applies instead of starting from the comm
 
 The changes are the committed image's top layer (docker commit of the boundary container), read on the
 host where the engine stores it (overlay2: deleted files are 0/0 character devices, a directory whose
-lower contents are hidden carries trusted.overlay.opaque). The layer is immutable, so reading it is
-exact; nothing in it is followed (no link, no FIFO opened). Whatever a plain tar cannot carry exactly (a
-device file, an extended attribute) or what is too large refuses the diff: forks then start from the image.
+lower contents are hidden carries trusted.overlay.opaque), over the lower layers it stacks on: a path whose
+kind changed (a directory replaced by a file, a file or link by a directory) is removed before the tar
+makes it anew, as overlay shows only the top one. The layers are immutable, so reading them is exact;
+nothing in them is followed (lstat only, no link, no FIFO opened). Whatever a plain tar cannot carry
+exactly (a device file, an extended attribute) or what is too large (MAX_BYTES of files, MAX_ENTRIES
+paths: the walk stops there) refuses the diff: forks then start from the image.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import os
 import stat
 import tarfile
+from collections import deque
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -23,6 +27,8 @@ from sandboxes.slots import CONTROL_MOUNT
 ROOTFS_MOUNT = "/run/replayer-rootfs"
 """Where a pre-started fork sees the diff's files (read-only)."""
 MAX_BYTES = 64 << 20
+MAX_ENTRIES = 100_000
+"""At most this many paths of the layer are walked: the walk, not the bytes, is what many empty files cost."""
 _OPAQUE = ("trusted.overlay.opaque", "user.overlay.opaque")
 APPLY = f"""set -e
 cd /
@@ -53,6 +59,7 @@ class RootfsDiff(BaseModel):
     entries: list[str]
     """Container paths the tar writes."""
     removed: list[str]
+    """Paths removed (their whole tree) before the tar: deleted, or made anew with another kind."""
     emptied: list[str]
     """Directories whose earlier contents are gone (recreated by the prefix)."""
 
@@ -76,6 +83,103 @@ def _inside(path: str, points: list[str]) -> bool:
     return any(path == p or path.startswith(p.rstrip("/") + "/") for p in points if p != "/")
 
 
+def _whiteout(info: os.stat_result) -> bool:
+    return stat.S_ISCHR(info.st_mode) and info.st_rdev == 0
+
+
+def _opaque(host: Path) -> bool:
+    """Whether directory `host` hides what the layers under its own carry at its path."""
+    names = os.listxattr(host, follow_symlinks=False)
+    return any(os.getxattr(host, a, follow_symlinks=False) == b"y" for a in names if a in _OPAQUE)
+
+
+def _lower(folders: list[Path], name: str) -> tuple[str | None, list[Path]]:
+    """What the lower layers show at `name` of `folders` (the same directory in each layer that carries
+    it, top first, all real directories): None (nothing), "dir" or "file" (anything else); for a directory,
+    its own folders in these layers, as overlay merges them (down to the first opaque one)."""
+    kind: str | None = None
+    merged: list[Path] = []
+    for folder in folders:
+        try:
+            info = (folder / name).lstat()
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(info.st_mode):
+            if kind is None and not _whiteout(info):
+                kind = "file"
+            break  # a whiteout or a file ends the lookup, and a file under a directory is not shown
+        kind = "dir"
+        merged.append(folder / name)
+        if _opaque(folder / name):
+            break
+    return kind, merged
+
+
+class _Diff:
+    """One walk of a layer over its lower layers, written as a tar and the lists of RootfsDiff."""
+
+    def __init__(self, layer: Path, lowers: list[Path], points: list[str], tar: tarfile.TarFile):
+        self.layer = layer
+        self.points = points
+        self.tar = tar
+        self.below: dict[Path, list[Path]] = {layer: lowers}
+        """Each directory to walk, and its folders in the lower layers."""
+        self.entries: list[str] = []
+        self.removed: list[str] = []
+        self.emptied: list[str] = []
+        self.size = 0
+
+    def walk(self) -> str | None:
+        """Walk the layer, parents first; why the diff cannot carry it (the walk stopped there), or None."""
+        pending, count = deque([self.layer]), 0
+        while pending:
+            top = pending.popleft()
+            names = []
+            with os.scandir(top) as found:
+                for entry in found:
+                    count += 1
+                    if count > MAX_ENTRIES:
+                        return f"the boundary changed more than {MAX_ENTRIES} paths outside its mounts"
+                    names.append(entry.name)
+            for name in sorted(names):
+                why = self.visit(top / name)
+                if why is not None:
+                    return why
+                if top / name in self.below:
+                    pending.append(top / name)
+        return None
+
+    def visit(self, host: Path) -> str | None:
+        """Record `host`, a path of the layer (lstat only: nothing followed); why not, or None."""
+        path = "/" + str(host.relative_to(self.layer))
+        if _inside(path, self.points):
+            return None
+        info = host.lstat()
+        kind, below = _lower(self.below[host.parent], host.name)
+        if _whiteout(info):
+            if kind is not None:  # a whiteout over nothing hides nothing
+                self.removed.append(path)
+            return None
+        if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) or stat.S_ISSOCK(info.st_mode):
+            return f"the boundary left a device file or socket at {path}"
+        if not stat.S_ISLNK(info.st_mode) and set(os.listxattr(host, follow_symlinks=False)) - set(_OPAQUE):
+            return f"the boundary set extended attributes on {path}"
+        is_dir = stat.S_ISDIR(info.st_mode)
+        opaque = is_dir and _opaque(host)
+        if kind is not None and (kind == "dir") != is_dir:
+            self.removed.append(path)  # a directory replaced by a file or the reverse: removed, then made
+        elif kind == "dir" and opaque:
+            self.emptied.append(path)
+        if is_dir:
+            self.below[host] = below if kind == "dir" and not opaque else []
+        self.size += info.st_size if stat.S_ISREG(info.st_mode) else 0
+        if self.size > MAX_BYTES:
+            return f"the boundary wrote more than {MAX_BYTES >> 20} MiB outside its mounts"
+        self.tar.add(host, arcname=path.lstrip("/"), recursive=False)
+        self.entries.append(path)
+        return None
+
+
 def build(box: DockerSandbox, image: str, dest: Path) -> RootfsDiff | str:
     """The diff of `box` (the boundary container) committed as `image`, written into `dest` (an existing
     folder); or why forks cannot use one."""
@@ -84,40 +188,24 @@ def build(box: DockerSandbox, image: str, dest: Path) -> RootfsDiff | str:
         base = box.client.images.get(box.image_id).attrs
     if committed["RootFS"]["Layers"][:-1] != base["RootFS"]["Layers"]:
         return "the snapshot image is not one layer over the boundary container's image"
-    layer = Path((committed.get("GraphDriver") or {}).get("Data", {}).get("UpperDir", ""))
-    if not layer.is_absolute() or not layer.is_dir():
-        return "the snapshot's layer is not on this host"
-    points = box.mount_points()
-    entries: list[str] = []
-    removed: list[str] = []
-    emptied: list[str] = []
-    size = 0
+    data = (committed.get("GraphDriver") or {}).get("Data") or {}
+    layer = Path(data.get("UpperDir", ""))
+    lowers = [Path(p) for p in str(data.get("LowerDir", "")).split(":") if p]
+    if not all(p.is_absolute() and p.is_dir() for p in [layer, *lowers]) or not lowers:
+        return "the snapshot's layers are not on this host"
+    return read_layer(layer, lowers, box.mount_points(), box.image_id, dest)
+
+
+def read_layer(
+    layer: Path, lowers: list[Path], points: list[str], base_image: str, dest: Path
+) -> RootfsDiff | str:
+    """The changes of overlay layer `layer` over `lowers` (top first) outside the container mount points
+    `points`, written into `dest`; or why forks cannot use them."""
     with tarfile.open(dest / "rootfs.tar", "w", format=tarfile.PAX_FORMAT) as tar:
-        for top, dirs, files in os.walk(layer):
-            for name in sorted(dirs) + sorted(files):
-                host = Path(top, name)
-                path = "/" + str(host.relative_to(layer))
-                if _inside(path, points):
-                    continue
-                info = host.lstat()
-                if stat.S_ISCHR(info.st_mode) and info.st_rdev == 0:
-                    removed.append(path)
-                    continue
-                if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) or stat.S_ISSOCK(info.st_mode):
-                    return f"the boundary left a device file or socket at {path}"
-                attrs = [] if stat.S_ISLNK(info.st_mode) else os.listxattr(host)
-                if stat.S_ISDIR(info.st_mode) and any(
-                    os.getxattr(host, a) == b"y" for a in attrs if a in _OPAQUE
-                ):
-                    emptied.append(path)
-                if [a for a in attrs if a not in _OPAQUE]:
-                    return f"the boundary set extended attributes on {path}"
-                size += info.st_size if stat.S_ISREG(info.st_mode) else 0
-                if size > MAX_BYTES:
-                    return f"the boundary wrote more than {MAX_BYTES >> 20} MiB outside its mounts"
-                tar.add(host, arcname=path.lstrip("/"), recursive=False)
-                entries.append(path)
-            dirs[:] = [d for d in dirs if not _inside("/" + str(Path(top, d).relative_to(layer)), points)]
-    for name, paths in (("removed", removed), ("emptied", emptied)):
+        diff = _Diff(layer, lowers, points, tar)
+        why = diff.walk()
+    if why is not None:
+        return why
+    for name, paths in (("removed", diff.removed), ("emptied", diff.emptied)):
         (dest / name).write_bytes(b"".join(p.encode() + b"\0" for p in paths))
-    return RootfsDiff(base_image=box.image_id, entries=entries, removed=removed, emptied=emptied)
+    return RootfsDiff(base_image=base_image, entries=diff.entries, removed=diff.removed, emptied=diff.emptied)

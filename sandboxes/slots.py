@@ -9,7 +9,8 @@ cannot mount anyway: no CAP_SYS_ADMIN) never reaches the host or another run.
 
 A slot's mounts stay on the host until `release` (or, after a kill -9, `sweep_slots`, which `replayer
 gc` and every new state run): they are unmounted before the state under them is removed, since btrfs
-deletes a subvolume that a bind mount still shows.
+deletes a subvolume that a bind mount still shows. SLOT_ROOT's own mount stays for the next slots;
+`replayer gc` unmounts it when no slot is left (`unmount_root`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import select
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from sandboxes.owner import orphans, owner
@@ -70,22 +72,41 @@ def mounted_under(folder: Path) -> list[Path]:
     return sorted(found, key=lambda p: len(p.parts), reverse=True)
 
 
-def _ensure_root() -> bool:
-    """SLOT_ROOT a shared bind mount of itself (made once, under a lock: two processes making it would
-    stack two mounts, the second hiding the first one's slots)."""
-    if os.geteuid() != 0 or not FS_ROOT.is_dir() or not _is_btrfs(FS_ROOT):
-        return False
-    SLOT_ROOT.mkdir(exist_ok=True)
+@contextlib.contextmanager
+def _locked() -> Iterator[None]:
+    """The lock under which SLOT_ROOT is mounted and a slot made in it, or SLOT_ROOT unmounted."""
     with (FS_ROOT / "slots.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        here = [shared for point, shared in mount_points() if point == str(SLOT_ROOT)]
-        try:
-            if not here:
-                _mount(str(SLOT_ROOT), SLOT_ROOT, _MS_BIND)
-            if not here or not here[-1]:
-                _mount(None, SLOT_ROOT, _MS_SHARED)
-        except OSError:
+        yield
+
+
+def _ensure_root() -> bool:
+    """SLOT_ROOT a shared bind mount of itself (made once, under `_locked`: two processes making it would
+    stack two mounts, the second hiding the first one's slots)."""
+    SLOT_ROOT.mkdir(exist_ok=True)
+    here = [shared for point, shared in mount_points() if point == str(SLOT_ROOT)]
+    try:
+        if not here:
+            _mount(str(SLOT_ROOT), SLOT_ROOT, _MS_BIND)
+        if not here or not here[-1]:
+            _mount(None, SLOT_ROOT, _MS_SHARED)
+    except OSError:
+        return False
+    return True
+
+
+def unmount_root() -> bool:
+    """Unmount SLOT_ROOT when no slot is left in it (`replayer gc`, after `sweep_slots`); True when it was.
+    Under `_locked`, which a slot is made under from the mount to its folder: none can be made in the
+    unmounted folder meanwhile, where the mounts attached later would not reach its container."""
+    if os.geteuid() != 0 or str(SLOT_ROOT) not in {p for p, _ in mount_points()}:
+        return False
+    with _locked():
+        if any(SLOT_ROOT.iterdir()):
             return False
+        while str(SLOT_ROOT) in {p for p, _ in mount_points()}:
+            if not _unmount(SLOT_ROOT):
+                return False
     return True
 
 
@@ -99,12 +120,15 @@ class Slot:
     @classmethod
     def create(cls) -> Slot | None:
         """A new empty slot, or None where slots cannot be made (not root, no btrfs, mounts refused)."""
+        if os.geteuid() != 0 or not FS_ROOT.is_dir() or not _is_btrfs(FS_ROOT):
+            return None
         try:
-            if not _ensure_root():
-                return None
             sweep_slots()
-            path = SLOT_ROOT / f"{owner().replace(':', '_')}_{uuid.uuid4().hex[:12]}"
-            path.mkdir(mode=0o700)
+            with _locked():
+                if not _ensure_root():
+                    return None
+                path = SLOT_ROOT / f"{owner().replace(':', '_')}_{uuid.uuid4().hex[:12]}"
+                path.mkdir(mode=0o700)
         except OSError:
             return None
         return cls(path)

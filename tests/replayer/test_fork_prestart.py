@@ -3,7 +3,8 @@ container started before the boundary over an empty slot shows, once its cloned 
 slot, that state at the recorded workspace path and agent home, with the boundary container's own
 file-system changes applied; its writes land in its own clone under its quota, never in the boundary or
 another run; a mount made inside it never reaches the host; teardown, and the sweep of a dead run's slot
-(what `replayer gc` and every new state run), leave no mount behind."""
+(what `replayer gc` and every new state run), leave no mount behind, and gc unmounts the slots' root
+once no slot is left."""
 
 from __future__ import annotations
 
@@ -28,15 +29,21 @@ from replayer.fork import BoundaryReady, ForkJob, Prestarted
 from replayer.models import ContinueRequest, SandboxLimits, Variant
 from replayer.pins import load_pins
 from replayer.rootfs import RootfsDiff
+from sandboxes import slots
 from sandboxes.docker import DockerSandbox
-from sandboxes.quota import StateDir, sweep_states
-from sandboxes.slots import SLOT_ROOT, Slot, mount_points, mounted_under
+from sandboxes.quota import FS_ROOT, StateDir, sweep_states
+from sandboxes.slots import SLOT_ROOT, Slot, mount_points, mounted_under, unmount_root
 from tests.conftest import CLAUDE, ROOT
 
 pytestmark = pytest.mark.docker
 SESSION = CLAUDE.fixture("write_edit") / "session.jsonl"
 LIMITS = SandboxLimits(disk_bytes=32 << 20)
-BOUNDARY_WRITES = "mkdir -p /tmp/claude-0/tasks && echo out > /tmp/claude-0/tasks/t.output && rm /etc/motd"
+BOUNDARY_WRITES = (
+    "mkdir -p /tmp/claude-0/tasks && echo out > /tmp/claude-0/tasks/t.output && rm /etc/motd"
+    # a directory of the image replaced by a file, and a file by a directory
+    " && rm -r /etc/default && echo file > /etc/default"
+    " && rm /etc/debian_version && mkdir /etc/debian_version && echo dir > /etc/debian_version/x"
+)
 
 
 @dataclass
@@ -69,8 +76,8 @@ def _job(tmp: Path, rootfs_dir: Path) -> ForkJob:
 def boundary(
     tmp_path_factory: pytest.TempPathFactory, docker_client: docker.DockerClient
 ) -> Iterator[Boundary]:
-    """A boundary container that wrote in /tmp and removed /etc/motd, committed; its state sealed; two
-    forks pre-started from the base image and given their clones."""
+    """A boundary container that wrote in /tmp, removed /etc/motd and changed the kind of two paths,
+    committed; its state sealed; two forks pre-started from the base image and given their clones."""
     tmp = tmp_path_factory.mktemp("prestart")
     src = tmp / "boundary"
     (src / "workspace").mkdir(parents=True)
@@ -131,6 +138,12 @@ def test_the_state_shows_at_the_recorded_paths_with_the_boundary_changes(boundar
     assert _sh(a, "cat /tmp/claude-0/tasks/t.output; test ! -e /etc/motd && echo gone").split() == [
         "out",
         "gone",
+    ]
+    # where the kind of a path changed, the old tree is gone and the new path made
+    assert _sh(a, "cat /etc/default; ls /etc/debian_version; cat /etc/debian_version/x").split() == [
+        "file",
+        "x",
+        "dir",
     ]
     # the same directory as the run's clone on the host, not the slot's empty one
     device, inode = _sh(a, "stat -c '%d %i' /testbed").split()
@@ -249,3 +262,27 @@ def test_a_dead_run_s_slot_is_swept_with_its_mounts(boundary: Boundary, tmp_path
         assert (state.path / "workspace" / "a.txt").is_file()  # a live run's state, not the dead slot's
     finally:
         state.remove()
+
+
+def test_gc_unmounts_the_slot_root_once_no_slot_is_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a slot root of its own beside the real one, whose slots other runs on this host may hold
+    root = FS_ROOT / f"slots-test-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setattr(slots, "SLOT_ROOT", root)
+    try:
+        slot = Slot.create()
+        if slot is None:
+            pytest.skip("no slots here (root and a btrfs FS_ROOT are needed)")
+        assert (str(root), True) in mount_points()
+        assert not unmount_root() and (str(root), True) in mount_points()  # a live slot keeps it
+        slot.release()
+        assert unmount_root() and str(root) not in {p for p, _ in mount_points()}
+        assert not unmount_root()  # nothing left to unmount
+        again = Slot.create()  # the next slot mounts it again, shared
+        assert again is not None and (str(root), True) in mount_points()
+        again.release()
+        assert unmount_root()
+    finally:
+        for point in mounted_under(root):
+            subprocess.run(["umount", "-l", str(point)], check=False)
+        if root.is_dir():
+            root.rmdir()
