@@ -213,7 +213,7 @@ def _install_npm(agent: str, pin: AgentPin, version: str, path: Path) -> None:
 def _install_pypi(agent: str, pin: AgentPin, version: str, path: Path) -> None:
     assert pin.pypi and pin.python
     requirement = f"{pin.pypi}=={version}"
-    extra = [f"{name}=={version}" for name in pin.with_]
+    extra = [f"{name}=={version}" for name in pin.with_] + pin.undeclared
     shutil.rmtree(path, ignore_errors=True)
     try:
         if pin.uv:

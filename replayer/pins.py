@@ -34,6 +34,9 @@ class AgentPin(BaseModel):
     """Other versions installed besides `version`, for compare variants (`version=...`)."""
     with_: list[str] = Field(default=[], alias="with")
     """PyPI: further distributions installed into the same environment, at the agent's version."""
+    undeclared: list[str] = []
+    """PyPI: distributions the agent's own runtime starts but its package does not declare (a development
+    install's), installed unversioned into the same environment, resolved with it (as of its release)."""
     uv: str | None = None
     """PyPI: install with this uv version (a resolver that does not backtrack for minutes)."""
     exclude_newer: str | None = None

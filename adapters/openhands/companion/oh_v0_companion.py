@@ -1,4 +1,5 @@
-"""Runs inside the sandbox with the pinned openhands-ai 1.6.0 interpreter (Python 3.12).
+"""Runs inside the sandbox with the pinned openhands-ai 1.6.0 interpreter (Python 3.12), or another V0
+version's (0.x: through v0_before_1).
 
 serve CONFIG CWD SOCKET: start the V0 local runtime (action execution server, tmux shell, plugins) once,
 then answer each request line {"actions": [serialized Action events]} with {"observations": [...]}:
@@ -24,11 +25,17 @@ from datetime import datetime
 
 import openhands.agenthub  # noqa: F401  (registers the agents)
 from line_server import run_then_exit, serve_lines
-from openhands.core.config import load_openhands_config
 from openhands.core.setup import create_agent, create_runtime, generate_sid
 from openhands.events.serialization.event import event_from_dict, event_to_trajectory
 from openhands.utils.async_utils import call_async_from_sync
-from openhands.utils.utils import create_registry_and_conversation_stats
+
+try:
+    from openhands.core.config import load_openhands_config
+    from openhands.utils.utils import create_registry_and_conversation_stats
+
+    BEFORE_1 = False
+except ImportError:  # openhands-ai 0.x: its own loader and setup, and the install its local runtime assumes
+    BEFORE_1 = True
 
 SETTLE_S = 1.0
 """A pause before each shell command. V0's shell ends a command by sending Ctrl-L to its tmux pane; until
@@ -75,6 +82,13 @@ def _close(runtime):
 
 def _runtime(config_file, cwd):
     os.environ["WORKSPACE_BASE"] = cwd  # [core] workspace_base, before the config is finalized
+    if BEFORE_1:
+        import v0_before_1
+
+        config = v0_before_1.load_config(config_file)
+        sid = generate_sid(config)
+        agent = create_agent(config)
+        return config, sid, create_runtime(config, sid=sid, headless_mode=True, agent=agent)
     config = load_openhands_config(config_file=config_file)
     sid = generate_sid(config)
     llm_registry, _, config = create_registry_and_conversation_stats(config, sid, None)
@@ -147,6 +161,10 @@ def cont(config_file, cwd, spec_path, max_steps):
 
 
 if __name__ == "__main__":
+    if BEFORE_1:
+        import v0_before_1
+
+        v0_before_1.prepare_local_runtime()
     if sys.argv[1] == "continue":
         run_then_exit(cont, *sys.argv[2:6])
     else:
