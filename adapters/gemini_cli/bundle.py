@@ -47,6 +47,10 @@ in 0.43.0's package, not in 0.42.0's."""
 CONTENT_PARTS_SINCE = (0, 44)
 """`convertSessionToClientHistory` sends a gemini message as its content parts when they hold calls or
 thoughts (else thoughts, text, `toolCalls`): 0.44.0; 0.39.0 to 0.43.0 convert as 0.34 (document) does."""
+REUSES_CONTEXT_SINCE = (0, 44)
+"""`getInitialChatHistory` builds no fresh session context when the resumed history's first turn has the
+context's stable id (`wire.ENVIRONMENT_ID`): that stored turn is sent as the context. 0.44.0, not 0.43.0
+(which sends a fresh context, then the stored one)."""
 SKIPS_CONTEXT_SINCE = (0, 45)
 """Stored `<session_context>` / `<hook_context>` user messages are not sent: 0.45.2, not 0.44.0."""
 SKIPS_BLANK_SINCE = (0, 47)
@@ -80,6 +84,7 @@ def resume_rules(running: str | None = None) -> Resume:
     return Resume(
         content_parts=at >= CONTENT_PARTS_SINCE,
         skips_context=at >= SKIPS_CONTEXT_SINCE,
+        reuses_context=at >= REUSES_CONTEXT_SINCE,
         skips_blank=at >= SKIPS_BLANK_SINCE,
         strips_prefixes=at >= STRIPS_PREFIXES_SINCE,
         drops_empty_text=at >= DROPS_EMPTY_TEXT_SINCE,

@@ -27,6 +27,7 @@ content holds; 0.44 builds it as 0.61 does; 0.45 also skips the stored context b
 from __future__ import annotations
 
 import copy
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,10 @@ class Resume:
     """A gemini message is its content parts when they hold calls or thoughts (`CONTENT_PARTS_SINCE`)."""
     skips_context: bool = True
     """Stored `<session_context>` / `<hook_context>` user messages are not sent (`SKIPS_CONTEXT_SINCE`)."""
+    reuses_context: bool = True
+    """A history whose first turn has the environment context's id (`ENVIRONMENT_ID`) is sent with that
+    turn as the session context, no fresh one built (`getInitialChatHistory`, `REUSES_CONTEXT_SINCE`);
+    it shows only before `skips_context` (0.44), which leaves the stored context out first."""
     skips_blank: bool = True
     """Blank user messages are not sent (`isIgnoredUserContent`, `SKIPS_BLANK_SINCE`)."""
     strips_prefixes: bool = True
@@ -67,6 +72,7 @@ LATEST = Resume()
 DOCUMENT = Resume(
     content_parts=False,
     skips_context=False,
+    reuses_context=False,
     skips_blank=False,
     strips_prefixes=False,
     drops_empty_text=False,
@@ -75,6 +81,11 @@ DOCUMENT = Resume(
     closes=False,
 )
 """The releases before 0.39, which keep a session as one JSON document (0.34's package)."""
+
+
+ENVIRONMENT_ID = hashlib.sha256(b"environment-context").hexdigest()[:32]
+"""`deriveStableId(["environment-context"])`: the id the CLI (0.44 and later) gives the session context turn
+it records first in a session."""
 
 
 def part_text(content: Any) -> str:
@@ -214,6 +225,10 @@ def without_thoughts(contents: list[Content]) -> list[Content]:
 def resume_contents(messages: list[dict[str, Any]], rules: Resume = LATEST) -> list[Content]:
     """What the release of `rules` sends for `messages` after `--resume`, without the fresh session
     context part."""
+    if rules.reuses_context and not rules.skips_context:
+        first = next((m for m in messages if m.get("type") in ("user", "gemini")), None)
+        if first is not None and first.get("id") == ENVIRONMENT_ID:  # sent as the context: not the prefix
+            messages = [m for m in messages if m is not first]
     history = client_history(messages, rules)
     history = without_thoughts(history) if rules.strips_thoughts else history
     history = merged(history) if rules.merges else history

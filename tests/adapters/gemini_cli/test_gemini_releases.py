@@ -48,6 +48,7 @@ def test_each_rule_starts_at_the_release_its_package_first_has_it() -> None:
     changes = {
         "strips_prefixes": "0.43.0",
         "content_parts": "0.44.0",
+        "reuses_context": "0.44.0",
         "skips_context": "0.45.2",
         "skips_blank": "0.47.0",
         "merges": "0.53.0",
@@ -74,16 +75,23 @@ def test_before_0_53_the_responses_go_twice_in_two_user_turns() -> None:
     assert wire.resume_contents(head, bundle.resume_rules("0.52.0")) == apart
 
 
-def test_a_stored_session_context_is_sent_before_0_45_and_call_ids_keep_their_prefix_before_0_43() -> None:
+def test_the_stored_session_context_is_a_prefix_turn_before_0_44_and_the_context_itself_at_0_44() -> None:
+    """The recording's first message is the session context 0.61 stored, with the id the CLI derives for it
+    (`ENVIRONMENT_ID`): 0.43 sends a fresh context, then that message; 0.44 sends that message as the
+    context (no fresh one: the gate takes it out as the context); 0.45 and later skip it and build a fresh
+    one. Call ids keep their stored prefix before 0.43."""
     head = _head()
-    sent = {v: wire.resume_contents(head, bundle.resume_rules(v)) for v in ("0.42.0", "0.44.0", "0.45.2")}
-    assert wire.part_text(sent["0.44.0"][0]["parts"]).startswith("<session_context>")
-    assert sent["0.44.0"][1:] == sent["0.45.2"]
+    assert head[0]["id"] == wire.ENVIRONMENT_ID
+    versions = ("0.42.0", "0.43.0", "0.44.0", "0.45.2")
+    sent = {v: wire.resume_contents(head, bundle.resume_rules(v)) for v in versions}
+    assert wire.part_text(sent["0.43.0"][0]["parts"]).startswith("<session_context>")
+    assert sent["0.44.0"] == sent["0.45.2"] and sent["0.43.0"][0]["parts"] == head[0]["content"]
+    assert [c["role"] for c in sent["0.44.0"]] == ["user", "model", "user", "user"]
     ids = {
         v: [p["functionCall"]["id"] for c in s for p in c["parts"] if "functionCall" in p]
         for v, s in sent.items()
     }
-    assert ids["0.42.0"] == ["run_shell_command__call_shell_01"] and ids["0.45.2"] == ["call_shell_01"]
+    assert ids["0.42.0"] == ["run_shell_command__call_shell_01"] and ids["0.43.0"] == ["call_shell_01"]
 
 
 def test_empty_text_parts_are_dropped_from_0_57_on_and_blank_prompts_from_0_47_on() -> None:
