@@ -3,8 +3,8 @@ the releases' packages (adapters/gemini_cli/bundle.py), the contents each sends 
 prefix, and the gate that holds each release's first request to them.
 
 The input is the recording of the real CLI 0.61.0 (tests/fixtures/gemini_cli/shell), cut after its first
-tool batch as `replayer verify` cuts it; `replayer verify` ran the same cut at 0.43.0, 0.44.0, 0.45.2,
-0.52.0, 0.53.0 and 0.54.4 (replayer/data/verdicts).
+tool batch as `replayer verify` cuts it; `replayer verify` ran the same cut at 0.42.0, 0.43.0, 0.44.0,
+0.45.2, 0.52.0, 0.53.0, 0.54.4 and 0.60.0 (replayer/data/verdicts).
 """
 
 from __future__ import annotations
