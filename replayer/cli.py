@@ -883,7 +883,7 @@ def verify(
     """
     from replayer import bundles
     from replayer import verdicts as store
-    from replayer.verify import VerifyFailed
+    from replayer.verify import not_verified
     from replayer.verify import verify as run_probe
 
     wanted = [bundles.parse_spec(spec) for spec in specs]
@@ -899,12 +899,9 @@ def verify(
                 console.print(f"  {'ok ' if c.passed else 'BAD'} {c.name}: {c.detail}", highlight=False)
     if json:
         _emit_json([v.model_dump(mode="json") for v in found])
-    bad = [v for v in found if not v.passed]
-    if bad:
-        check = next((c for c in bad[0].checks if not c.passed), None)
-        why = f"{check.name}: {check.detail}" if check else "fewer than two boundaries were replayed"
-        names = ", ".join(f"{v.agent}@{v.version}" for v in bad)
-        raise VerifyFailed(f"{names} not verified ({why})")
+    failed = not_verified(found)
+    if failed is not None:
+        raise failed
 
 
 @command()

@@ -149,7 +149,9 @@ class Trajectory(Frozen):
         """What the parse kept of the native file, which must be a `kind` (the reading adapter's own form)."""
         native = (self.__pydantic_private__ or {}).get("_native")  # `self._native` costs ~2 us a read
         if not isinstance(native, kind):
-            raise TypeError(f"this {self.agent} trajectory keeps {type(native).__name__}, not {kind.__name__}")
+            raise TypeError(
+                f"this {self.agent} trajectory keeps {type(native).__name__}, not {kind.__name__}"
+            )
         return native
 
 

@@ -212,6 +212,8 @@ def verify(agent: str, version: str, work: Path | None = None) -> Verdict:
         checks.append(_gate("the head recording's prefix through the gate", first))
         main = next((r.body for r in log if r.main_thread), None)
         offered = tool_names(main)
+        if not checks[0].passed:  # no request was answered: no tools to probe with, nothing to record
+            return verdict_of(agent, version, probe, checks, offered, [], [])
         cwd = first.cwd or "/"
         script = probe_script(adapter, version, offered, cwd)
         recorded, _ = replay(source / probe.native, 1, "record", Script(turns=script.turns), PROMPT)
@@ -236,6 +238,19 @@ def verify(agent: str, version: str, work: Path | None = None) -> Verdict:
                 checks.append(_exact(f"boundary {k}: reruns", result))
         else:
             checks.append(Check(name="the version's own probe session", passed=False, detail="not written"))
+    return verdict_of(agent, version, probe, checks, offered, script.turns, boundaries)
+
+
+def verdict_of(
+    agent: str,
+    version: str,
+    probe: Probe,
+    checks: list[Check],
+    offered: list[str],
+    turns: list[Turn],
+    boundaries: list[int],
+) -> Verdict:
+    """The verdict: passed when every check passed and at least two boundaries were replayed."""
     return Verdict(
         agent=agent,
         version=version,
@@ -243,11 +258,22 @@ def verify(agent: str, version: str, work: Path | None = None) -> Verdict:
         passed=all(c.passed for c in checks) and len(boundaries) >= 2,
         probe=f"{probe.recording} ({probe.version})",
         tools_offered=offered,
-        probe_tools=sorted({b.name for t in script.turns for b in t.blocks if isinstance(b, ToolUseBlock)}),
+        probe_tools=sorted({b.name for t in turns for b in t.blocks if isinstance(b, ToolUseBlock)}),
         boundaries=boundaries,
         checks=checks,
         checked_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )
+
+
+def not_verified(verdicts: list[Verdict]) -> VerifyFailed | None:
+    """The error for the failed verdicts among `verdicts`, naming the first one's first failed check."""
+    bad = [v for v in verdicts if not v.passed]
+    if not bad:
+        return None
+    check = next((c for c in bad[0].checks if not c.passed), None)
+    why = f"{check.name}: {check.detail}" if check else "fewer than two boundaries were replayed"
+    names = ", ".join(f"{v.agent}@{v.version}" for v in bad)
+    return VerifyFailed(f"{names} not verified ({why})")
 
 
 def _continued(name: str, result: ReplayResult) -> Check:

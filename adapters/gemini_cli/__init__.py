@@ -167,7 +167,7 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
         bundle.write_settings(home)
         return Rebuild(
             native_files=[path],
-            expected_prefix=wire.resume_contents(messages, document=not bundle.writes_log()),
+            expected_prefix=wire.resume_contents(messages, bundle.resume_rules()),
             agent_home=home,
             continuation=GeminiCliContinuation(session_file=str(path.relative_to(home)), session_id=sid),
         )
@@ -176,9 +176,7 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
         path = result_dir / "continued" / f"{CONTINUED}.{native_form()[0]}"
         if not path.is_file():
             return None
-        return wire.resume_contents(
-            self.native(session.parse(path)).messages, document=not bundle.writes_log()
-        )
+        return wire.resume_contents(self.native(session.parse(path)).messages, bundle.resume_rules())
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         return tools_to_chat(super().chat_tools(native))
@@ -194,7 +192,7 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
         self, rebuild: Rebuild[GeminiCliContinuation], prompt: str | None, keep_prompt: bool
     ) -> GeminiResumeGate:
         return GeminiResumeGate(
-            rebuild.expected_prefix, prompt, strip_prompt=not keep_prompt, closes=bundle.closes_unanswered()
+            rebuild.expected_prefix, prompt, strip_prompt=not keep_prompt, rules=bundle.resume_rules()
         )
 
     def default_model(self, trajectory: Trajectory) -> str | None:

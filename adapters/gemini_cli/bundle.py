@@ -6,6 +6,7 @@ from pathlib import Path
 
 import orjson
 
+from adapters.gemini_cli.wire import DOCUMENT, Resume
 from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY, local_url
 from replayer import bundles
 from replayer.io import write_bytes_atomic
@@ -37,6 +38,34 @@ CLOSES_SINCE = (0, 54)
 """The first release that closes unanswered tool responses on resume with a model turn of its own
 (`closeUnansweredToolResponseTurn`: in 0.54.4's package, not in 0.53.0's)."""
 
+# How a resumed session is sent (wire.Resume), read from each release's bundle (`npm pack
+# @google/gemini-cli@X`, or the bundle cache): convertSessionToClientHistory, stripToolCallIdPrefixes,
+# GeminiChat.getHistoryTurns and makeApiCallAndProcessStream. There are no 0.46, 0.48-0.50 releases.
+STRIPS_PREFIXES_SINCE = (0, 43)
+"""`stripToolCallIdPrefixes` on every request (call ids sent without the stored `<tool name>__` prefix):
+in 0.43.0's package, not in 0.42.0's."""
+CONTENT_PARTS_SINCE = (0, 44)
+"""`convertSessionToClientHistory` sends a gemini message as its content parts when they hold calls or
+thoughts (else thoughts, text, `toolCalls`): 0.44.0; 0.39.0 to 0.43.0 convert as 0.34 (document) does."""
+REUSES_CONTEXT_SINCE = (0, 44)
+"""`getInitialChatHistory` builds no fresh session context when the resumed history's first turn has the
+context's stable id (`wire.ENVIRONMENT_ID`): that stored turn is sent as the context. 0.44.0, not 0.43.0
+(which sends a fresh context, then the stored one)."""
+SKIPS_CONTEXT_SINCE = (0, 45)
+"""Stored `<session_context>` / `<hook_context>` user messages are not sent: 0.45.2, not 0.44.0."""
+SKIPS_BLANK_SINCE = (0, 47)
+"""Blank user messages are not sent either (`isIgnoredUserContent`): 0.47.0, not 0.45.2."""
+MERGES_SINCE = (0, 53)
+"""Consecutive turns of one role are sent as one (`coalesceConsecutiveRoles` in
+`makeApiCallAndProcessStream`): 0.53.0, not 0.52.0. Before it the history's two user turns after a tool
+batch (the calls' results, then the recorded functionResponse message) go out as two turns."""
+STRIPS_THOUGHTS_SINCE = (0, 54)
+"""`getHistoryTurns` strips thought parts for Gemini 2 and 3 models (`stripThoughts`, then merges):
+0.54.4, not 0.53.0 (which sends recorded thoughts as thought parts)."""
+DROPS_EMPTY_TEXT_SINCE = (0, 57)
+"""`stripToolCallIdPrefixes` also drops empty text parts (and empty `text` beside other keys): 0.57.0,
+not 0.56.0."""
+
 
 def version() -> str:
     return load_pins().agents[NAME].version
@@ -47,8 +76,22 @@ def writes_log() -> bool:
     return release(version()) >= LOG_SINCE
 
 
-def closes_unanswered() -> bool:
-    return release(version()) >= CLOSES_SINCE
+def resume_rules(running: str | None = None) -> Resume:
+    """How `running` (default: the running version) sends a resumed session."""
+    at = release(running or version())
+    if at < LOG_SINCE:
+        return DOCUMENT
+    return Resume(
+        content_parts=at >= CONTENT_PARTS_SINCE,
+        skips_context=at >= SKIPS_CONTEXT_SINCE,
+        reuses_context=at >= REUSES_CONTEXT_SINCE,
+        skips_blank=at >= SKIPS_BLANK_SINCE,
+        strips_prefixes=at >= STRIPS_PREFIXES_SINCE,
+        drops_empty_text=at >= DROPS_EMPTY_TEXT_SINCE,
+        strips_thoughts=at >= STRIPS_THOUGHTS_SINCE,
+        merges=at >= MERGES_SINCE,
+        closes=at >= CLOSES_SINCE,
+    )
 
 
 def binds() -> dict[str, tuple[Path, bool]]:

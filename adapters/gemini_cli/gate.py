@@ -3,11 +3,12 @@
 Main-thread requests are `:streamGenerateContent`; `:generateContent` calls (routing, next-speaker
 checks) are side calls, forwarded ungated. The first main request's `contents`, once the session
 context the CLI builds afresh (date, workspace tree) is taken out of the first user turn and reported
-in the notes, must be exactly the rebuilt prefix as 0.61 resumes it (`wire.resume_contents`), the
-CLI's closing model turn when the prefix ends with tool responses (`wire.closing_turns`, 0.54 and later),
-then the prompt's user turn; every later main request must begin with the same turns. A nonce prompt is
-stripped from every forwarded request together with that closing turn: the model continues from the
-tool responses themselves, as the recorded agent did.
+in the notes, must be exactly the rebuilt prefix as the running release resumes it
+(`wire.resume_contents`), the CLI's closing model turn when the prefix ends with tool responses
+(`wire.closing_turns`, 0.54 and later), then the prompt's user turn (0.53 merges it into the responses'
+turn when no closing turn comes between); every later main request must begin with the same turns. A
+nonce prompt is stripped from every forwarded request together with that closing turn: the model
+continues from the tool responses themselves, as the recorded agent did.
 """
 
 from __future__ import annotations
@@ -15,21 +16,23 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from adapters.gemini_cli.wire import Content, closing_turns, without_context
+from adapters.gemini_cli.wire import LATEST, Content, Resume, closing_turns, merged, without_context
 from bridges.core import Decision, Mismatch, first_difference, mismatch_at
 from bridges.gemini import is_generate, is_stream
 
 
 class GeminiResumeGate:
     def __init__(
-        self, prefix: list[Content], prompt: str | None, *, strip_prompt: bool = False, closes: bool = True
+        self, prefix: list[Content], prompt: str | None, *, strip_prompt: bool = False, rules: Resume = LATEST
     ):
         """`strip_prompt`: the prompt is a nonce, removed from every main request before forwarding;
-        `closes`: the CLI closes unanswered tool responses with a model turn of its own."""
+        `rules`: how the running release resumes (its closing turn, its merging of one role's turns)."""
         turn = [{"role": "user", "parts": [{"text": prompt}]}] if prompt is not None else []
-        closing = closing_turns(prefix) if prompt is not None and closes else []
-        self.expected = [*prefix, *closing, *turn]
-        self.strip = (len(prefix), len(self.expected)) if prompt is not None and strip_prompt else None
+        closing = closing_turns(prefix) if prompt is not None and rules.closes else []
+        expected = [*prefix, *closing, *turn]
+        self.expected = merged(expected) if rules.merges else expected
+        self.prefix = prefix
+        self.strip = prompt is not None and strip_prompt
         self.passed = False
         self.notes: list[str] = []
 
@@ -65,11 +68,14 @@ class GeminiResumeGate:
         return self._main(body, contents, history)
 
     def _main(self, body: dict[str, Any], contents: list[Content], history: list[Content]) -> Decision:
-        if self.strip is None:
+        if not self.strip:
             return Decision(kind="main")
-        # the context part was taken out of contents[0]: history[i] is contents[i + shift]
-        shift = len(contents) - len(history)
-        start, end = self.strip
-        out = copy.deepcopy(body)
-        del out["contents"][start + shift : end + shift]
-        return Decision(kind="main", body=out)
+        kept = copy.deepcopy([*self.prefix, *history[len(self.expected) :]])
+        first = contents[0]
+        context = {**first, "parts": first["parts"][:1]}
+        if len(contents) == len(history) and kept and kept[0].get("role") == "user":
+            # the context part came first in the prefix's first user turn (0.53 and later merge them)
+            kept[0] = {**kept[0], "parts": [*context["parts"], *kept[0]["parts"]]}
+        else:
+            kept.insert(0, context)
+        return Decision(kind="main", body={**body, "contents": kept})

@@ -16,7 +16,7 @@ from bridges.scripted import ToolUseBlock
 from replayer import __version__
 from replayer.compatibility import DOC, rendered
 from replayer.verdicts import Check, Verdict, is_verified, shipped, store
-from replayer.verify import FIXTURES, probe_for, probe_script, tool_names
+from replayer.verify import FIXTURES, not_verified, probe_for, probe_script, tool_names, verdict_of
 from tests.conftest import CLAUDE, replayer
 
 VERSION = "2.0.64"  # installed by the suite's Claude Code version tests already
@@ -64,6 +64,26 @@ def test_gemini_cli_is_verified_by_its_probe(tmp_path: Path) -> None:
     assert verdict["probe_tools"] == ["read_file", "run_shell_command"]
     assert "replace" in verdict["tools_offered"] and verdict["boundaries"] == [1, 2, 3, 4]
     assert all(c["passed"] for c in verdict["checks"]), verdict["checks"]
+
+
+def test_a_failed_first_gate_check_is_the_verdict_and_the_error() -> None:
+    """When the version's first request does not pass the gate, the probe ends there (no tools are known
+    to call): the stored verdict fails on that check, and verify exits 11 naming it, as it did for 0.45.2
+    before its resume rules were known."""
+    gate = Check(
+        name="the head recording's prefix through the gate",
+        passed=False,
+        detail="gate refused at contents[2].parts[1]",
+    )
+    verdict = verdict_of("gemini_cli", "0.45.2", probe_for("gemini_cli", "0.45.2"), [gate], [], [], [])
+    assert not verdict.passed and verdict.boundaries == [] and verdict.probe_tools == []
+    failed = not_verified([verdict])
+    assert failed is not None and (failed.exit_code, failed.kind) == (11, "verify_failed")
+    assert str(failed) == (
+        "gemini_cli@0.45.2 not verified (the head recording's prefix through the gate: gate refused at "
+        "contents[2].parts[1])"
+    )
+    assert not_verified([_verdict("0.90.0")]) is None
 
 
 def _parameters(tool: dict[str, Any]) -> dict[str, Any]:

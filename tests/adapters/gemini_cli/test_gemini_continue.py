@@ -121,6 +121,25 @@ def test_shell_reruns_differing_by_process_ids_are_reproduced(after_batch) -> No
     assert (shell["status"], shell["normalizers"]) in (("exact", []), ("normalized_equal", ["process_ids"]))
 
 
+def test_a_release_before_0_53_continues_with_the_responses_in_two_user_turns(tmp_path: Path) -> None:
+    """0.45.2 (before `MERGES_SINCE`, `CLOSES_SINCE`) reruns the batch and resumes the rebuilt 0.61 log:
+    the batch's responses (in the call and in the recorded user message) go as two user turns, no closing
+    turn, and the nonce as a turn of its own; the gate accepts that and forwards the prefix alone."""
+    out = tmp_path / "out"
+    code, result, log, stderr = _continue(
+        1, out, [Turn(blocks=[TextBlock(text="Finished.")])], "--agent-version", "0.45.2"
+    )
+    assert code == 0, stderr
+    assert result["version"]["version"] == "0.45.2"
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 1), cont
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    assert [c["role"] for c in expected[-3:]] == ["model", "user", "user"] and expected[-1] == expected[-2]
+    assert all("functionResponse" in p for p in expected[-1]["parts"])
+    assert len(log) == 1 and log[0].body["contents"][0]["parts"][0]["text"].startswith("<session_context>")
+    assert log[0].body["contents"][1:] == expected, "the context turn, then the prefix alone"
+
+
 def test_every_step_of_both_prompts_reruns_reproduced(tmp_path: Path) -> None:
     """Steps 4 and 5 belong to the second prompt: the driven CLI ends its first run and resumes its own
     session (`--resume latest`) with that prompt."""

@@ -85,8 +85,8 @@ def test_a_published_session_with_notices_and_a_cancelled_call_reads_as_the_cli_
     assert traj.cwd == "/home/kingb/aim" and [len(s.calls) for s in traj.steps] == [6, 2]
     cancelled = traj.steps[1].calls[1].historical
     assert cancelled is not None and cancelled.is_error and "Operation cancelled" in str(cancelled.content)
-    for document in (False, True):
-        sent = wire.resume_contents(traj.native_as(session.Native).messages, document=document)
+    for rules in (wire.LATEST, wire.DOCUMENT):
+        sent = wire.resume_contents(traj.native_as(session.Native).messages, rules)
         texts = [wire.part_text(c["parts"]) for c in sent]
         assert sent[0]["role"] == "model", "the notices and the /-prompts are not sent"
         assert not any("Request cancelled" in t or t.startswith("/A.I.M.") for t in texts)
@@ -118,7 +118,7 @@ def test_resume_wire_is_what_the_cli_sent(folder: Path) -> None:
     )
     sent, context = wire.without_context(resumed["contents"])
     assert context is not None
-    expected = wire.resume_contents(messages[:cut], document=path.suffix == ".json")
+    expected = wire.resume_contents(messages[:cut], wire.DOCUMENT if path.suffix == ".json" else wire.LATEST)
     assert first_difference([*expected, {"role": "user", "parts": [{"text": prompt}]}], sent) is None
 
 

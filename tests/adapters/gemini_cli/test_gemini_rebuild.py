@@ -136,7 +136,7 @@ def test_a_document_release_is_given_a_document_and_no_closing_turn(tmp_path: Pa
     document = orjson.loads(path.read_bytes())
     kept = traj.native_as(session.Native).messages[: boundary(traj.native_as(session.Native), traj, 1)]
     assert document["messages"] == kept and document["sessionId"] == traj.session_id
-    assert rebuild.expected_prefix == wire.resume_contents(kept, document=True)
+    assert rebuild.expected_prefix == wire.resume_contents(kept, wire.DOCUMENT)
     assert rebuild.expected_prefix[-1]["role"] == "user", "the prefix ends with the read's response"
     nonce = {"role": "user", "parts": [{"text": "replayer-nonce-1"}]}
     first = gate.route("POST", STREAM, _request([*rebuild.expected_prefix, nonce]))
@@ -155,7 +155,7 @@ def test_a_document_release_skips_only_commands_and_merges_no_turns() -> None:
         {"id": "u4", "type": "user", "content": "Second."},
     ]
     assert [len(c["parts"]) for c in wire.resume_contents(messages)] == [2]
-    assert [wire.part_text(c["parts"]) for c in wire.resume_contents(messages, document=True)] == [
+    assert [wire.part_text(c["parts"]) for c in wire.resume_contents(messages, wire.DOCUMENT)] == [
         "First.",
         " ",
         "Second.",
@@ -174,7 +174,7 @@ def test_0_61_sends_no_recorded_thoughts_and_signs_the_call_they_preceded() -> N
     assert not any(p.get("thought") for c in sent for p in c["parts"])
     calls = [p for c in sent for p in c["parts"] if "functionCall" in p]
     assert calls and all(p["thoughtSignature"] == wire.SYNTHETIC_SIGNATURE for p in calls)
-    older = wire.resume_contents(messages, document=True)
+    older = wire.resume_contents(messages, wire.DOCUMENT)
     assert any(p.get("thought") for c in older for p in c["parts"])
     assert not any("thoughtSignature" in p for c in older for p in c["parts"])
 
