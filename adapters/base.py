@@ -263,7 +263,14 @@ class Launcher(ABC, Generic[ContT]):
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         """argv and environment of the pinned agent inside the sandbox."""
 
-    def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
+    def gate_facts(
+        self, box: Sandbox, trajectory: Trajectory, rebuild: Rebuild[ContT], model: str | None
+    ) -> Rebuild[ContT]:
+        """The rebuild completed with what only the agent's own code can tell (asked in the sandbox after the
+        reruns, before the gate is made and the agent starts); by default the rebuild as made."""
+        return rebuild
+
+    def continuation_metadata(self, launch: Launch, rebuild: Rebuild[ContT]) -> dict[str, Any]:
         """Facts about how the continuation runs, recorded in the result (e.g. who enforces the step budget)."""
         return {}
 

@@ -80,6 +80,7 @@ def run(
     if prompt is None and adapter.needs_nonce:
         prompt = f"replayer-nonce-{secrets.token_hex(12)}"
     model = request.model or adapter.default_model(traj)
+    rebuild = adapter.gate_facts(box, traj, rebuild, model)
     gate = adapter.gate(rebuild, prompt, keep_prompt)
     config = BridgeConfig(upstream=request.upstream, api_key=key, max_main_requests=request.max_steps)
     tape = cassette.load(request.cassette) if request.cassette else None
@@ -186,7 +187,7 @@ def run(
         counters=counters,
         files=files,
         duration_s=time.monotonic() - started,
-        metadata=adapter.continuation_metadata(launch),
+        metadata=adapter.continuation_metadata(launch, rebuild),
     )
 
 

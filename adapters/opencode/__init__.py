@@ -188,7 +188,7 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
         }
         return bundle.with_stdin_prompt(argv), env
 
-    def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
+    def continuation_metadata(self, launch: Launch, rebuild: Rebuild[OpenCodeContinuation]) -> dict[str, Any]:
         """The pinned CLI enforces no step budget on a resumed session: the replayer counts and stops it."""
         if launch.max_steps is None:
             return {}

@@ -125,7 +125,9 @@ class OpenHandsAdapter(Adapter[conversation.Native, OpenHandsContinuation]):
             argv += ["--prompt", launch.prompt]
         return argv, bundle.base_env()
 
-    def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
+    def continuation_metadata(
+        self, launch: Launch, rebuild: Rebuild[OpenHandsContinuation]
+    ) -> dict[str, Any]:
         return {"max_iterations": launch.max_steps}
 
     def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:

@@ -197,6 +197,23 @@ def parse(path: Path) -> Trajectory:
 _GITHUB_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
+def recorded_llm_config(wrapper: dict[str, Any] | None) -> dict[str, Any]:
+    """An evaluation output's `metadata.llm_config` (the LLM the recorder ran with), or {}."""
+    metadata = (wrapper or {}).get("metadata")
+    config = metadata.get("llm_config") if isinstance(metadata, dict) else None
+    return config if isinstance(config, dict) else {}
+
+
+def native_tool_calling(wrapper: dict[str, Any] | None) -> str:
+    """The `[llm] native_tool_calling` the continuation runs with, as the companion reads it: the recorded
+    setting (an evaluation output's llm_config; None: the version decides by the model), else true (the
+    pinned config's: event lists record no LLM config)."""
+    config = recorded_llm_config(wrapper)
+    if "native_tool_calling" not in config:
+        return "true"
+    return {True: "true", False: "false", None: "unset"}.get(config["native_tool_calling"], "true")
+
+
 def _instance_start(wrapper: dict[str, Any] | None) -> StartingState | None:
     """An evaluation output's instance: SWE-bench style `repo` (`owner/name`, a GitHub repository in every
     data set of that family) and `base_commit`."""

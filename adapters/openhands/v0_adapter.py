@@ -1,6 +1,11 @@
 """OpenHands V0 (openhands-ai 1.6.0 event lists): parsing, reruns by the V0 runtime, the cut event list
 and the chat prefix; the continuation replays the cut list through ReplayManager, the runtime answering
-each replayed action with its rebuilt observation, then lets the agent go on (no boundary prompt yet)."""
+each replayed action with its rebuilt observation, then lets the agent go on (no boundary prompt yet).
+
+Whether the continuation's LLM calls functions natively or in V0's text form (`fn_call_converter`) is
+the running version's decision (model and `native_tool_calling`): the companion asks it in the sandbox
+before the agent starts, and in the text form renders the first request with the version's own converter.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from adapters.base import (
     COMMAND,
     PATH,
     Adapter,
+    Continuation,
     Ended,
     Launch,
-    NoContinuation,
     Rebuild,
     continued_file,
     copy_continued,
@@ -28,7 +34,7 @@ from adapters.openhands import bundle, v0
 from adapters.openhands.v0_rerun import OpenHandsV0Rerunner, companion_argv
 from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from bridges.chat import ChatPrefixGate
-from replayer.errors import PlanRefused
+from replayer.errors import PlanRefused, SandboxError, excerpt
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.rundirs import RunDirs
@@ -38,13 +44,35 @@ TRAJECTORY = "trajectory.json"
 REPLAY = ".replayer/replay.json"
 OBSERVATIONS = ".replayer/observations.json"
 CONTINUED = ".replayer/continued.json"
+PREFIX = ".replayer/prefix.json"
 DEFAULT_MAX_STEPS = 100
+REQUEST_TIMEOUT_S = 600.0
+"""The companion's `request` mode imports openhands and makes the agent (no runtime): ~10 s idle."""
 RERUN_TOOLS = {"execute_bash", "str_replace_editor"}
 """What the V0 runtime reruns (CodeActAgent's bash and editor; jupyter and browsing are off in the pinned config)."""
 
 
-class OpenHandsV0Adapter(Adapter[v0.NativeV0, NoContinuation]):
-    continuation_type = NoContinuation
+class V0Continuation(Continuation):
+    function_calling: bool | None = None
+    """`LLM.is_function_calling_active()` of the continuation's LLM in the running version (None until the
+    companion was asked, before the agent starts)."""
+    request: list[dict[str, Any]] | None = None
+    """Function calling off: the first request's messages in the text form, by the version's converter."""
+
+
+class _RequestAnswer(BaseModel):
+    """The companion's `request` line (written in the sandbox: validated, never trusted)."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: str
+    model: str
+    function_calling: bool
+    messages: list[dict[str, Any]] | None
+    error: str | None
+
+
+class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
+    continuation_type = V0Continuation
     native_type = v0.NativeV0
     name = bundle.NAME_V0
     probe_native = "trajectory.json"
@@ -80,7 +108,7 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, NoContinuation]):
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
-    ) -> Rebuild[NoContinuation]:
+    ) -> Rebuild[V0Continuation]:
         native = self.native(trajectory)
         events = copy.deepcopy(native.events[: native.step_end(after_step)])
         for call_id, fresh in observations.items():
@@ -112,7 +140,7 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, NoContinuation]):
             native_files=[path],
             expected_prefix=v0.to_messages(events),
             agent_home=home,
-            continuation=NoContinuation(),
+            continuation=V0Continuation(),
         )
 
     def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
@@ -126,15 +154,41 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, NoContinuation]):
         return list(recorded_tools(bundle.NAME, self.version()))
 
     # continuation -----------------------------------------------------------------------------
-    def gate(self, rebuild: Rebuild[NoContinuation], prompt: str | None, keep_prompt: bool) -> ChatPrefixGate:
+    def gate_facts(
+        self, box: Sandbox, trajectory: Trajectory, rebuild: Rebuild[V0Continuation], model: str | None
+    ) -> Rebuild[V0Continuation]:
+        """Ask the running version, with the continuation's config, whether its LLM calls functions; if not,
+        the first request it would send over the rebuilt prefix (its converter's text form)."""
+        assert model and trajectory.cwd
+        box.write_file(f"{AGENT_HOME}/{PREFIX}", orjson.dumps(rebuild.expected_prefix))
+        argv = companion_argv("request", trajectory.cwd, f"{AGENT_HOME}/{PREFIX}")
+        env = self._agent_env(trajectory, model)
+        done = box.exec(argv, workdir=trajectory.cwd, env=env, timeout_s=REQUEST_TIMEOUT_S)
+        answer = _request_answer(done.stdout, done.stderr, done.exit_code)
+        version = self.version()
+        if answer.error is not None:
+            raise PlanRefused(
+                f"openhands_v0 {version} calls functions in its text form with {answer.model} "
+                f"(native_tool_calling {env['REPLAYER_NATIVE_TOOL_CALLING']}) and its converter refuses the "
+                f"prefix: {excerpt(answer.error, 200)}"
+            )
+        request = None if answer.function_calling else answer.messages
+        facts = V0Continuation(function_calling=answer.function_calling, request=request)
+        return rebuild.model_copy(update={"continuation": facts})
+
+    def gate(self, rebuild: Rebuild[V0Continuation], prompt: str | None, keep_prompt: bool) -> ChatPrefixGate:
         # The agent always sends its own system message first (AgentController._add_system_message, from
         # its prompt templates); a file without a system event has none in the prefix to hold it to.
-        prefix = rebuild.expected_prefix
+        # With function calling off, the first request is the prefix in the version's text form.
+        text = rebuild.continuation.request
+        prefix = rebuild.expected_prefix if text is None else text
         recorded = bool(prefix) and prefix[0].get("role") == "system"
         return ChatPrefixGate(prefix, system_from_agent=not recorded)
 
     def default_model(self, trajectory: Trajectory) -> str | None:
-        return None  # the event list names the served model, not the LiteLLM route
+        # an evaluation output records the LiteLLM route; a bare event list only the served model
+        model = v0.recorded_llm_config(self.native(trajectory).wrapper).get("model")
+        return model if isinstance(model, str) and model else None
 
     def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
         if not model:
@@ -148,16 +202,23 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, NoContinuation]):
         argv = companion_argv(
             "continue", trajectory.cwd, CONTINUE_SPEC_PATH, str(launch.max_steps or DEFAULT_MAX_STEPS)
         )
-        env = {
-            **bundle.v0_env(),
-            "LLM_MODEL": launch.model,
-            "LLM_BASE_URL": local_url(launch.port),
-            "LLM_API_KEY": PLACEHOLDER_KEY,
-        }
-        return argv, env
+        return argv, {**self._agent_env(trajectory, launch.model), "LLM_BASE_URL": local_url(launch.port)}
 
-    def continuation_metadata(self, launch: Launch) -> dict[str, Any]:
-        return {"max_iterations_after_replay": launch.max_steps or DEFAULT_MAX_STEPS}
+    def _agent_env(self, trajectory: Trajectory, model: str) -> dict[str, str]:
+        return {
+            **bundle.v0_env(),
+            "LLM_MODEL": model,
+            "LLM_API_KEY": PLACEHOLDER_KEY,
+            "REPLAYER_NATIVE_TOOL_CALLING": v0.native_tool_calling(self.native(trajectory).wrapper),
+        }
+
+    def continuation_metadata(self, launch: Launch, rebuild: Rebuild[V0Continuation]) -> dict[str, Any]:
+        found = rebuild.continuation.function_calling
+        mode = None if found is None else ("native" if found else "text (fn_call_converter)")
+        return {
+            "max_iterations_after_replay": launch.max_steps or DEFAULT_MAX_STEPS,
+            "function_calling": mode,
+        }
 
     def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
         end = last_event(stdout, "exit")
@@ -169,5 +230,19 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, NoContinuation]):
             return "max_steps"
         return "agent_error"
 
-    def finish_continuation(self, ended: Ended[NoContinuation]) -> dict[str, str]:
+    def finish_continuation(self, ended: Ended[V0Continuation]) -> dict[str, str]:
         return copy_continued(ended.home / CONTINUED, ended.dest, TRAJECTORY, "continued_trajectory")
+
+
+def _request_answer(stdout: bytes, stderr: bytes, exit_code: int | None) -> _RequestAnswer:
+    lines = stdout.strip().splitlines()
+    try:
+        answer = _RequestAnswer.model_validate_json(lines[-1]) if exit_code == 0 and lines else None
+    except ValidationError:
+        answer = None
+    if answer is None or answer.type != "request" or (answer.messages is None) == (answer.error is None):
+        tail = stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        raise SandboxError(
+            f"the V0 companion did not tell the first request (exit {exit_code}): {excerpt(tail[0])}"
+        )
+    return answer

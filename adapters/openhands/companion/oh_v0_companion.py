@@ -15,6 +15,18 @@ boundary), so the history is the rebuilt prefix; when the replay queue is empty 
 path of {tool_call_id: observation event}, "save": path}; MAX_STEPS model turns are allowed after the
 replayed actions (each replayed action is an iteration of the controller). Prints one JSON line
 {"type": "exit", "status": agent state, "error": last error}.
+
+request CONFIG CWD MESSAGES: the agent's first request over the native-form MESSAGES (the rebuilt prefix as
+ConversationMemory renders it with function calling), as this version's LLM would send it to the model
+service: the agent and its LLM made from the continuation's config, the messages formatted
+(`format_messages_for_llm`) and passed to `LLM.completion` with the agent's tools as CodeActAgent.step
+does, the call stopped right before the service would be asked. Prints one JSON
+line {"type": "request", "model", "function_calling": LLM.is_function_calling_active(), "messages": what
+would be sent (with function calling off: converted to the text form by the version's own
+fn_call_converter), "error": why the version cannot convert them, or null}.
+
+REPLAYER_NATIVE_TOOL_CALLING (true, false, or unset: none given) replaces the config file's
+`[llm] native_tool_calling` in both modes that make an agent (the recording's own setting).
 """
 
 import json
@@ -80,21 +92,72 @@ def _close(runtime):
     runtime.close()
 
 
-def _runtime(config_file, cwd):
+NATIVE_TOOL_CALLING = {"true": True, "false": False, "unset": None}
+
+
+def _agent(config_file, cwd):
+    """The continuation's config (the file, the environment, the recording's native_tool_calling) and
+    the agent made from it, as each version's setup makes them."""
     os.environ["WORKSPACE_BASE"] = cwd  # [core] workspace_base, before the config is finalized
     if BEFORE_1:
         import v0_before_1
 
         config = v0_before_1.load_config(config_file)
-        sid = generate_sid(config)
-        agent = create_agent(config)
-        return config, sid, create_runtime(config, sid=sid, headless_mode=True, agent=agent)
-    config = load_openhands_config(config_file=config_file)
+    else:
+        config = load_openhands_config(config_file=config_file)
+    setting = os.environ.get("REPLAYER_NATIVE_TOOL_CALLING")
+    if setting is not None:
+        config.get_llm_config().native_tool_calling = NATIVE_TOOL_CALLING[setting]
     sid = generate_sid(config)
+    if BEFORE_1:
+        return config, sid, None, create_agent(config)
     llm_registry, _, config = create_registry_and_conversation_stats(config, sid, None)
-    agent = create_agent(config, llm_registry)
+    return config, sid, llm_registry, create_agent(config, llm_registry)
+
+
+def _runtime(config_file, cwd):
+    config, sid, llm_registry, agent = _agent(config_file, cwd)
+    if BEFORE_1:
+        return config, sid, create_runtime(config, sid=sid, headless_mode=True, agent=agent)
     runtime = create_runtime(config, llm_registry, sid=sid, headless_mode=True, agent=agent)
     return config, sid, runtime
+
+
+class _Captured(Exception):
+    """Raised in place of the model service call, carrying what would have been sent."""
+
+
+def request(config_file, cwd, messages_path):
+    from openhands.core.message import Message
+
+    _, _, _, agent = _agent(config_file, cwd)
+    llm = agent.llm
+    with open(messages_path) as fh:
+        native = [Message.model_validate(m) for m in json.load(fh)]
+    tools = agent.tools
+    try:  # 1.x adapts the tools to the model as CodeActAgent.step does; 0.x sends them as they are
+        from openhands.llm.llm_utils import check_tools
+
+        tools = check_tools(tools, llm.config)
+    except ImportError:
+        pass
+
+    def capture(*args, **kwargs):
+        raise _Captured(kwargs["messages"])
+
+    llm._completion_unwrapped = capture
+    answer = {
+        "type": "request",
+        "model": llm.config.model,
+        "function_calling": llm.is_function_calling_active(),
+    }
+    try:
+        llm.completion(messages=llm.format_messages_for_llm(native), tools=tools)
+    except _Captured as sent:
+        answer.update(messages=sent.args[0], error=None)
+    except Exception as exc:  # the version's own converter refusing the prefix (FunctionCallConversionError)
+        answer.update(messages=None, error=f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
+    print(json.dumps({**answer}, default=str), flush=True)
 
 
 def _connected_runtime(config_file, cwd):
@@ -167,5 +230,7 @@ if __name__ == "__main__":
         v0_before_1.prepare_local_runtime()
     if sys.argv[1] == "continue":
         run_then_exit(cont, *sys.argv[2:6])
+    elif sys.argv[1] == "request":
+        run_then_exit(request, *sys.argv[2:5])
     else:
         run_then_exit(main, *sys.argv[2:5])

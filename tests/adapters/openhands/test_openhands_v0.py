@@ -14,12 +14,14 @@ from typing import NamedTuple
 import orjson
 import pytest
 
-from adapters.base import NoContinuation, Rebuild
-from adapters.openhands.v0_adapter import OpenHandsV0Adapter
+from adapters.base import Rebuild
+from adapters.openhands import v0
+from adapters.openhands.v0_adapter import OpenHandsV0Adapter, V0Continuation, _request_answer
 from bridges.chat import ChatPrefixGate
 from bridges.core import Decision
 from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from replayer.engine import load
+from replayer.errors import SandboxError
 from tests.conftest import ROOT, replayer
 from tests.support.continuing import KEY, files_containing
 
@@ -107,7 +109,7 @@ def test_without_a_system_event_the_gate_takes_the_agents_own_and_holds_the_rest
 
     adapter = OpenHandsV0Adapter()
     gate = adapter.gate(
-        Rebuild(native_files=[], expected_prefix=prefix, continuation=NoContinuation()), None, False
+        Rebuild(native_files=[], expected_prefix=prefix, continuation=V0Continuation()), None, False
     )
     no_system = route(gate, prefix)
     assert no_system.kind == "refuse" and no_system.mismatch and no_system.mismatch.path == "messages[0]"
@@ -119,11 +121,14 @@ def test_without_a_system_event_the_gate_takes_the_agents_own_and_holds_the_rest
     changed = route(gate, [other, *sent[3]["messages"][1:]])
     assert changed.kind == "refuse" and changed.mismatch and changed.mismatch.path.startswith("messages[0]")
     recorded = adapter.gate(
-        Rebuild(native_files=[], expected_prefix=sent[2]["messages"], continuation=NoContinuation()),
+        Rebuild(native_files=[], expected_prefix=sent[2]["messages"], continuation=V0Continuation()),
         None,
         False,
     )
     assert route(recorded, [other, *prefix]).kind == "refuse", "a recorded system message is held"
+
+
+FAKE_MODEL = ("--model", "openai/fake-model")
 
 
 class Continued(NamedTuple):
@@ -134,11 +139,13 @@ class Continued(NamedTuple):
     stderr: str
 
 
-def _continue(out: Path, after_step: int, turns: list[Turn], *extra: str) -> Continued:
+def _continue(
+    out: Path, after_step: int, turns: list[Turn], *extra: str, trajectory: Path = TRAJECTORY
+) -> Continued:
     with ScriptedUpstream(Script(turns=turns, model="fake-model"), expected_key=KEY) as upstream:
         ws = str(FIXTURE / "workspace")
-        args = ["run", str(TRAJECTORY), "-n", str(after_step), "-w", ws, "-o", str(out), "--json"]
-        args += ["--continue", "--upstream", upstream.url, "--model", "openai/fake-model", *extra]
+        args = ["run", str(trajectory), "-n", str(after_step), "-w", ws, "-o", str(out), "--json"]
+        args += ["--continue", "--upstream", upstream.url, *extra]
         proc = replayer(*args, env={"OPENAI_API_KEY": KEY})
         log = list(upstream.log)
     result = orjson.loads((out / "result.json").read_bytes()) if (out / "result.json").exists() else {}
@@ -158,7 +165,7 @@ def continued(tmp_path_factory: pytest.TempPathFactory) -> Continued:
     finish = ToolUseBlock(id="call_cont_2", name="finish", input={"message": "done"})
     turns = [Turn(blocks=[TextBlock(text="Check again."), _bash(1, "cat calc.py")]), Turn(blocks=[finish])]
     root = tmp_path_factory.mktemp("v0")
-    return _continue(root / "out", 4, turns, "--record-cassette", str(root / "tape"))
+    return _continue(root / "out", 4, turns, *FAKE_MODEL, "--record-cassette", str(root / "tape"))
 
 
 @pytest.mark.agent
@@ -233,7 +240,7 @@ def test_the_recorded_cassette_replays_offline_verified(continued: Continued, tm
 @pytest.mark.agent
 def test_max_steps_counts_model_turns_after_the_replay(tmp_path: Path) -> None:
     turns = [Turn(blocks=[_bash(n, "echo again")]) for n in range(1, 6)]
-    run = _continue(tmp_path / "out", 1, turns, "--max-steps", "2")
+    run = _continue(tmp_path / "out", 1, turns, *FAKE_MODEL, "--max-steps", "2")
     assert "continuation" in run.result, f"exit {run.code}: {run.stderr}"
     assert run.result["continuation"]["agent_status"] == "max_steps", run.stderr
     assert len([r for r in run.log if r.main_thread]) == 2
@@ -261,3 +268,103 @@ def test_a_gui_export_with_environment_and_state_events_has_the_same_steps(tmp_p
     out = tmp_path / "out"
     replayer("prepare", str(path), "-n", "2", "-o", str(out), "--json", check=True)
     assert orjson.loads((out / "expected_prefix.json").read_bytes()) == _requests()[2]["body"]["messages"]
+
+
+def _one_call_per_response(path: Path, native_tool_calling: bool | None) -> Path:
+    """The fixture as an evaluation output of a run whose responses each made one call (step 1 without
+    its second call, `call_v0_02`), recording its LLM config: V0's text form carries one call per message."""
+    events = [e for e in _events() if (e.get("tool_call_metadata") or {}).get("tool_call_id") != "call_v0_02"]
+    for e in events:
+        for choice in (e.get("tool_call_metadata") or {}).get("model_response", {}).get("choices", []):
+            message = choice["message"]
+            message["tool_calls"] = [c for c in message["tool_calls"] if c["id"] != "call_v0_02"]
+    config = {"model": "openai/fake-model", "native_tool_calling": native_tool_calling}
+    path.write_bytes(
+        orjson.dumps({"instance_id": "calc-1", "metadata": {"llm_config": config}, "history": events})
+    )
+    return path
+
+
+def test_the_recorded_llm_config_gives_the_model_and_the_tool_calling_setting(tmp_path: Path) -> None:
+    for recorded, setting in ((None, "unset"), (False, "false"), (True, "true")):
+        adapter, traj = load(_one_call_per_response(tmp_path / "out.json", recorded))
+        assert isinstance(adapter, OpenHandsV0Adapter)
+        assert adapter.default_model(traj) == "openai/fake-model"
+        assert v0.native_tool_calling(traj.native_as(v0.NativeV0).wrapper) == setting
+    bare = load(TRAJECTORY)[1]
+    assert v0.native_tool_calling(bare.native_as(v0.NativeV0).wrapper) == "true", "the pinned config's"
+    assert OpenHandsV0Adapter().default_model(bare) is None
+
+
+def test_in_the_text_form_the_gate_holds_the_converted_request_not_the_native_prefix() -> None:
+    native = _requests()[2]["body"]["messages"]
+    text = [{"role": m["role"], "content": f"as text: {m['role']}"} for m in native if m["role"] != "tool"]
+    facts = V0Continuation(function_calling=False, request=text)
+    gate = OpenHandsV0Adapter().gate(
+        Rebuild(native_files=[], expected_prefix=native, continuation=facts), None, False
+    )
+    refused = gate.route("POST", "/v1/chat/completions", {"messages": native})
+    assert refused.kind == "refuse" and refused.mismatch and refused.mismatch.path.startswith("messages[0]")
+    assert gate.route("POST", "/v1/chat/completions", {"messages": text}).kind == "main"
+    assert gate.notes == [], "the converted request carries the recorded system message: held, not taken"
+
+
+def test_a_companion_answer_that_is_not_one_request_line_fails_in_one_line() -> None:
+    good = b'{"type": "request", "model": "m", "function_calling": false, "messages": [], "error": null}\n'
+    assert _request_answer(b"noise\n" + good, b"", 0).function_calling is False
+    both = good.replace(b'"error": null', b'"error": "x"')
+    for stdout, code in ((b"", 0), (good, 1), (b"{not json", 0), (both, 0)):
+        with pytest.raises(SandboxError) as err:
+            _request_answer(stdout, b"Traceback\nValueError: boom\n", code)
+        assert len(str(err.value).splitlines()) == 1 and "ValueError: boom" in str(err.value)
+
+
+def _text_call(tool: str, **params: str) -> TextBlock:
+    """A tool call as V0's text form writes it (fn_call_converter's format, parsed back by the version)."""
+    lines = [f"<parameter={k}>{v}</parameter>" for k, v in params.items()]
+    return TextBlock(text="\n".join([f"<function={tool}>", *lines, "</function>"]))
+
+
+@pytest.mark.agent
+def test_a_text_form_continuation_passes_the_gate_and_is_parsed_back(tmp_path: Path) -> None:
+    """native_tool_calling recorded unset and a model 1.6.0 does not take for a function caller: the version
+    itself (asked by the companion) calls functions in its text form, its converter renders the first
+    request, the gate holds the real one to it exactly, and the scripted text answers are parsed back."""
+    path = _one_call_per_response(tmp_path / "output.json", None)
+    turns = [
+        Turn(
+            blocks=[
+                TextBlock(text="Look again.\n\n"),
+                _text_call("execute_bash", command="cat calc.py", security_risk="LOW"),
+            ]
+        ),
+        Turn(blocks=[_text_call("finish", message="done")]),
+    ]
+    run = _continue(tmp_path / "out", 2, turns, trajectory=path)
+    assert run.code == 0, run.stderr
+    cont = run.result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 2)
+    assert (cont["model"], cont["metadata"]["function_calling"]) == (
+        "openai/fake-model",
+        "text (fn_call_converter)",
+    )
+    first, second = (r.body for r in run.log)
+    assert "tools" not in first and first["stop"] == ["</function"]
+    system, task, *rest = first["messages"]
+    assert "You have access to the following functions" in system["content"]
+    assert (
+        task["content"].startswith("Here's a running example") and "Fix add() in calc.py." in task["content"]
+    )
+    assert rest[0]["content"].endswith(
+        "<parameter=command>ls</parameter>\n<parameter=security_risk>LOW</parameter>\n</function>"
+    )
+    assert rest[-1]["content"].startswith("EXECUTION RESULT of [execute_bash]:\nTraceback")
+    assert second["messages"][: len(first["messages"])] == first["messages"]
+    assert second["messages"][-1]["content"].startswith("EXECUTION RESULT of [execute_bash]:\ndef add(a, b):")
+    events = orjson.loads((run.out / "continued" / "trajectory.json").read_bytes())
+    continued = [e for e in events if "action" in e][-2:]
+    assert [(e["action"], e["tool_call_metadata"]["function_name"]) for e in continued] == [
+        ("run", "execute_bash"),
+        ("finish", "finish"),
+    ]
+    assert continued[0]["args"]["command"] == "cat calc.py"
