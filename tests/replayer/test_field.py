@@ -321,11 +321,13 @@ def test_a_mini_swe_agent_1x_file_of_any_model_class_runs(tmp_path: Path) -> Non
 @pytest.mark.docker
 def test_a_v0_evaluation_output_of_0_35_0_reruns_and_continues_by_that_versions_code(tmp_path: Path) -> None:
     """openhands-ai 0.35.0 runs in the sandbox (its own config loader, the kernel gateway its runtime starts,
-    no browser); the ponyc repository is not published with the output, so both reruns differ. The
-    evaluation ran a development commit reporting 0.35.0 whose system prompt is not the release's: the
-    gate holds the recorded one and refuses the release's, in one line at that text."""
+    no browser); the ponyc repository is not published with the output, so both reruns differ. With the
+    recorded model and `native_tool_calling: null`, 0.35.0 calls functions in its text form: the companion
+    renders the first request with 0.35.0's converter. The evaluation ran a development commit reporting
+    0.35.0 whose system prompt is not the release's: the gate holds the recorded one and refuses the
+    release's, in one line at that text."""
     name = "openhands/multi-swe-bench-example-output.jsonl"
-    options = ("--session", "ponylang__ponyc-4595", "--model", "openai/gpt-4o")
+    options = ("--session", "ponylang__ponyc-4595")
     proc, out, sent = _continue(name, 2, "openhands", options, tmp_path)
     assert proc.returncode == 8 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     result = orjson.loads((out / "result.json").read_bytes())
@@ -336,7 +338,11 @@ def test_a_v0_evaluation_output_of_0_35_0_reruns_and_continues_by_that_versions_
     assert [(d["kind"], d["status"]) for d in result["divergences"]] == [("rerun", "different")] * 2
     cont = result["continuation"]
     assert (cont["gate"], cont["agent_status"]) == ("refused", "bridge_refused") and sent == []
-    # native tool calling on (the list form of content): only the system prompt's text differs
-    assert cont["mismatch"]["path"] == "messages[0].content[0].text"
+    assert (cont["model"], cont["metadata"]["function_calling"]) == (
+        "openai/openrouter-llama-4-maverick",
+        "text (fn_call_converter)",
+    )
+    # the text form (string contents): only the system prompt's text differs
+    assert cont["mismatch"]["path"] == "messages[0].content"
     stderr = (out / "agent" / "stderr.log").read_text()
     assert "[agent] enable_mcp, enable_plan_mode: not in this version, left out" in stderr
