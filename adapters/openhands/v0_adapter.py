@@ -165,13 +165,8 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
         env = self._agent_env(trajectory, model)
         done = box.exec(argv, workdir=trajectory.cwd, env=env, timeout_s=REQUEST_TIMEOUT_S)
         answer = _request_answer(done.stdout, done.stderr, done.exit_code)
-        version = self.version()
         if answer.error is not None:
-            raise PlanRefused(
-                f"openhands_v0 {version} calls functions in its text form with {answer.model} "
-                f"(native_tool_calling {env['REPLAYER_NATIVE_TOOL_CALLING']}) and its converter refuses the "
-                f"prefix: {excerpt(answer.error, 200)}"
-            )
+            raise PlanRefused(text_form_refusal(self.version(), answer, env["REPLAYER_NATIVE_TOOL_CALLING"]))
         request = None if answer.function_calling else answer.messages
         facts = V0Continuation(function_calling=answer.function_calling, request=request)
         return rebuild.model_copy(update={"continuation": facts})
@@ -246,3 +241,10 @@ def _request_answer(stdout: bytes, stderr: bytes, exit_code: int | None) -> _Req
             f"the V0 companion did not tell the first request (exit {exit_code}): {excerpt(tail[0])}"
         )
     return answer
+
+
+def text_form_refusal(version: str, answer: _RequestAnswer, setting: str) -> str:
+    return (
+        f"openhands_v0 {version} calls functions in its text form with {answer.model} (native_tool_calling "
+        f"{setting}) and its converter refuses the prefix: {excerpt(answer.error, 200)}"
+    )

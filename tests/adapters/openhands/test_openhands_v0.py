@@ -15,13 +15,20 @@ import orjson
 import pytest
 
 from adapters.base import Rebuild
-from adapters.openhands import v0
-from adapters.openhands.v0_adapter import OpenHandsV0Adapter, V0Continuation, _request_answer
+from adapters.openhands import bundle, v0
+from adapters.openhands.v0_adapter import (
+    OpenHandsV0Adapter,
+    V0Continuation,
+    _request_answer,
+    _RequestAnswer,
+    text_form_refusal,
+)
 from bridges.chat import ChatPrefixGate
 from bridges.core import Decision
 from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from replayer.engine import load
 from replayer.errors import SandboxError
+from replayer.pins import load_pins
 from tests.conftest import ROOT, replayer
 from tests.support.continuing import KEY, files_containing
 
@@ -317,6 +324,35 @@ def test_a_companion_answer_that_is_not_one_request_line_fails_in_one_line() -> 
         with pytest.raises(SandboxError) as err:
             _request_answer(stdout, b"Traceback\nValueError: boom\n", code)
         assert len(str(err.value).splitlines()) == 1 and "ValueError: boom" in str(err.value)
+
+
+@pytest.mark.agent
+def test_the_versions_own_llm_renders_the_native_form_and_refuses_two_calls_in_text(tmp_path: Path) -> None:
+    """The companion's `request` mode (it makes the agent and its LLM, no runtime), run by the pinned V0
+    interpreter on the host here: with function calling on, its rendering of the prefix is the request V0
+    really sent; off, its converter refuses step 1's two calls in one message, which the replayer refuses
+    in one line naming the mode and the model."""
+    out = tmp_path / "out"
+    replayer("prepare", str(TRAJECTORY), "-n", "2", "-o", str(out), check=True)
+    python = load_pins().bundle_dir(bundle.NAME_V0) / "bin" / "python"
+    companion = bundle.COMPANION_DIR / "oh_v0_companion.py"
+
+    def ask(setting: str) -> _RequestAnswer:
+        env = {**bundle.base_env(), "HOME": str(tmp_path), "LOG_LEVEL": "warning"}
+        env.update(LLM_MODEL="openai/fake-model", REPLAYER_NATIVE_TOOL_CALLING=setting)
+        config, prefix = companion.parent / "v0_config.toml", out / "expected_prefix.json"
+        argv = [str(python), str(companion), "request", str(config), str(tmp_path), str(prefix)]
+        proc = subprocess.run(argv, capture_output=True, env=env, cwd=tmp_path)
+        return _request_answer(proc.stdout, proc.stderr, proc.returncode)
+
+    native = ask("true")
+    assert native.function_calling and native.messages == _requests()[2]["body"]["messages"]
+    text = ask("unset")
+    assert (text.function_calling, text.messages) == (False, None)
+    refusal = text_form_refusal("1.6.0", text, "unset")
+    assert "text form with openai/fake-model (native_tool_calling unset)" in refusal
+    assert "FunctionCallConversionError: Expected exactly one tool call" in refusal
+    assert len(refusal.splitlines()) == 1
 
 
 def _text_call(tool: str, **params: str) -> TextBlock:
