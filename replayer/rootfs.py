@@ -87,9 +87,10 @@ def _whiteout(info: os.stat_result) -> bool:
     return stat.S_ISCHR(info.st_mode) and info.st_rdev == 0
 
 
-def _opaque(host: Path) -> bool:
-    """Whether directory `host` hides what the layers under its own carry at its path."""
-    names = os.listxattr(host, follow_symlinks=False)
+def _opaque(host: Path, names: list[str] | None = None) -> bool:
+    """Whether directory `host` (its extended attributes' `names`, when already listed) hides what the
+    layers under its own carry at its path."""
+    names = os.listxattr(host, follow_symlinks=False) if names is None else names
     return any(os.getxattr(host, a, follow_symlinks=False) == b"y" for a in names if a in _OPAQUE)
 
 
@@ -162,10 +163,11 @@ class _Diff:
             return None
         if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) or stat.S_ISSOCK(info.st_mode):
             return f"the boundary left a device file or socket at {path}"
-        if not stat.S_ISLNK(info.st_mode) and set(os.listxattr(host, follow_symlinks=False)) - set(_OPAQUE):
+        attrs = [] if stat.S_ISLNK(info.st_mode) else os.listxattr(host, follow_symlinks=False)
+        if set(attrs) - set(_OPAQUE):
             return f"the boundary set extended attributes on {path}"
         is_dir = stat.S_ISDIR(info.st_mode)
-        opaque = is_dir and _opaque(host)
+        opaque = is_dir and _opaque(host, attrs)
         if kind is not None and (kind == "dir") != is_dir:
             self.removed.append(path)  # a directory replaced by a file or the reverse: removed, then made
         elif kind == "dir" and opaque:

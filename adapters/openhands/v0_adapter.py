@@ -230,12 +230,12 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
 
 
 def _request_answer(stdout: bytes, stderr: bytes, exit_code: int | None) -> _RequestAnswer:
-    lines = stdout.strip().splitlines()
+    event = last_event(stdout, "request") if exit_code == 0 else None
     try:
-        answer = _RequestAnswer.model_validate_json(lines[-1]) if exit_code == 0 and lines else None
+        answer = _RequestAnswer.model_validate(event) if event is not None else None
     except ValidationError:
         answer = None
-    if answer is None or answer.type != "request" or (answer.messages is None) == (answer.error is None):
+    if answer is None or (answer.messages is None) == (answer.error is None):
         tail = stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
         raise SandboxError(
             f"the V0 companion did not tell the first request (exit {exit_code}): {excerpt(tail[0])}"

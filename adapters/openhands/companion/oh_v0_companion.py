@@ -157,7 +157,7 @@ def request(config_file, cwd, messages_path):
         answer.update(messages=sent.args[0], error=None)
     except Exception as exc:  # the version's own converter refusing the prefix (FunctionCallConversionError)
         answer.update(messages=None, error=f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
-    print(json.dumps({**answer}, default=str), flush=True)
+    print(json.dumps(answer, default=str), flush=True)
 
 
 def _connected_runtime(config_file, cwd):
