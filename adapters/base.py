@@ -4,6 +4,7 @@ helpers they share."""
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from replayer.divergence import COMMON
 from replayer.errors import BadInput, SandboxError
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
-from replayer.pins import load_pins
+from replayer.pins import load_pins, pinned_version
 from replayer.rundirs import RunDirs
 from sandboxes.base import Sandbox
 
@@ -162,7 +163,7 @@ class Reader(Pinned, Generic[NativeT]):
         return trajectory.native_as(self.native_type)
 
 
-class Rerunning(ABC):
+class Rerunning(Pinned):
     """How each historical call is replayed, and the per-run rerunner that replays them."""
 
     reruns_own_code: bool = True
@@ -178,6 +179,15 @@ class Rerunning(ABC):
     calling any such tool is refused, its tool semantics are the contract)."""
     output_normalizers: tuple[str, ...] = COMMON
     """What any rerun's output may differ by from the historical one (names in replayer.divergence.NORMALIZERS)."""
+
+    def drives(self, version: str) -> bool:
+        """Whether reruns at `version` drive that version's own CLI: an adapter that can, at any version but
+        the pinned one, whose reimplemented tools the suite proves equal to the driven CLI
+        (REPLAYER_RERUN=driven drives the pinned one too)."""
+        return self.drives_other_versions and (
+            version != pinned_version(self.name) or os.environ.get("REPLAYER_RERUN") == "driven"
+        )
+
     walk_order_tools: frozenset[str] = frozenset()
     """Tools that list files in a parallel directory walk's order: their outputs also compare as sorted lines."""
 

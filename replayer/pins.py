@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.resources
+import re
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,3 +105,16 @@ def pinned_version(agent: str) -> str:
 @functools.cache
 def _pin_file() -> Pins:
     return Pins.model_validate(tomllib.loads(PIN_FILE.read_text()))
+
+
+def release(version: str) -> tuple[int, ...]:
+    """The leading numbers of a version (2.0.64 -> (2, 0, 64), 1.0.0rc1 -> (1, 0, 0))."""
+    numbers = []
+    for part in version.split("."):
+        match = re.match(r"\d+", part)
+        if match is None:
+            break
+        numbers.append(int(match.group()))
+        if match.end() != len(part):
+            break
+    return tuple(numbers)

@@ -32,8 +32,8 @@ from bridges.scripted import LoggedRequest, Script, TextBlock, ToolUseBlock, Tur
 from replayer import __version__ as REPLAYER_VERSION
 from replayer.errors import PlanRefused, ReplayError
 from replayer.models import ContinueRequest, ReplayRequest, ReplayResult
+from replayer.pins import release
 from replayer.verdicts import Check, Verdict
-from replayer.versions import release
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

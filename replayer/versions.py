@@ -4,36 +4,10 @@ or one whose probe `replayer verify` passed)."""
 
 from __future__ import annotations
 
-import os
-import re
-
 from adapters.base import Adapter
 from replayer.models import VersionRecord, VersionSource
-from replayer.pins import pinned_version
+from replayer.pins import pinned_version, release
 from replayer.verdicts import is_verified
-
-
-def release(version: str) -> tuple[int, ...]:
-    """The leading numbers of a version (2.0.64 -> (2, 0, 64), 1.0.0rc1 -> (1, 0, 0))."""
-    numbers = []
-    for part in version.split("."):
-        match = re.match(r"\d+", part)
-        if match is None:
-            break
-        numbers.append(int(match.group()))
-        if match.end() != len(part):
-            break
-    return tuple(numbers)
-
-
-def driven(adapter: Adapter, version: str) -> bool:
-    """Whether reruns at `version` drive that version's own CLI: an adapter that can, at any version but
-    the pinned one, whose reimplemented tools the suite proves equal to the driven CLI
-    (REPLAYER_RERUN=driven drives the pinned one too)."""
-    pinned = pinned_version(adapter.name)
-    return adapter.drives_other_versions and (
-        version != pinned or os.environ.get("REPLAYER_RERUN") == "driven"
-    )
 
 
 def resolve(
@@ -66,7 +40,7 @@ def resolve(
         note=note,
         reruns=(
             f"{adapter.name} {version}, its own code"
-            if adapter.reruns_own_code or driven(adapter, version)
+            if adapter.reruns_own_code or adapter.drives(version)
             else f"the replayer's reimplementation of {adapter.name} {pinned}"
         ),
     )

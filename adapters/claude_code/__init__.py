@@ -11,7 +11,7 @@ from adapters.claude_code import chain, continuation, driven, session, tools, wi
 from adapters.claude_code.gate import ClaudeCodeGate
 from adapters.sandbox_paths import AGENT_HOME
 from bridges.anthropic import AnthropicDialect, tools_to_chat
-from replayer import bundles, versions
+from replayer import bundles
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.pins import load_pins, pinned_version
 from replayer.rundirs import RunDirs
@@ -83,7 +83,7 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
         }
         if bundles.cli_path(self.name, version).needs_node:  # 2.1.112 and older: cli.js
             binds[bundles.NODE_MOUNT] = (bundles.host_node(), True)
-        if versions.driven(self, version):
+        if self.drives(version):
             binds[driven.WORK_MOUNT] = (dirs.work("claude-driven"), False)
         return binds
 
@@ -91,7 +91,7 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
         self, trajectory: Trajectory, sandbox: Sandbox, dirs: RunDirs, budgets: Budgets
     ) -> tools.ClaudeCodeRerunner | driven.DrivenRerunner:
         assert trajectory.session_id and trajectory.cwd
-        if versions.driven(self, self.version()):
+        if self.drives(self.version()):
             work = dirs.work("claude-driven")
             return driven.DrivenRerunner(
                 trajectory, sandbox, work, budgets, continuation.recorded_model(trajectory)

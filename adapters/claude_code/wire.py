@@ -12,7 +12,7 @@ from typing import Any
 
 from adapters.claude_code.chain import Record, message_id
 from bridges.anthropic import as_blocks, normalize_messages
-from replayer.versions import release
+from replayer.pins import release
 
 Message = dict[str, Any]
 

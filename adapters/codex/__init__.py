@@ -13,7 +13,7 @@ from adapters.codex.exec import ExecCommand
 from adapters.codex.gate import CodexGate
 from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL
 from bridges.responses import ResponsesDialect, tools_to_chat
-from replayer import bundles, versions
+from replayer import bundles
 from replayer.divergence import COMMON
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
@@ -114,7 +114,7 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         if call.tool in tools.PURE_TOOLS:
             return "pure", None
-        if versions.driven(self, tools.version()):
+        if self.drives(tools.version()):
             # the CLI of that version runs its own tools, those of its era included
             if call.tool in tools.DRIVEN_TOOLS:
                 return "rerun", None
@@ -139,14 +139,14 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
         }
         if bundles.cli_path(self.name, tools.version()).needs_node:
             binds[bundles.NODE_MOUNT] = (bundles.host_node(), True)
-        if versions.driven(self, tools.version()):
+        if self.drives(tools.version()):
             binds[driven.WORK_MOUNT] = (dirs.work("codex-driven"), False)
         return binds
 
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, dirs: RunDirs, budgets: Budgets
     ) -> CodexRerunner | driven.DrivenRerunner:
-        if versions.driven(self, tools.version()):
+        if self.drives(tools.version()):
             home = Workspace(dirs.home, AGENT_HOME)
             return driven.DrivenRerunner(
                 trajectory, sandbox, dirs.work("codex-driven"), home, budgets, self.default_model(trajectory)

@@ -10,8 +10,7 @@ from adapters.gemini_cli.wire import DOCUMENT, Resume
 from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY, local_url
 from replayer import bundles
 from replayer.io import write_bytes_atomic
-from replayer.pins import load_pins
-from replayer.versions import release
+from replayer.pins import load_pins, release
 
 NAME = "gemini_cli"
 HOME = AGENT_HOME

@@ -24,9 +24,9 @@ from adapters.mini_swe_agent import trajectory as native_format
 from adapters.mini_swe_agent.rerun import MiniRerunner, companion_argv
 from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from bridges.chat import ChatPrefixGate
-from replayer import versions
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.pins import release
 from replayer.rundirs import RunDirs
 from sandboxes.base import Sandbox
 
@@ -57,7 +57,7 @@ class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation
     probe_submit = f"echo {native_format.SUBMIT_WORD}"
 
     def probe_text_action(self, version: str, step: int, command: str) -> str | None:
-        fence = "bash" if versions.release(version) < (2,) else "mswea_bash_command"
+        fence = "bash" if release(version) < (2,) else "mswea_bash_command"
         return f"THOUGHT: step {step}.\n\n```{fence}\n{command}\n```"
 
     @classmethod

@@ -15,8 +15,7 @@ from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY
 from replayer import bundles
 from replayer.errors import SandboxError
 from replayer.io import write_bytes_atomic
-from replayer.pins import load_pins
-from replayer.versions import release
+from replayer.pins import load_pins, release
 
 NAME = "opencode"
 DB = ".local/share/opencode/opencode.db"

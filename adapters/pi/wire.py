@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from replayer.versions import release
+from replayer.pins import release
 
 Message = dict[str, Any]
 COMPACTION = (
