@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from adapters.base import COMMAND, Adapter, Continuation, Ended, Launch, Rebuild, continued_file
 from adapters.codex import continuation, driven, patch, rollout, tools
+from adapters.codex.continuation import config_toml
 from adapters.codex.exec import ExecCommand
 from adapters.codex.gate import CodexGate
-from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL
+from adapters.sandbox_paths import AGENT_HOME
 from bridges.responses import ResponsesDialect, tools_to_chat
 from replayer import bundles
 from replayer.divergence import COMMON
@@ -20,35 +19,6 @@ from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKin
 from replayer.pins import load_pins, pinned_version
 from replayer.rundirs import RunDirs
 from sandboxes.base import Sandbox
-
-
-def config_toml(model: str | None, provider: str | None = None, base_url: str = BRIDGE_URL) -> str:
-    """CODEX_HOME/config.toml: the model service is the bridge (reached through the mounted socket), under
-    the provider name the rollout records (a CLI refuses to resume a thread under another provider). The
-    built-in `openai` provider cannot be redefined: its base URL is set instead."""
-    head = f'model = "{model}"\n' if model else ""
-    name = provider or "replayer"
-    if name == "openai":
-        return head + (
-            'model_provider = "openai"\n'
-            f'openai_base_url = "{base_url}"\n'
-            "check_for_update_on_startup = false\n"
-        )
-    return head + (
-        f"model_provider = {_toml_string(name)}\n"
-        "check_for_update_on_startup = false\n\n"
-        f"[model_providers.{_toml_string(name)}]\n"
-        'name = "sandbox-replayer bridge"\n'
-        f'base_url = "{base_url}"\n'
-        'wire_api = "responses"\n'
-        f'env_key = "{continuation.KEY_ENV}"\n'
-        "request_max_retries = 0\n"
-        "stream_max_retries = 0\n"
-    )
-
-
-def _toml_string(text: str) -> str:
-    return orjson.dumps(text).decode()  # a JSON string without control characters is a TOML basic string
 
 
 def _provider(native: rollout.Native) -> str | None:

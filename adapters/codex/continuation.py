@@ -16,6 +16,35 @@ from replayer.models import AgentStatus, Trajectory
 KEY_ENV = "REPLAYER_CODEX_KEY"
 
 
+def config_toml(model: str | None, provider: str | None = None, base_url: str = BRIDGE_URL) -> str:
+    """CODEX_HOME/config.toml: the model service is the bridge (reached through the mounted socket), under
+    the provider name the rollout records (a CLI refuses to resume a thread under another provider). The
+    built-in `openai` provider cannot be redefined: its base URL is set instead."""
+    head = f'model = "{model}"\n' if model else ""
+    name = provider or "replayer"
+    if name == "openai":
+        return head + (
+            'model_provider = "openai"\n'
+            f'openai_base_url = "{base_url}"\n'
+            "check_for_update_on_startup = false\n"
+        )
+    return head + (
+        f"model_provider = {_toml_string(name)}\n"
+        "check_for_update_on_startup = false\n\n"
+        f"[model_providers.{_toml_string(name)}]\n"
+        'name = "sandbox-replayer bridge"\n'
+        f'base_url = "{base_url}"\n'
+        'wire_api = "responses"\n'
+        f'env_key = "{KEY_ENV}"\n'
+        "request_max_retries = 0\n"
+        "stream_max_retries = 0\n"
+    )
+
+
+def _toml_string(text: str) -> str:
+    return orjson.dumps(text).decode()  # a JSON string without control characters is a TOML basic string
+
+
 def command(traj: Trajectory, launch: Launch, recorded_model: str | None) -> tuple[list[str], dict[str, str]]:
     assert traj.session_id and launch.prompt is not None
     codex = f"{tools.agent_mount()}/{bundles.cli_path(tools.NAME, tools.version()).path}"

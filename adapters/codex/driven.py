@@ -20,7 +20,7 @@ import orjson
 
 from adapters.base import StepwiseRerunner
 from adapters.codex import rollout, tools
-from adapters.codex.continuation import KEY_ENV
+from adapters.codex.continuation import KEY_ENV, config_toml
 from adapters.driven import PORT, STEP_MARGIN_S, ReplayModel
 from adapters.sandbox_paths import AGENT_HOME, REPLAY_MODEL_KEY, local_url
 from bridges.scripted import CustomToolBlock, TextBlock, ToolUseBlock, Turn
@@ -164,8 +164,6 @@ class DrivenRerunner(StepwiseRerunner):
 
     def _write_scratch(self, work: Path, model: str | None) -> None:
         """The session_meta to resume (its provider the replay model's) and the CLI's config."""
-        from adapters.codex import config_toml
-
         meta = rollout.as_written(self.native, self.native.records[0])
         meta["payload"] = {**meta["payload"], "model_provider": "replayer"}
         write_bytes_atomic(work / "seed.jsonl", rollout.to_jsonl([meta]))
