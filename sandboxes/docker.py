@@ -21,7 +21,7 @@ from docker.types import Mount
 from replayer import signals
 from replayer.errors import SandboxError
 from replayer.models import SandboxLimits
-from sandboxes import slots
+from sandboxes import seccomp, slots
 from sandboxes.base import MAX_FILE_BYTES, MAX_OUTPUT_BYTES, ExecResult, SandboxSpec, WatchedExec
 from sandboxes.owner import owner, owner_alive
 from sandboxes.quota import limit_layer
@@ -35,7 +35,8 @@ needed before the container is ready."""
 _KILL_GRACE_S = 5.0
 DROPPED_CAPABILITIES = ["MKNOD", "NET_RAW", "SETFCAP", "AUDIT_WRITE", "SYS_CHROOT"]
 """No device nodes in the bind-mounted workspace or home (they would be devices on the host), no raw
-sockets, no file capabilities; what the agents' tools use (chown, kill, setuid in the container) stays."""
+sockets, no file capabilities; what the agents' tools use (chown, kill, setuid in the container) stays.
+No btrfs subvolume or quota administration either (sandboxes/seccomp.py)."""
 OWNER_LABEL = "sandbox-replayer.owner"
 _LIVE: dict[str, docker.DockerClient] = {}
 """Containers this process created and has not removed yet: what `stop_live` sweeps."""
@@ -199,7 +200,7 @@ class DockerSandbox:
                     pids_limit=limits.pids,
                     nano_cpus=int(limits.cpus * 1e9),
                     cap_drop=DROPPED_CAPABILITIES,
-                    security_opt=["no-new-privileges"],
+                    security_opt=["no-new-privileges", seccomp.security_opt()],
                     labels={**(labels or {}), LABEL: "1", f"{LABEL}.run": run_id, OWNER_LABEL: owner()},
                     mounts=mounts,
                     working_dir=workdir,
