@@ -23,6 +23,7 @@ from replayer.errors import SandboxError
 from replayer.models import SandboxLimits
 from sandboxes import seccomp, slots
 from sandboxes.base import MAX_FILE_BYTES, MAX_OUTPUT_BYTES, ExecResult, SandboxSpec, WatchedExec
+from sandboxes.committable import refusal
 from sandboxes.owner import owner, owner_alive
 from sandboxes.quota import limit_layer
 
@@ -149,6 +150,7 @@ class DockerSandbox:
         self.image_id = image_id
         self.disk_limited = False
         """Whether the container's own file system has a disk quota (see sandboxes/quota.py)."""
+        self.limits = SandboxLimits()
 
     @classmethod
     def start(
@@ -210,6 +212,7 @@ class DockerSandbox:
                     name=name,
                 )
             box = cls(client, container, image_obj.id)
+            box.limits = limits
             box.disk_limited = _limit_writable_layer(container, limits.disk_bytes)
             with signals.deferred():
                 container.start()
@@ -321,12 +324,34 @@ class DockerSandbox:
         return [point for point, _ in slots.mount_points(Path(f"/proc/{pid}/mountinfo"))]
 
     def snapshot(self, tag: str, labels: dict[str, str]) -> str:
-        """Commit the container's file system (not its bind mounts, not its processes) as an image; its id."""
+        """Commit the container's file system (not its bind mounts, not its processes) as an image; its id.
+        Paused from the check to the commit: a complete snapshot within the disk limit
+        (sandboxes/committable.py), or SandboxError saying why not."""
         repository, _, version = tag.partition(":")
         with engine_errors("snapshot"):
-            image = self.container.commit(
-                repository=repository, tag=version or None, conf={"Labels": {**labels, SNAPSHOT_LABEL: "1"}}
-            )
+            self.container.pause()
+        try:
+            with engine_errors("snapshot"):
+                self.container.reload()
+            upper = Path((self.container.attrs.get("GraphDriver") or {}).get("Data", {}).get("UpperDir", ""))
+            if not upper.is_absolute() or not upper.is_dir():
+                raise SandboxError("the snapshot is refused: the container's layer is not on this host")
+            try:
+                why = refusal(upper, self.limits.disk_bytes)
+            except OSError as exc:
+                why = f"the container's layer could not be read ({exc.strerror or exc})"
+            if why is not None:
+                raise SandboxError(f"the snapshot is refused: {why}")
+            with engine_errors("snapshot"):
+                image = self.container.commit(
+                    repository=repository,
+                    tag=version or None,
+                    conf={"Labels": {**labels, SNAPSHOT_LABEL: "1"}},
+                    pause=False,
+                )
+        finally:
+            with engine_errors("snapshot"):
+                self.container.unpause()
         return str(image.id)
 
     def stop(self) -> None:

@@ -19,9 +19,11 @@ import orjson
 import pytest
 
 from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.errors import SandboxError
 from replayer.models import SandboxLimits
 from replayer.pins import load_pins
-from sandboxes.docker import DockerSandbox
+from sandboxes.committable import PATH_MAX
+from sandboxes.docker import SNAPSHOT_LABEL, DockerSandbox, remove_images
 from sandboxes.quota import FS_ROOT, STATE_ROOT, StateDir, nested_subvolumes, sweep_states
 from sandboxes.seccomp import BTRFS_IOCTLS
 from tests.conftest import CLAUDE, replayer
@@ -293,3 +295,98 @@ def test_removal_and_the_sweep_delete_nested_read_only_subvolumes(tmp_path: Path
     assert not dead.exists()
     listed = subprocess.run(["btrfs", "subvolume", "list", str(FS_ROOT)], capture_output=True, text=True)
     assert dead.name not in listed.stdout and state.path.name not in listed.stdout
+
+
+@pytest.fixture
+def boundary_box(docker_client) -> Iterator[DockerSandbox]:
+    """A container whose snapshots this test takes (its images removed at the end)."""
+    with DockerSandbox.start(
+        docker_client,
+        load_pins().base_image.tag,
+        binds={},
+        workdir="/",
+        run_id=f"test-{uuid.uuid4().hex[:8]}",
+        limits=SandboxLimits(disk_bytes=QUOTA),
+    ) as box:
+        yield box
+    remove_images(docker_client, f"{SNAPSHOT_LABEL}.test={box.name}")
+
+
+def _snapshot(box: DockerSandbox) -> str:
+    return box.snapshot(f"sandbox-replayer/test:{box.name}", labels={f"{SNAPSHOT_LABEL}.test": box.name})
+
+
+def _deep_path(length: int) -> str:
+    """A path under /tmp of exactly `length` bytes, of 100-byte folder names."""
+    path = "/tmp"
+    while length - len(path) > 2 * 101:
+        path += "/" + "d" * 100
+    return path + "/" + "f" * (length - len(path) - 1)
+
+
+def _image_has(docker_client, image: str, path: str) -> bool:
+    script = 'test -f "$1" && echo found || echo missing'
+    out = docker_client.containers.run(
+        image, ["sh", "-c", script, "sh", path], remove=True, network_mode="none"
+    )
+    return out.strip() == b"found"
+
+
+def test_a_snapshot_is_complete_or_refused_for_deep_paths(docker_client, boundary_box: DockerSandbox) -> None:
+    box = boundary_box
+    upper = box.container.attrs["GraphDriver"]["Data"]["UpperDir"]
+    keep = PATH_MAX - len(upper.encode())
+    at_limit, over = _deep_path(keep), _deep_path(keep + 1)
+    for path in (at_limit, over):
+        made = box.exec(
+            ["sh", "-c", 'mkdir -p "${1%/*}" && echo deep > "$1"', "sh", path], workdir="/", timeout_s=60
+        )
+        assert made.exit_code == 0, made.stderr
+    # what the engine does without the check: the longer path is silently missing from the image
+    raw = box.container.commit(conf={"Labels": {f"{SNAPSHOT_LABEL}.test": box.name, SNAPSHOT_LABEL: "1"}})
+    assert _image_has(docker_client, raw.id, at_limit) and not _image_has(docker_client, raw.id, over)
+
+    with pytest.raises(
+        SandboxError, match=rf"levels and {keep + 1} bytes deep: docker commit keeps paths of at most {keep}"
+    ):
+        _snapshot(box)
+    box.exec(["rm", "--", over], workdir="/", timeout_s=60)
+    assert _image_has(docker_client, _snapshot(box), at_limit)
+
+
+def test_a_sparse_file_over_the_disk_limit_refuses_the_snapshot(
+    docker_client, boundary_box: DockerSandbox
+) -> None:
+    box = boundary_box
+    sparse = box.exec(["truncate", "-s", str(4 * QUOTA), "/tmp/sparse"], workdir="/", timeout_s=60)
+    assert sparse.exit_code == 0
+    used = box.exec(["du", "-k", "/tmp/sparse"], workdir="/", timeout_s=60).stdout.split()[0]
+    assert int(used) < 1024  # free under the quota: holes
+    with pytest.raises(
+        SandboxError, match=r"apparent size, holes included.*largest: /tmp/sparse, 192\.0 MiB"
+    ):
+        _snapshot(box)
+    box.exec(["truncate", "-s", str(QUOTA // 2), "/tmp/sparse"], workdir="/", timeout_s=60)
+    assert _image_has(docker_client, _snapshot(box), "/tmp/sparse")
+
+
+def test_compare_refuses_a_boundary_whose_holes_would_become_data(tmp_path: Path) -> None:
+    """Issue 32's attack, scaled down: a sparse file in the container's /tmp, free under the quota,
+    several times the disk limit in apparent size: compare refuses the snapshot in one line."""
+    command = f"truncate -s {4 * QUOTA} /tmp/sparse && du -k /tmp/sparse"
+    session = patched_session(tmp_path / "session.jsonl", "toolu_single_01", {"command": command})
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    for item in (CLAUDE.fixture("single") / "workspace").iterdir():
+        (workspace / item.name).write_bytes(item.read_bytes())
+    out = tmp_path / "out"
+    with ScriptedUpstream(Script(turns=[Turn(blocks=[TextBlock(text="Finished.")])]), expected_key=KEY) as up:
+        proc = replayer(
+            "compare", str(session), "-n", "1", "-w", str(workspace), "-o", str(out), "--upstream", up.url,
+            "--variant", "a=", "--limits", f"disk={QUOTA}", env={"ANTHROPIC_API_KEY": KEY},
+        )  # fmt: skip
+    assert proc.returncode == 6, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert "the snapshot is refused" in lines[0] and "largest: /tmp/sparse, 192.0 MiB" in lines[0]
+    assert not out.exists()
