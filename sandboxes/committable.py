@@ -21,9 +21,14 @@ PATH_MAX = 4095
 MAX_ENTRIES = 1_000_000
 
 
+def escaped(path: bytes) -> str:
+    """A file name as text that always serialises: bytes that are not UTF-8 as `\\xNN` escapes."""
+    return path.decode("utf-8", "backslashreplace")
+
+
 def shown(path: bytes, limit: int = 120) -> str:
-    """A container path for a one-line message: bytes that are not UTF-8 escaped, a long middle cut."""
-    text = path.decode("utf-8", "backslashreplace")
+    """A container path for a one-line message: escaped, a long middle cut."""
+    text = escaped(path)
     if len(text) <= limit:
         return text
     return f"{text[: limit // 2]}...{text[-limit // 2 :]}"
