@@ -40,13 +40,14 @@ QUOTA = 48 << 20
 def _attack(host_secret: Path, fill: bool) -> str:
     host_dir = host_secret.parent
     fills = [
-        'dd if=/dev/zero of=/testbed/big bs=1M count=300 2>&1 | grep -o "Disk quota exceeded"',
-        'dd if=/dev/zero of=/tmp/rootbig bs=1M count=300 2>&1 | grep -o "Disk quota exceeded"',
         # a nested subvolume would be outside the state's qgroup (issue 32): refused by the profile
         'python3 -c \'import fcntl, os, struct; fcntl.ioctl(os.open("/testbed", 0), 0x5000940E,'
         ' bytearray(struct.pack("q4088s", 0, b"nested")))\' 2>&1'
         " | grep -o 'Operation not permitted' | sed 's/^/subvolume: /'",
         "dd if=/dev/zero of=/testbed/nested/big bs=1M count=300 2>&1 | grep -o 'No such file or directory'",
+        'dd if=/dev/zero of=/testbed/big bs=1M count=300 2>&1 | grep -o "Disk quota exceeded"',
+        # the last: with the container's own disk full, the rerun's output stops here
+        'dd if=/dev/zero of=/tmp/rootbig bs=1M count=300 2>&1 | grep -o "Disk quota exceeded"',
     ]
     return "; ".join(
         [
