@@ -25,7 +25,7 @@ from sandboxes import seccomp, slots
 from sandboxes.base import MAX_FILE_BYTES, MAX_OUTPUT_BYTES, ExecResult, SandboxSpec, WatchedExec
 from sandboxes.committable import refusal
 from sandboxes.owner import owner, owner_alive
-from sandboxes.quota import limit_layer
+from sandboxes.quota import limit_layer, used_up
 
 LABEL = "sandbox-replayer"
 SNAPSHOT_LABEL = f"{LABEL}.snapshot"
@@ -92,15 +92,15 @@ def stop_live() -> list[str]:
     return names
 
 
-def _limit_writable_layer(container: Any, limit_bytes: int) -> bool:
+def _limit_writable_layer(container: Any, limit_bytes: int) -> Path | None:
     """A disk quota on a created (not yet started) container's own file system, where the engine's data
-    root is a local btrfs (sandboxes/quota.py); False elsewhere."""
+    root is a local btrfs (sandboxes/quota.py): the limited layer folder; None elsewhere."""
     container.reload()
     upper = (container.attrs.get("GraphDriver") or {}).get("Data", {}).get("UpperDir")
     try:
-        return bool(upper) and limit_layer(Path(upper), limit_bytes)
+        return Path(upper).parent if upper and limit_layer(Path(upper), limit_bytes) else None
     except OSError:  # a remote engine: its data root is not on this host
-        return False
+        return None
 
 
 def missing_image(image: str) -> SandboxError:
@@ -150,6 +150,8 @@ class DockerSandbox:
         self.image_id = image_id
         self.disk_limited = False
         """Whether the container's own file system has a disk quota (see sandboxes/quota.py)."""
+        self.layer: Path | None = None
+        """The limited subvolume that holds its overlay layer, when disk_limited."""
         self.limits = SandboxLimits()
 
     @classmethod
@@ -213,7 +215,8 @@ class DockerSandbox:
                 )
             box = cls(client, container, image_obj.id)
             box.limits = limits
-            box.disk_limited = _limit_writable_layer(container, limits.disk_bytes)
+            box.layer = _limit_writable_layer(container, limits.disk_bytes)
+            box.disk_limited = box.layer is not None
             with signals.deferred():
                 container.start()
         except BaseException as exc:
@@ -322,6 +325,9 @@ class DockerSandbox:
             self.container.reload()
         pid = self.container.attrs["State"]["Pid"]
         return [point for point, _ in slots.mount_points(Path(f"/proc/{pid}/mountinfo"))]
+
+    def disk_used_up(self) -> bool:
+        return self.layer is not None and used_up(self.layer)
 
     def snapshot(self, tag: str, labels: dict[str, str]) -> str:
         """Commit the container's file system (not its bind mounts, not its processes) as an image; its id.

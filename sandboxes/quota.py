@@ -128,6 +128,28 @@ def delete_subvolume(path: Path) -> bool:
     return _btrfs("subvolume", "delete", str(path))
 
 
+_HEADROOM = 1 << 20
+"""What a limited subvolume may still have free and count as used up: a write refused with `Disk quota
+exceeded` leaves less than the write asked for (dd's 1 MiB blocks, a tool's buffer)."""
+
+
+def used_up(path: Path) -> bool:
+    """Whether limited subvolume `path` has (within _HEADROOM) used its qgroup limit up; False when it
+    has no limit or btrfs does not answer. Flushed first: qgroups count what a transaction committed."""
+    _btrfs("filesystem", "sync", str(path))
+    try:
+        out = subprocess.run(
+            ["btrfs", "qgroup", "show", "-rf", "--raw", str(path)], capture_output=True, text=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    for line in out.splitlines():
+        fields = line.split()  # qgroupid, referenced, exclusive, max referenced, path
+        if len(fields) >= 4 and fields[0].startswith("0/") and fields[1].isdigit() and fields[3].isdigit():
+            return int(fields[1]) + _HEADROOM >= int(fields[3])
+    return False
+
+
 def sweep_states() -> list[str]:
     """Remove the state directories whose owning process on this host is gone (a kill -9), after the
     slots that still show them (sandboxes/slots.py)."""
@@ -190,6 +212,10 @@ class StateDir:
             clone.remove()
             return None
         return clone
+
+    def used_up(self) -> bool:
+        """Whether this limited state used its disk quota up (False when it is not limited)."""
+        return self.limited and used_up(self.path)
 
     def remove(self) -> None:
         if self.limited and _btrfs("subvolume", "delete", str(self.path)):

@@ -133,6 +133,9 @@ def test_the_run_completes_and_records_its_confinement(attack: dict) -> None:
     assert sandbox["limits"]["disk_bytes"] == DISK
     assert sandbox["state_disk_limited"] and sandbox["container_disk_limited"]
     assert "MKNOD" in sandbox["capabilities_dropped"]
+    # both quotas used up, and said so: the rerun itself shows only `Exit code 1` and what came before
+    assert sandbox["disk_used_up"] == ["state", "container"]
+    assert any("used up its disk limit (120 MiB)" in hint for hint in attack["result"]["hints"])
     skipped = set(sandbox["skipped"])
     for name, kind in (("leak", "symlink"), ("env", "symlink"), ("zero", "symlink"), ("fifo", "fifo")):
         assert f"home/{name} ({kind})" in skipped
@@ -185,6 +188,7 @@ def test_the_disk_quota_bounds_what_the_container_writes(attack: dict) -> None:
 @pytest.mark.agent
 def test_the_continued_agent_sees_no_planted_link(continued: dict) -> None:
     assert continued["proc"].returncode == 0, continued["proc"].stderr
+    assert continued["result"]["sandbox"]["disk_used_up"] == [] and not continued["result"]["hints"]
     result = continued["result"]["continuation"]
     assert (result["gate"], result["agent_status"]) == ("accepted", "completed")
     body = orjson.dumps(continued["log"][-1]["body"]).decode()
