@@ -20,6 +20,7 @@ denied (the denial is by number, whatever the direction and size bits). The othe
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import orjson
 
@@ -166,7 +167,7 @@ def _ioctl_rules() -> list[dict[str, object]]:
 
 
 @functools.cache
-def profile() -> dict[str, object]:
+def profile() -> dict[str, Any]:
     """The profile, as the engine's `seccomp=` security option reads it."""
     rules = [_allow(_ALLOWED), _allow("socket", args=[_arg(0, 40, "SCMP_CMP_NE")])]  # no AF_VSOCK
     rules += [
