@@ -8,6 +8,11 @@ under the container's quota becomes as many bytes of layer as its apparent size 
 host (lstat only, nothing followed or opened) and the commit is refused, with the reason, when a path
 is too long, when the files' apparent sizes add up to more than the container's disk limit, or when
 the layer holds more than MAX_ENTRIES paths (the walk's own bound).
+
+Where the layer is not readable here (another host's engine, a user who is not root), the engine's own
+account stands in (`engine_refusal`): the layer's apparent size (`SizeRw`, holes included) and its list
+of changes, which the engine cannot make past PATH_MAX either (by the merged directory's path, two bytes
+longer than the upper one's: a little stricter than the commit).
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
+
+import docker.errors
 
 PATH_MAX = 4095
 """The longest path, in bytes without the final NUL, that the engine's walk can stat."""
@@ -36,6 +44,14 @@ def shown(path: bytes, limit: int = 120) -> str:
 
 def _mib(n: int) -> str:
     return f"{n / (1 << 20):.1f} MiB"
+
+
+def _too_large(max_bytes: int, largest: tuple[int, bytes] | None = None) -> str:
+    biggest = f" (largest: {shown(largest[1])}, {_mib(largest[0])})" if largest else ""
+    return (
+        f"the container's own files add up to more than {_mib(max_bytes)} (the disk limit) of apparent "
+        f"size, holes included, which docker commit writes as data{biggest}"
+    )
 
 
 def refusal(upper: Path, max_bytes: int) -> str | None:
@@ -70,9 +86,23 @@ def refusal(upper: Path, max_bytes: int) -> str | None:
                     apparent += info.st_size
                     largest = max(largest, (info.st_size, path))
                     if apparent > max_bytes:
-                        return (
-                            f"the container's own files add up to more than {_mib(max_bytes)} "
-                            f"(the disk limit) of apparent size, holes included, which docker commit "
-                            f"writes as data (largest: {shown(largest[1])}, {_mib(largest[0])})"
-                        )
+                        return _too_large(max_bytes, largest)
     return None
+
+
+def engine_refusal(api: Any, container: str, max_bytes: int) -> str | None:
+    """`refusal` by the engine's answers (`api`: the SDK's low-level client), for a paused container."""
+    try:
+        api.diff(container)
+    except docker.errors.APIError as exc:
+        if "name too long" not in str(exc.explanation or exc):
+            raise
+        return (
+            "the container holds a path deeper than docker commit keeps (the engine cannot list its "
+            "changes: file name too long); it would silently drop it"
+        )
+    listed = api.containers(all=True, size=True, filters={"id": container})
+    size = listed[0].get("SizeRw") if len(listed) == 1 else None
+    if not isinstance(size, int) or size < 0:
+        return "the engine could not measure the container's own files"
+    return _too_large(max_bytes) if size > max_bytes else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import tarfile
 import threading
 import time
@@ -23,7 +24,7 @@ from replayer.errors import SandboxError
 from replayer.models import SandboxLimits
 from sandboxes import seccomp, slots
 from sandboxes.base import MAX_FILE_BYTES, MAX_OUTPUT_BYTES, ExecResult, SandboxSpec, WatchedExec
-from sandboxes.committable import refusal
+from sandboxes.committable import engine_refusal, refusal
 from sandboxes.owner import owner, owner_alive
 from sandboxes.quota import limit_layer, used_up
 
@@ -340,10 +341,13 @@ class DockerSandbox:
             with engine_errors("snapshot"):
                 self.container.reload()
             upper = Path((self.container.attrs.get("GraphDriver") or {}).get("Data", {}).get("UpperDir", ""))
-            if not upper.is_absolute() or not upper.is_dir():
-                raise SandboxError("the snapshot is refused: the container's layer is not on this host")
+            readable = upper.is_absolute() and os.access(upper, os.R_OK | os.X_OK) and upper.is_dir()
             try:
-                why = refusal(upper, self.limits.disk_bytes)
+                if readable:
+                    why = refusal(upper, self.limits.disk_bytes)
+                else:  # another host's engine, or not root: the engine's own account
+                    with engine_errors("snapshot"):
+                        why = engine_refusal(self.client.api, self.container.id, self.limits.disk_bytes)
             except OSError as exc:
                 why = f"the container's layer could not be read ({exc.strerror or exc})"
             if why is not None:

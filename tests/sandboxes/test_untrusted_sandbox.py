@@ -22,7 +22,7 @@ from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, 
 from replayer.errors import SandboxError
 from replayer.models import SandboxLimits
 from replayer.pins import load_pins
-from sandboxes.committable import PATH_MAX
+from sandboxes.committable import PATH_MAX, engine_refusal
 from sandboxes.docker import SNAPSHOT_LABEL, DockerSandbox, remove_images
 from sandboxes.quota import FS_ROOT, STATE_ROOT, StateDir, nested_subvolumes, sweep_states
 from sandboxes.seccomp import BTRFS_IOCTLS
@@ -355,6 +355,8 @@ def test_a_snapshot_is_complete_or_refused_for_deep_paths(docker_client, boundar
         SandboxError, match=rf"levels and {keep + 1} bytes deep: docker commit keeps paths of at most {keep}"
     ):
         _snapshot(box)
+    # where the layer cannot be read here (another host's engine, not root): the engine's account
+    assert "file name too long" in (engine_refusal(box.client.api, box.container.id, QUOTA) or "")
     box.exec(["rm", "--", over], workdir="/", timeout_s=60)
     assert _image_has(docker_client, _snapshot(box), at_limit)
 
@@ -371,7 +373,9 @@ def test_a_sparse_file_over_the_disk_limit_refuses_the_snapshot(
         SandboxError, match=r"apparent size, holes included.*largest: /tmp/sparse, 192\.0 MiB"
     ):
         _snapshot(box)
+    assert "apparent size, holes included" in (engine_refusal(box.client.api, box.container.id, QUOTA) or "")
     box.exec(["truncate", "-s", str(QUOTA // 2), "/tmp/sparse"], workdir="/", timeout_s=60)
+    assert engine_refusal(box.client.api, box.container.id, QUOTA) is None
     assert _image_has(docker_client, _snapshot(box), "/tmp/sparse")
 
 
