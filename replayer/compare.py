@@ -11,6 +11,7 @@ OUT/compare.json, OUT/report.html
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import time
 import uuid
@@ -45,6 +46,7 @@ from replayer.report import render_html
 from replayer.rundirs import RunDirs
 from replayer.safecopy import copy_untrusted
 from sandboxes.base import Sandbox
+from sandboxes.committable import escaped
 from sandboxes.docker import DockerSandbox
 from sandboxes.quota import StateDir
 
@@ -131,7 +133,8 @@ class Snapshot:
         try:
             return rootfs.build(box, image, folder)
         except (ReplayError, OSError, ValueError) as exc:
-            return f"the boundary's file-system changes could not be read: {exc}"
+            why = escaped(os.fsencode(str(exc)))  # an OSError names the path, in whatever bytes it has
+            return f"the boundary's file-system changes could not be read: {why}"
 
 
 def _jobs(

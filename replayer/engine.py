@@ -8,7 +8,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
@@ -27,6 +27,7 @@ from replayer.models import (
     Pins,
     ReplayRequest,
     ReplayResult,
+    SandboxLimits,
     SandboxRecord,
     Timings,
     Trajectory,
@@ -228,6 +229,7 @@ class _Done:
     container: str | None = None
     continued: ContinuationResult | None = None
     sandbox: SandboxRecord | None = None
+    used_up: list[str] = field(default_factory=list)
 
 
 def _prepare(job: _Job) -> _Done:
@@ -292,6 +294,9 @@ def _run(job: _Job, workspace: Path, image: str, on_boundary: OnBoundary | None,
                     after_step=job.plan.after_step,
                     on_event=on_event,
                 )
+            done.used_up = [
+                p for p, full in (("state", state.used_up), ("container", box.disk_used_up)) if full()
+            ]
         finally:
             box.stop()
         steps.export_state(dirs, tmp, limits, skips)
@@ -300,12 +305,27 @@ def _run(job: _Job, workspace: Path, image: str, on_boundary: OnBoundary | None,
             capabilities_dropped=box.dropped_capabilities,
             state_disk_limited=state.limited,
             container_disk_limited=box.disk_limited,
+            disk_used_up=done.used_up,
             skipped=skips.listed,
             skipped_count=skips.count,
         )
     finally:
         state.remove()
     return done
+
+
+def disk_hint(used_up: list[str], limits: SandboxLimits) -> str | None:
+    """A word when the sandbox used a disk quota up: what then failed inside may show only an exit code."""
+    if not used_up:
+        return None
+    places = " and ".join(
+        {"state": "the workspace and agent home", "container": "its own file system"}[p] for p in used_up
+    )
+    return (
+        f"the sandbox used up its disk limit ({limits.disk_bytes >> 20} MiB) in {places}: commands that "
+        "wrote there failed with `Disk quota exceeded`, and a rerun may show only its exit code "
+        "(raise it with --limits disk=)"
+    )
 
 
 def _result(job: _Job, done: _Done, image: str | None, parse_s: float, started: float) -> ReplayResult:
@@ -325,7 +345,9 @@ def _result(job: _Job, done: _Done, image: str | None, parse_s: float, started: 
         after_step=plan.after_step,
         boundary_call_ids=plan.boundary_call_ids,
         divergences=done.divergences,
-        hints=[h for h in [workspace_hint(done.divergences)] if h],
+        hints=[
+            h for h in [workspace_hint(done.divergences), disk_hint(done.used_up, job.request.limits)] if h
+        ],
         degradations=plan.degradations,
         native_files=[str(p.relative_to(job.out)) for p in done.rebuild.native_files],
         continuation=done.continued,

@@ -514,6 +514,10 @@ class SandboxRecord(Frozen):
     """The workspace and agent home had a disk quota (limits.disk_bytes)."""
     container_disk_limited: bool
     """The container's own file system had a disk quota (limits.disk_bytes)."""
+    disk_used_up: list[str] = Field(default_factory=list)
+    """Where the quota was used up by the end of the run ("state": workspace and agent home,
+    "container": its own file system): a command that wrote there failed (`Disk quota exceeded`), and
+    a rerun whose output file was there (Claude Code's, in /tmp) lost the rest of its output."""
     skipped: list[str] = Field(default_factory=list)
     """Links, FIFOs, sockets and devices not copied ("workspace/x (fifo)"), at most 100 per place."""
     skipped_count: int = 0

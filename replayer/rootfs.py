@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from sandboxes.committable import escaped
 from sandboxes.docker import DockerSandbox, engine_errors
 from sandboxes.slots import CONTROL_MOUNT
 
@@ -51,7 +52,9 @@ it applies the boundary's changes (no exec through the engine), then sleeps like
 
 class RootfsDiff(BaseModel):
     """The boundary container's own file-system changes against `base_image`, written as rootfs.tar,
-    removed and emptied (NUL-separated paths) in the diff's folder."""
+    removed and emptied (NUL-separated paths) in the diff's folder. Those files hold the paths' exact
+    bytes; the lists here (what a fork is sent and checks against its mounts) show the bytes of a name
+    that is not UTF-8 as `\\xNN` escapes."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     base_image: str
@@ -162,10 +165,10 @@ class _Diff:
                 self.removed.append(path)
             return None
         if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) or stat.S_ISSOCK(info.st_mode):
-            return f"the boundary left a device file or socket at {path}"
+            return f"the boundary left a device file or socket at {escaped(os.fsencode(path))}"
         attrs = [] if stat.S_ISLNK(info.st_mode) else os.listxattr(host, follow_symlinks=False)
         if set(attrs) - set(_OPAQUE):
-            return f"the boundary set extended attributes on {path}"
+            return f"the boundary set extended attributes on {escaped(os.fsencode(path))}"
         is_dir = stat.S_ISDIR(info.st_mode)
         opaque = is_dir and _opaque(host, attrs)
         if kind is not None and (kind == "dir") != is_dir:
@@ -209,5 +212,10 @@ def read_layer(
     if why is not None:
         return why
     for name, paths in (("removed", diff.removed), ("emptied", diff.emptied)):
-        (dest / name).write_bytes(b"".join(p.encode() + b"\0" for p in paths))
-    return RootfsDiff(base_image=base_image, entries=diff.entries, removed=diff.removed, emptied=diff.emptied)
+        (dest / name).write_bytes(b"".join(os.fsencode(p) + b"\0" for p in paths))
+    return RootfsDiff(
+        base_image=base_image,
+        entries=[escaped(os.fsencode(p)) for p in diff.entries],
+        removed=[escaped(os.fsencode(p)) for p in diff.removed],
+        emptied=[escaped(os.fsencode(p)) for p in diff.emptied],
+    )

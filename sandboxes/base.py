@@ -122,6 +122,10 @@ class Deployment(Protocol):
         """Inside the sandbox, 127.0.0.1:port -> a mounted unix socket (the sandbox has no network)."""
         ...
 
+    def disk_used_up(self) -> bool:
+        """Whether its own file system used its disk quota up (False where it has none)."""
+        ...
+
     def snapshot(self, tag: str, labels: dict[str, str]) -> str:
         """Commit the file system (not its bind mounts, not its processes) as an image; its id."""
         ...

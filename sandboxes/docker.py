@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import tarfile
 import threading
 import time
@@ -21,10 +22,11 @@ from docker.types import Mount
 from replayer import signals
 from replayer.errors import SandboxError
 from replayer.models import SandboxLimits
-from sandboxes import slots
+from sandboxes import seccomp, slots
 from sandboxes.base import MAX_FILE_BYTES, MAX_OUTPUT_BYTES, ExecResult, SandboxSpec, WatchedExec
+from sandboxes.committable import engine_refusal, refusal
 from sandboxes.owner import owner, owner_alive
-from sandboxes.quota import limit_layer
+from sandboxes.quota import limit_layer, used_up
 
 LABEL = "sandbox-replayer"
 SNAPSHOT_LABEL = f"{LABEL}.snapshot"
@@ -35,7 +37,8 @@ needed before the container is ready."""
 _KILL_GRACE_S = 5.0
 DROPPED_CAPABILITIES = ["MKNOD", "NET_RAW", "SETFCAP", "AUDIT_WRITE", "SYS_CHROOT"]
 """No device nodes in the bind-mounted workspace or home (they would be devices on the host), no raw
-sockets, no file capabilities; what the agents' tools use (chown, kill, setuid in the container) stays."""
+sockets, no file capabilities; what the agents' tools use (chown, kill, setuid in the container) stays.
+No btrfs subvolume or quota administration either (sandboxes/seccomp.py)."""
 OWNER_LABEL = "sandbox-replayer.owner"
 _LIVE: dict[str, docker.DockerClient] = {}
 """Containers this process created and has not removed yet: what `stop_live` sweeps."""
@@ -90,15 +93,15 @@ def stop_live() -> list[str]:
     return names
 
 
-def _limit_writable_layer(container: Any, limit_bytes: int) -> bool:
+def _limit_writable_layer(container: Any, limit_bytes: int) -> Path | None:
     """A disk quota on a created (not yet started) container's own file system, where the engine's data
-    root is a local btrfs (sandboxes/quota.py); False elsewhere."""
+    root is a local btrfs (sandboxes/quota.py): the limited layer folder; None elsewhere."""
     container.reload()
     upper = (container.attrs.get("GraphDriver") or {}).get("Data", {}).get("UpperDir")
     try:
-        return bool(upper) and limit_layer(Path(upper), limit_bytes)
+        return Path(upper).parent if upper and limit_layer(Path(upper), limit_bytes) else None
     except OSError:  # a remote engine: its data root is not on this host
-        return False
+        return None
 
 
 def missing_image(image: str) -> SandboxError:
@@ -148,6 +151,9 @@ class DockerSandbox:
         self.image_id = image_id
         self.disk_limited = False
         """Whether the container's own file system has a disk quota (see sandboxes/quota.py)."""
+        self.layer: Path | None = None
+        """The limited subvolume that holds its overlay layer, when disk_limited."""
+        self.limits = SandboxLimits()
 
     @classmethod
     def start(
@@ -199,7 +205,7 @@ class DockerSandbox:
                     pids_limit=limits.pids,
                     nano_cpus=int(limits.cpus * 1e9),
                     cap_drop=DROPPED_CAPABILITIES,
-                    security_opt=["no-new-privileges"],
+                    security_opt=["no-new-privileges", seccomp.security_opt()],
                     labels={**(labels or {}), LABEL: "1", f"{LABEL}.run": run_id, OWNER_LABEL: owner()},
                     mounts=mounts,
                     working_dir=workdir,
@@ -209,7 +215,9 @@ class DockerSandbox:
                     name=name,
                 )
             box = cls(client, container, image_obj.id)
-            box.disk_limited = _limit_writable_layer(container, limits.disk_bytes)
+            box.limits = limits
+            box.layer = _limit_writable_layer(container, limits.disk_bytes)
+            box.disk_limited = box.layer is not None
             with signals.deferred():
                 container.start()
         except BaseException as exc:
@@ -319,13 +327,41 @@ class DockerSandbox:
         pid = self.container.attrs["State"]["Pid"]
         return [point for point, _ in slots.mount_points(Path(f"/proc/{pid}/mountinfo"))]
 
+    def disk_used_up(self) -> bool:
+        return self.layer is not None and used_up(self.layer)
+
     def snapshot(self, tag: str, labels: dict[str, str]) -> str:
-        """Commit the container's file system (not its bind mounts, not its processes) as an image; its id."""
+        """Commit the container's file system (not its bind mounts, not its processes) as an image; its id.
+        Paused from the check to the commit: a complete snapshot within the disk limit
+        (sandboxes/committable.py), or SandboxError saying why not."""
         repository, _, version = tag.partition(":")
         with engine_errors("snapshot"):
-            image = self.container.commit(
-                repository=repository, tag=version or None, conf={"Labels": {**labels, SNAPSHOT_LABEL: "1"}}
-            )
+            self.container.pause()
+        try:
+            with engine_errors("snapshot"):
+                self.container.reload()
+            upper = Path((self.container.attrs.get("GraphDriver") or {}).get("Data", {}).get("UpperDir", ""))
+            readable = upper.is_absolute() and os.access(upper, os.R_OK | os.X_OK) and upper.is_dir()
+            try:
+                if readable:
+                    why = refusal(upper, self.limits.disk_bytes)
+                else:  # another host's engine, or not root: the engine's own account
+                    with engine_errors("snapshot"):
+                        why = engine_refusal(self.client.api, self.container.id, self.limits.disk_bytes)
+            except OSError as exc:
+                why = f"the container's layer could not be read ({exc.strerror or exc})"
+            if why is not None:
+                raise SandboxError(f"the snapshot is refused: {why}")
+            with engine_errors("snapshot"):
+                image = self.container.commit(
+                    repository=repository,
+                    tag=version or None,
+                    conf={"Labels": {**labels, SNAPSHOT_LABEL: "1"}},
+                    pause=False,
+                )
+        finally:
+            with engine_errors("snapshot"):
+                self.container.unpause()
         return str(image.id)
 
     def stop(self) -> None:

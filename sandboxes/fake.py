@@ -155,6 +155,9 @@ class FakeSandbox:
     def forward_port(self, port: int, unix_socket: str) -> None:
         self.forwarded.append((port, unix_socket))
 
+    def disk_used_up(self) -> bool:
+        return False
+
     def snapshot(self, tag: str, labels: dict[str, str]) -> str:
         self.snapshots.append(tag)
         return f"sha256:fake-snapshot-{len(self.snapshots)}"

@@ -91,6 +91,65 @@ def limit_layer(upper: Path, limit_bytes: int) -> bool:
     return True
 
 
+_SUBVOLUME_INODE = 256
+"""The inode number of every btrfs subvolume's root directory (BTRFS_FIRST_FREE_OBJECTID)."""
+
+
+def nested_subvolumes(root: Path) -> list[Path]:
+    """The subvolumes under `root` (not `root` itself), parents before children: a walk by lstat that
+    follows no link and skips what it cannot read (a path past PATH_MAX)."""
+    found: list[Path] = []
+    pending = [root]
+    while pending:
+        folder = pending.pop()
+        try:
+            with os.scandir(folder) as entries:
+                dirs = [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+        for path in dirs:
+            try:
+                if path.lstat().st_ino == _SUBVOLUME_INODE:
+                    found.append(path)
+            except OSError:
+                continue
+            pending.append(path)
+    return sorted(found, key=lambda p: len(p.parts))
+
+
+def delete_subvolume(path: Path) -> bool:
+    """Delete subvolume `path` with every subvolume a sandbox nested in it, read-only ones too (each
+    made writable, outermost first, then deleted, deepest first); False where btrfs refuses."""
+    nested = nested_subvolumes(path)
+    for sub in [path, *nested]:
+        _btrfs("property", "set", "-ts", str(sub), "ro", "false")
+    for sub in reversed(nested):
+        _btrfs("subvolume", "delete", str(sub))
+    return _btrfs("subvolume", "delete", str(path))
+
+
+_HEADROOM = 1 << 20
+"""What a limited subvolume may still have free and count as used up: a write refused with `Disk quota
+exceeded` leaves less than the write asked for (dd's 1 MiB blocks, a tool's buffer)."""
+
+
+def used_up(path: Path) -> bool:
+    """Whether limited subvolume `path` has (within _HEADROOM) used its qgroup limit up; False when it
+    has no limit or btrfs does not answer. Flushed first: qgroups count what a transaction committed."""
+    _btrfs("filesystem", "sync", str(path))
+    try:
+        out = subprocess.run(
+            ["btrfs", "qgroup", "show", "-rf", "--raw", str(path)], capture_output=True, text=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    for line in out.splitlines():
+        fields = line.split()  # qgroupid, referenced, exclusive, max referenced, path
+        if len(fields) >= 4 and fields[0].startswith("0/") and fields[1].isdigit() and fields[3].isdigit():
+            return int(fields[1]) + _HEADROOM >= int(fields[3])
+    return False
+
+
 def sweep_states() -> list[str]:
     """Remove the state directories whose owning process on this host is gone (a kill -9), after the
     slots that still show them (sandboxes/slots.py)."""
@@ -154,9 +213,15 @@ class StateDir:
             return None
         return clone
 
+    def used_up(self) -> bool:
+        """Whether this limited state used its disk quota up (False when it is not limited)."""
+        return self.limited and used_up(self.path)
+
     def remove(self) -> None:
         if self.limited and _btrfs("subvolume", "delete", str(self.path)):
-            return  # whole, sealed or not, in constant time (fails when the sandbox nested a subvolume)
+            return  # whole, sealed or not, in constant time (fails when a subvolume is nested in it)
+        if self.limited and delete_subvolume(self.path):
+            return
         shutil.rmtree(self.path, ignore_errors=True)  # an empty subvolume goes with rmdir, as root
-        if self.path.exists():
-            _btrfs("subvolume", "delete", str(self.path))
+        if self.path.exists() and not delete_subvolume(self.path):
+            shutil.rmtree(self.path, ignore_errors=True)  # a plain folder, once what it nested is gone

@@ -43,6 +43,7 @@ BOUNDARY_WRITES = (
     # a directory of the image replaced by a file, and a file by a directory
     " && rm -r /etc/default && echo file > /etc/default"
     " && rm /etc/debian_version && mkdir /etc/debian_version && echo dir > /etc/debian_version/x"
+    " && echo latin-1 > /tmp/caf$'\\xe9'"  # a name that is not UTF-8 (issue 32)
 )
 
 
@@ -105,6 +106,7 @@ def boundary(
         pytest.skip("no limited states or no slots here (root and a btrfs FS_ROOT are needed)")
     assert isinstance(diff, RootfsDiff), diff
     ready = BoundaryReady(image=image, sealed=sealed.path, at=time.time(), rootfs=diff)
+    ready = BoundaryReady.model_validate_json(ready.model_dump_json())  # as a fork's process reads it
     adapter, traj = load(SESSION)
     forks: list[Fork] = []
     try:
@@ -139,6 +141,7 @@ def test_the_state_shows_at_the_recorded_paths_with_the_boundary_changes(boundar
         "out",
         "gone",
     ]
+    assert _sh(a, "cat /tmp/caf$'\\xe9'") == "latin-1\n"
     # where the kind of a path changed, the old tree is gone and the new path made
     assert _sh(a, "cat /etc/default; ls /etc/debian_version; cat /etc/debian_version/x").split() == [
         "file",

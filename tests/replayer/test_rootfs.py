@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -127,3 +128,21 @@ def test_a_layer_of_too_many_paths_refuses_without_walking_the_rest(
             "the boundary changed more than 50 paths outside its mounts"
         )
     assert len(_members(dest)) < 50
+
+
+def test_names_that_are_not_utf8_are_carried_exactly_and_shown_escaped(
+    layers: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    lower, upper, dest = layers
+    (lower / "srv" / os.fsdecode(b"\xffold")).write_text("x")
+    _tree(upper, {"tmp/": "", "srv/": "", "srv/" + os.fsdecode(b"\xffold"): None})
+    (upper / "tmp" / os.fsdecode(b"caf\xe9")).write_text("latin-1 name")
+    diff = read_layer(upper, [lower], MOUNTS, "sha256:base", dest)
+    assert isinstance(diff, RootfsDiff), diff
+    assert "/tmp/caf\\xe9" in diff.entries and diff.removed == ["/srv/\\xffold"]
+    assert RootfsDiff.model_validate_json(diff.model_dump_json()) == diff  # what a fork is sent
+    assert (dest / "removed").read_bytes() == b"/srv/\xffold\0"  # what a fork applies: the exact bytes
+    out = tmp_path / "extracted"
+    out.mkdir()
+    subprocess.run(["tar", "-x", "-f", str(dest / "rootfs.tar"), "-C", str(out)], check=True)
+    assert os.listdir(os.fsencode(out / "tmp")) == [b"caf\xe9"]

@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 import stat
+import subprocess
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 
 from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.errors import SandboxError
+from replayer.models import SandboxLimits
+from replayer.pins import load_pins
+from sandboxes.committable import PATH_MAX, engine_refusal
+from sandboxes.docker import SNAPSHOT_LABEL, DockerSandbox, remove_images
+from sandboxes.quota import FS_ROOT, STATE_ROOT, StateDir, nested_subvolumes, sweep_states
+from sandboxes.seccomp import BTRFS_IOCTLS
 from tests.conftest import CLAUDE, replayer
 from tests.support.sessions import patched_session
 
@@ -23,12 +34,19 @@ pytestmark = pytest.mark.docker
 KEY = f"sk-ant-upstream-{secrets.token_hex(8)}"
 OTHER_SECRET = f"sk-other-{secrets.token_hex(8)}"
 DISK = 120 << 20
+QUOTA = 48 << 20
 
 
 def _attack(host_secret: Path, fill: bool) -> str:
     host_dir = host_secret.parent
     fills = [
+        # a nested subvolume would be outside the state's qgroup (issue 32): refused by the profile
+        'python3 -c \'import fcntl, os, struct; fcntl.ioctl(os.open("/testbed", 0), 0x5000940E,'
+        ' bytearray(struct.pack("q4088s", 0, b"nested")))\' 2>&1'
+        " | grep -o 'Operation not permitted' | sed 's/^/subvolume: /'",
+        "dd if=/dev/zero of=/testbed/nested/big bs=1M count=300 2>&1 | grep -o 'No such file or directory'",
         'dd if=/dev/zero of=/testbed/big bs=1M count=300 2>&1 | grep -o "Disk quota exceeded"',
+        # the last: with the container's own disk full, the rerun's output stops here
         'dd if=/dev/zero of=/tmp/rootbig bs=1M count=300 2>&1 | grep -o "Disk quota exceeded"',
     ]
     return "; ".join(
@@ -115,6 +133,9 @@ def test_the_run_completes_and_records_its_confinement(attack: dict) -> None:
     assert sandbox["limits"]["disk_bytes"] == DISK
     assert sandbox["state_disk_limited"] and sandbox["container_disk_limited"]
     assert "MKNOD" in sandbox["capabilities_dropped"]
+    # both quotas used up, and said so: the rerun itself shows only `Exit code 1` and what came before
+    assert sandbox["disk_used_up"] == ["state", "container"]
+    assert any("used up its disk limit (120 MiB)" in hint for hint in attack["result"]["hints"])
     skipped = set(sandbox["skipped"])
     for name, kind in (("leak", "symlink"), ("env", "symlink"), ("zero", "symlink"), ("fifo", "fifo")):
         assert f"home/{name} ({kind})" in skipped
@@ -154,6 +175,10 @@ def test_the_disk_quota_bounds_what_the_container_writes(attack: dict) -> None:
     assert fresh["fresh_excerpt"].count("Operation not permitted") >= 2  # both mknod calls
     rebuilt = (attack["out"] / attack["result"]["native_files"][0]).read_text()
     assert rebuilt.count("Disk quota exceeded") >= 2  # the workspace's and the container's own
+    assert (
+        "subvolume: Operation not permitted" in rebuilt
+        and not (attack["out"] / "state" / "workspace" / "nested").exists()
+    )
     total = sum(p.lstat().st_blocks * 512 for p in _entries(attack["out"]))
     assert total < 2 * DISK
     big = attack["out"] / "state" / "workspace" / "big"
@@ -163,6 +188,7 @@ def test_the_disk_quota_bounds_what_the_container_writes(attack: dict) -> None:
 @pytest.mark.agent
 def test_the_continued_agent_sees_no_planted_link(continued: dict) -> None:
     assert continued["proc"].returncode == 0, continued["proc"].stderr
+    assert continued["result"]["sandbox"]["disk_used_up"] == [] and not continued["result"]["hints"]
     result = continued["result"]["continuation"]
     assert (result["gate"], result["agent_status"]) == ("accepted", "completed")
     body = orjson.dumps(continued["log"][-1]["body"]).decode()
@@ -172,3 +198,204 @@ def test_the_continued_agent_sees_no_planted_link(continued: dict) -> None:
     assert continued["token"] not in body
     assert KEY not in body and OTHER_SECRET not in body and "PATH=" in body  # env printed, no key in it
     assert "cat: /home/replay/leak: No such file or directory" in body
+
+
+NEST = """
+import fcntl, os, struct, sys
+from sandboxes_seccomp_requests import REQUESTS
+fd = os.open(sys.argv[1], os.O_RDONLY)
+for name, request in REQUESTS.items():
+    for high in (0, 1 << 32):  # the kernel reads the request as 32 bits: high bits change nothing
+        args = bytearray(struct.pack("q4088s", 0, f"{name}-{high}".encode()))
+        try:
+            fcntl.ioctl(fd, request | high, args)
+            print(name, "done")
+        except OSError as exc:
+            print(name, exc.strerror)
+"""
+
+
+@pytest.fixture
+def limited_box(docker_client, tmp_path: Path) -> Iterator[tuple[DockerSandbox, StateDir]]:
+    """A container over a quota-limited state (a btrfs subvolume of QUOTA bytes) at /testbed."""
+    state = StateDir.create(QUOTA, fallback_parent=tmp_path)
+    try:
+        assert state.limited, "the state root is not a btrfs file system with quotas (replayer setup)"
+        (state.path / "workspace").mkdir()
+        (tmp_path / "tools").mkdir()
+        requests = {name.removeprefix("BTRFS_IOC_"): value for name, value in BTRFS_IOCTLS.items()}
+        (tmp_path / "tools" / "sandboxes_seccomp_requests.py").write_text(f"REQUESTS = {requests!r}\n")
+        (tmp_path / "tools" / "nest.py").write_text(NEST)
+        with DockerSandbox.start(
+            docker_client,
+            load_pins().base_image.tag,
+            binds={"/testbed": (state.path / "workspace", False), "/tools": (tmp_path / "tools", True)},
+            workdir="/testbed",
+            run_id=f"test-{uuid.uuid4().hex[:8]}",
+            limits=SandboxLimits(disk_bytes=QUOTA),
+        ) as box:
+            yield box, state
+    finally:
+        state.remove()
+
+
+def _sh(box: DockerSandbox, script: str) -> str:
+    res = box.exec(["bash", "-c", "exec 2>&1; " + script], workdir="/testbed", timeout_s=120)
+    return res.stdout.decode(errors="replace")
+
+
+def test_the_sandbox_cannot_create_snapshot_or_flag_a_subvolume(
+    limited_box: tuple[DockerSandbox, StateDir],
+) -> None:
+    box, state = limited_box
+    out = _sh(box, "python3 /tools/nest.py /testbed")
+    for name in (n.removeprefix("BTRFS_IOC_") for n in BTRFS_IOCTLS):
+        assert out.count(f"{name} Operation not permitted") == 2, out
+    assert "done" not in out
+    assert nested_subvolumes(state.path) == []
+    # the attack of issue 32: a nested subvolume, then more than the quota written into it
+    out = _sh(box, f"dd if=/dev/zero of=/testbed/SUBVOL_CREATE-0/big bs=1M count={2 * QUOTA >> 20}")
+    assert "No such file or directory" in out
+    out = _sh(box, f"dd if=/dev/zero of=/testbed/big bs=1M count={2 * QUOTA >> 20}")
+    assert "Disk quota exceeded" in out
+    assert (state.path / "workspace" / "big").stat().st_size <= QUOTA
+
+
+def test_ordinary_tools_still_work_under_the_profile(limited_box: tuple[DockerSandbox, StateDir]) -> None:
+    box, _ = limited_box
+    script = (
+        "set -e; echo one > a.txt; cp --reflink=always a.txt b.txt; "  # FICLONE, a btrfs-type ioctl
+        "git init -q . && git add a.txt && git -c user.name=t -c user.email=t@t commit -qm one; "
+        "git log --format=%s; python3 -c 'import os, pty, termios; m, s = pty.openpty(); "
+        "print(len(termios.tcgetattr(s)))'; echo ALL-OK"
+    )
+    out = _sh(box, script)
+    assert out.splitlines()[-3:] == ["one", "7", "ALL-OK"], out
+
+
+def test_removal_and_the_sweep_delete_nested_read_only_subvolumes(tmp_path: Path) -> None:
+    """A subvolume nested before the profile existed (made here as root from the host side), marked
+    read-only inside a sealed state: a run's removal and the sweep of dead runs' states delete it."""
+
+    def nest(root: Path) -> None:
+        for sub in (root / "workspace" / "n1", root / "workspace" / "n1" / "n2"):
+            subprocess.run(["btrfs", "-q", "subvolume", "create", str(sub)], check=True)
+            (sub / "data").write_bytes(b"x" * 4096)
+        for sub in (root / "workspace" / "n1" / "n2", root / "workspace" / "n1", root):
+            subprocess.run(["btrfs", "-q", "property", "set", "-ts", str(sub), "ro", "true"], check=True)
+
+    state = StateDir.create(QUOTA, fallback_parent=tmp_path)
+    assert state.limited
+    (state.path / "workspace").mkdir()
+    nest(state.path)
+    assert [p.name for p in nested_subvolumes(state.path)] == ["n1", "n2"]
+    state.remove()
+    assert not state.path.exists()
+
+    dead = STATE_ROOT / f"{socket.gethostname()}_1_1_{uuid.uuid4().hex[:12]}"  # pid 1, another start
+    subprocess.run(["btrfs", "-q", "subvolume", "create", str(dead)], check=True)
+    (dead / "workspace").mkdir()
+    nest(dead)
+    assert dead.name in sweep_states()
+    assert not dead.exists()
+    listed = subprocess.run(["btrfs", "subvolume", "list", str(FS_ROOT)], capture_output=True, text=True)
+    assert dead.name not in listed.stdout and state.path.name not in listed.stdout
+
+
+@pytest.fixture
+def boundary_box(docker_client) -> Iterator[DockerSandbox]:
+    """A container whose snapshots this test takes (its images removed at the end)."""
+    with DockerSandbox.start(
+        docker_client,
+        load_pins().base_image.tag,
+        binds={},
+        workdir="/",
+        run_id=f"test-{uuid.uuid4().hex[:8]}",
+        limits=SandboxLimits(disk_bytes=QUOTA),
+    ) as box:
+        yield box
+    remove_images(docker_client, f"{SNAPSHOT_LABEL}.test={box.name}")
+
+
+def _snapshot(box: DockerSandbox) -> str:
+    return box.snapshot(f"sandbox-replayer/test:{box.name}", labels={f"{SNAPSHOT_LABEL}.test": box.name})
+
+
+def _deep_path(length: int) -> str:
+    """A path under /tmp of exactly `length` bytes, of 100-byte folder names."""
+    path = "/tmp"
+    while length - len(path) > 2 * 101:
+        path += "/" + "d" * 100
+    return path + "/" + "f" * (length - len(path) - 1)
+
+
+def _image_has(docker_client, image: str, path: str) -> bool:
+    script = 'test -f "$1" && echo found || echo missing'
+    out = docker_client.containers.run(
+        image, ["sh", "-c", script, "sh", path], remove=True, network_mode="none"
+    )
+    return out.strip() == b"found"
+
+
+def test_a_snapshot_is_complete_or_refused_for_deep_paths(docker_client, boundary_box: DockerSandbox) -> None:
+    box = boundary_box
+    upper = box.container.attrs["GraphDriver"]["Data"]["UpperDir"]
+    keep = PATH_MAX - len(upper.encode())
+    at_limit, over = _deep_path(keep), _deep_path(keep + 1)
+    for path in (at_limit, over):
+        made = box.exec(
+            ["sh", "-c", 'mkdir -p "${1%/*}" && echo deep > "$1"', "sh", path], workdir="/", timeout_s=60
+        )
+        assert made.exit_code == 0, made.stderr
+    # what the engine does without the check: the longer path is silently missing from the image
+    raw = box.container.commit(conf={"Labels": {f"{SNAPSHOT_LABEL}.test": box.name, SNAPSHOT_LABEL: "1"}})
+    assert _image_has(docker_client, raw.id, at_limit) and not _image_has(docker_client, raw.id, over)
+
+    with pytest.raises(
+        SandboxError, match=rf"levels and {keep + 1} bytes deep: docker commit keeps paths of at most {keep}"
+    ):
+        _snapshot(box)
+    # where the layer cannot be read here (another host's engine, not root): the engine's account
+    assert "file name too long" in (engine_refusal(box.client.api, box.container.id, QUOTA) or "")
+    box.exec(["rm", "--", over], workdir="/", timeout_s=60)
+    assert _image_has(docker_client, _snapshot(box), at_limit)
+
+
+def test_a_sparse_file_over_the_disk_limit_refuses_the_snapshot(
+    docker_client, boundary_box: DockerSandbox
+) -> None:
+    box = boundary_box
+    sparse = box.exec(["truncate", "-s", str(4 * QUOTA), "/tmp/sparse"], workdir="/", timeout_s=60)
+    assert sparse.exit_code == 0
+    used = box.exec(["du", "-k", "/tmp/sparse"], workdir="/", timeout_s=60).stdout.split()[0]
+    assert int(used) < 1024  # free under the quota: holes
+    with pytest.raises(
+        SandboxError, match=r"apparent size, holes included.*largest: /tmp/sparse, 192\.0 MiB"
+    ):
+        _snapshot(box)
+    assert "apparent size, holes included" in (engine_refusal(box.client.api, box.container.id, QUOTA) or "")
+    box.exec(["truncate", "-s", str(QUOTA // 2), "/tmp/sparse"], workdir="/", timeout_s=60)
+    assert engine_refusal(box.client.api, box.container.id, QUOTA) is None
+    assert _image_has(docker_client, _snapshot(box), "/tmp/sparse")
+
+
+def test_compare_refuses_a_boundary_whose_holes_would_become_data(tmp_path: Path) -> None:
+    """Issue 32's attack, scaled down: a sparse file in the container's /tmp, free under the quota,
+    several times the disk limit in apparent size: compare refuses the snapshot in one line."""
+    command = f"truncate -s {4 * QUOTA} /tmp/sparse && du -k /tmp/sparse"
+    session = patched_session(tmp_path / "session.jsonl", "toolu_single_01", {"command": command})
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    for item in (CLAUDE.fixture("single") / "workspace").iterdir():
+        (workspace / item.name).write_bytes(item.read_bytes())
+    out = tmp_path / "out"
+    with ScriptedUpstream(Script(turns=[Turn(blocks=[TextBlock(text="Finished.")])]), expected_key=KEY) as up:
+        proc = replayer(
+            "compare", str(session), "-n", "1", "-w", str(workspace), "-o", str(out), "--upstream", up.url,
+            "--variant", "a=", "--limits", f"disk={QUOTA}", env={"ANTHROPIC_API_KEY": KEY},
+        )  # fmt: skip
+    assert proc.returncode == 6, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr
+    assert "the snapshot is refused" in lines[0] and "largest: /tmp/sparse, 192.0 MiB" in lines[0]
+    assert not out.exists()
