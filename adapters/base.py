@@ -20,7 +20,7 @@ from bridges.core import Dialect, Gate
 from replayer.divergence import COMMON
 from replayer.errors import BadInput, SandboxError
 from replayer.io import write_bytes_atomic
-from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.models import AgentStatus, Budgets, HeldSession, Observation, ToolCall, ToolKind, Trajectory
 from replayer.pins import load_pins, pinned_version
 from replayer.rundirs import RunDirs
 from sandboxes.base import Sandbox
@@ -161,6 +161,12 @@ class Reader(Pinned, Generic[NativeT]):
     def native(self, trajectory: Trajectory) -> NativeT:
         """What `parse` kept of the native file beside the trajectory."""
         return trajectory.native_as(self.native_type)
+
+    @classmethod
+    def sessions_held(cls, path: Path, first_line: bytes) -> list[HeldSession] | None:
+        """The sessions of `path` when it is a file of this agent's that may hold several (adapters/held.py;
+        [] when it holds fewer than two), None when it is no such file."""
+        return None
 
 
 class Rerunning(Pinned):

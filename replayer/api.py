@@ -37,7 +37,7 @@ from replayer.models import (
 from replayer.settings import Settings
 
 if TYPE_CHECKING:
-    from replayer.multisession import HeldSession
+    from replayer.models import HeldSession
 
 logger = logging.getLogger(__name__)
 

@@ -173,6 +173,19 @@ class InspectStep(Frozen):
     calls: list[InspectCall]
 
 
+class HeldSession(Frozen):
+    """One session of a file that holds several: where it is in the file (the agent's reader found it)."""
+
+    id: str
+    form: str
+    """The kind of file, as the agent that reads it names it (`openhands_output`, `opencode_events`...)."""
+    lines: list[int]
+    """Its lines in the file (1-based)."""
+    first_prompt: str | None = None
+    event_end: bytes = b"\n"
+    """What ends each of its events when it is extracted alone (a blank line for an event stream)."""
+
+
 class HeldSessionSummary(Frozen):
     """One session of a file that holds several."""
 

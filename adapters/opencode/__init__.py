@@ -20,7 +20,7 @@ from adapters.base import (
     provider_model_refusal,
     stdout_events,
 )
-from adapters.opencode import bundle, session, tools
+from adapters.opencode import bundle, server, session, tools
 from adapters.opencode import home as agent_home
 from adapters.opencode.gate import opencode_gate
 from adapters.opencode.rerun import WORK_MOUNT, OpenCodeRerunner, provider_model
@@ -29,7 +29,7 @@ from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, local_url
 from bridges.chat import SystemPerRequestGate
 from replayer.errors import ReplayError
 from replayer.io import write_bytes_atomic
-from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.models import AgentStatus, Budgets, HeldSession, Observation, ToolCall, ToolKind, Trajectory
 from replayer.rundirs import RunDirs
 from sandboxes.base import Sandbox
 
@@ -117,6 +117,10 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return session.parse(path, task)
+
+    @classmethod
+    def sessions_held(cls, path: Path, first_line: bytes) -> list[HeldSession] | None:
+        return server.sessions_held(path, first_line)
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         return tools.classify(call)

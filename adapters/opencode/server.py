@@ -26,10 +26,13 @@ from typing import Any
 
 import orjson
 
+from adapters import held
 from adapters.head import SSE_FIELDS, SseData
 from adapters.opencode import schema
 from adapters.shapes import check, too_deep
 from replayer.errors import BadInput, bad_record, excerpt
+from replayer.io import read_input
+from replayer.models import HeldSession
 
 Record = dict[str, Any]
 Message = dict[str, Any]
@@ -237,3 +240,55 @@ def read_stream(raw: bytes, path: Path) -> tuple[Record | None, list[Message]]:
         state.apply(kind, props, source, where, field)
     session_id, messages = state.messages(source)
     return state.sessions.get(session_id), messages
+
+
+# files of several sessions ---------------------------------------------------------------------
+def sessions_held(path: Path, first_line: bytes) -> list[HeldSession] | None:
+    """The sessions of `run --format json` logs appended in one file (each event carries its `sessionID`),
+    or of a server's event dump (`GET /event`, `/global/event`); None for any other file."""
+    if first_line.startswith(SSE_FIELDS):
+        return _stream_sessions(path)
+    if _run_log_session(held.first_json_line(first_line)) is None:
+        return None
+    return held.by_line(path, "opencode_events", "an OpenCode event", _run_log_session, lambda _: None)
+
+
+def _run_log_session(value: Any) -> str | None:
+    if not isinstance(value, dict):
+        return None
+    session = value.get("sessionID")
+    return session if isinstance(session, str) and isinstance(value.get("type"), str) else None
+
+
+def _stream_sessions(path: Path) -> list[HeldSession] | None:
+    """By the `sessionID` every session event carries. Events of no session (the connection, heartbeats,
+    `/global/event`'s `sync` copies) hold no content and go with none. Anything that is not such a stream is
+    left to the parser, which says what is wrong."""
+    found: dict[str, list[int]] = {}
+    first_user: dict[str, str] = {}
+    prompts: dict[str, str | None] = {}
+    for number, line in enumerate(read_input(path).splitlines(), 1):
+        if not line.startswith(b"data:"):
+            continue
+        try:
+            kind, props, _ = bus_event(orjson.loads(line[5:]))
+        except orjson.JSONDecodeError:
+            return None
+        session = props.get("sessionID") if isinstance(props, dict) else None
+        if kind is None:
+            return None
+        if not isinstance(session, str) or kind == "sync":
+            continue
+        found.setdefault(session, []).append(number)
+        prompts.setdefault(session, None)
+        info, part = props.get("info"), props.get("part")
+        if kind == "message.updated" and isinstance(info, dict) and info.get("role") == "user":
+            first_user.setdefault(session, str(info.get("id")))
+        prompt = part.get("text") if isinstance(part, dict) else None
+        if (
+            isinstance(prompt, str)
+            and prompts[session] is None
+            and part.get("messageID") == first_user.get(session)
+        ):
+            prompts[session] = prompt[:200]
+    return held.several("opencode_stream", found, prompts, event_end=b"\n\n")  # an event ends at a blank line

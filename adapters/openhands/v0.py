@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from adapters import held
 from adapters.openhands import bundle
 from adapters.openhands.conversation import (
     MAX_DEPTH,
@@ -29,7 +30,7 @@ from adapters.openhands.conversation import (
 from adapters.shapes import fits
 from replayer.errors import BadInput, PlanRefused, bad_record, excerpt
 from replayer.io import read_input, sha256_hex
-from replayer.models import Observation, StartingState, Step, ToolCall, Trajectory
+from replayer.models import HeldSession, Observation, StartingState, Step, ToolCall, Trajectory
 
 KNOWN_ACTIONS = {
     "system", "message", "recall", "run", "read", "edit", "think", "finish", "change_agent_state", "null",
@@ -355,3 +356,26 @@ def to_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 messages.extend(results.pop(i) for i in ids)
                 del pending[rid]
     return messages
+
+
+def sessions_held(path: Path, first_line: bytes) -> list[HeldSession] | None:
+    """The instances of an evaluation output (`output.jsonl`, one instance a line); None for another file."""
+    if _instance_of(held.first_json_line(first_line)) is None:
+        return None
+    return held.by_line(
+        path, "openhands_output", "an evaluation output instance", _instance_of, _first_prompt
+    )
+
+
+def _instance_of(value: Any) -> str | None:
+    ok = isinstance(value, dict) and isinstance(value.get("history"), list)
+    return str(value["instance_id"]) if ok and value.get("instance_id") is not None else None
+
+
+def _first_prompt(value: dict[str, Any]) -> str | None:
+    """An instance's first user message, cut to 200 characters."""
+    for event in value["history"]:
+        if isinstance(event, dict) and event.get("source") == "user" and event.get("action") == "message":
+            content = (event.get("args") or {}).get("content")
+            return content[:200] if isinstance(content, str) else None
+    return None

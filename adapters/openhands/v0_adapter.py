@@ -36,7 +36,7 @@ from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_K
 from bridges.chat import ChatPrefixGate
 from replayer.errors import PlanRefused, SandboxError, excerpt
 from replayer.io import write_bytes_atomic
-from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.models import AgentStatus, Budgets, HeldSession, Observation, ToolCall, ToolKind, Trajectory
 from replayer.rundirs import RunDirs
 from sandboxes.base import Sandbox
 
@@ -87,6 +87,10 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return v0.parse(path)
+
+    @classmethod
+    def sessions_held(cls, path: Path, first_line: bytes) -> list[HeldSession] | None:
+        return v0.sessions_held(path, first_line)
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         if call.tool in ("finish", "think"):
