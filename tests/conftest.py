@@ -52,6 +52,9 @@ CODEX = AgentFixtures("codex", "rollout.jsonl")
 MINI = AgentFixtures("mini_swe_agent", "trajectory.traj.json")
 OPENCODE = AgentFixtures("opencode", "export.json")
 PI = AgentFixtures("pi", "session.jsonl")
+GEMINI = AgentFixtures("gemini_cli", "session.jsonl")
+OPENHANDS = AgentFixtures("openhands", "conversation")
+OPENHANDS_V0 = AgentFixtures("openhands", "trajectory.json")
 OPENCODE_FORMS = {"export": "export.json", "events": "events.jsonl", "sqlite": "opencode.db"}
 
 

@@ -17,12 +17,11 @@ import pytest
 from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from sandboxes.docker import LABEL, SNAPSHOT_LABEL
 from sandboxes.slots import SLOT_ROOT, mounted_under
-from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, PI, ROOT, replayer
+from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, OPENHANDS, PI, ROOT, replayer
 from tests.support.chromium import render as _render
 from tests.support.continuing import KEY
 
 SESSION = CLAUDE.fixture("write_edit") / "session.jsonl"
-OPENHANDS = ROOT / "tests" / "fixtures" / "openhands"
 WORKSPACE = CLAUDE.fixture("write_edit") / "workspace"
 CHECK = "python3 hello.py | grep -qx 'hello, world'"
 """Passes once hello.py prints exactly `hello, world`; after step 3 of the recording it prints goodbye."""
@@ -494,9 +493,9 @@ AGENTS = {
                  _bash_turn("bash", {"command": "echo made > made.txt", "description": "make"}), []),
     "pi": (PI.fixture("tools") / "session.jsonl", PI.fixture("tools") / "workspace", 1,
            _bash_turn("bash", {"command": "echo made > made.txt"}), ["--allow-degraded"]),
-    "openhands": (OPENHANDS / "v1" / "conversation", OPENHANDS / "v1" / "workspace", 1,
+    "openhands": (OPENHANDS.root / "v1" / "conversation", OPENHANDS.root / "v1" / "workspace", 1,
                   _bash_turn("terminal", {"command": "echo made > made.txt"}), []),
-    "openhands_v0": (OPENHANDS / "v0" / "trajectory.json", OPENHANDS / "v0" / "workspace", 1,
+    "openhands_v0": (OPENHANDS.root / "v0" / "trajectory.json", OPENHANDS.root / "v0" / "workspace", 1,
                      _bash_turn("execute_bash", {"command": "echo made > made.txt", "security_risk": "LOW"}),
                      ["--model", "openai/fake-model"]),
 }  # fmt: skip

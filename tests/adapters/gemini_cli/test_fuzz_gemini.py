@@ -17,10 +17,10 @@ import adapters
 from adapters.gemini_cli import GeminiCliAdapter, session, wire
 from bridges.gemini import to_chat
 from replayer.errors import BadInput
-from tests.conftest import ROOT
+from tests.conftest import GEMINI
 from tests.fuzzing import FUZZ_SETTINGS, expect_refusal_or_success, mutated_file
 
-FIXTURES = ROOT / "tests" / "fixtures" / "gemini_cli"
+FIXTURES = GEMINI.root
 FILES = sorted(p for p in FIXTURES.rglob("session.json*"))
 
 

@@ -17,12 +17,12 @@ import pytest
 from adapters.gemini_cli import session, wire
 from bridges.gemini import ScriptedGemini
 from bridges.scripted import LoggedRequest, Script, TextBlock, ToolUseBlock, Turn
-from tests.conftest import ROOT, replayer
+from tests.conftest import GEMINI, replayer
 from tests.support.continuing import KEY, files_containing
 
 pytestmark = pytest.mark.agent
 
-FIXTURE = ROOT / "tests" / "fixtures" / "gemini_cli" / "tools"
+FIXTURE = GEMINI.root / "tools"
 MODEL = "gemini-2.5-flash"
 
 

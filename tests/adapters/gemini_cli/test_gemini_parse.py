@@ -19,9 +19,9 @@ from adapters.gemini_cli import session, wire
 from adapters.gemini_cli.gate import GeminiResumeGate
 from bridges.core import first_difference
 from replayer.errors import BadInput
-from tests.conftest import ROOT
+from tests.conftest import GEMINI, ROOT
 
-FIXTURES = ROOT / "tests" / "fixtures" / "gemini_cli"
+FIXTURES = GEMINI.root
 LOG = FIXTURES / "tools" / "session.jsonl"
 DOCUMENT = FIXTURES / "versions" / "0.30.0" / "tools" / "session.json"
 STREAM = "/v1beta/models/gemini-2.5-flash:streamGenerateContent"

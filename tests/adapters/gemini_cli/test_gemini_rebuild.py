@@ -24,9 +24,9 @@ from bridges.scripted import TextBlock, ToolUseBlock
 from replayer.divergence import divergence_of
 from replayer.models import Observation, Trajectory
 from replayer.pins import running_version
-from tests.conftest import ROOT
+from tests.conftest import GEMINI, ROOT
 
-FIXTURES = ROOT / "tests" / "fixtures" / "gemini_cli"
+FIXTURES = GEMINI.root
 STREAM = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
 CONTEXT = {"text": "<session_context>\nToday is a day.\n</session_context>"}
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from adapters.gemini_cli import boundary, bundle, session, wire
 from adapters.gemini_cli.gate import GeminiResumeGate
-from tests.conftest import ROOT
+from tests.conftest import GEMINI
 
-SHELL = ROOT / "tests" / "fixtures" / "gemini_cli" / "shell" / "session.jsonl"
+SHELL = GEMINI.root / "shell" / "session.jsonl"
 STREAM = "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
 CONTEXT = {"text": "<session_context>\nToday is a day.\n</session_context>"}
 NONCE = "replayer-nonce-1"

@@ -15,10 +15,10 @@ import adapters
 from adapters.openhands import OpenHandsAdapter
 from adapters.openhands.v0_adapter import OpenHandsV0Adapter
 from replayer.errors import BadInput
-from tests.conftest import ROOT
+from tests.conftest import OPENHANDS
 from tests.fuzzing import FUZZ_SETTINGS, copy_tree, expect_refusal_or_success, mutated_file
 
-FIXTURES = ROOT / "tests" / "fixtures" / "openhands"
+FIXTURES = OPENHANDS.root
 CONVERSATION = FIXTURES / "v1" / "conversation"
 V1_FILES = ["base_state.json"] + sorted(
     f"events/{p.name}" for p in (CONVERSATION / "events").glob("event-*.json")

@@ -12,9 +12,9 @@ import pytest
 import adapters
 from adapters.openhands import OpenHandsAdapter
 from replayer.engine import load
-from tests.conftest import ROOT, replayer
+from tests.conftest import OPENHANDS, replayer
 
-FIXTURE = ROOT / "tests" / "fixtures" / "openhands" / "v1"
+FIXTURE = OPENHANDS.root / "v1"
 CONVERSATION = FIXTURE / "conversation"
 
 

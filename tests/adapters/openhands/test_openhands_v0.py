@@ -27,10 +27,10 @@ from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock,
 from replayer.engine import load
 from replayer.errors import SandboxError
 from replayer.pins import load_pins
-from tests.conftest import ROOT, replayer
+from tests.conftest import OPENHANDS, replayer
 from tests.support.continuing import KEY, files_containing
 
-FIXTURE = ROOT / "tests" / "fixtures" / "openhands" / "v0"
+FIXTURE = OPENHANDS.root / "v0"
 TRAJECTORY = FIXTURE / "trajectory.json"
 
 
