@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from replayer import bundletrust
 from replayer.errors import ReplayError, excerpt
 from replayer.pins import AgentPin, bundles_root, load_pins
 
@@ -72,18 +74,59 @@ def pinned_specs() -> list[tuple[str, str]]:
     return [(agent, v) for agent, pin in load_pins().agents.items() for v in (pin.version, *pin.also)]
 
 
-def ensure(agent: str, version: str) -> Path:
-    """The bundle of `agent` at `version`, installed first if the cache does not hold it."""
+def ensure(agent: str, version: str, adopt: bool = False) -> Path:
+    """The bundle of `agent` at `version`, installed first if the cache does not hold it, for the sandbox
+    (mounted read-only): refused unless it and its parents are owned by root or this user and writable by
+    nobody else, and it has its digest manifest. `adopt` (`bundles add`, `setup`): a bundle an earlier
+    replayer installed without a manifest gets one, if nothing in it is someone else's."""
     version = _checked_version(agent, version)
     path = bundle_dir(agent, version)
-    if (path / INSTALLED).is_file() and _compiled(agent, path):
-        return path
-    with cache_lock(agent, version):
-        if not (path / INSTALLED).is_file():
-            _install(agent, version, path)
-        elif not _compiled(agent, path):  # cached by a replayer that did not compile
-            _compile(path)
+    if not ((path / INSTALLED).is_file() and bundletrust.has_manifest(path)):
+        with cache_lock(agent, version):
+            if not (path / INSTALLED).is_file():
+                _install(agent, version, path)
+            elif not bundletrust.has_manifest(path):
+                if not adopt:
+                    raise BundleUnavailable(
+                        f"{agent}@{version} at {path} was installed without a digest manifest (by an earlier "
+                        f"replayer): if you installed it, `replayer bundles add {agent}@{version}` records "
+                        f"its digests; else `replayer bundles rm {agent}@{version}`"
+                    )
+                _adopt(agent, version, path)
+    problem = bundletrust.unsafe_owner(path)
+    if problem:
+        raise BundleUnavailable(
+            f"{agent}@{version}: {problem}, so it may hold code someone else put there; "
+            f"`replayer bundles rm {agent}@{version}` (a run installs it again) or fix the owner and mode"
+        )
     return path
+
+
+def for_host(agent: str, version: str) -> Path:
+    """`ensure`, and every file as its manifest says: before anything from the bundle runs on the host.
+    A file hashed once in this process is not hashed again while its identity and change time hold."""
+    path = ensure(agent, version)
+    problem = bundletrust.mismatch(path)
+    if problem:
+        raise BundleUnavailable(
+            f"{agent}@{version} at {path}: {problem}; nothing from it runs: "
+            f"`replayer bundles rm {agent}@{version}` (a run installs it again)"
+        )
+    return path
+
+
+def _adopt(agent: str, version: str, path: Path) -> None:
+    """Record the digests of a bundle installed before manifests were, checking first that nothing in it
+    is someone else's (compiled first where uv left it uncompiled: its own interpreter runs)."""
+    problem = bundletrust.foreign(path)
+    if problem:
+        raise BundleUnavailable(
+            f"{agent}@{version} at {path}: {problem}, so it may hold code someone else put there: "
+            f"`replayer bundles rm {agent}@{version}`"
+        )
+    if not _compiled(agent, path):  # cached by a replayer that did not compile
+        _compile(path)
+    _seal(agent, version, path)
 
 
 def _compiled(agent: str, path: Path) -> bool:
@@ -202,6 +245,7 @@ def _install_npm(agent: str, pin: AgentPin, version: str, path: Path) -> None:
                 requirement,
             ],
         )
+        _seal(agent, version, partial)
         (partial / INSTALLED).write_text(requirement + "\n")
         if path.exists():  # an incomplete earlier attempt (no marker): replaced
             shutil.rmtree(path)
@@ -240,10 +284,26 @@ def _install_pypi(agent: str, pin: AgentPin, version: str, path: Path) -> None:
             _run(agent, version, "PyPI", [*pip, requirement, *extra])
         if pin.debs:
             _unpack_debs(agent, version, pin.debs, path)
+        _seal(agent, version, path)
         (path / INSTALLED).write_text(requirement + "\n")
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
+
+
+def _seal(agent: str, version: str, path: Path) -> None:
+    """Nothing of a bundle this replayer made writable by group or others (whatever the umask or a package
+    said), then its digest manifest written."""
+    for dirpath, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            st = os.lstat(os.path.join(dirpath, name))
+            if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022:
+                os.chmod(os.path.join(dirpath, name), stat.S_IMODE(st.st_mode) & ~0o022)
+    os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) & ~0o022)
+    try:
+        bundletrust.write(path, bundletrust.build(path))
+    except ValueError as exc:
+        raise BundleUnavailable(f"installing {agent}@{version}: {exc}") from None
 
 
 def _uv(version: str) -> Path:

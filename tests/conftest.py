@@ -96,6 +96,17 @@ def docker_client():
     return connect()
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """What `replayer setup` (`make test` runs it first) does for bundles an earlier replayer installed
+    without a digest manifest: record their digests (refused for a bundle with someone else's files), so
+    that the suite runs on a machine set up before manifests as on a bare one."""
+    from replayer import bundles, bundletrust
+
+    for found in bundles.list_bundles():
+        if not bundletrust.has_manifest(found.path):
+            bundles.ensure(found.agent, found.version, adopt=True)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A module that needs the engine says so (`pytestmark = pytest.mark.docker`, with `agent` when it runs a
     pinned agent CLI); the agent CLIs run in the sandbox, so `agent` implies `docker`, and so does asking for
