@@ -154,25 +154,32 @@ def remove(agent: str, version: str) -> bool:
     return True
 
 
+def installed_specs() -> list[tuple[str, str]]:
+    """(agent, version) of every bundle the cache holds complete, by agent and version."""
+    found: list[tuple[str, str]] = []
+    for agent in sorted(load_pins().agents):
+        for path in sorted(bundles_root().glob(f"{agent}-*")):
+            version = path.name[len(agent) + 1 :]
+            if (path / INSTALLED).is_file() and _VERSION.match(version) and _agent_of(path.name) == agent:
+                found.append((agent, version))
+    return found
+
+
 def list_bundles() -> list[Bundle]:
     pins = load_pins()
     found: list[Bundle] = []
-    for agent, pin in sorted(pins.agents.items()):
-        for path in sorted(bundles_root().glob(f"{agent}-*")):
-            marker = path / INSTALLED
-            version = path.name[len(agent) + 1 :]
-            if not marker.is_file() or not _VERSION.match(version) or _agent_of(path.name) != agent:
-                continue
-            found.append(
-                Bundle(
-                    agent=agent,
-                    version=version,
-                    path=path,
-                    requirement=marker.read_text().strip(),
-                    size_bytes=_size(path),
-                    pinned=version == pin.version or version in pin.also,
-                )
+    for agent, version in installed_specs():
+        pin, path = pins.agents[agent], bundle_dir(agent, version)
+        found.append(
+            Bundle(
+                agent=agent,
+                version=version,
+                path=path,
+                requirement=(path / INSTALLED).read_text().strip(),
+                size_bytes=_size(path),
+                pinned=version == pin.version or version in pin.also,
             )
+        )
     return found
 
 

@@ -92,6 +92,7 @@ def write(root: Path, manifest: Manifest) -> None:
     from replayer.io import write_bytes_atomic
 
     write_bytes_atomic(root / MANIFEST, orjson.dumps(manifest.model_dump(), option=orjson.OPT_SORT_KEYS))
+    os.chmod(root / MANIFEST, 0o644)  # read by every user the bundle serves, as the bundle is
 
 
 def has_manifest(root: Path) -> bool:

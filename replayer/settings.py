@@ -212,15 +212,21 @@ def _check_untrusted(path: Path, theirs: Settings, mine: Settings) -> None:
     below, asked = mine.sandbox_limits(), theirs.sandbox_limits()
     for key in sorted(theirs.limits.model_fields_set):
         field = _LIMIT_FIELDS[key]
-        wanted, allowed = getattr(asked, field), getattr(below, field)
-        if _amount(wanted) > _amount(allowed):
+        if _amount(getattr(asked, field)) > _amount(getattr(below, field)):
+            allowed = getattr(mine.limits, key) or getattr(SandboxLimits(), field)
             raise SettingsError(
                 f"{path}: limits: {key} {getattr(theirs.limits, key)} is looser than the {allowed} in force "
                 f"without it; a folder you have not trusted may only tighten a limit; {hint}"
             )
 
 
-_LIMIT_FIELDS = {"memory": "memory", "pids": "pids", "cpus": "cpus", "disk": "disk_bytes", "files": "copy_files"}
+_LIMIT_FIELDS = {
+    "memory": "memory",
+    "pids": "pids",
+    "cpus": "cpus",
+    "disk": "disk_bytes",
+    "files": "copy_files",
+}
 """A `[limits]` key -> the SandboxLimits field it sets."""
 
 

@@ -102,9 +102,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     that the suite runs on a machine set up before manifests as on a bare one."""
     from replayer import bundles, bundletrust
 
-    for found in bundles.list_bundles():
-        if not bundletrust.has_manifest(found.path):
-            bundles.ensure(found.agent, found.version, adopt=True)
+    for agent, version in bundles.installed_specs():
+        if not bundletrust.has_manifest(bundles.bundle_dir(agent, version)):
+            bundles.ensure(agent, version, adopt=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
