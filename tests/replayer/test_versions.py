@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from replayer import bundles
+from replayer.bundletrust import MANIFEST
 from tests.conftest import ROOT, replayer
 
 CLAUDE_SINGLE = ROOT / "tests" / "fixtures" / "claude_code" / "single" / "session.jsonl"
@@ -142,6 +143,7 @@ def test_a_uv_bundle_cached_without_bytecode_is_compiled_once(tmp_path: Path) ->
     assert _bundles(tmp_path, "add", "openhands_v0@0.0.1").returncode == 0
     assert list((module.parent / "__pycache__").glob("agent_module.*.pyc"))
     assert (folder / bundles.BYTECODE).is_file() and module.read_text() == "VALUE = 1\n"
+    assert (folder / MANIFEST).is_file()  # its digests recorded, the compiled modules with them
 
 
 def test_an_older_python_agent_resolves_its_dependencies_as_of_its_release() -> None:
