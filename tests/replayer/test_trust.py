@@ -114,6 +114,7 @@ def test_a_planted_upstream_receives_nothing(planted: Path, tmp_path: Path) -> N
         ('image = "evil:latest"', ("prepare", "export.json", "-n", "1", "-o", "out"), "sets 'image'"),
         ('verdicts = "v"', ("verify", "opencode@1.0.0", "--json"), "sets 'verdicts'"),
         ('[limits]\ndisk = "1000g"', ("view", "export.json"), "limits: disk 1000g is looser"),
+        ('uptream = "x"', ("prepare", "export.json", "-n", "1", "-o", "out"), "unknown setting 'uptream'"),
     ],
 )
 def test_every_command_refuses_what_an_untrusted_file_may_not_set(
