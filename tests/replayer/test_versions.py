@@ -114,6 +114,7 @@ def test_concurrent_adds_install_once_and_both_succeed(cache: Path) -> None:
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err.decode()
     assert (cache / "pi-0.70.0" / bundles.INSTALLED).read_text() == "@mariozechner/pi-coding-agent@0.70.0\n"
+    assert (cache / "pi-0.70.0" / MANIFEST).is_file()  # written at installation, before the marker
     assert not [p.name for p in cache.iterdir() if "partial" in p.name]
     assert _bundles(cache, "rm", "pi@0.70.0").returncode == 0 and not (cache / "pi-0.70.0").exists()
 
