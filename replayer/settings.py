@@ -204,7 +204,9 @@ def _check_untrusted(path: Path, theirs: Settings, mine: Settings) -> None:
     """Refuse what a project file of a folder the user has not trusted may not set: any key but
     `PROJECT_KEYS`, and a limit looser than the one the user's file (or the default) sets."""
     hint = f"trust its folder with `replayer trust {path.parent}` if it is yours, or remove the key"
-    for name in sorted(theirs.model_fields_set - set(PROJECT_KEYS)):
+    forbidden = sorted(theirs.model_fields_set - set(PROJECT_KEYS))
+    if forbidden:
+        name = forbidden[0]
         raise SettingsError(
             f"{path}: sets {name!r}, which a folder you have not trusted may not set "
             f"({WHY_NOT.get(name, 'it is not one of ' + ', '.join(PROJECT_KEYS))}); {hint}"
