@@ -331,6 +331,9 @@ def _uv(version: str) -> Path:
                     "--disable-pip-version-check",
                 ]
                 _run("uv", version, "PyPI", [*pip, f"uv=={version}"])
+    problem = bundletrust.unsafe_owner(uv)  # it runs on the host, as the installer
+    if problem:
+        raise BundleUnavailable(f"uv {version}: {problem}, so it may be someone else's; remove {home}")
     return uv
 
 
