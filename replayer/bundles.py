@@ -118,7 +118,10 @@ def for_host(agent: str, version: str) -> Path:
 def _adopt(agent: str, version: str, path: Path) -> None:
     """Record the digests of a bundle installed before manifests were, checking first that nothing in it
     is someone else's (compiled first where uv left it uncompiled: its own interpreter runs)."""
-    problem = bundletrust.foreign(path)
+    try:
+        problem = bundletrust.foreign(path)
+    except OSError as exc:
+        problem = f"cannot be read whole ({exc})"
     if problem:
         raise BundleUnavailable(
             f"{agent}@{version} at {path}: {problem}, so it may hold code someone else put there: "
@@ -309,7 +312,7 @@ def _seal(agent: str, version: str, path: Path) -> None:
     os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) & ~0o022)
     try:
         bundletrust.write(path, bundletrust.build(path))
-    except ValueError as exc:
+    except (OSError, ValueError) as exc:
         raise BundleUnavailable(f"installing {agent}@{version}: {exc}") from None
 
 

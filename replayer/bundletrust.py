@@ -111,25 +111,30 @@ def mismatch(root: Path) -> str | None:
     except (OSError, orjson.JSONDecodeError, ValidationError) as exc:
         return f"its digest manifest {MANIFEST} cannot be read ({type(exc).__name__})"
     seen = 0
-    for name, st in _entries(root):
-        seen += 1
-        problem = _unsafe(st)
-        if problem:
-            return f"{name} {problem}"
-        if stat.S_ISDIR(st.st_mode):
-            expected = name in manifest.dirs
-        elif stat.S_ISLNK(st.st_mode):
-            expected = manifest.links.get(name) == os.readlink(root / name)
-        elif stat.S_ISREG(st.st_mode) and name in manifest.files:
-            want = manifest.files[name]
-            expected = st.st_size == want.size and _digest(root / name, st) == want.sha256
-        else:
-            expected = False
-        if not expected:
-            return f"{name} is not what was installed"
+    try:
+        for name, st in _entries(root):
+            seen += 1
+            problem = _unsafe(st) or (
+                None if _as_listed(root, name, st, manifest) else "is not what was installed"
+            )
+            if problem:
+                return f"{name} {problem}"
+    except (OSError, ValueError) as exc:
+        return f"it cannot be read whole ({exc})"
     if seen != len(manifest.files) + len(manifest.links) + len(manifest.dirs):
         return "files that were installed are missing"
     return None
+
+
+def _as_listed(root: Path, name: str, st: os.stat_result, manifest: Manifest) -> bool:
+    if stat.S_ISDIR(st.st_mode):
+        return name in manifest.dirs
+    if stat.S_ISLNK(st.st_mode):
+        return manifest.links.get(name) == os.readlink(root / name)
+    want = manifest.files.get(name)
+    if not stat.S_ISREG(st.st_mode) or want is None or st.st_size != want.size:
+        return False
+    return _digest(root / name, st) == want.sha256
 
 
 def unlisted(name: str) -> bool:
@@ -171,7 +176,7 @@ def _digest(path: Path, st: os.stat_result) -> str:
     with os.fdopen(fd, "rb") as fh:
         now = os.fstat(fd)
         if (now.st_dev, now.st_ino, now.st_ctime_ns) != (st.st_dev, st.st_ino, st.st_ctime_ns):
-            return "changed while it was read"
+            raise ValueError(f"{path} changed while it was read")
         digest = hashlib.file_digest(fh, "sha256").hexdigest()
     _VERIFIED[key] = digest
     return digest
