@@ -15,6 +15,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import orjson
 import pytest
 
 from replayer import settings
@@ -208,7 +209,10 @@ def test_replayer_trust_adds_lists_and_removes_a_folder_keeping_the_users_file(
     assert found.upstream == "https://project.example"  # the trusted project file over the user's
     code, _, err = _cli("inspect", "export.json", "--json", cwd=planted, config=config)
     assert code == 0, err
-    assert _cli("trust", "--list", cwd=tmp_path, config=config)[1].split() == [str(planted.resolve())]
+    listed = orjson.loads(_cli("trust", "--list", "--json", cwd=tmp_path, config=config)[1])
+    assert listed == {"user_file": str(user), "trusted": [str(planted.resolve())]}
+    code, _, err = _cli("trust", str(tmp_path / "missing"), cwd=tmp_path, config=config)
+    assert code == 13 and "not a folder" in err
     code, out, _ = _cli("trust", "--remove", str(planted), cwd=tmp_path, config=config)
     assert (code, out) == (0, "") and tomllib.loads(user.read_text())["trusted"] == []
     assert _cli("inspect", "export.json", cwd=planted, config=config)[0] == 13
