@@ -180,6 +180,7 @@ def prepare(
     expected_prefix.json, written atomically into `out`."""
     from replayer.engine import execute
 
+    user_settings.load()  # a bad or untrusted settings file refuses a prepare as it does a run
     request = ReplayRequest(
         mode="prepare", trajectory=Path(trajectory), after_step=after_step, out=Path(out), **_replay(options)
     )
@@ -298,6 +299,7 @@ def batch(
     from replayer.executors import run_local, run_ray
 
     out = Path(out)
+    found = user_settings.load()  # a bad or untrusted settings file refuses a batch before anything starts
     entries = read_manifest(Path(manifest))
     images = {e.image for _, e in entries if e.mode != "prepare"}  # None: the default image
     jobs = expand(entries, _image_ids(images))
@@ -311,7 +313,7 @@ def batch(
                 logger.warning("removed %d container(s) a killed batch left", len(left))
         clean_partials(out)
         todo = pending(jobs, out, retry_failed, tally)
-        workers = workers or user_settings.load().workers or os.cpu_count() or 1
+        workers = workers or found.workers or os.cpu_count() or 1
         labels = batch_labels(out)
         logger.debug("batch: %d job(s), %d to run, %d worker(s)", len(jobs), len(todo), workers)
         on_event(Stage("runs", len(todo)))

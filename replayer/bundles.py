@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import urllib.request
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from replayer import bundletrust
 from replayer.errors import ReplayError, excerpt
 from replayer.pins import AgentPin, bundles_root, load_pins
 
@@ -72,18 +74,62 @@ def pinned_specs() -> list[tuple[str, str]]:
     return [(agent, v) for agent, pin in load_pins().agents.items() for v in (pin.version, *pin.also)]
 
 
-def ensure(agent: str, version: str) -> Path:
-    """The bundle of `agent` at `version`, installed first if the cache does not hold it."""
+def ensure(agent: str, version: str, adopt: bool = False) -> Path:
+    """The bundle of `agent` at `version`, installed first if the cache does not hold it, for the sandbox
+    (mounted read-only): refused unless it and its parents are owned by root or this user and writable by
+    nobody else, and it has its digest manifest. `adopt` (`bundles add`, `setup`): a bundle an earlier
+    replayer installed without a manifest gets one, if nothing in it is someone else's."""
     version = _checked_version(agent, version)
     path = bundle_dir(agent, version)
-    if (path / INSTALLED).is_file() and _compiled(agent, path):
-        return path
-    with cache_lock(agent, version):
-        if not (path / INSTALLED).is_file():
-            _install(agent, version, path)
-        elif not _compiled(agent, path):  # cached by a replayer that did not compile
-            _compile(path)
+    if not ((path / INSTALLED).is_file() and bundletrust.has_manifest(path)):
+        with cache_lock(agent, version):
+            if not (path / INSTALLED).is_file():
+                _install(agent, version, path)
+            elif not bundletrust.has_manifest(path):
+                if not adopt:
+                    raise BundleUnavailable(
+                        f"{agent}@{version} at {path} was installed without a digest manifest (by an earlier "
+                        f"replayer): if you installed it, `replayer bundles add {agent}@{version}` records "
+                        f"its digests; else `replayer bundles rm {agent}@{version}`"
+                    )
+                _adopt(agent, version, path)
+    problem = bundletrust.unsafe_owner(path)
+    if problem:
+        raise BundleUnavailable(
+            f"{agent}@{version}: {problem}, so it may hold code someone else put there; "
+            f"`replayer bundles rm {agent}@{version}` (a run installs it again) or fix the owner and mode"
+        )
     return path
+
+
+def for_host(agent: str, version: str) -> Path:
+    """`ensure`, and every file as its manifest says: before anything from the bundle runs on the host.
+    A file hashed once in this process is not hashed again while its identity and change time hold."""
+    path = ensure(agent, version)
+    problem = bundletrust.mismatch(path)
+    if problem:
+        raise BundleUnavailable(
+            f"{agent}@{version} at {path}: {problem}; nothing from it runs: "
+            f"`replayer bundles rm {agent}@{version}` (a run installs it again)"
+        )
+    return path
+
+
+def _adopt(agent: str, version: str, path: Path) -> None:
+    """Record the digests of a bundle installed before manifests were, checking first that nothing in it
+    is someone else's (compiled first where uv left it uncompiled: its own interpreter runs)."""
+    try:
+        problem = bundletrust.foreign(path)
+    except OSError as exc:
+        problem = f"cannot be read whole ({exc})"
+    if problem:
+        raise BundleUnavailable(
+            f"{agent}@{version} at {path}: {problem}, so it may hold code someone else put there: "
+            f"`replayer bundles rm {agent}@{version}`"
+        )
+    if not _compiled(agent, path):  # cached by a replayer that did not compile
+        _compile(path)
+    _seal(agent, version, path)
 
 
 def _compiled(agent: str, path: Path) -> bool:
@@ -111,25 +157,32 @@ def remove(agent: str, version: str) -> bool:
     return True
 
 
+def installed_specs() -> list[tuple[str, str]]:
+    """(agent, version) of every bundle the cache holds complete, by agent and version."""
+    found: list[tuple[str, str]] = []
+    for agent in sorted(load_pins().agents):
+        for path in sorted(bundles_root().glob(f"{agent}-*")):
+            version = path.name[len(agent) + 1 :]
+            if (path / INSTALLED).is_file() and _VERSION.match(version) and _agent_of(path.name) == agent:
+                found.append((agent, version))
+    return found
+
+
 def list_bundles() -> list[Bundle]:
     pins = load_pins()
     found: list[Bundle] = []
-    for agent, pin in sorted(pins.agents.items()):
-        for path in sorted(bundles_root().glob(f"{agent}-*")):
-            marker = path / INSTALLED
-            version = path.name[len(agent) + 1 :]
-            if not marker.is_file() or not _VERSION.match(version) or _agent_of(path.name) != agent:
-                continue
-            found.append(
-                Bundle(
-                    agent=agent,
-                    version=version,
-                    path=path,
-                    requirement=marker.read_text().strip(),
-                    size_bytes=_size(path),
-                    pinned=version == pin.version or version in pin.also,
-                )
+    for agent, version in installed_specs():
+        pin, path = pins.agents[agent], bundle_dir(agent, version)
+        found.append(
+            Bundle(
+                agent=agent,
+                version=version,
+                path=path,
+                requirement=(path / INSTALLED).read_text().strip(),
+                size_bytes=_size(path),
+                pinned=version == pin.version or version in pin.also,
             )
+        )
     return found
 
 
@@ -202,6 +255,7 @@ def _install_npm(agent: str, pin: AgentPin, version: str, path: Path) -> None:
                 requirement,
             ],
         )
+        _seal(agent, version, partial)
         (partial / INSTALLED).write_text(requirement + "\n")
         if path.exists():  # an incomplete earlier attempt (no marker): replaced
             shutil.rmtree(path)
@@ -240,10 +294,26 @@ def _install_pypi(agent: str, pin: AgentPin, version: str, path: Path) -> None:
             _run(agent, version, "PyPI", [*pip, requirement, *extra])
         if pin.debs:
             _unpack_debs(agent, version, pin.debs, path)
+        _seal(agent, version, path)
         (path / INSTALLED).write_text(requirement + "\n")
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
+
+
+def _seal(agent: str, version: str, path: Path) -> None:
+    """Nothing of a bundle this replayer made writable by group or others (whatever the umask or a package
+    said), then its digest manifest written."""
+    for dirpath, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            st = os.lstat(os.path.join(dirpath, name))
+            if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o022:
+                os.chmod(os.path.join(dirpath, name), stat.S_IMODE(st.st_mode) & ~0o022)
+    os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) & ~0o022)
+    try:
+        bundletrust.write(path, bundletrust.build(path))
+    except (OSError, ValueError) as exc:
+        raise BundleUnavailable(f"installing {agent}@{version}: {exc}") from None
 
 
 def _uv(version: str) -> Path:
@@ -264,6 +334,9 @@ def _uv(version: str) -> Path:
                     "--disable-pip-version-check",
                 ]
                 _run("uv", version, "PyPI", [*pip, f"uv=={version}"])
+    problem = bundletrust.unsafe_owner(uv)  # it runs on the host, as the installer
+    if problem:
+        raise BundleUnavailable(f"uv {version}: {problem}, so it may be someone else's; remove {home}")
     return uv
 
 

@@ -48,6 +48,13 @@ class _Command(TyperCommand):
     def get_params(self, ctx: Any) -> list[Any]:
         return _plain_flags(super().get_params(ctx))
 
+    def invoke(self, ctx: Any) -> Any:
+        # the one place every command reads the settings before it starts: a bad file, or a project file
+        # that sets what its folder may not, refuses them all alike (`trust` reads only the user's file)
+        if self.name != "trust":
+            settings.load()
+        return super().invoke(ctx)
+
 
 class _Group(TyperGroup):
     def get_params(self, ctx: Any) -> list[Any]:
@@ -995,7 +1002,8 @@ def bundles_add(
         bool, typer.Option("--pinned", help="Also every pinned version (and the pin file's `also`).")
     ] = False,
 ) -> None:
-    """Install bundles from npm / PyPI at exact versions (nothing happens for one already installed).
+    """Install bundles from npm / PyPI at exact versions (nothing happens for one already installed; one an
+    earlier replayer installed without a digest manifest gets one, if nothing in it is someone else's).
 
     Examples:
       replayer bundles add claude_code@2.0.64 codex@0.125.0
@@ -1009,7 +1017,7 @@ def bundles_add(
     if not wanted:
         raise typer.BadParameter("name AGENT@VERSION or give --pinned", param_hint="SPECS")
     for agent, version in wanted:
-        console.print(f"{agent}@{version}: {bundles.ensure(agent, version)}", highlight=False)
+        console.print(f"{agent}@{version}: {bundles.ensure(agent, version, adopt=True)}", highlight=False)
 
 
 @bundles_app.command("rm", cls=_Command)
@@ -1027,6 +1035,41 @@ def bundles_rm(
         agent, version = bundles.parse_spec(spec)
         gone = bundles.remove(agent, version)
         console.print(f"{agent}@{version}: {'removed' if gone else 'not installed'}", highlight=False)
+
+
+@command()
+def trust(
+    folder: Annotated[
+        Path | None,
+        typer.Argument(metavar="DIR", help="The folder whose replayer.toml may set every setting."),
+    ] = None,
+    remove: Annotated[bool, typer.Option("--remove", help="Trust DIR no more.")] = False,
+    list_: Annotated[bool, typer.Option("--list", help="The folders trusted now.")] = False,
+    json: JsonOpt = False,
+) -> None:
+    """Trust a folder's replayer.toml: kept in your own settings file (`trusted`). Until then a project file
+    may set only `workers` and tighter `[limits]` (docs/cli.md, "Settings").
+
+    Examples:
+      replayer trust ~/work/my-repo
+      replayer trust --list
+      replayer trust --remove ~/work/my-repo
+    """
+    from replayer import trust as trusting
+
+    if list_ == (folder is not None) or (remove and folder is None):
+        raise typer.BadParameter("name DIR (with or without --remove), or give --list", param_hint="DIR")
+    if folder is None:
+        found = settings.trusted_folders()
+    else:
+        found = trusting.remove(folder) if remove else trusting.add(folder)
+    if json:
+        _emit_json({"user_file": str(settings.user_file()), "trusted": [str(f) for f in found]})
+        return
+    for each in found:
+        console.print(str(each), highlight=False, markup=False)
+    if folder is not None:
+        err_console.print(f"({settings.user_file()})", highlight=False, markup=False)
 
 
 def _one_line(message: str) -> str:

@@ -1,12 +1,18 @@
 """What users set once instead of at every command: `replayer.toml` (the project's, found from the working
 directory upward), `~/.config/replayer/config.toml` (the user's; `$XDG_CONFIG_HOME/replayer/config.toml`)
 and `REPLAYER_*` environment variables. Precedence: a flag or API argument > the environment > the
-project file > the user file > the built-in default. docs/cli.md, "Settings"."""
+project file > the user file > the built-in default. docs/cli.md, "Settings".
+
+A project file is someone else's until the user trusts its folder (`trusted` in the user's file, `replayer
+trust DIR`): until then it may set only what can neither run nor write anything on the host, send traffic
+or the key elsewhere, nor loosen a limit (`PROJECT_KEYS`, tighter `[limits]`); any other key refuses every
+command (exit 13). docs/reliability.md, "Trust model"."""
 
 from __future__ import annotations
 
 import functools
 import os
+import stat
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,9 +21,23 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
 
 from replayer.errors import SettingsError
-from replayer.models import ContinueSettings, SandboxLimits
+from replayer.models import ContinueSettings, SandboxLimits, parse_size
 
 PROJECT_FILE = "replayer.toml"
+MAX_FILE_BYTES = 1 << 20
+"""A settings file is a few lines; a bigger one is refused before it is read."""
+PROJECT_KEYS = ("workers", "limits")
+"""What a project file in a folder the user has not trusted may set (limits only tighter than the user's)."""
+WHY_NOT = {
+    "upstream": "it would send your key and the conversation to another server",
+    "upstream_key_env": "it would choose which host variable is sent as the key",
+    "image": "it would choose what every sandbox starts from",
+    "bundles": "it would choose the agent code the replayer runs, on the host too",
+    "workspaces": "it would choose where clones are written on the host",
+    "verdicts": "it would choose where verdicts are written and which ones are believed",
+    "trusted": "only your own file says which folders you trust",
+}
+"""Why a project file of a folder the user has not trusted may not set the other settings."""
 
 
 class LimitSettings(BaseModel):
@@ -54,6 +74,8 @@ class Settings(BaseModel):
     """The clone cache of `--workspace git+URL@REV` (default: workspaces/ beside the bundle cache)."""
     verdicts: Path | None = None
     """Where `verify` stores verdicts and runs read them (default: verdicts/ beside the bundle cache)."""
+    trusted: list[Path] | None = None
+    """The user's file only: folders whose replayer.toml may set every setting (`replayer trust DIR`)."""
 
     def continuation(self) -> ContinueSettings:
         """The continuation settings these set (the layer the flags of `run` and `compare` go over)."""
@@ -85,27 +107,50 @@ def user_file(environ: Mapping[str, str] | None = None) -> Path:
 
 
 def project_file(cwd: Path | None = None) -> Path | None:
-    """The nearest replayer.toml from `cwd` upward."""
+    """The nearest replayer.toml from `cwd` upward (a link is found, not followed: `_read` decides)."""
     here = (cwd or Path.cwd()).absolute()
     for folder in (here, *here.parents):
-        if (folder / PROJECT_FILE).is_file():
+        try:
+            mode = os.lstat(folder / PROJECT_FILE).st_mode
+        except OSError:
+            continue
+        if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
             return folder / PROJECT_FILE
     return None
 
 
 def load(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
-    """The settings in force: environment over project file over user file, merged setting by setting."""
+    """The settings in force: environment over project file over user file, merged setting by setting. A
+    project file of a folder the user has not trusted that sets more than it may is refused here, so every
+    command and API call that reads settings refuses it alike."""
     env = os.environ if environ is None else environ
-    project = project_file(cwd)
     layers = [
         _layer(_from_environment(env), "the environment (REPLAYER_*)"),
-        *_file_layers(project, user_file(env)),
+        *_file_layers(project_file(cwd), user_file(env)),
     ]
     merged: dict[str, Any] = {}
     for layer in reversed(layers):  # the lowest first; each higher layer replaces what it sets
         merged.update(layer.model_dump(exclude_none=True, exclude={"limits"}))
         merged["limits"] = {**merged.get("limits", {}), **layer.limits.model_dump(exclude_none=True)}
     return Settings.model_validate(merged)
+
+
+def trusted_folders(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """The folders the user's file trusts, as written there."""
+    path = user_file(environ)
+    return list(_read(path, trusted=True).trusted or []) if _present(path) else []
+
+
+def is_trusted(folder: Path, trusted: list[Path]) -> bool:
+    """`folder` is one the user trusts: the same folder, links resolved on both sides (a folder below a
+    trusted one is not trusted by it, as with git's safe.directory)."""
+    real = os.path.realpath(folder)
+    return any(os.path.realpath(each) == real for each in trusted)
+
+
+def forget() -> None:
+    """Read the settings files again at the next `load` (after `replayer trust` changed the user's file)."""
+    _file_layers.cache_clear()
 
 
 def _from_environment(env: Mapping[str, str]) -> dict[str, Any]:
@@ -137,18 +182,89 @@ def _joined(items: Mapping[str, str]) -> str:
 
 @functools.cache
 def _file_layers(project: Path | None, user: Path) -> tuple[Settings, ...]:
-    """The project's and the user's file, read once per process."""
-    return tuple(_read(path) for path in (project, user) if path is not None and path.is_file())
+    """The project's and the user's file, read once per process; the project's checked against the trust
+    the user's gives."""
+    mine = _read(user, trusted=True) if _present(user) else Settings()
+    if project is None:
+        return (mine,)
+    trusted = is_trusted(project.parent, mine.trusted or [])
+    theirs = _read(project, trusted=trusted)
+    if "trusted" in theirs.model_fields_set:
+        raise SettingsError(f"{project}: sets 'trusted': {WHY_NOT['trusted']} ({user})")
+    if not trusted:
+        _check_untrusted(project, theirs, mine)
+    return theirs, mine
 
 
-def _read(path: Path) -> Settings:
+def _present(path: Path) -> bool:
+    return os.path.lexists(path)
+
+
+def _check_untrusted(path: Path, theirs: Settings, mine: Settings) -> None:
+    """Refuse what a project file of a folder the user has not trusted may not set: any key but
+    `PROJECT_KEYS`, and a limit looser than the one the user's file (or the default) sets."""
+    hint = f"trust its folder with `replayer trust {path.parent}` if it is yours, or remove the key"
+    forbidden = sorted(theirs.model_fields_set - set(PROJECT_KEYS))
+    if forbidden:
+        name = forbidden[0]
+        raise SettingsError(
+            f"{path}: sets {name!r}, which a folder you have not trusted may not set "
+            f"({WHY_NOT.get(name, 'it is not one of ' + ', '.join(PROJECT_KEYS))}); {hint}"
+        )
+    below, asked = mine.sandbox_limits(), theirs.sandbox_limits()
+    for key in sorted(theirs.limits.model_fields_set):
+        field = _LIMIT_FIELDS[key]
+        if _amount(getattr(asked, field)) > _amount(getattr(below, field)):
+            allowed = getattr(mine.limits, key) or getattr(SandboxLimits(), field)
+            raise SettingsError(
+                f"{path}: limits: {key} {getattr(theirs.limits, key)} is looser than the {allowed} in force "
+                f"without it; a folder you have not trusted may only tighten a limit; {hint}"
+            )
+
+
+_LIMIT_FIELDS = {
+    "memory": "memory",
+    "pids": "pids",
+    "cpus": "cpus",
+    "disk": "disk_bytes",
+    "files": "copy_files",
+}
+"""A `[limits]` key -> the SandboxLimits field it sets."""
+
+
+def _amount(value: str | int | float) -> float:
+    return parse_size(value) if isinstance(value, str) else value
+
+
+def _read(path: Path, trusted: bool) -> Settings:
+    """A settings file: a regular file of at most MAX_FILE_BYTES; a link only where the user trusts."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if trusted else os.O_NOFOLLOW)
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if not trusted and os.path.islink(path):
+            raise SettingsError(
+                f"{path}: a symbolic link; in a folder you have not trusted a settings file is read only "
+                f"as a regular file (`replayer trust {path.parent}` if it is yours)"
+            ) from None
+        raise SettingsError(f"{path}: not a readable TOML file ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+            raise SettingsError(f"{path}: not a regular file of at most {MAX_FILE_BYTES} bytes")
+        raw = fh.read(MAX_FILE_BYTES + 1)
+    try:
+        data = tomllib.loads(raw[:MAX_FILE_BYTES].decode())
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SettingsError(f"{path}: not a readable TOML file ({exc})") from None
     for name in _PATHS:  # a relative folder is the file's neighbour, wherever the command runs
         if isinstance(data.get(name), str):
             data[name] = str(path.parent / Path(data[name]).expanduser())
+    folders = data.get("trusted")
+    if isinstance(folders, list):
+        if not all(isinstance(f, str) and Path(f).expanduser().is_absolute() for f in folders):
+            raise SettingsError(f"{path}: trusted: a list of absolute folders (got {folders!r})")
+        data["trusted"] = [str(Path(f).expanduser()) for f in folders]
     limits = data.get("limits")
     if isinstance(limits, dict):
         try:

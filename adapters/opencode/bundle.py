@@ -49,8 +49,9 @@ def binary(root: str | Path | None = None) -> str:
 
 
 def host_binary() -> Path:
-    """Installed first when missing: a prepare (no sandbox) imports the rebuilt session with it too."""
-    bundles.ensure(NAME, version())
+    """Installed first when missing: a prepare (no sandbox) imports the rebuilt session with it too. It runs
+    on the host: every file of the bundle is checked against its digest manifest first."""
+    bundles.for_host(NAME, version())
     return Path(binary(load_pins().bundle_dir(NAME)))
 
 

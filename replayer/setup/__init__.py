@@ -109,7 +109,7 @@ def install_bundles(wanted: list[tuple[str, str]]) -> Iterator[BundleStatus]:
         _need_writable(bundles_root(), "installing agent bundles")
     for agent, version in wanted:
         present = bundles.installed(agent, version)
-        path = bundles.ensure(agent, version)
+        path = bundles.ensure(agent, version, adopt=True)
         yield BundleStatus(
             agent=agent, version=version, path=path, status="present" if present else "installed"
         )

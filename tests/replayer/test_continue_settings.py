@@ -29,7 +29,9 @@ def layered(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     cwd.mkdir(parents=True)
     user = tmp_path / "config" / "replayer" / "config.toml"
     user.parent.mkdir(parents=True)
-    user.write_text('upstream = "https://user.example"\nupstream_key_env = "USER_KEY"\n')
+    user.write_text(  # the user trusts the project's folder: its file may set the upstream
+        f'trusted = ["{tmp_path / "project"}"]\nupstream = "https://user.example"\nupstream_key_env = "USER_KEY"\n'
+    )
     (tmp_path / "project" / "replayer.toml").write_text('upstream = "https://project.example"\n')
     env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "REPLAYER_UPSTREAM_KEY_ENV": "ENV_KEY"}
     return cwd, env

@@ -37,8 +37,9 @@ def test_each_layer_sets_what_the_higher_ones_leave(
     places: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
     cwd, env = places
-    _write(
+    _write(  # the user trusts the project's folder: its file may set every setting
         tmp_path / "config" / "replayer" / "config.toml",
+        f'trusted = ["{tmp_path / "project"}"]\n'
         'upstream = "https://user.example"\nimage = "user-image"\nworkers = 3\nbundles = "cache"\n'
         '[limits]\nmemory = "1g"\ncpus = 1.5\n',
     )

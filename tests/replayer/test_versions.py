@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from replayer import bundles
+from replayer.bundletrust import MANIFEST
 from tests.conftest import ROOT, replayer
 
 CLAUDE_SINGLE = ROOT / "tests" / "fixtures" / "claude_code" / "single" / "session.jsonl"
@@ -113,6 +114,7 @@ def test_concurrent_adds_install_once_and_both_succeed(cache: Path) -> None:
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err.decode()
     assert (cache / "pi-0.70.0" / bundles.INSTALLED).read_text() == "@mariozechner/pi-coding-agent@0.70.0\n"
+    assert (cache / "pi-0.70.0" / MANIFEST).is_file()  # written at installation, before the marker
     assert not [p.name for p in cache.iterdir() if "partial" in p.name]
     assert _bundles(cache, "rm", "pi@0.70.0").returncode == 0 and not (cache / "pi-0.70.0").exists()
 
@@ -142,6 +144,7 @@ def test_a_uv_bundle_cached_without_bytecode_is_compiled_once(tmp_path: Path) ->
     assert _bundles(tmp_path, "add", "openhands_v0@0.0.1").returncode == 0
     assert list((module.parent / "__pycache__").glob("agent_module.*.pyc"))
     assert (folder / bundles.BYTECODE).is_file() and module.read_text() == "VALUE = 1\n"
+    assert (folder / MANIFEST).is_file()  # its digests recorded, the compiled modules with them
 
 
 def test_an_older_python_agent_resolves_its_dependencies_as_of_its_release() -> None:
