@@ -14,7 +14,7 @@ import shutil
 import stat
 import subprocess
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -429,23 +429,21 @@ class Cli(BaseModel):
     """A JavaScript entry point (run by the host's node, mounted into the sandbox), not a native binary."""
 
 
-_TRIPLE = "x86_64-unknown-linux-musl"
-_PLATFORM_PLACES = (
-    "{c}",
-    "bin/{c}",
-    f"vendor/{_TRIPLE}/bin/{{c}}",
-    f"vendor/{_TRIPLE}/codex/{{c}}",
-    f"bin/{{c}}-{_TRIPLE}",
-    "bin/.{c}",
-)
-"""Where releases put the native binary, relative to a platform package or to the package itself: Claude
-Code >= 2.1.113 (`claude-code-linux-x64/claude`), OpenCode (`bin/opencode`, 1.2.11-1.15 `bin/.opencode`),
-Codex >= 0.133 (`vendor/<triple>/bin`), 0.42-0.132 (`vendor/<triple>/codex`), 0.20-0.40 (`bin/codex-<triple>`)."""
+PLACES = ("{c}", "bin/{c}")
+"""Where a release puts its native binary, relative to a platform package or to the package itself
+(`{c}`: the command's name): the default; an agent whose releases put it elsewhere declares its own."""
 
 
-def cli_path(agent: str, version: str) -> Cli:
+def cli_path(
+    agent: str,
+    version: str,
+    places: tuple[str, ...] = PLACES,
+    runs_javascript: Callable[[Path], bool] | None = None,
+) -> Cli:
     """The package's `bin` entry when it is a native binary; else the native binary its launcher would
-    spawn (a platform package beside it, or the package's own vendor/ folder); else the JavaScript entry."""
+    spawn (found at one of the agent's `places` in a platform package beside it, or in the package
+    itself); else the JavaScript entry, also when `runs_javascript(package folder)` says the launcher
+    of that release runs it."""
     pin = _pin(agent)
     assert pin.npm, f"{agent} is not an npm agent"
     if pin.bin and version == pin.version:  # the pin names where the verified version's CLI is
@@ -469,14 +467,13 @@ def cli_path(agent: str, version: str) -> Cli:
     target = package / str(entry)
     if _is_elf(target):
         return Cli(path=str(target.relative_to(bundle)), needs_node=False)
-    # a TypeScript-era launcher (Codex 0.1.x) runs dist/cli.js unless told to use a native binary
-    typescript = (package / "dist" / "cli.js").is_file() and not (package / "bin" / "use-native").exists()
+    javascript = runs_javascript is not None and runs_javascript(package)
     platform = sorted(
         (p for p in [*modules.glob("*linux-x64*"), *modules.glob("@*/*linux-x64*"), package]),
         key=lambda p: ("musl" in p.name, "baseline" in p.name, p.name),
     )
-    for folder in [] if typescript else platform:
-        for place in _PLATFORM_PLACES:
+    for folder in [] if javascript else platform:
+        for place in places:
             candidate = folder / place.format(c=command)
             if _is_elf(candidate):
                 return Cli(path=str(candidate.relative_to(bundle)), needs_node=False)

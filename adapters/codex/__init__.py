@@ -107,7 +107,7 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
             tools.agent_mount(): (load_pins().bundle_dir(self.name), True),
             tools.agent_mount(pinned): (bundles.bundle_dir(self.name, pinned), True),
         }
-        if bundles.cli_path(self.name, tools.version()).needs_node:
+        if tools.cli().needs_node:
             binds[bundles.NODE_MOUNT] = (bundles.host_node(), True)
         if self.drives(tools.version()):
             binds[driven.WORK_MOUNT] = (dirs.work("codex-driven"), False)

@@ -9,7 +9,6 @@ import orjson
 from adapters.base import Launch, stdout_events
 from adapters.codex import rollout, tools
 from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, PLACEHOLDER_KEY
-from replayer import bundles
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Trajectory
 
@@ -47,7 +46,7 @@ def _toml_string(text: str) -> str:
 
 def command(traj: Trajectory, launch: Launch, recorded_model: str | None) -> tuple[list[str], dict[str, str]]:
     assert traj.session_id and launch.prompt is not None
-    codex = f"{tools.agent_mount()}/{bundles.cli_path(tools.NAME, tools.version()).path}"
+    codex = f"{tools.agent_mount()}/{tools.cli().path}"
     # the options before `resume`: 0.58 takes none after it
     argv = [codex, "exec", "--json", "--skip-git-repo-check"]
     argv += ["--dangerously-bypass-approvals-and-sandbox"]  # the sandbox is the container

@@ -24,7 +24,6 @@ from adapters.codex.continuation import KEY_ENV, config_toml
 from adapters.driven import PORT, STEP_MARGIN_S, ReplayModel
 from adapters.sandbox_paths import AGENT_HOME, REPLAY_MODEL_KEY, local_url
 from bridges.scripted import CustomToolBlock, TextBlock, ToolUseBlock, Turn
-from replayer import bundles
 from replayer.errors import ConfinementError, PlanRefused, SandboxError
 from replayer.io import Workspace, write_bytes_atomic
 from replayer.models import Budgets, Observation, ReadBudget, Trajectory
@@ -257,7 +256,7 @@ class DrivenRerunner(StepwiseRerunner):
 
     def _argv(self, prompt: str) -> list[str]:
         version = tools.version()
-        codex = f"{tools.agent_mount()}/{bundles.cli_path(tools.NAME, version).path}"
+        codex = f"{tools.agent_mount()}/{tools.cli(version).path}"
         # the options before `resume`: 0.58 takes none after it
         argv = [codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
         return argv + ["resume", self.thread_id, prompt]

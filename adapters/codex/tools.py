@@ -6,9 +6,31 @@ from pathlib import Path
 
 from adapters import sandbox_paths
 from adapters.sandbox_paths import AGENT_HOME
+from replayer import bundles
 from replayer.pins import load_pins, pinned_version
 
 NAME = "codex"
+_TRIPLE = "x86_64-unknown-linux-musl"
+BINARY_PLACES = (
+    *bundles.PLACES,
+    f"vendor/{_TRIPLE}/bin/{{c}}",
+    f"vendor/{_TRIPLE}/codex/{{c}}",
+    f"bin/{{c}}-{_TRIPLE}",
+)
+"""Where Codex releases put the native binary: >= 0.133 `vendor/<triple>/bin`, 0.42-0.132
+`vendor/<triple>/codex`, 0.20-0.40 `bin/codex-<triple>`."""
+
+
+def _runs_javascript(package: Path) -> bool:
+    """A TypeScript-era launcher (0.1.x) runs dist/cli.js unless told to use a native binary."""
+    return (package / "dist" / "cli.js").is_file() and not (package / "bin" / "use-native").exists()
+
+
+def cli(at: str | None = None) -> bundles.Cli:
+    """The CLI of Codex at `at` (default: the version that runs) inside its bundle."""
+    return bundles.cli_path(NAME, at or version(), BINARY_PLACES, _runs_javascript)
+
+
 CODEX_HOME = f"{AGENT_HOME}/.codex"
 DATA = Path(__file__).resolve().parent / "data"
 

@@ -39,13 +39,17 @@ def version() -> str:
     return load_pins().agents[NAME].version
 
 
+BINARY_PLACES = (*bundles.PLACES, "bin/.{c}")
+"""Where OpenCode releases put the native binary: `bin/opencode`, 1.2.11-1.15 `bin/.opencode`."""
+
+
 def mount() -> str:
     return sandbox_paths.agent_mount(NAME, version())
 
 
 def binary(root: str | Path | None = None) -> str:
     """The binary under `root` (default: its mount in the sandbox)."""
-    return f"{root if root is not None else mount()}/{bundles.cli_path(NAME, version()).path}"
+    return f"{root if root is not None else mount()}/{bundles.cli_path(NAME, version(), BINARY_PLACES).path}"
 
 
 def host_binary() -> Path:

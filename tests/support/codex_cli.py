@@ -8,9 +8,9 @@ from pathlib import Path
 import orjson
 
 from adapters import sandbox_paths
+from adapters.codex import tools
 from adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
 from bridges.scripted import Script, ScriptedUpstream
-from replayer import bundles
 from replayer.pins import load_pins
 from sandboxes.docker import DockerSandbox, connect
 
@@ -47,7 +47,7 @@ def codex_env(key: str) -> dict[str, str]:
 
 
 def codex_argv(*args: str) -> list[str]:
-    cli = bundles.cli_path("codex", load_pins().agents["codex"].version)
+    cli = tools.cli(load_pins().agents["codex"].version)
     return [f"{agent_mount()}/{cli.path}", "exec", "--json", "--skip-git-repo-check"] + [
         "--dangerously-bypass-approvals-and-sandbox",
         *args,
