@@ -16,9 +16,10 @@ from rich.table import Table
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from replayer import __version__, api, settings, signals
-from replayer.errors import Interrupted, ReplayError
+from replayer.errors import NO_UPSTREAM_HELP, Interrupted, ReplayError
 from replayer.live import LiveProgress
 from replayer.models import (
+    ContinuationResult,
     GitWorkspace,
     InspectReport,
     ReplayResult,
@@ -172,7 +173,15 @@ WorkspaceOpt = Annotated[
         "cloned once into a cache and checked out at REV: a commit, tag or branch).",
     ),
 ]
-Upstream = Annotated[str | None, typer.Option("--upstream", metavar="URL", help="Model service base URL.")]
+Upstream = Annotated[
+    str | None,
+    typer.Option(
+        "--upstream",
+        metavar="URL|mock[:FILE]",
+        help="Model service base URL; `mock` is the built-in offline model (no key, a short final "
+        "answer), `mock:FILE` answers from a script of turns (docs/cli.md, \"The mock model\").",
+    ),
+]
 UpstreamKeyEnv = Annotated[
     str | None,
     typer.Option(
@@ -375,10 +384,8 @@ def inspect(
     if json:
         _emit_json(report.model_dump(mode="json"))
         return
-    image = f"  image {report.environment_image}" if report.environment_image else ""
     console.print(
-        f"agent [bold]{report.agent}[/] "
-        + escape(f"{report.agent_version}  session {report.session_id}  cwd {report.cwd}{image}"),
+        f"agent [bold]{report.agent}[/] " + escape(inspect_header(report)),
         soft_wrap=True,  # the header stays one line
     )
     if report.start is not None:
@@ -411,6 +418,19 @@ def inspect(
         )
     for note in report.parse_notes:
         console.print(f"note: {note}", markup=False, highlight=False)
+
+
+def inspect_header(report: InspectReport) -> str:
+    """The header after the agent's name: version, session, cwd (and image); what the file does not record
+    is said so, with what stands in for it."""
+    version = report.agent_version
+    if version is None:
+        would = f": {report.agent} {report.version.version} would run" if report.version else ""
+        version = f"(version not recorded{would})"
+    session = report.session_id or "(not recorded)"
+    cwd = report.cwd or "(not recorded: run needs --cwd)"
+    image = f"  image {report.environment_image}" if report.environment_image else ""
+    return f"{version}  session {session}  cwd {cwd}{image}"
 
 
 def _start_text(start: StartingState) -> str:
@@ -468,13 +488,25 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
         console.print(f"  [red]degraded[/] {escape(g.reason)} ({g.action})")
     for hint in result.hints:
         console.print(f"  hint: {hint}", highlight=False, markup=False)
-    cont = result.continuation
-    if cont is not None:
-        console.print(
-            f"continuation: input condition {cont.input_condition}; gate {cont.gate}; "
-            f"agent_status {cont.agent_status}; {cont.steps_used} step(s) through the bridge"
-        )
+    if result.continuation is not None:
+        console.print(continuation_line(result.continuation), highlight=False, markup=False)
     console.print(f"result: {out.absolute() / 'result.json'}")
+
+
+def continuation_line(cont: ContinuationResult) -> str:
+    """The summary's continuation line: how it went and where its answers came from."""
+    line = (
+        f"continuation: input condition {cont.input_condition}; gate {cont.gate}; "
+        f"agent_status {cont.agent_status}; {cont.steps_used} step(s) through the bridge"
+    )
+    if cont.mock:
+        line += "; answers from the mock model"
+    check = cont.cassette
+    if check is not None:
+        line += f"; cassette {check.verdict}"
+        if check.where is not None:
+            line += f" (the {check.where} differs)"
+    return line
 
 
 @command()
@@ -554,8 +586,8 @@ def run(
         raise typer.BadParameter("--cassette answers offline: give no --upstream", param_hint="--upstream")
     if continue_ and not cassette and not (upstream or settings.load().upstream):
         raise typer.BadParameter(
-            "--continue needs --upstream URL (or REPLAYER_UPSTREAM, or upstream in replayer.toml), "
-            "or --cassette DIR",
+            f"--continue needs an upstream: {NO_UPSTREAM_HELP} (or REPLAYER_UPSTREAM, or upstream in "
+            "replayer.toml)",
             param_hint="--upstream",
         )
     with _progress(json, quiet, verbose) as progress:

@@ -23,7 +23,7 @@ import orjson
 from adapters.base import Adapter
 from replayer import boundary, bundles, rootfs, steps, versions
 from replayer.engine import JSON_OPTS, execute, load, pins_for
-from replayer.errors import BadInput, Interrupted, ReplayError
+from replayer.errors import NO_UPSTREAM_HELP, BadInput, Interrupted, NoUpstream, ReplayError
 from replayer.events import OnEvent, ignore
 from replayer.fork import COMPARE_LABEL, ForkJob, run_check
 from replayer.forkpool import ForkPool, OnRun
@@ -71,8 +71,9 @@ def _preflight(request: CompareRequest, adapter: Adapter, traj: Trajectory) -> N
         if cont.record_cassette is not None:
             raise BadInput("compare replays cassettes (--cassette); record one with `run --record-cassette`")
         if not cont.upstream and not cont.cassette:
-            raise BadInput(
-                f"variant {variant.name}: no upstream (give --upstream, upstream=URL, or the upstream setting)"
+            raise NoUpstream(
+                f"variant {variant.name}: no upstream: {NO_UPSTREAM_HELP} "
+                "(or upstream=URL|mock in the variant, or the upstream setting)"
             )
         steps.check_continuable(adapter, traj, cont, f"variant {variant.name}: ")
         if cont.cassette is None:

@@ -79,6 +79,19 @@ class ConfinementError(ReplayError):
     kind = "confinement"
 
 
+class NoUpstream(ReplayError):
+    """A continuation with nowhere to take its answers from: no upstream and no cassette (a usage error)."""
+
+    exit_code = 2
+    kind = "usage"
+
+
+NO_UPSTREAM_HELP = (
+    "give --upstream URL (a model service), --upstream mock (the built-in offline model, no key) "
+    "or --cassette DIR"
+)
+
+
 class PatchFailed(ReplayError):
     """A compare variant's patch does not apply at the boundary (recorded in that run; compare goes on)."""
 

@@ -495,6 +495,8 @@ class ContinuationResult(Frozen):
     steps_used: int
     """Main-thread model requests forwarded."""
     model: str | None
+    mock: bool = False
+    """The answers came from the built-in mock model (`--upstream mock`), not from a model service."""
     counters: BridgeCounters
     files: dict[str, str]
     """What landed in the output directory: continued session, agent stdout/stderr, bridge log."""
