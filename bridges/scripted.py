@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 import orjson

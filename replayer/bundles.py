@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from replayer.errors import ReplayError, excerpt
+from replayer.errors import ReplayError, excerpt, unknown_agent
 from replayer.pins import AgentPin, bundles_root, load_pins
 
 INSTALLED = ".installed"
@@ -142,8 +142,7 @@ def _agent_of(folder: str) -> str | None:
 def _pin(agent: str) -> AgentPin:
     pin = load_pins().agents.get(agent)
     if pin is None:
-        known = ", ".join(sorted(load_pins().agents))
-        raise BundleUnavailable(f"no agent {excerpt(agent)} (known: {known})")
+        raise unknown_agent([agent], list(load_pins().agents))
     return pin
 
 
@@ -335,8 +334,8 @@ def _run(
     last = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "no output")
     if any(mark in output for mark in (*_NPM_MISSING, *_PYPI_MISSING)):
         raise BundleUnavailable(
-            f"{agent} {version} is not in the {registry} registry; state the version the file was "
-            f"recorded with (--agent-version) or list the cached ones (replayer bundles list)"
+            f"{agent} {version} is not in the {registry} registry: name a published version (`run` and "
+            f"`compare` take it as --agent-version) or a cached one (`replayer bundles list`)"
         )
     if any(mark in output for mark in _OFFLINE):
         raise BundleUnavailable(

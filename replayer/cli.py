@@ -179,7 +179,7 @@ Upstream = Annotated[
         "--upstream",
         metavar="URL|mock[:FILE]",
         help="Model service base URL; `mock` is the built-in offline model (no key, a short final "
-        "answer), `mock:FILE` answers from a script of turns (docs/cli.md, \"The mock model\").",
+        'answer), `mock:FILE` answers from a script of turns (docs/cli.md, "The mock model").',
     ),
 ]
 UpstreamKeyEnv = Annotated[
@@ -629,6 +629,7 @@ def batch(
             "-j",
             metavar="N",
             help="Jobs at once (default: the workers setting, else the core count).",
+            show_default=False,  # 0 stands for that default
         ),
     ] = 0,
     ray: Annotated[

@@ -93,10 +93,14 @@ def run(
     with contextlib.ExitStack() as stack:
         upstream = request.upstream
         if mock.is_mock(upstream):
-            upstream = stack.enter_context(mock.serve(upstream, adapter, load_pins().agents[adapter.name].version))
+            upstream = stack.enter_context(
+                mock.serve(upstream, adapter, load_pins().agents[adapter.name].version)
+            )
         config = BridgeConfig(upstream=upstream, api_key=key, max_main_requests=request.max_steps)
         bridge = stack.enter_context(
-            Bridge(gate, adapter.dialect(), config, socket_dir / "bridge.sock", recorder=recorder, player=player)
+            Bridge(
+                gate, adapter.dialect(), config, socket_dir / "bridge.sock", recorder=recorder, player=player
+            )
         )
         box.forward_port(BRIDGE_PORT, f"{BRIDGE_MOUNT}/bridge.sock")
         launch = Launch(

@@ -79,7 +79,9 @@ def closing_turn(adapter: Adapter, version: str, body: Any, text: str) -> Turn:
         shell = next((name for name in adapter.probe_shell if name in offered), None)
         if shell is not None:
             command = filled(adapter.probe_shell[shell], COMMAND, submit)
-            return Turn(blocks=[ToolUseBlock(id="call_mock_submit", name=shell, input=command)], stall_s=STALL_S)
+            return Turn(
+                blocks=[ToolUseBlock(id="call_mock_submit", name=shell, input=command)], stall_s=STALL_S
+            )
         action = adapter.probe_text_action(version, 0, submit)
         if action is not None:
             return Turn(blocks=[TextBlock(text=action)], stall_s=STALL_S)

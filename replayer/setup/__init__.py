@@ -26,7 +26,7 @@ import docker.errors
 from pydantic import BaseModel, ConfigDict
 
 from replayer import bundles
-from replayer.errors import ReplayError, SandboxError
+from replayer.errors import ReplayError, SandboxError, unknown_agent
 from replayer.pins import bundles_root, load_pins
 from sandboxes.docker import connect, engine_errors
 
@@ -99,7 +99,7 @@ def pinned_bundles(agents: list[str] | None) -> list[tuple[str, str]]:
     pins = load_pins().agents
     unknown = [a for a in agents or [] if a not in pins]
     if unknown:
-        raise SetupError(f"no agent {', '.join(map(repr, unknown))} (known: {', '.join(sorted(pins))})")
+        raise unknown_agent(unknown, list(pins))
     return [(a, v) for a, v in bundles.pinned_specs() if agents is None or a in agents]
 
 

@@ -121,6 +121,8 @@ def test_a_version_the_registry_lacks_is_refused_naming_the_ways_out(cache: Path
     proc = _bundles(cache, "add", "claude_code@0.0.999")
     assert proc.returncode == 10 and "not in the npm registry" in proc.stderr
     assert "--agent-version" in proc.stderr and "replayer bundles" in proc.stderr
+    # `bundles add` takes no --agent-version: the message says which verbs do
+    assert "`run` and `compare` take it as --agent-version" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not list(cache.glob("claude_code-0.0.999*"))
 
 

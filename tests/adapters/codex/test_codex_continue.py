@@ -252,7 +252,12 @@ def test_the_mock_model_answers_on_the_responses_wire_without_a_key(tmp_path: Pa
     out = tmp_path / "out"
     args = ["run", str(rollout), "-n", "3", "-w", str(CODEX.fixture("exec") / "workspace"), "-o", str(out)]
     proc = replayer(
-        *args, "--json", "--continue", "--upstream", "mock", env={"OPENAI_API_KEY": "", "REPLAYER_UPSTREAM": ""}
+        *args,
+        "--json",
+        "--continue",
+        "--upstream",
+        "mock",
+        env={"OPENAI_API_KEY": "", "REPLAYER_UPSTREAM": ""},
     )
     assert proc.returncode == 0, proc.stderr
     cont = orjson.loads((out / "result.json").read_bytes())["continuation"]
