@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-from replayer import __version__, api, settings, signals
+from replayer import __version__, api, docs, settings, signals
 from replayer.errors import NO_UPSTREAM_HELP, Interrupted, ReplayError
 from replayer.live import LiveProgress
 from replayer.models import (
@@ -61,7 +61,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Replay coding-agent trajectories in containers.\n\n"
-    "Shell completion: replayer --install-completion (bash, zsh, fish, PowerShell).",
+    "Shell completion: replayer --install-completion (bash, zsh, fish, PowerShell).\n\n" + docs.where(),
 )
 command = functools.partial(app.command, cls=_Command)
 console = Console(soft_wrap=True)  # a path or a command line is never broken across lines

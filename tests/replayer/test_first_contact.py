@@ -10,7 +10,7 @@ import orjson
 
 from replayer.errors import before_compaction
 from replayer.pins import load_pins
-from tests.conftest import CLAUDE, CODEX, replayer
+from tests.conftest import CLAUDE, CODEX, ROOT, replayer
 from tests.support.chromium import render
 
 FIELD = Path(__file__).resolve().parents[1] / "fixtures" / "field"
@@ -162,3 +162,20 @@ def test_help_shows_no_placeholder_default() -> None:
         text = replayer(verb, "--help", env={"COLUMNS": "200"}).stdout
         assert "[default: 0]" not in text and "[default: None]" not in text, verb
     assert "the core count" in replayer("batch", "--help", env={"COLUMNS": "200"}).stdout
+
+
+# the docs ----------------------------------------------------------------------------------------
+def test_the_version_example_in_the_docs_is_what_a_run_records() -> None:
+    text = (ROOT / "docs" / "compatibility.md").read_text()
+    block = text.split('```json\n"version": ', 1)[1].split("\n```", 1)[0]
+    shown = orjson.loads(block)
+    session = CLAUDE.fixture("versions") / shown["version"] / "probe" / "session.jsonl"
+    recorded = orjson.loads(replayer("inspect", str(session), "--json", check=True).stdout)["version"]
+    assert {k: recorded[k] for k in ("version", "source", "in_file", "reruns", "note")} == {
+        k: shown[k] for k in ("version", "source", "in_file", "reruns", "note")
+    }
+
+
+def test_the_help_says_where_the_docs_are() -> None:
+    shown = replayer("--help", env={"COLUMNS": "1000"}).stdout
+    assert f"Docs (docs/NAME.md in this help): {ROOT / 'docs'}/NAME.md." in shown
