@@ -12,13 +12,17 @@ import os
 import re
 import shutil
 import subprocess
+import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from replayer.errors import ReplayError, excerpt, unknown_agent
+from replayer.events import Installing, OnEvent, ignore
 from replayer.pins import AgentPin, bundles_root, load_pins
 
 INSTALLED = ".installed"
@@ -72,15 +76,16 @@ def pinned_specs() -> list[tuple[str, str]]:
     return [(agent, v) for agent, pin in load_pins().agents.items() for v in (pin.version, *pin.also)]
 
 
-def ensure(agent: str, version: str) -> Path:
-    """The bundle of `agent` at `version`, installed first if the cache does not hold it."""
+def ensure(agent: str, version: str, on_event: OnEvent = ignore) -> Path:
+    """The bundle of `agent` at `version`, installed first if the cache does not hold it (`on_event` hears
+    the install: `Installing`)."""
     version = _checked_version(agent, version)
     path = bundle_dir(agent, version)
     if (path / INSTALLED).is_file() and _compiled(agent, path):
         return path
     with cache_lock(agent, version):
         if not (path / INSTALLED).is_file():
-            _install(agent, version, path)
+            _install_heard(agent, version, path, on_event)
         elif not _compiled(agent, path):  # cached by a replayer that did not compile
             _compile(path)
     return path
@@ -169,6 +174,35 @@ def _size(path: Path) -> int:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(dirpath, name)).st_size
     return total
+
+
+def _install_heard(agent: str, version: str, path: Path, on_event: OnEvent) -> None:
+    """`_install`, telling `on_event` what, from where, how big so far (every second) and in the end."""
+    pin = _pin(agent)
+    source = f"npm {pin.npm}" if pin.npm else f"PyPI {pin.pypi}"
+    started = time.monotonic()
+
+    def heard(size: int, phase: Literal["start", "progress", "done"]) -> None:
+        on_event(Installing(agent, version, source, size, time.monotonic() - started, phase))
+
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(_WATCH_S):
+            heard(sum(_size(p) for p in path.parent.glob(f"*{path.name}*")), "progress")
+
+    heard(0, "start")
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        _install(agent, version, path)
+    finally:
+        stop.set()
+        watcher.join()
+    heard(_size(path), "done")
+
+
+_WATCH_S = 1.0
 
 
 def _install(agent: str, version: str, path: Path) -> None:

@@ -6,7 +6,7 @@ import functools
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -17,16 +17,20 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from replayer import __version__, api, docs, settings, signals
 from replayer.errors import NO_UPSTREAM_HELP, Interrupted, ReplayError
-from replayer.live import LiveProgress
+from replayer.live import LiveProgress, megabytes
 from replayer.models import (
     ContinuationResult,
     GitWorkspace,
     InspectReport,
+    InstalledBundle,
     ReplayResult,
     SandboxLimits,
     StartingState,
     workspace_spec,
 )
+
+if TYPE_CHECKING:
+    from replayer.setup import ImageStatus
 
 
 class _NamedArgument(TyperArgument):
@@ -256,7 +260,7 @@ def _progress(json: bool, quiet: bool, verbose: bool) -> LiveProgress:
     """The live progress of a long verb, on stderr; only for a person at a terminal."""
     _log_level(verbose)
     shown = not (json or quiet) and sys.stdout.isatty() and err_console.is_terminal
-    return LiveProgress(err_console, enabled=shown)
+    return LiveProgress(err_console, enabled=shown, lines=not (json or quiet or shown))
 
 
 class _Stderr(logging.Handler):
@@ -476,6 +480,8 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
     console.print(f"{result.agent} {version}: boundary after step {result.after_step}; {summary}")
     if ran and ran.note:
         console.print(f"  note: {ran.note}", markup=False, highlight=False)
+    for each in result.installed:
+        console.print(installed_line(each), markup=False, highlight=False)
     for note in result.parse_notes:
         console.print(f"  note: {note}", markup=False, highlight=False)
     for d in result.divergences:
@@ -491,6 +497,14 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
     if result.continuation is not None:
         console.print(continuation_line(result.continuation), highlight=False, markup=False)
     console.print(f"result: {out.absolute() / 'result.json'}")
+
+
+def installed_line(each: InstalledBundle) -> str:
+    """The summary's line for a bundle this run installed first."""
+    return (
+        f"  installed {each.agent} {each.version} from {each.source} first ({megabytes(each.bytes)}, "
+        f"{each.seconds:.1f}s; later runs reuse it)"
+    )
 
 
 def continuation_line(cont: ContinuationResult) -> str:
@@ -973,19 +987,35 @@ def setup(
         console.print(f"engine: {engine}", highlight=False)
         for note in notes:  # e.g. no disk quotas for runs (no loop devices here)
             err_console.print(f"note: {note}", highlight=False, markup=False)
-    image = None if no_image else machine.base_image()
-    if image and not json:
-        console.print(f"base image {image.tag}: {image.status}", highlight=False)
-    found = []
-    for each in machine.install_bundles(wanted):
-        found.append(each)
+
+    def building(doing: str) -> None:
         if not json:
-            console.print(
-                f"{each.agent}@{each.version}: {each.status} ({each.path})", highlight=False, soft_wrap=True
-            )
+            err_console.print(f"{doing}...", highlight=False, markup=False, soft_wrap=True)
+
+    image = None if no_image else machine.base_image(on_build=building)
+    if image and not json:
+        console.print(f"base image {image.tag}: {image_line(image)}", highlight=False)
+    found = []
+    with _progress(json, False, False) as progress:
+        for each in machine.install_bundles(wanted, on_event=progress):
+            found.append(each)
+            if not json:
+                console.print(
+                    f"{each.agent}@{each.version}: {each.status} ({each.path})",
+                    highlight=False,
+                    soft_wrap=True,
+                )
     if json:
         report = machine.SetupReport(engine=engine, image=image, bundles=found, notes=notes)
         _emit_json(report.model_dump(mode="json"))
+
+
+def image_line(image: ImageStatus) -> str:
+    """`present (123.4 MB)`, `built (123.4 MB, 95.0s)`."""
+    facts = [megabytes(image.bytes)] if image.bytes is not None else []
+    if image.seconds is not None:
+        facts.append(f"{image.seconds:.1f}s")
+    return image.status + (f" ({', '.join(facts)})" if facts else "")
 
 
 bundles_app = typer.Typer(
@@ -1042,7 +1072,9 @@ def bundles_add(
     if not wanted:
         raise typer.BadParameter("name AGENT@VERSION or give --pinned", param_hint="SPECS")
     for agent, version in wanted:
-        console.print(f"{agent}@{version}: {bundles.ensure(agent, version)}", highlight=False)
+        with _progress(False, False, False) as progress:
+            path = bundles.ensure(agent, version, on_event=progress)
+        console.print(f"{agent}@{version}: {path}", highlight=False)
 
 
 @bundles_app.command("rm", cls=_Command)

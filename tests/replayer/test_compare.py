@@ -452,7 +452,7 @@ def test_malformed_variants_are_usage_errors(variant: str, message: str, tmp_pat
         (["--variant", "a=", "--variant", "a=model=x"], 3, "variant names must be unique"),
         (["--variant", "a=version=0.0.1"], 10, "claude_code 0.0.1 is not in the npm registry"),
         (["--variant", "a=patch=/nonexistent.diff"], 3, "is not a readable file"),
-        (["--variant", "a=", "--upstream", ""], 3, "no upstream"),
+        (["--variant", "a=", "--upstream", ""], 2, "no upstream"),
     ],
 )
 def test_refusals_come_before_any_container(
