@@ -190,7 +190,8 @@ def test_two_variants_two_repeats_one_replay_and_the_report_shows_it(
             * 2
         )
     header = dom.find("p", class_="versions")[0][2]
-    assert f"agent claude_code {result['version']['version']} (recorded, verified)" in header
+    ran = f"ran {result['version']['version']} (recorded, verified)"
+    assert f"agent claude_code ({pins['cli_package']}) {ran}" in header
     assert not dom.find("details", class_="patch-diff")
     assert len([e for e in dom.find("details", class_="agent-diff") if "+print('hello" in e[2]]) == 4
     infra = [e for e in dom.find("tr") if e[1].get("data-row") == "infrastructure failures"][0]
