@@ -56,8 +56,11 @@ def variant_continuation(defaults: ContinueRequest, variant: Variant) -> Continu
     return defaults.merge(variant.spec).request()
 
 
-def _preflight(request: CompareRequest, adapter: Adapter, traj: Trajectory) -> None:
-    """Every refusal a variant would meet, before any container starts (the engine's own checks)."""
+def _preflight(
+    request: CompareRequest, adapter: Adapter, traj: Trajectory, on_event: OnEvent = ignore
+) -> None:
+    """Every refusal a variant would meet, before any container starts (the engine's own checks); a
+    variant's version the cache lacks is installed (`on_event` hears it)."""
     steps.check_cwd(traj)
     if isinstance(request.workspace, Path):  # a repository is checked out by the replay
         steps.check_workspace(request.workspace)
@@ -81,7 +84,7 @@ def _preflight(request: CompareRequest, adapter: Adapter, traj: Trajectory) -> N
         else:
             steps.check_cassettes(cont, traj, request.after_step)
         if variant.spec.version:
-            bundles.ensure(adapter.name, variant.spec.version)
+            bundles.ensure(adapter.name, variant.spec.version, on_event=on_event)
         patch = variant.spec.patch
         if patch is not None and not patch.is_file():
             raise BadInput(f"variant {variant.name}: patch {patch} is not a readable file")
@@ -265,7 +268,7 @@ def compare(
 
     started = time.monotonic()
     adapter, traj = load(request.trajectory, request.task, request.cwd, request.session)
-    _preflight(request, adapter, traj)
+    _preflight(request, adapter, traj, on_event)
     version = versions.resolve(  # the replay's, as execute resolves it: the forks start before it
         adapter, traj.agent_version, traj.agent_version_inferred, request.agent_version, traj.runs_as
     )
