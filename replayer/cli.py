@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import sys
@@ -988,11 +989,7 @@ def setup(
         for note in notes:  # e.g. no disk quotas for runs (no loop devices here)
             err_console.print(f"note: {note}", highlight=False, markup=False)
 
-    def building(doing: str) -> None:
-        if not json:
-            err_console.print(f"{doing}...", highlight=False, markup=False, soft_wrap=True)
-
-    image = None if no_image else machine.base_image(on_build=building)
+    image = None if no_image else _base_image_told(json)
     if image and not json:
         console.print(f"base image {image.tag}: {image_line(image)}", highlight=False)
     found = []
@@ -1008,6 +1005,23 @@ def setup(
     if json:
         report = machine.SetupReport(engine=engine, image=image, bundles=found, notes=notes)
         _emit_json(report.model_dump(mode="json"))
+
+
+def _base_image_told(json: bool) -> ImageStatus:
+    """setup's base image; a build is told first: a spinner at a terminal until it ends, else a line."""
+    from replayer import setup as machine
+
+    with contextlib.ExitStack() as stack:
+
+        def building(doing: str) -> None:
+            if json:
+                return
+            if err_console.is_terminal:
+                stack.enter_context(err_console.status(escape(doing)))
+            else:
+                err_console.print(f"{doing}...", highlight=False, markup=False, soft_wrap=True)
+
+        return machine.base_image(on_build=building)
 
 
 def image_line(image: ImageStatus) -> str:

@@ -136,7 +136,9 @@ def test_installed_replayer_runs_from_outside_the_checkout(venv: Path, tmp_path:
     assert setup.returncode == 0, setup.stderr
     report = orjson.loads(setup.stdout)
     assert report["engine"] == "running"
-    assert report["image"] == {"tag": pins.base_image.tag, "status": "present"}
+    image = report["image"]
+    assert (image["tag"], image["status"], image["seconds"]) == (pins.base_image.tag, "present", None)
+    assert image["bytes"] > 0  # how big it is, as the engine says
     wanted = [(a, v) for a, pin in pins.agents.items() for v in (pin.version, *pin.also)]
     assert [(b["agent"], b["version"]) for b in report["bundles"]] == wanted
     assert {b["status"] for b in report["bundles"]} == {"present"}
