@@ -68,7 +68,7 @@ app = typer.Typer(
     help="Replay coding-agent trajectories in containers.\n\n"
     "Shell completion: replayer --install-completion (bash, zsh, fish, PowerShell).\n\n" + docs.where(),
 )
-command = functools.partial(app.command, cls=_Command)
+command = functools.partial(app.command, cls=_Command, epilog=docs.where())
 console = Console(soft_wrap=True)  # a path or a command line is never broken across lines
 err_console = Console(stderr=True, soft_wrap=True)
 

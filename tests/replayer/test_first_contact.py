@@ -177,5 +177,6 @@ def test_the_version_example_in_the_docs_is_what_a_run_records() -> None:
 
 
 def test_the_help_says_where_the_docs_are() -> None:
-    shown = replayer("--help", env={"COLUMNS": "1000"}).stdout
-    assert f"Docs (docs/NAME.md in this help): {ROOT / 'docs'}/NAME.md." in shown
+    for verb in ((), ("compare",), ("run",)):
+        shown = replayer(*verb, "--help", env={"COLUMNS": "1000"}).stdout
+        assert f"Docs (docs/NAME.md in this help): {ROOT / 'docs'}/NAME.md." in shown, verb
