@@ -1,7 +1,7 @@
 """The command's live progress: the API's events (events.py) rendered on the terminal, each finished item
 (a rerun call, the agent's end, a compare run) as a line that stays, the current activity as one status
-line with a bar. When the output is not a terminal, only a bundle install is told, as a line when it starts
-and one when it ends; under --quiet / --json nothing is."""
+line with a bar. When the output is not a terminal, only a bundle install is told, as a line once it is in
+place; under --quiet / --json nothing is."""
 
 from __future__ import annotations
 
@@ -101,8 +101,9 @@ class LiveProgress:
         else:
             self._status(f"installing {what}", count=megabytes(event.bytes))
             return
-        if not self.enabled:  # piped: a line each, nothing that redraws
-            self.console.print(text, highlight=False, markup=False, soft_wrap=True)
+        if not self.enabled:  # piped: a line for each install once it is in place (an error stays one line)
+            if event.phase == "done":
+                self.console.print(text, highlight=False, markup=False, soft_wrap=True)
             return
         if event.phase == "done":
             self._line(f"  {escape(text)}")
