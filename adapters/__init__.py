@@ -8,6 +8,7 @@ from pathlib import Path
 from adapters.base import Adapter, recorded_tools
 from adapters.head import SqliteFile, read_head
 from replayer.errors import BadInput
+from replayer.io import open_input
 
 __all__ = [
     "Adapter",
@@ -53,7 +54,21 @@ def detect(path: Path) -> Adapter:
         cls = adapter_class(name)
         if cls.detect(head):
             return cls()
+    if not head and _blank(path):
+        raise BadInput(f"{path} is empty: not a trajectory")
     raise BadInput(f"{path} is not a trajectory of a known agent (unknown format)")
+
+
+_BLANK_BYTES = 64 * 1024
+
+
+def _blank(path: Path) -> bool:
+    """The file holds nothing but white space (looked at up to 64 KiB; a directory is not blank)."""
+    if path.is_dir():
+        return False
+    with open_input(path) as fh:
+        start = fh.read(_BLANK_BYTES + 1)
+    return len(start) <= _BLANK_BYTES and not start.strip()
 
 
 def by_name(name: str) -> Adapter:

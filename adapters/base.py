@@ -264,6 +264,11 @@ class Launcher(ABC, Generic[ContT]):
         """The model protocol the agent speaks (the bridge's key header and error shape)."""
         return ChatDialect()
 
+    def observation_text(self, content: str) -> str:
+        """An observation as a report shows it: its text, out of any JSON wrapper the wire puts it in
+        (default: as sent)."""
+        return content
+
     @abstractmethod
     def gate(self, rebuild: Rebuild[ContT], prompt: str | None, keep_prompt: bool) -> Gate:
         """The pure prefix gate for a continuation resumed with `prompt`."""

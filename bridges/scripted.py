@@ -1,8 +1,9 @@
 """A scripted model service: Anthropic Messages, OpenAI chat completions and Responses, real SSE.
 
-The test suite's only stand-in (there is no model service here), and the replay model of the driven
-reruns: there the turns are fed one at a time (`fed=True`), each main request held until the rerunner
-hands over the next historical turn. Main-thread requests consume the turns in order (Anthropic: those
+The test suite's only stand-in (there is no model service here), the built-in mock model of
+`--upstream mock` (replayer/mock.py), and the replay model of the driven reruns: there the turns are
+fed one at a time (`fed=True`), each main request held until the rerunner hands over the next
+historical turn. Main-thread requests consume the turns in order (Anthropic: those
 that offer the Bash tool; chat completions: every request); side calls get a short text. Streaming and
 non-streaming answers follow each API.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -94,9 +96,12 @@ class ScriptedUpstream:
         expected_key: str | None = None,
         by_model: dict[str, Script] | None = None,
         fed: bool = False,
+        closing: Callable[[Any], Turn] | None = None,
     ):
         """`by_model`: the script for requests naming that model (others get `script`). `fed`: main
-        requests wait for `feed()` instead of taking the script's turns; `main_bodies` receives them."""
+        requests wait for `feed()` instead of taking the script's turns; `main_bodies` receives them.
+        `closing`: the answer past the script's turns, from the request (default: the final text)."""
+        self.closing = closing
         self.expected_key = expected_key
         self.script = script
         self.by_model = by_model or {}
@@ -230,15 +235,20 @@ class ScriptedUpstream:
                 ids = [b.id for b in turn.blocks if not isinstance(b, TextBlock)]
                 if not ids or not all(i in answered for i in ids):
                     return turn
-            return Turn(blocks=[TextBlock(text=script.final_text)])
+            return self._closing(script, body)
         if self.next_turn >= len(script.turns) and script.turns and script.turns[-1].repeat:
             return script.turns[-1]
         if self.next_turn < len(script.turns):
             turn = script.turns[self.next_turn]
         else:
-            turn = Turn(blocks=[TextBlock(text=script.final_text)])
+            turn = self._closing(script, body)
         self.next_turn += 1
         return turn
+
+    def _closing(self, script: Script, body: Any) -> Turn:
+        if self.closing is not None:
+            return self.closing(body)
+        return Turn(blocks=[TextBlock(text=script.final_text)])
 
     def answered_call_ids(self, body: Any) -> set[str]:
         """The tool call ids a request's conversation answers (a `by_history` script's position)."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from replayer import settings as user_settings
 from replayer.batch import BatchCounts
-from replayer.errors import BadInput, ReplayError, continuation_failure
+from replayer.errors import NO_UPSTREAM_HELP, BadInput, NoUpstream, ReplayError, continuation_failure
 from replayer.events import JobEnded, OnEvent, Stage, ignore
 from replayer.io import read_input
 from replayer.models import (
@@ -209,9 +209,9 @@ def run(
     if continue_agent:
         cont = _continue_request(found, options)
         if not cont.upstream and not cont.cassette:
-            raise BadInput(
-                "continuing needs an upstream: --upstream URL (or REPLAYER_UPSTREAM, or upstream in "
-                "replayer.toml), or a cassette"
+            raise NoUpstream(
+                f"continuing needs an upstream: {NO_UPSTREAM_HELP} (or REPLAYER_UPSTREAM, or upstream in "
+                "replayer.toml)"
             )
     elif options.get("cassette") or options.get("record_cassette"):
         raise BadInput("a cassette is the traffic of a continuation: continue the agent (--continue)")

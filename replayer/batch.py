@@ -226,7 +226,10 @@ def _read_manifest(path: Path, lines: Iterator[bytes]) -> list[tuple[int, Manife
         if entry.mode == "continue" and (
             entry.continuation is None or not (entry.continuation.upstream or entry.continuation.cassette)
         ):
-            raise BadInput(f"manifest line {number}: mode continue needs continuation.upstream or .cassette")
+            raise BadInput(
+                f"manifest line {number}: mode continue needs continuation.upstream (a URL, or mock for the "
+                "built-in offline model) or .cassette"
+            )
         entry.budgets = budgets.setdefault(orjson.dumps(entry.budgets.model_dump()), entry.budgets)
         entries.append((number, entry))
     if not entries:

@@ -13,14 +13,18 @@ import re
 import shutil
 import stat
 import subprocess
+import threading
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from replayer import bundletrust
-from replayer.errors import ReplayError, excerpt
+from replayer.errors import ReplayError, excerpt, unknown_agent
+from replayer.events import Installing, OnEvent, ignore
 from replayer.pins import AgentPin, bundles_root, load_pins
 
 INSTALLED = ".installed"
@@ -74,17 +78,18 @@ def pinned_specs() -> list[tuple[str, str]]:
     return [(agent, v) for agent, pin in load_pins().agents.items() for v in (pin.version, *pin.also)]
 
 
-def ensure(agent: str, version: str, adopt: bool = False) -> Path:
+def ensure(agent: str, version: str, adopt: bool = False, on_event: OnEvent = ignore) -> Path:
     """The bundle of `agent` at `version`, installed first if the cache does not hold it, for the sandbox
     (mounted read-only): refused unless it and its parents are owned by root or this user and writable by
     nobody else, and it has its digest manifest. `adopt` (`bundles add`, `setup`): a bundle an earlier
-    replayer installed without a manifest gets one, if nothing in it is someone else's."""
+    replayer installed without a manifest gets one, if nothing in it is someone else's. `on_event` hears
+    the install (`Installing`)."""
     version = _checked_version(agent, version)
     path = bundle_dir(agent, version)
     if not ((path / INSTALLED).is_file() and bundletrust.has_manifest(path)):
         with cache_lock(agent, version):
             if not (path / INSTALLED).is_file():
-                _install(agent, version, path)
+                _install_heard(agent, version, path, on_event)
             elif not bundletrust.has_manifest(path):
                 if not adopt:
                     raise BundleUnavailable(
@@ -195,8 +200,7 @@ def _agent_of(folder: str) -> str | None:
 def _pin(agent: str) -> AgentPin:
     pin = load_pins().agents.get(agent)
     if pin is None:
-        known = ", ".join(sorted(load_pins().agents))
-        raise BundleUnavailable(f"no agent {excerpt(agent)} (known: {known})")
+        raise unknown_agent([agent], list(load_pins().agents))
     return pin
 
 
@@ -223,6 +227,35 @@ def _size(path: Path) -> int:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(dirpath, name)).st_size
     return total
+
+
+def _install_heard(agent: str, version: str, path: Path, on_event: OnEvent) -> None:
+    """`_install`, telling `on_event` what, from where, how big so far (every second) and in the end."""
+    pin = _pin(agent)
+    source = f"npm {pin.npm}" if pin.npm else f"PyPI {pin.pypi}"
+    started = time.monotonic()
+
+    def heard(size: int, phase: Literal["start", "progress", "done"]) -> None:
+        on_event(Installing(agent, version, source, size, time.monotonic() - started, phase))
+
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(_WATCH_S):
+            heard(sum(_size(p) for p in path.parent.glob(f"*{path.name}*")), "progress")
+
+    heard(0, "start")
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        _install(agent, version, path)
+    finally:
+        stop.set()
+        watcher.join()
+    heard(_size(path), "done")
+
+
+_WATCH_S = 1.0
 
 
 def _install(agent: str, version: str, path: Path) -> None:
@@ -408,8 +441,8 @@ def _run(
     last = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "no output")
     if any(mark in output for mark in (*_NPM_MISSING, *_PYPI_MISSING)):
         raise BundleUnavailable(
-            f"{agent} {version} is not in the {registry} registry; state the version the file was "
-            f"recorded with (--agent-version) or list the cached ones (replayer bundles list)"
+            f"{agent} {version} is not in the {registry} registry: name a published version (`run` and "
+            f"`compare` take it as --agent-version) or a cached one (`replayer bundles list`)"
         )
     if any(mark in output for mark in _OFFLINE):
         raise BundleUnavailable(

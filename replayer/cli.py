@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -15,17 +16,22 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-from replayer import __version__, api, settings, signals
-from replayer.errors import Interrupted, ReplayError
-from replayer.live import LiveProgress
+from replayer import __version__, api, docs, settings, signals
+from replayer.errors import NO_UPSTREAM_HELP, Interrupted, ReplayError
+from replayer.live import LiveProgress, megabytes
 from replayer.models import (
+    ContinuationResult,
     GitWorkspace,
     InspectReport,
+    InstalledBundle,
     ReplayResult,
     SandboxLimits,
     StartingState,
     workspace_spec,
 )
+
+if TYPE_CHECKING:
+    from replayer.setup import ImageStatus
 
 
 class _NamedArgument(TyperArgument):
@@ -67,9 +73,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Replay coding-agent trajectories in containers.\n\n"
-    "Shell completion: replayer --install-completion (bash, zsh, fish, PowerShell).",
+    "Shell completion: replayer --install-completion (bash, zsh, fish, PowerShell).\n\n" + docs.where(),
 )
-command = functools.partial(app.command, cls=_Command)
+command = functools.partial(app.command, cls=_Command, epilog=docs.where())
 console = Console(soft_wrap=True)  # a path or a command line is never broken across lines
 err_console = Console(stderr=True, soft_wrap=True)
 
@@ -179,7 +185,15 @@ WorkspaceOpt = Annotated[
         "cloned once into a cache and checked out at REV: a commit, tag or branch).",
     ),
 ]
-Upstream = Annotated[str | None, typer.Option("--upstream", metavar="URL", help="Model service base URL.")]
+Upstream = Annotated[
+    str | None,
+    typer.Option(
+        "--upstream",
+        metavar="URL|mock[:FILE]",
+        help="Model service base URL; `mock` is the built-in offline model (no key, a short final "
+        'answer), `mock:FILE` answers from a script of turns (docs/cli.md, "The mock model").',
+    ),
+]
 UpstreamKeyEnv = Annotated[
     str | None,
     typer.Option(
@@ -254,7 +268,7 @@ def _progress(json: bool, quiet: bool, verbose: bool) -> LiveProgress:
     """The live progress of a long verb, on stderr; only for a person at a terminal."""
     _log_level(verbose)
     shown = not (json or quiet) and sys.stdout.isatty() and err_console.is_terminal
-    return LiveProgress(err_console, enabled=shown)
+    return LiveProgress(err_console, enabled=shown, lines=not (json or quiet or shown))
 
 
 class _Stderr(logging.Handler):
@@ -382,10 +396,8 @@ def inspect(
     if json:
         _emit_json(report.model_dump(mode="json"))
         return
-    image = f"  image {report.environment_image}" if report.environment_image else ""
     console.print(
-        f"agent [bold]{report.agent}[/] "
-        + escape(f"{report.agent_version}  session {report.session_id}  cwd {report.cwd}{image}"),
+        f"agent [bold]{report.agent}[/] " + escape(inspect_header(report)),
         soft_wrap=True,  # the header stays one line
     )
     if report.start is not None:
@@ -418,6 +430,19 @@ def inspect(
         )
     for note in report.parse_notes:
         console.print(f"note: {note}", markup=False, highlight=False)
+
+
+def inspect_header(report: InspectReport) -> str:
+    """The header after the agent's name: version, session, cwd (and image); what the file does not record
+    is said so, with what stands in for it."""
+    version = report.agent_version
+    if version is None:
+        would = f": {report.agent} {report.version.version} would run" if report.version else ""
+        version = f"(version not recorded{would})"
+    session = report.session_id or "(not recorded)"
+    cwd = report.cwd or "(not recorded: run needs --cwd)"
+    image = f"  image {report.environment_image}" if report.environment_image else ""
+    return f"{version}  session {session}  cwd {cwd}{image}"
 
 
 def _start_text(start: StartingState) -> str:
@@ -463,6 +488,8 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
     console.print(f"{result.agent} {version}: boundary after step {result.after_step}; {summary}")
     if ran and ran.note:
         console.print(f"  note: {ran.note}", markup=False, highlight=False)
+    for each in result.installed:
+        console.print(installed_line(each), markup=False, highlight=False)
     for note in result.parse_notes:
         console.print(f"  note: {note}", markup=False, highlight=False)
     for d in result.divergences:
@@ -475,13 +502,33 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
         console.print(f"  [red]degraded[/] {escape(g.reason)} ({g.action})")
     for hint in result.hints:
         console.print(f"  hint: {hint}", highlight=False, markup=False)
-    cont = result.continuation
-    if cont is not None:
-        console.print(
-            f"continuation: input condition {cont.input_condition}; gate {cont.gate}; "
-            f"agent_status {cont.agent_status}; {cont.steps_used} step(s) through the bridge"
-        )
+    if result.continuation is not None:
+        console.print(continuation_line(result.continuation), highlight=False, markup=False)
     console.print(f"result: {out.absolute() / 'result.json'}")
+
+
+def installed_line(each: InstalledBundle) -> str:
+    """The summary's line for a bundle this run installed first."""
+    return (
+        f"  installed {each.agent} {each.version} from {each.source} first ({megabytes(each.bytes)}, "
+        f"{each.seconds:.1f}s; later runs reuse it)"
+    )
+
+
+def continuation_line(cont: ContinuationResult) -> str:
+    """The summary's continuation line: how it went and where its answers came from."""
+    line = (
+        f"continuation: input condition {cont.input_condition}; gate {cont.gate}; "
+        f"agent_status {cont.agent_status}; {cont.steps_used} step(s) through the bridge"
+    )
+    if cont.mock:
+        line += "; answers from the mock model"
+    check = cont.cassette
+    if check is not None:
+        line += f"; cassette {check.verdict}"
+        if check.where is not None:
+            line += f" (the {check.where} differs)"
+    return line
 
 
 @command()
@@ -561,8 +608,8 @@ def run(
         raise typer.BadParameter("--cassette answers offline: give no --upstream", param_hint="--upstream")
     if continue_ and not cassette and not (upstream or settings.load().upstream):
         raise typer.BadParameter(
-            "--continue needs --upstream URL (or REPLAYER_UPSTREAM, or upstream in replayer.toml), "
-            "or --cassette DIR",
+            f"--continue needs an upstream: {NO_UPSTREAM_HELP} (or REPLAYER_UPSTREAM, or upstream in "
+            "replayer.toml)",
             param_hint="--upstream",
         )
     with _progress(json, quiet, verbose) as progress:
@@ -604,6 +651,7 @@ def batch(
             "-j",
             metavar="N",
             help="Jobs at once (default: the workers setting, else the core count).",
+            show_default=False,  # 0 stands for that default
         ),
     ] = 0,
     ray: Annotated[
@@ -947,19 +995,48 @@ def setup(
         console.print(f"engine: {engine}", highlight=False)
         for note in notes:  # e.g. no disk quotas for runs (no loop devices here)
             err_console.print(f"note: {note}", highlight=False, markup=False)
-    image = None if no_image else machine.base_image()
+
+    image = None if no_image else _base_image_told(json)
     if image and not json:
-        console.print(f"base image {image.tag}: {image.status}", highlight=False)
+        console.print(f"base image {image.tag}: {image_line(image)}", highlight=False)
     found = []
-    for each in machine.install_bundles(wanted):
-        found.append(each)
-        if not json:
-            console.print(
-                f"{each.agent}@{each.version}: {each.status} ({each.path})", highlight=False, soft_wrap=True
-            )
+    with _progress(json, False, False) as progress:
+        for each in machine.install_bundles(wanted, on_event=progress):
+            found.append(each)
+            if not json:
+                console.print(
+                    f"{each.agent}@{each.version}: {each.status} ({each.path})",
+                    highlight=False,
+                    soft_wrap=True,
+                )
     if json:
         report = machine.SetupReport(engine=engine, image=image, bundles=found, notes=notes)
         _emit_json(report.model_dump(mode="json"))
+
+
+def _base_image_told(json: bool) -> ImageStatus:
+    """setup's base image; a build is told first: a spinner at a terminal until it ends, else a line."""
+    from replayer import setup as machine
+
+    with contextlib.ExitStack() as stack:
+
+        def building(doing: str) -> None:
+            if json:
+                return
+            if err_console.is_terminal:
+                stack.enter_context(err_console.status(escape(doing)))
+            else:
+                err_console.print(f"{doing}...", highlight=False, markup=False, soft_wrap=True)
+
+        return machine.base_image(on_build=building)
+
+
+def image_line(image: ImageStatus) -> str:
+    """`present (123.4 MB)`, `built (123.4 MB, 95.0s)`."""
+    facts = [megabytes(image.bytes)] if image.bytes is not None else []
+    if image.seconds is not None:
+        facts.append(f"{image.seconds:.1f}s")
+    return image.status + (f" ({', '.join(facts)})" if facts else "")
 
 
 bundles_app = typer.Typer(
@@ -1017,7 +1094,9 @@ def bundles_add(
     if not wanted:
         raise typer.BadParameter("name AGENT@VERSION or give --pinned", param_hint="SPECS")
     for agent, version in wanted:
-        console.print(f"{agent}@{version}: {bundles.ensure(agent, version, adopt=True)}", highlight=False)
+        with _progress(False, False, False) as progress:
+            path = bundles.ensure(agent, version, adopt=True, on_event=progress)
+        console.print(f"{agent}@{version}: {path}", highlight=False)
 
 
 @bundles_app.command("rm", cls=_Command)

@@ -24,7 +24,7 @@ import orjson
 from adapters.base import Adapter
 from replayer import boundary, bundles, rootfs, steps, versions
 from replayer.engine import JSON_OPTS, execute, load, pins_for
-from replayer.errors import BadInput, Interrupted, ReplayError
+from replayer.errors import NO_UPSTREAM_HELP, BadInput, Interrupted, NoUpstream, ReplayError
 from replayer.events import OnEvent, ignore
 from replayer.fork import COMPARE_LABEL, ForkJob, run_check
 from replayer.forkpool import ForkPool, OnRun
@@ -58,8 +58,11 @@ def variant_continuation(defaults: ContinueRequest, variant: Variant) -> Continu
     return defaults.merge(variant.spec).request()
 
 
-def _preflight(request: CompareRequest, adapter: Adapter, traj: Trajectory) -> None:
-    """Every refusal a variant would meet, before any container starts (the engine's own checks)."""
+def _preflight(
+    request: CompareRequest, adapter: Adapter, traj: Trajectory, on_event: OnEvent = ignore
+) -> None:
+    """Every refusal a variant would meet, before any container starts (the engine's own checks); a
+    variant's version the cache lacks is installed (`on_event` hears it)."""
     steps.check_cwd(traj)
     if isinstance(request.workspace, Path):  # a repository is checked out by the replay
         steps.check_workspace(request.workspace)
@@ -73,8 +76,9 @@ def _preflight(request: CompareRequest, adapter: Adapter, traj: Trajectory) -> N
         if cont.record_cassette is not None:
             raise BadInput("compare replays cassettes (--cassette); record one with `run --record-cassette`")
         if not cont.upstream and not cont.cassette:
-            raise BadInput(
-                f"variant {variant.name}: no upstream (give --upstream, upstream=URL, or the upstream setting)"
+            raise NoUpstream(
+                f"variant {variant.name}: no upstream: {NO_UPSTREAM_HELP} "
+                "(or upstream=URL|mock in the variant, or the upstream setting)"
             )
         steps.check_continuable(adapter, traj, cont, f"variant {variant.name}: ")
         if cont.cassette is None:
@@ -82,7 +86,7 @@ def _preflight(request: CompareRequest, adapter: Adapter, traj: Trajectory) -> N
         else:
             steps.check_cassettes(cont, traj, request.after_step)
         if variant.spec.version:
-            bundles.ensure(adapter.name, variant.spec.version)
+            bundles.ensure(adapter.name, variant.spec.version, on_event=on_event)
         patch = variant.spec.patch
         if patch is not None and not patch.is_file():
             raise BadInput(f"variant {variant.name}: patch {patch} is not a readable file")
@@ -267,7 +271,7 @@ def compare(
 
     started = time.monotonic()
     adapter, traj = load(request.trajectory, request.task, request.cwd, request.session)
-    _preflight(request, adapter, traj)
+    _preflight(request, adapter, traj, on_event)
     version = versions.resolve(  # the replay's, as execute resolves it: the forks start before it
         adapter, traj.agent_version, traj.agent_version_inferred, request.agent_version, traj.runs_as
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -16,7 +17,7 @@ from adapters.base import Adapter, Ended, Launch, Rebuild
 from adapters.sandbox_paths import BRIDGE_PORT
 from bridges.cassette import Player, Recorder
 from bridges.core import Bridge, BridgeConfig
-from replayer import cassette, oracle
+from replayer import cassette, mock, oracle
 from replayer.errors import PlanRefused
 from replayer.events import AgentEnded, BridgeTraffic, OnEvent, ignore
 from replayer.io import write_bytes_atomic
@@ -40,6 +41,9 @@ logger = logging.getLogger(__name__)
 
 
 def upstream_key(request: ContinueRequest, adapter: Adapter) -> str:
+    if mock.is_mock(request.upstream):
+        mock.load_script(request.upstream)  # a bad script is refused before anything starts
+        return mock.MOCK_KEY
     name = request.upstream_key_env or adapter.key_env
     key = os.environ.get(name)
     if not key:
@@ -82,14 +86,22 @@ def run(
     model = request.model or adapter.default_model(traj)
     rebuild = adapter.gate_facts(box, traj, rebuild, model)
     gate = adapter.gate(rebuild, prompt, keep_prompt)
-    config = BridgeConfig(upstream=request.upstream, api_key=key, max_main_requests=request.max_steps)
     tape = cassette.load(request.cassette) if request.cassette else None
     player = Player(tape.exchanges, prompt) if tape else None
     recorder = Recorder() if request.record_cassette else None
     before = oracle.workspace_state(workspace) if tape or recorder else {}
-    with Bridge(
-        gate, adapter.dialect(), config, socket_dir / "bridge.sock", recorder=recorder, player=player
-    ) as bridge:
+    with contextlib.ExitStack() as stack:
+        upstream = request.upstream
+        if mock.is_mock(upstream):
+            upstream = stack.enter_context(
+                mock.serve(upstream, adapter, load_pins().agents[adapter.name].version)
+            )
+        config = BridgeConfig(upstream=upstream, api_key=key, max_main_requests=request.max_steps)
+        bridge = stack.enter_context(
+            Bridge(
+                gate, adapter.dialect(), config, socket_dir / "bridge.sock", recorder=recorder, player=player
+            )
+        )
         box.forward_port(BRIDGE_PORT, f"{BRIDGE_MOUNT}/bridge.sock")
         launch = Launch(
             prompt=prompt, keep_prompt=keep_prompt, port=BRIDGE_PORT, model=model, max_steps=request.max_steps
@@ -182,6 +194,7 @@ def run(
         mismatch=mismatch,
         agent_status=status,
         agent_exit_code=result.exit_code,
+        mock=mock.is_mock(request.upstream),
         steps_used=counters.main_requests,
         model=model,
         counters=counters,

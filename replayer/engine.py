@@ -18,12 +18,13 @@ from adapters.base import Adapter, Rebuild
 from replayer import __version__, bundles, multisession, steps, workspaces
 from replayer.divergence import kept, workspace_hint
 from replayer.errors import BadInput, OutputError, SandboxError, WorkspaceError, excerpt
-from replayer.events import OnEvent, Stage, ignore
+from replayer.events import Event, Installing, OnEvent, Stage, ignore
 from replayer.heap import collector_paused
 from replayer.io import OutputDir, write_bytes_atomic
 from replayer.models import (
     ContinuationResult,
     Divergence,
+    InstalledBundle,
     Pins,
     ReplayRequest,
     ReplayResult,
@@ -156,10 +157,15 @@ def execute(
         request = request.model_copy(update={"continuation": chosen})
     key = steps.upstream_key(request.continuation, adapter) if request.continuation else ""
     workspace, checkout = None, None
+    installed: list[InstalledBundle] = []
+    workspace_s = install_s = 0.0
     if request.mode == "run":  # a prepare copies no workspace: a repository is not cloned for it
+        began = time.monotonic()
         workspace, checkout = workspaces.materialize(request.workspace)
         steps.check_workspace(workspace)
-        bundles.ensure(adapter.name, version.version)
+        workspace_s = time.monotonic() - began
+        bundles.ensure(adapter.name, version.version, on_event=_hearing_installs(on_event, installed))
+        install_s = time.monotonic() - began - workspace_s
     cont = request.continuation
     tapes = [cont.cassette, cont.record_cassette] if cont else []
     out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, workspace, *tapes])
@@ -171,8 +177,21 @@ def execute(
             else:
                 assert image is not None
                 done = _run(job, workspace, image, on_boundary, backend or _docker())
-        result = _result(job, done, image, parse_s, started).model_copy(
-            update={"version": version, "workspace_checkout": checkout}
+        result = _result(job, done, image, parse_s, started)
+        timings = result.timings.model_copy(
+            update={
+                "install_s": install_s,
+                "workspace_s": workspace_s,
+                "continue_s": done.continued.duration_s if done.continued else 0.0,
+            }
+        )
+        result = result.model_copy(
+            update={
+                "version": version,
+                "workspace_checkout": checkout,
+                "timings": timings,
+                "installed": installed,
+            }
         )
         write_bytes_atomic(
             out.tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
@@ -193,6 +212,25 @@ def execute(
         out.discard()
         raise
     return result
+
+
+def _hearing_installs(on_event: OnEvent, installed: list[InstalledBundle]) -> OnEvent:
+    """`on_event`, also keeping each finished install in `installed` (the result records it)."""
+
+    def heard(event: Event) -> None:
+        if isinstance(event, Installing) and event.phase == "done":
+            installed.append(
+                InstalledBundle(
+                    agent=event.agent,
+                    version=event.version,
+                    source=event.source,
+                    bytes=event.bytes,
+                    seconds=event.seconds,
+                )
+            )
+        on_event(event)
+
+    return heard
 
 
 def _docker() -> Backend:

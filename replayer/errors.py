@@ -79,6 +79,42 @@ class ConfinementError(ReplayError):
     kind = "confinement"
 
 
+class NoUpstream(ReplayError):
+    """A continuation with nowhere to take its answers from: no upstream and no cassette (a usage error)."""
+
+    exit_code = 2
+    kind = "usage"
+
+
+class UnknownAgent(ReplayError):
+    """An agent name no adapter has (`setup --agents`, `bundles`, `verify`): a usage error, the same in every
+    verb."""
+
+    exit_code = 2
+    kind = "usage"
+
+
+def unknown_agent(names: list[str], known: list[str]) -> UnknownAgent:
+    return UnknownAgent(
+        f"no agent {', '.join(excerpt(n) for n in names)} (known: {', '.join(sorted(known))})"
+    )
+
+
+NO_UPSTREAM_HELP = (
+    "give --upstream URL (a model service), --upstream mock (the built-in offline model, no key) "
+    "or --cassette DIR"
+)
+
+
+def before_compaction(after_step: int, first: int) -> PlanRefused:
+    """The refusal of a boundary before the last compaction, for an agent whose CLI resumes from the
+    compaction's summary (Claude Code, Codex; Pi's sessions keep the history: its cut drops the compaction)."""
+    return PlanRefused(
+        f"boundary {after_step} lies before the last compaction (after step {first}): the CLI resumes from "
+        f"the compaction's summary, not from that history; choose {first} or later"
+    )
+
+
 class PatchFailed(ReplayError):
     """A compare variant's patch does not apply at the boundary (recorded in that run; compare goes on)."""
 

@@ -74,7 +74,21 @@ class JobEnded:
     total: int
 
 
-Event = Stage | CallRerun | BridgeTraffic | AgentEnded | RunEnded | JobEnded
+@dataclass(frozen=True, slots=True)
+class Installing:
+    """An agent's bundle is installed (the cache lacked that version): `start`, then `progress` every second
+    with the bytes so far, then `done` with its size."""
+
+    agent: str
+    version: str
+    source: str
+    """Where it comes from: `npm PACKAGE` or `PyPI PACKAGE`."""
+    bytes: int
+    seconds: float
+    phase: Literal["start", "progress", "done"]
+
+
+Event = Stage | CallRerun | BridgeTraffic | AgentEnded | RunEnded | JobEnded | Installing
 OnEvent = Callable[[Event], None]
 
 

@@ -1,6 +1,7 @@
 """The command's live progress: the API's events (events.py) rendered on the terminal, each finished item
 (a rerun call, the agent's end, a compare run) as a line that stays, the current activity as one status
-line with a bar. Off (every event ignored) when the output is not a terminal, or under --quiet / --json."""
+line with a bar. When the output is not a terminal, only a bundle install is told, as a line once it is in
+place; under --quiet / --json nothing is."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from replayer.events import AgentEnded, BridgeTraffic, CallRerun, Event, JobEnded, RunEnded, Stage
+from replayer.events import AgentEnded, BridgeTraffic, CallRerun, Event, Installing, JobEnded, RunEnded, Stage
 
 _DOING = {
     "parse": "parsing the trajectory",
@@ -27,8 +28,11 @@ _STATUS_STYLE = {"exact": "green", "normalized_equal": "green", "different": "ye
 class LiveProgress:
     """A callable for `on_event`, used as a context manager around the API call."""
 
-    def __init__(self, console: Console, enabled: bool) -> None:
+    def __init__(self, console: Console, enabled: bool, lines: bool = False) -> None:
+        """`enabled`: at a terminal (a live status line); `lines`: piped, installs told as plain lines."""
         self.enabled = enabled
+        self.lines = lines
+        self.console = console
         self.progress = Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -52,6 +56,9 @@ class LiveProgress:
         self.progress.stop()
 
     def __call__(self, event: Event) -> None:
+        if isinstance(event, Installing) and (self.enabled or self.lines):
+            self._installing(event)
+            return
         if not self.enabled:
             return
         match event:
@@ -85,6 +92,24 @@ class LiveProgress:
                 rate = event.done / max(time.monotonic() - self.started, 1e-6)
                 self._status(completed=event.done, count=f"{event.done}/{event.total} jobs, {rate:.2f}/s")
 
+    def _installing(self, event: Installing) -> None:
+        what = f"{event.agent} {event.version} from {event.source}"
+        if event.phase == "done":
+            text = f"installed {what} ({megabytes(event.bytes)}, {event.seconds:.1f}s)"
+        elif event.phase == "start":
+            text = f"installing {what} (the bundle cache lacks it; once)"
+        else:
+            self._status(f"installing {what}", count=megabytes(event.bytes))
+            return
+        if not self.enabled:  # piped: a line for each install once it is in place (an error stays one line)
+            if event.phase == "done":
+                self.console.print(text, highlight=False, markup=False, soft_wrap=True)
+            return
+        if event.phase == "done":
+            self._line(f"  {escape(text)}")
+        else:
+            self._status(escape(text), total=None, count="")
+
     def _status(self, description: str | None = None, **fields: object) -> None:
         update: dict[str, object] = dict(fields)
         if description is not None:
@@ -99,3 +124,7 @@ def _plain(text: str) -> str:
     """A run's outcome, which may quote agent output, as text (not markup), on one line."""
     line = " ".join(text.split())
     return escape(line if len(line) <= 200 else line[:199] + "…")
+
+
+def megabytes(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"

@@ -445,10 +445,27 @@ class Pins(Frozen):
 
 class Timings(Frozen):
     parse_s: float = 0.0
+    install_s: float = 0.0
+    """Making the agent's bundle present (an install from npm / PyPI when the cache lacked it; else ~0)."""
+    workspace_s: float = 0.0
+    """Making the workspace present (a clone or checkout of `git+URL@REV`; a directory: ~0)."""
     sandbox_start_s: float = 0.0
     rerun_s: float = 0.0
     rebuild_s: float = 0.0
+    continue_s: float = 0.0
+    """The continuation, when there was one (its own `duration_s`)."""
     total_s: float = 0.0
+
+
+class InstalledBundle(Frozen):
+    """A bundle this run installed because the cache lacked it (later runs reuse it)."""
+
+    agent: str
+    version: str
+    source: str
+    """`npm PACKAGE` or `PyPI PACKAGE`."""
+    bytes: int
+    seconds: float
 
 
 class GateMismatch(Strict):  # not frozen: a gate words the `reason` after finding the difference
@@ -508,6 +525,8 @@ class ContinuationResult(Frozen):
     steps_used: int
     """Main-thread model requests forwarded."""
     model: str | None
+    mock: bool = False
+    """The answers came from the built-in mock model (`--upstream mock`), not from a model service."""
     counters: BridgeCounters
     files: dict[str, str]
     """What landed in the output directory: continued session, agent stdout/stderr, bridge log."""
@@ -566,6 +585,8 @@ class ReplayResult(Frozen):
     """Paths of the rebuilt native session, relative to the output directory."""
     expected_prefix: str = "expected_prefix.json"
     timings: Timings
+    installed: list[InstalledBundle] = Field(default_factory=list)
+    """Bundles this run installed first (the cache lacked them): what, from where, how big, how long."""
     continuation: ContinuationResult | None = None
     sandbox: SandboxRecord | None = None
     """Run mode only."""

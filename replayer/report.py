@@ -67,6 +67,9 @@ function conversation(entries, itemAttrs = () => ({})) {
 }
 
 const versionText = v => v ? `${v.version} (${v.source}, ${v.status})` : 'unknown';
+// which version ran, and the pinned one only beside it when they differ
+const ranText = (v, pins) => !v ? `ran the pinned ${pins.cli_version}`
+  : `ran ${versionText(v)}` + (v.version === pins.cli_version ? ', the pinned version' : `; pinned ${pins.cli_version}, not run`);
 
 function degradations(list) {
   const box = el('div', {id: 'degradations'}, el('h2', {}, `Degradations (${list.length})`));
@@ -125,7 +128,7 @@ const req = data.request;
 document.title = `compare: ${data.agent} after step ${data.after_step}`;
 root.append(el('h1', {}, `${data.agent} ${data.agent_version ?? ''}: ${req.variants.length} variant(s) from step ${data.after_step}`));
 root.append(el('p', {class: 'meta'}, `trajectory ${req.trajectory}; ${req.repeat} run(s) per variant`));
-root.append(el('p', {class: 'meta versions'}, `replay: agent ${data.agent} ${versionText(data.version)}; replayer ${data.pins.replayer}; ${data.pins.cli_package} ${data.pins.cli_version}; model ${req.defaults.model ?? "(the trajectory's own)"}`));
+root.append(el('p', {class: 'meta versions'}, `replay: agent ${data.agent} (${data.pins.cli_package}) ${ranText(data.version, data.pins)}; replayer ${data.pins.replayer}; model ${req.defaults.model ?? "(the trajectory's own)"}`));
 root.append(el('p', {class: 'meta'}, 'prefix reruns: ' + (Object.entries(data.divergences).map(([k, v]) => `${v} ${k}`).join(', ') || 'none')
   + `; all runs share their first ${data.common_actions} action(s)`));
 if (data.boundary_check) root.append(el('p', {class: 'boundary-check'}, 'at the boundary: ', checkLine(data.boundary_check)));
@@ -183,7 +186,7 @@ function marked(text, other) {
 document.title = `replay: ${r.agent} after step ${r.after_step}`;
 root.append(el('h1', {}, `${r.agent} ${r.agent_version ?? ''}: replay after step ${r.after_step}`));
 root.append(el('p', {class: 'meta'}, `trajectory ${r.request.trajectory}; session ${r.session_id ?? '-'}; cwd ${r.cwd ?? '-'}`));
-root.append(el('p', {class: 'meta versions'}, `agent ${r.agent} ${versionText(r.version)}; replayer ${r.pins.replayer}; ${r.pins.cli_package} ${r.pins.cli_version}; model ${c && c.model ? c.model : '-'}`));
+root.append(el('p', {class: 'meta versions'}, `agent ${r.agent} (${r.pins.cli_package}) ${ranText(r.version, r.pins)}; replayer ${r.pins.replayer}; model ${c && c.model ? c.model : '-'}`));
 const counts = {};
 for (const d of r.divergences) counts[d.status] = (counts[d.status] || 0) + 1;
 root.append(el('p', {class: 'meta'}, 'prefix reruns: ' + (Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(', ') || 'none')));

@@ -11,6 +11,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 import adapters
+from adapters.base import Adapter
 from replayer import timeline
 from replayer.engine import RERUNS
 from replayer.errors import BadInput, OutputError
@@ -48,15 +49,25 @@ def _cut(text: str) -> str:
     return text if len(text) <= TEXT_CHARS else text[:TEXT_CHARS] + "\n[... cut ...]"
 
 
-def _reruns(directory: Path, result: ReplayResult) -> list[ViewRerun]:
+def _shown(adapter: Adapter, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat messages with each tool message's text out of its wire wrapper (`observation_text`)."""
+    return [
+        {**m, "content": adapter.observation_text(m["content"])}
+        if m.get("role") == "tool" and isinstance(m.get("content"), str)
+        else m
+        for m in messages
+    ]
+
+
+def _reruns(directory: Path, result: ReplayResult, adapter: Adapter) -> list[ViewRerun]:
     path = directory / RERUNS
     if path.is_file():
         records = [RerunRecord.model_validate(r) for r in _json(path)]
         return [
             ViewRerun(
                 **r.model_dump(exclude={"historical", "fresh"}),
-                historical=None if r.historical is None else _cut(r.historical),
-                fresh=_cut(r.fresh),
+                historical=None if r.historical is None else _cut(adapter.observation_text(r.historical)),
+                fresh=_cut(adapter.observation_text(r.fresh)),
             )
             for r in records
         ]
@@ -95,8 +106,8 @@ def load(directory: Path) -> ViewData:
         after = timeline.continued(adapter, directory, expected, TEXT_CHARS) if result.continuation else []
     return ViewData(
         result=result,
-        prefix=timeline.entries(dialect.to_chat(expected), TEXT_CHARS),
-        reruns=_reruns(directory, result),
+        prefix=timeline.entries(_shown(adapter, dialect.to_chat(expected)), TEXT_CHARS),
+        reruns=_reruns(directory, result, adapter),
         continuation=after,
     )
 

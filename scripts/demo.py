@@ -2,9 +2,9 @@
 pinned CLI from the boundary through the bridge, and say where the result is.
 
 The trajectory is the `write_edit` recording (made by tests/recorder.py with the pinned CLI). Its
-workspace is copied and one file is changed, so the rerun shows a divergence at that call. The
-model service is the scripted upstream of the test suite (no model service is reachable here): it
-answers the continuation with one Bash call and a final text.
+workspace is copied and one file is changed, so the rerun shows a divergence at that call. The model is
+the replayer's built-in mock (`--upstream mock:FILE`, no key): it answers the continuation with one Bash
+call and a final text, from the script written below (docs/cli.md, "The mock model").
 """
 
 from __future__ import annotations
@@ -19,23 +19,23 @@ from pathlib import Path
 import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn  # noqa: E402
-
-SCRIPT = Script(
-    message_id_prefix="msg_demo",
-    turns=[
-        Turn(
-            blocks=[
-                TextBlock(text="Let me check the result."),
-                ToolUseBlock(id="toolu_demo_1", name="Bash", input={"command": "cat hello.py"}),
+SCRIPT = {
+    "turns": [
+        {
+            "blocks": [
+                {"type": "text", "text": "Let me check the result."},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_demo_1",
+                    "name": "Bash",
+                    "input": {"command": "cat hello.py"},
+                },
             ]
-        ),
-        Turn(blocks=[TextBlock(text="hello.py prints 'rewritten'; the task is done.")]),
-    ],
-)
-DEMO_KEY = "sk-demo-upstream-key"
+        },
+        {"blocks": [{"type": "text", "text": "hello.py prints 'rewritten'; the task is done."}]},
+    ]
+}
 RECORDING = ROOT / "tests" / "fixtures" / "claude_code" / "write_edit"
 OUT = ROOT / "demo-out"
 
@@ -54,11 +54,12 @@ def main() -> int:
             "--after-step",
             "5",
         ]
+        script = Path(tmp) / "turns.json"
+        script.write_bytes(orjson.dumps(SCRIPT))
         cmd += ["--workspace", str(workspace), "--out", str(OUT), "--force", "--json"]
-        with ScriptedUpstream(SCRIPT, expected_key=DEMO_KEY) as upstream:
-            cmd += ["--continue", "--upstream", upstream.url, "--max-steps", "10"]
-            env = {**os.environ, "ANTHROPIC_API_KEY": DEMO_KEY}
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        cmd += ["--continue", "--upstream", f"mock:{script}", "--max-steps", "10"]
+        env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}  # the mock needs no key
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
         if proc.returncode != 0:
             sys.stderr.write(proc.stderr)
             return proc.returncode
@@ -75,7 +76,10 @@ def main() -> int:
     print(
         f"continuation: input condition {cont['input_condition']}, gate {cont['gate']}, agent_status {cont['agent_status']}"
     )
-    print(f"  {cont['steps_used']} main-thread request(s) through the bridge, model {cont['model']}")
+    print(
+        f"  {cont['steps_used']} main-thread request(s) through the bridge, model {cont['model']}"
+        + (" (answered by the built-in mock model)" if cont["mock"] else "")
+    )
     print(f"continued session (envelope removed): {OUT / cont['files']['continued_session']}")
     print(f"expected prefix: {OUT / 'expected_prefix.json'}")
     print(f"result: {OUT / 'result.json'}")

@@ -14,7 +14,7 @@ import orjson
 
 from adapters.claude_code import chain
 from adapters.claude_code.chain import Record, Session
-from replayer.errors import BadInput, PlanRefused
+from replayer.errors import BadInput, before_compaction
 from replayer.models import Observation, StartingState, Step, Trajectory
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
@@ -181,10 +181,7 @@ def prefix_items(traj: Trajectory, after_step: int) -> list[Record]:
     native = traj.native_as(Native)
     local = after_step - native.pre_compaction_steps
     if local < 0:
-        raise PlanRefused(
-            f"boundary {after_step} lies before the last compaction (after step {native.pre_compaction_steps}); "
-            "the CLI no longer sends that history"
-        )
+        raise before_compaction(after_step, native.pre_compaction_steps)
     if local == 0:
         end = native.spans[0].start if native.spans else len(native.items)
         return native.items[:end]

@@ -165,6 +165,10 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
     def dialect(self) -> ResponsesDialect:
         return ResponsesDialect()
 
+    def observation_text(self, content: str) -> str:
+        """A shell or apply_patch output's JSON (`{"output", "metadata"}`) as the text newer CLIs send."""
+        return rollout.structured_text(content) or content
+
     def gate(self, rebuild: Rebuild[CodexContinuation], prompt: str | None, keep_prompt: bool) -> CodexGate:
         assert prompt is not None
         return CodexGate(

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from adapters.codex import bare
 from adapters.shapes import ORJSON_DEPTH, unwritable
-from replayer.errors import EXCERPT_CHARS, BadInput, PlanRefused, bad_record
+from replayer.errors import EXCERPT_CHARS, BadInput, bad_record, before_compaction
 from replayer.io import open_input
 from replayer.models import StartingState, Step, Trajectory
 
@@ -311,10 +311,7 @@ def _call(records: list[Record], at: int, outputs_at: dict[str, int]) -> dict[st
 def prefix_records(native: Native, after_step: int, outputs: dict[str, Any]) -> list[Record]:
     """The kept records up to the end of step `after_step`, fresh outputs in place, ordinals renumbered."""
     if after_step < native.pre_compaction_steps:
-        raise PlanRefused(
-            f"boundary {after_step} lies before the last compaction (after step {native.pre_compaction_steps}); "
-            f"choose {native.pre_compaction_steps} or later"
-        )
+        raise before_compaction(after_step, native.pre_compaction_steps)
     end = native.step_ends[after_step - 1] if after_step else _first_response(native)
     kept: list[Record] = []
     for record in native.records[:end]:
@@ -450,14 +447,16 @@ def reserialized(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
             shell_ids.add(str(entry.get("call_id")))
         elif kind in OUTPUT_TYPES and entry.get("call_id") in shell_ids:
             shell_ids.discard(entry["call_id"])
-            text = _structured(entry.get("output"))
+            text = structured_text(entry.get("output"))
             if text is not None:
                 entry = {**entry, "output": text}
         out.append(entry)
     return out
 
 
-def _structured(raw: Any) -> str | None:
+def structured_text(raw: Any) -> str | None:
+    """A JSON shell output (`{"output", "metadata": {"exit_code", "duration_seconds"}}`) as the text form;
+    None when `raw` is not one."""
     if not isinstance(raw, str):
         return None
     try:

@@ -18,7 +18,8 @@ import importlib.resources
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -26,7 +27,8 @@ import docker.errors
 from pydantic import BaseModel, ConfigDict
 
 from replayer import bundles
-from replayer.errors import ReplayError, SandboxError
+from replayer.errors import ReplayError, SandboxError, unknown_agent
+from replayer.events import OnEvent, ignore
 from replayer.pins import bundles_root, load_pins
 from sandboxes.docker import connect, engine_errors
 
@@ -43,6 +45,10 @@ class ImageStatus(BaseModel):
     model_config = ConfigDict(extra="forbid")
     tag: str
     status: Literal["present", "built"]
+    bytes: int | None = None
+    """The image's size (as the engine reports it)."""
+    seconds: float | None = None
+    """(built) How long the build took."""
 
 
 class BundleStatus(BaseModel):
@@ -78,20 +84,26 @@ def engine() -> tuple[Literal["running", "started"], list[str]]:
     return "started", notes
 
 
-def base_image() -> ImageStatus:
+def base_image(on_build: Callable[[str], None] = lambda doing: None) -> ImageStatus:
+    """The pinned base image, built when the engine lacks it (`on_build` hears what is built, first)."""
     pin = load_pins().base_image
     client = connect()
     with engine_errors("image lookup"):
         try:
-            client.images.get(pin.tag)
-            return ImageStatus(tag=pin.tag, status="present")
+            found = client.images.get(pin.tag)
+            return ImageStatus(tag=pin.tag, status="present", bytes=found.attrs.get("Size"))
         except docker.errors.ImageNotFound:
             pass
     doing = f"building the base image {pin.tag}"
     _need_root(doing)
     _need_tools(doing, {"debootstrap": "debootstrap"})
+    on_build(f"{doing} (Debian {pin.suite} minbase from {pin.mirror}, {len(pin.packages)} packages; once)")
+    started = time.monotonic()
     _run_script("build_base_image.sh", [pin.tag, pin.suite, pin.mirror, ",".join(pin.packages)], doing)
-    return ImageStatus(tag=pin.tag, status="built")
+    seconds = time.monotonic() - started
+    with engine_errors("image lookup"):
+        size = client.images.get(pin.tag).attrs.get("Size")
+    return ImageStatus(tag=pin.tag, status="built", bytes=size, seconds=seconds)
 
 
 def pinned_bundles(agents: list[str] | None) -> list[tuple[str, str]]:
@@ -99,17 +111,17 @@ def pinned_bundles(agents: list[str] | None) -> list[tuple[str, str]]:
     pins = load_pins().agents
     unknown = [a for a in agents or [] if a not in pins]
     if unknown:
-        raise SetupError(f"no agent {', '.join(map(repr, unknown))} (known: {', '.join(sorted(pins))})")
+        raise unknown_agent(unknown, list(pins))
     return [(a, v) for a, v in bundles.pinned_specs() if agents is None or a in agents]
 
 
-def install_bundles(wanted: list[tuple[str, str]]) -> Iterator[BundleStatus]:
-    """Each bundle as it is found or installed (an install takes minutes: the caller shows progress)."""
+def install_bundles(wanted: list[tuple[str, str]], on_event: OnEvent = ignore) -> Iterator[BundleStatus]:
+    """Each bundle as it is found or installed (an install takes minutes: `on_event` hears its progress)."""
     if not all(bundles.installed(a, v) for a, v in wanted):
         _need_writable(bundles_root(), "installing agent bundles")
     for agent, version in wanted:
         present = bundles.installed(agent, version)
-        path = bundles.ensure(agent, version, adopt=True)
+        path = bundles.ensure(agent, version, adopt=True, on_event=on_event)
         yield BundleStatus(
             agent=agent, version=version, path=path, status="present" if present else "installed"
         )

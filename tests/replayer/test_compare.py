@@ -189,7 +189,8 @@ def test_two_variants_two_repeats_one_replay_and_the_report_shows_it(
             * 2
         )
     header = dom.find("p", class_="versions")[0][2]
-    assert f"agent claude_code {result['version']['version']} (recorded, verified)" in header
+    ran = f"ran {result['version']['version']} (recorded, verified)"
+    assert f"agent claude_code ({pins['cli_package']}) {ran}" in header
     assert not dom.find("details", class_="patch-diff")
     assert len([e for e in dom.find("details", class_="agent-diff") if "+print('hello" in e[2]]) == 4
     infra = [e for e in dom.find("tr") if e[1].get("data-row") == "infrastructure failures"][0]
@@ -451,7 +452,7 @@ def test_malformed_variants_are_usage_errors(variant: str, message: str, tmp_pat
         (["--variant", "a=", "--variant", "a=model=x"], 3, "variant names must be unique"),
         (["--variant", "a=version=0.0.1"], 10, "claude_code 0.0.1 is not in the npm registry"),
         (["--variant", "a=patch=/nonexistent.diff"], 3, "is not a readable file"),
-        (["--variant", "a=", "--upstream", ""], 3, "no upstream"),
+        (["--variant", "a=", "--upstream", ""], 2, "no upstream"),
     ],
 )
 def test_refusals_come_before_any_container(

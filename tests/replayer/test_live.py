@@ -97,3 +97,13 @@ def test_no_progress_when_the_output_is_not_a_terminal_or_with_quiet(tmp_path: P
     code, lines = _at_a_terminal([*args, "-o", str(tmp_path / "quiet"), "-q"], {})
     assert code == 0 and _step_lines(lines) == [] and not any("rerunning" in line for line in lines)
     assert any(line.startswith("result: ") for line in lines), lines
+
+
+def test_an_install_at_a_terminal_shows_what_and_how_big(tmp_path: Path) -> None:
+    """A bundle the cache lacks: a status line naming it and its source, then a line that stays with its size."""
+    code, lines = _at_a_terminal(["bundles", "add", "pi@0.70.0"], {"REPLAYER_BUNDLES": str(tmp_path)})
+    assert code == 0, lines
+    what = "pi 0.70.0 from npm @mariozechner/pi-coding-agent"
+    assert any(line.lstrip(" ⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏").startswith(f"installing {what}") for line in lines), lines
+    done = [line for line in lines if line.startswith(f"  installed {what} (")]
+    assert len(done) == 1 and re.search(r"\(\d+\.\d MB, \d+\.\ds\)$", done[0]), lines

@@ -112,7 +112,7 @@ def test_the_command_takes_upstream_and_key_variable_from_the_settings(tmp_path:
     )
     env = {"XDG_CONFIG_HOME": str(tmp_path / "config")}
     # without the settings: no upstream at all
-    assert _compare_without_key({})[0] == 3
+    assert _compare_without_key({})[0] == 2  # a usage error naming --upstream mock
     code, err = _compare_without_key(env)
     assert (code, err) == (
         4,

@@ -55,8 +55,8 @@ def test_no_docker_and_no_apt_get_names_what_to_install(tmp_path: Path) -> None:
 
 def test_an_unknown_agent_is_refused_before_anything_runs() -> None:
     proc = replayer("setup", "--agents", "claude_code,nosuch", env=NOWHERE)
-    assert proc.returncode == 12
-    assert _one_line(proc).startswith("replayer: setup: no agent 'nosuch' (known: claude_code, codex, ")
+    assert proc.returncode == 2  # the same code in every verb (test_first_contact)
+    assert _one_line(proc).startswith("replayer: usage: no agent 'nosuch' (known: claude_code, codex, ")
 
 
 def test_agents_and_no_bundles_exclude_each_other() -> None:

@@ -89,6 +89,10 @@ def test_any_version_installs_and_its_cli_is_found_where_that_release_put_it(
     proc = _bundles(cache, "add", spec)
     assert proc.returncode == 0, proc.stderr
     agent, version = spec.split("@")
+    # piped, the install is told in one line once it is in place (what, from where, size)
+    package = bundles._pin(agent).npm
+    [told] = proc.stderr.splitlines()
+    assert told.startswith(f"installed {agent} {version} from npm {package} (") and " MB, " in told
     listed = orjson.loads(_bundles(cache, "list", "--json").stdout)
     assert {"agent": agent, "version": version} in [{k: b[k] for k in ("agent", "version")} for b in listed]
     os.environ["REPLAYER_BUNDLES"] = str(cache)
@@ -124,6 +128,8 @@ def test_a_version_the_registry_lacks_is_refused_naming_the_ways_out(cache: Path
     proc = _bundles(cache, "add", "claude_code@0.0.999")
     assert proc.returncode == 10 and "not in the npm registry" in proc.stderr
     assert "--agent-version" in proc.stderr and "replayer bundles" in proc.stderr
+    # `bundles add` takes no --agent-version: the message says which verbs do
+    assert "`run` and `compare` take it as --agent-version" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not list(cache.glob("claude_code-0.0.999*"))
 
 
@@ -156,3 +162,41 @@ def test_an_older_python_agent_resolves_its_dependencies_as_of_its_release() -> 
     assert bundles._file_version("openhands_ai-0.35.0-py3-none-any.whl") == "0.35.0"
     assert bundles._file_version("openhands_ai-0.35.0.tar.gz") == "0.35.0"
     assert bundles._file_version("openhands_ai-0.35.0.tar.bz2") is None
+
+
+@pytest.mark.docker
+@pytest.mark.agent
+def test_a_run_that_installs_says_so_and_counts_the_install_in_its_timings(tmp_path: Path) -> None:
+    cache = tmp_path / "bundles"
+    out = tmp_path / "out"
+    args = [
+        "run",
+        str(CLAUDE_SINGLE),
+        "-n",
+        "0",
+        "-w",
+        str(CLAUDE_SINGLE.parent / "workspace"),
+        "-o",
+        str(out),
+    ]
+    proc = replayer(*args, "--agent-version", "2.0.64", env={"REPLAYER_BUNDLES": str(cache)})
+    assert proc.returncode == 0, proc.stderr
+    assert "installed claude_code 2.0.64 from npm @anthropic-ai/claude-code (" in proc.stderr
+    assert "  installed claude_code 2.0.64 from npm @anthropic-ai/claude-code first (" in proc.stdout
+    result = _result(out)
+    [installed] = result["installed"]
+    assert (installed["agent"], installed["version"]) == ("claude_code", "2.0.64")
+    assert installed["bytes"] == bundles._size(cache / "claude_code-2.0.64") > 1_000_000
+    timings = result["timings"]
+    assert timings["install_s"] >= installed["seconds"] > 0
+    parts = ("parse_s", "install_s", "workspace_s", "sandbox_start_s", "rerun_s", "rebuild_s", "continue_s")
+    assert sum(timings[k] for k in parts) <= timings["total_s"]
+    # the second run finds it in the cache: nothing installed, nothing said
+    again = replayer(
+        *args[:-1], str(tmp_path / "again"), "--agent-version", "2.0.64", env={"REPLAYER_BUNDLES": str(cache)}
+    )
+    said = again.stdout + again.stderr
+    assert (
+        again.returncode == 0 and "installing claude_code" not in said and "installed claude_code" not in said
+    )
+    assert _result(tmp_path / "again")["installed"] == []

@@ -68,7 +68,8 @@ def test_view_shows_prefix_reruns_side_by_side_and_continuation(replay_dir: Path
     assert "Finished." in dom.find("div", id="continuation")[0][2]
     versions = dom.find("p", class_="versions")[0][2]
     version, pins = result["version"], result["pins"]
-    assert f"agent claude_code {version['version']} ({version['source']}, {version['status']})" in versions
+    ran = f"ran {version['version']} ({version['source']}, {version['status']})"
+    assert f"agent claude_code ({pins['cli_package']}) {ran}" in versions
     assert (
         f"replayer {pins['replayer']}" in versions and f"model {result['continuation']['model']}" in versions
     )

@@ -37,7 +37,7 @@ def _package_files() -> list[str]:
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # built from a copy: an in-tree build leaves build/ and *.egg-info in the checkout
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md", *PACKAGES):
+    for name in ("pyproject.toml", "README.md", "docs", *PACKAGES):
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
@@ -89,6 +89,27 @@ def test_the_wheel_holds_every_file_of_the_packages(wheel: Path) -> None:
         assert bool(mode & 0o111) == os.access(ROOT / name, os.X_OK), name
 
 
+def test_the_wheel_holds_the_docs_the_help_names(wheel: Path, venv: Path, tmp_path: Path) -> None:
+    with zipfile.ZipFile(wheel) as zf:
+        members = set(zf.namelist())
+    data = "sandbox_replayer-0.1.0.data/data/share/sandbox-replayer/docs"
+    docs = sorted(p.relative_to(ROOT / "docs") for p in (ROOT / "docs").rglob("*.md"))
+    assert docs and [d for d in docs if f"{data}/{d}" not in members] == []
+    # the installed help says where they are, and they are there
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    shown = subprocess.run(
+        [str(venv / "bin" / "replayer"), "--help"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**env, "COLUMNS": "1000"},
+        check=True,
+    ).stdout
+    where = venv / "share" / "sandbox-replayer" / "docs"
+    assert f"Docs (docs/NAME.md in this help): {where}/NAME.md." in shown
+    assert (where / "cli.md").read_bytes() == (ROOT / "docs" / "cli.md").read_bytes()
+
+
 @pytest.mark.agent
 def test_installed_replayer_runs_from_outside_the_checkout(venv: Path, tmp_path: Path) -> None:
     located = subprocess.run(
@@ -115,7 +136,9 @@ def test_installed_replayer_runs_from_outside_the_checkout(venv: Path, tmp_path:
     assert setup.returncode == 0, setup.stderr
     report = orjson.loads(setup.stdout)
     assert report["engine"] == "running"
-    assert report["image"] == {"tag": pins.base_image.tag, "status": "present"}
+    image = report["image"]
+    assert (image["tag"], image["status"], image["seconds"]) == (pins.base_image.tag, "present", None)
+    assert image["bytes"] > 0  # how big it is, as the engine says
     wanted = [(a, v) for a, pin in pins.agents.items() for v in (pin.version, *pin.also)]
     assert [(b["agent"], b["version"]) for b in report["bundles"]] == wanted
     assert {b["status"] for b in report["bundles"]} == {"present"}

@@ -390,3 +390,34 @@ def test_other_versions_envelopes_are_accepted_exactly_and_nothing_else() -> Non
     assert refused.route("POST", "/v1/messages", other).kind == "refuse"
     assert route(prefix[0]["content"], [{"type": "text", "text": "not a reminder"}, nonce])[0] == "refuse"
     assert route([{"type": "text", "text": "extra"}, *prefix[0]["content"]], [nonce])[0] == "refuse"
+
+
+@pytest.mark.agent
+def test_the_mock_model_continues_records_and_replays_a_cassette_without_a_key(tmp_path: Path) -> None:
+    """`--upstream mock` with no key: the agent ends on the mock's final answer; the recorded cassette then
+    replays offline and the summary says `verified`."""
+    from replayer.mock import FINAL_TEXT
+    from tests.conftest import replayer
+
+    fixture = CLAUDE.fixture("single")
+    tape = tmp_path / "tape"
+    base = ["run", str(fixture / "session.jsonl"), "-n", "1", "-w", str(fixture / "workspace"), "--continue"]
+    no_key = {"ANTHROPIC_API_KEY": "", "REPLAYER_UPSTREAM": ""}
+    out = tmp_path / "mock"
+    proc = replayer(*base, "-o", str(out), "--upstream", "mock", "--record-cassette", str(tape), env=no_key)
+    assert proc.returncode == 0, proc.stderr
+    assert "answers from the mock model" in proc.stdout and "cassette recorded" in proc.stdout
+    result = orjson.loads((out / "result.json").read_bytes())
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"], cont["mock"]) == (
+        "accepted",
+        "completed",
+        1,
+        True,
+    )
+    assert result["request"]["continuation"]["upstream"] == "mock"
+    assert FINAL_TEXT.encode() in (out / cont["files"]["continued_session"]).read_bytes()
+    again = tmp_path / "again"
+    proc = replayer(*base, "-o", str(again), "--cassette", str(tape), env=no_key)
+    assert proc.returncode == 0, proc.stderr
+    assert "cassette verified" in proc.stdout, proc.stdout

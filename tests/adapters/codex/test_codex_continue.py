@@ -241,3 +241,30 @@ def test_the_gate_accepts_only_known_context_items() -> None:
     )
     assert first.kind == "main" and first.body == {"input": [base, user("<skills_instructions>s")]}
     assert ok.notes and "skills" in ok.notes[0]
+
+
+@pytest.mark.agent
+def test_the_mock_model_answers_on_the_responses_wire_without_a_key(tmp_path: Path) -> None:
+    from replayer.mock import FINAL_TEXT
+
+    today = datetime.now(UTC).date().isoformat()
+    rollout = _dated(ROLLOUT, tmp_path / ROLLOUT.name, today)
+    out = tmp_path / "out"
+    args = ["run", str(rollout), "-n", "3", "-w", str(CODEX.fixture("exec") / "workspace"), "-o", str(out)]
+    proc = replayer(
+        *args,
+        "--json",
+        "--continue",
+        "--upstream",
+        "mock",
+        env={"OPENAI_API_KEY": "", "REPLAYER_UPSTREAM": ""},
+    )
+    assert proc.returncode == 0, proc.stderr
+    cont = orjson.loads((out / "result.json").read_bytes())["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"], cont["mock"]) == (
+        "accepted",
+        "completed",
+        1,
+        True,
+    )
+    assert FINAL_TEXT.encode() in (out / cont["files"]["continued_rollout"]).read_bytes()

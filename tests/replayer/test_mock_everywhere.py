@@ -1,0 +1,78 @@
+"""The built-in mock model wherever an upstream is taken, with no key: a batch manifest's continuation,
+compare's variants (bare `mock` and a script file), and the Python API. Real containers, the real pinned
+Claude Code CLI (run --continue and cassette recording with the mock: tests/adapters/claude_code)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+
+import replayer as api
+from replayer.mock import FINAL_TEXT
+from tests.conftest import CLAUDE, replayer
+
+pytestmark = [pytest.mark.docker, pytest.mark.agent]
+
+FIXTURE = CLAUDE.fixture("single")
+SESSION = FIXTURE / "session.jsonl"
+NO_KEY = {"ANTHROPIC_API_KEY": "", "REPLAYER_UPSTREAM": ""}
+
+
+def test_a_batch_manifest_continues_with_the_mock(tmp_path: Path) -> None:
+    manifest = tmp_path / "manifest.jsonl"
+    line = {
+        "trajectory": str(SESSION),
+        "boundaries": [1],
+        "mode": "continue",
+        "workspace": str(FIXTURE / "workspace"),
+        "continuation": {"upstream": "mock"},
+    }
+    manifest.write_bytes(orjson.dumps(line) + b"\n")
+    proc = replayer("batch", str(manifest), "-o", str(tmp_path / "out"), "--json", env=NO_KEY)
+    assert proc.returncode == 0, proc.stderr
+    assert orjson.loads(proc.stdout)["done"] == 1
+    [job] = list((tmp_path / "out" / "jobs").iterdir())
+    cont = orjson.loads((job / "result.json").read_bytes())["continuation"]
+    assert (cont["agent_status"], cont["mock"]) == ("completed", True)
+
+
+def test_compare_variants_take_the_mock_and_a_script(tmp_path: Path) -> None:
+    script = tmp_path / "turns.json"
+    turns = [
+        {"blocks": [{"type": "tool_use", "id": "toolu_mock_1", "name": "Bash", "input": {"command": "ls"}}]}
+    ]
+    script.write_bytes(orjson.dumps({"turns": turns, "final_text": "Scripted end."}))
+    out = tmp_path / "cmp"
+    args = ["compare", str(SESSION), "-n", "1", "-w", str(FIXTURE / "workspace"), "-o", str(out)]
+    args += [
+        "--upstream",
+        "mock",
+        "--variant",
+        "base=",
+        "--variant",
+        f"scripted=upstream=mock:{script}",
+        "--json",
+    ]
+    proc = replayer(*args, env=NO_KEY)
+    assert proc.returncode == 0, proc.stderr
+    runs = {r["variant"]: r for r in orjson.loads((out / "compare.json").read_bytes())["runs"]}
+    assert {name: r["status"] for name, r in runs.items()} == {"base": "ok", "scripted": "ok"}
+    ended = {name: (r["continuation"]["agent_status"], r["continuation"]["mock"]) for name, r in runs.items()}
+    assert ended == {"base": ("completed", True), "scripted": ("completed", True)}
+    steps = {name: r["continuation"]["steps_used"] for name, r in runs.items()}
+    assert steps == {"base": 1, "scripted": 2}, "the script's tool call, then its closing answer"
+
+
+def test_the_api_takes_the_mock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in NO_KEY.items():
+        monkeypatch.setitem(os.environ, name, value)
+    result = api.run(
+        SESSION, 1, FIXTURE / "workspace", tmp_path / "out", continue_agent=True, upstream="mock"
+    )
+    assert result.continuation is not None and result.continuation.mock
+    assert result.continuation.agent_status == "completed"
+    continued = tmp_path / "out" / result.continuation.files["continued_session"]
+    assert FINAL_TEXT.encode() in continued.read_bytes()
