@@ -185,6 +185,12 @@ class Rerunning(ABC):
         """The normalizers a rerun of `tool` is compared under (`replayer.divergence.divergence_of`)."""
         return (*self.output_normalizers, *(("walk_order",) if tool in self.walk_order_tools else ()))
 
+    def own_text(self, tool: str, text: str) -> str | None:
+        """The observation's own text (what the command or tool printed) inside the model-visible `text` of
+        a `tool` call, without the agent's wrapper (exit code, ids, timings); divergence positions are
+        measured on it. None: the whole text is its own (the default)."""
+        return None
+
     @abstractmethod
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         """How a call is replayed; for "unknown", why it cannot be rerun."""

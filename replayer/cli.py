@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-from replayer import __version__, api, settings, signals
+from replayer import __version__, api, divergence, settings, signals
 from replayer.errors import Interrupted, ReplayError
 from replayer.live import LiveProgress
 from replayer.models import (
@@ -462,7 +462,7 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
         if d.status == "different":
             console.print(
                 f"  [yellow]different[/] step {d.step} "
-                + escape(f"{d.tool} {d.call_id} at offset {d.first_difference}")
+                + escape(f"{d.tool} {d.call_id} {divergence.position(d)}")
             )
     for g in result.degradations:
         console.print(f"  [red]degraded[/] {escape(g.reason)} ({g.action})")

@@ -9,7 +9,7 @@ import orjson
 
 from adapters.base import COMMAND, Adapter, Continuation, Ended, Launch, Rebuild, continued_file
 from adapters.codex import continuation, driven, patch, rollout, tools
-from adapters.codex.exec import ExecCommand
+from adapters.codex.exec import ExecCommand, own_text
 from adapters.codex.gate import CodexGate
 from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL
 from bridges.responses import ResponsesDialect, tools_to_chat
@@ -110,6 +110,9 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return rollout.parse(path)
+
+    def own_text(self, tool: str, text: str) -> str | None:
+        return own_text(text)
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         if call.tool in tools.PURE_TOOLS:

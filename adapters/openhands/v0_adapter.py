@@ -30,7 +30,7 @@ from adapters.base import (
     recorded_tools,
     write_continue_spec,
 )
-from adapters.openhands import bundle, v0
+from adapters.openhands import bundle, conversation, v0
 from adapters.openhands.v0_rerun import OpenHandsV0Rerunner, companion_argv
 from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from bridges.chat import ChatPrefixGate
@@ -87,6 +87,9 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return v0.parse(path)
+
+    def own_text(self, tool: str, text: str) -> str | None:
+        return conversation.own_text(text)
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         if call.tool in ("finish", "think"):
