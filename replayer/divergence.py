@@ -162,6 +162,6 @@ def workspace_hint(divergences: list[Divergence]) -> str | None:
     if len(at_start) < 2 or 2 * len(at_start) <= len(reruns):
         return None
     return (
-        f"{len(at_start)} of {len(reruns)} reruns differ from their first character: the workspace is "
+        f"{len(at_start)} of {len(reruns)} reruns differ from the first character of their output: the workspace is "
         "probably not the session's starting state (`replayer inspect` shows what the file records of it)"
     )
