@@ -156,6 +156,9 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
         # adapters/openhands/data/<V0 version>/: one data folder for both formats
         return list(recorded_tools(bundle.NAME, self.version()))
 
+    def tools_data_name(self) -> str:
+        return bundle.NAME
+
     # continuation -----------------------------------------------------------------------------
     def gate_facts(
         self, box: Sandbox, trajectory: Trajectory, rebuild: Rebuild[V0Continuation], model: str | None
