@@ -4,6 +4,7 @@ and degradations."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import adapters
 from replayer import timeline
 from replayer.engine import RERUNS
 from replayer.errors import BadInput, OutputError
+from replayer.index import MAX_FILE_BYTES, read_small
 from replayer.io import write_bytes_atomic
 from replayer.models import ReplayResult, RerunRecord, TimelineEntry
 from replayer.pins import pinned_version, running_version
@@ -37,10 +39,25 @@ class ViewData(BaseModel):
     continuation: list[TimelineEntry]
 
 
-def _json(path: Path) -> Any:
+def _json(directory: Path, name: str) -> Any:
+    """DIR/NAME as JSON: a plain name (the result names its files), a regular file within the size bound,
+    no link followed (the folder holds what a sandbox wrote)."""
+    path = directory / name
+    if "/" in name or name in ("", ".", ".."):
+        raise BadInput(f"{path}: not a file name of the result directory")
     try:
-        return orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BadInput(f"cannot read {directory}: {exc.strerror}") from None
+    try:
+        data = read_small(fd, name)
+    finally:
+        os.close(fd)
+    if data is None:
+        raise BadInput(f"{path} is not a regular file of at most {MAX_FILE_BYTES} bytes")
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
         raise BadInput(f"{path} cannot be read as JSON: {exc}") from None
 
 
@@ -51,7 +68,7 @@ def _cut(text: str) -> str:
 def _reruns(directory: Path, result: ReplayResult) -> list[ViewRerun]:
     path = directory / RERUNS
     if path.is_file():
-        records = [RerunRecord.model_validate(r) for r in _json(path)]
+        records = [RerunRecord.model_validate(r) for r in _json(directory, RERUNS)]
         return [
             ViewRerun(
                 **r.model_dump(exclude={"historical", "fresh"}),
@@ -84,11 +101,11 @@ def load(directory: Path) -> ViewData:
         )
         raise BadInput(f"{directory} is not a replay output directory: it has no result.json{hint}")
     try:
-        result = ReplayResult.model_validate_json(path.read_bytes())
+        result = ReplayResult.model_validate(_json(directory, "result.json"))
     except ValidationError as exc:
         raise BadInput(f"{path} is not a replay result: {exc.errors()[0]['msg']}") from None
     adapter = adapters.by_name(result.agent)
-    expected = _json(directory / result.expected_prefix)
+    expected = _json(directory, result.expected_prefix)
     dialect = adapter.dialect()
     version = result.version.version if result.version else pinned_version(result.agent)
     with running_version(result.agent, version):  # the continued session in the form of the version that ran

@@ -101,7 +101,7 @@ def test_view_of_a_directory_without_reruns_json_shows_the_excerpts(replay_dir: 
     ("result_json", "message"),
     [
         (None, "is not a directory"),
-        ("", "is not a replay output directory: it has no result.json"),
+        ("", "holds no results"),
         ("{}", "is not a replay result"),
         ("[", "is not a replay result"),
     ],
