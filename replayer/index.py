@@ -298,8 +298,14 @@ def write(root: Path) -> tuple[Path, Index]:
         if row.kind in ("replay", "batch job") and row.agent is not None:  # a result directory, read
             try:
                 view.write(root / row.path)
-            except ReplayError as exc:
-                row = row.model_copy(update={"note": f"no report: {exc}"})
+            except (
+                ReplayError,
+                ValidationError,
+                ValueError,
+                TypeError,
+            ) as exc:  # its files, as a sandbox left them
+                why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                row = row.model_copy(update={"note": f"no report: {why}"})
             else:
                 row = row.model_copy(update={"report": _join(row.path, view.PAGE)})
         rows.append(row)

@@ -22,7 +22,7 @@ HOSTILE = "javascript:alert(1)"
 def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A batch (a Codex replay from an empty workspace, Claude Code prefixes, a refused Pi job), a copy of
     one of its jobs in a folder with a hostile name, a verdict, and what a sandbox may leave: links out and
-    round, a FIFO named result.json."""
+    round, a FIFO named result.json, a job copy whose reruns.json is not what a replay writes."""
     tmp = tmp_path_factory.mktemp("index")
     (tmp / "empty").mkdir()
     lines = [
@@ -41,6 +41,8 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
         d for d in (root / "batch" / "jobs").iterdir() if b'"codex"' in (d / "result.json").read_bytes()
     )
     shutil.copytree(codex_job, root / HOSTILE, symlinks=True)
+    shutil.copytree(codex_job, root / "broken", symlinks=True)
+    (root / "broken" / "reruns.json").write_text('[{"step": "one"}]')
     (root / "verdicts").mkdir()
     shutil.copyfile(SHIPPED / "claude_code@2.0.64.json", root / "verdicts" / "claude_code@2.0.64.json")
     outside = tmp / "outside"
@@ -59,8 +61,8 @@ def test_the_index_lists_every_run_filterable_each_with_its_report(results: Path
     summary = orjson.loads(proc.stdout)
     page = Path(summary["index"])
     assert page == results.absolute() / "index.html"
-    # the batch's three jobs, the copy, the verdict, the FIFO (unreadable); nothing through the links
-    assert summary["runs"] == 6 and summary["skipped"] == []
+    # the batch's three jobs, the two copies, the verdict, the FIFO (unreadable); nothing through the links
+    assert summary["runs"] == 7 and summary["skipped"] == []
     text = page.read_text()
     assert "http://" not in text and "https://" not in text and ' src="' not in text and "url(" not in text
     dom, log = render(page, tmp_path)
@@ -70,15 +72,21 @@ def test_the_index_lists_every_run_filterable_each_with_its_report(results: Path
     for _, attrs, _ in rows:
         by_status.setdefault(attrs["data-status"], []).append(attrs)
     assert sorted((s, len(v)) for s, v in by_status.items()) == [
-        ("ok", 2),
+        ("ok", 3),
         ("prepared", 1),
         ("refused", 1),
         ("unreadable", 1),
         ("verified", 1),
     ]
     cells = {c: [e[2] for e in dom.find("td", class_=c)] for c in ("agent", "divergences", "note", "path")}
-    assert cells["divergences"].count("3 different, 1 normalized_equal") == 2
+    assert cells["divergences"].count("3 different, 1 normalized_equal") == 3
     assert any("unknown tool 'no_such_tool'" in n for n in cells["note"])
+    broken = [e for e in rows if "broken" in e[2]]
+    assert (
+        len(broken) == 1
+        and "no report: " in broken[0][2]
+        and not (results / "broken" / "report.html").exists()
+    )
     assert not any(p.startswith(("out", "batch/jobs/round")) for p in cells["path"])
     # each replay's report was written beside its result, and linked relatively (a hostile name stays a path)
     links = [e[1]["href"] for e in dom.find("a")]
@@ -93,10 +101,10 @@ def test_the_index_lists_every_run_filterable_each_with_its_report(results: Path
     dom, _ = render(page, tmp_path, "status=refused")
     shown = [e for e in dom.find("tr") if "row" in e[1].get("class", "").split() and "hidden" not in e[1]]
     assert [e[1]["data-status"] for e in shown] == ["refused"]
-    assert dom.find("p", id="count")[0][2] == "1 of 6 run(s) shown"
-    dom, _ = render(page, tmp_path, "agent=codex")
+    assert dom.find("p", id="count")[0][2] == "1 of 7 run(s) shown"
+    dom, _ = render(page, tmp_path, "agent=codex&q=alert")
     shown = [e for e in dom.find("tr") if "row" in e[1].get("class", "").split() and "hidden" not in e[1]]
-    assert len(shown) == 2 and all(e[1]["data-agent"] == "codex" for e in shown)
+    assert len(shown) == 1 and shown[0][1]["data-agent"] == "codex" and HOSTILE in shown[0][2]
 
 
 def test_a_folder_without_results_is_refused_in_one_line(tmp_path: Path) -> None:
