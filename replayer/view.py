@@ -39,9 +39,9 @@ class ViewData(BaseModel):
     continuation: list[TimelineEntry]
 
 
-def _json(directory: Path, name: str) -> Any:
-    """DIR/NAME as JSON: a plain name (the result names its files), a regular file within the size bound,
-    no link followed (the folder holds what a sandbox wrote)."""
+def _read(directory: Path, name: str) -> bytes:
+    """DIR/NAME: a plain name (the result names its files), a regular file within the size bound, no link
+    followed (the folder holds what a sandbox wrote)."""
     path = directory / name
     if "/" in name or name in ("", ".", ".."):
         raise BadInput(f"{path}: not a file name of the result directory")
@@ -55,10 +55,14 @@ def _json(directory: Path, name: str) -> Any:
         os.close(fd)
     if data is None:
         raise BadInput(f"{path} is not a regular file of at most {MAX_FILE_BYTES} bytes")
+    return data
+
+
+def _json(directory: Path, name: str) -> Any:
     try:
-        return orjson.loads(data)
+        return orjson.loads(_read(directory, name))
     except orjson.JSONDecodeError as exc:
-        raise BadInput(f"{path} cannot be read as JSON: {exc}") from None
+        raise BadInput(f"{directory / name} cannot be read as JSON: {exc}") from None
 
 
 def _cut(text: str) -> str:
@@ -101,7 +105,7 @@ def load(directory: Path) -> ViewData:
         )
         raise BadInput(f"{directory} is not a replay output directory: it has no result.json{hint}")
     try:
-        result = ReplayResult.model_validate(_json(directory, "result.json"))
+        result = ReplayResult.model_validate_json(_read(directory, "result.json"))
     except ValidationError as exc:
         raise BadInput(f"{path} is not a replay result: {exc.errors()[0]['msg']}") from None
     adapter = adapters.by_name(result.agent)
