@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 import adapters
 from replayer import tooldefs
-from replayer.errors import BadInput, OutputError
+from replayer.errors import BadInput, OutputError, ReplayError
 from replayer.io import write_bytes_atomic
 from replayer.models import ReplayResult
 from replayer.pins import pinned_version, running_version
@@ -51,9 +51,21 @@ def chat_record(job: Path) -> dict[str, Any]:
 
 
 @functools.cache
-def _tools_source(agent: str, recorded: str | None, data_agent: str) -> tooldefs.ToolsSource:
+def _tools_source(
+    agent: str, recorded: str | None, data_agent: str, model: str | None
+) -> tooldefs.ToolsSource:
     """Once per export process: a version whose capture failed is not run again for each of its records."""
-    return tooldefs.source_for(agent, recorded, data_agent)
+    return tooldefs.source_for(agent, recorded, data_agent, model)
+
+
+@functools.cache
+def _session_model(trajectory: Path) -> str | None:
+    """The model the session records, from its file when it is still there (the capture talks to it)."""
+    try:
+        adapter = adapters.detect(trajectory)
+        return adapter.default_model(adapter.parse(trajectory))
+    except ReplayError:
+        return None
 
 
 def _chat_record(job: Path, result: ReplayResult) -> dict[str, Any]:
@@ -89,7 +101,8 @@ def _chat_record(job: Path, result: ReplayResult) -> dict[str, Any]:
         }
         if continued is not None:
             messages = dialect.to_chat(continued)  # the prefix, then what the agent did from the boundary
-    tools = _tools_source(result.agent, result.agent_version, adapter.tools_data_name())
+    model = _session_model(result.request.trajectory)
+    tools = _tools_source(result.agent, result.agent_version, adapter.tools_data_name(), model)
     with running_version(result.agent, tools.version):  # the definitions of the version that recorded it
         chat_tools = adapter.chat_tools(job / "native")
     metadata["tools"] = tools.model_dump(mode="json", exclude_none=True)

@@ -35,6 +35,8 @@ class CapturedTools(BaseModel):
     version: str
     tools: list[Any]
     """As the CLI sent them on the wire (its first main-thread request's `tools`)."""
+    model: str | None = None
+    """The model the CLI was talking to: a CLI may describe its tools per model (Claude Code does)."""
     replayer: str
     probe: str
     """The recording the CLI continued."""
@@ -50,6 +52,8 @@ class ToolsSource(BaseModel):
     source: Literal["shipped", "captured", "pinned_fallback"]
     """shipped: the adapter's data for that version; captured: from that version's own CLI (cached);
     pinned_fallback: the recording version's could not be had, the pinned version's stand in."""
+    model: str | None = None
+    """captured: the model the CLI was talking to when its definitions were captured."""
     note: str | None = None
     """Why the pinned set stands in."""
 
@@ -71,15 +75,16 @@ def cached(agent: str, version: str) -> CapturedTools | None:
     return found if (found.agent, found.version) == (agent, version) else None
 
 
-def capture(agent: str, version: str) -> CapturedTools:
-    """Run `version`'s CLI (its bundle installed) once and cache the tools its first request offered."""
+def capture(agent: str, version: str, model: str | None = None) -> CapturedTools:
+    """Run `version`'s CLI (its bundle installed) once, talking to `model` (the session's, when known), and
+    cache the tools its first request offered."""
     from replayer.verify import first_request
 
     if not bundles.installed(agent, version):
         raise ReplayError(
             f"the bundle {agent}@{version} is not installed (`replayer bundles add {agent}@{version}`)"
         )
-    probe, result, body = first_request(agent, version)
+    probe, result, body = first_request(agent, version, model=model)
     tools = body.get("tools") if isinstance(body, dict) else None
     if not isinstance(tools, list):
         cont = result.continuation
@@ -89,6 +94,7 @@ def capture(agent: str, version: str) -> CapturedTools:
         agent=agent,
         version=version,
         tools=tools,
+        model=body.get("model") if isinstance(body.get("model"), str) else model,
         replayer=REPLAYER_VERSION,
         probe=f"{probe.recording} ({probe.version})",
         captured_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -109,22 +115,27 @@ def wire_tools(agent: str, version: str) -> list[Any] | None:
     return None if found is None else found.tools
 
 
-def source_for(agent: str, recorded: str | None, data_agent: str | None = None) -> ToolsSource:
+def source_for(
+    agent: str, recorded: str | None, data_agent: str | None = None, model: str | None = None
+) -> ToolsSource:
     """Whose definitions a session recorded by `recorded` (None: the file names no version) is exported
-    with, capturing them first when they are not here. `data_agent`: the name the adapter's data goes by."""
+    with, capturing them first (the CLI talking to `model`, the session's) when they are not here: once
+    per version, the first capture's model is the one the cache records. `data_agent`: the name the
+    adapter's data goes by."""
     data = data_agent or agent
     pinned = pinned_version(agent)
     if recorded is None:
         return ToolsSource(version=pinned, source="pinned_fallback", note="the session names no version")
     if shipped_path(data, recorded).is_file():
         return ToolsSource(version=recorded, source="shipped")
-    if cached(data, recorded) is not None:
-        return ToolsSource(version=recorded, source="captured")
+    found = cached(data, recorded)
+    if found is not None:
+        return ToolsSource(version=recorded, source="captured", model=found.model)
     if data != agent:
         note = f"no definitions of {agent} {recorded} are here, and its CLI is not captured by this adapter"
         return ToolsSource(version=pinned, source="pinned_fallback", note=note)
     try:
-        capture(agent, recorded)
+        found = capture(agent, recorded, model)
     except ReplayError as exc:
         return ToolsSource(version=pinned, source="pinned_fallback", note=f"{agent} {recorded}: {exc}")
-    return ToolsSource(version=recorded, source="captured")
+    return ToolsSource(version=recorded, source="captured", model=found.model)

@@ -180,8 +180,10 @@ def _replay(
     script: Script,
     prompt: str | None,
     max_steps: int = 12,
+    model: str | None = None,
 ) -> tuple[ReplayResult, list[LoggedRequest]]:
-    """Replay `trajectory` at `version` to `after` and continue it against the probe's scripted model."""
+    """Replay `trajectory` at `version` to `after` and continue it against the probe's scripted model
+    (named `model`; None: the one the trajectory records)."""
     from replayer.engine import execute
 
     os.environ[PROBE_KEY_ENV] = PROBE_KEY
@@ -192,6 +194,7 @@ def _replay(
             boundary_prompt=prompt,
             max_steps=max_steps,
             idle_timeout_s=120,
+            model=model,
         )
         request = ReplayRequest(
             mode="run",
@@ -206,16 +209,19 @@ def _replay(
     return result, upstream.log
 
 
-def first_request(agent: str, version: str, work: Path | None = None) -> tuple[Probe, ReplayResult, Any]:
-    """The probe's first step alone: the head recording continued at `version` with a bare answer, and
-    the body of the first main-thread request `version`'s CLI sent (None if it sent none)."""
+def first_request(
+    agent: str, version: str, work: Path | None = None, model: str | None = None
+) -> tuple[Probe, ReplayResult, Any]:
+    """The probe's first step alone: the head recording continued at `version` with a bare answer (the
+    CLI talking to `model`, default the recording's), and the body of the first main-thread request
+    `version`'s CLI sent (None if it sent none)."""
     probe = probe_for(agent, version)
     source = FIXTURES / probe.recording
     with tempfile.TemporaryDirectory(prefix="replayer-tools-", dir=work) as tmp:
         ready = Script(turns=[], final_text="Ready.")
         result, log = _replay(
             by_name(agent), version, source / "workspace", Path(tmp) / "gate", source / probe.native, 1, ready,
-            PROMPT, max_steps=1,
+            PROMPT, max_steps=1, model=model,
         )  # fmt: skip
     return probe, result, next((r.body for r in log if r.main_thread), None)
 

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from adapters import recorded_tools
+from replayer.engine import load
 from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, replayer
 from tests.replayer.test_batch import _all_sources, _manifest
 
@@ -210,10 +211,16 @@ def test_a_session_of_an_older_version_is_exported_with_that_versions_tools(tmp_
     record, summary = _prepared_export(tmp_path, CLAUDE.fixture("versions/2.0.64/probe") / "session.jsonl")
     names = {t["function"]["name"] for t in record["tools"]}
     assert {"Glob", "Grep", "TodoWrite", "Bash"} <= names and not {"CronCreate", "Workflow"} & names
-    assert record["metadata"]["tools"] == {"version": "2.0.64", "source": "captured"}
+    session = CLAUDE.fixture("versions/2.0.64/probe") / "session.jsonl"
+    model = load(session)[0].default_model(load(session)[1])  # the CLI is captured talking to it
+    assert model and record["metadata"]["tools"] == {
+        "version": "2.0.64",
+        "source": "captured",
+        "model": model,
+    }
     assert summary["pinned_tools"] == 0
     captured = tooldefs.CapturedTools.model_validate_json(cache.read_bytes())
-    assert (captured.agent, captured.version) == ("claude_code", "2.0.64")
+    assert (captured.agent, captured.version, captured.model) == ("claude_code", "2.0.64", model)
     assert captured.probe.startswith("claude_code/versions/2.0.64/")
     # once: the next export reads the cache (the capture's time stays), ATIF says the same version
     atif, _ = _prepared_export(tmp_path, CLAUDE.fixture("versions/2.0.64/probe") / "session.jsonl", "atif")
