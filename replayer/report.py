@@ -204,7 +204,8 @@ for (const x of data.reruns) {
   const d = byCall[x.call_id] || {status: 'unknown', normalizers: []};
   const box = el('div', {class: `rerun ${d.status}`, 'data-call': x.call_id},
     el('div', {}, el('strong', {}, `step ${x.step}: ${x.tool}`), ' ', el('code', {}, x.call_id), ' ',
-      el('span', {class: 'badge status'}, d.status), d.normalizers.length ? el('span', {class: 'badge'}, 'normalized: ' + d.normalizers.join(', ')) : ''));
+      el('span', {class: 'badge status'}, d.status), d.normalizers.length ? el('span', {class: 'badge'}, 'normalized: ' + d.normalizers.join(', ')) : '',
+      d.line ? el('span', {class: 'badge position'}, `${d.in_wrapper ? "in the agent's wrapper, " : ''}line ${d.line}, column ${d.column}`) : ''));
   if (x.excerpts) box.append(el('p', {class: 'meta'}, 'excerpts only (this directory has no reruns.json)'));
   box.append(el('div', {class: 'pair'},
     el('div', {class: 'historical'}, el('h4', {}, 'historical'), marked(x.historical, x.fresh)),
