@@ -201,6 +201,12 @@ class Rerunning(Pinned):
         """The normalizers a rerun of `tool` is compared under (`replayer.divergence.divergence_of`)."""
         return (*self.output_normalizers, *(("walk_order",) if tool in self.walk_order_tools else ()))
 
+    def own_text(self, tool: str, text: str) -> str | None:
+        """The observation's own text (what the command or tool printed) inside the model-visible `text` of
+        a `tool` call, without the agent's wrapper (exit code, ids, timings); divergence positions are
+        measured on it. None: the whole text is its own (the default)."""
+        return None
+
     @abstractmethod
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         """How a call is replayed; for "unknown", why it cannot be rerun."""
@@ -246,8 +252,13 @@ class SessionWriter(Pinned, Generic[ContT]):
         from the cleaned continued native session; None when the job did not continue."""
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
-        """The tool definitions the pinned CLI offers with this rebuilt session, in chat form (recorded data)."""
+        """The tool definitions the running version's CLI (the pinned one unless `running_version` says
+        another) offers with this rebuilt session, in chat form (recorded data)."""
         return list(recorded_tools(self.name, self.version()))
+
+    def tools_data_name(self) -> str:
+        """The name this agent's tool definitions are kept under (adapters/NAME/data, the capture cache)."""
+        return self.name
 
 
 class Launcher(ABC, Generic[ContT]):
@@ -379,13 +390,16 @@ def write_continue_spec(home: Path, spec: dict[str, Any]) -> None:
 
 
 def recorded_tools(agent: str, version: str) -> list[Any]:
-    """The tool definitions the pinned CLI sent on the wire (captured by tests/capture_tools.py)."""
-    path = Path(__file__).resolve().parent / agent / "data" / version / "tools.json"
-    try:
-        tools = orjson.loads(path.read_bytes())
-    except FileNotFoundError:
-        raise BadInput(f"no recorded tool definitions for {agent} {version} ({path})") from None
-    return tools if isinstance(tools, list) else []
+    """The tool definitions `version`'s CLI sent on the wire: the pinned versions' ship with the adapter
+    (captured by tests/capture_tools.py), another version's once captured from its own CLI
+    (replayer.tooldefs)."""
+    from replayer.tooldefs import shipped_path, wire_tools
+
+    tools = wire_tools(agent, version)
+    if tools is None:
+        path = shipped_path(agent, version)
+        raise BadInput(f"no recorded tool definitions for {agent} {version} ({path})")
+    return tools
 
 
 def provider_model_refusal(agent: str, model: str | None) -> str | None:

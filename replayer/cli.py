@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
-from replayer import __version__, api, docs, settings, signals
+from replayer import __version__, api, divergence, docs, settings, signals
 from replayer.errors import NO_UPSTREAM_HELP, Interrupted, ReplayError
 from replayer.live import LiveProgress, megabytes
 from replayer.models import (
@@ -496,7 +496,7 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
         if d.status == "different":
             console.print(
                 f"  [yellow]different[/] step {d.step} "
-                + escape(f"{d.tool} {d.call_id} at offset {d.first_difference}")
+                + escape(f"{d.tool} {d.call_id} {divergence.position(d)}")
             )
     for g in result.degradations:
         console.print(f"  [red]degraded[/] {escape(g.reason)} ({g.action})")
@@ -849,28 +849,48 @@ def export(
         _emit_json(summary.model_dump())
     else:
         console.print(f"{summary.records} record(s), {summary.redactions} redaction(s): {summary.out}")
+        if summary.pinned_tools:
+            console.print(
+                f"  note: {summary.pinned_tools} record(s) carry the pinned version's tool definitions: the "
+                "recording version's could not be had (metadata.tools.note says why)",
+                highlight=False,
+            )
 
 
 @command()
 def view(
     directory: Annotated[
-        Path, typer.Argument(metavar="DIR", help="A replay's output directory (run, prepare).")
+        Path,
+        typer.Argument(
+            metavar="DIR", help="A replay's output directory (run, prepare), or any folder of results."
+        ),
     ],
     json: JsonOpt = False,
 ) -> None:
     """Write DIR/report.html: the prefix, each rerun's historical and fresh observation side by side, the
-    continuation, versions and degradations.
+    continuation, versions and degradations. On a folder of results (batch, compare, verify outputs, or
+    several runs), write DIR/index.html: every run found, filterable, each with its report.
 
     Examples:
       replayer view out/
+      replayer view batch-out/
     """
-    from replayer.view import write
+    from replayer import index, view
 
-    page = write(directory)
+    if (directory / "result.json").is_file() or not directory.is_dir():
+        page = view.write(directory)
+        if json:
+            _emit_json({"report": str(page.absolute())})
+        else:
+            console.print(f"report: {page.absolute()}", highlight=False)
+        return
+    page, found = index.write(directory)
     if json:
-        _emit_json({"report": str(page.absolute())})
+        _emit_json({"index": str(page.absolute()), "runs": len(found.rows), "skipped": found.skipped})
     else:
-        console.print(f"report: {page.absolute()}", highlight=False)
+        console.print(f"{len(found.rows)} run(s): {page.absolute()}", highlight=False)
+        for note in found.skipped:
+            console.print(f"  note: {note}", markup=False, highlight=False)
 
 
 @command()

@@ -42,11 +42,35 @@ def model_text(obs: Observation) -> str:
     return orjson.dumps(obs.content, option=orjson.OPT_SORT_KEYS).decode()
 
 
+OwnText = Callable[[str], str | None]
+"""An adapter's `own_text` for one tool: the observation's own text inside its model-visible text."""
+
+
 def _first_difference(a: str, b: str) -> int:
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             return i
     return min(len(a), len(b))
+
+
+def line_column(text: str, at: int) -> tuple[int, int]:
+    """The 1-based line and column of offset `at` in `text`."""
+    line = text.count("\n", 0, at) + 1
+    return line, at - (text.rfind("\n", 0, at) + 1) + 1
+
+
+def _where(old: str, new: str, own: OwnText | None) -> tuple[str, str, bool]:
+    """The two texts a difference is located in: the observations' own texts when the adapter finds both
+    and they differ; else the whole texts, with whether the own texts were equal (the difference lies in
+    the agent's wrapper: an exit code, an id, a timing)."""
+    if own is None:
+        return old, new, False
+    own_old, own_new = own(old), own(new)
+    if own_old is None or own_new is None:
+        return old, new, False
+    if own_old == own_new:
+        return old, new, True
+    return own_old, own_new, False
 
 
 def _excerpt(text: str, at: int) -> str:
@@ -55,10 +79,16 @@ def _excerpt(text: str, at: int) -> str:
 
 
 def divergence_of(
-    step: int, call: ToolCall, kind: ToolKind, fresh: Observation, normalizers: Collection[str]
+    step: int,
+    call: ToolCall,
+    kind: ToolKind,
+    fresh: Observation,
+    normalizers: Collection[str],
+    own: OwnText | None = None,
 ) -> Divergence:
     """How the fresh observation of a rerun call differs from its historical one, `normalizers` (names in
-    `NORMALIZERS`, what the adapter declares for the call's tool) allowed."""
+    `NORMALIZERS`, what the adapter declares for the call's tool) allowed; a difference is located in the
+    observations' own texts (`own`, the adapter's `own_text` for the tool), not in the agent's wrapper."""
     base: dict[str, Any] = {"step": step, "call_id": call.id, "tool": call.tool, "kind": kind}
     historical = call.historical
     if historical is None:
@@ -80,13 +110,18 @@ def divergence_of(
                 return Divergence(
                     **base, status="normalized_equal", normalizers=needed, truncated=fresh.truncated
                 )
-    at = _first_difference(old, new)
+    a, b, in_wrapper = _where(old, new, own)
+    at = _first_difference(a, b)
+    line, column = line_column(a, at)
     return Divergence(
         **base,
         status="different",
         first_difference=at,
-        historical_excerpt=_excerpt(old, at),
-        fresh_excerpt=_excerpt(new, at),
+        line=line,
+        column=column,
+        in_wrapper=in_wrapper,
+        historical_excerpt=_excerpt(a, at),
+        fresh_excerpt=_excerpt(b, at),
         truncated=fresh.truncated,
     )
 
@@ -108,18 +143,25 @@ def _needed(old: str, new: str, used: list[str]) -> list[str]:
     return needed
 
 
+def position(d: Divergence) -> str:
+    """Where a `different` observation first differs, in words."""
+    at = f"line {d.line}, column {d.column}"
+    return f"in the agent's wrapper (its output is the same) at {at}" if d.in_wrapper else f"at {at}"
+
+
 def kept(step: int, call: ToolCall, kind: ToolKind) -> Divergence:
     return Divergence(step=step, call_id=call.id, tool=call.tool, kind=kind, status="historical_kept")
 
 
 def workspace_hint(divergences: list[Divergence]) -> str | None:
-    """A word when most reruns differ from their first character: the usual cause is a workspace that is
-    not the one the session started from, not the agent."""
+    """A word when most reruns differ from the first character of their own text (what the command printed,
+    not the agent's wrapper around it): the usual cause is a workspace that is not the one the session
+    started from, not the agent."""
     reruns = [d for d in divergences if d.kind == "rerun"]
-    at_start = [d for d in reruns if d.status == "different" and d.first_difference == 0]
+    at_start = [d for d in reruns if d.status == "different" and d.first_difference == 0 and not d.in_wrapper]
     if len(at_start) < 2 or 2 * len(at_start) <= len(reruns):
         return None
     return (
-        f"{len(at_start)} of {len(reruns)} reruns differ from their first character: the workspace is "
+        f"{len(at_start)} of {len(reruns)} reruns differ from the first character of their output: the workspace is "
         "probably not the session's starting state (`replayer inspect` shows what the file records of it)"
     )

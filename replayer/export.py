@@ -2,13 +2,16 @@
 or as an ATIF v1.7 trajectory (Harbor's format) built from the same record.
 
 A record is {"messages", "tools", "metadata"}: the rebuilt prefix (expected_prefix.json) through the
-agent's dialect, the tool definitions the pinned CLI sent on the wire (recorded data), and provenance.
+agent's dialect, the tool definitions of the version that recorded the session (its CLI's, as sent on the
+wire: replayer.tooldefs; the metadata's `tools` says whose, and when the pinned set stands in), and
+provenance.
 Secret-looking strings are redacted; the count is in the metadata. Records are sorted, so the same
 jobs give the same bytes.
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 import adapters
-from replayer.errors import BadInput, OutputError
+from replayer import tooldefs
+from replayer.errors import BadInput, OutputError, ReplayError
 from replayer.io import write_bytes_atomic
 from replayer.models import ReplayResult
 from replayer.pins import pinned_version, running_version
@@ -27,6 +31,8 @@ class ExportSummary(BaseModel):
     model_config = ConfigDict(extra="forbid")
     records: int
     redactions: int
+    pinned_tools: int = 0
+    """Records that carry the pinned version's tool definitions: their own version's could not be had."""
     out: str
 
 
@@ -42,6 +48,24 @@ def result_dirs(root: Path) -> list[Path]:
 
 def chat_record(job: Path) -> dict[str, Any]:
     return _chat_record(job, ReplayResult.model_validate_json((job / "result.json").read_bytes()))
+
+
+@functools.cache
+def _tools_source(
+    agent: str, recorded: str | None, data_agent: str, model: str | None
+) -> tooldefs.ToolsSource:
+    """Once per export process: a version whose capture failed is not run again for each of its records."""
+    return tooldefs.source_for(agent, recorded, data_agent, model)
+
+
+@functools.cache
+def _session_model(trajectory: Path) -> str | None:
+    """The model the session records, from its file when it is still there (the capture talks to it)."""
+    try:
+        adapter = adapters.detect(trajectory)
+        return adapter.default_model(adapter.parse(trajectory))
+    except ReplayError:
+        return None
 
 
 def _chat_record(job: Path, result: ReplayResult) -> dict[str, Any]:
@@ -77,9 +101,12 @@ def _chat_record(job: Path, result: ReplayResult) -> dict[str, Any]:
         }
         if continued is not None:
             messages = dialect.to_chat(continued)  # the prefix, then what the agent did from the boundary
-    record, count = redact(
-        {"messages": messages, "tools": adapter.chat_tools(job / "native"), "metadata": metadata}
-    )
+    model = _session_model(result.request.trajectory)
+    tools = _tools_source(result.agent, result.agent_version, adapter.tools_data_name(), model)
+    with running_version(result.agent, tools.version):  # the definitions of the version that recorded it
+        chat_tools = adapter.chat_tools(job / "native")
+    metadata["tools"] = tools.model_dump(mode="json", exclude_none=True)
+    record, count = redact({"messages": messages, "tools": chat_tools, "metadata": metadata})
     record["metadata"]["redactions"] = count
     return record
 
@@ -111,7 +138,10 @@ def export_chat(root: Path, out: Path, force: bool = False) -> ExportSummary:
     )
     write_records(out, [orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in records])
     return ExportSummary(
-        records=len(records), redactions=sum(r["metadata"]["redactions"] for r in records), out=str(out)
+        records=len(records),
+        redactions=sum(r["metadata"]["redactions"] for r in records),
+        pinned_tools=sum(r["metadata"]["tools"]["source"] == "pinned_fallback" for r in records),
+        out=str(out),
     )
 
 
@@ -174,7 +204,7 @@ def atif_record(job: Path) -> dict[str, Any]:
         "session_id": result.session_id,
         "agent": {
             "name": metadata["agent"],
-            "version": metadata["pinned_version"] or metadata["agent_version"] or "unknown",
+            "version": metadata["tools"]["version"],  # the version whose tool_definitions these are
             "tool_definitions": record["tools"],
         },
         "steps": steps,
@@ -195,5 +225,10 @@ def export_atif(root: Path, out: Path, force: bool = False) -> ExportSummary:
         )
     )
     write_records(out, [orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in records])
-    redactions = sum(r["extra"]["sandbox_replayer"]["redactions"] for r in records)
-    return ExportSummary(records=len(records), redactions=redactions, out=str(out))
+    metadata = [r["extra"]["sandbox_replayer"] for r in records]
+    return ExportSummary(
+        records=len(records),
+        redactions=sum(m["redactions"] for m in metadata),
+        pinned_tools=sum(m["tools"]["source"] == "pinned_fallback" for m in metadata),
+        out=str(out),
+    )

@@ -393,8 +393,17 @@ class Divergence(Frozen):
     normalizers: list[str] = Field(default_factory=list)
     """The normalizers that were needed to make the two equal (normalized_equal only)."""
     first_difference: int | None = None
-    """Character offset of the first difference in the model-visible text (different only)."""
+    """Character offset of the first difference (different only) in the observation's own text (what the
+    command or tool printed, without the agent's wrapper: `Adapter.own_text`), or in the whole
+    model-visible text when the adapter finds no own text or `in_wrapper`."""
+    line: int | None = None
+    """The first difference's 1-based line in the same text as `first_difference`."""
+    column: int | None = None
+    """The first difference's 1-based column in that line."""
+    in_wrapper: bool = False
+    """The own texts are equal: the difference lies in the agent's wrapper (an exit code, an id, a timing)."""
     historical_excerpt: str | None = None
+    """Around the first difference, from the same text as `first_difference`."""
     fresh_excerpt: str | None = None
     truncated: bool = False
 

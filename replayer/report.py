@@ -31,6 +31,7 @@ li.differs{background:#fff4d6;outline:2px solid #e0a800}.role{font-weight:600;ma
 .pair{display:grid;grid-template-columns:1fr 1fr;gap:.6em}.pair h4{margin:.3em 0;font-size:12px;color:#555}
 .rerun{background:#fff;border:1px solid #ccc;border-radius:6px;padding:.6em;margin-bottom:.8em}
 .rerun.different{border-color:#e0a800}mark{background:#ffd86b}
+#filters{margin:.6em 0}#filters input{width:20em}tr.failed .status,tr.refused .status,tr.unreadable .status{color:#b3261e;font-weight:600}
 """
 
 _BASE_JS = r"""
@@ -206,7 +207,8 @@ for (const x of data.reruns) {
   const d = byCall[x.call_id] || {status: 'unknown', normalizers: []};
   const box = el('div', {class: `rerun ${d.status}`, 'data-call': x.call_id},
     el('div', {}, el('strong', {}, `step ${x.step}: ${x.tool}`), ' ', el('code', {}, x.call_id), ' ',
-      el('span', {class: 'badge status'}, d.status), d.normalizers.length ? el('span', {class: 'badge'}, 'normalized: ' + d.normalizers.join(', ')) : ''));
+      el('span', {class: 'badge status'}, d.status), d.normalizers.length ? el('span', {class: 'badge'}, 'normalized: ' + d.normalizers.join(', ')) : '',
+      d.line ? el('span', {class: 'badge position'}, `${d.in_wrapper ? "in the agent's wrapper, " : ''}line ${d.line}, column ${d.column}`) : ''));
   if (x.excerpts) box.append(el('p', {class: 'meta'}, 'excerpts only (this directory has no reruns.json)'));
   box.append(el('div', {class: 'pair'},
     el('div', {class: 'historical'}, el('h4', {}, 'historical'), marked(x.historical, x.fresh)),
@@ -218,6 +220,65 @@ root.append(reruns);
 root.append(el('h2', {}, 'After the boundary'));
 if (!c) root.append(el('p', {class: 'meta', id: 'continuation'}, 'no continuation (the replay stopped at the boundary)'));
 else root.append(el('div', {id: 'continuation'}, conversation(data.continuation)));
+root.setAttribute('data-rendered', 'yes');
+"""
+
+
+_INDEX_JS = r"""
+const rows = data.rows;
+document.title = `results: ${data.root}`;
+root.append(el('h1', {}, `Results in ${data.root}`));
+root.append(el('p', {class: 'meta', id: 'count'}, ''));
+for (const s of data.skipped) root.append(el('p', {class: 'infra-note skipped'}, s));
+// a link made from names found on disk: relative, each part encoded (a folder named `javascript:x` stays a path)
+const href = path => './' + path.split('/').map(encodeURIComponent).join('/');
+const divergenceText = d => Object.entries(d).map(([k, v]) => `${v} ${k}`).join(', ');
+const columns = ['kind', 'trajectory', 'agent', 'version', 'boundary', 'status', 'divergences', 'continuation', 'path', 'note'];
+const text = (r, c) => c === 'divergences' ? divergenceText(r.divergences) : (r[c] ?? '');
+const choices = c => [...new Set(rows.map(r => String(text(r, c))))].filter(v => v !== '').sort();
+const filters = el('div', {id: 'filters'});
+const search = el('input', {id: 'search', type: 'search', placeholder: 'filter: any text'});
+filters.append(search);
+const selects = {};
+for (const c of ['kind', 'agent', 'version', 'status', 'continuation']) {
+  const select = el('select', {id: `filter-${c}`, 'aria-label': c}, el('option', {value: ''}, `any ${c}`));
+  for (const v of choices(c)) select.append(el('option', {value: v}, v));
+  selects[c] = select;
+  filters.append(' ', select);
+}
+root.append(filters);
+const table = el('table', {id: 'runs'});
+table.append(el('thead', {}, el('tr', {}, el('th', {}, 'report'), ...columns.map(c => el('th', {}, c)))));
+const body = el('tbody');
+for (const r of rows) {
+  const tr = el('tr', {class: `row ${r.status}`, 'data-status': r.status, 'data-agent': r.agent ?? '', 'data-kind': r.kind});
+  const cell = el('td', {class: 'report'});
+  if (r.report) cell.append(el('a', {href: href(r.report)}, 'report'));
+  tr.append(cell);
+  for (const c of columns) tr.append(el('td', {class: c}, String(text(r, c))));
+  body.append(tr);
+}
+table.append(body);
+root.append(table);
+function apply() {
+  const needle = search.value.toLowerCase();
+  let shown = 0;
+  rows.forEach((r, i) => {
+    const tr = body.children[i];
+    const ok = Object.entries(selects).every(([c, s]) => s.value === '' || String(text(r, c)) === s.value)
+      && (needle === '' || tr.textContent.toLowerCase().includes(needle));
+    tr.hidden = !ok;
+    if (ok) shown++;
+  });
+  document.getElementById('count').textContent = `${shown} of ${rows.length} run(s) shown`;
+}
+search.addEventListener('input', apply);
+for (const s of Object.values(selects)) s.addEventListener('change', apply);
+// the filter can come with the address: index.html#status=failed&agent=codex&q=text
+const wanted = new URLSearchParams(location.hash.slice(1));
+for (const [c, s] of Object.entries(selects)) if (wanted.get(c) !== null) s.value = wanted.get(c);
+if (wanted.get('q') !== null) search.value = wanted.get('q');
+apply();
 root.setAttribute('data-rendered', 'yes');
 """
 
@@ -242,3 +303,8 @@ def render_html(result: CompareResult) -> str:
 def render_view(data: dict[str, Any]) -> str:
     """`replayer view`'s page from replayer.view.ViewData's JSON form."""
     return _page("replay report", data, _VIEW_JS)
+
+
+def render_index(data: dict[str, Any]) -> str:
+    """`replayer view`'s index page of a folder of results from replayer.index.Index's JSON form."""
+    return _page("results", data, _INDEX_JS)

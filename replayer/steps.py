@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import orjson
@@ -236,7 +237,14 @@ def rerun_prefix(
                 observations[planned.call.id] = fresh
                 tool = planned.call.tool
                 divergences.append(
-                    divergence_of(planned.step, planned.call, planned.kind, fresh, adapter.normalizers(tool))
+                    divergence_of(
+                        planned.step,
+                        planned.call,
+                        planned.kind,
+                        fresh,
+                        adapter.normalizers(tool),
+                        partial(adapter.own_text, tool),
+                    )
                 )
             last, seconds = divergences[-1], time.monotonic() - started
             logger.debug(

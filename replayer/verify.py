@@ -170,47 +170,83 @@ def _probed(agent: str) -> Adapter:
     return by_name(agent)
 
 
+def _replay(
+    adapter: Adapter,
+    version: str,
+    workspace: Path,
+    out: Path,
+    trajectory: Path,
+    after: int,
+    script: Script,
+    prompt: str | None,
+    max_steps: int = 12,
+    model: str | None = None,
+) -> tuple[ReplayResult, list[LoggedRequest]]:
+    """Replay `trajectory` at `version` to `after` and continue it against the probe's scripted model
+    (named `model`; None: the one the trajectory records)."""
+    from replayer.engine import execute
+
+    os.environ[PROBE_KEY_ENV] = PROBE_KEY
+    with adapter.probe_upstream()(script, expected_key=PROBE_KEY) as upstream:
+        cont = ContinueRequest(
+            upstream=upstream.url,
+            upstream_key_env=PROBE_KEY_ENV,
+            boundary_prompt=prompt,
+            max_steps=max_steps,
+            idle_timeout_s=120,
+            model=model,
+        )
+        request = ReplayRequest(
+            mode="run",
+            trajectory=trajectory,
+            after_step=after,
+            out=out,
+            workspace=workspace,
+            agent_version=version,
+            continuation=cont,
+        )
+        result = execute(request)
+    return result, upstream.log
+
+
+def first_request(
+    agent: str, version: str, work: Path | None = None, model: str | None = None
+) -> tuple[Probe, ReplayResult, Any]:
+    """The probe's first step alone: the head recording continued at `version` with a bare answer (the
+    CLI talking to `model`, default the recording's), and the body of the first main-thread request
+    `version`'s CLI sent (None if it sent none)."""
+    probe = probe_for(agent, version)
+    source = FIXTURES / probe.recording
+    with tempfile.TemporaryDirectory(prefix="replayer-tools-", dir=work) as tmp:
+        ready = Script(turns=[], final_text="Ready.")
+        result, log = _replay(
+            by_name(agent), version, source / "workspace", Path(tmp) / "gate", source / probe.native, 1, ready,
+            PROMPT, max_steps=1, model=model,
+        )  # fmt: skip
+    return probe, result, next((r.body for r in log if r.main_thread), None)
+
+
 def verify(agent: str, version: str, work: Path | None = None) -> Verdict:
     """Run the probe at `version` and return its verdict (`verdicts.store` keeps it)."""
     probe = probe_for(agent, version)
     adapter = by_name(agent)
     source = FIXTURES / probe.recording
     checks: list[Check] = []
-    os.environ[PROBE_KEY_ENV] = PROBE_KEY
     with tempfile.TemporaryDirectory(prefix="replayer-verify-", dir=work) as tmp:
         root = Path(tmp)
 
         def replay(
             trajectory: Path, after: int, name: str, script: Script, prompt: str | None, max_steps: int = 12
         ) -> tuple[ReplayResult, list[LoggedRequest]]:
-            from replayer.engine import execute
-
-            with adapter.probe_upstream()(script, expected_key=PROBE_KEY) as upstream:
-                cont = ContinueRequest(
-                    upstream=upstream.url,
-                    upstream_key_env=PROBE_KEY_ENV,
-                    boundary_prompt=prompt,
-                    max_steps=max_steps,
-                    idle_timeout_s=120,
-                )
-                request = ReplayRequest(
-                    mode="run",
-                    trajectory=trajectory,
-                    after_step=after,
-                    out=root / name,
-                    workspace=source / "workspace",
-                    agent_version=version,
-                    continuation=cont,
-                )
-                result = execute(request)
-            return result, upstream.log
+            return _replay(
+                adapter, version, source / "workspace", root / name, trajectory, after, script, prompt,
+                max_steps,
+            )  # fmt: skip
 
         # one request only: what the agent does with a bare answer is not asked here (mini-swe-agent
         # wants an action, OpenHands a finish call), and the tools it offers are not known yet
-        ready = Script(turns=[], final_text="Ready.")
-        first, log = replay(source / probe.native, 1, "gate", ready, PROMPT, max_steps=1)
+        _, first, main = first_request(agent, version, work)
         checks.append(_gate("the head recording's prefix through the gate", first))
-        main = next((r.body for r in log if r.main_thread), None)
         offered = tool_names(main)
         if not checks[0].passed:  # no request was answered: no tools to probe with, nothing to record
             return verdict_of(agent, version, probe, checks, offered, [], [])

@@ -4,6 +4,7 @@ and degradations."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from adapters.base import Adapter
 from replayer import timeline
 from replayer.engine import RERUNS
 from replayer.errors import BadInput, OutputError
+from replayer.index import MAX_FILE_BYTES, read_small
 from replayer.io import write_bytes_atomic
 from replayer.models import ReplayResult, RerunRecord, TimelineEntry
 from replayer.pins import pinned_version, running_version
@@ -38,11 +40,30 @@ class ViewData(BaseModel):
     continuation: list[TimelineEntry]
 
 
-def _json(path: Path) -> Any:
+def _read(directory: Path, name: str) -> bytes:
+    """DIR/NAME: a plain name (the result names its files), a regular file within the size bound, no link
+    followed (the folder holds what a sandbox wrote)."""
+    path = directory / name
+    if "/" in name or name in ("", ".", ".."):
+        raise BadInput(f"{path}: not a file name of the result directory")
     try:
-        return orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise BadInput(f"{path} cannot be read as JSON: {exc}") from None
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BadInput(f"cannot read {directory}: {exc.strerror}") from None
+    try:
+        data = read_small(fd, name)
+    finally:
+        os.close(fd)
+    if data is None:
+        raise BadInput(f"{path} is not a regular file of at most {MAX_FILE_BYTES} bytes")
+    return data
+
+
+def _json(directory: Path, name: str) -> Any:
+    try:
+        return orjson.loads(_read(directory, name))
+    except orjson.JSONDecodeError as exc:
+        raise BadInput(f"{directory / name} cannot be read as JSON: {exc}") from None
 
 
 def _cut(text: str) -> str:
@@ -62,7 +83,7 @@ def _shown(adapter: Adapter, messages: list[dict[str, Any]]) -> list[dict[str, A
 def _reruns(directory: Path, result: ReplayResult, adapter: Adapter) -> list[ViewRerun]:
     path = directory / RERUNS
     if path.is_file():
-        records = [RerunRecord.model_validate(r) for r in _json(path)]
+        records = [RerunRecord.model_validate(r) for r in _json(directory, RERUNS)]
         return [
             ViewRerun(
                 **r.model_dump(exclude={"historical", "fresh"}),
@@ -95,11 +116,11 @@ def load(directory: Path) -> ViewData:
         )
         raise BadInput(f"{directory} is not a replay output directory: it has no result.json{hint}")
     try:
-        result = ReplayResult.model_validate_json(path.read_bytes())
+        result = ReplayResult.model_validate_json(_read(directory, "result.json"))
     except ValidationError as exc:
         raise BadInput(f"{path} is not a replay result: {exc.errors()[0]['msg']}") from None
     adapter = adapters.by_name(result.agent)
-    expected = _json(directory / result.expected_prefix)
+    expected = _json(directory, result.expected_prefix)
     dialect = adapter.dialect()
     version = result.version.version if result.version else pinned_version(result.agent)
     with running_version(result.agent, version):  # the continued session in the form of the version that ran

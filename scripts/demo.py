@@ -69,7 +69,7 @@ def main() -> int:
     for d in result["divergences"]:
         print(
             f"  step {d['step']} {d['tool']:<5} {d['status']}"
-            + (f"  (at offset {d['first_difference']})" if d["status"] == "different" else "")
+            + (f"  (at line {d['line']}, column {d['column']})" if d["status"] == "different" else "")
         )
     print(f"rebuilt session: {OUT / result['native_files'][0]}")
     cont = result["continuation"]

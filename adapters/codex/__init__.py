@@ -8,7 +8,7 @@ from typing import Any
 from adapters.base import COMMAND, Adapter, Continuation, Ended, Launch, Rebuild, continued_file
 from adapters.codex import continuation, driven, patch, rollout, tools
 from adapters.codex.continuation import config_toml
-from adapters.codex.exec import ExecCommand
+from adapters.codex.exec import ExecCommand, own_text
 from adapters.codex.gate import CodexGate
 from adapters.sandbox_paths import AGENT_HOME
 from bridges.responses import ResponsesDialect, tools_to_chat
@@ -80,6 +80,9 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return rollout.parse(path)
+
+    def own_text(self, tool: str, text: str) -> str | None:
+        return own_text(text)
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         if call.tool in tools.PURE_TOOLS:

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import math
 import posixpath
+import re
 import secrets
 from typing import Any
+
+import orjson
 
 from replayer.models import Observation
 from sandboxes.base import Sandbox
@@ -22,6 +25,23 @@ MODEL_TOKEN_LIMIT = 10_000
 """The pinned catalog's truncation policy for its models (tokens)."""
 BUFFER_BYTES = 1024 * 1024
 """The CLI keeps the first and last half of this much output."""
+
+
+def own_text(text: str) -> str | None:
+    """The command's output inside an observation: after the header's `Output:` line (exec_command's form
+    above, or `Exit code: N\\nWall time: ...` of shell and apply_patch), or the `output` of the JSON form
+    older rollouts store (`{"output", "metadata": {...}}`); None for any other text."""
+    if text.startswith(("Chunk ID: ", "Exit code: ")):
+        head, found, rest = text.partition("\nOutput:\n")
+        return rest if found else None
+    if not text.startswith("{"):
+        return None
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    output = parsed.get("output") if isinstance(parsed, dict) else None
+    return re.sub(r"\ATotal output lines: \d+\n\n?", "", output) if isinstance(output, str) else None
 
 
 def approx_tokens(n_bytes: int) -> int:

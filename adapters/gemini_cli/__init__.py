@@ -131,6 +131,9 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return session.parse(path)
 
+    def own_text(self, tool: str, text: str) -> str | None:
+        return session.own_text(tool, text)
+
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         if call.tool in TOOLS:
             return "rerun", None

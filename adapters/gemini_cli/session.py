@@ -13,6 +13,7 @@ with its id.
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
@@ -36,6 +37,22 @@ class Native(BaseModel):
     form: Form
     metadata: Record
     messages: list[Record]
+
+
+_SHELL_RESULT = re.compile(
+    r"\A(?:<untrusted_context>\n)?(?:(?:Command|Directory): [^\n]*\n)*Output: (.*?)"
+    r"(?:\n(?:Error|Exit Code|Signal|Background PIDs|Process Group PGID): [^\n]*)*\n?(?:</untrusted_context>)?\Z",
+    re.S,
+)
+
+
+def own_text(tool: str, text: str) -> str | None:
+    """What a run_shell_command printed, inside the CLI's `[Command: ...\\nDirectory: ...\\n]Output: ...\\n
+    Exit Code: N\\n...` (wrapped in `<untrusted_context>` by newer versions); None for other tools."""
+    if tool != "run_shell_command":
+        return None
+    found = _SHELL_RESULT.match(text)
+    return found.group(1) if found else None
 
 
 def is_metadata(value: Any) -> bool:

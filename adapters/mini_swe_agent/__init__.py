@@ -68,6 +68,9 @@ class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation
         traj = native_format.parse(path)
         return traj.model_copy(update={"runs_as": config.runs_as(self.native(traj))})
 
+    def own_text(self, tool: str, text: str) -> str | None:
+        return native_format.own_text(text)
+
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         reason = config.rerun_refusal(self.native(trajectory))
         return ("unknown", reason) if reason else ("rerun", None)

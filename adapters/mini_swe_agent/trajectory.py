@@ -44,6 +44,30 @@ class Native(BaseModel):
     """Call id -> index of its historical observation message."""
 
 
+_TEXT_OBSERVATION = re.compile(r"\A<returncode>-?\d+</returncode>\n<output>\n(.*)</output>\s*\Z", re.S)
+
+
+def own_text(text: str) -> str | None:
+    """The command's output inside an observation: the `<output>` of the text templates'
+    `<returncode>N</returncode>\\n<output>\\n...</output>`, or the `output` of the tool-call templates' JSON
+    `{"returncode", "output"}` (a long output's `output_head` and `output_tail` there, as one text); None
+    for another template's text."""
+    found = _TEXT_OBSERVATION.match(text)
+    if found:
+        return found.group(1)
+    if not text.startswith("{"):
+        return None
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    keys = ("output",) if "output" in parsed else ("output_head", "output_tail")
+    parts = [parsed.get(key) for key in keys]
+    return "".join(p for p in parts if isinstance(p, str)) if all(isinstance(p, str) for p in parts) else None
+
+
 def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 

@@ -56,6 +56,9 @@ class OpenHandsAdapter(Adapter[conversation.Native, OpenHandsContinuation]):
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return conversation.parse(path)
 
+    def own_text(self, tool: str, text: str) -> str | None:
+        return conversation.own_text(text)
+
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         if call.tool in TOOLS:
             return "rerun", None

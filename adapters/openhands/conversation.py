@@ -188,6 +188,21 @@ class _BaseState(Record):
     stats: _Stats | None = None
 
 
+_TERMINAL_RESULT = re.compile(
+    r"\A(?:\x1b\[\?2004l)?(.*?)(?:\n?\x1b\[\?2004h)?"
+    r"(?:\n\[(?:The command |Current working directory: |Python interpreter: |Command finished )[^\n]*\])+\Z",
+    re.S,
+)
+
+
+def own_text(text: str) -> str | None:
+    """What a terminal (V1) or execute_bash (V0) command printed, without the terminal's bracketed-paste
+    marks and the `[The command completed with exit code N.]\\n[Current working directory: ...]...` lines
+    the tool appends; None for other text."""
+    found = _TERMINAL_RESULT.match(text)
+    return found.group(1) if found else None
+
+
 def load_json(path: Path | str, data: bytes, what: str) -> Any:
     """A record file's JSON value, refused when it is not JSON or nests too deep."""
     try:

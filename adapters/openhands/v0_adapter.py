@@ -30,7 +30,7 @@ from adapters.base import (
     recorded_tools,
     write_continue_spec,
 )
-from adapters.openhands import bundle, v0
+from adapters.openhands import bundle, conversation, v0
 from adapters.openhands.v0_rerun import OpenHandsV0Rerunner, companion_argv
 from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from bridges.chat import ChatPrefixGate
@@ -91,6 +91,9 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
     @classmethod
     def sessions_held(cls, path: Path, first_line: bytes) -> list[HeldSession] | None:
         return v0.sessions_held(path, first_line)
+
+    def own_text(self, tool: str, text: str) -> str | None:
+        return conversation.own_text(text)
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         if call.tool in ("finish", "think"):
@@ -156,6 +159,9 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         # adapters/openhands/data/<V0 version>/: one data folder for both formats
         return list(recorded_tools(bundle.NAME, self.version()))
+
+    def tools_data_name(self) -> str:
+        return bundle.NAME
 
     # continuation -----------------------------------------------------------------------------
     def gate_facts(

@@ -199,6 +199,32 @@ def test_two_variants_two_repeats_one_replay_and_the_report_shows_it(
 
 
 @pytest.mark.agent
+def test_view_of_a_compare_output_lists_its_replay_and_every_run(
+    two_variants: Compared, tmp_path: Path
+) -> None:
+    """`replayer view` on the compare's folder: the index, each run linking to the compare's report."""
+    import shutil
+
+    copy = tmp_path / "cmp"
+    shutil.copytree(two_variants.out, copy, symlinks=True)
+    proc = replayer("view", str(copy), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert orjson.loads(proc.stdout)["runs"] == 5
+    dom, log = _render(copy / "index.html", tmp_path)
+    assert "Uncaught" not in log
+    rows = [e for e in dom.find("tr") if "row" in e[1].get("class", "").split()]
+    kinds = sorted(e[1]["data-kind"] for e in rows)
+    assert kinds == ["compare run"] * 4 + ["replay"]
+    outcomes = [e[2] for e in dom.find("td", class_="continuation") if e[2]]
+    assert outcomes == ["completed (gate accepted)"] * 4
+    paths = sorted(e[2] for e in dom.find("td", class_="path"))
+    assert paths == ["replay", "runs/bad/1", "runs/bad/2", "runs/good/1", "runs/good/2"]
+    links = sorted(e[1]["href"] for e in dom.find("a"))
+    assert links == ["./replay/report.html"] + ["./report.html"] * 4
+    assert (copy / "replay" / "report.html").is_file()
+
+
+@pytest.mark.agent
 def test_infrastructure_failures_are_counted_apart_and_trajectory_text_stays_text(
     two_variants: Compared, tmp_path: Path
 ) -> None:

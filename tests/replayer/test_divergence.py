@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from functools import partial
+from pathlib import Path
+
 import adapters
-from replayer.divergence import COMMON, divergence_of, workspace_hint
+from replayer.divergence import COMMON, divergence_of, model_text, workspace_hint
 from replayer.models import Divergence, Observation, ToolCall
 
 LISTING = "/w/a.py\n/w/sub/b.py\n/w/c.py"
@@ -73,3 +76,105 @@ def test_only_the_normalizers_the_difference_needs_are_named() -> None:
     both = "Found 2 matches\n/w/b.py: y\n/w/a.py: x"
     d = divergence_of(1, _call("grep", spaced), "rerun", Observation(content=both), normalizers)
     assert d.status == "normalized_equal" and d.normalizers == ["trailing_whitespace", "walk_order"]
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+SHELL_CALLS = {
+    "claude_code": ("claude_code/parallel/session.jsonl", "Bash"),
+    "codex": ("codex/exec/rollout.jsonl", "exec_command"),
+    "codex 0.58.0": ("codex/versions/0.58.0/probe/rollout.jsonl", "shell"),
+    "mini_swe_agent": ("mini_swe_agent/textbased/trajectory.traj.json", "bash"),
+    "mini_swe_agent tool calls": ("mini_swe_agent/toolcall/trajectory.traj.json", "bash"),
+    "opencode": ("opencode/tools/opencode.db", "bash"),
+    "pi": ("pi/tools/session.jsonl", "bash"),
+    "gemini_cli": ("gemini_cli/tools/session.jsonl", "run_shell_command"),
+    "gemini_cli shell": ("gemini_cli/shell/session.jsonl", "run_shell_command"),
+    "openhands": ("openhands/v1/conversation", "terminal"),
+    "openhands_v0": ("openhands/v0/trajectory.json", "execute_bash"),
+}
+"""A recorded session of each agent and its shell tool, whose observations carry the agent's wrapper."""
+
+
+def _recorded(name: str) -> tuple[adapters.Adapter, list[ToolCall]]:
+    rel, tool = SHELL_CALLS[name]
+    adapter = adapters.detect(FIXTURES / rel)
+    trajectory = adapter.parse(FIXTURES / rel)
+    calls = [c for s in trajectory.steps for c in s.calls if c.tool == tool and c.historical is not None]
+    return adapter, [c for c in calls if isinstance(c.historical.content, str)]  # type: ignore[union-attr]
+
+
+def _output(adapter: adapters.Adapter, call: ToolCall) -> str:
+    text = model_text(call.historical)  # type: ignore[arg-type]
+    own = adapter.own_text(call.tool, text)
+    return text if own is None else own
+
+
+def _empty_workspace_reruns(adapter: adapters.Adapter, calls: list[ToolCall]) -> list[Divergence]:
+    """Each recorded call rerun as if it printed another call's output (as in a wrong workspace): the
+    agent's own wrapper, recorded, around a different output."""
+    out = []
+    for call, other in zip(calls, calls[1:] + calls[:1], strict=True):
+        mine, theirs = _output(adapter, call), _output(adapter, other)
+        if mine[:1] == theirs[:1]:
+            continue  # both empty, or the same first character: not a difference from the start
+        own = partial(adapter.own_text, call.tool)
+        fresh = other.historical
+        out.append(divergence_of(1, call, "rerun", fresh, adapter.normalizers(call.tool), own))  # type: ignore[arg-type]
+    return out
+
+
+def test_every_agents_differences_are_located_in_the_output_not_in_its_wrapper() -> None:
+    for name in SHELL_CALLS.keys() - {"gemini_cli shell"}:  # that one holds a single shell call
+        adapter, calls = _recorded(name)
+        reruns = _empty_workspace_reruns(adapter, calls)
+        assert len(reruns) >= 2, name
+        for d in reruns:
+            assert d.status == "different" and not d.in_wrapper, name
+            assert (d.first_difference, d.line, d.column) == (0, 1, 1), (name, d)
+        assert workspace_hint(reruns) is not None, name
+
+
+def test_an_output_is_found_inside_each_wrapper() -> None:
+    """What the command printed, out of each agent's recorded shell observation."""
+    for name, expected in (
+        ("codex", "alpha\nbeta\n"),
+        ("codex 0.58.0", "alpha\nbeta\n"),
+        ("mini_swe_agent", "def add(a, b):\n    return a - b\n"),
+        ("mini_swe_agent tool calls", "README.md\ncalc.py\n"),
+        ("gemini_cli shell", "/usr/bin/python3: No module named pytest"),
+        ("openhands", "README.md  calc.py"),
+        ("openhands_v0", "README.md  calc.py"),
+    ):
+        adapter, calls = _recorded(name)
+        text = model_text(calls[0].historical)  # type: ignore[arg-type]
+        assert adapter.own_text(calls[0].tool, text) == expected, name
+        assert text != expected, name  # the wrapper is there
+    claude, calls = _recorded("claude_code")
+    assert claude.own_text("Bash", model_text(calls[0].historical)) is None  # type: ignore[arg-type]
+
+
+def test_a_difference_in_the_wrapper_alone_is_said_so_and_is_no_workspace_sign() -> None:
+    adapter, calls = _recorded("codex")
+    recorded = model_text(calls[0].historical)  # type: ignore[arg-type]
+    other_exit = recorded.replace("Process exited with code 0", "Process exited with code 1")
+    assert other_exit != recorded
+    own = partial(adapter.own_text, "exec_command")
+    d = divergence_of(
+        1, calls[0], "rerun", Observation(content=other_exit), adapter.normalizers("exec_command"), own
+    )
+    assert d.status == "different" and d.in_wrapper and d.line == 3
+    assert workspace_hint([d, d, d]) is None
+
+
+def test_a_later_difference_has_its_line_and_column_in_the_output() -> None:
+    adapter, calls = _recorded("mini_swe_agent")
+    recorded = model_text(calls[0].historical)  # type: ignore[arg-type]
+    fresh = recorded.replace("return a - b", "return a + b")
+    own = partial(adapter.own_text, "bash")
+    d = divergence_of(1, calls[0], "rerun", Observation(content=fresh), adapter.normalizers("bash"), own)
+    assert (d.line, d.column, d.first_difference) == (2, 14, 28)
+    assert (
+        d.historical_excerpt
+        and d.historical_excerpt.startswith("def add")
+        and "<output>" not in d.historical_excerpt
+    )

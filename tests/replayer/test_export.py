@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from adapters import recorded_tools
+from replayer.engine import load
 from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, replayer
 from tests.replayer.test_batch import _all_sources, _manifest
 
@@ -176,3 +177,70 @@ def test_export_refusals_are_one_line(tmp_path: Path) -> None:
     assert len(not_batch.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.jsonl").exists()
     unknown = replayer("export", str(tmp_path), "--format", "parquet", "-o", str(tmp_path / "x.jsonl"))
     assert unknown.returncode == 2 and "unknown format 'parquet'" in unknown.stderr
+
+
+def _prepared_export(tmp_path: Path, trajectory: Path, fmt: str = "chat", **env: str) -> tuple[dict, dict]:
+    """The one record and the summary of exporting a prepared boundary of `trajectory`."""
+    replayer(
+        "prepare",
+        str(trajectory),
+        "--after-step",
+        "1",
+        "--out",
+        str(tmp_path / "prep"),
+        "--force",
+        check=True,
+    )
+    out = tmp_path / f"{fmt}.jsonl"
+    proc = replayer(
+        "export", str(tmp_path / "prep"), "--format", fmt, "-o", str(out), "--json", "--force", env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    return orjson.loads(out.read_bytes()), orjson.loads(proc.stdout)
+
+
+@pytest.mark.agent
+def test_a_session_of_an_older_version_is_exported_with_that_versions_tools(tmp_path: Path) -> None:
+    """Claude Code 2.0.64's session: its own CLI's definitions (Glob, Grep, TodoWrite), captured once from
+    that version's bundle in the sandbox and cached; not the pinned version's (Agent, CronCreate...)."""
+    from replayer import bundles, tooldefs
+
+    bundles.ensure("claude_code", "2.0.64")  # the project's own install (a no-op when it is there)
+    cache = tooldefs.cache_path("claude_code", "2.0.64")
+    cache.unlink(missing_ok=True)
+    record, summary = _prepared_export(tmp_path, CLAUDE.fixture("versions/2.0.64/probe") / "session.jsonl")
+    names = {t["function"]["name"] for t in record["tools"]}
+    assert {"Glob", "Grep", "TodoWrite", "Bash"} <= names and not {"CronCreate", "Workflow"} & names
+    session = CLAUDE.fixture("versions/2.0.64/probe") / "session.jsonl"
+    model = load(session)[0].default_model(load(session)[1])  # the CLI is captured talking to it
+    assert model and record["metadata"]["tools"] == {
+        "version": "2.0.64",
+        "source": "captured",
+        "model": model,
+    }
+    assert summary["pinned_tools"] == 0
+    captured = tooldefs.CapturedTools.model_validate_json(cache.read_bytes())
+    assert (captured.agent, captured.version, captured.model) == ("claude_code", "2.0.64", model)
+    assert captured.probe.startswith("claude_code/versions/2.0.64/")
+    # once: the next export reads the cache (the capture's time stays), ATIF says the same version
+    atif, _ = _prepared_export(tmp_path, CLAUDE.fixture("versions/2.0.64/probe") / "session.jsonl", "atif")
+    assert tooldefs.CapturedTools.model_validate_json(cache.read_bytes()).captured_at == captured.captured_at
+    assert atif["agent"]["version"] == "2.0.64"
+    assert {t["function"]["name"] for t in atif["agent"]["tool_definitions"]} == names
+
+
+def test_without_the_recording_versions_bundle_the_pinned_tools_stand_in_and_say_so(tmp_path: Path) -> None:
+    """Codex 0.58.0's session with no bundle of 0.58.0 (an empty bundle cache): the pinned set, recorded."""
+    from replayer.pins import pinned_version
+
+    (tmp_path / "bundles").mkdir()
+    trajectory = CODEX.fixture("versions/0.58.0/probe") / "rollout.jsonl"
+    record, summary = _prepared_export(tmp_path, trajectory, REPLAYER_BUNDLES=str(tmp_path / "bundles"))
+    tools = record["metadata"]["tools"]
+    assert tools["source"] == "pinned_fallback" and tools["version"] == pinned_version("codex")
+    assert (
+        "codex@0.58.0 is not installed" in tools["note"] and record["metadata"]["agent_version"] == "0.58.0"
+    )
+    assert summary["pinned_tools"] == 1
+    assert [t["function"]["name"] for t in record["tools"]][:2] == ["exec_command", "write_stdin"]
+    assert not list((tmp_path / "bundles").iterdir())  # nothing was installed or cached

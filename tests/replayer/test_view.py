@@ -56,6 +56,10 @@ def test_view_shows_prefix_reruns_side_by_side_and_continuation(replay_dir: Path
     # the rerun: historical and fresh side by side, what the fresh one adds highlighted
     box = dom.find("div", class_="rerun")
     assert len(box) == 1 and "different" in box[0][1]["class"].split()
+    # where it differs, in the output's own lines (Claude Code's Bash output has no wrapper)
+    differs = result["divergences"][0]
+    assert (differs["line"], differs["column"]) == (1, 3)
+    assert [e[2] for e in dom.find("span", class_="position")] == ["line 1, column 3"]
     historical = dom.find("div", class_="historical")[0][2]
     fresh = dom.find("div", class_="fresh")[0][2]
     assert historical == "historicalhi" and fresh == f"fresh{reruns[0]['fresh']}"
@@ -102,7 +106,7 @@ def test_view_of_a_directory_without_reruns_json_shows_the_excerpts(replay_dir: 
     ("result_json", "message"),
     [
         (None, "is not a directory"),
-        ("", "is not a replay output directory: it has no result.json"),
+        ("", "holds no results"),
         ("{}", "is not a replay result"),
         ("[", "is not a replay result"),
     ],

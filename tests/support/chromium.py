@@ -47,13 +47,13 @@ class Dom(html.parser.HTMLParser):
         return [e for e in self.elements if (tag is None or e[0] == tag) and match(e[1])]
 
 
-def _chromium(page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _chromium(page: Path, profile: Path, *args: str, fragment: str = "") -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
         [
             "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
             "--disable-background-networking", "--disable-component-update", "--disable-sync",
             f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-            "--virtual-time-budget=5000", *args, page.as_uri(),
+            "--virtual-time-budget=5000", *args, page.as_uri() + (f"#{fragment}" if fragment else ""),
         ],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
@@ -61,11 +61,14 @@ def _chromium(page: Path, profile: Path, *args: str) -> subprocess.CompletedProc
     return proc
 
 
-def render(page: Path, tmp_path: Path) -> tuple[Dom, str]:
-    """The page's DOM after its scripts ran, and Chromium's log; a screenshot lands at PAGE.png."""
-    proc = _chromium(page, tmp_path / "chromium", "--dump-dom")
-    shot = page.with_name(page.name + ".png")
-    _chromium(page, tmp_path / "chromium", "--window-size=1400,2400", f"--screenshot={shot}")
+def render(page: Path, tmp_path: Path, fragment: str = "") -> tuple[Dom, str]:
+    """The page's DOM after its scripts ran (opened at `#fragment` if given), and Chromium's log; a
+    screenshot lands at PAGE.png (PAGE.FRAGMENT.png)."""
+    proc = _chromium(page, tmp_path / "chromium", "--dump-dom", fragment=fragment)
+    shot = page.with_name(page.name + (f".{fragment.replace('/', '_')}" if fragment else "") + ".png")
+    _chromium(
+        page, tmp_path / "chromium", "--window-size=1400,2400", f"--screenshot={shot}", fragment=fragment
+    )
     assert shot.read_bytes().startswith(PNG_MAGIC)
     dom = Dom()
     dom.feed(proc.stdout)

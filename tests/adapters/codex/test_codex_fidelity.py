@@ -111,6 +111,18 @@ def test_a_changed_workspace_lands_in_the_rebuilt_rollout(tmp_path: Path) -> Non
 
 
 @pytest.mark.agent
+def test_an_empty_workspace_is_pointed_at_from_the_outputs_first_character(tmp_path: Path) -> None:
+    """Codex wraps each output in `Chunk ID: ...\nOutput:\n`: the difference is located in the output."""
+    (tmp_path / "empty").mkdir()
+    result = _cli("run", "exec", 3, tmp_path / "out", "--workspace", str(tmp_path / "empty"))
+    different = [d for d in result["divergences"] if d["status"] == "different"]
+    assert len(different) == 3
+    assert all((d["line"], d["column"], d["in_wrapper"]) == (1, 1, False) for d in different)
+    assert all(not d["historical_excerpt"].startswith("Chunk ID") for d in different)
+    assert len(result["hints"]) == 1 and "3 of 4 reruns" in result["hints"][0]
+
+
+@pytest.mark.agent
 def test_patches_land_in_the_workspace_copy_only(tmp_path: Path) -> None:
     result = _cli(
         "run", "patch", 4, tmp_path / "out", "--workspace", str(CODEX.fixture("patch") / "workspace")
