@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from replayer.errors import ReplayError, excerpt
+from replayer.errors import ReplayError, excerpt, last_line
 from replayer.pins import AgentPin, bundles_root, load_pins
 
 INSTALLED = ".installed"
@@ -332,7 +332,7 @@ def _run(
     if proc.returncode == 0:
         return
     output = proc.stderr + proc.stdout
-    last = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "no output")
+    last = last_line(proc.stderr) or last_line(proc.stdout) or "no output"
     if any(mark in output for mark in (*_NPM_MISSING, *_PYPI_MISSING)):
         raise BundleUnavailable(
             f"{agent} {version} is not in the {registry} registry; state the version the file was "

@@ -156,7 +156,7 @@ def execute(
     key = steps.upstream_key(request.continuation, adapter) if request.continuation else ""
     workspace, checkout = None, None
     if request.mode == "run":  # a prepare copies no workspace: a repository is not cloned for it
-        workspace, checkout = workspaces.materialize(request.workspace)
+        workspace, checkout = workspaces.materialize(request.workspace, request.limits)
         steps.check_workspace(workspace)
         bundles.ensure(adapter.name, version.version)
     cont = request.continuation
@@ -291,6 +291,7 @@ def _run(job: _Job, workspace: Path, image: str, on_boundary: OnBoundary | None,
                     key=job.key,
                     after_step=job.plan.after_step,
                     on_event=on_event,
+                    limits=limits,
                 )
         finally:
             box.stop()

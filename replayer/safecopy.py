@@ -5,16 +5,21 @@ files are opened O_NOFOLLOW | O_NONBLOCK and checked with fstat, so a FIFO never
 is never read. Symlinks are either re-created as links (their target never resolved) or skipped;
 FIFOs, sockets and devices are skipped; every skip is recorded. The copy is bounded in bytes, files
 and depth; past a bound it refuses. Set-user-ID and set-group-ID bits are never copied.
+
+`walk` is the same descriptor-based, link-refusing walk for a reader (the cassette oracle, compare's
+workspace diff): it yields what a tree holds without ever leaving it. Names are bytes: one that is not
+UTF-8 is shown with its bytes escaped (`shown`), never a crash.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -51,7 +56,13 @@ class CopyReport(BaseModel):
     def skip(self, path: str, kind: str) -> None:
         self.skipped_count += 1
         if len(self.skipped) < _MAX_SKIPS_LISTED:
-            self.skipped.append(Skipped(path=path, kind=kind))
+            self.skipped.append(Skipped(path=shown(path), kind=kind))
+
+
+def shown(name: str) -> str:
+    """A file name as text JSON can hold: the bytes of a name that is not UTF-8 (which Python carries as
+    lone surrogates) as visible `\\xNN` escapes."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _kind(mode: int) -> str:
@@ -193,20 +204,13 @@ def _copy_file(
 
 def _copy_data(src: int, out: int, size: int) -> None:
     """The data segments of `src` up to `size` (its size when opened: growth is not copied), holes kept."""
-    pos = 0
-    while pos < size:
-        try:
-            start = os.lseek(src, pos, os.SEEK_DATA)
-        except OSError:  # ENXIO: only a hole is left
-            break
-        end = min(os.lseek(src, start, os.SEEK_HOLE), size)
+    for start, end in data_extents(src, size):
         os.lseek(out, start, os.SEEK_SET)
         while start < end:
             sent = os.sendfile(out, src, start, min(end - start, _CHUNK))
             if sent == 0:
                 return  # shrank while we copied
             start += sent
-        pos = end
     os.ftruncate(out, size)
 
 
@@ -215,3 +219,68 @@ def _set_meta(fd: int, st: os.stat_result) -> None:
         os.fchown(fd, st.st_uid, st.st_gid)
     os.fchmod(fd, _safe_mode(st.st_mode))
     os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+class Entry(NamedTuple):
+    """A non-directory entry `walk` found: `name` in the open directory `dir_fd` (valid until the walk
+    goes on), its path relative to the root (as the OS gives it: `shown` makes it text) and its lstat."""
+
+    path: str
+    dir_fd: int
+    name: str
+    stat: os.stat_result
+
+
+def walk(root: Path, *, skip_top: frozenset[str] = frozenset()) -> Iterator[Entry]:
+    """Every entry under `root` that is not a directory, in sorted order, by directory descriptors opened
+    O_NOFOLLOW: a link is yielded, never followed; a directory swapped for a link while the walk goes is
+    yielded as that link; an entry removed meanwhile is left out; past the depth bound a directory is
+    yielded as itself (its contents unread). `skip_top`: names left out at the root (e.g. `.git`).
+    Raises SandboxError when `root` is not a directory."""
+    try:
+        fd = os.open(root, _DIR_FLAGS)
+    except OSError as exc:
+        raise SandboxError(f"cannot read {root}: not a directory ({exc.strerror})") from None
+    with _fd(fd):
+        yield from _walk_dir(fd, "", 0, skip_top)
+
+
+def _walk_dir(dir_fd: int, rel: str, depth: int, skip: frozenset[str]) -> Iterator[Entry]:
+    with os.scandir(dir_fd) as entries:
+        names = sorted(e.name for e in entries if e.name not in skip)
+    for name in names:
+        path = f"{rel}/{name}" if rel else name
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue  # removed while we walk
+        if not stat.S_ISDIR(st.st_mode) or depth + 1 >= _MAX_DEPTH:
+            yield Entry(path, dir_fd, name, st)
+            continue
+        try:
+            child = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        except OSError:  # swapped for a link (or another kind) or removed since the stat: as it is now
+            with contextlib.suppress(FileNotFoundError):
+                yield Entry(path, dir_fd, name, os.stat(name, dir_fd=dir_fd, follow_symlinks=False))
+            continue
+        with _fd(child):
+            yield from _walk_dir(child, path, depth + 1, frozenset())
+
+
+def data_extents(fd: int, size: int) -> Iterator[tuple[int, int]]:
+    """The (start, end) of each data segment of the open file `fd` below `size`: holes are skipped, never
+    read (a file system without SEEK_DATA gives one segment, the whole file)."""
+    pos = 0
+    while pos < size:
+        try:
+            start = os.lseek(fd, pos, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # only a hole is left
+                return
+            yield pos, size  # no SEEK_DATA here: all of it is data
+            return
+        if start >= size:
+            return
+        end = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+        yield start, end
+        pos = end

@@ -3,17 +3,18 @@ beside the bundle cache and checked out at REV; either way the run copies it and
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import shutil
 import subprocess
-import tempfile
+import uuid
 from pathlib import Path
 
 from replayer import settings
-from replayer.errors import WorkspaceError, excerpt
-from replayer.models import GitCheckout, GitWorkspace
+from replayer.errors import WorkspaceError, excerpt, last_line
+from replayer.models import GitCheckout, GitWorkspace, SandboxLimits
 from replayer.pins import bundles_root
 
 _FULL_COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -38,22 +39,28 @@ def cache_root() -> Path:
     return settings.load().workspaces or bundles_root().parent / "workspaces"
 
 
-def materialize(workspace: Path | GitWorkspace | None) -> tuple[Path | None, GitCheckout | None]:
+def materialize(
+    workspace: Path | GitWorkspace | None, limits: SandboxLimits | None = None
+) -> tuple[Path | None, GitCheckout | None]:
     """The directory to copy as the workspace, and the checkout it came from (None for a directory)."""
     if not isinstance(workspace, GitWorkspace):
         return workspace, None
-    return checkout(workspace)
+    return checkout(workspace, limits)
 
 
-def checkout(repo: GitWorkspace) -> tuple[Path, GitCheckout]:
+def checkout(repo: GitWorkspace, limits: SandboxLimits | None = None) -> tuple[Path, GitCheckout]:
     """The repository checked out at `repo.rev`, with its whole history and `origin` set to the URL (what
     the session's own `git log` and `git remote` saw). A full commit id already in the cache is used without
-    fetching; anything else (a tag, a branch, a short id) is resolved by a fresh clone."""
+    fetching; anything else (a tag, a branch, a short id) is resolved by a fresh clone. A tree larger than
+    the run's disk limit (or with more files than its file limit) is refused before it is checked out,
+    and a refused or failed clone leaves nothing in the cache."""
+    limits = limits or SandboxLimits()
     folder = cache_root() / hashlib.sha256(repo.url.encode()).hexdigest()[:16]
     if _FULL_COMMIT.match(repo.rev) and (folder / repo.rev / ".git").is_dir():
         return folder / repo.rev, GitCheckout(url=repo.url, rev=repo.rev, commit=repo.rev)
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=folder))
+    tmp = folder / f".clone-{uuid.uuid4().hex[:12]}"
+    tmp.mkdir()  # the umask's mode, as a clone's own folders get (mkdtemp's 0700 would reach the sandbox)
     try:
         _git(repo, "clone", "--quiet", "--no-checkout", "--template=", "--", repo.url, str(tmp))
         branch = _resolve(repo, tmp, f"refs/remotes/origin/{repo.rev}")
@@ -62,6 +69,7 @@ def checkout(repo: GitWorkspace) -> tuple[Path, GitCheckout]:
             raise WorkspaceError(
                 f"{repo.spec}: {excerpt(repo.rev)} is no commit, tag or branch of {repo.url}"
             )
+        _check_size(repo, tmp, commit, limits)
         if branch:  # a branch name: on that branch, as the session was
             _git(repo, "-C", str(tmp), "checkout", "--quiet", "-B", repo.rev, f"origin/{repo.rev}")
         else:
@@ -77,7 +85,26 @@ def checkout(repo: GitWorkspace) -> tuple[Path, GitCheckout]:
         return done, GitCheckout(url=repo.url, rev=repo.rev, commit=commit)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only when no other checkout of the URL is there
         raise
+
+
+def _check_size(repo: GitWorkspace, clone: Path, commit: str, limits: SandboxLimits) -> None:
+    """Refuse a tree whose files together pass the run's limits, from the sizes git records (nothing is
+    written out to learn them)."""
+    listing = _git(repo, "-C", str(clone), "ls-tree", "-r", "-l", "-z", "--full-tree", commit, strip=False)
+    files = total = 0
+    for entry in filter(None, listing.split("\0")):
+        size = entry.split("\t", 1)[0].split()[-1]
+        files += 1
+        total += int(size) if size.isdigit() else 0  # "-": a submodule, not checked out
+    if files > limits.copy_files or total > limits.disk_bytes:
+        raise WorkspaceError(
+            f"{repo.spec}: its tree holds {total} bytes in {files} files, more than the run's limits "
+            f"({limits.disk_bytes} bytes, {limits.copy_files} files); refused to check it out "
+            "(see --limits disk=, files=)"
+        )
 
 
 def _resolve(repo: GitWorkspace, clone: Path, name: str) -> str:
@@ -87,19 +114,20 @@ def _resolve(repo: GitWorkspace, clone: Path, name: str) -> str:
     )
 
 
-def _git(repo: GitWorkspace, *args: str, missing_ok: bool = False) -> str:
-    """git's output; a failure is a WorkspaceError with git's last line, or "" with `missing_ok`."""
+def _git(repo: GitWorkspace, *args: str, missing_ok: bool = False, strip: bool = True) -> str:
+    """git's output; a failure is a WorkspaceError with git's last meaningful line, or "" with
+    `missing_ok`."""
     proc = subprocess.run(
         ["git", *_GIT_CONFIG, *args],
         capture_output=True,
         text=True,
+        errors="surrogateescape",  # a file name need not be UTF-8
         env={**os.environ, **_GIT_ENV},
         check=False,
     )
     if proc.returncode != 0 and missing_ok:
         return ""
     if proc.returncode != 0:
-        lines = [line for line in proc.stderr.splitlines() if line.strip()]
-        cause = lines[-1].strip() if lines else f"git exited {proc.returncode}"
+        cause = last_line(proc.stderr) or f"git exited {proc.returncode}"
         raise WorkspaceError(f"cannot check out {repo.spec}: {cause}")
-    return proc.stdout.strip()
+    return proc.stdout.strip() if strip else proc.stdout
