@@ -180,7 +180,7 @@ def run(
                 traj, load_pins().agents[adapter.name].version, after_step, rebuild.expected_prefix, condition
             )
             check = _recorded(request.record_cassette, origin, recorder, counters.upstream_errors, now, key)
-        if cut is not None:  # said where the user reads the verdict
+        if cut is not None and check is not None:  # said where the user reads the verdict
             check = check.model_copy(update={"notes": [*check.notes, cut]})
     return ContinuationResult(
         input_condition=condition,

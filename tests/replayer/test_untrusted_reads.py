@@ -251,7 +251,7 @@ def test_the_oracle_reads_the_live_workspace_by_descriptors(tmp_path: Path) -> N
         (outside / f"f{n}").write_bytes(OUTSIDE)
     swap = (
         "while :; do mv /testbed/d /testbed/e; ln -s " + str(outside) + " /testbed/d; rm /testbed/d; "
-        "mv /testbed/e /testbed/d; done"
+        "mv /testbed/e /testbed/d; date +%s%N > /testbed/tick; done"
     )
     command = (
         "mkdir /testbed/d && cd /testbed/d && for i in $(seq 0 1999); do echo $i > f$i; done && "
@@ -270,5 +270,6 @@ def test_the_oracle_reads_the_live_workspace_by_descriptors(tmp_path: Path) -> N
     changes = orjson.loads((tape / "outcome.json").read_bytes())["workspace_changes"]
     assert changes["new-\\xff"] == hashlib.sha256(b"new").hexdigest()
     assert changes["holes2"].startswith("sparse:")
+    assert "tick" in changes, "the swapping process ran while the oracle read the workspace"
     assert hashlib.sha256(OUTSIDE).hexdigest() not in changes.values(), "the walk never left the workspace"
     assert not any(str(outside) in path for path in changes)
