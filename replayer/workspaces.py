@@ -120,8 +120,6 @@ def _git(repo: GitWorkspace, *args: str, missing_ok: bool = False, strip: bool =
     proc = subprocess.run(
         ["git", *_GIT_CONFIG, *args],
         capture_output=True,
-        text=True,
-        errors="surrogateescape",  # a file name need not be UTF-8
         env={**os.environ, **_GIT_ENV},
         check=False,
     )
@@ -130,4 +128,5 @@ def _git(repo: GitWorkspace, *args: str, missing_ok: bool = False, strip: bool =
     if proc.returncode != 0:
         cause = last_line(proc.stderr) or f"git exited {proc.returncode}"
         raise WorkspaceError(f"cannot check out {repo.spec}: {cause}")
-    return proc.stdout.strip() if strip else proc.stdout
+    out = proc.stdout.decode(errors="surrogateescape")  # a file name need not be UTF-8
+    return out.strip() if strip else out
