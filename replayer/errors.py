@@ -16,6 +16,9 @@ EXCERPT_CHARS = 80
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _BOILERPLATE = re.compile(
     r"^\s*(hint:|help:|npm (error|ERR!|warn|WARN)\s*$)"
+    r"|^(npm (error|ERR!))?\s*[{}]\s*$"  # an error object printed after its message ...
+    r"|^(npm (error|ERR!))?\s+at \S"  # ... its stack ...
+    r"|^npm (error|ERR!)\s{2,}\w+: "  # ... and its fields
     r"|^Please make sure you have the correct access rights"
     r"|^and the repository exists\.$"
     r"|^fatal: Could not read from remote repository\.$"

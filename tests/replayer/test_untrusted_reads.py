@@ -200,6 +200,21 @@ def test_a_failed_clone_says_gits_own_reason(url: str, cause: str, tmp_path: Pat
     assert cause in proc.stderr and "the repository exists" not in proc.stderr, proc.stderr
 
 
+def test_a_failed_npm_install_says_npms_reason(tmp_path: Path) -> None:
+    """npm (no registry answers on 127.0.0.1:9) prints its reason, then the error object, its stack, advice
+    and the path of its log: the reason is what the one line keeps."""
+    proc = replayer(
+        "bundles", "add", "opencode@1.0.0",
+        env={
+            "REPLAYER_BUNDLES": str(tmp_path / "bundles"),
+            "npm_config_registry": "http://127.0.0.1:9",
+            "npm_config_fetch_retries": "0",
+        },
+    )  # fmt: skip
+    assert proc.returncode == 10 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "request to http://127.0.0.1:9/opencode-ai failed, reason: connect ECONNREFUSED" in proc.stderr
+
+
 # --- the attacks through a real sandbox ---
 
 
