@@ -288,3 +288,42 @@ def test_the_oracle_reads_the_live_workspace_by_descriptors(tmp_path: Path) -> N
     assert "tick" in changes, "the swapping process ran while the oracle read the workspace"
     assert hashlib.sha256(OUTSIDE).hexdigest() not in changes.values(), "the walk never left the workspace"
     assert not any(str(outside) in path for path in changes)
+
+
+@pytest.mark.docker
+@pytest.mark.agent
+def test_compare_diffs_a_sparse_file_by_its_data_and_escapes_names(tmp_path: Path) -> None:
+    """The prefix writes a 64 GB sparse file with one byte in its middle; a compare run's continuation
+    changes that byte, writes a file whose name is not UTF-8 and edits another: the run's workspace diff
+    names the sparse file without reading its holes (`diff -ruN` read 32 GB of each side to find the
+    difference) and shows the others."""
+    plant = f"truncate -s {HOLES} /testbed/holes && printf x | dd of=/testbed/holes bs=1 seek={HOLES // 2} conv=notrunc"
+    session = patched_session(tmp_path / "session.jsonl", "toolu_single_01", {"command": plant})
+    change = (
+        f"printf y | dd of=holes bs=1 seek={HOLES // 2} conv=notrunc && printf 'made\\n' > $'made-\\xff' "
+        "&& printf 'changed\\n' > a.txt && echo ok"
+    )
+    script = Script(
+        by_history=True,
+        turns=[
+            Turn(blocks=[ToolUseBlock(id="toolu_sparse_1", name="Bash", input={"command": change})]),
+            Turn(blocks=[TextBlock(text="Done.")]),
+        ],
+    )
+    out = tmp_path / "cmp"
+    with ScriptedUpstream(script, expected_key=KEY) as upstream:
+        proc = replayer(
+            "compare", str(session), "-n", "1", "-w", str(CLAUDE.fixture("single") / "workspace"),
+            "-o", str(out), "--upstream", upstream.url, "--variant", "base=", env={"ANTHROPIC_API_KEY": KEY},
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    run = orjson.loads((out / "compare.json").read_bytes())["runs"][0]
+    assert run["status"] == "ok", run["error"]
+    diff = run["workspace_diff"]
+    assert "diff a/holes b/holes\nFiles a/holes and b/holes differ (not diffed: sparse" in diff, diff
+    assert (
+        "diff a/made-\\xff b/made-\\xff\n--- a/made-\\xff\n+++ b/made-\\xff\n@@ -0,0 +1 @@\n+made\n" in diff
+    )
+    assert "+changed" in diff and run["workspace_diff_truncated"] is False
+    holes = (out / run["dir"] / "state" / "workspace" / "holes").stat()
+    assert holes.st_size == HOLES and holes.st_blocks * 512 < 1 << 20, "the hole stays a hole on the host"
