@@ -144,7 +144,7 @@ def run(
     # the adapter reads the continued session from a copy of the home that follows no link and holds
     # no special file: the container could write anything there
     after = out / ".home-after"
-    copy_untrusted(home, after, links="skip", what="the agent home")
+    copy_untrusted(home, after, links="skip", limits=limits, what="the agent home", holes="count")
     try:
         files.update(adapter.finish_continuation(Ended(traj, rebuild, launch, after, out / "continued", box)))
     finally:

@@ -271,7 +271,7 @@ def _run(job: _Job, workspace: Path, image: str, on_boundary: OnBoundary | None,
             # write there, so nothing in it is followed or trusted
             native = tmp / "native"
             side = copy_untrusted(
-                dirs.home, native / "home", links="skip", limits=limits, what="the agent home"
+                dirs.home, native / "home", links="skip", limits=limits, what="the agent home", holes="count"
             )
             skips.add(side, "home")
             made = steps.rebuild(adapter, traj, job.plan, observations, tmp)

@@ -32,6 +32,7 @@ _MAX_SKIPS_LISTED = 100
 _CHUNK = 1 << 24
 
 Links = Literal["keep", "skip"]
+Holes = Literal["keep", "count"]
 
 
 class Skipped(BaseModel):
@@ -97,9 +98,13 @@ def copy_untrusted(
     limits: SandboxLimits | None = None,
     what: str = "the sandbox",
     merge: bool = False,
+    holes: Holes = "keep",
 ) -> CopyReport:
     """Copy the tree at `src` to `dest` (created; with `merge`, an existing directory is filled).
 
+    `holes`: "keep" counts a file's data against the disk bound and keeps its holes; "count" counts its
+    apparent size (holes as data): for a tree whose files the host will read whole (an agent home's
+    sessions), where a 64 GB sparse file would become 64 GB read.
     Raises SandboxError when `src` is not a directory or the copy would pass a limit; `what` names
     the source in that message."""
     limits = limits or SandboxLimits()
@@ -111,7 +116,7 @@ def copy_untrusted(
     with _fd(src_fd):
         dest.mkdir(parents=True, exist_ok=merge)
         with _fd(os.open(dest, _DIR_FLAGS)) as dest_fd:
-            _copy_dir(src_fd, dest_fd, "", 0, links, limits, report, what)
+            _copy_dir(src_fd, dest_fd, "", 0, links, limits, report, what, holes)
             st = os.fstat(src_fd)
             if not merge:
                 _set_meta(dest_fd, st)
@@ -127,6 +132,7 @@ def _copy_dir(
     limits: SandboxLimits,
     report: CopyReport,
     what: str,
+    holes: Holes,
 ) -> None:
     with os.scandir(src_fd) as entries:
         names = [e.name for e in entries]
@@ -150,10 +156,10 @@ def _copy_dir(
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(name, 0o700, dir_fd=dest_fd)
                 with _fd(os.open(name, _DIR_FLAGS, dir_fd=dest_fd)) as dest_child:
-                    _copy_dir(child, dest_child, path, depth + 1, links, limits, report, what)
+                    _copy_dir(child, dest_child, path, depth + 1, links, limits, report, what, holes)
                     _set_meta(dest_child, os.fstat(child))
         elif stat.S_ISREG(mode):
-            _copy_file(src_fd, dest_fd, name, path, limits, report, what)
+            _copy_file(src_fd, dest_fd, name, path, limits, report, what, holes)
         elif stat.S_ISLNK(mode) and links == "keep":
             target = os.readlink(name, dir_fd=src_fd)
             _count(report, limits, 0, what)
@@ -167,7 +173,7 @@ def _copy_dir(
             report.skip(path, _kind(mode))
 
 
-def _count(report: CopyReport, limits: SandboxLimits, size: int, what: str) -> None:
+def _count(report: CopyReport, limits: SandboxLimits, size: int, what: str, holes: Holes = "keep") -> None:
     report.files += 1
     report.bytes += size
     if report.files > limits.copy_files:
@@ -175,13 +181,21 @@ def _count(report: CopyReport, limits: SandboxLimits, size: int, what: str) -> N
             f"{what} holds more than {limits.copy_files} files; refused to copy it (see --limits files=)"
         )
     if report.bytes > limits.disk_bytes:
+        counted = " (holes counted: the host reads these files whole)" if holes == "count" else ""
         raise SandboxError(
-            f"{what} holds more than {limits.disk_bytes} bytes; refused to copy it (see --limits disk=)"
+            f"{what} holds more than {limits.disk_bytes} bytes{counted}; refused to copy it (see --limits disk=)"
         )
 
 
 def _copy_file(
-    src_fd: int, dest_fd: int, name: str, path: str, limits: SandboxLimits, report: CopyReport, what: str
+    src_fd: int,
+    dest_fd: int,
+    name: str,
+    path: str,
+    limits: SandboxLimits,
+    report: CopyReport,
+    what: str,
+    holes: Holes,
 ) -> None:
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=src_fd)
@@ -193,7 +207,8 @@ def _copy_file(
         if not stat.S_ISREG(st.st_mode):
             report.skip(path, _kind(st.st_mode))
             return
-        _count(report, limits, min(st.st_size, st.st_blocks * 512), what)  # holes cost nothing
+        data = min(st.st_size, st.st_blocks * 512)  # holes cost nothing ...
+        _count(report, limits, st.st_size if holes == "count" else data, what, holes)  # ... unless read whole
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=dest_fd)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

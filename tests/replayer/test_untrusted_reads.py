@@ -327,3 +327,16 @@ def test_compare_diffs_a_sparse_file_by_its_data_and_escapes_names(tmp_path: Pat
     assert "+changed" in diff and run["workspace_diff_truncated"] is False
     holes = (out / run["dir"] / "state" / "workspace" / "holes").stat()
     assert holes.st_size == HOLES and holes.st_blocks * 512 < 1 << 20, "the hole stays a hole on the host"
+
+
+@pytest.mark.docker
+@pytest.mark.agent
+def test_a_sparse_file_in_the_agent_home_is_refused_before_the_host_reads_it(tmp_path: Path) -> None:
+    """The adapters read the agent home's files whole (sessions): there a 64 GB sparse file counts as 64 GB
+    against the disk limit, so the host never reads it into memory."""
+    proc, _, out = _hostile_run(
+        tmp_path / "home", f"truncate -s {HOLES} $HOME/session.jsonl && echo ok", None
+    )
+    assert proc.returncode == 6, proc.stderr
+    assert "the agent home holds more than" in proc.stderr and "holes counted" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not out.exists()
