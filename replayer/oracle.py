@@ -12,6 +12,7 @@ the recording's.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import stat
 import time
@@ -72,8 +73,9 @@ def workspace_state(
     state: dict[str, str] = {}
     try:
         for entry in walk(root, skip_top=_SKIPPED_DIRS):
-            budget.take(1, 0)
-            state[entry.path] = _entry_state(entry, budget)
+            budget.take(1, 0)  # a directory too: a tree of empty ones costs time
+            if not entry.entered:
+                state[entry.path] = _entry_state(entry, budget)
     except _Cut as cut:
         return WorkspaceState(state, f"the workspace state was read only in part: {cut}")
     return WorkspaceState(state, None)
@@ -92,7 +94,7 @@ def _entry_state(entry: Entry, budget: _Budget) -> str:
         except OSError:
             return "unreadable"
     if stat.S_ISDIR(mode):
-        return "too_deep"
+        return "too_deep"  # not entered: past the depth bound
     if stat.S_ISREG(mode):
         return _file_digest(entry, budget)
     return "special"
@@ -177,12 +179,13 @@ def _file_digest(entry: Entry, budget: _Budget) -> str:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return "special"
-        extents = list(data_extents(fd, st.st_size))
+        extents = data_extents(fd, st.st_size)
+        first = next(extents, None)
         digest = hashlib.sha256()
-        sparse = st.st_size > 0 and extents != [(0, st.st_size)]
+        sparse = st.st_size > 0 and first != (0, st.st_size)
         if sparse:
             digest.update(f"{st.st_size}\n".encode())
-        for start, end in extents:
+        for start, end in itertools.chain([first] if first else [], extents):
             if sparse:
                 digest.update(f"{start} {end - start}\n".encode())
             while start < end:

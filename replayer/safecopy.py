@@ -237,20 +237,23 @@ def _set_meta(fd: int, st: os.stat_result) -> None:
 
 
 class Entry(NamedTuple):
-    """A non-directory entry `walk` found: `name` in the open directory `dir_fd` (valid until the walk
-    goes on), its path relative to the root (as the OS gives it: `shown` makes it text) and its lstat."""
+    """An entry `walk` found: `name` in the open directory `dir_fd` (valid until the walk goes on), its
+    path relative to the root (as the OS gives it: `shown` makes it text) and its lstat; `entered`: a
+    directory the walk goes into next (False for any other entry, and for a directory past the depth
+    bound or swapped for something else meanwhile)."""
 
     path: str
     dir_fd: int
     name: str
     stat: os.stat_result
+    entered: bool = False
 
 
 def walk(root: Path, *, skip_top: frozenset[str] = frozenset()) -> Iterator[Entry]:
-    """Every entry under `root` that is not a directory, in sorted order, by directory descriptors opened
-    O_NOFOLLOW: a link is yielded, never followed; a directory swapped for a link while the walk goes is
-    yielded as that link; an entry removed meanwhile is left out; past the depth bound a directory is
-    yielded as itself (its contents unread). `skip_top`: names left out at the root (e.g. `.git`).
+    """Every entry under `root`, in sorted order (a directory before what it holds), by directory
+    descriptors opened O_NOFOLLOW: a link is yielded, never followed; a directory swapped for a link while
+    the walk goes is yielded as that link; an entry removed meanwhile is left out; past the depth bound a
+    directory is yielded but not entered. `skip_top`: names left out at the root (e.g. `.git`).
     Raises SandboxError when `root` is not a directory."""
     try:
         fd = os.open(root, _DIR_FLAGS)
@@ -279,6 +282,7 @@ def _walk_dir(dir_fd: int, rel: str, depth: int, skip: frozenset[str]) -> Iterat
                 yield Entry(path, dir_fd, name, os.stat(name, dir_fd=dir_fd, follow_symlinks=False))
             continue
         with _fd(child):
+            yield Entry(path, dir_fd, name, os.fstat(child), entered=True)
             yield from _walk_dir(child, path, depth + 1, frozenset())
 
 
