@@ -22,6 +22,7 @@ _BOILERPLATE = re.compile(
     r"|^Please make sure you have the correct access rights"
     r"|^and the repository exists\.$"
     r"|^fatal: Could not read from remote repository\.$"
+    r"|^fatal: fetch-pack: invalid index-pack output$"  # after index-pack's own reason
     r"|A complete log of this run can be found in"
     r"|^npm (error|ERR!) (This is a problem related to network connectivity|In most cases you are behind a proxy"
     r"|If you are behind a proxy|'proxy' config is set properly|404 Note that you can also install"

@@ -170,6 +170,21 @@ def test_a_tree_above_the_disk_limit_is_refused_before_checkout_and_leaves_nothi
     assert stat.S_IMODE(tree.stat().st_mode) == 0o777 & ~umask, "the workspace root gets the normal mode"
 
 
+def test_a_pack_above_the_disk_limit_ends_the_clone_and_leaves_nothing(tmp_path: Path) -> None:
+    """20 MB that do not compress: the clone's own pack passes a 8 MB limit while it is fetched."""
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    _git(origin, "init", "-q", "-b", "main")
+    (origin / "noise.bin").write_bytes(os.urandom(20 << 20))
+    _git(origin, "add", "-A")
+    _git(origin, "commit", "-q", "-m", "noise")
+    repo = GitWorkspace(url=f"file://{origin}", rev="main")
+    folder_count = len(list(cache_root().iterdir())) if cache_root().exists() else 0
+    with pytest.raises(WorkspaceError, match=r"objects pass the run's disk limit \(8388608 bytes\); refused"):
+        checkout(repo, SandboxLimits(disk_bytes=8 << 20))
+    assert (len(list(cache_root().iterdir())) if cache_root().exists() else 0) == folder_count
+
+
 def test_run_refuses_the_clone_in_one_line(big_repo: Path, tmp_path: Path) -> None:
     spec = f"git+file://{big_repo}@main"
     session = CLAUDE.fixture("single") / "session.jsonl"
