@@ -474,6 +474,8 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
             f"continuation: input condition {cont.input_condition}; gate {cont.gate}; "
             f"agent_status {cont.agent_status}; {cont.steps_used} step(s) through the bridge"
         )
+        for note in cont.cassette.notes if cont.cassette else []:  # e.g. a bound that cut the oracle's read
+            console.print(f"  cassette note: {note}", markup=False, highlight=False)
     console.print(f"result: {out.absolute() / 'result.json'}")
 
 

@@ -233,13 +233,14 @@ def test_a_failed_npm_install_says_npms_reason(tmp_path: Path) -> None:
 # --- the attacks through a real sandbox ---
 
 
-def _hostile_run(root: Path, command: str, turns: list[Turn] | None, *extra: str) -> tuple:
+def _hostile_run(root: Path, command: str, turns: list[Turn] | None, *extra: str, json: bool = True) -> tuple:
     root.mkdir()
     session = patched_session(root / "session.jsonl", "toolu_single_01", {"command": command})
     workspace = root / "ws"
     shutil.copytree(CLAUDE.fixture("single") / "workspace", workspace)
     out = root / "out"
-    args = ["run", str(session), "-n", "1", "-w", str(workspace), "-o", str(out), "--json", *extra]
+    args = ["run", str(session), "-n", "1", "-w", str(workspace), "-o", str(out), *extra]
+    args += ["--json"] if json else []
     if turns is None:
         proc = replayer(*args)
     else:
@@ -355,3 +356,32 @@ def test_a_sparse_file_in_the_agent_home_is_refused_before_the_host_reads_it(tmp
     assert proc.returncode == 6, proc.stderr
     assert "the agent home holds more than" in proc.stderr and "holes counted" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+@pytest.mark.docker
+@pytest.mark.agent
+def test_a_bound_that_cuts_the_oracle_is_said_in_the_result_and_the_summary(tmp_path: Path) -> None:
+    """The continuation makes 300 directories under `--limits files=200`: the copies count files (a few),
+    the oracle's read counts every entry and stops at 200; the cassette is recorded with the cut in its
+    outcome, and the result and the summary say it."""
+    make = "mkdir -p $(seq -f /testbed/d%g 1 300) && echo made"
+    turns = [
+        Turn(blocks=[ToolUseBlock(id="toolu_dirs_1", name="Bash", input={"command": make})]),
+        Turn(blocks=[TextBlock(text="Finished.")]),
+    ]
+    tape = tmp_path / "tape"
+    cut = "the workspace state was read only in part: more than 200 entries (see --limits files=)"
+    proc, result, _ = _hostile_run(
+        tmp_path / "cut",
+        "echo prefix",
+        turns,
+        "--record-cassette",
+        str(tape),
+        "--limits",
+        "files=200",
+        json=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert result["continuation"]["cassette"]["notes"] == [cut]
+    assert f"cassette note: {cut}" in proc.stdout
+    assert orjson.loads((tape / "outcome.json").read_bytes())["workspace_cut"] == cut
