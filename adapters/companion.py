@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import orjson
 
 from adapters.base import StepwiseRerunner
-from replayer.errors import SandboxError
+from replayer.errors import SandboxError, last_line
 from replayer.io import MAX_INPUT_BYTES, remove_alias, short_alias
 from replayer.models import Observation, Step, Trajectory
 from sandboxes.base import RunningExec, Sandbox
@@ -71,8 +71,7 @@ class SocketCompanion:
 
     def stderr_tail(self) -> str:
         self.handle.wait(1)
-        err = self.handle.result(timed_out=False, cleanup=False).stderr.decode(errors="replace").strip()
-        return err.splitlines()[-1] if err else "no output"
+        return last_line(self.handle.result(timed_out=False, cleanup=False).stderr) or "no output"
 
     def request(self, payload: dict[str, Any], timeout_s: float, what: str) -> dict[str, Any]:
         """Send one JSON line and read the answer line; `what` names the request in errors."""

@@ -23,7 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from replayer import bundletrust
-from replayer.errors import ReplayError, excerpt, unknown_agent
+from replayer.errors import ReplayError, excerpt, last_line, unknown_agent
 from replayer.events import Installing, OnEvent, ignore
 from replayer.pins import AgentPin, bundles_root, load_pins
 
@@ -438,7 +438,7 @@ def _run(
     if proc.returncode == 0:
         return
     output = proc.stderr + proc.stdout
-    last = next((line.strip() for line in reversed(output.splitlines()) if line.strip()), "no output")
+    last = last_line(proc.stderr) or last_line(proc.stdout) or "no output"
     if any(mark in output for mark in (*_NPM_MISSING, *_PYPI_MISSING)):
         raise BundleUnavailable(
             f"{agent} {version} is not in the {registry} registry: name a published version (`run` and "

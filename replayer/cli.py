@@ -504,6 +504,10 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
         console.print(f"  hint: {hint}", highlight=False, markup=False)
     if result.continuation is not None:
         console.print(continuation_line(result.continuation), highlight=False, markup=False)
+        for note in result.continuation.cassette.notes if result.continuation.cassette else []:
+            console.print(
+                f"  cassette note: {note}", markup=False, highlight=False
+            )  # e.g. a bound that cut the oracle's read
     console.print(f"result: {out.absolute() / 'result.json'}")
 
 

@@ -29,6 +29,7 @@ from replayer.models import (
     GateMismatch,
     GateVerdict,
     InputCondition,
+    SandboxLimits,
     Trajectory,
 )
 from replayer.pins import load_pins
@@ -75,8 +76,10 @@ def run(
     workspace: Path,
     after_step: int,
     on_event: OnEvent = ignore,
+    limits: SandboxLimits | None = None,
 ) -> ContinuationResult:
-    """`workspace`: the host side of the sandbox's working directory (the cassette oracle reads it)."""
+    """`workspace`: the host side of the sandbox's working directory (the cassette oracle reads it, within
+    `limits`)."""
     started = time.monotonic()
     idle_timeout_s = request.idle_timeout_s if request.idle_timeout_s is not None else adapter.idle_timeout_s
     keep_prompt = request.boundary_prompt is not None
@@ -89,7 +92,7 @@ def run(
     tape = cassette.load(request.cassette) if request.cassette else None
     player = Player(tape.exchanges, prompt) if tape else None
     recorder = Recorder() if request.record_cassette else None
-    before = oracle.workspace_state(workspace) if tape or recorder else {}
+    before = oracle.workspace_state(workspace, limits) if tape or recorder else None
     with contextlib.ExitStack() as stack:
         upstream = request.upstream
         if mock.is_mock(upstream):
@@ -153,7 +156,7 @@ def run(
     # the adapter reads the continued session from a copy of the home that follows no link and holds
     # no special file: the container could write anything there
     after = out / ".home-after"
-    copy_untrusted(home, after, links="skip", what="the agent home")
+    copy_untrusted(home, after, links="skip", limits=limits, what="the agent home", holes="count")
     try:
         files.update(adapter.finish_continuation(Ended(traj, rebuild, launch, after, out / "continued", box)))
     finally:
@@ -169,11 +172,14 @@ def run(
     on_event(AgentEnded(status, counters.main_requests, time.monotonic() - started))
     condition: InputCondition = "boundary_user_prompt_appended" if keep_prompt else "replayed_boundary_only"
     check = None
-    if tape or recorder:
+    if before is not None:
+        after_state = oracle.workspace_state(workspace, limits)
+        cut = oracle.cut_of(before, after_state)
         now = oracle.outcome(
             status,
-            oracle.workspace_changes(before, oracle.workspace_state(workspace)),
+            oracle.workspace_changes(before.entries, after_state.entries),
             oracle.session_state(out / "continued"),
+            cut,
         )
         if tape is not None and player is not None:
             assert request.cassette is not None
@@ -186,6 +192,8 @@ def run(
                 traj, load_pins().agents[adapter.name].version, after_step, rebuild.expected_prefix, condition
             )
             check = _recorded(request.record_cassette, origin, recorder, counters.upstream_errors, now, key)
+        if cut is not None and check is not None:  # said where the user reads the verdict
+            check = check.model_copy(update={"notes": [*check.notes, cut]})
     return ContinuationResult(
         input_condition=condition,
         cassette=check,

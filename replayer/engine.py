@@ -161,7 +161,7 @@ def execute(
     workspace_s = install_s = 0.0
     if request.mode == "run":  # a prepare copies no workspace: a repository is not cloned for it
         began = time.monotonic()
-        workspace, checkout = workspaces.materialize(request.workspace)
+        workspace, checkout = workspaces.materialize(request.workspace, request.limits)
         steps.check_workspace(workspace)
         workspace_s = time.monotonic() - began
         bundles.ensure(adapter.name, version.version, on_event=_hearing_installs(on_event, installed))
@@ -311,7 +311,7 @@ def _run(job: _Job, workspace: Path, image: str, on_boundary: OnBoundary | None,
             # write there, so nothing in it is followed or trusted
             native = tmp / "native"
             side = copy_untrusted(
-                dirs.home, native / "home", links="skip", limits=limits, what="the agent home"
+                dirs.home, native / "home", links="skip", limits=limits, what="the agent home", holes="count"
             )
             skips.add(side, "home")
             made = steps.rebuild(adapter, traj, job.plan, observations, tmp)
@@ -331,6 +331,7 @@ def _run(job: _Job, workspace: Path, image: str, on_boundary: OnBoundary | None,
                     key=job.key,
                     after_step=job.plan.after_step,
                     on_event=on_event,
+                    limits=limits,
                 )
             done.used_up = [
                 p for p, full in (("state", state.used_up), ("container", box.disk_used_up)) if full()

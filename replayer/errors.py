@@ -14,6 +14,20 @@ if TYPE_CHECKING:
 
 EXCERPT_CHARS = 80
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_BOILERPLATE = re.compile(
+    r"^\s*(hint:|help:|npm (error|ERR!|warn|WARN)\s*$)"
+    r"|^(npm (error|ERR!))?\s*[{}]\s*$"  # an error object printed after its message ...
+    r"|^(npm (error|ERR!))?\s+at \S"  # ... its stack ...
+    r"|^npm (error|ERR!)\s{2,}\w+: "  # ... and its fields
+    r"|^Please make sure you have the correct access rights"
+    r"|^and the repository exists\.$"
+    r"|^fatal: Could not read from remote repository\.$"
+    r"|^fatal: fetch-pack: invalid index-pack output$"  # after index-pack's own reason
+    r"|A complete log of this run can be found in"
+    r"|^npm (error|ERR!) (This is a problem related to network connectivity|In most cases you are behind a proxy"
+    r"|If you are behind a proxy|'proxy' config is set properly|404 Note that you can also install"
+    r"|404 tarball, folder, http url|404\s*$)"
+)
 
 
 class ReplayError(Exception):
@@ -166,11 +180,15 @@ def bad_record(source: str, where: str, problem: str, value: Any = None) -> BadI
     return BadInput(f"{source}: {where}: {problem}{got}")
 
 
-def last_line(output: bytes) -> str | None:
-    """The last non-empty line of a process's output (bytes as written, any encoding), stripped of
-    terminal colours."""
-    for line in reversed(_ANSI.sub("", output.decode(errors="replace")).splitlines()):
-        if line.strip():
+def last_line(output: bytes | str) -> str | None:
+    """The last meaningful line of a tool's output (bytes as written, any encoding), stripped of terminal
+    colours: the one helper for "why did git / npm / uv / docker fail". Empty lines, hints and the
+    advice tools print after their reason (git's "Please make sure you have the correct access rights /
+    and the repository exists.", npm's "A complete log of this run can be found in", ...) are passed
+    over, so the reason itself is what is kept (git's "Could not resolve hostname")."""
+    text = output.decode(errors="replace") if isinstance(output, bytes) else output
+    for line in reversed(_ANSI.sub("", text).splitlines()):
+        if line.strip() and not _BOILERPLATE.search(line):
             return line.strip()
     return None
 

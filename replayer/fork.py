@@ -15,6 +15,7 @@ RunRecord) atomically; a run that cannot be carried out is recorded as failed, n
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -31,7 +32,7 @@ from pydantic import BaseModel, ConfigDict
 from adapters.base import Adapter, Rebuild
 from replayer import signals, steps, timeline
 from replayer.boundary import fork_state
-from replayer.errors import Interrupted, PatchFailed, ReplayError
+from replayer.errors import Interrupted, PatchFailed, ReplayError, last_line
 from replayer.events import ignore
 from replayer.io import write_bytes_atomic
 from replayer.models import (
@@ -43,10 +44,11 @@ from replayer.models import (
     Trajectory,
     Variant,
 )
+from replayer.oracle import is_file, workspace_changes, workspace_state
 from replayer.pins import running_version
 from replayer.rootfs import ROOTFS_MOUNT, WAITER, RootfsDiff
 from replayer.rundirs import RunDirs
-from replayer.safecopy import copy_untrusted
+from replayer.safecopy import copy_untrusted, shown
 from sandboxes.base import Backend, Runtime, Sandbox, SandboxSpec
 from sandboxes.docker import LABEL, DockerBackend, DockerSandbox
 from sandboxes.quota import StateDir
@@ -56,6 +58,10 @@ Line = TypeVar("Line", bound=BaseModel)
 PATCH_MOUNT = "/run/replayer-patch"
 CHECK_OUTPUT_BYTES = 64 * 1024
 DIFF_BYTES = 256 * 1024
+DIFF_FILE_BYTES = 4 << 20
+"""The largest file a side given to `diff` (a larger one is named as changed)."""
+DIFF_S = 120.0
+"""The most time the workspace diff takes (the two reads, then the files' diffs)."""
 COMPARE_LABEL = f"{LABEL}.compare"
 _APPLY_TIMEOUT_S = 120.0
 
@@ -145,26 +151,57 @@ def run_check(box: Runtime, command: str, cwd: str, timeout_s: float) -> CheckRe
     )
 
 
-def workspace_diff(before: Path, after: Path) -> tuple[str, bool]:
-    """`diff -ruN` of two workspace copies (`.git` left out), paths shown as a/ and b/, no timestamps."""
-    proc = subprocess.run(
-        ["diff", "-ruN", "--no-dereference", "-x", ".git", str(before), str(after)], capture_output=True
-    )
+def workspace_diff(before: Path, after: Path, limits: SandboxLimits) -> tuple[str, bool]:
+    """The unified diff of two workspace copies (`.git` left out), paths shown as a/ and b/, no timestamps;
+    and whether a bound cut it. The changed files are found by the oracle's bounded, hole-aware digests
+    (replayer/oracle.py); only a changed regular file of at most DIFF_FILE_BYTES a side is given to
+    `diff`, within DIFF_S in all; the rest are named, and what was left out is said in the text."""
+    deadline = time.monotonic() + DIFF_S
+    old, new = workspace_state(before, limits, DIFF_S), workspace_state(after, limits, DIFF_S)
+    notes = [f"[{cut}]\n" for cut in dict.fromkeys(c for c in (old.cut, new.cut) if c)]
+    parts: list[str] = []
+    size = 0
+    changed = workspace_changes(old.entries, new.entries)
+    for n, (path, now) in enumerate(changed.items()):
+        if size > DIFF_BYTES or time.monotonic() > deadline:
+            notes.append(f"[{len(changed) - n} more changed entries not shown: the diff's bound]\n")
+            break
+        part = _file_diff(before, after, path, old.entries.get(path), now, deadline)
+        parts.append(part)
+        size += len(part)
+    text, cut = middle_cut("".join(parts).encode(), DIFF_BYTES)
+    return text + "".join(notes), cut or bool(notes)
+
+
+def _file_diff(
+    before: Path, after: Path, path: str, was: str | None, now: str | None, deadline: float
+) -> str:
+    """One changed entry: `diff -u` of two regular files (either may be missing), else a line naming it."""
+    kinds = ["missing" if v is None else "file" if is_file(v) else v.partition(":")[0] for v in (was, now)]
+    a, b = f"a/{shown(path)}", f"b/{shown(path)}"
+    header = f"diff {a} {b}\n"
+    if "link" in kinds and set(kinds) <= {"link", "missing"}:
+        return header + f"Symbolic links {a} and {b} differ\n"
+    if not set(kinds) <= {"file", "missing"}:
+        return header + f"File {a}: {kinds[0]}; file {b}: {kinds[1]}\n"
+    sides = [
+        str(root / path) if kind == "file" else os.devnull
+        for root, kind in zip((before, after), kinds, strict=True)
+    ]
+    big = any(side != os.devnull and os.lstat(side).st_size > DIFF_FILE_BYTES for side in sides)
+    if big or any(v and v.startswith("sparse:") for v in (was, now)):
+        return header + f"Files {a} and {b} differ (not diffed: sparse or above {DIFF_FILE_BYTES} bytes)\n"
+    try:
+        proc = subprocess.run(
+            ["diff", "-u", "--label", a, "--label", b, "--", *sides],
+            capture_output=True,
+            timeout=max(0.1, deadline - time.monotonic()),
+        )
+    except subprocess.TimeoutExpired:
+        return header + f"Files {a} and {b} differ (not diffed: the diff's time bound)\n"
     if proc.returncode > 1:
-        return f"diff failed: {proc.stderr.decode(errors='replace')[:300]}", False
-    old, new = str(before).encode() + b"/", str(after).encode() + b"/"
-    lines = []
-    for line in proc.stdout.splitlines(keepends=True):
-        if line.startswith(b"diff -ruN "):
-            _, _, paths = line.partition(b" -x .git ")
-            line = b"diff " + paths
-        elif line.startswith((b"--- ", b"+++ ")) and b"\t" in line:
-            line = line.split(b"\t", 1)[0] + b"\n"
-        elif not line.startswith((b"Binary files ", b"Only in ")):
-            lines.append(line)
-            continue
-        lines.append(line.replace(old, b"a/").replace(new, b"b/"))
-    return middle_cut(b"".join(lines), DIFF_BYTES)
+        return header + f"diff failed: {last_line(proc.stderr)}\n"
+    return header + proc.stdout.decode("utf-8", "backslashreplace")
 
 
 def _rebuild_of(replay_dir: Path, adapter: Adapter) -> Rebuild[Any]:
@@ -282,8 +319,8 @@ def _prestart(job: ForkJob, adapter: Adapter, traj: Trajectory, slot: Slot | Non
 def _apply_patch(box: Runtime, patch: Path, cwd: str) -> None:
     applied = box.exec(["git", "apply", "--verbose", f"{PATCH_MOUNT}/patch.diff"], workdir=cwd, timeout_s=120)
     if applied.exit_code != 0:
-        why = (applied.stderr or applied.stdout).decode(errors="replace").strip().splitlines()
-        raise PatchFailed(f"the patch {patch} does not apply: {why[-1] if why else 'git apply failed'}")
+        why = last_line(applied.stderr) or last_line(applied.stdout) or "git apply failed"
+        raise PatchFailed(f"the patch {patch} does not apply: {why}")
 
 
 def run(
@@ -343,7 +380,7 @@ def run(
             copy_untrusted(
                 state / "workspace", patched, links="keep", limits=job.limits, what="the patched workspace"
             )
-            diff, cut = workspace_diff(job.boundary_state / "workspace", patched)
+            diff, cut = workspace_diff(job.boundary_state / "workspace", patched, job.limits)
             record.update(patch_diff=diff, patch_diff_truncated=cut)
         turn_at = max(boundary.at, turn_line().at)
         record["fork_s"] = time.time() - turn_at  # ready long before the turn: the line's own latency
@@ -360,6 +397,7 @@ def run(
             key=key,
             after_step=job.after_step,
             on_event=ignore,
+            limits=job.limits,
         )
         if job.check:
             record["check"] = run_check(box, job.check, traj.cwd, job.check_timeout_s)
@@ -369,7 +407,7 @@ def run(
         copy_untrusted(state / "workspace", exported, links="keep", limits=job.limits, what="the workspace")
         record["timeline"] = timeline.continued(adapter, job.run_dir, rebuild.expected_prefix)
         diff, cut = workspace_diff(
-            patched if patch is not None else job.boundary_state / "workspace", exported
+            patched if patch is not None else job.boundary_state / "workspace", exported, job.limits
         )
         record.update(workspace_diff=diff, workspace_diff_truncated=cut, status="ok")
     except Interrupted:

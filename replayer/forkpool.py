@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from replayer.errors import last_line
 from replayer.events import OnEvent, RunEnded, Stage, ignore
 from replayer.fork import BoundaryReady, ForkJob, Turn
 from replayer.io import write_bytes_atomic
@@ -38,8 +39,7 @@ def _collect(job: ForkJob, proc: subprocess.Popen[bytes]) -> RunRecord:
     (job.run_dir / "job.json").unlink(missing_ok=True)  # its paths name the partial output directory
     if path.is_file():
         return RunRecord.model_validate_json(path.read_bytes())
-    log = (job.run_dir / "fork.log").read_bytes()[-600:].decode(errors="replace").strip()
-    last = log.splitlines()[-1] if log else ""
+    last = last_line((job.run_dir / "fork.log").read_bytes()[-600:]) or ""
     return RunRecord(
         variant=job.variant.name,
         repeat=job.repeat,

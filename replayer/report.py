@@ -121,6 +121,8 @@ function run(r) {
   if (r.patch_diff !== null) card.append(diffBlock("the variant's patch, applied at the boundary", r.patch_diff, r.patch_diff_truncated, 'patch-diff'));
   if (r.status === 'ok') card.append(diffBlock(r.patch_diff !== null ? "the agent's edits (after the patch)" : "the agent's edits (workspace diff)",
     r.workspace_diff, r.workspace_diff_truncated, 'agent-diff'));
+  if (c && c.cassette && c.cassette.notes.length) card.append(el('p', {class: 'meta cassette-notes'},
+    `cassette ${c.cassette.verdict}: ${c.cassette.notes.join('; ')}`));  // a bound that cut the oracle's read, too
   card.append(el('p', {class: 'meta'}, `${r.wall_s.toFixed(1)} s; ${r.dir}`));
   return card;
 }

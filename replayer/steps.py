@@ -297,6 +297,7 @@ def continue_agent(
     key: str,
     after_step: int,
     on_event: OnEvent,
+    limits: SandboxLimits | None = None,
 ) -> ContinuationResult:
     """The pinned agent, continued in the sandbox through the bridge (`key`: the upstream's, read before
     anything started; "" for a cassette)."""
@@ -315,6 +316,7 @@ def continue_agent(
         workspace=dirs.workspace,
         after_step=after_step,
         on_event=on_event,
+        limits=limits,
     )
 
 

@@ -3,17 +3,18 @@ beside the bundle cache and checked out at REV; either way the run copies it and
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import shutil
 import subprocess
-import tempfile
+import uuid
 from pathlib import Path
 
 from replayer import settings
-from replayer.errors import WorkspaceError, excerpt
-from replayer.models import GitCheckout, GitWorkspace
+from replayer.errors import WorkspaceError, excerpt, last_line
+from replayer.models import GitCheckout, GitWorkspace, SandboxLimits
 from replayer.pins import bundles_root
 
 _FULL_COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -38,30 +39,47 @@ def cache_root() -> Path:
     return settings.load().workspaces or bundles_root().parent / "workspaces"
 
 
-def materialize(workspace: Path | GitWorkspace | None) -> tuple[Path | None, GitCheckout | None]:
+def materialize(
+    workspace: Path | GitWorkspace | None, limits: SandboxLimits | None = None
+) -> tuple[Path | None, GitCheckout | None]:
     """The directory to copy as the workspace, and the checkout it came from (None for a directory)."""
     if not isinstance(workspace, GitWorkspace):
         return workspace, None
-    return checkout(workspace)
+    return checkout(workspace, limits)
 
 
-def checkout(repo: GitWorkspace) -> tuple[Path, GitCheckout]:
+def checkout(repo: GitWorkspace, limits: SandboxLimits | None = None) -> tuple[Path, GitCheckout]:
     """The repository checked out at `repo.rev`, with its whole history and `origin` set to the URL (what
     the session's own `git log` and `git remote` saw). A full commit id already in the cache is used without
-    fetching; anything else (a tag, a branch, a short id) is resolved by a fresh clone."""
+    fetching; anything else (a tag, a branch, a short id) is resolved by a fresh clone. The clone is bounded
+    by the run's disk limit: no file it writes may pass it (a larger pack ends the clone), and its objects
+    plus the tree's files (more of them than the file limit, too) are refused before the checkout; a
+    refused or failed clone leaves nothing in the cache."""
+    limits = limits or SandboxLimits()
     folder = cache_root() / hashlib.sha256(repo.url.encode()).hexdigest()[:16]
     if _FULL_COMMIT.match(repo.rev) and (folder / repo.rev / ".git").is_dir():
         return folder / repo.rev, GitCheckout(url=repo.url, rev=repo.rev, commit=repo.rev)
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".clone-", dir=folder))
+    tmp = folder / f".clone-{uuid.uuid4().hex[:12]}"
+    tmp.mkdir()  # the umask's mode, as a clone's own folders get (mkdtemp's 0700 would reach the sandbox)
     try:
-        _git(repo, "clone", "--quiet", "--no-checkout", "--template=", "--", repo.url, str(tmp))
+        try:
+            clone = ("clone", "--quiet", "--no-checkout", "--template=", "--", repo.url, str(tmp))
+            _git(repo, *clone, file_limit=limits.disk_bytes)
+        except WorkspaceError as exc:
+            if "File too large" in str(exc):  # the bound: a write past it fails with EFBIG
+                raise WorkspaceError(
+                    f"{repo.spec}: the repository's objects pass the run's disk limit ({limits.disk_bytes} "
+                    "bytes); refused to clone it (see --limits disk=)"
+                ) from None
+            raise
         branch = _resolve(repo, tmp, f"refs/remotes/origin/{repo.rev}")
         commit = branch or _resolve(repo, tmp, repo.rev)
         if not commit:
             raise WorkspaceError(
                 f"{repo.spec}: {excerpt(repo.rev)} is no commit, tag or branch of {repo.url}"
             )
+        _check_size(repo, tmp, commit, limits)
         if branch:  # a branch name: on that branch, as the session was
             _git(repo, "-C", str(tmp), "checkout", "--quiet", "-B", repo.rev, f"origin/{repo.rev}")
         else:
@@ -77,7 +95,28 @@ def checkout(repo: GitWorkspace) -> tuple[Path, GitCheckout]:
         return done, GitCheckout(url=repo.url, rev=repo.rev, commit=commit)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only when no other checkout of the URL is there
         raise
+
+
+def _check_size(repo: GitWorkspace, clone: Path, commit: str, limits: SandboxLimits) -> None:
+    """Refuse a checkout whose files together pass the run's limits (the run copies all of it, `.git`
+    included), from the objects' size on disk and the sizes git records for the tree (nothing is written
+    out to learn them)."""
+    listing = _git(repo, "-C", str(clone), "ls-tree", "-r", "-l", "-z", "--full-tree", commit, strip=False)
+    files = 0
+    total = sum(p.lstat().st_size for p in (clone / ".git").rglob("*") if not p.is_symlink() and p.is_file())
+    for entry in filter(None, listing.split("\0")):
+        size = entry.split("\t", 1)[0].split()[-1]
+        files += 1
+        total += int(size) if size.isdigit() else 0  # "-": a submodule, not checked out
+    if files > limits.copy_files or total > limits.disk_bytes:
+        raise WorkspaceError(
+            f"{repo.spec}: its objects and tree hold {total} bytes in {files} files, more than the run's limits "
+            f"({limits.disk_bytes} bytes, {limits.copy_files} files); refused to check it out "
+            "(see --limits disk=, files=)"
+        )
 
 
 def _resolve(repo: GitWorkspace, clone: Path, name: str) -> str:
@@ -87,19 +126,29 @@ def _resolve(repo: GitWorkspace, clone: Path, name: str) -> str:
     )
 
 
-def _git(repo: GitWorkspace, *args: str, missing_ok: bool = False) -> str:
-    """git's output; a failure is a WorkspaceError with git's last line, or "" with `missing_ok`."""
+def _git(
+    repo: GitWorkspace,
+    *args: str,
+    missing_ok: bool = False,
+    strip: bool = True,
+    file_limit: int | None = None,
+) -> str:
+    """git's output; a failure is a WorkspaceError with git's last meaningful line, or "" with
+    `missing_ok`. `file_limit`: the largest file git may write (RLIMIT_FSIZE, by util-linux's prlimit; with
+    SIGXFSZ left ignored, as Python has it, a write past it fails with "File too large" instead of a
+    silent kill)."""
+    bound = ["prlimit", f"--fsize={file_limit}", "--"] if file_limit and shutil.which("prlimit") else []
     proc = subprocess.run(
-        ["git", *_GIT_CONFIG, *args],
+        [*bound, "git", *_GIT_CONFIG, *args],
         capture_output=True,
-        text=True,
         env={**os.environ, **_GIT_ENV},
         check=False,
+        restore_signals=not bound,
     )
     if proc.returncode != 0 and missing_ok:
         return ""
     if proc.returncode != 0:
-        lines = [line for line in proc.stderr.splitlines() if line.strip()]
-        cause = lines[-1].strip() if lines else f"git exited {proc.returncode}"
+        cause = last_line(proc.stderr) or f"git exited {proc.returncode}"
         raise WorkspaceError(f"cannot check out {repo.spec}: {cause}")
-    return proc.stdout.strip()
+    out = proc.stdout.decode(errors="surrogateescape")  # a file name need not be UTF-8
+    return out.strip() if strip else out

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from replayer.errors import last_line
 from replayer.models import SandboxLimits
 
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
@@ -202,4 +203,4 @@ class WatchedExec:
         """The last error line of stderr (a usage error ends with a hint, not the cause), else the last."""
         lines = [line for line in bytes(self.stderr).decode(errors="replace").splitlines() if line.strip()]
         errors = [line for line in lines if line.lstrip().lower().startswith("error")]
-        return (errors or lines or ["no output"])[-1].strip()
+        return last_line("\n".join(errors)) or last_line(bytes(self.stderr)) or "no output"

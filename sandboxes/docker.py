@@ -20,7 +20,7 @@ import requests
 from docker.types import Mount
 
 from replayer import signals
-from replayer.errors import SandboxError
+from replayer.errors import SandboxError, last_line
 from replayer.models import SandboxLimits
 from sandboxes import seccomp, slots
 from sandboxes.base import MAX_FILE_BYTES, MAX_OUTPUT_BYTES, ExecResult, SandboxSpec, WatchedExec
@@ -296,11 +296,7 @@ class DockerSandbox:
             ["sh", "-c", script, "read", path], workdir="/", timeout_s=60, max_output_bytes=max_bytes
         )
         if res.exit_code != 0 or res.output_truncated:
-            why = (
-                "is over the size limit"
-                if res.output_truncated
-                else res.stderr.decode(errors="replace").strip()
-            )
+            why = "is over the size limit" if res.output_truncated else last_line(res.stderr)
             raise SandboxError(f"cannot read {path} in the sandbox: {why or 'cat failed'}")
         return res.stdout
 
@@ -310,7 +306,7 @@ class DockerSandbox:
         made = self.exec(["mkdir", "-p", "--", parent or "/"], workdir="/", timeout_s=60)
         if made.exit_code != 0:
             raise SandboxError(
-                f"cannot write {path} in the sandbox: {made.stderr.decode(errors='replace').strip()}"
+                f"cannot write {path} in the sandbox: {last_line(made.stderr) or 'mkdir failed'}"
             )
         archive = io.BytesIO()
         with tarfile.open(fileobj=archive, mode="w") as tar:

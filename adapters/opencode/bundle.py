@@ -13,7 +13,7 @@ import orjson
 from adapters import sandbox_paths
 from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY
 from replayer import bundles
-from replayer.errors import SandboxError
+from replayer.errors import SandboxError, last_line
 from replayer.io import write_bytes_atomic
 from replayer.pins import load_pins, release
 
@@ -136,8 +136,9 @@ def host_cli(home: Path, *args: str, timeout_s: float = 120.0) -> bytes:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SandboxError(f"opencode {args[0]} failed: {exc}") from None
     if done.returncode != 0:
-        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
-        raise SandboxError(f"opencode {args[0]} exited {done.returncode}: {tail[0]}")
+        raise SandboxError(
+            f"opencode {args[0]} exited {done.returncode}: {last_line(done.stderr) or 'no output'}"
+        )
     return done.stdout
 
 

@@ -27,7 +27,7 @@ import orjson
 
 from adapters.opencode import bundle
 from adapters.sandbox_paths import AGENT_HOME
-from replayer.errors import SandboxError
+from replayer.errors import SandboxError, last_line
 from sandboxes.base import Sandbox
 
 CONFIG = ".config/opencode/opencode.json"
@@ -173,9 +173,10 @@ def container_cli(sandbox: Sandbox, *args: str, timeout_s: float = _CLI_TIMEOUT_
         [bundle.binary(), *args], workdir=AGENT_HOME, env=bundle.base_env(), timeout_s=timeout_s
     )
     if done.timed_out or done.output_truncated or done.exit_code != 0:
-        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
         why = "timed out" if done.timed_out else f"exited {done.exit_code}"
-        raise SandboxError(f"opencode {args[0]} in the sandbox {why}: {tail[0]}")
+        raise SandboxError(
+            f"opencode {args[0]} in the sandbox {why}: {last_line(done.stderr) or 'no output'}"
+        )
     return done.stdout
 
 
@@ -185,5 +186,5 @@ def remove_store(sandbox: Sandbox) -> None:
     done = sandbox.exec(["rm", "-rf", "--", *paths], workdir="/", timeout_s=60)
     if done.exit_code != 0:
         raise SandboxError(
-            f"could not remove the rerun's opencode store: {done.stderr.decode(errors='replace')[:200]}"
+            f"could not remove the rerun's opencode store: {last_line(done.stderr) or 'rm failed'}"
         )

@@ -34,7 +34,7 @@ from adapters.openhands import bundle, conversation, v0
 from adapters.openhands.v0_rerun import OpenHandsV0Rerunner, companion_argv
 from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from bridges.chat import ChatPrefixGate
-from replayer.errors import PlanRefused, SandboxError, excerpt
+from replayer.errors import PlanRefused, SandboxError, excerpt, last_line
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, HeldSession, Observation, ToolCall, ToolKind, Trajectory
 from replayer.rundirs import RunDirs
@@ -246,9 +246,9 @@ def _request_answer(stdout: bytes, stderr: bytes, exit_code: int | None) -> _Req
     except ValidationError:
         answer = None
     if answer is None or (answer.messages is None) == (answer.error is None):
-        tail = stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        tail = last_line(stderr) or "no output"
         raise SandboxError(
-            f"the V0 companion did not tell the first request (exit {exit_code}): {excerpt(tail[0])}"
+            f"the V0 companion did not tell the first request (exit {exit_code}): {excerpt(tail)}"
         )
     return answer
 

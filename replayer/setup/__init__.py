@@ -27,7 +27,7 @@ import docker.errors
 from pydantic import BaseModel, ConfigDict
 
 from replayer import bundles
-from replayer.errors import ReplayError, SandboxError, unknown_agent
+from replayer.errors import ReplayError, SandboxError, last_line, unknown_agent
 from replayer.events import OnEvent, ignore
 from replayer.pins import bundles_root, load_pins
 from sandboxes.docker import connect, engine_errors
@@ -172,5 +172,5 @@ def _run_script(name: str, args: list[str], doing: str) -> list[str]:
         )
     lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
     if done.returncode != 0:
-        raise SetupError(f"{doing} failed: {lines[-1] if lines else f'exit {done.returncode}'}")
+        raise SetupError(f"{doing} failed: {last_line(done.stderr) or f'exit {done.returncode}'}")
     return lines

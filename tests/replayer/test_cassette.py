@@ -214,11 +214,11 @@ def test_the_oracle_compares_workspace_changes_session_and_status(tmp_path: Path
     ws = tmp_path / "ws"
     (ws / ".git").mkdir(parents=True)
     (ws / "a.txt").write_text("a")
-    before = oracle.workspace_state(ws)
+    before = oracle.workspace_state(ws).entries
     (ws / "a.txt").write_text("b")
     (ws / "new.txt").write_text("n")
     (ws / ".git" / "index").write_text("times")
-    changes = oracle.workspace_changes(before, oracle.workspace_state(ws))
+    changes = oracle.workspace_changes(before, oracle.workspace_state(ws).entries)
     assert sorted(changes) == ["a.txt", "new.txt"]
     recorded = oracle.outcome("completed", changes, {"s.jsonl": _records(UUIDS, 0)})
     assert (
