@@ -9,14 +9,16 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+
+from pydantic import BaseModel, ConfigDict
 
 from replayer import settings as user_settings
 from replayer.batch import BatchCounts
 from replayer.errors import NO_UPSTREAM_HELP, BadInput, NoUpstream, ReplayError, continuation_failure
-from replayer.events import JobEnded, OnEvent, Stage, ignore
+from replayer.events import Building, JobEnded, OnEvent, Stage, ignore
 from replayer.io import read_input
 from replayer.models import (
     CompareResult,
@@ -31,13 +33,17 @@ from replayer.models import (
     ReplayRequest,
     ReplayResult,
     SandboxLimits,
+    SetupReport,
     Variant,
     workspace_spec,
 )
 from replayer.settings import Settings
 
 if TYPE_CHECKING:
+    from replayer.bundles import Bundle
+    from replayer.export import ExportSummary
     from replayer.models import HeldSession
+    from replayer.verdicts import Verdict
 
 logger = logging.getLogger(__name__)
 
@@ -437,3 +443,141 @@ def _image_ids(tags: set[str | None]) -> dict[str, str]:
         except Exception:
             raise missing_image(name) from None
     return ids
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The verbs around the runs: their results, views and the machine they run on.
+
+
+class GcReport(BaseModel):
+    """`replayer gc --json`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    removed: list[str]
+    """The containers removed."""
+    removed_images: list[str]
+    """The snapshot images removed."""
+    removed_states: list[str]
+    """The state folders of dead runs removed."""
+    unmounted_slot_root: bool
+
+
+class ViewReport(BaseModel):
+    """`replayer view --json`: one replay's report, or a folder's index of runs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    report: str | None = None
+    index: str | None = None
+    runs: int | None = None
+    skipped: list[str] = []
+
+
+def export(directory: PathLike, out: PathLike, format: str = "chat", force: bool = False) -> ExportSummary:
+    """One training record per prefix of a batch (or of one result directory), as `chat` or `atif`."""
+    from replayer.export import export_atif, export_chat
+
+    exporters = {"chat": export_chat, "atif": export_atif}
+    if format not in exporters:
+        raise ValueError(f"unknown format {format!r} (supported: chat, atif)")
+    return exporters[format](Path(directory), Path(out), force=force)
+
+
+def view(directory: PathLike) -> ViewReport:
+    """DIR/report.html for a replay's output directory; DIR/index.html for any other folder of results."""
+    from replayer import index, view
+
+    directory = Path(directory)
+    if (directory / "result.json").is_file() or not directory.is_dir():
+        return ViewReport(report=str(view.write(directory).absolute()))
+    page, found = index.write(directory)
+    return ViewReport(index=str(page.absolute()), runs=len(found.rows), skipped=found.skipped)
+
+
+def gc() -> GcReport:
+    """Remove every container and snapshot image the replayer left behind, the state folders and fork
+    slots of dead runs, and the slots' root once no slot is left."""
+    from sandboxes.docker import connect
+    from sandboxes.docker import gc as docker_gc
+    from sandboxes.quota import sweep_states
+    from sandboxes.slots import unmount_root
+
+    removed, images = docker_gc(connect())
+    states = sweep_states()
+    return GcReport(
+        removed=removed, removed_images=images, removed_states=states, unmounted_slot_root=unmount_root()
+    )
+
+
+def verify(
+    specs: Sequence[str],
+    verdicts: PathLike | None = None,
+    on_verdict: Callable[[Verdict, Path], None] = lambda verdict, stored: None,
+) -> list[Verdict]:
+    """Probe each AGENT@VERSION at every boundary and store its verdict (in `verdicts`, default the
+    setting's); every spec is checked before the first probe starts. `on_verdict` hears each verdict and
+    where it is stored, as it comes."""
+    from replayer import bundles
+    from replayer import verdicts as store
+    from replayer.verify import verify as run_probe
+
+    found = []
+    for agent, version in [bundles.parse_spec(spec) for spec in specs]:
+        verdict = run_probe(agent, version)
+        on_verdict(verdict, store.store(verdict, Path(verdicts) if verdicts is not None else None))
+        found.append(verdict)
+    return found
+
+
+def not_verified(found: list[Verdict]) -> ReplayError | None:
+    """The error a verify of these verdicts exits with (None: all passed)."""
+    from replayer.verify import not_verified as failed
+
+    return failed(found)
+
+
+def bundles_list() -> list[Bundle]:
+    """The bundles in the cache, pinned or not."""
+    from replayer import bundles
+
+    return bundles.list_bundles()
+
+
+def bundles_add(
+    specs: Sequence[str], pinned: bool = False, on_event: OnEvent = ignore
+) -> list[tuple[str, Path]]:
+    """Install AGENT@VERSION bundles (and, with `pinned`, every pinned one) the cache lacks; a bundle an
+    earlier replayer installed without a digest manifest gets one, if nothing in it is someone else's."""
+    from replayer import bundles
+
+    wanted = [bundles.parse_spec(spec) for spec in specs]
+    if pinned:
+        wanted += bundles.pinned_specs()
+    if not wanted:
+        raise ValueError("name AGENT@VERSION or give pinned=True")
+    return [
+        (f"{agent}@{version}", bundles.ensure(agent, version, adopt=True, on_event=on_event))
+        for agent, version in wanted
+    ]
+
+
+def bundles_rm(specs: Sequence[str]) -> list[tuple[str, bool]]:
+    """Remove these bundles from the cache: (AGENT@VERSION, whether it was installed)."""
+    from replayer import bundles
+
+    parsed = [bundles.parse_spec(spec) for spec in specs]
+    return [(f"{agent}@{version}", bundles.remove(agent, version)) for agent, version in parsed]
+
+
+def setup(
+    agents: Sequence[str] | None = None, bundles: bool = True, image: bool = True, on_event: OnEvent = ignore
+) -> SetupReport:
+    """Make this machine ready to run, reusing every part already there: the Docker engine, the pinned
+    base image (`image`), the pinned agent bundles (`bundles`; `agents`: only theirs). `on_event` hears the
+    image build (`Building`) and each install (`Installing`)."""
+    from replayer import setup as machine
+
+    wanted = machine.pinned_bundles(list(agents) if agents is not None else None) if bundles else []
+    engine, notes = machine.engine()
+    built = machine.base_image(on_build=lambda what: on_event(Building(what))) if image else None
+    found = list(machine.install_bundles(wanted, on_event=on_event))
+    return SetupReport(engine=engine, image=built, bundles=found, notes=notes)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import sys
@@ -22,6 +21,7 @@ from replayer.live import LiveProgress, megabytes
 from replayer.models import (
     ContinuationResult,
     GitWorkspace,
+    ImageStatus,
     InspectReport,
     InstalledBundle,
     ReplayResult,
@@ -31,7 +31,7 @@ from replayer.models import (
 )
 
 if TYPE_CHECKING:
-    from replayer.setup import ImageStatus
+    from replayer.verdicts import Verdict
 
 
 class _NamedArgument(TyperArgument):
@@ -843,12 +843,9 @@ def export(
       replayer export batch/ -o prefixes.jsonl
       replayer export batch/ --format atif -o trajectories.jsonl --force
     """
-    from replayer.export import export_atif, export_chat
-
-    exporters = {"chat": export_chat, "atif": export_atif}
-    if format not in exporters:
+    if format not in ("chat", "atif"):
         raise typer.BadParameter(f"unknown format {format!r} (supported: chat, atif)", param_hint="--format")
-    summary = exporters[format](directory, out, force=force)
+    summary = api.export(directory, out, format, force=force)
     if json:
         _emit_json(summary.model_dump())
     else:
@@ -879,21 +876,14 @@ def view(
       replayer view out/
       replayer view batch-out/
     """
-    from replayer import index, view
-
-    if (directory / "result.json").is_file() or not directory.is_dir():
-        page = view.write(directory)
-        if json:
-            _emit_json({"report": str(page.absolute())})
-        else:
-            console.print(f"report: {page.absolute()}", highlight=False)
-        return
-    page, found = index.write(directory)
+    shown = api.view(directory)
     if json:
-        _emit_json({"index": str(page.absolute()), "runs": len(found.rows), "skipped": found.skipped})
+        _emit_json(shown.model_dump(exclude_none=True, exclude={"skipped"} if shown.report else set()))
+    elif shown.report:
+        console.print(f"report: {shown.report}", highlight=False)
     else:
-        console.print(f"{len(found.rows)} run(s): {page.absolute()}", highlight=False)
-        for note in found.skipped:
+        console.print(f"{shown.runs} run(s): {shown.index}", highlight=False)
+        for note in shown.skipped:
             console.print(f"  note: {note}", markup=False, highlight=False)
 
 
@@ -905,30 +895,17 @@ def gc(json: JsonOpt = False) -> None:
       replayer gc
       replayer gc --json
     """
-    from sandboxes.docker import connect
-    from sandboxes.docker import gc as docker_gc
-    from sandboxes.quota import sweep_states
-    from sandboxes.slots import unmount_root
-
-    removed, images = docker_gc(connect())
-    states = sweep_states()
-    slot_root = unmount_root()
+    report = api.gc()
+    removed, images, states = report.removed, report.removed_images, report.removed_states
     if json:
-        _emit_json(
-            {
-                "removed": removed,
-                "removed_images": images,
-                "removed_states": states,
-                "unmounted_slot_root": slot_root,
-            }
-        )
+        _emit_json(report.model_dump())
     else:
         console.print(f"removed {len(removed)} container(s)" + (": " + ", ".join(removed) if removed else ""))
         console.print(
             f"removed {len(images)} snapshot image(s)" + (": " + ", ".join(images) if images else "")
         )
         console.print(f"removed {len(states)} state folder(s) of dead runs")
-        if slot_root:
+        if report.unmounted_slot_root:
             console.print("unmounted the fork slots' root (no slot left)")
 
 
@@ -960,25 +937,19 @@ def verify(
       replayer verify claude_code@2.0.64 codex@0.125.0
       replayer verify codex@0.140.0 --verdicts verdicts/ --json
     """
-    from replayer import bundles
-    from replayer import verdicts as store
-    from replayer.verify import not_verified
-    from replayer.verify import verify as run_probe
 
-    wanted = [bundles.parse_spec(spec) for spec in specs]
-    found = []
-    for agent, version in wanted:
-        verdict = run_probe(agent, version)
-        path = store.store(verdict, verdicts)
-        found.append(verdict)
-        if not json:
-            mark = "verified" if verdict.passed else "NOT verified"
-            console.print(f"{agent}@{version}: {mark} ({path})", highlight=False)
-            for c in verdict.checks:
-                console.print(f"  {'ok ' if c.passed else 'BAD'} {c.name}: {c.detail}", highlight=False)
+    def told(verdict: Verdict, path: Path) -> None:
+        if json:
+            return
+        mark = "verified" if verdict.passed else "NOT verified"
+        console.print(f"{verdict.agent}@{verdict.version}: {mark} ({path})", highlight=False)
+        for c in verdict.checks:
+            console.print(f"  {'ok ' if c.passed else 'BAD'} {c.name}: {c.detail}", highlight=False)
+
+    found = api.verify(specs, verdicts, on_verdict=told)
     if json:
         _emit_json([v.model_dump(mode="json") for v in found])
-    failed = not_verified(found)
+    failed = api.not_verified(found)
     if failed is not None:
         raise failed
 
@@ -1005,54 +976,23 @@ def setup(
       replayer setup --agents claude_code,codex
       replayer setup --no-bundles --json
     """
-    from replayer import setup as machine
-
     if agents is not None and no_bundles:
         raise typer.BadParameter("give --agents or --no-bundles, not both", param_hint="--agents")
-    wanted = (
-        []
-        if no_bundles
-        else machine.pinned_bundles(agents and [a.strip() for s in agents for a in s.split(",")])
-    )
-    engine, notes = machine.engine()
-    if not json:
-        console.print(f"engine: {engine}", highlight=False)
-        for note in notes:  # e.g. no disk quotas for runs (no loop devices here)
-            err_console.print(f"note: {note}", highlight=False, markup=False)
-
-    image = None if no_image else _base_image_told(json)
-    if image and not json:
-        console.print(f"base image {image.tag}: {image_line(image)}", highlight=False)
-    found = []
+    chosen = [a.strip() for s in agents for a in s.split(",")] if agents is not None else None
     with _progress(json, False, False) as progress:
-        for each in machine.install_bundles(wanted, on_event=progress):
-            found.append(each)
-            if not json:
-                console.print(
-                    f"{each.agent}@{each.version}: {each.status} ({each.path})",
-                    highlight=False,
-                    soft_wrap=True,
-                )
+        report = api.setup(chosen, bundles=not no_bundles, image=not no_image, on_event=progress)
     if json:
-        report = machine.SetupReport(engine=engine, image=image, bundles=found, notes=notes)
         _emit_json(report.model_dump(mode="json"))
-
-
-def _base_image_told(json: bool) -> ImageStatus:
-    """setup's base image; a build is told first: a spinner at a terminal until it ends, else a line."""
-    from replayer import setup as machine
-
-    with contextlib.ExitStack() as stack:
-
-        def building(doing: str) -> None:
-            if json:
-                return
-            if err_console.is_terminal:
-                stack.enter_context(err_console.status(escape(doing)))
-            else:
-                err_console.print(f"{doing}...", highlight=False, markup=False, soft_wrap=True)
-
-        return machine.base_image(on_build=building)
+        return
+    console.print(f"engine: {report.engine}", highlight=False)
+    for note in report.notes:  # e.g. no disk quotas for runs (no loop devices here)
+        err_console.print(f"note: {note}", highlight=False, markup=False)
+    if report.image:
+        console.print(f"base image {report.image.tag}: {image_line(report.image)}", highlight=False)
+    for each in report.bundles:
+        console.print(
+            f"{each.agent}@{each.version}: {each.status} ({each.path})", highlight=False, soft_wrap=True
+        )
 
 
 def image_line(image: ImageStatus) -> str:
@@ -1079,9 +1019,7 @@ def bundles_list(json: JsonOpt = False) -> None:
       replayer bundles list
       replayer bundles list --json
     """
-    from replayer import bundles
-
-    found = bundles.list_bundles()
+    found = api.bundles_list()
     if json:
         _emit_json([b.model_dump(mode="json") for b in found])
         return
@@ -1110,17 +1048,12 @@ def bundles_add(
       replayer bundles add claude_code@2.0.64 codex@0.125.0
       replayer bundles add --pinned
     """
-    from replayer import bundles
-
-    wanted = [bundles.parse_spec(spec) for spec in specs or []]
-    if pinned:
-        wanted += bundles.pinned_specs()
-    if not wanted:
+    if not specs and not pinned:
         raise typer.BadParameter("name AGENT@VERSION or give --pinned", param_hint="SPECS")
-    for agent, version in wanted:
-        with _progress(False, False, False) as progress:
-            path = bundles.ensure(agent, version, adopt=True, on_event=progress)
-        console.print(f"{agent}@{version}: {path}", highlight=False)
+    with _progress(False, False, False) as progress:
+        added = api.bundles_add(specs or [], pinned, on_event=progress)
+    for spec, path in added:
+        console.print(f"{spec}: {path}", highlight=False)
 
 
 @bundles_app.command("rm", cls=_Command)
@@ -1132,12 +1065,8 @@ def bundles_rm(
     Examples:
       replayer bundles rm claude_code@2.0.64
     """
-    from replayer import bundles
-
-    for spec in specs:
-        agent, version = bundles.parse_spec(spec)
-        gone = bundles.remove(agent, version)
-        console.print(f"{agent}@{version}: {'removed' if gone else 'not installed'}", highlight=False)
+    for spec, gone in api.bundles_rm(specs):
+        console.print(f"{spec}: {'removed' if gone else 'not installed'}", highlight=False)
 
 
 @command()

@@ -88,7 +88,14 @@ class Installing:
     phase: Literal["start", "progress", "done"]
 
 
-Event = Stage | CallRerun | BridgeTraffic | AgentEnded | RunEnded | JobEnded | Installing
+@dataclass(frozen=True, slots=True)
+class Building:
+    """Something that takes a while is being built once (`replayer setup`'s base image): what, as a phrase."""
+
+    what: str
+
+
+Event = Stage | CallRerun | BridgeTraffic | AgentEnded | RunEnded | JobEnded | Installing | Building
 OnEvent = Callable[[Event], None]
 
 

@@ -12,7 +12,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from replayer.events import AgentEnded, BridgeTraffic, CallRerun, Event, Installing, JobEnded, RunEnded, Stage
+from replayer.events import (
+    AgentEnded,
+    BridgeTraffic,
+    Building,
+    CallRerun,
+    Event,
+    Installing,
+    JobEnded,
+    RunEnded,
+    Stage,
+)
 
 _DOING = {
     "parse": "parsing the trajectory",
@@ -58,6 +68,12 @@ class LiveProgress:
     def __call__(self, event: Event) -> None:
         if isinstance(event, Installing) and (self.enabled or self.lines):
             self._installing(event)
+            return
+        if isinstance(event, Building) and (self.enabled or self.lines):
+            if self.enabled:
+                self._status(escape(event.what), total=None, count="")
+            else:  # piped: a line before the wait
+                self.console.print(f"{event.what}...", highlight=False, markup=False, soft_wrap=True)
             return
         if not self.enabled:
             return

@@ -794,3 +794,37 @@ class CompareResult(Frozen):
     variants: list[VariantSummary]
     runs: list[RunRecord]
     timings: CompareTimings
+
+
+class ImageStatus(BaseModel):
+    """The base image, as `replayer setup` found or built it."""
+
+    model_config = ConfigDict(extra="forbid")
+    tag: str
+    status: Literal["present", "built"]
+    bytes: int | None = None
+    """The image's size (as the engine reports it)."""
+    seconds: float | None = None
+    """(built) How long the build took."""
+
+
+class BundleStatus(BaseModel):
+    """An agent bundle, as `replayer setup` found or installed it."""
+
+    model_config = ConfigDict(extra="forbid")
+    agent: str
+    version: str
+    path: Path
+    status: Literal["present", "installed"]
+
+
+class SetupReport(BaseModel):
+    """`replayer setup --json`."""
+
+    model_config = ConfigDict(extra="forbid")
+    engine: Literal["running", "started"]
+    image: ImageStatus | None
+    """None: --no-image."""
+    bundles: list[BundleStatus]
+    notes: list[str]
+    """What the scripts warned about (e.g. an engine without disk quotas: no loop devices here)."""

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Literal
 
 import docker.errors
-from pydantic import BaseModel, ConfigDict
 
 from replayer import bundles
 from replayer.errors import ReplayError, SandboxError, last_line, unknown_agent
 from replayer.events import OnEvent, ignore
+from replayer.models import BundleStatus, ImageStatus
 from replayer.pins import bundles_root, load_pins
 from sandboxes.docker import connect, engine_errors
 
@@ -39,36 +39,6 @@ class SetupError(ReplayError):
 
     exit_code = 12
     kind = "setup"
-
-
-class ImageStatus(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    tag: str
-    status: Literal["present", "built"]
-    bytes: int | None = None
-    """The image's size (as the engine reports it)."""
-    seconds: float | None = None
-    """(built) How long the build took."""
-
-
-class BundleStatus(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    agent: str
-    version: str
-    path: Path
-    status: Literal["present", "installed"]
-
-
-class SetupReport(BaseModel):
-    """`replayer setup --json`."""
-
-    model_config = ConfigDict(extra="forbid")
-    engine: Literal["running", "started"]
-    image: ImageStatus | None
-    """None: --no-image."""
-    bundles: list[BundleStatus]
-    notes: list[str]
-    """What the scripts warned about (e.g. an engine without disk quotas: no loop devices here)."""
 
 
 def engine() -> tuple[Literal["running", "started"], list[str]]:
