@@ -323,6 +323,15 @@ PATH = "{path}"
 """Where a probe's absolute file path goes in a read tool's input (`Probing.probe_read`)."""
 
 
+def filled(template: Any, marker: str, value: str) -> Any:
+    """`template` (an adapter's tool input) with each string `marker` replaced by `value`."""
+    if isinstance(template, Mapping):
+        return {k: filled(v, marker, value) for k, v in template.items()}
+    if isinstance(template, list | tuple):
+        return [filled(v, marker, value) for v in template]
+    return value if template == marker else template
+
+
 class Probing:
     """What `replayer verify` needs to record a probe session with a version of the agent (replayer/verify.py
     runs the probe; the defaults: no probe)."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,16 +20,14 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from replayer.errors import BadInput, OutputError, ReplayError
-from replayer.io import write_bytes_atomic
+from replayer.io import MAX_FILE_BYTES, read_small, write_bytes_atomic
 from replayer.models import CompareResult, ReplayResult
 
 PAGE = "index.html"
 MAX_DEPTH = 6
 MAX_ENTRIES = 100_000
-MAX_FILE_BYTES = 64 * 1024 * 1024
 MAX_RUNS = 10_000
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class IndexRow(BaseModel):
@@ -69,30 +66,6 @@ class _Walk:
     def __init__(self) -> None:
         self.entries = 0
         self.skipped: list[str] = []
-
-
-def read_small(dir_fd: int, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes | None:
-    """A regular file's bytes (no link followed, no special file opened); None when it is anything else
-    or larger than `max_bytes`."""
-    try:
-        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
-            return None
-        chunks, left = [], max_bytes + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-        return data if len(data) <= max_bytes else None
-    finally:
-        os.close(fd)
 
 
 @contextlib.contextmanager

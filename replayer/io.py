@@ -349,3 +349,32 @@ def remove_alias(link: Path) -> None:
     with contextlib.suppress(OSError):
         os.unlink(link)
         os.rmdir(link.parent)
+
+
+MAX_FILE_BYTES = 64 * 1024 * 1024
+"""What `read_small` reads of one file at most (a result, a report's input)."""
+_SMALL_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def read_small(dir_fd: int, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes | None:
+    """A regular file's bytes (no link followed, no special file opened); None when it is anything else
+    or larger than `max_bytes`."""
+    try:
+        fd = os.open(name, _SMALL_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+            return None
+        chunks, left = [], max_bytes + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        return data if len(data) <= max_bytes else None
+    finally:
+        os.close(fd)

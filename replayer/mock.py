@@ -66,8 +66,9 @@ def load_script(upstream: str) -> Script:
 def closing_turn(adapter: Adapter, version: str, body: Any, text: str) -> Turn:
     """The answer that ends the agent's session, for the request `body`: its finish tool when offered,
     else its submit command (as a shell call, or as a text action), else `text`."""
+    from adapters.base import COMMAND, filled
     from bridges.scripted import TextBlock, ToolUseBlock, Turn
-    from replayer.verify import COMMAND, filled, tool_names
+    from bridges.tools import tool_names
 
     offered = tool_names(body)
     finish = adapter.probe_finish

@@ -18,7 +18,6 @@ import datetime
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,9 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from adapters import REGISTRY, Adapter, adapter_class, by_name
-from adapters.base import COMMAND, PATH
+from adapters.base import COMMAND, PATH, filled
 from bridges.scripted import LoggedRequest, Script, TextBlock, ToolUseBlock, Turn
+from bridges.tools import tool_names
 from replayer import __version__ as REPLAYER_VERSION
 from replayer.errors import PlanRefused, ReplayError
 from replayer.models import ContinueRequest, ReplayRequest, ReplayResult
@@ -61,31 +61,6 @@ class Probe(BaseModel):
 
 
 # the probe's script ---------------------------------------------------------------------------------
-def tool_names(body: Any) -> list[str]:
-    """The tools a request offers (Anthropic and Responses: `name`; chat completions: `function.name`;
-    Gemini: each group's `functionDeclarations[].name`)."""
-    names = []
-    for tool in body.get("tools") or [] if isinstance(body, dict) else []:
-        if not isinstance(tool, dict):
-            continue
-        declared = tool.get("functionDeclarations")
-        for each in declared if isinstance(declared, list) else [tool]:
-            if isinstance(each, dict):
-                name = each.get("name") or (each.get("function") or {}).get("name")
-                if isinstance(name, str):
-                    names.append(name)
-    return names
-
-
-def filled(template: Any, marker: str, value: str) -> Any:
-    """`template` (an adapter's tool input) with each string `marker` replaced by `value`."""
-    if isinstance(template, Mapping):
-        return {k: filled(v, marker, value) for k, v in template.items()}
-    if isinstance(template, list | tuple):
-        return [filled(v, marker, value) for v in template]
-    return value if template == marker else template
-
-
 @dataclass(frozen=True)
 class ProbeScript:
     turns: list[Turn]

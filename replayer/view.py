@@ -16,8 +16,7 @@ from adapters.base import Adapter
 from replayer import timeline
 from replayer.engine import RERUNS
 from replayer.errors import BadInput, OutputError
-from replayer.index import MAX_FILE_BYTES, read_small
-from replayer.io import write_bytes_atomic
+from replayer.io import MAX_FILE_BYTES, read_small, write_bytes_atomic
 from replayer.models import ReplayResult, RerunRecord, TimelineEntry
 from replayer.pins import pinned_version, running_version
 from replayer.report import render_view

@@ -13,10 +13,11 @@ import pytest
 import adapters
 from adapters.base import recorded_tools
 from bridges.scripted import ToolUseBlock
+from bridges.tools import tool_names
 from replayer import __version__
 from replayer.compatibility import DOC, rendered
 from replayer.verdicts import Check, Verdict, is_verified, shipped, store
-from replayer.verify import FIXTURES, not_verified, probe_for, probe_script, tool_names, verdict_of
+from replayer.verify import FIXTURES, not_verified, probe_for, probe_script, verdict_of
 from tests.conftest import CLAUDE, replayer
 
 VERSION = "2.0.64"  # installed by the suite's Claude Code version tests already
