@@ -16,7 +16,7 @@ from adapters.base import Adapter, Ended, Launch, Rebuild
 from adapters.sandbox_paths import BRIDGE_PORT
 from bridges.cassette import Player, Recorder
 from bridges.core import Bridge, BridgeConfig
-from replayer import cassette, oracle
+from replayer import cassette, leftovers, oracle
 from replayer.errors import PlanRefused
 from replayer.events import AgentEnded, BridgeTraffic, OnEvent, ignore
 from replayer.io import write_bytes_atomic
@@ -82,10 +82,20 @@ def run(
     model = request.model or adapter.default_model(traj)
     rebuild = adapter.gate_facts(box, traj, rebuild, model)
     gate = adapter.gate(rebuild, prompt, keep_prompt)
-    config = BridgeConfig(upstream=request.upstream, api_key=key, max_main_requests=request.max_steps)
+    config = BridgeConfig(
+        upstream=request.upstream,
+        api_key=key,
+        max_main_requests=request.max_steps,
+        max_requests=request.max_requests,
+        max_tokens=request.max_tokens,
+        side_calls=adapter.side_calls,
+    )
     tape = cassette.load(request.cassette) if request.cassette else None
     player = Player(tape.exchanges, prompt) if tape else None
     recorder = Recorder() if request.record_cassette else None
+    left = leftovers.at_boundary(box, request.end_leftovers)
+    if left.count:
+        logger.debug("%d process(es) left by the prefix%s", left.count, ", ended" if left.ended else "")
     before = oracle.workspace_state(workspace) if tape or recorder else {}
     with Bridge(
         gate, adapter.dialect(), config, socket_dir / "bridge.sock", recorder=recorder, player=player
@@ -105,8 +115,8 @@ def run(
             heard = _traffic(bridge, heard, on_event)
             if bridge.mismatch is not None:
                 status = "bridge_refused"
-            elif bridge.budget_reached:
-                status = "max_steps"
+            elif bridge.budget is not None:
+                status = bridge.budget
             elif time.monotonic() - max(handle.last_output, bridge.last_activity) > idle_timeout_s:
                 status = "idle_timeout"
             if status is not None:
@@ -122,6 +132,7 @@ def run(
         _traffic(bridge, heard, on_event)
         log = b"".join(orjson.dumps(e.model_dump()) + b"\n" for e in bridge.log)
         mismatch = bridge.mismatch
+        refusals = list(bridge.refusals)
         refused_by = bridge.refused_by
         gate_notes = list(gate.notes)
         gate_verdict: GateVerdict = (
@@ -188,6 +199,8 @@ def run(
         files=files,
         duration_s=time.monotonic() - started,
         metadata=adapter.continuation_metadata(launch, rebuild),
+        refusals=refusals,
+        leftovers=left,
     )
 
 
