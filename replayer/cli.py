@@ -504,6 +504,18 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
             f"continuation: input condition {cont.input_condition}; gate {cont.gate}; "
             f"agent_status {cont.agent_status}; {cont.steps_used} step(s) through the bridge"
         )
+        left = cont.leftovers
+        if left.count:
+            what = "ended" if left.ended else "left running (--end-leftovers ends them)"
+            console.print(
+                f"  {left.count} process(es) the prefix left running: {what} (continuation.leftovers)"
+            )
+        if cont.refusals:
+            reasons = ", ".join(sorted({r.reason for r in cont.refusals}))
+            console.print(
+                f"  {cont.counters.refused_requests} request(s) refused by the bridge: {reasons} "
+                "(continuation.refusals)"
+            )
     console.print(f"result: {out.absolute() / 'result.json'}")
 
 
