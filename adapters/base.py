@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from adapters.sandbox_paths import CONTINUE_SPEC
 from bridges.chat import ChatDialect
 from bridges.core import Dialect, Gate
+from bridges.sidecalls import PROBE, SideCall
 from replayer.divergence import COMMON
 from replayer.errors import BadInput, SandboxError
 from replayer.io import write_bytes_atomic
@@ -270,6 +271,10 @@ class Launcher(ABC, Generic[ContT]):
     """The agent resumes only with a new user prompt (a nonce, stripped by the gate)."""
     idle_timeout_s: float = 300.0
     """Default continuation idle timeout (no output and no bridge traffic)."""
+    side_calls: tuple[SideCall, ...] = (PROBE,)
+    """The side calls the agent makes besides its main thread (what the gate routes as `side`); the
+    bridge refuses any other, and any asking for more output than its shape allows (bridges/sidecalls.py).
+    Default: bodiless GET/HEAD probes only."""
 
     def dialect(self) -> Dialect:
         """The model protocol the agent speaks (the bridge's key header and error shape)."""

@@ -18,9 +18,11 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
+from bridges import sidecalls
+from bridges.sidecalls import PROBE, SideCall
 from bridges.usage import AnswerEnds, UsageKeys
 from replayer.io import remove_alias, short_alias
-from replayer.models import BridgeCounters, GateMismatch
+from replayer.models import BridgeCounters, BridgeRefusal, GateMismatch
 
 if TYPE_CHECKING:
     from bridges.cassette import Player, Recorder
@@ -29,6 +31,7 @@ _HOP_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "x-api-key", "authorization"}
 )
 _EXCERPT = 240
+MAX_REFUSALS_KEPT = 100
 
 
 Mismatch = GateMismatch
@@ -85,6 +88,12 @@ class BridgeConfig(BaseModel):
     """Base URL of the real model service."""
     api_key: str = Field(repr=False)
     max_main_requests: int | None = None
+    max_requests: int | None = None
+    """Every request forwarded, main-thread and side calls."""
+    max_tokens: int | None = None
+    """Tokens (input and output) of every answer; nothing more is forwarded once they reach it."""
+    side_calls: tuple[SideCall, ...] = (PROBE,)
+    """The side calls the adapter declares; any other is refused (bridges/sidecalls.py)."""
     max_request_bytes: int = 64 * 1024 * 1024
     max_response_bytes: int = 512 * 1024 * 1024
 
@@ -154,7 +163,9 @@ class Bridge:
         self.log: list[LoggedExchange] = []
         self.mismatch: Mismatch | None = None
         self.refused_by: Literal["gate", "cassette"] | None = None
-        self.budget_reached = False
+        self.budget: Literal["max_steps", "max_requests", "max_tokens"] | None = None
+        """Which budget held a main-thread request (the engine then stops the agent)."""
+        self.refusals: list[BridgeRefusal] = []
         self.last_activity = time.monotonic()
         self._started = time.monotonic()
         self._loop = asyncio.new_event_loop()
@@ -203,13 +214,46 @@ class Bridge:
         if self._alias is not None:
             remove_alias(self._alias)
 
-    def _count_usage(self, ends: AnswerEnds) -> None:
+    def _count_usage(self, ends: AnswerEnds, main: bool) -> None:
         usage = ends.usage()
         c = self.counters
-        if usage.input_tokens is not None:
-            c.input_tokens = (c.input_tokens or 0) + usage.input_tokens
-        if usage.output_tokens is not None:
-            c.output_tokens = (c.output_tokens or 0) + usage.output_tokens
+        into = ("input_tokens", "output_tokens") if main else ("side_input_tokens", "side_output_tokens")
+        for name, count in zip(into, (usage.input_tokens, usage.output_tokens), strict=True):
+            if count is not None:
+                setattr(c, name, (getattr(c, name) or 0) + count)
+
+    def tokens_used(self) -> int:
+        c = self.counters
+        counts = (c.input_tokens, c.output_tokens, c.side_input_tokens, c.side_output_tokens)
+        return sum(n or 0 for n in counts)
+
+    def _over_budget(self) -> tuple[Literal["max_requests", "max_tokens"], str] | None:
+        c, limit = self.counters, self.config.max_requests
+        if limit is not None and c.main_requests + c.side_requests >= limit:
+            return "max_requests", f"the continuation's {limit} requests were forwarded (--max-requests)"
+        limit = self.config.max_tokens
+        if limit is not None and self.tokens_used() >= limit:
+            return (
+                "max_tokens",
+                f"{self.tokens_used()} of the continuation's {limit} tokens used (--max-tokens)",
+            )
+        return None
+
+    def _refusal(
+        self,
+        entry: LoggedExchange,
+        reason: Literal["undeclared_side_call", "side_call_max_tokens", "max_requests", "max_tokens"],
+        detail: str,
+    ) -> None:
+        """Record a request not forwarded although the gate let it pass (at most 100 kept, all counted)."""
+        self.counters.refused_requests += 1
+        entry.kind = f"refused:{reason}"
+        if len(self.refusals) < MAX_REFUSALS_KEPT:
+            self.refusals.append(
+                BridgeRefusal(
+                    at_s=entry.at_s, method=entry.method, path=entry.path, reason=reason, detail=detail
+                )
+            )
 
     def _touch(self) -> None:
         self.last_activity = time.monotonic()
@@ -244,25 +288,39 @@ class Bridge:
             return web.json_response(
                 self.dialect.error_body(f"sandbox-replayer bridge refused: {reason}"), status=400
             )
+        sent = body if decision.body is None else decision.body
+        if decision.kind == "side":
+            why = sidecalls.refusal(self.config.side_calls, request.method, request.path_qs, sent, raw)
+            if why is not None:
+                self._refusal(entry, *why)
+                entry.status = 403
+                message = f"sandbox-replayer bridge refused a side call: {why[1]}"
+                return web.json_response(self.dialect.error_body(message), status=403)
+        over = self._over_budget()
         if decision.kind == "main":
             limit = self.config.max_main_requests
-            if limit is not None and self.counters.main_requests >= limit:
-                # Over the step budget: never forwarded; held until the engine stops the agent.
+            if over is not None or (limit is not None and self.counters.main_requests >= limit):
+                # Over a budget: never forwarded; held until the engine stops the agent.
                 self.counters.held_requests += 1
-                self.budget_reached = True
+                if over is not None:
+                    self._refusal(entry, *over)
+                self.budget = "max_steps" if over is None else over[0]
                 entry.kind = "held"
                 assert self._release is not None
                 await self._release.wait()
                 return web.Response(status=503)
             self.counters.main_requests += 1
+        elif over is not None:
+            self._refusal(entry, *over)
+            entry.status = 429
+            message = f"sandbox-replayer bridge refused: {over[1]}"
+            return web.json_response(self.dialect.error_body(message), status=429)
         else:
             self.counters.side_requests += 1
         if self.player is not None:
-            return await self._play(
-                request, decision.kind, body if decision.body is None else decision.body, entry
-            )
+            return await self._play(request, decision.kind, sent, entry)
         data = raw if decision.body is None else orjson.dumps(decision.body)
-        return await self._forward(request, data, entry, body if decision.body is None else decision.body)
+        return await self._forward(request, data, entry, sent)
 
     async def _play(
         self, request: web.Request, kind: str, body: Any, entry: LoggedExchange
@@ -287,10 +345,10 @@ class Bridge:
         entry.first_byte_s = 0.0
         entry.response_bytes = len(answer.body)
         self.counters.bytes_from_upstream += len(answer.body)
-        if kind == "main" and answer.status < 300:
+        if answer.status < 300:
             ends = AnswerEnds(self.dialect.usage_keys)
             ends.add(answer.body)
-            self._count_usage(ends)
+            self._count_usage(ends, kind == "main")
         self._touch()
         return web.Response(status=answer.status, body=answer.body, headers=answer.headers)
 
@@ -319,11 +377,10 @@ class Bridge:
             out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_HEADERS}
             response = web.StreamResponse(status=upstream.status, headers=out_headers)
             await response.prepare(request)
-            ends = AnswerEnds(self.dialect.usage_keys) if entry.kind == "main" else None
+            ends = AnswerEnds(self.dialect.usage_keys)
             try:
                 async for chunk in upstream.content.iter_any():
-                    if ends is not None:
-                        ends.add(chunk)
+                    ends.add(chunk)
                     if entry.first_byte_s is None:
                         entry.first_byte_s = time.monotonic() - sent_at
                     self._touch()
@@ -350,8 +407,8 @@ class Bridge:
                     )
             if upstream.status >= 500:
                 self.counters.upstream_errors += 1
-            if ends is not None and upstream.status < 300:
-                self._count_usage(ends)
+            if upstream.status < 300:
+                self._count_usage(ends, entry.kind == "main")
             await response.write_eof()
             return response
 

@@ -161,6 +161,12 @@ class RunOptions(ReplayOptions, total=False):
     """A user prompt after the boundary, instead of the nonce."""
     max_steps: int | None
     """Main-thread model requests allowed through the bridge."""
+    max_requests: int | None
+    """Every request the bridge forwards (main-thread and side calls; default 500)."""
+    max_tokens: int | None
+    """Tokens of every answer after which the bridge forwards nothing more (default 50,000,000)."""
+    end_leftovers: bool | None
+    """End the processes the prefix left running before the agent starts (they are listed either way)."""
     idle_timeout: float | None
     """Seconds without agent output or bridge traffic that end the run."""
     model: str | None
@@ -400,6 +406,9 @@ def _continue_arguments(options: RunOptions) -> ContinueSettings:
         upstream_key_env=options.get("upstream_key_env"),
         boundary_prompt=options.get("boundary_prompt"),
         max_steps=options.get("max_steps"),
+        max_requests=options.get("max_requests"),
+        max_tokens=options.get("max_tokens"),
+        end_leftovers=options.get("end_leftovers"),
         idle_timeout_s=options.get("idle_timeout"),
         model=options.get("model"),
         agent_env=dict(options.get("agent_env") or {}),

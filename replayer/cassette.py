@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections import Counter
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,6 +37,10 @@ SUFFIXES: dict[Role, str] = {"request": ".request.json", "answer": ".answer.body
 MAX_FILE_BYTES = 64 << 20
 MAX_TOTAL_BYTES = 1 << 30
 MAX_FILES = 20_000
+MAX_EXCHANGES = 5_000
+MAX_PARSED_BYTES = 128 << 20
+"""The JSON a load parses (request files and the outcome): parsing costs about four times the bytes in
+memory, so this bounds what a cassette someone else wrote can make the host hold."""
 
 
 class CassetteFile(Frozen):
@@ -154,8 +159,9 @@ def write(dest: Path, origin: Origin, exchanges: list[Exchange], outcome: dict[s
                 )
             )
         put(OUTCOME, "outcome", orjson.dumps(outcome, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
-        if sum(f.size for f in files) > MAX_TOTAL_BYTES:
-            raise CassetteError(f"the cassette would be over the {MAX_TOTAL_BYTES}-byte limit")
+        over = _over_limits(len(recorded), files)
+        if over is not None:
+            raise CassetteError(f"the cassette would be over its limits: {over}")
         manifest = CassetteManifest(
             schema_version=SCHEMA,
             recorded_by=__version__,
@@ -252,9 +258,34 @@ def _manifest(path: Path) -> CassetteManifest:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise CassetteError(f"{path / MANIFEST}: {where}: {first['msg']}") from None
-    if len(manifest.files) > MAX_FILES or sum(f.size for f in manifest.files) > MAX_TOTAL_BYTES:
-        raise CassetteError(f"{path}: over the cassette limits ({MAX_FILES} files, {MAX_TOTAL_BYTES} bytes)")
+    over = _over_limits(len(manifest.exchanges), manifest.files)
+    if over is not None:
+        raise CassetteError(f"{path}: over the cassette limits: {over}")
+    # a file named twice would be parsed twice: the bounds above would not hold (the writer never does it)
+    named = Counter(name for e in manifest.exchanges for name in (e.request, e.answer))
+    named[manifest.outcome] += 1
+    twice = [name for name, n in named.items() if n > 1]
+    if twice:
+        raise CassetteError(
+            f"{path}: {excerpt(twice[0])} is named {named[twice[0]]} times in {MANIFEST}: "
+            "each exchange has its own files"
+        )
     return manifest
+
+
+def _over_limits(exchanges: int, files: list[CassetteFile]) -> str | None:
+    """Which bound a cassette of these exchanges and files is over (docs/cassettes.md, "Limits"), or None."""
+    if exchanges > MAX_EXCHANGES:
+        return f"{exchanges} exchanges (at most {MAX_EXCHANGES})"
+    if len(files) > MAX_FILES:
+        return f"{len(files)} files (at most {MAX_FILES})"
+    total = sum(f.size for f in files)
+    if total > MAX_TOTAL_BYTES:
+        return f"{total} bytes (at most {MAX_TOTAL_BYTES})"
+    parsed = sum(f.size for f in files if f.role != "answer")
+    if parsed > MAX_PARSED_BYTES:
+        return f"{parsed} bytes of JSON to parse (at most {MAX_PARSED_BYTES})"
+    return None
 
 
 def _walk(root: Path) -> set[str]:

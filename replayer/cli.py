@@ -212,6 +212,31 @@ BoundaryPrompt = Annotated[
 MaxSteps = Annotated[
     int | None, typer.Option("--max-steps", metavar="K", help="Main-thread model requests allowed.")
 ]
+MaxRequests = Annotated[
+    int | None,
+    typer.Option(
+        "--max-requests",
+        metavar="K",
+        min=1,
+        help="Every model request the bridge forwards, main-thread and side calls (default 500).",
+    ),
+]
+MaxTokens = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tokens",
+        metavar="T",
+        min=1,
+        help="Tokens (input and output) after which the bridge forwards nothing more (default 50000000).",
+    ),
+]
+EndLeftovers = Annotated[
+    bool,
+    typer.Option(
+        "--end-leftovers",
+        help="End the processes the prefix left running (listed in the result) before the agent starts.",
+    ),
+]
 IdleTimeout = Annotated[
     float | None,
     typer.Option(
@@ -352,9 +377,11 @@ def _run_options(
     ],
     cassette: Path | None = None,
     record_cassette: Path | None = None,
+    budget: tuple[int | None, int | None, bool] = (None, None, False),
 ) -> api.RunOptions:
     """`run` and `compare`'s options for the API; `continuation`: the --continue options, in their order."""
     upstream, upstream_key_env, boundary_prompt, max_steps, idle_timeout, model, agent_env = continuation
+    max_requests, max_tokens, end_leftovers = budget
     return api.RunOptions(
         **shared,
         image=image,
@@ -363,6 +390,9 @@ def _run_options(
         upstream_key_env=upstream_key_env,
         boundary_prompt=boundary_prompt,
         max_steps=max_steps,
+        max_requests=max_requests,
+        max_tokens=max_tokens,
+        end_leftovers=end_leftovers or None,
         idle_timeout=idle_timeout,
         model=model,
         agent_env=_agent_env(agent_env),
@@ -508,6 +538,18 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
             console.print(
                 f"  cassette note: {note}", markup=False, highlight=False
             )  # e.g. a bound that cut the oracle's read
+        left = result.continuation.leftovers
+        if left.count:
+            what = "ended" if left.ended else "left running (--end-leftovers ends them)"
+            console.print(
+                f"  {left.count} process(es) the prefix left running: {what} (continuation.leftovers)"
+            )
+        if result.continuation.refusals:
+            reasons = ", ".join(sorted({r.reason for r in result.continuation.refusals}))
+            console.print(
+                f"  {result.continuation.counters.refused_requests} request(s) refused by the bridge: {reasons} "
+                "(continuation.refusals)"
+            )
     console.print(f"result: {out.absolute() / 'result.json'}")
 
 
@@ -583,6 +625,9 @@ def run(
     upstream_key_env: UpstreamKeyEnv = None,
     boundary_prompt: BoundaryPrompt = None,
     max_steps: MaxSteps = None,
+    max_requests: MaxRequests = None,
+    max_tokens: MaxTokens = None,
+    end_leftovers: EndLeftovers = False,
     idle_timeout: IdleTimeout = None,
     model: Model = None,
     agent_env: AgentEnv = None,
@@ -631,6 +676,7 @@ def run(
                 (upstream, upstream_key_env, boundary_prompt, max_steps, idle_timeout, model, agent_env),
                 cassette=cassette,
                 record_cassette=record_cassette,
+                budget=(max_requests, max_tokens, end_leftovers),
             ),
         )
     _report(result, out, json)
@@ -732,6 +778,9 @@ def compare(
     upstream_key_env: UpstreamKeyEnv = None,
     boundary_prompt: BoundaryPrompt = None,
     max_steps: MaxSteps = None,
+    max_requests: MaxRequests = None,
+    max_tokens: MaxTokens = None,
+    end_leftovers: EndLeftovers = False,
     idle_timeout: IdleTimeout = None,
     model: Model = None,
     agent_env: AgentEnv = None,
@@ -789,6 +838,7 @@ def compare(
                 limits,
                 (upstream, upstream_key_env, boundary_prompt, max_steps, idle_timeout, model, agent_env),
                 cassette=cassette,
+                budget=(max_requests, max_tokens, end_leftovers),
             ),
         )
     if json:

@@ -17,7 +17,7 @@ from adapters.base import Adapter, Ended, Launch, Rebuild
 from adapters.sandbox_paths import BRIDGE_PORT
 from bridges.cassette import Player, Recorder
 from bridges.core import Bridge, BridgeConfig
-from replayer import cassette, mock, oracle
+from replayer import cassette, leftovers, mock, oracle
 from replayer.errors import PlanRefused
 from replayer.events import AgentEnded, BridgeTraffic, OnEvent, ignore
 from replayer.io import write_bytes_atomic
@@ -92,6 +92,9 @@ def run(
     tape = cassette.load(request.cassette) if request.cassette else None
     player = Player(tape.exchanges, prompt) if tape else None
     recorder = Recorder() if request.record_cassette else None
+    left = leftovers.at_boundary(box, request.end_leftovers)
+    if left.count:
+        logger.debug("%d process(es) left by the prefix%s", left.count, ", ended" if left.ended else "")
     before = oracle.workspace_state(workspace, limits) if tape or recorder else None
     with contextlib.ExitStack() as stack:
         upstream = request.upstream
@@ -99,7 +102,14 @@ def run(
             upstream = stack.enter_context(
                 mock.serve(upstream, adapter, load_pins().agents[adapter.name].version)
             )
-        config = BridgeConfig(upstream=upstream, api_key=key, max_main_requests=request.max_steps)
+        config = BridgeConfig(
+            upstream=upstream,
+            api_key=key,
+            max_main_requests=request.max_steps,
+            max_requests=request.max_requests,
+            max_tokens=request.max_tokens,
+            side_calls=adapter.side_calls,
+        )
         bridge = stack.enter_context(
             Bridge(
                 gate, adapter.dialect(), config, socket_dir / "bridge.sock", recorder=recorder, player=player
@@ -120,8 +130,8 @@ def run(
             heard = _traffic(bridge, heard, on_event)
             if bridge.mismatch is not None:
                 status = "bridge_refused"
-            elif bridge.budget_reached:
-                status = "max_steps"
+            elif bridge.budget is not None:
+                status = bridge.budget
             elif time.monotonic() - max(handle.last_output, bridge.last_activity) > idle_timeout_s:
                 status = "idle_timeout"
             if status is not None:
@@ -137,6 +147,7 @@ def run(
         _traffic(bridge, heard, on_event)
         log = b"".join(orjson.dumps(e.model_dump()) + b"\n" for e in bridge.log)
         mismatch = bridge.mismatch
+        refusals = list(bridge.refusals)
         refused_by = bridge.refused_by
         gate_notes = list(gate.notes)
         gate_verdict: GateVerdict = (
@@ -209,6 +220,8 @@ def run(
         files=files,
         duration_s=time.monotonic() - started,
         metadata=adapter.continuation_metadata(launch, rebuild),
+        refusals=refusals,
+        leftovers=left,
     )
 
 

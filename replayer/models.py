@@ -282,6 +282,11 @@ def _empty_is_unset(value: object) -> object:
     return None if value == "" else value
 
 
+DEFAULT_MAX_REQUESTS = 500
+"""A continuation's request budget (main-thread and side calls), docs/bridge.md "Budgets"."""
+DEFAULT_MAX_TOKENS = 50_000_000
+
+
 class ContinueSettings(Frozen):
     """The continuation settings one layer gives, or all layers merged (None: this layer leaves it unset).
 
@@ -300,6 +305,14 @@ class ContinueSettings(Frozen):
     """Replaces the nonce and is kept: input condition boundary_user_prompt_appended."""
     max_steps: int | None = None
     """Main-thread model requests allowed through the bridge."""
+    max_requests: int | None = Field(default=None, ge=1)
+    """Every request forwarded (main-thread and side calls) allowed through the bridge (default 500)."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    """Tokens (input and output, as the upstream reports them, of every answer) after which the bridge
+    forwards nothing more (default 50,000,000)."""
+    end_leftovers: bool | None = None
+    """End the processes the prefix left running in the sandbox (listed in the result) before the agent
+    starts (default: list them, leave them)."""
     idle_timeout_s: float | None = None
     """No agent output and no bridge traffic for this long ends the run (default: the adapter's, 300 s;
     OpenCode 600 s)."""
@@ -349,6 +362,9 @@ class ContinueRequest(ContinueSettings):
     upstream: str
     """Base URL of the real model service ("" when a cassette answers)."""
     grace_s: float = 10.0
+    max_requests: int = Field(default=DEFAULT_MAX_REQUESTS, ge=1)
+    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, ge=1)
+    end_leftovers: bool = False
 
 
 class ReplayRequest(Frozen):
@@ -491,16 +507,51 @@ class BridgeCounters(Strict):  # not frozen: the bridge counts as requests pass
     side_requests: int = 0
     refused_requests: int = 0
     held_requests: int = 0
-    """Main-thread requests over the step budget: never forwarded."""
+    """Main-thread requests over the step, request or token budget: never forwarded."""
     upstream_errors: int = 0
     bytes_from_agent: int = 0
     bytes_from_upstream: int = 0
     input_tokens: int | None = None
     """Summed over the main-thread answers whose usage the upstream reported (None: none reported)."""
     output_tokens: int | None = None
+    side_input_tokens: int | None = None
+    """The same over the side calls' answers (counted against the token budget with the above)."""
+    side_output_tokens: int | None = None
 
 
-AgentStatus = Literal["completed", "max_steps", "idle_timeout", "agent_error", "bridge_refused"]
+class BridgeRefusal(Frozen):
+    """A request the bridge did not forward although the gate let it pass: a side call of no shape the
+    adapter declares, or asking for more output than its shape allows; or any request over the budget."""
+
+    at_s: float
+    """Seconds since the bridge started."""
+    method: str
+    path: str
+    reason: Literal["undeclared_side_call", "side_call_max_tokens", "max_requests", "max_tokens"]
+    detail: str
+
+
+class LeftoverProcess(Frozen):
+    """A process alive in the sandbox at the boundary that the replayer did not start: something a
+    historical command left running (in the background)."""
+
+    pid: int
+    """Its process id inside the sandbox."""
+    command: str
+    """Its command line, cut to 200 characters."""
+
+
+class Leftovers(Frozen):
+    processes: list[LeftoverProcess] = Field(default_factory=list)
+    """At most 100."""
+    count: int = 0
+    ended: bool = False
+    """--end-leftovers: they were killed before the agent started."""
+
+
+AgentStatus = Literal[
+    "completed", "max_steps", "max_requests", "max_tokens", "idle_timeout", "agent_error", "bridge_refused"
+]
 GateVerdict = Literal["accepted", "refused", "not_reached"]
 InputCondition = Literal["replayed_boundary_only", "boundary_user_prompt_appended"]
 
@@ -543,6 +594,10 @@ class ContinuationResult(Frozen):
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Adapter facts about how the continuation ran (e.g. a step budget the replayer enforced)."""
     cassette: CassetteCheck | None = None
+    refusals: list[BridgeRefusal] = Field(default_factory=list)
+    """Requests the bridge did not forward (side-call shapes, budgets), at most 100; `counters` counts all."""
+    leftovers: Leftovers = Field(default_factory=Leftovers)
+    """Processes the prefix left running at the boundary."""
 
 
 class SandboxRecord(Frozen):

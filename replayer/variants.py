@@ -24,6 +24,9 @@ KEYS = {
     "patch": "patch",
     "cassette": "cassette",
     "max_steps": "max_steps",
+    "max_requests": "max_requests",
+    "max_tokens": "max_tokens",
+    "end_leftovers": "end_leftovers",
     "idle_timeout": "idle_timeout_s",
     "idle_timeout_s": "idle_timeout_s",
 }
@@ -32,7 +35,7 @@ ENV_KEYS = ("agent_env", "env")
 """`agent_env.KEY=VALUE` (or `env.KEY=VALUE`) adds KEY to the agent's environment."""
 _KNOWN = (
     "agent_version (version), model, boundary_prompt (prompt), upstream, upstream_key_env (key_env), "
-    "patch, cassette, max_steps, idle_timeout, agent_env.KEY (env.KEY)"
+    "patch, cassette, max_steps, max_requests, max_tokens, end_leftovers, idle_timeout, agent_env.KEY (env.KEY)"
 )
 
 

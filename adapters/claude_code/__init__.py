@@ -11,6 +11,7 @@ from adapters.claude_code import chain, continuation, driven, session, tools, wi
 from adapters.claude_code.gate import ClaudeCodeGate
 from adapters.sandbox_paths import AGENT_HOME
 from bridges.anthropic import AnthropicDialect, tools_to_chat
+from bridges.sidecalls import PROBE, SideCall
 from replayer import bundles
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.pins import load_pins, pinned_version
@@ -34,6 +35,14 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
     native_type = session.Native
     key_env = "ANTHROPIC_API_KEY"
     needs_nonce = True
+    side_calls = (
+        PROBE,  # HEAD / before the first request
+        SideCall(name="count_tokens", path=r"/v1/messages/count_tokens"),
+        # titles, summaries, warm-ups and policy checks: the small model, no tools (32000 on 2.1.x)
+        SideCall(name="small-model", path=r"/v1/messages", tools=False, max_tokens=32_000),
+        # a sub-agent's conversation (the Agent/Task tool): tools, a main-thread model's output
+        SideCall(name="sub-agent", path=r"/v1/messages", tools=True, max_tokens=128_000),
+    )
     reruns_own_code = False
     drives_other_versions = True
     degradable_tools = True

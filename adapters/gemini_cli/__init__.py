@@ -16,6 +16,7 @@ from adapters.gemini_cli import bundle, session, wire
 from adapters.gemini_cli.gate import GeminiResumeGate
 from adapters.gemini_cli.rerun import WORK_MOUNT, GeminiRerunner
 from bridges.gemini import GeminiDialect, ScriptedGemini, tools_to_chat
+from bridges.sidecalls import PROBE, SideCall
 from replayer.divergence import COMMON
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
@@ -118,6 +119,14 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
     name = bundle.NAME
     key_env = "GEMINI_API_KEY"
     needs_nonce = True
+    side_calls = (
+        PROBE,
+        # model routing and "who speaks next" checks: a small model, no tools, a JSON schema
+        SideCall(
+            name="generate", path=r"/v1(beta)?/models/[^/]+:generateContent", tools=False, max_tokens=65_536
+        ),
+        SideCall(name="count_tokens", path=r"/v1(beta)?/models/[^/]+:countTokens"),
+    )
     """`gemini --resume` continues only with a new prompt."""
     probe_native = "session.jsonl"
     probe_recordings = ("gemini_cli/shell",)

@@ -27,6 +27,7 @@ from adapters.opencode.rerun import WORK_MOUNT, OpenCodeRerunner, provider_model
 from adapters.opencode.wire import to_wire
 from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, local_url
 from bridges.chat import SystemPerRequestGate
+from bridges.sidecalls import PROBE, SideCall
 from replayer.errors import ReplayError
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, HeldSession, Observation, ToolCall, ToolKind, Trajectory
@@ -103,6 +104,11 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
     native_type = session.Native
     name = bundle.NAME
     needs_nonce = True
+    side_calls = (
+        PROBE,
+        # the title request of a new session (none is sent on resume): the small model, no tools
+        SideCall(name="title", path=r"(/v1)?/chat/completions/?", tools=False, max_tokens=32_000),
+    )
     takes_task = True
     idle_timeout_s = 600.0
     degradable_tools = True

@@ -271,3 +271,74 @@ def test_cassette_options_that_cannot_go_together_are_usage_errors(
     )
     assert proc.returncode == 2 and message in " ".join(proc.stderr.replace("│", " ").split()), proc.stderr
     assert "Traceback" not in proc.stderr and not out.exists()
+
+
+def _wait_rss(args: list[str]) -> tuple[int, str, int]:
+    """Exit code, stderr and peak resident memory (KiB) of the real CLI run with `args`."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from tests.conftest import ROOT
+
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "replayer.cli", *args], stdout=subprocess.DEVNULL, stderr=err, cwd=ROOT
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        return proc.returncode, err.read().decode(), usage.ru_maxrss
+
+
+def _big_tape(tmp_path: Path, times: int) -> Path:
+    """A cassette whose one 8 MB request file is named by `times` exchanges (the manifest edited, the
+    inventory intact: an attacker's cassette passes every digest)."""
+    big = _exchange(1, "main", {"messages": ["x" * 64] * (8 << 20 >> 6)}, b"data: one\n\n")
+    dest = tmp_path / f"tape-{times}"
+    cassette.write(dest, _origin(after_step=1), [big], OUTCOME, KEY)
+    manifest = orjson.loads((dest / "cassette.json").read_bytes())
+    one = manifest["exchanges"][0]
+    manifest["exchanges"] = [{**one, "seq": n} for n in range(1, times + 1)]
+    (dest / "cassette.json").write_bytes(orjson.dumps(manifest))
+    return dest
+
+
+def test_a_manifest_naming_one_big_file_many_times_is_refused_before_anything_is_read(tmp_path: Path) -> None:
+    """Issue 32, attack 5: 200 manifest entries (184 bytes each) naming one 8 MB request file parsed it
+    200 times (about 6 GB). Refused in one line, exit 14, before any file is read or anything starts: the
+    refusing run's peak memory is not above a run that loads the one file once (refused at the origin)."""
+    single = CLAUDE.fixture("single")
+    once = _big_tape(tmp_path, 1)
+    many = _big_tape(tmp_path, 200)
+    with pytest.raises(CassetteError, match=r"named 200 times in cassette\.json"):
+        cassette.load(many)
+    results = {}
+    for tape in (once, many):
+        out = tmp_path / f"out-{tape.name}"
+        code, err, rss = _wait_rss(
+            ["run", str(single / "session.jsonl"), "-n", "1", "-w", str(single / "workspace")]
+            + ["-o", str(out), "--continue", "--cassette", str(tape)]
+        )
+        assert code == 14 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+        assert not out.exists()
+        results[tape.name] = (err, rss)
+    assert "another trajectory" in results[once.name][0]  # loaded whole, then refused
+    assert "named 200 times" in results[many.name][0]
+    assert results[many.name][1] <= results[once.name][1]
+
+
+def test_the_exchange_and_parse_bounds_hold_for_the_writer_and_the_loader(
+    tape: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cassette, "MAX_EXCHANGES", 3)
+    with pytest.raises(CassetteError, match=r"over the cassette limits: 4 exchanges \(at most 3\)"):
+        cassette.load(tape)
+    with pytest.raises(CassetteError, match="would be over its limits: 4 exchanges"):
+        cassette.write(tmp_path / "again", _origin(), TAPE, OUTCOME, KEY)
+    monkeypatch.setattr(cassette, "MAX_EXCHANGES", 10)
+    monkeypatch.setattr(cassette, "MAX_PARSED_BYTES", 100)
+    with pytest.raises(CassetteError, match="bytes of JSON to parse"):
+        cassette.load(tape)
+    assert not (tmp_path / "again").exists()
