@@ -15,6 +15,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from adapters.sandbox_paths import CONTINUE_SPEC
+from adapters.tool_definitions import shipped_path, wire_tools
 from bridges.chat import ChatDialect
 from bridges.core import Dialect, Gate
 from bridges.sidecalls import PROBE, SideCall
@@ -406,9 +407,7 @@ def write_continue_spec(home: Path, spec: dict[str, Any]) -> None:
 def recorded_tools(agent: str, version: str) -> list[Any]:
     """The tool definitions `version`'s CLI sent on the wire: the pinned versions' ship with the adapter
     (captured by tests/capture_tools.py), another version's once captured from its own CLI
-    (replayer.tooldefs)."""
-    from replayer.tooldefs import shipped_path, wire_tools
-
+    (adapters/tool_definitions.py)."""
     tools = wire_tools(agent, version)
     if tools is None:
         path = shipped_path(agent, version)

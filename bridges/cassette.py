@@ -16,7 +16,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from bridges.core import Mismatch, first_difference, mismatch_at
+from bridges.difference import Mismatch, first_difference, mismatch_at
 from replayer.divergence import PROCESS_IDS
 from replayer.redact import redact
 

@@ -11,7 +11,7 @@ import asyncio
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import aiohttp
 import orjson
@@ -19,22 +19,17 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from bridges import sidecalls
+from bridges.cassette import Answer, Exchange, Player, Recorder, Refusal, kept_headers
+from bridges.difference import Mismatch
 from bridges.sidecalls import PROBE, SideCall
 from bridges.usage import AnswerEnds, UsageKeys
 from replayer.io import remove_alias, short_alias
-from replayer.models import BridgeCounters, BridgeRefusal, GateMismatch
-
-if TYPE_CHECKING:
-    from bridges.cassette import Player, Recorder
+from replayer.models import BridgeCounters, BridgeRefusal
 
 _HOP_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "x-api-key", "authorization"}
 )
-_EXCERPT = 240
 MAX_REFUSALS_KEPT = 100
-
-
-Mismatch = GateMismatch
 
 
 class Decision(BaseModel):
@@ -96,46 +91,6 @@ class BridgeConfig(BaseModel):
     """The side calls the adapter declares; any other is refused (bridges/sidecalls.py)."""
     max_request_bytes: int = 64 * 1024 * 1024
     max_response_bytes: int = 512 * 1024 * 1024
-
-
-def first_difference(expected: Any, actual: Any, path: str = "") -> Mismatch | None:
-    """The first path at which two JSON values differ, with truncated excerpts."""
-    if type(expected) is not type(actual):
-        return mismatch_at(path, expected, actual)
-    if isinstance(expected, dict):
-        for key in list(expected) + [k for k in actual if k not in expected]:
-            if key not in expected or key not in actual:
-                return mismatch_at(
-                    f"{path}.{key}", expected.get(key, "<absent>"), actual.get(key, "<absent>")
-                )
-            found = first_difference(expected[key], actual[key], f"{path}.{key}")
-            if found:
-                return found
-        return None
-    if isinstance(expected, list):
-        for i, (a, b) in enumerate(zip(expected, actual, strict=False)):
-            found = first_difference(a, b, f"{path}[{i}]")
-            if found:
-                return found
-        if len(expected) != len(actual):
-            i = min(len(expected), len(actual))
-            return mismatch_at(
-                f"{path}[{i}]",
-                expected[i] if i < len(expected) else "<absent>",
-                actual[i] if i < len(actual) else "<absent>",
-            )
-        return None
-    return None if expected == actual else mismatch_at(path, expected, actual)
-
-
-def mismatch_at(path: str, expected: Any, actual: Any) -> Mismatch:
-    """A mismatch at `path` with both sides shown as truncated excerpts."""
-
-    def show(v: Any) -> str:
-        text = v if isinstance(v, str) else orjson.dumps(v).decode()
-        return text if len(text) <= _EXCERPT else text[:_EXCERPT] + f"... ({len(text)} chars)"
-
-    return Mismatch(path=path.lstrip("."), expected=show(expected), actual=show(actual))
 
 
 class Bridge:
@@ -325,8 +280,6 @@ class Bridge:
     async def _play(
         self, request: web.Request, kind: str, body: Any, entry: LoggedExchange
     ) -> web.StreamResponse:
-        from bridges.cassette import Refusal
-
         assert self.player is not None and kind in ("main", "side")
         answer = self.player.answer(
             "main" if kind == "main" else "side", request.method, request.path_qs, body
@@ -423,8 +376,6 @@ class Bridge:
         data: bytearray,
         complete: bool,
     ) -> None:
-        from bridges.cassette import Answer, Exchange, kept_headers
-
         assert self.recorder is not None
         answer = Answer(status=status, headers=kept_headers(headers), body=bytes(data))
         kind: Literal["main", "side"] = "main" if entry.kind == "main" else "side"

@@ -21,8 +21,8 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict
 
-from adapters.opencode.replay_model import is_title_request
 from bridges.anthropic import is_main_thread
+from bridges.chat import is_title_request
 
 
 class TextBlock(BaseModel):

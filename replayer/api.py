@@ -590,3 +590,18 @@ def setup(
     built = machine.base_image(on_build=lambda what: on_event(Building(what))) if image else None
     found = list(machine.install_bundles(wanted, on_event=on_event))
     return SetupReport(engine=engine, image=built, bundles=found, notes=notes)
+
+
+def parse_variant(spec: str) -> Variant:
+    """`NAME=SPEC` as `--variant` takes it (ValueError when it is not one)."""
+    from replayer.variants import parse_variant as parsed
+
+    return parsed(spec)
+
+
+def stop_sandboxes() -> None:
+    """Stop every sandbox this process started (at an interruption: the `finally` blocks on the way up may
+    not have run for a sandbox caught between its creation and its owner's `try`)."""
+    from sandboxes.docker import stop_live
+
+    stop_live()

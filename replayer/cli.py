@@ -809,10 +809,8 @@ def compare(
       replayer compare session.jsonl -n 13 -w repo/ -o cmp/ --upstream URL \\
         --variant hint=boundary_prompt="Run the tests first." --check "pytest -x"
     """
-    from replayer.variants import parse_variant
-
     try:
-        variants = [parse_variant(v) for v in variant]
+        variants = [api.parse_variant(v) for v in variant]
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--variant") from None
     if parallel is not None:  # the old name of --workers
@@ -1174,10 +1172,8 @@ def main() -> None:
             prog_name="replayer"
         )  # standalone: usage errors exit 2 with click's message; our errors propagate to here
     except Interrupted:
-        from sandboxes.docker import stop_live
-
         with signals.deferred():
-            stop_live()
+            api.stop_sandboxes()
         err_console.print("replayer: interrupted", highlight=False)
         sys.exit(Interrupted.exit_code)
     except ReplayError as exc:

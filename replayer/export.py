@@ -3,7 +3,7 @@ or as an ATIF v1.7 trajectory (Harbor's format) built from the same record.
 
 A record is {"messages", "tools", "metadata"}: the rebuilt prefix (expected_prefix.json) through the
 agent's dialect, the tool definitions of the version that recorded the session (its CLI's, as sent on the
-wire: replayer.tooldefs; the metadata's `tools` says whose, and when the pinned set stands in), and
+wire: replayer.tool_capture; the metadata's `tools` says whose, and when the pinned set stands in), and
 provenance.
 Secret-looking strings are redacted; the count is in the metadata. Records are sorted, so the same
 jobs give the same bytes.
@@ -19,7 +19,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 import adapters
-from replayer import tooldefs
+from replayer import tool_capture
 from replayer.errors import BadInput, OutputError, ReplayError
 from replayer.io import write_bytes_atomic
 from replayer.models import ReplayResult
@@ -53,9 +53,9 @@ def chat_record(job: Path) -> dict[str, Any]:
 @functools.cache
 def _tools_source(
     agent: str, recorded: str | None, data_agent: str, model: str | None
-) -> tooldefs.ToolsSource:
+) -> tool_capture.ToolsSource:
     """Once per export process: a version whose capture failed is not run again for each of its records."""
-    return tooldefs.source_for(agent, recorded, data_agent, model)
+    return tool_capture.source_for(agent, recorded, data_agent, model)
 
 
 @functools.cache

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from bridges.cassette import normalized
-from bridges.core import Mismatch, first_difference
+from bridges.difference import Mismatch, first_difference
 from replayer.models import SandboxLimits
 from replayer.redact import redact
 from replayer.safecopy import Entry, data_extents, shown, walk

@@ -20,30 +20,11 @@ import subprocess
 import uuid
 from pathlib import Path
 
+from sandboxes.btrfs import FS_ROOT, is_btrfs
 from sandboxes.owner import orphans, owner
+from sandboxes.slots import sweep_slots
 
-FS_ROOT = Path(os.environ.get("REPLAYER_FS_ROOT", "/var/lib/sandbox-replayer/fs"))
 STATE_ROOT = FS_ROOT / "runs"
-_BTRFS_MAGIC = 0x9123683E
-_BTRFS_DEVICES: dict[int, bool] = {}
-
-
-def _is_btrfs(path: Path) -> bool:
-    """Asked once a device: every container start asks, always of the engine's data root or STATE_ROOT
-    (whose device numbers stay; a btrfs subvolume has one of its own)."""
-    try:
-        device = path.stat().st_dev
-    except OSError:
-        return False
-    if device not in _BTRFS_DEVICES:
-        try:
-            out = subprocess.run(
-                ["stat", "-f", "-c", "%t", str(path)], capture_output=True, text=True, timeout=10, check=True
-            ).stdout
-        except (OSError, subprocess.SubprocessError):
-            return False
-        _BTRFS_DEVICES[device] = int(out.strip() or "0", 16) == _BTRFS_MAGIC
-    return _BTRFS_DEVICES[device]
 
 
 def _btrfs(*args: str) -> bool:
@@ -57,7 +38,7 @@ def _btrfs(*args: str) -> bool:
 def limited_dir(path: Path, limit_bytes: int) -> bool:
     """Make `path` (absent, or an empty directory) a directory whose contents are limited to
     `limit_bytes`; False (and a plain directory) where the file system cannot enforce it."""
-    if not _is_btrfs(path.parent):
+    if not is_btrfs(path.parent):
         path.mkdir(exist_ok=True)
         return False
     with contextlib.suppress(FileNotFoundError):
@@ -75,7 +56,7 @@ def limit_layer(upper: Path, limit_bytes: int) -> bool:
     another: the whole layer directory (diff/, work/, link, lower, all written by the engine at create
     time) is moved into a limited subvolume of the same name."""
     layer = upper.parent
-    if upper.name != "diff" or not _is_btrfs(layer):
+    if upper.name != "diff" or not is_btrfs(layer):
         return False
     fresh, old = layer.with_name(layer.name + ".quota"), layer.with_name(layer.name + ".old")
     if not limited_dir(fresh, limit_bytes):
@@ -153,8 +134,6 @@ def used_up(path: Path) -> bool:
 def sweep_states() -> list[str]:
     """Remove the state directories whose owning process on this host is gone (a kill -9), after the
     slots that still show them (sandboxes/slots.py)."""
-    from sandboxes.slots import sweep_slots
-
     sweep_slots()
     removed: list[str] = []
     for path in orphans(STATE_ROOT):
@@ -178,7 +157,7 @@ class StateDir:
 
     @classmethod
     def create(cls, limit_bytes: int, fallback_parent: Path) -> StateDir:
-        if STATE_ROOT.is_dir() and _is_btrfs(STATE_ROOT):
+        if STATE_ROOT.is_dir() and is_btrfs(STATE_ROOT):
             sweep_states()
             path = _fresh_path()
             if limited_dir(path, limit_bytes):

@@ -26,8 +26,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from sandboxes.btrfs import FS_ROOT, is_btrfs
 from sandboxes.owner import orphans, owner
-from sandboxes.quota import FS_ROOT, _is_btrfs
 
 SLOT_ROOT = FS_ROOT / "slots"
 CONTROL_MOUNT = "/run/replayer-slot"
@@ -120,7 +120,7 @@ class Slot:
     @classmethod
     def create(cls) -> Slot | None:
         """A new empty slot, or None where slots cannot be made (not root, no btrfs, mounts refused)."""
-        if os.geteuid() != 0 or not FS_ROOT.is_dir() or not _is_btrfs(FS_ROOT):
+        if os.geteuid() != 0 or not FS_ROOT.is_dir() or not is_btrfs(FS_ROOT):
             return None
         try:
             sweep_slots()

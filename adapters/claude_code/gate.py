@@ -14,7 +14,8 @@ from typing import Any
 
 from adapters.claude_code import envelope, wire
 from bridges.anthropic import Message, is_main_thread, non_system_indexes
-from bridges.core import Decision, Mismatch, first_difference
+from bridges.core import Decision
+from bridges.difference import Mismatch, first_difference
 
 
 class ClaudeCodeGate:

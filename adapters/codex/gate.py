@@ -15,7 +15,8 @@ import uuid
 from typing import Any
 
 from adapters.codex.rollout import reserialized
-from bridges.core import Decision, Mismatch, first_difference, mismatch_at
+from bridges.core import Decision
+from bridges.difference import Mismatch, first_difference, mismatch_at
 from bridges.responses import Item, input_of, is_response_request, message_text
 
 CONTEXT_ITEMS = {

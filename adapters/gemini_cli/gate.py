@@ -17,7 +17,8 @@ import copy
 from typing import Any
 
 from adapters.gemini_cli.wire import LATEST, Content, Resume, closing_turns, merged, without_context
-from bridges.core import Decision, Mismatch, first_difference, mismatch_at
+from bridges.core import Decision
+from bridges.difference import Mismatch, first_difference, mismatch_at
 from bridges.gemini import is_generate, is_stream
 
 

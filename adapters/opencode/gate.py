@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.opencode.replay_model import is_title_request
-from bridges.chat import SystemPerRequestGate
+from bridges.chat import SystemPerRequestGate, is_title_request
 
 
 def opencode_gate(prefix: list[dict[str, Any]], prompt: str, *, keep_prompt: bool) -> SystemPerRequestGate:

@@ -18,6 +18,8 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict
 
+from bridges.chat import is_title_request
+
 
 class Answer(BaseModel):
     """One assistant turn to stream back: text, then tool calls (id, name, arguments JSON)."""
@@ -25,14 +27,6 @@ class Answer(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: str = ""
     calls: list[tuple[str, str, str]] = []
-
-
-def is_title_request(body: Any) -> bool:
-    """OpenCode's side call that names a new session (its small model, no tools)."""
-    messages = body.get("messages") if isinstance(body, dict) else None
-    first = messages[0] if isinstance(messages, list) and messages else {}
-    content = first.get("content") if isinstance(first, dict) else None
-    return isinstance(content, str) and content.startswith("You are a title generator")
 
 
 def sse_chunks(cid: str, model: str, answer: Answer) -> list[dict[str, Any]]:

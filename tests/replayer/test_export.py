@@ -203,10 +203,11 @@ def _prepared_export(tmp_path: Path, trajectory: Path, fmt: str = "chat", **env:
 def test_a_session_of_an_older_version_is_exported_with_that_versions_tools(tmp_path: Path) -> None:
     """Claude Code 2.0.64's session: its own CLI's definitions (Glob, Grep, TodoWrite), captured once from
     that version's bundle in the sandbox and cached; not the pinned version's (Agent, CronCreate...)."""
-    from replayer import bundles, tooldefs
+    from adapters import tool_definitions
+    from replayer import bundles
 
     bundles.ensure("claude_code", "2.0.64")  # the project's own install (a no-op when it is there)
-    cache = tooldefs.cache_path("claude_code", "2.0.64")
+    cache = tool_definitions.cache_path("claude_code", "2.0.64")
     cache.unlink(missing_ok=True)
     record, summary = _prepared_export(tmp_path, CLAUDE.fixture("versions/2.0.64/probe") / "session.jsonl")
     names = {t["function"]["name"] for t in record["tools"]}
@@ -219,12 +220,15 @@ def test_a_session_of_an_older_version_is_exported_with_that_versions_tools(tmp_
         "model": model,
     }
     assert summary["pinned_tools"] == 0
-    captured = tooldefs.CapturedTools.model_validate_json(cache.read_bytes())
+    captured = tool_definitions.CapturedTools.model_validate_json(cache.read_bytes())
     assert (captured.agent, captured.version, captured.model) == ("claude_code", "2.0.64", model)
     assert captured.probe.startswith("claude_code/versions/2.0.64/")
     # once: the next export reads the cache (the capture's time stays), ATIF says the same version
     atif, _ = _prepared_export(tmp_path, CLAUDE.fixture("versions/2.0.64/probe") / "session.jsonl", "atif")
-    assert tooldefs.CapturedTools.model_validate_json(cache.read_bytes()).captured_at == captured.captured_at
+    assert (
+        tool_definitions.CapturedTools.model_validate_json(cache.read_bytes()).captured_at
+        == captured.captured_at
+    )
     assert atif["agent"]["version"] == "2.0.64"
     assert {t["function"]["name"] for t in atif["agent"]["tool_definitions"]} == names
 

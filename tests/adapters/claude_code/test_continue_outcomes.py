@@ -13,7 +13,7 @@ import pytest
 from adapters.claude_code import ClaudeCodeAdapter, wire
 from adapters.claude_code import continuation as cc_continuation
 from adapters.claude_code.gate import ClaudeCodeGate
-from bridges.core import first_difference
+from bridges.difference import first_difference
 from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from replayer.engine import execute
 from replayer.models import ContinueRequest, ReplayRequest

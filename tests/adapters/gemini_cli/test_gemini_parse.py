@@ -17,7 +17,7 @@ import pytest
 
 from adapters.gemini_cli import session, wire
 from adapters.gemini_cli.gate import GeminiResumeGate
-from bridges.core import first_difference
+from bridges.difference import first_difference
 from replayer.errors import BadInput
 from tests.conftest import GEMINI, ROOT
 

@@ -1,8 +1,8 @@
 """The tool definitions an agent version offers the model, for training exports: a session is exported with
 the tools of the version that recorded it, not the pinned version's.
 
-The pinned versions' definitions ship with the adapters (adapters/AGENT/data/VERSION/tools.json). Another
-version's are captured once: its real CLI, from its installed bundle, continues the `replayer verify`
+The pinned versions' definitions ship with the adapters, and captured ones are kept beside the bundles
+(adapters/tool_definitions.py). Another version's are captured once: its real CLI, from its installed bundle, continues the `replayer verify`
 probe's head recording in the sandbox against the scripted model, and the tools of its first request are
 kept in the bundle cache (BUNDLES/tool-definitions/AGENT@VERSION.json). When they cannot be had (the bundle
 is not installed, the probe recordings are not here, the CLI sent no request) the pinned set is used, and
@@ -12,35 +12,15 @@ the export says so.
 from __future__ import annotations
 
 import datetime
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
+from adapters.tool_definitions import CapturedTools, cached, keep, shipped_path
 from replayer import __version__ as REPLAYER_VERSION
 from replayer import bundles
 from replayer.errors import ReplayError
-from replayer.io import write_bytes_atomic
-from replayer.pins import bundles_root, pinned_version
-
-CACHE = "tool-definitions"
-
-
-class CapturedTools(BaseModel):
-    """What BUNDLES/tool-definitions/AGENT@VERSION.json holds."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    agent: str
-    version: str
-    tools: list[Any]
-    """As the CLI sent them on the wire (its first main-thread request's `tools`)."""
-    model: str | None = None
-    """The model the CLI was talking to: a CLI may describe its tools per model (Claude Code does)."""
-    replayer: str
-    probe: str
-    """The recording the CLI continued."""
-    captured_at: str
+from replayer.pins import pinned_version
 
 
 class ToolsSource(BaseModel):
@@ -56,23 +36,6 @@ class ToolsSource(BaseModel):
     """captured: the model the CLI was talking to when its definitions were captured."""
     note: str | None = None
     """Why the pinned set stands in."""
-
-
-def shipped_path(agent: str, version: str) -> Path:
-    return Path(__file__).resolve().parent.parent / "adapters" / agent / "data" / version / "tools.json"
-
-
-def cache_path(agent: str, version: str) -> Path:
-    return bundles_root() / CACHE / f"{agent}@{version}.json"
-
-
-def cached(agent: str, version: str) -> CapturedTools | None:
-    path = cache_path(agent, version)
-    try:
-        found = CapturedTools.model_validate_json(path.read_bytes())
-    except (OSError, ValidationError):
-        return None
-    return found if (found.agent, found.version) == (agent, version) else None
 
 
 def capture(agent: str, version: str, model: str | None = None) -> CapturedTools:
@@ -99,20 +62,8 @@ def capture(agent: str, version: str, model: str | None = None) -> CapturedTools
         probe=f"{probe.recording} ({probe.version})",
         captured_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )
-    path = cache_path(agent, version)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(path, orjson.dumps(found.model_dump(mode="json"), option=orjson.OPT_INDENT_2) + b"\n")
+    keep(found)
     return found
-
-
-def wire_tools(agent: str, version: str) -> list[Any] | None:
-    """`version`'s definitions as sent on the wire, shipped or cached; None when neither is here."""
-    path = shipped_path(agent, version)
-    if path.is_file():
-        tools = orjson.loads(path.read_bytes())
-        return tools if isinstance(tools, list) else []
-    found = cached(agent, version)
-    return None if found is None else found.tools
 
 
 def source_for(
