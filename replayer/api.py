@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from replayer import settings as user_settings
 from replayer.batch import BatchCounts
-from replayer.errors import NO_UPSTREAM_HELP, BadInput, NoUpstream, ReplayError, continuation_failure
+from replayer.errors import NO_UPSTREAM_HELP, BadInput, NoUpstream, ReplayError
 from replayer.events import Building, JobEnded, OnEvent, Stage, ignore
 from replayer.io import read_input
 from replayer.models import (
@@ -349,31 +349,6 @@ def batch(
     return tally.counts
 
 
-def continuation_error(cont: ContinuationResult | None, out: PathLike) -> ReplayError | None:
-    """The error of a refused or failed continuation, its cause in one line (the gate's first difference as
-    values, or the agent's last output line) read from the result directory `out`; None otherwise."""
-    if cont is None:
-        return None
-    out = Path(out)
-    stderr = _tail(out / cont.files.get("agent_stderr", "agent/stderr.log"))
-    stdout = _tail(out / cont.files.get("agent_stdout", "agent/stdout.jsonl"))
-    return continuation_failure(cont, out, stderr, stdout)
-
-
-_OUTPUT_TAIL = 64 * 1024
-"""How much of the end of the agent's stdout/stderr a failure message reads its last line from."""
-
-
-def _tail(path: Path) -> bytes:
-    """The end of a file the engine wrote (the agent's output); nothing when it is not there."""
-    try:
-        with path.open("rb") as fh:
-            fh.seek(max(0, fh.seek(0, 2) - _OUTPUT_TAIL))
-            return fh.read()
-    except OSError:
-        return b""
-
-
 def _replay(options: ReplayOptions, allowed: Any = ReplayOptions) -> dict[str, Any]:
     """The ReplayOptions given, as the request fields of the same names; an option `allowed` (a TypedDict)
     does not name is a TypeError, as for any keyword argument."""
@@ -605,3 +580,10 @@ def stop_sandboxes() -> None:
     from sandboxes.docker import stop_live
 
     stop_live()
+
+
+def continuation_error(cont: ContinuationResult | None, out: PathLike) -> ReplayError | None:
+    """The error a refused or failed continuation exits with, its cause in one line; None otherwise."""
+    from replayer.continuation import continuation_error as error
+
+    return error(cont, out)

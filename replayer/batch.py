@@ -400,7 +400,7 @@ def run_job(job: Job, out: Path, labels: dict[str, str], node: str | None = None
 
     Whatever the job raises is its outcome, never the batch's end: a ReplayError is a refusal or a failure of
     its kind, anything else (a bug the job's input hit) a failure of kind `crash` with a one-line reason."""
-    from replayer.api import continuation_error
+    from replayer.continuation import continuation_error
     from replayer.engine import execute
     from replayer.pins import load_pins
     from replayer.provision import ensure_image

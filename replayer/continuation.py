@@ -18,7 +18,7 @@ from adapters.sandbox_paths import BRIDGE_PORT
 from bridges.cassette import Player, Recorder
 from bridges.core import Bridge, BridgeConfig
 from replayer import cassette, leftovers, mock, oracle
-from replayer.errors import PlanRefused
+from replayer.errors import PlanRefused, ReplayError, continuation_failure
 from replayer.events import AgentEnded, BridgeTraffic, OnEvent, ignore
 from replayer.io import write_bytes_atomic
 from replayer.models import (
@@ -268,3 +268,28 @@ def _replayed(
     if found is not None:
         return check.model_copy(update={"verdict": "differs", "where": "outcome", "difference": found})
     return check
+
+
+def continuation_error(cont: ContinuationResult | None, out: str | os.PathLike[str]) -> ReplayError | None:
+    """The error of a refused or failed continuation, its cause in one line (the gate's first difference as
+    values, or the agent's last output line) read from the result directory `out`; None otherwise."""
+    if cont is None:
+        return None
+    out = Path(out)
+    stderr = _tail(out / cont.files.get("agent_stderr", "agent/stderr.log"))
+    stdout = _tail(out / cont.files.get("agent_stdout", "agent/stdout.jsonl"))
+    return continuation_failure(cont, out, stderr, stdout)
+
+
+_OUTPUT_TAIL = 64 * 1024
+"""How much of the end of the agent's stdout/stderr a failure message reads its last line from."""
+
+
+def _tail(path: Path) -> bytes:
+    """The end of a file the engine wrote (the agent's output); nothing when it is not there."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, fh.seek(0, 2) - _OUTPUT_TAIL))
+            return fh.read()
+    except OSError:
+        return b""
