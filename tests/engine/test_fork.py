@@ -54,11 +54,15 @@ def _fork(
         agent_version="2.1.197",
         after_step=2,
     )
-    backend = FakeBackend(rules)
+    backend = FakeBackend([*rules, LEFTOVERS])
     ready = BoundaryReady(image="sha256:boundary", sealed=None, at=time.time())
     return run(job, lambda: ready, lambda: Turn(at=time.time()), backend), backend
 
 
+LEFTOVERS = Rule(
+    r"for d in /proc/\[0-9\]\*", answer("1\t0\t/sbin/docker-init\n7\t1\tsleep infinity\n30\t0\tsh -c\n")
+)
+"""The processes at the boundary: the sandbox's init and main command, and this listing (none left)."""
 AGENT = Rule(r"/claude --resume ", answer((CLAUDE.fixture("continued") / "stdout.jsonl").read_bytes()))
 CHECK = Rule(r"^bash -c exec 2>&1; test -f a\.txt$", answer("", exit_code=0))
 
@@ -73,7 +77,9 @@ def test_a_run_continues_in_its_own_sandbox_from_the_boundary(
     workspace, read_only = box.spec.binds["/testbed"]
     assert not read_only and workspace.name == "workspace" and workspace.parent != replayed / "snapshot"
     assert box.forwarded == [(8765, "/run/replayer-bridge/bridge.sock")]
-    agent, check = box.runs
+    listing, agent, check = box.runs
+    assert listing.argv[:2] == ["sh", "-c"]  # the processes the prefix left, listed before the agent starts
+    assert record.continuation is not None and record.continuation.leftovers.count == 0
     assert agent.workdir == "/testbed" and "host-key" not in " ".join(agent.env.values())
     _, traj = load(SOURCE)
     assert traj.session_id in agent.argv
