@@ -73,3 +73,26 @@ def test_only_the_normalizers_the_difference_needs_are_named() -> None:
     both = "Found 2 matches\n/w/b.py: y\n/w/a.py: x"
     d = divergence_of(1, _call("grep", spaced), "rerun", Observation(content=both), normalizers)
     assert d.status == "normalized_equal" and d.normalizers == ["trailing_whitespace", "walk_order"]
+
+
+def test_a_claude_code_task_id_is_random_and_nothing_else_around_it() -> None:
+    """The driven CLI names a backgrounded or persisted Bash output with a new random id each run."""
+    background = (
+        "Command running in background with ID: {id}. Output is being written to: "
+        "/tmp/claude-0/-testbed/s1/tasks/{id}.output. You will be notified when it completes."
+    )
+    persisted = (
+        "<persisted-output>\nOutput too large (106.3KB). Full output saved to: /h/s1/tool-results/{id}.txt\n"
+    )
+    for text in (background, persisted):
+        d = _of_text("claude_code", "Bash", text.format(id="bgta61601"), text.format(id="bz55g0o8y"))
+        assert d.status == "normalized_equal" and d.normalizers == ["random_ids"], text
+        moved = text.format(id="bz55g0o8y").replace("s1/", "s2/")
+        assert _of_text("claude_code", "Bash", text.format(id="bgta61601"), moved).status == "different"
+    same = "the id bgta61601 in an output"
+    assert _of_text("claude_code", "Bash", same, same.replace("bgta61601", "bz55g0o8y")).status == "different"
+
+
+def _of_text(agent: str, tool: str, historical: str, fresh: str) -> Divergence:
+    normalizers = adapters.by_name(agent).normalizers(tool)
+    return divergence_of(1, _call(tool, historical), "rerun", Observation(content=fresh), normalizers)
