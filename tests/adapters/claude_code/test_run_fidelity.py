@@ -37,6 +37,8 @@ def test_rerun_reproduces_every_observation(name: str, tmp_path: Path) -> None:
             assert d["status"] == "historical_kept", d
         elif d["status"] != "exact":
             assert d["status"] == "normalized_equal" and d["normalizers"] == ["random_ids"], d
+    unknown = [d["call_id"] for d in result["divergences"] if d["kind"] == "unknown"]
+    assert [g["call_id"] for g in result["degradations"]] == unknown  # each one kept, and recorded
     # toolUseResult (never sent to the model) is rebuilt consistently too, the task id the fresh one
     original = {
         r.get("uuid"): r.get("toolUseResult") for r in _records(CLAUDE.fixture(name) / "session.jsonl")
@@ -45,16 +47,20 @@ def test_rerun_reproduces_every_observation(name: str, tmp_path: Path) -> None:
     home = tmp_path / "out" / "state" / "home"
     for rec in rebuilt:
         if "toolUseResult" in rec:
-            fresh, recorded = dict(rec["toolUseResult"]), dict(original[rec["uuid"]])
-            for key in ("backgroundTaskId", "persistedOutputPath"):
-                assert (key in fresh) == (key in recorded), (rec["uuid"], key)
-                fresh.pop(key, None), recorded.pop(key, None)
+            fresh, recorded = rec["toolUseResult"], original[rec["uuid"]]
+            if isinstance(fresh, dict) and isinstance(recorded, dict):  # an error's is its text
+                fresh, recorded = dict(fresh), dict(recorded)
+                for key in ("backgroundTaskId", "persistedOutputPath"):
+                    assert (key in fresh) == (key in recorded), (rec["uuid"], key)
+                    fresh.pop(key, None), recorded.pop(key, None)
             assert fresh == recorded, rec["uuid"]
-            persisted = rec["toolUseResult"].get("persistedOutputPath")
-            if persisted:  # where the observation says the full output is, the rebuilt home has it
-                data = (home / persisted.removeprefix("/home/replay/")).read_bytes()
-                assert len(data) == rec["toolUseResult"]["persistedOutputSize"], persisted
-                assert data.decode().startswith(rec["toolUseResult"]["stdout"]), persisted
+            structured = rec["toolUseResult"]
+            if isinstance(structured, dict) and structured.get("persistedOutputPath"):
+                # where the observation says the full output is, the rebuilt home has it
+                path = structured["persistedOutputPath"]
+                data = (home / path.removeprefix("/home/replay/")).read_bytes()
+                assert len(data) == structured["persistedOutputSize"], path
+                assert data.decode().startswith(structured["stdout"]), path
 
 
 def test_a_changed_file_diverges_and_lands_in_the_rebuilt_session(tmp_path: Path) -> None:
