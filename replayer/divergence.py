@@ -15,6 +15,11 @@ _EXCERPT = 160
 PROCESS_IDS = re.compile(r"^((?:Process Group PGID|Background PIDs): )\d+(?:, \d+)*$", re.M)
 """The process id lines a shell tool's output ends with (Gemini CLI's run_shell_command): new every run.
 The cassette matching masks them too (bridges/cassette.py)."""
+TASK_IDS = re.compile(
+    r"(?<=background with ID: )b[0-9a-z]{8}\b"
+    r"|(?<=/tasks/)b[0-9a-z]{8}(?=\.output)|(?<=/tool-results/)b[0-9a-z]{8}(?=\.txt)"
+)
+"""The random id of a shell command whose output went to the background or to a file (Claude Code's)."""
 NORMALIZERS: dict[str, Callable[[str], str]] = {
     "trailing_whitespace": lambda s: re.sub(r"[ \t]+$", "", s.rstrip("\n"), flags=re.M),
     "iso_timestamps": lambda s: re.sub(
@@ -23,14 +28,16 @@ NORMALIZERS: dict[str, Callable[[str], str]] = {
     "durations": lambda s: re.sub(
         r"\b\d+(\.\d+)?\s?(ms|s|seconds)\b|(\"duration_seconds\\?\":)\d+(\.\d+)?", r"\3<DUR>", s
     ),
-    "random_ids": lambda s: re.sub(r"(Chunk ID: )[0-9a-f]{6}|(session ID )\d+", r"\1\2<ID>", s),
+    "random_ids": lambda s: TASK_IDS.sub(
+        "<ID>", re.sub(r"(Chunk ID: )[0-9a-f]{6}|(session ID )\d+", r"\1\2<ID>", s)
+    ),
     "process_ids": lambda s: PROCESS_IDS.sub(r"\1<PID>", s),
     "walk_order": lambda s: "\n".join(sorted(s.split("\n"))),
 }
 """The named normalizers an adapter declares for its tools (`Rerunning.normalizers`), in the order they apply:
-`random_ids` for tools that print a random label (Codex's chunk and session ids), `process_ids` for the
-lines above, `walk_order` for listings in a parallel directory walk's order (ripgrep's), which varies run
-to run."""
+`random_ids` for tools that print a random label (Codex's chunk and session ids, Claude Code's task ids),
+`process_ids` for the lines above, `walk_order` for listings in a parallel directory walk's order
+(ripgrep's), which varies run to run."""
 COMMON = ("trailing_whitespace", "iso_timestamps", "durations")
 """What any agent's tool output may differ by from run to run."""
 

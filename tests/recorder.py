@@ -8,22 +8,19 @@ wrote, its stream-json stdout and the upstream's log of every request it receive
 from __future__ import annotations
 
 import argparse
-import shutil
 import tempfile
 import uuid
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from adapters.sandbox_paths import AGENT_HOME
 from bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer import bundles
-from replayer.pins import load_pins, running_version
+from replayer.pins import running_version
 from tests.support.claude_cli import CWD, run_claude
 from tests.support.recording import seed, write_fixture
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "claude_code"
-HOME = AGENT_HOME
 
 
 class Scenario(BaseModel):
@@ -238,35 +235,6 @@ def version_scenario() -> Scenario:
     )
 
 
-def snapshot_scenario() -> Scenario:
-    """One Bash call that copies the shell snapshot the CLI made (it deletes it when it exits)."""
-    copy = f"cp ~/.claude/shell-snapshots/snapshot-bash-*.sh {HOME}/captured-snapshot.sh; env > {HOME}/captured-env.txt"
-    return Scenario(
-        name="snapshot",
-        files={},
-        prompts=["Copy the snapshot."],
-        script=Script(
-            message_id_prefix="msg_snapshot", turns=[_turn(_tool("snapshot", 1, "Bash", command=copy))]
-        ),
-    )
-
-
-def capture_snapshot() -> Path:
-    """Record the shell snapshot the pinned CLI builds in the base image, as data for Bash reruns."""
-    from adapters.claude_code.tools import snapshot_path
-
-    with tempfile.TemporaryDirectory(prefix="record-snapshot-") as tmp:
-        home = _run_scenario(snapshot_scenario(), Path(tmp))[0]
-        captured = home / "captured-snapshot.sh"
-        dest = snapshot_path(load_pins().agents["claude_code"].version)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(captured, dest)
-        env_lines = (home / "captured-env.txt").read_text().splitlines()
-        kept = [line for line in env_lines if not line.startswith("ANTHROPIC_")]  # never store a key
-        dest.with_name("bash-env.txt").write_text("\n".join(kept) + "\n")
-    return dest
-
-
 def _run_scenario(scenario: Scenario, state: Path) -> tuple[Path, list[bytes], list[dict]]:
     """Run the scenario's prompts with the real CLI; returns (home, stdout per prompt, upstream log)."""
     session_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"sandbox-replayer/{scenario.name}"))
@@ -315,7 +283,6 @@ def main() -> None:
     parser.add_argument("names", nargs="*")
     parser.add_argument("--all", action="store_true")
     parser.add_argument("--dest", type=Path, default=FIXTURES)
-    parser.add_argument("--snapshot", action="store_true", help="capture the pinned CLI's shell snapshot")
     parser.add_argument(
         "--version", help="record the version scenario with this CLI into versions/<version>/"
     )
@@ -325,8 +292,6 @@ def main() -> None:
         with running_version("claude_code", args.version):
             print("recorded", record(version_scenario(), args.dest / "versions" / args.version))
         return
-    if args.snapshot or args.all:
-        print("captured", capture_snapshot())
     for scenario in scenarios():
         if args.all or scenario.name in args.names:
             print("recorded", record(scenario, args.dest))

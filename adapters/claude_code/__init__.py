@@ -1,4 +1,4 @@
-"""Claude Code: session JSONL parsing, tool reruns with the pinned CLI's semantics, native rebuild."""
+"""Claude Code: session JSONL parsing, tool reruns by the CLI itself (driven), native rebuild."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from adapters.sandbox_paths import AGENT_HOME
 from bridges.anthropic import AnthropicDialect, tools_to_chat
 from bridges.sidecalls import PROBE, SideCall
 from replayer import bundles
+from replayer.divergence import COMMON
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
-from replayer.pins import load_pins, pinned_version
+from replayer.pins import load_pins
 from replayer.rundirs import RunDirs
 from sandboxes.base import Sandbox
 
@@ -43,9 +44,8 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
         # a sub-agent's conversation (the Agent/Task tool): tools, a main-thread model's output
         SideCall(name="sub-agent", path=r"/v1/messages", tools=True, max_tokens=128_000),
     )
-    reruns_own_code = False
-    drives_other_versions = True
     degradable_tools = True
+    output_normalizers = (*COMMON, "random_ids")
     walk_order_tools = frozenset({"Glob", "Grep"})
     probe_native = "session.jsonl"
     probe_recordings = ("claude_code/single", "claude_code/versions/*/probe")
@@ -87,26 +87,19 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
         binds = {
             AGENT_HOME: (dirs.home, False),
             tools.agent_mount(version): (pins.bundle_dir(self.name), True),
-            # the reruns follow the pinned version's recorded shell, whichever version continues
-            tools.DATA_MOUNT: (tools.data_dir(pinned_version(self.name)), True),
+            driven.WORK_MOUNT: (dirs.work("claude-driven"), False),
         }
         if bundles.cli_path(self.name, version).needs_node:  # 2.1.112 and older: cli.js
             binds[bundles.NODE_MOUNT] = (bundles.host_node(), True)
-        if self.drives(version):
-            binds[driven.WORK_MOUNT] = (dirs.work("claude-driven"), False)
         return binds
 
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, dirs: RunDirs, budgets: Budgets
-    ) -> tools.ClaudeCodeRerunner | driven.DrivenRerunner:
-        assert trajectory.session_id and trajectory.cwd
-        if self.drives(self.version()):
-            work = dirs.work("claude-driven")
-            return driven.DrivenRerunner(
-                trajectory, sandbox, work, budgets, continuation.recorded_model(trajectory)
-            )
-        workspace = dirs.workspace_at(trajectory.cwd)
-        return tools.ClaudeCodeRerunner(sandbox, workspace, budgets, trajectory.session_id, trajectory.cwd)
+    ) -> driven.DrivenRerunner:
+        work = dirs.work("claude-driven")
+        return driven.DrivenRerunner(
+            trajectory, sandbox, work, budgets, continuation.recorded_model(trajectory)
+        )
 
     def rebuild(
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path

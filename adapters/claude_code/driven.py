@@ -87,7 +87,9 @@ class DrivenRerunner(StepwiseRerunner):
         self.prompt_of = self._prompts()
         self.fed: list[list[str]] = []
         """The tool call ids of every turn fed so far, in order."""
-        self.model = ReplayModel(sandbox, work, WORK_MOUNT, model or "claude-replayed")
+        self.work = work
+        self.model: ReplayModel | None = None
+        """Served from the first step on: a run with nothing to rerun starts neither it nor the CLI."""
         self.handle: RunningExec | None = None
         self.prompt: int | None = None
         self.results: dict[str, tuple[dict[str, Any], Any]] = {}
@@ -104,6 +106,13 @@ class DrivenRerunner(StepwiseRerunner):
                     raise PlanRefused(f"step {starts[at]} has no user prompt before it to start the CLI with")
                 out[starts[at]] = prompt
         return out
+
+    def _model(self) -> ReplayModel:
+        if self.model is None:
+            self.model = ReplayModel(
+                self.sandbox, self.work, WORK_MOUNT, self.model_name or "claude-replayed"
+            )
+        return self.model
 
     def run_step(self, index: int) -> None:
         prompt = self.prompt_of[index]
@@ -125,16 +134,17 @@ class DrivenRerunner(StepwiseRerunner):
                         )
                     )
         ids = [b.id for b in blocks if isinstance(b, ToolUseBlock)]
-        self.model.feed(Turn(blocks=blocks))
+        self._model().feed(Turn(blocks=blocks))
         self.fed.append(ids)
         self._collect(set(ids), index)
 
     def _start_run(self, prompt: int) -> None:
+        model = self._model()  # served before the CLI starts
         if self.handle is not None:
             self._next_request("the end of a run")
             closing = Turn(blocks=[TextBlock(text=self._closing_text(prompt))])
-            self.model.feed(closing)
-            if not self.model.answer_until_exit(self.handle, closing, self.step_timeout_s):
+            model.feed(closing)
+            if not model.answer_until_exit(self.handle, closing, self.step_timeout_s):
                 raise SandboxError("claude did not end its run when the replayed turn ended")
             self.fed.append([])
         text = _prompt_text(self.native.items[prompt])
@@ -163,7 +173,7 @@ class DrivenRerunner(StepwiseRerunner):
 
     def _next_request(self, what: str) -> None:
         assert self.handle is not None
-        self._check(self.model.next_request(self.handle, "claude", what), what)
+        self._check(self._model().next_request(self.handle, "claude", what), what)
 
     def _check(self, body: Any, what: str) -> None:
         """The per-step check: the request carries every turn fed so far, in order."""
@@ -214,7 +224,10 @@ class DrivenRerunner(StepwiseRerunner):
     def close(self) -> None:
         if self.handle is not None:
             self.handle.stop()
-        self.model.close()
+        if self.model is not None:
+            self.model.close()
+        if self.handle is None:  # the CLI never ran: its home holds nothing of it
+            return
         # What the driven CLI left in its home besides the tool outputs it persisted (the continuation
         # starts from the rebuilt session, as after any rerun): removed inside the sandbox.
         project = f"{AGENT_HOME}/.claude/projects/{project_dir_name(self.cwd)}"

@@ -16,17 +16,18 @@ from replayer.fork import PATCH_MOUNT, BoundaryReady, ForkJob, Turn, run
 from replayer.models import ContinueRequest, RunRecord, Variant, VariantSpec
 from sandboxes.fake import FakeBackend, Rule, answer
 from tests.conftest import CLAUDE
-from tests.engine.test_pipeline import _claude_rules, _request
+from tests.engine.test_pipeline import _request
 
 SOURCE = CLAUDE.fixture("single") / "session.jsonl"
 
 
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The replay a compare forks from, and its boundary state (as compare's snapshot copies it)."""
+    """The replay a compare forks from, and its boundary state (as compare's snapshot copies it): at
+    boundary 0, where nothing reruns (Claude Code's reruns drive the real CLI, which the fake cannot)."""
     out = tmp_path_factory.mktemp("compare")
-    request = _request(SOURCE, CLAUDE.fixture("single") / "workspace", 2, out / "replay")
-    execute(request, backend=FakeBackend(_claude_rules(SOURCE)))
+    request = _request(SOURCE, CLAUDE.fixture("single") / "workspace", 0, out / "replay")
+    execute(request, backend=FakeBackend([]))
     shutil.copytree(out / "replay" / "state", out / "snapshot")
     return out
 
@@ -52,7 +53,7 @@ def _fork(
         check_timeout_s=30,
         agent="claude_code",
         agent_version="2.1.197",
-        after_step=2,
+        after_step=0,
     )
     backend = FakeBackend([*rules, LEFTOVERS])
     ready = BoundaryReady(image="sha256:boundary", sealed=None, at=time.time())

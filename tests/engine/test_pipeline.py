@@ -3,9 +3,10 @@ the in-process fake sandbox (sandboxes/fake.py): no Docker, milliseconds a run.
 
 The fake answers each command the rerunner sends with a scripted output: the historical one (then the
 run must be the one the Docker tests assert: every call exact, the prefix the CLI sent), or another one
-(a recorded divergence, the fresh text in the rebuilt session and required by the gate). What needs the
-real container, the real CLI and the real tools stays in the Docker tests (test_run_fidelity.py,
-test_codex_fidelity.py ...)."""
+(a recorded divergence, the fresh text in the rebuilt rollout and required by the gate). The runs here are
+Codex's, whose pinned version reruns by the replayer's own tools; Claude Code's reruns drive the real CLI,
+so they, and whatever needs the real container, stay in the Docker tests (test_run_fidelity.py,
+test_codex_fidelity.py ...); a Claude Code rebuild with a changed observation and its gate are pure."""
 
 from __future__ import annotations
 
@@ -19,10 +20,9 @@ import pytest
 
 from adapters.base import Rebuild
 from adapters.claude_code import envelope
-from adapters.claude_code.bash import quote_for_eval
 from replayer.engine import execute, load
 from replayer.errors import PlanRefused, SandboxError
-from replayer.models import ContinueRequest, ReplayRequest, ReplayResult, ToolCall
+from replayer.models import ContinueRequest, Observation, ReplayRequest, ReplayResult, ToolCall
 from sandboxes.base import ExecResult
 from sandboxes.fake import FakeBackend, Rule, answer
 from tests.adapters.claude_code.test_prefix_fidelity import _request_after as _claude_request_after
@@ -49,142 +49,47 @@ def _json(path: Path) -> object:
     return orjson.loads(path.read_bytes())
 
 
-# Claude Code: Bash goes through the sandbox (the wrapper prints exit code, cwd, size, then the output);
-# Read, Write and Edit work on the workspace copy on the host.
-def _claude_bash(output: str, code: int = 0, cwd: str = "/testbed") -> ExecResult:
-    return answer(f"{code}\n{cwd}\n{len(output.encode())}\n{output}")
-
-
-def _claude_historical(call: ToolCall) -> ExecResult:
-    """The wrapper's output for a Bash call that printed what the recording shows."""
-    assert call.historical is not None
-    data = call.historical.structured
-    if isinstance(data, dict):
-        stdout = str(data["stdout"])
-        return _claude_bash(stdout + "\n" if stdout else "", 1 if "returnCodeInterpretation" in data else 0)
-    code, _, output = str(call.historical.content).partition("\n")
-    return _claude_bash(output + "\n", int(code.removeprefix("Exit code ")))
-
-
-def _claude_rule(command: str, result: ExecResult) -> Rule:
-    return Rule(re.escape(f"eval {quote_for_eval(command)} "), result)
-
-
-def _claude_rules(source: Path) -> list[Rule]:
-    _, traj = load(source)
-    calls = [c for s in traj.steps for c in s.calls if c.tool == "Bash"]
-    return [_claude_rule(c.input["command"], _claude_historical(c)) for c in calls]
-
-
-CLAUDE_RERUN = ["single", "continued", "parallel", "write_edit", "failing"]
-
-
-@pytest.mark.parametrize("name", CLAUDE_RERUN)
-def test_claude_code_historical_outputs_rerun_exact(name: str, tmp_path: Path) -> None:
-    source = CLAUDE.fixture(name) / "session.jsonl"
-    _, traj = load(source)
-    result, backend = _run(
-        source, CLAUDE.fixture(name) / "workspace", len(traj.steps), tmp_path / "out", _claude_rules(source)
-    )
-    calls = [c for s in traj.steps for c in s.calls]
-    assert [(d.call_id, d.status) for d in result.divergences] == [(c.id, "exact") for c in calls]
-    bash = [c for c in calls if c.tool == "Bash"]
-    assert len(backend.sandbox.runs) == len(bash), "one exec a Bash call, nothing else in the sandbox"
-    assert backend.sandbox.stopped and result.container == backend.sandbox.name
-    assert result.sandbox is not None and result.sandbox.limits == backend.sandbox.spec.limits
-    # the prefix is the one the CLI sent after the last step (what the Docker run test asserts)
-    expected = _json(tmp_path / "out" / "expected_prefix.json")
-    assert expected == _claude_request_after(name, [c.id for c in traj.steps[-1].calls])
-    reruns = _json(tmp_path / "out" / "reruns.json")
-    assert isinstance(reruns, list) and [r["call_id"] for r in reruns] == [c.id for c in calls]
-    assert all(r["fresh"] == r["historical"] for r in reruns)
-    original = {
-        r.get("uuid"): r.get("toolUseResult") for r in map(orjson.loads, source.read_bytes().splitlines())
-    }
-    rebuilt = [
-        orjson.loads(line) for line in (tmp_path / "out" / result.native_files[0]).read_bytes().splitlines()
-    ]
-    assert [r["toolUseResult"] for r in rebuilt if "toolUseResult" in r] == [
-        original[r["uuid"]] for r in rebuilt if "toolUseResult" in r
-    ]
-
-
 def test_claude_code_divergence_lands_in_the_session_and_the_gate(tmp_path: Path) -> None:
-    source = CLAUDE.fixture("single") / "session.jsonl"
-    rules = [_claude_rule("cat a.txt", _claude_bash("changed\n")), *_claude_rules(source)]
-    result, _ = _run(source, CLAUDE.fixture("single") / "workspace", 2, tmp_path / "out", rules)
-    by_id = {d.call_id: d for d in result.divergences}
-    assert by_id["toolu_single_01"].status == "different"
-    assert (by_id["toolu_single_01"].historical_excerpt, by_id["toolu_single_01"].fresh_excerpt) == (
-        "hi",
-        "changed",
-    )
-    assert by_id["toolu_single_02"].status == "exact"
-    rebuilt = [
-        orjson.loads(line) for line in (tmp_path / "out" / result.native_files[0]).read_bytes().splitlines()
-    ]
+    """A fresh observation that differs (what a rerun in a changed workspace gives, as
+    test_run_fidelity.py runs it) is in the rebuilt session and the expected prefix; the CLI resuming
+    from it passes the gate, the recording's prefix (the stale "hi") does not."""
+    from adapters.claude_code import ClaudeCodeAdapter
+
+    adapter, traj = load(CLAUDE.fixture("single") / "session.jsonl")
+    assert isinstance(adapter, ClaudeCodeAdapter)
+    rebuild = adapter.rebuild(traj, 2, {"toolu_single_01": Observation(content="changed")}, tmp_path)
+    rebuilt = [orjson.loads(line) for line in rebuild.native_files[0].read_bytes().splitlines()]
     blocks = [
         b for r in rebuilt if r.get("type") == "user" for b in r["message"]["content"] if isinstance(b, dict)
     ]
     assert next(b for b in blocks if b.get("tool_use_id") == "toolu_single_01")["content"] == "changed"
-    expected = _json(tmp_path / "out" / "expected_prefix.json")
-    assert isinstance(expected, list) and expected[2]["content"][0]["content"] == "changed"
-    # the gate: the CLI resuming from the rebuilt session passes, the recording's prefix (stale "hi") does not
+    expected = rebuild.expected_prefix
+    assert expected[2]["content"][0]["content"] == "changed"
     recorded = _claude_request_after("single", ["toolu_single_02"])
-    from adapters.claude_code import ClaudeCodeAdapter
-
-    facts = ClaudeCodeAdapter().load_continuation(tmp_path / "out" / "continuation.json")
-    rebuild = Rebuild(native_files=[], expected_prefix=expected, continuation=facts)
-
+    assert expected[3:] == recorded[3:] and expected[2] != recorded[2]
     body = next(r["body"] for r in CLAUDE.requests("single"))
     last_string = rebuild.continuation.prefix_last_was_string
     fresh = {**body, "messages": envelope.resume_request(expected, NONCE, last_string)}
     stale = {**body, "messages": envelope.resume_request(recorded, NONCE, last_string)}
-    refused = ClaudeCodeAdapter().gate(rebuild, NONCE, False).route("POST", "/v1/messages", stale)
+    refused = adapter.gate(rebuild, NONCE, False).route("POST", "/v1/messages", stale)
     assert refused.kind == "refuse" and refused.mismatch is not None
     assert refused.mismatch.path.startswith("messages[2].content[0]")
-    assert ClaudeCodeAdapter().gate(rebuild, NONCE, False).route("POST", "/v1/messages", fresh).kind == "main"
+    assert adapter.gate(rebuild, NONCE, False).route("POST", "/v1/messages", fresh).kind == "main"
 
 
 def test_claude_code_unknown_tool_is_refused_before_any_sandbox(tmp_path: Path) -> None:
     source = CLAUDE.fixture("mixed_tools") / "session.jsonl"
-    backend = FakeBackend(_claude_rules(source))
+    backend = FakeBackend([])
     request = _request(source, CLAUDE.fixture("mixed_tools") / "workspace", 3, tmp_path / "out")
     with pytest.raises(PlanRefused, match="WebFetch"):
         execute(request, backend=backend)
     assert backend.started == [] and not (tmp_path / "out").exists()
-    result, started = _run(
-        source,
-        CLAUDE.fixture("mixed_tools") / "workspace",
-        3,
-        tmp_path / "degraded",
-        _claude_rules(source),
-        allow_degraded=True,
-    )
-    statuses = {d.tool: d.status for d in result.divergences}
-    assert statuses == {"TaskCreate": "historical_kept", "WebFetch": "historical_kept", "Bash": "exact"}
-    assert {d.tool for d in result.degradations} >= {"WebFetch"}
-    assert len(started.sandbox.runs) == 1
-
-
-def test_claude_code_timeout_goes_to_the_background(tmp_path: Path) -> None:
-    """A Bash call past its deadline is backgrounded as the CLI does: a different observation, recorded."""
-    source = CLAUDE.fixture("single") / "session.jsonl"
-    rules = [_claude_rule("cat a.txt", answer(exit_code=None)), *_claude_rules(source)]
-    result, backend = _run(source, CLAUDE.fixture("single") / "workspace", 1, tmp_path / "out", rules)
-    (divergence,) = result.divergences
-    assert divergence.status == "different"
-    assert divergence.fresh_excerpt is not None and divergence.fresh_excerpt.startswith(
-        "Command running in background"
-    )
-    (run,) = backend.sandbox.runs
-    assert run.workdir == "/testbed" and run.timeout_s == 120.0
 
 
 def test_a_command_the_script_does_not_answer_fails_the_run_and_leaves_nothing(tmp_path: Path) -> None:
-    source = CLAUDE.fixture("single") / "session.jsonl"
+    source = CODEX.fixture("exec") / "rollout.jsonl"
     backend = FakeBackend([])
-    request = _request(source, CLAUDE.fixture("single") / "workspace", 1, tmp_path / "out")
+    request = _request(source, CODEX.fixture("exec") / "workspace", 1, tmp_path / "out")
     with pytest.raises(SandboxError, match="no answer"):
         execute(request, backend=backend)
     assert backend.sandbox.stopped and not (tmp_path / "out").exists()
@@ -195,7 +100,7 @@ def test_a_continuation_without_the_upstream_key_is_refused_before_the_sandbox(
 ) -> None:
     monkeypatch.delenv("REPLAYER_TEST_ABSENT_KEY", raising=False)
     source = CLAUDE.fixture("single") / "session.jsonl"
-    backend = FakeBackend(_claude_rules(source))
+    backend = FakeBackend([])
     cont = ContinueRequest(upstream="http://127.0.0.1:9/", upstream_key_env="REPLAYER_TEST_ABSENT_KEY")
     request = _request(source, CLAUDE.fixture("single") / "workspace", 1, tmp_path / "out", continuation=cont)
     with pytest.raises(PlanRefused, match="REPLAYER_TEST_ABSENT_KEY"):
@@ -252,6 +157,12 @@ def test_codex_historical_outputs_rerun_equal(name: str, tmp_path: Path) -> None
     assert len(result.divergences) == sum(len(s.calls) for s in traj.steps)
     execs = [c for s in traj.steps for c in s.calls if c.tool == "exec_command"]
     assert [r.argv[-1] for r in backend.sandbox.runs] == [c.input["cmd"] for c in execs]
+    assert backend.sandbox.stopped and result.container == backend.sandbox.name
+    assert result.sandbox is not None and result.sandbox.limits == backend.sandbox.spec.limits
+    reruns = _json(tmp_path / "out" / "reruns.json")
+    assert isinstance(reruns, list) and [r["call_id"] for r in reruns] == [
+        d.call_id for d in result.divergences
+    ]
     expected = _json(tmp_path / "out" / "expected_prefix.json")
     assert isinstance(expected, list)
     _same_prefix(_volatile_free(expected), _volatile_free(_request_after(name, after)))
@@ -310,14 +221,15 @@ def test_the_sandbox_gets_the_run_state_folders(tmp_path: Path) -> None:
     """The workspace copy at the cwd, the agent home, the bridge folder when the agent continues; the
     user's workspace untouched."""
     workspace = tmp_path / "ws"
-    shutil.copytree(CLAUDE.fixture("write_edit") / "workspace", workspace)
-    source = CLAUDE.fixture("write_edit") / "session.jsonl"
-    result, backend = _run(source, workspace, 5, tmp_path / "out", _claude_rules(source))
+    shutil.copytree(CODEX.fixture("patch") / "workspace", workspace)
+    source = CODEX.fixture("patch") / "rollout.jsonl"
+    result, backend = _run(source, workspace, 7, tmp_path / "out", _codex_rules(source))
     binds = backend.sandbox.spec.binds
     copy, read_only = binds["/testbed"]
     assert not read_only and copy.name == "workspace" and binds["/home/replay"][0] == copy.parent / "home"
     assert not copy.exists(), "the state is removed after the run"
     state = tmp_path / "out" / "state" / "workspace"
-    assert (state / "b.txt").read_text() == "new file\nsecond line\n"
-    assert not (workspace / "b.txt").exists()
+    assert (state / "new.txt").read_text() == "first\nsecond\n"
+    assert not (state / "old.txt").exists() and (state / "moved" / "mv.txt").is_file()
+    assert not (workspace / "new.txt").exists() and (workspace / "old.txt").is_file()
     assert result.sandbox is not None and result.sandbox.capabilities_dropped == []

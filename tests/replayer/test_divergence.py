@@ -178,3 +178,26 @@ def test_a_later_difference_has_its_line_and_column_in_the_output() -> None:
         and d.historical_excerpt.startswith("def add")
         and "<output>" not in d.historical_excerpt
     )
+
+
+def test_a_claude_code_task_id_is_random_and_nothing_else_around_it() -> None:
+    """The driven CLI names a backgrounded or persisted Bash output with a new random id each run."""
+    background = (
+        "Command running in background with ID: {id}. Output is being written to: "
+        "/tmp/claude-0/-testbed/s1/tasks/{id}.output. You will be notified when it completes."
+    )
+    persisted = (
+        "<persisted-output>\nOutput too large (106.3KB). Full output saved to: /h/s1/tool-results/{id}.txt\n"
+    )
+    for text in (background, persisted):
+        d = _of_text("claude_code", "Bash", text.format(id="bgta61601"), text.format(id="bz55g0o8y"))
+        assert d.status == "normalized_equal" and d.normalizers == ["random_ids"], text
+        moved = text.format(id="bz55g0o8y").replace("s1/", "s2/")
+        assert _of_text("claude_code", "Bash", text.format(id="bgta61601"), moved).status == "different"
+    same = "the id bgta61601 in an output"
+    assert _of_text("claude_code", "Bash", same, same.replace("bgta61601", "bz55g0o8y")).status == "different"
+
+
+def _of_text(agent: str, tool: str, historical: str, fresh: str) -> Divergence:
+    normalizers = adapters.by_name(agent).normalizers(tool)
+    return divergence_of(1, _call(tool, historical), "rerun", Observation(content=fresh), normalizers)

@@ -44,6 +44,7 @@ def test_the_recorded_version_is_kept_and_a_stated_one_wins(tmp_path: Path) -> N
         "recorded",
         "verified",
     )
+    assert recorded["reruns"] == "claude_code 2.1.197, its own code", "the pinned CLI itself, driven"
     out = tmp_path / "stated"
     replayer(
         "prepare", str(CLAUDE_SINGLE), "-n", "1", "-o", str(out), "--agent-version", "2.0.64", check=True
