@@ -141,7 +141,8 @@ Cwd = Annotated[
     typer.Option(
         "--cwd",
         metavar="PATH",
-        help="The working directory, for a file that records none (e.g. an OpenHands V0 list).",
+        help="The working directory, for a file that records none (inferred where its paths reveal it) "
+        "or a relative one.",
     ),
 ]
 Session = Annotated[
@@ -231,7 +232,9 @@ LimitsOpt = Annotated[
 AgentEnv = Annotated[
     list[str] | None,
     typer.Option(
-        "--agent-env", metavar="KEY=VALUE", help="KEY=VALUE for the agent's environment (repeatable)."
+        "--agent-env",
+        metavar="KEY=VALUE",
+        help="KEY=VALUE for the agent's environment, its reruns and its continuation (repeatable).",
     ),
 ]
 
@@ -376,9 +379,10 @@ def inspect(
         _emit_json(report.model_dump(mode="json"))
         return
     image = f"  image {report.environment_image}" if report.environment_image else ""
+    cwd = f"{report.cwd} ({report.cwd_source})" if report.cwd_source not in (None, "recorded") else report.cwd
     console.print(
         f"agent [bold]{report.agent}[/] "
-        + escape(f"{report.agent_version}  session {report.session_id}  cwd {report.cwd}{image}"),
+        + escape(f"{report.agent_version}  session {report.session_id}  cwd {cwd}{image}"),
         soft_wrap=True,  # the header stays one line
     )
     if report.start is not None:

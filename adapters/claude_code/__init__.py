@@ -36,7 +36,6 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
     needs_nonce = True
     reruns_own_code = False
     drives_other_versions = True
-    degradable_tools = True
     walk_order_tools = frozenset({"Glob", "Grep"})
     probe_native = "session.jsonl"
     probe_recordings = ("claude_code/single", "claude_code/versions/*/probe")

@@ -82,13 +82,13 @@ def test_a_changed_workspace_reaches_the_rebuilt_session(tmp_path: Path) -> None
 
 
 def test_an_unknown_tool_is_refused_before_any_container(tmp_path: Path) -> None:
+    """Without --allow-degraded (which keeps its historical observation: tests/replayer/test_field.py)."""
     source = _source("unknown_tool", "session")
     ws = PI.fixture("unknown_tool") / "workspace"
-    proc = replayer(
-        "run", str(source), "-n", "1", "-w", str(ws), "-o", str(tmp_path / "o"), "--allow-degraded"
-    )
-    assert proc.returncode == 4 and "no_such_tool" in proc.stderr and "not replayed" in proc.stderr
-    assert not (tmp_path / "o").exists(), "no degradation for Pi: refused even with --allow-degraded"
+    proc = replayer("run", str(source), "-n", "1", "-w", str(ws), "-o", str(tmp_path / "o"))
+    assert proc.returncode == 4 and "no_such_tool" in proc.stderr, proc.stderr
+    assert "--allow-degraded keeps its historical observation" in proc.stderr
+    assert not (tmp_path / "o").exists()
     proc = replayer("inspect", str(source), "--json")
     kinds = [c["kind"] for s in orjson.loads(proc.stdout)["steps"] for c in s["calls"]]
     assert kinds == ["rerun", "unknown"]
