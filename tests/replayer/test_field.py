@@ -126,12 +126,13 @@ RUN = {
         b"No such file or directory",
         (),
     ),
-    # `opencode run --format json` prints no prompt and no directory: both given (the prompt is unknown)
+    # `opencode run --format json` prints no prompt and no directory: the prompt is given (it is unknown),
+    # the directory inferred from the paths its reads name
     "opencode/sandcastle-run-format-json-stdout.jsonl": (
         1,
         "opencode 1.18.33",
         b"File not found",
-        ("--task", "Summarize this repository.", "--cwd", SANDCASTLE),
+        ("--task", "Summarize this repository."),
     ),
     "openhands/v1-sdk-gpt4omini-pwd": (1, "openhands 1.34.0", None, ()),
     "pi/pi-mono-large-session.jsonl": (1, "pi 0.73.1", b"ENOENT", ()),
