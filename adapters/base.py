@@ -111,6 +111,9 @@ class StepwiseRerunner(ABC):
         self.steps = {s.index: s for s in trajectory.steps}
         self.step_of = {c.id: s.index for s in trajectory.steps for c in s.calls}
         self.fresh: dict[str, Observation] = {}
+        self.kept: frozenset[str] = frozenset()
+        """Calls the plan keeps historical (--allow-degraded): a driven CLI is not fed them (it may lack the
+        tool, or run a subagent the replay model cannot answer); a companion's result for one is unused."""
 
     def run(self, call: ToolCall) -> Observation:
         if call.id not in self.fresh:
@@ -160,6 +163,10 @@ class Reader(Pinned, Generic[NativeT]):
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         """`task` is given only to an adapter that `takes_task`."""
 
+    def inferred_cwd(self, trajectory: Trajectory) -> str | None:
+        """The working directory a file that records none reveals (`replayer.cwdinfer`), or None."""
+        return None
+
     def native(self, trajectory: Trajectory) -> NativeT:
         """What `parse` kept of the native file beside the trajectory."""
         return trajectory.native_as(self.native_type)
@@ -182,9 +189,6 @@ class Rerunning(Pinned):
     oldest_own_version: str | None = None
     """The oldest version whose own code the adapter drives (None: any); a file of an older version runs
     the pinned one, and the result says so."""
-    degradable_tools: bool = False
-    """--allow-degraded may keep the historical result of a call that cannot be rerun (False: a session
-    calling any such tool is refused, its tool semantics are the contract)."""
     output_normalizers: tuple[str, ...] = COMMON
     """What any rerun's output may differ by from the historical one (names in replayer.divergence.NORMALIZERS)."""
 

@@ -76,6 +76,7 @@ def inspect(
         agent_version=traj.agent_version,
         session_id=traj.session_id,
         cwd=traj.cwd,
+        cwd_source=traj.cwd_source if traj.cwd else None,
         environment_image=traj.environment_image,
         start=traj.start,
         source_sha256=traj.source_sha256,
@@ -172,7 +173,8 @@ class RunOptions(ReplayOptions, total=False):
     model: str | None
     """The continuation's model (default: the recorded one)."""
     agent_env: dict[str, str] | None
-    """Extra environment of the agent."""
+    """Extra environment of the agent: its reruns and its continuation (the recording's, e.g.
+    PYTHONDONTWRITEBYTECODE=1)."""
     cassette: PathLike | None
     """Answer from this cassette (or the one of this trajectory and boundary in a folder of them), offline,
     and verify the outcome against the recording's (docs/cassettes.md)."""
@@ -234,6 +236,9 @@ def run(
         out=Path(out),
         workspace=_workspace(workspace),
         continuation=cont,
+        agent_env=cont.agent_env
+        if cont
+        else found.continuation().merge(_continue_arguments(options)).agent_env,
         **_sandbox(found, options),
         **_replay(options, RunOptions),
     )

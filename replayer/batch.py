@@ -129,6 +129,7 @@ class Job(NamedTuple):
             allow_degraded=entry.allow_degraded,
             budgets=entry.budgets,
             continuation=cont,
+            agent_env=cont.agent_env if cont else {},
             task=entry.task,
             cwd=entry.cwd,
             session=entry.session,
@@ -247,14 +248,14 @@ def _check_trajectory(path: Path) -> os.stat_result:
 
 
 def valid_boundaries(traj: Trajectory) -> list[int]:
-    """Boundaries the plan can accept: after the last compaction, up to the last complete batch before the end."""
-    first = sum(1 for s in traj.steps if s.before_compaction)
+    """Boundaries the plan can accept: up to the last complete batch before the end (one before a compaction
+    cuts it off, as a cut anywhere does)."""
     last = 0
     for step in traj.steps:
         if not step.complete or step.final:
             break
         last = step.index
-    return list(range(first, last + 1))
+    return list(range(0, last + 1))
 
 
 def _boundaries(entry: ManifestEntry, traj: Trajectory, number: int) -> list[int]:

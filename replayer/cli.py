@@ -154,7 +154,8 @@ Cwd = Annotated[
     typer.Option(
         "--cwd",
         metavar="PATH",
-        help="The working directory, for a file that records none (e.g. an OpenHands V0 list).",
+        help="The working directory, for a file that records none (inferred where its paths reveal it) "
+        "or a relative one.",
     ),
 ]
 Session = Annotated[
@@ -277,7 +278,9 @@ LimitsOpt = Annotated[
 AgentEnv = Annotated[
     list[str] | None,
     typer.Option(
-        "--agent-env", metavar="KEY=VALUE", help="KEY=VALUE for the agent's environment (repeatable)."
+        "--agent-env",
+        metavar="KEY=VALUE",
+        help="KEY=VALUE for the agent's environment, its reruns and its continuation (repeatable).",
     ),
 ]
 
@@ -471,6 +474,8 @@ def inspect_header(report: InspectReport) -> str:
         version = f"(version not recorded{would})"
     session = report.session_id or "(not recorded)"
     cwd = report.cwd or "(not recorded: run needs --cwd)"
+    if report.cwd and report.cwd_source not in (None, "recorded"):
+        cwd = f"{report.cwd} ({report.cwd_source})"
     image = f"  image {report.environment_image}" if report.environment_image else ""
     return f"{version}  session {session}  cwd {cwd}{image}"
 

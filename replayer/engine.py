@@ -16,6 +16,7 @@ import orjson
 import adapters
 from adapters.base import Adapter, Rebuild
 from replayer import __version__, bundles, multisession, steps, workspaces
+from replayer.cwdinfer import is_absolute_cwd
 from replayer.divergence import kept, workspace_hint
 from replayer.errors import BadInput, OutputError, SandboxError, WorkspaceError, excerpt
 from replayer.events import Event, Installing, OnEvent, Stage, ignore
@@ -96,15 +97,17 @@ def parse(adapter: Adapter, path: Path, task: str | None, cwd: str | None = None
             f"{path} is a damaged {adapter.name} file ({type(exc).__name__}: {excerpt(str(exc))})"
         ) from None
     if cwd is None:
-        return traj
+        found = adapter.inferred_cwd(traj) if traj.cwd is None else None
+        return traj if found is None else traj.model_copy(update={"cwd": found, "cwd_source": "inferred"})
     parts = cwd.split("/")[1:]
     if not cwd.startswith("/") or "\x00" in cwd or (cwd != "/" and {"", ".", ".."} & set(parts)):
         raise BadInput(f"--cwd must be an absolute, normalized POSIX path, got {excerpt(cwd)}")
-    if traj.cwd is not None and traj.cwd != cwd:
+    # a recorded cwd that is no absolute path (a publisher anonymised it) is overridden
+    if traj.cwd is not None and traj.cwd != cwd and is_absolute_cwd(traj.cwd):
         raise BadInput(
             f"the trajectory records the working directory {traj.cwd}; --cwd is for files that record none"
         )
-    return traj.model_copy(update={"cwd": cwd})
+    return traj.model_copy(update={"cwd": cwd, "cwd_source": "stated"})
 
 
 def pins_for(adapter: Adapter) -> Pins:
@@ -376,6 +379,7 @@ def _result(job: _Job, done: _Done, image: str | None, parse_s: float, started: 
         agent_version=traj.agent_version,
         session_id=traj.session_id,
         cwd=traj.cwd,
+        cwd_source=traj.cwd_source if traj.cwd else None,
         source_sha256=traj.source_sha256,
         parse_notes=traj.parse_notes,
         image=image,

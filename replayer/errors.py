@@ -120,15 +120,6 @@ NO_UPSTREAM_HELP = (
 )
 
 
-def before_compaction(after_step: int, first: int) -> PlanRefused:
-    """The refusal of a boundary before the last compaction, for an agent whose CLI resumes from the
-    compaction's summary (Claude Code, Codex; Pi's sessions keep the history: its cut drops the compaction)."""
-    return PlanRefused(
-        f"boundary {after_step} lies before the last compaction (after step {first}): the CLI resumes from "
-        f"the compaction's summary, not from that history; choose {first} or later"
-    )
-
-
 class PatchFailed(ReplayError):
     """A compare variant's patch does not apply at the boundary (recorded in that run; compare goes on)."""
 

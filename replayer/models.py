@@ -114,6 +114,8 @@ class StartingState(Frozen):
         return cls(repository_url=values[0], commit=values[1], branch=values[2]) if any(values) else None
 
 
+CwdSource = Literal["recorded", "inferred", "stated"]
+
 NativeT = TypeVar("NativeT")
 
 
@@ -124,6 +126,8 @@ class Trajectory(Frozen):
     """The parser read the version from the file's features, not from a version field."""
     session_id: str | None
     cwd: str | None
+    cwd_source: CwdSource = "recorded"
+    """Where `cwd` came from: the file, its paths (`Reader.inferred_cwd`) or --cwd."""
     source: str
     source_sha256: str
     steps: list[Step]
@@ -203,6 +207,8 @@ class InspectReport(Frozen):
     agent_version: str | None
     session_id: str | None
     cwd: str | None
+    cwd_source: CwdSource | None = None
+    """recorded (in the file), inferred (from the paths it names) or stated (--cwd); None without a cwd."""
     environment_image: str | None = None
     start: StartingState | None = None
     """The repository, commit and branch the session started from, where the file records them."""
@@ -393,6 +399,9 @@ class ReplayRequest(Frozen):
     """The agent version to run, stated (default: the one the file records or implies)."""
     require_verified: bool = False
     """Refuse a version that is not verified instead of running it and saying so."""
+    agent_env: dict[str, str] = Field(default_factory=dict)
+    """The recording's environment (--agent-env) for every rerun command; the continuation gets it
+    through `continuation.agent_env`."""
 
 
 DivergenceStatus = Literal["exact", "normalized_equal", "different", "historical_kept"]
@@ -630,6 +639,8 @@ class ReplayResult(Frozen):
     """The version that ran (None only in results written before versions were resolved)."""
     session_id: str | None
     cwd: str | None
+    cwd_source: CwdSource | None = None
+    """recorded (in the file), inferred (from the paths it names) or stated (--cwd); None without a cwd."""
     source_sha256: str
     parse_notes: list[str] = Field(default_factory=list)
     """The trajectory's `parse_notes`: what the parser repaired or supplied, as the agent's loader does."""

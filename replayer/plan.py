@@ -65,15 +65,6 @@ def _make_plan(
                 f"boundary {after_step} would split step {step.index} (no observation for {missing}); "
                 f"last complete batch before it: {step.index - 1}"
             )
-    if executes and not adapter.degradable_tools:
-        for step in steps:
-            for call in step.calls:
-                kind, why = adapter.classify(call, traj)
-                if kind == "unknown":
-                    raise PlanRefused(
-                        f"{why} in step {step.index} (call {call.id}); "
-                        f"{adapter.name} sessions that call other tools are not replayed"
-                    )
     calls: list[dict[str, Any]] = []
     for step in steps[:after_step]:
         for call in step.calls:

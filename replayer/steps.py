@@ -12,10 +12,11 @@ from pathlib import Path
 
 import orjson
 
-from adapters.base import Adapter, Rebuild
+from adapters.base import Adapter, Rebuild, StepwiseRerunner
 from replayer import cassette, continuation, versions
+from replayer.cwdinfer import is_absolute_cwd
 from replayer.divergence import divergence_of, kept, model_text
-from replayer.errors import BadInput, ConfinementError, PlanRefused, WorkspaceError
+from replayer.errors import BadInput, ConfinementError, PlanRefused, WorkspaceError, excerpt
 from replayer.events import CallRerun, OnEvent, Stage
 from replayer.io import write_bytes_atomic
 from replayer.models import (
@@ -35,6 +36,7 @@ from replayer.plan import NO_CWD, Plan, make_plan
 from replayer.rundirs import RunDirs
 from replayer.safecopy import CopyReport, Links, copy_untrusted
 from sandboxes.base import Backend, Sandbox, SandboxSpec
+from sandboxes.envoverlay import with_env
 from sandboxes.quota import StateDir
 
 logger = logging.getLogger(__name__)
@@ -46,6 +48,11 @@ RERUNS = "reruns.json"
 def check_cwd(traj: Trajectory) -> str:
     if not traj.cwd:
         raise PlanRefused(NO_CWD)
+    if not is_absolute_cwd(traj.cwd):
+        raise PlanRefused(
+            f"the trajectory records the working directory {excerpt(traj.cwd)}, not an absolute path "
+            "(anonymised?): pass --cwd DIR, the directory it ran in"
+        )
     return traj.cwd
 
 
@@ -212,7 +219,9 @@ def rerun_prefix(
     """Rerun the planned calls in order; a confinement refusal is waived only with --allow-degraded."""
     observations: dict[str, Observation] = {}
     divergences: list[Divergence] = []
-    rerunner = adapter.rerunner(traj, box, dirs, request.budgets)
+    rerunner = adapter.rerunner(traj, with_env(box, request.agent_env), dirs, request.budgets)
+    if isinstance(rerunner, StepwiseRerunner):
+        rerunner.kept = frozenset(p.call.id for p in plan.calls if p.kind == "unknown")
     try:
         total = sum(1 for p in plan.calls if p.kind == "rerun")
         on_event(Stage("rerun", total))

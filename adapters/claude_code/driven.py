@@ -127,7 +127,7 @@ class DrivenRerunner(StepwiseRerunner):
             for block in wire.as_blocks(rec["message"].get("content")):
                 if block.get("type") == "text":
                     blocks.append(TextBlock(text=str(block.get("text", ""))))
-                elif block.get("type") == "tool_use":
+                elif block.get("type") == "tool_use" and block.get("id") not in self.kept:
                     blocks.append(
                         ToolUseBlock(
                             id=block["id"], name=block.get("name", ""), input=block.get("input") or {}

@@ -14,7 +14,7 @@ import orjson
 
 from adapters.claude_code import chain
 from adapters.claude_code.chain import Record, Session
-from replayer.errors import BadInput, before_compaction
+from replayer.errors import BadInput
 from replayer.models import Observation, StartingState, Step, Trajectory
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
@@ -39,6 +39,10 @@ class Native:
     """One per post-compaction step, in order."""
     pre_compaction_steps: int
     repaired: dict[str, str] = field(default_factory=dict)
+    pre_items: list[Record] = field(default_factory=list)
+    """The expanded chain the last compaction summarized (from its logical parent back), root to leaf."""
+    pre_spans: list[StepSpan] = field(default_factory=list)
+    """One per pre-compaction step: a boundary among them cuts this chain, the compaction dropped."""
 
 
 def parse(path: Path) -> Trajectory:
@@ -55,11 +59,16 @@ def parse(path: Path) -> Trajectory:
     walked, boundary, repaired = chain.walk(session, leaf)
     items = chain.expand(session, walked)
     pre_steps: list[Step] = []
+    pre_items: list[Record] = []
+    pre_spans: list[StepSpan] = []
+    pre_walked: list[Record] = []
     if boundary is not None and isinstance(boundary.get("logicalParentUuid"), str):
         parent = session.by_uuid.get(boundary["logicalParentUuid"])
         if parent is not None:
-            pre_walked, _, _ = chain.walk(session, parent)
-            pre_steps, _ = _steps(chain.expand(session, pre_walked), start=1, before_compaction=True)
+            pre_walked, _, pre_repaired = chain.walk(session, parent)
+            repaired = {**pre_repaired, **repaired}
+            pre_items = chain.expand(session, pre_walked)
+            pre_steps, pre_spans = _steps(pre_items, start=1, before_compaction=True)
     steps, spans = _steps(items, start=len(pre_steps) + 1, before_compaction=False)
     traj = Trajectory(
         agent="claude_code",
@@ -76,10 +85,12 @@ def parse(path: Path) -> Trajectory:
         Native(
             session=session,
             items=items,
-            on_chain={r["uuid"] for r in walked},
+            on_chain={r["uuid"] for r in [*pre_walked, *walked]},
             spans=spans,
             pre_compaction_steps=len(pre_steps),
             repaired=repaired,
+            pre_items=pre_items,
+            pre_spans=pre_spans,
         )
     )
     return traj
@@ -178,14 +189,16 @@ def project_dir_name(cwd: str) -> str:
 
 
 def prefix_items(traj: Trajectory, after_step: int) -> list[Record]:
+    """The chain up to step `after_step`'s last result. A boundary before the last compaction cuts the
+    chain the compaction summarized: the cut drops the compaction, and the CLI resumes that history whole."""
     native = traj.native_as(Native)
     local = after_step - native.pre_compaction_steps
-    if local < 0:
-        raise before_compaction(after_step, native.pre_compaction_steps)
+    items, spans = (native.items, native.spans) if local >= 0 else (native.pre_items, native.pre_spans)
+    local = local if local >= 0 else after_step
     if local == 0:
-        end = native.spans[0].start if native.spans else len(native.items)
-        return native.items[:end]
-    return native.items[: native.spans[local - 1].end + 1]
+        end = spans[0].start if spans else len(items)
+        return items[:end]
+    return items[: spans[local - 1].end + 1]
 
 
 def with_observations(

@@ -26,12 +26,17 @@ NO_CONTENT = [{"type": "text", "text": "(no content)"}]
 DROPS_CALLER = (2, 0, 77)
 """The first version whose request drops a stored tool_use's `caller` while tool search is off (it is off
 in the sandbox: no deferred tools); 2.0.76 and older send the block as stored. Read in the bundled JS."""
+USER_SEAM = (2, 1, 196)
+"""A version (the oldest bundle read: 2.0.64 does not, 2.1.196 does) whose merge of consecutive user
+messages ends the earlier one's last text with a newline when the later one starts with text (e.g. a
+slash command's line and its expanded prompt): `{...n, text: n.text + "\n"}` in the bundled JS."""
 
 
 def to_messages(items: list[Record], version: str) -> list[Message]:
     """The model-visible conversation of the chain items as `version` sends it, in normalized form."""
     messages: list[Message] = []
     last_mid: str | None = None
+    seam = release(version) >= USER_SEAM
     for rec in items:
         kind = rec.get("type")
         if kind == "assistant":
@@ -45,7 +50,10 @@ def to_messages(items: list[Record], version: str) -> list[Message]:
         elif kind == "user":
             blocks = as_blocks(rec.get("message", {}).get("content"))
             if messages and messages[-1]["role"] == "user":
-                messages[-1]["content"].extend(blocks)
+                before = messages[-1]["content"]
+                if seam and before and blocks and before[-1].get("type") == blocks[0].get("type") == "text":
+                    before[-1] = {**before[-1], "text": str(before[-1].get("text", "")) + "\n"}
+                before.extend(blocks)
             else:
                 messages.append({"role": "user", "content": blocks})
             last_mid = None

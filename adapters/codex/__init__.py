@@ -65,7 +65,6 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
     needs_nonce = True
     reruns_own_code = False
     drives_other_versions = True
-    degradable_tools = True
     probe_native = "rollout.jsonl"
     probe_recordings = ("codex/exec", "codex/versions/*/probe")
     probe_shell = {

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from adapters.codex import bare
 from adapters.shapes import ORJSON_DEPTH, unwritable
-from replayer.errors import EXCERPT_CHARS, BadInput, bad_record, before_compaction
+from replayer.errors import EXCERPT_CHARS, BadInput, bad_record
 from replayer.io import open_input
 from replayer.models import StartingState, Step, Trajectory
 
@@ -309,9 +309,8 @@ def _call(records: list[Record], at: int, outputs_at: dict[str, int]) -> dict[st
 
 # rebuild -------------------------------------------------------------------------------------
 def prefix_records(native: Native, after_step: int, outputs: dict[str, Any]) -> list[Record]:
-    """The kept records up to the end of step `after_step`, fresh outputs in place, ordinals renumbered."""
-    if after_step < native.pre_compaction_steps:
-        raise before_compaction(after_step, native.pre_compaction_steps)
+    """The kept records up to the end of step `after_step`, fresh outputs in place, ordinals renumbered. A
+    boundary before the last compaction cuts it off: the CLI resumes the history up to the cut whole."""
     end = native.step_ends[after_step - 1] if after_step else _first_response(native)
     kept: list[Record] = []
     for record in native.records[:end]:

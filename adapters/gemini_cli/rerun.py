@@ -73,10 +73,11 @@ class GeminiRerunner(StepwiseRerunner):
         text = wire.part_text(message.get("content"))
         if text:
             blocks.append(TextBlock(text=text))
-        blocks += [ToolUseBlock(id=unprefixed(c.id, c.tool), name=c.tool, input=c.input) for c in step.calls]
+        calls = [c for c in step.calls if c.id not in self.kept]
+        blocks += [ToolUseBlock(id=unprefixed(c.id, c.tool), name=c.tool, input=c.input) for c in calls]
         self.model.feed(Turn(blocks=list(blocks)))
         body = self._next_request(f"the results of step {index}")
-        self._collect(body, step.calls, index)
+        self._collect(body, calls, index)
 
     def _start_run(self, prompt: int) -> None:
         resume = None

@@ -24,6 +24,7 @@ from adapters.mini_swe_agent import trajectory as native_format
 from adapters.mini_swe_agent.rerun import MiniRerunner, companion_argv
 from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from bridges.chat import ChatPrefixGate
+from replayer import cwdinfer
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.pins import release
@@ -50,7 +51,6 @@ class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation
     native_type = native_format.Native
     name = bundle.NAME
     oldest_own_version = "2.0.0"  # the companion drives the 2.x API (execute_actions, exceptions)
-    degradable_tools = True
     probe_native = "trajectory.traj.json"
     probe_recordings = ("mini_swe_agent/toolcall", "mini_swe_agent/v1", "mini_swe_agent/versions/*/probe")
     probe_shell = {"bash": {"command": COMMAND, "description": "Probe command"}}
@@ -70,6 +70,11 @@ class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation
 
     def own_text(self, tool: str, text: str) -> str | None:
         return native_format.own_text(text)
+
+    def inferred_cwd(self, trajectory: Trajectory) -> str | None:
+        """An interactive run or a bare list records no environment cwd: every command runs in a fresh
+        shell, so a run that works in a directory starts its commands with `cd DIR &&`."""
+        return cwdinfer.cd_target(str(c.input.get("command", "")) for s in trajectory.steps for c in s.calls)
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         reason = config.rerun_refusal(self.native(trajectory))

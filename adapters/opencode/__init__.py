@@ -28,6 +28,7 @@ from adapters.opencode.wire import to_wire
 from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, local_url
 from bridges.chat import SystemPerRequestGate
 from bridges.sidecalls import PROBE, SideCall
+from replayer import cwdinfer
 from replayer.errors import ReplayError
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, HeldSession, Observation, ToolCall, ToolKind, Trajectory
@@ -111,7 +112,6 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
     )
     takes_task = True
     idle_timeout_s = 600.0
-    degradable_tools = True
     probe_native = "export.json"
     probe_recordings = ("opencode/tools", "opencode/versions/*/probe")
     probe_shell = {"bash": {"command": COMMAND, "description": "Probe command"}}
@@ -130,6 +130,11 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         return tools.classify(call)
+
+    def inferred_cwd(self, trajectory: Trajectory) -> str | None:
+        """An event log (`run --format json`) records no directory: the one holding every path its file
+        tools name (a `read` of a directory names the directory itself, as its output says)."""
+        return cwdinfer.common_directory(tools.directories(s.calls for s in trajectory.steps))
 
     def sandbox_binds(self, trajectory: Trajectory, dirs: RunDirs) -> dict[str, tuple[Path, bool]]:
         return {AGENT_HOME: (dirs.home, False), WORK_MOUNT: (dirs.work(WORK), False), **bundle.binds()}

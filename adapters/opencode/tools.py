@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import posixpath
+from collections.abc import Iterable, Iterator
+
 from replayer.models import ToolCall, ToolKind
 
 RERUN_TOOLS = frozenset({"bash", "read", "write", "edit", "glob", "grep", "list"})
@@ -19,3 +22,23 @@ def classify(call: ToolCall) -> tuple[ToolKind, str | None]:
     if call.tool not in RERUN_TOOLS:
         return "unknown", f"unknown tool {call.tool!r}"
     return "rerun", None
+
+
+def directories(batches: Iterable[list[ToolCall]]) -> Iterator[str]:
+    """The directories the file tools' absolute paths name: a file's folder, a listed or searched folder
+    itself, a read of a folder (its output says `<type>directory</type>`) that folder."""
+    for calls in batches:
+        for call in calls:
+            if call.tool in ("read", "write", "edit"):
+                path = call.input.get("filePath")
+                if not isinstance(path, str):
+                    continue
+                output = call.historical.content if call.historical is not None else ""
+                folder = (
+                    call.tool == "read" and isinstance(output, str) and "<type>directory</type>" in output
+                )
+                yield path if folder else posixpath.dirname(path)
+            elif call.tool in ("list", "glob", "grep") and isinstance(call.input.get("path"), str):
+                yield call.input["path"]
+            elif call.tool == "bash" and isinstance(call.input.get("workdir"), str):
+                yield call.input["workdir"]

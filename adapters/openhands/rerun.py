@@ -47,7 +47,9 @@ class OpenHandsRerunner(StepRerunner):
     def request(self, step: Step) -> tuple[dict[str, Any], float]:
         events = self.native.events
         actions = [
-            events[i] for i in self.native.step_events[step.index - 1] if events[i]["kind"] == "ActionEvent"
+            events[i]
+            for i in self.native.step_events[step.index - 1]
+            if events[i]["kind"] == "ActionEvent" and events[i].get("tool_call_id") not in self.kept
         ]
         return {"actions": actions}, len(actions) * self.timeout_s
 

@@ -10,6 +10,7 @@ before the agent starts, and in the text form renders the first request with the
 from __future__ import annotations
 
 import copy
+import posixpath
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from adapters.openhands import bundle, conversation, v0
 from adapters.openhands.v0_rerun import OpenHandsV0Rerunner, companion_argv
 from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from bridges.chat import ChatPrefixGate
+from replayer import cwdinfer
 from replayer.errors import PlanRefused, SandboxError, excerpt, last_line
 from replayer.io import write_bytes_atomic
 from replayer.models import AgentStatus, Budgets, HeldSession, Observation, ToolCall, ToolKind, Trajectory
@@ -49,6 +51,8 @@ DEFAULT_MAX_STEPS = 100
 REQUEST_TIMEOUT_S = 600.0
 """The companion's `request` mode imports openhands and makes the agent (no runtime): ~10 s idle."""
 RERUN_TOOLS = {"execute_bash", "str_replace_editor"}
+V0_WORKSPACE = "/workspace"
+"""Where V0's sandbox mounts the workspace by default (`workspace_mount_path_in_sandbox`)."""
 """What the V0 runtime reruns (CodeActAgent's bash and editor; jupyter and browsing are off in the pinned config)."""
 
 
@@ -94,6 +98,19 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
 
     def own_text(self, tool: str, text: str) -> str | None:
         return conversation.own_text(text)
+
+    def inferred_cwd(self, trajectory: Trajectory) -> str | None:
+        """A list without a command observation records no working_dir: V0's sandbox works in its fixed
+        default, /workspace, where the editor's absolute paths are (another folder they all share else)."""
+        paths = [
+            c.input["path"]
+            for s in trajectory.steps
+            for c in s.calls
+            if c.tool == "str_replace_editor" and isinstance(c.input.get("path"), str)
+        ]
+        if all(p.startswith(V0_WORKSPACE + "/") for p in paths):
+            return V0_WORKSPACE
+        return cwdinfer.common_directory(posixpath.dirname(p) for p in paths)
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         if call.tool in ("finish", "think"):

@@ -44,7 +44,12 @@ class OpenHandsV0Rerunner(StepRerunner):
 
     def request(self, step: Step) -> tuple[dict[str, Any], float]:
         events = self.native.events
-        actions = [events[i] for i in self.native.step_events[step.index - 1] if "action" in events[i]]
+        actions = [
+            events[i]
+            for i in self.native.step_events[step.index - 1]
+            if "action" in events[i]
+            and (events[i].get("tool_call_metadata") or {}).get("tool_call_id") not in self.kept
+        ]
         return {"actions": actions}, len(actions) * self.timeout_s
 
     def observations(self, step: Step, answer: dict[str, Any]) -> dict[str, Observation]:

@@ -149,7 +149,8 @@ class PiAdapter(Adapter[session.Native, PiContinuation]):
         prefix = [_fresh(m, observations) for m in _context_prefix(native, keep)]
         return Rebuild(
             native_files=[path],
-            expected_prefix=to_wire(prefix, bundle.version()),
+            # the continuation's model: the recorded one, served by the bridge as openai-completions
+            expected_prefix=to_wire(prefix, bundle.version(), (provider, bundle.API, model)),
             agent_home=home,
             continuation=PiContinuation(
                 session_file=str(path.relative_to(home)), model=f"{provider}/{model}"

@@ -42,6 +42,10 @@ def cli_argv(*args: str) -> list[str]:
     return [NODE, f"{PACKAGE}/dist/cli.js", *args]
 
 
+API = "openai-completions"
+"""The api of the one provider the replayer configures (the bridge speaks it)."""
+
+
 def write_config(home: Path, provider: str, model: str, base_url: str, *, compaction: bool = True) -> None:
     """~/.pi/agent/models.json and settings.json: one OpenAI-compatible provider, nothing fetched."""
     agent = home / ".pi" / "agent"
@@ -49,7 +53,7 @@ def write_config(home: Path, provider: str, model: str, base_url: str, *, compac
         "providers": {
             provider: {
                 "baseUrl": base_url,
-                "api": "openai-completions",
+                "api": API,
                 "apiKey": PLACEHOLDER_KEY,
                 "models": [
                     {

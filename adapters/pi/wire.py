@@ -101,8 +101,23 @@ ASSISTANT_TEXT_JOINED = (0, 58, 0)
 """The first version whose openai-completions provider sends assistant text as one string."""
 
 
-def to_wire(messages: list[Message], version: str | None = None) -> list[Message]:
-    """The chat messages Pi `version` (default: 0.58.0 and later) sends for `messages`."""
+def other_model(blocks: list[Message]) -> list[Message]:
+    """An assistant message's blocks as pi-ai's `transformMessages` sends them to another model (provider,
+    api or id): thinking becomes text, blank or redacted thinking is left out."""
+    out = []
+    for b in blocks:
+        if b.get("type") != "thinking":
+            out.append(b)
+        elif not b.get("redacted") and str(b.get("thinking") or "").strip():
+            out.append({"type": "text", "text": b["thinking"]})
+    return out
+
+
+def to_wire(
+    messages: list[Message], version: str | None = None, target: tuple[str, str, str] | None = None
+) -> list[Message]:
+    """The chat messages Pi `version` (default: 0.58.0 and later) sends for `messages` to the model
+    `target` (provider, api, id; None: the model that wrote each message)."""
     text_parts = version is not None and release(version) < ASSISTANT_TEXT_JOINED
     out: list[Message] = []
     for m in to_llm(messages):
@@ -120,6 +135,8 @@ def to_wire(messages: list[Message], version: str | None = None) -> list[Message
                 out.append({"role": "user", "content": parts})
         elif role == "assistant":
             blocks = m.get("content") or []
+            if target is not None and (m.get("provider"), m.get("api"), m.get("model")) != target:
+                blocks = other_model(blocks)
             texts = [
                 sanitize(b["text"]) for b in blocks if b.get("type") == "text" and b.get("text", "").strip()
             ]

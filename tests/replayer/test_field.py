@@ -21,6 +21,7 @@ from tests.support.continuing import KEY
 FIELD = ROOT / "tests" / "fixtures" / "field"
 PREPARED = {
     "claude_code/erk-2.0.67-ci-pr-address.jsonl": ("claude_code", "2.0.67", "recorded"),
+    "claude_code/erk-2.0.67-compacted.jsonl": ("claude_code", "2.0.67", "recorded"),
     "claude_code/erk-2.1.50.jsonl": ("claude_code", "2.1.50", "recorded"),
     "claude_code/erk-2.1.63.jsonl": ("claude_code", "2.1.63", "recorded"),
     "codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl": ("codex", "0.58.0", "recorded"),
@@ -41,6 +42,7 @@ PREPARED = {
     "openhands/v0-replay-basic_interactions.json": ("openhands_v0", "1.6.0", "default"),
     # an earlier SDK's directory (13 base-state keys; 1.34.0 writes 20): not inferred, the pin runs
     "openhands/v1-sdk-gpt4omini-pwd": ("openhands", "1.34.0", "default"),
+    "pi/brunch-extension-tools-propose-graph-commit.jsonl": ("pi", "0.73.1", "default"),
     "pi/pi-mono-before-compaction.jsonl": ("pi", "0.73.1", "default"),
     "pi/pi-mono-large-session.jsonl": ("pi", "0.73.1", "default"),
     "pi/sandcastle-v3-resumed-0.73.1.jsonl": ("pi", "0.73.1", "default"),
@@ -124,12 +126,13 @@ RUN = {
         b"No such file or directory",
         (),
     ),
-    # `opencode run --format json` prints no prompt and no directory: both given (the prompt is unknown)
+    # `opencode run --format json` prints no prompt and no directory: the prompt is given (it is unknown),
+    # the directory inferred from the paths its reads name
     "opencode/sandcastle-run-format-json-stdout.jsonl": (
         1,
         "opencode 1.18.33",
         b"File not found",
-        ("--task", "Summarize this repository.", "--cwd", SANDCASTLE),
+        ("--task", "Summarize this repository."),
     ),
     "openhands/v1-sdk-gpt4omini-pwd": (1, "openhands 1.34.0", None, ()),
     "pi/pi-mono-large-session.jsonl": (1, "pi 0.73.1", b"ENOENT", ()),
@@ -186,6 +189,55 @@ def test_a_field_trajectory_runs_at_its_own_version(name: str, tmp_path: Path) -
         assert fresh in orjson.dumps(sent[0].body), "the model is sent the fresh observation"
 
 
+AIM_034 = "gemini_cli/aim-0.34.0-session-2026-03-18T01-56-3afe7bdc.json"
+DEGRADED = {
+    # file: (boundary, options, the calls kept historical, text of a kept observation)
+    # tools of a Pi extension (brunch's graph tools), which no Pi release has
+    "pi/brunch-extension-tools-propose-graph-commit.jsonl": (
+        2,
+        (),
+        ["read_graph", "commit_graph"],
+        b"The graph is empty (no nodes or edges).",
+    ),
+    # Gemini CLI's cli_help subagent between two rerun calls, driven at the version that recorded it
+    AIM_034: (
+        3,
+        ("--agent-version", "0.34.0", "--cwd", "/home/kingb/aim"),
+        ["cli_help"],
+        b"Subagent 'cli_help' finished.",
+    ),
+}
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+@pytest.mark.parametrize("name", sorted(DEGRADED))
+def test_allow_degraded_keeps_the_historical_observation_of_a_tool_no_rerun_has(
+    name: str, tmp_path: Path
+) -> None:
+    """Refused without the flag before anything starts; with it, each such call keeps its historical
+    observation (recorded with the reason), the other calls are rerun, and the agent continues."""
+    boundary, options, kept, text = DEGRADED[name]
+    agent = name.split("/")[0]
+    args = ["run", str(FIELD / name), "-n", str(boundary), "-w", str(tmp_path), "-o", str(tmp_path / "r")]
+    refused = replayer(*args, *options)
+    assert refused.returncode == 4 and "--allow-degraded keeps its historical observation" in refused.stderr
+    assert not (tmp_path / "r").exists()
+    proc, out, sent = _continue(name, boundary, agent, ("--allow-degraded", *options), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = orjson.loads((out / "result.json").read_bytes())
+    degraded = result["degradations"]
+    assert [d["tool"] for d in degraded] == kept
+    assert all(d["action"] == "historical_kept" and d["tool"] in d["reason"] for d in degraded)
+    rebuilt = b"".join((out / f).read_bytes() for f in result["native_files"] if (out / f).is_file())
+    assert text in rebuilt, "the historical observation is in the rebuilt session"
+    reruns = [d["status"] for d in result["divergences"] if d["kind"] == "rerun"]
+    assert len(reruns) == boundary - len(kept)
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 1)
+    assert len(sent) == 1 and text in orjson.dumps(sent[0].body)
+
+
 @pytest.mark.agent
 @pytest.mark.docker
 def test_the_pinned_gemini_cli_continues_a_published_session_of_an_older_version(tmp_path: Path) -> None:
@@ -207,17 +259,45 @@ def test_the_pinned_gemini_cli_continues_a_published_session_of_an_older_version
 V0_LIST = FIELD / "openhands" / "v0-replay-basic.json"  # records no working directory
 
 
-def test_cwd_gives_a_working_directory_to_a_file_that_records_none(tmp_path: Path) -> None:
-    out, empty = tmp_path / "out", tmp_path / "workspace"
-    empty.mkdir()
-    refused = replayer("run", str(V0_LIST), "-n", "1", "-w", str(empty), "-o", str(out))
-    assert refused.returncode == 4 and refused.stderr.strip().endswith("pass --cwd"), refused.stderr
-    replayer("prepare", str(V0_LIST), "-n", "1", "-o", str(out), "--cwd", "/workspace", check=True)
-    assert orjson.loads((out / "result.json").read_bytes())["cwd"] == "/workspace"
-    listed = orjson.loads(
-        replayer("inspect", str(V0_LIST), "--cwd", "/workspace", "--json", check=True).stdout
+def _cwd(name: str, *options: str) -> tuple[str | None, str | None]:
+    report = orjson.loads(replayer("inspect", str(FIELD / name), "--json", *options, check=True).stdout)
+    return report["cwd"], report["cwd_source"]
+
+
+def test_the_working_directory_is_inferred_where_the_file_reveals_it(tmp_path: Path) -> None:
+    """A V0 list without a command observation works in V0's fixed /workspace, where its editor's paths
+    are; an `opencode run --format json` log in the folder its reads name; --cwd overrides either."""
+    assert _cwd("openhands/v0-replay-basic.json") == ("/workspace", "inferred")
+    assert _cwd("openhands/v0-replay-basic_gui_mode.json") == ("/workspace", "recorded")
+    sandcastle = "opencode/sandcastle-run-format-json-stdout.jsonl"
+    assert _cwd(sandcastle, "--task", "Summarize this repository.") == (SANDCASTLE, "inferred")
+    assert _cwd(sandcastle, "--task", "t", "--cwd", "/srv/sandcastle") == ("/srv/sandcastle", "stated")
+    assert _cwd("claude_code/erk-2.1.50.jsonl")[1] == "recorded"
+    out = tmp_path / "out"
+    replayer("prepare", str(V0_LIST), "-n", "1", "-o", str(out), check=True)
+    result = orjson.loads((out / "result.json").read_bytes())
+    assert (result["cwd"], result["cwd_source"]) == ("/workspace", "inferred")
+    text = replayer("inspect", str(V0_LIST), check=True).stdout
+    assert "cwd /workspace (inferred)" in text
+
+
+def test_a_recorded_cwd_that_is_not_absolute_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    """A publisher's anonymised cwd (here made so from a real session) never reaches Docker: run refuses
+    it in one line naming --cwd, which replaces it."""
+    recorded = (FIELD / "claude_code" / "erk-2.1.50.jsonl").read_bytes()
+    anonymised = tmp_path / "26efdcc5-de34-4028-a984-9a094a9fa95b.jsonl"
+    anonymised.write_bytes(
+        recorded.replace(b'"cwd":"/Users/schrockn/.erk/repos/erk/worktrees/erk-slot-36"', b'"cwd":"erk"')
     )
-    assert listed["cwd"] == "/workspace"
+    empty, out = tmp_path / "workspace", tmp_path / "out"
+    empty.mkdir()
+    proc = replayer("run", str(anonymised), "-n", "1", "-w", str(empty), "-o", str(out))
+    assert proc.returncode == 4 and "not an absolute path" in proc.stderr and "--cwd" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not out.exists()
+    report = orjson.loads(
+        replayer("inspect", str(anonymised), "--cwd", "/work/erk", "--json", check=True).stdout
+    )
+    assert (report["cwd"], report["cwd_source"]) == ("/work/erk", "stated")
 
 
 @pytest.mark.agent
@@ -346,3 +426,59 @@ def test_a_v0_evaluation_output_of_0_35_0_reruns_and_continues_by_that_versions_
     assert cont["mismatch"]["path"] == "messages[0].content"
     stderr = (out / "agent" / "stderr.log").read_text()
     assert "[agent] enable_mcp, enable_plan_mode: not in this version, left out" in stderr
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_agent_env_reaches_the_reruns(tmp_path: Path) -> None:
+    """The recording's environment (--agent-env) applies to the reruns, not only the continuation: the
+    django run's `python3 reproduce_issue.py` (step 4) imports the workspace's `django` package, whose
+    bytecode cache Python writes unless the run was recorded with PYTHONDONTWRITEBYTECODE=1."""
+    django = FIELD / "mini_swe_agent" / "gemini3pro-v1.15-django-16255.traj.json"
+    for options, cached in (((), True), (("--agent-env", "PYTHONDONTWRITEBYTECODE=1"), False)):
+        workspace, out = tmp_path / f"workspace-{cached}", tmp_path / f"out-{cached}"
+        (workspace / "django").mkdir(parents=True)
+        (workspace / "django" / "__init__.py").write_text("")
+        replayer("run", str(django), "-n", "4", "-w", str(workspace), "-o", str(out), *options, check=True)
+        assert (out / "state" / "workspace" / "django" / "__pycache__").is_dir() == cached
+        result = orjson.loads((out / "result.json").read_bytes())
+        assert result["request"]["agent_env"] == dict([o.split("=") for o in options[1:]])
+
+
+COMPACTED = "claude_code/erk-2.0.67-compacted.jsonl"  # 73 steps, a compaction, 1 step
+SUMMARY = b"This session is being continued from a previous conversation"
+
+
+def test_a_boundary_before_the_last_compaction_cuts_the_history_there(tmp_path: Path) -> None:
+    """Claude Code: the cut drops the compaction and everything after it; the prefix is the history the
+    compaction summarized, up to the cut (Codex: tests/adapters/codex/test_codex_refusals.py)."""
+    report = orjson.loads(replayer("inspect", str(FIELD / COMPACTED), "--json", check=True).stdout)
+    assert [s["before_compaction"] for s in report["steps"]] == [True] * 73 + [False]
+    for boundary, summarized in ((5, False), (73, True)):
+        out = tmp_path / str(boundary)
+        replayer("prepare", str(FIELD / COMPACTED), "-n", str(boundary), "-o", str(out), check=True)
+        expected = (out / "expected_prefix.json").read_bytes()
+        assert (SUMMARY in expected) == summarized
+    steps = orjson.loads((tmp_path / "5" / "result.json").read_bytes())["boundary_call_ids"]
+    assert steps == [c["id"] for c in report["steps"][4]["calls"]]
+    assert orjson.loads((tmp_path / "5" / "expected_prefix.json").read_bytes())[-1]["role"] == "user"
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_the_cli_resumes_the_whole_history_up_to_a_cut_before_the_compaction(tmp_path: Path) -> None:
+    """The pinned CLI resumes the rebuilt session cut at step 1 of a compacted one: its first continuation
+    request carries that history whole (the gate holds it to the prefix), not the summary. The file's own
+    2.0.67 is not driven for a compacted session yet, so the pin reruns it, stated."""
+    pin = by_name("claude_code").version()
+    proc, out, sent = _continue(COMPACTED, 1, "claude_code", ("--agent-version", pin), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = orjson.loads((out / "result.json").read_bytes())
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 1)
+    assert len(sent) == 1, "the gate held the first request to the prefix cut at step 1"
+    body = orjson.dumps(sent[0].body)
+    assert result["boundary_call_ids"][0].encode() in body and b"<command-args>8511</command-args>" in body
+    assert SUMMARY not in body
+    inspect = orjson.loads(replayer("inspect", str(FIELD / COMPACTED), "--json", check=True).stdout)
+    assert not any(c["id"].encode() in body for s in inspect["steps"][1:] for c in s["calls"])

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import orjson
 
-from replayer.errors import before_compaction
 from replayer.pins import load_pins
 from tests.conftest import CLAUDE, CODEX, ROOT, replayer
 from tests.support.chromium import render
@@ -100,16 +99,14 @@ def _compacted_claude_session(dest: Path) -> Path:
     return path
 
 
-def test_claude_code_and_codex_refuse_a_boundary_before_the_compaction_alike(tmp_path: Path) -> None:
+def test_claude_code_takes_a_boundary_before_the_compaction_as_pi_does(tmp_path: Path) -> None:
+    """The cut drops the compaction: the CLI resumes the history up to the cut whole (issue 35 proves it
+    with the CLI at the gate, tests/replayer/test_field.py); no agent refuses such a boundary any more."""
     session = _compacted_claude_session(tmp_path)
-    proc = replayer("prepare", str(session), "-n", "1", "-o", str(tmp_path / "p"))
-    assert proc.returncode == 4
-    line = _one_line(proc.stderr)
-    assert "boundary 1 lies before the last compaction (after step 3)" in line
-    assert "the CLI resumes from the compaction's summary" in line and "choose 3 or later" in line
+    replayer("prepare", str(session), "-n", "1", "-o", str(tmp_path / "p"), check=True)
+    prefix = (tmp_path / "p" / "expected_prefix.json").read_text()
+    assert "toolu_after" not in prefix and "Summary of the conversation." not in prefix
     replayer("prepare", str(session), "-n", "3", "-o", str(tmp_path / "q"), check=True)
-    # Codex refuses with the same sentence (its compacted rollout is built by test_codex_refusals)
-    assert str(before_compaction(1, 3)) in line
 
 
 # the report shows observations as text -------------------------------------------------------------

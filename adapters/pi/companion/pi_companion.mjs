@@ -89,7 +89,8 @@ async function rerun() {
   };
   session.subscribe((event) => {
     if (event.type === "turn_end" && current) {
-      reply({ step: current[1], results: event.toolResults });
+      // a step the replayer did not ask for (its calls keep their historical results) runs unanswered
+      if (current[1] === requested) reply({ step: current[1], results: event.toolResults });
       current = null;
     }
   });

@@ -89,7 +89,7 @@ def test_an_unknown_tool_is_refused_before_any_container(tmp_path: Path) -> None
     assert {d["call_id"]: d["status"] for d in result["divergences"]}["call_exec_03"] == "historical_kept"
 
 
-def test_boundaries_before_the_last_compaction_are_refused(tmp_path: Path) -> None:
+def test_a_boundary_before_the_last_compaction_cuts_it_off(tmp_path: Path) -> None:
     summary = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "SUMMARY"}]}
 
     def change(records: list[dict]) -> None:
@@ -104,9 +104,9 @@ def test_boundaries_before_the_last_compaction_are_refused(tmp_path: Path) -> No
         )
 
     path = _variant(tmp_path, change)
-    _one_line_error(
-        replayer("prepare", str(path), "-n", "1", "-o", str(tmp_path / "p")), 4, "before the last compaction"
-    )
+    replayer("prepare", str(path), "-n", "1", "-o", str(tmp_path / "p"), check=True)
+    before = orjson.loads((tmp_path / "p" / "expected_prefix.json").read_bytes())
+    assert summary not in before and before[-1]["type"] == "function_call_output"
     replayer("prepare", str(path), "-n", "3", "-o", str(tmp_path / "q"), check=True)
     expected = orjson.loads((tmp_path / "q" / "expected_prefix.json").read_bytes())
     assert expected[1] == summary and expected[0]["role"] == "developer"

@@ -82,13 +82,46 @@ def test_a_changed_workspace_reaches_the_rebuilt_session(tmp_path: Path) -> None
 
 
 def test_an_unknown_tool_is_refused_before_any_container(tmp_path: Path) -> None:
+    """Without --allow-degraded (which keeps its historical observation: tests/replayer/test_field.py)."""
     source = _source("unknown_tool", "session")
     ws = PI.fixture("unknown_tool") / "workspace"
-    proc = replayer(
-        "run", str(source), "-n", "1", "-w", str(ws), "-o", str(tmp_path / "o"), "--allow-degraded"
-    )
-    assert proc.returncode == 4 and "no_such_tool" in proc.stderr and "not replayed" in proc.stderr
-    assert not (tmp_path / "o").exists(), "no degradation for Pi: refused even with --allow-degraded"
+    proc = replayer("run", str(source), "-n", "1", "-w", str(ws), "-o", str(tmp_path / "o"))
+    assert proc.returncode == 4 and "no_such_tool" in proc.stderr, proc.stderr
+    assert "--allow-degraded keeps its historical observation" in proc.stderr
+    assert not (tmp_path / "o").exists()
     proc = replayer("inspect", str(source), "--json")
     kinds = [c["kind"] for s in orjson.loads(proc.stdout)["steps"] for c in s["calls"]]
     assert kinds == ["rerun", "unknown"]
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_allow_degraded_keeps_an_unknown_tools_observation_beside_a_rerun_one(tmp_path: Path) -> None:
+    """One step calls `read` and a tool no Pi has: Pi's loop reruns the step (answering the unknown call
+    "not found", which is not used), the rebuilt session keeps that call's recorded result."""
+    source = _source("unknown_tool", "session")
+    out = tmp_path / "o"
+    replayer(
+        "run",
+        str(source),
+        "-n",
+        "1",
+        "-w",
+        str(PI.fixture("unknown_tool") / "workspace"),
+        "-o",
+        str(out),
+        "--allow-degraded",
+        check=True,
+    )
+    result = orjson.loads((out / "result.json").read_bytes())
+    assert [(d["tool"], d["action"]) for d in result["degradations"]] == [("no_such_tool", "historical_kept")]
+    assert [(d["tool"], d["status"]) for d in result["divergences"]][0] == ("read", "exact")
+
+    def result_of(path: Path, call_id: str) -> dict:
+        entries = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+        return next(
+            e["message"]["content"] for e in entries if (e.get("message") or {}).get("toolCallId") == call_id
+        )
+
+    kept = result["degradations"][0]["call_id"]
+    assert result_of(out / result["native_files"][0], kept) == result_of(source, kept)
