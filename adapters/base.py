@@ -280,6 +280,9 @@ class Launcher(ABC, Generic[ContT]):
     """The side calls the agent makes besides its main thread (what the gate routes as `side`); the
     bridge refuses any other, and any asking for more output than its shape allows (bridges/sidecalls.py).
     Default: bodiless GET/HEAD probes only."""
+    kept_answer_headers: tuple[str, ...] = ()
+    """Answer headers the agent's CLI reads (and may record in its session), which a cassette keeps besides
+    the common ones: patterns matched whole, any case."""
 
     def dialect(self) -> Dialect:
         """The model protocol the agent speaks (the bridge's key header and error shape)."""

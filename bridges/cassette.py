@@ -154,15 +154,15 @@ class Exchange(BaseModel):
     """False: the upstream failed mid-answer (a recording with such an exchange is not written)."""
 
 
-_KEPT_HEADERS = re.compile(
-    r"(?i)^(content-type|request-id|x-request-id|.*ratelimit.*|x-codex-.*|openai-model)$"
-)
+KEPT_HEADERS = ("content-type", "request-id", "x-request-id", ".*ratelimit.*", "openai-model")
 """Answer headers a cassette keeps (an agent may record them in its session): no cookies, no account
-names, no hop-by-hop headers."""
+names, no hop-by-hop headers. An agent adds the ones its CLI reads (`Launcher.kept_answer_headers`)."""
 
 
-def kept_headers(headers: dict[str, str]) -> dict[str, str]:
-    return {k.lower(): v for k, v in headers.items() if _KEPT_HEADERS.match(k)}
+def kept_headers(headers: dict[str, str], also: tuple[str, ...] = ()) -> dict[str, str]:
+    """The answer headers a cassette keeps: KEPT_HEADERS and `also`, patterns matched whole, any case."""
+    kept = re.compile("(?i)^(" + "|".join((*KEPT_HEADERS, *also)) + ")$")
+    return {k.lower(): v for k, v in headers.items() if kept.match(k)}
 
 
 class Recorder:

@@ -89,6 +89,8 @@ class BridgeConfig(BaseModel):
     """Tokens (input and output) of every answer; nothing more is forwarded once they reach it."""
     side_calls: tuple[SideCall, ...] = (PROBE,)
     """The side calls the adapter declares; any other is refused (bridges/sidecalls.py)."""
+    kept_answer_headers: tuple[str, ...] = ()
+    """Answer headers a cassette keeps besides the common ones (bridges/cassette.py), as the adapter declares."""
     max_request_bytes: int = 64 * 1024 * 1024
     max_response_bytes: int = 512 * 1024 * 1024
 
@@ -227,8 +229,8 @@ class Bridge:
             body = None
         entry.request_bytes = len(raw)
         if request.headers.get("Upgrade", "").lower() == "websocket":
-            # Codex's built-in openai provider tries a Responses WebSocket first; 426 sends it straight
-            # to HTTP, where the gate sees every request.
+            # a client that tries the Responses API's WebSocket first falls back to HTTP on 426, where
+            # the gate sees every request
             entry.status = 426
             return web.Response(status=426, text="the sandbox-replayer bridge speaks HTTP only")
         decision = self.gate.route(request.method, request.path, body)
@@ -377,7 +379,9 @@ class Bridge:
         complete: bool,
     ) -> None:
         assert self.recorder is not None
-        answer = Answer(status=status, headers=kept_headers(headers), body=bytes(data))
+        answer = Answer(
+            status=status, headers=kept_headers(headers, self.config.kept_answer_headers), body=bytes(data)
+        )
         kind: Literal["main", "side"] = "main" if entry.kind == "main" else "side"
         self.recorder.add(
             Exchange(

@@ -109,6 +109,7 @@ def run(
             max_requests=request.max_requests,
             max_tokens=request.max_tokens,
             side_calls=adapter.side_calls,
+            kept_answer_headers=adapter.kept_answer_headers,
         )
         bridge = stack.enter_context(
             Bridge(

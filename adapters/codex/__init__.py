@@ -58,6 +58,7 @@ class CodexContinuation(Continuation):
 
 
 class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
+    kept_answer_headers = ("x-codex-.*",)  # the CLI reads its turn state and model headers
     continuation_type = CodexContinuation
     output_normalizers = (*COMMON, "random_ids")
     native_type = rollout.Native
