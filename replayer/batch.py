@@ -254,19 +254,52 @@ def valid_boundaries(traj: Trajectory) -> list[int]:
     return list(range(first, last + 1))
 
 
-def _boundaries(entry: ManifestEntry, traj: Trajectory, number: int) -> list[int]:
+Boundaries = Literal["all"] | list[int] | Sample
+"""Which boundaries of a trajectory: every valid one, a list, or a seeded sample of the valid ones."""
+
+
+def parse_boundaries(text: str) -> Boundaries:
+    """`run -n`'s forms beyond one number: `all`, `sample:K[:SEED]`, or numbers and ranges `3,7,10-12`."""
+    text = text.strip()
+    if text == "all":
+        return "all"
+    try:
+        if text.startswith("sample:"):
+            count, _, seed = text.removeprefix("sample:").partition(":")
+            return Sample(sample=int(count), seed=int(seed) if seed else 0)
+        picked: list[int] = []
+        for part in text.split(","):
+            low, dash, high = part.strip().partition("-")
+            first, last = int(low), int(high) if dash else int(low)
+            if first < 0 or last < first:
+                raise ValueError(part)
+            picked.extend(range(first, last + 1))
+        return picked
+    except (ValueError, ValidationError):
+        raise BadInput(
+            f"-n {excerpt(text)}: give a boundary N, a list and ranges (3,7,10-12), all, or sample:K[:SEED]"
+        ) from None
+
+
+def pick_boundaries(spec: Boundaries, traj: Trajectory) -> list[int]:
+    """The boundaries `spec` names, sorted; a named one the plan cannot accept is a BadInput."""
     valid = valid_boundaries(traj)
-    if entry.boundaries == "all":
+    if spec == "all":
         return valid
-    if isinstance(entry.boundaries, Sample):
-        picked = random.Random(entry.boundaries.seed).sample(valid, min(entry.boundaries.sample, len(valid)))
-        return sorted(picked)
-    for boundary in entry.boundaries:
+    if isinstance(spec, Sample):
+        return sorted(random.Random(spec.seed).sample(valid, min(spec.sample, len(valid))))
+    for boundary in spec:
         if boundary not in valid:
-            raise BadInput(
-                f"manifest line {number}: boundary {boundary} is not one of {valid[0]}..{valid[-1]}"
-            )
-    return sorted(set(entry.boundaries))
+            span = f"{valid[0]}..{valid[-1]}" if valid else "none"
+            raise BadInput(f"boundary {boundary} is not one of {span}")
+    return sorted(set(spec))
+
+
+def _boundaries(entry: ManifestEntry, traj: Trajectory, number: int) -> list[int]:
+    try:
+        return pick_boundaries(entry.boundaries, traj)
+    except BadInput as exc:
+        raise BadInput(f"manifest line {number}: {exc}") from None
 
 
 def _each_session(entries: list[tuple[int, ManifestEntry]]) -> Iterator[tuple[int, ManifestEntry]]:
