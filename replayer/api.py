@@ -329,6 +329,7 @@ def batch(
         batch_labels,
         clean_partials,
         expand,
+        groups,
         locked,
         pending,
         prepare_dir,
@@ -364,10 +365,11 @@ def batch(
             on_event(JobEnded(outcome.key, outcome.status, ran, len(todo)))
 
         try:
+            units = groups(todo)  # the boundaries of one trajectory: one replay
             if ray:
-                run_ray(todo, out.absolute(), ray, workers, on_done, labels)
+                run_ray(units, out.absolute(), ray, workers, on_done, labels)
             else:
-                run_local(todo, out.absolute(), workers, on_done, labels)
+                run_local(units, out.absolute(), workers, on_done, labels)
         finally:
             tally.write(out / "batch.json")
         if containers:  # those of jobs whose worker died mid-job
