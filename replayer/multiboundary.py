@@ -82,7 +82,10 @@ class _Replay:
     rerun_started: float = 0.0
     state_limited: bool = False
     skips: steps.Skips = field(default_factory=steps.Skips)
+    full: Plan | None = None
+    """The last boundary's plan, which the replay runs (the reruns add their degradations to it)."""
     runtime_degradations: int = 0
+    """How many of `full`'s degradations the plan made (those after them, the reruns added)."""
 
 
 def execute_many(
@@ -156,7 +159,7 @@ def _docker() -> Backend:
 def _run(replay: _Replay, workspace: Path, backend: Backend, on_event: OnEvent) -> None:
     request, adapter, traj = replay.request, replay.adapter, replay.traj
     last = max(replay.pending)
-    full = replay.pending[last].plan
+    full = replay.full = replay.pending[last].plan
     replay.runtime_degradations = len(full.degradations)
     scratch = replay.pending[last].out.tmp
     state, dirs = steps.materialize_state(workspace, request.limits, scratch, replay.skips)
@@ -199,11 +202,10 @@ def _passed(
     divergences: list[Divergence],
 ) -> None:
     """Every boundary up to `step` takes the replay's state now."""
-    full = replay.pending[max(replay.pending)].plan if replay.pending else None
     for k in sorted(k for k in replay.pending if k <= step):
         boundary = replay.pending.pop(k)
         try:
-            replay.outcomes[k] = _write(replay, boundary, rerunner, observations, divergences, full)
+            replay.outcomes[k] = _write(replay, boundary, rerunner, observations, divergences)
         except ReplayError as exc:
             boundary.out.discard()
             replay.outcomes[k] = exc
@@ -224,14 +226,14 @@ def _write(
     rerunner: Rerunner,
     observations: dict[str, Observation],
     divergences: list[Divergence],
-    full: Plan | None,
 ) -> ReplayResult:
     """Boundary k's result directory, as `engine._run` writes it for `run -n k`."""
     assert replay.dirs is not None and replay.box is not None
     request, adapter, traj, plan = boundary.request, replay.adapter, replay.traj, boundary.plan
     tmp, limits, dirs, box = boundary.out.tmp, request.limits, replay.dirs, replay.box
     rerun_s, t0 = time.monotonic() - replay.rerun_started, time.monotonic()
-    if full is not None:  # degradations the reruns added (confinement waived) up to this boundary
+    full = replay.full
+    if full is not None and plan is not full:  # degradations the reruns added (confinement waived) so far
         runtime = full.degradations[replay.runtime_degradations :]
         plan.degradations.extend(d for d in runtime if (d.step or 0) <= plan.after_step)
     mine = {p.call.id for p in plan.calls}
