@@ -557,7 +557,7 @@ def run(
       replayer run session.jsonl -n 3 -w repo/ -o again/ --continue --cassette tape/
       replayer run session.jsonl -n all -w repo/ -o prefixes/   # one replay, prefixes/after-K/ each
     """
-    if not after_step.strip().isdigit():
+    if _one_boundary(after_step) is None:
         _run_boundaries(
             trajectory,
             after_step,
@@ -589,7 +589,7 @@ def run(
     with _progress(json, quiet, verbose) as progress:
         result = api.run(
             trajectory,
-            int(after_step),
+            _one_boundary(after_step) or 0,
             _workspace(workspace),
             out,
             continue_agent=continue_,
@@ -607,6 +607,14 @@ def run(
     failure = api.continuation_error(result.continuation, out)
     if failure is not None:
         raise failure
+
+
+def _one_boundary(spec: str) -> int | None:
+    """`-n`'s one number (a negative one too: the plan refuses it), or None for the several-boundary forms."""
+    try:
+        return int(spec)
+    except ValueError:
+        return None
 
 
 def _run_boundaries(
