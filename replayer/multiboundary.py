@@ -161,7 +161,8 @@ def _run(replay: _Replay, workspace: Path, backend: Backend, on_event: OnEvent) 
     last = max(replay.pending)
     full = replay.full = replay.pending[last].plan
     replay.runtime_degradations = len(full.degradations)
-    scratch = replay.pending[last].out.tmp
+    # where an unlimited state goes: beside the outputs (hidden), never inside one that commits mid-replay
+    scratch = replay.pending[last].out.final.parent
     state, dirs = steps.materialize_state(workspace, request.limits, scratch, replay.skips)
     replay.dirs, replay.state_limited = dirs, state.limited
     try:
