@@ -117,6 +117,9 @@ def boundaries_section(rows: list[dict[str, object]]) -> str:
             )
     lines += [
         "",
+        f"Load average at the end of the run: {os.getloadavg()[0]:.1f} (the machine is shared: the ratios, not",
+        "the absolute times, are what carries over).",
+        "",
         "What dominates: one job per boundary starts a container (and, for a companion agent, the companion)",
         "per boundary and reruns steps 1..k for each k, O(K²) calls; one replay starts one container and",
         "reruns each call once, and each boundary adds the copies of its workspace and home and its rebuild.",
