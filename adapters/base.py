@@ -127,6 +127,12 @@ class StepwiseRerunner(ABC):
     def run_step(self, index: int) -> None:
         """Rerun step `index`, filling `fresh` with its calls' observations."""
 
+    def clean_home_copy(self, home: Path) -> None:
+        """Remove from `home`, a host copy of the agent home taken between two steps (a boundary one replay
+        passes, replayer/multiboundary.py), what `close` removes from the live one in the sandbox: the copy
+        is then the home a replay that ended at that boundary leaves. The copy holds no links."""
+        return None  # a companion leaves its home as it is
+
     @abstractmethod
     def close(self) -> None: ...
 

@@ -1,7 +1,7 @@
 """`make bench`: every number is a ratio against a baseline measured side by side in this run.
 
 Writes docs/benchmarks.md. `python -m bench parse` and `python -m bench memory` (no Docker needed),
-`python -m bench compare`, `python -m bench fork`, `python -m bench driven` and `python -m bench scale` (Ray
+`python -m bench compare`, `python -m bench fork`, `python -m bench driven`, `python -m bench boundaries` and `python -m bench scale` (Ray
 clusters on this machine) run only that benchmark and replace only its section of docs/benchmarks.md.
 """
 
@@ -29,6 +29,7 @@ from adapters.base import Adapter
 from adapters.claude_code import wire
 from adapters.claude_code.gate import ClaudeCodeGate
 from bench import long_sessions
+from bench.boundaries import BOUNDARIES_HEADING, bench_boundaries, boundaries_section
 from bench.scale import SCALE_HEADING, bench_scale, scale_section
 from bridges.anthropic import AnthropicDialect
 from bridges.core import Bridge, BridgeConfig, Decision
@@ -1039,6 +1040,7 @@ def main(argv: list[str]) -> None:
     only["driven"] = (DRIVEN_HEADING, lambda t: driven_section(bench_driven(t)))
     only["scale"] = (SCALE_HEADING, lambda t: scale_section(bench_scale(t)))
     only["fork"] = (FORK_HEADING, lambda t: fork_section(bench_fork(t)))
+    only["boundaries"] = (BOUNDARIES_HEADING, lambda t: boundaries_section(bench_boundaries(t)))
     if len(argv) == 1 and argv[0] in only:
         heading, make = only[argv[0]]
         with tempfile.TemporaryDirectory() as tmp:
@@ -1047,7 +1049,7 @@ def main(argv: list[str]) -> None:
         print(section)
         return
     if argv:
-        raise SystemExit("usage: python -m bench [parse|memory|compare|driven|fork|scale]")
+        raise SystemExit("usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries]")
     with tempfile.TemporaryDirectory() as tmp:
         parse = bench_parse(Path(tmp))
         bridge = bench_bridge(Path(tmp))
@@ -1059,6 +1061,7 @@ def main(argv: list[str]) -> None:
         compared = bench_compare(Path(tmp))
         forked = bench_fork(Path(tmp))
         driven = bench_driven(Path(tmp))
+        boundaries = bench_boundaries(Path(tmp))
     doc = f"""# Benchmarks
 
 Measured by `make bench` on {platform.machine()} ({platform.python_version()}), every number a ratio
@@ -1147,7 +1150,8 @@ adds little per chunk. Absolute numbers are loopback numbers, far below a real m
 {memory_section(memory)}
 {compare_section(compared)}
 {fork_section(forked)}
-{driven_section(driven)}"""
+{driven_section(driven)}
+{boundaries_section(boundaries)}"""
     (ROOT / "docs" / "benchmarks.md").write_text(doc)
     print(doc)
 

@@ -245,6 +245,46 @@ def run(
     return execute(request, on_event=on_event)
 
 
+def run_boundaries(
+    trajectory: PathLike,
+    boundaries: str | Sequence[int],
+    workspace: Workspace,
+    out: PathLike,
+    *,
+    on_event: OnEvent = ignore,
+    **options: Unpack[RunOptions],
+) -> dict[int, ReplayResult | ReplayError]:
+    """Run mode at several boundaries in one replay: the steps rerun once, in one container, and each
+    boundary K gets its own complete result directory `out`/after-K/, equal to what `run(..., K, ...)`
+    writes. `boundaries`: a list, or `-n`'s text forms (`3,7,10-12`, `all`, `sample:K[:SEED]`). Returns
+    each boundary's result, or the error it was refused or failed with (the others go on)."""
+    from replayer.batch import parse_boundaries, pick_boundaries
+    from replayer.engine import load
+    from replayer.multiboundary import boundary_dir, execute_many
+
+    continuing = ("upstream", "cassette", "record_cassette", "boundary_prompt", "max_steps", "model")
+    if any(options.get(name) for name in continuing):
+        raise BadInput("several boundaries replay without a continuation: give one boundary to continue")
+    found = user_settings.load()
+    spec = parse_boundaries(boundaries) if isinstance(boundaries, str) else list(boundaries)
+    path = Path(trajectory)
+    adapter, traj = load(path, options.get("task"), options.get("cwd"), options.get("session"))
+    picked = pick_boundaries(spec, traj)
+    if not picked:
+        raise BadInput(f"{path} has no boundary to replay")
+    request = ReplayRequest(
+        mode="run",
+        trajectory=path,
+        after_step=picked[-1],
+        out=Path(out),
+        workspace=_workspace(workspace),
+        **_sandbox(found, options),
+        **_replay(options, RunOptions),
+    )
+    outs = {k: boundary_dir(Path(out), k) for k in picked}
+    return execute_many(request, outs, adapter, traj, on_event=on_event)
+
+
 def compare(
     trajectory: PathLike,
     after_step: int,
@@ -307,6 +347,7 @@ def batch(
         batch_labels,
         clean_partials,
         expand,
+        groups,
         locked,
         pending,
         prepare_dir,
@@ -343,10 +384,11 @@ def batch(
             on_event(JobEnded(outcome.key, outcome.status, ran, len(todo)))
 
         try:
+            units = groups(todo)  # the boundaries of one trajectory: one replay
             if ray:
-                run_ray(todo, out.absolute(), ray, workers, on_done, labels)
+                run_ray(units, out.absolute(), ray, workers, on_done, labels)
             else:
-                run_local(todo, out.absolute(), workers, on_done, labels)
+                run_local(units, out.absolute(), workers, on_done, labels)
         finally:
             tally.write(out / "batch.json")
         if containers:  # those of jobs whose worker died mid-job

@@ -33,6 +33,7 @@ from replayer.models import (
     ContinueSettings,
     GitWorkspace,
     ReplayRequest,
+    ReplayResult,
     Trajectory,
     WorkspaceSpec,
 )
@@ -107,6 +108,9 @@ class Job(NamedTuple):
     image_id: str | None = None
     """The id of the sandbox image the key was computed with (replay and continue jobs of a named image): a
     node of a cluster runs the job only with that image (`replayer.provision`)."""
+    replay: str = ""
+    """The key of what the job shares with the other boundaries of its trajectory and options (its key
+    without the boundary): replay jobs of one replay key run as one replay (`groups`)."""
 
     @property
     def trajectory(self) -> Path:
@@ -258,19 +262,52 @@ def valid_boundaries(traj: Trajectory) -> list[int]:
     return list(range(0, last + 1))
 
 
-def _boundaries(entry: ManifestEntry, traj: Trajectory, number: int) -> list[int]:
+Boundaries = Literal["all"] | list[int] | Sample
+"""Which boundaries of a trajectory: every valid one, a list, or a seeded sample of the valid ones."""
+
+
+def parse_boundaries(text: str) -> Boundaries:
+    """`run -n`'s forms beyond one number: `all`, `sample:K[:SEED]`, or numbers and ranges `3,7,10-12`."""
+    text = text.strip()
+    if text == "all":
+        return "all"
+    try:
+        if text.startswith("sample:"):
+            count, _, seed = text.removeprefix("sample:").partition(":")
+            return Sample(sample=int(count), seed=int(seed) if seed else 0)
+        picked: list[int] = []
+        for part in text.split(","):
+            low, dash, high = part.strip().partition("-")
+            first, last = int(low), int(high) if dash else int(low)
+            if first < 0 or last < first:
+                raise ValueError(part)
+            picked.extend(range(first, last + 1))
+        return picked
+    except (ValueError, ValidationError):
+        raise BadInput(
+            f"-n {excerpt(text)}: give a boundary N, a list and ranges (3,7,10-12), all, or sample:K[:SEED]"
+        ) from None
+
+
+def pick_boundaries(spec: Boundaries, traj: Trajectory) -> list[int]:
+    """The boundaries `spec` names, sorted; a named one the plan cannot accept is a BadInput."""
     valid = valid_boundaries(traj)
-    if entry.boundaries == "all":
+    if spec == "all":
         return valid
-    if isinstance(entry.boundaries, Sample):
-        picked = random.Random(entry.boundaries.seed).sample(valid, min(entry.boundaries.sample, len(valid)))
-        return sorted(picked)
-    for boundary in entry.boundaries:
+    if isinstance(spec, Sample):
+        return sorted(random.Random(spec.seed).sample(valid, min(spec.sample, len(valid))))
+    for boundary in spec:
         if boundary not in valid:
-            raise BadInput(
-                f"manifest line {number}: boundary {boundary} is not one of {valid[0]}..{valid[-1]}"
-            )
-    return sorted(set(entry.boundaries))
+            span = f"{valid[0]}..{valid[-1]}" if valid else "none"
+            raise BadInput(f"boundary {boundary} is not one of {span}")
+    return sorted(set(spec))
+
+
+def _boundaries(entry: ManifestEntry, traj: Trajectory, number: int) -> list[int]:
+    try:
+        return pick_boundaries(entry.boundaries, traj)
+    except BadInput as exc:
+        raise BadInput(f"manifest line {number}: {exc}") from None
 
 
 def _each_session(entries: list[tuple[int, ManifestEntry]]) -> Iterator[tuple[int, ManifestEntry]]:
@@ -320,7 +357,9 @@ def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) 
                 },
             }
             key = hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
-            unique[key] = Job(key, number, boundary, entry, identity["image"])
+            shared = {k: v for k, v in identity.items() if k != "boundary"}
+            replay = hashlib.sha256(orjson.dumps(shared, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
+            unique[key] = Job(key, number, boundary, entry, identity["image"], replay)
     return list(unique.values())
 
 
@@ -427,6 +466,64 @@ def run_job(job: Job, out: Path, labels: dict[str, str], node: str | None = None
         outcome_path(out, job.key).unlink(missing_ok=True)
         return outcome_of(job, "done", node=node)
     with contextlib.suppress(OSError):  # not stored: the summary still has it, and the next run retries it
+        write_bytes_atomic(outcome_path(out, job.key), orjson.dumps(outcome.model_dump(mode="json")))
+    return outcome
+
+
+def groups(jobs: list[Job]) -> list[list[Job]]:
+    """The units a batch runs: the replay jobs of one trajectory and options together (one replay passes
+    all their boundaries, `run_group`), every other job alone; in the order of their first job."""
+    units: dict[str, list[Job]] = {}
+    for job in jobs:
+        units.setdefault(job.replay if job.mode == "replay" and job.replay else job.key, []).append(job)
+    return list(units.values())
+
+
+def run_group(
+    jobs: list[Job], out: Path, labels: dict[str, str], node: str | None = None
+) -> list[JobOutcome]:
+    """A unit of `groups`: one job by `run_job`; the boundaries of one replay by one replay
+    (replayer/multiboundary.py), each job its own directory and outcome, as `run_job` would give it."""
+    if len(jobs) == 1:
+        return [run_job(jobs[0], out, labels, node)]
+    from replayer.multiboundary import execute_many
+    from replayer.pins import load_pins
+    from replayer.provision import ensure_image
+
+    first = jobs[0]
+    again = any(outcome_path(out, job.key).is_file() for job in jobs)
+    request = first.request(job_dir(out, first.key), labels, force=again)
+    results: dict[int, ReplayResult | ReplayError | str]
+    try:
+        if first.image_id is not None:
+            ensure_image(first.entry.image or load_pins().base_image.tag, first.image_id, out)
+        adapter, traj = _parsed(first.trajectory, first.entry.task, first.entry.cwd, first.entry.session)
+        outs = {job.boundary: job_dir(out, job.key) for job in jobs}
+        results = dict(execute_many(request, outs, adapter, traj))
+    except Interrupted:
+        raise
+    except ReplayError as exc:
+        results = {job.boundary: exc for job in jobs}
+    except Exception as exc:  # the boundaries the replay wrote before it are done all the same
+        results = {job.boundary: crash_reason(exc) for job in jobs}
+    return [_recorded(job, results[job.boundary], out, node) for job in jobs]
+
+
+def _recorded(
+    job: Job, result: ReplayResult | ReplayError | str | None, out: Path, node: str | None
+) -> JobOutcome:
+    """A grouped job's outcome from its boundary's result, error or crash reason, stored as `run_job` does."""
+    if not isinstance(result, ReplayResult) and (job_dir(out, job.key) / "result.json").is_file():
+        result = None  # written before the replay stopped
+    if isinstance(result, ReplayError):
+        status: JobStatus = "refused" if result.kind in REFUSALS else "failed"
+        outcome = outcome_of(job, status, result.kind, str(result), node)
+    elif isinstance(result, str):
+        outcome = outcome_of(job, "failed", CRASH, result, node)
+    else:
+        outcome_path(out, job.key).unlink(missing_ok=True)
+        return outcome_of(job, "done", node=node)
+    with contextlib.suppress(OSError):
         write_bytes_atomic(outcome_path(out, job.key), orjson.dumps(outcome.model_dump(mode="json")))
     return outcome
 

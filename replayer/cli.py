@@ -16,7 +16,7 @@ from rich.table import Table
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from replayer import __version__, api, divergence, docs, settings, signals
-from replayer.errors import NO_UPSTREAM_HELP, Interrupted, ReplayError
+from replayer.errors import NO_UPSTREAM_HELP, BadInput, Interrupted, ReplayError
 from replayer.live import LiveProgress, megabytes
 from replayer.models import (
     ContinuationResult,
@@ -119,6 +119,16 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output o
 AfterStep = Annotated[
     int,
     typer.Option("--after-step", "-n", metavar="N", help="Boundary: after this many complete tool batches."),
+]
+RunAfterStep = Annotated[
+    str,
+    typer.Option(
+        "--after-step",
+        "-n",
+        metavar="N",
+        help="Boundary: after this many complete tool batches; or several, replayed once, each into "
+        "OUT/after-K/: 3,7,10-12, all, sample:K[:SEED].",
+    ),
 ]
 OutDir = Annotated[
     Path, typer.Option("--out", "-o", metavar="DIR", help="Output directory (written atomically).")
@@ -613,7 +623,7 @@ def prepare(
 @command()
 def run(
     trajectory: TrajectoryArg,
-    after_step: AfterStep,
+    after_step: RunAfterStep,
     workspace: WorkspaceOpt,
     out: OutDir,
     image: Image = None,
@@ -653,7 +663,25 @@ def run(
         --continue --upstream https://api.anthropic.com --max-steps 20
       replayer run session.jsonl -n 3 -w repo/ -o replay/ --continue --upstream URL --record-cassette tape/
       replayer run session.jsonl -n 3 -w repo/ -o again/ --continue --cassette tape/
+      replayer run session.jsonl -n all -w repo/ -o prefixes/   # one replay, prefixes/after-K/ each
     """
+    if _one_boundary(after_step) is None:
+        _run_boundaries(
+            trajectory,
+            after_step,
+            workspace,
+            out,
+            continue_,
+            json,
+            quiet,
+            verbose,
+            options={
+                **_replay_options(allow_degraded, force, task, cwd, session, agent_version, require_verified),
+                "image": image,
+                "limits": _limits(limits),
+            },
+        )
+        return
     if (cassette or record_cassette) and not continue_:
         raise typer.BadParameter(
             "a cassette is the traffic of a continuation: add --continue", param_hint="--continue"
@@ -669,7 +697,7 @@ def run(
     with _progress(json, quiet, verbose) as progress:
         result = api.run(
             trajectory,
-            after_step,
+            _one_boundary(after_step) or 0,
             _workspace(workspace),
             out,
             continue_agent=continue_,
@@ -688,6 +716,67 @@ def run(
     failure = api.continuation_error(result.continuation, out)
     if failure is not None:
         raise failure
+
+
+def _one_boundary(spec: str) -> int | None:
+    """`-n`'s one number (a negative one too: the plan refuses it), or None for the several-boundary forms."""
+    try:
+        return int(spec)
+    except ValueError:
+        return None
+
+
+def _run_boundaries(
+    trajectory: Path,
+    spec: str,
+    workspace: str,
+    out: Path,
+    continue_: bool,
+    json: bool,
+    quiet: bool,
+    verbose: bool,
+    options: Any,
+) -> None:
+    """`run -n 3,7,12` (several boundaries, one replay): a line a boundary, the first error's exit code."""
+    from replayer.batch import parse_boundaries
+    from replayer.multiboundary import boundary_dir
+
+    if continue_:
+        raise typer.BadParameter("--continue takes one boundary", param_hint="--after-step")
+    try:
+        parse_boundaries(spec)
+    except BadInput as exc:
+        raise typer.BadParameter(str(exc), param_hint="--after-step") from None
+    with _progress(json, quiet, verbose) as progress:
+        outcomes = api.run_boundaries(
+            trajectory, spec, _workspace(workspace), out, on_event=progress, **options
+        )
+    if json:
+        _emit_json(
+            {
+                "out": str(out.absolute()),
+                "boundaries": {
+                    str(k): {"out": str(boundary_dir(out.absolute(), k)), **r.model_dump(mode="json")}
+                    if isinstance(r, ReplayResult)
+                    else {"error_kind": r.kind, "error": str(r)}
+                    for k, r in sorted(outcomes.items())
+                },
+            }
+        )
+    for k, r in sorted(outcomes.items()):
+        if json:
+            break
+        if isinstance(r, ReplayResult):
+            counts: dict[str, int] = {}
+            for d in r.divergences:
+                counts[d.status] = counts.get(d.status, 0) + 1
+            summary = ", ".join(f"{v} {s}" for s, v in sorted(counts.items())) or "no calls"
+            console.print(f"after {k}: {summary}; {boundary_dir(out.absolute(), k)}", highlight=False)
+        else:
+            console.print(f"after {k}: {r.kind}: {r}", highlight=False, markup=False)
+    failed = [r for r in outcomes.values() if not isinstance(r, ReplayResult)]
+    if failed:
+        raise failed[0]
 
 
 @command()

@@ -18,7 +18,7 @@ from adapters.base import Adapter, Rebuild
 from replayer import __version__, bundles, multisession, steps, workspaces
 from replayer.cwdinfer import is_absolute_cwd
 from replayer.divergence import kept, workspace_hint
-from replayer.errors import BadInput, OutputError, SandboxError, WorkspaceError, excerpt
+from replayer.errors import BadInput, OutputError, ReplayError, SandboxError, WorkspaceError, excerpt
 from replayer.events import Event, Installing, OnEvent, Stage, ignore
 from replayer.heap import collector_paused
 from replayer.io import OutputDir, write_bytes_atomic
@@ -203,13 +203,9 @@ def execute(
         logger.debug("wrote %s in %.2f s", request.out, result.timings.total_s)
     except OSError as exc:
         out.discard()
-        if exc.errno == errno.EDQUOT:
-            raise SandboxError(
-                f"the sandbox used up its disk quota of {request.limits.disk_bytes} bytes, and the run "
-                "could not go on (see --limits disk=)"
-            ) from None
-        if exc.errno in _OUTPUT_ERRNOS:
-            raise OutputError(f"cannot write the output {request.out}: {exc.strerror}") from None
+        known = os_error(exc, request)
+        if known is not None:
+            raise known from None
         raise
     except BaseException:
         out.discard()
@@ -234,6 +230,18 @@ def _hearing_installs(on_event: OnEvent, installed: list[InstalledBundle]) -> On
         on_event(event)
 
     return heard
+
+
+def os_error(exc: OSError, request: ReplayRequest) -> ReplayError | None:
+    """The error a run that met `exc` ends with (a full quota, an unwritable output); None: not one of those."""
+    if exc.errno == errno.EDQUOT:
+        return SandboxError(
+            f"the sandbox used up its disk quota of {request.limits.disk_bytes} bytes, and the run "
+            "could not go on (see --limits disk=)"
+        )
+    if exc.errno in _OUTPUT_ERRNOS:
+        return OutputError(f"cannot write the output {request.out}: {exc.strerror}")
+    return None
 
 
 def _docker() -> Backend:

@@ -11,7 +11,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from replayer.batch import CRASH, Job, JobOutcome, crash_reason, outcome_of, run_job
+from replayer.batch import CRASH, Job, JobOutcome, crash_reason, outcome_of, run_group
 from replayer.errors import SandboxError
 from replayer.signals import die_with_parent
 
@@ -31,30 +31,34 @@ def _pool(workers: int) -> ProcessPoolExecutor:
     )
 
 
-def _outcome(future: Future[JobOutcome], job: Job) -> tuple[JobOutcome, bool]:
-    """The job's outcome, and whether the pool broke (a worker process died while the job was in flight)."""
+Unit = list[Job]
+"""What a worker runs at once: one job, or the boundaries of one replay (`replayer.batch.groups`)."""
+
+
+def _outcome(future: Future[list[JobOutcome]], unit: Unit) -> tuple[list[JobOutcome], bool]:
+    """The unit's outcomes, and whether the pool broke (a worker process died while it was in flight)."""
     try:
         return future.result(), False
     except BrokenProcessPool:
-        return _died(job, "a worker process died while the job was in flight"), True
-    except Exception as exc:  # run_job returns every outcome; this is a failure to ship it back
-        return outcome_of(job, "failed", CRASH, crash_reason(exc)), False
+        return [_died(job, "a worker process died while the job was in flight") for job in unit], True
+    except Exception as exc:  # run_group returns every outcome; this is a failure to ship them back
+        return [outcome_of(job, "failed", CRASH, crash_reason(exc)) for job in unit], False
 
 
-def run_local(jobs: list[Job], out: Path, workers: int, on_done: OnDone, labels: dict[str, str]) -> None:
-    """Jobs are submitted as workers free up, two per worker at a time, so that the parent holds no future
+def run_local(jobs: list[Unit], out: Path, workers: int, on_done: OnDone, labels: dict[str, str]) -> None:
+    """Units of jobs are submitted as workers free up, two per worker at a time, so that the parent holds no future
     per job. A worker that dies fails the jobs in flight (not on disk: the next run retries them) and the
     batch goes on in a new pool. Ctrl-C cancels what has not started; jobs in flight are interrupted and
     leave no result."""
     pool = _pool(workers)
-    queue: Iterator[Job] = iter(jobs)
-    running: dict[Future[JobOutcome], Job] = {}
+    queue: Iterator[Unit] = iter(jobs)
+    running: dict[Future[list[JobOutcome]], Unit] = {}
     try:
         while True:
             broken = False
             for job in itertools.islice(queue, 2 * workers - len(running)):
                 try:
-                    running[pool.submit(run_job, job, out, labels)] = job
+                    running[pool.submit(run_group, job, out, labels)] = job
                 except BrokenProcessPool:  # a worker died since the last wait: run this job in the next pool
                     queue = itertools.chain([job], queue)
                     broken = True
@@ -63,12 +67,14 @@ def run_local(jobs: list[Job], out: Path, workers: int, on_done: OnDone, labels:
                 break
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
-                outcome, died = _outcome(future, running.pop(future))
+                outcomes, died = _outcome(future, running.pop(future))
                 broken |= died
-                on_done(outcome)
+                for outcome in outcomes:
+                    on_done(outcome)
             if broken:  # every job still in flight fails with the pool: record them, then start a new pool
                 for future in wait(running)[0]:
-                    on_done(_outcome(future, running.pop(future))[0])
+                    for outcome in _outcome(future, running.pop(future))[0]:
+                        on_done(outcome)
                 pool.shutdown(wait=True)
                 pool = _pool(workers)
     except BaseException:
@@ -78,7 +84,7 @@ def run_local(jobs: list[Job], out: Path, workers: int, on_done: OnDone, labels:
 
 
 def run_ray(
-    jobs: list[Job],
+    jobs: list[Unit],
     out: Path,
     address: str,
     workers: int,
@@ -98,7 +104,7 @@ def run_ray(
         ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
     else:
         ray.init(address=address, log_to_driver=False)
-    refs: dict[object, Job] = {}
+    refs: dict[object, Unit] = {}
     try:
         task = ray.remote(_on_node).options(num_cpus=1, scheduling_strategy="SPREAD")
         queue = iter(jobs)
@@ -111,9 +117,11 @@ def run_ray(
             done, _ = ray.wait(list(refs), num_returns=1)
             job = refs.pop(done[0])
             try:
-                on_done(ray.get(done[0]))
+                outcomes = ray.get(done[0])
             except ray.exceptions.RayError as exc:
-                on_done(_died(job, f"the Ray task failed: {type(exc).__name__}"))
+                outcomes = [_died(one, f"the Ray task failed: {type(exc).__name__}") for one in job]
+            for outcome in outcomes:
+                on_done(outcome)
     except BaseException:
         for ref in refs:
             ray.cancel(ref, force=True)
@@ -122,8 +130,8 @@ def run_ray(
         ray.shutdown()
 
 
-def _on_node(job: Job, out: Path, labels: dict[str, str]) -> JobOutcome:
-    """A Ray task: the job on the node Ray chose, which its outcome names."""
+def _on_node(unit: Unit, out: Path, labels: dict[str, str]) -> list[JobOutcome]:
+    """A Ray task: the unit on the node Ray chose, which its outcomes name."""
     import ray
 
-    return run_job(job, out, labels, ray.get_runtime_context().get_node_id())
+    return run_group(unit, out, labels, ray.get_runtime_context().get_node_id())

@@ -322,14 +322,14 @@ class OutputDir:
         os.chmod(self.tmp, 0o755)
         os.replace(self.tmp, self.final)
         if replaced:
-            _remove_entry(self._old)
+            remove_entry(self._old)
         return self.final
 
     def discard(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def _remove_entry(path: Path) -> None:
+def remove_entry(path: Path) -> None:
     """Remove a file, a link (not its target) or a directory tree."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 import orjson
 
-from adapters.base import Adapter, Rebuild, StepwiseRerunner
+from adapters.base import Adapter, Rebuild, Rerunner, StepwiseRerunner
 from replayer import cassette, continuation, versions
 from replayer.cwdinfer import is_absolute_cwd
 from replayer.divergence import divergence_of, kept, model_text
@@ -42,6 +43,10 @@ from sandboxes.quota import StateDir
 logger = logging.getLogger(__name__)
 JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 RERUNS = "reruns.json"
+OnStep = Callable[[int, Rerunner, dict[str, Observation], list[Divergence]], None]
+"""Called by `rerun_prefix` once steps 1..n are rerun and before any call of a later step runs (n = 0
+before the first), with the rerunner, the fresh observations and the divergences so far: where one
+replay takes the state of each boundary it passes (replayer/multiboundary.py)."""
 
 
 # checks: every refusal before anything starts ------------------------------------------------------
@@ -215,6 +220,7 @@ def rerun_prefix(
     plan: Plan,
     request: ReplayRequest,
     on_event: OnEvent,
+    on_step: OnStep | None = None,
 ) -> tuple[dict[str, Observation], list[Divergence]]:
     """Rerun the planned calls in order; a confinement refusal is waived only with --allow-degraded."""
     observations: dict[str, Observation] = {}
@@ -225,8 +231,11 @@ def rerun_prefix(
     try:
         total = sum(1 for p in plan.calls if p.kind == "rerun")
         on_event(Stage("rerun", total))
-        done = 0
+        done, passed = 0, -1
         for planned in plan.calls:
+            if on_step is not None and planned.step - 1 > passed:
+                passed = planned.step - 1
+                on_step(passed, rerunner, observations, divergences)
             if planned.kind != "rerun":
                 divergences.append(kept(planned.step, planned.call, planned.kind))
                 continue
@@ -260,6 +269,8 @@ def rerun_prefix(
                 "step %d %s %s: %s (%.2f s)", last.step, last.tool, last.call_id, last.status, seconds
             )
             on_event(CallRerun(last.step, last.call_id, last.tool, last.status, seconds, done, total))
+        if on_step is not None:
+            on_step(plan.after_step, rerunner, observations, divergences)
     finally:
         rerunner.close()
     return observations, divergences

@@ -22,6 +22,7 @@ from adapters.sandbox_paths import AGENT_HOME, REPLAY_MODEL_KEY, local_url
 from bridges.scripted import CustomToolBlock, TextBlock, ToolUseBlock, Turn
 from replayer import bundles
 from replayer.errors import PlanRefused, SandboxError
+from replayer.io import remove_entry
 from replayer.models import Budgets, Observation, Trajectory
 from replayer.pins import load_pins
 from sandboxes.base import RunningExec, Sandbox
@@ -220,6 +221,18 @@ class DrivenRerunner(StepwiseRerunner):
     def _tail(self) -> str:
         assert self.handle is not None
         return self.handle.last_stderr_line()
+
+    def clean_home_copy(self, home: Path) -> None:
+        """As close's script: only .claude/projects/<project>/<session id>/ (the persisted outputs) stays."""
+        for top in (home, home / ".claude"):
+            keep = ".claude" if top == home else "projects"
+            for entry in list(top.iterdir()) if top.is_dir() else []:
+                if entry.name != keep:
+                    remove_entry(entry)
+        project = home / ".claude" / "projects" / project_dir_name(self.cwd)
+        for entry in list(project.iterdir()) if project.is_dir() else []:
+            if entry.name != self.session_id:
+                remove_entry(entry)
 
     def close(self) -> None:
         if self.handle is not None:

@@ -25,7 +25,7 @@ from adapters.driven import PORT, STEP_MARGIN_S, ReplayModel
 from adapters.sandbox_paths import AGENT_HOME, REPLAY_MODEL_KEY, local_url
 from bridges.scripted import CustomToolBlock, TextBlock, ToolUseBlock, Turn
 from replayer.errors import ConfinementError, PlanRefused, SandboxError
-from replayer.io import Workspace, write_bytes_atomic
+from replayer.io import Workspace, remove_entry, write_bytes_atomic
 from replayer.models import Budgets, Observation, ReadBudget, Trajectory
 from sandboxes.base import RunningExec, Sandbox
 
@@ -309,6 +309,9 @@ class DrivenRerunner(StepwiseRerunner):
             if ids <= set(self.fresh) or time.monotonic() > deadline:
                 return
             time.sleep(0.02)
+
+    def clean_home_copy(self, home: Path) -> None:
+        remove_entry(home / Path(tools.CODEX_HOME).relative_to(AGENT_HOME))
 
     def close(self) -> None:
         if self.handle is not None:

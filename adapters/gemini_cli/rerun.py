@@ -17,6 +17,7 @@ from adapters.gemini_cli import bundle, session, wire
 from bridges.gemini import ScriptedGemini
 from bridges.scripted import TextBlock, ToolUseBlock, Turn
 from replayer.errors import SandboxError
+from replayer.io import remove_entry
 from replayer.models import Budgets, ToolCall, Trajectory
 from sandboxes.base import RunningExec, Sandbox
 
@@ -124,6 +125,10 @@ class GeminiRerunner(StepwiseRerunner):
                 raise SandboxError(f"gemini returned no result for {call.id} in step {index}")
             self.fresh[call.id] = session.observation({**found, "id": call.id})
         self.pending = body  # the request that carried the results asks for the next turn
+
+    def clean_home_copy(self, home: Path) -> None:
+        for rel in (".gemini/tmp", ".gemini/history"):
+            remove_entry(home / rel)
 
     def close(self) -> None:
         if self.handle is not None:

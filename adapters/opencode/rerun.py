@@ -21,7 +21,7 @@ from adapters.opencode.replay_model import Answer, ReplayModel
 from adapters.opencode.session import Native
 from adapters.sandbox_paths import OPENCODE_REPLAY_PORT, local_url
 from replayer.errors import SandboxError
-from replayer.io import remove_alias, short_alias
+from replayer.io import remove_alias, remove_entry, short_alias
 from replayer.models import Observation, Trajectory
 from sandboxes.base import RunningExec, Sandbox
 
@@ -150,6 +150,10 @@ class OpenCodeRerunner(StepwiseRerunner):
     def _tail(self) -> str:
         assert self.handle is not None
         return self.handle.last_stderr_line()
+
+    def clean_home_copy(self, home: Path) -> None:
+        for rel in agent_home.STORE_PATHS:
+            remove_entry(home / rel)
 
     def close(self) -> None:
         if self.handle is not None:

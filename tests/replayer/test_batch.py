@@ -5,6 +5,7 @@ refused before anything starts, replay jobs in real containers, and the same bat
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -145,16 +146,45 @@ def _replay_manifest(tmp_path: Path) -> Path:
 
 
 @pytest.mark.agent
-def test_replay_jobs_run_in_their_own_containers(tmp_path: Path) -> None:
-    proc = replayer(
-        "batch", str(_replay_manifest(tmp_path)), "-o", str(tmp_path / "out"), "-j", "2", "--json"
-    )
+def test_the_replay_jobs_of_a_trajectory_are_one_replay_and_resume_where_it_stopped(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = replayer("batch", str(_replay_manifest(tmp_path)), "-o", str(out), "-j", "2", "--json")
     assert proc.returncode == 0, proc.stderr
     assert orjson.loads(proc.stdout)["done"] == 3
-    results = [orjson.loads((d / "result.json").read_bytes()) for d in (tmp_path / "out" / "jobs").iterdir()]
-    assert sorted(r["after_step"] for r in results) == [1, 2, 3]
-    assert len({r["container"] for r in results}) == 3
-    assert all(d["status"] == "exact" for r in results for d in r["divergences"])
+    dirs = {d.name: d for d in (out / "jobs").iterdir()}
+    results = {n: orjson.loads((d / "result.json").read_bytes()) for n, d in dirs.items()}
+    assert sorted(r["after_step"] for r in results.values()) == [1, 2, 3]
+    assert len({r["container"] for r in results.values()}) == 1, "one replay, one container"
+    assert all(d["status"] == "exact" for r in results.values() for d in r["divergences"])
+    # a batch that stopped mid-replay: the boundaries it wrote stay, one more replay writes the others
+    missing = sorted(results, key=lambda n: results[n]["after_step"])[1:]
+    for name in missing:
+        shutil.rmtree(dirs[name])
+    again = orjson.loads(replayer("batch", str(_replay_manifest(tmp_path)), "-o", str(out), "--json").stdout)
+    assert (again["done"], again["skipped"]) == (2, 1)
+    redone = [orjson.loads((dirs[n] / "result.json").read_bytes()) for n in missing]
+    assert [r["after_step"] for r in redone] == [2, 3]
+    assert len({r["container"] for r in redone}) == 1
+    assert redone[0]["container"] != results[missing[0]]["container"], "replayed again"
+
+
+@pytest.mark.agent
+def test_a_refused_boundary_does_not_sink_the_others_of_its_replay(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    manifest = _replay_manifest(tmp_path)
+    first = orjson.loads(replayer("batch", str(manifest), "-o", str(out), "--json").stdout)
+    assert first["done"] == 3
+    # boundary 2's directory replaced by a file: its job is refused, 1 and 3 are replayed together
+    for d in (out / "jobs").iterdir():
+        after = orjson.loads((d / "result.json").read_bytes())["after_step"]
+        shutil.rmtree(d)
+        if after == 2:
+            d.write_text("in the way\n")
+    again = orjson.loads(replayer("batch", str(manifest), "-o", str(out), "--json").stdout)
+    assert again["done"] == 2 and again["failed"] + sum(again["refused"].values()) == 1, again
+    outcomes = orjson.loads((out / "batch.json").read_bytes())["outcomes"]
+    failed = [o for o in outcomes if o["status"] != "done"]
+    assert [(o["boundary"], o["error_kind"]) for o in failed] == [(2, "output")]
 
 
 def test_the_same_batch_on_a_local_ray_cluster(tmp_path: Path) -> None:

@@ -1,0 +1,128 @@
+"""Every boundary of a long session: one job per boundary (each its own container and rerun of steps 1..k,
+the batch's path before one replay served a trajectory) against one replay that passes every boundary,
+both through the batch's local pool, and the floor: one `run` to the last boundary."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import orjson
+
+from bench import long_sessions
+from replayer import api
+from replayer.batch import (
+    JobOutcome,
+    batch_labels,
+    expand,
+    groups,
+    prepare_dir,
+    read_manifest,
+    remove_containers,
+    valid_boundaries,
+)
+from replayer.engine import load
+from replayer.executors import run_local
+
+BOUNDARIES_HEADING = "## Every boundary of a session: one replay against one job per boundary"
+FIXTURES = long_sessions.FIXTURES
+WORKERS = 2
+SESSIONS = (
+    # agent, fixture the turns come from, generator, copies -> steps
+    ("claude_code", "parallel", long_sessions.claude_code, 20),
+    ("claude_code", "parallel", long_sessions.claude_code, 75),
+    ("openhands", "v1", long_sessions.openhands, 10),
+)
+"""Claude Code: 2 steps a copy (40 and 150 steps); OpenHands (the companion agent): 4 steps a copy."""
+
+
+def _batch(manifest: Path, out: Path, grouped: bool) -> dict[str, float]:
+    """The manifest's jobs through the batch's local pool, one unit per replay (`grouped`) or per job."""
+    entries = read_manifest(manifest)
+    jobs = expand(entries, api._image_ids({None}))
+    prepare_dir(out)
+    units = groups(jobs) if grouped else [[job] for job in jobs]
+    outcomes: list[JobOutcome] = []
+    started = time.monotonic()
+    run_local(units, out.absolute(), WORKERS, outcomes.append, batch_labels(out))
+    wall = time.monotonic() - started
+    remove_containers(out)
+    assert all(o.status == "done" for o in outcomes), [o for o in outcomes if o.status != "done"][:1]
+    results = [orjson.loads((out / "jobs" / o.key / "result.json").read_bytes()) for o in outcomes]
+    reruns = [sum(1 for d in r["divergences"] if d["kind"] == "rerun") for r in results]
+    return {
+        "wall_s": wall,
+        "containers": len({r["container"] for r in results}),
+        # one replay reruns its last boundary's calls once; one job per boundary reruns each job's own
+        "calls": max(reruns) if grouped else sum(reruns),
+        "prefixes": len(results),
+    }
+
+
+def bench_boundaries(tmp: Path) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for agent, fixture, generate, copies in SESSIONS:
+        folder = tmp / f"{agent}-{copies}"
+        folder.mkdir()
+        session = generate(folder, copies)
+        workspace = FIXTURES / agent / fixture / "workspace"
+        manifest = folder / "manifest.jsonl"
+        line = {"trajectory": str(session), "mode": "run", "workspace": str(workspace)}
+        manifest.write_bytes(orjson.dumps(line) + b"\n")
+        _, traj = load(session)
+        last = valid_boundaries(traj)[-1]
+        t0 = time.monotonic()
+        api.run(session, last, workspace, folder / "floor")
+        floor = time.monotonic() - t0
+        one = _batch(manifest, folder / "one-replay", grouped=True)
+        per_job = _batch(manifest, folder / "per-job", grouped=False)
+        rows.append(
+            {"agent": agent, "steps": len(traj.steps), "floor_s": floor, "one": one, "per_job": per_job}
+        )
+        shutil.rmtree(folder, ignore_errors=True)
+    return rows
+
+
+def _rate(prefixes: float, wall: float) -> str:
+    cores = min(WORKERS, os.cpu_count() or 1)
+    return f"{prefixes / wall * 3600 / cores:,.0f}"
+
+
+def boundaries_section(rows: list[dict[str, object]]) -> str:
+    lines = [
+        BOUNDARIES_HEADING,
+        "",
+        f"Every valid boundary of a long session (boundary 0 included), as a batch of `run` jobs on {WORKERS}",
+        "workers: one job per boundary (its own container and rerun of steps 1..k, the batch's path before",
+        "this round) against one replay that writes each boundary's result as it passes it",
+        "(`replayer/multiboundary.py`); the floor is one `run -n LAST` of the same session, measured in the",
+        "same run. Rerun calls: the tool calls rerun in containers. Prefixes per hour per core: the",
+        f"boundaries written per hour of wall time, divided by the cores used (min(workers, cores) = "
+        f"{min(WORKERS, os.cpu_count() or 1)}).",
+        "",
+        "| session | path | wall | / floor | containers | rerun calls | prefixes per hour per core |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        name = f"{row['agent']}, {row['steps']} steps"
+        floor = float(row["floor_s"])  # type: ignore[arg-type]
+        lines.append(f"| {name} | floor: one `run -n LAST` | {floor:.1f} s | 1.00 | 1 | | |")
+        for label, key in (("one job per boundary", "per_job"), ("one replay", "one")):
+            r: dict[str, float] = row[key]  # type: ignore[assignment]
+            lines.append(
+                f"| {name} | {label} | {r['wall_s']:.1f} s | **{r['wall_s'] / floor:.2f}** | "
+                f"{r['containers']:.0f} | {r['calls']:.0f} | {_rate(r['prefixes'], r['wall_s'])} |"
+            )
+    lines += [
+        "",
+        f"Load average at the end of the run: {os.getloadavg()[0]:.1f} (the machine is shared: the ratios, not",
+        "the absolute times, are what carries over).",
+        "",
+        "What dominates: one job per boundary starts a container (and, for a companion agent, the companion)",
+        "per boundary and reruns steps 1..k for each k, O(K²) calls; one replay starts one container and",
+        "reruns each call once, and each boundary adds the copies of its workspace and home and its rebuild.",
+        "",
+    ]
+    return "\n".join(lines)
