@@ -634,3 +634,17 @@ def continuation_error(cont: ContinuationResult | None, out: PathLike) -> Replay
     from replayer.continuation import continuation_error as error
 
     return error(cont, out)
+
+
+def parse_boundaries(spec: str) -> Any:
+    """`-n`'s several-boundary forms (`3,7,10-12`, `all`, `sample:K[:SEED]`), checked (BadInput if not one)."""
+    from replayer.batch import parse_boundaries as parsed
+
+    return parsed(spec)
+
+
+def boundary_dir(out: PathLike, boundary: int) -> Path:
+    """Where `run_boundaries(..., out)` writes boundary `boundary`'s result directory."""
+    from replayer.multiboundary import boundary_dir as where
+
+    return where(Path(out), boundary)

@@ -738,13 +738,10 @@ def _run_boundaries(
     options: Any,
 ) -> None:
     """`run -n 3,7,12` (several boundaries, one replay): a line a boundary, the first error's exit code."""
-    from replayer.batch import parse_boundaries
-    from replayer.multiboundary import boundary_dir
-
     if continue_:
         raise typer.BadParameter("--continue takes one boundary", param_hint="--after-step")
     try:
-        parse_boundaries(spec)
+        api.parse_boundaries(spec)
     except BadInput as exc:
         raise typer.BadParameter(str(exc), param_hint="--after-step") from None
     with _progress(json, quiet, verbose) as progress:
@@ -756,7 +753,7 @@ def _run_boundaries(
             {
                 "out": str(out.absolute()),
                 "boundaries": {
-                    str(k): {"out": str(boundary_dir(out.absolute(), k)), **r.model_dump(mode="json")}
+                    str(k): {"out": str(api.boundary_dir(out.absolute(), k)), **r.model_dump(mode="json")}
                     if isinstance(r, ReplayResult)
                     else {"error_kind": r.kind, "error": str(r)}
                     for k, r in sorted(outcomes.items())
@@ -771,7 +768,7 @@ def _run_boundaries(
             for d in r.divergences:
                 counts[d.status] = counts.get(d.status, 0) + 1
             summary = ", ".join(f"{v} {s}" for s, v in sorted(counts.items())) or "no calls"
-            console.print(f"after {k}: {summary}; {boundary_dir(out.absolute(), k)}", highlight=False)
+            console.print(f"after {k}: {summary}; {api.boundary_dir(out.absolute(), k)}", highlight=False)
         else:
             console.print(f"after {k}: {r.kind}: {r}", highlight=False, markup=False)
     failed = [r for r in outcomes.values() if not isinstance(r, ReplayResult)]
