@@ -5,10 +5,10 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-from adapters.base import Adapter, recorded_tools
-from adapters.head import SqliteFile, read_head
-from replayer.errors import BadInput
-from replayer.io import open_input
+from replayer.adapters.base import Adapter, recorded_tools
+from replayer.adapters.head import SqliteFile, read_head
+from replayer.floor.errors import BadInput
+from replayer.floor.io import open_input
 
 __all__ = [
     "Adapter",
@@ -22,14 +22,14 @@ __all__ = [
 ]
 
 REGISTRY: dict[str, str] = {
-    "claude_code": "adapters.claude_code:ClaudeCodeAdapter",
-    "codex": "adapters.codex:CodexAdapter",
-    "mini_swe_agent": "adapters.mini_swe_agent:MiniSweAgentAdapter",
-    "opencode": "adapters.opencode:OpenCodeAdapter",
-    "pi": "adapters.pi:PiAdapter",
-    "gemini_cli": "adapters.gemini_cli:GeminiCliAdapter",
-    "openhands": "adapters.openhands:OpenHandsAdapter",
-    "openhands_v0": "adapters.openhands.v0_adapter:OpenHandsV0Adapter",
+    "claude_code": "replayer.adapters.claude_code:ClaudeCodeAdapter",
+    "codex": "replayer.adapters.codex:CodexAdapter",
+    "mini_swe_agent": "replayer.adapters.mini_swe_agent:MiniSweAgentAdapter",
+    "opencode": "replayer.adapters.opencode:OpenCodeAdapter",
+    "pi": "replayer.adapters.pi:PiAdapter",
+    "gemini_cli": "replayer.adapters.gemini_cli:GeminiCliAdapter",
+    "openhands": "replayer.adapters.openhands:OpenHandsAdapter",
+    "openhands_v0": "replayer.adapters.openhands.v0_adapter:OpenHandsV0Adapter",
 }
 """Every agent by name -> its adapter class (imported when first asked for), in detection order: the
 first whose `detect` claims a file's head parses it. Adding an agent is its package and one line here."""

@@ -14,21 +14,29 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from adapters.sandbox_paths import CONTINUE_SPEC
-from adapters.tool_definitions import shipped_path, wire_tools
-from bridges.chat import ChatDialect
-from bridges.core import Dialect, Gate
-from bridges.sidecalls import PROBE, SideCall
-from replayer.divergence import COMMON
-from replayer.errors import BadInput, SandboxError
-from replayer.io import write_bytes_atomic
-from replayer.models import AgentStatus, Budgets, HeldSession, Observation, ToolCall, ToolKind, Trajectory
-from replayer.pins import load_pins, pinned_version
-from replayer.rundirs import RunDirs
-from sandboxes.base import Sandbox
+from replayer.adapters.sandbox_paths import CONTINUE_SPEC
+from replayer.adapters.tool_definitions import shipped_path, wire_tools
+from replayer.bridges.chat import ChatDialect
+from replayer.bridges.core import Dialect, Gate
+from replayer.bridges.sidecalls import PROBE, SideCall
+from replayer.floor.divergence import COMMON
+from replayer.floor.errors import BadInput, SandboxError
+from replayer.floor.io import write_bytes_atomic
+from replayer.floor.models import (
+    AgentStatus,
+    Budgets,
+    HeldSession,
+    Observation,
+    ToolCall,
+    ToolKind,
+    Trajectory,
+)
+from replayer.floor.pins import load_pins, pinned_version
+from replayer.floor.rundirs import RunDirs
+from replayer.sandboxes.base import Sandbox
 
 if TYPE_CHECKING:
-    from bridges.scripted import ScriptedUpstream
+    from replayer.bridges.scripted import ScriptedUpstream
 
 
 class Continuation(BaseModel):
@@ -129,7 +137,7 @@ class StepwiseRerunner(ABC):
 
     def clean_home_copy(self, home: Path) -> None:
         """Remove from `home`, a host copy of the agent home taken between two steps (a boundary one replay
-        passes, replayer/multiboundary.py), what `close` removes from the live one in the sandbox: the copy
+        passes, replayer/pipeline/multiboundary.py), what `close` removes from the live one in the sandbox: the copy
         is then the home a replay that ended at that boundary leaves. The copy holds no links."""
         return None  # a companion leaves its home as it is
 
@@ -352,7 +360,7 @@ def filled(template: Any, marker: str, value: str) -> Any:
 
 
 class Probing:
-    """What `replayer verify` needs to record a probe session with a version of the agent (replayer/verify.py
+    """What `replayer verify` needs to record a probe session with a version of the agent (replayer/verbs/verify.py
     runs the probe; the defaults: no probe)."""
 
     probe_native: str | None = None
@@ -378,7 +386,9 @@ class Probing:
 
     def probe_upstream(self) -> type[ScriptedUpstream]:
         """The scripted model service on the agent's wire."""
-        from bridges.scripted import ScriptedUpstream  # not at the top: it imports an adapter's module
+        from replayer.bridges.scripted import (
+            ScriptedUpstream,  # not at the top: it imports an adapter's module
+        )
 
         return ScriptedUpstream
 

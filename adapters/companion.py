@@ -18,11 +18,11 @@ from typing import Any, ClassVar
 
 import orjson
 
-from adapters.base import StepwiseRerunner
-from replayer.errors import SandboxError, last_line
-from replayer.io import MAX_INPUT_BYTES, remove_alias, short_alias
-from replayer.models import Observation, Step, Trajectory
-from sandboxes.base import RunningExec, Sandbox
+from replayer.adapters.base import StepwiseRerunner
+from replayer.floor.errors import SandboxError, last_line
+from replayer.floor.io import MAX_INPUT_BYTES, remove_alias, short_alias
+from replayer.floor.models import Observation, Step, Trajectory
+from replayer.sandboxes.base import RunningExec, Sandbox
 
 _START_TIMEOUT_S = 120.0
 _STOP_GRACE_S = 10.0

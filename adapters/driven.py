@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adapters.sandbox_paths import REPLAY_MODEL_PORT
-from bridges.scripted import Script, ScriptedUpstream, Turn
-from replayer.errors import SandboxError
-from replayer.io import remove_alias, short_alias
-from sandboxes.base import RunningExec, Sandbox
+from replayer.adapters.sandbox_paths import REPLAY_MODEL_PORT
+from replayer.bridges.scripted import Script, ScriptedUpstream, Turn
+from replayer.floor.errors import SandboxError
+from replayer.floor.io import remove_alias, short_alias
+from replayer.sandboxes.base import RunningExec, Sandbox
 
 PORT = REPLAY_MODEL_PORT
 SOCKET = "replay-model.sock"

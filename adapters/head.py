@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from replayer.errors import BadInput
-from replayer.io import MAX_INPUT_BYTES, open_input
+from replayer.floor.errors import BadInput
+from replayer.floor.io import MAX_INPUT_BYTES, open_input
 
 _HEAD_LINES = 64
 SQLITE_MAGIC = b"SQLite format 3\x00"

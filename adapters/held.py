@@ -1,6 +1,6 @@
 """Files that hold several sessions, read line by line: each agent whose files may hold several says,
 through `Reader.sessions_held`, what a line's session is; this reads the file once and lists them
-(replayer/multisession.py extracts one). A file of one session holds none here."""
+(replayer/pipeline/multisession.py extracts one). A file of one session holds none here."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import orjson
 
-from replayer.errors import BadInput, excerpt
-from replayer.io import read_input
-from replayer.models import HeldSession
+from replayer.floor.errors import BadInput, excerpt
+from replayer.floor.io import read_input
+from replayer.floor.models import HeldSession
 
 SessionOf = Callable[[Any], "str | None"]
 """A parsed line -> the session it belongs to (None: not a line of this form)."""

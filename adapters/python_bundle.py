@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from replayer.errors import SandboxError
+from replayer.floor.errors import SandboxError
 
 
 def python_home(bundle: Path) -> Path:

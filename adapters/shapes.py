@@ -17,7 +17,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from pydantic_core import SchemaValidator
 
-from replayer.errors import bad_record
+from replayer.floor.errors import bad_record
 
 
 class Open(BaseModel):

@@ -1,6 +1,6 @@
 """The tool definitions an agent version offers the model, as they went on the wire: the pinned versions'
 ship with each adapter (adapters/AGENT/data/VERSION/tools.json, captured by tests/capture_tools.py);
-another version's, once captured from its own CLI (replayer/tool_capture.py), are kept beside the bundles
+another version's, once captured from its own CLI (replayer/verbs/tool_capture.py), are kept beside the bundles
 (BUNDLES/tool-definitions/AGENT@VERSION.json)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from replayer.io import write_bytes_atomic
-from replayer.pins import bundles_root
+from replayer.floor.io import write_bytes_atomic
+from replayer.floor.pins import bundles_root
 
 CACHE = "tool-definitions"
 

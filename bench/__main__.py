@@ -25,25 +25,25 @@ import aiohttp
 import docker
 import orjson
 
-from adapters.base import Adapter
-from adapters.claude_code import wire
-from adapters.claude_code.gate import ClaudeCodeGate
 from bench import long_sessions
 from bench.boundaries import BOUNDARIES_HEADING, bench_boundaries, boundaries_section
 from bench.scale import SCALE_HEADING, bench_scale, scale_section
-from bridges.anthropic import AnthropicDialect
-from bridges.core import Bridge, BridgeConfig, Decision
-from replayer.batch import valid_boundaries
-from replayer.engine import load
-from replayer.fork import BoundaryReady, ForkJob
-from replayer.heap import collector_paused
-from replayer.io import Workspace
-from replayer.models import Budgets, Step, ToolCall, Trajectory
-from replayer.pins import load_pins
-from replayer.plan import make_plan
-from replayer.rootfs import RootfsDiff
-from replayer.rundirs import RunDirs
-from sandboxes.docker import DockerBackend, DockerSandbox, connect
+from replayer.adapters.base import Adapter
+from replayer.adapters.claude_code import wire
+from replayer.adapters.claude_code.gate import ClaudeCodeGate
+from replayer.bridges.anthropic import AnthropicDialect
+from replayer.bridges.core import Bridge, BridgeConfig, Decision
+from replayer.floor.heap import collector_paused
+from replayer.floor.io import Workspace
+from replayer.floor.models import Budgets, Step, ToolCall, Trajectory
+from replayer.floor.pins import load_pins
+from replayer.floor.rundirs import RunDirs
+from replayer.pipeline.engine import load
+from replayer.pipeline.fork import BoundaryReady, ForkJob
+from replayer.pipeline.plan import make_plan
+from replayer.pipeline.rootfs import RootfsDiff
+from replayer.sandboxes.docker import DockerBackend, DockerSandbox, connect
+from replayer.verbs.batch import valid_boundaries
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "claude_code"
@@ -230,7 +230,7 @@ above its floor (about 0.5x) is its record checks in Python, the expansion of sp
 A pydantic-core check of a record costs about as much as loading it (it builds a copy of what it checks:
 OpenCode's messages, about 75 ms CPU as typed dicts against a 65 ms load), a check in Python of the few
 fields read a third to a half of it: every refusal is kept, so every record is checked.
-The parse and the plan pause the cyclic collector (`replayer/heap.py`: nothing they build is cyclic), and
+The parse and the plan pause the cyclic collector (`replayer/floor/heap.py`: nothing they build is cyclic), and
 what they built is then moved to the oldest generation without a walk, so the first ratio sets a parse
 without the collector's passes against a baseline that pays them; the last column compares both without.
 Before this round (this page, the same measurement): Claude Code 2.10 (4.08 without the collector on either
@@ -259,7 +259,7 @@ checks that walked every record."""
 
 def bench_mini(tmp: Path) -> dict[str, float]:
     """mini-swe-agent reruns: one companion for the replay vs a companion per step vs bare execs."""
-    from adapters.mini_swe_agent import MiniSweAgentAdapter
+    from replayer.adapters.mini_swe_agent import MiniSweAgentAdapter
 
     fixture = ROOT / "tests" / "fixtures" / "mini_swe_agent" / "toolcall"
     adapter = MiniSweAgentAdapter()
@@ -321,8 +321,8 @@ def bench_mini(tmp: Path) -> dict[str, float]:
 
 def bench_codex(tmp: Path) -> dict[str, float]:
     """exec_command rerun vs a bare docker exec; apply_patch on a large file vs a plain replace-and-write."""
-    from adapters.codex import CodexAdapter
-    from adapters.codex import patch as codex_patch
+    from replayer.adapters.codex import CodexAdapter
+    from replayer.adapters.codex import patch as codex_patch
 
     fixture = ROOT / "tests" / "fixtures" / "codex" / "exec"
     adapter = CodexAdapter()
@@ -518,7 +518,7 @@ async def _timed_requests(url: str, body: bytes, n: int, unix_path: str | None) 
 
 
 def bench_bridge(tmp: Path) -> dict[str, float]:
-    from bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
+    from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
 
     log = [orjson.loads(x) for x in (FIXTURES / "parallel" / "upstream.jsonl").read_bytes().splitlines()]
     body = orjson.dumps(next(r for r in reversed(log) if r["main_thread"])["body"])
@@ -636,7 +636,7 @@ COMPARE_HEADING = "## compare: one replay and M forks against M replays"
 def bench_compare(tmp: Path, copies: int = 40, runs: int = 4) -> dict[str, float]:
     """`replayer compare` with M runs of one variant against M `replayer run --continue`, same prefix,
     same scripted continuation (one Bash call, then an answer), whole commands, sequential and 2 at once."""
-    from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+    from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 
     session = long_sessions.claude_code(tmp, copies)
     workspace = FIXTURES / "parallel" / "workspace"
@@ -745,7 +745,7 @@ def _fork_before(session: Path, src: Path, image: str, tmp: Path) -> float:
 
 
 def _fork_job(session: Path, src: Path, tmp: Path, image: str | None, rootfs_dir: Path | None) -> ForkJob:
-    from replayer.models import ContinueRequest, Variant
+    from replayer.floor.models import ContinueRequest, Variant
 
     adapter, _ = load(session)
     return ForkJob(
@@ -761,8 +761,8 @@ def _fork_now(session: Path, src: Path, boundary: BoundaryReady, tmp: Path) -> t
     """A cold fork as a waiting `replayer.fork` process makes it once told the boundary is ready: its
     state (a clone of the sealed boundary) and its container from the snapshot image. (seconds in all,
     seconds of the state's clone)"""
-    from replayer.boundary import fork_state
-    from replayer.fork import _prepare
+    from replayer.pipeline.boundary import fork_state
+    from replayer.pipeline.fork import _prepare
 
     adapter, traj = load(session)
     job = _fork_job(session, src, tmp, None, None)
@@ -779,9 +779,9 @@ def _fork_now(session: Path, src: Path, boundary: BoundaryReady, tmp: Path) -> t
 def _fork_prestarted(session: Path, src: Path, boundary: BoundaryReady, base: str, tmp: Path) -> float:
     """A pre-started fork once told the boundary is ready: its state cloned, mounted into the container
     it started before (from the replay's image), the boundary's own changes applied by its waiter."""
-    from replayer.boundary import fork_state
-    from replayer.fork import Prestarted
-    from sandboxes.slots import Slot
+    from replayer.pipeline.boundary import fork_state
+    from replayer.pipeline.fork import Prestarted
+    from replayer.sandboxes.slots import Slot
 
     adapter, traj = load(session)
     job = _fork_job(session, src, tmp, base, tmp / "rootfs")
@@ -800,8 +800,8 @@ def _fork_prestarted(session: Path, src: Path, boundary: BoundaryReady, base: st
 
 def _boundary_image(client: docker.DockerClient, base: str, tmp: Path) -> tuple[str, RootfsDiff]:
     """A snapshot image as compare commits it after a Claude Code prefix (its shell's /tmp files, the
-    mount points), and its changes against `base` (replayer/rootfs.py)."""
-    from replayer import rootfs
+    mount points), and its changes against `base` (replayer/pipeline/rootfs.py)."""
+    from replayer.pipeline import rootfs
 
     box = DockerSandbox.start(
         client,
@@ -824,7 +824,7 @@ def _boundary_image(client: docker.DockerClient, base: str, tmp: Path) -> tuple[
 
 def _compare_fork_s(tmp: Path, session: Path, runs: int) -> list[tuple[float, float, str]]:
     """`fork_s`, `ready_s` and `fork_path` of every run of a real `replayer compare -r RUNS -j 1` (each run one quiet answer)."""
-    from bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
+    from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
 
     quiet = Script(by_history=True, turns=[Turn(blocks=[TextBlock(text="Done.")])])
     steps = len(load(session)[1].steps)
@@ -841,8 +841,8 @@ def _compare_fork_s(tmp: Path, session: Path, runs: int) -> list[tuple[float, fl
 
 
 def bench_fork(tmp: Path, rounds: int = 7, compares: int = 2, runs: int = 4) -> dict[str, object]:
-    from replayer.boundary import seal
-    from replayer.models import SandboxLimits
+    from replayer.floor.models import SandboxLimits
+    from replayer.pipeline.boundary import seal
 
     session = FIXTURES / "write_edit" / "session.jsonl"
     client = connect()
@@ -927,13 +927,13 @@ files in /tmp: {f["changes"]} paths besides the mounts).
   bracketed share: constant whatever the tree) with its own quota, then its container from the snapshot
   image (create, the quota on its writable layer, start). The container start dominates, and it is the
   engine's (runc, the namespaces): without our options (init, tmpfs, limits) it takes about as long.
-- Pre-started (`replayer/fork.py` `Prestarted`, the default): the run's process starts its container
+- Pre-started (`replayer/pipeline/fork.py` `Prestarted`, the default): the run's process starts its container
   while the prefix replays, from the replay's image, its writable folders bound from the empty folders of
   a slot with rslave propagation (`sandboxes/slots.py`). Once the snapshot is ready it clones the state,
   bind-mounts its folders onto the slot's (microseconds; the mounts propagate into the running container
   at the recorded workspace path and agent home), and tells the container's waiter (a FIFO, no engine
   call) to apply what the prefix changed in the container's own file system, read once by compare from
-  the committed image's layer (`replayer/rootfs.py`). The clone and the waiter's tar dominate; the
+  the committed image's layer (`replayer/pipeline/rootfs.py`). The clone and the waiter's tar dominate; the
   engine is off the path. A run falls back to cold, saying why (`fork_fallback`), when the boundary was
   ready before its process started, there are no slots (no root, no btrfs), or the changes cannot be
   carried exactly (a device file, extended attributes, over 64 MiB or 100,000 paths: the walk of the

@@ -13,7 +13,8 @@ import orjson
 
 from bench import long_sessions
 from replayer import api
-from replayer.batch import (
+from replayer.pipeline.engine import load
+from replayer.verbs.batch import (
     JobOutcome,
     batch_labels,
     expand,
@@ -23,8 +24,7 @@ from replayer.batch import (
     remove_containers,
     valid_boundaries,
 )
-from replayer.engine import load
-from replayer.executors import run_local
+from replayer.verbs.executors import run_local
 
 BOUNDARIES_HEADING = "## Every boundary of a session: one replay against one job per boundary"
 FIXTURES = long_sessions.FIXTURES
@@ -97,7 +97,7 @@ def boundaries_section(rows: list[dict[str, object]]) -> str:
         f"Every valid boundary of a long session (boundary 0 included), as a batch of `run` jobs on {WORKERS}",
         "workers: one job per boundary (its own container and rerun of steps 1..k, the batch's path before",
         "this round) against one replay that writes each boundary's result as it passes it",
-        "(`replayer/multiboundary.py`); the floor is one `run -n LAST` of the same session, measured in the",
+        "(`replayer/pipeline/multiboundary.py`); the floor is one `run -n LAST` of the same session, measured in the",
         "same run. Rerun calls: the tool calls rerun in containers. Prefixes per hour per core: the",
         f"boundaries written per hour of wall time, divided by the cores used (min(workers, cores) = "
         f"{min(WORKERS, os.cpu_count() or 1)}).",

@@ -12,13 +12,13 @@ import sys
 import uuid
 from pathlib import Path
 
-import replayer.fork  # noqa: F401  (the imports a fork process paid before it could do anything)
-from replayer.boundary import copy_places
-from replayer.engine import load, pins_for
-from replayer.models import SandboxLimits
-from replayer.rundirs import RunDirs
-from sandboxes.docker import RUN_DIR, DockerSandbox, connect
-from sandboxes.quota import StateDir
+import replayer.pipeline.fork  # noqa: F401  (the imports a fork process paid before it could do anything)
+from replayer.floor.models import SandboxLimits
+from replayer.floor.rundirs import RunDirs
+from replayer.pipeline.boundary import copy_places
+from replayer.pipeline.engine import load, pins_for
+from replayer.sandboxes.docker import RUN_DIR, DockerSandbox, connect
+from replayer.sandboxes.quota import StateDir
 
 
 def main(trajectory: str, boundary: str, image: str, fallback: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from bridges.usage import UsageKeys
+from replayer.bridges.usage import UsageKeys
 
 Message = dict[str, Any]
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 
-from bridges.core import Decision
-from bridges.difference import Mismatch, first_difference, mismatch_at
-from bridges.usage import UsageKeys
+from replayer.bridges.core import Decision
+from replayer.bridges.difference import Mismatch, first_difference, mismatch_at
+from replayer.bridges.usage import UsageKeys
 
 Message = dict[str, Any]
 

@@ -18,13 +18,13 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from bridges import sidecalls
-from bridges.cassette import Answer, Exchange, Player, Recorder, Refusal, kept_headers
-from bridges.difference import Mismatch
-from bridges.sidecalls import PROBE, SideCall
-from bridges.usage import AnswerEnds, UsageKeys
-from replayer.io import remove_alias, short_alias
-from replayer.models import BridgeCounters, BridgeRefusal
+from replayer.bridges import sidecalls
+from replayer.bridges.difference import Mismatch
+from replayer.bridges.playback import Answer, Exchange, Player, Recorder, Refusal, kept_headers
+from replayer.bridges.sidecalls import PROBE, SideCall
+from replayer.bridges.usage import AnswerEnds, UsageKeys
+from replayer.floor.io import remove_alias, short_alias
+from replayer.floor.models import BridgeCounters, BridgeRefusal
 
 _HOP_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "x-api-key", "authorization"}
@@ -90,7 +90,7 @@ class BridgeConfig(BaseModel):
     side_calls: tuple[SideCall, ...] = (PROBE,)
     """The side calls the adapter declares; any other is refused (bridges/sidecalls.py)."""
     kept_answer_headers: tuple[str, ...] = ()
-    """Answer headers a cassette keeps besides the common ones (bridges/cassette.py), as the adapter declares."""
+    """Answer headers a cassette keeps besides the common ones (bridges/playback.py), as the adapter declares."""
     max_request_bytes: int = 64 * 1024 * 1024
     max_response_bytes: int = 512 * 1024 * 1024
 

@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from bridges.scripted import LoggedRequest, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
-from bridges.usage import UsageKeys
+from replayer.bridges.scripted import LoggedRequest, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.bridges.usage import UsageKeys
 
 Content = dict[str, Any]
 KEY_HEADER = "x-goog-api-key"

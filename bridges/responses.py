@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 
-from bridges.chat import ChatDialect
-from bridges.usage import UsageKeys
+from replayer.bridges.chat import ChatDialect
+from replayer.bridges.usage import UsageKeys
 
 Item = dict[str, Any]
 

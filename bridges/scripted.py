@@ -1,7 +1,7 @@
 """A scripted model service: Anthropic Messages, OpenAI chat completions and Responses, real SSE.
 
 The test suite's only stand-in (there is no model service here), the built-in mock model of
-`--upstream mock` (replayer/mock.py), and the replay model of the driven reruns: there the turns are
+`--upstream mock` (replayer/pipeline/mock.py), and the replay model of the driven reruns: there the turns are
 fed one at a time (`fed=True`), each main request held until the rerunner hands over the next
 historical turn. Main-thread requests consume the turns in order (Anthropic: those
 that offer the Bash tool; chat completions: every request); side calls get a short text. Streaming and
@@ -21,8 +21,8 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict
 
-from bridges.anthropic import is_main_thread
-from bridges.chat import is_title_request
+from replayer.bridges.anthropic import is_main_thread
+from replayer.bridges.chat import is_title_request
 
 
 class TextBlock(BaseModel):

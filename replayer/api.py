@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict
 
-from replayer import settings as user_settings
-from replayer.batch import BatchCounts
-from replayer.errors import NO_UPSTREAM_HELP, BadInput, NoUpstream, ReplayError
-from replayer.events import Building, JobEnded, OnEvent, Stage, ignore
-from replayer.io import read_input
-from replayer.models import (
+from replayer.floor import settings as user_settings
+from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput, NoUpstream, ReplayError
+from replayer.floor.events import Building, JobEnded, OnEvent, Stage, ignore
+from replayer.floor.io import read_input
+from replayer.floor.models import (
     CompareResult,
     ContinuationResult,
     ContinueRequest,
@@ -37,13 +36,14 @@ from replayer.models import (
     Variant,
     workspace_spec,
 )
-from replayer.settings import Settings
+from replayer.floor.settings import Settings
+from replayer.verbs.batch import BatchCounts
 
 if TYPE_CHECKING:
-    from replayer.bundles import Bundle
-    from replayer.export import ExportSummary
-    from replayer.models import HeldSession
-    from replayer.verdicts import Verdict
+    from replayer.floor.bundles import Bundle
+    from replayer.floor.models import HeldSession
+    from replayer.floor.verdicts import Verdict
+    from replayer.verbs.export import ExportSummary
 
 logger = logging.getLogger(__name__)
 
@@ -59,9 +59,10 @@ def inspect(
 ) -> InspectReport:
     """The agent, version, session and steps (complete tool batches) of a trajectory, each call with how it
     would be replayed; or, for a file that holds several sessions and no `session`, the list of them."""
-    from replayer import multisession, versions
-    from replayer.engine import load
-    from replayer.pins import running_version
+    from replayer.floor.pins import running_version
+    from replayer.pipeline import agent_version as versions
+    from replayer.pipeline import multisession
+    from replayer.pipeline.engine import load
 
     path = Path(trajectory)
     held = multisession.held(path) if session is None else []
@@ -106,7 +107,7 @@ def inspect(
 
 
 def _sessions(path: Path, held: list[HeldSession]) -> InspectReport:
-    from replayer.engine import load
+    from replayer.pipeline.engine import load
 
     summaries = []
     for one in held:
@@ -192,7 +193,7 @@ def prepare(
 ) -> ReplayResult:
     """Zero execution: the native session prefix after `after_step` with the historical observations, and
     expected_prefix.json, written atomically into `out`."""
-    from replayer.engine import execute
+    from replayer.pipeline.engine import execute
 
     user_settings.load()  # a bad or untrusted settings file refuses a prepare as it does a run
     request = ReplayRequest(
@@ -216,7 +217,7 @@ def run(
 
     A continuation that was refused or failed still returns its result (the output directory is complete);
     `continuation_error(result.continuation, out)` is the error the command exits with then."""
-    from replayer.engine import execute
+    from replayer.pipeline.engine import execute
 
     found = user_settings.load()
     cont = None
@@ -258,9 +259,9 @@ def run_boundaries(
     boundary K gets its own complete result directory `out`/after-K/, equal to what `run(..., K, ...)`
     writes. `boundaries`: a list, or `-n`'s text forms (`3,7,10-12`, `all`, `sample:K[:SEED]`). Returns
     each boundary's result, or the error it was refused or failed with (the others go on)."""
-    from replayer.batch import parse_boundaries, pick_boundaries
-    from replayer.engine import load
-    from replayer.multiboundary import boundary_dir, execute_many
+    from replayer.pipeline.engine import load
+    from replayer.pipeline.multiboundary import boundary_dir, execute_many
+    from replayer.verbs.batch import parse_boundaries, pick_boundaries
 
     continuing = ("upstream", "cassette", "record_cassette", "boundary_prompt", "max_steps", "model")
     if any(options.get(name) for name in continuing):
@@ -303,9 +304,9 @@ def compare(
     """Replay the prefix once, snapshot the boundary, run every variant (`NAME=SPEC` as `--variant` takes
     it, or a Variant) `repeat` times from the snapshot, `workers` at once, `check` (a shell command) in
     each run's container afterwards; compare.json and report.html in `out`."""
-    from replayer.compare import compare as run_compare
-    from replayer.models import CompareRequest
-    from replayer.variants import parse_variant
+    from replayer.floor.models import CompareRequest
+    from replayer.verbs.compare import compare as run_compare
+    from replayer.verbs.variants import parse_variant
 
     found = user_settings.load()
     try:
@@ -341,7 +342,7 @@ def batch(
 ) -> BatchCounts:
     """Every job of a JSONL manifest into `out` (resumable: finished jobs are never recomputed); `ray`: an
     address, 'auto' or 'local'. The counts are also in out/batch.json, with every job's outcome."""
-    from replayer.batch import (
+    from replayer.verbs.batch import (
         JobOutcome,
         Tally,
         batch_labels,
@@ -354,7 +355,7 @@ def batch(
         read_manifest,
         remove_containers,
     )
-    from replayer.executors import run_local, run_ray
+    from replayer.verbs.executors import run_local, run_ray
 
     out = Path(out)
     found = user_settings.load()  # a bad or untrusted settings file refuses a batch before anything starts
@@ -462,8 +463,8 @@ def _image_ids(tags: set[str | None]) -> dict[str, str]:
     """Image tag -> id, for the job keys of replay and continue jobs (the default image when None)."""
     if not tags:
         return {}
-    from replayer.pins import load_pins
-    from sandboxes.docker import connect, missing_image
+    from replayer.floor.pins import load_pins
+    from replayer.sandboxes.docker import connect, missing_image
 
     client = connect()
     ids = {}
@@ -505,7 +506,7 @@ class ViewReport(BaseModel):
 
 def export(directory: PathLike, out: PathLike, format: str = "chat", force: bool = False) -> ExportSummary:
     """One training record per prefix of a batch (or of one result directory), as `chat` or `atif`."""
-    from replayer.export import export_atif, export_chat
+    from replayer.verbs.export import export_atif, export_chat
 
     exporters = {"chat": export_chat, "atif": export_atif}
     if format not in exporters:
@@ -515,7 +516,7 @@ def export(directory: PathLike, out: PathLike, format: str = "chat", force: bool
 
 def view(directory: PathLike) -> ViewReport:
     """DIR/report.html for a replay's output directory; DIR/index.html for any other folder of results."""
-    from replayer import index, view
+    from replayer.verbs import index, view
 
     directory = Path(directory)
     if (directory / "result.json").is_file() or not directory.is_dir():
@@ -527,10 +528,10 @@ def view(directory: PathLike) -> ViewReport:
 def gc() -> GcReport:
     """Remove every container and snapshot image the replayer left behind, the state folders and fork
     slots of dead runs, and the slots' root once no slot is left."""
-    from sandboxes.docker import connect
-    from sandboxes.docker import gc as docker_gc
-    from sandboxes.quota import sweep_states
-    from sandboxes.slots import unmount_root
+    from replayer.sandboxes.docker import connect
+    from replayer.sandboxes.docker import gc as docker_gc
+    from replayer.sandboxes.quota import sweep_states
+    from replayer.sandboxes.slots import unmount_root
 
     removed, images = docker_gc(connect())
     states = sweep_states()
@@ -547,9 +548,9 @@ def verify(
     """Probe each AGENT@VERSION at every boundary and store its verdict (in `verdicts`, default the
     setting's); every spec is checked before the first probe starts. `on_verdict` hears each verdict and
     where it is stored, as it comes."""
-    from replayer import bundles
-    from replayer import verdicts as store
-    from replayer.verify import verify as run_probe
+    from replayer.floor import bundles
+    from replayer.floor import verdicts as store
+    from replayer.verbs.verify import verify as run_probe
 
     found = []
     for agent, version in [bundles.parse_spec(spec) for spec in specs]:
@@ -561,14 +562,14 @@ def verify(
 
 def not_verified(found: list[Verdict]) -> ReplayError | None:
     """The error a verify of these verdicts exits with (None: all passed)."""
-    from replayer.verify import not_verified as failed
+    from replayer.verbs.verify import not_verified as failed
 
     return failed(found)
 
 
 def bundles_list() -> list[Bundle]:
     """The bundles in the cache, pinned or not."""
-    from replayer import bundles
+    from replayer.floor import bundles
 
     return bundles.list_bundles()
 
@@ -578,7 +579,7 @@ def bundles_add(
 ) -> list[tuple[str, Path]]:
     """Install AGENT@VERSION bundles (and, with `pinned`, every pinned one) the cache lacks; a bundle an
     earlier replayer installed without a digest manifest gets one, if nothing in it is someone else's."""
-    from replayer import bundles
+    from replayer.floor import bundles
 
     wanted = [bundles.parse_spec(spec) for spec in specs]
     if pinned:
@@ -593,7 +594,7 @@ def bundles_add(
 
 def bundles_rm(specs: Sequence[str]) -> list[tuple[str, bool]]:
     """Remove these bundles from the cache: (AGENT@VERSION, whether it was installed)."""
-    from replayer import bundles
+    from replayer.floor import bundles
 
     parsed = [bundles.parse_spec(spec) for spec in specs]
     return [(f"{agent}@{version}", bundles.remove(agent, version)) for agent, version in parsed]
@@ -605,7 +606,7 @@ def setup(
     """Make this machine ready to run, reusing every part already there: the Docker engine, the pinned
     base image (`image`), the pinned agent bundles (`bundles`; `agents`: only theirs). `on_event` hears the
     image build (`Building`) and each install (`Installing`)."""
-    from replayer import setup as machine
+    from replayer.verbs import setup as machine
 
     wanted = machine.pinned_bundles(list(agents) if agents is not None else None) if bundles else []
     engine, notes = machine.engine()
@@ -616,7 +617,7 @@ def setup(
 
 def parse_variant(spec: str) -> Variant:
     """`NAME=SPEC` as `--variant` takes it (ValueError when it is not one)."""
-    from replayer.variants import parse_variant as parsed
+    from replayer.verbs.variants import parse_variant as parsed
 
     return parsed(spec)
 
@@ -624,27 +625,27 @@ def parse_variant(spec: str) -> Variant:
 def stop_sandboxes() -> None:
     """Stop every sandbox this process started (at an interruption: the `finally` blocks on the way up may
     not have run for a sandbox caught between its creation and its owner's `try`)."""
-    from sandboxes.docker import stop_live
+    from replayer.sandboxes.docker import stop_live
 
     stop_live()
 
 
 def continuation_error(cont: ContinuationResult | None, out: PathLike) -> ReplayError | None:
     """The error a refused or failed continuation exits with, its cause in one line; None otherwise."""
-    from replayer.continuation import continuation_error as error
+    from replayer.pipeline.continuation import continuation_error as error
 
     return error(cont, out)
 
 
 def parse_boundaries(spec: str) -> Any:
     """`-n`'s several-boundary forms (`3,7,10-12`, `all`, `sample:K[:SEED]`), checked (BadInput if not one)."""
-    from replayer.batch import parse_boundaries as parsed
+    from replayer.verbs.batch import parse_boundaries as parsed
 
     return parsed(spec)
 
 
 def boundary_dir(out: PathLike, boundary: int) -> Path:
     """Where `run_boundaries(..., out)` writes boundary `boundary`'s result directory."""
-    from replayer.multiboundary import boundary_dir as where
+    from replayer.pipeline.multiboundary import boundary_dir as where
 
     return where(Path(out), boundary)

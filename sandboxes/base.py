@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from replayer.errors import last_line
-from replayer.models import SandboxLimits
+from replayer.floor.errors import last_line
+from replayer.floor.models import SandboxLimits
 
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
 MAX_FILE_BYTES = 64 * 1024 * 1024

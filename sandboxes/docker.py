@@ -19,14 +19,14 @@ import docker.errors
 import requests
 from docker.types import Mount
 
-from replayer import signals
-from replayer.errors import SandboxError, last_line
-from replayer.models import SandboxLimits
-from sandboxes import seccomp, slots
-from sandboxes.base import MAX_FILE_BYTES, MAX_OUTPUT_BYTES, ExecResult, SandboxSpec, WatchedExec
-from sandboxes.committable import engine_refusal, refusal
-from sandboxes.owner import owner, owner_alive
-from sandboxes.quota import limit_layer, used_up
+from replayer.floor import signals
+from replayer.floor.errors import SandboxError, last_line
+from replayer.floor.models import SandboxLimits
+from replayer.sandboxes import seccomp, slots
+from replayer.sandboxes.base import MAX_FILE_BYTES, MAX_OUTPUT_BYTES, ExecResult, SandboxSpec, WatchedExec
+from replayer.sandboxes.committable import engine_refusal, refusal
+from replayer.sandboxes.owner import owner, owner_alive
+from replayer.sandboxes.quota import limit_layer, used_up
 
 LABEL = "sandbox-replayer"
 SNAPSHOT_LABEL = f"{LABEL}.snapshot"

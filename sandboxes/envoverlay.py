@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandboxes.base import ExecResult, RunningExec, Sandbox
+from replayer.sandboxes.base import ExecResult, RunningExec, Sandbox
 
 
 class EnvOverlay:

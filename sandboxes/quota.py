@@ -8,7 +8,7 @@ the result says so.
 
 A limited state can be sealed (read-only) and cloned: a clone is a btrfs snapshot, made in constant time
 whatever the tree's size, sharing the data until either side writes, with a limit of its own. That is
-how compare forks the boundary's workspace and agent home (replayer/fork.py).
+how compare forks the boundary's workspace and agent home (replayer/pipeline/fork.py).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from sandboxes.btrfs import FS_ROOT, is_btrfs
-from sandboxes.owner import orphans, owner
-from sandboxes.slots import sweep_slots
+from replayer.sandboxes.btrfs import FS_ROOT, is_btrfs
+from replayer.sandboxes.owner import orphans, owner
+from replayer.sandboxes.slots import sweep_slots
 
 STATE_ROOT = FS_ROOT / "runs"
 

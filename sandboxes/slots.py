@@ -1,6 +1,6 @@
 """Slots: host folders a container is started over before its state exists, the state mounted into them later.
 
-A pre-started fork (replayer/fork.py) binds each of its writable run folders (workspace, agent home,
+A pre-started fork (replayer/pipeline/fork.py) binds each of its writable run folders (workspace, agent home,
 bridge, an adapter's work folder) from an empty folder of its slot, with `rslave` propagation, from
 SLOT_ROOT, a bind mount of its own made shared. Once the boundary state is cloned, a bind mount of each
 state folder onto its slot folder propagates into the running container at the same path: the container
@@ -26,8 +26,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from sandboxes.btrfs import FS_ROOT, is_btrfs
-from sandboxes.owner import orphans, owner
+from replayer.sandboxes.btrfs import FS_ROOT, is_btrfs
+from replayer.sandboxes.owner import orphans, owner
 
 SLOT_ROOT = FS_ROOT / "slots"
 CONTROL_MOUNT = "/run/replayer-slot"

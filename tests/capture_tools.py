@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 
-from replayer.pins import load_pins
+from replayer.floor.pins import load_pins
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = {

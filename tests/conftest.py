@@ -95,7 +95,7 @@ def _environment_kept():
 
 @pytest.fixture(scope="session")
 def docker_client():
-    from sandboxes.docker import connect
+    from replayer.sandboxes.docker import connect
 
     return connect()
 
@@ -104,7 +104,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """What `replayer setup` (`make test` runs it first) does for bundles an earlier replayer installed
     without a digest manifest: record their digests (refused for a bundle with someone else's files), so
     that the suite runs on a machine set up before manifests as on a bare one."""
-    from replayer import bundles, bundletrust
+    from replayer.floor import bundles, bundletrust
 
     for agent, version in bundles.installed_specs():
         path = bundles.bundle_dir(agent, version)

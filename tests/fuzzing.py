@@ -19,7 +19,7 @@ import orjson
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from replayer.errors import ReplayError
+from replayer.floor.errors import ReplayError
 
 MAX_MESSAGE_CHARS = 600
 """A refusal names the line and field with a short excerpt; it never echoes the input in full."""

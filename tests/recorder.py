@@ -14,9 +14,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
-from replayer import bundles
-from replayer.pins import running_version
+from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
+from replayer.floor import bundles
+from replayer.floor.pins import running_version
 from tests.support.claude_cli import CWD, run_claude
 from tests.support.recording import seed, write_fixture
 

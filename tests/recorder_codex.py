@@ -12,9 +12,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from bridges.scripted import CustomToolBlock, Script, TextBlock, ToolUseBlock, Turn
-from replayer import bundles
-from replayer.pins import load_pins, running_version
+from replayer.bridges.scripted import CustomToolBlock, Script, TextBlock, ToolUseBlock, Turn
+from replayer.floor import bundles
+from replayer.floor.pins import load_pins, running_version
 from tests.support.codex_cli import MODEL, run_codex
 from tests.support.recording import first_request, seed, write_fixture
 
@@ -252,7 +252,7 @@ SHELL_SET = ("PWD=", "OLDPWD=", "SHLVL=", "_=")
 
 def capture_env() -> Path:
     """Record the environment the pinned CLI gives exec_command commands, as data for the reruns."""
-    from adapters.codex.tools import env_path
+    from replayer.adapters.codex.tools import env_path
 
     script = Script(model=MODEL, turns=[_turn(_exec("env", 1, ENV_CAPTURE)), _turn(TextBlock(text="ok"))])
     with tempfile.TemporaryDirectory(prefix="record-env-") as tmp:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import orjson
 
-from bridges.scripted import Script, TextBlock
-from replayer import bundles
-from replayer.pins import running_version
+from replayer.bridges.scripted import Script, TextBlock
+from replayer.floor import bundles
+from replayer.floor.pins import running_version
 from tests.support import recording
 from tests.support.gemini_cli import MODEL, run_gemini
 from tests.support.recording import call, record_selected, recorder_parser, seed, turn, write_fixture

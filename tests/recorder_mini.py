@@ -16,9 +16,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
-from replayer import bundles
-from replayer.pins import load_pins, running_version
+from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
+from replayer.floor import bundles
+from replayer.floor.pins import load_pins, running_version
 from tests.support.mini_cli import run_mini
 from tests.support.recording import record_selected, recorder_parser, seed, write_fixture
 

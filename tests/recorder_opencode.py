@@ -18,10 +18,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from adapters.opencode import bundle
-from bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
-from replayer import bundles
-from replayer.pins import running_version
+from replayer.adapters.opencode import bundle
+from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
+from replayer.floor import bundles
+from replayer.floor.pins import running_version
 from tests.support.opencode_cli import MODEL, run_opencode
 from tests.support.opencode_server import STREAMS, run_opencode_server
 from tests.support.recording import (

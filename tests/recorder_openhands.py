@@ -16,10 +16,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from adapters.openhands.bundle import NAME, NAME_V0, version
-from bridges.scripted import Script, TextBlock
-from replayer import bundles
-from replayer.pins import running_version
+from replayer.adapters.openhands.bundle import NAME, NAME_V0, version
+from replayer.bridges.scripted import Script, TextBlock
+from replayer.floor import bundles
+from replayer.floor.pins import running_version
 from tests.support.openhands_cli import run_sdk, run_v0
 from tests.support.recording import call, record_selected, recorder_parser, seed, turn, write_fixture
 

@@ -13,9 +13,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bridges.scripted import Script, TextBlock, ToolUseBlock
-from replayer import bundles
-from replayer.pins import running_version
+from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock
+from replayer.floor import bundles
+from replayer.floor.pins import running_version
 from tests.support import recording
 from tests.support.pi_cli import run_pi
 from tests.support.recording import (

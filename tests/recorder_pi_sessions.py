@@ -22,11 +22,11 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from adapters.pi import bundle
-from adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
-from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
-from replayer.pins import load_pins
-from sandboxes.docker import DockerSandbox, connect
+from replayer.adapters.pi import bundle
+from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
+from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.floor.pins import load_pins
+from replayer.sandboxes.docker import DockerSandbox, connect
 from tests.support.recording import seed, write_fixture
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "pi" / "sessions"

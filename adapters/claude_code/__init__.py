@@ -6,18 +6,28 @@ import posixpath
 from pathlib import Path
 from typing import Any
 
-from adapters.base import COMMAND, PATH, Adapter, Continuation, Ended, Launch, Rebuild, continued_file
-from adapters.claude_code import chain, continuation, driven, session, tools, wire
-from adapters.claude_code.gate import ClaudeCodeGate
-from adapters.sandbox_paths import AGENT_HOME
-from bridges.anthropic import AnthropicDialect, tools_to_chat
-from bridges.sidecalls import PROBE, SideCall
-from replayer import bundles
-from replayer.divergence import COMMON
-from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
-from replayer.pins import load_pins
-from replayer.rundirs import RunDirs
-from sandboxes.base import Sandbox
+from replayer.adapters.base import (
+    COMMAND,
+    PATH,
+    Adapter,
+    Continuation,
+    Ended,
+    Launch,
+    Rebuild,
+    continued_file,
+)
+from replayer.adapters.claude_code import chain, continuation, session, tools, wire
+from replayer.adapters.claude_code import rerun as driven
+from replayer.adapters.claude_code.gate import ClaudeCodeGate
+from replayer.adapters.sandbox_paths import AGENT_HOME
+from replayer.bridges.anthropic import AnthropicDialect, tools_to_chat
+from replayer.bridges.sidecalls import PROBE, SideCall
+from replayer.floor import bundles
+from replayer.floor.divergence import COMMON
+from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.floor.pins import load_pins
+from replayer.floor.rundirs import RunDirs
+from replayer.sandboxes.base import Sandbox
 
 _TOKEN_CAP_MARKS = ("[Truncated: PARTIAL view", "exceeds maximum allowed tokens")
 

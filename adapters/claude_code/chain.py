@@ -19,9 +19,9 @@ from typing import Any
 
 import orjson
 
-from adapters.shapes import ORJSON_DEPTH, unwritable
-from replayer.errors import BadInput, bad_record
-from replayer.io import open_input
+from replayer.adapters.shapes import ORJSON_DEPTH, unwritable
+from replayer.floor.errors import BadInput, bad_record
+from replayer.floor.io import open_input
 
 Record = dict[str, Any]
 CHAIN_TYPES = ("user", "assistant")

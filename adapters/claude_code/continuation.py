@@ -8,14 +8,15 @@ from typing import Any
 
 import orjson
 
-from adapters.base import stdout_events
-from adapters.claude_code import driven, envelope
-from adapters.claude_code.chain import CHAIN_TYPES, Record
-from adapters.claude_code.session import Native, project_dir_name
-from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY
-from replayer.errors import ConfinementError
-from replayer.io import MAX_INPUT_BYTES, Workspace
-from replayer.models import ReadBudget, Trajectory
+from replayer.adapters.base import stdout_events
+from replayer.adapters.claude_code import envelope
+from replayer.adapters.claude_code import rerun as driven
+from replayer.adapters.claude_code.chain import CHAIN_TYPES, Record
+from replayer.adapters.claude_code.session import Native, project_dir_name
+from replayer.adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY
+from replayer.floor.errors import ConfinementError
+from replayer.floor.io import MAX_INPUT_BYTES, Workspace
+from replayer.floor.models import ReadBudget, Trajectory
 
 
 def recorded_model(traj: Trajectory) -> str | None:

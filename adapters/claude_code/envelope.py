@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import re
 
-from adapters.claude_code.wire import Message
+from replayer.adapters.claude_code.wire import Message
 
 CONTINUE_TEXT = "Continue from where you left off."
 STOPPED_SHELL = re.compile(

@@ -12,10 +12,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from adapters.claude_code import envelope, wire
-from bridges.anthropic import Message, is_main_thread, non_system_indexes
-from bridges.core import Decision
-from bridges.difference import Mismatch, first_difference
+from replayer.adapters.claude_code import envelope, wire
+from replayer.bridges.anthropic import Message, is_main_thread, non_system_indexes
+from replayer.bridges.core import Decision
+from replayer.bridges.difference import Mismatch, first_difference
 
 
 class ClaudeCodeGate:

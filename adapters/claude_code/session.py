@@ -12,10 +12,10 @@ from typing import Any
 
 import orjson
 
-from adapters.claude_code import chain
-from adapters.claude_code.chain import Record, Session
-from replayer.errors import BadInput
-from replayer.models import Observation, StartingState, Step, Trajectory
+from replayer.adapters.claude_code import chain
+from replayer.adapters.claude_code.chain import Record, Session
+from replayer.floor.errors import BadInput
+from replayer.floor.models import Observation, StartingState, Step, Trajectory
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 """A session id `claude --resume` takes (the CLI's own check); it names the session's file `<id>.jsonl`."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from adapters import sandbox_paths
+from replayer.adapters import sandbox_paths
 
 FILE_TOOLS = frozenset({"Read", "Write", "Edit"})
 NOT_OFFERED = frozenset({"Glob", "Grep", "TodoWrite", "MultiEdit", "LS"})

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from adapters.claude_code.chain import Record, message_id
-from bridges.anthropic import as_blocks, normalize_messages
-from replayer.pins import release
+from replayer.adapters.claude_code.chain import Record, message_id
+from replayer.bridges.anthropic import as_blocks, normalize_messages
+from replayer.floor.pins import release
 
 Message = dict[str, Any]
 

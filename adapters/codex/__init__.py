@@ -5,20 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from adapters.base import COMMAND, Adapter, Continuation, Ended, Launch, Rebuild, continued_file
-from adapters.codex import continuation, driven, patch, rollout, tools
-from adapters.codex.continuation import config_toml
-from adapters.codex.exec import ExecCommand, own_text
-from adapters.codex.gate import CodexGate
-from adapters.sandbox_paths import AGENT_HOME
-from bridges.responses import ResponsesDialect, tools_to_chat
-from replayer import bundles
-from replayer.divergence import COMMON
-from replayer.io import Workspace, write_bytes_atomic
-from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
-from replayer.pins import load_pins, pinned_version
-from replayer.rundirs import RunDirs
-from sandboxes.base import Sandbox
+from replayer.adapters.base import COMMAND, Adapter, Continuation, Ended, Launch, Rebuild, continued_file
+from replayer.adapters.codex import continuation, patch, tools
+from replayer.adapters.codex import rerun as driven
+from replayer.adapters.codex import session as rollout
+from replayer.adapters.codex.continuation import config_toml
+from replayer.adapters.codex.exec import ExecCommand, own_text
+from replayer.adapters.codex.gate import CodexGate
+from replayer.adapters.sandbox_paths import AGENT_HOME
+from replayer.bridges.responses import ResponsesDialect, tools_to_chat
+from replayer.floor import bundles
+from replayer.floor.divergence import COMMON
+from replayer.floor.io import Workspace, write_bytes_atomic
+from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.floor.pins import load_pins, pinned_version
+from replayer.floor.rundirs import RunDirs
+from replayer.sandboxes.base import Sandbox
 
 
 def _provider(native: rollout.Native) -> str | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from replayer.errors import excerpt
+from replayer.floor.errors import excerpt
 
 Record = dict[str, Any]
 RESUMED_BY = "0.58.0"

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import orjson
 
-from adapters.base import Launch, stdout_events
-from adapters.codex import rollout, tools
-from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, PLACEHOLDER_KEY
-from replayer.io import write_bytes_atomic
-from replayer.models import AgentStatus, Trajectory
+from replayer.adapters.base import Launch, stdout_events
+from replayer.adapters.codex import session as rollout
+from replayer.adapters.codex import tools
+from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, PLACEHOLDER_KEY
+from replayer.floor.io import write_bytes_atomic
+from replayer.floor.models import AgentStatus, Trajectory
 
 KEY_ENV = "REPLAYER_CODEX_KEY"
 

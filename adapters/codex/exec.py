@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from replayer.models import Observation
-from sandboxes.base import Sandbox
+from replayer.floor.models import Observation
+from replayer.sandboxes.base import Sandbox
 
 DEFAULT_YIELD_MS = 10_000
 YIELD_RANGE_MS = (250, 30_000)

@@ -14,10 +14,10 @@ import re
 import uuid
 from typing import Any
 
-from adapters.codex.rollout import reserialized
-from bridges.core import Decision
-from bridges.difference import Mismatch, first_difference, mismatch_at
-from bridges.responses import Item, input_of, is_response_request, message_text
+from replayer.adapters.codex.session import reserialized
+from replayer.bridges.core import Decision
+from replayer.bridges.difference import Mismatch, first_difference, mismatch_at
+from replayer.bridges.responses import Item, input_of, is_response_request, message_text
 
 CONTEXT_ITEMS = {
     "<environment_context>": "an <environment_context> item (date, cwd or environment differ from the rollout)",

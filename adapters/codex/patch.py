@@ -11,8 +11,8 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
-from replayer.io import NotFound, NotRegular, Workspace
-from replayer.models import ReadBudget
+from replayer.floor.io import NotFound, NotRegular, Workspace
+from replayer.floor.models import ReadBudget
 
 BEGIN, END = "*** Begin Patch", "*** End Patch"
 ADD, DELETE, UPDATE, MOVE = "*** Add File: ", "*** Delete File: ", "*** Update File: ", "*** Move to: "

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adapters import sandbox_paths
-from adapters.sandbox_paths import AGENT_HOME
-from replayer import bundles
-from replayer.pins import load_pins, pinned_version
+from replayer.adapters import sandbox_paths
+from replayer.adapters.sandbox_paths import AGENT_HOME
+from replayer.floor import bundles
+from replayer.floor.pins import load_pins, pinned_version
 
 NAME = "codex"
 _TRIPLE = "x86_64-unknown-linux-musl"

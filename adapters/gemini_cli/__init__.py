@@ -11,17 +11,26 @@ from typing import Any
 
 import orjson
 
-from adapters.base import COMMAND, PATH, Adapter, Continuation, Ended, Launch, Rebuild, copy_continued
-from adapters.gemini_cli import bundle, session, wire
-from adapters.gemini_cli.gate import GeminiResumeGate
-from adapters.gemini_cli.rerun import WORK_MOUNT, GeminiRerunner
-from bridges.gemini import GeminiDialect, ScriptedGemini, tools_to_chat
-from bridges.sidecalls import PROBE, SideCall
-from replayer.divergence import COMMON
-from replayer.io import write_bytes_atomic
-from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
-from replayer.rundirs import RunDirs
-from sandboxes.base import Sandbox
+from replayer.adapters.base import (
+    COMMAND,
+    PATH,
+    Adapter,
+    Continuation,
+    Ended,
+    Launch,
+    Rebuild,
+    copy_continued,
+)
+from replayer.adapters.gemini_cli import bundle, session, wire
+from replayer.adapters.gemini_cli.gate import GeminiResumeGate
+from replayer.adapters.gemini_cli.rerun import WORK_MOUNT, GeminiRerunner
+from replayer.bridges.gemini import GeminiDialect, ScriptedGemini, tools_to_chat
+from replayer.bridges.sidecalls import PROBE, SideCall
+from replayer.floor.divergence import COMMON
+from replayer.floor.io import write_bytes_atomic
+from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.floor.rundirs import RunDirs
+from replayer.sandboxes.base import Sandbox
 
 TOOLS = frozenset(
     {"read_file", "run_shell_command", "replace", "write_file", "list_directory", "glob", "grep_search"}

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import orjson
 
-from adapters.gemini_cli.wire import DOCUMENT, Resume
-from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY, local_url
-from replayer import bundles
-from replayer.io import write_bytes_atomic
-from replayer.pins import load_pins, release
+from replayer.adapters.gemini_cli.wire import DOCUMENT, Resume
+from replayer.adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY, local_url
+from replayer.floor import bundles
+from replayer.floor.io import write_bytes_atomic
+from replayer.floor.pins import load_pins, release
 
 NAME = "gemini_cli"
 HOME = AGENT_HOME

@@ -16,10 +16,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from adapters.gemini_cli.wire import LATEST, Content, Resume, closing_turns, merged, without_context
-from bridges.core import Decision
-from bridges.difference import Mismatch, first_difference, mismatch_at
-from bridges.gemini import is_generate, is_stream
+from replayer.adapters.gemini_cli.wire import LATEST, Content, Resume, closing_turns, merged, without_context
+from replayer.bridges.core import Decision
+from replayer.bridges.difference import Mismatch, first_difference, mismatch_at
+from replayer.bridges.gemini import is_generate, is_stream
 
 
 class GeminiResumeGate:

@@ -11,15 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from adapters.base import StepwiseRerunner
-from adapters.driven import PORT, STEP_MARGIN_S, ReplayModel
-from adapters.gemini_cli import bundle, session, wire
-from bridges.gemini import ScriptedGemini
-from bridges.scripted import TextBlock, ToolUseBlock, Turn
-from replayer.errors import SandboxError
-from replayer.io import remove_entry
-from replayer.models import Budgets, ToolCall, Trajectory
-from sandboxes.base import RunningExec, Sandbox
+from replayer.adapters.base import StepwiseRerunner
+from replayer.adapters.driven import PORT, STEP_MARGIN_S, ReplayModel
+from replayer.adapters.gemini_cli import bundle, session, wire
+from replayer.bridges.gemini import ScriptedGemini
+from replayer.bridges.scripted import TextBlock, ToolUseBlock, Turn
+from replayer.floor.errors import SandboxError
+from replayer.floor.io import remove_entry
+from replayer.floor.models import Budgets, ToolCall, Trajectory
+from replayer.sandboxes.base import RunningExec, Sandbox
 
 WORK_MOUNT = "/run/replayer-gemini"
 MODEL = "gemini-2.5-flash"

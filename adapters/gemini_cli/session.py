@@ -20,10 +20,10 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
-from adapters.shapes import MAX_DEPTH, Open, check, deep_place
-from replayer.errors import BadInput, bad_record, excerpt
-from replayer.io import read_input
-from replayer.models import Observation, Step, ToolCall, Trajectory
+from replayer.adapters.shapes import MAX_DEPTH, Open, check, deep_place
+from replayer.floor.errors import BadInput, bad_record, excerpt
+from replayer.floor.io import read_input
+from replayer.floor.models import Observation, Step, ToolCall, Trajectory
 
 AGENT = "gemini_cli"
 Record = dict[str, Any]

@@ -31,7 +31,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from adapters.gemini_cli.session import parts
+from replayer.adapters.gemini_cli.session import parts
 
 Content = dict[str, Any]
 CONTEXT_TAGS = ("<session_context>", "<hook_context>")

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from adapters.base import (
+from replayer.adapters.base import (
     COMMAND,
     Adapter,
     Continuation,
@@ -19,17 +19,17 @@ from adapters.base import (
     last_event,
     write_continue_spec,
 )
-from adapters.mini_swe_agent import bundle, config
-from adapters.mini_swe_agent import trajectory as native_format
-from adapters.mini_swe_agent.rerun import MiniRerunner, companion_argv
-from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
-from bridges.chat import ChatPrefixGate
-from replayer import cwdinfer
-from replayer.io import write_bytes_atomic
-from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
-from replayer.pins import release
-from replayer.rundirs import RunDirs
-from sandboxes.base import Sandbox
+from replayer.adapters.mini_swe_agent import bundle, config
+from replayer.adapters.mini_swe_agent import session as native_format
+from replayer.adapters.mini_swe_agent.rerun import MiniRerunner, companion_argv
+from replayer.adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
+from replayer.bridges.chat import ChatPrefixGate
+from replayer.floor import cwdinfer
+from replayer.floor.io import write_bytes_atomic
+from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.floor.pins import release
+from replayer.floor.rundirs import RunDirs
+from replayer.sandboxes.base import Sandbox
 
 TRAJECTORY = "trajectory.traj.json"
 CONTINUED = "continued.traj.json"

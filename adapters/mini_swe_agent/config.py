@@ -11,8 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from adapters.mini_swe_agent import bundle
-from adapters.mini_swe_agent.trajectory import Native, recorded_config
+from replayer.adapters.mini_swe_agent import bundle
+from replayer.adapters.mini_swe_agent.session import Native, recorded_config
 
 LOCAL_ENV = "minisweagent.environments.local.LocalEnvironment"
 DOCKER_ENV = "minisweagent.environments.docker.DockerEnvironment"

@@ -13,13 +13,13 @@ from typing import Any
 
 import orjson
 
-from adapters.companion import SOCKET, STEP_MARGIN_S, StepRerunner
-from adapters.mini_swe_agent import bundle, config
-from adapters.mini_swe_agent.trajectory import Native, calls_and_cost
-from replayer.errors import PlanRefused
-from replayer.io import write_bytes_atomic
-from replayer.models import Observation, Step, Trajectory
-from sandboxes.base import Sandbox
+from replayer.adapters.companion import SOCKET, STEP_MARGIN_S, StepRerunner
+from replayer.adapters.mini_swe_agent import bundle, config
+from replayer.adapters.mini_swe_agent.session import Native, calls_and_cost
+from replayer.floor.errors import PlanRefused
+from replayer.floor.io import write_bytes_atomic
+from replayer.floor.models import Observation, Step, Trajectory
+from replayer.sandboxes.base import Sandbox
 
 
 def _add(a: tuple[int, float], b: tuple[int, float]) -> tuple[int, float]:

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from adapters.base import (
+from replayer.adapters.base import (
     COMMAND,
     PATH,
     Adapter,
@@ -20,20 +20,28 @@ from adapters.base import (
     provider_model_refusal,
     stdout_events,
 )
-from adapters.opencode import bundle, server, session, tools
-from adapters.opencode import home as agent_home
-from adapters.opencode.gate import opencode_gate
-from adapters.opencode.rerun import WORK_MOUNT, OpenCodeRerunner, provider_model
-from adapters.opencode.wire import to_wire
-from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, local_url
-from bridges.chat import SystemPerRequestGate
-from bridges.sidecalls import PROBE, SideCall
-from replayer import cwdinfer
-from replayer.errors import ReplayError
-from replayer.io import write_bytes_atomic
-from replayer.models import AgentStatus, Budgets, HeldSession, Observation, ToolCall, ToolKind, Trajectory
-from replayer.rundirs import RunDirs
-from sandboxes.base import Sandbox
+from replayer.adapters.opencode import bundle, server, session, tools
+from replayer.adapters.opencode import home as agent_home
+from replayer.adapters.opencode.gate import opencode_gate
+from replayer.adapters.opencode.rerun import WORK_MOUNT, OpenCodeRerunner, provider_model
+from replayer.adapters.opencode.wire import to_wire
+from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, local_url
+from replayer.bridges.chat import SystemPerRequestGate
+from replayer.bridges.sidecalls import PROBE, SideCall
+from replayer.floor import cwdinfer
+from replayer.floor.errors import ReplayError
+from replayer.floor.io import write_bytes_atomic
+from replayer.floor.models import (
+    AgentStatus,
+    Budgets,
+    HeldSession,
+    Observation,
+    ToolCall,
+    ToolKind,
+    Trajectory,
+)
+from replayer.floor.rundirs import RunDirs
+from replayer.sandboxes.base import Sandbox
 
 EXPORT = "export.json"
 _STEP_MARGIN_S = 60.0

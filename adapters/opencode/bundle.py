@@ -10,12 +10,12 @@ from pathlib import Path
 
 import orjson
 
-from adapters import sandbox_paths
-from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY
-from replayer import bundles
-from replayer.errors import SandboxError, last_line
-from replayer.io import write_bytes_atomic
-from replayer.pins import load_pins, release
+from replayer.adapters import sandbox_paths
+from replayer.adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY
+from replayer.floor import bundles
+from replayer.floor.errors import SandboxError, last_line
+from replayer.floor.io import write_bytes_atomic
+from replayer.floor.pins import load_pins, release
 
 NAME = "opencode"
 DB = ".local/share/opencode/opencode.db"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bridges.chat import SystemPerRequestGate, is_title_request
+from replayer.bridges.chat import SystemPerRequestGate, is_title_request
 
 
 def opencode_gate(prefix: list[dict[str, Any]], prompt: str, *, keep_prompt: bool) -> SystemPerRequestGate:

@@ -25,10 +25,10 @@ from typing import Any
 
 import orjson
 
-from adapters.opencode import bundle
-from adapters.sandbox_paths import AGENT_HOME
-from replayer.errors import SandboxError, last_line
-from sandboxes.base import Sandbox
+from replayer.adapters.opencode import bundle
+from replayer.adapters.sandbox_paths import AGENT_HOME
+from replayer.floor.errors import SandboxError, last_line
+from replayer.sandboxes.base import Sandbox
 
 CONFIG = ".config/opencode/opencode.json"
 STORE_FILES = [bundle.DB, *(bundle.DB + suffix for suffix in ("-wal", "-shm", "-journal"))]

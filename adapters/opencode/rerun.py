@@ -14,16 +14,16 @@ from typing import Any
 
 import orjson
 
-from adapters.base import StepwiseRerunner, stdout_events
-from adapters.opencode import bundle, tools
-from adapters.opencode import home as agent_home
-from adapters.opencode.replay_model import Answer, ReplayModel
-from adapters.opencode.session import Native
-from adapters.sandbox_paths import OPENCODE_REPLAY_PORT, local_url
-from replayer.errors import SandboxError
-from replayer.io import remove_alias, remove_entry, short_alias
-from replayer.models import Observation, Trajectory
-from sandboxes.base import RunningExec, Sandbox
+from replayer.adapters.base import StepwiseRerunner, stdout_events
+from replayer.adapters.opencode import bundle, tools
+from replayer.adapters.opencode import home as agent_home
+from replayer.adapters.opencode.replay_model import Answer, ReplayModel
+from replayer.adapters.opencode.session import Native
+from replayer.adapters.sandbox_paths import OPENCODE_REPLAY_PORT, local_url
+from replayer.floor.errors import SandboxError
+from replayer.floor.io import remove_alias, remove_entry, short_alias
+from replayer.floor.models import Observation, Trajectory
+from replayer.sandboxes.base import RunningExec, Sandbox
 
 PORT = OPENCODE_REPLAY_PORT
 WORK_MOUNT = "/run/replayer-opencode"

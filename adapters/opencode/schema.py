@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BeforeValidator, Discriminator, Field, GetPydanticSchema, Tag
 from pydantic_core import core_schema as cs
 
-from adapters.shapes import Member, Open
+from replayer.adapters.shapes import Member, Open
 
 MAX_DEPTH = 100
 """Nesting levels a record may have: far more than OpenCode writes, and few enough that the rebuilt export

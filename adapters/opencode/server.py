@@ -26,13 +26,13 @@ from typing import Any
 
 import orjson
 
-from adapters import held
-from adapters.head import SSE_FIELDS, SseData
-from adapters.opencode import schema
-from adapters.shapes import check, too_deep
-from replayer.errors import BadInput, bad_record, excerpt
-from replayer.io import read_input
-from replayer.models import HeldSession
+from replayer.adapters import held
+from replayer.adapters.head import SSE_FIELDS, SseData
+from replayer.adapters.opencode import schema
+from replayer.adapters.shapes import check, too_deep
+from replayer.floor.errors import BadInput, bad_record, excerpt
+from replayer.floor.io import read_input
+from replayer.floor.models import HeldSession
 
 Record = dict[str, Any]
 Message = dict[str, Any]

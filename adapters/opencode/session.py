@@ -47,13 +47,13 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from adapters.head import SQLITE_MAGIC, SqliteFile, loads_document
-from adapters.opencode import schema, server
-from adapters.opencode.server import record_name as _name
-from adapters.shapes import check, too_deep
-from replayer.errors import BadInput, bad_record, excerpt
-from replayer.io import input_sha256, open_input, read_input, sha256_hex
-from replayer.models import Step, Trajectory
+from replayer.adapters.head import SQLITE_MAGIC, SqliteFile, loads_document
+from replayer.adapters.opencode import schema, server
+from replayer.adapters.opencode.server import record_name as _name
+from replayer.adapters.shapes import check, too_deep
+from replayer.floor.errors import BadInput, bad_record, excerpt
+from replayer.floor.io import input_sha256, open_input, read_input, sha256_hex
+from replayer.floor.models import Step, Trajectory
 
 Record = dict[str, Any]
 Message = dict[str, Any]

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from adapters.base import (
+from replayer.adapters.base import (
     COMMAND,
     PATH,
     Adapter,
@@ -18,15 +18,16 @@ from adapters.base import (
     last_event,
     write_continue_spec,
 )
-from adapters.head import ConversationDir
-from adapters.openhands import bundle, conversation, rebuild
-from adapters.openhands.rerun import OpenHandsRerunner, companion_argv
-from adapters.openhands.wire import to_messages
-from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
-from bridges.chat import ChatPrefixGate
-from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
-from replayer.rundirs import RunDirs
-from sandboxes.base import Sandbox
+from replayer.adapters.head import ConversationDir
+from replayer.adapters.openhands import bundle, rebuild
+from replayer.adapters.openhands import session as conversation
+from replayer.adapters.openhands.rerun import OpenHandsRerunner, companion_argv
+from replayer.adapters.openhands.wire import to_messages
+from replayer.adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
+from replayer.bridges.chat import ChatPrefixGate
+from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.floor.rundirs import RunDirs
+from replayer.sandboxes.base import Sandbox
 
 TOOLS = {"terminal", "file_editor", "task_tracker", "think"}
 """The default CLI-mode tools the companion can rebuild (finish ends the run, so no boundary follows it)."""

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from adapters import sandbox_paths
-from adapters.python_bundle import venv_binds
-from adapters.sandbox_paths import AGENT_HOME
-from replayer.pins import load_pins
+from replayer.adapters import sandbox_paths
+from replayer.adapters.python_bundle import venv_binds
+from replayer.adapters.sandbox_paths import AGENT_HOME
+from replayer.floor.pins import load_pins
 
 NAME = "openhands"
 NAME_V0 = "openhands_v0"

@@ -11,10 +11,10 @@ from typing import Any
 
 import orjson
 
-from adapters.openhands.conversation import BASE_STATE, EVENTS, OBSERVATION_KINDS, Native
-from adapters.sandbox_paths import AGENT_HOME
-from replayer.io import write_bytes_atomic
-from replayer.models import Observation, Trajectory
+from replayer.adapters.openhands.session import BASE_STATE, EVENTS, OBSERVATION_KINDS, Native
+from replayer.adapters.sandbox_paths import AGENT_HOME
+from replayer.floor.io import write_bytes_atomic
+from replayer.floor.models import Observation, Trajectory
 
 CONVERSATIONS = "conversations"
 _OPTS = orjson.OPT_INDENT_2

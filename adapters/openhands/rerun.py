@@ -13,14 +13,14 @@ from typing import Any
 
 import orjson
 
-from adapters.companion import SOCKET, STEP_MARGIN_S, StepRerunner
-from adapters.openhands import bundle
-from adapters.openhands.conversation import BASE_STATE, Native
-from adapters.openhands.wire import tool_text
-from replayer.errors import SandboxError
-from replayer.io import write_bytes_atomic
-from replayer.models import Budgets, Observation, Step, Trajectory
-from sandboxes.base import Sandbox
+from replayer.adapters.companion import SOCKET, STEP_MARGIN_S, StepRerunner
+from replayer.adapters.openhands import bundle
+from replayer.adapters.openhands.session import BASE_STATE, Native
+from replayer.adapters.openhands.wire import tool_text
+from replayer.floor.errors import SandboxError
+from replayer.floor.io import write_bytes_atomic
+from replayer.floor.models import Budgets, Observation, Step, Trajectory
+from replayer.sandboxes.base import Sandbox
 
 
 def companion_argv(*args: str) -> list[str]:

@@ -17,9 +17,9 @@ from typing import Any
 
 import orjson
 
-from adapters import held
-from adapters.openhands import bundle
-from adapters.openhands.conversation import (
+from replayer.adapters import held
+from replayer.adapters.openhands import bundle
+from replayer.adapters.openhands.session import (
     MAX_DEPTH,
     CommandMetadata,
     Record,
@@ -27,10 +27,10 @@ from adapters.openhands.conversation import (
     load_json,
     validated,
 )
-from adapters.shapes import fits
-from replayer.errors import BadInput, PlanRefused, bad_record, excerpt
-from replayer.io import read_input, sha256_hex
-from replayer.models import HeldSession, Observation, StartingState, Step, ToolCall, Trajectory
+from replayer.adapters.shapes import fits
+from replayer.floor.errors import BadInput, PlanRefused, bad_record, excerpt
+from replayer.floor.io import read_input, sha256_hex
+from replayer.floor.models import HeldSession, Observation, StartingState, Step, ToolCall, Trajectory
 
 KNOWN_ACTIONS = {
     "system", "message", "recall", "run", "read", "edit", "think", "finish", "change_agent_state", "null",

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from adapters.base import (
+from replayer.adapters.base import (
     COMMAND,
     PATH,
     Adapter,
@@ -31,16 +31,25 @@ from adapters.base import (
     recorded_tools,
     write_continue_spec,
 )
-from adapters.openhands import bundle, conversation, v0
-from adapters.openhands.v0_rerun import OpenHandsV0Rerunner, companion_argv
-from adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
-from bridges.chat import ChatPrefixGate
-from replayer import cwdinfer
-from replayer.errors import PlanRefused, SandboxError, excerpt, last_line
-from replayer.io import write_bytes_atomic
-from replayer.models import AgentStatus, Budgets, HeldSession, Observation, ToolCall, ToolKind, Trajectory
-from replayer.rundirs import RunDirs
-from sandboxes.base import Sandbox
+from replayer.adapters.openhands import bundle, v0
+from replayer.adapters.openhands import session as conversation
+from replayer.adapters.openhands.v0_rerun import OpenHandsV0Rerunner, companion_argv
+from replayer.adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
+from replayer.bridges.chat import ChatPrefixGate
+from replayer.floor import cwdinfer
+from replayer.floor.errors import PlanRefused, SandboxError, excerpt, last_line
+from replayer.floor.io import write_bytes_atomic
+from replayer.floor.models import (
+    AgentStatus,
+    Budgets,
+    HeldSession,
+    Observation,
+    ToolCall,
+    ToolKind,
+    Trajectory,
+)
+from replayer.floor.rundirs import RunDirs
+from replayer.sandboxes.base import Sandbox
 
 TRAJECTORY = "trajectory.json"
 REPLAY = ".replayer/replay.json"

@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from adapters.companion import SOCKET, STEP_MARGIN_S, StepRerunner
-from adapters.openhands import bundle, v0
-from replayer.models import Budgets, Observation, Step, Trajectory
-from sandboxes.base import Sandbox
+from replayer.adapters.companion import SOCKET, STEP_MARGIN_S, StepRerunner
+from replayer.adapters.openhands import bundle, v0
+from replayer.floor.models import Budgets, Observation, Step, Trajectory
+from replayer.sandboxes.base import Sandbox
 
 
 def companion_argv(mode: str, cwd: str, *args: str) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from replayer.errors import PlanRefused
+from replayer.floor.errors import PlanRefused
 
 ERROR_HEADER = "[An error occurred during execution.]\n"
 MAX_TERMINAL_CHARS = 30_000

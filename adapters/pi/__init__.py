@@ -7,7 +7,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from adapters.base import (
+from replayer.adapters.base import (
     COMMAND,
     PATH,
     Adapter,
@@ -21,15 +21,15 @@ from adapters.base import (
     stdout_events,
     write_continue_spec,
 )
-from adapters.pi import bundle, session
-from adapters.pi.rerun import PiRerunner
-from adapters.pi.wire import js_json, to_wire
-from adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, CONTINUE_SPEC_PATH, local_url
-from bridges.chat import SystemPerRequestGate
-from replayer.io import write_bytes_atomic
-from replayer.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
-from replayer.rundirs import RunDirs
-from sandboxes.base import Sandbox
+from replayer.adapters.pi import bundle, session
+from replayer.adapters.pi.rerun import PiRerunner
+from replayer.adapters.pi.wire import js_json, to_wire
+from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, CONTINUE_SPEC_PATH, local_url
+from replayer.bridges.chat import SystemPerRequestGate
+from replayer.floor.io import write_bytes_atomic
+from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.floor.rundirs import RunDirs
+from replayer.sandboxes.base import Sandbox
 
 TOOLS = frozenset({"read", "bash", "edit", "write"})
 """Pi's default tools, rerun by the pinned package's own implementations; no other tool is replayed."""

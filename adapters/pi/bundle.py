@@ -6,9 +6,9 @@ from pathlib import Path
 
 import orjson
 
-from adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY
-from replayer.io import write_bytes_atomic
-from replayer.pins import load_pins
+from replayer.adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY
+from replayer.floor.io import write_bytes_atomic
+from replayer.floor.pins import load_pins
 
 NAME = "pi"
 GLOBAL_MODULES = "/usr/local/lib/node_modules"

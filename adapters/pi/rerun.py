@@ -13,14 +13,14 @@ from typing import Any
 
 import orjson
 
-from adapters.companion import SOCKET, STEP_MARGIN_S, StepRerunner
-from adapters.pi import bundle
-from adapters.pi.session import Native
-from adapters.pi.wire import tool_text
-from replayer.errors import SandboxError
-from replayer.io import write_bytes_atomic
-from replayer.models import Budgets, Observation, Step, Trajectory
-from sandboxes.base import Sandbox
+from replayer.adapters.companion import SOCKET, STEP_MARGIN_S, StepRerunner
+from replayer.adapters.pi import bundle
+from replayer.adapters.pi.session import Native
+from replayer.adapters.pi.wire import tool_text
+from replayer.floor.errors import SandboxError
+from replayer.floor.io import write_bytes_atomic
+from replayer.floor.models import Budgets, Observation, Step, Trajectory
+from replayer.sandboxes.base import Sandbox
 
 
 def chronological(native: Native) -> list[dict[str, Any]]:

@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BeforeValidator, Discriminator, Field, Tag
 
-from adapters.shapes import Member, Open, shallow_text, too_deep
-from replayer.errors import BadInput, bad_record
+from replayer.adapters.shapes import Member, Open, shallow_text, too_deep
+from replayer.floor.errors import BadInput, bad_record
 
 MAX_DEPTH = 100
 """Nesting levels a record may have: far more than Pi writes, and few enough that a rebuilt session file or

@@ -66,11 +66,11 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from adapters.pi import schema
-from adapters.shapes import check
-from replayer.errors import BadInput, excerpt
-from replayer.io import read_input, sha256_hex
-from replayer.models import Step, Trajectory
+from replayer.adapters.pi import schema
+from replayer.adapters.shapes import check
+from replayer.floor.errors import BadInput, excerpt
+from replayer.floor.io import read_input, sha256_hex
+from replayer.floor.models import Step, Trajectory
 
 Record = dict[str, Any]
 Form = Literal["session", "events", "rpc"]

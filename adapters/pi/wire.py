@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from replayer.pins import release
+from replayer.floor.pins import release
 
 Message = dict[str, Any]
 COMPACTION = (

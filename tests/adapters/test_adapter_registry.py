@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-import adapters
-from adapters.base import Adapter
-from bridges.usage import Usage
-from replayer.divergence import NORMALIZERS
-from replayer.errors import BadInput
+from replayer import adapters
+from replayer.adapters.base import Adapter
+from replayer.bridges.usage import Usage
+from replayer.floor.divergence import NORMALIZERS
+from replayer.floor.errors import BadInput
 from tests.conftest import CLAUDE
 
 ADAPTERS = Path(adapters.__file__).resolve().parent
@@ -42,7 +42,9 @@ def _imported_modules(path: Path) -> set[str]:
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module:
-            if node.module != "adapters":  # `from adapters import sandbox_paths` imports that module
+            if (
+                node.module != "replayer.adapters"
+            ):  # `from replayer.adapters import sandbox_paths` imports that module
                 names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return names
@@ -50,8 +52,8 @@ def _imported_modules(path: Path) -> set[str]:
 
 def _is_name_of_registry(module: str) -> bool:
     """`adapters.X` where X is no module of its own (a name defined by adapters/__init__.py)."""
-    name = module.split(".", 1)[1]
-    return module.startswith("adapters.") and not (
+    name = module.split(".", 2)[2]
+    return module.startswith("replayer.adapters.") and not (
         (ADAPTERS / f"{name}.py").is_file() or (ADAPTERS / name / "__init__.py").is_file()
     )
 
@@ -60,13 +62,15 @@ def test_no_adapter_imports_another() -> None:
     packages = {p.name for p in ADAPTERS.iterdir() if (p / "__init__.py").is_file()}
     assert len(packages) >= 6
     for package in packages:
-        others = {f"adapters.{p}" for p in packages - {package}}
+        others = {f"replayer.adapters.{p}" for p in packages - {package}}
         for path in (ADAPTERS / package).rglob("*.py"):
             imported = _imported_modules(path)
             crossing = {m for m in imported if any(m == o or m.startswith(o + ".") for o in others)}
             assert not crossing, f"{path.relative_to(ADAPTERS)} imports {sorted(crossing)}"
             from_registry = {
-                m for m in imported if m == "adapters" or (m.count(".") == 1 and _is_name_of_registry(m))
+                m
+                for m in imported
+                if m == "replayer.adapters" or (m.count(".") == 2 and _is_name_of_registry(m))
             }
             assert not from_registry, (
                 f"{path.relative_to(ADAPTERS)} imports the registry: {sorted(from_registry)}"
@@ -78,7 +82,7 @@ def test_only_the_trajectory_touches_its_native_state() -> None:
     root = ADAPTERS.parent
     for folder in ("adapters", "replayer", "bridges", "sandboxes", "tests"):
         for path in (root / folder).rglob("*.py"):
-            if path == root / "replayer" / "models.py" or "fixtures" in path.parts:
+            if path == root / "replayer" / "floor" / "models.py" or "fixtures" in path.parts:
                 continue
             tree = ast.parse(path.read_text())
             touches = [
@@ -95,7 +99,12 @@ def test_the_native_state_is_read_as_the_adapter_that_parsed_it() -> None:
         codex.native(traj)
 
 
-CENTRAL = ("replayer/divergence.py", "replayer/steps.py", "bridges/usage.py", "bridges/core.py")
+CENTRAL = (
+    "replayer/floor/divergence.py",
+    "replayer/pipeline/steps.py",
+    "bridges/usage.py",
+    "bridges/core.py",
+)
 """Modules every agent goes through: what is an agent's (its tools) or a protocol's (its usage keys) is
 declared by its adapter or dialect, not named here."""
 
@@ -141,8 +150,8 @@ def test_verify_names_no_agent_nor_its_probe() -> None:
         if adapter.probe_submit:
             declared[adapter.probe_submit] = f"{adapter.name}'s submit"
     assert {"gemini_cli", "run_shell_command", "finish", "session.jsonl"} <= set(declared)
-    path = ADAPTERS.parent / "replayer" / "verify.py"
+    path = ADAPTERS.parent / "replayer" / "verbs" / "verify.py"
     tree = ast.parse(path.read_text())
     strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     named = sorted(s for s in strings if s in declared)
-    assert not named, f"replayer/verify.py names {', '.join(f'{s!r} ({declared[s]})' for s in named)}"
+    assert not named, f"replayer/verbs/verify.py names {', '.join(f'{s!r} ({declared[s]})' for s in named)}"

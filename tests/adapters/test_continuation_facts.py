@@ -9,9 +9,9 @@ from typing import Any
 import orjson
 import pytest
 
-import adapters
-from adapters.base import Continuation
-from replayer.errors import BadInput
+from replayer import adapters
+from replayer.adapters.base import Continuation
+from replayer.floor.errors import BadInput
 
 OLD_SHAPES: dict[str, dict[str, Any]] = {
     # as the first versions wrote them (later keys have defaults that keep their old behaviour)

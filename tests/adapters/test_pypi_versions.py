@@ -11,12 +11,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.mini_swe_agent import trajectory as mini_format
-from adapters.openhands import conversation
-from adapters.openhands.rebuild import prefix_events
-from adapters.openhands.wire import to_messages
-from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
-from replayer.pins import pinned_version
+from replayer.adapters.mini_swe_agent import session as mini_format
+from replayer.adapters.openhands import session as conversation
+from replayer.adapters.openhands.rebuild import prefix_events
+from replayer.adapters.openhands.wire import to_messages
+from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.floor.pins import pinned_version
 from tests.conftest import ROOT, replayer
 from tests.support.continuing import KEY, files_containing
 

@@ -13,13 +13,13 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from pydantic import BaseModel, TypeAdapter, ValidationError, model_validator
 
-from adapters.mini_swe_agent.trajectory import _Message
-from adapters.opencode import schema as opencode
-from adapters.openhands.conversation import _EVENT_MODELS, _Event
-from adapters.openhands.v0 import _V0Event
-from adapters.pi import schema as pi
-from adapters.shapes import MAX_DEPTH, check, fits, too_deep
-from replayer.errors import BadInput
+from replayer.adapters.mini_swe_agent.session import _Message
+from replayer.adapters.opencode import schema as opencode
+from replayer.adapters.openhands.session import _EVENT_MODELS, _Event
+from replayer.adapters.openhands.v0 import _V0Event
+from replayer.adapters.pi import schema as pi
+from replayer.adapters.shapes import MAX_DEPTH, check, fits, too_deep
+from replayer.floor.errors import BadInput
 from tests.fuzzing import FUZZ_SETTINGS, mutated_json
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

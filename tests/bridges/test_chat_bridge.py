@@ -9,10 +9,10 @@ from pathlib import Path
 import aiohttp
 import orjson
 
-from bridges.chat import ChatDialect, ChatPrefixGate
-from bridges.core import Bridge, BridgeConfig
-from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
-from replayer.io import remove_alias, short_alias
+from replayer.bridges.chat import ChatDialect, ChatPrefixGate
+from replayer.bridges.core import Bridge, BridgeConfig
+from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.floor.io import remove_alias, short_alias
 from tests.conftest import MINI
 
 KEY = "sk-bridge-test-key"

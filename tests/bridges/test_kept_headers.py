@@ -3,8 +3,8 @@ reads (Codex's `x-codex-*`); never a cookie. No Docker."""
 
 from __future__ import annotations
 
-from adapters import by_name
-from bridges.cassette import kept_headers
+from replayer.adapters import by_name
+from replayer.bridges.playback import kept_headers
 
 ANSWER = {
     "Content-Type": "text/event-stream",

@@ -12,12 +12,12 @@ import aiohttp
 import orjson
 import pytest
 
-from adapters.claude_code import ClaudeCodeAdapter
-from bridges.chat import ChatDialect, ChatPrefixGate
-from bridges.core import Bridge, BridgeConfig
-from bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
-from bridges.sidecalls import PROBE, SideCall, refusal
-from replayer.io import remove_alias, short_alias
+from replayer.adapters.claude_code import ClaudeCodeAdapter
+from replayer.bridges.chat import ChatDialect, ChatPrefixGate
+from replayer.bridges.core import Bridge, BridgeConfig
+from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
+from replayer.bridges.sidecalls import PROBE, SideCall, refusal
+from replayer.floor.io import remove_alias, short_alias
 from tests.conftest import MINI
 
 KEY = "sk-side-call-test-key"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import orjson
 
-from bridges.anthropic import AnthropicDialect
-from bridges.chat import ChatDialect
-from bridges.responses import ResponsesDialect
-from bridges.usage import TAIL_BYTES, AnswerEnds, Usage, usage_of
+from replayer.bridges.anthropic import AnthropicDialect
+from replayer.bridges.chat import ChatDialect
+from replayer.bridges.responses import ResponsesDialect
+from replayer.bridges.usage import TAIL_BYTES, AnswerEnds, Usage, usage_of
 
 ANTHROPIC_KEYS, CHAT_KEYS, RESPONSES_KEYS = (
     d.usage_keys for d in (AnthropicDialect, ChatDialect, ResponsesDialect)

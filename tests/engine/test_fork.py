@@ -1,4 +1,4 @@
-"""A compare's run (replayer/fork.py) on the in-process fake sandbox: its container over its own copy of
+"""A compare's run (replayer/pipeline/fork.py) on the in-process fake sandbox: its container over its own copy of
 the boundary state, the agent continued through the bridge's forwarded port, the patch, the check, and a
 failure recorded in the run instead of raised. The agent is the fake's scripted output: what the bridge
 and the real CLI do is the Docker tests' (test_compare.py)."""
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from replayer.engine import execute, load
-from replayer.fork import PATCH_MOUNT, BoundaryReady, ForkJob, Turn, run
-from replayer.models import ContinueRequest, RunRecord, Variant, VariantSpec
-from sandboxes.fake import FakeBackend, Rule, answer
+from replayer.floor.models import ContinueRequest, RunRecord, Variant, VariantSpec
+from replayer.pipeline.engine import execute, load
+from replayer.pipeline.fork import PATCH_MOUNT, BoundaryReady, ForkJob, Turn, run
+from replayer.sandboxes.fake import FakeBackend, Rule, answer
 from tests.conftest import CLAUDE
 from tests.engine.test_pipeline import _request
 

@@ -18,13 +18,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.base import Rebuild
-from adapters.claude_code import envelope
-from replayer.engine import execute, load
-from replayer.errors import PlanRefused, SandboxError
-from replayer.models import ContinueRequest, Observation, ReplayRequest, ReplayResult, ToolCall
-from sandboxes.base import ExecResult
-from sandboxes.fake import FakeBackend, Rule, answer
+from replayer.adapters.base import Rebuild
+from replayer.adapters.claude_code import envelope
+from replayer.floor.errors import PlanRefused, SandboxError
+from replayer.floor.models import ContinueRequest, Observation, ReplayRequest, ReplayResult, ToolCall
+from replayer.pipeline.engine import execute, load
+from replayer.sandboxes.base import ExecResult
+from replayer.sandboxes.fake import FakeBackend, Rule, answer
 from tests.adapters.claude_code.test_prefix_fidelity import _request_after as _claude_request_after
 from tests.adapters.codex.test_codex_fidelity import VOLATILE, _request_after, _same_prefix, _volatile_free
 from tests.conftest import CLAUDE, CODEX
@@ -53,7 +53,7 @@ def test_claude_code_divergence_lands_in_the_session_and_the_gate(tmp_path: Path
     """A fresh observation that differs (what a rerun in a changed workspace gives, as
     test_run_fidelity.py runs it) is in the rebuilt session and the expected prefix; the CLI resuming
     from it passes the gate, the recording's prefix (the stale "hi") does not."""
-    from adapters.claude_code import ClaudeCodeAdapter
+    from replayer.adapters.claude_code import ClaudeCodeAdapter
 
     adapter, traj = load(CLAUDE.fixture("single") / "session.jsonl")
     assert isinstance(adapter, ClaudeCodeAdapter)
@@ -198,7 +198,7 @@ def test_codex_divergence_lands_in_the_rollout_and_the_gate(tmp_path: Path) -> N
     rollout = (tmp_path / "out" / result.native_files[0]).read_text()
     assert "Output:\\nchanged\\n" in rollout
     # the gate: the CLI resuming from the rebuilt rollout passes, the recording's prefix does not
-    from adapters.codex import CodexAdapter
+    from replayer.adapters.codex import CodexAdapter
 
     facts = CodexAdapter().load_continuation(tmp_path / "out" / "continuation.json")
     rebuild = Rebuild(native_files=[], expected_prefix=expected, continuation=facts)

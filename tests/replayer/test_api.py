@@ -9,10 +9,10 @@ import orjson
 import pytest
 
 import replayer
-from replayer.engine import load
-from replayer.errors import OutputError, PlanRefused
-from replayer.events import CallRerun, Event, JobEnded, Stage
-from replayer.models import InspectReport, ReplayResult
+from replayer.floor.errors import OutputError, PlanRefused
+from replayer.floor.events import CallRerun, Event, JobEnded, Stage
+from replayer.floor.models import InspectReport, ReplayResult
+from replayer.pipeline.engine import load
 from tests.conftest import CLAUDE
 
 SESSION = CLAUDE.fixture("write_edit") / "session.jsonl"
@@ -20,13 +20,13 @@ WORKSPACE = CLAUDE.fixture("write_edit") / "workspace"
 
 
 def test_the_verbs_are_the_apis_functions_even_where_modules_share_their_names() -> None:
-    import replayer.batch
-    import replayer.compare
+    import replayer.verbs.batch
+    import replayer.verbs.compare
     from replayer import api
-    from replayer.batch import Tally  # the modules stay importable by their names
+    from replayer.verbs.batch import Tally  # the modules stay importable by their names
 
     assert (replayer.compare, replayer.batch, replayer.run) == (api.compare, api.batch, api.run)
-    assert Tally.__module__ == "replayer.batch"
+    assert Tally.__module__ == "replayer.verbs.batch"
 
 
 def test_inspect_returns_the_report_inspect_json_prints() -> None:

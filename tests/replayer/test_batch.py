@@ -15,8 +15,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.batch import valid_boundaries
-from replayer.engine import load
+from replayer.pipeline.engine import load
+from replayer.verbs.batch import valid_boundaries
 from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, PI, ROOT, replayer
 
 SOURCES = (

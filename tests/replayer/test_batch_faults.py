@@ -17,7 +17,7 @@ import orjson
 import psutil
 import pytest
 
-from replayer.batch import BATCH_LABEL, batch_id, expand, locked, read_manifest, run_job
+from replayer.verbs.batch import BATCH_LABEL, batch_id, expand, locked, read_manifest, run_job
 from tests.conftest import CLAUDE, MINI, ROOT, replayer
 
 MINI_TOOLCALL = MINI.fixture("toolcall")

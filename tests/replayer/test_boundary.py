@@ -1,4 +1,4 @@
-"""A fork's workspace and agent home (replayer/boundary.py): the boundary state sanitized and sealed once,
+"""A fork's workspace and agent home (replayer/pipeline/boundary.py): the boundary state sanitized and sealed once,
 then each fork its own copy (a btrfs clone where states are limited): a write in one fork reaches neither
 another fork nor the boundary, and a fork's state has a disk quota exactly where a copied state has one."""
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from replayer.boundary import fork_state, seal
-from replayer.models import SandboxLimits
-from replayer.pins import load_pins
-from sandboxes.docker import DockerSandbox
-from sandboxes.quota import StateDir
+from replayer.floor.models import SandboxLimits
+from replayer.floor.pins import load_pins
+from replayer.pipeline.boundary import fork_state, seal
+from replayer.sandboxes.docker import DockerSandbox
+from replayer.sandboxes.quota import StateDir
 
 LIMITS = SandboxLimits(disk_bytes=32 << 20)
 

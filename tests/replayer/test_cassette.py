@@ -9,10 +9,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bridges.cassette import Answer, Exchange, Player, Refusal, normalized
-from replayer import cassette, oracle
-from replayer.errors import CassetteError
-from replayer.models import Trajectory
+from replayer.bridges.playback import Answer, Exchange, Player, Refusal, normalized
+from replayer.floor.errors import CassetteError
+from replayer.floor.models import Trajectory
+from replayer.pipeline import cassette, oracle
 from tests.conftest import CLAUDE, replayer
 
 KEY = "upstream-key-of-no-known-shape-7f3a"

@@ -14,8 +14,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
-from replayer.pins import pinned_version
+from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.floor.pins import pinned_version
 from tests.adapters.codex.test_codex_continue import ROLLOUT, _dated
 from tests.adapters.openhands.test_openhands_parse import CONVERSATION, FIXTURE
 from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, PI, replayer

@@ -12,13 +12,13 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from replayer import __version__
-from replayer.batch import ManifestEntry
 from replayer.cli import app
-from replayer.errors import AgentError, BridgeRefused, continuation_failure
-from replayer.models import BridgeCounters, ContinuationResult, GateMismatch
-from replayer.pins import load_pins
-from replayer.variants import parse_variant
+from replayer.floor.errors import AgentError, BridgeRefused, continuation_failure
+from replayer.floor.models import BridgeCounters, ContinuationResult, GateMismatch
+from replayer.floor.pins import load_pins
+from replayer.floor.release import __version__
+from replayer.verbs.batch import ManifestEntry
+from replayer.verbs.variants import parse_variant
 from tests.conftest import CLAUDE, MINI, replayer
 
 MINI_TRAJECTORY = MINI.fixture("toolcall") / "trajectory.traj.json"
@@ -264,7 +264,7 @@ def test_verbose_logs_the_pipeline_and_without_it_stderr_stays_empty(tmp_path: P
     assert f"prepare {SESSION} after step 2" in verbose.stderr
     assert "plan: claude_code" in verbose.stderr and f"wrote {tmp_path / 'verbose'}" in verbose.stderr
     assert (
-        " DEBUG replayer.engine: " in verbose.stderr
+        " DEBUG replayer.pipeline.engine: " in verbose.stderr
         and verbose.stdout.splitlines()[0] == plain.stdout.splitlines()[0]
     )
     quiet_json = replayer(*args, "-o", str(tmp_path / "json"), "--json", "-q", check=True)

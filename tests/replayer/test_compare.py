@@ -14,9 +14,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
-from sandboxes.docker import LABEL, SNAPSHOT_LABEL
-from sandboxes.slots import SLOT_ROOT, mounted_under
+from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.sandboxes.docker import LABEL, SNAPSHOT_LABEL
+from replayer.sandboxes.slots import SLOT_ROOT, mounted_under
 from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, OPENHANDS, PI, ROOT, replayer
 from tests.support.chromium import render as _render
 from tests.support.continuing import KEY
@@ -230,9 +230,9 @@ def test_infrastructure_failures_are_counted_apart_and_trajectory_text_stays_tex
 ) -> None:
     """The report of the module's compare, with one run's container lost, markup in a tool output and a
     degradation: the tally and the page from models, no container."""
-    from replayer.compare import infrastructure_failure, summaries, with_differences
-    from replayer.models import CompareResult, Degradation, RunRecord
-    from replayer.report import render_html
+    from replayer.floor.models import CompareResult, Degradation, RunRecord
+    from replayer.verbs.compare import infrastructure_failure, summaries, with_differences
+    from replayer.verbs.report import render_html
 
     result = CompareResult.model_validate_json((two_variants.out / "compare.json").read_bytes())
     hostile = "<script>document.title='owned'</script>\n<img src=x onerror=alert(1)>"
@@ -422,7 +422,7 @@ def test_ctrl_c_stops_every_run_and_removes_containers_and_snapshot(tmp_path: Pa
                 time.sleep(0.2)
             job = next(tmp_path.glob(".cmp.partial-*/runs/a/1/job.json"))
             compare_id = orjson.loads(job.read_bytes())["compare_id"]
-            # two runs going on, the next two made ready ahead of their turn (replayer/forkpool.py)
+            # two runs going on, the next two made ready ahead of their turn (replayer/pipeline/forkpool.py)
             while len(_labelled(docker_client, f"{LABEL}.compare={compare_id}")) < 4:
                 assert time.monotonic() < deadline, "the next runs' containers never started"
                 time.sleep(0.2)
@@ -566,7 +566,7 @@ def test_every_agent_that_continues_compares(agent: str, tmp_path: Path) -> None
 
 @pytest.mark.agent
 def test_an_agent_version_variant_continues_with_that_version(tmp_path: Path) -> None:
-    from replayer.pins import load_pins
+    from replayer.floor.pins import load_pins
 
     pin = load_pins().agents["claude_code"]
     other = pin.also[0]

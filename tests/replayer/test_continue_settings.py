@@ -10,12 +10,13 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from replayer import api, settings
-from replayer.batch import _continuation_key, expand, read_manifest
-from replayer.compare import variant_continuation
-from replayer.errors import BadInput
-from replayer.models import ContinueRequest, ContinueSettings, Variant, VariantSpec
-from replayer.variants import parse_variant
+from replayer import api
+from replayer.floor import settings
+from replayer.floor.errors import BadInput
+from replayer.floor.models import ContinueRequest, ContinueSettings, Variant, VariantSpec
+from replayer.verbs.batch import _continuation_key, expand, read_manifest
+from replayer.verbs.compare import variant_continuation
+from replayer.verbs.variants import parse_variant
 from tests.conftest import MINI
 
 TRAJ = MINI.fixture("toolcall") / "trajectory.traj.json"

@@ -5,9 +5,9 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
-import adapters
-from replayer.divergence import COMMON, divergence_of, model_text, workspace_hint
-from replayer.models import Divergence, Observation, ToolCall
+from replayer import adapters
+from replayer.floor.divergence import COMMON, divergence_of, model_text, workspace_hint
+from replayer.floor.models import Divergence, Observation, ToolCall
 
 LISTING = "/w/a.py\n/w/sub/b.py\n/w/c.py"
 REORDERED = "/w/c.py\n/w/a.py\n/w/sub/b.py"

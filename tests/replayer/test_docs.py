@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import orjson
 
-from replayer.errors import ReplayError
-from replayer.models import CompareResult, InspectReport, ReplayResult
+from replayer.floor.errors import ReplayError
+from replayer.floor.models import CompareResult, InspectReport, ReplayResult
 from tests.conftest import ROOT
 
 

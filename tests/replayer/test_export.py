@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters import recorded_tools
-from replayer.engine import load
+from replayer.adapters import recorded_tools
+from replayer.pipeline.engine import load
 from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, replayer
 from tests.replayer.test_batch import _all_sources, _manifest
 
@@ -116,7 +116,7 @@ def test_atif_records_are_valid_v1_7_trajectories(tmp_path: Path) -> None:
 
 @pytest.mark.agent
 def test_continued_jobs_export_the_prefix_and_what_followed(tmp_path: Path) -> None:
-    from bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
+    from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
     from tests.conftest import CLAUDE
     from tests.support.continuing import KEY
 
@@ -155,7 +155,7 @@ def test_continued_jobs_export_the_prefix_and_what_followed(tmp_path: Path) -> N
         assert orjson.loads(proc.stdout)["done"] == 4
     path = tmp_path / "records.jsonl"
     replayer("export", str(tmp_path / "out"), "-o", str(path), check=True)
-    import adapters
+    from replayer import adapters
 
     for line in path.read_bytes().splitlines():
         record = orjson.loads(line)
@@ -203,8 +203,8 @@ def _prepared_export(tmp_path: Path, trajectory: Path, fmt: str = "chat", **env:
 def test_a_session_of_an_older_version_is_exported_with_that_versions_tools(tmp_path: Path) -> None:
     """Claude Code 2.0.64's session: its own CLI's definitions (Glob, Grep, TodoWrite), captured once from
     that version's bundle in the sandbox and cached; not the pinned version's (Agent, CronCreate...)."""
-    from adapters import tool_definitions
-    from replayer import bundles
+    from replayer.adapters import tool_definitions
+    from replayer.floor import bundles
 
     bundles.ensure("claude_code", "2.0.64")  # the project's own install (a no-op when it is there)
     cache = tool_definitions.cache_path("claude_code", "2.0.64")
@@ -235,7 +235,7 @@ def test_a_session_of_an_older_version_is_exported_with_that_versions_tools(tmp_
 
 def test_without_the_recording_versions_bundle_the_pinned_tools_stand_in_and_say_so(tmp_path: Path) -> None:
     """Codex 0.58.0's session with no bundle of 0.58.0 (an empty bundle cache): the pinned set, recorded."""
-    from replayer.pins import pinned_version
+    from replayer.floor.pins import pinned_version
 
     (tmp_path / "bundles").mkdir()
     trajectory = CODEX.fixture("versions/0.58.0/probe") / "rollout.jsonl"

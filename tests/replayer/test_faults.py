@@ -17,8 +17,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from sandboxes.docker import LABEL, OWNER_LABEL
-from sandboxes.quota import STATE_ROOT
+from replayer.sandboxes.docker import LABEL, OWNER_LABEL
+from replayer.sandboxes.quota import STATE_ROOT
 from tests.conftest import CLAUDE, ROOT, replayer
 from tests.support.sessions import patched_session
 
@@ -156,7 +156,7 @@ class _PrivateEngine:
         raise AssertionError("the private engine did not answer")
 
     def load_base_image(self) -> None:
-        from replayer.pins import load_pins
+        from replayer.floor.pins import load_pins
 
         saved = subprocess.Popen(["docker", "save", load_pins().base_image.tag], stdout=subprocess.PIPE)
         subprocess.run(

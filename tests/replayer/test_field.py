@@ -12,9 +12,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters import by_name
-from bridges.gemini import ScriptedGemini
-from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.adapters import by_name
+from replayer.bridges.gemini import ScriptedGemini
+from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.conftest import ROOT, replayer
 from tests.support.continuing import KEY
 
@@ -305,7 +305,7 @@ def test_a_recorded_cwd_that_is_not_absolute_is_refused_before_anything_starts(t
 def test_a_v0_list_without_a_system_event_continues_through_the_gate(tmp_path: Path) -> None:
     """The file records no system message; the agent sends its own first, which the gate takes as the
     agent's and reports, holding the rest of the request to the rebuilt prefix exactly."""
-    from bridges.scripted import Script, ScriptedUpstream, ToolUseBlock, Turn
+    from replayer.bridges.scripted import Script, ScriptedUpstream, ToolUseBlock, Turn
     from tests.support.continuing import KEY
 
     out, empty = tmp_path / "out", tmp_path / "workspace"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 
-from replayer.pins import load_pins
+from replayer.floor.pins import load_pins
 from tests.conftest import CLAUDE, CODEX, ROOT, replayer
 from tests.support.chromium import render
 

@@ -1,4 +1,4 @@
-"""Pre-started forks (replayer/fork.py `Prestarted`, sandboxes/slots.py, replayer/rootfs.py): a run's
+"""Pre-started forks (replayer/pipeline/fork.py `Prestarted`, sandboxes/slots.py, replayer/pipeline/rootfs.py): a run's
 container started before the boundary over an empty slot shows, once its cloned state is mounted into the
 slot, that state at the recorded workspace path and agent home, with the boundary container's own
 file-system changes applied; its writes land in its own clone under its quota, never in the boundary or
@@ -21,18 +21,18 @@ from pathlib import Path
 import docker
 import pytest
 
-from adapters.sandbox_paths import AGENT_HOME
-from replayer import rootfs
-from replayer.boundary import fork_state, seal
-from replayer.engine import load
-from replayer.fork import BoundaryReady, ForkJob, Prestarted
-from replayer.models import ContinueRequest, SandboxLimits, Variant
-from replayer.pins import load_pins
-from replayer.rootfs import RootfsDiff
-from sandboxes import slots
-from sandboxes.docker import DockerSandbox
-from sandboxes.quota import FS_ROOT, StateDir, sweep_states
-from sandboxes.slots import SLOT_ROOT, Slot, mount_points, mounted_under, unmount_root
+from replayer.adapters.sandbox_paths import AGENT_HOME
+from replayer.floor.models import ContinueRequest, SandboxLimits, Variant
+from replayer.floor.pins import load_pins
+from replayer.pipeline import rootfs
+from replayer.pipeline.boundary import fork_state, seal
+from replayer.pipeline.engine import load
+from replayer.pipeline.fork import BoundaryReady, ForkJob, Prestarted
+from replayer.pipeline.rootfs import RootfsDiff
+from replayer.sandboxes import slots
+from replayer.sandboxes.docker import DockerSandbox
+from replayer.sandboxes.quota import FS_ROOT, StateDir, sweep_states
+from replayer.sandboxes.slots import SLOT_ROOT, Slot, mount_points, mounted_under, unmount_root
 from tests.conftest import CLAUDE, ROOT
 
 pytestmark = pytest.mark.docker

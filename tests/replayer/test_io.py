@@ -8,10 +8,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-import adapters
-from replayer.errors import BadInput, ConfinementError, OutputError
-from replayer.io import NotFound, NotRegular, OutputDir, Workspace, read_input
-from replayer.models import ReadBudget
+from replayer import adapters
+from replayer.floor.errors import BadInput, ConfinementError, OutputError
+from replayer.floor.io import NotFound, NotRegular, OutputDir, Workspace, read_input
+from replayer.floor.models import ReadBudget
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -4,7 +4,7 @@ tree the engine started by exec (parent 0); a process re-parented to init, and a
 
 from __future__ import annotations
 
-from replayer.leftovers import left, parse
+from replayer.pipeline.leftovers import left, parse
 
 TABLE = b"""1\t0\t/sbin/docker-init -- sleep infinity
 7\t1\tsleep infinity

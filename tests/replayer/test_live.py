@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
+from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
 from tests.conftest import CLAUDE, ROOT, replayer
 from tests.support.continuing import KEY
 

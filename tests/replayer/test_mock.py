@@ -11,11 +11,11 @@ from typing import Any
 import orjson
 import pytest
 
-from adapters import by_name
-from replayer import mock, steps
-from replayer.errors import BadInput, NoUpstream
-from replayer.models import ContinueRequest
-from replayer.pins import load_pins
+from replayer.adapters import by_name
+from replayer.floor.errors import BadInput, NoUpstream
+from replayer.floor.models import ContinueRequest
+from replayer.floor.pins import load_pins
+from replayer.pipeline import mock, steps
 from tests.conftest import CLAUDE, replayer
 
 BASH = [{"name": "Bash", "input_schema": {"type": "object"}}]

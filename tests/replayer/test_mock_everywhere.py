@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 import replayer as api
-from replayer.mock import FINAL_TEXT
+from replayer.pipeline.mock import FINAL_TEXT
 from tests.conftest import CLAUDE, replayer
 
 pytestmark = [pytest.mark.docker, pytest.mark.agent]

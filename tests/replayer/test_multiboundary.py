@@ -1,4 +1,4 @@
-"""One replay, many boundaries (`run -n a,b`, replayer/multiboundary.py): for every agent, each boundary of
+"""One replay, many boundaries (`run -n a,b`, replayer/pipeline/multiboundary.py): for every agent, each boundary of
 one replay writes what `run -n k` of the same file writes alone (divergences, fresh outputs, the rebuilt
 session, the expected prefix, the state), from one container; and the `-n` forms."""
 
@@ -12,11 +12,11 @@ import orjson
 import pytest
 
 from replayer import api
-from replayer.batch import Sample, parse_boundaries, pick_boundaries
-from replayer.divergence import NORMALIZERS
-from replayer.engine import load
-from replayer.errors import BadInput
-from replayer.models import ReplayResult
+from replayer.floor.divergence import NORMALIZERS
+from replayer.floor.errors import BadInput
+from replayer.floor.models import ReplayResult
+from replayer.pipeline.engine import load
+from replayer.verbs.batch import Sample, parse_boundaries, pick_boundaries
 from tests.conftest import ROOT, replayer
 
 FIXTURES = ROOT / "tests" / "fixtures"

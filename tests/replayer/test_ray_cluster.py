@@ -13,10 +13,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.batch import BATCH_LABEL, batch_id
-from replayer.errors import SandboxError
-from replayer.pins import load_pins
-from replayer.provision import archive_path, ensure_image
+from replayer.floor.errors import SandboxError
+from replayer.floor.pins import load_pins
+from replayer.pipeline.provision import archive_path, ensure_image
+from replayer.verbs.batch import BATCH_LABEL, batch_id
 from tests.conftest import CLAUDE, replayer
 from tests.support.ray_cluster import ray_nodes
 

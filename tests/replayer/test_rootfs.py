@@ -1,4 +1,4 @@
-"""What a pre-started fork may apply of the boundary's own file-system changes (replayer/rootfs.py): never
+"""What a pre-started fork may apply of the boundary's own file-system changes (replayer/pipeline/rootfs.py): never
 anything at or under one of its container's mounts, and no removal that would reach into one; a layer read
 over its lower layers on plain directories (a changed kind removed first, the walk bounded)."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from replayer import rootfs
-from replayer.rootfs import RootfsDiff, read_layer
+from replayer.pipeline import rootfs
+from replayer.pipeline.rootfs import RootfsDiff, read_layer
 
 MOUNTS = ["/", "/proc", "/testbed", "/root/.claude", "/run/replayer"]
 

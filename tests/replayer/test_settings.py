@@ -10,10 +10,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer import settings
-from replayer.bundles import INSTALLED
-from replayer.errors import SettingsError
-from replayer.models import SandboxLimits
+from replayer.floor import settings
+from replayer.floor.bundles import INSTALLED
+from replayer.floor.errors import SettingsError
+from replayer.floor.models import SandboxLimits
 from tests.conftest import CLAUDE, ROOT, replayer
 
 SESSION = CLAUDE.fixture("write_edit") / "session.jsonl"

@@ -69,7 +69,7 @@ def test_agents_and_no_bundles_exclude_each_other() -> None:
     os.geteuid() != 0 or shutil.which("debootstrap") is None, reason="needs root and debootstrap"
 )
 def test_a_failed_script_says_its_last_line_and_leaves_nothing() -> None:
-    from replayer.setup import SetupError, _run_script
+    from replayer.verbs.setup import SetupError, _run_script
 
     before = sorted(Path("/var/tmp").glob("replayer-rootfs.*"))
     with pytest.raises(SetupError) as refused:

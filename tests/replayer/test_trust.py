@@ -18,11 +18,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer import settings
-from replayer.bundletrust import MANIFEST
-from replayer.errors import SettingsError
-from replayer.models import SandboxLimits
-from replayer.pins import load_pins, pinned_version
+from replayer.floor import settings
+from replayer.floor.bundletrust import MANIFEST
+from replayer.floor.errors import SettingsError
+from replayer.floor.models import SandboxLimits
+from replayer.floor.pins import load_pins, pinned_version
 from tests.conftest import CLAUDE, OPENCODE, ROOT
 
 EXPORT = OPENCODE.fixture("tools") / "export.json"

@@ -17,13 +17,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
-from replayer.errors import WorkspaceError
-from replayer.fork import workspace_diff
-from replayer.models import GitWorkspace, SandboxLimits
-from replayer.oracle import workspace_state
-from replayer.safecopy import walk
-from replayer.workspaces import cache_root, checkout
+from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.floor.errors import WorkspaceError
+from replayer.floor.models import GitWorkspace, SandboxLimits
+from replayer.floor.safecopy import walk
+from replayer.pipeline.fork import workspace_diff
+from replayer.pipeline.oracle import workspace_state
+from replayer.pipeline.workspaces import cache_root, checkout
 from tests.conftest import CLAUDE, replayer
 from tests.support.continuing import KEY
 from tests.support.sessions import patched_session

@@ -10,14 +10,14 @@ from typing import Any
 import orjson
 import pytest
 
-import adapters
-from adapters.base import recorded_tools
-from bridges.scripted import ToolUseBlock
-from bridges.tools import tool_names
-from replayer import __version__
-from replayer.compatibility import DOC, rendered
-from replayer.verdicts import Check, Verdict, is_verified, shipped, store
-from replayer.verify import FIXTURES, not_verified, probe_for, probe_script, verdict_of
+from replayer import adapters
+from replayer.adapters.base import recorded_tools
+from replayer.bridges.scripted import ToolUseBlock
+from replayer.bridges.tools import tool_names
+from replayer.floor.release import __version__
+from replayer.floor.verdicts import Check, Verdict, is_verified, shipped, store
+from replayer.verbs.compatibility import DOC, rendered
+from replayer.verbs.verify import FIXTURES, not_verified, probe_for, probe_script, verdict_of
 from tests.conftest import CLAUDE, replayer
 
 VERSION = "2.0.64"  # installed by the suite's Claude Code version tests already

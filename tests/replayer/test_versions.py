@@ -12,9 +12,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.codex import tools as codex_tools
-from replayer import bundles
-from replayer.bundletrust import MANIFEST
+from replayer.adapters.codex import tools as codex_tools
+from replayer.floor import bundles
+from replayer.floor.bundletrust import MANIFEST
 from tests.conftest import ROOT, replayer
 
 CLAUDE_SINGLE = ROOT / "tests" / "fixtures" / "claude_code" / "single" / "session.jsonl"

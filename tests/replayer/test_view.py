@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bridges.scripted import TextBlock, ToolUseBlock, Turn
+from replayer.bridges.scripted import TextBlock, ToolUseBlock, Turn
 from tests.conftest import replayer
 from tests.support.chromium import render
 from tests.support.continuing import changed_workspace, continue_run
@@ -83,9 +83,9 @@ def test_view_shows_prefix_reruns_side_by_side_and_continuation(replay_dir: Path
 @pytest.mark.agent
 def test_view_of_a_directory_without_reruns_json_shows_the_excerpts(replay_dir: Path, tmp_path: Path) -> None:
     """A directory written before reruns.json existed; its degradations shown as recorded."""
-    from replayer.models import Degradation, ReplayResult
-    from replayer.report import render_view
-    from replayer.view import load
+    from replayer.floor.models import Degradation, ReplayResult
+    from replayer.verbs.report import render_view
+    from replayer.verbs.view import load
 
     old = tmp_path / "old"
     shutil.copytree(replay_dir, old, symlinks=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.verdicts import SHIPPED
+from replayer.floor.verdicts import SHIPPED
 from tests.conftest import CLAUDE, CODEX, PI, replayer
 from tests.support.chromium import render
 

@@ -15,29 +15,42 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.pins import load_pins
+from replayer.floor.pins import load_pins
 from tests.conftest import CLAUDE, MINI, ROOT
 
 pytestmark = [pytest.mark.docker, pytest.mark.agent]
 
-PACKAGES = ("replayer", "adapters", "bridges", "sandboxes")
+FOLDERS = {
+    "replayer": "replayer",
+    "adapters": "replayer/adapters",
+    "bridges": "replayer/bridges",
+    "sandboxes": "replayer/sandboxes",
+}
+"""Each package folder of the checkout -> where its files are in the wheel (setup.py's one namespace)."""
 
 
 def _package_files() -> list[str]:
     """Every file of the packages in the checkout (modules and data), as wheel member names."""
     return sorted(
-        str(path.relative_to(ROOT))
-        for top in PACKAGES
+        f"{inside}/{path.relative_to(ROOT / top)}"
+        for top, inside in FOLDERS.items()
         for path in (ROOT / top).rglob("*")
         if path.is_file() and "__pycache__" not in path.parts
     )
+
+
+def _checkout_path(member: str) -> Path:
+    for top, inside in sorted(FOLDERS.items(), key=lambda kv: -len(kv[1])):
+        if member.startswith(inside + "/"):
+            return ROOT / top / member[len(inside) + 1 :]
+    raise AssertionError(member)
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # built from a copy: an in-tree build leaves build/ and *.egg-info in the checkout
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md", "docs", *PACKAGES):
+    for name in ("pyproject.toml", "setup.py", "README.md", "docs", *FOLDERS):
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
@@ -81,12 +94,14 @@ def test_the_wheel_holds_every_file_of_the_packages(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         members = {info.filename: info for info in zf.infolist()}
     expected = _package_files()
-    assert "sandboxes/images/pins.toml" in expected
+    assert "replayer/sandboxes/images/pins.toml" in expected
+    tops = {name.split("/")[0] for name in members}
+    assert {t for t in tops if not t.endswith((".dist-info", ".data"))} == {"replayer"}, tops  # one namespace
     assert any("/companion/" in name for name in expected)
     assert [name for name in expected if name not in members] == []
     for name in expected:  # an executable (the companion `docker` shim, the setup scripts) stays one
         mode = members[name].external_attr >> 16
-        assert bool(mode & 0o111) == os.access(ROOT / name, os.X_OK), name
+        assert bool(mode & 0o111) == os.access(_checkout_path(name), os.X_OK), name
 
 
 def test_the_wheel_holds_the_docs_the_help_names(wheel: Path, venv: Path, tmp_path: Path) -> None:
@@ -116,7 +131,7 @@ def test_installed_replayer_runs_from_outside_the_checkout(venv: Path, tmp_path:
         [
             str(venv / "bin" / "python"),
             "-c",
-            "import adapters, replayer; print(replayer.__file__, adapters.__file__)",
+            "import replayer; from replayer import adapters; print(replayer.__file__, adapters.__file__)",
         ],
         capture_output=True,
         text=True,
@@ -124,6 +139,10 @@ def test_installed_replayer_runs_from_outside_the_checkout(venv: Path, tmp_path:
         check=True,
     ).stdout.split()
     assert all(Path(p).is_relative_to(venv) for p in located), located
+    generic = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import adapters"], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert "No module named 'adapters'" in generic.stderr  # nothing generic at the top of site-packages
 
     version = _outside(venv, tmp_path, "--version")
     assert version.returncode == 0, version.stderr

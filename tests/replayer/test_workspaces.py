@@ -10,9 +10,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.errors import WorkspaceError
-from replayer.models import GitWorkspace, ReplayRequest
-from replayer.workspaces import checkout
+from replayer.floor.errors import WorkspaceError
+from replayer.floor.models import GitWorkspace, ReplayRequest
+from replayer.pipeline.workspaces import checkout
 from tests.conftest import CLAUDE, ROOT, replayer
 
 PARALLEL = CLAUDE.fixture("parallel")
@@ -146,7 +146,7 @@ def test_a_run_starts_from_the_repository_at_the_commit(
 @pytest.mark.docker
 def test_image_auto_runs_the_image_the_trajectory_names(docker_client, tmp_path: Path) -> None:
     """The SWE-bench instance image is not reachable here: the base image is tagged with its name."""
-    from replayer.pins import load_pins
+    from replayer.floor.pins import load_pins
 
     named = orjson.loads(replayer("inspect", str(DEEPSEEK), "--json", check=True).stdout)["environment_image"]
     empty = tmp_path / "workspace"
@@ -167,7 +167,7 @@ def test_image_auto_runs_the_image_the_trajectory_names(docker_client, tmp_path:
 
 
 def test_a_batch_manifest_names_a_repository_as_workspace(tmp_path: Path) -> None:
-    from replayer.batch import expand, read_manifest
+    from replayer.verbs.batch import expand, read_manifest
 
     lines = [
         {

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from replayer.errors import SandboxError
-from sandboxes.base import ExecResult, SandboxSpec
-from sandboxes.fake import Exec, FakeBackend, Rule, answer
+from replayer.floor.errors import SandboxError
+from replayer.sandboxes.base import ExecResult, SandboxSpec
+from replayer.sandboxes.fake import Exec, FakeBackend, Rule, answer
 
 
 def _box(tmp_path: Path, rules: list[Rule]):

@@ -13,9 +13,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.errors import SandboxError
-from replayer.pins import load_pins
-from sandboxes.docker import LABEL, DockerSandbox
+from replayer.floor.errors import SandboxError
+from replayer.floor.pins import load_pins
+from replayer.sandboxes.docker import LABEL, DockerSandbox
 from tests.conftest import CLAUDE, ROOT, replayer
 
 pytestmark = pytest.mark.docker

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from sandboxes.seccomp import BTRFS_IOCTLS, profile
+from replayer.sandboxes.seccomp import BTRFS_IOCTLS, profile
 
 FICLONE = 0x40049409
 TCGETS = 0x5401

@@ -18,14 +18,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
-from replayer.errors import SandboxError
-from replayer.models import SandboxLimits
-from replayer.pins import load_pins
-from sandboxes.committable import PATH_MAX, engine_refusal
-from sandboxes.docker import SNAPSHOT_LABEL, DockerSandbox, remove_images
-from sandboxes.quota import FS_ROOT, STATE_ROOT, StateDir, nested_subvolumes, sweep_states
-from sandboxes.seccomp import BTRFS_IOCTLS
+from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.floor.errors import SandboxError
+from replayer.floor.models import SandboxLimits
+from replayer.floor.pins import load_pins
+from replayer.sandboxes.committable import PATH_MAX, engine_refusal
+from replayer.sandboxes.docker import SNAPSHOT_LABEL, DockerSandbox, remove_images
+from replayer.sandboxes.quota import FS_ROOT, STATE_ROOT, StateDir, nested_subvolumes, sweep_states
+from replayer.sandboxes.seccomp import BTRFS_IOCTLS
 from tests.conftest import CLAUDE, replayer
 from tests.support.sessions import patched_session
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from adapters.claude_code import tools
-from adapters.claude_code.driven import cli_env
-from adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
-from bridges.scripted import Script, ScriptedUpstream
-from replayer import bundles
-from replayer.pins import load_pins
-from sandboxes.docker import DockerSandbox, connect
+from replayer.adapters.claude_code import tools
+from replayer.adapters.claude_code.rerun import cli_env
+from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
+from replayer.bridges.scripted import Script, ScriptedUpstream
+from replayer.floor import bundles
+from replayer.floor.pins import load_pins
+from replayer.sandboxes.docker import DockerSandbox, connect
 
 CWD = "/testbed"
 SOCK_DIR = "/run/replayer-sock"

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import orjson
 
-from adapters import sandbox_paths
-from adapters.codex import tools
-from adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
-from bridges.scripted import Script, ScriptedUpstream
-from replayer.pins import load_pins
-from sandboxes.docker import DockerSandbox, connect
+from replayer.adapters import sandbox_paths
+from replayer.adapters.codex import tools
+from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
+from replayer.bridges.scripted import Script, ScriptedUpstream
+from replayer.floor.pins import load_pins
+from replayer.sandboxes.docker import DockerSandbox, connect
 
 CWD = "/testbed"
 HOME = AGENT_HOME

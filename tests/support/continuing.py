@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 
-from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, Turn
+from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, Turn
 from tests.conftest import CLAUDE, replayer
 
 KEY = f"sk-upstream-{secrets.token_hex(12)}"

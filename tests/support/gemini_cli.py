@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from adapters.gemini_cli import bundle
-from bridges.gemini import ScriptedGemini
-from bridges.scripted import Script
-from replayer.pins import load_pins
-from sandboxes.docker import DockerSandbox, connect
+from replayer.adapters.gemini_cli import bundle
+from replayer.bridges.gemini import ScriptedGemini
+from replayer.bridges.scripted import Script
+from replayer.floor.pins import load_pins
+from replayer.sandboxes.docker import DockerSandbox, connect
 
 CWD = "/testbed"
 SOCK_DIR = "/run/replayer-sock"

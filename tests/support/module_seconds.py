@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from replayer.io import write_bytes_atomic
+from replayer.floor.io import write_bytes_atomic
 from tests.conftest import MODULE_SECONDS
 
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)s (?:setup|call|teardown)\s+(\S+?\.py)(?:::|$)")

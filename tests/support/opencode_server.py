@@ -17,11 +17,11 @@ from typing import Any
 
 import orjson
 
-from adapters.opencode import bundle
-from adapters.sandbox_paths import AGENT_HOME
-from bridges.scripted import Script, ScriptedUpstream
-from replayer.pins import load_pins
-from sandboxes.docker import DockerSandbox, connect
+from replayer.adapters.opencode import bundle
+from replayer.adapters.sandbox_paths import AGENT_HOME
+from replayer.bridges.scripted import Script, ScriptedUpstream
+from replayer.floor.pins import load_pins
+from replayer.sandboxes.docker import DockerSandbox, connect
 from tests.support.opencode_cli import CWD, MODEL, PORT, PROVIDER, SOCK_DIR
 
 SERVER_PORT = 4096

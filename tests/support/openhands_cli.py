@@ -7,11 +7,11 @@ from pathlib import Path
 
 import orjson
 
-from adapters.openhands import bundle
-from adapters.sandbox_paths import BRIDGE_PORT
-from bridges.scripted import Script, ScriptedUpstream
-from replayer.pins import load_pins
-from sandboxes.docker import DockerSandbox, connect
+from replayer.adapters.openhands import bundle
+from replayer.adapters.sandbox_paths import BRIDGE_PORT
+from replayer.bridges.scripted import Script, ScriptedUpstream
+from replayer.floor.pins import load_pins
+from replayer.sandboxes.docker import DockerSandbox, connect
 
 CWD = "/testbed"
 SOCK_DIR = "/run/replayer-sock"

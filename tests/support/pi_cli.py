@@ -6,11 +6,11 @@ import shlex
 import uuid
 from pathlib import Path
 
-from adapters.pi import bundle
-from adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
-from bridges.scripted import Script, ScriptedUpstream
-from replayer.pins import load_pins
-from sandboxes.docker import DockerSandbox, connect
+from replayer.adapters.pi import bundle
+from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
+from replayer.bridges.scripted import Script, ScriptedUpstream
+from replayer.floor.pins import load_pins
+from replayer.sandboxes.docker import DockerSandbox, connect
 
 CWD = "/testbed"
 SOCK_DIR = "/run/replayer-sock"

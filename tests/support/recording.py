@@ -12,8 +12,8 @@ from typing import Any, Protocol, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
-from replayer.pins import load_pins
+from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
+from replayer.floor.pins import load_pins
 
 
 class Named(Protocol):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from adapters.claude_code import session
+from replayer.adapters.claude_code import session
 from tests.conftest import CLAUDE, replayer
 
 RECORDED = CLAUDE.fixture("single") / "session.jsonl"

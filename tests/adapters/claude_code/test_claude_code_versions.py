@@ -9,10 +9,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.claude_code import envelope, wire
-from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
-from replayer.engine import load
-from replayer.pins import running_version
+from replayer.adapters.claude_code import envelope, wire
+from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.floor.pins import running_version
+from replayer.pipeline.engine import load
 from tests.conftest import ROOT, replayer
 from tests.support.continuing import KEY, files_containing
 

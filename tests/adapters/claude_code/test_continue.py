@@ -10,10 +10,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.claude_code import chain, envelope, wire
-from bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
-from replayer.engine import load
-from replayer.pins import pinned_version
+from replayer.adapters.claude_code import chain, envelope, wire
+from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
+from replayer.floor.pins import pinned_version
+from replayer.pipeline.engine import load
 from tests.conftest import CLAUDE, first_and_last
 from tests.support.claude_cli import run_claude
 from tests.support.continuing import KEY, changed_workspace, continue_run, files_containing

@@ -10,14 +10,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.claude_code import ClaudeCodeAdapter, wire
-from adapters.claude_code import continuation as cc_continuation
-from adapters.claude_code.gate import ClaudeCodeGate
-from bridges.difference import first_difference
-from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
-from replayer.engine import execute
-from replayer.models import ContinueRequest, ReplayRequest
-from sandboxes.docker import LABEL
+from replayer.adapters.claude_code import ClaudeCodeAdapter, wire
+from replayer.adapters.claude_code import continuation as cc_continuation
+from replayer.adapters.claude_code.gate import ClaudeCodeGate
+from replayer.bridges.difference import first_difference
+from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.floor.models import ContinueRequest, ReplayRequest
+from replayer.pipeline.engine import execute
+from replayer.sandboxes.docker import LABEL
 from tests.conftest import CLAUDE
 from tests.support.continuing import KEY, changed_workspace, continue_run, files_containing
 
@@ -84,7 +84,7 @@ def test_gate_refuses_and_never_forwards(adapter, path: str, tmp_path: Path, doc
 def test_refusal_exit_code_and_one_line(tmp_path: Path, monkeypatch) -> None:
     from typer.testing import CliRunner
 
-    import adapters
+    from replayer import adapters
     from replayer.cli import app
 
     monkeypatch.setattr(adapters, "detect", lambda path: TamperingAdapter())
@@ -396,7 +396,7 @@ def test_other_versions_envelopes_are_accepted_exactly_and_nothing_else() -> Non
 def test_the_mock_model_continues_records_and_replays_a_cassette_without_a_key(tmp_path: Path) -> None:
     """`--upstream mock` with no key: the agent ends on the mock's final answer; the recorded cassette then
     replays offline and the summary says `verified`."""
-    from replayer.mock import FINAL_TEXT
+    from replayer.pipeline.mock import FINAL_TEXT
     from tests.conftest import replayer
 
     fixture = CLAUDE.fixture("single")

@@ -12,8 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.sandbox_paths import BRIDGE_PORT
-from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.adapters.sandbox_paths import BRIDGE_PORT
+from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.conftest import CLAUDE, replayer
 from tests.support.continuing import KEY
 from tests.support.sessions import patched_session

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import adapters
-from adapters.claude_code import ClaudeCodeAdapter
-from replayer.errors import BadInput
+from replayer import adapters
+from replayer.adapters.claude_code import ClaudeCodeAdapter
+from replayer.floor.errors import BadInput
 from tests.conftest import CLAUDE
 from tests.fuzzing import FUZZ_SETTINGS, expect_refusal_or_success, mutated_file
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.claude_code import session, wire
-from replayer.engine import load
+from replayer.adapters.claude_code import session, wire
+from replayer.pipeline.engine import load
 from tests.conftest import CLAUDE, replayer
 
 
@@ -85,7 +85,7 @@ def test_a_leaf_tied_with_its_history_in_time_is_rebuilt_latest(tmp_path: Path) 
 def test_the_gate_drops_reminders_the_cli_put_anywhere_in_a_user_message_of_the_prefix() -> None:
     """Claude Code 2.1.332 puts an attribution reminder between the tool results and the next prompt
     that share a user message (seen by `replayer verify`); anything else extra is still a difference."""
-    from adapters.claude_code.gate import _without_reminders
+    from replayer.adapters.claude_code.gate import _without_reminders
 
     result = {"type": "tool_result", "tool_use_id": "t1", "content": "a.txt"}
     prompt = {"type": "text", "text": "Run the probe."}

@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.claude_code import envelope, wire
-from bridges.scripted import Script
+from replayer.adapters.claude_code import envelope, wire
+from replayer.bridges.scripted import Script
 from tests.conftest import CLAUDE, replayer
 from tests.support.claude_cli import run_claude
 

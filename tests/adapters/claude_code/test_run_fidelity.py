@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.engine import load
+from replayer.pipeline.engine import load
 from tests.conftest import CLAUDE, replayer
 
 pytestmark = pytest.mark.agent

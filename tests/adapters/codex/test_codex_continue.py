@@ -13,13 +13,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.codex import CodexAdapter, config_toml
-from adapters.codex.gate import CodexGate
-from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
-from replayer.engine import execute
-from replayer.models import ContinueRequest, ReplayRequest
-from replayer.pins import load_pins
-from sandboxes.docker import DockerSandbox, connect
+from replayer.adapters.codex import CodexAdapter, config_toml
+from replayer.adapters.codex.gate import CodexGate
+from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.floor.models import ContinueRequest, ReplayRequest
+from replayer.floor.pins import load_pins
+from replayer.pipeline.engine import execute
+from replayer.sandboxes.docker import DockerSandbox, connect
 from tests.conftest import CODEX, replayer
 from tests.support.codex_cli import CWD, HOME, agent_mount, codex_argv, codex_env
 from tests.support.continuing import KEY, files_containing
@@ -245,7 +245,7 @@ def test_the_gate_accepts_only_known_context_items() -> None:
 
 @pytest.mark.agent
 def test_the_mock_model_answers_on_the_responses_wire_without_a_key(tmp_path: Path) -> None:
-    from replayer.mock import FINAL_TEXT
+    from replayer.pipeline.mock import FINAL_TEXT
 
     today = datetime.now(UTC).date().isoformat()
     rollout = _dated(ROLLOUT, tmp_path / ROLLOUT.name, today)

@@ -13,8 +13,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.codex import rollout
-from replayer.engine import load
+from replayer.adapters.codex import session as rollout
+from replayer.pipeline.engine import load
 from tests.conftest import CODEX, first_and_last, replayer
 
 VOLATILE = {"durations", "random_ids", "trailing_whitespace"}

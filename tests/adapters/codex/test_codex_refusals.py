@@ -128,7 +128,7 @@ def test_a_legacy_rollout_stays_legacy(tmp_path: Path) -> None:
 
 @pytest.mark.agent
 def test_another_model_makes_the_cli_compact_first_which_is_refused(tmp_path: Path) -> None:
-    from bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
+    from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
 
     with ScriptedUpstream(
         Script(turns=[Turn(blocks=[TextBlock(text="x")], repeat=True)]), expected_key="k"

@@ -11,10 +11,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.codex import config_toml, rollout
-from adapters.codex.gate import CodexGate
-from bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
-from replayer.divergence import NORMALIZERS
+from replayer.adapters.codex import config_toml
+from replayer.adapters.codex import session as rollout
+from replayer.adapters.codex.gate import CodexGate
+from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
+from replayer.floor.divergence import NORMALIZERS
 from tests.conftest import CODEX, ROOT, replayer
 from tests.support.continuing import KEY
 

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import adapters
-from adapters.codex import CodexAdapter, rollout
-from replayer.errors import BadInput
+from replayer import adapters
+from replayer.adapters.codex import CodexAdapter
+from replayer.adapters.codex import session as rollout
+from replayer.floor.errors import BadInput
 from tests.conftest import CODEX
 from tests.fuzzing import FUZZ_SETTINGS, expect_refusal_or_success, mutated_file
 

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import adapters
-from adapters.gemini_cli import GeminiCliAdapter, session, wire
-from bridges.gemini import to_chat
-from replayer.errors import BadInput
+from replayer import adapters
+from replayer.adapters.gemini_cli import GeminiCliAdapter, session, wire
+from replayer.bridges.gemini import to_chat
+from replayer.floor.errors import BadInput
 from tests.conftest import GEMINI
 from tests.fuzzing import FUZZ_SETTINGS, expect_refusal_or_success, mutated_file
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.gemini_cli import session, wire
-from bridges.gemini import ScriptedGemini
-from bridges.scripted import LoggedRequest, Script, TextBlock, ToolUseBlock, Turn
+from replayer.adapters.gemini_cli import session, wire
+from replayer.bridges.gemini import ScriptedGemini
+from replayer.bridges.scripted import LoggedRequest, Script, TextBlock, ToolUseBlock, Turn
 from tests.conftest import GEMINI, replayer
 from tests.support.continuing import KEY, files_containing
 

@@ -15,10 +15,10 @@ from typing import Any
 import orjson
 import pytest
 
-from adapters.gemini_cli import session, wire
-from adapters.gemini_cli.gate import GeminiResumeGate
-from bridges.difference import first_difference
-from replayer.errors import BadInput
+from replayer.adapters.gemini_cli import session, wire
+from replayer.adapters.gemini_cli.gate import GeminiResumeGate
+from replayer.bridges.difference import first_difference
+from replayer.floor.errors import BadInput
 from tests.conftest import GEMINI, ROOT
 
 FIXTURES = GEMINI.root
@@ -93,7 +93,7 @@ def test_a_published_session_with_notices_and_a_cancelled_call_reads_as_the_cli_
 
 
 def test_detect_takes_both_forms_and_nothing_else() -> None:
-    import adapters
+    from replayer import adapters
 
     assert session.looks_like_gemini(adapters.read_head(LOG))
     assert session.looks_like_gemini(adapters.read_head(DOCUMENT))

@@ -16,14 +16,14 @@ from typing import Any
 
 import orjson
 
-from adapters import recorded_tools
-from adapters.base import Ended, Launch
-from adapters.gemini_cli import GeminiCliAdapter, boundary, session, wire
-from adapters.gemini_cli.gate import GeminiResumeGate
-from bridges.scripted import TextBlock, ToolUseBlock
-from replayer.divergence import divergence_of
-from replayer.models import Observation, Trajectory
-from replayer.pins import running_version
+from replayer.adapters import recorded_tools
+from replayer.adapters.base import Ended, Launch
+from replayer.adapters.gemini_cli import GeminiCliAdapter, boundary, session, wire
+from replayer.adapters.gemini_cli.gate import GeminiResumeGate
+from replayer.bridges.scripted import TextBlock, ToolUseBlock
+from replayer.floor.divergence import divergence_of
+from replayer.floor.models import Observation, Trajectory
+from replayer.floor.pins import running_version
 from tests.conftest import GEMINI, ROOT
 
 FIXTURES = GEMINI.root
@@ -232,7 +232,7 @@ def test_the_chat_form_pairs_every_call_with_one_result(tmp_path: Path) -> None:
 
 def test_a_batch_of_prefixes_exports_as_chat_and_atif_records(tmp_path: Path) -> None:
     """`replayer batch` (prepare: no container) over both recordings, then `export` in both formats."""
-    from replayer.batch import valid_boundaries
+    from replayer.verbs.batch import valid_boundaries
     from tests.conftest import replayer
     from tests.support.atif import Trajectory as Atif
 
@@ -256,9 +256,9 @@ def test_a_batch_of_prefixes_exports_as_chat_and_atif_records(tmp_path: Path) ->
 
 
 def test_the_bridge_counts_the_tokens_of_a_gemini_stream() -> None:
-    from bridges.gemini import GeminiDialect, stream_chunks
-    from bridges.scripted import Turn
-    from bridges.usage import usage_of
+    from replayer.bridges.gemini import GeminiDialect, stream_chunks
+    from replayer.bridges.scripted import Turn
+    from replayer.bridges.usage import usage_of
 
     turn = Turn(blocks=[TextBlock(text="Done."), ToolUseBlock(id="c1", name="read_file", input={})])
     chunks = stream_chunks(turn, "gemini-2.5-flash", "r1")

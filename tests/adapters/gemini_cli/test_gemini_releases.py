@@ -12,8 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from adapters.gemini_cli import boundary, bundle, session, wire
-from adapters.gemini_cli.gate import GeminiResumeGate
+from replayer.adapters.gemini_cli import boundary, bundle, session, wire
+from replayer.adapters.gemini_cli.gate import GeminiResumeGate
 from tests.conftest import GEMINI
 
 SHELL = GEMINI.root / "shell" / "session.jsonl"

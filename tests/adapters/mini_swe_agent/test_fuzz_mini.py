@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import adapters
-from adapters.mini_swe_agent import MiniSweAgentAdapter
-from replayer.errors import BadInput
+from replayer import adapters
+from replayer.adapters.mini_swe_agent import MiniSweAgentAdapter
+from replayer.floor.errors import BadInput
 from tests.conftest import MINI
 from tests.fuzzing import FUZZ_SETTINGS, expect_refusal_or_success, mutated_file
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.mini_swe_agent import MiniSweAgentAdapter
-from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
-from replayer.engine import execute
-from replayer.models import ContinueRequest, ReplayRequest
-from sandboxes.docker import LABEL
+from replayer.adapters.mini_swe_agent import MiniSweAgentAdapter
+from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.floor.models import ContinueRequest, ReplayRequest
+from replayer.pipeline.engine import execute
+from replayer.sandboxes.docker import LABEL
 from tests.conftest import MINI, replayer
 from tests.support.continuing import KEY, files_containing
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.mini_swe_agent import trajectory as native_format
-from replayer.engine import load
+from replayer.adapters.mini_swe_agent import session as native_format
+from replayer.pipeline.engine import load
 from tests.conftest import MINI, first_and_last, replayer
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.mini_swe_agent import config
-from adapters.mini_swe_agent.trajectory import Native, parse
+from replayer.adapters.mini_swe_agent import config
+from replayer.adapters.mini_swe_agent.session import Native, parse
 from tests.conftest import MINI, ROOT, replayer
 
 ORIGINAL = MINI.fixture("toolcall") / "trajectory.traj.json"

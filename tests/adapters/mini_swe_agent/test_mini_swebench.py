@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.mini_swe_agent import MiniSweAgentAdapter, config
-from adapters.mini_swe_agent.trajectory import Native
+from replayer.adapters.mini_swe_agent import MiniSweAgentAdapter, config
+from replayer.adapters.mini_swe_agent.session import Native
 from tests.conftest import MINI, ROOT, replayer
 
 SWEBENCH_RUN = (

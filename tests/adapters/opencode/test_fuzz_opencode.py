@@ -19,10 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import adapters
-from adapters.opencode import OpenCodeAdapter, session
-from adapters.opencode.wire import to_wire
-from replayer.errors import BadInput
+from replayer import adapters
+from replayer.adapters.opencode import OpenCodeAdapter, session
+from replayer.adapters.opencode.wire import to_wire
+from replayer.floor.errors import BadInput
 from tests.conftest import ROOT
 from tests.fuzzing import EXAMPLES, FUZZ_SETTINGS, expect_refusal_or_success, mutated_bytes, mutated_file
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.opencode.gate import opencode_gate
-from adapters.opencode.wire import to_wire
-from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.adapters.opencode.gate import opencode_gate
+from replayer.adapters.opencode.wire import to_wire
+from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.conftest import OPENCODE, replayer
 from tests.support.continuing import KEY, files_containing
 

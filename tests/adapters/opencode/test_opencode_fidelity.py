@@ -11,8 +11,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.opencode import OpenCodeAdapter, bundle
-from replayer.engine import load
+from replayer.adapters.opencode import OpenCodeAdapter, bundle
+from replayer.pipeline.engine import load
 from tests.conftest import CLAUDE, OPENCODE, OPENCODE_FORMS, first_and_last, replayer
 
 

@@ -14,9 +14,9 @@ from typing import Any
 import orjson
 import pytest
 
-import adapters
-from adapters.opencode import importable, session
-from replayer.errors import BadInput
+from replayer import adapters
+from replayer.adapters.opencode import importable, session
+from replayer.floor.errors import BadInput
 from tests.conftest import ROOT, replayer
 
 FIXTURES = ROOT / "tests" / "fixtures" / "opencode"

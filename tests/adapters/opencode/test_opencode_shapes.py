@@ -11,9 +11,9 @@ from typing import Any
 import orjson
 import pytest
 
-from adapters.opencode import session
-from adapters.opencode.wire import to_wire
-from replayer.errors import BadInput
+from replayer.adapters.opencode import session
+from replayer.adapters.opencode.wire import to_wire
+from replayer.floor.errors import BadInput
 from tests.conftest import ROOT, replayer
 
 SERVER = ROOT / "tests" / "fixtures" / "opencode" / "server"
@@ -103,7 +103,7 @@ def test_each_shape_holds_the_exported_messages(shape: str) -> None:
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_each_boundary_gives_the_prefix_of_the_export(shape: str) -> None:
-    from adapters.opencode import _cut
+    from replayer.adapters.opencode import _cut
 
     export = session.parse(API / "export.json").native_as(session.Native)
     other = session.parse(API / shape).native_as(session.Native)
@@ -238,9 +238,9 @@ TWO = SERVER / "two"
 def test_a_stream_of_two_sessions_is_split_into_their_exports(shape: str) -> None:
     """A real dump of two sessions one after the other on one server: each selected by --session is the
     session its own export holds, at every boundary."""
-    from adapters.opencode import _cut
-    from replayer.engine import load
-    from replayer.multisession import held
+    from replayer.adapters.opencode import _cut
+    from replayer.pipeline.engine import load
+    from replayer.pipeline.multisession import held
 
     meta = orjson.loads((TWO / "meta.json").read_bytes())
     listed = held(TWO / shape)

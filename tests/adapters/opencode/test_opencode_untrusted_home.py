@@ -22,9 +22,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.opencode import bundle
-from adapters.sandbox_paths import AGENT_HOME
-from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.adapters.opencode import bundle
+from replayer.adapters.sandbox_paths import AGENT_HOME
+from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.conftest import OPENCODE, replayer
 from tests.support.continuing import KEY, files_containing
 

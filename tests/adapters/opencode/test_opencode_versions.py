@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
-from replayer.engine import load
+from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
+from replayer.pipeline.engine import load
 from tests.conftest import OPENCODE_FORMS, ROOT, replayer
 from tests.support.continuing import KEY, files_containing
 

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import adapters
-from adapters.openhands import OpenHandsAdapter
-from adapters.openhands.v0_adapter import OpenHandsV0Adapter
-from replayer.errors import BadInput
+from replayer import adapters
+from replayer.adapters.openhands import OpenHandsAdapter
+from replayer.adapters.openhands.v0_adapter import OpenHandsV0Adapter
+from replayer.floor.errors import BadInput
 from tests.conftest import OPENHANDS
 from tests.fuzzing import FUZZ_SETTINGS, copy_tree, expect_refusal_or_success, mutated_file
 

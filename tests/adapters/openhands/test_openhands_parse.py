@@ -9,9 +9,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-import adapters
-from adapters.openhands import OpenHandsAdapter
-from replayer.engine import load
+from replayer import adapters
+from replayer.adapters.openhands import OpenHandsAdapter
+from replayer.pipeline.engine import load
 from tests.conftest import OPENHANDS, replayer
 
 FIXTURE = OPENHANDS.root / "v1"

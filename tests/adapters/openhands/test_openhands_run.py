@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.adapters.openhands.test_openhands_parse import CONVERSATION, FIXTURE, _events, requests
 from tests.conftest import replayer
 from tests.support.continuing import KEY, files_containing

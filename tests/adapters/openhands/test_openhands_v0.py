@@ -12,21 +12,21 @@ from typing import NamedTuple
 import orjson
 import pytest
 
-from adapters.base import Rebuild
-from adapters.openhands import bundle, v0
-from adapters.openhands.v0_adapter import (
+from replayer.adapters.base import Rebuild
+from replayer.adapters.openhands import bundle, v0
+from replayer.adapters.openhands.v0_adapter import (
     OpenHandsV0Adapter,
     V0Continuation,
     _request_answer,
     _RequestAnswer,
     text_form_refusal,
 )
-from bridges.chat import ChatPrefixGate
-from bridges.core import Decision
-from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
-from replayer.engine import load
-from replayer.errors import SandboxError
-from replayer.pins import load_pins
+from replayer.bridges.chat import ChatPrefixGate
+from replayer.bridges.core import Decision
+from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.floor.errors import SandboxError
+from replayer.floor.pins import load_pins
+from replayer.pipeline.engine import load
 from tests.conftest import OPENHANDS, replayer
 from tests.support.continuing import KEY, files_containing
 

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import adapters
-from adapters.pi import PiAdapter, session
-from adapters.pi.wire import to_wire
-from replayer.errors import BadInput
+from replayer import adapters
+from replayer.adapters.pi import PiAdapter, session
+from replayer.adapters.pi.wire import to_wire
+from replayer.floor.errors import BadInput
 from tests.conftest import ROOT
 from tests.fuzzing import FUZZ_SETTINGS, expect_refusal_or_success, mutated_file
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.base import Rebuild
-from adapters.pi import PiAdapter, PiContinuation, session
-from adapters.pi.wire import to_wire
-from bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.adapters.base import Rebuild
+from replayer.adapters.pi import PiAdapter, PiContinuation, session
+from replayer.adapters.pi.wire import to_wire
+from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.conftest import PI, replayer
 from tests.support.continuing import KEY, files_containing
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.engine import load
+from replayer.pipeline.engine import load
 from tests.conftest import PI, first_and_last, replayer
 
 SCENARIOS = ["tools", "two_runs", "rpc"]

@@ -22,10 +22,10 @@ from typing import Any
 import orjson
 import pytest
 
-import adapters
-from adapters.pi import session
-from replayer.errors import BadInput
-from replayer.pins import load_pins
+from replayer import adapters
+from replayer.adapters.pi import session
+from replayer.floor.errors import BadInput
+from replayer.floor.pins import load_pins
 from tests.conftest import ROOT, replayer
 
 FIXTURES = ROOT / "tests" / "fixtures" / "pi"

@@ -10,10 +10,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from adapters.pi import PiAdapter
-from adapters.pi.wire import to_wire
-from bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
-from replayer.pins import running_version
+from replayer.adapters.pi import PiAdapter
+from replayer.adapters.pi.wire import to_wire
+from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.floor.pins import running_version
 from tests.conftest import ROOT, replayer
 from tests.support.continuing import KEY
 

@@ -1,0 +1,5 @@
+"""`python -m replayer.cli`."""
+
+from replayer.cli.main import main
+
+main()

@@ -1,0 +1,69 @@
+"""`replayer batch`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from replayer import api
+
+if TYPE_CHECKING:
+    pass
+from replayer.cli.app import command, console
+from replayer.cli.options import JsonOpt, Quiet, Verbose, _progress, emit_json
+
+
+@command()
+def batch(
+    manifest: Annotated[
+        Path, typer.Argument(metavar="MANIFEST", help="JSONL, one job source per line (docs/batch.md).")
+    ],
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", metavar="DIR", help="Batch directory (resumable: reuse it to resume)."),
+    ],
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            "-j",
+            metavar="N",
+            help="Jobs at once (default: the workers setting, else the core count).",
+            show_default=False,  # 0 stands for that default
+        ),
+    ] = 0,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray", metavar="ADDRESS", help="Run on Ray: an address, 'auto', or 'local' (a local cluster)."
+        ),
+    ] = None,
+    retry_failed: Annotated[
+        bool, typer.Option("--retry-failed", help="Rerun jobs that were refused or failed before.")
+    ] = False,
+    json: JsonOpt = False,
+    quiet: Quiet = False,
+    verbose: Verbose = False,
+) -> None:
+    """Run every job of a JSONL manifest with the ordinary engine; finished jobs are never recomputed.
+
+    Examples:
+      replayer batch manifest.jsonl -o batch/ -j 8
+      replayer batch manifest.jsonl -o batch/ --ray auto --retry-failed
+    """
+    with _progress(json, quiet, verbose) as progress:
+        summary = api.batch(
+            manifest, out, workers=workers or None, ray=ray, retry_failed=retry_failed, on_event=progress
+        )
+    if json:
+        emit_json({"out": str(out.absolute()), **summary.model_dump(mode="json")})
+        return
+    refused = sum(summary.refused.values())
+    console.print(
+        f"{summary.jobs} job(s): {summary.done} done, {summary.skipped} skipped, {refused} refused, "
+        f"{summary.failed} failed; summary: {out / 'batch.json'}"
+    )
+    for reason, count in sorted(summary.refused.items()):
+        console.print(f"  refused x{count}: {reason}", highlight=False, markup=False)

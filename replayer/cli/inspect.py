@@ -1,0 +1,122 @@
+"""`replayer inspect`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.markup import escape
+from rich.table import Table
+
+from replayer import api
+from replayer.floor.models import (
+    InspectReport,
+    StartingState,
+)
+
+if TYPE_CHECKING:
+    pass
+from replayer.cli.app import command, console
+from replayer.cli.options import Cwd, JsonOpt, Session, Task, TrajectoryArg, emit_json
+
+
+@command()
+def inspect(
+    trajectory: TrajectoryArg,
+    task: Task = None,
+    cwd: Cwd = None,
+    session: Session = None,
+    json: JsonOpt = False,
+) -> None:
+    """Detect the agent and list a trajectory's steps (complete tool batches), or a file's sessions.
+
+    Examples:
+      replayer inspect ~/.claude/projects/-repo/0b6c5f3e.jsonl
+      replayer inspect output.jsonl --session django__django-11099 --json
+    """
+    report = api.inspect(trajectory, task=task, cwd=cwd, session=session)
+    if report.sessions:
+        _inspect_sessions(trajectory, report, json)
+        return
+    if json:
+        emit_json(report.model_dump(mode="json"))
+        return
+    console.print(
+        f"agent [bold]{report.agent}[/] " + escape(inspect_header(report)),
+        soft_wrap=True,  # the header stays one line
+    )
+    if report.start is not None:
+        console.print(f"started from {_start_text(report.start)}", highlight=False, soft_wrap=True)
+    table = Table("step", "tools", "call ids", "observed", "kind")
+    for step in report.steps:
+        notes = (
+            ("" if step.complete else " (incomplete)")
+            + (" (pre-compaction)" if step.before_compaction else "")
+            + (" (run ended)" if step.final else "")
+        )
+        table.add_row(
+            f"{step.index}{notes}",
+            escape(", ".join(c.tool for c in step.calls)),
+            escape(", ".join(c.id for c in step.calls)),
+            ", ".join("yes" if c.has_observation else "NO" for c in step.calls),
+            ", ".join(c.kind for c in step.calls),
+        )
+    console.print(table)
+    reasons = sorted({c.reason for s in report.steps for c in s.calls if c.reason})
+    for reason in reasons[:20]:
+        console.print(f"unknown: {reason}", highlight=False, soft_wrap=True, markup=False)
+    version = report.version
+    if reasons and version is not None and version.source == "default":
+        console.print(
+            f"the file records no version, so these are {report.agent} {version.version}'s tools; "
+            "--agent-version V classifies at the version that recorded it",
+            highlight=False,
+            soft_wrap=True,
+        )
+    for note in report.parse_notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
+
+
+def inspect_header(report: InspectReport) -> str:
+    """The header after the agent's name: version, session, cwd (and image); what the file does not record
+    is said so, with what stands in for it."""
+    version = report.agent_version
+    if version is None:
+        would = f": {report.agent} {report.version.version} would run" if report.version else ""
+        version = f"(version not recorded{would})"
+    session = report.session_id or "(not recorded)"
+    cwd = report.cwd or "(not recorded: run needs --cwd)"
+    if report.cwd and report.cwd_source not in (None, "recorded"):
+        cwd = f"{report.cwd} ({report.cwd_source})"
+    image = f"  image {report.environment_image}" if report.environment_image else ""
+    return f"{version}  session {session}  cwd {cwd}{image}"
+
+
+def _start_text(start: StartingState) -> str:
+    where = start.repository_url or "a repository"
+    at = f" at {start.commit}" if start.commit else ""
+    branch = f" (branch {start.branch})" if start.branch not in (None, "HEAD") else ""
+    branch = " (detached HEAD)" if start.branch == "HEAD" else branch
+    again = (
+        f": --workspace git+{start.repository_url}@{start.commit} starts from it"
+        if start.repository_url and start.commit
+        else ""
+    )
+    return f"{where}{at}{branch}{again}"
+
+
+def _inspect_sessions(path: Path, report: InspectReport, json: bool) -> None:
+    summaries = report.sessions
+    if json:
+        emit_json(report.model_dump(mode="json"))
+        return
+    console.print(
+        f"{path} holds {len(summaries)} sessions; choose one with --session ID",
+        highlight=False,
+        soft_wrap=True,
+    )
+    table = Table("session", "agent", "steps", "first prompt")
+    for s in summaries:
+        prompt = " ".join((s.first_prompt or "").split())[:80]
+        table.add_row(escape(s.id), s.agent, str(s.steps), escape(prompt))
+    console.print(table)

@@ -1,0 +1,380 @@
+"""Confined, budgeted file access inside a workspace, and atomic writes of outputs.
+
+Every path is opened by walking directory file descriptors from the workspace root with
+O_NOFOLLOW, so a symlink (or a `..`) can never lead outside it; the final open is nonblocking and
+the opened inode is checked with fstat, so FIFOs, devices and directories are refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import posixpath
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from pydantic import BaseModel, ConfigDict
+
+from replayer.floor.errors import BadInput, ConfinementError, OutputError
+from replayer.floor.models import ReadBudget
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class NotFound(ConfinementError):
+    """The path does not exist inside the workspace."""
+
+
+class NotRegular(ConfinementError):
+    """The path exists but is not a regular file (directory, FIFO, device, symlink)."""
+
+    def __init__(self, message: str, is_dir: bool = False):
+        super().__init__(message)
+        self.is_dir = is_dir
+
+
+class ReadResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    data: bytes
+    size: int
+    """st_size of the opened inode."""
+    truncated: bool
+    mtime_ns: int
+
+
+class Workspace:
+    """A host directory that stands for `cwd` inside the sandbox."""
+
+    def __init__(self, root: Path, cwd: str):
+        self.root = root
+        self.cwd = cwd.rstrip("/") or "/"
+
+    def relative(self, path: str) -> list[str]:
+        """Components of an absolute sandbox path (or one relative to cwd) below the workspace root."""
+        full = posixpath.normpath(path if path.startswith("/") else posixpath.join(self.cwd, path))
+        if full == self.cwd:
+            return []
+        prefix = self.cwd if self.cwd.endswith("/") else self.cwd + "/"
+        if not full.startswith(prefix):
+            raise ConfinementError(f"{path} is outside the workspace {self.cwd}")
+        return [part for part in full[len(prefix) :].split("/") if part]
+
+    @contextlib.contextmanager
+    def _parent_fd(self, parts: list[str], create: bool = False) -> Iterator[int]:
+        fd = os.open(self.root, _DIR_FLAGS)
+        try:
+            for name in parts[:-1]:
+                try:
+                    nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        raise NotFound(f"{name} does not exist") from None
+                    os.mkdir(name, 0o755, dir_fd=fd)
+                    nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except (NotADirectoryError, OSError) as exc:
+                    raise NotRegular(f"{name} is not a directory ({exc.strerror})") from None
+                os.close(fd)
+                fd = nfd
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _open_file(self, parts: list[str], flags: int, create: bool = False) -> int:
+        if not parts:
+            raise NotRegular("the workspace root is a directory", is_dir=True)
+        with self._parent_fd(parts, create=create) as dfd:
+            try:
+                fd = os.open(
+                    parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644, dir_fd=dfd
+                )
+            except FileNotFoundError:
+                raise NotFound(f"{parts[-1]} does not exist") from None
+            except IsADirectoryError:
+                raise NotRegular(f"{parts[-1]} is a directory", is_dir=True) from None
+            except OSError as exc:  # ELOOP for a symlink, ENXIO for a FIFO opened for writing
+                raise NotRegular(f"{parts[-1]} is not a regular file ({exc.strerror})") from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            raise NotRegular(f"{parts[-1]} is not a regular file", is_dir=stat.S_ISDIR(st.st_mode))
+        return fd
+
+    def kind(self, path: str) -> str:
+        """'file', 'dir', 'missing' or 'other', without following symlinks."""
+        parts = self.relative(path)
+        if not parts:
+            return "dir"
+        try:
+            with self._parent_fd(parts) as dfd:
+                st = os.stat(parts[-1], dir_fd=dfd, follow_symlinks=False)
+        except (NotFound, FileNotFoundError):
+            return "missing"
+        except NotRegular:
+            return "other"
+        if stat.S_ISREG(st.st_mode):
+            return "file"
+        return "dir" if stat.S_ISDIR(st.st_mode) else "other"
+
+    def read(self, path: str, budget: ReadBudget, offset: int = 0) -> ReadResult:
+        """Up to `budget.max_scan_bytes` from byte `offset` on."""
+        fd = self._open_file(self.relative(path), os.O_RDONLY)
+        try:
+            st = os.fstat(fd)
+            os.lseek(fd, offset, os.SEEK_SET)
+            chunks: list[bytes] = []
+            remaining = budget.max_scan_bytes + 1  # one extra byte tells a cut from an exact fit
+            while remaining > 0:
+                chunk = os.read(fd, min(remaining, 1 << 20))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                remaining -= len(chunk)
+        finally:
+            os.close(fd)
+        data = b"".join(chunks)
+        truncated = len(data) > budget.max_scan_bytes
+        return ReadResult(
+            data=data[: budget.max_scan_bytes], size=st.st_size, truncated=truncated, mtime_ns=st.st_mtime_ns
+        )
+
+    def mtime_ns(self, path: str) -> int:
+        """The modification time of a regular file, opened the confined way, without reading it."""
+        fd = self._open_file(self.relative(path), os.O_RDONLY)
+        try:
+            return os.fstat(fd).st_mtime_ns
+        finally:
+            os.close(fd)
+
+    def write(self, path: str, data: bytes) -> None:
+        """Create or truncate a regular file (parents are created, as the agents' write tools do)."""
+        fd = self._open_file(self.relative(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, create=True)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+
+    def remove(self, path: str) -> None:
+        """Delete a regular file (never a directory, never through a symlink)."""
+        parts = self.relative(path)
+        os.close(self._open_file(parts, os.O_RDONLY))  # refuses directories, symlinks and special files
+        with self._parent_fd(parts) as dfd:
+            os.unlink(parts[-1], dir_fd=dfd)
+
+
+MAX_INPUT_BYTES = 512 * 1024 * 1024
+"""The largest native file read (a trajectory, an event file, an export)."""
+
+
+def _kind_of(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _open_input(path: Path | str, max_bytes: int) -> tuple[int, int]:
+    """The descriptor and size of a user's input file: a regular file of at most `max_bytes`, else refused
+    before any read (a FIFO would block, a device never ends). O_NONBLOCK (a FIFO's open would block) stays
+    set: a regular file's reads ignore it, and a conversation opens thousands (two fcntl calls each)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise BadInput(f"{path} is {_kind_of(st.st_mode)}, not a trajectory file")
+        if st.st_size > max_bytes:
+            raise BadInput(f"{path} is {st.st_size} bytes, more than the {max_bytes}-byte limit")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
+@contextlib.contextmanager
+def open_input(path: Path, max_bytes: int = MAX_INPUT_BYTES) -> Iterator[BinaryIO]:
+    """A user's input file opened for reading (see `_open_input`). Links the user gave are followed: the
+    input is theirs, not the sandbox's."""
+    fd, _ = _open_input(path, max_bytes)
+    try:
+        fh = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with fh:
+        yield fh
+
+
+def read_input(path: Path | str, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
+    """The whole of a user's input file (see `open_input`), reading at most `max_bytes` even if it grows."""
+    fd, size = _open_input(path, max_bytes)
+    # read straight from the descriptor, sized by the file (a conversation is thousands of small files);
+    # asking for one byte more tells a file that grew since, whose rest is read up to the limit. A first
+    # read that stops at exactly the size found the end: no second read (a system call per file) to see it
+    chunks: list[bytes] = []
+    left = max_bytes + 1
+    try:
+        want = size + 1
+        while left > 0:
+            chunk = os.read(fd, min(want, left))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+            if len(chunks) == 1 and len(chunk) == size:
+                break
+            want = 1 << 20
+    finally:
+        os.close(fd)
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    if len(data) > max_bytes:
+        raise BadInput(f"{path} grew past the {max_bytes}-byte limit while it was read")
+    return data
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def input_sha256(*paths: Path | None) -> str:
+    """One digest of a user's input files read in turn (streamed, each within `open_input`'s limit);
+    None entries are skipped."""
+    digest = hashlib.sha256()
+    for path in paths:
+        if path is None:
+            continue
+        try:
+            with open_input(path) as fh:
+                while chunk := fh.read(1 << 20):
+                    digest.update(chunk)
+        except OSError as exc:
+            raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+    return digest.hexdigest()
+
+
+def write_bytes_atomic(path: Path, data: bytes | Iterable[bytes]) -> None:
+    """Write a file by temp + rename in the same directory; `data` may come in chunks."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in (data,) if isinstance(data, bytes) else data:
+                fh.write(chunk)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def check_output(out: Path, inputs: Iterable[Path | None]) -> None:
+    """Refuse an output path equal to, inside or containing an input: with --force the output would
+    replace (delete) it, and without it the outputs would mix with the inputs."""
+    final = out.resolve()
+    for given in inputs:
+        if given is None:
+            continue
+        source = given.resolve()
+        if final == source or final in source.parents:
+            raise OutputError(f"the output {out} would replace the input {given} (choose another --out)")
+        if source in final.parents and source.is_dir():
+            raise OutputError(f"the output {out} is inside the input {given} (choose another --out)")
+
+
+class OutputDir:
+    """An output directory built in a sibling temp directory and renamed into place when complete."""
+
+    def __init__(self, final: Path, force: bool = False, inputs: Iterable[Path | None] = ()):
+        self.final = final.absolute()
+        if len(self.final.name.encode()) > 255:
+            raise OutputError(f"the output name is {len(self.final.name.encode())} bytes, more than 255")
+        check_output(self.final, inputs)
+        if (self.final.exists() or self.final.is_symlink()) and not force:
+            raise OutputError(f"output directory {final} exists (use --force to replace it)")
+        stem = self.final.name[:64]  # the temp names stay within NAME_MAX whatever the output's name
+        try:
+            self.final.parent.mkdir(parents=True, exist_ok=True)
+            self.tmp = Path(tempfile.mkdtemp(dir=self.final.parent, prefix=f".{stem}.partial-"))
+        except OSError as exc:
+            raise OutputError(f"cannot create the output directory: {exc.strerror}") from None
+        self._old = self.final.with_name(f".{stem}.old-{os.getpid()}")
+
+    def commit(self) -> Path:
+        replaced = self.final.exists() or self.final.is_symlink()
+        if replaced:
+            os.replace(self.final, self._old)
+        os.chmod(self.tmp, 0o755)
+        os.replace(self.tmp, self.final)
+        if replaced:
+            remove_entry(self._old)
+        return self.final
+
+    def discard(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def remove_entry(path: Path) -> None:
+    """Remove a file, a link (not its target) or a directory tree."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def short_alias(directory: Path) -> Path:
+    """A short path for `directory` (a symlink under /tmp): AF_UNIX socket paths are limited to 108 bytes."""
+    link = Path(tempfile.mkdtemp(prefix="rb-", dir="/tmp")) / "d"
+    os.symlink(directory, link)
+    return link
+
+
+def remove_alias(link: Path) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(link)
+        os.rmdir(link.parent)
+
+
+MAX_FILE_BYTES = 64 * 1024 * 1024
+"""What `read_small` reads of one file at most (a result, a report's input)."""
+_SMALL_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def read_small(dir_fd: int, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes | None:
+    """A regular file's bytes (no link followed, no special file opened); None when it is anything else
+    or larger than `max_bytes`."""
+    try:
+        fd = os.open(name, _SMALL_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
+            return None
+        chunks, left = [], max_bytes + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+        return data if len(data) <= max_bytes else None
+    finally:
+        os.close(fd)

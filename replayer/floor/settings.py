@@ -1,0 +1,286 @@
+"""What users set once instead of at every command: `replayer.toml` (the project's, found from the working
+directory upward), `~/.config/replayer/config.toml` (the user's; `$XDG_CONFIG_HOME/replayer/config.toml`)
+and `REPLAYER_*` environment variables. Precedence: a flag or API argument > the environment > the
+project file > the user file > the built-in default. docs/cli.md, "Settings".
+
+A project file is someone else's until the user trusts its folder (`trusted` in the user's file, `replayer
+trust DIR`): until then it may set only what can neither run nor write anything on the host, send traffic
+or the key elsewhere, nor loosen a limit (`PROJECT_KEYS`, tighter `[limits]`); any other key refuses every
+command (exit 13). docs/reliability.md, "Trust model"."""
+
+from __future__ import annotations
+
+import functools
+import os
+import stat
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
+
+from replayer.floor.errors import SettingsError
+from replayer.floor.models import ContinueSettings, SandboxLimits, parse_size
+
+PROJECT_FILE = "replayer.toml"
+MAX_FILE_BYTES = 1 << 20
+"""A settings file is a few lines; a bigger one is refused before it is read."""
+PROJECT_KEYS = ("workers", "limits")
+"""What a project file in a folder the user has not trusted may set (limits only tighter than the user's)."""
+WHY_NOT = {
+    "upstream": "it would send your key and the conversation to another server",
+    "upstream_key_env": "it would choose which host variable is sent as the key",
+    "image": "it would choose what every sandbox starts from",
+    "bundles": "it would choose the agent code the replayer runs, on the host too",
+    "workspaces": "it would choose where clones are written on the host",
+    "verdicts": "it would choose where verdicts are written and which ones are believed",
+    "trusted": "only your own file says which folders you trust",
+}
+"""Why a project file of a folder the user has not trusted may not set the other settings."""
+
+
+class LimitSettings(BaseModel):
+    """`[limits]`: any of the `--limits` keys (the rest keep their defaults)."""
+
+    model_config = ConfigDict(extra="forbid")
+    memory: str | None = None
+    pids: PositiveInt | None = None
+    cpus: float | None = None
+    disk: str | None = None
+    files: PositiveInt | None = None
+
+    def spec(self) -> dict[str, str]:
+        return {k: str(v) for k, v in self.model_dump().items() if v is not None}
+
+
+class Settings(BaseModel):
+    """One layer of settings, or all of them merged. None: not set here."""
+
+    model_config = ConfigDict(extra="forbid")
+    upstream: str | None = None
+    """The model service base URL of `run --continue` and `compare` (--upstream)."""
+    upstream_key_env: str | None = None
+    """The host variable holding the upstream key (--upstream-key-env)."""
+    image: str | None = None
+    """The sandbox image of `run` and `compare` (--image)."""
+    limits: LimitSettings = Field(default_factory=LimitSettings)
+    """Container limits (--limits); a flag's keys replace these key by key."""
+    workers: PositiveInt | None = None
+    """Jobs or runs at once of `batch` and `compare` (-j/--workers)."""
+    bundles: Path | None = None
+    """The versioned agent bundle cache (default: the pin file's, /var/lib/sandbox-replayer/bundles)."""
+    workspaces: Path | None = None
+    """The clone cache of `--workspace git+URL@REV` (default: workspaces/ beside the bundle cache)."""
+    verdicts: Path | None = None
+    """Where `verify` stores verdicts and runs read them (default: verdicts/ beside the bundle cache)."""
+    trusted: list[Path] | None = None
+    """The user's file only: folders whose replayer.toml may set every setting (`replayer trust DIR`)."""
+
+    def continuation(self) -> ContinueSettings:
+        """The continuation settings these set (the layer the flags of `run` and `compare` go over)."""
+        return ContinueSettings(upstream=self.upstream, upstream_key_env=self.upstream_key_env)
+
+    def sandbox_limits(self, flag: str | None = None) -> SandboxLimits:
+        """These limits with a `--limits` spec's keys over them (a bad flag value raises ValueError)."""
+        return SandboxLimits.parse(_joined({**self.limits.spec(), **limit_items(flag or "")}))
+
+
+_ENV = {
+    "REPLAYER_UPSTREAM": "upstream",
+    "REPLAYER_UPSTREAM_KEY_ENV": "upstream_key_env",
+    "REPLAYER_IMAGE": "image",
+    "REPLAYER_LIMITS": "limits",
+    "REPLAYER_WORKERS": "workers",
+    "REPLAYER_BUNDLES": "bundles",
+    "REPLAYER_WORKSPACES": "workspaces",
+    "REPLAYER_VERDICTS": "verdicts",
+}
+"""Environment variable -> setting; an empty variable is an unset one."""
+_PATHS = ("bundles", "workspaces", "verdicts")
+
+
+def user_file(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "replayer" / "config.toml"
+
+
+def project_file(cwd: Path | None = None) -> Path | None:
+    """The nearest replayer.toml from `cwd` upward (a link is found, not followed: `_read` decides)."""
+    here = (cwd or Path.cwd()).absolute()
+    for folder in (here, *here.parents):
+        try:
+            mode = os.lstat(folder / PROJECT_FILE).st_mode
+        except OSError:
+            continue
+        if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
+            return folder / PROJECT_FILE
+    return None
+
+
+def load(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """The settings in force: environment over project file over user file, merged setting by setting. A
+    project file of a folder the user has not trusted that sets more than it may is refused here, so every
+    command and API call that reads settings refuses it alike."""
+    env = os.environ if environ is None else environ
+    layers = [
+        _layer(_from_environment(env), "the environment (REPLAYER_*)"),
+        *_file_layers(project_file(cwd), user_file(env)),
+    ]
+    merged: dict[str, Any] = {}
+    for layer in reversed(layers):  # the lowest first; each higher layer replaces what it sets
+        merged.update(layer.model_dump(exclude_none=True, exclude={"limits"}))
+        merged["limits"] = {**merged.get("limits", {}), **layer.limits.model_dump(exclude_none=True)}
+    return Settings.model_validate(merged)
+
+
+def trusted_folders(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """The folders the user's file trusts, as written there."""
+    path = user_file(environ)
+    return list(_read(path, trusted=True).trusted or []) if _present(path) else []
+
+
+def is_trusted(folder: Path, trusted: list[Path]) -> bool:
+    """`folder` is one the user trusts: the same folder, links resolved on both sides (a folder below a
+    trusted one is not trusted by it, as with git's safe.directory)."""
+    real = os.path.realpath(folder)
+    return any(os.path.realpath(each) == real for each in trusted)
+
+
+def forget() -> None:
+    """Read the settings files again at the next `load` (after `replayer trust` changed the user's file)."""
+    _file_layers.cache_clear()
+
+
+def _from_environment(env: Mapping[str, str]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for var, name in _ENV.items():
+        value = env.get(var)
+        if not value:
+            continue
+        if name == "limits":
+            try:
+                SandboxLimits.parse(value)
+            except ValueError as exc:
+                raise SettingsError(f"{var}: {exc}") from None
+            found[name] = limit_items(value)
+        else:
+            found[name] = value
+    return found
+
+
+def limit_items(spec: str) -> dict[str, str]:
+    """`memory=4g,cpus=2` -> {"memory": "4g", "cpus": "2"} (SandboxLimits.parse checks the values)."""
+    items = (part.strip().partition("=") for part in spec.split(","))
+    return {key: value for key, _, value in items if key}
+
+
+def _joined(items: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in items.items())
+
+
+@functools.cache
+def _file_layers(project: Path | None, user: Path) -> tuple[Settings, ...]:
+    """The project's and the user's file, read once per process; the project's checked against the trust
+    the user's gives."""
+    mine = _read(user, trusted=True) if _present(user) else Settings()
+    if project is None:
+        return (mine,)
+    trusted = is_trusted(project.parent, mine.trusted or [])
+    theirs = _read(project, trusted=trusted)
+    if "trusted" in theirs.model_fields_set:
+        raise SettingsError(f"{project}: sets 'trusted': {WHY_NOT['trusted']} ({user})")
+    if not trusted:
+        _check_untrusted(project, theirs, mine)
+    return theirs, mine
+
+
+def _present(path: Path) -> bool:
+    return os.path.lexists(path)
+
+
+def _check_untrusted(path: Path, theirs: Settings, mine: Settings) -> None:
+    """Refuse what a project file of a folder the user has not trusted may not set: any key but
+    `PROJECT_KEYS`, and a limit looser than the one the user's file (or the default) sets."""
+    hint = f"trust its folder with `replayer trust {path.parent}` if it is yours, or remove the key"
+    forbidden = sorted(theirs.model_fields_set - set(PROJECT_KEYS))
+    if forbidden:
+        name = forbidden[0]
+        raise SettingsError(
+            f"{path}: sets {name!r}, which a folder you have not trusted may not set "
+            f"({WHY_NOT.get(name, 'it is not one of ' + ', '.join(PROJECT_KEYS))}); {hint}"
+        )
+    below, asked = mine.sandbox_limits(), theirs.sandbox_limits()
+    for key in sorted(theirs.limits.model_fields_set):
+        field = _LIMIT_FIELDS[key]
+        if _amount(getattr(asked, field)) > _amount(getattr(below, field)):
+            allowed = getattr(mine.limits, key) or getattr(SandboxLimits(), field)
+            raise SettingsError(
+                f"{path}: limits: {key} {getattr(theirs.limits, key)} is looser than the {allowed} in force "
+                f"without it; a folder you have not trusted may only tighten a limit; {hint}"
+            )
+
+
+_LIMIT_FIELDS = {
+    "memory": "memory",
+    "pids": "pids",
+    "cpus": "cpus",
+    "disk": "disk_bytes",
+    "files": "copy_files",
+}
+"""A `[limits]` key -> the SandboxLimits field it sets."""
+
+
+def _amount(value: str | int | float) -> float:
+    return parse_size(value) if isinstance(value, str) else value
+
+
+def _read(path: Path, trusted: bool) -> Settings:
+    """A settings file: a regular file of at most MAX_FILE_BYTES; a link only where the user trusts."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if trusted else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if not trusted and os.path.islink(path):
+            raise SettingsError(
+                f"{path}: a symbolic link; in a folder you have not trusted a settings file is read only "
+                f"as a regular file (`replayer trust {path.parent}` if it is yours)"
+            ) from None
+        raise SettingsError(f"{path}: not a readable TOML file ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+            raise SettingsError(f"{path}: not a regular file of at most {MAX_FILE_BYTES} bytes")
+        raw = fh.read(MAX_FILE_BYTES + 1)
+    try:
+        data = tomllib.loads(raw[:MAX_FILE_BYTES].decode())
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SettingsError(f"{path}: not a readable TOML file ({exc})") from None
+    for name in _PATHS:  # a relative folder is the file's neighbour, wherever the command runs
+        if isinstance(data.get(name), str):
+            data[name] = str(path.parent / Path(data[name]).expanduser())
+    folders = data.get("trusted")
+    if isinstance(folders, list):
+        if not all(isinstance(f, str) and Path(f).expanduser().is_absolute() for f in folders):
+            raise SettingsError(f"{path}: trusted: a list of absolute folders (got {folders!r})")
+        data["trusted"] = [str(Path(f).expanduser()) for f in folders]
+    limits = data.get("limits")
+    if isinstance(limits, dict):
+        try:
+            SandboxLimits.parse(_joined(limits))
+        except ValueError as exc:
+            raise SettingsError(f"{path}: limits: {exc}") from None
+    return _layer(data, str(path))
+
+
+def _layer(data: dict[str, Any], source: str) -> Settings:
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        if error["type"] == "extra_forbidden":
+            known = ", ".join(Settings.model_fields)
+            raise SettingsError(f"{source}: unknown setting {where!r} (known: {known})") from None
+        raise SettingsError(f"{source}: {where}: {error['msg']} (got {error['input']!r})") from None

@@ -1,0 +1,46 @@
+"""Which version of the agent a replay runs: the one the file records, one inferred from the file's
+features, or one the user states; and whether that version is verified (the pinned one,
+or one whose probe `replayer verify` passed)."""
+
+from __future__ import annotations
+
+from replayer.adapters.base import Adapter
+from replayer.floor.models import VersionRecord, VersionSource
+from replayer.floor.pins import pinned_version, release
+from replayer.floor.verdicts import is_verified
+
+
+def resolve(
+    adapter: Adapter, recorded: str | None, inferred: bool, stated: str | None, runs_as: str | None = None
+) -> VersionRecord:
+    """`recorded` is the trajectory's agent_version (`inferred`: the parser read it from the file's
+    features, not from a version field). A stated version wins; no version at all means the pinned one.
+    `runs_as` (the trajectory's: another class of the agent's own code runs) is added to the note."""
+    pinned = pinned_version(adapter.name)
+    source: VersionSource
+    note = None
+    if stated:
+        version, source = stated, "stated"
+    elif recorded:
+        version, source = recorded, ("inferred" if inferred else "recorded")
+    else:
+        version, source = pinned, "default"
+    oldest = adapter.oldest_own_version
+    if oldest is not None and release(version) < release(oldest):
+        note = (
+            f"{adapter.name} {version} predates {oldest}, the oldest version its runner drives: {pinned} ran"
+        )
+        version, source = pinned, "default"
+    note = "; ".join(n for n in (note, runs_as) if n) or None
+    return VersionRecord(
+        version=version,
+        source=source,
+        status="verified" if is_verified(adapter.name, version) else "unverified",
+        in_file=recorded if not inferred else None,
+        note=note,
+        reruns=(
+            f"{adapter.name} {version}, its own code"
+            if adapter.reruns_own_code or adapter.drives(version)
+            else f"the replayer's reimplementation of {adapter.name} {pinned}"
+        ),
+    )

@@ -1,0 +1,415 @@
+"""execute(request) -> result: parse, then the named steps of replayer/pipeline/steps.py (plan, state, sandbox,
+rerun, rebuild, continue); owns the output directory, budgets and pins."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from replayer import adapters
+from replayer.adapters.base import Adapter, Rebuild
+from replayer.floor import bundles
+from replayer.floor.cwdinfer import is_absolute_cwd
+from replayer.floor.divergence import kept, workspace_hint
+from replayer.floor.errors import BadInput, OutputError, ReplayError, SandboxError, WorkspaceError, excerpt
+from replayer.floor.events import Event, Installing, OnEvent, Stage, ignore
+from replayer.floor.heap import collector_paused
+from replayer.floor.io import OutputDir, write_bytes_atomic
+from replayer.floor.models import (
+    ContinuationResult,
+    Divergence,
+    InstalledBundle,
+    Pins,
+    ReplayRequest,
+    ReplayResult,
+    SandboxLimits,
+    SandboxRecord,
+    Timings,
+    Trajectory,
+)
+from replayer.floor.pins import load_pins, running_version
+from replayer.floor.release import __version__
+from replayer.floor.rundirs import RunDirs
+from replayer.floor.safecopy import copy_untrusted
+from replayer.pipeline import multisession, steps, workspaces
+from replayer.pipeline.plan import Plan
+from replayer.pipeline.steps import JSON_OPTS, RERUNS
+from replayer.sandboxes.base import Backend, Sandbox
+
+logger = logging.getLogger(__name__)
+OnBoundary = Callable[[Sandbox, RunDirs, Path], None]
+"""Called in run mode with the sandbox, the run's state folders and the rebuilt native directory once the
+prefix is rebuilt, before any continuation (compare snapshots the boundary there)."""
+
+
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EIO, errno.EFBIG}
+_DAMAGED = (
+    KeyError,
+    TypeError,
+    AttributeError,
+    IndexError,
+    ValueError,
+    UnicodeError,
+    OverflowError,
+    RecursionError,
+)
+"""What a parser that missed a check raises on a damaged record: a refusal of the file, never a crash."""
+
+
+def load(
+    path: Path, task: str | None = None, cwd: str | None = None, session: str | None = None
+) -> tuple[Adapter, Trajectory]:
+    """`session` (--session) selects one session of a file that holds several (multisession.py)."""
+    with collector_paused():
+        return _load(path, task, cwd, session)
+
+
+def _load(path: Path, task: str | None, cwd: str | None, session: str | None) -> tuple[Adapter, Trajectory]:
+    held = multisession.held(path)
+    if held and session is None:
+        raise BadInput(
+            f"{path} holds {len(held)} sessions: pass --session ID (`replayer inspect` lists them)"
+        )
+    source = multisession.extract(path, held, session) if held and session is not None else path
+    adapter = adapters.detect(source)
+    if task is not None and not adapter.takes_task:
+        raise BadInput(f"--task applies to formats that do not store the prompt; {adapter.name} stores it")
+    traj = parse(adapter, source, task, cwd)
+    if session is not None and not held and traj.session_id != session:
+        raise BadInput(f"{path} holds one session, {traj.session_id}, not {excerpt(session)}")
+    return adapter, traj.model_copy(update={"source": str(path)}) if held else traj
+
+
+def parse(adapter: Adapter, path: Path, task: str | None, cwd: str | None = None) -> Trajectory:
+    """The adapter's parse; the parsers validate each record where they read it, and this is the net
+    below them: a damaged record they did not foresee is still a bad_input refusal. `cwd` (--cwd) is the
+    working directory of a file that records none."""
+    try:
+        with collector_paused():
+            traj = adapter.parse(path, task)
+    except _DAMAGED as exc:
+        raise BadInput(
+            f"{path} is a damaged {adapter.name} file ({type(exc).__name__}: {excerpt(str(exc))})"
+        ) from None
+    if cwd is None:
+        found = adapter.inferred_cwd(traj) if traj.cwd is None else None
+        return traj if found is None else traj.model_copy(update={"cwd": found, "cwd_source": "inferred"})
+    parts = cwd.split("/")[1:]
+    if not cwd.startswith("/") or "\x00" in cwd or (cwd != "/" and {"", ".", ".."} & set(parts)):
+        raise BadInput(f"--cwd must be an absolute, normalized POSIX path, got {excerpt(cwd)}")
+    # a recorded cwd that is no absolute path (a publisher anonymised it) is overridden
+    if traj.cwd is not None and traj.cwd != cwd and is_absolute_cwd(traj.cwd):
+        raise BadInput(
+            f"the trajectory records the working directory {traj.cwd}; --cwd is for files that record none"
+        )
+    return traj.model_copy(update={"cwd": cwd, "cwd_source": "stated"})
+
+
+def pins_for(adapter: Adapter) -> Pins:
+    pins = load_pins()
+    agent = pins.agents.get(adapter.name)
+    return Pins(
+        replayer=__version__,
+        adapter=adapter.name,
+        cli_package=agent.package if agent else None,
+        cli_version=agent.version if agent else None,
+        base_image=pins.base_image.tag,
+    )
+
+
+def execute(
+    request: ReplayRequest,
+    adapter: Adapter | None = None,
+    trajectory: Trajectory | None = None,
+    on_boundary: OnBoundary | None = None,
+    on_event: OnEvent = ignore,
+    backend: Backend | None = None,
+) -> ReplayResult:
+    """`adapter` overrides detection (tests inject faults through it); `trajectory` is an earlier parse of
+    `request.trajectory` by that adapter (batches share one parse between the jobs of a trajectory);
+    `on_event` hears the progress (events.py); `backend` starts the sandbox (default: Docker)."""
+    started = time.monotonic()
+    logger.debug(
+        "%s %s after step %d -> %s", request.mode, request.trajectory, request.after_step, request.out
+    )
+    on_event(Stage("parse"))
+    if adapter is None:
+        adapter, traj = load(request.trajectory, request.task, request.cwd, request.session)
+    else:
+        traj = (
+            trajectory
+            if trajectory is not None
+            else parse(adapter, request.trajectory, request.task, request.cwd)
+        )
+    parse_s = time.monotonic() - started
+    logger.debug("parsed %s: %s, %d step(s), %.2f s", traj.source, adapter.name, len(traj.steps), parse_s)
+    version = steps.resolve_version(adapter, traj, request)
+    plan = steps.plan(adapter, traj, request, version)
+    if request.mode == "run":
+        if request.workspace is None:
+            raise WorkspaceError("--workspace is required for run")
+        steps.check_cwd(traj)
+    image = steps.sandbox_image(request.image, traj) if request.mode == "run" else None
+    if request.continuation is not None:
+        chosen = steps.check_continuation(adapter, traj, request.continuation, plan.after_step)
+        request = request.model_copy(update={"continuation": chosen})
+    key = steps.upstream_key(request.continuation, adapter) if request.continuation else ""
+    workspace, checkout = None, None
+    installed: list[InstalledBundle] = []
+    workspace_s = install_s = 0.0
+    if request.mode == "run":  # a prepare copies no workspace: a repository is not cloned for it
+        began = time.monotonic()
+        workspace, checkout = workspaces.materialize(request.workspace, request.limits)
+        steps.check_workspace(workspace)
+        workspace_s = time.monotonic() - began
+        bundles.ensure(adapter.name, version.version, on_event=_hearing_installs(on_event, installed))
+        install_s = time.monotonic() - began - workspace_s
+    cont = request.continuation
+    tapes = [cont.cassette, cont.record_cassette] if cont else []
+    out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, workspace, *tapes])
+    job = _Job(request, adapter, traj, plan, out.tmp, key, on_event)
+    try:
+        with running_version(adapter.name, version.version):
+            if workspace is None:
+                done = _prepare(job)
+            else:
+                assert image is not None
+                done = _run(job, workspace, image, on_boundary, backend or _docker())
+        result = _result(job, done, image, parse_s, started)
+        timings = result.timings.model_copy(
+            update={
+                "install_s": install_s,
+                "workspace_s": workspace_s,
+                "continue_s": done.continued.duration_s if done.continued else 0.0,
+            }
+        )
+        result = result.model_copy(
+            update={
+                "version": version,
+                "workspace_checkout": checkout,
+                "timings": timings,
+                "installed": installed,
+            }
+        )
+        write_bytes_atomic(
+            out.tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
+        )
+        out.commit()
+        logger.debug("wrote %s in %.2f s", request.out, result.timings.total_s)
+    except OSError as exc:
+        out.discard()
+        known = os_error(exc, request)
+        if known is not None:
+            raise known from None
+        raise
+    except BaseException:
+        out.discard()
+        raise
+    return result
+
+
+def _hearing_installs(on_event: OnEvent, installed: list[InstalledBundle]) -> OnEvent:
+    """`on_event`, also keeping each finished install in `installed` (the result records it)."""
+
+    def heard(event: Event) -> None:
+        if isinstance(event, Installing) and event.phase == "done":
+            installed.append(
+                InstalledBundle(
+                    agent=event.agent,
+                    version=event.version,
+                    source=event.source,
+                    bytes=event.bytes,
+                    seconds=event.seconds,
+                )
+            )
+        on_event(event)
+
+    return heard
+
+
+def os_error(exc: OSError, request: ReplayRequest) -> ReplayError | None:
+    """The error a run that met `exc` ends with (a full quota, an unwritable output); None: not one of those."""
+    if exc.errno == errno.EDQUOT:
+        return SandboxError(
+            f"the sandbox used up its disk quota of {request.limits.disk_bytes} bytes, and the run "
+            "could not go on (see --limits disk=)"
+        )
+    if exc.errno in _OUTPUT_ERRNOS:
+        return OutputError(f"cannot write the output {request.out}: {exc.strerror}")
+    return None
+
+
+def _docker() -> Backend:
+    from replayer.sandboxes.docker import DockerBackend
+
+    return DockerBackend()
+
+
+@dataclass
+class _Job:
+    """What every step of one execution reads."""
+
+    request: ReplayRequest
+    adapter: Adapter
+    traj: Trajectory
+    plan: Plan
+    out: Path
+    """The output's temporary directory (committed whole at the end)."""
+    key: str
+    """The upstream key a continuation sends ("" without one, or with a cassette)."""
+    on_event: OnEvent
+
+
+@dataclass
+class _Done:
+    """What the steps produced, for the result."""
+
+    rebuild: Rebuild
+    divergences: list[Divergence]
+    rebuild_s: float
+    sandbox_s: float = 0.0
+    rerun_s: float = 0.0
+    image_id: str | None = None
+    container: str | None = None
+    continued: ContinuationResult | None = None
+    sandbox: SandboxRecord | None = None
+    used_up: list[str] = field(default_factory=list)
+
+
+def _prepare(job: _Job) -> _Done:
+    """prepare: no sandbox; every call keeps its historical observation."""
+    divergences = [kept(p.step, p.call, p.kind) for p in job.plan.calls]
+    t0 = time.monotonic()
+    job.on_event(Stage("rebuild"))
+    made = steps.rebuild(job.adapter, job.traj, job.plan, {}, job.out)
+    return _Done(made, divergences, time.monotonic() - t0)
+
+
+def _run(job: _Job, workspace: Path, image: str, on_boundary: OnBoundary | None, backend: Backend) -> _Done:
+    """run: the state, the sandbox, the reruns, the rebuild, the continuation, the state exported."""
+    request, adapter, traj, tmp, on_event = job.request, job.adapter, job.traj, job.out, job.on_event
+    cont, limits = request.continuation, request.limits
+    skips = steps.Skips()
+    state, dirs = steps.materialize_state(workspace, limits, tmp, skips)
+    try:
+        t0 = time.monotonic()
+        on_event(Stage("sandbox"))
+        box = steps.start_sandbox(
+            backend,
+            adapter,
+            traj,
+            dirs,
+            image,
+            run_id=uuid.uuid4().hex[:12],
+            limits=limits,
+            labels=request.labels,
+            bridge=cont is not None,
+        )
+        try:
+            sandbox_s, t1 = time.monotonic() - t0, time.monotonic()
+            observations, divergences = steps.rerun_prefix(
+                adapter, traj, box, dirs, job.plan, request, on_event
+            )
+            steps.write_reruns(tmp / RERUNS, job.plan, observations)
+            rerun_s, t2 = time.monotonic() - t1, time.monotonic()
+            on_event(Stage("rebuild"))
+            # side files the reruns left in the agent home (persisted outputs); the container could
+            # write there, so nothing in it is followed or trusted
+            native = tmp / "native"
+            side = copy_untrusted(
+                dirs.home, native / "home", links="skip", limits=limits, what="the agent home", holes="count"
+            )
+            skips.add(side, "home")
+            made = steps.rebuild(adapter, traj, job.plan, observations, tmp)
+            done = _Done(made, divergences, time.monotonic() - t2, sandbox_s, rerun_s, box.image_id, box.name)
+            if on_boundary is not None:
+                on_boundary(box, dirs, native)
+            if cont:
+                copy_untrusted(native / "home", dirs.home, links="skip", limits=limits, merge=True)
+                done.continued = steps.continue_agent(
+                    box,
+                    adapter,
+                    traj,
+                    made,
+                    cont,
+                    dirs,
+                    tmp,
+                    key=job.key,
+                    after_step=job.plan.after_step,
+                    on_event=on_event,
+                    limits=limits,
+                )
+            done.used_up = [
+                p for p, full in (("state", state.used_up), ("container", box.disk_used_up)) if full()
+            ]
+        finally:
+            box.stop()
+        steps.export_state(dirs, tmp, limits, skips)
+        done.sandbox = SandboxRecord(
+            limits=limits,
+            capabilities_dropped=box.dropped_capabilities,
+            state_disk_limited=state.limited,
+            container_disk_limited=box.disk_limited,
+            disk_used_up=done.used_up,
+            skipped=skips.listed,
+            skipped_count=skips.count,
+        )
+    finally:
+        state.remove()
+    return done
+
+
+def disk_hint(used_up: list[str], limits: SandboxLimits) -> str | None:
+    """A word when the sandbox used a disk quota up: what then failed inside may show only an exit code."""
+    if not used_up:
+        return None
+    places = " and ".join(
+        {"state": "the workspace and agent home", "container": "its own file system"}[p] for p in used_up
+    )
+    return (
+        f"the sandbox used up its disk limit ({limits.disk_bytes >> 20} MiB) in {places}: commands that "
+        "wrote there failed with `Disk quota exceeded`, and a rerun may show only its exit code "
+        "(raise it with --limits disk=)"
+    )
+
+
+def _result(job: _Job, done: _Done, image: str | None, parse_s: float, started: float) -> ReplayResult:
+    traj, plan = job.traj, job.plan
+    return ReplayResult(
+        request=job.request,
+        pins=pins_for(job.adapter),
+        agent=traj.agent,
+        agent_version=traj.agent_version,
+        session_id=traj.session_id,
+        cwd=traj.cwd,
+        cwd_source=traj.cwd_source if traj.cwd else None,
+        source_sha256=traj.source_sha256,
+        parse_notes=traj.parse_notes,
+        image=image,
+        image_id=done.image_id,
+        container=done.container,
+        after_step=plan.after_step,
+        boundary_call_ids=plan.boundary_call_ids,
+        divergences=done.divergences,
+        hints=[
+            h for h in [workspace_hint(done.divergences), disk_hint(done.used_up, job.request.limits)] if h
+        ],
+        degradations=plan.degradations,
+        native_files=[str(p.relative_to(job.out)) for p in done.rebuild.native_files],
+        continuation=done.continued,
+        sandbox=done.sandbox,
+        timings=Timings(
+            parse_s=parse_s,
+            sandbox_start_s=done.sandbox_s,
+            rerun_s=done.rerun_s,
+            rebuild_s=done.rebuild_s,
+            total_s=time.monotonic() - started,
+        ),
+    )

@@ -1,0 +1,299 @@
+"""One replay, many boundaries: `run -n 3,7,12` (and a batch's boundaries of one trajectory) rerun the
+steps once, in one container, and write each boundary's own complete result directory as the replay
+passes it, equal to what `run -n k` writes alone.
+
+The reruns of steps 1..k do not depend on the cut. At each asked boundary (every step up to it rerun,
+none after it started: `steps.rerun_prefix`'s `on_step`) the boundary takes the replay's state: its
+fresh observations and divergences, the workspace and the agent home (the home as the rerunner's close
+would leave it, `StepwiseRerunner.clean_home_copy`), and rebuilds its prefix from them into its own
+atomic output directory. A boundary that is refused (its plan, its output) is its own outcome and does
+not stop the others; a replay that fails at step j leaves the boundaries before j done.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import orjson
+
+from replayer.adapters.base import Adapter, Rerunner, StepwiseRerunner
+from replayer.floor import bundles
+from replayer.floor.divergence import workspace_hint
+from replayer.floor.errors import BadInput, ReplayError, WorkspaceError
+from replayer.floor.events import OnEvent, Stage, ignore
+from replayer.floor.io import OutputDir, write_bytes_atomic
+from replayer.floor.models import (
+    Divergence,
+    GitCheckout,
+    Observation,
+    ReplayRequest,
+    ReplayResult,
+    SandboxRecord,
+    Timings,
+    Trajectory,
+    VersionRecord,
+)
+from replayer.floor.pins import running_version
+from replayer.floor.rundirs import RunDirs
+from replayer.floor.safecopy import copy_untrusted
+from replayer.pipeline import steps, workspaces
+from replayer.pipeline.engine import load, os_error, parse, pins_for
+from replayer.pipeline.plan import Plan
+from replayer.pipeline.steps import JSON_OPTS, RERUNS
+from replayer.sandboxes.base import Backend, Sandbox
+
+logger = logging.getLogger(__name__)
+Outcome = ReplayResult | ReplayError
+"""A boundary's result, or why it has none (its output directory is then not there)."""
+
+
+def boundary_dir(out: Path, boundary: int) -> Path:
+    """Where `run -n a,b,c -o OUT` writes boundary `boundary`."""
+    return out / f"after-{boundary}"
+
+
+@dataclass
+class _Boundary:
+    request: ReplayRequest
+    plan: Plan
+    out: OutputDir
+
+
+@dataclass
+class _Replay:
+    """What the boundaries of one replay share."""
+
+    request: ReplayRequest
+    adapter: Adapter
+    traj: Trajectory
+    image: str
+    started: float
+    parse_s: float
+    checkout: GitCheckout | None
+    version: VersionRecord
+    pending: dict[int, _Boundary]
+    outcomes: dict[int, Outcome] = field(default_factory=dict)
+    box: Sandbox | None = None
+    dirs: RunDirs | None = None
+    sandbox_s: float = 0.0
+    rerun_started: float = 0.0
+    state_limited: bool = False
+    skips: steps.Skips = field(default_factory=steps.Skips)
+    full: Plan | None = None
+    """The last boundary's plan, which the replay runs (the reruns add their degradations to it)."""
+    runtime_degradations: int = 0
+    """How many of `full`'s degradations the plan made (those after them, the reruns added)."""
+
+
+def execute_many(
+    request: ReplayRequest,
+    outs: dict[int, Path],
+    adapter: Adapter | None = None,
+    trajectory: Trajectory | None = None,
+    on_event: OnEvent = ignore,
+    backend: Backend | None = None,
+) -> dict[int, Outcome]:
+    """Run mode at every boundary of `outs` (boundary -> its output directory) in one replay; `request`
+    holds the options (its after_step and out are each boundary's own). No continuation: each boundary's
+    continuation forks from its snapshot (not yet here; a batch runs continue jobs one by one)."""
+    if request.mode != "run" or request.continuation is not None:
+        raise BadInput("one replay serves many boundaries in run mode without a continuation")
+    if not outs:
+        return {}
+    started = time.monotonic()
+    on_event(Stage("parse"))
+    if adapter is None:
+        adapter, traj = load(request.trajectory, request.task, request.cwd, request.session)
+    else:
+        traj = trajectory or parse(adapter, request.trajectory, request.task, request.cwd)
+    parse_s = time.monotonic() - started
+    version = steps.resolve_version(adapter, traj, request)
+    outcomes: dict[int, Outcome] = {}
+    plans: dict[int, tuple[ReplayRequest, Plan]] = {}
+    for k in sorted(outs):
+        one = request.model_copy(update={"after_step": k, "out": outs[k]})
+        try:
+            plans[k] = one, steps.plan(adapter, traj, one, version)
+        except ReplayError as exc:
+            outcomes[k] = exc
+    if not plans:
+        return outcomes
+    if request.workspace is None:
+        raise WorkspaceError("--workspace is required for run")
+    steps.check_cwd(traj)
+    image = steps.sandbox_image(request.image, traj)
+    workspace, checkout = workspaces.materialize(request.workspace, request.limits)
+    steps.check_workspace(workspace)
+    assert workspace is not None
+    bundles.ensure(adapter.name, version.version, on_event=on_event)
+    pending: dict[int, _Boundary] = {}
+    try:
+        for k, (one, plan) in plans.items():
+            try:
+                made = OutputDir(one.out, force=one.force, inputs=[one.trajectory, workspace])
+            except ReplayError as exc:
+                outcomes[k] = exc
+                continue
+            pending[k] = _Boundary(one, plan, made)
+        replay = _Replay(
+            request, adapter, traj, image, started, parse_s, checkout, version, pending, outcomes
+        )
+        if pending:
+            with running_version(adapter.name, version.version):
+                _run(replay, workspace, backend or _docker(), on_event)
+    finally:
+        for left in pending.values():  # a replay that stopped before them
+            left.out.discard()
+    return outcomes
+
+
+def _docker() -> Backend:
+    from replayer.sandboxes.docker import DockerBackend
+
+    return DockerBackend()
+
+
+def _run(replay: _Replay, workspace: Path, backend: Backend, on_event: OnEvent) -> None:
+    request, adapter, traj = replay.request, replay.adapter, replay.traj
+    last = max(replay.pending)
+    full = replay.full = replay.pending[last].plan
+    replay.runtime_degradations = len(full.degradations)
+    # where an unlimited state goes: beside the outputs (hidden), never inside one that commits mid-replay
+    scratch = replay.pending[last].out.final.parent
+    state, dirs = steps.materialize_state(workspace, request.limits, scratch, replay.skips)
+    replay.dirs, replay.state_limited = dirs, state.limited
+    try:
+        t0 = time.monotonic()
+        on_event(Stage("sandbox"))
+        box = steps.start_sandbox(
+            backend,
+            adapter,
+            traj,
+            dirs,
+            replay.image,
+            run_id=uuid.uuid4().hex[:12],
+            limits=request.limits,
+            labels=request.labels,
+            bridge=False,
+        )
+        replay.box, replay.sandbox_s = box, time.monotonic() - t0
+        replay.rerun_started = time.monotonic()
+        try:
+            steps.rerun_prefix(
+                adapter, traj, box, dirs, full, request, on_event, on_step=lambda *a: _passed(replay, *a)
+            )
+        except ReplayError as exc:
+            for k in list(replay.pending):  # the boundaries the replay did not reach
+                replay.outcomes[k] = exc
+                replay.pending.pop(k).out.discard()
+        finally:
+            box.stop()
+    finally:
+        state.remove()
+
+
+def _passed(
+    replay: _Replay,
+    step: int,
+    rerunner: Rerunner,
+    observations: dict[str, Observation],
+    divergences: list[Divergence],
+) -> None:
+    """Every boundary up to `step` takes the replay's state now."""
+    for k in sorted(k for k in replay.pending if k <= step):
+        boundary = replay.pending.pop(k)
+        try:
+            replay.outcomes[k] = _write(replay, boundary, rerunner, observations, divergences)
+        except ReplayError as exc:
+            boundary.out.discard()
+            replay.outcomes[k] = exc
+        except OSError as exc:
+            boundary.out.discard()
+            known = os_error(exc, boundary.request)
+            if known is None:
+                raise
+            replay.outcomes[k] = known
+        except BaseException:
+            boundary.out.discard()
+            raise
+
+
+def _write(
+    replay: _Replay,
+    boundary: _Boundary,
+    rerunner: Rerunner,
+    observations: dict[str, Observation],
+    divergences: list[Divergence],
+) -> ReplayResult:
+    """Boundary k's result directory, as `engine._run` writes it for `run -n k`."""
+    assert replay.dirs is not None and replay.box is not None
+    request, adapter, traj, plan = boundary.request, replay.adapter, replay.traj, boundary.plan
+    tmp, limits, dirs, box = boundary.out.tmp, request.limits, replay.dirs, replay.box
+    rerun_s, t0 = time.monotonic() - replay.rerun_started, time.monotonic()
+    full = replay.full
+    if full is not None and plan is not full:  # degradations the reruns added (confinement waived) so far
+        runtime = full.degradations[replay.runtime_degradations :]
+        plan.degradations.extend(d for d in runtime if (d.step or 0) <= plan.after_step)
+    mine = {p.call.id for p in plan.calls}
+    fresh = {cid: obs for cid, obs in observations.items() if cid in mine}
+    steps.write_reruns(tmp / RERUNS, plan, fresh)
+    skips = steps.Skips(list(replay.skips.listed), replay.skips.count)
+    # the home as the rerunner's close leaves it, then the side files a rebuild starts from
+    home = copy_untrusted(
+        dirs.home, tmp / "state" / "home", links="skip", limits=limits, what="the agent home"
+    )
+    if isinstance(rerunner, StepwiseRerunner):
+        rerunner.clean_home_copy(tmp / "state" / "home")
+    skips.add(home, "home")
+    copy_untrusted(tmp / "state" / "home", tmp / "native" / "home", links="skip", limits=limits)
+    made = steps.rebuild(adapter, traj, plan, fresh, tmp)
+    copied = copy_untrusted(
+        dirs.workspace, tmp / "state" / "workspace", links="keep", limits=limits, what="the workspace"
+    )
+    skips.add(copied, "state/workspace")
+    skips.add(home, "state/home")
+    rebuild_s = time.monotonic() - t0
+    result = ReplayResult(
+        request=request,
+        pins=pins_for(adapter),
+        agent=traj.agent,
+        agent_version=traj.agent_version,
+        session_id=traj.session_id,
+        cwd=traj.cwd,
+        source_sha256=traj.source_sha256,
+        parse_notes=traj.parse_notes,
+        image=replay.image,
+        image_id=box.image_id,
+        container=box.name,
+        after_step=plan.after_step,
+        boundary_call_ids=plan.boundary_call_ids,
+        divergences=divergences[: len(plan.calls)],
+        hints=[h for h in [workspace_hint(divergences[: len(plan.calls)])] if h],
+        degradations=plan.degradations,
+        native_files=[str(p.relative_to(tmp)) for p in made.native_files],
+        sandbox=SandboxRecord(
+            limits=limits,
+            capabilities_dropped=box.dropped_capabilities,
+            state_disk_limited=replay.state_limited,
+            container_disk_limited=box.disk_limited,
+            skipped=skips.listed,
+            skipped_count=skips.count,
+        ),
+        timings=Timings(
+            parse_s=replay.parse_s,
+            sandbox_start_s=replay.sandbox_s,
+            rerun_s=rerun_s,
+            rebuild_s=rebuild_s,
+            total_s=time.monotonic() - replay.started,
+        ),
+        version=replay.version,
+        workspace_checkout=replay.checkout,
+    )
+    write_bytes_atomic(tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS))
+    boundary.out.commit()
+    logger.debug("boundary %d written to %s", plan.after_step, request.out)
+    return result

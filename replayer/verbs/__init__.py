@@ -1,0 +1,1 @@
+"""The verbs on top of the pipeline: compare, batch, export, view, verify, setup (docs/architecture.md)."""

@@ -1,0 +1,691 @@
+"""`replayer batch`: a manifest of job sources, expanded to (trajectory, boundary, mode) jobs, each run by
+the ordinary engine into its own result directory, keyed by content so that nothing is computed twice.
+
+DIR/jobs/<key>/        the ordinary result directory of one job (present only when complete)
+DIR/outcomes/<key>.json  a refused or failed job: why (a done job needs no outcome file)
+DIR/batch.json         the summary of the last run
+DIR/.lock              held (flock) by the batch running on DIR: one batch per directory at a time
+
+Every container a job starts carries the label `sandbox-replayer.batch=<batch_id(DIR)>`: a batch that was
+killed (even by SIGKILL) leaves no worker behind, and the next batch on DIR removes its containers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import random
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from replayer.floor.errors import BadInput, Interrupted, OutputError, ReplayError, excerpt
+from replayer.floor.io import open_input, write_bytes_atomic
+from replayer.floor.models import (
+    Budgets,
+    ContinueSettings,
+    GitWorkspace,
+    ReplayRequest,
+    ReplayResult,
+    Trajectory,
+    WorkspaceSpec,
+)
+
+Mode = Literal["prepare", "replay", "continue"]
+JobStatus = Literal["done", "skipped", "refused", "failed"]
+REFUSALS = ("bad_input", "plan_refused", "confinement", "workspace", "cassette")
+"""Error kinds that are refusals (the input asks for something impossible), not failures."""
+BATCH_LABEL = "sandbox-replayer.batch"
+"""The container label of a batch's jobs; its value is `batch_id(DIR)`."""
+CRASH = "crash"
+"""The error kind of a job that raised something unexpected (a bug, not a refusal of its input)."""
+
+
+class Sample(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sample: int = Field(ge=1)
+    seed: int = 0
+
+
+class ManifestEntry(BaseModel):
+    """One line of the manifest."""
+
+    model_config = ConfigDict(extra="forbid")
+    trajectory: Path
+    boundaries: Literal["all"] | list[int] | Sample = "all"
+    """"all" (every valid boundary), a list, or {"sample": k, "seed": s}."""
+
+    @field_validator("boundaries", mode="wrap")
+    @classmethod
+    def _one_of(cls, value: Any, handler: Any) -> Any:
+        if isinstance(value, dict):
+            return Sample.model_validate(value)  # its own errors name the bad field
+        if value == "all" or (isinstance(value, list) and all(type(v) is int and v >= 0 for v in value)):
+            return handler(value)
+        raise ValueError('must be "all", a list of boundaries (integers >= 0), or {"sample": k, "seed": s}')
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _verb(cls, value: Any) -> Any:
+        return "replay" if value == "run" else value
+
+    mode: Mode = "prepare"
+    """`replay` may be written `run`, the verb it runs (the job key and results say `replay`)."""
+    task: str | None = None
+    """The first user prompt, for a native form that does not store it (an OpenCode event log)."""
+    cwd: str | None = None
+    """The working directory, for a file that records none (--cwd); refused when the file records another."""
+    session: str | None = None
+    """The session to replay, for a file that holds several (an OpenHands evaluation output's instance_id,
+    an OpenCode session id); for any other file, its own session id or nothing."""
+    workspace: WorkspaceSpec | None = None
+    image: str | None = None
+    allow_degraded: bool = False
+    budgets: Budgets = Field(default_factory=Budgets)
+    continuation: ContinueSettings | None = None
+    """The options of `run --continue` (docs/cli.md, "One vocabulary"); `cassette`: a cassette, or a folder
+    of them (each job takes the one recorded from its trajectory and boundary)."""
+    agent_version: str | None = None
+    """As `--agent-version`: the version to run instead of the one the file records or implies."""
+    require_verified: bool = False
+
+
+class Job(NamedTuple):
+    """One boundary of one manifest line. Its options are the line's entry, shared by the line's jobs, not
+    copied into each: a batch holds every job until it has run, so a job is kept small."""
+
+    key: str
+    line: int
+    boundary: int
+    entry: ManifestEntry
+    image_id: str | None = None
+    """The id of the sandbox image the key was computed with (replay and continue jobs of a named image): a
+    node of a cluster runs the job only with that image (`replayer.provision`)."""
+    replay: str = ""
+    """The key of what the job shares with the other boundaries of its trajectory and options (its key
+    without the boundary): replay jobs of one replay key run as one replay (`groups`)."""
+
+    @property
+    def trajectory(self) -> Path:
+        return self.entry.trajectory
+
+    @property
+    def mode(self) -> Mode:
+        return self.entry.mode
+
+    def request(self, out: Path, labels: dict[str, str] | None = None, force: bool = False) -> ReplayRequest:
+        entry = self.entry
+        cont = entry.continuation.request() if entry.continuation else None
+        return ReplayRequest(
+            mode="prepare" if entry.mode == "prepare" else "run",
+            trajectory=entry.trajectory,
+            after_step=self.boundary,
+            out=out,
+            workspace=entry.workspace,
+            image=entry.image,
+            allow_degraded=entry.allow_degraded,
+            budgets=entry.budgets,
+            continuation=cont,
+            agent_env=cont.agent_env if cont else {},
+            task=entry.task,
+            cwd=entry.cwd,
+            session=entry.session,
+            labels=labels or {},
+            agent_version=entry.agent_version,
+            require_verified=entry.require_verified,
+            force=force,
+        )
+
+
+class JobOutcome(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    key: str
+    line: int
+    trajectory: str
+    boundary: int
+    mode: Mode
+    status: JobStatus
+    error_kind: str | None = None
+    error: str | None = None
+    node: str | None = None
+    """The Ray node that ran the job (its node id); None in the local pool and for a skipped job."""
+
+
+class BatchCounts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    jobs: int
+    done: int
+    skipped: int
+    refused: dict[str, int]
+    """Refused jobs by reason (the error text without job-specific numbers)."""
+    failed: int
+
+
+class BatchSummary(BatchCounts):
+    """DIR/batch.json (written by `Tally.write`, one outcome at a time)."""
+
+    outcomes: list[JobOutcome]
+
+
+# manifest ------------------------------------------------------------------------------------
+def read_manifest(path: Path) -> list[tuple[int, ManifestEntry]]:
+    """Every line validated up front; the first invalid one is a one-line BadInput naming it."""
+    with contextlib.ExitStack() as stack:
+        try:  # a FIFO or a device is refused before any read, never waited on
+            fh = stack.enter_context(open_input(path))
+        except BadInput as exc:
+            reason = str(exc).removesuffix(", not a trajectory file")
+            raise BadInput(f"the manifest: {reason}") from None
+        try:
+            entries = _read_manifest(path, fh)
+        except OSError as exc:
+            raise BadInput(f"cannot read the manifest {path}: {exc.strerror}") from None
+    return entries
+
+
+def _read_manifest(path: Path, lines: Iterator[bytes]) -> list[tuple[int, ManifestEntry]]:
+    entries: list[tuple[int, ManifestEntry]] = []
+    budgets: dict[bytes, Budgets] = {}  # lines with the same budgets share one (most lines: the default)
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip() or raw.lstrip().startswith(b"#"):
+            continue
+        try:
+            entry = ManifestEntry.model_validate(orjson.loads(raw))
+        except orjson.JSONDecodeError as exc:
+            raise BadInput(f"manifest line {number}: not JSON ({exc})") from None
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "line"
+            raise BadInput(f"manifest line {number}: {where}: {first['msg']}") from None
+        base = path.parent
+        entry.trajectory = (base / entry.trajectory).absolute()
+        if isinstance(entry.workspace, Path):
+            entry.workspace = (base / entry.workspace).absolute()
+        if entry.continuation is not None and entry.continuation.cassette is not None:
+            tape = (base / entry.continuation.cassette).absolute()
+            entry.continuation = entry.continuation.model_copy(update={"cassette": tape})
+        if entry.continuation is not None and entry.continuation.record_cassette is not None:
+            raise BadInput(
+                f"manifest line {number}: continuation.record_cassette: a batch replays cassettes; "
+                "record one with `run --record-cassette`"
+            )
+        if not entry.trajectory.exists():  # a file, or a directory (an OpenHands V1 conversation)
+            raise BadInput(f"manifest line {number}: trajectory {entry.trajectory} does not exist")
+        try:
+            _check_trajectory(entry.trajectory)
+        except BadInput as exc:
+            raise BadInput(f"manifest line {number}: trajectory {exc}") from None
+        if entry.mode != "prepare" and (
+            entry.workspace is None or isinstance(entry.workspace, Path) and not entry.workspace.is_dir()
+        ):
+            raise BadInput(
+                f"manifest line {number}: mode {entry.mode} needs an existing workspace directory or git+URL@REV"
+            )
+        if entry.mode == "continue" and (
+            entry.continuation is None or not (entry.continuation.upstream or entry.continuation.cassette)
+        ):
+            raise BadInput(
+                f"manifest line {number}: mode continue needs continuation.upstream (a URL, or mock for the "
+                "built-in offline model) or .cassette"
+            )
+        entry.budgets = budgets.setdefault(orjson.dumps(entry.budgets.model_dump()), entry.budgets)
+        entries.append((number, entry))
+    if not entries:
+        raise BadInput(f"the manifest {path} has no job sources")
+    return entries
+
+
+def _check_trajectory(path: Path) -> os.stat_result:
+    """The trajectory's stat, opened the way user input is: a FIFO or a device is a BadInput, never a hang
+    (a directory is an OpenHands V1 conversation, which its adapter reads file by file)."""
+    if path.is_dir():
+        return path.stat()
+    with open_input(path) as fh:
+        return os.fstat(fh.fileno())
+
+
+def valid_boundaries(traj: Trajectory) -> list[int]:
+    """Boundaries the plan can accept: up to the last complete batch before the end (one before a compaction
+    cuts it off, as a cut anywhere does)."""
+    last = 0
+    for step in traj.steps:
+        if not step.complete or step.final:
+            break
+        last = step.index
+    return list(range(0, last + 1))
+
+
+Boundaries = Literal["all"] | list[int] | Sample
+"""Which boundaries of a trajectory: every valid one, a list, or a seeded sample of the valid ones."""
+
+
+def parse_boundaries(text: str) -> Boundaries:
+    """`run -n`'s forms beyond one number: `all`, `sample:K[:SEED]`, or numbers and ranges `3,7,10-12`."""
+    text = text.strip()
+    if text == "all":
+        return "all"
+    try:
+        if text.startswith("sample:"):
+            count, _, seed = text.removeprefix("sample:").partition(":")
+            return Sample(sample=int(count), seed=int(seed) if seed else 0)
+        picked: list[int] = []
+        for part in text.split(","):
+            low, dash, high = part.strip().partition("-")
+            first, last = int(low), int(high) if dash else int(low)
+            if first < 0 or last < first:
+                raise ValueError(part)
+            picked.extend(range(first, last + 1))
+        return picked
+    except (ValueError, ValidationError):
+        raise BadInput(
+            f"-n {excerpt(text)}: give a boundary N, a list and ranges (3,7,10-12), all, or sample:K[:SEED]"
+        ) from None
+
+
+def pick_boundaries(spec: Boundaries, traj: Trajectory) -> list[int]:
+    """The boundaries `spec` names, sorted; a named one the plan cannot accept is a BadInput."""
+    valid = valid_boundaries(traj)
+    if spec == "all":
+        return valid
+    if isinstance(spec, Sample):
+        return sorted(random.Random(spec.seed).sample(valid, min(spec.sample, len(valid))))
+    for boundary in spec:
+        if boundary not in valid:
+            span = f"{valid[0]}..{valid[-1]}" if valid else "none"
+            raise BadInput(f"boundary {boundary} is not one of {span}")
+    return sorted(set(spec))
+
+
+def _boundaries(entry: ManifestEntry, traj: Trajectory, number: int) -> list[int]:
+    try:
+        return pick_boundaries(entry.boundaries, traj)
+    except BadInput as exc:
+        raise BadInput(f"manifest line {number}: {exc}") from None
+
+
+def _each_session(entries: list[tuple[int, ManifestEntry]]) -> Iterator[tuple[int, ManifestEntry]]:
+    """An entry without a session, of a file that holds several, stands for one entry per session."""
+    from replayer.pipeline import multisession
+
+    for number, entry in entries:
+        try:
+            held = multisession.held(entry.trajectory) if entry.session is None else []
+        except ReplayError as exc:
+            raise BadInput(f"manifest line {number}: {exc}") from None
+        if not held:
+            yield number, entry
+        for one in held:
+            yield number, entry.model_copy(update={"session": one.id})
+
+
+def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) -> list[Job]:
+    """Every job, keyed by a content hash of what determines its result."""
+    from replayer.floor.pins import load_pins
+    from replayer.pipeline.engine import load, pins_for
+
+    unique: dict[str, Job] = {}  # the same job listed twice runs once
+    for number, entry in _each_session(entries):
+        try:
+            adapter, traj = load(entry.trajectory, entry.task, entry.cwd, entry.session)
+        except ReplayError as exc:
+            raise BadInput(f"manifest line {number}: {exc}") from None
+        image = entry.image or load_pins().base_image.tag
+        for boundary in _boundaries(entry, traj, number):
+            identity: dict[str, Any] = {
+                "trajectory": traj.source_sha256,
+                "boundary": boundary,
+                "mode": entry.mode,
+                "image": image_ids.get(image) if entry.mode != "prepare" else None,
+                "pins": pins_for(adapter).model_dump(),
+                "options": {
+                    **({"task": entry.task} if entry.task is not None else {}),
+                    **({"cwd": entry.cwd} if entry.cwd is not None else {}),
+                    **({"session": entry.session} if entry.session is not None else {}),
+                    "workspace": _workspace_key(entry.workspace),
+                    "allow_degraded": entry.allow_degraded,
+                    **({"agent_version": entry.agent_version} if entry.agent_version else {}),
+                    **({"require_verified": True} if entry.require_verified else {}),
+                    "budgets": entry.budgets.model_dump(),
+                    "continuation": _continuation_key(entry.continuation),
+                },
+            }
+            key = hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
+            shared = {k: v for k, v in identity.items() if k != "boundary"}
+            replay = hashlib.sha256(orjson.dumps(shared, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
+            unique[key] = Job(key, number, boundary, entry, identity["image"], replay)
+    return list(unique.values())
+
+
+_KEYED_CONTINUATION = (
+    "upstream",
+    "cassette",
+    "upstream_key_env",
+    "boundary_prompt",
+    "max_steps",
+    "idle_timeout_s",
+    "model",
+    "agent_env",
+)
+"""The continuation fields a manifest had before ContinueSettings: always in a job's key."""
+
+
+def _continuation_key(cont: ContinueSettings | None) -> dict[str, Any] | None:
+    """The continuation as job keys have always held it, so that a batch directory resumes across versions:
+    no upstream is "", a setting added since is in the key only when it is set."""
+    if cont is None:
+        return None
+    fields = cont.model_dump(mode="json")
+    fields["upstream"] = fields["upstream"] or ""
+    return {k: v for k, v in fields.items() if k in _KEYED_CONTINUATION or v is not None}
+
+
+def _workspace_key(workspace: Path | GitWorkspace | None) -> str | None:
+    if isinstance(workspace, GitWorkspace):
+        return workspace.spec
+    return str(workspace) if workspace else None
+
+
+# running -------------------------------------------------------------------------------------
+def job_dir(out: Path, key: str) -> Path:
+    return out / "jobs" / key
+
+
+def outcome_path(out: Path, key: str) -> Path:
+    return out / "outcomes" / f"{key}.json"
+
+
+def outcome_of(
+    job: Job, status: JobStatus, kind: str | None = None, error: str | None = None, node: str | None = None
+) -> JobOutcome:
+    return JobOutcome(
+        key=job.key,
+        line=job.line,
+        trajectory=str(job.trajectory),
+        boundary=job.boundary,
+        mode=job.mode,
+        status=status,
+        error_kind=kind,
+        error=error,
+        node=node,
+    )
+
+
+_PARSED: dict[tuple[str, int, int, str | None, str | None, str | None], tuple[Any, Trajectory]] = {}
+"""This process's last parses: the jobs of one trajectory that land in one worker share its parse."""
+_PARSED_MAX = 2
+
+
+def _parsed(path: Path, task: str | None, cwd: str | None, session: str | None) -> tuple[Any, Trajectory]:
+    from replayer.pipeline.engine import load
+
+    st = _check_trajectory(path)  # replaced by a FIFO since the expansion: a refusal, not a hang
+    key = (str(path), st.st_size, st.st_mtime_ns, task, cwd, session)
+    if key not in _PARSED:
+        while len(_PARSED) >= _PARSED_MAX:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[key] = load(path, task, cwd, session)
+    return _PARSED[key]
+
+
+def run_job(job: Job, out: Path, labels: dict[str, str], node: str | None = None) -> JobOutcome:
+    """One job with the ordinary engine (in a worker process or a Ray task on `node`); `labels` go on its
+    container. The image the job was keyed with is made present first (`replayer.provision`).
+
+    Whatever the job raises is its outcome, never the batch's end: a ReplayError is a refusal or a failure of
+    its kind, anything else (a bug the job's input hit) a failure of kind `crash` with a one-line reason."""
+    from replayer.floor.pins import load_pins
+    from replayer.pipeline.continuation import continuation_error
+    from replayer.pipeline.engine import execute
+    from replayer.pipeline.provision import ensure_image
+
+    directory = job_dir(out, job.key)
+    try:
+        if job.image_id is not None:
+            ensure_image(job.entry.image or load_pins().base_image.tag, job.image_id, out)
+        adapter, traj = _parsed(job.trajectory, job.entry.task, job.entry.cwd, job.entry.session)
+        # a retried job that failed after writing its directory (its continuation) replaces it
+        again = outcome_path(out, job.key).is_file()
+        result = execute(job.request(directory, labels, force=again), adapter=adapter, trajectory=traj)
+        failure = continuation_error(result.continuation, directory)
+        if failure is not None:
+            raise failure
+    except Interrupted:
+        raise  # the batch is stopping: the job is lost, not failed
+    except ReplayError as exc:
+        outcome = outcome_of(job, "refused" if exc.kind in REFUSALS else "failed", exc.kind, str(exc), node)
+    except Exception as exc:
+        outcome = outcome_of(job, "failed", CRASH, crash_reason(exc), node)
+    else:
+        outcome_path(out, job.key).unlink(missing_ok=True)
+        return outcome_of(job, "done", node=node)
+    with contextlib.suppress(OSError):  # not stored: the summary still has it, and the next run retries it
+        write_bytes_atomic(outcome_path(out, job.key), orjson.dumps(outcome.model_dump(mode="json")))
+    return outcome
+
+
+def groups(jobs: list[Job]) -> list[list[Job]]:
+    """The units a batch runs: the replay jobs of one trajectory and options together (one replay passes
+    all their boundaries, `run_group`), every other job alone; in the order of their first job."""
+    units: dict[str, list[Job]] = {}
+    for job in jobs:
+        units.setdefault(job.replay if job.mode == "replay" and job.replay else job.key, []).append(job)
+    return list(units.values())
+
+
+def run_group(
+    jobs: list[Job], out: Path, labels: dict[str, str], node: str | None = None
+) -> list[JobOutcome]:
+    """A unit of `groups`: one job by `run_job`; the boundaries of one replay by one replay
+    (replayer/pipeline/multiboundary.py), each job its own directory and outcome, as `run_job` would give it."""
+    if len(jobs) == 1:
+        return [run_job(jobs[0], out, labels, node)]
+    from replayer.floor.pins import load_pins
+    from replayer.pipeline.multiboundary import execute_many
+    from replayer.pipeline.provision import ensure_image
+
+    first = jobs[0]
+    again = any(outcome_path(out, job.key).is_file() for job in jobs)
+    request = first.request(job_dir(out, first.key), labels, force=again)
+    results: dict[int, ReplayResult | ReplayError | str]
+    try:
+        if first.image_id is not None:
+            ensure_image(first.entry.image or load_pins().base_image.tag, first.image_id, out)
+        adapter, traj = _parsed(first.trajectory, first.entry.task, first.entry.cwd, first.entry.session)
+        outs = {job.boundary: job_dir(out, job.key) for job in jobs}
+        results = dict(execute_many(request, outs, adapter, traj))
+    except Interrupted:
+        raise
+    except ReplayError as exc:
+        results = {job.boundary: exc for job in jobs}
+    except Exception as exc:  # the boundaries the replay wrote before it are done all the same
+        results = {job.boundary: crash_reason(exc) for job in jobs}
+    return [_recorded(job, results[job.boundary], out, node) for job in jobs]
+
+
+def _recorded(
+    job: Job, result: ReplayResult | ReplayError | str | None, out: Path, node: str | None
+) -> JobOutcome:
+    """A grouped job's outcome from its boundary's result, error or crash reason, stored as `run_job` does."""
+    if not isinstance(result, ReplayResult) and (job_dir(out, job.key) / "result.json").is_file():
+        result = None  # written before the replay stopped
+    if isinstance(result, ReplayError):
+        status: JobStatus = "refused" if result.kind in REFUSALS else "failed"
+        outcome = outcome_of(job, status, result.kind, str(result), node)
+    elif isinstance(result, str):
+        outcome = outcome_of(job, "failed", CRASH, result, node)
+    else:
+        outcome_path(out, job.key).unlink(missing_ok=True)
+        return outcome_of(job, "done", node=node)
+    with contextlib.suppress(OSError):
+        write_bytes_atomic(outcome_path(out, job.key), orjson.dumps(outcome.model_dump(mode="json")))
+    return outcome
+
+
+def crash_reason(exc: BaseException) -> str:
+    """An unexpected exception in one bounded line: its type and an excerpt of its message."""
+    message = str(exc)
+    return f"{type(exc).__name__}: {excerpt(message, 160)}" if message else type(exc).__name__
+
+
+def pending(jobs: list[Job], out: Path, retry_failed: bool, tally: Tally) -> list[Job]:
+    """Jobs still to run; the outcomes of those skipped (done before, or refused/failed and not retried) go
+    to the tally."""
+    todo: list[Job] = []
+    for job in jobs:
+        stored = _stored_outcome(out, job.key)  # a failed continuation's directory is complete: failed still
+        if stored is not None and not retry_failed:
+            tally.add(stored)
+        elif stored is None and (job_dir(out, job.key) / "result.json").is_file():
+            tally.add(outcome_of(job, "skipped"))
+        else:
+            todo.append(job)
+    return todo
+
+
+def _stored_outcome(out: Path, key: str) -> JobOutcome | None:
+    """A refusal or failure recorded before; an unreadable record counts as none (the job runs again)."""
+    path = outcome_path(out, key)
+    if not path.is_file():
+        return None
+    try:
+        return JobOutcome.model_validate_json(path.read_bytes())
+    except (OSError, ValidationError):
+        return None
+
+
+# the batch directory ----------------------------------------------------------------------------
+def prepare_dir(out: Path) -> None:
+    """DIR, DIR/jobs and DIR/outcomes as directories, or an OutputError naming the one in the way (a file
+    there would otherwise fail every job, one by one)."""
+    for path in (out, out / "jobs", out / "outcomes"):
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise OutputError(f"{path} exists and is not a directory") from None
+        except OSError as exc:
+            raise OutputError(f"cannot create {path}: {exc.strerror}") from None
+    summary = out / "batch.json"
+    if summary.exists() and not summary.is_file():
+        raise OutputError(f"{summary} exists and is not a file")
+
+
+@contextlib.contextmanager
+def locked(out: Path) -> Iterator[None]:
+    """DIR held exclusively (flock on DIR/.lock) while the block runs: a second batch on DIR is refused.
+    The kernel drops the lock when the holder dies, so a killed batch never blocks the next one."""
+    path = out / ".lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise OutputError(f"cannot open the batch lock {path}: {exc.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            who = f" (pid {holder})" if holder.isdigit() else ""
+            raise OutputError(
+                f"another batch{who} is running on {out}; wait for it or use another --out"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def batch_id(out: Path) -> str:
+    """A stable id of DIR (its real path, hashed): the value of its containers' BATCH_LABEL."""
+    return hashlib.sha256(os.fsencode(os.path.realpath(out))).hexdigest()[:16]
+
+
+def batch_labels(out: Path) -> dict[str, str]:
+    return {BATCH_LABEL: batch_id(out)}
+
+
+def remove_containers(out: Path) -> list[str]:
+    """Remove every container carrying DIR's label; returns their names. Called with the lock held and no job
+    of DIR in flight, so that they are what a killed batch, or a worker that died mid-job, left behind."""
+    from replayer.sandboxes.docker import connect
+    from replayer.sandboxes.docker import remove_containers as remove
+
+    return remove(connect(), label=f"{BATCH_LABEL}={batch_id(out)}")
+
+
+def clean_partials(out: Path) -> None:
+    """Result directories a killed worker left half-written never count: remove them."""
+    jobs = out / "jobs"
+    if jobs.is_dir():
+        for entry in jobs.iterdir():
+            if entry.name.startswith("."):
+                shutil.rmtree(entry, ignore_errors=True)
+
+
+class Tally:
+    """The outcomes of a run as they arrive, counted. A done or skipped job is kept as a small tuple (its
+    trajectory and mode are its manifest line's), a refused or failed one with its outcome: a batch of a
+    million jobs does not hold a million outcome models, and batch.json is written one outcome at a time."""
+
+    def __init__(self, entries: list[tuple[int, ManifestEntry]]) -> None:
+        self.entries = dict(entries)
+        self.rows: list[tuple[int, int, str, JobStatus, str | None, JobOutcome | None]] = []
+        self.counts = BatchCounts(jobs=0, done=0, skipped=0, refused={}, failed=0)
+
+    def add(self, o: JobOutcome) -> None:
+        plain = o.status in ("done", "skipped") and o.error_kind is None and o.error is None
+        self.rows.append((o.line, o.boundary, o.key, o.status, o.node, None if plain else o))
+        c = self.counts
+        c.jobs += 1
+        if o.status == "refused":
+            reason = _reason(o.error or "")
+            c.refused[reason] = c.refused.get(reason, 0) + 1
+        else:
+            setattr(c, o.status, getattr(c, o.status) + 1)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def outcomes(self) -> Iterator[JobOutcome]:
+        """Sorted by manifest line, boundary and key."""
+        self.rows.sort(key=lambda row: row[:3])
+        for line, boundary, key, status, node, outcome in self.rows:
+            if outcome is None:
+                entry = self.entries[line]
+                outcome = JobOutcome(
+                    key=key,
+                    line=line,
+                    trajectory=str(entry.trajectory),
+                    boundary=boundary,
+                    mode=entry.mode,
+                    status=status,
+                    node=node,
+                )
+            yield outcome
+
+    def write(self, path: Path) -> None:
+        """DIR/batch.json: the bytes of `orjson.dumps(BatchSummary, OPT_INDENT_2)`, written atomically."""
+        write_bytes_atomic(path, self._chunks())
+
+    def _chunks(self) -> Iterator[bytes]:
+        head = orjson.dumps({**self.counts.model_dump(), "outcomes": []}, option=orjson.OPT_INDENT_2)
+        if not self.rows:
+            yield head
+            return
+        yield head.removesuffix(b"[]\n}") + b"[\n"
+        for n, outcome in enumerate(self.outcomes()):
+            body = orjson.dumps(outcome.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
+            yield (b",\n    " if n else b"    ") + body.replace(b"\n", b"\n    ")
+        yield b"\n  ]\n}"
+
+
+def _reason(error: str) -> str:
+    """The refusal without its job-specific details (numbers, call ids), so that reasons group."""
+    text = re.sub(r"\b(steps?|boundary|call|line) [\w.-]+", r"\1 N", error.split(";")[0])
+    return re.sub(r"\(\d+(; last complete: \d+)?\)", "(N)", text)

@@ -1,0 +1,234 @@
+"""`replayer export DIR --format chat|atif --out FILE`: one training record per prefix, in OpenAI chat form
+or as an ATIF v1.7 trajectory (Harbor's format) built from the same record.
+
+A record is {"messages", "tools", "metadata"}: the rebuilt prefix (expected_prefix.json) through the
+agent's dialect, the tool definitions of the version that recorded the session (its CLI's, as sent on the
+wire: replayer.tool_capture; the metadata's `tools` says whose, and when the pinned set stands in), and
+provenance.
+Secret-looking strings are redacted; the count is in the metadata. Records are sorted, so the same
+jobs give the same bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+from replayer import adapters
+from replayer.floor.errors import BadInput, OutputError, ReplayError
+from replayer.floor.io import write_bytes_atomic
+from replayer.floor.models import ReplayResult
+from replayer.floor.pins import pinned_version, running_version
+from replayer.floor.redact import redact
+from replayer.verbs import tool_capture
+
+
+class ExportSummary(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    records: int
+    redactions: int
+    pinned_tools: int = 0
+    """Records that carry the pinned version's tool definitions: their own version's could not be had."""
+    out: str
+
+
+def result_dirs(root: Path) -> list[Path]:
+    """A batch directory's finished jobs, or one result directory."""
+    if (root / "result.json").is_file():
+        return [root]
+    jobs = root / "jobs"
+    if not jobs.is_dir():
+        raise BadInput(f"{root} is neither a result directory nor a batch directory")
+    return sorted(d for d in jobs.iterdir() if not d.name.startswith(".") and (d / "result.json").is_file())
+
+
+def chat_record(job: Path) -> dict[str, Any]:
+    return _chat_record(job, ReplayResult.model_validate_json((job / "result.json").read_bytes()))
+
+
+@functools.cache
+def _tools_source(
+    agent: str, recorded: str | None, data_agent: str, model: str | None
+) -> tool_capture.ToolsSource:
+    """Once per export process: a version whose capture failed is not run again for each of its records."""
+    return tool_capture.source_for(agent, recorded, data_agent, model)
+
+
+@functools.cache
+def _session_model(trajectory: Path) -> str | None:
+    """The model the session records, from its file when it is still there (the capture talks to it)."""
+    try:
+        adapter = adapters.detect(trajectory)
+        return adapter.default_model(adapter.parse(trajectory))
+    except ReplayError:
+        return None
+
+
+def _chat_record(job: Path, result: ReplayResult) -> dict[str, Any]:
+    adapter = adapters.by_name(result.agent)
+    prefix = orjson.loads((job / result.expected_prefix).read_bytes())
+    dialect = adapter.dialect()
+    messages = dialect.to_chat(prefix)
+    cont = result.continuation
+    with running_version(
+        result.agent, result.version.version if result.version else pinned_version(result.agent)
+    ):
+        continued = adapter.continued_prefix(job) if cont else None  # in the form of the version that ran
+    metadata = {
+        "source_sha256": result.source_sha256,
+        "boundary": result.after_step,
+        "agent": result.agent,
+        "agent_version": result.agent_version,
+        "pinned_version": result.pins.cli_version,
+        "mode": "prepare" if result.request.mode == "prepare" else ("continue" if cont else "replay"),
+        "input_condition": cont.input_condition if cont else "replayed_boundary_only",
+        "divergences": sum(d.status == "different" for d in result.divergences),
+        "historical_kept": sum(d.status == "historical_kept" for d in result.divergences),
+        "image": result.image,
+        "image_id": result.image_id,
+        "job": job.name,
+    }
+    if cont is not None:
+        metadata["continuation"] = {
+            "agent_status": cont.agent_status,
+            "steps_used": cont.steps_used,
+            "model": cont.model,
+            "prefix_messages": len(messages),
+        }
+        if continued is not None:
+            messages = dialect.to_chat(continued)  # the prefix, then what the agent did from the boundary
+    model = _session_model(result.request.trajectory)
+    tools = _tools_source(result.agent, result.agent_version, adapter.tools_data_name(), model)
+    with running_version(result.agent, tools.version):  # the definitions of the version that recorded it
+        chat_tools = adapter.chat_tools(job / "native")
+    metadata["tools"] = tools.model_dump(mode="json", exclude_none=True)
+    record, count = redact({"messages": messages, "tools": chat_tools, "metadata": metadata})
+    record["metadata"]["redactions"] = count
+    return record
+
+
+def check_out(out: Path, root: Path, force: bool) -> None:
+    """An existing output file is replaced only with --force, and never one of the exported results."""
+    if out.is_dir():
+        raise OutputError(f"{out} is a directory")
+    if not (out.exists() or out.is_symlink()):
+        return
+    if not force:
+        raise OutputError(f"{out} exists (--force replaces it)")
+    if root.resolve() in out.resolve().parents:
+        raise OutputError(f"{out} is a file of the exported {root} (choose another --out)")
+
+
+def write_records(out: Path, lines: list[bytes]) -> None:
+    try:
+        write_bytes_atomic(out, b"".join(lines))
+    except OSError as exc:
+        raise OutputError(f"cannot write {out}: {exc.strerror}") from None
+
+
+def export_chat(root: Path, out: Path, force: bool = False) -> ExportSummary:
+    check_out(out, root, force)
+    records = [chat_record(job) for job in result_dirs(root)]
+    records.sort(
+        key=lambda r: (r["metadata"]["source_sha256"], r["metadata"]["boundary"], r["metadata"]["job"])
+    )
+    write_records(out, [orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in records])
+    return ExportSummary(
+        records=len(records),
+        redactions=sum(r["metadata"]["redactions"] for r in records),
+        pinned_tools=sum(r["metadata"]["tools"]["source"] == "pinned_fallback" for r in records),
+        out=str(out),
+    )
+
+
+ATIF_VERSION = "ATIF-v1.7"
+
+
+def atif_steps(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat-form messages as ATIF steps: an agent step carries its tool calls and, as its observation,
+    the results that answer them. Every step of a replayed prefix is copied context (`is_copied_context`)."""
+    steps: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            owner = next((s for s in reversed(steps) if s["source"] == "agent" and s.get("tool_calls")), None)
+            ids = {c["tool_call_id"] for c in owner["tool_calls"]} if owner else set()
+            if owner is None or message.get("tool_call_id") not in ids:
+                continue  # a result without its call: the chat form dropped nothing else
+            result = {"source_call_id": message.get("tool_call_id"), "content": message.get("content") or ""}
+            owner.setdefault("observation", {"results": []})["results"].append(result)
+            continue
+        step: dict[str, Any] = {
+            "step_id": len(steps) + 1,
+            "source": {"assistant": "agent", "system": "system"}.get(str(role), "user"),
+            "message": message.get("content") or "",
+            "is_copied_context": True,
+        }
+        calls = message.get("tool_calls") or []
+        if role == "assistant" and calls:
+            step["tool_calls"] = [
+                {
+                    "tool_call_id": c.get("id"),
+                    "function_name": c.get("function", {}).get("name"),
+                    "arguments": _arguments(c.get("function", {}).get("arguments")),
+                }
+                for c in calls
+            ]
+        steps.append(step)
+    return steps
+
+
+def _arguments(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = orjson.loads(raw or "{}")
+    except orjson.JSONDecodeError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_raw": value}
+
+
+def atif_record(job: Path) -> dict[str, Any]:
+    """One ATIF v1.7 trajectory for one prefix, built from its chat record (same redaction, same provenance)."""
+    result = ReplayResult.model_validate_json((job / "result.json").read_bytes())
+    record = _chat_record(job, result)
+    metadata = record["metadata"]
+    steps = atif_steps(record["messages"])
+    return {
+        "schema_version": ATIF_VERSION,
+        "trajectory_id": metadata["job"],
+        "session_id": result.session_id,
+        "agent": {
+            "name": metadata["agent"],
+            "version": metadata["tools"]["version"],  # the version whose tool_definitions these are
+            "tool_definitions": record["tools"],
+        },
+        "steps": steps,
+        "notes": "A replayed prefix rebuilt by sandbox-replayer: every step is copied context.",
+        "final_metrics": {"total_steps": len(steps)},
+        "extra": {"sandbox_replayer": metadata},
+    }
+
+
+def export_atif(root: Path, out: Path, force: bool = False) -> ExportSummary:
+    check_out(out, root, force)
+    records = [atif_record(job) for job in result_dirs(root)]
+    records.sort(
+        key=lambda r: (
+            r["extra"]["sandbox_replayer"]["source_sha256"],
+            r["extra"]["sandbox_replayer"]["boundary"],
+            r["trajectory_id"],
+        )
+    )
+    write_records(out, [orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in records])
+    metadata = [r["extra"]["sandbox_replayer"] for r in records]
+    return ExportSummary(
+        records=len(records),
+        redactions=sum(m["redactions"] for m in metadata),
+        pinned_tools=sum(m["tools"]["source"] == "pinned_fallback" for m in metadata),
+        out=str(out),
+    )

@@ -1,0 +1,14 @@
+"""`python -m replayer.schema` writes the JSON Schemas of the machine outputs into docs/."""
+
+from pathlib import Path
+
+import orjson
+
+from replayer.floor.models import CompareResult, InspectReport, ReplayResult
+
+if __name__ == "__main__":
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    for name, model in (("result", ReplayResult), ("inspect", InspectReport), ("compare", CompareResult)):
+        (docs / f"{name}.schema.json").write_bytes(
+            orjson.dumps(model.model_json_schema(), option=orjson.OPT_INDENT_2) + b"\n"
+        )

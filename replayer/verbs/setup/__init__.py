@@ -1,0 +1,146 @@
+"""`replayer setup` (and `make setup`, which calls it): what this machine needs before a run, each part
+reused when present, so running it again costs a few checks.
+
+1. the Docker engine: one that answers is used; else this machine's is started by `docker_up.sh` (root;
+   it installs Debian's docker.io and btrfs-progs with apt-get when they are missing);
+2. the pinned base image: one the engine holds is used; else it is built offline by `build_base_image.sh`
+   (root; debootstrap minbase, installed with apt-get when missing, and `docker import`);
+3. the pinned agent bundles and the pin file's `also` versions (`replayer.bundles`).
+
+The two scripts are package data beside this module: an installed wheel runs the same code as a clone.
+Before running one, the checks here turn "cannot" (not root, nothing to install a missing tool with)
+into one line naming what to do, instead of a script failing half-way.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Literal
+
+import docker.errors
+
+from replayer.floor import bundles
+from replayer.floor.errors import ReplayError, SandboxError, last_line, unknown_agent
+from replayer.floor.events import OnEvent, ignore
+from replayer.floor.models import BundleStatus, ImageStatus
+from replayer.floor.pins import bundles_root, load_pins
+from replayer.sandboxes.docker import connect, engine_errors
+
+
+class SetupError(ReplayError):
+    """A part of `replayer setup` cannot be done here (not root, no apt-get for a missing tool, an unknown
+    agent), or its script failed."""
+
+    exit_code = 12
+    kind = "setup"
+
+
+def engine() -> tuple[Literal["running", "started"], list[str]]:
+    """The engine's state before, and the script's warnings."""
+    if _reachable():
+        return "running", []
+    doing = "starting the Docker engine"
+    _need_root(doing)
+    _need_tools(doing, {"dockerd": "docker.io", "docker": "docker.io"})
+    notes = _run_script("docker_up.sh", [], doing)
+    if not _reachable():
+        raise SetupError(f"{doing}: the engine started but the replayer cannot reach it (DOCKER_HOST?)")
+    return "started", notes
+
+
+def base_image(on_build: Callable[[str], None] = lambda doing: None) -> ImageStatus:
+    """The pinned base image, built when the engine lacks it (`on_build` hears what is built, first)."""
+    pin = load_pins().base_image
+    client = connect()
+    with engine_errors("image lookup"):
+        try:
+            found = client.images.get(pin.tag)
+            return ImageStatus(tag=pin.tag, status="present", bytes=found.attrs.get("Size"))
+        except docker.errors.ImageNotFound:
+            pass
+    doing = f"building the base image {pin.tag}"
+    _need_root(doing)
+    _need_tools(doing, {"debootstrap": "debootstrap"})
+    on_build(f"{doing} (Debian {pin.suite} minbase from {pin.mirror}, {len(pin.packages)} packages; once)")
+    started = time.monotonic()
+    _run_script("build_base_image.sh", [pin.tag, pin.suite, pin.mirror, ",".join(pin.packages)], doing)
+    seconds = time.monotonic() - started
+    with engine_errors("image lookup"):
+        size = client.images.get(pin.tag).attrs.get("Size")
+    return ImageStatus(tag=pin.tag, status="built", bytes=size, seconds=seconds)
+
+
+def pinned_bundles(agents: list[str] | None) -> list[tuple[str, str]]:
+    """(agent, version) of every pinned version and `also` version of `agents` (None: every agent)."""
+    pins = load_pins().agents
+    unknown = [a for a in agents or [] if a not in pins]
+    if unknown:
+        raise unknown_agent(unknown, list(pins))
+    return [(a, v) for a, v in bundles.pinned_specs() if agents is None or a in agents]
+
+
+def install_bundles(wanted: list[tuple[str, str]], on_event: OnEvent = ignore) -> Iterator[BundleStatus]:
+    """Each bundle as it is found or installed (an install takes minutes: `on_event` hears its progress)."""
+    if not all(bundles.installed(a, v) for a, v in wanted):
+        _need_writable(bundles_root(), "installing agent bundles")
+    for agent, version in wanted:
+        present = bundles.installed(agent, version)
+        path = bundles.ensure(agent, version, adopt=True, on_event=on_event)
+        yield BundleStatus(
+            agent=agent, version=version, path=path, status="present" if present else "installed"
+        )
+
+
+def _reachable() -> bool:
+    try:
+        connect()
+    except SandboxError:
+        return False
+    return True
+
+
+def _need_root(doing: str) -> None:
+    if os.geteuid() != 0:
+        raise SetupError(f"{doing} needs root: run `sudo replayer setup` (or have an administrator run it)")
+
+
+def _need_tools(doing: str, tools: dict[str, str]) -> None:
+    missing = sorted({package for tool, package in tools.items() if shutil.which(tool) is None})
+    if missing and shutil.which("apt-get") is None:
+        raise SetupError(
+            f"{doing} needs {', '.join(missing)}, and there is no apt-get to install it: "
+            "install it with this system's package manager, then run `replayer setup` again"
+        )
+
+
+def _need_writable(path: Path, doing: str) -> None:
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise SetupError(
+            f"{doing} writes into {path}, which this user cannot write: run `sudo replayer setup`, "
+            "or set REPLAYER_BUNDLES to a folder of yours"
+        )
+
+
+def _run_script(name: str, args: list[str], doing: str) -> list[str]:
+    """Run a packaged script; its stderr lines (warnings) on success, SetupError with its last line else.
+    In a session of its own: a Ctrl-C of the replayer does not reach the engine the script starts."""
+    with importlib.resources.as_file(importlib.resources.files(__name__) / name) as script:
+        done = subprocess.run(
+            ["bash", str(script), *args],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
+    lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+    if done.returncode != 0:
+        raise SetupError(f"{doing} failed: {last_line(done.stderr) or f'exit {done.returncode}'}")
+    return lines
