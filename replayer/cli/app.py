@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -12,9 +12,6 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 from replayer.cli import docs
 from replayer.floor import settings
 from replayer.floor.release import __version__
-
-if TYPE_CHECKING:
-    pass
 
 
 class _NamedArgument(TyperArgument):

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from replayer import api
-
-if TYPE_CHECKING:
-    pass
 from replayer.cli.app import Command, Group, app, console
 from replayer.cli.options import JsonOpt, _progress, emit_json
 

@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.markup import escape
 from rich.table import Table
 
 from replayer import api
+from replayer.cli.app import command, console
+from replayer.cli.options import Cwd, JsonOpt, Session, Task, TrajectoryArg, emit_json
 from replayer.floor.models import (
     InspectReport,
     StartingState,
 )
-
-if TYPE_CHECKING:
-    pass
-from replayer.cli.app import command, console
-from replayer.cli.options import Cwd, JsonOpt, Session, Task, TrajectoryArg, emit_json
 
 
 @command()

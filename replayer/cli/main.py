@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING
 
 from replayer import api
-from replayer.floor import signals
-from replayer.floor.errors import Interrupted, ReplayError
-
-if TYPE_CHECKING:
-    pass
 from replayer.cli import (
     batch,  # noqa: F401  (registers the command)
     bundles,  # noqa: F401  (registers the command)
@@ -28,6 +22,8 @@ from replayer.cli import (
 )
 from replayer.cli.app import app, err_console
 from replayer.cli.options import one_line
+from replayer.floor import signals
+from replayer.floor.errors import Interrupted, ReplayError
 
 
 def main() -> None:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import orjson
 import typer
 from rich.markup import escape
 
 from replayer import api
+from replayer.cli.app import console, err_console
 from replayer.cli.live import LiveProgress, megabytes
 from replayer.floor import divergence, settings
 from replayer.floor.models import (
@@ -22,10 +23,6 @@ from replayer.floor.models import (
     SandboxLimits,
     workspace_spec,
 )
-
-if TYPE_CHECKING:
-    pass
-from replayer.cli.app import console, err_console
 
 TrajectoryArg = Annotated[
     Path,

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from replayer import api
-
-if TYPE_CHECKING:
-    pass
 from replayer.cli.app import command
 from replayer.cli.options import (
     AfterStep,

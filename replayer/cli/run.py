@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
 from replayer import api
-from replayer.floor import settings
-from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput
-from replayer.floor.models import (
-    ReplayResult,
-)
-
-if TYPE_CHECKING:
-    pass
 from replayer.cli.app import command, console
 from replayer.cli.options import (
     AgentEnv,
@@ -51,6 +43,11 @@ from replayer.cli.options import (
     emit_json,
     replay_options,
     run_options,
+)
+from replayer.floor import settings
+from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput
+from replayer.floor.models import (
+    ReplayResult,
 )
 
 RunAfterStep = Annotated[

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from replayer import api
+from replayer.cli.app import command, console, err_console
 from replayer.cli.live import megabytes
+from replayer.cli.options import JsonOpt, _progress, emit_json
 from replayer.floor.models import (
     ImageStatus,
 )
-
-if TYPE_CHECKING:
-    pass
-from replayer.cli.app import command, console, err_console
-from replayer.cli.options import JsonOpt, _progress, emit_json
 
 
 @command()

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from replayer.floor import settings
-
-if TYPE_CHECKING:
-    pass
 from replayer.cli.app import command, console, err_console
 from replayer.cli.options import JsonOpt, emit_json
+from replayer.floor import settings
 
 
 @command()

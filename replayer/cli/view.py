@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from replayer import api
-
-if TYPE_CHECKING:
-    pass
 from replayer.cli.app import command, console
 from replayer.cli.options import JsonOpt, emit_json
 
