@@ -1,7 +1,7 @@
 """One compare run, in a process of its own: a container from the boundary snapshot, the variant's patch,
 the continuation through its own bridge, the check, the workspace diff and the timeline.
 
-`python -m replayer.fork JOB.json PARENT_PID` is started ahead of its turn (replayer/pipeline/forkpool.py): it
+`python -m replayer.pipeline.fork JOB.json PARENT_PID` is started ahead of its turn (replayer/pipeline/forkpool.py): it
 loads what it needs and, when the boundary is not ready yet, starts its container from the replay's image
 over an empty slot (sandboxes/slots.py). Then it reads two lines on stdin. The first (`BoundaryReady`)
 says the snapshot is ready: the run makes its own copy of the boundary state (a btrfs clone,

@@ -1,4 +1,4 @@
-"""`python -m replayer.schema` writes the JSON Schemas of the machine outputs into docs/."""
+"""`python -m replayer.verbs.schema` writes the JSON Schemas of the machine outputs into docs/."""
 
 from pathlib import Path
 

@@ -19,7 +19,7 @@ def _all_errors(cls: type[ReplayError]) -> list[type[ReplayError]]:
 def test_result_schema_is_current() -> None:
     committed = orjson.loads((ROOT / "docs" / "result.schema.json").read_bytes())
     assert committed == ReplayResult.model_json_schema(), (
-        "run: python -m replayer.schema > docs/result.schema.json"
+        "run: python -m replayer.verbs.schema > docs/result.schema.json"
     )
 
 

@@ -149,8 +149,9 @@ def test_only_a_passing_verdict_by_this_replayer_verifies(
 
 
 def test_verify_refuses_an_unknown_agent_in_one_line() -> None:
+    """A usage error, as in every verb (exit 2)."""
     proc = replayer("verify", "gemini@0.1.0")
-    assert proc.returncode == 10 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "gemini" in proc.stderr
 
 
@@ -165,7 +166,7 @@ def test_the_probe_starts_from_the_nearest_recording() -> None:
 
 def test_the_compatibility_doc_is_generated_from_the_shipped_verdicts() -> None:
     doc = DOC.read_text()
-    assert doc == rendered(doc, shipped()), "run: python -m replayer.compatibility"
+    assert doc == rendered(doc, shipped()), "run: python -m replayer.verbs.compatibility"
     assert all(v.passed or "not verified" in doc for v in shipped())
 
 
