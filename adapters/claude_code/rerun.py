@@ -76,10 +76,11 @@ class DrivenRerunner(StepwiseRerunner):
         assert trajectory.session_id and trajectory.cwd
         super().__init__(trajectory)
         self.native = trajectory.native_as(Native)
-        if self.native.pre_compaction_steps:
-            raise PlanRefused(
-                "a compacted session is not driven through its CLI yet (its prompts are summarized)"
-            )
+        compacted = self.native.pre_compaction_steps
+        # before the compaction the CLI is fed the whole history it summarized; after it, not yet
+        self.items = self.native.pre_items if compacted else self.native.items
+        self.spans = self.native.pre_spans if compacted else self.native.spans
+        self.compacted_after = compacted or None
         self.sandbox = sandbox
         self.session_id = trajectory.session_id
         self.cwd = trajectory.cwd
@@ -98,8 +99,8 @@ class DrivenRerunner(StepwiseRerunner):
     def _prompts(self) -> dict[int, int]:
         """Step index -> the item index of the prompt whose run it belongs to."""
         out, prompt = {}, -1
-        starts = {span.start: n for n, span in enumerate(self.native.spans, start=1)}
-        for at, rec in enumerate(self.native.items):
+        starts = {span.start: n for n, span in enumerate(self.spans, start=1)}
+        for at, rec in enumerate(self.items):
             if _prompt_text(rec) is not None:
                 prompt = at
             if at in starts:
@@ -116,13 +117,19 @@ class DrivenRerunner(StepwiseRerunner):
         return self.model
 
     def run_step(self, index: int) -> None:
+        if self.compacted_after is not None and index > self.compacted_after:
+            raise PlanRefused(
+                f"step {index} follows the compaction after step {self.compacted_after}: a compacted session "
+                f"is driven through its CLI up to the compaction only; choose a boundary of "
+                f"{self.compacted_after} or before"
+            )
         prompt = self.prompt_of[index]
         if prompt != self.prompt:
             self._start_run(prompt)
         self._next_request(f"step {index}")
-        span = self.native.spans[index - 1]
+        span = self.spans[index - 1]
         blocks: list[TextBlock | ToolUseBlock | CustomToolBlock] = []
-        for rec in self.native.items[span.start : span.end + 1]:
+        for rec in self.items[span.start : span.end + 1]:
             if rec.get("type") != "assistant":
                 continue
             for block in wire.as_blocks(rec["message"].get("content")):
@@ -148,7 +155,7 @@ class DrivenRerunner(StepwiseRerunner):
             if not model.answer_until_exit(self.handle, closing, self.step_timeout_s):
                 raise SandboxError("claude did not end its run when the replayed turn ended")
             self.fed.append([])
-        text = _prompt_text(self.native.items[prompt])
+        text = _prompt_text(self.items[prompt])
         assert text is not None
         session = (
             ["--resume", self.session_id] if self.handle is not None else ["--session-id", self.session_id]
@@ -162,7 +169,7 @@ class DrivenRerunner(StepwiseRerunner):
 
     def _closing_text(self, next_prompt: int) -> str:
         """The historical last text before the next prompt (the turn that ended the run)."""
-        for rec in reversed(self.native.items[:next_prompt]):
+        for rec in reversed(self.items[:next_prompt]):
             if rec.get("type") == "assistant":
                 texts = [
                     b.get("text", "")

@@ -12,7 +12,7 @@ INSTALLED = Path("share") / "sandbox-replayer" / "docs"
 
 def docs_dir() -> Path | None:
     """The folder holding cli.md and the other docs; None when neither copy is here."""
-    checkout = Path(__file__).resolve().parent.parent
+    checkout = Path(__file__).resolve().parents[2]
     candidates = [Path(sys.prefix) / INSTALLED, Path(site.getuserbase()) / INSTALLED]
     if (checkout / "pyproject.toml").is_file():
         candidates.append(checkout / "docs")

@@ -254,7 +254,7 @@ def _hostile_run(root: Path, command: str, turns: list[Turn] | None, *extra: str
 @pytest.mark.agent
 def test_a_skipped_fifo_and_link_with_names_that_are_not_utf8(tmp_path: Path) -> None:
     command = (
-        "cd /testbed && mkfifo $'fifo-\\xff' && ln -s /etc $'link-\\xfe' && ln -s /etc $HOME/$'link-\\xfe' "
+        "cd /testbed && mkfifo $'fifo-\\xff' && ln -s /etc $'link-\\xfe' && mkdir -p $HOME/.claude/projects/-testbed/df04a3bb-08cf-50e0-8e89-ad8ecf7e8717 && ln -s /etc $HOME/.claude/projects/-testbed/df04a3bb-08cf-50e0-8e89-ad8ecf7e8717/$'link-\\xfe' "
         f"&& printf hi > $'file-\\xfd' && truncate -s {HOLES} holes && echo done"
     )
     proc, result, out = _hostile_run(tmp_path / "names", command, None)
@@ -351,7 +351,9 @@ def test_a_sparse_file_in_the_agent_home_is_refused_before_the_host_reads_it(tmp
     """The adapters read the agent home's files whole (sessions): there a 64 GB sparse file counts as 64 GB
     against the disk limit, so the host never reads it into memory."""
     proc, _, out = _hostile_run(
-        tmp_path / "home", f"truncate -s {HOLES} $HOME/session.jsonl && echo ok", None
+        tmp_path / "home",
+        f"mkdir -p $HOME/.claude/projects/-testbed/df04a3bb-08cf-50e0-8e89-ad8ecf7e8717 && truncate -s {HOLES} $HOME/.claude/projects/-testbed/df04a3bb-08cf-50e0-8e89-ad8ecf7e8717/session.jsonl && echo ok",
+        None,
     )
     assert proc.returncode == 6, proc.stderr
     assert "the agent home holds more than" in proc.stderr and "holes counted" in proc.stderr

@@ -37,6 +37,12 @@ DISK = 120 << 20
 QUOTA = 48 << 20
 
 
+HOME_KEPT = "$HOME/.claude/projects/-testbed/df04a3bb-08cf-50e0-8e89-ad8ecf7e8717"
+"""Where the prefix's commands plant in the agent home: the folder the driven CLI's home keeps (its
+persisted outputs; the rest of the home is emptied in the sandbox before the host copies it)."""
+HOME_KEPT_REL = HOME_KEPT.replace("$HOME", "home")
+
+
 def _attack(host_secret: Path, fill: bool) -> str:
     host_dir = host_secret.parent
     fills = [
@@ -51,12 +57,13 @@ def _attack(host_secret: Path, fill: bool) -> str:
     ]
     return "; ".join(
         [
-            f"ln -s {host_secret} $HOME/leak",
-            f"ln -s {host_dir} $HOME/leakdir",
-            "ln -s /proc/self/environ $HOME/env",
-            "ln -s /dev/zero $HOME/zero",
-            "mkfifo $HOME/fifo",
-            "mknod $HOME/null c 1 3",
+            f"mkdir -p {HOME_KEPT}",
+            f"ln -s {host_secret} {HOME_KEPT}/leak",
+            f"ln -s {host_dir} {HOME_KEPT}/leakdir",
+            f"ln -s /proc/self/environ {HOME_KEPT}/env",
+            f"ln -s /dev/zero {HOME_KEPT}/zero",
+            f"mkfifo {HOME_KEPT}/fifo",
+            f"mknod {HOME_KEPT}/null c 1 3",
             f"ln -s {host_secret} /testbed/wsleak",
             "mkfifo /testbed/wsfifo",
             "mknod /testbed/dev c 1 5",
@@ -138,7 +145,7 @@ def test_the_run_completes_and_records_its_confinement(attack: dict) -> None:
     assert any("used up its disk limit (120 MiB)" in hint for hint in attack["result"]["hints"])
     skipped = set(sandbox["skipped"])
     for name, kind in (("leak", "symlink"), ("env", "symlink"), ("zero", "symlink"), ("fifo", "fifo")):
-        assert f"home/{name} ({kind})" in skipped
+        assert f"{HOME_KEPT_REL}/{name} ({kind})" in skipped
     assert "state/workspace/wsfifo (fifo)" in skipped
 
 
