@@ -39,7 +39,8 @@ def _replay_line(boundary: int = 1) -> dict:
 
 
 def _containers(client, out: Path) -> list:
-    return client.containers.list(all=True, filters={"label": f"{BATCH_LABEL}={batch_id(out)}"})
+    # sparse: no inspect of each one, which a container removed meanwhile would fail (404)
+    return client.containers.list(all=True, sparse=True, filters={"label": f"{BATCH_LABEL}={batch_id(out)}"})
 
 
 def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:

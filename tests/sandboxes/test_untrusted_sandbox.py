@@ -178,8 +178,9 @@ def test_no_special_file_no_setuid_and_no_link_out_of_the_agent_home(
 
 @pytest.mark.agent
 def test_the_disk_quota_bounds_what_the_container_writes(attack: dict) -> None:
-    fresh = next(d for d in attack["result"]["divergences"] if d["call_id"] == "toolu_single_01")
-    assert fresh["fresh_excerpt"].count("Operation not permitted") >= 2  # both mknod calls
+    reruns = orjson.loads((attack["out"] / "reruns.json").read_bytes())
+    fresh = next(r["fresh"] for r in reruns if r["call_id"] == "toolu_single_01")
+    assert fresh.count("Operation not permitted") >= 2  # both mknod calls (the excerpt may cut the second)
     rebuilt = (attack["out"] / attack["result"]["native_files"][0]).read_text()
     assert rebuilt.count("Disk quota exceeded") >= 2  # the workspace's and the container's own
     assert (
