@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -18,6 +18,7 @@ from replayer.adapters.sandbox_paths import CONTINUE_SPEC
 from replayer.adapters.tool_definitions import shipped_path, wire_tools
 from replayer.bridges.chat import ChatDialect
 from replayer.bridges.core import Dialect, Gate
+from replayer.bridges.scripted import Script, ScriptedUpstream
 from replayer.bridges.sidecalls import PROBE, SideCall
 from replayer.floor.divergence import COMMON
 from replayer.floor.errors import BadInput, SandboxError
@@ -34,9 +35,6 @@ from replayer.floor.models import (
 from replayer.floor.pins import load_pins, pinned_version
 from replayer.floor.rundirs import RunDirs
 from replayer.sandboxes.base import Sandbox
-
-if TYPE_CHECKING:
-    from replayer.bridges.scripted import ScriptedUpstream
 
 
 class Continuation(BaseModel):
@@ -294,6 +292,13 @@ class Launcher(ABC, Generic[ContT]):
     """The side calls the agent makes besides its main thread (what the gate routes as `side`); the
     bridge refuses any other, and any asking for more output than its shape allows (bridges/sidecalls.py).
     Default: bodiless GET/HEAD probes only."""
+
+    @staticmethod
+    def main_thread(path: str, body: Any) -> bool:
+        """Whether a request to the model (its path, its parsed body) is the agent's main conversation rather
+        than one of its side calls (a title, a warm-up). Default: every request is."""
+        return True
+
     kept_answer_headers: tuple[str, ...] = ()
     """Answer headers the agent's CLI reads (and may record in its session), which a cassette keeps besides
     the common ones: patterns matched whole, any case."""
@@ -386,10 +391,6 @@ class Probing:
 
     def probe_upstream(self) -> type[ScriptedUpstream]:
         """The scripted model service on the agent's wire."""
-        from replayer.bridges.scripted import (
-            ScriptedUpstream,  # not at the top: it imports an adapter's module
-        )
-
         return ScriptedUpstream
 
 
@@ -397,6 +398,10 @@ class Adapter(Reader[NativeT], Rerunning, SessionWriter[ContT], Launcher[ContT],
     """One agent: read its native format, rerun its tools, write its session, continue it, probe a version.
     Subclasses set `name` and implement the abstract methods; the attributes' defaults fit an agent whose own
     code reruns its tools and resumes without a nonce through the chat dialect, without a probe."""
+
+    def scripted_upstream(self, script: Script, **options: Any) -> ScriptedUpstream:
+        """The scripted model service on the agent's wire, answering its side calls aside (`main_thread`)."""
+        return self.probe_upstream()(script, main_thread=self.main_thread, **options)
 
 
 # helpers the adapters share ---------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from replayer.adapters.sandbox_paths import REPLAY_MODEL_PORT
-from replayer.bridges.scripted import Script, ScriptedUpstream, Turn
+from replayer.bridges.scripted import MainThread, Script, ScriptedUpstream, Turn, every_request
 from replayer.floor.errors import SandboxError
 from replayer.floor.io import remove_alias, short_alias
 from replayer.sandboxes.base import RunningExec, Sandbox
@@ -32,11 +32,14 @@ class ReplayModel:
         mount: str,
         model: str,
         upstream: type[ScriptedUpstream] = ScriptedUpstream,
+        main_thread: MainThread = every_request,
     ):
         """`upstream`: the scripted service of the agent's wire (`ScriptedUpstream` speaks Anthropic's and
         OpenAI's; another wire brings its own, e.g. `bridges.gemini.ScriptedGemini`)."""
         self.alias = short_alias(work)
-        self.upstream = upstream(Script(turns=[], model=model), unix_path=self.alias / SOCKET, fed=True)
+        self.upstream = upstream(
+            Script(turns=[], model=model), unix_path=self.alias / SOCKET, fed=True, main_thread=main_thread
+        )
         self.upstream.__enter__()
         sandbox.forward_port(PORT, f"{mount}/{SOCKET}")
 

@@ -29,12 +29,6 @@ class AnthropicDialect:
         return to_chat(prefix)
 
 
-def is_main_thread(body: Any) -> bool:
-    """Claude Code's main conversation offers Bash; warm-ups, titles, summaries and policy checks do not."""
-    tools = body.get("tools") if isinstance(body, dict) else None
-    return isinstance(tools, list) and any(isinstance(t, dict) and t.get("name") == "Bash" for t in tools)
-
-
 def as_blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]

@@ -173,11 +173,3 @@ def _system_note(system: Message) -> str:
     ]
     where = f", {dated[0]}" if dated else ""
     return f"messages[0]: the agent's own system message ({len(text)} chars{where}) is built per request and not gated"
-
-
-def is_title_request(body: Any) -> bool:
-    """OpenCode's side call that names a new session (its small model, no tools)."""
-    messages = body.get("messages") if isinstance(body, dict) else None
-    first = messages[0] if isinstance(messages, list) and messages else {}
-    content = first.get("content") if isinstance(first, dict) else None
-    return isinstance(content, str) and content.startswith("You are a title generator")

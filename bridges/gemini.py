@@ -14,7 +14,14 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from replayer.bridges.scripted import LoggedRequest, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.bridges.scripted import (
+    SIDE_TEXT,
+    LoggedRequest,
+    ScriptedUpstream,
+    TextBlock,
+    ToolUseBlock,
+    Turn,
+)
 from replayer.bridges.usage import UsageKeys
 
 Content = dict[str, Any]
@@ -175,7 +182,7 @@ def side_answer(body: Any, model: str) -> dict[str, Any]:
     schema = None
     if isinstance(config, dict):
         schema = config.get("responseJsonSchema") or config.get("responseSchema")
-    text = orjson.dumps(schema_answer(schema)).decode() if schema is not None else "Side answer."
+    text = orjson.dumps(schema_answer(schema)).decode() if schema is not None else SIDE_TEXT
     return stream_chunks(Turn(blocks=[TextBlock(text=text)]), model, "side")[0]
 
 

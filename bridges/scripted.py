@@ -3,9 +3,10 @@
 The test suite's only stand-in (there is no model service here), the built-in mock model of
 `--upstream mock` (replayer/pipeline/mock.py), and the replay model of the driven reruns: there the turns are
 fed one at a time (`fed=True`), each main request held until the rerunner hands over the next
-historical turn. Main-thread requests consume the turns in order (Anthropic: those
-that offer the Bash tool; chat completions: every request); side calls get a short text. Streaming and
-non-streaming answers follow each API.
+historical turn. Main-thread requests consume the turns in order; side calls get a short text. Which
+requests are the main thread is the agent's to say (`main_thread`, from its adapter's
+`Launcher.main_thread`): by default every model request is. Streaming and non-streaming answers follow each
+API.
 """
 
 from __future__ import annotations
@@ -21,8 +22,17 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict
 
-from replayer.bridges.anthropic import is_main_thread
-from replayer.bridges.chat import is_title_request
+MainThread = Callable[[str, Any], bool]
+"""Whether a request (its path, its parsed body) belongs to the agent's main conversation."""
+
+
+def every_request(path: str, body: Any) -> bool:
+    """The default: every model request is the main thread (an agent that makes no side calls)."""
+    return True
+
+
+SIDE_TEXT = "Side answer."
+"""What a side call (a title, a summary, a warm-up) is answered."""
 
 
 class TextBlock(BaseModel):
@@ -97,10 +107,14 @@ class ScriptedUpstream:
         by_model: dict[str, Script] | None = None,
         fed: bool = False,
         closing: Callable[[Any], Turn] | None = None,
+        main_thread: MainThread = every_request,
     ):
         """`by_model`: the script for requests naming that model (others get `script`). `fed`: main
         requests wait for `feed()` instead of taking the script's turns; `main_bodies` receives them.
-        `closing`: the answer past the script's turns, from the request (default: the final text)."""
+        `closing`: the answer past the script's turns, from the request (default: the final text).
+        `main_thread`: which requests take the script's turns (the agent's `Launcher.main_thread`); the others
+        are side calls and get a short text."""
+        self.main_thread = main_thread
         self.closing = closing
         self.expected_key = expected_key
         self.script = script
@@ -196,10 +210,8 @@ class ScriptedUpstream:
             entry.main_thread = True
             entry.turn = self.next_turn
             return await self._responses(request, await self._next_turn(body), f"resp_{len(self.log):03d}")
-        if request.path.endswith("/chat/completions") and is_title_request(body):
-            return await self._chat(
-                request, body, Turn(blocks=[TextBlock(text="Scripted title")]), "chatcmpl-title"
-            )
+        if request.path.endswith("/chat/completions") and not self.main_thread(request.path, body):
+            return await self._chat(request, body, Turn(blocks=[TextBlock(text=SIDE_TEXT)]), "chatcmpl-side")
         if request.path.endswith("/chat/completions"):
             entry.main_thread = True
             entry.turn = self.next_turn
@@ -209,12 +221,12 @@ class ScriptedUpstream:
             return web.json_response({"input_tokens": 1000})
         if not request.path.startswith("/v1/messages"):
             return web.json_response({"type": "error", "error": {"type": "not_found_error"}}, status=404)
-        if is_main_thread(body):
+        if self.main_thread(request.path, body):
             entry.main_thread = True
             entry.turn = self.next_turn
             turn = await self._next_turn(body)
         else:
-            turn = Turn(blocks=[TextBlock(text="Side answer.")])
+            turn = Turn(blocks=[TextBlock(text=SIDE_TEXT)])
         message_id = f"{self._script_for(body).message_id_prefix}_{len(self.log):03d}"
         if body.get("stream"):
             return await self._stream(request, turn, message_id)

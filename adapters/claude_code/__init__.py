@@ -54,6 +54,7 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
         # a sub-agent's conversation (the Agent/Task tool): tools, a main-thread model's output
         SideCall(name="sub-agent", path=r"/v1/messages", tools=True, max_tokens=128_000),
     )
+    main_thread = staticmethod(wire.main_thread)
     output_normalizers = (*COMMON, "random_ids")
     walk_order_tools = frozenset({"Glob", "Grep"})
     probe_native = "session.jsonl"

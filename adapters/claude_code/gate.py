@@ -13,7 +13,8 @@ import copy
 from typing import Any
 
 from replayer.adapters.claude_code import envelope, wire
-from replayer.bridges.anthropic import Message, is_main_thread, non_system_indexes
+from replayer.adapters.claude_code.wire import main_thread
+from replayer.bridges.anthropic import Message, non_system_indexes
 from replayer.bridges.core import Decision
 from replayer.bridges.difference import Mismatch, first_difference
 
@@ -46,7 +47,7 @@ class ClaudeCodeGate:
             return Decision(
                 kind="side"
             )  # HEAD probes, count_tokens and the like: allowed, counted, not gated
-        if not self.passed and isinstance(body, dict) and not is_main_thread(body):
+        if not self.passed and isinstance(body, dict) and not main_thread(path, body):
             return Decision(kind="side")  # a warm-up or a title call before the main request (2.0.x)
         messages = body.get("messages") if isinstance(body, dict) else None
         if not isinstance(messages, list):

@@ -112,7 +112,11 @@ class DrivenRerunner(StepwiseRerunner):
     def _model(self) -> ReplayModel:
         if self.model is None:
             self.model = ReplayModel(
-                self.sandbox, self.work, WORK_MOUNT, self.model_name or "claude-replayed"
+                self.sandbox,
+                self.work,
+                WORK_MOUNT,
+                self.model_name or "claude-replayed",
+                main_thread=wire.main_thread,
             )
         return self.model
 

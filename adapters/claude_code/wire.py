@@ -123,3 +123,10 @@ def normalize_request(messages: list[Message]) -> list[Message]:
         if first.get("type") == "text" and CURRENT_DATE_REMINDER.match(first.get("text", "")):
             out[0]["content"] = out[0]["content"][1:]
     return out
+
+
+def main_thread(path: str, body: Any) -> bool:
+    """Claude Code's main conversation offers Bash; warm-ups, titles, summaries, policy checks and
+    sub-agents do not."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    return isinstance(tools, list) and any(isinstance(t, dict) and t.get("name") == "Bash" for t in tools)

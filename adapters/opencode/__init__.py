@@ -20,7 +20,7 @@ from replayer.adapters.base import (
     provider_model_refusal,
     stdout_events,
 )
-from replayer.adapters.opencode import bundle, server, session, tools
+from replayer.adapters.opencode import bundle, server, session, tools, wire
 from replayer.adapters.opencode import home as agent_home
 from replayer.adapters.opencode.gate import opencode_gate
 from replayer.adapters.opencode.rerun import WORK_MOUNT, OpenCodeRerunner, provider_model
@@ -118,6 +118,7 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
         # the title request of a new session (none is sent on resume): the small model, no tools
         SideCall(name="title", path=r"(/v1)?/chat/completions/?", tools=False, max_tokens=32_000),
     )
+    main_thread = staticmethod(wire.main_thread)
     takes_task = True
     idle_timeout_s = 600.0
     probe_native = "export.json"

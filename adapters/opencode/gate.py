@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from replayer.bridges.chat import SystemPerRequestGate, is_title_request
+from replayer.adapters.opencode.wire import is_title_request
+from replayer.bridges.chat import SystemPerRequestGate
 
 
 def opencode_gate(prefix: list[dict[str, Any]], prompt: str, *, keep_prompt: bool) -> SystemPerRequestGate:

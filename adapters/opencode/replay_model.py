@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from replayer.bridges.chat import is_title_request
+from replayer.adapters.opencode.wire import is_title_request
 
 
 class Answer(BaseModel):

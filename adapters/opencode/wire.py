@@ -62,3 +62,16 @@ def to_wire(messages: list[dict[str, Any]]) -> list[Message]:
             {"role": "tool", "tool_call_id": p["callID"], "content": tool_result(p["state"])} for p in calls
         ]
     return out
+
+
+def is_title_request(body: Any) -> bool:
+    """OpenCode's side call that names a new session (its small model, no tools)."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    first = messages[0] if isinstance(messages, list) and messages else {}
+    content = first.get("content") if isinstance(first, dict) else None
+    return isinstance(content, str) and content.startswith("You are a title generator")
+
+
+def main_thread(path: str, body: Any) -> bool:
+    """Every request but the title request is OpenCode's main conversation."""
+    return not is_title_request(body)

@@ -46,9 +46,7 @@ def script_path(upstream: str) -> Path | None:
 
 def load_script(upstream: str) -> Script:
     """The script `upstream` names (`mock`: no turns, the closing turn at once); a bad file is refused."""
-    from replayer.bridges.scripted import (
-        Script,  # not at the top: bridges.scripted imports an adapter's module
-    )
+    from replayer.bridges.scripted import Script  # not at the top: aiohttp, for a mock run only
 
     path = script_path(upstream)
     if path is None:
@@ -95,7 +93,7 @@ def closing_turn(adapter: Adapter, version: str, body: Any, text: str) -> Turn:
 def serve(upstream: str, adapter: Adapter, version: str) -> Iterator[str]:
     """The mock `upstream` names, on the agent's wire on 127.0.0.1 while the block runs; yields its URL."""
     script = load_script(upstream)
-    service = adapter.probe_upstream()(
+    service = adapter.scripted_upstream(
         script, closing=lambda body: closing_turn(adapter, version, body, script.final_text)
     )
     with service:

@@ -162,7 +162,7 @@ def _replay(
     from replayer.pipeline.engine import execute
 
     os.environ[PROBE_KEY_ENV] = PROBE_KEY
-    with adapter.probe_upstream()(script, expected_key=PROBE_KEY) as upstream:
+    with adapter.scripted_upstream(script, expected_key=PROBE_KEY) as upstream:
         cont = ContinueRequest(
             upstream=upstream.url,
             upstream_key_env=PROBE_KEY_ENV,

@@ -155,3 +155,47 @@ def test_verify_names_no_agent_nor_its_probe() -> None:
     strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     named = sorted(s for s in strings if s in declared)
     assert not named, f"replayer/verbs/verify.py names {', '.join(f'{s!r} ({declared[s]})' for s in named)}"
+
+
+def _outside_the_adapters() -> list[Path]:
+    root = ADAPTERS.parent
+    found = [*sorted((root / "replayer").rglob("*.py")), *sorted((root / "bridges").rglob("*.py"))]
+    return [*found, *sorted((root / "sandboxes").rglob("*.py"))]
+
+
+def _own_name(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return node.name if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else ""
+
+
+SHELL_WORDS = {"bash", "read", "shell"}
+"""Also what the sandbox itself runs (`bash -c`, `sh -c ... read`): not an agent's tool there."""
+
+
+def test_no_module_outside_the_adapters_names_an_agent_its_tools_or_its_side_calls() -> None:
+    """Which agent, which tool, which request is a side call: each is the adapter's to declare (the main
+    thread's rule is `Launcher.main_thread`), so the engine, the bridges and the sandboxes name none, in a
+    string or in a name of their own."""
+    declared: dict[str, str] = {}
+    words = {"claude", "codex", "opencode", "openhands", "gemini_cli", "mini_swe"}
+    for adapter in adapters.all_adapters():
+        declared[adapter.name] = "an agent"
+        tools = [*adapter.walk_order_tools, *adapter.probe_shell, *adapter.probe_read]
+        declared.update({t: f"{adapter.name}'s tool" for t in tools if t not in SHELL_WORDS})
+    assert {"claude_code", "Bash", "run_shell_command", "terminal"} <= set(declared)
+    assert all(any(w in a.name for w in words) or a.name == "pi" for a in adapters.all_adapters())
+    for path in _outside_the_adapters():
+        tree = ast.parse(path.read_text())
+        named = sorted(
+            {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+            & set(declared)
+        )
+        own = sorted(
+            {name for name in map(_own_name, ast.walk(tree)) if any(w in name.lower() for w in words)}
+        )
+        where = path.relative_to(ADAPTERS.parent)
+        assert not named, f"{where} names {', '.join(f'{s!r} ({declared[s]})' for s in named)}"
+        assert not own, f"{where} has names of an agent: {', '.join(own)}"

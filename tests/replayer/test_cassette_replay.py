@@ -14,7 +14,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.adapters import detect
+from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer.floor.pins import pinned_version
 from tests.adapters.codex.test_codex_continue import ROLLOUT, _dated
 from tests.adapters.openhands.test_openhands_parse import CONVERSATION, FIXTURE
@@ -77,7 +78,9 @@ def _record(
     ws = root / "ws"
     shutil.copytree(workspace, ws)
     tape, out = root / "tape", root / "recorded"
-    with ScriptedUpstream(Script(turns=turns, model="fake-model"), expected_key=KEY) as upstream:
+    with detect(trajectory).scripted_upstream(
+        Script(turns=turns, model="fake-model"), expected_key=KEY
+    ) as upstream:
         argv = [
             "run",
             str(trajectory),

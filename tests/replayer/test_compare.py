@@ -19,7 +19,7 @@ from replayer.sandboxes.docker import LABEL, SNAPSHOT_LABEL
 from replayer.sandboxes.slots import SLOT_ROOT, mounted_under
 from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, OPENHANDS, PI, ROOT, replayer
 from tests.support.chromium import render as _render
-from tests.support.continuing import KEY
+from tests.support.continuing import KEY, scripted
 
 SESSION = CLAUDE.fixture("write_edit") / "session.jsonl"
 WORKSPACE = CLAUDE.fixture("write_edit") / "workspace"
@@ -77,7 +77,7 @@ class Compared:
 def two_variants(tmp_path_factory: pytest.TempPathFactory) -> Compared:
     """Two variants, two repeats each, with a check: one compare shared by the tests that read its output."""
     out = tmp_path_factory.mktemp("two-variants") / "cmp"
-    with ScriptedUpstream(Script(turns=[]), expected_key=KEY, by_model=SCRIPTS) as upstream:
+    with scripted("claude_code", Script(turns=[]), expected_key=KEY, by_model=SCRIPTS) as upstream:
         proc = _compare(
             out, upstream, "--variant", "good=model=claude-good", "--variant", "bad=model=claude-bad",
             "--repeat", "2", "--parallel", "2", "--check", CHECK,
@@ -321,7 +321,7 @@ def test_a_failing_run_never_stops_the_others_and_patches_apply_at_the_boundary(
     (tmp_path / "stale.diff").write_text(PATCH_STALE)
     quiet = Script(by_history=True, turns=[Turn(blocks=[TextBlock(text="Nothing to do.")])])
     out = tmp_path / "cmp"
-    with ScriptedUpstream(quiet, expected_key=KEY, by_model=SCRIPTS) as upstream:
+    with scripted("claude_code", quiet, expected_key=KEY, by_model=SCRIPTS) as upstream:
         proc = _compare(
             out, upstream, "--variant", f"stale=patch={tmp_path / 'stale.diff'}",
             "--variant", f"patched=patch={tmp_path / 'ok.diff'}", "--variant", "bad=model=claude-bad",
@@ -369,8 +369,8 @@ def test_prompt_upstream_and_budget_variants(tmp_path: Path) -> None:
     out = tmp_path / "cmp"
     hint = "Please print hello, world."
     with (
-        ScriptedUpstream(Script(turns=[]), expected_key=KEY, by_model=SCRIPTS) as upstream,
-        ScriptedUpstream(SCRIPTS["claude-good"], expected_key=KEY) as elsewhere,
+        scripted("claude_code", Script(turns=[]), expected_key=KEY, by_model=SCRIPTS) as upstream,
+        scripted("claude_code", SCRIPTS["claude-good"], expected_key=KEY) as elsewhere,
     ):
         proc = _compare(
             out, upstream, "--model", "claude-bad", "--variant", f"hint={orjson.dumps({'prompt': hint}).decode()}",
@@ -403,7 +403,7 @@ def test_ctrl_c_stops_every_run_and_removes_containers_and_snapshot(tmp_path: Pa
     out = tmp_path / "cmp"
     before = set(_snapshots(docker_client))
     slots = _slots()
-    with ScriptedUpstream(stalled, expected_key=KEY) as upstream:
+    with scripted("claude_code", stalled, expected_key=KEY) as upstream:
         args = ["compare", str(SESSION), "-n", "3", "-w", str(WORKSPACE), "-o", str(out)]
         args += ["--upstream", upstream.url, "--variant", "a=", "--variant", "b=", "--repeat", "2"]
         proc = subprocess.Popen(
@@ -442,7 +442,7 @@ def test_ctrl_c_stops_every_run_and_removes_containers_and_snapshot(tmp_path: Pa
 @pytest.mark.agent
 @pytest.mark.serial  # gc removes every container and snapshot of the replayer, other tests' too
 def test_kept_snapshot_is_labelled_and_gc_removes_it(tmp_path: Path, docker_client) -> None:
-    with ScriptedUpstream(Script(turns=[]), expected_key=KEY, by_model=SCRIPTS) as upstream:
+    with scripted("claude_code", Script(turns=[]), expected_key=KEY, by_model=SCRIPTS) as upstream:
         proc = _compare(tmp_path / "cmp", upstream, "--variant", "good=model=claude-good", "--keep-snapshot")
     assert proc.returncode == 0, proc.stderr
     result = orjson.loads((tmp_path / "cmp" / "compare.json").read_bytes())
@@ -535,7 +535,7 @@ def test_every_agent_that_continues_compares(agent: str, tmp_path: Path) -> None
     # V0's continuation starts the agent's runtime anew (tens of seconds): one fork proves its compare path
     repeat = 1 if agent == "openhands_v0" else 2
     out = tmp_path / "cmp"
-    with ScriptedUpstream(script, expected_key=KEY) as upstream:
+    with scripted(agent, script, expected_key=KEY) as upstream:
         proc = replayer(
             "compare", str(source), "-n", str(after_step), "-w", str(workspace), "-o", str(out),
             "--upstream", upstream.url, "--variant", "shared=", "--repeat", str(repeat), "--check", "test -f made.txt",
@@ -571,7 +571,7 @@ def test_an_agent_version_variant_continues_with_that_version(tmp_path: Path) ->
     pin = load_pins().agents["claude_code"]
     other = pin.also[0]
     out = tmp_path / "cmp"
-    with ScriptedUpstream(Script(turns=[]), expected_key=KEY, by_model=SCRIPTS) as upstream:
+    with scripted("claude_code", Script(turns=[]), expected_key=KEY, by_model=SCRIPTS) as upstream:
         proc = _compare(
             out, upstream, "--variant", "pinned=model=claude-good",
             "--variant", f"other=model=claude-good,version={other}", "--check", CHECK,

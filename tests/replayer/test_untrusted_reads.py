@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer.floor.errors import WorkspaceError
 from replayer.floor.models import GitWorkspace, SandboxLimits
 from replayer.floor.safecopy import walk
@@ -25,7 +25,7 @@ from replayer.pipeline.fork import workspace_diff
 from replayer.pipeline.oracle import workspace_state
 from replayer.pipeline.workspaces import cache_root, checkout
 from tests.conftest import CLAUDE, replayer
-from tests.support.continuing import KEY
+from tests.support.continuing import KEY, scripted
 from tests.support.sessions import patched_session
 
 HOLES = 64 << 30
@@ -244,7 +244,7 @@ def _hostile_run(root: Path, command: str, turns: list[Turn] | None, *extra: str
     if turns is None:
         proc = replayer(*args)
     else:
-        with ScriptedUpstream(Script(turns=turns), expected_key=KEY) as upstream:
+        with scripted("claude_code", Script(turns=turns), expected_key=KEY) as upstream:
             proc = replayer(*args, "--continue", "--upstream", upstream.url, env={"ANTHROPIC_API_KEY": KEY})
     result = orjson.loads((out / "result.json").read_bytes()) if (out / "result.json").exists() else {}
     return proc, result, out
@@ -327,7 +327,7 @@ def test_compare_diffs_a_sparse_file_by_its_data_and_escapes_names(tmp_path: Pat
         ],
     )
     out = tmp_path / "cmp"
-    with ScriptedUpstream(script, expected_key=KEY) as upstream:
+    with scripted("claude_code", script, expected_key=KEY) as upstream:
         proc = replayer(
             "compare", str(session), "-n", "1", "-w", str(CLAUDE.fixture("single") / "workspace"),
             "-o", str(out), "--upstream", upstream.url, "--variant", "base=", env={"ANTHROPIC_API_KEY": KEY},

@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer.floor.errors import SandboxError
 from replayer.floor.models import SandboxLimits
 from replayer.floor.pins import load_pins
@@ -27,6 +27,7 @@ from replayer.sandboxes.docker import SNAPSHOT_LABEL, DockerSandbox, remove_imag
 from replayer.sandboxes.quota import FS_ROOT, STATE_ROOT, StateDir, nested_subvolumes, sweep_states
 from replayer.sandboxes.seccomp import BTRFS_IOCTLS
 from tests.conftest import CLAUDE, replayer
+from tests.support.continuing import scripted
 from tests.support.sessions import patched_session
 
 pytestmark = pytest.mark.docker
@@ -96,7 +97,7 @@ def _run(root: Path, fill: bool, turns: list[Turn] | None) -> dict:
     if turns is None:
         proc = replayer(*args, "--json", env=env)
     else:
-        with ScriptedUpstream(Script(turns=turns), expected_key=KEY) as upstream:
+        with scripted("claude_code", Script(turns=turns), expected_key=KEY) as upstream:
             proc = replayer(*args, "--continue", "--upstream", upstream.url, "--json", env=env)
             log = [r.model_dump(mode="json") for r in upstream.log]
     return {
@@ -397,7 +398,9 @@ def test_compare_refuses_a_boundary_whose_holes_would_become_data(tmp_path: Path
     for item in (CLAUDE.fixture("single") / "workspace").iterdir():
         (workspace / item.name).write_bytes(item.read_bytes())
     out = tmp_path / "out"
-    with ScriptedUpstream(Script(turns=[Turn(blocks=[TextBlock(text="Finished.")])]), expected_key=KEY) as up:
+    with scripted(
+        "claude_code", Script(turns=[Turn(blocks=[TextBlock(text="Finished.")])]), expected_key=KEY
+    ) as up:
         proc = replayer(
             "compare", str(session), "-n", "1", "-w", str(workspace), "-o", str(out), "--upstream", up.url,
             "--variant", "a=", "--limits", f"disk={QUOTA}", env={"ANTHROPIC_API_KEY": KEY},

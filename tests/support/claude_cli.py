@@ -8,10 +8,11 @@ from pathlib import Path
 from replayer.adapters.claude_code import tools
 from replayer.adapters.claude_code.rerun import cli_env
 from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
-from replayer.bridges.scripted import Script, ScriptedUpstream
+from replayer.bridges.scripted import Script
 from replayer.floor import bundles
 from replayer.floor.pins import load_pins
 from replayer.sandboxes.docker import DockerSandbox, connect
+from tests.support.continuing import scripted
 
 CWD = "/testbed"
 SOCK_DIR = "/run/replayer-sock"
@@ -40,7 +41,7 @@ def run_claude(
     cli = bundles.cli_path("claude_code", version)
     claude = f"{mount}/{cli.path}"
     stdout: list[bytes] = []
-    with ScriptedUpstream(script, unix_path=sockets / "upstream.sock") as upstream:
+    with scripted("claude_code", script, unix_path=sockets / "upstream.sock") as upstream:
         binds = {cwd: (workspace, False), AGENT_HOME: (home, False), SOCK_DIR: (sockets, False)}
         binds[mount] = (pins.bundle_dir("claude_code"), True)
         if cli.needs_node:

@@ -5,14 +5,22 @@ from __future__ import annotations
 import secrets
 import shutil
 from pathlib import Path
+from typing import Any
 
 import orjson
 
+from replayer.adapters import adapter_class
 from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, Turn
 from tests.conftest import CLAUDE, replayer
 
 KEY = f"sk-upstream-{secrets.token_hex(12)}"
 """The upstream credential: the bridge's only; it must never reach a file."""
+
+
+def scripted(agent: str, script: Script, **options: Any) -> ScriptedUpstream:
+    """The scripted model on `agent`'s wire, answering its side calls (titles, warm-ups) aside, as its
+    adapter says."""
+    return adapter_class(agent)().scripted_upstream(script, **options)
 
 
 def changed_workspace(name: str, dest: Path) -> Path:
@@ -35,7 +43,7 @@ def continue_run(
     script = Script(
         turns=turns or [Turn(blocks=[TextBlock(text="Finished.")])], message_id_prefix=f"msg_cont_{name}"
     )
-    with ScriptedUpstream(script, expected_key=KEY) as upstream:
+    with scripted("claude_code", script, expected_key=KEY) as upstream:
         args = [
             "run",
             str(CLAUDE.fixture(name) / "session.jsonl"),

@@ -11,9 +11,10 @@ import orjson
 
 from replayer.adapters.opencode import bundle
 from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
-from replayer.bridges.scripted import Script, ScriptedUpstream
+from replayer.bridges.scripted import Script
 from replayer.floor.pins import load_pins
 from replayer.sandboxes.docker import DockerSandbox, connect
+from tests.support.continuing import scripted
 
 CWD = "/testbed"
 SOCK_DIR = "/run/replayer-sock"
@@ -41,7 +42,7 @@ def run_opencode(
     bundle.write_config(home, PROVIDER, MODEL, f"http://127.0.0.1:{PORT}/v1")
     stdout: list[bytes] = []
     session: str | None = None
-    with ScriptedUpstream(script, unix_path=sockets / "upstream.sock") as upstream:
+    with scripted("opencode", script, unix_path=sockets / "upstream.sock") as upstream:
         binds = {CWD: (workspace, False), AGENT_HOME: (home, False), SOCK_DIR: (sockets, False)}
         binds.update(bundle.binds())
         run_id = f"opencode-{uuid.uuid4().hex[:8]}"

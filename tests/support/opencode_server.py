@@ -19,9 +19,10 @@ import orjson
 
 from replayer.adapters.opencode import bundle
 from replayer.adapters.sandbox_paths import AGENT_HOME
-from replayer.bridges.scripted import Script, ScriptedUpstream
+from replayer.bridges.scripted import Script
 from replayer.floor.pins import load_pins
 from replayer.sandboxes.docker import DockerSandbox, connect
+from tests.support.continuing import scripted
 from tests.support.opencode_cli import CWD, MODEL, PORT, PROVIDER, SOCK_DIR
 
 SERVER_PORT = 4096
@@ -124,7 +125,7 @@ def run_opencode_server(
     Returns each session's id and that body, the SSE dumps (`STREAMS`) and the upstream log."""
     bundle.write_config(home, PROVIDER, MODEL, f"http://127.0.0.1:{PORT}/v1")
     api = sockets / "server.sock"
-    with ScriptedUpstream(script, unix_path=sockets / "upstream.sock") as upstream:
+    with scripted("opencode", script, unix_path=sockets / "upstream.sock") as upstream:
         binds = {CWD: (workspace, False), AGENT_HOME: (home, False), SOCK_DIR: (sockets, False)}
         binds.update(bundle.binds())
         run_id = f"opencode-serve-{uuid.uuid4().hex[:8]}"

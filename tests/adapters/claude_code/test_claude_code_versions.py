@@ -10,11 +10,11 @@ import orjson
 import pytest
 
 from replayer.adapters.claude_code import envelope, wire
-from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer.floor.pins import running_version
 from replayer.pipeline.engine import load
 from tests.conftest import ROOT, replayer
-from tests.support.continuing import KEY, files_containing
+from tests.support.continuing import KEY, files_containing, scripted
 
 VERSIONS = ROOT / "tests" / "fixtures" / "claude_code" / "versions"
 pytestmark = pytest.mark.docker
@@ -58,7 +58,7 @@ def test_a_session_of_another_version_reruns_with_its_own_cli_and_continues_with
             Turn(blocks=[TextBlock(text="All good.")]),
         ]
     )
-    with ScriptedUpstream(script, expected_key=KEY) as upstream:
+    with scripted("claude_code", script, expected_key=KEY) as upstream:
         result = _run(
             version, out, 7, "--continue", "--upstream", upstream.url, env={"ANTHROPIC_API_KEY": KEY}
         )

@@ -19,7 +19,7 @@ from replayer.floor.models import ContinueRequest, ReplayRequest
 from replayer.pipeline.engine import execute
 from replayer.sandboxes.docker import LABEL
 from tests.conftest import CLAUDE
-from tests.support.continuing import KEY, changed_workspace, continue_run, files_containing
+from tests.support.continuing import KEY, changed_workspace, continue_run, files_containing, scripted
 
 
 class TamperingAdapter(ClaudeCodeAdapter):
@@ -65,7 +65,7 @@ def _gone(docker_client, name: str | None) -> bool:
     ],
 )
 def test_gate_refuses_and_never_forwards(adapter, path: str, tmp_path: Path, docker_client) -> None:
-    with ScriptedUpstream(Script(turns=[]), expected_key=KEY) as upstream:
+    with scripted("claude_code", Script(turns=[]), expected_key=KEY) as upstream:
         result = _in_process(adapter, tmp_path / "out", upstream)
         log = list(upstream.log)
     cont = result.continuation
@@ -89,7 +89,7 @@ def test_refusal_exit_code_and_one_line(tmp_path: Path, monkeypatch) -> None:
 
     monkeypatch.setattr(adapters, "detect", lambda path: TamperingAdapter())
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-    with ScriptedUpstream(Script(turns=[]), expected_key=KEY) as upstream:
+    with scripted("claude_code", Script(turns=[]), expected_key=KEY) as upstream:
         args = [
             "run",
             str(CLAUDE.fixture("parallel") / "session.jsonl"),

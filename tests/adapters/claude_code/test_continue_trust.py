@@ -13,9 +13,9 @@ import orjson
 import pytest
 
 from replayer.adapters.sandbox_paths import BRIDGE_PORT
-from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from tests.conftest import CLAUDE, replayer
-from tests.support.continuing import KEY
+from tests.support.continuing import KEY, scripted
 from tests.support.sessions import patched_session
 
 pytestmark = [pytest.mark.docker, pytest.mark.agent]
@@ -57,7 +57,9 @@ def _session(tmp_path: Path) -> Path:
 def _continue(tmp_path: Path, turns: list[Turn], *extra: str) -> tuple[int, dict, list, str]:
     out = tmp_path / "out"
     workspace = CLAUDE.fixture("single") / "workspace"
-    with ScriptedUpstream(Script(turns=turns, message_id_prefix="msg_trust"), expected_key=KEY) as upstream:
+    with scripted(
+        "claude_code", Script(turns=turns, message_id_prefix="msg_trust"), expected_key=KEY
+    ) as upstream:
         args = ["run", str(_session(tmp_path)), "-n", "1", "-w", str(workspace), "-o", str(out)]
         proc = replayer(
             *args, "--continue", "--upstream", upstream.url, "--json", *extra, env={"ANTHROPIC_API_KEY": KEY}

@@ -13,9 +13,9 @@ import pytest
 
 from replayer.adapters.opencode.gate import opencode_gate
 from replayer.adapters.opencode.wire import to_wire
-from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.bridges.scripted import LoggedRequest, Script, TextBlock, ToolUseBlock, Turn
 from tests.conftest import OPENCODE, replayer
-from tests.support.continuing import KEY, files_containing
+from tests.support.continuing import KEY, files_containing, scripted
 
 EXPORT = OPENCODE.fixture("tools") / "export.json"
 
@@ -32,7 +32,7 @@ def _continue(
     after_step: int, out: Path, turns: list[Turn], *extra: str, source: Path = EXPORT
 ) -> tuple[int, dict, list[LoggedRequest], str]:
     ws = OPENCODE.fixture("tools") / "workspace"
-    with ScriptedUpstream(Script(turns=turns, model="fake-model"), expected_key=KEY) as upstream:
+    with scripted("opencode", Script(turns=turns, model="fake-model"), expected_key=KEY) as upstream:
         args = ["run", str(source), "-n", str(after_step), "-w", str(ws), "-o", str(out), "--json"]
         args += ["--continue", "--upstream", upstream.url, *extra]
         proc = replayer(*args, env={"OPENAI_API_KEY": KEY})

@@ -24,9 +24,9 @@ import pytest
 
 from replayer.adapters.opencode import bundle
 from replayer.adapters.sandbox_paths import AGENT_HOME
-from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+from replayer.bridges.scripted import SIDE_TEXT, Script, TextBlock, ToolUseBlock, Turn
 from tests.conftest import OPENCODE, replayer
-from tests.support.continuing import KEY, files_containing
+from tests.support.continuing import KEY, files_containing, scripted
 
 SECRET = f"HOST-SECRET-{secrets.token_hex(8)}"
 PLANTING_CALL = "call_tools_11"
@@ -92,7 +92,7 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     ]
     out = root / "out"
     workspace = OPENCODE.fixture("tools") / "workspace"
-    with ScriptedUpstream(Script(turns=turns, model="fake-model"), expected_key=KEY) as upstream:
+    with scripted("opencode", Script(turns=turns, model="fake-model"), expected_key=KEY) as upstream:
         args = ["run", str(source), "-n", "6", "-w", str(workspace), "-o", str(out), "--json"]
         args += ["--continue", "--upstream", upstream.url]
         proc = replayer(*args, env={"OPENAI_API_KEY": KEY})
@@ -138,7 +138,7 @@ def test_the_rebuilt_store_is_the_replayers_own(hostile_run: dict) -> None:
     assert store.is_file() and not store.is_symlink()
     with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro&immutable=1", uri=True)) as db:
         sessions = db.execute("SELECT id, title FROM session").fetchall()
-    assert sessions == [(hostile_run["result"]["session_id"], "Scripted title")]
+    assert sessions == [(hostile_run["result"]["session_id"], SIDE_TEXT)]
     assert not (out / "native" / "home" / (bundle.DB + "-wal")).exists()
     files = hostile_run["result"]["continuation"]["files"]
     assert "continued_session" in files or "continued_session_error" in files

@@ -10,10 +10,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
+from replayer.bridges.scripted import Script, TextBlock, Turn
 from replayer.pipeline.engine import load
 from tests.conftest import OPENCODE_FORMS, ROOT, replayer
-from tests.support.continuing import KEY, files_containing
+from tests.support.continuing import KEY, files_containing, scripted
 
 VERSIONS = ROOT / "tests" / "fixtures" / "opencode" / "versions"
 RECORDED = sorted((p.name for p in VERSIONS.iterdir()), key=lambda v: tuple(map(int, v.split("."))))
@@ -121,7 +121,7 @@ def test_each_version_continues_through_the_gate(version: str, tmp_path: Path) -
     out = tmp_path / "out"
     steps = _steps(version)
     script = Script(turns=[Turn(blocks=[TextBlock(text="Finished.")])], model="fake-model")
-    with ScriptedUpstream(script, expected_key=KEY) as upstream:
+    with scripted("opencode", script, expected_key=KEY) as upstream:
         cont_args = ("--continue", "--upstream", upstream.url)
         result = _cli("run", version, "export", steps, out, *cont_args, env={"OPENAI_API_KEY": KEY})
         log = [r for r in upstream.log if r.main_thread]
