@@ -28,6 +28,7 @@ import orjson
 from bench import long_sessions
 from bench.boundaries import BOUNDARIES_HEADING, bench_boundaries, boundaries_section
 from bench.scale import SCALE_HEADING, bench_scale, scale_section
+from replayer.adapters import adapter_class
 from replayer.adapters.base import Adapter
 from replayer.adapters.claude_code import wire
 from replayer.adapters.claude_code.gate import ClaudeCodeGate
@@ -636,7 +637,7 @@ COMPARE_HEADING = "## compare: one replay and M forks against M replays"
 def bench_compare(tmp: Path, copies: int = 40, runs: int = 4) -> dict[str, float]:
     """`replayer compare` with M runs of one variant against M `replayer run --continue`, same prefix,
     same scripted continuation (one Bash call, then an answer), whole commands, sequential and 2 at once."""
-    from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
+    from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 
     session = long_sessions.claude_code(tmp, copies)
     workspace = FIXTURES / "parallel" / "workspace"
@@ -653,7 +654,7 @@ def bench_compare(tmp: Path, copies: int = 40, runs: int = 4) -> dict[str, float
         )
         return time.perf_counter() - t0
 
-    with ScriptedUpstream(script) as upstream:
+    with adapter_class("claude_code")().scripted_upstream(script) as upstream:
         base = [str(session), "-n", str(steps), "-w", str(workspace), "--upstream", upstream.url]
 
         def forked(parallel: int) -> float:
@@ -824,12 +825,12 @@ def _boundary_image(client: docker.DockerClient, base: str, tmp: Path) -> tuple[
 
 def _compare_fork_s(tmp: Path, session: Path, runs: int) -> list[tuple[float, float, str]]:
     """`fork_s`, `ready_s` and `fork_path` of every run of a real `replayer compare -r RUNS -j 1` (each run one quiet answer)."""
-    from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
+    from replayer.bridges.scripted import Script, TextBlock, Turn
 
     quiet = Script(by_history=True, turns=[Turn(blocks=[TextBlock(text="Done.")])])
     steps = len(load(session)[1].steps)
     out = tmp / f"cmp-{time.monotonic_ns()}"
-    with ScriptedUpstream(quiet) as upstream:
+    with adapter_class("claude_code")().scripted_upstream(quiet) as upstream:
         subprocess.run(
             [sys.executable, "-m", "replayer.cli", "compare", str(session), "-n", str(steps),
              "-w", str(FIXTURES / "parallel" / "workspace"), "-o", str(out), "--upstream", upstream.url,
