@@ -24,7 +24,7 @@ import pytest
 
 from replayer.adapters.opencode import bundle
 from replayer.adapters.sandbox_paths import AGENT_HOME
-from replayer.bridges.scripted import SIDE_TEXT, Script, TextBlock, ToolUseBlock, Turn
+from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from tests.conftest import OPENCODE, replayer
 from tests.support.continuing import KEY, files_containing, scripted
 
@@ -138,7 +138,7 @@ def test_the_rebuilt_store_is_the_replayers_own(hostile_run: dict) -> None:
     assert store.is_file() and not store.is_symlink()
     with contextlib.closing(sqlite3.connect(f"file:{store}?mode=ro&immutable=1", uri=True)) as db:
         sessions = db.execute("SELECT id, title FROM session").fetchall()
-    assert sessions == [(hostile_run["result"]["session_id"], SIDE_TEXT)]
+    assert sessions == [(hostile_run["result"]["session_id"], "Scripted title")]
     assert not (out / "native" / "home" / (bundle.DB + "-wal")).exists()
     files = hostile_run["result"]["continuation"]["files"]
     assert "continued_session" in files or "continued_session_error" in files
