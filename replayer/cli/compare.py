@@ -36,14 +36,15 @@ from replayer.cli.options import (
     Upstream,
     UpstreamKeyEnv,
     Verbose,
+    Workers,
     WorkspaceOpt,
     _progress,
     _workspace,
     emit_json,
+    given,
     one_line,
-    replay_options,
-    run_options,
 )
+from replayer.floor.options import RunOptions, declared
 
 
 @command()
@@ -63,12 +64,7 @@ def compare(
         ),
     ],
     repeat: Annotated[int, typer.Option("--repeat", "-r", metavar="R", min=1, help="Runs per variant.")] = 1,
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            "--workers", "-j", metavar="N", min=1, help="Runs at once (default: the workers setting, else 2)."
-        ),
-    ] = None,
+    workers: Workers = None,
     parallel: Annotated[
         int | None, typer.Option("--parallel", min=1, hidden=True, help="The old name of --workers.")
     ] = None,
@@ -137,14 +133,7 @@ def compare(
             check_timeout=check_timeout,
             keep_snapshot=keep_snapshot,
             on_event=progress,
-            **run_options(
-                replay_options(allow_degraded, force, task, cwd, session, agent_version, require_verified),
-                image,
-                limits,
-                (upstream, upstream_key_env, boundary_prompt, max_steps, idle_timeout, model, agent_env),
-                cassette=cassette,
-                budget=(max_requests, max_tokens, end_leftovers),
-            ),
+            **given(locals(), declared(RunOptions)),
         )
     if json:
         emit_json({"out": str(out.absolute()), **result.model_dump(mode="json")})

@@ -20,8 +20,9 @@ from replayer.cli.options import (
     Verbose,
     _progress,
     _report,
-    replay_options,
+    given,
 )
+from replayer.floor.options import ReplayOptions, declared
 
 
 @command()
@@ -47,6 +48,7 @@ def prepare(
       replayer prepare run.jsonl -n 2 -o prefix/ --task "the first prompt" --json
     """
     with _progress(json, quiet, verbose) as progress:
-        shared = replay_options(allow_degraded, force, task, cwd, session, agent_version, require_verified)
-        result = api.prepare(trajectory, after_step, out, on_event=progress, **shared)
+        result = api.prepare(
+            trajectory, after_step, out, on_event=progress, **given(locals(), declared(ReplayOptions))
+        )
     _report(result, out, json)

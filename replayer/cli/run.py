@@ -28,6 +28,7 @@ from replayer.cli.options import (
     Model,
     OutDir,
     Quiet,
+    RecordCassette,
     RequireVerified,
     Session,
     Task,
@@ -36,19 +37,16 @@ from replayer.cli.options import (
     UpstreamKeyEnv,
     Verbose,
     WorkspaceOpt,
-    _limits,
     _progress,
     _report,
     _workspace,
     emit_json,
-    replay_options,
-    run_options,
+    given,
 )
 from replayer.floor import settings
 from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput
-from replayer.floor.models import (
-    ReplayResult,
-)
+from replayer.floor.models import ReplayResult
+from replayer.floor.options import ReplayOptions, RunOptions, declared
 
 RunAfterStep = Annotated[
     str,
@@ -58,16 +56,6 @@ RunAfterStep = Annotated[
         metavar="N",
         help="Boundary: after this many complete tool batches; or several, replayed once, each into "
         "OUT/after-K/: 3,7,10-12, all, sample:K[:SEED].",
-    ),
-]
-
-
-RecordCassette = Annotated[
-    Path | None,
-    typer.Option(
-        "--record-cassette",
-        metavar="DIR",
-        help="Record the continuation's model traffic and outcome into a new cassette (docs/cassettes.md).",
     ),
 ]
 
@@ -118,21 +106,8 @@ def run(
       replayer run session.jsonl -n all -w repo/ -o prefixes/   # one replay, prefixes/after-K/ each
     """
     if _one_boundary(after_step) is None:
-        _run_boundaries(
-            trajectory,
-            after_step,
-            workspace,
-            out,
-            continue_,
-            json,
-            quiet,
-            verbose,
-            options={
-                **replay_options(allow_degraded, force, task, cwd, session, agent_version, require_verified),
-                "image": image,
-                "limits": _limits(limits),
-            },
-        )
+        options = given(locals(), [*declared(ReplayOptions), "image", "limits"])  # no continuation's
+        _run_boundaries(trajectory, after_step, workspace, out, continue_, json, quiet, verbose, options)
         return
     if (cassette or record_cassette) and not continue_:
         raise typer.BadParameter(
@@ -154,15 +129,7 @@ def run(
             out,
             continue_agent=continue_,
             on_event=progress,
-            **run_options(
-                replay_options(allow_degraded, force, task, cwd, session, agent_version, require_verified),
-                image,
-                limits,
-                (upstream, upstream_key_env, boundary_prompt, max_steps, idle_timeout, model, agent_env),
-                cassette=cassette,
-                record_cassette=record_cassette,
-                budget=(max_requests, max_tokens, end_leftovers),
-            ),
+            **given(locals(), declared(RunOptions)),
         )
     _report(result, out, json)
     failure = api.continuation_error(result.continuation, out)
@@ -187,7 +154,7 @@ def _run_boundaries(
     json: bool,
     quiet: bool,
     verbose: bool,
-    options: Any,
+    options: dict[str, Any],
 ) -> None:
     """`run -n 3,7,12` (several boundaries, one replay): a line a boundary, the first error's exit code."""
     if continue_:
