@@ -67,7 +67,8 @@ def merge(given: Mapping[str, Any], found: Settings, takes: type) -> Merged:
 def _given(given: Mapping[str, Any], option: Option) -> Any:
     """An argument, None when not given; an empty path is no path."""
     value = given.get(option.name)
-    return None if value == "" and os.PathLike in map(get_origin, get_args(option.type)) else value
+    paths = any(get_origin(each) is os.PathLike for each in get_args(option.type))
+    return None if value == "" and paths else value
 
 
 def _setting(found: Settings, option: Option) -> Any:

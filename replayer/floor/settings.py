@@ -69,7 +69,7 @@ class Settings(BaseModel):
         return SandboxLimits.parse(_joined({**self.limits.spec(), **limit_items(flag or "")}))
 
 
-_ENV = {_LAYERED[name].env: name for name in Settings.model_fields if _LAYERED[name].env}
+_ENV = {env: name for name in Settings.model_fields if (env := _LAYERED[name].env)}
 """Environment variable -> setting; an empty variable is an unset one."""
 _PATHS = ("bundles", "workspaces", "verdicts")
 
