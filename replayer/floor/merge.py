@@ -52,10 +52,12 @@ def merge(given: Mapping[str, Any], found: Settings, takes: type) -> Merged:
     for name, option in options.items():
         value, setting = _given(given, option), _setting(found, option)
         for feed in option.feeds:
-            if feed.startswith(CONTINUATION):
+            if feed.startswith(CONTINUATION):  # merged as layers below: upstream and cassette are one choice
                 field = feed.removeprefix(CONTINUATION)
-                below.update({field: setting} if setting is not None else {})
-                over.update({field: _plain(value)} if value is not None else {})
+                if setting is not None:
+                    below[field] = setting
+                if value is not None:
+                    over[field] = _plain(value)
             elif name == "limits":
                 fields[feed] = _limits(found, value)
             elif value is not None or setting is not None:

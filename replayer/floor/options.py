@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict, get_args, get_type_hints
@@ -337,21 +338,17 @@ class SettingOptions(TypedDict, total=False):
     ]
 
 
-def declared(of: type) -> dict[str, Option]:
-    """The options a TypedDict of them declares, by name, in their order, each with its name and type."""
-    return _declared(of)
-
-
 @functools.cache
-def _declared(of: type) -> dict[str, Option]:
+def declared(of: type) -> Mapping[str, Option]:
+    """The options a TypedDict of them declares, by name, in their order, each with its name and type."""
     found = {}
     for name, hint in get_type_hints(of, include_extras=True).items():
-        tp, meta = get_args(hint)[0], get_args(hint)[1]
+        tp, meta = get_args(hint)[:2]
         found[name] = replace(meta, name=name, type=tp)
     return found
 
 
-OPTIONS: dict[str, Option] = {**declared(RunOptions), **declared(SettingOptions)}
+OPTIONS: Mapping[str, Option] = {**declared(RunOptions), **declared(SettingOptions)}
 """Every option, by name."""
 
 
