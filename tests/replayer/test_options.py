@@ -4,6 +4,7 @@ are made from the declarations, and one merge (floor/merge.py) puts the flags ov
 
 from __future__ import annotations
 
+import ast
 import inspect
 import typing
 from collections import Counter
@@ -22,6 +23,7 @@ from replayer.floor.errors import BadInput, SettingsError
 from replayer.floor.merge import CONTINUATION, Merged, merge
 from replayer.floor.models import CompareRequest, ContinueRequest, ReplayRequest, SandboxLimits
 from replayer.floor.options import OPTIONS, ReplayOptions, RunOptions, declared
+from tests.conftest import ROOT
 
 LAYERS = ("flag", "env", "project", "user")
 """From the highest: a flag (or API argument), a REPLAYER_* variable, the project file, the user file."""
@@ -258,3 +260,21 @@ def test_given_turns_flag_values_into_the_apis() -> None:
     assert cli_options.given({"end_leftovers": True}, declared(RunOptions)) == {"end_leftovers": True}
     with pytest.raises(typer.BadParameter, match="expected KEY=VALUE"):
         cli_options.given({"agent_env": ["novalue"]}, declared(RunOptions))
+
+
+def test_no_command_declares_a_declared_flag_again() -> None:
+    """Every `typer.Option(...)` of the commands that names a declared option's flag is `flag`'s own: the
+    flag, its help and metavar live in floor/options.py alone."""
+    declared_flags = {f for o in OPTIONS.values() for f in o.flags}
+    again = []
+    for path in sorted((ROOT / "replayer").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("Option", "Argument")
+            ):
+                named = {a.value for a in node.args if isinstance(a, ast.Constant)} & declared_flags
+                if named and path.name != "options.py":
+                    again.append(f"{path.relative_to(ROOT)}:{node.lineno} {sorted(named)}")
+    assert again == []
