@@ -11,7 +11,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from pydantic import BaseModel, ConfigDict
 
@@ -19,11 +19,10 @@ from replayer.floor import settings as user_settings
 from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput, NoUpstream, ReplayError
 from replayer.floor.events import Building, JobEnded, OnEvent, Stage, ignore
 from replayer.floor.io import read_input
+from replayer.floor.merge import merge
 from replayer.floor.models import (
     CompareResult,
     ContinuationResult,
-    ContinueRequest,
-    ContinueSettings,
     GitWorkspace,
     HeldSessionSummary,
     InspectCall,
@@ -31,12 +30,13 @@ from replayer.floor.models import (
     InspectStep,
     ReplayRequest,
     ReplayResult,
-    SandboxLimits,
     SetupReport,
     Variant,
     workspace_spec,
 )
-from replayer.floor.settings import Settings
+from replayer.floor.options import PathLike as PathLike  # the options' types, declared once there
+from replayer.floor.options import ReplayOptions as ReplayOptions
+from replayer.floor.options import RunOptions as RunOptions
 from replayer.verbs.batch import BatchCounts
 
 if TYPE_CHECKING:
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-PathLike = str | os.PathLike[str]
 Workspace = PathLike | GitWorkspace
 """A directory, or `git+URL@REV` (a string, or a GitWorkspace)."""
 COMPARE_WORKERS = 2
@@ -128,61 +127,6 @@ def _sessions(path: Path, held: list[HeldSession]) -> InspectReport:
     )
 
 
-class ReplayOptions(TypedDict, total=False):
-    """What `prepare`, `run` and `compare` take alike (the command's options of the same names)."""
-
-    allow_degraded: bool
-    """Keep the historical observation of a call that cannot be rerun (recorded as a degradation)."""
-    force: bool
-    """Replace an existing output directory."""
-    task: str | None
-    """The first user prompt, for a format that does not store it (an OpenCode event log)."""
-    cwd: str | None
-    """The working directory, for a file that records none."""
-    session: str | None
-    """The session to replay, of a file that holds several."""
-    agent_version: str | None
-    """The agent version to run (default: the one the file records or implies, else the pinned one)."""
-    require_verified: bool
-    """Refuse a version that is not verified instead of running it."""
-
-
-class RunOptions(ReplayOptions, total=False):
-    """What `run` and `compare` take besides: the sandbox, and the continuation (for `compare`, the
-    settings every variant starts from). None, or not given: the settings' value, else the default."""
-
-    image: str | None
-    """The sandbox image (`auto`: the environment image the trajectory names)."""
-    limits: SandboxLimits | str | None
-    """Container limits: a SandboxLimits, or a `--limits` spec whose keys replace the settings' ones."""
-    upstream: str | None
-    """The model service base URL."""
-    upstream_key_env: str | None
-    """The host variable holding the upstream key (only the bridge reads it)."""
-    boundary_prompt: str | None
-    """A user prompt after the boundary, instead of the nonce."""
-    max_steps: int | None
-    """Main-thread model requests allowed through the bridge."""
-    max_requests: int | None
-    """Every request the bridge forwards (main-thread and side calls; default 500)."""
-    max_tokens: int | None
-    """Tokens of every answer after which the bridge forwards nothing more (default 50,000,000)."""
-    end_leftovers: bool | None
-    """End the processes the prefix left running before the agent starts (they are listed either way)."""
-    idle_timeout: float | None
-    """Seconds without agent output or bridge traffic that end the run."""
-    model: str | None
-    """The continuation's model (default: the recorded one)."""
-    agent_env: dict[str, str] | None
-    """Extra environment of the agent: its reruns and its continuation (the recording's, e.g.
-    PYTHONDONTWRITEBYTECODE=1)."""
-    cassette: PathLike | None
-    """Answer from this cassette (or the one of this trajectory and boundary in a folder of them), offline,
-    and verify the outcome against the recording's (docs/cassettes.md)."""
-    record_cassette: PathLike | None
-    """(`run`) Also write the continuation's model traffic and outcome into this new cassette folder."""
-
-
 def prepare(
     trajectory: PathLike,
     after_step: int,
@@ -195,9 +139,10 @@ def prepare(
     expected_prefix.json, written atomically into `out`."""
     from replayer.pipeline.engine import execute
 
-    user_settings.load()  # a bad or untrusted settings file refuses a prepare as it does a run
+    # a bad or untrusted settings file refuses a prepare as it does a run
+    merged = merge(options, user_settings.load(), ReplayOptions)
     request = ReplayRequest(
-        mode="prepare", trajectory=Path(trajectory), after_step=after_step, out=Path(out), **_replay(options)
+        mode="prepare", trajectory=Path(trajectory), after_step=after_step, out=Path(out), **merged.fields
     )
     return execute(request, on_event=on_event)
 
@@ -220,16 +165,15 @@ def run(
     from replayer.pipeline.engine import execute
 
     found = user_settings.load()
-    cont = None
-    if continue_agent:
-        cont = _continue_request(found, options)
-        if not cont.upstream and not cont.cassette:
-            raise NoUpstream(
-                f"continuing needs an upstream: {NO_UPSTREAM_HELP} (or REPLAYER_UPSTREAM, or upstream in "
-                "replayer.toml)"
-            )
-    elif options.get("cassette") or options.get("record_cassette"):
+    if not continue_agent and (options.get("cassette") or options.get("record_cassette")):
         raise BadInput("a cassette is the traffic of a continuation: continue the agent (--continue)")
+    merged = merge(options, found, RunOptions)
+    cont = merged.continuation.request() if continue_agent else None
+    if cont is not None and not cont.upstream and not cont.cassette:
+        raise NoUpstream(
+            f"continuing needs an upstream: {NO_UPSTREAM_HELP} (or REPLAYER_UPSTREAM, or upstream in "
+            "replayer.toml)"
+        )
     request = ReplayRequest(
         mode="run",
         trajectory=Path(trajectory),
@@ -237,11 +181,7 @@ def run(
         out=Path(out),
         workspace=_workspace(workspace),
         continuation=cont,
-        agent_env=cont.agent_env
-        if cont
-        else found.continuation().merge(_continue_arguments(options)).agent_env,
-        **_sandbox(found, options),
-        **_replay(options, RunOptions),
+        **merged.fields,
     )
     return execute(request, on_event=on_event)
 
@@ -266,7 +206,7 @@ def run_boundaries(
     continuing = ("upstream", "cassette", "record_cassette", "boundary_prompt", "max_steps", "model")
     if any(options.get(name) for name in continuing):
         raise BadInput("several boundaries replay without a continuation: give one boundary to continue")
-    found = user_settings.load()
+    merged = merge(options, user_settings.load(), RunOptions)
     spec = parse_boundaries(boundaries) if isinstance(boundaries, str) else list(boundaries)
     path = Path(trajectory)
     adapter, traj = load(path, options.get("task"), options.get("cwd"), options.get("session"))
@@ -279,8 +219,7 @@ def run_boundaries(
         after_step=picked[-1],
         out=Path(out),
         workspace=_workspace(workspace),
-        **_sandbox(found, options),
-        **_replay(options, RunOptions),
+        **merged.fields,
     )
     outs = {k: boundary_dir(Path(out), k) for k in picked}
     return execute_many(request, outs, adapter, traj, on_event=on_event)
@@ -313,6 +252,7 @@ def compare(
         parsed = [v if isinstance(v, Variant) else parse_variant(v) for v in variants]
     except ValueError as exc:
         raise BadInput(str(exc)) from None
+    merged = merge(options, found, RunOptions)
     request = CompareRequest(
         trajectory=Path(trajectory),
         after_step=after_step,
@@ -324,9 +264,8 @@ def compare(
         check=check,
         check_timeout_s=check_timeout,
         keep_snapshot=keep_snapshot,
-        defaults=_continue_request(found, options),
-        **_sandbox(found, options),
-        **_replay(options, RunOptions),
+        defaults=merged.continuation.request(),
+        **merged.fields_of(CompareRequest),
     )
     return run_compare(request, on_event=on_event)
 
@@ -397,49 +336,6 @@ def batch(
     return tally.counts
 
 
-def _replay(options: ReplayOptions, allowed: Any = ReplayOptions) -> dict[str, Any]:
-    """The ReplayOptions given, as the request fields of the same names; an option `allowed` (a TypedDict)
-    does not name is a TypeError, as for any keyword argument."""
-    unknown = sorted(set(options) - set(allowed.__annotations__))
-    if unknown:
-        raise TypeError(f"unexpected option(s): {', '.join(unknown)}")
-    return {k: v for k, v in options.items() if k in ReplayOptions.__annotations__}
-
-
-def _sandbox(found: Settings, options: RunOptions) -> dict[str, Any]:
-    image = options.get("image")
-    return {
-        "image": image if image is not None else found.image,
-        "limits": _limits(found, options.get("limits")),
-    }
-
-
-def _continue_request(found: Settings, options: RunOptions) -> ContinueRequest:
-    """The continuation `options` ask for: these arguments over the settings (docs/cli.md, "Settings")."""
-    return found.continuation().merge(_continue_arguments(options)).request()
-
-
-def _continue_arguments(options: RunOptions) -> ContinueSettings:
-    """The continuation settings the arguments set (their names are the options', docs/api.md)."""
-    tape, record = options.get("cassette"), options.get("record_cassette")
-    if tape and options.get("upstream"):
-        raise BadInput("a cassette answers offline: give no upstream")
-    return ContinueSettings(
-        upstream=options.get("upstream"),
-        upstream_key_env=options.get("upstream_key_env"),
-        boundary_prompt=options.get("boundary_prompt"),
-        max_steps=options.get("max_steps"),
-        max_requests=options.get("max_requests"),
-        max_tokens=options.get("max_tokens"),
-        end_leftovers=options.get("end_leftovers"),
-        idle_timeout_s=options.get("idle_timeout"),
-        model=options.get("model"),
-        agent_env=dict(options.get("agent_env") or {}),
-        cassette=Path(tape) if tape else None,
-        record_cassette=Path(record) if record else None,
-    )
-
-
 def _workspace(spec: Workspace) -> Path | GitWorkspace:
     if isinstance(spec, GitWorkspace):
         return spec
@@ -448,15 +344,6 @@ def _workspace(spec: Workspace) -> Path | GitWorkspace:
     except ValueError as exc:
         raise BadInput(f"workspace: {exc}") from None
     return parsed if isinstance(parsed, GitWorkspace) else Path(spec)
-
-
-def _limits(found: Settings, given: SandboxLimits | str | None) -> SandboxLimits:
-    if isinstance(given, SandboxLimits):
-        return given
-    try:
-        return found.sandbox_limits(given)
-    except ValueError as exc:
-        raise BadInput(f"limits: {exc}") from None
 
 
 def _image_ids(tags: set[str | None]) -> dict[str, str]:

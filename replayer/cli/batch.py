@@ -9,7 +9,7 @@ import typer
 
 from replayer import api
 from replayer.cli.app import command, console
-from replayer.cli.options import JsonOpt, Quiet, Verbose, _progress, emit_json
+from replayer.cli.options import JsonOpt, Quiet, Verbose, _progress, emit_json, flag
 
 
 @command()
@@ -23,11 +23,10 @@ def batch(
     ],
     workers: Annotated[
         int,
-        typer.Option(
-            "--workers",
-            "-j",
-            metavar="N",
+        flag(
+            "workers",
             help="Jobs at once (default: the workers setting, else the core count).",
+            min=None,
             show_default=False,  # 0 stands for that default
         ),
     ] = 0,

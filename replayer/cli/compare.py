@@ -8,50 +8,17 @@ import typer
 from rich.table import Table
 
 from replayer import api
+from replayer.cli import options as opts
 from replayer.cli.app import command, console
-from replayer.cli.options import (
-    AfterStep,
-    AgentEnv,
-    AgentVersion,
-    AllowDegraded,
-    BoundaryPrompt,
-    CassetteOpt,
-    Cwd,
-    EndLeftovers,
-    Force,
-    IdleTimeout,
-    Image,
-    JsonOpt,
-    LimitsOpt,
-    MaxRequests,
-    MaxSteps,
-    MaxTokens,
-    Model,
-    OutDir,
-    Quiet,
-    RequireVerified,
-    Session,
-    Task,
-    TrajectoryArg,
-    Upstream,
-    UpstreamKeyEnv,
-    Verbose,
-    WorkspaceOpt,
-    _progress,
-    _workspace,
-    emit_json,
-    one_line,
-    replay_options,
-    run_options,
-)
+from replayer.floor.options import RunOptions, declared
 
 
 @command()
 def compare(
-    trajectory: TrajectoryArg,
-    after_step: AfterStep,
-    workspace: WorkspaceOpt,
-    out: OutDir,
+    trajectory: opts.TrajectoryArg,
+    after_step: opts.AfterStep,
+    workspace: opts.WorkspaceOpt,
+    out: opts.OutDir,
     variant: Annotated[
         list[str],
         typer.Option(
@@ -63,12 +30,7 @@ def compare(
         ),
     ],
     repeat: Annotated[int, typer.Option("--repeat", "-r", metavar="R", min=1, help="Runs per variant.")] = 1,
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            "--workers", "-j", metavar="N", min=1, help="Runs at once (default: the workers setting, else 2)."
-        ),
-    ] = None,
+    workers: opts.Workers = None,
     parallel: Annotated[
         int | None, typer.Option("--parallel", min=1, hidden=True, help="The old name of --workers.")
     ] = None,
@@ -81,32 +43,32 @@ def compare(
     check_timeout: Annotated[
         float, typer.Option("--check-timeout", metavar="SECONDS", help="Seconds for the check.")
     ] = 600.0,
-    upstream: Upstream = None,
-    upstream_key_env: UpstreamKeyEnv = None,
-    boundary_prompt: BoundaryPrompt = None,
-    max_steps: MaxSteps = None,
-    max_requests: MaxRequests = None,
-    max_tokens: MaxTokens = None,
-    end_leftovers: EndLeftovers = False,
-    idle_timeout: IdleTimeout = None,
-    model: Model = None,
-    agent_env: AgentEnv = None,
-    cassette: CassetteOpt = None,
-    image: Image = None,
-    allow_degraded: AllowDegraded = False,
-    force: Force = False,
-    task: Task = None,
-    cwd: Cwd = None,
-    session: Session = None,
+    upstream: opts.Upstream = None,
+    upstream_key_env: opts.UpstreamKeyEnv = None,
+    boundary_prompt: opts.BoundaryPrompt = None,
+    max_steps: opts.MaxSteps = None,
+    max_requests: opts.MaxRequests = None,
+    max_tokens: opts.MaxTokens = None,
+    end_leftovers: opts.EndLeftovers = False,
+    idle_timeout: opts.IdleTimeout = None,
+    model: opts.Model = None,
+    agent_env: opts.AgentEnv = None,
+    cassette: opts.CassetteOpt = None,
+    image: opts.Image = None,
+    allow_degraded: opts.AllowDegraded = False,
+    force: opts.Force = False,
+    task: opts.Task = None,
+    cwd: opts.Cwd = None,
+    session: opts.Session = None,
     keep_snapshot: Annotated[
         bool, typer.Option("--keep-snapshot", help="Leave the boundary image (replayer gc removes it).")
     ] = False,
-    limits: LimitsOpt = None,
-    agent_version: AgentVersion = None,
-    require_verified: RequireVerified = False,
-    json: JsonOpt = False,
-    quiet: Quiet = False,
-    verbose: Verbose = False,
+    limits: opts.LimitsOpt = None,
+    agent_version: opts.AgentVersion = None,
+    require_verified: opts.RequireVerified = False,
+    json: opts.JsonOpt = False,
+    quiet: opts.Quiet = False,
+    verbose: opts.Verbose = False,
 ) -> None:
     """Replay the prefix once, then run every variant from a snapshot of the boundary; one report.
 
@@ -124,11 +86,11 @@ def compare(
         if workers not in (None, parallel):
             raise typer.BadParameter("give --workers (-j) only; --parallel is its old name", param_hint="-j")
         workers = parallel
-    with _progress(json, quiet, verbose) as progress:
+    with opts._progress(json, quiet, verbose) as progress:
         result = api.compare(
             trajectory,
             after_step,
-            _workspace(workspace),
+            opts._workspace(workspace),
             out,
             variants,
             repeat=repeat,
@@ -137,17 +99,10 @@ def compare(
             check_timeout=check_timeout,
             keep_snapshot=keep_snapshot,
             on_event=progress,
-            **run_options(
-                replay_options(allow_degraded, force, task, cwd, session, agent_version, require_verified),
-                image,
-                limits,
-                (upstream, upstream_key_env, boundary_prompt, max_steps, idle_timeout, model, agent_env),
-                cassette=cassette,
-                budget=(max_requests, max_tokens, end_leftovers),
-            ),
+            **opts.given(locals(), declared(RunOptions)),
         )
     if json:
-        emit_json({"out": str(out.absolute()), **result.model_dump(mode="json")})
+        opts.emit_json({"out": str(out.absolute()), **result.model_dump(mode="json")})
         return
     table = Table("variant", "runs", "failed (infra)", "agent status", "check passed", "tokens in/out")
     for v in result.variants:
@@ -170,7 +125,7 @@ def compare(
             why = f"{record.error_kind or 'failed'}: {record.error}"
         if why is not None:
             console.print(
-                f"run {record.variant}/{record.repeat}: {one_line(why)}",
+                f"run {record.variant}/{record.repeat}: {opts.one_line(why)}",
                 highlight=False,
                 soft_wrap=True,
                 markup=False,

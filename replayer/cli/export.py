@@ -9,7 +9,7 @@ import typer
 
 from replayer import api
 from replayer.cli.app import command, console
-from replayer.cli.options import JsonOpt, emit_json
+from replayer.cli.options import JsonOpt, emit_json, flag
 
 
 @command()
@@ -23,7 +23,7 @@ def export(
     format: Annotated[
         str, typer.Option("--format", metavar="chat|atif", help="Record format: chat or atif (ATIF v1.7).")
     ] = "chat",
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing output file.")] = False,
+    force: Annotated[bool, flag("force", help="Replace an existing output file.")] = False,
     json: JsonOpt = False,
 ) -> None:
     """Export the prefixes of a batch (or one result directory) as training records.

@@ -1,9 +1,12 @@
-"""The options and arguments more than one command takes, and the helpers they share."""
+"""The options and arguments more than one command takes, and the helpers they share. An option that reaches
+a request is declared once, in floor/options.py: its flag here is made from that declaration (`flag`), and
+`given` hands a command's values to the API, which merges them over the settings (floor/merge.py)."""
 
 from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,7 +14,6 @@ import orjson
 import typer
 from rich.markup import escape
 
-from replayer import api
 from replayer.cli.app import console, err_console
 from replayer.cli.live import LiveProgress, megabytes
 from replayer.floor import divergence, settings
@@ -23,6 +25,7 @@ from replayer.floor.models import (
     SandboxLimits,
     workspace_spec,
 )
+from replayer.floor.options import OPTIONS
 
 TrajectoryArg = Annotated[
     Path,
@@ -46,75 +49,6 @@ OutDir = Annotated[
 ]
 
 
-AllowDegraded = Annotated[
-    bool,
-    typer.Option(
-        "--allow-degraded", help="Keep historical observations where a rerun is impossible; recorded."
-    ),
-]
-
-
-AgentVersion = Annotated[
-    str | None,
-    typer.Option(
-        "--agent-version",
-        metavar="VERSION",
-        help="Run this agent version (default: the one the file records or implies, else the pinned one).",
-    ),
-]
-
-
-RequireVerified = Annotated[
-    bool,
-    typer.Option("--require-verified", help="Refuse a version that is not verified instead of running it."),
-]
-
-
-Task = Annotated[
-    str | None,
-    typer.Option(
-        "--task",
-        metavar="TEXT",
-        help="The first user prompt, for an OpenCode event log (it does not print it).",
-    ),
-]
-
-
-Cwd = Annotated[
-    str | None,
-    typer.Option(
-        "--cwd",
-        metavar="PATH",
-        help="The working directory, for a file that records none (inferred where its paths reveal it) "
-        "or a relative one.",
-    ),
-]
-
-
-Session = Annotated[
-    str | None,
-    typer.Option(
-        "--session",
-        metavar="ID",
-        help="The session to replay, of a file that holds several (`inspect` lists them).",
-    ),
-]
-
-
-Force = Annotated[bool, typer.Option("--force", help="Replace an existing output directory.")]
-
-
-Image = Annotated[
-    str | None,
-    typer.Option(
-        "--image",
-        metavar="IMAGE",
-        help="Sandbox image (default: the project's base image); auto: the environment image the "
-        "trajectory names (SWE-bench style).",
-    ),
-]
-
-
 WorkspaceOpt = Annotated[
     str,
     typer.Option(
@@ -127,117 +61,43 @@ WorkspaceOpt = Annotated[
 ]
 
 
-Upstream = Annotated[
-    str | None,
-    typer.Option(
-        "--upstream",
-        metavar="URL|mock[:FILE]",
-        help="Model service base URL; `mock` is the built-in offline model (no key, a short final "
-        'answer), `mock:FILE` answers from a script of turns (docs/cli.md, "The mock model").',
-    ),
-]
+def flag(name: str, **otherwise: Any) -> Any:
+    """The typer option of a declared option (floor/options.py); `otherwise`: what one command says instead."""
+    o = OPTIONS[name]
+    shown = {
+        "metavar": o.metavar,
+        "help": o.help,
+        "min": o.min,
+        "hidden": o.hidden,
+        "show_default": o.show_default,
+    }
+    return typer.Option(*o.flags, **(shown | otherwise))
 
 
-UpstreamKeyEnv = Annotated[
-    str | None,
-    typer.Option(
-        "--upstream-key-env",
-        metavar="VAR",
-        help="Host variable with the upstream key (only the bridge reads it); "
-        "default ANTHROPIC_API_KEY for Claude Code, OPENAI_API_KEY for chat-completions agents.",
-    ),
-]
-
-
-BoundaryPrompt = Annotated[
-    str | None,
-    typer.Option(
-        "--boundary-prompt", metavar="TEXT", help="A user prompt after the boundary, instead of the nonce."
-    ),
-]
-
-
-MaxSteps = Annotated[
-    int | None, typer.Option("--max-steps", metavar="K", help="Main-thread model requests allowed.")
-]
-
-
-MaxRequests = Annotated[
-    int | None,
-    typer.Option(
-        "--max-requests",
-        metavar="K",
-        min=1,
-        help="Every model request the bridge forwards, main-thread and side calls (default 500).",
-    ),
-]
-
-
-MaxTokens = Annotated[
-    int | None,
-    typer.Option(
-        "--max-tokens",
-        metavar="T",
-        min=1,
-        help="Tokens (input and output) after which the bridge forwards nothing more (default 50000000).",
-    ),
-]
-
-
-EndLeftovers = Annotated[
-    bool,
-    typer.Option(
-        "--end-leftovers",
-        help="End the processes the prefix left running (listed in the result) before the agent starts.",
-    ),
-]
-
-
-IdleTimeout = Annotated[
-    float | None,
-    typer.Option(
-        "--idle-timeout",
-        metavar="SECONDS",
-        help="Seconds without output or traffic (default 300; OpenCode 600).",
-    ),
-]
-
-
-Model = Annotated[
-    str | None,
-    typer.Option("--model", metavar="MODEL", help="Model for the continuation (default: recorded)."),
-]
-
-
-CassetteOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--cassette",
-        metavar="DIR",
-        help="Answer from this cassette, offline (no upstream), and verify the outcome (docs/cassettes.md).",
-    ),
-]
-
-
-LimitsOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--limits",
-        metavar="SPEC",
-        help="Container limits, any of memory=4g,pids=1024,cpus=2,disk=8g,files=200000 (disk: the quota "
-        "of the container's file system and of the workspace + agent home; recorded in result.json).",
-    ),
-]
-
-
-AgentEnv = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--agent-env",
-        metavar="KEY=VALUE",
-        help="KEY=VALUE for the agent's environment, its reruns and its continuation (repeatable).",
-    ),
-]
+# The flags' types are what typer parses (a declared option's `flag_type` where it is not the API's type);
+# `given` turns their values into the API's.
+AllowDegraded = Annotated[bool, flag("allow_degraded")]
+AgentVersion = Annotated[str | None, flag("agent_version")]
+RequireVerified = Annotated[bool, flag("require_verified")]
+Task = Annotated[str | None, flag("task")]
+Cwd = Annotated[str | None, flag("cwd")]
+Session = Annotated[str | None, flag("session")]
+Force = Annotated[bool, flag("force")]
+Image = Annotated[str | None, flag("image")]
+LimitsOpt = Annotated[str | None, flag("limits")]
+Upstream = Annotated[str | None, flag("upstream")]
+UpstreamKeyEnv = Annotated[str | None, flag("upstream_key_env")]
+BoundaryPrompt = Annotated[str | None, flag("boundary_prompt")]
+MaxSteps = Annotated[int | None, flag("max_steps")]
+MaxRequests = Annotated[int | None, flag("max_requests")]
+MaxTokens = Annotated[int | None, flag("max_tokens")]
+EndLeftovers = Annotated[bool, flag("end_leftovers")]
+IdleTimeout = Annotated[float | None, flag("idle_timeout")]
+Model = Annotated[str | None, flag("model")]
+AgentEnv = Annotated[list[str] | None, flag("agent_env")]
+CassetteOpt = Annotated[Path | None, flag("cassette")]
+RecordCassette = Annotated[Path | None, flag("record_cassette")]
+Workers = Annotated[int | None, flag("workers")]
 
 
 Quiet = Annotated[
@@ -298,67 +158,39 @@ def _workspace(spec: str) -> Path | GitWorkspace:
     return parsed if isinstance(parsed, GitWorkspace) else Path(spec)
 
 
-def _limits(spec: str | None) -> SandboxLimits:
-    """--limits over the limits of the settings (replayer.toml, REPLAYER_LIMITS)."""
-    found = settings.load()
+def _limits(spec: str | None) -> str | None:
+    """--limits, checked (its keys go over the settings' in the API)."""
+    settings.load()  # a bad settings file is refused before a bad flag, as ever
     try:
         SandboxLimits.parse(spec or "")
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--limits") from None
-    return found.sandbox_limits(spec)
+    return spec
 
 
-def replay_options(
-    allow_degraded: bool,
-    force: bool,
-    task: str | None,
-    cwd: str | None,
-    session: str | None,
-    agent_version: str | None,
-    require_verified: bool,
-) -> api.ReplayOptions:
-    return api.ReplayOptions(
-        allow_degraded=allow_degraded,
-        force=force,
-        task=task,
-        cwd=cwd,
-        session=session,
-        agent_version=agent_version,
-        require_verified=require_verified,
-    )
+_FROM_FLAG: dict[str, Callable[[Any], Any]] = {
+    "limits": _limits,
+    "agent_env": _agent_env,
+    "end_leftovers": lambda ended: ended or None,  # a flag left off sets nothing
+}
+"""A flag's value -> the API's, where they differ."""
 
 
-def run_options(
-    shared: api.ReplayOptions,
-    image: str | None,
-    limits: str | None,
-    continuation: tuple[
-        str | None, str | None, str | None, int | None, float | None, str | None, list[str] | None
-    ],
-    cassette: Path | None = None,
-    record_cassette: Path | None = None,
-    budget: tuple[int | None, int | None, bool] = (None, None, False),
-) -> api.RunOptions:
-    """`run` and `compare`'s options for the API; `continuation`: the --continue options, in their order."""
-    upstream, upstream_key_env, boundary_prompt, max_steps, idle_timeout, model, agent_env = continuation
-    max_requests, max_tokens, end_leftovers = budget
-    return api.RunOptions(
-        **shared,
-        image=image,
-        limits=_limits(limits),
-        upstream=upstream,
-        upstream_key_env=upstream_key_env,
-        boundary_prompt=boundary_prompt,
-        max_steps=max_steps,
-        max_requests=max_requests,
-        max_tokens=max_tokens,
-        end_leftovers=end_leftovers or None,
-        idle_timeout=idle_timeout,
-        model=model,
-        agent_env=_agent_env(agent_env),
-        cassette=cassette,
-        record_cassette=record_cassette,
-    )
+def given(values: Mapping[str, Any], takes: Iterable[str]) -> dict[str, Any]:
+    """The declared options `takes` among a command's parameters (`values`: its `locals()`, whose names are
+    the options'), as the API takes them; a flag left unset is left out: the settings, then the default,
+    fill it in (floor/merge.py)."""
+    found = {}
+    for name in takes:
+        if name in values:
+            value = _FROM_FLAG.get(name, _same)(values[name])
+            if value is not None:
+                found[name] = value
+    return found
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def emit_json(value: Any) -> None:

@@ -3,42 +3,26 @@
 from __future__ import annotations
 
 from replayer import api
+from replayer.cli import options as opts
 from replayer.cli.app import command
-from replayer.cli.options import (
-    AfterStep,
-    AgentVersion,
-    AllowDegraded,
-    Cwd,
-    Force,
-    JsonOpt,
-    OutDir,
-    Quiet,
-    RequireVerified,
-    Session,
-    Task,
-    TrajectoryArg,
-    Verbose,
-    _progress,
-    _report,
-    replay_options,
-)
+from replayer.floor.options import ReplayOptions, declared
 
 
 @command()
 def prepare(
-    trajectory: TrajectoryArg,
-    after_step: AfterStep,
-    out: OutDir,
-    allow_degraded: AllowDegraded = False,
-    force: Force = False,
-    task: Task = None,
-    cwd: Cwd = None,
-    session: Session = None,
-    agent_version: AgentVersion = None,
-    require_verified: RequireVerified = False,
-    json: JsonOpt = False,
-    quiet: Quiet = False,
-    verbose: Verbose = False,
+    trajectory: opts.TrajectoryArg,
+    after_step: opts.AfterStep,
+    out: opts.OutDir,
+    allow_degraded: opts.AllowDegraded = False,
+    force: opts.Force = False,
+    task: opts.Task = None,
+    cwd: opts.Cwd = None,
+    session: opts.Session = None,
+    agent_version: opts.AgentVersion = None,
+    require_verified: opts.RequireVerified = False,
+    json: opts.JsonOpt = False,
+    quiet: opts.Quiet = False,
+    verbose: opts.Verbose = False,
 ) -> None:
     """Zero execution: rebuild the native prefix with the historical observations and expected_prefix.json.
 
@@ -46,7 +30,8 @@ def prepare(
       replayer prepare session.jsonl -n 3 -o prefix/
       replayer prepare run.jsonl -n 2 -o prefix/ --task "the first prompt" --json
     """
-    with _progress(json, quiet, verbose) as progress:
-        shared = replay_options(allow_degraded, force, task, cwd, session, agent_version, require_verified)
-        result = api.prepare(trajectory, after_step, out, on_event=progress, **shared)
-    _report(result, out, json)
+    with opts._progress(json, quiet, verbose) as progress:
+        result = api.prepare(
+            trajectory, after_step, out, on_event=progress, **opts.given(locals(), declared(ReplayOptions))
+        )
+    opts._report(result, out, json)

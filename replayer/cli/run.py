@@ -8,47 +8,12 @@ from typing import Annotated, Any
 import typer
 
 from replayer import api
+from replayer.cli import options as opts
 from replayer.cli.app import command, console
-from replayer.cli.options import (
-    AgentEnv,
-    AgentVersion,
-    AllowDegraded,
-    BoundaryPrompt,
-    CassetteOpt,
-    Cwd,
-    EndLeftovers,
-    Force,
-    IdleTimeout,
-    Image,
-    JsonOpt,
-    LimitsOpt,
-    MaxRequests,
-    MaxSteps,
-    MaxTokens,
-    Model,
-    OutDir,
-    Quiet,
-    RequireVerified,
-    Session,
-    Task,
-    TrajectoryArg,
-    Upstream,
-    UpstreamKeyEnv,
-    Verbose,
-    WorkspaceOpt,
-    _limits,
-    _progress,
-    _report,
-    _workspace,
-    emit_json,
-    replay_options,
-    run_options,
-)
 from replayer.floor import settings
 from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput
-from replayer.floor.models import (
-    ReplayResult,
-)
+from replayer.floor.models import ReplayResult
+from replayer.floor.options import ReplayOptions, RunOptions, declared
 
 RunAfterStep = Annotated[
     str,
@@ -62,50 +27,40 @@ RunAfterStep = Annotated[
 ]
 
 
-RecordCassette = Annotated[
-    Path | None,
-    typer.Option(
-        "--record-cassette",
-        metavar="DIR",
-        help="Record the continuation's model traffic and outcome into a new cassette (docs/cassettes.md).",
-    ),
-]
-
-
 @command()
 def run(
-    trajectory: TrajectoryArg,
+    trajectory: opts.TrajectoryArg,
     after_step: RunAfterStep,
-    workspace: WorkspaceOpt,
-    out: OutDir,
-    image: Image = None,
-    allow_degraded: AllowDegraded = False,
-    force: Force = False,
-    task: Task = None,
-    cwd: Cwd = None,
-    session: Session = None,
+    workspace: opts.WorkspaceOpt,
+    out: opts.OutDir,
+    image: opts.Image = None,
+    allow_degraded: opts.AllowDegraded = False,
+    force: opts.Force = False,
+    task: opts.Task = None,
+    cwd: opts.Cwd = None,
+    session: opts.Session = None,
     continue_: Annotated[
         bool,
         typer.Option("--continue", help="Continue the pinned agent from the boundary through the bridge."),
     ] = False,
-    upstream: Upstream = None,
-    upstream_key_env: UpstreamKeyEnv = None,
-    boundary_prompt: BoundaryPrompt = None,
-    max_steps: MaxSteps = None,
-    max_requests: MaxRequests = None,
-    max_tokens: MaxTokens = None,
-    end_leftovers: EndLeftovers = False,
-    idle_timeout: IdleTimeout = None,
-    model: Model = None,
-    agent_env: AgentEnv = None,
-    cassette: CassetteOpt = None,
-    record_cassette: RecordCassette = None,
-    limits: LimitsOpt = None,
-    agent_version: AgentVersion = None,
-    require_verified: RequireVerified = False,
-    json: JsonOpt = False,
-    quiet: Quiet = False,
-    verbose: Verbose = False,
+    upstream: opts.Upstream = None,
+    upstream_key_env: opts.UpstreamKeyEnv = None,
+    boundary_prompt: opts.BoundaryPrompt = None,
+    max_steps: opts.MaxSteps = None,
+    max_requests: opts.MaxRequests = None,
+    max_tokens: opts.MaxTokens = None,
+    end_leftovers: opts.EndLeftovers = False,
+    idle_timeout: opts.IdleTimeout = None,
+    model: opts.Model = None,
+    agent_env: opts.AgentEnv = None,
+    cassette: opts.CassetteOpt = None,
+    record_cassette: opts.RecordCassette = None,
+    limits: opts.LimitsOpt = None,
+    agent_version: opts.AgentVersion = None,
+    require_verified: opts.RequireVerified = False,
+    json: opts.JsonOpt = False,
+    quiet: opts.Quiet = False,
+    verbose: opts.Verbose = False,
 ) -> None:
     """Rerun steps 1..N in a fresh container, rebuild the native session, and optionally continue the agent.
 
@@ -118,21 +73,8 @@ def run(
       replayer run session.jsonl -n all -w repo/ -o prefixes/   # one replay, prefixes/after-K/ each
     """
     if _one_boundary(after_step) is None:
-        _run_boundaries(
-            trajectory,
-            after_step,
-            workspace,
-            out,
-            continue_,
-            json,
-            quiet,
-            verbose,
-            options={
-                **replay_options(allow_degraded, force, task, cwd, session, agent_version, require_verified),
-                "image": image,
-                "limits": _limits(limits),
-            },
-        )
+        options = opts.given(locals(), [*declared(ReplayOptions), "image", "limits"])  # no continuation's
+        _run_boundaries(trajectory, after_step, workspace, out, continue_, json, quiet, verbose, options)
         return
     if (cassette or record_cassette) and not continue_:
         raise typer.BadParameter(
@@ -146,25 +88,17 @@ def run(
             "replayer.toml)",
             param_hint="--upstream",
         )
-    with _progress(json, quiet, verbose) as progress:
+    with opts._progress(json, quiet, verbose) as progress:
         result = api.run(
             trajectory,
             _one_boundary(after_step) or 0,
-            _workspace(workspace),
+            opts._workspace(workspace),
             out,
             continue_agent=continue_,
             on_event=progress,
-            **run_options(
-                replay_options(allow_degraded, force, task, cwd, session, agent_version, require_verified),
-                image,
-                limits,
-                (upstream, upstream_key_env, boundary_prompt, max_steps, idle_timeout, model, agent_env),
-                cassette=cassette,
-                record_cassette=record_cassette,
-                budget=(max_requests, max_tokens, end_leftovers),
-            ),
+            **opts.given(locals(), declared(RunOptions)),
         )
-    _report(result, out, json)
+    opts._report(result, out, json)
     failure = api.continuation_error(result.continuation, out)
     if failure is not None:
         raise failure
@@ -187,7 +121,7 @@ def _run_boundaries(
     json: bool,
     quiet: bool,
     verbose: bool,
-    options: Any,
+    options: dict[str, Any],
 ) -> None:
     """`run -n 3,7,12` (several boundaries, one replay): a line a boundary, the first error's exit code."""
     if continue_:
@@ -196,12 +130,12 @@ def _run_boundaries(
         api.parse_boundaries(spec)
     except BadInput as exc:
         raise typer.BadParameter(str(exc), param_hint="--after-step") from None
-    with _progress(json, quiet, verbose) as progress:
+    with opts._progress(json, quiet, verbose) as progress:
         outcomes = api.run_boundaries(
-            trajectory, spec, _workspace(workspace), out, on_event=progress, **options
+            trajectory, spec, opts._workspace(workspace), out, on_event=progress, **options
         )
     if json:
-        emit_json(
+        opts.emit_json(
             {
                 "out": str(out.absolute()),
                 "boundaries": {

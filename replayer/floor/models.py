@@ -298,9 +298,9 @@ class ContinueSettings(Frozen):
 
     The layers, later over earlier (`merge`): the built-in defaults (`ContinueRequest`'s); the settings
     files and `REPLAYER_*` (`replayer.settings.load` merges those: environment > project file > user file);
-    the flags or API arguments; then, for one compare variant, its spec. A batch manifest line's
-    `continuation` is the only layer of its jobs. `request()` turns the merged settings into what the
-    engine receives. docs/cli.md, "Settings" and "One vocabulary"."""
+    the flags or API arguments (`floor/merge.py` puts them over the settings); then, for one compare
+    variant, its spec. A batch manifest line's `continuation` is the only layer of its jobs. `request()`
+    turns the merged settings into what the engine receives. docs/cli.md, "Settings" and "One vocabulary"."""
 
     upstream: Annotated[str | None, BeforeValidator(_empty_is_unset)] = None
     """Base URL of the real model service (the bridge forwards there; the sandbox never sees it)."""

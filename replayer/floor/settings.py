@@ -21,22 +21,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
 
 from replayer.floor.errors import SettingsError
-from replayer.floor.models import ContinueSettings, SandboxLimits, parse_size
+from replayer.floor.models import SandboxLimits, parse_size
+from replayer.floor.options import layered
 
 PROJECT_FILE = "replayer.toml"
 MAX_FILE_BYTES = 1 << 20
 """A settings file is a few lines; a bigger one is refused before it is read."""
-PROJECT_KEYS = ("workers", "limits")
+_LAYERED = layered()
+PROJECT_KEYS = tuple(name for name, how in _LAYERED.items() if how.untrusted != "never")
 """What a project file in a folder the user has not trusted may set (limits only tighter than the user's)."""
-WHY_NOT = {
-    "upstream": "it would send your key and the conversation to another server",
-    "upstream_key_env": "it would choose which host variable is sent as the key",
-    "image": "it would choose what every sandbox starts from",
-    "bundles": "it would choose the agent code the replayer runs, on the host too",
-    "workspaces": "it would choose where clones are written on the host",
-    "verdicts": "it would choose where verdicts are written and which ones are believed",
-    "trusted": "only your own file says which folders you trust",
-}
+WHY_NOT = {name: how.why for name, how in _LAYERED.items() if how.untrusted == "never"}
 """Why a project file of a folder the user has not trusted may not set the other settings."""
 
 
@@ -55,47 +49,27 @@ class LimitSettings(BaseModel):
 
 
 class Settings(BaseModel):
-    """One layer of settings, or all of them merged. None: not set here."""
+    """One layer of settings, or all of them merged, as a file or the environment gives them (None: not set
+    here). Each field is an option whose declaration (`options.py`: help, variable, trust) has `layers`."""
 
     model_config = ConfigDict(extra="forbid")
     upstream: str | None = None
-    """The model service base URL of `run --continue` and `compare` (--upstream)."""
     upstream_key_env: str | None = None
-    """The host variable holding the upstream key (--upstream-key-env)."""
     image: str | None = None
-    """The sandbox image of `run` and `compare` (--image)."""
     limits: LimitSettings = Field(default_factory=LimitSettings)
-    """Container limits (--limits); a flag's keys replace these key by key."""
+    """A `[limits]` table; a flag's keys replace these key by key."""
     workers: PositiveInt | None = None
-    """Jobs or runs at once of `batch` and `compare` (-j/--workers)."""
     bundles: Path | None = None
-    """The versioned agent bundle cache (default: the pin file's, /var/lib/sandbox-replayer/bundles)."""
     workspaces: Path | None = None
-    """The clone cache of `--workspace git+URL@REV` (default: workspaces/ beside the bundle cache)."""
     verdicts: Path | None = None
-    """Where `verify` stores verdicts and runs read them (default: verdicts/ beside the bundle cache)."""
     trusted: list[Path] | None = None
-    """The user's file only: folders whose replayer.toml may set every setting (`replayer trust DIR`)."""
-
-    def continuation(self) -> ContinueSettings:
-        """The continuation settings these set (the layer the flags of `run` and `compare` go over)."""
-        return ContinueSettings(upstream=self.upstream, upstream_key_env=self.upstream_key_env)
 
     def sandbox_limits(self, flag: str | None = None) -> SandboxLimits:
         """These limits with a `--limits` spec's keys over them (a bad flag value raises ValueError)."""
         return SandboxLimits.parse(_joined({**self.limits.spec(), **limit_items(flag or "")}))
 
 
-_ENV = {
-    "REPLAYER_UPSTREAM": "upstream",
-    "REPLAYER_UPSTREAM_KEY_ENV": "upstream_key_env",
-    "REPLAYER_IMAGE": "image",
-    "REPLAYER_LIMITS": "limits",
-    "REPLAYER_WORKERS": "workers",
-    "REPLAYER_BUNDLES": "bundles",
-    "REPLAYER_WORKSPACES": "workspaces",
-    "REPLAYER_VERDICTS": "verdicts",
-}
+_ENV = {env: name for name in Settings.model_fields if (env := _LAYERED[name].env)}
 """Environment variable -> setting; an empty variable is an unset one."""
 _PATHS = ("bundles", "workspaces", "verdicts")
 

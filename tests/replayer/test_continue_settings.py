@@ -10,16 +10,22 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from replayer import api
 from replayer.floor import settings
 from replayer.floor.errors import BadInput
+from replayer.floor.merge import merge
 from replayer.floor.models import ContinueRequest, ContinueSettings, Variant, VariantSpec
+from replayer.floor.options import RunOptions
 from replayer.verbs.batch import _continuation_key, expand, read_manifest
 from replayer.verbs.compare import variant_continuation
 from replayer.verbs.variants import parse_variant
 from tests.conftest import MINI
 
 TRAJ = MINI.fixture("toolcall") / "trajectory.traj.json"
+
+
+def _continue_request(found: settings.Settings, given: RunOptions) -> ContinueRequest:
+    """The continuation `run --continue` asks the engine for: the options over the settings."""
+    return merge(given, found, RunOptions).continuation.request()
 
 
 @pytest.fixture
@@ -42,12 +48,12 @@ def test_flags_go_over_the_environment_over_the_project_file_over_the_user_file(
     layered: tuple[Path, dict[str, str]],
 ) -> None:
     found = settings.load(*layered)
-    unflagged = api._continue_request(found, {})
+    unflagged = _continue_request(found, {})
     assert (unflagged.upstream, unflagged.upstream_key_env) == ("https://project.example", "ENV_KEY")
     cwd, env = layered
     without_env = settings.load(cwd, {k: v for k, v in env.items() if not k.startswith("REPLAYER_")})
-    assert api._continue_request(without_env, {}).upstream_key_env == "USER_KEY"  # only the user file says
-    flagged = api._continue_request(
+    assert _continue_request(without_env, {}).upstream_key_env == "USER_KEY"  # only the user file says
+    flagged = _continue_request(
         found, {"upstream": "https://flag.example", "max_steps": 4, "idle_timeout": 9}
     )
     assert (flagged.upstream, flagged.upstream_key_env) == ("https://flag.example", "ENV_KEY")
@@ -64,16 +70,16 @@ def test_a_cassette_flag_answers_offline_whatever_upstream_the_settings_name(
     layered: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
     found = settings.load(*layered)
-    offline = api._continue_request(found, {"cassette": tmp_path / "tape"})
+    offline = _continue_request(found, {"cassette": tmp_path / "tape"})
     assert (offline.upstream, offline.cassette) == ("", tmp_path / "tape")
     with pytest.raises(BadInput, match="a cassette answers offline: give no upstream"):
-        api._continue_request(found, {"cassette": tmp_path / "tape", "upstream": "https://flag.example"})
+        _continue_request(found, {"cassette": tmp_path / "tape", "upstream": "https://flag.example"})
 
 
 def test_a_variant_goes_over_the_shared_settings_and_adds_to_their_agent_environment(
     layered: tuple[Path, dict[str, str]],
 ) -> None:
-    shared = api._continue_request(
+    shared = _continue_request(
         settings.load(*layered), {"model": "m-shared", "max_steps": 4, "agent_env": {"A": "1", "B": "1"}}
     )
     variant = parse_variant("v=prompt=hint,key_env=V_KEY,idle_timeout=30,env.B=2,env.C=2")
