@@ -72,10 +72,8 @@ _TABLES = frozenset({"session", "message", "part"})
 _DAMAGED_DB = (sqlite3.Error, UnicodeDecodeError)
 """What a damaged store raises: "database disk image is malformed", "Could not decode to UTF-8 column";
 an error message that quotes a damaged schema name is itself undecodable (UnicodeDecodeError)."""
-NO_PROMPT = (
-    "opencode event log has no user prompt: pass --task TEXT or put the session's "
-    "`opencode export` JSON next to it"
-)
+STAND_IN_PROMPT = "(this run's prompt is not in the event log: the replayer stands in for it)"
+"""The user message of a run whose prompt the event log does not store (reruns start the CLI with it)."""
 
 
 class Native(BaseModel):
@@ -89,6 +87,8 @@ class Native(BaseModel):
     """Export shape, session order, user messages included."""
     step_messages: list[int]
     """Step i (1-based) -> index into `messages` of its assistant message."""
+    prompts_missing: list[int] = []
+    """The runs of an event log whose prompt is a stand-in (`STAND_IN_PROMPT`: the log stores none)."""
 
 
 # detection -----------------------------------------------------------------------------------
@@ -142,6 +142,7 @@ def parse(path: Path, task: str | None = None) -> Trajectory:
         source=str(path),
         source_sha256=digest,
         steps=[s for s, _ in steps],
+        prompt_missing=bool(native.prompts_missing),
     )
     traj.keep_native(native.model_copy(update={"step_messages": [at for _, at in steps]}))
     return traj
@@ -575,6 +576,7 @@ def _events(raw: bytes, path: Path) -> _EventLog:
 def read_events(raw: bytes, path: Path, task: str | None) -> Native:
     log = _events(raw, path)
     sibling = sibling_session(path, log.session_id)
+    missing: list[int] = []
     known: dict[str, Message] = {m["info"]["id"]: m for m in sibling.messages} if sibling else {}
     messages: list[Message] = []
     included: set[str] = set()
@@ -589,7 +591,7 @@ def read_events(raw: bytes, path: Path, task: str | None) -> Native:
                     messages.append(parent)
                     included.add(user_id)
             elif user_id is None:
-                user = _first_prompt(log, run_number, task, sibling, path)
+                user = _first_prompt(log, run_number, task, sibling, path, missing)
                 user_id = user["info"]["id"]
                 messages.append(user)
                 included.add(user_id)
@@ -597,35 +599,36 @@ def read_events(raw: bytes, path: Path, task: str | None) -> Native:
     info = (
         sibling.info if sibling else {"id": log.session_id, "directory": None, "title": "", "version": None}
     )
-    return Native(form="events", info=info, messages=messages, step_messages=[])
+    return Native(form="events", info=info, messages=messages, step_messages=[], prompts_missing=missing)
 
 
-def _first_prompt(log: _EventLog, run: int, task: str | None, sibling: Native | None, path: Path) -> Message:
-    """The synthesized user message of run 1, from `task`; later runs' prompts are unknown."""
-    if run == 1 and task is not None and (len(log.runs) == 1 or sibling is not None):
+def _first_prompt(
+    log: _EventLog, run: int, task: str | None, sibling: Native | None, path: Path, missing: list[int]
+) -> Message:
+    """The synthesized user message of run `run`: `task` for run 1, else a stand-in (the run's number added
+    to `missing`): the CLI prints no prompt, and reruns need only some prompt to start the CLI with; a
+    continuation needs the real one (`prompt_missing`)."""
+    if run == 1 and task is not None:
         return synthetic_user(log, task, sibling)
-    if run == 1 and sibling is None and task is None:
-        raise BadInput(NO_PROMPT)
-    if sibling is None:
+    if sibling is not None:
         raise BadInput(
-            f"{path} holds {len(log.runs)} appended opencode runs and the CLI prints no user prompt (--task "
-            "gives only the first): put the session's `opencode export` JSON next to it"
+            f"{path}: run {run} of {len(log.runs)} has no user prompt in the session's export next to it "
+            f"(an older one?){' and no --task' if run == 1 else ''}: export the session again"
         )
-    raise BadInput(
-        f"{path}: run {run} of {len(log.runs)} has no user prompt in the session's export next to it "
-        f"(an older one?){' and no --task' if run == 1 else ''}: export the session again"
-    )
+    missing.append(run)
+    return synthetic_user(log, STAND_IN_PROMPT, sibling, run - 1)
 
 
-def synthetic_user(log: _EventLog, task: str, sibling: Native | None) -> Message:
-    first = log.runs[0][0]
+def synthetic_user(log: _EventLog, task: str, sibling: Native | None, run: int = 0) -> Message:
+    first = log.runs[run][0]
     stem = first[4:16]
     try:
         stamp = f"{max(int(stem, 16) - 1, 0):012x}"
     except ValueError:
         stamp = "0" * 12
     message_id = f"msg_{stamp}{SYNTHETIC_SUFFIX}"
-    info: Record = {"role": "user", "time": {"created": log.first_timestamp}, "agent": "build"}
+    created = log.message_times.get(first, log.first_timestamp) if run else log.first_timestamp
+    info: Record = {"role": "user", "time": {"created": created}, "agent": "build"}
     model = _known_model(sibling)
     if model:
         info["model"] = model
