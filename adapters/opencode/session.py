@@ -96,7 +96,9 @@ def looks_like_opencode(head: list[Any]) -> bool:
     first = head[0] if head else None
     if isinstance(first, SqliteFile):
         return _is_opencode_db(first.path)
-    if len(head) == 1 and (_is_export(first) or server.looks_like_messages(first)):
+    if len(head) == 1 and (
+        _is_export(first) or server.looks_like_messages(first) or server.looks_like_event_array(first)
+    ):
         return True
     return server.looks_like_stream(first) or _is_event(first)
 
@@ -159,6 +161,8 @@ def _read(path: Path, task: str | None) -> tuple[Native, str]:
         doc = None  # JSONL (several lines) or damaged: the event reader names the line
     if isinstance(doc, dict) and "messages" in doc and "info" in doc:
         return read_export(doc, path), digest
+    if server.looks_like_event_array(doc):
+        return read_event_array(doc, path), digest
     if isinstance(doc, list):
         return read_messages(doc, path), digest
     if doc is None and server.is_stream(raw):
@@ -277,11 +281,19 @@ def read_messages(doc: list[Any], path: Path) -> Native:
 
 def read_stream(raw: bytes, path: Path) -> Native:
     """A dump of the server's SSE event stream: the final state of its one session (`server`)."""
-    record, messages = server.read_stream(raw, path)
+    return _from_events(*server.read_stream(raw, path), path, "stream")
+
+
+def read_event_array(values: list[Any], path: Path) -> Native:
+    """The server's events saved as one JSON array: read as the stream they came from."""
+    return _from_events(*server.read_array(values, path), path, "stream")
+
+
+def _from_events(record: Record | None, messages: list[Message], path: Path, form: Form) -> Native:
     server.whole(messages, str(path))
     session_id = str(messages[0]["info"]["sessionID"])
     info = record or {"id": session_id, "directory": _assistant_cwd(messages), "title": "", "version": None}
-    return Native(form="stream", info=info, messages=messages, step_messages=[])
+    return Native(form=form, info=info, messages=messages, step_messages=[])
 
 
 # sqlite --------------------------------------------------------------------------------------
