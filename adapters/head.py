@@ -46,7 +46,9 @@ def conversation_root(path: Path) -> Path | None:
         return path
     inner = path / SERVER_FOLDER
     try:
-        if stat.S_ISDIR(os.lstat(inner).st_mode) and stat.S_ISREG(os.lstat(inner / "base_state.json").st_mode):
+        if stat.S_ISDIR(os.lstat(inner).st_mode) and stat.S_ISREG(
+            os.lstat(inner / "base_state.json").st_mode
+        ):
             return inner
     except OSError:
         return None

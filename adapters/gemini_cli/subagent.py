@@ -63,9 +63,7 @@ def _candidates(path: Path, session_id: str) -> list[Path]:
         return []
     stem = session_id[:8]
     found = [
-        path.parent / n
-        for n in names
-        if n != path.name and n.endswith((f"{stem}.json", f"{stem}.jsonl"))
+        path.parent / n for n in names if n != path.name and n.endswith((f"{stem}.json", f"{stem}.jsonl"))
     ]
     return found[:MAX_CANDIDATES]
 

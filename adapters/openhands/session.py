@@ -275,7 +275,9 @@ def _read_events(root: Path, folder: Path, dir_fd: int, digest: Any) -> list[dic
         entry = prefix + name
         data = read_small(dir_fd, name, MAX_INPUT_BYTES)
         if data is None:
-            raise BadInput(f"{entry} is {entry_kind(dir_fd, name)}, not an event file (links are not followed)")
+            raise BadInput(
+                f"{entry} is {entry_kind(dir_fd, name)}, not an event file (links are not followed)"
+            )
         digest.update(data)
         raw = load_json(entry, data, "conversation")
         if not isinstance(raw, dict):

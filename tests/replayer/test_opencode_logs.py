@@ -33,7 +33,17 @@ def test_a_log_is_inspected_without_task() -> None:
 def test_a_continuation_without_the_prompt_is_refused_naming_task(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = replayer(
-        "run", str(SANDCASTLE), "-n", "1", "-w", str(tmp_path), "-o", str(out), "--continue", "--upstream", "mock"
+        "run",
+        str(SANDCASTLE),
+        "-n",
+        "1",
+        "-w",
+        str(tmp_path),
+        "-o",
+        str(out),
+        "--continue",
+        "--upstream",
+        "mock",
     )
     assert proc.returncode == 4, proc.stderr
     lines = proc.stderr.strip().splitlines()

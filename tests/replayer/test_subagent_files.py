@@ -85,7 +85,17 @@ def test_a_linked_parent_is_not_followed(tmp_path: Path) -> None:
 def test_a_continuation_of_a_subagent_is_refused_naming_the_parent(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = replayer(
-        "run", str(SUBAGENT), "-n", "1", "-w", str(tmp_path), "-o", str(out), "--continue", "--upstream", "mock"
+        "run",
+        str(SUBAGENT),
+        "-n",
+        "1",
+        "-w",
+        str(tmp_path),
+        "-o",
+        str(out),
+        "--continue",
+        "--upstream",
+        "mock",
     )
     assert proc.returncode == 4, proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -122,4 +132,6 @@ def test_a_gemini_subagent_continuation_is_refused(tmp_path: Path) -> None:
         "mock",
     )
     assert proc.returncode == 4, proc.stderr
-    assert "3afe7bdc-b33d-4f82-a1e5-5e2a4deaac9d" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert (
+        "3afe7bdc-b33d-4f82-a1e5-5e2a4deaac9d" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    )

@@ -259,7 +259,9 @@ def test_two_appended_runs_without_the_export_stand_in_for_the_later_prompt(tmp_
     traj = session.parse(path, _meta("two_runs")["task"])
     users = [m for m in traj.native_as(session.Native).messages if m["info"]["role"] == "user"]
     assert [u["parts"][0]["text"] for u in users] == [_meta("two_runs")["task"], session.STAND_IN_PROMPT]
-    assert traj.native_as(session.Native).prompts_missing == [2] and _steps(traj) == _expected_steps("two_runs")
+    assert traj.native_as(session.Native).prompts_missing == [2] and _steps(traj) == _expected_steps(
+        "two_runs"
+    )
     assert session.parse(path).native_as(session.Native).prompts_missing == [1, 2]
     refusal = OpenCodeAdapter().continuation_refusal(traj, "openai/gpt-4o")
     assert refusal is not None and "run(s) 2" in refusal and "opencode export" in refusal
