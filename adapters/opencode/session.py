@@ -145,9 +145,16 @@ def parse(path: Path, task: str | None = None) -> Trajectory:
         source_sha256=digest,
         steps=[s for s, _ in steps],
         prompt_missing=bool(native.prompts_missing),
+        parse_notes=[_stand_in_note(native.prompts_missing)] if native.prompts_missing else [],
     )
     traj.keep_native(native.model_copy(update={"step_messages": [at for _, at in steps]}))
     return traj
+
+
+def _stand_in_note(runs: list[int]) -> str:
+    which = "its prompt" if runs == [1] else f"the prompt of run(s) {', '.join(map(str, runs))}"
+    needs = "--task TEXT" if runs == [1] else "the session's `opencode export` JSON next to it"
+    return f"the event log stores no user prompt: a stand-in for {which} starts the reruns; a continuation needs {needs}"
 
 
 def _read(path: Path, task: str | None) -> tuple[Native, str]:

@@ -28,6 +28,7 @@ def test_a_log_is_inspected_without_task() -> None:
     report = orjson.loads(replayer("inspect", str(SANDCASTLE), "--json", check=True).stdout)
     assert report["session_id"] == SANDCASTLE_ID and len(report["steps"]) == 3
     assert all(c["kind"] == "rerun" for s in report["steps"] for c in s["calls"])
+    assert any("continuation needs --task" in n for n in report["parse_notes"])
 
 
 def test_a_continuation_without_the_prompt_is_refused_naming_task(tmp_path: Path) -> None:

@@ -135,3 +135,12 @@ def test_a_gemini_subagent_continuation_is_refused(tmp_path: Path) -> None:
     assert (
         "3afe7bdc-b33d-4f82-a1e5-5e2a4deaac9d" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     )
+
+
+def test_a_subagent_file_beside_its_parent_finds_it(tmp_path: Path) -> None:
+    """Before 2.1 the CLI wrote `agent-<id>.jsonl` beside `<session>.jsonl`, not under `<session>/subagents/`."""
+    (tmp_path / SUBAGENT.name).write_bytes(SUBAGENT.read_bytes())
+    (tmp_path / PARENT.name).write_bytes(PARENT.read_bytes())
+    of = claude_session.parse(tmp_path / SUBAGENT.name).subagent_of
+    assert of is not None and of.parent_file == str(tmp_path / PARENT.name)
+    assert of.parent_call == "toolu_017pLRuPHYTX5t99EnLyV53m"
