@@ -9,7 +9,9 @@ is the one whose question the subagent's prompt quotes. The CLI resumes a main s
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,8 @@ from replayer.floor.io import read_beside
 from replayer.floor.models import SubagentOf, Trajectory
 
 PARENT_MAX_BYTES = 64 * 1024 * 1024
+MAX_ENTRIES = 100_000
+"""Names of the folder looked at (a `chats/` folder holds a few hundred)."""
 MAX_CANDIDATES = 64
 """Files of the folder looked at for the parent (those whose name ends with the session id's prefix)."""
 NOTE = "a Gemini CLI subagent's file records its prompt and answers, not its own tool calls: no step to rerun"
@@ -58,7 +62,7 @@ def subagent_of(
 
 def _candidates(path: Path, session_id: str) -> list[Path]:
     try:
-        names = sorted(p.name for p in path.parent.iterdir())
+        names = sorted(islice(os.listdir(path.parent), MAX_ENTRIES))
     except OSError:
         return []
     stem = session_id[:8]
