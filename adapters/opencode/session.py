@@ -21,11 +21,12 @@ Forms (all checked against the pinned CLI's own recordings and its bundled sourc
   comes from a sibling of the same session (an export `*.json` or an SQLite `*.db` in the same
   directory), whose user messages, assistant message infos and unprinted parts (reasoning without
   `--thinking`) are merged in; failing that, the first run's prompt is `task` and the user message is
-  synthesized. Without a sibling, an assistant message's info is only what the log shows (id, parent,
+  synthesized, and a run whose prompt nothing gives gets a stand-in (`STAND_IN_PROMPT`: enough to start
+  the reruns; the trajectory's `prompt_missing` refuses a continuation). Without a sibling, an assistant message's info is only what the log shows (id, parent,
   finish reason) and the session info is minimal (no version, no directory).
 
 - messages / stream: the server's `GET /session/{id}/message` body and dumps of its SSE event streams
-  (`server`), whose messages are the export's; the session record is the stream's, or filled in.
+  (`server`; also their events saved as one JSON array), whose messages are the export's; the session record is the stream's, or filled in.
 
 A step is one assistant message with at least one `tool` part; its calls are those parts in order.
 
