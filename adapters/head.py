@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -27,9 +29,30 @@ class SqliteFile:
 
 @dataclass(frozen=True)
 class ConversationDir:
-    """`read_head`'s only record for a directory holding an OpenHands V1 conversation (base_state.json)."""
+    """`read_head`'s only record for a directory holding an OpenHands V1 conversation (base_state.json), or
+    the agent server's folder of one (`<id>/event_service/base_state.json`)."""
 
     path: Path
+
+
+SERVER_FOLDER = "event_service"
+"""Where the OpenHands agent server keeps a conversation's state and events, inside `<conversation id>/`."""
+
+
+def conversation_root(path: Path) -> Path | None:
+    """The folder holding a V1 conversation's base_state.json: `path`, or its agent server's `event_service`
+    folder (neither it nor its base_state.json a link); None for any other directory."""
+    if (path / "base_state.json").is_file():
+        return path
+    inner = path / SERVER_FOLDER
+    try:
+        if stat.S_ISDIR(os.lstat(inner).st_mode) and stat.S_ISREG(
+            os.lstat(inner / "base_state.json").st_mode
+        ):
+            return inner
+    except OSError:
+        return None
+    return None
 
 
 @dataclass(frozen=True)
@@ -65,7 +88,7 @@ def read_head(path: Path) -> list[Any]:
     global _detected
     _detected = None
     if path.is_dir():
-        return [ConversationDir(path)] if (path / "base_state.json").is_file() else []
+        return [ConversationDir(path)] if conversation_root(path) is not None else []
     try:
         with open_input(path) as fh:
             if fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC:

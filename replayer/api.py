@@ -82,6 +82,7 @@ def inspect(
         source_sha256=traj.source_sha256,
         parse_notes=traj.parse_notes,
         version=version,
+        subagent_of=traj.subagent_of,
         steps=[
             InspectStep(
                 index=s.index,

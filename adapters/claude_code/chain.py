@@ -75,22 +75,37 @@ class Session:
         parent = get("parentUuid")
         self.parents.add(parent)
         if not get("isSidechain"):
-            message = rec["message"]
-            if kind == "assistant":
-                mid = message.get("id")
-                if mid is not None:
-                    same = self.siblings.get(mid)
-                    if same is None:
-                        self.siblings[mid] = [rec]
-                    else:
-                        same.append(rec)
-            elif parent is not None and isinstance(message.get("content"), list):
-                for block in message["content"]:
-                    if block.get("type") == "tool_result":
-                        self.results_of.setdefault(parent, []).append(rec)
-                        self.result_position[id(rec)] = len(self.records)
-                        break
+            self._index(rec, kind, parent, len(self.records))
         self.records.append(rec)
+
+    def _index(self, rec: Record, kind: str, parent: Any, position: int) -> None:
+        """Index a record of the file's own thread: split API messages by message.id, tool results by parent."""
+        message = rec["message"]
+        if kind == "assistant":
+            mid = message.get("id")
+            if mid is not None:
+                same = self.siblings.get(mid)
+                if same is None:
+                    self.siblings[mid] = [rec]
+                else:
+                    same.append(rec)
+        elif parent is not None and isinstance(message.get("content"), list):
+            for block in message["content"]:
+                if block.get("type") == "tool_result":
+                    self.results_of.setdefault(parent, []).append(rec)
+                    self.result_position[id(rec)] = position
+                    break
+
+    @property
+    def subagent_thread(self) -> bool:
+        """Every user/assistant record is a sidechain's: a subagent's own file (`agent-*.jsonl`)."""
+        return bool(self.chain_records) and all(r.get("isSidechain") for r in self.chain_records)
+
+    def index_subagent_thread(self) -> None:
+        """A subagent's file has no main thread: its sidechain is the thread the indexes hold."""
+        for position, rec in enumerate(self.records):
+            if rec.get("type") in CHAIN_TYPES:
+                self._index(rec, rec["type"], rec.get("parentUuid"), position)
 
     def timeline(self, sidechain: bool) -> tuple[list[float], list[Record]]:
         """Records with a uuid and a timestamp, sorted by (time, file order), for the parent repair."""
@@ -136,6 +151,8 @@ def load(path: Path) -> Session:
                     raise bad_record(str(path), where, what, value)
                 session.add(rec)
     session.sha256 = digest.hexdigest()
+    if session.subagent_thread:
+        session.index_subagent_thread()
     return session
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from replayer.adapters.claude_code import chain
+from replayer.adapters.claude_code import chain, subagent
 from replayer.adapters.claude_code.chain import Record, Session
 from replayer.floor.errors import BadInput
 from replayer.floor.models import Observation, StartingState, Step, Trajectory
@@ -80,6 +80,7 @@ def parse(path: Path) -> Trajectory:
         steps=[*pre_steps, *steps],
         parse_notes=notes,
         start=StartingState.of(None, None, session.first("gitBranch")),
+        subagent_of=subagent.subagent_of(session, path, session_id, parse),
     )
     traj.keep_native(
         Native(
@@ -254,8 +255,10 @@ def write_prefix(traj: Trajectory, items: list[Record], home: Path) -> Path:
             }
         )
     # no recorded cwd (prepare only: run refuses it): the project of "/", as the file tools' workspace check
-    project = project_dir_name(traj.cwd or "/")
-    path = home / ".claude" / "projects" / project / f"{traj.session_id}.jsonl"
+    project = home / ".claude" / "projects" / project_dir_name(traj.cwd or "/")
+    path = project / f"{traj.session_id}.jsonl"
+    if traj.subagent_of is not None and traj.subagent_of.agent_id:  # where the CLI writes a subagent's file
+        path = project / traj.session_id / "subagents" / f"agent-{traj.subagent_of.agent_id}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     return path

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
+from replayer.adapters.gemini_cli import subagent
 from replayer.adapters.shapes import MAX_DEPTH, Open, check, deep_place
 from replayer.floor.errors import BadInput, bad_record, excerpt
 from replayer.floor.io import read_input
@@ -84,6 +85,9 @@ def parse(path: Path) -> Trajectory:
         notes.append(
             "the workspace folder is not in the file (none of its paths hashes to its projectHash): give --cwd"
         )
+    parent = subagent.subagent_of(native.metadata, native.messages, path, parse)
+    if parent is not None and not steps:
+        notes.append(subagent.NOTE)
     traj = Trajectory(
         agent=AGENT,
         agent_version=None,
@@ -93,6 +97,7 @@ def parse(path: Path) -> Trajectory:
         source_sha256=digest,
         steps=steps,
         parse_notes=notes,
+        subagent_of=parent,
     )
     traj.keep_native(native)
     return traj

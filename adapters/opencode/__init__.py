@@ -133,6 +133,22 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return session.parse(path, task)
 
+    def _prompt_refusal(self, trajectory: Trajectory) -> str | None:
+        """An event log whose prompts the reruns stood in for cannot be continued (the session holds them)."""
+        missing = self.native(trajectory).prompts_missing
+        if not missing:
+            return None
+        if missing == [1]:
+            return (
+                "the event log stores no user prompt (the CLI prints none) and the continued session holds it: "
+                "pass --task TEXT, or put the session's `opencode export` JSON next to it"
+            )
+        runs = ", ".join(str(r) for r in missing)
+        return (
+            f"the event log stores no user prompt of run(s) {runs} (the CLI prints none; --task gives the first "
+            "only): put the session's `opencode export` JSON next to it"
+        )
+
     @classmethod
     def sessions_held(cls, path: Path, first_line: bytes) -> list[HeldSession] | None:
         return server.sessions_held(path, first_line)
@@ -198,7 +214,7 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
     def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
         if not trajectory.session_id:
             return "the session has no id to resume"
-        return provider_model_refusal("OpenCode", model)
+        return self._prompt_refusal(trajectory) or provider_model_refusal("OpenCode", model)
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.model and launch.prompt is not None and trajectory.session_id

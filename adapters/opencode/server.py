@@ -3,6 +3,7 @@
 - messages: the body of `GET /session/{id}/message` without `limit`, a JSON list of `{info, parts}` in
   session order (the pinned server's `session.messages` route: `Array(MessageV2.WithParts)`, the same
   records `opencode export` prints under `messages`, without the session record).
+- array: the same events saved as one JSON array (a client that collects the stream's values).
 - stream: a dump of `GET /event` (each `data:` line one `{id, type, properties}` bus event) or of
   `GET /global/event` (`{directory?, project?, payload: {id, type, properties}}`; its `sync` payloads
   repeat the bus events in the event store's form and are skipped). The final state is rebuilt the way
@@ -20,7 +21,7 @@ carries them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,11 @@ def is_message(value: Any) -> bool:
 
 def looks_like_messages(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and is_message(value[0])
+
+
+def looks_like_event_array(value: Any) -> bool:
+    """A JSON array of the server's bus events (the stream's values, saved as one document)."""
+    return isinstance(value, list) and bool(value) and bus_event(value[0])[0] in KNOWN_EVENTS
 
 
 def looks_like_stream(value: Any) -> bool:
@@ -214,8 +220,16 @@ def _created(info: Record) -> int | float:
 
 def read_stream(raw: bytes, path: Path) -> tuple[Record | None, list[Message]]:
     """The session record (None when the stream carried none) and the messages a dump leaves."""
-    source = str(path)
-    state = _State()
+    return _replay(_stream_values(raw, str(path)), str(path))
+
+
+def read_array(values: list[Any], path: Path) -> tuple[Record | None, list[Message]]:
+    """The same from the stream's events saved as one JSON array (`[{id, type, properties}, ...]`, or
+    `/global/event`'s `{directory, payload}` values), as a client that collects them writes it."""
+    return _replay(((f"event {i}", value) for i, value in enumerate(values)), str(path))
+
+
+def _stream_values(raw: bytes, source: str) -> Iterator[tuple[str, Any]]:
     for number, line in enumerate(raw.splitlines(), 1):
         if not line.strip() or (line.startswith(SSE_FIELDS) and not line.startswith(b"data:")):
             continue
@@ -228,6 +242,12 @@ def read_stream(raw: bytes, path: Path) -> tuple[Record | None, list[Message]]:
             value = orjson.loads(line[5:])
         except orjson.JSONDecodeError:
             raise BadInput(f"{source}: {where} is not JSON (a damaged opencode event stream)") from None
+        yield where, value
+
+
+def _replay(events: Iterable[tuple[str, Any]], source: str) -> tuple[Record | None, list[Message]]:
+    state = _State()
+    for where, value in events:
         if too_deep(value, schema.MAX_DEPTH):
             raise bad_record(source, where, f"nests deeper than {schema.MAX_DEPTH} levels")
         kind, props, field = bus_event(value)

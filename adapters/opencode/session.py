@@ -21,11 +21,12 @@ Forms (all checked against the pinned CLI's own recordings and its bundled sourc
   comes from a sibling of the same session (an export `*.json` or an SQLite `*.db` in the same
   directory), whose user messages, assistant message infos and unprinted parts (reasoning without
   `--thinking`) are merged in; failing that, the first run's prompt is `task` and the user message is
-  synthesized. Without a sibling, an assistant message's info is only what the log shows (id, parent,
+  synthesized, and a run whose prompt nothing gives gets a stand-in (`STAND_IN_PROMPT`: enough to start
+  the reruns; the trajectory's `prompt_missing` refuses a continuation). Without a sibling, an assistant message's info is only what the log shows (id, parent,
   finish reason) and the session info is minimal (no version, no directory).
 
 - messages / stream: the server's `GET /session/{id}/message` body and dumps of its SSE event streams
-  (`server`), whose messages are the export's; the session record is the stream's, or filled in.
+  (`server`; also their events saved as one JSON array), whose messages are the export's; the session record is the stream's, or filled in.
 
 A step is one assistant message with at least one `tool` part; its calls are those parts in order.
 
@@ -72,10 +73,8 @@ _TABLES = frozenset({"session", "message", "part"})
 _DAMAGED_DB = (sqlite3.Error, UnicodeDecodeError)
 """What a damaged store raises: "database disk image is malformed", "Could not decode to UTF-8 column";
 an error message that quotes a damaged schema name is itself undecodable (UnicodeDecodeError)."""
-NO_PROMPT = (
-    "opencode event log has no user prompt: pass --task TEXT or put the session's "
-    "`opencode export` JSON next to it"
-)
+STAND_IN_PROMPT = "(this run's prompt is not in the event log: the replayer stands in for it)"
+"""The user message of a run whose prompt the event log does not store (reruns start the CLI with it)."""
 
 
 class Native(BaseModel):
@@ -89,6 +88,8 @@ class Native(BaseModel):
     """Export shape, session order, user messages included."""
     step_messages: list[int]
     """Step i (1-based) -> index into `messages` of its assistant message."""
+    prompts_missing: list[int] = []
+    """The runs of an event log whose prompt is a stand-in (`STAND_IN_PROMPT`: the log stores none)."""
 
 
 # detection -----------------------------------------------------------------------------------
@@ -96,7 +97,9 @@ def looks_like_opencode(head: list[Any]) -> bool:
     first = head[0] if head else None
     if isinstance(first, SqliteFile):
         return _is_opencode_db(first.path)
-    if len(head) == 1 and (_is_export(first) or server.looks_like_messages(first)):
+    if len(head) == 1 and (
+        _is_export(first) or server.looks_like_messages(first) or server.looks_like_event_array(first)
+    ):
         return True
     return server.looks_like_stream(first) or _is_event(first)
 
@@ -142,9 +145,17 @@ def parse(path: Path, task: str | None = None) -> Trajectory:
         source=str(path),
         source_sha256=digest,
         steps=[s for s, _ in steps],
+        prompt_missing=bool(native.prompts_missing),
+        parse_notes=[_stand_in_note(native.prompts_missing)] if native.prompts_missing else [],
     )
     traj.keep_native(native.model_copy(update={"step_messages": [at for _, at in steps]}))
     return traj
+
+
+def _stand_in_note(runs: list[int]) -> str:
+    which = "its prompt" if runs == [1] else f"the prompt of run(s) {', '.join(map(str, runs))}"
+    needs = "--task TEXT" if runs == [1] else "the session's `opencode export` JSON next to it"
+    return f"the event log stores no user prompt: a stand-in for {which} starts the reruns; a continuation needs {needs}"
 
 
 def _read(path: Path, task: str | None) -> tuple[Native, str]:
@@ -158,6 +169,8 @@ def _read(path: Path, task: str | None) -> tuple[Native, str]:
         doc = None  # JSONL (several lines) or damaged: the event reader names the line
     if isinstance(doc, dict) and "messages" in doc and "info" in doc:
         return read_export(doc, path), digest
+    if server.looks_like_event_array(doc):
+        return read_event_array(doc, path), digest
     if isinstance(doc, list):
         return read_messages(doc, path), digest
     if doc is None and server.is_stream(raw):
@@ -276,11 +289,19 @@ def read_messages(doc: list[Any], path: Path) -> Native:
 
 def read_stream(raw: bytes, path: Path) -> Native:
     """A dump of the server's SSE event stream: the final state of its one session (`server`)."""
-    record, messages = server.read_stream(raw, path)
+    return _from_events(*server.read_stream(raw, path), path, "stream")
+
+
+def read_event_array(values: list[Any], path: Path) -> Native:
+    """The server's events saved as one JSON array: read as the stream they came from."""
+    return _from_events(*server.read_array(values, path), path, "stream")
+
+
+def _from_events(record: Record | None, messages: list[Message], path: Path, form: Form) -> Native:
     server.whole(messages, str(path))
     session_id = str(messages[0]["info"]["sessionID"])
     info = record or {"id": session_id, "directory": _assistant_cwd(messages), "title": "", "version": None}
-    return Native(form="stream", info=info, messages=messages, step_messages=[])
+    return Native(form=form, info=info, messages=messages, step_messages=[])
 
 
 # sqlite --------------------------------------------------------------------------------------
@@ -575,6 +596,7 @@ def _events(raw: bytes, path: Path) -> _EventLog:
 def read_events(raw: bytes, path: Path, task: str | None) -> Native:
     log = _events(raw, path)
     sibling = sibling_session(path, log.session_id)
+    missing: list[int] = []
     known: dict[str, Message] = {m["info"]["id"]: m for m in sibling.messages} if sibling else {}
     messages: list[Message] = []
     included: set[str] = set()
@@ -589,7 +611,7 @@ def read_events(raw: bytes, path: Path, task: str | None) -> Native:
                     messages.append(parent)
                     included.add(user_id)
             elif user_id is None:
-                user = _first_prompt(log, run_number, task, sibling, path)
+                user = _first_prompt(log, run_number, task, sibling, path, missing)
                 user_id = user["info"]["id"]
                 messages.append(user)
                 included.add(user_id)
@@ -597,35 +619,36 @@ def read_events(raw: bytes, path: Path, task: str | None) -> Native:
     info = (
         sibling.info if sibling else {"id": log.session_id, "directory": None, "title": "", "version": None}
     )
-    return Native(form="events", info=info, messages=messages, step_messages=[])
+    return Native(form="events", info=info, messages=messages, step_messages=[], prompts_missing=missing)
 
 
-def _first_prompt(log: _EventLog, run: int, task: str | None, sibling: Native | None, path: Path) -> Message:
-    """The synthesized user message of run 1, from `task`; later runs' prompts are unknown."""
-    if run == 1 and task is not None and (len(log.runs) == 1 or sibling is not None):
+def _first_prompt(
+    log: _EventLog, run: int, task: str | None, sibling: Native | None, path: Path, missing: list[int]
+) -> Message:
+    """The synthesized user message of run `run`: `task` for run 1, else a stand-in (the run's number added
+    to `missing`): the CLI prints no prompt, and reruns need only some prompt to start the CLI with; a
+    continuation needs the real one (`prompt_missing`)."""
+    if run == 1 and task is not None:
         return synthetic_user(log, task, sibling)
-    if run == 1 and sibling is None and task is None:
-        raise BadInput(NO_PROMPT)
-    if sibling is None:
+    if sibling is not None:
         raise BadInput(
-            f"{path} holds {len(log.runs)} appended opencode runs and the CLI prints no user prompt (--task "
-            "gives only the first): put the session's `opencode export` JSON next to it"
+            f"{path}: run {run} of {len(log.runs)} has no user prompt in the session's export next to it "
+            f"(an older one?){' and no --task' if run == 1 else ''}: export the session again"
         )
-    raise BadInput(
-        f"{path}: run {run} of {len(log.runs)} has no user prompt in the session's export next to it "
-        f"(an older one?){' and no --task' if run == 1 else ''}: export the session again"
-    )
+    missing.append(run)
+    return synthetic_user(log, STAND_IN_PROMPT, sibling, run - 1)
 
 
-def synthetic_user(log: _EventLog, task: str, sibling: Native | None) -> Message:
-    first = log.runs[0][0]
+def synthetic_user(log: _EventLog, task: str, sibling: Native | None, run: int = 0) -> Message:
+    first = log.runs[run][0]
     stem = first[4:16]
     try:
         stamp = f"{max(int(stem, 16) - 1, 0):012x}"
     except ValueError:
         stamp = "0" * 12
     message_id = f"msg_{stamp}{SYNTHETIC_SUFFIX}"
-    info: Record = {"role": "user", "time": {"created": log.first_timestamp}, "agent": "build"}
+    created = log.message_times.get(first, log.first_timestamp) if run else log.first_timestamp
+    info: Record = {"role": "user", "time": {"created": created}, "agent": "build"}
     model = _known_model(sibling)
     if model:
         info["model"] = model

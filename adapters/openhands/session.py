@@ -19,11 +19,11 @@ from typing import Annotated, Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from replayer.adapters.head import loads_document
+from replayer.adapters.head import conversation_root, loads_document
 from replayer.adapters.openhands import bundle
 from replayer.adapters.shapes import MAX_DEPTH, Member, deep_place, fits, shallow_text, validated
 from replayer.floor.errors import BadInput, bad_record, excerpt
-from replayer.floor.io import read_input
+from replayer.floor.io import MAX_INPUT_BYTES, entry_kind, read_input, read_small
 from replayer.floor.models import Observation, Step, Trajectory
 from replayer.floor.pins import pinned_version
 
@@ -241,12 +241,22 @@ def looks_like_conversation(path: Path) -> bool:
 
 
 def read_events(root: Path, digest: Any) -> list[dict[str, Any]]:
+    """The event files in order, each read without following a link (a link or special file is refused)."""
     folder = root / EVENTS
-    if not folder.is_dir():
-        raise BadInput(f"{root}: no {EVENTS} directory (not an OpenHands conversation)")
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        raise BadInput(f"{root}: no {EVENTS} directory (not an OpenHands conversation)") from None
+    try:
+        return _read_events(root, folder, dir_fd, digest)
+    finally:
+        os.close(dir_fd)
+
+
+def _read_events(root: Path, folder: Path, dir_fd: int, digest: Any) -> list[dict[str, Any]]:
     named: list[tuple[int, str, str]] = []
     try:
-        names = os.listdir(folder)
+        names = os.listdir(dir_fd)
     except OSError as exc:
         raise BadInput(f"cannot read {folder}: {exc.strerror}") from None
     prefix = f"{folder}{os.sep}"  # paths as strings: thousands of Path objects cost more than their reads
@@ -256,13 +266,18 @@ def read_events(root: Path, digest: Any) -> list[dict[str, Any]]:
         m = _EVENT_FILE.match(name)
         if not m:
             raise BadInput(f"{prefix}{name}: not an event file of an OpenHands conversation")
-        named.append((int(m.group(1)), m.group(2), prefix + name))
+        named.append((int(m.group(1)), m.group(2), name))
     named.sort()
     events = []
-    for n, (index, event_id, entry) in enumerate(named):
+    for n, (index, event_id, name) in enumerate(named):
         if index != n:
             raise BadInput(f"{root}: event {n} is missing (found event-{index:05d})")
-        data = read_input(entry)
+        entry = prefix + name
+        data = read_small(dir_fd, name, MAX_INPUT_BYTES)
+        if data is None:
+            raise BadInput(
+                f"{entry} is {entry_kind(dir_fd, name)}, not an event file (links are not followed)"
+            )
         digest.update(data)
         raw = load_json(entry, data, "conversation")
         if not isinstance(raw, dict):
@@ -277,7 +292,9 @@ def read_events(root: Path, digest: Any) -> list[dict[str, Any]]:
     return events
 
 
-def parse(root: Path) -> Trajectory:
+def parse(path: Path) -> Trajectory:
+    """`path`: the conversation folder, or the agent server's `<id>` folder holding it as `event_service/`."""
+    root = conversation_root(path) or path
     digest = hashlib.sha256()
     base_path = root / BASE_STATE
     data = read_input(base_path)
@@ -293,7 +310,7 @@ def parse(root: Path) -> Trajectory:
     events = read_events(root, digest)
     native = Native(root=root, base_state=base, events=events)
     steps = _steps(native, base_path)
-    return _trajectory(native, steps, version, str(root), digest.hexdigest())
+    return _trajectory(native, steps, version, str(path), digest.hexdigest())
 
 
 def _steps(native: Native, where: Path) -> list[Step]:

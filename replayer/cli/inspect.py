@@ -13,6 +13,7 @@ from replayer.cli.options import Cwd, JsonOpt, Session, Task, TrajectoryArg, emi
 from replayer.floor.models import (
     InspectReport,
     StartingState,
+    SubagentOf,
 )
 
 
@@ -43,6 +44,8 @@ def inspect(
     )
     if report.start is not None:
         console.print(f"started from {_start_text(report.start)}", highlight=False, soft_wrap=True)
+    if report.subagent_of is not None:
+        console.print(subagent_text(report.subagent_of), highlight=False, soft_wrap=True, markup=False)
     table = Table("step", "tools", "call ids", "observed", "kind")
     for step in report.steps:
         notes = (
@@ -86,6 +89,18 @@ def inspect_header(report: InspectReport) -> str:
         cwd = f"{report.cwd} ({report.cwd_source})"
     image = f"  image {report.environment_image}" if report.environment_image else ""
     return f"{version}  session {session}  cwd {cwd}{image}"
+
+
+def subagent_text(of: SubagentOf) -> str:
+    """Whose subagent the file is, and what a run can do with it."""
+    who = f"subagent {of.agent_id}" if of.agent_id else "a subagent"
+    where = [f"file {of.parent_file}"] if of.parent_file else ["its file not found beside this one"]
+    where += [f"call {of.parent_call}"] if of.parent_call else []
+    where += [f"step {of.parent_step}"] if of.parent_step else []
+    return (
+        f"{who} of session {of.parent_session_id} ({', '.join(where)}): a run reruns what it holds; "
+        "a continuation is refused (continue the parent session)"
+    )
 
 
 def _start_text(start: StartingState) -> str:

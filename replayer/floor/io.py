@@ -356,6 +356,31 @@ MAX_FILE_BYTES = 64 * 1024 * 1024
 _SMALL_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
+def entry_kind(dir_fd: int, name: str) -> str:
+    """What `read_small` refused in `dir_fd`: "a link", "a FIFO", "a directory" ..., else "too large"."""
+    try:
+        mode = os.lstat(name, dir_fd=dir_fd).st_mode
+    except OSError as exc:
+        return f"unreadable ({exc.strerror})"
+    if stat.S_ISLNK(mode):
+        return "a link"
+    return "too large" if stat.S_ISREG(mode) else _kind_of(mode)
+
+
+def read_beside(folder: Path, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes | None:
+    """The regular file `name` of `folder` (a file found beside a user's input: another session of theirs),
+    following no link in its last two components and opening no special file; None when it is anything
+    else, missing, unreadable or larger than `max_bytes`."""
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return read_small(dir_fd, name, max_bytes)
+    finally:
+        os.close(dir_fd)
+
+
 def read_small(dir_fd: int, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes | None:
     """A regular file's bytes (no link followed, no special file opened); None when it is anything else
     or larger than `max_bytes`."""

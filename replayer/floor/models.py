@@ -119,6 +119,30 @@ CwdSource = Literal["recorded", "inferred", "stated"]
 NativeT = TypeVar("NativeT")
 
 
+class SubagentOf(Frozen):
+    """A subagent's own transcript (a Claude Code `agent-*.jsonl`, a Gemini CLI session of `kind: subagent`):
+    the session that started it, which the CLI resumes instead of the subagent."""
+
+    parent_session_id: str
+    agent_id: str | None = None
+    """The subagent's id in its parent (Claude Code's `agentId`); None where the file names none."""
+    parent_file: str | None = None
+    """The parent session's file, found where the CLI keeps it beside the subagent's; None when absent."""
+    parent_call: str | None = None
+    """The parent's tool call that started the subagent, where the parent file says so."""
+    parent_step: int | None = None
+    """The parent's step holding that call."""
+
+    def refusal(self, agent: str) -> str:
+        """Why a continuation is refused, in one line naming the parent session."""
+        where = f" ({self.parent_file})" if self.parent_file else ""
+        who = f"subagent {self.agent_id}" if self.agent_id else "a subagent"
+        return (
+            f"this is the transcript of {who} of session {self.parent_session_id}{where}: the {agent} CLI "
+            "resumes a session, not its subagent; continue the parent session instead"
+        )
+
+
 class Trajectory(Frozen):
     agent: str
     agent_version: str | None
@@ -142,6 +166,11 @@ class Trajectory(Frozen):
     parse_notes: list[str] = Field(default_factory=list)
     """What the parser repaired or supplied the way the agent's own loader does (a skipped line, a session
     id taken from the file name), one sentence each."""
+    subagent_of: SubagentOf | None = None
+    """The file is a subagent's own transcript: its parent session (a continuation is refused)."""
+    prompt_missing: bool = False
+    """The file stores no first prompt and none was given (an OpenCode event log without --task or a
+    sibling export): a stand-in starts the reruns, and a continuation is refused, naming --task."""
     _native: object = PrivateAttr(default=None)
     """Adapter-private parse state, used by the same adapter's rebuild (through `keep_native`/`native_as`)."""
 
@@ -218,6 +247,8 @@ class InspectReport(Frozen):
     version: VersionRecord | None = None
     """The version a run would use (without --agent-version), whose tools classified the calls."""
     steps: list[InspectStep]
+    subagent_of: SubagentOf | None = None
+    """The file is a subagent's own transcript: the session (and file, call, step) it belongs to."""
     sessions: list[HeldSessionSummary] = Field(default_factory=list)
     """The sessions of a file that holds several, when no --session chose one (`steps` is then empty)."""
 

@@ -80,6 +80,8 @@ def sandbox_image(stated: str | None, traj: Trajectory) -> str:
 
 def check_continuable(adapter: Adapter, traj: Trajectory, cont: ContinueRequest, what: str = "") -> None:
     """The adapter can continue this trajectory with the model the continuation would use."""
+    if traj.subagent_of is not None:
+        raise PlanRefused(f"{what}cannot continue: {traj.subagent_of.refusal(adapter.name)}")
     refusal = adapter.continuation_refusal(traj, cont.model or adapter.default_model(traj))
     if refusal:
         raise PlanRefused(f"{what}cannot continue: {refusal}")

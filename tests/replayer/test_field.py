@@ -31,6 +31,12 @@ PREPARED = {
     "codex/acidicsoil-legacy-rollout-2025-09-10.jsonl": ("codex", "0.58.0", "inferred"),
     # Gemini CLI records no version in its sessions: the pin runs (0.61.0 reads the older documents too)
     "gemini_cli/aim-0.34.0-session-2026-03-18T01-56-3afe7bdc.json": ("gemini_cli", "0.61.0", "default"),
+    # a subagent's own session: no step (tests/replayer/test_subagent_files.py)
+    "gemini_cli/aim-0.34.0-subagent-session-2026-03-18T01-57-3afe7bdc.json": (
+        "gemini_cli",
+        "0.61.0",
+        "default",
+    ),
     "gemini_cli/aim-benchmark-control-pro-run4.json": ("gemini_cli", "0.61.0", "default"),
     "gemini_cli/aim-session-2026-03-18T01-58-b26e4930.json": ("gemini_cli", "0.61.0", "default"),
     "gemini_cli/yoavf-pomodoro-2025-10-21.json": ("gemini_cli", "0.61.0", "default"),
@@ -42,6 +48,8 @@ PREPARED = {
     "openhands/v0-replay-basic_interactions.json": ("openhands_v0", "1.6.0", "default"),
     # an earlier SDK's directory (13 base-state keys; 1.34.0 writes 20): not inferred, the pin runs
     "openhands/v1-sdk-gpt4omini-pwd": ("openhands", "1.34.0", "default"),
+    # `opencode run --format json` output: no prompt, which only a continuation needs (test_opencode_logs.py)
+    "opencode/sandcastle-run-format-json-stdout.jsonl": ("opencode", "1.18.33", "default"),
     "pi/brunch-extension-tools-propose-graph-commit.jsonl": ("pi", "0.73.1", "default"),
     "pi/pi-mono-before-compaction.jsonl": ("pi", "0.73.1", "default"),
     "pi/pi-mono-large-session.jsonl": ("pi", "0.73.1", "default"),
@@ -50,8 +58,6 @@ PREPARED = {
     "pi/sandcastle-v3-resumed-0.73.1-lines-5-6-joined.jsonl": ("pi", "0.73.1", "default"),
 }
 REFUSED = {
-    # `opencode run --format json` output alone names no prompt
-    "opencode/sandcastle-run-format-json-stdout.jsonl": (3, "no user prompt: pass --task"),
     # V1 events saved as a plain list by a benchmark harness, not a conversation directory
     "openhands/v1-benchmarks-eventlist-backup-cron-job.json": (3, "unknown format"),
     # a newer SDK's event kind
@@ -62,6 +68,8 @@ REFUSED = {
 MULTI = {
     # an OpenHands evaluation output of three instances (tests/replayer/test_multisession.py)
     "openhands/multi-swe-bench-example-output.jsonl",
+    # a session and its subagent's file, where the CLI keeps them (tests/replayer/test_subagent_files.py)
+    "claude_code/spotter-2.1.39",
 }
 
 

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from replayer import adapters
-from replayer.adapters.opencode import importable, session
+from replayer.adapters.opencode import OpenCodeAdapter, importable, session
 from replayer.floor.errors import BadInput
 from tests.conftest import ROOT, replayer
 
@@ -190,13 +190,14 @@ def test_unknown_and_error_events_are_ignored(tmp_path: Path) -> None:
     assert _steps(traj) == _expected_steps("tools")
 
 
-def test_an_event_log_without_a_prompt_is_refused(tmp_path: Path) -> None:
-    path = _alone(tmp_path, _lines("tools"))
-    with pytest.raises(BadInput) as caught:
-        session.parse(path)
-    assert caught.value.exit_code == 3
-    assert str(caught.value) == session.NO_PROMPT
-    _one_line_error(replayer("inspect", str(path)), 3, "pass --task TEXT")
+def test_an_event_log_without_a_prompt_parses_with_a_stand_in(tmp_path: Path) -> None:
+    """Reruns need some prompt to start the CLI with; only a continuation needs the real one."""
+    traj = session.parse(_alone(tmp_path, _lines("tools")))
+    assert traj.prompt_missing
+    assert _steps(traj) == _expected_steps("tools")
+    first = session.Native.model_validate(traj.native_as(session.Native)).messages[0]
+    assert first["parts"][0]["text"] == session.STAND_IN_PROMPT
+    assert not session.parse(_alone(tmp_path, _lines("tools")), "Fix add() in calc.py.").prompt_missing
 
 
 def test_a_task_becomes_the_first_user_message(tmp_path: Path) -> None:
@@ -252,12 +253,18 @@ def test_two_appended_runs_take_their_prompts_from_the_export() -> None:
     assert len(traj.steps) == 3 and _steps(traj) == _expected_steps("two_runs")
 
 
-def test_two_appended_runs_without_the_export_are_refused(tmp_path: Path) -> None:
+def test_two_appended_runs_without_the_export_stand_in_for_the_later_prompt(tmp_path: Path) -> None:
+    """Run 2's prompt is printed nowhere: a stand-in starts it in a rerun, and a continuation is refused."""
     path = _alone(tmp_path, _lines("two_runs"))
-    with pytest.raises(BadInput, match="holds 2 appended opencode runs"):
-        session.parse(path, _meta("two_runs")["task"])
-    with pytest.raises(BadInput, match="pass --task TEXT"):
-        session.parse(path)
+    traj = session.parse(path, _meta("two_runs")["task"])
+    users = [m for m in traj.native_as(session.Native).messages if m["info"]["role"] == "user"]
+    assert [u["parts"][0]["text"] for u in users] == [_meta("two_runs")["task"], session.STAND_IN_PROMPT]
+    assert traj.native_as(session.Native).prompts_missing == [2] and _steps(traj) == _expected_steps(
+        "two_runs"
+    )
+    assert session.parse(path).native_as(session.Native).prompts_missing == [1, 2]
+    refusal = OpenCodeAdapter().continuation_refusal(traj, "openai/gpt-4o")
+    assert refusal is not None and "run(s) 2" in refusal and "opencode export" in refusal
     # one run alone is fine with its task
     lines = _lines("two_runs")
     stop = next(i for i, line in enumerate(lines) if orjson.loads(line)["part"].get("reason") == "stop")

@@ -301,3 +301,34 @@ def test_the_cli_refuses_a_damaged_shape_in_one_line(shape: str, tmp_path: Path)
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.startswith("replayer: bad_input: ") and len(proc.stderr.strip().splitlines()) == 1
     assert ("message 0" if shape == "messages.json" else "line ") in proc.stderr and "role" in proc.stderr
+
+
+# the stream's events saved as one JSON array (issue 35 item 6) ----------------------------------------
+def _as_array(tmp_path: Path, shape: str) -> Path:
+    """The recorded stream's events as a client that collects them saves them: one JSON array."""
+    values = [orjson.loads(line[5:]) for line in _lines(shape) if line.startswith(b"data:")]
+    return _write(tmp_path, f"{shape}.json", orjson.dumps(values, option=orjson.OPT_INDENT_2))
+
+
+@pytest.mark.parametrize("shape", ["event.sse", "global-event.sse"])
+def test_an_array_of_the_stream_events_is_the_exported_session(shape: str, tmp_path: Path) -> None:
+    path = _as_array(tmp_path, shape)
+    assert _steps(path) == _steps(API / "export.json")
+    native = session.parse(path).native_as(session.Native)
+    assert native.messages == _export()["messages"] and native.info == _export()["info"]
+    report = orjson.loads(replayer("inspect", str(path), "--json", check=True).stdout)
+    assert report["agent"] == "opencode" and len(report["steps"]) == 3
+
+
+def test_an_array_event_without_a_type_is_named(tmp_path: Path) -> None:
+    values = [orjson.loads(line[5:]) for line in _lines("event.sse") if line.startswith(b"data:")]
+    values[3] = {"properties": values[3]["properties"]}
+    path = _write(tmp_path, "events.json", orjson.dumps(values))
+    assert "event 3 is not an opencode server event" in _refusal(path)
+
+
+def test_an_array_of_two_sessions_is_refused(tmp_path: Path) -> None:
+    two = SERVER / "two" / "event.sse"
+    values = [orjson.loads(line[5:]) for line in two.read_bytes().splitlines() if line.startswith(b"data:")]
+    path = _write(tmp_path, "events.json", orjson.dumps(values))
+    assert "holds 2 opencode sessions" in _refusal(path)

@@ -124,3 +124,15 @@ def test_a_boundary_prompt_is_the_user_message_after_the_prefix(tmp_path: Path) 
     first = [r for r in log if r.main_thread][0].body["messages"]
     assert first[: len(expected)] == expected and len(first) == len(expected) + 1
     assert first[-1]["role"] == "user" and first[-1]["content"][0]["text"] == "Now add a docstring."
+
+
+def test_the_agent_server_folder_reruns_like_the_conversation(tmp_path: Path) -> None:
+    """`<id>/event_service/` (the agent server's place of the conversation): every call reruns exact."""
+    folder = tmp_path / "0123456789abcdef0123456789abcdef"
+    shutil.copytree(CONVERSATION, folder / "event_service")
+    out = tmp_path / "out"
+    args = ["run", str(folder), "-n", "4", "-w", str(FIXTURE / "workspace"), "-o", str(out), "--json"]
+    replayer(*args, check=True)
+    result = orjson.loads((out / "result.json").read_bytes())
+    assert [d["status"] for d in result["divergences"]] == ["exact"] * 5  # the calls of steps 1-4
+    assert result["request"]["trajectory"] == str(folder)
