@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from replayer.adapters.base import COMMAND, Adapter, Continuation, Ended, Launch, Rebuild, continued_file
-from replayer.adapters.codex import continuation, patch, tools
+from replayer.adapters.codex import continuation, patch, resume, tools
 from replayer.adapters.codex import rerun as driven
 from replayer.adapters.codex import session as rollout
 from replayer.adapters.codex.continuation import config_toml
@@ -57,6 +57,8 @@ class CodexContinuation(Continuation):
     instructions: str | None = None
     outputs_rendered: bool = True
     """The CLI renders stored shell outputs as text (it offers a freeform apply_patch)."""
+    turn: resume.TurnSettings = resume.TurnSettings()
+    """The prefix's last recorded turn context (what the continuation keeps of it, and what it cannot)."""
 
 
 class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
@@ -135,12 +137,13 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
         native = self.native(trajectory)
         outputs = {call_id: obs.content for call_id, obs in observations.items()}
         records = rollout.prefix_records(native, after_step, outputs)
+        turn = resume.recorded(records)
         home = dest / "home"
         path = home / ".codex" / rollout.session_path(native.meta, native.file_name)
         write_bytes_atomic(path, rollout.to_jsonl(records))
         write_bytes_atomic(
             home / ".codex" / "config.toml",
-            config_toml(self.default_model(trajectory), _provider(native)).encode(),
+            config_toml(self.default_model(trajectory), _provider(native), turn=turn).encode(),
         )
         return Rebuild(
             native_files=[path],
@@ -152,6 +155,7 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
                 instructions_form=rollout.instructions_form(native),
                 instructions=rollout.wire_instructions(native),
                 outputs_rendered=rollout.freeform_apply_patch(native),
+                turn=turn,
             ),
         )
 
@@ -183,6 +187,7 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
             instructions_form=rebuild.continuation.instructions_form,
             instructions=rebuild.continuation.instructions,
             outputs_rendered=rebuild.continuation.outputs_rendered,
+            insertions=resume.insertions(tools.version(), rebuild.continuation.turn),
         )
 
     def default_model(self, trajectory: Trajectory) -> str | None:

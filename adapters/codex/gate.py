@@ -14,16 +14,12 @@ import re
 import uuid
 from typing import Any
 
+from replayer.adapters.codex.resume import CONTEXT_ITEMS, Insertion
 from replayer.adapters.codex.session import reserialized
 from replayer.bridges.core import Decision
 from replayer.bridges.difference import Mismatch, first_difference, mismatch_at
 from replayer.bridges.responses import Item, input_of, is_response_request, message_text
 
-CONTEXT_ITEMS = {
-    "<environment_context>": "an <environment_context> item (date, cwd or environment differ from the rollout)",
-    "<skills_instructions>": "a <skills_instructions> item (the skills or CODEX_HOME differ)",
-    "<tools>": "a <tools> item (deferred tool namespaces)",
-}
 _MSG_ID = re.compile(r"msg_([0-9a-f-]{36})")
 
 
@@ -47,12 +43,16 @@ class CodexGate:
         instructions_form: bool = False,
         instructions: str | None = None,
         outputs_rendered: bool = True,
+        insertions: tuple[Insertion, ...] = CONTEXT_ITEMS,
     ):
         """`instructions_form`: the CLI sends the base instructions as the body's `instructions` (equal to
         `instructions` where the rollout records them) and `prefix` holds the conversation only.
         `outputs_rendered`: whether `prefix` already holds shell outputs as such a CLI renders them while it
-        offers a freeform apply_patch; when not and the request offers one, they are rendered here."""
+        offers a freeform apply_patch; when not and the request offers one, they are rendered here.
+        `insertions`: the context items the running CLI version may insert before the prompt (the adapter's
+        declaration, `adapters/codex/resume.py`); anything else refuses."""
         self.prefix = prefix
+        self.insertions = insertions
         self.outputs_rendered = outputs_rendered
         self.instructions_form = instructions_form
         self.instructions = instructions
@@ -124,12 +124,13 @@ class CodexGate:
             return diff
         for i, item in enumerate(items[n:-1], start=n):
             text = message_text(item) or ""
-            known = next((why for mark, why in CONTEXT_ITEMS.items() if text.startswith(mark)), None)
+            role = item.get("role") if isinstance(item, dict) else None
+            known = next((i.why for i in self.insertions if i.matches(role, text)), None)
             if known is None:
                 found = mismatch_at(
-                    f"input[{i}]", "the prompt, or a context item the pinned CLI inserts", item
+                    f"input[{i}]", "the prompt, or a context item the running CLI inserts", item
                 )
-                found.reason = "the first request carries an item the pinned CLI is not known to insert"
+                found.reason = "the first request carries an item the running CLI is not known to insert"
                 return found
             self.notes.append(f"input[{i}]: the CLI inserted {known}")
         last = items[-1] if len(items) > n else None

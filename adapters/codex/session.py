@@ -31,6 +31,10 @@ GHOST_SNAPSHOT = "ghost_snapshot"
 """An undo checkpoint the CLI records and never sends (codex-rs history: `remove_ghost_snapshots`)."""
 _FILTERED_LINE = "- If you create a checklist or task list,"
 """The pinned CLI drops base-instruction lines starting so (observed on the wire; the prefix is in its binary)."""
+IDLESS_ON_WIRE = {"message", "reasoning", "function_call", "custom_tool_call", "web_search_call"}
+"""Items the CLIs of the `instructions` form send without their `id`, which later ones of them (0.142: observed)
+keep in the rollout: the server's `rs_`/`fc_`/`msg_`/`ws_` ids are not sent back (codex-rs `skip_serializing`
+on the wire)."""
 KEPT_TYPES = {"session_meta", "world_state", "turn_context", "response_item", "compacted"}
 """What a rebuilt rollout holds: event_msg and token_usage_record are UI and telemetry."""
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
@@ -375,6 +379,9 @@ def wire_input(native: Native, records: list[Record]) -> list[dict[str, Any]]:
             history.append(_wire_item(written, first_party))
     history = [entry for entry in history if entry.get("type") != GHOST_SNAPSHOT]
     if instructions_form(native):
+        history = [
+            bare.without_id(entry) if entry.get("type") in IDLESS_ON_WIRE else entry for entry in history
+        ]
         return reserialized(history) if freeform_apply_patch(native) else history
     base = base_instructions_message(native.meta)
     if first_party:

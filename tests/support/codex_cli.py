@@ -46,12 +46,13 @@ def codex_env(key: str) -> dict[str, str]:
     return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": HOME, "CODEX_HOME": CODEX_HOME, KEY_ENV: key}
 
 
-def codex_argv(*args: str) -> list[str]:
+BYPASS = ("--dangerously-bypass-approvals-and-sandbox",)
+"""The recorder's default: the container is the sandbox."""
+
+
+def codex_argv(*args: str, options: tuple[str, ...] = BYPASS) -> list[str]:
     cli = tools.cli(load_pins().agents["codex"].version)
-    return [f"{agent_mount()}/{cli.path}", "exec", "--json", "--skip-git-repo-check"] + [
-        "--dangerously-bypass-approvals-and-sandbox",
-        *args,
-    ]
+    return [f"{agent_mount()}/{cli.path}", "exec", "--json", "--skip-git-repo-check", *options, *args]
 
 
 def _thread_id(home: Path) -> str:
@@ -61,9 +62,16 @@ def _thread_id(home: Path) -> str:
 
 
 def run_codex(
-    *, prompts: list[str], workspace: Path, home: Path, sockets: Path, script: Script
+    *,
+    prompts: list[str],
+    workspace: Path,
+    home: Path,
+    sockets: Path,
+    script: Script,
+    options: tuple[str, ...] = BYPASS,
 ) -> tuple[list[bytes], list[dict]]:
-    """The first prompt starts a session (`codex exec`), each further one resumes it (`exec resume --last`)."""
+    """The first prompt starts a session (`codex exec`), each further one resumes it (`exec resume --last`);
+    `options` go before the prompt or `resume` (the sandbox and approval settings)."""
     pins = load_pins()
     (home / ".codex").mkdir(parents=True, exist_ok=True)
     (home / ".codex" / "config.toml").write_text(config_toml())
@@ -77,7 +85,8 @@ def run_codex(
         ) as box:
             box.forward_port(PORT, f"{SOCK_DIR}/upstream.sock")
             for i, prompt in enumerate(prompts):
-                argv = codex_argv(prompt) if i == 0 else codex_argv("resume", _thread_id(home), prompt)
+                args = (prompt,) if i == 0 else ("resume", _thread_id(home), prompt)
+                argv = codex_argv(*args, options=options)
                 res = box.exec(
                     ["bash", "-c", 'exec "$@" </dev/null', "codex", *argv],
                     workdir=CWD,
