@@ -1,8 +1,7 @@
 """What `codex exec resume` runs with, and what each version then inserts into the first request.
 
 The continuation runs with the recorded turn context where the container can host it: the model and its
-reasoning settings (`effort`, `summary`, written into the rebuilt config.toml) are the last recorded
-`turn_context`'s. Two settings cannot be:
+reasoning effort (`effort`, written into the rebuilt config.toml) are the last recorded `turn_context`'s. Two settings cannot be:
 - the sandbox: codex's own Linux sandbox for `read-only` and `workspace-write` (bwrap from 0.1xx, Landlock
   before) needs user namespaces, which the container's seccomp profile does not grant (every command fails
   with `bwrap: No permissions to create a new namespace`, observed with 0.142.0); the container is the
@@ -74,7 +73,6 @@ class TurnSettings(BaseModel):
     sandbox: str | None = None
     approval: str | None = None
     effort: str | None = None
-    summary: str | None = None
 
 
 def recorded(records: list[rollout.Record]) -> TurnSettings:
@@ -89,7 +87,6 @@ def recorded(records: list[rollout.Record]) -> TurnSettings:
             sandbox=_text(sandbox),
             approval=_text(payload.get("approval_policy")),
             effort=_text(payload.get("effort")),
-            summary=_text(payload.get("summary")),
         )
     return TurnSettings()
 
