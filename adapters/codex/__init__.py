@@ -14,6 +14,7 @@ from replayer.adapters.codex.exec import ExecCommand, own_text
 from replayer.adapters.codex.gate import CodexGate
 from replayer.adapters.sandbox_paths import AGENT_HOME
 from replayer.bridges.responses import ResponsesDialect, tools_to_chat
+from replayer.bridges.scripted import ItemBlock
 from replayer.floor import bundles
 from replayer.floor.divergence import COMMON
 from replayer.floor.io import Workspace, write_bytes_atomic
@@ -71,12 +72,22 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
     reruns_own_code = False
     drives_other_versions = True
     probe_native = "rollout.jsonl"
-    probe_recordings = ("codex/exec", "codex/versions/*/probe")
+    probe_recordings = ("codex/turn_context/0.101.0/turn_context", "codex/exec", "codex/versions/*/probe")
+    """0.101's workspace-write session (reasoning items, a web search call) heads the probes of 0.101 to 0.124:
+    the later versions' own sandbox (bwrap) cannot run in the container, so their workspace-write recordings
+    hold its failures, which no rerun reproduces."""
     probe_shell = {
         "exec_command": {"cmd": COMMAND},
         "shell_command": {"command": COMMAND},
         "shell": {"command": ["bash", "-lc", COMMAND]},
     }
+
+    def probe_items(self, step: int) -> list[Any]:
+        """A reasoning item with the server's id before each probe call: the later CLIs keep the id in the
+        rollout, and send it (paginated form) or not (the instructions form)."""
+        item = {"type": "reasoning", "id": f"rs_probe_{step:02d}", "content": None}
+        item["summary"] = [{"type": "summary_text", "text": f"Probe step {step}."}]
+        return [ItemBlock(item={**item, "encrypted_content": f"gAAAAB-probe-{step:02d}"})]
 
     @classmethod
     def detect(cls, head: list[Any]) -> bool:

@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from replayer.adapters.codex import session as rollout
+from replayer.floor.pins import release
 
 RUN_SANDBOX = "danger-full-access"
 RUN_APPROVAL = "never"
@@ -105,19 +106,10 @@ def changed(settings: TurnSettings) -> list[str]:
     return out
 
 
-def _version(text: str) -> tuple[int, ...]:
-    parts = []
-    for piece in text.split("-")[0].split("."):
-        if not piece.isdigit():
-            break
-        parts.append(int(piece))
-    return tuple(parts)
-
-
 def insertions(version: str, settings: TurnSettings) -> tuple[Insertion, ...]:
     """What the CLI at `version` may insert before the prompt when it resumes this rollout."""
     found = list(CONTEXT_ITEMS)
-    at = _version(version)
+    at = release(version)
     differs = changed(settings)
     every_resume = PERMISSION_NOTICES_FROM <= at < NOTICES_ON_CHANGE_FROM
     if every_resume:
