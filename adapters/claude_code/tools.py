@@ -27,3 +27,12 @@ loaded history: such a version is driven by the id each run reports."""
 def takes_session_id(version: str) -> bool:
     """Whether `claude -p` at `version` takes `--session-id` (else the session is the CLI's own)."""
     return release(version) >= SESSION_ID_FROM
+
+
+REPEATED_TURNS_UNTIL = (1, 0, 51)
+"""Releases up to this one (observed: 1.0.44, 1.0.51; not 1.0.108) send a tool turn twice in a row on the wire
+(the assistant message and its results, then both again), while their session file holds it once."""
+
+
+def repeats_turns(version: str) -> bool:
+    return release(version) <= REPEATED_TURNS_UNTIL
