@@ -29,6 +29,8 @@ class Scenario(BaseModel):
     script: Script
     options: tuple[str, ...] = BYPASS
     """The CLI's sandbox and approval options."""
+    interrupt: int | None = None
+    """The prompt whose run the user interrupts (Ctrl-C) while a call runs."""
 
 
 def _exec(sid: str, n: int, cmd: str, **extra: object) -> ToolUseBlock:
@@ -258,6 +260,26 @@ def turn_context_scenario(offered: dict[str, str]) -> Scenario:
     )
 
 
+def aborted_scenario() -> Scenario:
+    """The user interrupts (Ctrl-C) a batch whose command outlasts the interrupt, with an apply_patch
+    waiting behind it; a second prompt resumes the thread (`aborted`)."""
+    s = "aborted"
+    slow = _exec(s, 1, "echo started; sleep 30; echo finished > late.txt", yield_time_ms=30000)
+    turns = [
+        _turn(TextBlock(text="Starting."), _exec(s, 0, "cat a.txt")),
+        _turn(slow, _patch(s, 2, "*** Add File: b.txt\n+b\n")),
+        _turn(_exec(s, 3, "ls")),
+        _turn(TextBlock(text="Done.")),
+    ]
+    return Scenario(
+        name=s,
+        files={"a.txt": "alpha\n"},
+        prompts=["Run the slow job.", "Never mind, list the files."],
+        script=Script(model=MODEL, turns=turns),
+        interrupt=0,
+    )
+
+
 def record(scenario: Scenario, dest: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
         state = Path(tmp)
@@ -269,6 +291,7 @@ def record(scenario: Scenario, dest: Path) -> Path:
             sockets=paths["sock"],
             script=scenario.script,
             options=scenario.options,
+            interrupt=scenario.interrupt,
         )
         rollouts = list((paths["home"] / ".codex" / "sessions").rglob("rollout-*.jsonl"))
         if len(rollouts) != 1:
@@ -346,6 +369,8 @@ def main() -> None:
     for scenario in scenarios():
         if args.all or scenario.name in args.names:
             print("recorded", record(scenario, args.dest))
+    if args.all or "aborted" in args.names:  # not a scenario of every boundary: its own folder
+        print("recorded", record(aborted_scenario(), args.dest / "interrupted"))
 
 
 if __name__ == "__main__":

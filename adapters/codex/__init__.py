@@ -100,6 +100,8 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
         return own_text(text)
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
+        if call.id in self.native(trajectory).aborted:
+            return "pure", None  # the user interrupted it: the CLI's own "aborted" observation is kept
         if call.tool in tools.PURE_TOOLS:
             return "pure", None
         if self.drives(tools.version()):

@@ -20,7 +20,9 @@ from replayer.bridges.core import Decision
 from replayer.bridges.difference import Mismatch, first_difference, mismatch_at
 from replayer.bridges.responses import Item, input_of, is_response_request, message_text
 
-_MSG_ID = re.compile(r"msg_([0-9a-f-]{36})")
+_DERIVED_ID = re.compile(r"(msg|fco|ctco)_([0-9a-f-]{36})")
+"""The ids the paginated CLIs derive from the thread (a version-5 uuid): the base-instructions message's, and
+the "aborted" outputs' of calls left without one. The prefix writes them as null."""
 
 
 def offers_freeform_apply_patch(body: Any) -> bool:
@@ -113,12 +115,18 @@ class CodexGate:
                 "outputs: shell outputs rendered as text, as the CLI does while it offers a freeform apply_patch"
             )
         if not self.instructions_form:
-            first = items[0] if items else None
-            sent_id = first.get("id") if isinstance(first, dict) else None
-            match = _MSG_ID.fullmatch(sent_id) if isinstance(sent_id, str) else None
-            if match is None or uuid.UUID(match.group(1)).version != 5:
-                return Mismatch(path="input[0].id", expected="msg_<version-5 uuid>", actual=str(sent_id))
-            expected = [{**self.prefix[0], "id": sent_id}, *self.prefix[1:]]
+            derived = [
+                i for i, e in enumerate(expected) if isinstance(e, dict) and "id" in e and e["id"] is None
+            ]
+            expected = list(expected)
+            for i in derived:
+                sent = items[i] if i < len(items) else None
+                sent_id = sent.get("id") if isinstance(sent, dict) else None
+                match = _DERIVED_ID.fullmatch(sent_id) if isinstance(sent_id, str) else None
+                if match is None or uuid.UUID(match.group(2)).version != 5:
+                    found = str(sent_id)
+                    return Mismatch(path=f"input[{i}].id", expected="<kind>_<version-5 uuid>", actual=found)
+                expected[i] = {**expected[i], "id": sent_id}
         diff = first_difference(expected, items[:n], "input")
         if diff is not None:
             return diff
