@@ -85,7 +85,7 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
     def probe_items(self, step: int) -> list[Any]:
         """A reasoning item with the server's id before each probe call: the later CLIs keep the id in the
         rollout, and send it (paginated form) or not (the instructions form)."""
-        item = {"type": "reasoning", "id": f"rs_probe_{step:02d}", "content": None}
+        item: dict[str, Any] = {"type": "reasoning", "id": f"rs_probe_{step:02d}", "content": None}
         item["summary"] = [{"type": "summary_text", "text": f"Probe step {step}."}]
         return [ItemBlock(item={**item, "encrypted_content": f"gAAAAB-probe-{step:02d}"})]
 

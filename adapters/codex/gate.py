@@ -124,8 +124,8 @@ class CodexGate:
                 sent_id = sent.get("id") if isinstance(sent, dict) else None
                 match = _DERIVED_ID.fullmatch(sent_id) if isinstance(sent_id, str) else None
                 if match is None or uuid.UUID(match.group(2)).version != 5:
-                    found = str(sent_id)
-                    return Mismatch(path=f"input[{i}].id", expected="<kind>_<version-5 uuid>", actual=found)
+                    actual = str(sent_id)
+                    return Mismatch(path=f"input[{i}].id", expected="<kind>_<version-5 uuid>", actual=actual)
                 expected[i] = {**expected[i], "id": sent_id}
         diff = first_difference(expected, items[:n], "input")
         if diff is not None:
