@@ -1,9 +1,10 @@
 """The prefix gate for `codex exec resume`: pure, no sockets (the bridge core calls it per request).
 
 The first Responses request must be the rebuilt prefix (its first item the base-instructions
-developer message, whose id the CLI derives from the thread: any version-5 `msg_` id), then only the
-context items the pinned CLI is known to insert on resume when the date, cwd, CODEX_HOME or model
-metadata differ (each reported), then the prompt item. The nonce item is stripped from every request;
+developer message, whose id the CLI derives from the thread: any version-5 `msg_` id, as for the "aborted"
+outputs it gives calls without one), then only the context items the running CLI version is known to
+insert on resume (declared by the adapter, `resume.py`: when the date, cwd, CODEX_HOME, model metadata or
+the recorded sandbox and approval differ; each reported), then the prompt item. The nonce item is stripped from every request;
 a boundary prompt is kept.
 """
 
