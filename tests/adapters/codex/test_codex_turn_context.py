@@ -10,6 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from replayer.adapters import by_name
 from replayer.adapters.codex import resume
 from replayer.adapters.codex import session as rollout
 from replayer.adapters.codex.gate import CodexGate
@@ -144,3 +145,17 @@ def test_a_workspace_write_session_continues_at_its_own_version(version: str, tm
     kinds = [i.get("type") for i in main[0].body["input"]]
     assert "reasoning" in kinds and "web_search_call" in kinds
     assert main[0].body.get("reasoning") == _posts(version)[0].get("reasoning")
+
+
+def test_the_recorded_reasoning_effort_is_the_continuations(tmp_path: Path) -> None:
+    """The field's 0.58.0 rollout records `effort: high` (gpt-5.1-codex's default is medium): the rebuilt
+    config.toml sets it; its recorded `summary` (the CLI's resolved default) is not set."""
+    field = ROOT / "tests" / "fixtures" / "field" / "codex" / "acidicsoil-0.58.0-rollout-2025-11-17.jsonl"
+    traj = rollout.parse(field)
+    rebuilt = by_name("codex").rebuild(traj, 3, {}, tmp_path)
+    config = (tmp_path / "home" / ".codex" / "config.toml").read_text()
+    assert 'model_reasoning_effort = "high"' in config and "model_reasoning_summary" not in config
+    assert rebuilt.continuation.turn == resume.TurnSettings(
+        sandbox="danger-full-access", approval="never", effort="high"
+    )
+    assert resume.changed(rebuilt.continuation.turn) == []
