@@ -384,6 +384,11 @@ class Probing:
     """A shell command that ends the session (a submit command); None: the session ends with a text
     answer."""
 
+    def probe_items(self, step: int) -> list[Any]:
+        """Protocol items (scripted `ItemBlock`s) the probe's model puts before step `step`'s call, so that every
+        boundary's prefix holds them (Codex: a reasoning item with the server's id); default none."""
+        return []
+
     def probe_text_action(self, version: str, step: int, command: str) -> str | None:
         """The text of model turn `step` running `command`, for a version offering no shell tool (actions
         written in the text, the last one running `probe_submit`); None: such a version cannot be probed."""

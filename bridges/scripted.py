@@ -61,9 +61,18 @@ class CustomToolBlock(BaseModel):
     input: str
 
 
+class ItemBlock(BaseModel):
+    """(Responses only) an output item sent verbatim: a reasoning item, a hosted tool's call (web_search_call).
+    The other protocols have no such item and leave it out."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["item"] = "item"
+    item: dict[str, Any]
+
+
 class Turn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    blocks: list[TextBlock | ToolUseBlock | CustomToolBlock]
+    blocks: list[TextBlock | ToolUseBlock | CustomToolBlock | ItemBlock]
     fail_after_events: int | None = None
     """Drop the connection after this many SSE events (an upstream failing mid-stream)."""
     stall_s: float = 0.0
@@ -244,7 +253,7 @@ class ScriptedUpstream:
         if script.by_history:
             answered = self.answered_call_ids(body)
             for turn in script.turns:
-                ids = [b.id for b in turn.blocks if not isinstance(b, TextBlock)]
+                ids = [b.id for b in turn.blocks if isinstance(b, ToolUseBlock | CustomToolBlock)]
                 if not ids or not all(i in answered for i in ids):
                     return turn
             return self._closing(script, body)
@@ -272,7 +281,7 @@ class ScriptedUpstream:
             "type": "message",
             "role": "assistant",
             "model": self.script.model,
-            "content": [b.model_dump() for b in turn.blocks],
+            "content": [b.model_dump() for b in _portable(turn)],
             "stop_reason": _stop_reason(turn),
             "stop_sequence": None,
             "usage": {"input_tokens": 100, "output_tokens": 20},
@@ -303,7 +312,7 @@ class ScriptedUpstream:
             ("message_start", {"type": "message_start", "message": start})
         ]
         events.append(("ping", {"type": "ping"}))
-        for index, block in enumerate(turn.blocks):
+        for index, block in enumerate(_portable(turn)):
             if isinstance(block, TextBlock):
                 events.append(("content_block_start", _block_start(index, {"type": "text", "text": ""})))
                 for piece in _pieces(block.text):
@@ -438,7 +447,7 @@ class ScriptedUpstream:
 
         chunks = [chunk({"role": "assistant", "content": ""})]
         calls = 0
-        for block in turn.blocks:
+        for block in _portable(turn):
             if isinstance(block, TextBlock):
                 chunks += [chunk({"content": piece}) for piece in _pieces(block.text)]
                 continue
@@ -480,7 +489,11 @@ def _call_ids(value: Any) -> set[str]:
     return found
 
 
-def _response_item(block: TextBlock | ToolUseBlock | CustomToolBlock, item_id: str) -> dict[str, Any]:
+def _response_item(
+    block: TextBlock | ToolUseBlock | CustomToolBlock | ItemBlock, item_id: str
+) -> dict[str, Any]:
+    if isinstance(block, ItemBlock):
+        return block.item
     if isinstance(block, TextBlock):
         text = {"type": "output_text", "text": block.text, "annotations": []}
         return {
@@ -507,6 +520,11 @@ def _response_item(block: TextBlock | ToolUseBlock | CustomToolBlock, item_id: s
         "name": block.name,
         "input": block.input,
     }
+
+
+def _portable(turn: Turn) -> list[TextBlock | ToolUseBlock | CustomToolBlock]:
+    """The blocks every protocol has (a Responses-only item left out)."""
+    return [b for b in turn.blocks if not isinstance(b, ItemBlock)]
 
 
 def _stop_reason(turn: Turn) -> str:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from replayer.bridges.scripted import CustomToolBlock, Script, TextBlock, ToolUseBlock, Turn
+from replayer.bridges.scripted import CustomToolBlock, ItemBlock, Script, TextBlock, ToolUseBlock, Turn
 from replayer.floor import bundles
 from replayer.floor.pins import load_pins, running_version
-from tests.support.codex_cli import MODEL, run_codex
+from tests.support.codex_cli import BYPASS, MODEL, run_codex
 from tests.support.recording import first_request, seed, write_fixture
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "codex"
@@ -27,6 +27,10 @@ class Scenario(BaseModel):
     files: dict[str, str]
     prompts: list[str]
     script: Script
+    options: tuple[str, ...] = BYPASS
+    """The CLI's sandbox and approval options."""
+    interrupt: int | None = None
+    """The prompt whose run the user interrupts (Ctrl-C) while a call runs."""
 
 
 def _exec(sid: str, n: int, cmd: str, **extra: object) -> ToolUseBlock:
@@ -39,7 +43,7 @@ def _patch(sid: str, n: int, body: str) -> CustomToolBlock:
     )
 
 
-def _turn(*blocks: TextBlock | ToolUseBlock | CustomToolBlock) -> Turn:
+def _turn(*blocks: TextBlock | ToolUseBlock | CustomToolBlock | ItemBlock) -> Turn:
     return Turn(blocks=list(blocks))
 
 
@@ -218,6 +222,64 @@ def version_scenario(offered: dict[str, str]) -> Scenario:
     )
 
 
+WORKSPACE_WRITE = ("--sandbox", "workspace-write")
+"""A turn context other than the container's: what a TUI session or `exec --full-auto` records."""
+
+
+def _reasoning(n: int) -> ItemBlock:
+    summary = [{"type": "summary_text", "text": f"Thinking {n}."}]
+    item = {"type": "reasoning", "id": f"rs_tc_{n:02d}", "summary": summary, "content": None}
+    return ItemBlock(item={**item, "encrypted_content": f"gAAAAB-tc-{n:02d}"})
+
+
+def turn_context_scenario(offered: dict[str, str]) -> Scenario:
+    """A session under workspace-write whose responses hold reasoning items (with the server's ids) and a
+    web search call (`--turn-context V`): what resuming such a session inserts and rewrites."""
+    s = "turn_context"
+    shell = "exec_command" if "exec_command" in offered else "shell_command"
+    key = "cmd" if shell == "exec_command" else "command"
+
+    def call(n: int, cmd: str) -> ToolUseBlock:
+        return ToolUseBlock(id=f"call_{s}_{n:02d}", name=shell, input={key: cmd})
+
+    search = {"type": "web_search_call", "id": "ws_tc_01", "status": "completed"}
+    search["action"] = {"type": "search", "query": "python pathlib read_text"}
+    turns = [
+        _turn(_reasoning(1), TextBlock(text="Reading a.txt."), call(1, "cat a.txt")),
+        _turn(ItemBlock(item=search), _reasoning(2), call(2, "wc -c a.txt"), call(3, "ls")),
+        _turn(_reasoning(3), TextBlock(text="Looked.")),
+        _turn(_reasoning(4), call(4, "pwd")),
+        _turn(TextBlock(text="Done.")),
+    ]
+    return Scenario(
+        name=s,
+        files={"a.txt": "alpha\nbeta\n"},
+        prompts=["Look at the files.", "Once more."],
+        script=Script(model=MODEL, turns=turns),
+        options=WORKSPACE_WRITE,
+    )
+
+
+def aborted_scenario() -> Scenario:
+    """The user interrupts (Ctrl-C) a batch whose command outlasts the interrupt, with an apply_patch
+    waiting behind it; a second prompt resumes the thread (`aborted`)."""
+    s = "aborted"
+    slow = _exec(s, 1, "echo started; sleep 30; echo finished > late.txt", yield_time_ms=30000)
+    turns = [
+        _turn(TextBlock(text="Starting."), _exec(s, 0, "cat a.txt")),
+        _turn(slow, _patch(s, 2, "*** Add File: b.txt\n+b\n")),
+        _turn(_exec(s, 3, "ls")),
+        _turn(TextBlock(text="Done.")),
+    ]
+    return Scenario(
+        name=s,
+        files={"a.txt": "alpha\n"},
+        prompts=["Run the slow job.", "Never mind, list the files."],
+        script=Script(model=MODEL, turns=turns),
+        interrupt=0,
+    )
+
+
 def record(scenario: Scenario, dest: Path) -> Path:
     with tempfile.TemporaryDirectory(prefix=f"record-{scenario.name}-") as tmp:
         state = Path(tmp)
@@ -228,6 +290,8 @@ def record(scenario: Scenario, dest: Path) -> Path:
             home=paths["home"],
             sockets=paths["sock"],
             script=scenario.script,
+            options=scenario.options,
+            interrupt=scenario.interrupt,
         )
         rollouts = list((paths["home"] / ".codex" / "sessions").rglob("rollout-*.jsonl"))
         if len(rollouts) != 1:
@@ -283,7 +347,16 @@ def main() -> None:
     parser.add_argument(
         "--version", help="record the version scenario with this CLI into versions/<version>/"
     )
+    parser.add_argument(
+        "--turn-context", help="record the turn-context scenario with this CLI into turn_context/<version>/"
+    )
     args = parser.parse_args()
+    if args.turn_context:
+        bundles.ensure("codex", args.turn_context)
+        with running_version("codex", args.turn_context):
+            scenario = turn_context_scenario(offered_tools())
+            print("recorded", record(scenario, args.dest / "turn_context" / args.turn_context))
+        return
     if args.version:
         bundles.ensure("codex", args.version)
         with running_version("codex", args.version):
@@ -296,6 +369,8 @@ def main() -> None:
     for scenario in scenarios():
         if args.all or scenario.name in args.names:
             print("recorded", record(scenario, args.dest))
+    if args.all or "aborted" in args.names:  # not a scenario of every boundary: its own folder
+        print("recorded", record(aborted_scenario(), args.dest / "interrupted"))
 
 
 if __name__ == "__main__":

@@ -83,6 +83,9 @@ class DrivenRerunner(StepwiseRerunner):
         self.compacted_after = compacted or None
         self.sandbox = sandbox
         self.session_id = trajectory.session_id
+        self.reported = trajectory.session_id
+        """The session the last run reported (a version without --session-id starts one of its own, and
+        1.0.x resumes into a new session holding the history): what the next run resumes."""
         self.cwd = trajectory.cwd
         self.model_name = model
         self.step_timeout_s = budgets.max_command_timeout_s + STEP_MARGIN_S
@@ -161,9 +164,12 @@ class DrivenRerunner(StepwiseRerunner):
             self.fed.append([])
         text = _prompt_text(self.items[prompt])
         assert text is not None
-        session = (
-            ["--resume", self.session_id] if self.handle is not None else ["--session-id", self.session_id]
-        )
+        if self.handle is not None:
+            session = ["--resume", self.reported]
+        elif tools.takes_session_id(load_pins().agents["claude_code"].version):
+            session = ["--session-id", self.session_id]
+        else:
+            session = []
         argv = cli_argv(text, session, self.model_name)
         env = cli_env(PORT, REPLAY_MODEL_KEY)
         self.handle = self.sandbox.start_exec(
@@ -195,6 +201,8 @@ class DrivenRerunner(StepwiseRerunner):
             if isinstance(m, dict) and m.get("role") == "assistant"
         ]
         sent = [ids for ids in sent if ids]
+        if tools.repeats_turns(load_pins().agents["claude_code"].version):
+            sent = [ids for at, ids in enumerate(sent) if at == 0 or ids != sent[at - 1]]
         expected = [ids for ids in self.fed if ids]
         if sent != expected:
             raise SandboxError(
@@ -204,6 +212,8 @@ class DrivenRerunner(StepwiseRerunner):
 
     def _take(self, lines: bytes) -> None:
         for event in stdout_events(lines):
+            if event.get("type") == "system" and isinstance(event.get("session_id"), str):
+                self.reported = str(event["session_id"])
             if event.get("type") != "user" or event.get("parent_tool_use_id"):
                 continue
             for block in wire.as_blocks((event.get("message") or {}).get("content")):

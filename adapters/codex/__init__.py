@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from replayer.adapters.base import COMMAND, Adapter, Continuation, Ended, Launch, Rebuild, continued_file
-from replayer.adapters.codex import continuation, patch, tools
+from replayer.adapters.codex import continuation, patch, resume, tools
 from replayer.adapters.codex import rerun as driven
 from replayer.adapters.codex import session as rollout
 from replayer.adapters.codex.continuation import config_toml
@@ -14,6 +14,7 @@ from replayer.adapters.codex.exec import ExecCommand, own_text
 from replayer.adapters.codex.gate import CodexGate
 from replayer.adapters.sandbox_paths import AGENT_HOME
 from replayer.bridges.responses import ResponsesDialect, tools_to_chat
+from replayer.bridges.scripted import ItemBlock
 from replayer.floor import bundles
 from replayer.floor.divergence import COMMON
 from replayer.floor.io import Workspace, write_bytes_atomic
@@ -57,6 +58,8 @@ class CodexContinuation(Continuation):
     instructions: str | None = None
     outputs_rendered: bool = True
     """The CLI renders stored shell outputs as text (it offers a freeform apply_patch)."""
+    turn: resume.TurnSettings = resume.TurnSettings()
+    """The prefix's last recorded turn context (what the continuation keeps of it, and what it cannot)."""
 
 
 class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
@@ -69,12 +72,22 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
     reruns_own_code = False
     drives_other_versions = True
     probe_native = "rollout.jsonl"
-    probe_recordings = ("codex/exec", "codex/versions/*/probe")
+    probe_recordings = ("codex/turn_context/0.101.0/turn_context", "codex/exec", "codex/versions/*/probe")
+    """0.101's workspace-write session (reasoning items, a web search call) heads the probes of 0.101 to 0.124:
+    the later versions' own sandbox (bwrap) cannot run in the container, so their workspace-write recordings
+    hold its failures, which no rerun reproduces."""
     probe_shell = {
         "exec_command": {"cmd": COMMAND},
         "shell_command": {"command": COMMAND},
         "shell": {"command": ["bash", "-lc", COMMAND]},
     }
+
+    def probe_items(self, step: int) -> list[Any]:
+        """A reasoning item with the server's id before each probe call: the later CLIs keep the id in the
+        rollout, and send it (paginated form) or not (the instructions form)."""
+        item: dict[str, Any] = {"type": "reasoning", "id": f"rs_probe_{step:02d}", "content": None}
+        item["summary"] = [{"type": "summary_text", "text": f"Probe step {step}."}]
+        return [ItemBlock(item={**item, "encrypted_content": f"gAAAAB-probe-{step:02d}"})]
 
     @classmethod
     def detect(cls, head: list[Any]) -> bool:
@@ -87,6 +100,8 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
         return own_text(text)
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
+        if call.id in self.native(trajectory).aborted:
+            return "pure", None  # the user interrupted it: the CLI's own "aborted" observation is kept
         if call.tool in tools.PURE_TOOLS:
             return "pure", None
         if self.drives(tools.version()):
@@ -135,12 +150,13 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
         native = self.native(trajectory)
         outputs = {call_id: obs.content for call_id, obs in observations.items()}
         records = rollout.prefix_records(native, after_step, outputs)
+        turn = resume.recorded(records)
         home = dest / "home"
         path = home / ".codex" / rollout.session_path(native.meta, native.file_name)
         write_bytes_atomic(path, rollout.to_jsonl(records))
         write_bytes_atomic(
             home / ".codex" / "config.toml",
-            config_toml(self.default_model(trajectory), _provider(native)).encode(),
+            config_toml(self.default_model(trajectory), _provider(native), turn=turn).encode(),
         )
         return Rebuild(
             native_files=[path],
@@ -152,6 +168,7 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
                 instructions_form=rollout.instructions_form(native),
                 instructions=rollout.wire_instructions(native),
                 outputs_rendered=rollout.freeform_apply_patch(native),
+                turn=turn,
             ),
         )
 
@@ -183,6 +200,7 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
             instructions_form=rebuild.continuation.instructions_form,
             instructions=rebuild.continuation.instructions,
             outputs_rendered=rebuild.continuation.outputs_rendered,
+            insertions=resume.insertions(tools.version(), rebuild.continuation.turn),
         )
 
     def default_model(self, trajectory: Trajectory) -> str | None:

@@ -9,6 +9,7 @@ import orjson
 from replayer.adapters.base import Launch, stdout_events
 from replayer.adapters.codex import session as rollout
 from replayer.adapters.codex import tools
+from replayer.adapters.codex.resume import TurnSettings
 from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, PLACEHOLDER_KEY
 from replayer.floor.io import write_bytes_atomic
 from replayer.floor.models import AgentStatus, Trajectory
@@ -16,11 +17,20 @@ from replayer.floor.models import AgentStatus, Trajectory
 KEY_ENV = "REPLAYER_CODEX_KEY"
 
 
-def config_toml(model: str | None, provider: str | None = None, base_url: str = BRIDGE_URL) -> str:
+def config_toml(
+    model: str | None,
+    provider: str | None = None,
+    base_url: str = BRIDGE_URL,
+    turn: TurnSettings | None = None,
+) -> str:
     """CODEX_HOME/config.toml: the model service is the bridge (reached through the mounted socket), under
     the provider name the rollout records (a CLI refuses to resume a thread under another provider). The
-    built-in `openai` provider cannot be redefined: its base URL is set instead."""
+    built-in `openai` provider cannot be redefined: its base URL is set instead. `turn`: the recorded
+    reasoning effort the continuation keeps (the recorded `summary` is the CLI's resolved default "auto"
+    where the request sent none: 0.142.0 observed, so it is not set)."""
     head = f'model = "{model}"\n' if model else ""
+    if turn is not None and turn.effort:
+        head += f"model_reasoning_effort = {_toml_string(turn.effort)}\n"
     name = provider or "replayer"
     if name == "openai":
         return head + (

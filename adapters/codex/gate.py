@@ -1,9 +1,10 @@
 """The prefix gate for `codex exec resume`: pure, no sockets (the bridge core calls it per request).
 
 The first Responses request must be the rebuilt prefix (its first item the base-instructions
-developer message, whose id the CLI derives from the thread: any version-5 `msg_` id), then only the
-context items the pinned CLI is known to insert on resume when the date, cwd, CODEX_HOME or model
-metadata differ (each reported), then the prompt item. The nonce item is stripped from every request;
+developer message, whose id the CLI derives from the thread: any version-5 `msg_` id, as for the "aborted"
+outputs it gives calls without one), then only the context items the running CLI version is known to
+insert on resume (declared by the adapter, `resume.py`: when the date, cwd, CODEX_HOME, model metadata or
+the recorded sandbox and approval differ; each reported), then the prompt item. The nonce item is stripped from every request;
 a boundary prompt is kept.
 """
 
@@ -14,17 +15,15 @@ import re
 import uuid
 from typing import Any
 
+from replayer.adapters.codex.resume import CONTEXT_ITEMS, Insertion
 from replayer.adapters.codex.session import reserialized
 from replayer.bridges.core import Decision
 from replayer.bridges.difference import Mismatch, first_difference, mismatch_at
 from replayer.bridges.responses import Item, input_of, is_response_request, message_text
 
-CONTEXT_ITEMS = {
-    "<environment_context>": "an <environment_context> item (date, cwd or environment differ from the rollout)",
-    "<skills_instructions>": "a <skills_instructions> item (the skills or CODEX_HOME differ)",
-    "<tools>": "a <tools> item (deferred tool namespaces)",
-}
-_MSG_ID = re.compile(r"msg_([0-9a-f-]{36})")
+_DERIVED_ID = re.compile(r"(msg|fco|ctco)_([0-9a-f-]{36})")
+"""The ids the paginated CLIs derive from the thread (a version-5 uuid): the base-instructions message's, and
+the "aborted" outputs' of calls left without one. The prefix writes them as null."""
 
 
 def offers_freeform_apply_patch(body: Any) -> bool:
@@ -47,12 +46,16 @@ class CodexGate:
         instructions_form: bool = False,
         instructions: str | None = None,
         outputs_rendered: bool = True,
+        insertions: tuple[Insertion, ...] = CONTEXT_ITEMS,
     ):
         """`instructions_form`: the CLI sends the base instructions as the body's `instructions` (equal to
         `instructions` where the rollout records them) and `prefix` holds the conversation only.
         `outputs_rendered`: whether `prefix` already holds shell outputs as such a CLI renders them while it
-        offers a freeform apply_patch; when not and the request offers one, they are rendered here."""
+        offers a freeform apply_patch; when not and the request offers one, they are rendered here.
+        `insertions`: the context items the running CLI version may insert before the prompt (the adapter's
+        declaration, `adapters/codex/resume.py`); anything else refuses."""
         self.prefix = prefix
+        self.insertions = insertions
         self.outputs_rendered = outputs_rendered
         self.instructions_form = instructions_form
         self.instructions = instructions
@@ -113,23 +116,30 @@ class CodexGate:
                 "outputs: shell outputs rendered as text, as the CLI does while it offers a freeform apply_patch"
             )
         if not self.instructions_form:
-            first = items[0] if items else None
-            sent_id = first.get("id") if isinstance(first, dict) else None
-            match = _MSG_ID.fullmatch(sent_id) if isinstance(sent_id, str) else None
-            if match is None or uuid.UUID(match.group(1)).version != 5:
-                return Mismatch(path="input[0].id", expected="msg_<version-5 uuid>", actual=str(sent_id))
-            expected = [{**self.prefix[0], "id": sent_id}, *self.prefix[1:]]
+            derived = [
+                i for i, e in enumerate(expected) if isinstance(e, dict) and "id" in e and e["id"] is None
+            ]
+            expected = list(expected)
+            for i in derived:
+                sent = items[i] if i < len(items) else None
+                sent_id = sent.get("id") if isinstance(sent, dict) else None
+                match = _DERIVED_ID.fullmatch(sent_id) if isinstance(sent_id, str) else None
+                if match is None or uuid.UUID(match.group(2)).version != 5:
+                    actual = str(sent_id)
+                    return Mismatch(path=f"input[{i}].id", expected="<kind>_<version-5 uuid>", actual=actual)
+                expected[i] = {**expected[i], "id": sent_id}
         diff = first_difference(expected, items[:n], "input")
         if diff is not None:
             return diff
         for i, item in enumerate(items[n:-1], start=n):
             text = message_text(item) or ""
-            known = next((why for mark, why in CONTEXT_ITEMS.items() if text.startswith(mark)), None)
+            role = item.get("role") if isinstance(item, dict) else None
+            known = next((i.why for i in self.insertions if i.matches(role, text)), None)
             if known is None:
                 found = mismatch_at(
-                    f"input[{i}]", "the prompt, or a context item the pinned CLI inserts", item
+                    f"input[{i}]", "the prompt, or a context item the running CLI inserts", item
                 )
-                found.reason = "the first request carries an item the pinned CLI is not known to insert"
+                found.reason = "the first request carries an item the running CLI is not known to insert"
                 return found
             self.notes.append(f"input[{i}]: the CLI inserted {known}")
         last = items[-1] if len(items) > n else None

@@ -183,6 +183,9 @@ class DrivenRerunner(StepwiseRerunner):
         return before[-1]
 
     def _feed_step(self, index: int) -> None:
+        if all(c.id in self.native.aborted for c in self.steps[index].calls):
+            self.done = index  # nothing of it runs again: the CLI is not fed it
+            return
         prompt = self._prompt_of(index)
         if prompt != self.prompt:
             self._start_run(prompt)
@@ -217,8 +220,10 @@ class DrivenRerunner(StepwiseRerunner):
             payload = rollout.item(record)
             if payload is None or payload.get("type") in rollout.OUTPUT_TYPES:
                 continue
-            if payload.get("type") in rollout.CALL_TYPES and payload.get("call_id") not in call_ids:
-                continue
+            if payload.get("type") in rollout.CALL_TYPES and (
+                payload.get("call_id") not in call_ids or payload.get("call_id") in self.native.aborted
+            ):
+                continue  # another step's, or interrupted by the user: never run again
             block = _block(payload)
             if block is not None:
                 blocks.append(block)

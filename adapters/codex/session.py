@@ -31,6 +31,10 @@ GHOST_SNAPSHOT = "ghost_snapshot"
 """An undo checkpoint the CLI records and never sends (codex-rs history: `remove_ghost_snapshots`)."""
 _FILTERED_LINE = "- If you create a checklist or task list,"
 """The pinned CLI drops base-instruction lines starting so (observed on the wire; the prefix is in its binary)."""
+IDLESS_ON_WIRE = {"message", "reasoning", "function_call", "custom_tool_call", "web_search_call"}
+"""Items the CLIs of the `instructions` form send without their `id`, which later ones of them (0.142: observed)
+keep in the rollout: the server's `rs_`/`fc_`/`msg_`/`ws_` ids are not sent back (codex-rs `skip_serializing`
+on the wire)."""
 KEPT_TYPES = {"session_meta", "world_state", "turn_context", "response_item", "compacted"}
 """What a rebuilt rollout holds: event_msg and token_usage_record are UI and telemetry."""
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
@@ -56,6 +60,11 @@ class Native(BaseModel):
     """Call id -> index of the record holding its output."""
     last_compaction: int | None
     """Index of the last `compacted` record."""
+    aborted: frozenset[str] = frozenset()
+    """Calls of a turn the user interrupted (`turn_aborted`) that did not finish: kept with the observation
+    the CLI gave them, never rerun."""
+    unanswered: frozenset[str] = frozenset()
+    """Those of them without an output record: the CLI's resume sends its own "aborted" output for each."""
     pre_compaction_steps: int
     file_name: str
 
@@ -177,7 +186,8 @@ def parse(path: Path) -> Trajectory:
     if paginated and "ordinal" not in records[-1]:
         raise BadInput(f"{path}: a paginated rollout whose last record has no ordinal")
     last_compaction = max((i for i, r in enumerate(records) if r.get("type") == "compacted"), default=None)
-    steps, step_ends, output_index = _steps(records, lines, last_compaction, path)
+    aborted, unanswered = aborted_calls(records)
+    steps, step_ends, output_index = _steps(records, lines, last_compaction, path, unanswered)
     pre = sum(1 for s in steps if s.before_compaction)
     unversioned_bare = is_bare and not meta.get("cli_version")  # the later bare writer recorded one
     traj = Trajectory(
@@ -202,6 +212,8 @@ def parse(path: Path) -> Trajectory:
             step_ends=step_ends,
             output_index=output_index,
             last_compaction=last_compaction,
+            aborted=aborted,
+            unanswered=unanswered,
             pre_compaction_steps=pre,
             file_name=path.name if _CANONICAL.fullmatch(path.name) else canonical_name(meta),
         )
@@ -235,8 +247,46 @@ def item(record: Record) -> dict[str, Any] | None:
     return record["payload"] if record.get("type") == "response_item" else None
 
 
+ABORTED = "aborted"
+"""The output codex-rs gives a call without one when it resumes a thread (history normalization; observed on
+the wire with 0.125.0, 0.142.0 and 0.171.0), right after the call."""
+_ABORT_TEXT = re.compile(r"(Wall time: [0-9.]+ seconds\n)?aborted by user( after [0-9.]+s)?|aborted")
+"""What the CLI itself writes for a call the user interrupted (0.125.0 and 0.142.0: `aborted by user after
+4.4s`; 0.171.0: `Wall time: 4.3 seconds\naborted by user`)."""
+
+
+def aborted_calls(records: list[Record]) -> tuple[frozenset[str], frozenset[str]]:
+    """(the calls a `turn_aborted` event ended unfinished, those of them without an output record). A call
+    counts when its turn (since the last `turn_context`) was aborted and it has no output, or the CLI's own
+    abort text; a call that finished before the interrupt is not one."""
+    outputs: dict[str, Any] = {}
+    for record in records:
+        payload = item(record)
+        if payload is not None and payload.get("type") in OUTPUT_TYPES:
+            outputs[str(payload.get("call_id"))] = payload.get("output")
+    turn: list[str] = []
+    aborted: set[str] = set()
+    for record in records:
+        kind, payload = record.get("type"), record["payload"]
+        if kind == "turn_context":
+            turn = []
+        elif kind == "response_item" and payload.get("type") in CALL_TYPES:
+            turn.append(str(payload.get("call_id")))
+        elif kind == "event_msg" and payload.get("type") == "turn_aborted":
+            for call_id in turn:
+                output = outputs.get(call_id)
+                if call_id not in outputs or (isinstance(output, str) and _ABORT_TEXT.fullmatch(output)):
+                    aborted.add(call_id)
+            turn = []
+    return frozenset(aborted), frozenset(c for c in aborted if c not in outputs)
+
+
 def _steps(
-    records: list[Record], lines: list[int], last_compaction: int | None, path: Path
+    records: list[Record],
+    lines: list[int],
+    last_compaction: int | None,
+    path: Path,
+    unanswered: frozenset[str] = frozenset(),
 ) -> tuple[list[Step], list[int], dict[str, int]]:
     calls_at: dict[str, int] = {}
     outputs_at: dict[str, int] = {}
@@ -261,8 +311,9 @@ def _steps(
     def close_batch() -> None:
         if not batch:
             return
-        calls = [_call(records, i, outputs_at) for i in batch]
+        calls = [_call(records, i, outputs_at, unanswered) for i in batch]
         done = [outputs_at[c["id"]] for c in calls if c["id"] in outputs_at]
+        done += [at for at in batch if str(records[at]["payload"].get("call_id")) in unanswered]
         end = max(done) + 1 if done else batch[-1] + 1
         step = {  # validated once per step, not once per call and observation
             "index": len(steps) + 1,
@@ -288,7 +339,9 @@ def _steps(
     return steps, ends, outputs_at
 
 
-def _call(records: list[Record], at: int, outputs_at: dict[str, int]) -> dict[str, Any]:
+def _call(
+    records: list[Record], at: int, outputs_at: dict[str, int], unanswered: frozenset[str]
+) -> dict[str, Any]:
     """A ToolCall's fields (the step validates them)."""
     payload = records[at]["payload"]
     call_id = str(payload.get("call_id"))
@@ -304,6 +357,8 @@ def _call(records: list[Record], at: int, outputs_at: dict[str, int]) -> dict[st
     if call_id in outputs_at:
         output = records[outputs_at[call_id]]["payload"].get("output")
         historical = {"content": output if isinstance(output, str | list) else orjson.dumps(output).decode()}
+    elif call_id in unanswered:
+        historical = {"content": ABORTED}
     return {"id": call_id, "tool": str(payload.get("name")), "input": tool_input, "historical": historical}
 
 
@@ -373,8 +428,16 @@ def wire_input(native: Native, records: list[Record]) -> list[dict[str, Any]]:
         elif (payload := item(record)) is not None:
             written = bare.without_id(payload) if native.bare_meta is not None else payload  # as_written
             history.append(_wire_item(written, first_party))
+            if payload.get("type") in CALL_TYPES and payload.get("call_id") in native.unanswered:
+                synthetic = {"type": CALL_TYPES[str(payload["type"])], "call_id": payload["call_id"]}
+                if native.paginated:  # an id the CLI derives from the thread (a version-5 uuid): null here
+                    synthetic = {"type": synthetic["type"], "id": None, "call_id": payload["call_id"]}
+                history.append({**synthetic, "output": ABORTED})
     history = [entry for entry in history if entry.get("type") != GHOST_SNAPSHOT]
     if instructions_form(native):
+        history = [
+            bare.without_id(entry) if entry.get("type") in IDLESS_ON_WIRE else entry for entry in history
+        ]
         return reserialized(history) if freeform_apply_patch(native) else history
     base = base_instructions_message(native.meta)
     if first_party:

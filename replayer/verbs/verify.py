@@ -101,7 +101,7 @@ def probe_script(adapter: Adapter, version: str, offered: list[str], cwd: str) -
             block = ToolUseBlock(
                 id=block.id, name=read, input=filled(adapter.probe_read[read], PATH, f"{cwd}/{FILE}")
             )
-        steps.append(Turn(blocks=[TextBlock(text=f"Probe step {n}."), block]))
+        steps.append(Turn(blocks=[*adapter.probe_items(n), TextBlock(text=f"Probe step {n}."), block]))
     finish = adapter.probe_finish
     if finish is not None and finish[0] in offered:
         final = Turn(blocks=[ToolUseBlock(id="call_probe_finish", name=finish[0], input=dict(finish[1]))])

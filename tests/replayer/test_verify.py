@@ -12,7 +12,7 @@ import pytest
 
 from replayer import adapters
 from replayer.adapters.base import recorded_tools
-from replayer.bridges.scripted import ToolUseBlock
+from replayer.bridges.scripted import ItemBlock, ToolUseBlock
 from replayer.bridges.tools import tool_names
 from replayer.floor.release import __version__
 from replayer.floor.verdicts import Check, Verdict, is_verified, shipped, store
@@ -113,6 +113,16 @@ def test_each_probe_calls_the_pinned_versions_tools_with_their_required_argument
         assert script.final == script.turns[-1:]
 
 
+def test_the_codex_probe_puts_a_reasoning_item_with_its_id_before_each_call() -> None:
+    """So that every boundary's prefix holds reasoning items the server named: later CLIs keep the id in the
+    rollout and send it (0.171) or not (0.142)."""
+    script = probe_script(adapters.by_name("codex"), "0.142.0", ["exec_command"], "/work")
+    for turn in script.turns[:-1]:
+        first = turn.blocks[0]
+        assert isinstance(first, ItemBlock) and first.item["type"] == "reasoning"
+        assert first.item["id"].startswith("rs_")
+
+
 def test_tool_names_reads_gemini_function_declarations() -> None:
     first = (FIXTURES / "gemini_cli" / "shell" / "upstream.jsonl").read_bytes().splitlines()[0]
     offered = tool_names(orjson.loads(first)["body"])
@@ -158,6 +168,8 @@ def test_verify_refuses_an_unknown_agent_in_one_line() -> None:
 def test_the_probe_starts_from_the_nearest_recording() -> None:
     assert probe_for("codex", "0.140.0").recording == "codex/versions/0.125.0/probe"
     assert probe_for("codex", "0.171.0").recording == "codex/exec"
+    # 0.101's workspace-write session (reasoning items, a web search call) heads 0.101 to 0.124
+    assert probe_for("codex", "0.110.0").recording == "codex/turn_context/0.101.0/turn_context"
     assert probe_for("codex", "0.30.0").recording == "codex/versions/0.58.0/probe"  # none older: the oldest
     assert probe_for("mini_swe_agent", "1.17.5").recording == "mini_swe_agent/v1"
     assert probe_for("claude_code", "2.1.100").recording == "claude_code/single"  # 2.1.197: same minor line

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+from replayer.adapters.base import stdout_events
 from replayer.adapters.claude_code import tools
 from replayer.adapters.claude_code.rerun import cli_env
 from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
@@ -23,6 +24,14 @@ def claude_env() -> dict[str, str]:
     return cli_env(PORT, "sk-fake-recorder")
 
 
+def reported_session(stdout: bytes) -> str | None:
+    """The session id a run's stream-json reports (a version without --session-id chooses its own)."""
+    for event in stdout_events(stdout):
+        if isinstance(event.get("session_id"), str):
+            return str(event["session_id"])
+    return None
+
+
 def run_claude(
     *,
     prompts: list[str],
@@ -34,7 +43,8 @@ def run_claude(
     resume_first: bool,
     cwd: str = CWD,
 ) -> tuple[list[bytes], list[dict]]:
-    """Each prompt is one `claude -p` run; the first starts `session_id` unless `resume_first`."""
+    """Each prompt is one `claude -p` run; the first starts `session_id` unless `resume_first` (a version
+    without --session-id starts its own), each further one resumes the session the last run reported."""
     pins = load_pins()
     version = pins.agents["claude_code"].version  # the pinned one, or the one `running_version` set
     mount = tools.agent_mount(version)
@@ -51,13 +61,18 @@ def run_claude(
             connect(), pins.base_image.tag, binds=binds, workdir=cwd, run_id=run_id
         ) as box:
             box.forward_port(PORT, f"{SOCK_DIR}/upstream.sock")
+            current = session_id
             for i, prompt in enumerate(prompts):
                 argv = [claude, "-p", prompt, "--output-format", "stream-json", "--verbose"]
                 argv += ["--dangerously-skip-permissions"]
-                argv += ["--resume", session_id] if (i > 0 or resume_first) else ["--session-id", session_id]
+                if i > 0 or resume_first:
+                    argv += ["--resume", current]
+                elif tools.takes_session_id(version):
+                    argv += ["--session-id", session_id]
                 res = box.exec(argv, workdir=cwd, env=claude_env(), timeout_s=180)
                 if res.exit_code != 0:
                     raise RuntimeError(f"claude exited {res.exit_code}: {res.stderr.decode()[-2000:]}")
                 stdout.append(res.stdout)
+                current = reported_session(res.stdout) or current
         log = [r.model_dump() for r in upstream.log]
     return stdout, log

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import time
 import uuid
 from pathlib import Path
 
@@ -46,12 +48,13 @@ def codex_env(key: str) -> dict[str, str]:
     return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": HOME, "CODEX_HOME": CODEX_HOME, KEY_ENV: key}
 
 
-def codex_argv(*args: str) -> list[str]:
+BYPASS = ("--dangerously-bypass-approvals-and-sandbox",)
+"""The recorder's default: the container is the sandbox."""
+
+
+def codex_argv(*args: str, options: tuple[str, ...] = BYPASS) -> list[str]:
     cli = tools.cli(load_pins().agents["codex"].version)
-    return [f"{agent_mount()}/{cli.path}", "exec", "--json", "--skip-git-repo-check"] + [
-        "--dangerously-bypass-approvals-and-sandbox",
-        *args,
-    ]
+    return [f"{agent_mount()}/{cli.path}", "exec", "--json", "--skip-git-repo-check", *options, *args]
 
 
 def _thread_id(home: Path) -> str:
@@ -60,10 +63,37 @@ def _thread_id(home: Path) -> str:
     return str(orjson.loads(path.read_bytes().splitlines()[0])["payload"]["id"])
 
 
+INTERRUPT_AFTER_S = 4.0
+"""How long after its answer a call runs before the user interrupts it (the call must outlast it)."""
+
+
+def _interrupted(box: DockerSandbox, command: list[str], upstream: ScriptedUpstream) -> bytes:
+    asked = len(upstream.log)
+    running = box.start_exec(command, workdir=CWD, env=codex_env("sk-fake-recorder"))
+    deadline = time.monotonic() + 120
+    while len(upstream.log) == asked and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(INTERRUPT_AFTER_S)
+    running.signal(signal.SIGINT)
+    if not running.wait(60):
+        raise RuntimeError("codex did not end its run when interrupted")
+    return running.result(False).stdout
+
+
 def run_codex(
-    *, prompts: list[str], workspace: Path, home: Path, sockets: Path, script: Script
+    *,
+    prompts: list[str],
+    workspace: Path,
+    home: Path,
+    sockets: Path,
+    script: Script,
+    options: tuple[str, ...] = BYPASS,
+    interrupt: int | None = None,
 ) -> tuple[list[bytes], list[dict]]:
-    """The first prompt starts a session (`codex exec`), each further one resumes it (`exec resume --last`)."""
+    """The first prompt starts a session (`codex exec`), each further one resumes it (`exec resume --last`);
+    `options` go before the prompt or `resume` (the sandbox and approval settings). The run of prompt
+    `interrupt` is interrupted as a user would (SIGINT, as Ctrl-C) once its first answer is a few seconds
+    old: a call still running then is aborted."""
     pins = load_pins()
     (home / ".codex").mkdir(parents=True, exist_ok=True)
     (home / ".codex" / "config.toml").write_text(config_toml())
@@ -77,13 +107,13 @@ def run_codex(
         ) as box:
             box.forward_port(PORT, f"{SOCK_DIR}/upstream.sock")
             for i, prompt in enumerate(prompts):
-                argv = codex_argv(prompt) if i == 0 else codex_argv("resume", _thread_id(home), prompt)
-                res = box.exec(
-                    ["bash", "-c", 'exec "$@" </dev/null', "codex", *argv],
-                    workdir=CWD,
-                    env=codex_env("sk-fake-recorder"),
-                    timeout_s=180,
-                )
+                args = (prompt,) if i == 0 else ("resume", _thread_id(home), prompt)
+                argv = codex_argv(*args, options=options)
+                command = ["bash", "-c", 'exec "$@" </dev/null', "codex", *argv]
+                if i == interrupt:
+                    stdout.append(_interrupted(box, command, upstream))
+                    continue
+                res = box.exec(command, workdir=CWD, env=codex_env("sk-fake-recorder"), timeout_s=180)
                 if res.exit_code != 0:
                     raise RuntimeError(
                         f"codex exited {res.exit_code}: {(res.stdout + res.stderr).decode()[-3000:]}"

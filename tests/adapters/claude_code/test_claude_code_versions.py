@@ -1,6 +1,7 @@
-"""Claude Code sessions recorded by other versions than the pin (1.0.108, 2.0.64, 2.1.332; recorded by
+"""Claude Code sessions recorded by other versions than the pin (1.0.51, 1.0.108, 2.0.64, 2.1.332; recorded by
 tests/recorder.py --version V): rerun by that version's own CLI, driven by the replay model, every
-observation exact, and continued by that version through the gate. One scenario per version."""
+observation exact, and continued by that version through the gate. One scenario per version. 1.0.51 takes
+no --session-id: it is driven by the sessions it reports, and sends its first tool turn twice."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def wire_results(message: dict) -> bool:
 
 
 @pytest.mark.agent
-@pytest.mark.parametrize("version", ["1.0.108", "2.0.64", "2.1.332"])
+@pytest.mark.parametrize("version", ["1.0.51", "1.0.108", "2.0.64", "2.1.332"])
 def test_a_session_of_another_version_reruns_with_its_own_cli_and_continues_with_it(
     version: str, tmp_path: Path
 ) -> None:

@@ -1,0 +1,133 @@
+"""What `codex exec resume` runs with, and what each version then inserts into the first request.
+
+The continuation runs with the recorded turn context where the container can host it: the model and its
+reasoning effort (`effort`, written into the rebuilt config.toml) are the last recorded `turn_context`'s. Two settings cannot be:
+- the sandbox: codex's own Linux sandbox for `read-only` and `workspace-write` (bwrap from 0.1xx, Landlock
+  before) needs user namespaces, which the container's seccomp profile does not grant (every command fails
+  with `bwrap: No permissions to create a new namespace`, observed with 0.142.0); the container is the
+  sandbox, so the CLI runs `danger-full-access`;
+- the approval policy: `codex exec` always runs `never` (observed with 0.142.0 given `on-request`).
+
+When the recorded turn context differs in either, the CLIs that write permission notices (observed: 0.101,
+0.125, 0.142, 0.171; 0.58 writes none) tell the model so in a `<permissions instructions>` developer
+message before the prompt. The gate accepts that notice only then, and only naming the settings that run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from replayer.adapters.codex import session as rollout
+from replayer.floor.pins import release
+
+RUN_SANDBOX = "danger-full-access"
+RUN_APPROVAL = "never"
+PERMISSIONS = "<permissions instructions>"
+PERMISSION_NOTICES_FROM = (0, 101)
+"""The oldest release seen writing permission notices (0.58.0's binary has none)."""
+NOTICES_ON_CHANGE_FROM = (0, 125)
+"""From this release (observed: 0.125, 0.142, 0.171) a resume inserts a permission notice only when the settings
+differ from the recorded turn context; before it (observed: 0.101) every resume inserts the initial context
+again: the notice, the `# AGENTS.md instructions` user message (AGENTS.md and the skills list) and an
+`<environment_context>`."""
+AGENTS_MD = "# AGENTS.md instructions for "
+
+
+class Insertion(BaseModel):
+    """A context item a CLI version inserts on resume, recognised by its role and the start of its text."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    mark: str
+    why: str
+    role: str | None = None
+    """None: any role (the CLI has used both for the same item across versions)."""
+    names: tuple[str, ...] = ()
+    """Texts the item must contain (the settings that run)."""
+
+    def matches(self, role: Any, text: str) -> bool:
+        return (
+            text.startswith(self.mark)
+            and (self.role is None or role == self.role)
+            and all(n in text for n in self.names)
+        )
+
+
+CONTEXT_ITEMS = (
+    Insertion(
+        mark="<environment_context>",
+        why="an <environment_context> item (date, cwd or environment differ from the rollout)",
+    ),
+    Insertion(
+        mark="<skills_instructions>", why="a <skills_instructions> item (the skills or CODEX_HOME differ)"
+    ),
+    Insertion(mark="<tools>", why="a <tools> item (deferred tool namespaces)"),
+)
+"""What every version of the paginated form inserts when the environment differs from the rollout's."""
+
+
+class TurnSettings(BaseModel):
+    """The settings of the last recorded `turn_context` the continuation depends on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    sandbox: str | None = None
+    approval: str | None = None
+    effort: str | None = None
+
+
+def recorded(records: list[rollout.Record]) -> TurnSettings:
+    """The last `turn_context` of the prefix (`sandbox_policy` is `{type}` from about 0.1xx, `{mode}` in 0.58)."""
+    for record in reversed(records):
+        if record.get("type") != "turn_context":
+            continue
+        payload = record["payload"]
+        policy = payload.get("sandbox_policy")
+        sandbox = (policy.get("type") or policy.get("mode")) if isinstance(policy, dict) else None
+        return TurnSettings(
+            sandbox=_text(sandbox),
+            approval=_text(payload.get("approval_policy")),
+            effort=_text(payload.get("effort")),
+        )
+    return TurnSettings()
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.isprintable() and len(value) <= 64 else None
+
+
+def changed(settings: TurnSettings) -> list[str]:
+    """What of the recorded sandbox and approval the continuation cannot keep (empty: it keeps both)."""
+    out = []
+    if settings.sandbox is not None and settings.sandbox != RUN_SANDBOX:
+        out.append(f"sandbox {settings.sandbox} recorded, {RUN_SANDBOX} runs (the container is the sandbox)")
+    if settings.approval is not None and settings.approval != RUN_APPROVAL:
+        out.append(f"approval {settings.approval} recorded, {RUN_APPROVAL} runs (codex exec)")
+    return out
+
+
+def insertions(version: str, settings: TurnSettings) -> tuple[Insertion, ...]:
+    """What the CLI at `version` may insert before the prompt when it resumes this rollout."""
+    found = list(CONTEXT_ITEMS)
+    at = release(version)
+    differs = changed(settings)
+    every_resume = PERMISSION_NOTICES_FROM <= at < NOTICES_ON_CHANGE_FROM
+    if every_resume:
+        differs = differs or ["inserted on every resume by this version"]
+        found.append(
+            Insertion(
+                mark=AGENTS_MD,
+                why="a # AGENTS.md instructions item (inserted on every resume by this version)",
+                role="user",
+            )
+        )
+    if differs and at >= PERMISSION_NOTICES_FROM:
+        found.append(
+            Insertion(
+                mark=PERMISSIONS,
+                why=f"a {PERMISSIONS} notice ({'; '.join(differs)})",
+                role="developer",
+                names=(f"`{RUN_SANDBOX}`", f"Approval policy is currently {RUN_APPROVAL}"),
+            )
+        )
+    return tuple(found)
