@@ -37,10 +37,9 @@ class MiniRerunner(StepRerunner):
         self.native = trajectory.native_as(Native)
         self.totals = list(accumulate((calls_and_cost([m]) for m in self.native.messages), _add))
         """(n_calls, cost) through each message: the agent's counters when that message was added."""
-        companion_config = config.companion_config(self.native, output_path=None)
-        spec = {"version": bundle.version(), "config": companion_config}
+        spec = config.companion_spec(self.native, output_path=None)
         write_bytes_atomic(work / "serve.json", orjson.dumps(spec))
-        self.step_timeout_s = float(companion_config["environment"].get("timeout") or 30)
+        self.step_timeout_s = float(spec["config"]["environment"].get("timeout") or 30)
         argv = companion_argv("serve", f"{bundle.WORK_MOUNT}/serve.json", f"{bundle.WORK_MOUNT}/{SOCKET}")
         super().__init__(trajectory, sandbox, work, argv, bundle.base_env())
 
@@ -56,7 +55,7 @@ class MiniRerunner(StepRerunner):
 
     def observations(self, step: Step, answer: dict[str, Any]) -> dict[str, Observation]:
         messages: list[dict[str, Any]] = answer["messages"]
-        if any(m.get("role") == "exit" for m in messages):
+        if answer.get("exit_status") or any(m.get("role") == "exit" for m in messages):
             raise PlanRefused(
                 f"step {step.index} submitted when replayed (mini-swe-agent stops there); "
                 f"the boundary must come before step {step.index}"

@@ -10,6 +10,7 @@ This file imports nothing of the replayer: it speaks only JSON.
 
 import argparse
 import importlib
+import inspect
 import json
 import os
 import socket
@@ -22,6 +23,30 @@ def load_class(dotted):
     return getattr(importlib.import_module(module), name)
 
 
+def config_fields(cls):
+    """The options a class's config takes (its `config_class`: a dataclass in 1.x, a pydantic model in 2.x)."""
+    import dataclasses
+
+    config_class = inspect.signature(cls.__init__).parameters["config_class"].default
+    if dataclasses.is_dataclass(config_class):
+        return {f.name for f in dataclasses.fields(config_class)}
+    return set(config_class.model_fields)
+
+
+def only_known(cls, options, what):
+    """`options` without those `cls`'s config does not take (a fork's own options), each named on stderr."""
+    known = config_fields(cls)
+    for name in sorted(set(options) - known):
+        print(f"[companion] {what} option {name} left out: {cls.__name__} does not take it", file=sys.stderr)
+    return {k: v for k, v in options.items() if k in known}
+
+
+def is_1x():
+    import minisweagent
+
+    return minisweagent.__version__.startswith("1.")
+
+
 def build(spec, model_overrides=None):
     import minisweagent
 
@@ -30,13 +55,25 @@ def build(spec, model_overrides=None):
             f"mini-swe-agent {minisweagent.__version__} is installed, {spec['version']} is pinned"
         )
     cfg = spec["config"]
-    env = load_class(cfg["environment_type"])(**cfg["environment"])
-    model = load_class(cfg["model_type"])(**{**cfg["model"], **(model_overrides or {})})
+    env_class = load_class(cfg["environment_type"])
+    env_options = cfg["environment"]
+    if spec.get("substituted_environment"):  # a fork's subclass, waived: the built-in class it extends
+        env_options = only_known(env_class, env_options, "environment")
+    env = env_class(**env_options)
+    model_class = load_class(cfg["model_type"])
+    model_options = {**cfg["model"], **(model_overrides or {})}
+    if spec.get("substituted_model"):  # 1.x: another client class; its litellm model talks to the bridge
+        model_options = only_known(model_class, model_options, "model")
+    model = model_class(**model_options)
     agent = load_class(cfg["agent_type"])(model, env, **cfg["agent"])
     return agent
 
 
 def execute(agent, request):
+    if is_1x():
+        import mini1
+
+        return mini1.execute(agent, request)
     from minisweagent.exceptions import InterruptAgentFlow
 
     agent.messages = []
@@ -130,6 +167,10 @@ def continue_(spec, args):
         "api_key": args.key,
     }
     agent = build(spec, {"model_name": args.model, "model_kwargs": kwargs})
+    if is_1x():
+        import mini1
+
+        return mini1.continue_(agent, spec, args, emit)
     with open(spec["trajectory"]) as fh:
         data = json.load(fh)
     stats = data["info"]["model_stats"]
