@@ -116,10 +116,13 @@ class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation
         if config.rerun_refusal(native) is None:
             spec = config.companion_spec(native, output_path=f"{AGENT_HOME}/{CONTINUED}")
             write_continue_spec(home, {**spec, "trajectory": f"{AGENT_HOME}/{TRAJECTORY}"})
-        wire = native_format.to_wire if native.format == "mini-swe-agent-1.1" else native_format.to_wire_1x
+        if native.format == "mini-swe-agent-1.1":
+            expected = native_format.to_wire(messages)
+        else:  # what the version that continues sends
+            expected = native_format.to_wire_1x(messages, bundle.version())
         return Rebuild(
             native_files=[path],
-            expected_prefix=wire(messages),
+            expected_prefix=expected,
             agent_home=home,
             continuation=MiniSweAgentContinuation(
                 format=native.format, api_calls=n_calls, instance_cost=cost
@@ -147,7 +150,8 @@ class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation
         document = json.loads(path.read_text())
         messages = document.get("messages", [])
         if document.get("trajectory_format") == "mini-swe-agent-1":
-            return native_format.to_wire_1x(messages)
+            version = str(document.get("info", {}).get("mini_version") or bundle.version())
+            return native_format.to_wire_1x(messages, version)
         return native_format.to_wire([m for m in messages if m.get("role") != "exit"])
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:

@@ -1,10 +1,11 @@
-"""Runs inside the sandbox with the pinned mini-swe-agent's own interpreter: reruns and continuation.
+"""Runs inside the sandbox with the interpreter of the mini-swe-agent version that runs: reruns and continuation.
 
 `serve SPEC SOCKET`: build the trajectory's own agent, model and environment classes from its
 recorded config, then for every request line on the unix socket execute one assistant message's
 actions with `agent.execute_actions` and answer with the observation messages mini-swe-agent made
 (a submission adds its exit message). `continue SPEC`: restore the rebuilt messages, `n_calls` and
 `cost`, and run the agent loop of `DefaultAgent.run` without its reset; events go to stdout as JSON lines.
+With a 1.x release installed, both go through 1.x's own API instead (mini1.py, beside this file).
 This file imports nothing of the replayer: it speaks only JSON.
 """
 
@@ -24,18 +25,23 @@ def load_class(dotted):
 
 
 def config_fields(cls):
-    """The options a class's config takes (its `config_class`: a dataclass in 1.x, a pydantic model in 2.x)."""
+    """The options a class's config takes (its `config_class`: a dataclass in 1.x, a pydantic model in 2.x);
+    None when its constructor names no config class (2.x's text-based model passes its own to its parent)."""
     import dataclasses
 
-    config_class = inspect.signature(cls.__init__).parameters["config_class"].default
+    parameter = inspect.signature(cls.__init__).parameters.get("config_class")
+    config_class = parameter.default if parameter is not None else None
     if dataclasses.is_dataclass(config_class):
         return {f.name for f in dataclasses.fields(config_class)}
-    return set(config_class.model_fields)
+    fields = getattr(config_class, "model_fields", None)
+    return set(fields) if fields is not None else None
 
 
 def only_known(cls, options, what):
     """`options` without those `cls`'s config does not take (a fork's own options), each named on stderr."""
     known = config_fields(cls)
+    if known is None:
+        return options
     for name in sorted(set(options) - known):
         print(f"[companion] {what} option {name} left out: {cls.__name__} does not take it", file=sys.stderr)
     return {k: v for k, v in options.items() if k in known}
@@ -55,18 +61,15 @@ def build(spec, model_overrides=None):
             f"mini-swe-agent {minisweagent.__version__} is installed, {spec['version']} is pinned"
         )
     cfg = spec["config"]
+    # Options the installed classes do not take are left out, each named: a fork's subclass's own (the
+    # built-in class it extends runs, waived), another client class's (1.x), or those of a release other
+    # than the one that wrote the file (a stated version: 1.15.0 has no `action_regex`).
     env_class = load_class(cfg["environment_type"])
-    env_options = cfg["environment"]
-    if spec.get("substituted_environment"):  # a fork's subclass, waived: the built-in class it extends
-        env_options = only_known(env_class, env_options, "environment")
-    env = env_class(**env_options)
+    env = env_class(**only_known(env_class, cfg["environment"], "environment"))
     model_class = load_class(cfg["model_type"])
-    model_options = {**cfg["model"], **(model_overrides or {})}
-    if spec.get("substituted_model"):  # 1.x: another client class; its litellm model talks to the bridge
-        model_options = only_known(model_class, model_options, "model")
-    model = model_class(**model_options)
-    agent = load_class(cfg["agent_type"])(model, env, **cfg["agent"])
-    return agent
+    model = model_class(**only_known(model_class, {**cfg["model"], **(model_overrides or {})}, "model"))
+    agent_class = load_class(cfg["agent_type"])
+    return agent_class(model, env, **only_known(agent_class, cfg["agent"], "agent"))
 
 
 def execute(agent, request):
@@ -216,6 +219,8 @@ def main():
 if __name__ == "__main__":
     try:
         main()
+    except Exception:  # its cause on stderr: the exit below would drop the traceback
+        traceback.print_exc()
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
