@@ -125,7 +125,10 @@ def rerun_refusal(native: Native) -> str | None:
 
 def companion_spec(native: Native, *, output_path: str | None) -> dict[str, Any]:
     """What the companion builds and runs: the version, the config, the classes standing in for others."""
-    spec: dict[str, Any] = {"version": bundle.version(), "config": companion_config(native, output_path=output_path)}
+    spec: dict[str, Any] = {
+        "version": bundle.version(),
+        "config": companion_config(native, output_path=output_path),
+    }
     if extended_environment(recorded(native)):
         spec["substituted_environment"] = recorded(native)["environment_type"]
     if own_1x(native):
@@ -169,7 +172,9 @@ def runs_as(native: Native) -> str | None:
     notes = []
     named = config.get("agent_type")
     if named in PROGRESS_TRACKING:
-        notes.append(f"recorded agent_type {named} is DefaultAgent plus a progress display: {DEFAULT_AGENT} ran")
+        notes.append(
+            f"recorded agent_type {named} is DefaultAgent plus a progress display: {DEFAULT_AGENT} ran"
+        )
     model = config.get("model_type")
     if native.format == "mini-swe-agent-1" and isinstance(model, str) and model != LITELLM_1X:
         notes.append(

@@ -406,7 +406,10 @@ def test_a_mini_swe_agent_1x_run_reruns_and_continues_by_its_own_release(tmp_pat
     )
     assert "OpenRouterModel" in version["note"] and "ProgressTrackingAgent" in version["note"]
     assert [d["kind"] for d in result["divergences"]] == ["rerun"] * 3 and result["degradations"] == []
-    assert (result["continuation"]["gate"], result["continuation"]["agent_status"]) == ("accepted", "completed")
+    assert (result["continuation"]["gate"], result["continuation"]["agent_status"]) == (
+        "accepted",
+        "completed",
+    )
     prefix = orjson.loads((out / "expected_prefix.json").read_bytes())
     assert "response" in prefix[2]["extra"], "1.15.0 sent each message whole"
     continued = orjson.loads((out / "continued" / "trajectory.traj.json").read_bytes())

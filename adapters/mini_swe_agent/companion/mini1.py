@@ -87,6 +87,8 @@ def continue_(agent, spec, args, emit):
     try:
         exit_status = run_loop(agent, spec["output_path"], extra, emit)
     except Exception as e:
-        emit({"type": "exit", "exit_status": type(e).__name__, "error": str(e), "n_calls": agent.model.n_calls})
+        emit(
+            {"type": "exit", "exit_status": type(e).__name__, "error": str(e), "n_calls": agent.model.n_calls}
+        )
         raise SystemExit(1) from None
     emit({"type": "exit", "exit_status": exit_status, "n_calls": agent.model.n_calls})

@@ -18,7 +18,9 @@ from replayer.floor.pins import running_version
 from tests.conftest import MINI, ROOT, replayer
 
 V1 = MINI.fixture("v1") / "trajectory.traj.json"
-FIELD_1X = ROOT / "tests" / "fixtures" / "field" / "mini_swe_agent" / "gemini3pro-v1.15-django-16255.traj.json"
+FIELD_1X = (
+    ROOT / "tests" / "fixtures" / "field" / "mini_swe_agent" / "gemini3pro-v1.15-django-16255.traj.json"
+)
 FORK_ENV = "swebench_fork.environments.CachedDockerEnvironment"  # a fork's subclass, not in the package
 LITELLM = "minisweagent.models.litellm_model.LitellmModel"
 
@@ -57,7 +59,9 @@ def test_a_1x_file_keeps_its_recorded_config_under_its_own_release() -> None:
     # run by 2.x, the same file's templates move to 2.x's text-based model, and it cannot continue
     spec_2x = config.companion_spec(native, output_path=None)
     assert spec_2x["config"]["model_type"].endswith("LitellmTextbasedModel")
-    assert spec_2x["config"]["model"]["observation_template"] == recorded["agent"]["action_observation_template"]
+    assert (
+        spec_2x["config"]["model"]["observation_template"] == recorded["agent"]["action_observation_template"]
+    )
     refusal = config.continuation_refusal(native, "openai/gemini-3-pro-preview")
     assert refusal is not None and "--agent-version 1.x.y" in refusal
 
@@ -112,7 +116,9 @@ def test_a_1x_recording_reruns_and_continues_by_its_own_release(tmp_path: Path) 
     cont = result["continuation"]
     assert (cont["gate"], cont["agent_status"]) == ("accepted", "completed")
     continued = json.loads((out / cont["files"]["continued_trajectory"]).read_text())
-    assert continued["trajectory_format"] == "mini-swe-agent-1" and continued["info"]["mini_version"] == "1.17.5"
+    assert (
+        continued["trajectory_format"] == "mini-swe-agent-1" and continued["info"]["mini_version"] == "1.17.5"
+    )
     assert continued["info"]["exit_status"] == "Submitted"
     assert continued["info"]["config"]["agent_type"] == "minisweagent.agents.interactive.InteractiveAgent"
     assert continued["info"]["config"]["model_type"] == LITELLM
@@ -130,7 +136,17 @@ def test_a_fork_environment_class_runs_as_the_one_it_extends_with_the_flag(tmp_p
     workspace = tmp_path / "ws"
     workspace.mkdir()
     out = tmp_path / "out"
-    args = ["run", str(_forked(tmp_path)), "-n", "1", "-w", str(workspace), "-o", str(out), "--allow-degraded"]
+    args = [
+        "run",
+        str(_forked(tmp_path)),
+        "-n",
+        "1",
+        "-w",
+        str(workspace),
+        "-o",
+        str(out),
+        "--allow-degraded",
+    ]
     args += ["--continue", "--upstream", f"mock:{priced_mock(tmp_path)}", "--model", "openai/gpt-4o"]
     replayer(*args, check=True)
     result = orjson.loads((out / "result.json").read_bytes())
