@@ -54,7 +54,7 @@ class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation
     """The first release that records its version (`info.mini_version`); the companion drives the 1.x API
     (`get_observation`, `save_traj`) and the 2.x one (`execute_actions`, `InterruptAgentFlow`)."""
     probe_native = "trajectory.traj.json"
-    probe_recordings = ("mini_swe_agent/toolcall", "mini_swe_agent/v1", "mini_swe_agent/versions/*/probe")
+    probe_recordings = ("mini_swe_agent/toolcall", "mini_swe_agent/v1*", "mini_swe_agent/versions/*/probe")
     probe_shell = {"bash": {"command": COMMAND, "description": "Probe command"}}
     probe_submit = f"echo {native_format.SUBMIT_WORD}"
 
@@ -104,9 +104,11 @@ class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation
                 continue
             if native.format == "mini-swe-agent-1.1":
                 messages[at] = {**messages[at], "content": fresh.content, "extra": fresh.structured}
-            else:  # 1.x observations are {role, content, timestamp}
-                stamp = (fresh.structured or {}).get("timestamp", messages[at].get("timestamp"))
-                messages[at] = {**messages[at], "content": fresh.content, "timestamp": stamp}
+            else:  # 1.x observations are {role, content} (+ timestamp from 1.16)
+                messages[at] = {**messages[at], "content": fresh.content}
+                if "timestamp" in messages[at]:
+                    stamp = (fresh.structured or {}).get("timestamp", messages[at]["timestamp"])
+                    messages[at]["timestamp"] = stamp
         n_calls, cost = native_format.calls_and_cost(messages)
         home = dest / "home"
         path = home / TRAJECTORY

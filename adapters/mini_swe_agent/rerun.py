@@ -63,8 +63,12 @@ class MiniRerunner(StepRerunner):
         by_id = {m["tool_call_id"]: m for m in messages if "tool_call_id" in m}
         if not by_id:  # no tool-call ids (text-based actions): the observations in call order
             by_id = {call.id: m for call, m in zip(step.calls, messages, strict=False)}
-        return {
-            c.id: Observation(content=by_id[c.id]["content"], structured=by_id[c.id].get("extra"))
-            for c in step.calls
-            if c.id in by_id
-        }
+        return {c.id: _observation(by_id[c.id]) for c in step.calls if c.id in by_id}
+
+
+def _observation(message: dict[str, Any]) -> Observation:
+    """2.x keeps what the command gave in `extra`; 1.x's message has only its timestamp (from 1.16) besides."""
+    if "extra" in message:
+        return Observation(content=message["content"], structured=message["extra"])
+    stamp = {"timestamp": message["timestamp"]} if "timestamp" in message else None
+    return Observation(content=message["content"], structured=stamp)
