@@ -160,3 +160,17 @@ def test_a_fork_environment_class_runs_as_the_one_it_extends_with_the_flag(tmp_p
     assert "environment option cache_dir left out: DockerEnvironment does not take it" in stderr
     continued = json.loads((out / cont["files"]["continued_trajectory"]).read_text())
     assert continued["info"]["config"]["environment_type"] == config.DOCKER_ENV
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_verify_passes_for_a_1x_release(tmp_path: Path) -> None:
+    """The probe of 1.15.0 starts from its own line's recording (v1_15), is recorded by 1.15.0's `mini`
+    loop through the gate, and replays exactly and continues at every boundary."""
+    env = {"REPLAYER_VERDICTS": str(tmp_path / "verdicts")}
+    proc = replayer("verify", "mini_swe_agent@1.15.0", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    [verdict] = orjson.loads(proc.stdout)
+    assert verdict["passed"] and verdict["probe"] == "mini_swe_agent/v1_15 (1.15.0)"
+    assert verdict["tools_offered"] == [] and verdict["boundaries"] == [1, 2, 3, 4]
+    assert all(c["passed"] for c in verdict["checks"]), verdict["checks"]
