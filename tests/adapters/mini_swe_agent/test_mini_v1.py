@@ -174,3 +174,23 @@ def test_verify_passes_for_a_1x_release(tmp_path: Path) -> None:
     assert verdict["passed"] and verdict["probe"] == "mini_swe_agent/v1_15 (1.15.0)"
     assert verdict["tools_offered"] == [] and verdict["boundaries"] == [1, 2, 3, 4]
     assert all(c["passed"] for c in verdict["checks"]), verdict["checks"]
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_the_interactive_agent_of_1x_stops_at_the_step_budget_unattended(tmp_path: Path) -> None:
+    """1.x's InteractiveAgent asks for new limits on the terminal when it reaches them; the continuation
+    has none, so it ends as DefaultAgent does: `LimitsExceeded` (max_steps), saved by 1.x's save_traj."""
+    action = "THOUGHT: look again.\n\n```bash\nls\n```"
+    script = tmp_path / "mock.json"
+    script.write_text(json.dumps({"turns": [{"blocks": [{"type": "text", "text": action}], "repeat": True}]}))
+    out = tmp_path / "out"
+    args = ["run", str(V1), "-n", "1", "-w", str(MINI.fixture("v1") / "workspace"), "-o", str(out)]
+    replayer(*args, "--continue", "--upstream", f"mock:{script}", "--max-steps", "2", check=True)
+    result = orjson.loads((out / "result.json").read_bytes())
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "max_steps", 2)
+    continued = json.loads((out / cont["files"]["continued_trajectory"]).read_text())
+    assert continued["info"]["exit_status"] == "LimitsExceeded"
+    rebuilt = json.loads((out / result["native_files"][0]).read_text())
+    assert continued["info"]["model_stats"]["api_calls"] == rebuilt["info"]["model_stats"]["api_calls"] + 2
