@@ -204,6 +204,12 @@ class Rerunning(Pinned):
     output_normalizers: tuple[str, ...] = COMMON
     """What any rerun's output may differ by from the historical one (names in replayer.divergence.NORMALIZERS)."""
 
+    def substitution(self, trajectory: Trajectory) -> str | None:
+        """Why a class the file names cannot run as itself (a fork's own subclass, not in the agent's package)
+        while the agent's built-in class it extends can stand in for it with --allow-degraded (recorded as a
+        degradation); None: the file names only the agent's own classes (the default)."""
+        return None
+
     def drives(self, version: str) -> bool:
         """Whether reruns at `version` drive that version's own CLI: an adapter that can, at any version but
         the pinned one, whose reimplemented tools the suite proves equal to the driven CLI

@@ -140,6 +140,26 @@ def scenarios() -> list[Scenario]:
                 ],
             ),
         ),
+        Scenario(
+            name=(s := "v1_15"),
+            files={"calc.py": CALC},
+            task="Fix add() in calc.py.",
+            config=["environment.timeout=2"],
+            mini_version="1.15.0",  # before 1.17.2: each message sent whole (timestamp, extra)
+            script=Script(
+                model="fake-model",
+                turns=[
+                    _v1_action("Read the file.", "cat calc.py"),
+                    _turn(TextBlock(text="No action here.")),
+                    _v1_action("Slow.", "sleep 5; echo late"),  # 1.x's own timeout_template
+                    _v1_action(
+                        "Fix it.",
+                        "sed -i 's/a - b/a + b/' calc.py && python3 -c 'from calc import add; print(add(1, 2))'",
+                    ),
+                    _v1_action("Submit.", SUBMIT),
+                ],
+            ),
+        ),
     ]
 
 

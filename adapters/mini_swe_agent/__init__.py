@@ -50,9 +50,11 @@ class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation
     continuation_type = MiniSweAgentContinuation
     native_type = native_format.Native
     name = bundle.NAME
-    oldest_own_version = "2.0.0"  # the companion drives the 2.x API (execute_actions, exceptions)
+    oldest_own_version = "1.5.0"
+    """The first release that records its version (`info.mini_version`); the companion drives the 1.x API
+    (`get_observation`, `save_traj`) and the 2.x one (`execute_actions`, `InterruptAgentFlow`)."""
     probe_native = "trajectory.traj.json"
-    probe_recordings = ("mini_swe_agent/toolcall", "mini_swe_agent/v1", "mini_swe_agent/versions/*/probe")
+    probe_recordings = ("mini_swe_agent/toolcall", "mini_swe_agent/v1*", "mini_swe_agent/versions/*/probe")
     probe_shell = {"bash": {"command": COMMAND, "description": "Probe command"}}
     probe_submit = f"echo {native_format.SUBMIT_WORD}"
 
@@ -75,6 +77,9 @@ class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation
         """An interactive run or a bare list records no environment cwd: every command runs in a fresh
         shell, so a run that works in a directory starts its commands with `cd DIR &&`."""
         return cwdinfer.cd_target(str(c.input.get("command", "")) for s in trajectory.steps for c in s.calls)
+
+    def substitution(self, trajectory: Trajectory) -> str | None:
+        return config.substitution(self.native(trajectory))
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         reason = config.rerun_refusal(self.native(trajectory))
@@ -99,9 +104,11 @@ class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation
                 continue
             if native.format == "mini-swe-agent-1.1":
                 messages[at] = {**messages[at], "content": fresh.content, "extra": fresh.structured}
-            else:  # 1.x observations are {role, content, timestamp}
-                stamp = (fresh.structured or {}).get("timestamp", messages[at].get("timestamp"))
-                messages[at] = {**messages[at], "content": fresh.content, "timestamp": stamp}
+            else:  # 1.x observations are {role, content} (+ timestamp from 1.16)
+                messages[at] = {**messages[at], "content": fresh.content}
+                if "timestamp" in messages[at]:
+                    stamp = (fresh.structured or {}).get("timestamp", messages[at]["timestamp"])
+                    messages[at]["timestamp"] = stamp
         n_calls, cost = native_format.calls_and_cost(messages)
         home = dest / "home"
         path = home / TRAJECTORY
@@ -109,16 +116,15 @@ class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation
             path, json.dumps(self._document(native, messages, n_calls, cost), indent=2).encode()
         )
         if config.rerun_refusal(native) is None:
-            spec = {
-                "version": bundle.version(),
-                "config": config.companion_config(native, output_path=f"{AGENT_HOME}/{CONTINUED}"),
-                "trajectory": f"{AGENT_HOME}/{TRAJECTORY}",
-            }
-            write_continue_spec(home, spec)
-        wire = native_format.to_wire if native.format == "mini-swe-agent-1.1" else native_format.to_wire_1x
+            spec = config.companion_spec(native, output_path=f"{AGENT_HOME}/{CONTINUED}")
+            write_continue_spec(home, {**spec, "trajectory": f"{AGENT_HOME}/{TRAJECTORY}"})
+        if native.format == "mini-swe-agent-1.1":
+            expected = native_format.to_wire(messages)
+        else:  # what the version that continues sends
+            expected = native_format.to_wire_1x(messages, bundle.version())
         return Rebuild(
             native_files=[path],
-            expected_prefix=wire(messages),
+            expected_prefix=expected,
             agent_home=home,
             continuation=MiniSweAgentContinuation(
                 format=native.format, api_calls=n_calls, instance_cost=cost
@@ -143,7 +149,11 @@ class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation
         path = continued_file(result_dir, TRAJECTORY)
         if path is None:
             return None
-        messages = json.loads(path.read_text()).get("messages", [])
+        document = json.loads(path.read_text())
+        messages = document.get("messages", [])
+        if document.get("trajectory_format") == "mini-swe-agent-1":
+            version = str(document.get("info", {}).get("mini_version") or bundle.version())
+            return native_format.to_wire_1x(messages, version)
         return native_format.to_wire([m for m in messages if m.get("role") != "exit"])
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:

@@ -37,10 +37,9 @@ class MiniRerunner(StepRerunner):
         self.native = trajectory.native_as(Native)
         self.totals = list(accumulate((calls_and_cost([m]) for m in self.native.messages), _add))
         """(n_calls, cost) through each message: the agent's counters when that message was added."""
-        companion_config = config.companion_config(self.native, output_path=None)
-        spec = {"version": bundle.version(), "config": companion_config}
+        spec = config.companion_spec(self.native, output_path=None)
         write_bytes_atomic(work / "serve.json", orjson.dumps(spec))
-        self.step_timeout_s = float(companion_config["environment"].get("timeout") or 30)
+        self.step_timeout_s = float(spec["config"]["environment"].get("timeout") or 30)
         argv = companion_argv("serve", f"{bundle.WORK_MOUNT}/serve.json", f"{bundle.WORK_MOUNT}/{SOCKET}")
         super().__init__(trajectory, sandbox, work, argv, bundle.base_env())
 
@@ -56,7 +55,7 @@ class MiniRerunner(StepRerunner):
 
     def observations(self, step: Step, answer: dict[str, Any]) -> dict[str, Observation]:
         messages: list[dict[str, Any]] = answer["messages"]
-        if any(m.get("role") == "exit" for m in messages):
+        if answer.get("exit_status") or any(m.get("role") == "exit" for m in messages):
             raise PlanRefused(
                 f"step {step.index} submitted when replayed (mini-swe-agent stops there); "
                 f"the boundary must come before step {step.index}"
@@ -64,8 +63,12 @@ class MiniRerunner(StepRerunner):
         by_id = {m["tool_call_id"]: m for m in messages if "tool_call_id" in m}
         if not by_id:  # no tool-call ids (text-based actions): the observations in call order
             by_id = {call.id: m for call, m in zip(step.calls, messages, strict=False)}
-        return {
-            c.id: Observation(content=by_id[c.id]["content"], structured=by_id[c.id].get("extra"))
-            for c in step.calls
-            if c.id in by_id
-        }
+        return {c.id: _observation(by_id[c.id]) for c in step.calls if c.id in by_id}
+
+
+def _observation(message: dict[str, Any]) -> Observation:
+    """2.x keeps what the command gave in `extra`; 1.x's message has only its timestamp (from 1.16) besides."""
+    if "extra" in message:
+        return Observation(content=message["content"], structured=message["extra"])
+    stamp = {"timestamp": message["timestamp"]} if "timestamp" in message else None
+    return Observation(content=message["content"], structured=stamp)

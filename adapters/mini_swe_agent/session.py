@@ -20,6 +20,7 @@ from replayer.adapters.shapes import MAX_DEPTH, deep_place, fits, validated
 from replayer.floor.errors import BadInput, bad_record, excerpt
 from replayer.floor.io import read_input, sha256_hex
 from replayer.floor.models import Step, Trajectory
+from replayer.floor.pins import release
 
 Message = dict[str, Any]
 Format = Literal["mini-swe-agent-1.1", "mini-swe-agent-1", "bare-list"]
@@ -357,6 +358,13 @@ def to_wire(messages: list[Message]) -> list[Message]:
     return [{k: v for k, v in m.items() if k != "extra" and v is not None} for m in messages]
 
 
-def to_wire_1x(messages: list[Message]) -> list[Message]:
-    """mini-swe-agent 1.x sent only role and content."""
+WHOLE_MESSAGES_BEFORE = (1, 17, 2)
+"""Until 1.17.1, 1.x's LitellmModel passed its messages to litellm as they are (timestamp, extra and all;
+litellm drops keys whose value is None); 1.17.2 (#633) sends role and content only."""
+
+
+def to_wire_1x(messages: list[Message], version: str) -> list[Message]:
+    """The chat `messages` mini-swe-agent 1.x `version` sent."""
+    if release(version) < WHOLE_MESSAGES_BEFORE:
+        return [{k: v for k, v in m.items() if v is not None} for m in messages]
     return [{"role": m.get("role"), "content": m.get("content")} for m in messages]

@@ -468,7 +468,9 @@ class Degradation(Frozen):
     """A refusal the user waived with --allow-degraded, and what was done instead."""
 
     reason: str
-    action: Literal["historical_kept"]
+    action: Literal["historical_kept", "class_substituted"]
+    """`historical_kept`: a call's recorded observation stands for its rerun; `class_substituted`: the agent's
+    built-in class ran (reruns and continuation) in place of a fork's own class the file names."""
     step: int | None = None
     call_id: str | None = None
     tool: str | None = None

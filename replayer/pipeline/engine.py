@@ -158,7 +158,8 @@ def execute(
         steps.check_cwd(traj)
     image = steps.sandbox_image(request.image, traj) if request.mode == "run" else None
     if request.continuation is not None:
-        chosen = steps.check_continuation(adapter, traj, request.continuation, plan.after_step)
+        with running_version(adapter.name, version.version):  # the refusals of the version that continues
+            chosen = steps.check_continuation(adapter, traj, request.continuation, plan.after_step)
         request = request.model_copy(update={"continuation": chosen})
     key = steps.upstream_key(request.continuation, adapter) if request.continuation else ""
     workspace, checkout = None, None

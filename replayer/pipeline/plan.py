@@ -65,6 +65,11 @@ def _make_plan(
                 f"boundary {after_step} would split step {step.index} (no observation for {missing}); "
                 f"last complete batch before it: {step.index - 1}"
             )
+    substituted = adapter.substitution(traj) if executes else None
+    if substituted:
+        if not allow_degraded:
+            raise PlanRefused(f"{substituted}; --allow-degraded runs it so, recorded")
+        degradations.append(Degradation(reason=substituted, action="class_substituted"))
     calls: list[dict[str, Any]] = []
     for step in steps[:after_step]:
         for call in step.calls:

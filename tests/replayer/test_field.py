@@ -41,8 +41,8 @@ PREPARED = {
     "gemini_cli/aim-session-2026-03-18T01-58-b26e4930.json": ("gemini_cli", "0.61.0", "default"),
     "gemini_cli/yoavf-pomodoro-2025-10-21.json": ("gemini_cli", "0.61.0", "default"),
     "mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json": ("mini_swe_agent", "2.2.7", "recorded"),
-    # 1.x: the companion drives the 2.x API; the pinned 2.4.6 runs, and the result says why
-    "mini_swe_agent/gemini3pro-v1.15-django-16255.traj.json": ("mini_swe_agent", "2.4.6", "default"),
+    # 1.x: run by the 1.x release that wrote it
+    "mini_swe_agent/gemini3pro-v1.15-django-16255.traj.json": ("mini_swe_agent", "1.15.0", "recorded"),
     "openhands/v0-replay-basic.json": ("openhands_v0", "1.6.0", "default"),
     "openhands/v0-replay-basic_gui_mode.json": ("openhands_v0", "1.6.0", "default"),
     "openhands/v0-replay-basic_interactions.json": ("openhands_v0", "1.6.0", "default"),
@@ -388,21 +388,41 @@ def test_inspect_shows_the_starting_state_the_file_records() -> None:
 
 @pytest.mark.agent
 @pytest.mark.docker
-def test_a_mini_swe_agent_1x_file_of_any_model_class_runs(tmp_path: Path) -> None:
-    """1.x rendered observations in the agent, so its OpenRouterModel does not matter to a rerun; the 2.x
-    runner cannot continue it, which is refused in one line before anything starts."""
+def test_a_mini_swe_agent_1x_run_reruns_and_continues_by_its_own_release(tmp_path: Path) -> None:
+    """The real SWE-bench run of 1.15.0 (OpenRouterModel, DockerEnvironment, the batch runner's agent) reruns
+    by 1.15.0's own DefaultAgent and DockerEnvironment; its continuation queries through 1.15.0's LitellmModel,
+    which sends the messages whole as 1.15.0 did (`extra` included), and passes the gate. Run by 2.x (stated),
+    it cannot continue, which is refused in one line before anything starts."""
     gemini = FIELD / "mini_swe_agent" / "gemini3pro-v1.15-django-16255.traj.json"
     empty = tmp_path / "workspace"
     empty.mkdir()
-    args = ["run", str(gemini), "-n", "1", "-w", str(empty)]
-    refused = replayer(
-        *args, "-o", str(tmp_path / "cont"), "--continue", "--upstream", "http://127.0.0.1:9/v1"
+    script = tmp_path / "mock.json"  # a model litellm prices: the run recorded `cost_tracking: default`
+    script.write_text('{"turns": [], "model": "gpt-4o"}')
+    args = ["run", str(gemini), "-n", "3", "-w", str(empty)]
+    cont = ["--continue", "--upstream", f"mock:{script}", "--model", "openai/gpt-4o"]
+    refused = replayer(*args, "-o", str(tmp_path / "2x"), *cont, "--agent-version", "2.4.6")
+    assert refused.returncode == 4 and "2.4.6 sends a different wire form" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "2x").exists()
+    out = tmp_path / "out"
+    replayer(*args, "-o", str(out), *cont, check=True)
+    result = orjson.loads((out / "result.json").read_bytes())
+    version = result["version"]
+    assert (version["version"], version["source"], version["reruns"]) == (
+        "1.15.0",
+        "recorded",
+        "mini_swe_agent 1.15.0, its own code",
     )
-    assert refused.returncode == 4 and "cannot continue: a mini-swe-agent 1.x trajectory" in refused.stderr
-    assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "cont").exists()
-    replayer(*args, "-o", str(tmp_path / "out"), check=True)
-    result = orjson.loads((tmp_path / "out" / "result.json").read_bytes())
-    assert [d["kind"] for d in result["divergences"]] == ["rerun"] and result["degradations"] == []
+    assert "OpenRouterModel" in version["note"] and "ProgressTrackingAgent" in version["note"]
+    assert [d["kind"] for d in result["divergences"]] == ["rerun"] * 3 and result["degradations"] == []
+    assert (result["continuation"]["gate"], result["continuation"]["agent_status"]) == (
+        "accepted",
+        "completed",
+    )
+    prefix = orjson.loads((out / "expected_prefix.json").read_bytes())
+    assert "response" in prefix[2]["extra"], "1.15.0 sent each message whole"
+    continued = orjson.loads((out / "continued" / "trajectory.traj.json").read_bytes())
+    assert (continued["info"]["mini_version"], continued["info"]["exit_status"]) == ("1.15.0", "Submitted")
+    assert continued["instance_id"] == "django__django-16255"
 
 
 @pytest.mark.agent

@@ -172,6 +172,7 @@ def test_the_probe_starts_from_the_nearest_recording() -> None:
     assert probe_for("codex", "0.110.0").recording == "codex/turn_context/0.101.0/turn_context"
     assert probe_for("codex", "0.30.0").recording == "codex/versions/0.58.0/probe"  # none older: the oldest
     assert probe_for("mini_swe_agent", "1.17.5").recording == "mini_swe_agent/v1"
+    assert probe_for("mini_swe_agent", "1.15.0").recording == "mini_swe_agent/v1_15"  # its own line
     assert probe_for("claude_code", "2.1.100").recording == "claude_code/single"  # 2.1.197: same minor line
     assert probe_for("claude_code", "2.0.1").recording == "claude_code/versions/2.0.64/probe"
 

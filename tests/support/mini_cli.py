@@ -21,13 +21,19 @@ PORT = BRIDGE_PORT
 TRAJ = f"{bundle.WORK_MOUNT}/out.traj.json"
 V1_MOUNT = "/opt/replayer/recorder/mini-1"
 V1_CONFIG = f"{bundle.WORK_MOUNT}/v1-config.yaml"
-# mini 1.x takes one config file: its builtin mini.yaml with the upstream and the cwd set.
+# mini 1.x takes one config file: its builtin mini.yaml with the upstream and the cwd set, and the
+# scenario's `SECTION.KEY=VALUE` settings (argv[1:]).
 _V1_WRITE_CONFIG = f"""
-import yaml
+import sys, yaml
 from minisweagent.config import builtin_config_dir
 c = yaml.safe_load((builtin_config_dir / "mini.yaml").read_text())
 c["model"].setdefault("model_kwargs", {{}})["api_base"] = "http://127.0.0.1:{PORT}/v1"
 c["environment"]["cwd"] = "{CWD}"
+for setting in sys.argv[1:]:
+    key, _, value = setting.partition("=")
+    section, _, name = key.partition(".")
+    c[section][name] = yaml.safe_load(value)
+c["env"] = c["environment"]  # the section's name in `mini` before 1.17 (its own mini.yaml says environment)
 yaml.safe_dump(c, open("{V1_CONFIG}", "w"))
 """
 
@@ -67,7 +73,7 @@ def run_mini(
         ) as box:
             box.forward_port(PORT, f"{SOCK_DIR}/upstream.sock")
             if v1_venv:
-                box.exec([python, "-c", _V1_WRITE_CONFIG], workdir=CWD, env=env, timeout_s=120)
+                box.exec([python, "-c", _V1_WRITE_CONFIG, *config], workdir=CWD, env=env, timeout_s=120)
             res = box.exec(
                 ["bash", "-c", 'exec "$@" </dev/null', "mini", *argv], workdir=CWD, env=env, timeout_s=300
             )

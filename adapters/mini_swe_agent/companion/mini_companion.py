@@ -1,15 +1,17 @@
-"""Runs inside the sandbox with the pinned mini-swe-agent's own interpreter: reruns and continuation.
+"""Runs inside the sandbox with the interpreter of the mini-swe-agent version that runs: reruns and continuation.
 
 `serve SPEC SOCKET`: build the trajectory's own agent, model and environment classes from its
 recorded config, then for every request line on the unix socket execute one assistant message's
 actions with `agent.execute_actions` and answer with the observation messages mini-swe-agent made
 (a submission adds its exit message). `continue SPEC`: restore the rebuilt messages, `n_calls` and
 `cost`, and run the agent loop of `DefaultAgent.run` without its reset; events go to stdout as JSON lines.
+With a 1.x release installed, both go through 1.x's own API instead (mini1.py, beside this file).
 This file imports nothing of the replayer: it speaks only JSON.
 """
 
 import argparse
 import importlib
+import inspect
 import json
 import os
 import socket
@@ -22,6 +24,35 @@ def load_class(dotted):
     return getattr(importlib.import_module(module), name)
 
 
+def config_fields(cls):
+    """The options a class's config takes (its `config_class`: a dataclass in 1.x, a pydantic model in 2.x);
+    None when its constructor names no config class (2.x's text-based model passes its own to its parent)."""
+    import dataclasses
+
+    parameter = inspect.signature(cls.__init__).parameters.get("config_class")
+    config_class = parameter.default if parameter is not None else None
+    if dataclasses.is_dataclass(config_class):
+        return {f.name for f in dataclasses.fields(config_class)}
+    fields = getattr(config_class, "model_fields", None)
+    return set(fields) if fields is not None else None
+
+
+def only_known(cls, options, what):
+    """`options` without those `cls`'s config does not take (a fork's own options), each named on stderr."""
+    known = config_fields(cls)
+    if known is None:
+        return options
+    for name in sorted(set(options) - known):
+        print(f"[companion] {what} option {name} left out: {cls.__name__} does not take it", file=sys.stderr)
+    return {k: v for k, v in options.items() if k in known}
+
+
+def is_1x():
+    import minisweagent
+
+    return minisweagent.__version__.startswith("1.")
+
+
 def build(spec, model_overrides=None):
     import minisweagent
 
@@ -30,13 +61,22 @@ def build(spec, model_overrides=None):
             f"mini-swe-agent {minisweagent.__version__} is installed, {spec['version']} is pinned"
         )
     cfg = spec["config"]
-    env = load_class(cfg["environment_type"])(**cfg["environment"])
-    model = load_class(cfg["model_type"])(**{**cfg["model"], **(model_overrides or {})})
-    agent = load_class(cfg["agent_type"])(model, env, **cfg["agent"])
-    return agent
+    # Options the installed classes do not take are left out, each named: a fork's subclass's own (the
+    # built-in class it extends runs, waived), another client class's (1.x), or those of a release other
+    # than the one that wrote the file (a stated version: 1.15.0 has no `action_regex`).
+    env_class = load_class(cfg["environment_type"])
+    env = env_class(**only_known(env_class, cfg["environment"], "environment"))
+    model_class = load_class(cfg["model_type"])
+    model = model_class(**only_known(model_class, {**cfg["model"], **(model_overrides or {})}, "model"))
+    agent_class = load_class(cfg["agent_type"])
+    return agent_class(model, env, **only_known(agent_class, cfg["agent"], "agent"))
 
 
 def execute(agent, request):
+    if is_1x():
+        import mini1
+
+        return mini1.execute(agent, request)
     from minisweagent.exceptions import InterruptAgentFlow
 
     agent.messages = []
@@ -130,6 +170,10 @@ def continue_(spec, args):
         "api_key": args.key,
     }
     agent = build(spec, {"model_name": args.model, "model_kwargs": kwargs})
+    if is_1x():
+        import mini1
+
+        return mini1.continue_(agent, spec, args, emit)
     with open(spec["trajectory"]) as fh:
         data = json.load(fh)
     stats = data["info"]["model_stats"]
@@ -175,6 +219,8 @@ def main():
 if __name__ == "__main__":
     try:
         main()
+    except Exception:  # its cause on stderr: the exit below would drop the traceback
+        traceback.print_exc()
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

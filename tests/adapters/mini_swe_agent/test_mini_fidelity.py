@@ -40,9 +40,7 @@ def _request_after(name: str, after_step: int) -> list[dict]:
 
 def _cli(verb: str, name: str, after_step: int, out: Path, *extra: str) -> dict:
     args = [verb, str(_traj(name)), "--after-step", str(after_step), "--out", str(out), "--json", *extra]
-    if name == "v1":
-        args.append("--allow-degraded")  # recorded by mini-swe-agent 1.17.5: its 1.x form is not rerun
-    replayer(*args, check=True)
+    replayer(*args, check=True)  # v1: recorded by mini-swe-agent 1.17.5, which reruns it
     return orjson.loads((out / "result.json").read_bytes())
 
 
