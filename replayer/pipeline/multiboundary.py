@@ -41,6 +41,7 @@ from replayer.floor.pins import running_version
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
 from replayer.pipeline import steps, workspaces
+from replayer.pipeline.context import RunContext
 from replayer.pipeline.engine import load, os_error, parse, pins_for
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.steps import JSON_OPTS, RERUNS
@@ -162,38 +163,42 @@ def _run(replay: _Replay, workspace: Path, backend: Backend, on_event: OnEvent) 
     last = max(replay.pending)
     full = replay.full = replay.pending[last].plan
     replay.runtime_degradations = len(full.degradations)
-    # where an unlimited state goes: beside the outputs (hidden), never inside one that commits mid-replay
-    scratch = replay.pending[last].out.final.parent
-    state, dirs = steps.materialize_state(workspace, request.limits, scratch, replay.skips)
-    replay.dirs, replay.state_limited = dirs, state.limited
-    try:
-        t0 = time.monotonic()
-        on_event(Stage("sandbox"))
-        box = steps.start_sandbox(
+    with RunContext() as ctx:
+        opened = steps.open_replay(
+            ctx,
             backend,
             adapter,
             traj,
-            dirs,
+            workspace,
             replay.image,
+            # where an unlimited state goes: beside the outputs (hidden), never inside one that commits
+            # mid-replay
+            scratch=replay.pending[last].out.final.parent,
+            skips=replay.skips,
             run_id=uuid.uuid4().hex[:12],
             limits=request.limits,
             labels=request.labels,
             bridge=False,
+            on_event=on_event,
         )
-        replay.box, replay.sandbox_s = box, time.monotonic() - t0
+        replay.dirs, replay.state_limited = opened.dirs, opened.state.limited
+        replay.box, replay.sandbox_s = opened.box, opened.sandbox_s
         replay.rerun_started = time.monotonic()
         try:
             steps.rerun_prefix(
-                adapter, traj, box, dirs, full, request, on_event, on_step=lambda *a: _passed(replay, *a)
+                adapter,
+                traj,
+                opened.box,
+                opened.dirs,
+                full,
+                request,
+                on_event,
+                on_step=lambda *a: _passed(replay, *a),
             )
         except ReplayError as exc:
             for k in list(replay.pending):  # the boundaries the replay did not reach
                 replay.outcomes[k] = exc
                 replay.pending.pop(k).out.discard()
-        finally:
-            box.stop()
-    finally:
-        state.remove()
 
 
 def _passed(
