@@ -220,16 +220,7 @@ def run(
     from replayer.pipeline.engine import execute
 
     found = user_settings.load()
-    cont = None
-    if continue_agent:
-        cont = _continue_request(found, options)
-        if not cont.upstream and not cont.cassette:
-            raise NoUpstream(
-                f"continuing needs an upstream: {NO_UPSTREAM_HELP} (or REPLAYER_UPSTREAM, or upstream in "
-                "replayer.toml)"
-            )
-    elif options.get("cassette") or options.get("record_cassette"):
-        raise BadInput("a cassette is the traffic of a continuation: continue the agent (--continue)")
+    cont = _run_continuation(found, options, continue_agent)
     request = ReplayRequest(
         mode="run",
         trajectory=Path(trajectory),
@@ -246,27 +237,51 @@ def run(
     return execute(request, on_event=on_event)
 
 
+def _run_continuation(found: Settings, options: RunOptions, continue_agent: bool) -> ContinueRequest | None:
+    """The continuation a run asks for (None without `continue_agent`), checked for an upstream."""
+    if not continue_agent:
+        if options.get("cassette") or options.get("record_cassette"):
+            raise BadInput("a cassette is the traffic of a continuation: continue the agent (--continue)")
+        return None
+    cont = _continue_request(found, options)
+    if not cont.upstream and not cont.cassette:
+        raise NoUpstream(
+            f"continuing needs an upstream: {NO_UPSTREAM_HELP} (or REPLAYER_UPSTREAM, or upstream in "
+            "replayer.toml)"
+        )
+    return cont
+
+
 def run_boundaries(
     trajectory: PathLike,
     boundaries: str | Sequence[int],
     workspace: Workspace,
     out: PathLike,
     *,
+    continue_agent: bool = False,
     on_event: OnEvent = ignore,
     **options: Unpack[RunOptions],
 ) -> dict[int, ReplayResult | ReplayError]:
     """Run mode at several boundaries in one replay: the steps rerun once, in one container, and each
     boundary K gets its own complete result directory `out`/after-K/, equal to what `run(..., K, ...)`
     writes. `boundaries`: a list, or `-n`'s text forms (`3,7,10-12`, `all`, `sample:K[:SEED]`). Returns
-    each boundary's result, or the error it was refused or failed with (the others go on)."""
+    each boundary's result, or the error it was refused or failed with (the others go on).
+
+    With `continue_agent`, each boundary's continuation forks from the boundary's snapshot once the
+    replay is done, in a container of its own (`run(..., K, continue_agent=True)` for each K, at the cost
+    of one replay); a continuation that was refused or failed still returns its result, as `run` does."""
     from replayer.pipeline.engine import load
     from replayer.pipeline.multiboundary import boundary_dir, execute_many
     from replayer.verbs.batch import parse_boundaries, pick_boundaries
 
-    continuing = ("upstream", "cassette", "record_cassette", "boundary_prompt", "max_steps", "model")
-    if any(options.get(name) for name in continuing):
-        raise BadInput("several boundaries replay without a continuation: give one boundary to continue")
     found = user_settings.load()
+    cont = _run_continuation(found, options, continue_agent)
+    if cont is None and any(
+        options.get(name) for name in ("upstream", "boundary_prompt", "max_steps", "model")
+    ):
+        raise BadInput(
+            "continuation options without a continuation: continue the agent (continue_agent=True)"
+        )
     spec = parse_boundaries(boundaries) if isinstance(boundaries, str) else list(boundaries)
     path = Path(trajectory)
     adapter, traj = load(path, options.get("task"), options.get("cwd"), options.get("session"))
@@ -279,6 +294,10 @@ def run_boundaries(
         after_step=picked[-1],
         out=Path(out),
         workspace=_workspace(workspace),
+        continuation=cont,
+        agent_env=cont.agent_env
+        if cont
+        else found.continuation().merge(_continue_arguments(options)).agent_env,
         **_sandbox(found, options),
         **_replay(options, RunOptions),
     )

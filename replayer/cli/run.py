@@ -36,7 +36,6 @@ from replayer.cli.options import (
     UpstreamKeyEnv,
     Verbose,
     WorkspaceOpt,
-    _limits,
     _progress,
     _report,
     _workspace,
@@ -57,7 +56,8 @@ RunAfterStep = Annotated[
         "-n",
         metavar="N",
         help="Boundary: after this many complete tool batches; or several, replayed once, each into "
-        "OUT/after-K/: 3,7,10-12, all, sample:K[:SEED].",
+        "OUT/after-K/: 3,7,10-12, all, sample:K[:SEED] (with --continue, each continues in a container "
+        "forked from its boundary).",
     ),
 ]
 
@@ -117,23 +117,6 @@ def run(
       replayer run session.jsonl -n 3 -w repo/ -o again/ --continue --cassette tape/
       replayer run session.jsonl -n all -w repo/ -o prefixes/   # one replay, prefixes/after-K/ each
     """
-    if _one_boundary(after_step) is None:
-        _run_boundaries(
-            trajectory,
-            after_step,
-            workspace,
-            out,
-            continue_,
-            json,
-            quiet,
-            verbose,
-            options={
-                **replay_options(allow_degraded, force, task, cwd, session, agent_version, require_verified),
-                "image": image,
-                "limits": _limits(limits),
-            },
-        )
-        return
     if (cassette or record_cassette) and not continue_:
         raise typer.BadParameter(
             "a cassette is the traffic of a continuation: add --continue", param_hint="--continue"
@@ -146,6 +129,18 @@ def run(
             "replayer.toml)",
             param_hint="--upstream",
         )
+    options = run_options(
+        replay_options(allow_degraded, force, task, cwd, session, agent_version, require_verified),
+        image,
+        limits,
+        (upstream, upstream_key_env, boundary_prompt, max_steps, idle_timeout, model, agent_env),
+        cassette=cassette,
+        record_cassette=record_cassette,
+        budget=(max_requests, max_tokens, end_leftovers),
+    )
+    if _one_boundary(after_step) is None:
+        _run_boundaries(trajectory, after_step, workspace, out, continue_, json, quiet, verbose, options)
+        return
     with _progress(json, quiet, verbose) as progress:
         result = api.run(
             trajectory,
@@ -154,15 +149,7 @@ def run(
             out,
             continue_agent=continue_,
             on_event=progress,
-            **run_options(
-                replay_options(allow_degraded, force, task, cwd, session, agent_version, require_verified),
-                image,
-                limits,
-                (upstream, upstream_key_env, boundary_prompt, max_steps, idle_timeout, model, agent_env),
-                cassette=cassette,
-                record_cassette=record_cassette,
-                budget=(max_requests, max_tokens, end_leftovers),
-            ),
+            **options,
         )
     _report(result, out, json)
     failure = api.continuation_error(result.continuation, out)
@@ -189,16 +176,23 @@ def _run_boundaries(
     verbose: bool,
     options: Any,
 ) -> None:
-    """`run -n 3,7,12` (several boundaries, one replay): a line a boundary, the first error's exit code."""
-    if continue_:
-        raise typer.BadParameter("--continue takes one boundary", param_hint="--after-step")
+    """`run -n 3,7,12` (several boundaries, one replay; with --continue, a continuation forked from each
+    boundary): a line a boundary, the first error's exit code (a refused or failed continuation's too)."""
+    if continue_ and options.get("record_cassette"):
+        raise typer.BadParameter("--record-cassette records one boundary's continuation", param_hint="-n")
     try:
         api.parse_boundaries(spec)
     except BadInput as exc:
         raise typer.BadParameter(str(exc), param_hint="--after-step") from None
     with _progress(json, quiet, verbose) as progress:
         outcomes = api.run_boundaries(
-            trajectory, spec, _workspace(workspace), out, on_event=progress, **options
+            trajectory,
+            spec,
+            _workspace(workspace),
+            out,
+            continue_agent=continue_,
+            on_event=progress,
+            **options,
         )
     if json:
         emit_json(
@@ -220,9 +214,18 @@ def _run_boundaries(
             for d in r.divergences:
                 counts[d.status] = counts.get(d.status, 0) + 1
             summary = ", ".join(f"{v} {s}" for s, v in sorted(counts.items())) or "no calls"
-            console.print(f"after {k}: {summary}; {api.boundary_dir(out.absolute(), k)}", highlight=False)
+            ended = f", agent {r.continuation.agent_status}" if r.continuation else ""
+            console.print(
+                f"after {k}: {summary}{ended}; {api.boundary_dir(out.absolute(), k)}", highlight=False
+            )
         else:
             console.print(f"after {k}: {r.kind}: {r}", highlight=False, markup=False)
-    failed = [r for r in outcomes.values() if not isinstance(r, ReplayResult)]
-    if failed:
-        raise failed[0]
+    failed = [
+        r
+        if not isinstance(r, ReplayResult)
+        else api.continuation_error(r.continuation, api.boundary_dir(out, k))
+        for k, r in sorted(outcomes.items())
+    ]
+    first = next((f for f in failed if f is not None), None)
+    if first is not None:
+        raise first
