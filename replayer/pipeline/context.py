@@ -33,6 +33,8 @@ class RunContext:
 
     def __init__(self) -> None:
         self._held: list[_Held] = []
+        self._ending: BaseException | None = None
+        """The exception the `with` block ends with, if any."""
 
     def own(self, resource: T, release: Callable[[], object], what: str = "") -> T:
         """`resource`, released by `release()` when the context ends (or by `release(resource)` before).
@@ -43,9 +45,15 @@ class RunContext:
         return resource
 
     def enter(self, manager: AbstractContextManager[T], what: str = "") -> T:
-        """Enter `manager` now, exit it when the context ends (with no exception: a release is cleanup)."""
+        """Enter `manager` now, exit it when the context ends, told of the exception that ends the run (as
+        a `with` would be; what it returns does not suppress it)."""
         value = manager.__enter__()
-        self.own(value, lambda: manager.__exit__(None, None, None), what or type(manager).__name__)
+
+        def exit_() -> None:
+            exc = self._ending
+            manager.__exit__(type(exc) if exc else None, exc, exc.__traceback__ if exc else None)
+
+        self.own(value, exit_, what or type(manager).__name__)
         return value
 
     def release(self, resource: object) -> None:
@@ -79,4 +87,5 @@ class RunContext:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         # as a `finally` would: a release that fails raises, chained to the run's own exception
+        self._ending = exc
         self.close()

@@ -77,7 +77,11 @@ def test_a_release_that_fails_does_not_stop_the_others(tmp_path: Path) -> None:
 @contextlib.contextmanager
 def _served(log: list[str]) -> Iterator[str]:
     log.append("up")
-    yield "served"
+    try:
+        yield "served"
+    except KeyError as exc:  # told of the run's exception, as a `with` would tell it
+        log.append(f"down after {exc}")
+        raise
     log.append("down")
 
 
@@ -87,7 +91,10 @@ def test_an_entered_manager_is_exited_in_its_turn(tmp_path: Path) -> None:
         (a,), log = _folders(tmp_path, ctx, "a")
         assert ctx.enter(_served(order)) == "served"
         raise KeyError("x")
-    assert order == ["up", "down"] and log[0][0] == "a" and not a.path.exists()
+    assert order == ["up", "down after 'x'"] and log[0][0] == "a" and not a.path.exists()
+    with RunContext() as ctx:
+        ctx.enter(_served(order))
+    assert order[-1] == "down"
 
 
 def test_a_replay_opening_is_released_sandbox_first(tmp_path: Path) -> None:

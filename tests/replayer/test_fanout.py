@@ -119,3 +119,24 @@ def test_a_batch_continues_the_boundaries_of_a_trajectory_from_one_replay(tmp_pa
     assert redone["after_step"] == BOUNDARIES[0] and redone["continuation"]["agent_status"] == "completed"
     kept = [r for r in results if r["after_step"] != BOUNDARIES[0]]
     assert all(redone["container"] != r["container"] for r in kept), "a new replay for the missing one"
+
+
+def test_a_refused_boundary_does_not_sink_the_others_continuations(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    (out / f"after-{BOUNDARIES[0]}").mkdir(parents=True)  # its directory exists: that boundary is refused
+    args = [
+        "-n",
+        ",".join(map(str, BOUNDARIES)),
+        "-o",
+        str(out),
+        "--continue",
+        "--upstream",
+        "mock",
+        "--json",
+    ]
+    proc = replayer("run", str(SESSION), "-w", str(FIXTURE / "workspace"), *args, env=NO_KEY)
+    assert proc.returncode == 7, proc.stderr
+    shown = orjson.loads(proc.stdout)["boundaries"]
+    assert shown[str(BOUNDARIES[0])]["error_kind"] == "output"
+    assert shown[str(BOUNDARIES[1])]["continuation"]["agent_status"] == "completed"
+    assert not any((out / f"after-{BOUNDARIES[0]}").iterdir()), "the existing directory is left as it was"
