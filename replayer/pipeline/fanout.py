@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from replayer.adapters.base import Adapter, Rebuild
+from replayer.floor.errors import SandboxError
 from replayer.floor.events import OnEvent
 from replayer.floor.io import OutputDir
 from replayer.floor.models import ReplayRequest, ReplayResult, SandboxLimits, SandboxRecord, Trajectory
@@ -79,9 +80,7 @@ def take(
     """The boundary's snapshot image and its own state: the workspace as the replay has it now, the agent
     home as rebuilt (`native_home`); the state owned by `keep`, the context of the whole replay (an
     unlimited state goes under `scratch`)."""
-    image = box.snapshot(
-        f"sandbox-replayer/snapshot:{replay_id}-after-{after_step}", labels={FANOUT_LABEL: replay_id}
-    )
+    image = _snapshot(box, f"sandbox-replayer/snapshot:{replay_id}-after-{after_step}", replay_id)
     state = StateDir.create(limits.disk_bytes, fallback_parent=scratch)
     keep.own(state, state.remove, f"the state of boundary {after_step}")
     mine = RunDirs(root=state.path)
@@ -89,6 +88,23 @@ def take(
     copy_untrusted(native_home, mine.home, links="skip", limits=limits, what="the agent home")
     mine.bridge.mkdir(parents=True, exist_ok=True)
     return image, state
+
+
+SNAPSHOT_TRIES = 3
+"""The container is paused for the commit mid-replay, with the rerunner's processes alive: the kernel's
+freezer can fail to stop them at once (`unable to freeze`), and a moment later succeed."""
+
+
+def _snapshot(box: Sandbox, tag: str, replay_id: str) -> str:
+    for attempt in range(1, SNAPSHOT_TRIES + 1):
+        try:
+            return box.snapshot(tag, labels={FANOUT_LABEL: replay_id})
+        except SandboxError as exc:
+            if attempt == SNAPSHOT_TRIES or "refused" in str(exc):
+                raise
+            logger.debug("snapshot %s failed (%s), again", tag, exc)
+            time.sleep(0.5 * attempt)
+    raise AssertionError("unreachable")
 
 
 def continue_from(
