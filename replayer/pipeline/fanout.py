@@ -107,33 +107,38 @@ def _snapshot(box: Sandbox, tag: str, replay_id: str) -> str:
     raise AssertionError("unreachable")
 
 
+def start(fork: Forked, adapter: Adapter, traj: Trajectory, backend: Backend) -> Sandbox:
+    """The boundary's container, from its snapshot image over its own state, its bridge folder mounted
+    (started ahead of its turn, while the boundary before it continues)."""
+    return steps.start_sandbox(
+        backend,
+        adapter,
+        traj,
+        RunDirs(root=fork.state.path),
+        fork.image,
+        run_id=uuid.uuid4().hex[:12],
+        limits=fork.request.limits,
+        labels=fork.request.labels,
+        bridge=True,
+    )
+
+
 def continue_from(
     fork: Forked,
+    box: Sandbox,
     adapter: Adapter,
     traj: Trajectory,
-    backend: Backend,
     key: str,
     started: float,
     on_event: OnEvent,
 ) -> ReplayResult:
-    """The boundary's continuation in a container of its own from its snapshot; its result directory
-    written and committed as `run -n K --continue` writes it (`started`: when the replay began)."""
+    """The boundary's continuation in its own container `box` (`start`); its result directory written
+    as `run -n K --continue` writes it (`started`: when the replay began)."""
     request, tmp, limits = fork.request, fork.out.tmp, fork.request.limits
     cont = request.continuation
     assert cont is not None
     dirs = RunDirs(root=fork.state.path)
     with RunContext() as ctx:
-        box = steps.start_sandbox(
-            backend,
-            adapter,
-            traj,
-            dirs,
-            fork.image,
-            run_id=uuid.uuid4().hex[:12],
-            limits=limits,
-            labels=request.labels,
-            bridge=True,
-        )
         ctx.own(box, box.stop, "the boundary's container")
         continued = steps.continue_agent(
             box,

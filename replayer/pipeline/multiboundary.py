@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -359,27 +360,49 @@ def _commit(out: OutputDir, result: ReplayResult) -> None:
 
 
 def _continue_forks(replay: _Replay, backend: Backend, key: str, on_event: OnEvent) -> None:
-    """Each passed boundary's continuation, from its snapshot, in boundary order; a refused or failed
-    one is that boundary's outcome (its directory not written), the others go on."""
-    for k in sorted(replay.forks):
-        fork = replay.forks[k]
-        try:
-            result = fanout.continue_from(
-                fork, replay.adapter, replay.traj, backend, key, replay.started, on_event
-            )
-            _commit(fork.out, result)
-        except ReplayError as exc:
-            fork.out.discard()
-            replay.outcomes[k] = exc
-        except OSError as exc:
-            fork.out.discard()
-            known = os_error(exc, fork.request)
-            if known is None:
-                raise
-            replay.outcomes[k] = known
-        else:
-            replay.outcomes[k] = result
-        finally:
-            if replay.keep is not None:
-                replay.keep.release(fork.state)  # its continuation is over: its state goes now
-        del replay.forks[k]
+    """Each passed boundary's continuation, from its snapshot, in boundary order, the next one's
+    container starting while one continues; a refused or failed one is that boundary's outcome (its
+    directory not written), the others go on."""
+    order = sorted(replay.forks)
+    with ThreadPoolExecutor(1, thread_name_prefix="boundary-ahead") as starter, RunContext() as ahead:
+
+        def start(k: int) -> Future[Sandbox]:
+            made = starter.submit(fanout.start, replay.forks[k], replay.adapter, replay.traj, backend)
+            ahead.own(made, lambda: _stop_started(made), f"the container of boundary {k}")
+            return made
+
+        boxes = {order[0]: start(order[0])} if order else {}
+        for i, k in enumerate(order):
+            if i + 1 < len(order):
+                boxes[order[i + 1]] = start(order[i + 1])
+            fork = replay.forks[k]
+            try:
+                box = boxes.pop(k).result()
+                result = fanout.continue_from(
+                    fork, box, replay.adapter, replay.traj, key, replay.started, on_event
+                )
+                _commit(fork.out, result)
+            except ReplayError as exc:
+                fork.out.discard()
+                replay.outcomes[k] = exc
+            except OSError as exc:
+                fork.out.discard()
+                known = os_error(exc, fork.request)
+                if known is None:
+                    raise
+                replay.outcomes[k] = known
+            else:
+                replay.outcomes[k] = result
+            finally:
+                if replay.keep is not None:
+                    replay.keep.release(fork.state)  # its continuation is over: its state goes now
+            del replay.forks[k]
+
+
+def _stop_started(made: Future[Sandbox]) -> None:
+    """The container started ahead, stopped (again: a container is removed once, the rest is a no-op)."""
+    try:
+        box = made.result()
+    except Exception:  # it did not start: nothing to stop (its boundary says why)
+        return
+    box.stop()
