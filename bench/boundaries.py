@@ -206,6 +206,8 @@ def continuations_section(row: dict[str, object]) -> str:
         "",
         "What remains in the forked path: every continuation starts its CLI and talks to the model as a",
         "separate run does; what it saves is the rerun of steps 1..k per boundary and the workspace copy.",
+        "The continuations run one after the other, each in a container started from its snapshot image",
+        "while the boundary before it continued.",
         "",
     ]
     return "\n".join(lines)
