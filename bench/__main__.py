@@ -26,7 +26,13 @@ import docker
 import orjson
 
 from bench import long_sessions
-from bench.boundaries import BOUNDARIES_HEADING, bench_boundaries, boundaries_section
+from bench.boundaries import (
+    BOUNDARIES_HEADING,
+    bench_boundaries,
+    bench_continuations,
+    boundaries_section,
+    continuations_section,
+)
 from bench.scale import SCALE_HEADING, bench_scale, scale_section
 from replayer.adapters import adapter_class
 from replayer.adapters.base import Adapter
@@ -1041,7 +1047,10 @@ def main(argv: list[str]) -> None:
     only["driven"] = (DRIVEN_HEADING, lambda t: driven_section(bench_driven(t)))
     only["scale"] = (SCALE_HEADING, lambda t: scale_section(bench_scale(t)))
     only["fork"] = (FORK_HEADING, lambda t: fork_section(bench_fork(t)))
-    only["boundaries"] = (BOUNDARIES_HEADING, lambda t: boundaries_section(bench_boundaries(t)))
+    only["boundaries"] = (
+        BOUNDARIES_HEADING,
+        lambda t: boundaries_section(bench_boundaries(t)) + continuations_section(bench_continuations(t)),
+    )
     if len(argv) == 1 and argv[0] in only:
         heading, make = only[argv[0]]
         with tempfile.TemporaryDirectory() as tmp:
@@ -1063,6 +1072,7 @@ def main(argv: list[str]) -> None:
         forked = bench_fork(Path(tmp))
         driven = bench_driven(Path(tmp))
         boundaries = bench_boundaries(Path(tmp))
+        continued = bench_continuations(Path(tmp))
     doc = f"""# Benchmarks
 
 Measured by `make bench` on {platform.machine()} ({platform.python_version()}), every number a ratio
@@ -1152,7 +1162,8 @@ adds little per chunk. Absolute numbers are loopback numbers, far below a real m
 {compare_section(compared)}
 {fork_section(forked)}
 {driven_section(driven)}
-{boundaries_section(boundaries)}"""
+{boundaries_section(boundaries)}
+{continuations_section(continued)}"""
     (ROOT / "docs" / "benchmarks.md").write_text(doc)
     print(doc)
 

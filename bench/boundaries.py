@@ -126,3 +126,88 @@ def boundaries_section(rows: list[dict[str, object]]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+CONTINUED = ("claude_code", "parallel", long_sessions.claude_code, 10)
+"""The session continuations are forked from: 20 Claude Code steps."""
+CONTINUED_AT = 10
+"""Continuations at this many boundaries (evenly spread over the valid ones, boundary 0 left out)."""
+
+
+def _spread(valid: list[int], count: int) -> list[int]:
+    inner = [k for k in valid if k > 0]
+    if len(inner) <= count:
+        return inner
+    return sorted({inner[round(i * (len(inner) - 1) / (count - 1))] for i in range(count)})
+
+
+def bench_continuations(tmp: Path, count: int = CONTINUED_AT) -> dict[str, object]:
+    """Continuations (the mock model) at `count` boundaries of one session: one `run -n K --continue` per
+    boundary against one `run -n a,b,... --continue` (one replay, a continuation forked from each
+    boundary's snapshot, replayer/pipeline/fanout.py), one after the other in this process."""
+    agent, fixture, generate, copies = CONTINUED
+    folder = tmp / f"continued-{agent}-{copies}"
+    folder.mkdir()
+    session = generate(folder, copies)
+    workspace = FIXTURES / agent / fixture / "workspace"
+    _, traj = load(session)
+    picked = _spread(valid_boundaries(traj), count)
+    t0 = time.monotonic()
+    alone = [
+        api.run(session, k, workspace, folder / f"alone-{k}", continue_agent=True, upstream="mock")
+        for k in picked
+    ]
+    separate = time.monotonic() - t0
+    t0 = time.monotonic()
+    outcomes = api.run_boundaries(
+        session, picked, workspace, folder / "one", continue_agent=True, upstream="mock"
+    )
+    one = time.monotonic() - t0
+    forked = [outcomes[k] for k in picked]
+    for result in [*alone, *forked]:
+        assert isinstance(result, api.ReplayResult) and result.continuation is not None, result
+        assert result.continuation.gate == "accepted", result.continuation
+    shutil.rmtree(folder, ignore_errors=True)
+
+    def reruns(results: list[object]) -> list[int]:
+        return [sum(1 for d in r.divergences if d.kind == "rerun") for r in results]  # type: ignore[attr-defined]
+
+    return {
+        "agent": agent,
+        "steps": len(traj.steps),
+        "boundaries": picked,
+        "separate": {"wall_s": separate, "containers": len(alone), "calls": sum(reruns(alone))},
+        # one replay container, and one container a continuation
+        "one": {"wall_s": one, "containers": 1 + len(forked), "calls": max(reruns(forked))},
+    }
+
+
+def continuations_section(row: dict[str, object]) -> str:
+    picked: list[int] = row["boundaries"]  # type: ignore[assignment]
+    separate: dict[str, float] = row["separate"]  # type: ignore[assignment]
+    one: dict[str, float] = row["one"]  # type: ignore[assignment]
+    name = f"{row['agent']}, {row['steps']} steps"
+    lines = [
+        f"Continuations at {len(picked)} boundaries ({', '.join(map(str, picked))}) of one session, each to the",
+        "end with the built-in mock model: one `run -n K --continue` per boundary against one",
+        "`run -n a,b,... --continue` (one replay; each boundary's continuation in its own container, started",
+        "from the boundary's snapshot image over a copy of its state: `replayer/pipeline/fanout.py`), one after",
+        "the other in one process, measured in the same run.",
+        "",
+        "| session | path | wall | / separate runs | containers | rerun calls |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, r in ((f"{len(picked)} separate continued runs", separate), ("one replay, forked", one)):
+        lines.append(
+            f"| {name} | {label} | {r['wall_s']:.1f} s | **{r['wall_s'] / separate['wall_s']:.2f}** | "
+            f"{r['containers']:.0f} | {r['calls']:.0f} |"
+        )
+    lines += [
+        "",
+        "What remains in the forked path: every continuation starts its CLI and talks to the model as a",
+        "separate run does; what it saves is the rerun of steps 1..k per boundary and the workspace copy.",
+        "The continuations run one after the other, each in a container started from its snapshot image",
+        "while the boundary before it continued.",
+        "",
+    ]
+    return "\n".join(lines)

@@ -19,10 +19,11 @@ from replayer.floor import settings as user_settings
 from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput, NoUpstream, ReplayError
 from replayer.floor.events import Building, JobEnded, OnEvent, Stage, ignore
 from replayer.floor.io import read_input
-from replayer.floor.merge import merge
+from replayer.floor.merge import Merged, merge
 from replayer.floor.models import (
     CompareResult,
     ContinuationResult,
+    ContinueRequest,
     GitWorkspace,
     HeldSessionSummary,
     InspectCall,
@@ -165,16 +166,8 @@ def run(
     `continuation_error(result.continuation, out)` is the error the command exits with then."""
     from replayer.pipeline.engine import execute
 
-    found = user_settings.load()
-    if not continue_agent and (options.get("cassette") or options.get("record_cassette")):
-        raise BadInput("a cassette is the traffic of a continuation: continue the agent (--continue)")
-    merged = merge(options, found, RunOptions)
-    cont = merged.continuation.request() if continue_agent else None
-    if cont is not None and not cont.upstream and not cont.cassette:
-        raise NoUpstream(
-            f"continuing needs an upstream: {NO_UPSTREAM_HELP} (or REPLAYER_UPSTREAM, or upstream in "
-            "replayer.toml)"
-        )
+    merged = merge(options, user_settings.load(), RunOptions)
+    cont = _run_continuation(merged, options, continue_agent)
     request = ReplayRequest(
         mode="run",
         trajectory=Path(trajectory),
@@ -187,27 +180,51 @@ def run(
     return execute(request, on_event=on_event)
 
 
+def _run_continuation(merged: Merged, options: RunOptions, continue_agent: bool) -> ContinueRequest | None:
+    """The continuation a run asks for (None without `continue_agent`), checked for an upstream."""
+    if not continue_agent:
+        if options.get("cassette") or options.get("record_cassette"):
+            raise BadInput("a cassette is the traffic of a continuation: continue the agent (--continue)")
+        return None
+    cont = merged.continuation.request()
+    if not cont.upstream and not cont.cassette:
+        raise NoUpstream(
+            f"continuing needs an upstream: {NO_UPSTREAM_HELP} (or REPLAYER_UPSTREAM, or upstream in "
+            "replayer.toml)"
+        )
+    return cont
+
+
 def run_boundaries(
     trajectory: PathLike,
     boundaries: str | Sequence[int],
     workspace: Workspace,
     out: PathLike,
     *,
+    continue_agent: bool = False,
     on_event: OnEvent = ignore,
     **options: Unpack[RunOptions],
 ) -> dict[int, ReplayResult | ReplayError]:
     """Run mode at several boundaries in one replay: the steps rerun once, in one container, and each
     boundary K gets its own complete result directory `out`/after-K/, equal to what `run(..., K, ...)`
     writes. `boundaries`: a list, or `-n`'s text forms (`3,7,10-12`, `all`, `sample:K[:SEED]`). Returns
-    each boundary's result, or the error it was refused or failed with (the others go on)."""
+    each boundary's result, or the error it was refused or failed with (the others go on).
+
+    With `continue_agent`, each boundary's continuation forks from the boundary's snapshot once the
+    replay is done, in a container of its own (`run(..., K, continue_agent=True)` for each K, at the cost
+    of one replay); a continuation that was refused or failed still returns its result, as `run` does."""
     from replayer.pipeline.engine import load
     from replayer.pipeline.multiboundary import boundary_dir, execute_many
     from replayer.verbs.batch import parse_boundaries, pick_boundaries
 
-    continuing = ("upstream", "cassette", "record_cassette", "boundary_prompt", "max_steps", "model")
-    if any(options.get(name) for name in continuing):
-        raise BadInput("several boundaries replay without a continuation: give one boundary to continue")
     merged = merge(options, user_settings.load(), RunOptions)
+    cont = _run_continuation(merged, options, continue_agent)
+    if cont is None and any(
+        options.get(name) for name in ("upstream", "boundary_prompt", "max_steps", "model")
+    ):
+        raise BadInput(
+            "continuation options without a continuation: continue the agent (continue_agent=True)"
+        )
     spec = parse_boundaries(boundaries) if isinstance(boundaries, str) else list(boundaries)
     path = Path(trajectory)
     adapter, traj = load(path, options.get("task"), options.get("cwd"), options.get("session"))
@@ -220,6 +237,7 @@ def run_boundaries(
         after_step=picked[-1],
         out=Path(out),
         workspace=_workspace(workspace),
+        continuation=cont,
         **merged.fields,
     )
     outs = {k: boundary_dir(Path(out), k) for k in picked}

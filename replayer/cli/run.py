@@ -13,7 +13,7 @@ from replayer.cli.app import command, console
 from replayer.floor import settings
 from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput
 from replayer.floor.models import ReplayResult
-from replayer.floor.options import ReplayOptions, RunOptions, declared
+from replayer.floor.options import RunOptions, declared
 
 RunAfterStep = Annotated[
     str,
@@ -22,7 +22,8 @@ RunAfterStep = Annotated[
         "-n",
         metavar="N",
         help="Boundary: after this many complete tool batches; or several, replayed once, each into "
-        "OUT/after-K/: 3,7,10-12, all, sample:K[:SEED].",
+        "OUT/after-K/: 3,7,10-12, all, sample:K[:SEED] (with --continue, each continues in a container "
+        "forked from its boundary).",
     ),
 ]
 
@@ -72,10 +73,6 @@ def run(
       replayer run session.jsonl -n 3 -w repo/ -o again/ --continue --cassette tape/
       replayer run session.jsonl -n all -w repo/ -o prefixes/   # one replay, prefixes/after-K/ each
     """
-    if _one_boundary(after_step) is None:
-        options = opts.given(locals(), [*declared(ReplayOptions), "image", "limits"])  # no continuation's
-        _run_boundaries(trajectory, after_step, workspace, out, continue_, json, quiet, verbose, options)
-        return
     if (cassette or record_cassette) and not continue_:
         raise typer.BadParameter(
             "a cassette is the traffic of a continuation: add --continue", param_hint="--continue"
@@ -88,6 +85,10 @@ def run(
             "replayer.toml)",
             param_hint="--upstream",
         )
+    options = opts.given(locals(), declared(RunOptions))
+    if _one_boundary(after_step) is None:
+        _run_boundaries(trajectory, after_step, workspace, out, continue_, json, quiet, verbose, options)
+        return
     with opts._progress(json, quiet, verbose) as progress:
         result = api.run(
             trajectory,
@@ -96,7 +97,7 @@ def run(
             out,
             continue_agent=continue_,
             on_event=progress,
-            **opts.given(locals(), declared(RunOptions)),
+            **options,
         )
     opts._report(result, out, json)
     failure = api.continuation_error(result.continuation, out)
@@ -123,16 +124,23 @@ def _run_boundaries(
     verbose: bool,
     options: dict[str, Any],
 ) -> None:
-    """`run -n 3,7,12` (several boundaries, one replay): a line a boundary, the first error's exit code."""
-    if continue_:
-        raise typer.BadParameter("--continue takes one boundary", param_hint="--after-step")
+    """`run -n 3,7,12` (several boundaries, one replay; with --continue, a continuation forked from each
+    boundary): a line a boundary, the first error's exit code (a refused or failed continuation's too)."""
+    if continue_ and options.get("record_cassette"):
+        raise typer.BadParameter("--record-cassette records one boundary's continuation", param_hint="-n")
     try:
         api.parse_boundaries(spec)
     except BadInput as exc:
         raise typer.BadParameter(str(exc), param_hint="--after-step") from None
     with opts._progress(json, quiet, verbose) as progress:
         outcomes = api.run_boundaries(
-            trajectory, spec, opts._workspace(workspace), out, on_event=progress, **options
+            trajectory,
+            spec,
+            opts._workspace(workspace),
+            out,
+            continue_agent=continue_,
+            on_event=progress,
+            **options,
         )
     if json:
         opts.emit_json(
@@ -154,9 +162,18 @@ def _run_boundaries(
             for d in r.divergences:
                 counts[d.status] = counts.get(d.status, 0) + 1
             summary = ", ".join(f"{v} {s}" for s, v in sorted(counts.items())) or "no calls"
-            console.print(f"after {k}: {summary}; {api.boundary_dir(out.absolute(), k)}", highlight=False)
+            ended = f", agent {r.continuation.agent_status}" if r.continuation else ""
+            console.print(
+                f"after {k}: {summary}{ended}; {api.boundary_dir(out.absolute(), k)}", highlight=False
+            )
         else:
             console.print(f"after {k}: {r.kind}: {r}", highlight=False, markup=False)
-    failed = [r for r in outcomes.values() if not isinstance(r, ReplayResult)]
-    if failed:
-        raise failed[0]
+    failed = [
+        r
+        if not isinstance(r, ReplayResult)
+        else api.continuation_error(r.continuation, api.boundary_dir(out, k))
+        for k, r in sorted(outcomes.items())
+    ]
+    first = next((f for f in failed if f is not None), None)
+    if first is not None:
+        raise first

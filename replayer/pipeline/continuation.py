@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import secrets
@@ -34,7 +33,8 @@ from replayer.floor.models import (
 from replayer.floor.pins import load_pins
 from replayer.floor.safecopy import copy_untrusted
 from replayer.pipeline import cassette, leftovers, mock, oracle
-from replayer.sandboxes.base import Sandbox
+from replayer.pipeline.context import RunContext
+from replayer.sandboxes.base import RunningExec, Sandbox
 
 BRIDGE_MOUNT = "/run/replayer-bridge"
 _POLL_S = 0.1
@@ -60,6 +60,44 @@ def _traffic(bridge: Bridge, heard: BridgeTraffic, on_event: OnEvent) -> BridgeT
         logger.debug("bridge: %d request(s), tokens %s/%s", c.main_requests, c.input_tokens, c.output_tokens)
         on_event(now)
     return now
+
+
+def _watch(
+    handle: RunningExec, bridge: Bridge, request: ContinueRequest, idle_timeout_s: float, on_event: OnEvent
+) -> tuple[AgentStatus | None, BridgeTraffic]:
+    """Wait for the agent to end; end it (SIGINT, then SIGKILL after the grace) when the bridge refused
+    it, a budget ran out or it went idle. Its status when it was ended (None: it ended by itself), and the
+    traffic `on_event` was last told of."""
+    status: AgentStatus | None = None
+    heard = BridgeTraffic(0, None, None)
+    while not handle.wait(_POLL_S):
+        heard = _traffic(bridge, heard, on_event)
+        if bridge.mismatch is not None:
+            status = "bridge_refused"
+        elif bridge.budget is not None:
+            status = bridge.budget
+        elif time.monotonic() - max(handle.last_output, bridge.last_activity) > idle_timeout_s:
+            status = "idle_timeout"
+        if status is not None:
+            handle.signal(signal.SIGINT)
+            if not handle.wait(request.grace_s):
+                handle.signal(signal.SIGKILL)
+                handle.wait(5)
+            break
+    return status, heard
+
+
+def _write_outputs(out: Path, stdout: bytes, stderr: bytes, log: bytes) -> dict[str, str]:
+    """The agent's output and the bridge's log under `out`; their places, as the result names them."""
+    (out / "agent").mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(out / "agent" / "stdout.jsonl", stdout)
+    write_bytes_atomic(out / "agent" / "stderr.log", stderr)
+    write_bytes_atomic(out / "bridge" / "log.jsonl", log)
+    return {
+        "agent_stdout": "agent/stdout.jsonl",
+        "agent_stderr": "agent/stderr.log",
+        "bridge_log": "bridge/log.jsonl",
+    }
 
 
 def run(
@@ -96,11 +134,11 @@ def run(
     if left.count:
         logger.debug("%d process(es) left by the prefix%s", left.count, ", ended" if left.ended else "")
     before = oracle.workspace_state(workspace, limits) if tape or recorder else None
-    with contextlib.ExitStack() as stack:
+    with RunContext() as ctx:
         upstream = request.upstream
         if mock.is_mock(upstream):
-            upstream = stack.enter_context(
-                mock.serve(upstream, adapter, load_pins().agents[adapter.name].version)
+            upstream = ctx.enter(
+                mock.serve(upstream, adapter, load_pins().agents[adapter.name].version), "the mock model"
             )
         config = BridgeConfig(
             upstream=upstream,
@@ -111,10 +149,11 @@ def run(
             side_calls=adapter.side_calls,
             kept_answer_headers=adapter.kept_answer_headers,
         )
-        bridge = stack.enter_context(
+        bridge = ctx.enter(
             Bridge(
                 gate, adapter.dialect(), config, socket_dir / "bridge.sock", recorder=recorder, player=player
-            )
+            ),
+            "the bridge",
         )
         box.forward_port(BRIDGE_PORT, f"{BRIDGE_MOUNT}/bridge.sock")
         launch = Launch(
@@ -125,22 +164,7 @@ def run(
         assert traj.cwd
         logger.debug("agent command: %s", argv)
         handle = box.start_exec(argv, workdir=traj.cwd, env=env)
-        status: AgentStatus | None = None
-        heard = BridgeTraffic(0, None, None)
-        while not handle.wait(_POLL_S):
-            heard = _traffic(bridge, heard, on_event)
-            if bridge.mismatch is not None:
-                status = "bridge_refused"
-            elif bridge.budget is not None:
-                status = bridge.budget
-            elif time.monotonic() - max(handle.last_output, bridge.last_activity) > idle_timeout_s:
-                status = "idle_timeout"
-            if status is not None:
-                handle.signal(signal.SIGINT)
-                if not handle.wait(request.grace_s):
-                    handle.signal(signal.SIGKILL)
-                    handle.wait(5)
-                break
+        status, heard = _watch(handle, bridge, request, idle_timeout_s, on_event)
         result = handle.result(timed_out=False)
         if bridge.mismatch is not None:
             status = "bridge_refused"  # refused, and the CLI gave up on its own
@@ -156,15 +180,7 @@ def run(
             if refused_by == "gate"
             else ("accepted" if counters.main_requests or refused_by else "not_reached")
         )
-    (out / "agent").mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(out / "agent" / "stdout.jsonl", result.stdout)
-    write_bytes_atomic(out / "agent" / "stderr.log", result.stderr)
-    write_bytes_atomic(out / "bridge" / "log.jsonl", log)
-    files = {
-        "agent_stdout": "agent/stdout.jsonl",
-        "agent_stderr": "agent/stderr.log",
-        "bridge_log": "bridge/log.jsonl",
-    }
+    files = _write_outputs(out, result.stdout, result.stderr, log)
     # the adapter reads the continued session from a copy of the home that follows no link and holds
     # no special file: the container could write anything there
     after = out / ".home-after"

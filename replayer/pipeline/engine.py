@@ -39,6 +39,7 @@ from replayer.floor.release import __version__
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
 from replayer.pipeline import multisession, steps, workspaces
+from replayer.pipeline.context import RunContext
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.steps import JSON_OPTS, RERUNS
 from replayer.sandboxes.base import Backend, Sandbox
@@ -298,60 +299,60 @@ def _run(job: _Job, workspace: Path, image: str, on_boundary: OnBoundary | None,
     request, adapter, traj, tmp, on_event = job.request, job.adapter, job.traj, job.out, job.on_event
     cont, limits = request.continuation, request.limits
     skips = steps.Skips()
-    state, dirs = steps.materialize_state(workspace, limits, tmp, skips)
-    try:
-        t0 = time.monotonic()
-        on_event(Stage("sandbox"))
-        box = steps.start_sandbox(
+    with RunContext() as ctx:
+        opened = steps.open_replay(
+            ctx,
             backend,
             adapter,
             traj,
-            dirs,
+            workspace,
             image,
+            scratch=tmp,
+            skips=skips,
             run_id=uuid.uuid4().hex[:12],
             limits=limits,
             labels=request.labels,
             bridge=cont is not None,
+            on_event=on_event,
         )
-        try:
-            sandbox_s, t1 = time.monotonic() - t0, time.monotonic()
-            observations, divergences = steps.rerun_prefix(
-                adapter, traj, box, dirs, job.plan, request, on_event
+        state, dirs, box = opened.state, opened.dirs, opened.box
+        t1 = time.monotonic()
+        observations, divergences = steps.rerun_prefix(adapter, traj, box, dirs, job.plan, request, on_event)
+        steps.write_reruns(tmp / RERUNS, job.plan, observations)
+        rerun_s, t2 = time.monotonic() - t1, time.monotonic()
+        on_event(Stage("rebuild"))
+        # side files the reruns left in the agent home (persisted outputs); the container could
+        # write there, so nothing in it is followed or trusted
+        native = tmp / "native"
+        side = copy_untrusted(
+            dirs.home, native / "home", links="skip", limits=limits, what="the agent home", holes="count"
+        )
+        skips.add(side, "home")
+        made = steps.rebuild(adapter, traj, job.plan, observations, tmp)
+        done = _Done(
+            made, divergences, time.monotonic() - t2, opened.sandbox_s, rerun_s, box.image_id, box.name
+        )
+        if on_boundary is not None:
+            on_boundary(box, dirs, native)
+        if cont:
+            copy_untrusted(native / "home", dirs.home, links="skip", limits=limits, merge=True)
+            done.continued = steps.continue_agent(
+                box,
+                adapter,
+                traj,
+                made,
+                cont,
+                dirs,
+                tmp,
+                key=job.key,
+                after_step=job.plan.after_step,
+                on_event=on_event,
+                limits=limits,
             )
-            steps.write_reruns(tmp / RERUNS, job.plan, observations)
-            rerun_s, t2 = time.monotonic() - t1, time.monotonic()
-            on_event(Stage("rebuild"))
-            # side files the reruns left in the agent home (persisted outputs); the container could
-            # write there, so nothing in it is followed or trusted
-            native = tmp / "native"
-            side = copy_untrusted(
-                dirs.home, native / "home", links="skip", limits=limits, what="the agent home", holes="count"
-            )
-            skips.add(side, "home")
-            made = steps.rebuild(adapter, traj, job.plan, observations, tmp)
-            done = _Done(made, divergences, time.monotonic() - t2, sandbox_s, rerun_s, box.image_id, box.name)
-            if on_boundary is not None:
-                on_boundary(box, dirs, native)
-            if cont:
-                copy_untrusted(native / "home", dirs.home, links="skip", limits=limits, merge=True)
-                done.continued = steps.continue_agent(
-                    box,
-                    adapter,
-                    traj,
-                    made,
-                    cont,
-                    dirs,
-                    tmp,
-                    key=job.key,
-                    after_step=job.plan.after_step,
-                    on_event=on_event,
-                    limits=limits,
-                )
-            done.used_up = [
-                p for p, full in (("state", state.used_up), ("container", box.disk_used_up)) if full()
-            ]
-        finally:
-            box.stop()
+        done.used_up = [
+            p for p, full in (("state", state.used_up), ("container", box.disk_used_up)) if full()
+        ]
+        ctx.release(box)
         steps.export_state(dirs, tmp, limits, skips)
         done.sandbox = SandboxRecord(
             limits=limits,
@@ -362,8 +363,6 @@ def _run(job: _Job, workspace: Path, image: str, on_boundary: OnBoundary | None,
             skipped=skips.listed,
             skipped_count=skips.count,
         )
-    finally:
-        state.remove()
     return done
 
 

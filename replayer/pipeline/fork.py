@@ -15,6 +15,7 @@ RunRecord) atomically; a run that cannot be carried out is recorded as failed, n
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -23,8 +24,9 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict
@@ -36,10 +38,14 @@ from replayer.floor.events import ignore
 from replayer.floor.io import write_bytes_atomic
 from replayer.floor.models import (
     CheckResult,
+    ContinuationResult,
     ContinueRequest,
+    Pins,
     ReplayResult,
     RunRecord,
+    RunStatus,
     SandboxLimits,
+    TimelineEntry,
     Trajectory,
     Variant,
 )
@@ -48,6 +54,7 @@ from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted, shown
 from replayer.pipeline import steps, timeline
 from replayer.pipeline.boundary import fork_state
+from replayer.pipeline.context import RunContext
 from replayer.pipeline.oracle import is_file, workspace_changes, workspace_state
 from replayer.pipeline.rootfs import ROOTFS_MOUNT, WAITER, RootfsDiff
 from replayer.sandboxes.base import Backend, Runtime, Sandbox, SandboxSpec
@@ -324,6 +331,42 @@ def _apply_patch(box: Runtime, patch: Path, cwd: str) -> None:
         raise PatchFailed(f"the patch {patch} does not apply: {why}")
 
 
+@dataclass
+class _Record:
+    """What a run found so far (its RunRecord once it ends)."""
+
+    variant: str
+    repeat: int
+    dir: str
+    status: RunStatus = "failed"
+    error_kind: str | None = None
+    error: str | None = None
+    pins: Pins | None = None
+    container: str | None = None
+    state_disk_limited: bool | None = None
+    ready_s: float | None = None
+    fork_path: Literal["prestarted", "cold"] | None = None
+    fork_fallback: str | None = None
+    patch_diff: str | None = None
+    patch_diff_truncated: bool = False
+    fork_s: float | None = None
+    continuation: ContinuationResult | None = None
+    check: CheckResult | None = None
+    timeline: list[TimelineEntry] = field(default_factory=list)
+    workspace_diff: str = ""
+    workspace_diff_truncated: bool = False
+    turn_at: float | None = None
+    """When the run's turn came (time.time()): its wall time counts from there."""
+
+    def failed(self, kind: str, error: str) -> None:
+        self.status, self.error_kind, self.error = "failed", kind, error
+
+    def record(self) -> RunRecord:
+        wall_s = time.time() - self.turn_at if self.turn_at is not None else 0.0
+        found = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "turn_at"}
+        return RunRecord(**found, wall_s=wall_s)
+
+
 def run(
     job: ForkJob,
     boundary_line: Callable[[], BoundaryReady],
@@ -332,103 +375,106 @@ def run(
 ) -> RunRecord:
     """The run, told by `boundary_line` that the snapshot is ready and by `turn_line` that it may go on;
     `backend` starts its sandbox (default: Docker)."""
-    from replayer.pipeline.engine import load, pins_for
-
-    record: dict[str, Any] = {"variant": job.variant.name, "repeat": job.repeat, "dir": job.dir}
-    box: Sandbox | None = None
-    slot: Slot | None = None
-    pre: Prestarted | str = "the boundary was ready when the run's process started"
-    state_dir: StateDir | None = None
-    patched = job.run_dir / "patched-workspace"
-    turn_at: float | None = None
+    record = _Record(job.variant.name, job.repeat, job.dir)
     try:
-        adapter, traj = load(job.trajectory, job.task, job.cwd, job.session)
-        record["pins"] = pins_for(adapter)
-        assert traj.cwd
-        if job.prestart_image is not None and backend is None:
-            with signals.deferred():  # made and known, or not made: a SIGTERM never leaks them
-                slot = Slot.create()
-                pre = _prestart(job, adapter, traj, slot)
-        boundary = boundary_line()
-        told = time.time()
-        with signals.deferred():
-            state_dir = fork_state(
-                boundary.sealed, job.boundary_state, job.limits, fallback_parent=job.run_dir
-            )
-        dirs = RunDirs(root=state_dir.path)
-        if isinstance(pre, Prestarted):
-            box = pre.box
-            why = pre.attach(boundary, state_dir)
-            if why is not None:
-                box = None
-                pre.discard()
-                pre = why
-        if isinstance(pre, str):
-            box = _prepare(job, adapter, traj, boundary, dirs, backend or DockerBackend())
-        assert box is not None
-        record.update(
-            container=box.name,
-            state_disk_limited=state_dir.limited,
-            ready_s=time.time() - told,
-            fork_path="cold" if isinstance(pre, str) else "prestarted",
-            fork_fallback=pre if isinstance(pre, str) else None,
-        )
-        state = state_dir.path
-        patch = job.variant.spec.patch
-        if patch is not None:
-            _apply_patch(box, patch, traj.cwd)
-            # the agent's edits are diffed against this, the patch's own against the boundary
-            copy_untrusted(
-                state / "workspace", patched, links="keep", limits=job.limits, what="the patched workspace"
-            )
-            diff, cut = workspace_diff(job.boundary_state / "workspace", patched, job.limits)
-            record.update(patch_diff=diff, patch_diff_truncated=cut)
-        turn_at = max(boundary.at, turn_line().at)
-        record["fork_s"] = time.time() - turn_at  # ready long before the turn: the line's own latency
-        rebuild = _rebuild_of(job.replay_dir, adapter)
-        key = steps.upstream_key(job.continuation, adapter)
-        record["continuation"] = steps.continue_agent(
-            box,
-            adapter,
-            traj,
-            rebuild,
-            job.continuation,
-            dirs,
-            job.run_dir,
-            key=key,
-            after_step=job.after_step,
-            on_event=ignore,
-            limits=job.limits,
-        )
-        if job.check:
-            record["check"] = run_check(box, job.check, traj.cwd, job.check_timeout_s)
-        box.stop()
-        box = None
-        exported = job.run_dir / "state" / "workspace"
-        copy_untrusted(state / "workspace", exported, links="keep", limits=job.limits, what="the workspace")
-        record["timeline"] = timeline.continued(adapter, job.run_dir, rebuild.expected_prefix)
-        diff, cut = workspace_diff(
-            patched if patch is not None else job.boundary_state / "workspace", exported, job.limits
-        )
-        record.update(workspace_diff=diff, workspace_diff_truncated=cut, status="ok")
+        with RunContext() as ctx:
+            _carry_out(job, ctx, record, boundary_line, turn_line, backend)
     except Interrupted:
         raise
     except ReplayError as exc:
-        record.update(status="failed", error_kind=exc.kind, error=str(exc))
+        record.failed(exc.kind, str(exc))
     except Exception as exc:  # recorded, so that one broken run never stops the others
-        record.update(status="failed", error_kind="internal", error=f"{type(exc).__name__}: {exc}")
-    finally:
-        if box is not None:
-            box.stop()
-        if isinstance(pre, Prestarted):
-            pre.discard()  # its container's mounts go before the state they show
-        elif slot is not None:
-            slot.release()
-        if state_dir is not None:
-            state_dir.remove()
-        shutil.rmtree(patched, ignore_errors=True)
-    record["wall_s"] = time.time() - turn_at if turn_at is not None else 0.0
-    return RunRecord.model_validate(record)
+        record.failed("internal", f"{type(exc).__name__}: {exc}")
+    return record.record()
+
+
+def _carry_out(
+    job: ForkJob,
+    ctx: RunContext,
+    record: _Record,
+    boundary_line: Callable[[], BoundaryReady],
+    turn_line: Callable[[], Turn],
+    backend: Backend | None,
+) -> None:
+    """The run's steps, its resources owned by `ctx`, what it found in `record`."""
+    from replayer.pipeline.engine import load, pins_for
+
+    adapter, traj = load(job.trajectory, job.task, job.cwd, job.session)
+    record.pins = pins_for(adapter)
+    assert traj.cwd
+    pre: Prestarted | str = "the boundary was ready when the run's process started"
+    if job.prestart_image is not None and backend is None:
+        with signals.deferred():  # made and known, or not made: a SIGTERM never leaks them
+            slot = Slot.create()
+            if slot is not None:
+                ctx.own(slot, slot.release, "the slot")
+            pre = _prestart(job, adapter, traj, slot)
+            if isinstance(pre, Prestarted):
+                ctx.own(pre, pre.discard, "the pre-started container")
+    boundary = boundary_line()
+    told = time.time()
+    with signals.deferred():
+        state_dir = fork_state(boundary.sealed, job.boundary_state, job.limits, fallback_parent=job.run_dir)
+        ctx.own(state_dir, state_dir.remove, "the run's state")
+    dirs = RunDirs(root=state_dir.path)
+    box: Sandbox
+    if isinstance(pre, Prestarted):
+        # once the state is mounted into the slot, the container and its mounts go before the state
+        ctx.own(pre, pre.discard, "the pre-started container over the state")
+        why = pre.attach(boundary, state_dir)
+        if why is None:
+            box = pre.box
+        else:
+            ctx.release(pre)
+            pre = why
+    if isinstance(pre, str):
+        box = _prepare(job, adapter, traj, boundary, dirs, backend or DockerBackend())
+        ctx.own(box, box.stop, "the run's container")
+    record.container = box.name
+    record.state_disk_limited = state_dir.limited
+    record.ready_s = time.time() - told
+    record.fork_path = "cold" if isinstance(pre, str) else "prestarted"
+    record.fork_fallback = pre if isinstance(pre, str) else None
+    state = state_dir.path
+    patch = job.variant.spec.patch
+    patched = job.run_dir / "patched-workspace"
+    ctx.own(patched, lambda: shutil.rmtree(patched, ignore_errors=True), "the patched workspace")
+    if patch is not None:
+        _apply_patch(box, patch, traj.cwd)
+        # the agent's edits are diffed against this, the patch's own against the boundary
+        copy_untrusted(
+            state / "workspace", patched, links="keep", limits=job.limits, what="the patched workspace"
+        )
+        record.patch_diff, record.patch_diff_truncated = workspace_diff(
+            job.boundary_state / "workspace", patched, job.limits
+        )
+    record.turn_at = max(boundary.at, turn_line().at)
+    record.fork_s = time.time() - record.turn_at  # ready long before the turn: the line's own latency
+    rebuild = _rebuild_of(job.replay_dir, adapter)
+    key = steps.upstream_key(job.continuation, adapter)
+    record.continuation = steps.continue_agent(
+        box,
+        adapter,
+        traj,
+        rebuild,
+        job.continuation,
+        dirs,
+        job.run_dir,
+        key=key,
+        after_step=job.after_step,
+        on_event=ignore,
+        limits=job.limits,
+    )
+    if job.check:
+        record.check = run_check(box, job.check, traj.cwd, job.check_timeout_s)
+    ctx.release(pre if isinstance(pre, Prestarted) else box)
+    exported = job.run_dir / "state" / "workspace"
+    copy_untrusted(state / "workspace", exported, links="keep", limits=job.limits, what="the workspace")
+    record.timeline = timeline.continued(adapter, job.run_dir, rebuild.expected_prefix)
+    record.workspace_diff, record.workspace_diff_truncated = workspace_diff(
+        patched if patch is not None else job.boundary_state / "workspace", exported, job.limits
+    )
+    record.status = "ok"
 
 
 def main(job_path: str, parent: int) -> int:

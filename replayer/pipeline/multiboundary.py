@@ -8,6 +8,9 @@ fresh observations and divergences, the workspace and the agent home (the home a
 would leave it, `StepwiseRerunner.clean_home_copy`), and rebuilds its prefix from them into its own
 atomic output directory. A boundary that is refused (its plan, its output) is its own outcome and does
 not stop the others; a replay that fails at step j leaves the boundaries before j done.
+
+With a continuation, each boundary also takes a snapshot as the replay passes it, and its continuation
+forks from it once the replay is done (replayer/pipeline/fanout.py): one replay, K continuations.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +44,8 @@ from replayer.floor.models import (
 from replayer.floor.pins import running_version
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
-from replayer.pipeline import steps, workspaces
+from replayer.pipeline import fanout, steps, workspaces
+from replayer.pipeline.context import RunContext
 from replayer.pipeline.engine import load, os_error, parse, pins_for
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.steps import JSON_OPTS, RERUNS
@@ -87,6 +92,11 @@ class _Replay:
     """The last boundary's plan, which the replay runs (the reruns add their degradations to it)."""
     runtime_degradations: int = 0
     """How many of `full`'s degradations the plan made (those after them, the reruns added)."""
+    keep: RunContext | None = None
+    """With a continuation: owns the boundaries' snapshots and states until their continuations end."""
+    replay_id: str = ""
+    forks: dict[int, fanout.Forked] = field(default_factory=dict)
+    """With a continuation: the boundaries passed, their continuations still to run."""
 
 
 def execute_many(
@@ -98,10 +108,13 @@ def execute_many(
     backend: Backend | None = None,
 ) -> dict[int, Outcome]:
     """Run mode at every boundary of `outs` (boundary -> its output directory) in one replay; `request`
-    holds the options (its after_step and out are each boundary's own). No continuation: each boundary's
-    continuation forks from its snapshot (not yet here; a batch runs continue jobs one by one)."""
-    if request.mode != "run" or request.continuation is not None:
-        raise BadInput("one replay serves many boundaries in run mode without a continuation")
+    holds the options (its after_step and out are each boundary's own). With a continuation, each
+    boundary's continuation forks from its snapshot once the replay is done (fanout.py)."""
+    if request.mode != "run":
+        raise BadInput("one replay serves many boundaries in run mode")
+    cont = request.continuation
+    if cont is not None and cont.record_cassette is not None and len(outs) > 1:
+        raise BadInput("--record-cassette records one continuation: give one boundary")
     if not outs:
         return {}
     started = time.monotonic()
@@ -117,7 +130,11 @@ def execute_many(
     for k in sorted(outs):
         one = request.model_copy(update={"after_step": k, "out": outs[k]})
         try:
-            plans[k] = one, steps.plan(adapter, traj, one, version)
+            plan = steps.plan(adapter, traj, one, version)
+            if cont is not None:
+                chosen = steps.check_continuation(adapter, traj, cont, plan.after_step)
+                one = one.model_copy(update={"continuation": chosen})
+            plans[k] = one, plan
         except ReplayError as exc:
             outcomes[k] = exc
     if not plans:
@@ -126,28 +143,36 @@ def execute_many(
         raise WorkspaceError("--workspace is required for run")
     steps.check_cwd(traj)
     image = steps.sandbox_image(request.image, traj)
+    key = steps.upstream_key(cont, adapter) if cont is not None else ""
     workspace, checkout = workspaces.materialize(request.workspace, request.limits)
     steps.check_workspace(workspace)
     assert workspace is not None
     bundles.ensure(adapter.name, version.version, on_event=on_event)
     pending: dict[int, _Boundary] = {}
+    forks: dict[int, fanout.Forked] = {}
     try:
         for k, (one, plan) in plans.items():
+            tapes = [one.continuation.cassette, one.continuation.record_cassette] if one.continuation else []
             try:
-                made = OutputDir(one.out, force=one.force, inputs=[one.trajectory, workspace])
+                made = OutputDir(one.out, force=one.force, inputs=[one.trajectory, workspace, *tapes])
             except ReplayError as exc:
                 outcomes[k] = exc
                 continue
             pending[k] = _Boundary(one, plan, made)
         replay = _Replay(
-            request, adapter, traj, image, started, parse_s, checkout, version, pending, outcomes
+            request, adapter, traj, image, started, parse_s, checkout, version, pending, outcomes, forks=forks
         )
         if pending:
-            with running_version(adapter.name, version.version):
-                _run(replay, workspace, backend or _docker(), on_event)
+            with running_version(adapter.name, version.version), RunContext() as keep:
+                replay.keep, replay.replay_id = keep, f"mb-{uuid.uuid4().hex[:10]}"
+                backend = backend or _docker()
+                _run(replay, workspace, backend, on_event)
+                _continue_forks(replay, backend, key, on_event)
     finally:
         for left in pending.values():  # a replay that stopped before them
             left.out.discard()
+        for fork in forks.values():  # continuations not carried out
+            fork.out.discard()
     return outcomes
 
 
@@ -162,38 +187,44 @@ def _run(replay: _Replay, workspace: Path, backend: Backend, on_event: OnEvent) 
     last = max(replay.pending)
     full = replay.full = replay.pending[last].plan
     replay.runtime_degradations = len(full.degradations)
-    # where an unlimited state goes: beside the outputs (hidden), never inside one that commits mid-replay
-    scratch = replay.pending[last].out.final.parent
-    state, dirs = steps.materialize_state(workspace, request.limits, scratch, replay.skips)
-    replay.dirs, replay.state_limited = dirs, state.limited
-    try:
-        t0 = time.monotonic()
-        on_event(Stage("sandbox"))
-        box = steps.start_sandbox(
+    with RunContext() as ctx:
+        opened = steps.open_replay(
+            ctx,
             backend,
             adapter,
             traj,
-            dirs,
+            workspace,
             replay.image,
+            # where an unlimited state goes: beside the outputs (hidden), never inside one that commits
+            # mid-replay
+            scratch=replay.pending[last].out.final.parent,
+            skips=replay.skips,
             run_id=uuid.uuid4().hex[:12],
             limits=request.limits,
             labels=request.labels,
             bridge=False,
+            on_event=on_event,
         )
-        replay.box, replay.sandbox_s = box, time.monotonic() - t0
+        replay.dirs, replay.state_limited = opened.dirs, opened.state.limited
+        replay.box, replay.sandbox_s = opened.box, opened.sandbox_s
+        if replay.keep is not None and request.continuation is not None:
+            fanout.own_images(replay.keep, opened.box, replay.replay_id)
         replay.rerun_started = time.monotonic()
         try:
             steps.rerun_prefix(
-                adapter, traj, box, dirs, full, request, on_event, on_step=lambda *a: _passed(replay, *a)
+                adapter,
+                traj,
+                opened.box,
+                opened.dirs,
+                full,
+                request,
+                on_event,
+                on_step=lambda *a: _passed(replay, *a),
             )
         except ReplayError as exc:
             for k in list(replay.pending):  # the boundaries the replay did not reach
                 replay.outcomes[k] = exc
                 replay.pending.pop(k).out.discard()
-        finally:
-            box.stop()
-    finally:
-        state.remove()
 
 
 def _passed(
@@ -207,7 +238,11 @@ def _passed(
     for k in sorted(k for k in replay.pending if k <= step):
         boundary = replay.pending.pop(k)
         try:
-            replay.outcomes[k] = _write(replay, boundary, rerunner, observations, divergences)
+            written = _write(replay, boundary, rerunner, observations, divergences)
+            if isinstance(written, fanout.Forked):
+                replay.forks[k] = written
+            else:
+                replay.outcomes[k] = written
         except ReplayError as exc:
             boundary.out.discard()
             replay.outcomes[k] = exc
@@ -228,8 +263,9 @@ def _write(
     rerunner: Rerunner,
     observations: dict[str, Observation],
     divergences: list[Divergence],
-) -> ReplayResult:
-    """Boundary k's result directory, as `engine._run` writes it for `run -n k`."""
+) -> ReplayResult | fanout.Forked:
+    """Boundary k's result directory, as `engine._run` writes it for `run -n k`; with a continuation, its
+    prefix written and its snapshot taken, the continuation to fork from it."""
     assert replay.dirs is not None and replay.box is not None
     request, adapter, traj, plan = boundary.request, replay.adapter, replay.traj, boundary.plan
     tmp, limits, dirs, box = boundary.out.tmp, request.limits, replay.dirs, replay.box
@@ -242,20 +278,23 @@ def _write(
     fresh = {cid: obs for cid, obs in observations.items() if cid in mine}
     steps.write_reruns(tmp / RERUNS, plan, fresh)
     skips = steps.Skips(list(replay.skips.listed), replay.skips.count)
-    # the home as the rerunner's close leaves it, then the side files a rebuild starts from
-    home = copy_untrusted(
-        dirs.home, tmp / "state" / "home", links="skip", limits=limits, what="the agent home"
-    )
+    forking = request.continuation is not None
+    # the home as the rerunner's close leaves it, then the side files a rebuild starts from (a continued
+    # boundary exports its state after the continuation: its home goes straight to native/)
+    home_copy = tmp / ("native" if forking else "state") / "home"
+    home = copy_untrusted(dirs.home, home_copy, links="skip", limits=limits, what="the agent home")
     if isinstance(rerunner, StepwiseRerunner):
-        rerunner.clean_home_copy(tmp / "state" / "home")
+        rerunner.clean_home_copy(home_copy)
     skips.add(home, "home")
-    copy_untrusted(tmp / "state" / "home", tmp / "native" / "home", links="skip", limits=limits)
+    if not forking:
+        copy_untrusted(tmp / "state" / "home", tmp / "native" / "home", links="skip", limits=limits)
     made = steps.rebuild(adapter, traj, plan, fresh, tmp)
-    copied = copy_untrusted(
-        dirs.workspace, tmp / "state" / "workspace", links="keep", limits=limits, what="the workspace"
-    )
-    skips.add(copied, "state/workspace")
-    skips.add(home, "state/home")
+    if not forking:
+        copied = copy_untrusted(
+            dirs.workspace, tmp / "state" / "workspace", links="keep", limits=limits, what="the workspace"
+        )
+        skips.add(copied, "state/workspace")
+        skips.add(home, "state/home")
     rebuild_s = time.monotonic() - t0
     result = ReplayResult(
         request=request,
@@ -264,6 +303,7 @@ def _write(
         agent_version=traj.agent_version,
         session_id=traj.session_id,
         cwd=traj.cwd,
+        cwd_source=traj.cwd_source if traj.cwd else None,
         source_sha256=traj.source_sha256,
         parse_notes=traj.parse_notes,
         image=replay.image,
@@ -293,7 +333,76 @@ def _write(
         version=replay.version,
         workspace_checkout=replay.checkout,
     )
-    write_bytes_atomic(tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS))
-    boundary.out.commit()
-    logger.debug("boundary %d written to %s", plan.after_step, request.out)
+    if forking:
+        assert replay.keep is not None
+        scratch = boundary.out.final.parent
+        image, state = fanout.take(
+            replay.keep,
+            box,
+            replay.replay_id,
+            plan.after_step,
+            dirs,
+            tmp / "native" / "home",
+            scratch,
+            limits,
+        )
+        return fanout.Forked(request, boundary.out, result, made, image, state, skips)
+    _commit(boundary.out, result)
     return result
+
+
+def _commit(out: OutputDir, result: ReplayResult) -> None:
+    write_bytes_atomic(
+        out.tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
+    )
+    out.commit()
+    logger.debug("boundary %d written to %s", result.after_step, result.request.out)
+
+
+def _continue_forks(replay: _Replay, backend: Backend, key: str, on_event: OnEvent) -> None:
+    """Each passed boundary's continuation, from its snapshot, in boundary order, the next one's
+    container starting while one continues; a refused or failed one is that boundary's outcome (its
+    directory not written), the others go on."""
+    order = sorted(replay.forks)
+    with ThreadPoolExecutor(1, thread_name_prefix="boundary-ahead") as starter, RunContext() as ahead:
+
+        def start(k: int) -> Future[Sandbox]:
+            made = starter.submit(fanout.start, replay.forks[k], replay.adapter, replay.traj, backend)
+            ahead.own(made, lambda: _stop_started(made), f"the container of boundary {k}")
+            return made
+
+        boxes = {order[0]: start(order[0])} if order else {}
+        for i, k in enumerate(order):
+            if i + 1 < len(order):
+                boxes[order[i + 1]] = start(order[i + 1])
+            fork = replay.forks[k]
+            try:
+                box = boxes.pop(k).result()
+                result = fanout.continue_from(
+                    fork, box, replay.adapter, replay.traj, key, replay.started, on_event
+                )
+                _commit(fork.out, result)
+            except ReplayError as exc:
+                fork.out.discard()
+                replay.outcomes[k] = exc
+            except OSError as exc:
+                fork.out.discard()
+                known = os_error(exc, fork.request)
+                if known is None:
+                    raise
+                replay.outcomes[k] = known
+            else:
+                replay.outcomes[k] = result
+            finally:
+                if replay.keep is not None:
+                    replay.keep.release(fork.state)  # its continuation is over: its state goes now
+            del replay.forks[k]
+
+
+def _stop_started(made: Future[Sandbox]) -> None:
+    """The container started ahead, stopped (again: a container is removed once, the rest is a no-op)."""
+    try:
+        box = made.result()
+    except Exception:  # it did not start: nothing to stop (its boundary says why)
+        return
+    box.stop()

@@ -36,6 +36,7 @@ from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import CopyReport, Links, copy_untrusted
 from replayer.pipeline import agent_version as versions
 from replayer.pipeline import cassette, continuation
+from replayer.pipeline.context import RunContext
 from replayer.pipeline.plan import NO_CWD, Plan, make_plan
 from replayer.sandboxes.base import Backend, Sandbox, SandboxSpec
 from replayer.sandboxes.envoverlay import with_env
@@ -212,6 +213,46 @@ def sandbox_binds(
         binds[continuation.BRIDGE_MOUNT] = (dirs.bridge, False)
     binds.update(extra_binds or {})
     return binds
+
+
+@dataclass
+class Opened:
+    """A replay's state and sandbox, as `open_replay` made them (both owned by the run's context)."""
+
+    state: StateDir
+    dirs: RunDirs
+    box: Sandbox
+    sandbox_s: float
+    """Seconds the sandbox took to start."""
+
+
+def open_replay(
+    ctx: RunContext,
+    backend: Backend,
+    adapter: Adapter,
+    traj: Trajectory,
+    workspace: Path,
+    image: str,
+    *,
+    scratch: Path,
+    skips: Skips,
+    run_id: str,
+    limits: SandboxLimits,
+    labels: dict[str, str],
+    bridge: bool,
+    on_event: OnEvent,
+) -> Opened:
+    """The opening of every replay (`run -n k`, `run -n a,b`): the state with the workspace's copy (an
+    unlimited one goes under `scratch`), then the sandbox over it."""
+    state, dirs = materialize_state(workspace, limits, scratch, skips)
+    ctx.own(state, state.remove, "the state folder")
+    t0 = time.monotonic()
+    on_event(Stage("sandbox"))
+    box = start_sandbox(
+        backend, adapter, traj, dirs, image, run_id=run_id, limits=limits, labels=labels, bridge=bridge
+    )
+    ctx.own(box, box.stop, "the sandbox")
+    return Opened(state, dirs, box, time.monotonic() - t0)
 
 
 # rerun, rebuild, continue --------------------------------------------------------------------------

@@ -471,11 +471,13 @@ def run_job(job: Job, out: Path, labels: dict[str, str], node: str | None = None
 
 
 def groups(jobs: list[Job]) -> list[list[Job]]:
-    """The units a batch runs: the replay jobs of one trajectory and options together (one replay passes
-    all their boundaries, `run_group`), every other job alone; in the order of their first job."""
+    """The units a batch runs: the replay (or continue) jobs of one trajectory and options together (one
+    replay passes all their boundaries, and each continuation forks from its boundary, `run_group`), every
+    other job alone; in the order of their first job."""
     units: dict[str, list[Job]] = {}
     for job in jobs:
-        units.setdefault(job.replay if job.mode == "replay" and job.replay else job.key, []).append(job)
+        grouped = job.mode in ("replay", "continue") and job.replay
+        units.setdefault(job.replay if grouped else job.key, []).append(job)
     return list(units.values())
 
 
@@ -483,7 +485,8 @@ def run_group(
     jobs: list[Job], out: Path, labels: dict[str, str], node: str | None = None
 ) -> list[JobOutcome]:
     """A unit of `groups`: one job by `run_job`; the boundaries of one replay by one replay
-    (replayer/pipeline/multiboundary.py), each job its own directory and outcome, as `run_job` would give it."""
+    (replayer/pipeline/multiboundary.py; continuations forked from it, fanout.py), each job its own
+    directory and outcome, as `run_job` would give it."""
     if len(jobs) == 1:
         return [run_job(jobs[0], out, labels, node)]
     from replayer.floor.pins import load_pins
@@ -515,6 +518,10 @@ def _recorded(
     """A grouped job's outcome from its boundary's result, error or crash reason, stored as `run_job` does."""
     if not isinstance(result, ReplayResult) and (job_dir(out, job.key) / "result.json").is_file():
         result = None  # written before the replay stopped
+    if isinstance(result, ReplayResult):  # a continuation refused or failed: its directory is complete
+        from replayer.pipeline.continuation import continuation_error
+
+        result = continuation_error(result.continuation, job_dir(out, job.key)) or result
     if isinstance(result, ReplayError):
         status: JobStatus = "refused" if result.kind in REFUSALS else "failed"
         outcome = outcome_of(job, status, result.kind, str(result), node)

@@ -43,6 +43,7 @@ from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
 from replayer.pipeline import agent_version as versions
 from replayer.pipeline import boundary, rootfs, steps
+from replayer.pipeline.context import RunContext
 from replayer.pipeline.engine import JSON_OPTS, execute, load, pins_for
 from replayer.pipeline.fork import COMPARE_LABEL, ForkJob, run_check
 from replayer.pipeline.forkpool import ForkPool, OnRun
@@ -130,6 +131,11 @@ class Snapshot:
         self.pool.announce(self.image, self.sealed.path if self.sealed else None, changes)
         if self.check:
             self.boundary_check = run_check(box, self.check, self.cwd, self.check_timeout_s)
+
+    def remove(self) -> None:
+        """Remove the sealed boundary state (the forks' clones are their own)."""
+        if self.sealed is not None:
+            self.sealed.remove()
 
     def _rootfs(self, box: Sandbox, image: str) -> rootfs.RootfsDiff | str:
         """What pre-started runs apply to be the snapshot image's containers (replayer/pipeline/rootfs.py)."""
@@ -269,7 +275,7 @@ def summaries(request: CompareRequest, runs: list[RunRecord]) -> list[VariantSum
 def compare(
     request: CompareRequest, on_run: OnRun | None = None, on_event: OnEvent = ignore
 ) -> CompareResult:
-    from replayer.sandboxes.docker import connect, remove_containers, remove_images
+    from replayer.sandboxes.docker import connect
 
     started = time.monotonic()
     adapter, traj = load(request.trajectory, request.task, request.cwd, request.session)
@@ -280,84 +286,106 @@ def compare(
     client = connect()
     compare_id = f"cmp-{uuid.uuid4().hex[:10]}"
     local = request.workspace if isinstance(request.workspace, Path) else None  # a clone is the cache's
-    out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, local])
-    assert traj.cwd
-    image = steps.sandbox_image(request.image, traj)
-    (out.tmp / "rootfs").mkdir()
-    jobs = _jobs(request, compare_id, out.tmp, adapter.name, version.version, image)
-    pool = ForkPool(jobs, request.parallel)
-    snapshot = Snapshot(request, compare_id, out.tmp / "snapshot", traj.cwd, pool)
     kept = False
     try:
-        pool.start_ahead()  # the runs' processes start up while the prefix replays
-        replay = execute(
-            ReplayRequest(
-                mode="run",
-                trajectory=request.trajectory,
-                after_step=request.after_step,
-                out=out.tmp / "replay",
-                workspace=request.workspace,
-                image=request.image,
-                allow_degraded=request.allow_degraded,
-                budgets=request.budgets,
-                task=request.task,
-                cwd=request.cwd,
-                session=request.session,
-                limits=request.limits,
-                agent_version=request.agent_version,
-                require_verified=request.require_verified,
-            ),
-            adapter,
-            traj,
-            on_boundary=snapshot,
-            on_event=on_event,
-        )
-        replay_s = time.monotonic() - started
-        logger.debug("boundary snapshot %s (%.2f s)", snapshot.image, snapshot.seconds)
-        assert snapshot.image is not None
-        t0 = time.monotonic()
-        runs = pool.run(on_run, on_event)
-        shutil.rmtree(out.tmp / "rootfs")  # the runs' copy of the boundary's own changes: the image has them
-        runs, common, reference = with_differences(runs)
-        result = CompareResult(
-            request=request,
-            pins=pins_for(adapter),
-            agent=traj.agent,
-            agent_version=traj.agent_version,
-            after_step=replay.after_step,
-            version=replay.version,
-            divergences=dict(Counter(d.status for d in replay.divergences)),
-            degradations=replay.degradations,
-            snapshot_image=snapshot.image,
-            snapshot_kept=request.keep_snapshot,
-            boundary_check=snapshot.boundary_check,
-            reference_run=reference,
-            common_actions=common,
-            variants=summaries(request, runs),
-            runs=runs,
-            timings=CompareTimings(
-                replay_s=replay_s,
-                snapshot_s=snapshot.seconds,
-                runs_s=time.monotonic() - t0,
-                total_s=time.monotonic() - started,
-            ),
-        )
-        write_bytes_atomic(
-            out.tmp / "compare.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
-        )
-        write_bytes_atomic(out.tmp / "report.html", render_html(result).encode())
-        out.commit()
-        kept = request.keep_snapshot
-    except BaseException as exc:
-        pool.stop()
-        out.discard()
-        if isinstance(exc, KeyboardInterrupt):
-            raise Interrupted("SIGINT") from None
-        raise
-    finally:
-        if snapshot.sealed is not None:
-            snapshot.sealed.remove()
-        remove_containers(client, f"{COMPARE_LABEL}={compare_id}")
-        if not kept:
-            remove_images(client, f"{COMPARE_LABEL}={compare_id}")
+        with RunContext() as ctx:
+            # the compare's containers and (unless kept) its snapshot image go last, whatever happened
+            ctx.own(compare_id, lambda: _remove_docker(client, compare_id, kept), "containers and images")
+            out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, local])
+            ctx.own(out, out.discard, "the partial output")  # nothing left to discard once committed
+            assert traj.cwd
+            image = steps.sandbox_image(request.image, traj)
+            (out.tmp / "rootfs").mkdir()
+            jobs = _jobs(request, compare_id, out.tmp, adapter.name, version.version, image)
+            pool = ForkPool(jobs, request.parallel)
+            snapshot = Snapshot(request, compare_id, out.tmp / "snapshot", traj.cwd, pool)
+            ctx.own(snapshot, snapshot.remove, "the sealed boundary state")
+            ctx.own(pool, pool.stop, "the runs' processes")  # each removes its container and state
+            pool.start_ahead()  # the runs' processes start up while the prefix replays
+            result = _replay_and_fork(
+                request, adapter, traj, out.tmp, snapshot, pool, started, on_run, on_event
+            )
+            write_bytes_atomic(
+                out.tmp / "compare.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
+            )
+            write_bytes_atomic(out.tmp / "report.html", render_html(result).encode())
+            out.commit()
+            kept = request.keep_snapshot
+    except KeyboardInterrupt:
+        raise Interrupted("SIGINT") from None
     return result
+
+
+def _remove_docker(client: Any, compare_id: str, kept: bool) -> None:
+    from replayer.sandboxes.docker import remove_containers, remove_images
+
+    remove_containers(client, f"{COMPARE_LABEL}={compare_id}")
+    if not kept:
+        remove_images(client, f"{COMPARE_LABEL}={compare_id}")
+
+
+def _replay_and_fork(
+    request: CompareRequest,
+    adapter: Adapter,
+    traj: Trajectory,
+    tmp: Path,
+    snapshot: Snapshot,
+    pool: ForkPool,
+    started: float,
+    on_run: OnRun | None,
+    on_event: OnEvent,
+) -> CompareResult:
+    """The prefix replayed once with `snapshot` at its boundary, then every run forked by `pool`
+    (`started`: when the compare began, which its timings count from)."""
+    replay = execute(
+        ReplayRequest(
+            mode="run",
+            trajectory=request.trajectory,
+            after_step=request.after_step,
+            out=tmp / "replay",
+            workspace=request.workspace,
+            image=request.image,
+            allow_degraded=request.allow_degraded,
+            budgets=request.budgets,
+            task=request.task,
+            cwd=request.cwd,
+            session=request.session,
+            limits=request.limits,
+            agent_version=request.agent_version,
+            require_verified=request.require_verified,
+        ),
+        adapter,
+        traj,
+        on_boundary=snapshot,
+        on_event=on_event,
+    )
+    replay_s = time.monotonic() - started
+    logger.debug("boundary snapshot %s (%.2f s)", snapshot.image, snapshot.seconds)
+    assert snapshot.image is not None
+    t0 = time.monotonic()
+    runs = pool.run(on_run, on_event)
+    shutil.rmtree(tmp / "rootfs")  # the runs' copy of the boundary's own changes: the image has them
+    runs, common, reference = with_differences(runs)
+    return CompareResult(
+        request=request,
+        pins=pins_for(adapter),
+        agent=traj.agent,
+        agent_version=traj.agent_version,
+        after_step=replay.after_step,
+        version=replay.version,
+        divergences=dict(Counter(d.status for d in replay.divergences)),
+        degradations=replay.degradations,
+        snapshot_image=snapshot.image,
+        snapshot_kept=request.keep_snapshot,
+        boundary_check=snapshot.boundary_check,
+        reference_run=reference,
+        common_actions=common,
+        variants=summaries(request, runs),
+        runs=runs,
+        timings=CompareTimings(
+            replay_s=replay_s,
+            snapshot_s=snapshot.seconds,
+            runs_s=time.monotonic() - t0,
+            total_s=time.monotonic() - started,
+        ),
+    )
