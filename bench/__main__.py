@@ -8,6 +8,7 @@ clusters on this machine) run only that benchmark and replace only its section o
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import os
 import platform
@@ -20,6 +21,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import docker
@@ -35,7 +37,7 @@ from replayer.bridges.anthropic import AnthropicDialect
 from replayer.bridges.core import Bridge, BridgeConfig, Decision
 from replayer.floor.heap import collector_paused
 from replayer.floor.io import Workspace
-from replayer.floor.models import Budgets, Step, ToolCall, Trajectory
+from replayer.floor.models import Budgets, Observation, Step, ToolCall, Trajectory
 from replayer.floor.pins import load_pins
 from replayer.floor.rundirs import RunDirs
 from replayer.pipeline.engine import load
@@ -102,15 +104,15 @@ def bench_parse(tmp: Path) -> list[dict[str, object]]:
 def _floor(
     adapter: Adapter, traj: Trajectory, after: int, session: long_sessions.LongSession
 ) -> dict[str, float]:
-    """What any parse returning these steps spends besides the load: the Step models built from plain dicts
-    (validated: pydantic's fastest path, `model_construct` measured slower; the collector paused, as the
-    parse pauses it) and the plan on them, each timed beside the bare load, round by round; for a
-    directory, reading its files too."""
-    plain = [step.model_dump() for step in traj.steps]
+    """What any parse returning these steps spends besides the load: the steps built from plain values (the
+    slotted Step, ToolCall and Observation of floor/models.py; the collector paused, as the parse pauses it)
+    and the plan on them, each timed beside the bare load, round by round; for a directory, reading its
+    files too."""
+    plain = [dataclasses.astuple(step) for step in traj.steps]
     rounds = [
         (
             _once(session.bare_load),
-            _once(lambda: _paused(lambda: [Step.model_validate(d) for d in plain])),
+            _once(lambda: _paused(lambda: [_step(values) for values in plain])),
             _once(lambda: make_plan(adapter, traj, after, allow_degraded=False, executes=False)),
             _once(session.read) if session.read is not None else 0.0,
         )
@@ -122,6 +124,16 @@ def _floor(
         "floor_plan_s": plan,
         "floor": (baseline + models + plan + read) / baseline,
     }
+
+
+def _step(values: tuple[Any, ...]) -> Step:
+    index, message_id, calls, *flags = values
+    return Step(
+        index,
+        message_id,
+        [ToolCall(i, tool, args, Observation(*obs) if obs else None) for i, tool, args, obs in calls],
+        *flags,
+    )
 
 
 def _paused(fn: Callable[[], object]) -> object:

@@ -21,7 +21,7 @@ from replayer.adapters.codex import bare
 from replayer.adapters.shapes import ORJSON_DEPTH, unwritable
 from replayer.floor.errors import EXCERPT_CHARS, BadInput, bad_record
 from replayer.floor.io import open_input
-from replayer.floor.models import StartingState, Step, Trajectory
+from replayer.floor.models import Observation, StartingState, Step, ToolCall, Trajectory
 
 Record = dict[str, Any]
 CALL_TYPES = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
@@ -262,16 +262,17 @@ def _steps(
         if not batch:
             return
         calls = [_call(records, i, outputs_at) for i in batch]
-        done = [outputs_at[c["id"]] for c in calls if c["id"] in outputs_at]
+        done = [outputs_at[c.id] for c in calls if c.id in outputs_at]
         end = max(done) + 1 if done else batch[-1] + 1
-        step = {  # validated once per step, not once per call and observation
-            "index": len(steps) + 1,
-            "message_id": str(records[batch[0]]["payload"].get("id") or f"line-{batch[0] + 1}"),
-            "calls": calls,
-            "complete": len(done) == len(calls),
-            "before_compaction": last_compaction is not None and batch[0] < last_compaction,
-        }
-        steps.append(Step.model_validate(step))
+        steps.append(
+            Step(
+                len(steps) + 1,
+                str(records[batch[0]]["payload"].get("id") or f"line-{batch[0] + 1}"),
+                calls,
+                len(done) == len(calls),
+                last_compaction is not None and batch[0] < last_compaction,
+            )
+        )
         ends.append(end)
         batch.clear()
 
@@ -288,8 +289,8 @@ def _steps(
     return steps, ends, outputs_at
 
 
-def _call(records: list[Record], at: int, outputs_at: dict[str, int]) -> dict[str, Any]:
-    """A ToolCall's fields (the step validates them)."""
+def _call(records: list[Record], at: int, outputs_at: dict[str, int]) -> ToolCall:
+    """A call of a checked record (`_problem`): no second validation."""
     payload = records[at]["payload"]
     call_id = str(payload.get("call_id"))
     if payload["type"] == "function_call":
@@ -303,8 +304,8 @@ def _call(records: list[Record], at: int, outputs_at: dict[str, int]) -> dict[st
     historical = None
     if call_id in outputs_at:
         output = records[outputs_at[call_id]]["payload"].get("output")
-        historical = {"content": output if isinstance(output, str | list) else orjson.dumps(output).decode()}
-    return {"id": call_id, "tool": str(payload.get("name")), "input": tool_input, "historical": historical}
+        historical = Observation(output if isinstance(output, str | list) else orjson.dumps(output).decode())
+    return ToolCall(call_id, str(payload.get("name")), tool_input, historical)
 
 
 # rebuild -------------------------------------------------------------------------------------

@@ -53,7 +53,7 @@ from replayer.adapters.opencode.server import record_name as _name
 from replayer.adapters.shapes import check, too_deep
 from replayer.floor.errors import BadInput, bad_record, excerpt
 from replayer.floor.io import input_sha256, open_input, read_input, sha256_hex
-from replayer.floor.models import Step, Trajectory
+from replayer.floor.models import Observation, Step, ToolCall, Trajectory
 
 Record = dict[str, Any]
 Message = dict[str, Any]
@@ -193,20 +193,13 @@ def _steps(native: Native) -> list[tuple[Step, int]]:
             continue
         calls = [_call(p, str(message["info"]["id"])) for p in tools]
         complete = all(p["state"].get("status") in FINISHED_STATES for p in tools)
-        step = Step.model_validate(  # once per step, not once per call and observation
-            {
-                "index": len(steps) + 1,
-                "message_id": str(message["info"]["id"]),
-                "calls": calls,
-                "complete": complete,
-            }
-        )
+        step = Step(len(steps) + 1, str(message["info"]["id"]), calls, complete)
         steps.append((step, at))
     return steps
 
 
-def _call(part: Record, message_id: str) -> dict[str, Any]:
-    """A ToolCall's fields (the step validates them)."""
+def _call(part: Record, message_id: str) -> ToolCall:
+    """A call of a checked message (`schema.py`): no second validation."""
     state = part.get("state")
     if not isinstance(state, dict) or not part.get("callID"):
         raise BadInput(
@@ -216,18 +209,16 @@ def _call(part: Record, message_id: str) -> dict[str, Any]:
     historical = None
     if status in FINISHED_STATES:
         content = state.get("output" if status == "completed" else "error", "")
-        historical = {
-            "content": content if isinstance(content, str) else orjson.dumps(content).decode(),
-            "is_error": status == "error",
-            "structured": state,
-        }
+        historical = Observation(
+            content if isinstance(content, str) else orjson.dumps(content).decode(), status == "error", state
+        )
     tool_input = state.get("input")
-    return {
-        "id": str(part["callID"]),
-        "tool": str(part.get("tool")),
-        "input": tool_input if isinstance(tool_input, dict) else {},
-        "historical": historical,
-    }
+    return ToolCall(
+        str(part["callID"]),
+        str(part.get("tool")),
+        tool_input if isinstance(tool_input, dict) else {},
+        historical,
+    )
 
 
 # export --------------------------------------------------------------------------------------
