@@ -1,7 +1,7 @@
 """`make bench`: every number is a ratio against a baseline measured side by side in this run.
 
 Writes docs/benchmarks.md. `python -m bench parse` and `python -m bench memory` (no Docker needed),
-`python -m bench compare`, `python -m bench fork`, `python -m bench driven`, `python -m bench boundaries` and `python -m bench scale` (Ray
+`python -m bench compare`, `python -m bench fork`, `python -m bench driven`, `python -m bench boundaries`, `python -m bench ahead` and `python -m bench scale` (Ray
 clusters on this machine) run only that benchmark and replace only its section of docs/benchmarks.md.
 """
 
@@ -28,6 +28,7 @@ import docker
 import orjson
 
 from bench import long_sessions
+from bench.ahead import AHEAD_HEADING, ahead_section, bench_ahead
 from bench.boundaries import BOUNDARIES_HEADING, bench_boundaries, boundaries_section
 from bench.scale import SCALE_HEADING, bench_scale, scale_section
 from replayer.adapters.base import Adapter
@@ -1053,6 +1054,7 @@ def main(argv: list[str]) -> None:
     only["scale"] = (SCALE_HEADING, lambda t: scale_section(bench_scale(t)))
     only["fork"] = (FORK_HEADING, lambda t: fork_section(bench_fork(t)))
     only["boundaries"] = (BOUNDARIES_HEADING, lambda t: boundaries_section(bench_boundaries(t)))
+    only["ahead"] = (AHEAD_HEADING, lambda t: ahead_section(bench_ahead(t)))
     if len(argv) == 1 and argv[0] in only:
         heading, make = only[argv[0]]
         with tempfile.TemporaryDirectory() as tmp:
@@ -1061,7 +1063,7 @@ def main(argv: list[str]) -> None:
         print(section)
         return
     if argv:
-        raise SystemExit("usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries]")
+        raise SystemExit("usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|ahead]")
     with tempfile.TemporaryDirectory() as tmp:
         parse = bench_parse(Path(tmp))
         bridge = bench_bridge(Path(tmp))
@@ -1074,6 +1076,7 @@ def main(argv: list[str]) -> None:
         forked = bench_fork(Path(tmp))
         driven = bench_driven(Path(tmp))
         boundaries = bench_boundaries(Path(tmp))
+        ahead = bench_ahead(Path(tmp))
     doc = f"""# Benchmarks
 
 Measured by `make bench` on {platform.machine()} ({platform.python_version()}), every number a ratio
@@ -1163,7 +1166,8 @@ adds little per chunk. Absolute numbers are loopback numbers, far below a real m
 {compare_section(compared)}
 {fork_section(forked)}
 {driven_section(driven)}
-{boundaries_section(boundaries)}"""
+{boundaries_section(boundaries)}
+{ahead_section(ahead)}"""
     (ROOT / "docs" / "benchmarks.md").write_text(doc)
     print(doc)
 

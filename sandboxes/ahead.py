@@ -76,7 +76,7 @@ class AheadBackend:
     def start(self, spec: SandboxSpec) -> DockerSandbox:
         spare = self._take()
         shape = _shape(spec)
-        box = None
+        box: DockerSandbox | None = None
         if spare is not None and spare.shape == shape and spare.box.image_id == _image_id(spec.image):
             box = _attached(spare, spec)
         elif spare is not None:

@@ -326,7 +326,7 @@ def _steps(native: Native, where: Path) -> list[Step]:
     native.observation_of = obs_by_call
     steps = []
     for n, (rid, indexes) in enumerate(groups, 1):
-        calls: list[dict[str, Any]] = []
+        calls: list[ToolCall] = []
         span = list(indexes)
         final = False
         for i in indexes:
