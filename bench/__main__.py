@@ -29,7 +29,14 @@ import orjson
 
 from bench import long_sessions
 from bench.ahead import AHEAD_HEADING, ahead_section, bench_ahead
-from bench.boundaries import BOUNDARIES_HEADING, bench_boundaries, boundaries_section
+from bench.boundaries import (
+    BOUNDARIES_HEADING,
+    BOUNDARIES_RAY_HEADING,
+    bench_boundaries,
+    bench_boundaries_ray,
+    boundaries_ray_section,
+    boundaries_section,
+)
 from bench.scale import SCALE_HEADING, bench_scale, scale_section
 from replayer.adapters.base import Adapter
 from replayer.adapters.claude_code import wire
@@ -1055,6 +1062,10 @@ def main(argv: list[str]) -> None:
     only["fork"] = (FORK_HEADING, lambda t: fork_section(bench_fork(t)))
     only["boundaries"] = (BOUNDARIES_HEADING, lambda t: boundaries_section(bench_boundaries(t)))
     only["ahead"] = (AHEAD_HEADING, lambda t: ahead_section(bench_ahead(t)))
+    only["boundaries-ray"] = (
+        BOUNDARIES_RAY_HEADING,
+        lambda t: boundaries_ray_section(bench_boundaries_ray(t)),
+    )
     if len(argv) == 1 and argv[0] in only:
         heading, make = only[argv[0]]
         with tempfile.TemporaryDirectory() as tmp:
@@ -1063,7 +1074,9 @@ def main(argv: list[str]) -> None:
         print(section)
         return
     if argv:
-        raise SystemExit("usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|ahead]")
+        raise SystemExit(
+            "usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|boundaries-ray|ahead]"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         parse = bench_parse(Path(tmp))
         bridge = bench_bridge(Path(tmp))
