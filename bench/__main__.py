@@ -163,31 +163,32 @@ _DOMINATES = {
     "claude_code": "`orjson.loads` of each line, about half; then the record checks in Python (about 60 ms CPU "
     "for 18,000 records: a pydantic-core validator of the same fields was measured slower, 65 to 85 ms, as "
     "it builds a copy of every record it checks), with the indexes built and the SHA-256 taken in the same "
-    "pass; the step models (8,000 calls, about 35 ms of pydantic-core building a ToolCall and an Observation "
-    "each), the expansion of split assistant records with their results (about 40 ms), the plan (about 27 "
-    "ms), the parent walk (about 16 ms).",
+    "pass; the steps (8,000 calls: a ToolCall and an Observation each, slotted dataclasses since this round, "
+    "about a sixth of the pydantic models' 35 ms), the expansion of split assistant records with their results (about 40 ms), the plan (about 27 "
+    "ms before this round, when each planned call was a pydantic model too), the parent walk (about 16 ms).",
     "codex": "the loop over the lines (the hash, the bracket count, `orjson.loads` and the record checks in "
-    "Python, about 85 ms CPU against a bare load of about 60), the step models (validated once per step, each "
-    "call's arguments parsed from their JSON string) with the two passes that pair calls with outputs "
-    "(about 45 ms), the plan (about 16 ms).",
+    "Python, about 85 ms CPU against a bare load of about 60), the steps (each call's arguments parsed from "
+    "their JSON string) with the two passes that pair calls with outputs (about 45 ms with the step models "
+    "validated once per step, before this round), the plan (about 16 ms).",
     "opencode": "`orjson.loads` (once: detection's parse is taken); the check of every message against the "
     "pinned CLI's schemas (about 75 ms CPU, more than the bare load: pydantic-core builds a copy of each "
-    "record it checks, now as typed dicts, with no Python call per id, number or tag); the step models "
-    "(about 50 ms), the nesting check (an `orjson.dumps` of the document, about 12 ms), the plan.",
+    "record it checks, now as typed dicts, with no Python call per id, number or tag); the steps "
+    "(about 50 ms as models before this round), the nesting check (an `orjson.dumps` of the document, about 12 ms), the plan.",
     "pi": "the bare load is short (entries of 430 bytes on average) and the per-entry work weighs more: "
     "`orjson.loads` of each line (about 35 ms CPU), the entry and message checks (about 50 ms for 10,400 "
     "entries, two pydantic-core calls each, as typed dicts: one call for the whole list was measured slower), "
-    "the tree walk and the context (about 45 ms), the step models with their results' text (about 60 ms), "
-    "the plan (about 19 ms).",
+    "the tree walk and the context (about 45 ms), the steps with their results' text (about 60 ms as "
+    "models before this round), the plan (about 19 ms).",
     "mini_swe_agent": "`orjson.loads` (once: detection's parse is taken); the nesting check (an "
     "`orjson.dumps` of the 24 MB document, about 45 ms CPU), the check of every message (about 38 ms, as "
-    "typed dicts), the step models (about 50 ms), the SHA-256 of the file (about 14 ms), the plan (about 17 "
+    "typed dicts), the steps (about 50 ms as models before this round), the SHA-256 of the file (about 14 ms), the plan (about 17 "
     "ms; 30 before this round, when each call's classification read the parse state through pydantic's "
     "lookup of private attributes, about 4 us a read).",
     "openhands": "reading {files:,} event files ({read_ms:.0f} ms for open, read and close alone, which the "
     "baseline leaves out; about 85 ms CPU in the parse, with the checks that each is a regular file of "
     "bounded size), `orjson.loads` of each with its nesting check (about 50 ms), the check of every event "
-    "as typed dicts (about 50 ms), the listing and ordering of the files, the step models (about 70 ms).",
+    "as typed dicts (about 50 ms), the listing and ordering of the files, the steps (about 70 ms as models "
+    "before this round).",
 }
 
 
