@@ -9,6 +9,7 @@ default agent). Anything else is refused with its name.
 from __future__ import annotations
 
 import copy
+import weakref
 from typing import Any
 
 from replayer.adapters.mini_swe_agent import bundle
@@ -48,8 +49,20 @@ def recorded(native: Native) -> dict[str, Any]:
     return recorded_config(native.data)
 
 
+_LAST: list[tuple[weakref.ref[Native], str | None]] = []
+"""The last parse asked about and its answer: the plan asks once per call (thousands in a long trajectory)."""
+
+
 def rerun_refusal(native: Native) -> str | None:
     """Why this trajectory's actions cannot be rerun with their own semantics, or None."""
+    if _LAST and _LAST[0][0]() is native:
+        return _LAST[0][1]
+    reason = _rerun_refusal(native)
+    _LAST[:] = [(weakref.ref(native), reason)]
+    return reason
+
+
+def _rerun_refusal(native: Native) -> str | None:
     if native.format == "bare-list":
         return "a bare message list records no config (no observation template to render with)"
     config = recorded(native)
