@@ -9,7 +9,6 @@ response_item) followed by the response items, `internal_chat_message_metadata_p
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from replayer.adapters.codex import bare
 from replayer.adapters.shapes import ORJSON_DEPTH, unwritable
 from replayer.floor.errors import EXCERPT_CHARS, BadInput, bad_record
-from replayer.floor.io import open_input
+from replayer.floor.io import read_input, sha256_soon
 from replayer.floor.models import Observation, StartingState, Step, ToolCall, Trajectory
 
 Record = dict[str, Any]
@@ -73,38 +72,37 @@ def looks_like_codex(head: list[Any]) -> bool:
 
 def _read(path: Path) -> tuple[list[Record], list[int], str, bool]:
     """The records, their line numbers, the file's sha256 and whether it is bare; each record checked for
-    the types read later."""
-    digest = hashlib.sha256()
+    the types read later (the SHA-256 taken meanwhile on another core)."""
+    raw = read_input(path)
+    digest = sha256_soon(raw)
     records: list[Record] = []
     lines: list[int] = []
     is_bare = False
-    with open_input(path) as fh:
-        for number, line in enumerate(fh, 1):
-            digest.update(line)
-            if line.isspace():  # blank (a line read from a file is never empty); strip() would copy it
-                continue
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                raise BadInput(f"{path}: line {number} is not JSON (a damaged rollout)") from None
-            if not records:
-                is_bare = bare.is_header(record)
-            if is_bare:
-                record = bare.envelope(record, first=not records)
-                if isinstance(record, str):
-                    raise BadInput(f"{path}: line {number} {record}")
-            elif not isinstance(record, dict) or not isinstance(record.get("payload"), dict):
-                raise BadInput(f"{path}: line {number} is not a rollout record")
-            problem = _problem(record, line, first=not records)
-            if problem is not None:
-                field, what, value = problem
-                if is_bare:  # the field as the line spells it
-                    field = field.removeprefix("payload.")
-                where = f"line {number}, field {field}" if field else f"line {number}"
-                raise bad_record(str(path), where, what, value)
-            records.append(record)
-            lines.append(number)
-    return records, lines, digest.hexdigest(), is_bare
+    for number, line in enumerate(raw.split(b"\n"), 1):
+        if not line or line.isspace():  # blank, or past the last newline; strip() would copy it
+            continue
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            raise BadInput(f"{path}: line {number} is not JSON (a damaged rollout)") from None
+        if not records:
+            is_bare = bare.is_header(record)
+        if is_bare:
+            record = bare.envelope(record, first=not records)
+            if isinstance(record, str):
+                raise BadInput(f"{path}: line {number} {record}")
+        elif not isinstance(record, dict) or not isinstance(record.get("payload"), dict):
+            raise BadInput(f"{path}: line {number} is not a rollout record")
+        problem = _problem(record, line, first=not records)
+        if problem is not None:
+            field, what, value = problem
+            if is_bare:  # the field as the line spells it
+                field = field.removeprefix("payload.")
+            where = f"line {number}, field {field}" if field else f"line {number}"
+            raise bad_record(str(path), where, what, value)
+        records.append(record)
+        lines.append(number)
+    return records, lines, digest(), is_bare
 
 
 def _not(kind: str, value: Any) -> str:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from replayer.adapters.head import loads_document
 from replayer.adapters.shapes import MAX_DEPTH, deep_place, fits, validated
 from replayer.floor.errors import BadInput, bad_record, excerpt
-from replayer.floor.io import read_input, sha256_hex
+from replayer.floor.io import read_input, sha256_soon
 from replayer.floor.models import Observation, Step, ToolCall, Trajectory
 
 Message = dict[str, Any]
@@ -158,6 +158,7 @@ def load(path: Path) -> tuple[Any, bytes]:
 
 def parse(path: Path) -> Trajectory:
     doc, raw = load(path)
+    digest_of = sha256_soon(raw)  # taken on another core while the document is checked
     if isinstance(doc, list):
         data: dict[str, Any] = {"messages": doc}
         fmt: Format = "bare-list"
@@ -179,7 +180,7 @@ def parse(path: Path) -> Trajectory:
     config = recorded_config(data)
     regex = _action_regex(fmt, config, messages, path)
     steps, spans, submitted, observation_index = _steps(messages, fmt, regex, path)
-    digest = sha256_hex(raw)
+    digest = digest_of()
     info = as_dict(data.get("info"))
     # 1.x ends a submission with the submission text as a final user message, not an exit message.
     ends_1x = fmt != "mini-swe-agent-1.1" and info.get("exit_status") == "Submitted"

@@ -52,7 +52,7 @@ from replayer.adapters.opencode import schema, server
 from replayer.adapters.opencode.server import record_name as _name
 from replayer.adapters.shapes import check, too_deep
 from replayer.floor.errors import BadInput, bad_record, excerpt
-from replayer.floor.io import input_sha256, open_input, read_input, sha256_hex
+from replayer.floor.io import input_sha256, open_input, read_input, sha256_soon
 from replayer.floor.models import Observation, Step, ToolCall, Trajectory
 
 Record = dict[str, Any]
@@ -151,18 +151,18 @@ def _read(path: Path, task: str | None) -> tuple[Native, str]:
     if _is_sqlite(path):
         return read_sqlite(path), input_sha256(path, _wal(path))  # the WAL is part of the store
     raw = read_input(path)
-    digest = sha256_hex(raw)
+    digest = sha256_soon(raw)  # taken on another core meanwhile
     try:
         doc = loads_document(raw)
     except orjson.JSONDecodeError:
         doc = None  # JSONL (several lines) or damaged: the event reader names the line
     if isinstance(doc, dict) and "messages" in doc and "info" in doc:
-        return read_export(doc, path), digest
+        return read_export(doc, path), digest()
     if isinstance(doc, list):
-        return read_messages(doc, path), digest
+        return read_messages(doc, path), digest()
     if doc is None and server.is_stream(raw):
-        return read_stream(raw, path), digest
-    return read_events(raw, path, task), digest
+        return read_stream(raw, path), digest()
+    return read_events(raw, path, task), digest()
 
 
 def _is_sqlite(path: Path) -> bool:

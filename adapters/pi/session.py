@@ -69,7 +69,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 from replayer.adapters.pi import schema
 from replayer.adapters.shapes import check
 from replayer.floor.errors import BadInput, excerpt
-from replayer.floor.io import read_input, sha256_hex
+from replayer.floor.io import read_input, sha256_soon
 from replayer.floor.models import Observation, Step, ToolCall, Trajectory
 
 Record = dict[str, Any]
@@ -204,8 +204,9 @@ def parse(path: Path, task: str | None = None) -> Trajectory:
     """`task` is accepted for the adapter interface and ignored: every Pi form carries the user message."""
     del task
     raw = read_input(path)
-    digest = sha256_hex(raw)
+    digest_of = sha256_soon(raw)  # taken on another core while the lines are read
     records, unparsed = _records(raw, path)
+    digest = digest_of()
     if not records:
         if unparsed:
             raise _not_json(path, *unparsed[0], "a damaged Pi log")
