@@ -174,11 +174,12 @@ PARSE_HEADING = "## Parse + plan of long sessions"
 _DOMINATES = {
     "claude_code": "`orjson.loads` of each line, about half; then the record checks in Python (about 60 ms CPU "
     "for 18,000 records: a pydantic-core validator of the same fields was measured slower, 65 to 85 ms, as "
-    "it builds a copy of every record it checks), with the indexes built and the SHA-256 taken in the same "
-    "pass; the steps (8,000 calls: a ToolCall and an Observation each, slotted dataclasses since this round, "
-    "about a sixth of the pydantic models' 35 ms), the expansion of split assistant records with their results (about 40 ms), the plan (about 27 "
+    "it builds a copy of every record it checks), with the indexes built in the same pass (the SHA-256 on "
+    "another thread); the steps (8,000 calls: a ToolCall and an Observation each, slotted dataclasses since "
+    "this round: about 5 ms by a microbenchmark of the same constructions, against the pydantic models' 35 "
+    "ms), the expansion of split assistant records with their results (about 40 ms), the plan (about 27 "
     "ms before this round, when each planned call was a pydantic model too), the parent walk (about 16 ms).",
-    "codex": "the loop over the lines (the hash, the bracket count, `orjson.loads` and the record checks in "
+    "codex": "the loop over the lines (the bracket count, `orjson.loads` and the record checks in "
     "Python, about 85 ms CPU against a bare load of about 60), the steps (each call's arguments parsed from "
     "their JSON string) with the two passes that pair calls with outputs (about 45 ms with the step models "
     "validated once per step, before this round), the plan (about 16 ms).",
@@ -193,7 +194,7 @@ _DOMINATES = {
     "models before this round), the plan (about 19 ms).",
     "mini_swe_agent": "`orjson.loads` (once: detection's parse is taken); the nesting check (an "
     "`orjson.dumps` of the 24 MB document, about 45 ms CPU), the check of every message (about 38 ms, as "
-    "typed dicts), the steps (about 50 ms as models before this round), the SHA-256 of the file (about 14 ms), the plan (about 17 "
+    "typed dicts), the steps (about 50 ms as models before this round), the SHA-256 of the file (about 14 ms, now on another thread), the plan (about 17 "
     "ms; 30 before this round, when each call's classification read the parse state through pydantic's "
     "lookup of private attributes, about 4 us a read).",
     "openhands": "reading {files:,} event files ({read_ms:.0f} ms for open, read and close alone, which the "
@@ -262,11 +263,19 @@ digest update per line; mini-swe-agent's plan reads the trajectory's rerun refus
 The last column is the floor of the boundary between a parse and the engine, measured in the same rounds:
 the bare load, plus the same steps built from plain values (now about a sixth of the pydantic models' cost
 before: 5 us a call then), plus the plan on them (OpenHands: plus reading its event files, which the
-baseline leaves out). Measured side by side before and after this round: see the lines below the table.
+baseline leaves out). Before and after, side by side: a few lines below.
 What is left above 1.5x is the record checks themselves (every record is checked: a pydantic-core check
 of a record costs about as much as loading it) and, for OpenHands, opening and reading 10,000 event files,
 which alone cost more than the bare load of their bytes. Claude Code's gap
 above its floor is its record checks in Python, the expansion of split records and the walk.
+Before and after this round, side by side (the code before it and this round's, `python -m bench parse`'s
+measurement run alternately in the same minutes, 9 rounds each, at a load average of about 13 on 2 cores;
+CPU time, then wall time): Claude Code 1.49 -> 1.38 (wall 1.71 -> 1.34), Codex 2.54 -> 2.46 (2.83 -> 2.28),
+OpenCode 3.01 -> 2.66 (3.37 -> 3.98: at that load a wall time moves by a third between runs), Pi 4.36 ->
+4.44 (4.74 -> 4.75), mini-swe-agent 2.94 -> 2.75 (2.75 -> 2.19), OpenHands 5.86 -> 5.34 (6.26 -> 6.06).
+The code before this round on an idle machine (load 1.1, earlier the same day): Claude Code 1.50, Codex
+3.22, OpenCode 3.10, Pi 5.63, mini-swe-agent 3.48, OpenHands 5.78; the last round's table on this page:
+1.72, 3.03, 3.37, 5.87, 3.64, 6.14. Only Claude Code is at 1.5x or under.
 A pydantic-core check of a record costs about as much as loading it (it builds a copy of what it checks:
 OpenCode's messages, about 75 ms CPU as typed dicts against a 65 ms load), a check in Python of the few
 fields read a third to a half of it: every refusal is kept, so every record is checked.
