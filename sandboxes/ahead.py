@@ -116,8 +116,8 @@ class AheadBackend:
         def run() -> None:
             try:
                 self._spare = _prestart(spec, shape)
-            except (ReplayError, OSError) as exc:  # the next run starts its own container
-                logger.debug("no container ahead: %s", exc)
+            except Exception as exc:  # the next run starts its own container (and names what is wrong)
+                logger.debug("no container ahead: %s: %s", type(exc).__name__, exc)
 
         self._starting = threading.Thread(target=run, name="container-ahead", daemon=True)
         self._starting.start()
