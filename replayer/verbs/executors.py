@@ -62,12 +62,21 @@ def _outcome(future: Future[list[JobOutcome]], unit: Unit) -> tuple[list[JobOutc
 
 
 def run_local(
-    jobs: list[Unit], out: Path, workers: int, on_done: OnDone, labels: dict[str, str], ahead: bool = True
+    jobs: list[Unit],
+    out: Path,
+    workers: int,
+    on_done: OnDone,
+    labels: dict[str, str],
+    ahead: bool | None = None,
 ) -> None:
     """Units of jobs are submitted as workers free up, two per worker at a time, so that the parent holds no future
     per job. A worker that dies fails the jobs in flight (not on disk: the next run retries them) and the
     batch goes on in a new pool. Ctrl-C cancels what has not started; jobs in flight are interrupted and
-    leave no result. `ahead`: each worker keeps the next job's container started (sandboxes/ahead.py)."""
+    leave no result. `ahead`: each worker keeps the next job's container started (sandboxes/ahead.py); None:
+    when the workers leave a core free for the spares' starts (on a machine whose cores the workers fill,
+    a spare's start takes the CPU its job would have had: `docs/benchmarks.md`)."""
+    if ahead is None:
+        ahead = workers < (os.cpu_count() or 1)
     pool = _pool(workers, ahead)
     queue: Iterator[Unit] = iter(jobs)
     running: dict[Future[list[JobOutcome]], Unit] = {}
