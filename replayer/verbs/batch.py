@@ -21,7 +21,7 @@ import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -37,6 +37,9 @@ from replayer.floor.models import (
     Trajectory,
     WorkspaceSpec,
 )
+
+if TYPE_CHECKING:
+    from replayer.sandboxes.ahead import AheadBackend
 
 Mode = Literal["prepare", "replay", "continue"]
 JobStatus = Literal["done", "skipped", "refused", "failed"]
@@ -417,7 +420,7 @@ def outcome_of(
     )
 
 
-_AHEAD: list[Any] = []
+_AHEAD: list[AheadBackend] = []
 """This worker's AheadBackend (sandboxes/ahead.py), once `keep_containers_ahead` made it."""
 
 
@@ -434,7 +437,7 @@ def keep_containers_ahead() -> None:
         multiprocessing.util.Finalize(None, _AHEAD[0].close, exitpriority=10)
 
 
-def _backend() -> Any:
+def _backend() -> AheadBackend | None:
     return _AHEAD[0] if _AHEAD else None
 
 
