@@ -32,8 +32,11 @@ from bench.ahead import AHEAD_HEADING, ahead_section, bench_ahead
 from bench.boundaries import (
     BOUNDARIES_HEADING,
     BOUNDARIES_RAY_HEADING,
+    BOUNDARIES_RAY_PER_JOB_HEADING,
     bench_boundaries,
     bench_boundaries_ray,
+    bench_boundaries_ray_per_job,
+    boundaries_ray_per_job_section,
     boundaries_ray_section,
     boundaries_section,
 )
@@ -1091,6 +1094,10 @@ def main(argv: list[str]) -> None:
     only["fork"] = (FORK_HEADING, lambda t: fork_section(bench_fork(t)))
     only["boundaries"] = (BOUNDARIES_HEADING, lambda t: boundaries_section(bench_boundaries(t)))
     only["ahead"] = (AHEAD_HEADING, lambda t: ahead_section(bench_ahead(t)))
+    only["boundaries-ray-per-job"] = (
+        BOUNDARIES_RAY_PER_JOB_HEADING,
+        lambda t: boundaries_ray_per_job_section(bench_boundaries_ray_per_job(t)),
+    )
     only["boundaries-ray"] = (
         BOUNDARIES_RAY_HEADING,
         lambda t: boundaries_ray_section(bench_boundaries_ray(t)),

@@ -229,3 +229,77 @@ def boundaries_ray_section(rows: list[dict[str, object]]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+BOUNDARIES_RAY_PER_JOB_HEADING = "## One job per boundary on the two-node local Ray cluster"
+
+
+def bench_boundaries_ray_per_job(tmp: Path) -> dict[str, object]:
+    """The first session of SESSIONS: the floor, then one job per boundary as tasks of a two-node Ray cluster
+    (the batch's path before one replay served a trajectory), side by side in one run."""
+    from replayer.verbs.executors import run_ray
+    from tests.support.ray_cluster import ray_nodes
+
+    agent, fixture, generate, copies = SESSIONS[0]
+    folder = tmp / f"ray-per-job-{agent}-{copies}"
+    folder.mkdir()
+    session = generate(folder, copies)
+    workspace = FIXTURES / agent / fixture / "workspace"
+    manifest = folder / "manifest.jsonl"
+    manifest.write_bytes(
+        orjson.dumps({"trajectory": str(session), "mode": "run", "workspace": str(workspace)}) + b"\n"
+    )
+    _, traj = load(session)
+    last = valid_boundaries(traj)[-1]
+    with ray_nodes(2) as cluster:
+        t0 = time.monotonic()
+        api.run(session, last, workspace, folder / "floor")
+        floor = time.monotonic() - t0
+        os.environ.update(cluster.env)  # the driver joins with the cluster's token
+        jobs = expand(read_manifest(manifest), api._image_ids({None}))
+        out = folder / "per-job"
+        prepare_dir(out)
+        outcomes: list[JobOutcome] = []
+        started = time.monotonic()
+        run_ray(
+            [[job] for job in jobs], out.absolute(), cluster.address, 2, outcomes.append, batch_labels(out)
+        )
+        wall = time.monotonic() - started
+    remove_containers(out)
+    assert all(o.status == "done" for o in outcomes), [o for o in outcomes if o.status != "done"][:1]
+    results = [orjson.loads((out / "jobs" / o.key / "result.json").read_bytes()) for o in outcomes]
+    return {
+        "agent": agent,
+        "steps": len(traj.steps),
+        "floor_s": floor,
+        "wall_s": wall,
+        "containers": len({r["container"] for r in results}),
+        "calls": sum(sum(1 for d in r["divergences"] if d["kind"] == "rerun") for r in results),
+        "prefixes": len(results),
+        "nodes": len({o.node for o in outcomes}),
+    }
+
+
+def boundaries_ray_per_job_section(r: dict[str, object]) -> str:
+    floor, wall = float(r["floor_s"]), float(r["wall_s"])  # type: ignore[arg-type]
+    name = f"{r['agent']}, {r['steps']} steps"
+    return "\n".join(
+        [
+            BOUNDARIES_RAY_PER_JOB_HEADING,
+            "",
+            "`python -m bench boundaries-ray-per-job`: the 40-step session above, every valid boundary as its own",
+            "job (its own container and rerun of steps 1..k) on the two-node cluster, each job a task (the bench",
+            "drives `run_ray` in its process, one unit per job), against the floor of one `run -n LAST`, side by side.",
+            "",
+            "| session | path | wall | / floor | containers | rerun calls | nodes |",
+            "|---|---|---|---|---|---|---|",
+            f"| {name} | floor: one `run -n LAST` | {floor:.1f} s | 1.00 | 1 | | |",
+            f"| {name} | one job per boundary, two-node Ray cluster | {wall:.1f} s | **{wall / floor:.2f}** | "
+            f"{r['containers']} | {r['calls']} | {r['nodes']} |",
+            "",
+            f"Load average at the end of the run: {os.getloadavg()[0]:.1f}. On Ray as in the local pool one job per",
+            "boundary pays a container and the reruns of steps 1..k per boundary; two nodes share them, one replay",
+            "(the table above) pays them once.",
+            "",
+        ]
+    )
