@@ -109,13 +109,11 @@ def ahead_section(r: dict[str, object]) -> str:
         "just started (image, working directory, mounts, limits, labels), over the empty folders of a slot;",
         "the next job of that shape bind-mounts its state folders onto the slot's, which propagate into the",
         "running container (`sandboxes/ahead.py`): its start is a few mounts. The first job of each worker, and",
-        "a job of another shape, start their own. The start is not saved but moved: the engine's work",
-        "(containerd, runc, the quota) still takes CPU, now beside the job before. Where the workers fill the",
-        "cores (here 2 workers on 2 cores) that CPU is the jobs' own and the batch is not faster (an earlier",
-        "run of this table, at a load average of 18: 0.59 with 1 worker, 0.87 with 2; this one: see above); with",
-        "a core free (1 worker here) it is. So a batch keeps containers ahead by default only when its workers",
-        "are fewer than the cores (`run_local`'s `ahead=None`), and `api.batch(containers_ahead=...)` says so",
-        "either way.",
+        "a job of another shape, start their own. The start is moved more than saved: the engine's work",
+        "(containerd, runc, the quota) still takes CPU, now beside the job before, so the batch gains less than",
+        "the starts it no longer waits for, least where the workers fill the cores. Other runs of this table",
+        "the same day, on the machine shared with other work: at a load average of 18, 0.59 with 1 worker and",
+        "0.87 with 2; at about 9, 0.90 and 1.14 (2 workers slower, once); this run's above.",
         "",
     ]
     return "\n".join(lines)

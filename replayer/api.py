@@ -339,12 +339,11 @@ def batch(
     ray: str | None = None,
     retry_failed: bool = False,
     on_event: OnEvent = ignore,
-    containers_ahead: bool | None = None,
+    containers_ahead: bool = True,
 ) -> BatchCounts:
     """Every job of a JSONL manifest into `out` (resumable: finished jobs are never recomputed); `ray`: an
     address, 'auto' or 'local'. The counts are also in out/batch.json, with every job's outcome.
-    `containers_ahead` (local pool): each worker starts the next job's container while a job runs (None:
-    when the workers leave a core free)."""
+    `containers_ahead` (local pool): each worker starts the next job's container while a job runs."""
     from replayer.verbs.batch import (
         JobOutcome,
         Tally,

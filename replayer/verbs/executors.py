@@ -67,16 +67,12 @@ def run_local(
     workers: int,
     on_done: OnDone,
     labels: dict[str, str],
-    ahead: bool | None = None,
+    ahead: bool = True,
 ) -> None:
     """Units of jobs are submitted as workers free up, two per worker at a time, so that the parent holds no future
     per job. A worker that dies fails the jobs in flight (not on disk: the next run retries them) and the
     batch goes on in a new pool. Ctrl-C cancels what has not started; jobs in flight are interrupted and
-    leave no result. `ahead`: each worker keeps the next job's container started (sandboxes/ahead.py); None:
-    when the workers leave a core free for the spares' starts (on a machine whose cores the workers fill,
-    a spare's start takes the CPU its job would have had: `docs/benchmarks.md`)."""
-    if ahead is None:
-        ahead = workers < (os.cpu_count() or 1)
+    leave no result. `ahead`: each worker keeps the next job's container started (sandboxes/ahead.py)."""
     pool = _pool(workers, ahead)
     queue: Iterator[Unit] = iter(jobs)
     running: dict[Future[list[JobOutcome]], Unit] = {}
