@@ -1,13 +1,14 @@
 """`make bench`: every number is a ratio against a baseline measured side by side in this run.
 
 Writes docs/benchmarks.md. `python -m bench parse` and `python -m bench memory` (no Docker needed),
-`python -m bench compare`, `python -m bench fork`, `python -m bench driven`, `python -m bench boundaries` and `python -m bench scale` (Ray
+`python -m bench compare`, `python -m bench fork`, `python -m bench driven`, `python -m bench boundaries`, `python -m bench ahead` and `python -m bench scale` (Ray
 clusters on this machine) run only that benchmark and replace only its section of docs/benchmarks.md.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import os
 import platform
@@ -20,16 +21,24 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import docker
 import orjson
 
 from bench import long_sessions
+from bench.ahead import AHEAD_HEADING, ahead_section, bench_ahead
 from bench.boundaries import (
     BOUNDARIES_HEADING,
+    BOUNDARIES_RAY_HEADING,
+    BOUNDARIES_RAY_PER_JOB_HEADING,
     bench_boundaries,
+    bench_boundaries_ray,
+    bench_boundaries_ray_per_job,
     bench_continuations,
+    boundaries_ray_per_job_section,
+    boundaries_ray_section,
     boundaries_section,
     continuations_section,
 )
@@ -42,7 +51,7 @@ from replayer.bridges.anthropic import AnthropicDialect
 from replayer.bridges.core import Bridge, BridgeConfig, Decision
 from replayer.floor.heap import collector_paused
 from replayer.floor.io import Workspace
-from replayer.floor.models import Budgets, Step, ToolCall, Trajectory
+from replayer.floor.models import Budgets, Observation, Step, ToolCall, Trajectory
 from replayer.floor.pins import load_pins
 from replayer.floor.rundirs import RunDirs
 from replayer.pipeline.engine import load
@@ -99,6 +108,9 @@ def bench_parse(tmp: Path) -> list[dict[str, object]]:
             baseline = statistics.median(t[0] for t in times)
             ours = statistics.median(t[1] for t in times)
             suffix = "" if gc_on else "_nogc"
+            if gc_on:  # CPU time of the process (the digest's thread included): less moved by others' load
+                cpu = [(_cpu(session.bare_load), _cpu(parse_and_plan)) for _ in range(PARSE_ROUNDS)]
+                row["ratio_cpu"] = statistics.median(t[1] for t in cpu) / statistics.median(t[0] for t in cpu)
             row.update(
                 {f"baseline_s{suffix}": baseline, f"ours_s{suffix}": ours, f"ratio{suffix}": ours / baseline}
             )
@@ -109,15 +121,15 @@ def bench_parse(tmp: Path) -> list[dict[str, object]]:
 def _floor(
     adapter: Adapter, traj: Trajectory, after: int, session: long_sessions.LongSession
 ) -> dict[str, float]:
-    """What any parse returning these steps spends besides the load: the Step models built from plain dicts
-    (validated: pydantic's fastest path, `model_construct` measured slower; the collector paused, as the
-    parse pauses it) and the plan on them, each timed beside the bare load, round by round; for a
-    directory, reading its files too."""
-    plain = [step.model_dump() for step in traj.steps]
+    """What any parse returning these steps spends besides the load: the steps built from plain values (the
+    slotted Step, ToolCall and Observation of floor/models.py; the collector paused, as the parse pauses it)
+    and the plan on them, each timed beside the bare load, round by round; for a directory, reading its
+    files too."""
+    plain = [dataclasses.astuple(step) for step in traj.steps]
     rounds = [
         (
             _once(session.bare_load),
-            _once(lambda: _paused(lambda: [Step.model_validate(d) for d in plain])),
+            _once(lambda: _paused(lambda: [_step(values) for values in plain])),
             _once(lambda: make_plan(adapter, traj, after, allow_degraded=False, executes=False)),
             _once(session.read) if session.read is not None else 0.0,
         )
@@ -131,9 +143,28 @@ def _floor(
     }
 
 
+def _step(values: tuple[Any, ...]) -> Step:
+    index, message_id, calls, *flags = values
+    return Step(
+        index,
+        message_id,
+        [ToolCall(i, tool, args, Observation(*obs) if obs else None) for i, tool, args, obs in calls],
+        *flags,
+    )
+
+
 def _paused(fn: Callable[[], object]) -> object:
     with collector_paused():
         return fn()
+
+
+def _cpu(fn: Callable[[], object]) -> float:
+    """`_once` in CPU time of the process (all its threads)."""
+    if gc.isenabled():
+        gc.collect()
+    t0 = time.process_time()
+    fn()
+    return time.process_time() - t0
 
 
 def _once(fn: Callable[[], object]) -> float:
@@ -149,32 +180,34 @@ PARSE_HEADING = "## Parse + plan of long sessions"
 _DOMINATES = {
     "claude_code": "`orjson.loads` of each line, about half; then the record checks in Python (about 60 ms CPU "
     "for 18,000 records: a pydantic-core validator of the same fields was measured slower, 65 to 85 ms, as "
-    "it builds a copy of every record it checks), with the indexes built and the SHA-256 taken in the same "
-    "pass; the step models (8,000 calls, about 35 ms of pydantic-core building a ToolCall and an Observation "
-    "each), the expansion of split assistant records with their results (about 40 ms), the plan (about 27 "
-    "ms), the parent walk (about 16 ms).",
-    "codex": "the loop over the lines (the hash, the bracket count, `orjson.loads` and the record checks in "
-    "Python, about 85 ms CPU against a bare load of about 60), the step models (validated once per step, each "
-    "call's arguments parsed from their JSON string) with the two passes that pair calls with outputs "
-    "(about 45 ms), the plan (about 16 ms).",
+    "it builds a copy of every record it checks), with the indexes built in the same pass (the SHA-256 on "
+    "another thread); the steps (8,000 calls: a ToolCall and an Observation each, slotted dataclasses since "
+    "this round: about 5 ms by a microbenchmark of the same constructions, against the pydantic models' 35 "
+    "ms), the expansion of split assistant records with their results (about 40 ms), the plan (about 27 "
+    "ms before this round, when each planned call was a pydantic model too), the parent walk (about 16 ms).",
+    "codex": "the loop over the lines (the bracket count, `orjson.loads` and the record checks in "
+    "Python, about 85 ms CPU against a bare load of about 60), the steps (each call's arguments parsed from "
+    "their JSON string) with the two passes that pair calls with outputs (about 45 ms with the step models "
+    "validated once per step, before this round), the plan (about 16 ms).",
     "opencode": "`orjson.loads` (once: detection's parse is taken); the check of every message against the "
     "pinned CLI's schemas (about 75 ms CPU, more than the bare load: pydantic-core builds a copy of each "
-    "record it checks, now as typed dicts, with no Python call per id, number or tag); the step models "
-    "(about 50 ms), the nesting check (an `orjson.dumps` of the document, about 12 ms), the plan.",
+    "record it checks, now as typed dicts, with no Python call per id, number or tag); the steps "
+    "(about 50 ms as models before this round), the nesting check (an `orjson.dumps` of the document, about 12 ms), the plan.",
     "pi": "the bare load is short (entries of 430 bytes on average) and the per-entry work weighs more: "
     "`orjson.loads` of each line (about 35 ms CPU), the entry and message checks (about 50 ms for 10,400 "
     "entries, two pydantic-core calls each, as typed dicts: one call for the whole list was measured slower), "
-    "the tree walk and the context (about 45 ms), the step models with their results' text (about 60 ms), "
-    "the plan (about 19 ms).",
+    "the tree walk and the context (about 45 ms), the steps with their results' text (about 60 ms as "
+    "models before this round), the plan (about 19 ms).",
     "mini_swe_agent": "`orjson.loads` (once: detection's parse is taken); the nesting check (an "
     "`orjson.dumps` of the 24 MB document, about 45 ms CPU), the check of every message (about 38 ms, as "
-    "typed dicts), the step models (about 50 ms), the SHA-256 of the file (about 14 ms), the plan (about 17 "
+    "typed dicts), the steps (about 50 ms as models before this round), the SHA-256 of the file (about 14 ms, now on another thread), the plan (about 17 "
     "ms; 30 before this round, when each call's classification read the parse state through pydantic's "
     "lookup of private attributes, about 4 us a read).",
     "openhands": "reading {files:,} event files ({read_ms:.0f} ms for open, read and close alone, which the "
     "baseline leaves out; about 85 ms CPU in the parse, with the checks that each is a regular file of "
     "bounded size), `orjson.loads` of each with its nesting check (about 50 ms), the check of every event "
-    "as typed dicts (about 50 ms), the listing and ordering of the files, the step models (about 70 ms).",
+    "as typed dicts (about 50 ms), the listing and ordering of the files, the steps (about 70 ms as models "
+    "before this round).",
 }
 
 
@@ -190,14 +223,16 @@ def parse_section(rows: list[dict[str, object]]) -> str:
         "ids (`bench/long_sessions.py`). Baseline: `orjson.loads` of the same bytes, read beforehand (of every",
         "line, of the document, of every event file); the parse reads the file itself. Plan: to the last valid",
         f"boundary, prepare mode. Medians of {PARSE_ROUNDS} rounds, baseline and parse alternated, each call from a",
-        "collected heap (it pays the collector's passes its own allocations cause); then the same",
-        "with the cyclic garbage collector off on both sides (its full passes over what each side keeps alive,",
-        "records plus models for the parse, grow with the heap and are much of the difference). Load average",
+        "collected heap (it pays the collector's passes its own allocations cause); then the same in CPU time",
+        "of the process (its threads included: the digest's thread counts, though it runs beside the parse),",
+        "which others' load on the machine moves less than the wall time; then the same in wall time with the",
+        "cyclic garbage collector off on both sides (its full passes over what each side keeps alive, records",
+        "plus steps for the parse, grow with the heap and are much of the difference). Load average",
         f"(1, 5, 15 min) of the machine (other work runs on it) as the run ended: {_load_average()}.",
         "",
-        "| agent (form, fixture) | size | steps (calls) | baseline | parse + plan | ratio | ratio, no cyclic GC "
-        "| floor: load + step models + plan |",
-        "|---|---|---|---|---|---|---|---|",
+        "| agent (form, fixture) | size | steps (calls) | baseline | parse + plan | ratio | ratio, CPU time "
+        "| ratio, no cyclic GC | floor: load + steps + plan |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     notes = []
     for row in rows:
@@ -206,7 +241,7 @@ def parse_section(rows: list[dict[str, object]]) -> str:
         lines.append(
             f"| {session.agent} ({session.form}, `{session.source}`) | {session.size / 1e6:.1f} MB "
             f"| {row['steps']} ({row['calls']}) | {row['baseline_s'] * 1000:.1f} ms | {row['ours_s'] * 1000:.1f} ms "
-            f"| **{row['ratio']:.2f}** | {row['ratio_nogc']:.2f} | {row['floor']:.2f} "
+            f"| **{row['ratio']:.2f}** | {row['ratio_cpu']:.2f} | {row['ratio_nogc']:.2f} | {row['floor']:.2f} "
             f"({row['floor_models_s'] * 1000:.0f} + {row['floor_plan_s'] * 1000:.0f} ms) |"
         )
         read_ms = float(row.get("read_s", 0.0)) * 1000
@@ -224,23 +259,36 @@ def parse_section(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-PARSE_HISTORY = """None is at 1.5x. The last column is the floor of the present boundary between a parse and
-the engine, measured in the same rounds: the bare load, plus the Step, ToolCall and Observation models of
-the same steps built from plain dicts (pydantic's fastest path; `model_construct` was measured slower), plus
-the plan on them (OpenHands: plus reading its event files, which the baseline leaves out). It is above 1.5x
-for every agent but Claude Code before a single record is read or checked: one pydantic-core validation per
-step costs about 5 us a call, and where records are short (Pi, OpenCode, OpenHands) a 4,000-step session's
-step models cost from half to all of a bare load. So 1.5x for those needs a lighter step type than a
-pydantic model at this boundary (the project's convention), or steps built only when read (the plan reads
-every step to the boundary); what each parse spends above its floor is in its line above. Claude Code's gap
-above its floor (about 0.5x) is its record checks in Python, the expansion of split records and the walk.
+PARSE_HISTORY = """This round: the steps the parse returns (Step, ToolCall, Observation) and the plan's calls are
+slotted dataclasses built from the records the parse has just checked, no longer pydantic models validated
+a second time (each record is still checked as read, by the same checks: a malformed record is refused with
+the same one-line error, the fuzz and refusal tests unchanged); the input's SHA-256 is taken on another
+thread while the parse reads it (hashlib lets go of the GIL: on an idle second core it costs the parse
+nothing; the CPU-time column still counts it), and Claude Code and Codex read the file whole instead of a
+digest update per line; mini-swe-agent's plan reads the trajectory's rerun refusal once, not once per call.
+The last column is the floor of the boundary between a parse and the engine, measured in the same rounds:
+the bare load, plus the same steps built from plain values (now about a sixth of the pydantic models' cost
+before: 5 us a call then), plus the plan on them (OpenHands: plus reading its event files, which the
+baseline leaves out). Before and after, side by side: a few lines below.
+What is left above 1.5x is the record checks themselves (every record is checked: a pydantic-core check
+of a record costs about as much as loading it) and, for OpenHands, opening and reading 10,000 event files,
+which alone cost more than the bare load of their bytes. Claude Code's gap
+above its floor is its record checks in Python, the expansion of split records and the walk.
+Before and after this round, side by side (the code before it and this round's, `python -m bench parse`'s
+measurement run alternately in the same minutes, 9 rounds each, at a load average of about 13 on 2 cores;
+CPU time, then wall time): Claude Code 1.49 -> 1.38 (wall 1.71 -> 1.34), Codex 2.54 -> 2.46 (2.83 -> 2.28),
+OpenCode 3.01 -> 2.66 (3.37 -> 3.98: at that load a wall time moves by a third between runs), Pi 4.36 ->
+4.44 (4.74 -> 4.75), mini-swe-agent 2.94 -> 2.75 (2.75 -> 2.19), OpenHands 5.86 -> 5.34 (6.26 -> 6.06).
+The code before this round on an idle machine (load 1.1, earlier the same day): Claude Code 1.50, Codex
+3.22, OpenCode 3.10, Pi 5.63, mini-swe-agent 3.48, OpenHands 5.78; the last round's table on this page:
+1.72, 3.03, 3.37, 5.87, 3.64, 6.14. Only Claude Code is at 1.5x or under.
 A pydantic-core check of a record costs about as much as loading it (it builds a copy of what it checks:
 OpenCode's messages, about 75 ms CPU as typed dicts against a 65 ms load), a check in Python of the few
 fields read a third to a half of it: every refusal is kept, so every record is checked.
 The parse and the plan pause the cyclic collector (`replayer/floor/heap.py`: nothing they build is cyclic), and
 what they built is then moved to the oldest generation without a walk, so the first ratio sets a parse
 without the collector's passes against a baseline that pays them; the last column compares both without.
-Before this round (this page, the same measurement): Claude Code 2.10 (4.08 without the collector on either
+The round before last (this page, the same measurement): Claude Code 2.10 (4.08 without the collector on either
 side), Codex 3.72 (3.70), OpenCode 5.89 (5.06), Pi 8.03 (10.03), mini-swe-agent 3.91 (3.86), OpenHands
 8.49 (8.94). What went: the collector's pass over everything the parse built, on the first allocation after
 the pause (`gc.freeze` and `gc.unfreeze` move it to the oldest generation instead); model instances in the
@@ -249,14 +297,14 @@ callable discriminators' tags looked up in Rust, and only a record that fails is
 models, whose error names the field: Pi, OpenCode, mini-swe-agent, OpenHands); a Python call per id,
 number and count in OpenCode's schemas (pydantic-core schemas with the same messages); the copy of every
 Codex record that validating its parse state made; a second read per OpenHands event file to see its end.
-The same round in CPU time, the parse of the code before it run side by side (less moved by the machine's
+That round in CPU time, the parse of the code before it run side by side (less moved by the machine's
 load than the wall times above): Claude Code 2.32 -> 1.80, Codex 3.93 -> 2.81, OpenCode 5.78 -> 3.58, Pi
 7.88 -> 5.50, mini-swe-agent 3.82 -> 3.18, OpenHands 9.10 -> 6.13.
-Two rounds before: Claude Code 3.14 (3.81), Codex 4.72 (4.46), OpenCode 8.97 (6.59), Pi 12.87 (9.21),
+Three rounds before: Claude Code 3.14 (3.81), Codex 4.72 (4.46), OpenCode 8.97 (6.59), Pi 12.87 (9.21),
 mini-swe-agent 5.26 (4.20), OpenHands 11.57 (9.92); what went then: the collector's passes during the parse
 and the plan, the walk in Python of whole documents for nesting deeper than 100 levels, Pi's second build of
 the context and its eager copy, a `Path` object and two `fcntl` calls per OpenHands event file.
-Three rounds before: Claude Code 3.6 (4.7), Codex 5.2 (4.0), OpenCode 10.8 (9.1), Pi 19.9 (16.1),
+Four rounds before: Claude Code 3.6 (4.7), Codex 5.2 (4.0), OpenCode 10.8 (9.1), Pi 19.9 (16.1),
 mini-swe-agent 8.5 (6.2), OpenHands 23.9 (24.7); what went then: a pydantic validation per call and per
 observation (now one per step), a pass over all records each for the uuid map, the leaves, the message-id
 siblings and the results, `copy.deepcopy` of Pi's messages, a quadratic slice of Pi's branch per step, a
@@ -1051,6 +1099,15 @@ def main(argv: list[str]) -> None:
         BOUNDARIES_HEADING,
         lambda t: boundaries_section(bench_boundaries(t)) + continuations_section(bench_continuations(t)),
     )
+    only["ahead"] = (AHEAD_HEADING, lambda t: ahead_section(bench_ahead(t)))
+    only["boundaries-ray-per-job"] = (
+        BOUNDARIES_RAY_PER_JOB_HEADING,
+        lambda t: boundaries_ray_per_job_section(bench_boundaries_ray_per_job(t)),
+    )
+    only["boundaries-ray"] = (
+        BOUNDARIES_RAY_HEADING,
+        lambda t: boundaries_ray_section(bench_boundaries_ray(t)),
+    )
     if len(argv) == 1 and argv[0] in only:
         heading, make = only[argv[0]]
         with tempfile.TemporaryDirectory() as tmp:
@@ -1059,7 +1116,9 @@ def main(argv: list[str]) -> None:
         print(section)
         return
     if argv:
-        raise SystemExit("usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries]")
+        raise SystemExit(
+            "usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|boundaries-ray|ahead]"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         parse = bench_parse(Path(tmp))
         bridge = bench_bridge(Path(tmp))
@@ -1073,6 +1132,7 @@ def main(argv: list[str]) -> None:
         driven = bench_driven(Path(tmp))
         boundaries = bench_boundaries(Path(tmp))
         continued = bench_continuations(Path(tmp))
+        ahead = bench_ahead(Path(tmp))
     doc = f"""# Benchmarks
 
 Measured by `make bench` on {platform.machine()} ({platform.python_version()}), every number a ratio
@@ -1163,7 +1223,8 @@ adds little per chunk. Absolute numbers are loopback numbers, far below a real m
 {fork_section(forked)}
 {driven_section(driven)}
 {boundaries_section(boundaries)}
-{continuations_section(continued)}"""
+{continuations_section(continued)}
+{ahead_section(ahead)}"""
     (ROOT / "docs" / "benchmarks.md").write_text(doc)
     print(doc)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from replayer.verbs.batch import (
 )
 from replayer.verbs.executors import run_local
 
+ROOT = Path(__file__).resolve().parent.parent
 BOUNDARIES_HEADING = "## Every boundary of a session: one replay against one job per boundary"
 FIXTURES = long_sessions.FIXTURES
 WORKERS = 2
@@ -211,3 +214,177 @@ def continuations_section(row: dict[str, object]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+BOUNDARIES_RAY_HEADING = "## Every boundary of a session on the two-node local Ray cluster"
+
+
+def _ray_batch(manifest: Path, out: Path, address: str, env: dict[str, str]) -> dict[str, float]:
+    """The whole `replayer batch --ray ADDRESS` command (driver start included): one task per replay."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "replayer.cli",
+        "batch",
+        str(manifest),
+        "-o",
+        str(out),
+        "--json",
+        "--ray",
+        address,
+    ]
+    started = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, cwd=ROOT, env={**os.environ, **env})
+    wall = time.monotonic() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"batch --ray failed: {proc.stderr.decode(errors='replace')[-500:]}")
+    results = [orjson.loads(p.read_bytes()) for p in (out / "jobs").glob("*/result.json")]
+    nodes = {o["node"] for o in orjson.loads((out / "batch.json").read_bytes())["outcomes"]}
+    reruns = [sum(1 for d in r["divergences"] if d["kind"] == "rerun") for r in results]
+    return {
+        "wall_s": wall,
+        "containers": len({r["container"] for r in results}),
+        "calls": max(reruns),
+        "prefixes": len(results),
+        "nodes": len(nodes),
+    }
+
+
+def bench_boundaries_ray(tmp: Path) -> list[dict[str, object]]:
+    """Per session, side by side: the floor (one `run -n LAST`), one replay through the local pool, one replay
+    as a task of a two-node Ray cluster on this machine (one CPU a node, started before, as a real one is)."""
+    from tests.support.ray_cluster import ray_nodes
+
+    rows: list[dict[str, object]] = []
+    with ray_nodes(2) as cluster:
+        for agent, fixture, generate, copies in SESSIONS:
+            folder = tmp / f"ray-{agent}-{copies}"
+            folder.mkdir()
+            session = generate(folder, copies)
+            workspace = FIXTURES / agent / fixture / "workspace"
+            manifest = folder / "manifest.jsonl"
+            line = {"trajectory": str(session), "mode": "run", "workspace": str(workspace)}
+            manifest.write_bytes(orjson.dumps(line) + b"\n")
+            _, traj = load(session)
+            last = valid_boundaries(traj)[-1]
+            t0 = time.monotonic()
+            api.run(session, last, workspace, folder / "floor")
+            floor = time.monotonic() - t0
+            local = _batch(manifest, folder / "local", grouped=True)
+            ray = _ray_batch(manifest, folder / "ray", cluster.address, cluster.env)
+            rows.append(
+                {"agent": agent, "steps": len(traj.steps), "floor_s": floor, "local": local, "ray": ray}
+            )
+            shutil.rmtree(folder, ignore_errors=True)
+    return rows
+
+
+def boundaries_ray_section(rows: list[dict[str, object]]) -> str:
+    lines = [
+        BOUNDARIES_RAY_HEADING,
+        "",
+        "`python -m bench boundaries-ray`: the sessions of the table above, every valid boundary, one replay each,",
+        f"through the local pool ({WORKERS} workers, in the bench's process) and as a task of a two-node Ray cluster",
+        "on this machine (a head and a second raylet, one CPU each, `tests/support/ray_cluster.py`, started before",
+        "the runs; the whole `replayer batch --ray ADDRESS` command, its driver's start and connection included),",
+        "against the floor of one `run -n LAST`, side by side in one run. One job per boundary on Ray was left",
+        "out: its O(K²) reruns take 10 to 30 times the floor on either executor (the table above).",
+        "",
+        "| session | path | wall | / floor | containers | rerun calls | nodes |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        name = f"{row['agent']}, {row['steps']} steps"
+        floor = float(row["floor_s"])  # type: ignore[arg-type]
+        lines.append(f"| {name} | floor: one `run -n LAST` | {floor:.1f} s | 1.00 | 1 | | |")
+        for label, key in (("one replay, local pool", "local"), ("one replay, two-node Ray cluster", "ray")):
+            r: dict[str, float] = row[key]  # type: ignore[assignment]
+            lines.append(
+                f"| {name} | {label} | {r['wall_s']:.1f} s | **{r['wall_s'] / floor:.2f}** | "
+                f"{r['containers']:.0f} | {r['calls']:.0f} | {r.get('nodes', 1):.0f} |"
+            )
+    lines += [
+        "",
+        f"Load average at the end of the run: {os.getloadavg()[0]:.1f} (the machine is shared: the ratios, not",
+        "the absolute times, are what carries over).",
+        "",
+        "What dominates: a trajectory's boundaries are one unit of work (one replay), so on Ray they are one task",
+        "on one node: the replay's own cost, plus the command's interpreter and Ray driver start. A cluster",
+        "spreads the trajectories of a batch over its nodes, not the boundaries of one.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+BOUNDARIES_RAY_PER_JOB_HEADING = "## One job per boundary on the two-node local Ray cluster"
+
+
+def bench_boundaries_ray_per_job(tmp: Path) -> dict[str, object]:
+    """The first session of SESSIONS: the floor, then one job per boundary as tasks of a two-node Ray cluster
+    (the batch's path before one replay served a trajectory), side by side in one run."""
+    from replayer.verbs.executors import run_ray
+    from tests.support.ray_cluster import ray_nodes
+
+    agent, fixture, generate, copies = SESSIONS[0]
+    folder = tmp / f"ray-per-job-{agent}-{copies}"
+    folder.mkdir()
+    session = generate(folder, copies)
+    workspace = FIXTURES / agent / fixture / "workspace"
+    manifest = folder / "manifest.jsonl"
+    manifest.write_bytes(
+        orjson.dumps({"trajectory": str(session), "mode": "run", "workspace": str(workspace)}) + b"\n"
+    )
+    _, traj = load(session)
+    last = valid_boundaries(traj)[-1]
+    with ray_nodes(2) as cluster:
+        t0 = time.monotonic()
+        api.run(session, last, workspace, folder / "floor")
+        floor = time.monotonic() - t0
+        os.environ.update(cluster.env)  # the driver joins with the cluster's token
+        jobs = expand(read_manifest(manifest), api._image_ids({None}))
+        out = folder / "per-job"
+        prepare_dir(out)
+        outcomes: list[JobOutcome] = []
+        started = time.monotonic()
+        run_ray(
+            [[job] for job in jobs], out.absolute(), cluster.address, 2, outcomes.append, batch_labels(out)
+        )
+        wall = time.monotonic() - started
+    remove_containers(out)
+    assert all(o.status == "done" for o in outcomes), [o for o in outcomes if o.status != "done"][:1]
+    results = [orjson.loads((out / "jobs" / o.key / "result.json").read_bytes()) for o in outcomes]
+    return {
+        "agent": agent,
+        "steps": len(traj.steps),
+        "floor_s": floor,
+        "wall_s": wall,
+        "containers": len({r["container"] for r in results}),
+        "calls": sum(sum(1 for d in r["divergences"] if d["kind"] == "rerun") for r in results),
+        "prefixes": len(results),
+        "nodes": len({o.node for o in outcomes}),
+    }
+
+
+def boundaries_ray_per_job_section(r: dict[str, object]) -> str:
+    floor, wall = float(r["floor_s"]), float(r["wall_s"])  # type: ignore[arg-type]
+    name = f"{r['agent']}, {r['steps']} steps"
+    return "\n".join(
+        [
+            BOUNDARIES_RAY_PER_JOB_HEADING,
+            "",
+            "`python -m bench boundaries-ray-per-job`: the 40-step session above, every valid boundary as its own",
+            "job (its own container and rerun of steps 1..k) on the two-node cluster, each job a task (the bench",
+            "drives `run_ray` in its process, one unit per job), against the floor of one `run -n LAST`, side by side.",
+            "",
+            "| session | path | wall | / floor | containers | rerun calls | nodes |",
+            "|---|---|---|---|---|---|---|",
+            f"| {name} | floor: one `run -n LAST` | {floor:.1f} s | 1.00 | 1 | | |",
+            f"| {name} | one job per boundary, two-node Ray cluster | {wall:.1f} s | **{wall / floor:.2f}** | "
+            f"{r['containers']} | {r['calls']} | {r['nodes']} |",
+            "",
+            f"Load average at the end of the run: {os.getloadavg()[0]:.1f}. On Ray as in the local pool one job per",
+            "boundary pays a container and the reruns of steps 1..k per boundary; two nodes share them, one replay",
+            "(the table above) pays them once.",
+            "",
+        ]
+    )

@@ -297,9 +297,11 @@ def batch(
     ray: str | None = None,
     retry_failed: bool = False,
     on_event: OnEvent = ignore,
+    containers_ahead: bool = True,
 ) -> BatchCounts:
     """Every job of a JSONL manifest into `out` (resumable: finished jobs are never recomputed); `ray`: an
-    address, 'auto' or 'local'. The counts are also in out/batch.json, with every job's outcome."""
+    address, 'auto' or 'local'. The counts are also in out/batch.json, with every job's outcome.
+    `containers_ahead` (local pool): each worker starts the next job's container while a job runs."""
     from replayer.verbs.batch import (
         JobOutcome,
         Tally,
@@ -347,7 +349,7 @@ def batch(
             if ray:
                 run_ray(units, out.absolute(), ray, workers, on_done, labels)
             else:
-                run_local(units, out.absolute(), workers, on_done, labels)
+                run_local(units, out.absolute(), workers, on_done, labels, containers_ahead)
         finally:
             tally.write(out / "batch.json")
         if containers:  # those of jobs whose worker died mid-job

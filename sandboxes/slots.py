@@ -168,8 +168,12 @@ class Slot:
         shows in the container started over the slot."""
         for folder in folders:
             (state / folder).mkdir(exist_ok=True)
-            _mount(str(state / folder), self.path / folder, _MS_BIND | _MS_REC)
-            self.mounted.append(self.path / folder)
+            self.bind(state / folder, self.path / folder)
+
+    def bind(self, src: Path, folder: Path) -> None:
+        """Bind host folder `src` onto `folder`, a folder of this slot (a container started over it sees it)."""
+        _mount(str(src), folder, _MS_BIND | _MS_REC)
+        self.mounted.append(folder)
 
     def release(self) -> None:
         """Unmount what the slot shows and remove it (after its container is gone)."""

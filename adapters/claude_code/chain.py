@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import functools
-import hashlib
 import re
 from collections.abc import Iterable
 from datetime import datetime
@@ -21,7 +20,7 @@ import orjson
 
 from replayer.adapters.shapes import ORJSON_DEPTH, unwritable
 from replayer.floor.errors import BadInput, bad_record
-from replayer.floor.io import open_input
+from replayer.floor.io import read_input, sha256_soon
 
 Record = dict[str, Any]
 CHAIN_TYPES = ("user", "assistant")
@@ -130,27 +129,26 @@ class Session:
 
 def load(path: Path) -> Session:
     """Every record of the file, each checked for the types the chain rules and the steps rely on and
-    indexed, in one pass over the lines as read (the SHA-256 too)."""
+    indexed, in one pass over the lines (the SHA-256 taken meanwhile on another core)."""
     session = Session()
-    digest = hashlib.sha256()
-    with open_input(path) as fh:
-        for number, line in enumerate(fh, 1):
-            digest.update(line)
-            if line.isspace():  # blank (a line read from a file is never empty)
-                continue
-            try:
-                rec = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                session.skipped_lines.append(number)  # the CLI skips a malformed line silently; so do we
-                continue
-            if isinstance(rec, dict):
-                problem = record_problem(rec, line)
-                if problem is not None:
-                    field, what, value = problem
-                    where = f"line {number}, field {field}" if field else f"line {number}"
-                    raise bad_record(str(path), where, what, value)
-                session.add(rec)
-    session.sha256 = digest.hexdigest()
+    raw = read_input(path)
+    digest = sha256_soon(raw)
+    for number, line in enumerate(raw.split(b"\n"), 1):
+        if not line or line.isspace():  # blank, or past the last newline
+            continue
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            session.skipped_lines.append(number)  # the CLI skips a malformed line silently; so do we
+            continue
+        if isinstance(rec, dict):
+            problem = record_problem(rec, line)
+            if problem is not None:
+                field, what, value = problem
+                where = f"line {number}, field {field}" if field else f"line {number}"
+                raise bad_record(str(path), where, what, value)
+            session.add(rec)
+    session.sha256 = digest()
     if session.subagent_thread:
         session.index_subagent_thread()
     return session

@@ -15,7 +15,7 @@ import orjson
 from replayer.adapters.claude_code import chain, subagent
 from replayer.adapters.claude_code.chain import Record, Session
 from replayer.floor.errors import BadInput
-from replayer.floor.models import Observation, StartingState, Step, Trajectory
+from replayer.floor.models import Observation, StartingState, Step, ToolCall, Trajectory
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 """A session id `claude --resume` takes (the CLI's own check); it names the session's file `<id>.jsonl`."""
@@ -142,24 +142,22 @@ def _steps(items: list[Record], start: int, before_compaction: bool) -> tuple[li
             for block in found:
                 results.setdefault(block["tool_use_id"], (block, items[k]))
             k += 1
-        calls = [
-            {
-                "id": u["id"],
-                "tool": u.get("name", ""),
-                "input": u.get("input") or {},
-                "historical": _observation(*results[u["id"]]) if u["id"] in results else None,
-            }
+        calls = [  # of checked records (chain.record_problem): no second validation
+            ToolCall(
+                u["id"],
+                u.get("name", ""),
+                u.get("input") or {},
+                _observation(*results[u["id"]]) if u["id"] in results else None,
+            )
             for u in uses
         ]
         steps.append(
-            Step.model_validate(
-                {
-                    "index": start + len(steps),
-                    "message_id": mid,
-                    "calls": calls,
-                    "complete": all(c["historical"] is not None for c in calls),
-                    "before_compaction": before_compaction,
-                }
+            Step(
+                start + len(steps),
+                mid,
+                calls,
+                all(c.historical is not None for c in calls),
+                before_compaction,
             )
         )
         spans.append(StepSpan(start=i, end=k - 1))
@@ -175,13 +173,13 @@ def _results(rec: Record) -> list[dict[str, Any]]:
     return [b for b in content if b.get("type") == "tool_result"]
 
 
-def _observation(block: dict[str, Any], rec: Record) -> dict[str, Any]:
+def _observation(block: dict[str, Any], rec: Record) -> Observation:
     content = block.get("content", "")
-    return {
-        "content": content if isinstance(content, (str, list)) else str(content),
-        "is_error": block.get("is_error"),
-        "structured": rec.get("toolUseResult"),
-    }
+    return Observation(
+        content if isinstance(content, (str, list)) else str(content),
+        block.get("is_error"),
+        rec.get("toolUseResult"),
+    )
 
 
 def project_dir_name(cwd: str) -> str:

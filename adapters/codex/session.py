@@ -9,7 +9,6 @@ response_item) followed by the response items, `internal_chat_message_metadata_p
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,8 @@ from pydantic import BaseModel, ConfigDict
 from replayer.adapters.codex import bare
 from replayer.adapters.shapes import ORJSON_DEPTH, unwritable
 from replayer.floor.errors import EXCERPT_CHARS, BadInput, bad_record
-from replayer.floor.io import open_input
-from replayer.floor.models import StartingState, Step, Trajectory
+from replayer.floor.io import read_input, sha256_soon
+from replayer.floor.models import Observation, StartingState, Step, ToolCall, Trajectory
 
 Record = dict[str, Any]
 CALL_TYPES = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}
@@ -82,38 +81,37 @@ def looks_like_codex(head: list[Any]) -> bool:
 
 def _read(path: Path) -> tuple[list[Record], list[int], str, bool]:
     """The records, their line numbers, the file's sha256 and whether it is bare; each record checked for
-    the types read later."""
-    digest = hashlib.sha256()
+    the types read later (the SHA-256 taken meanwhile on another core)."""
+    raw = read_input(path)
+    digest = sha256_soon(raw)
     records: list[Record] = []
     lines: list[int] = []
     is_bare = False
-    with open_input(path) as fh:
-        for number, line in enumerate(fh, 1):
-            digest.update(line)
-            if line.isspace():  # blank (a line read from a file is never empty); strip() would copy it
-                continue
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                raise BadInput(f"{path}: line {number} is not JSON (a damaged rollout)") from None
-            if not records:
-                is_bare = bare.is_header(record)
-            if is_bare:
-                record = bare.envelope(record, first=not records)
-                if isinstance(record, str):
-                    raise BadInput(f"{path}: line {number} {record}")
-            elif not isinstance(record, dict) or not isinstance(record.get("payload"), dict):
-                raise BadInput(f"{path}: line {number} is not a rollout record")
-            problem = _problem(record, line, first=not records)
-            if problem is not None:
-                field, what, value = problem
-                if is_bare:  # the field as the line spells it
-                    field = field.removeprefix("payload.")
-                where = f"line {number}, field {field}" if field else f"line {number}"
-                raise bad_record(str(path), where, what, value)
-            records.append(record)
-            lines.append(number)
-    return records, lines, digest.hexdigest(), is_bare
+    for number, line in enumerate(raw.split(b"\n"), 1):
+        if not line or line.isspace():  # blank, or past the last newline; strip() would copy it
+            continue
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            raise BadInput(f"{path}: line {number} is not JSON (a damaged rollout)") from None
+        if not records:
+            is_bare = bare.is_header(record)
+        if is_bare:
+            record = bare.envelope(record, first=not records)
+            if isinstance(record, str):
+                raise BadInput(f"{path}: line {number} {record}")
+        elif not isinstance(record, dict) or not isinstance(record.get("payload"), dict):
+            raise BadInput(f"{path}: line {number} is not a rollout record")
+        problem = _problem(record, line, first=not records)
+        if problem is not None:
+            field, what, value = problem
+            if is_bare:  # the field as the line spells it
+                field = field.removeprefix("payload.")
+            where = f"line {number}, field {field}" if field else f"line {number}"
+            raise bad_record(str(path), where, what, value)
+        records.append(record)
+        lines.append(number)
+    return records, lines, digest(), is_bare
 
 
 def _not(kind: str, value: Any) -> str:
@@ -312,17 +310,18 @@ def _steps(
         if not batch:
             return
         calls = [_call(records, i, outputs_at, unanswered) for i in batch]
-        done = [outputs_at[c["id"]] for c in calls if c["id"] in outputs_at]
+        done = [outputs_at[c.id] for c in calls if c.id in outputs_at]
         done += [at for at in batch if str(records[at]["payload"].get("call_id")) in unanswered]
         end = max(done) + 1 if done else batch[-1] + 1
-        step = {  # validated once per step, not once per call and observation
-            "index": len(steps) + 1,
-            "message_id": str(records[batch[0]]["payload"].get("id") or f"line-{batch[0] + 1}"),
-            "calls": calls,
-            "complete": len(done) == len(calls),
-            "before_compaction": last_compaction is not None and batch[0] < last_compaction,
-        }
-        steps.append(Step.model_validate(step))
+        steps.append(
+            Step(
+                len(steps) + 1,
+                str(records[batch[0]]["payload"].get("id") or f"line-{batch[0] + 1}"),
+                calls,
+                len(done) == len(calls),
+                last_compaction is not None and batch[0] < last_compaction,
+            )
+        )
         ends.append(end)
         batch.clear()
 
@@ -339,10 +338,8 @@ def _steps(
     return steps, ends, outputs_at
 
 
-def _call(
-    records: list[Record], at: int, outputs_at: dict[str, int], unanswered: frozenset[str]
-) -> dict[str, Any]:
-    """A ToolCall's fields (the step validates them)."""
+def _call(records: list[Record], at: int, outputs_at: dict[str, int], unanswered: frozenset[str]) -> ToolCall:
+    """A call of a checked record (`_problem`): no second validation."""
     payload = records[at]["payload"]
     call_id = str(payload.get("call_id"))
     if payload["type"] == "function_call":
@@ -356,10 +353,10 @@ def _call(
     historical = None
     if call_id in outputs_at:
         output = records[outputs_at[call_id]]["payload"].get("output")
-        historical = {"content": output if isinstance(output, str | list) else orjson.dumps(output).decode()}
+        historical = Observation(output if isinstance(output, str | list) else orjson.dumps(output).decode())
     elif call_id in unanswered:
-        historical = {"content": ABORTED}
-    return {"id": call_id, "tool": str(payload.get("name")), "input": tool_input, "historical": historical}
+        historical = Observation(ABORTED)
+    return ToolCall(call_id, str(payload.get("name")), tool_input, historical)
 
 
 # rebuild -------------------------------------------------------------------------------------

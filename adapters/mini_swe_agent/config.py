@@ -12,6 +12,7 @@ agent); run by 2.x, its templates move to 2.x's text-based model.
 from __future__ import annotations
 
 import copy
+import weakref
 from typing import Any
 
 from replayer.adapters.mini_swe_agent import bundle
@@ -96,8 +97,20 @@ def substitution(native: Native) -> str | None:
     )
 
 
+_LAST: list[tuple[weakref.ref[Native], str | None]] = []
+"""The last parse asked about and its answer: the plan asks once per call (thousands in a long trajectory)."""
+
+
 def rerun_refusal(native: Native) -> str | None:
     """Why this trajectory's actions cannot be rerun with their own semantics, or None."""
+    if _LAST and _LAST[0][0]() is native:
+        return _LAST[0][1]
+    reason = _rerun_refusal(native)
+    _LAST[:] = [(weakref.ref(native), reason)]
+    return reason
+
+
+def _rerun_refusal(native: Native) -> str | None:
     if native.format == "bare-list":
         return "a bare message list records no config (no observation template to render with)"
     config = recorded(native)

@@ -8,6 +8,7 @@ messages that follow it; FormatError turns are kept verbatim and are not steps.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -18,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from replayer.adapters.head import loads_document
 from replayer.adapters.shapes import MAX_DEPTH, deep_place, fits, validated
 from replayer.floor.errors import BadInput, bad_record, excerpt
-from replayer.floor.io import read_input, sha256_hex
-from replayer.floor.models import Step, Trajectory
+from replayer.floor.io import read_input, sha256_soon
+from replayer.floor.models import Observation, Step, ToolCall, Trajectory
 from replayer.floor.pins import release
 
 Message = dict[str, Any]
@@ -158,6 +159,7 @@ def load(path: Path) -> tuple[Any, bytes]:
 
 def parse(path: Path) -> Trajectory:
     doc, raw = load(path)
+    digest_of = sha256_soon(raw)  # taken on another core while the document is checked
     if isinstance(doc, list):
         data: dict[str, Any] = {"messages": doc}
         fmt: Format = "bare-list"
@@ -179,7 +181,7 @@ def parse(path: Path) -> Trajectory:
     config = recorded_config(data)
     regex = _action_regex(fmt, config, messages, path)
     steps, spans, submitted, observation_index = _steps(messages, fmt, regex, path)
-    digest = sha256_hex(raw)
+    digest = digest_of()
     info = as_dict(data.get("info"))
     # 1.x ends a submission with the submission text as a final user message, not an exit message.
     ends_1x = fmt != "mini-swe-agent-1.1" and info.get("exit_status") == "Submitted"
@@ -188,7 +190,7 @@ def parse(path: Path) -> Trajectory:
     if (ends_1x or ends_bare) and spans and spans[-1][1] == len(messages):
         submitted = len(steps)
     if submitted is not None:
-        steps[submitted - 1] = steps[submitted - 1].model_copy(update={"final": True})
+        steps[submitted - 1] = dataclasses.replace(steps[submitted - 1], final=True)
     env_cfg = as_dict(config.get("environment"))
     cwd = env_cfg.get("cwd") or None
     image = env_cfg.get("image")
@@ -289,7 +291,7 @@ def _steps(
             i += 1
             continue
         index = len(steps) + 1
-        calls: list[dict[str, Any]] = []
+        calls: list[ToolCall] = []
         j = i + 1
         for n, action in enumerate(actions):
             command = action["command"]  # validated
@@ -300,16 +302,12 @@ def _steps(
                 historical = _observation(observation)
                 observation_index[call_id] = j
                 j += 1
-            calls.append(
-                {"id": call_id, "tool": TOOL, "input": {"command": command}, "historical": historical}
-            )
+            calls.append(ToolCall(call_id, TOOL, {"command": command}, historical))
         ends_in_submission = _submits(messages, j)
         if ends_in_submission:
             submitted = index
-        complete = all(c["historical"] is not None for c in calls) or ends_in_submission
-        # validated once per step, not once per call and observation
-        step = {"index": index, "message_id": f"message-{i}", "calls": calls, "complete": complete}
-        steps.append(Step.model_validate(step))
+        complete = all(c.historical is not None for c in calls) or ends_in_submission
+        steps.append(Step(index, f"message-{i}", calls, complete))
         spans.append((i, j))
         i = j
     return steps, spans, submitted, observation_index
@@ -326,11 +324,11 @@ def _submits(messages: list[Message], at: int) -> bool:
     return False
 
 
-def _observation(message: Message) -> dict[str, Any]:
-    """An Observation's fields (the step validates them)."""
+def _observation(message: Message) -> Observation:
+    """The observation of a checked message: no second validation."""
     content = message.get("content")
     extra = as_dict(message.get("extra"))
-    return {"content": content if isinstance(content, str | list) else str(content), "structured": extra}
+    return Observation(content if isinstance(content, str | list) else str(content), structured=extra)
 
 
 def prefix_messages(native: Native, after_step: int) -> list[Message]:

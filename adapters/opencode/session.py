@@ -53,8 +53,8 @@ from replayer.adapters.opencode import schema, server
 from replayer.adapters.opencode.server import record_name as _name
 from replayer.adapters.shapes import check, too_deep
 from replayer.floor.errors import BadInput, bad_record, excerpt
-from replayer.floor.io import input_sha256, open_input, read_input, sha256_hex
-from replayer.floor.models import Step, Trajectory
+from replayer.floor.io import input_sha256, open_input, read_input, sha256_soon
+from replayer.floor.models import Observation, Step, ToolCall, Trajectory
 
 Record = dict[str, Any]
 Message = dict[str, Any]
@@ -162,20 +162,20 @@ def _read(path: Path, task: str | None) -> tuple[Native, str]:
     if _is_sqlite(path):
         return read_sqlite(path), input_sha256(path, _wal(path))  # the WAL is part of the store
     raw = read_input(path)
-    digest = sha256_hex(raw)
+    digest = sha256_soon(raw)  # taken on another core meanwhile
     try:
         doc = loads_document(raw)
     except orjson.JSONDecodeError:
         doc = None  # JSONL (several lines) or damaged: the event reader names the line
     if isinstance(doc, dict) and "messages" in doc and "info" in doc:
-        return read_export(doc, path), digest
+        return read_export(doc, path), digest()
     if server.looks_like_event_array(doc):
-        return read_event_array(doc, path), digest
+        return read_event_array(doc, path), digest()
     if isinstance(doc, list):
-        return read_messages(doc, path), digest
+        return read_messages(doc, path), digest()
     if doc is None and server.is_stream(raw):
-        return read_stream(raw, path), digest
-    return read_events(raw, path, task), digest
+        return read_stream(raw, path), digest()
+    return read_events(raw, path, task), digest()
 
 
 def _is_sqlite(path: Path) -> bool:
@@ -206,20 +206,13 @@ def _steps(native: Native) -> list[tuple[Step, int]]:
             continue
         calls = [_call(p, str(message["info"]["id"])) for p in tools]
         complete = all(p["state"].get("status") in FINISHED_STATES for p in tools)
-        step = Step.model_validate(  # once per step, not once per call and observation
-            {
-                "index": len(steps) + 1,
-                "message_id": str(message["info"]["id"]),
-                "calls": calls,
-                "complete": complete,
-            }
-        )
+        step = Step(len(steps) + 1, str(message["info"]["id"]), calls, complete)
         steps.append((step, at))
     return steps
 
 
-def _call(part: Record, message_id: str) -> dict[str, Any]:
-    """A ToolCall's fields (the step validates them)."""
+def _call(part: Record, message_id: str) -> ToolCall:
+    """A call of a checked message (`schema.py`): no second validation."""
     state = part.get("state")
     if not isinstance(state, dict) or not part.get("callID"):
         raise BadInput(
@@ -229,18 +222,16 @@ def _call(part: Record, message_id: str) -> dict[str, Any]:
     historical = None
     if status in FINISHED_STATES:
         content = state.get("output" if status == "completed" else "error", "")
-        historical = {
-            "content": content if isinstance(content, str) else orjson.dumps(content).decode(),
-            "is_error": status == "error",
-            "structured": state,
-        }
+        historical = Observation(
+            content if isinstance(content, str) else orjson.dumps(content).decode(), status == "error", state
+        )
     tool_input = state.get("input")
-    return {
-        "id": str(part["callID"]),
-        "tool": str(part.get("tool")),
-        "input": tool_input if isinstance(tool_input, dict) else {},
-        "historical": historical,
-    }
+    return ToolCall(
+        str(part["callID"]),
+        str(part.get("tool")),
+        tool_input if isinstance(tool_input, dict) else {},
+        historical,
+    )
 
 
 # export --------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from replayer.adapters.openhands import bundle
 from replayer.adapters.shapes import MAX_DEPTH, Member, deep_place, fits, shallow_text, validated
 from replayer.floor.errors import BadInput, bad_record, excerpt
 from replayer.floor.io import MAX_INPUT_BYTES, entry_kind, read_input, read_small
-from replayer.floor.models import Observation, Step, Trajectory
+from replayer.floor.models import Observation, Step, ToolCall, Trajectory
 from replayer.floor.pins import pinned_version
 
 BASE_STATE = "base_state.json"
@@ -343,7 +343,7 @@ def _steps(native: Native, where: Path) -> list[Step]:
     native.observation_of = obs_by_call
     steps = []
     for n, (rid, indexes) in enumerate(groups, 1):
-        calls: list[dict[str, Any]] = []
+        calls: list[ToolCall] = []
         span = list(indexes)
         final = False
         for i in indexes:
@@ -357,25 +357,10 @@ def _steps(native: Native, where: Path) -> list[Step]:
             action = event.get("action") or {}
             final = final or event.get("tool_name") == "finish" or action.get("kind") == "FinishAction"
             calls.append(
-                {
-                    "id": call_id,
-                    "tool": str(event.get("tool_name")),
-                    "input": _input(event, where.parent),
-                    "historical": historical,
-                }
+                ToolCall(call_id, str(event.get("tool_name")), _input(event, where.parent), historical)
             )
         native.step_events.append(sorted(span))
-        steps.append(
-            Step.model_validate(  # once per step, not once per call and observation
-                {
-                    "index": n,
-                    "message_id": rid,
-                    "calls": calls,
-                    "complete": all(c["historical"] is not None for c in calls),
-                    "final": final,
-                }
-            )
-        )
+        steps.append(Step(n, rid, calls, all(c.historical is not None for c in calls), final=final))
     return steps
 
 

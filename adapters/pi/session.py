@@ -69,8 +69,8 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 from replayer.adapters.pi import schema
 from replayer.adapters.shapes import check
 from replayer.floor.errors import BadInput, excerpt
-from replayer.floor.io import read_input, sha256_hex
-from replayer.floor.models import Step, Trajectory
+from replayer.floor.io import read_input, sha256_soon
+from replayer.floor.models import Observation, Step, ToolCall, Trajectory
 
 Record = dict[str, Any]
 Form = Literal["session", "events", "rpc"]
@@ -204,8 +204,9 @@ def parse(path: Path, task: str | None = None) -> Trajectory:
     """`task` is accepted for the adapter interface and ignored: every Pi form carries the user message."""
     del task
     raw = read_input(path)
-    digest = sha256_hex(raw)
+    digest_of = sha256_soon(raw)  # taken on another core while the lines are read
     records, unparsed = _records(raw, path)
+    digest = digest_of()
     if not records:
         if unparsed:
             raise _not_json(path, *unparsed[0], "a damaged Pi log")
@@ -766,14 +767,12 @@ def _steps(native: Native, sources: list[int]) -> list[tuple[Step, int, int]]:
             continue
         results = _results(branch, i)
         calls = [_call(block, results.get(block["id"])) for block in blocks]
-        step = Step.model_validate(  # once per step, not once per call and observation
-            {
-                "index": len(steps) + 1,
-                "message_id": str(message.get("responseId") or entry["id"]),
-                "calls": calls,
-                "complete": all(c["historical"] is not None for c in calls),
-                "before_compaction": i < compaction,
-            }
+        step = Step(
+            len(steps) + 1,
+            str(message.get("responseId") or entry["id"]),
+            calls,
+            all(c.historical is not None for c in calls),
+            i < compaction,
         )
         steps.append((step, in_context.get(i, -1), i))
     return steps
@@ -805,23 +804,18 @@ def _interrupts(entry: Record) -> bool:
     )
 
 
-def _call(block: Record, result: Record | None) -> dict[str, Any]:
-    """A ToolCall's fields (the step validates them)."""
+def _call(block: Record, result: Record | None) -> ToolCall:
+    """A call of checked entries (`schema.py`): no second validation."""
     arguments = block.get("arguments")
     historical = None
     if result is not None:
         is_error = result.get("isError")
-        historical = {
-            "content": tool_content(result),
-            "is_error": is_error if isinstance(is_error, bool) else None,
-            "structured": result,
-        }
-    return {
-        "id": block["id"],
-        "tool": str(block.get("name")),
-        "input": arguments if isinstance(arguments, dict) else {},
-        "historical": historical,
-    }
+        historical = Observation(
+            tool_content(result), is_error if isinstance(is_error, bool) else None, result
+        )
+    return ToolCall(
+        block["id"], str(block.get("name")), arguments if isinstance(arguments, dict) else {}, historical
+    )
 
 
 def tool_content(result: Record) -> str | list[dict[str, Any]]:

@@ -14,7 +14,8 @@ import posixpath
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -248,6 +249,36 @@ def read_input(path: Path | str, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
 
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def sha256_soon(data: bytes) -> Callable[[], str]:
+    """`sha256_hex(data)` taken on another thread while the caller parses `data` (hashlib lets go of the
+    GIL for a buffer this size, so the two use two cores); the call returned waits for it."""
+    if len(data) < _HASH_AHEAD_BYTES:
+        digest = sha256_hex(data)
+        return lambda: digest
+    found: list[str | BaseException] = []
+
+    def take() -> None:
+        try:
+            found.append(sha256_hex(data))
+        except BaseException as exc:  # MemoryError: raised where the digest is read
+            found.append(exc)
+
+    thread = threading.Thread(target=take, name="sha256", daemon=True)
+    thread.start()
+
+    def result() -> str:
+        thread.join()
+        if isinstance(found[0], BaseException):
+            raise found[0]
+        return found[0]
+
+    return result
+
+
+_HASH_AHEAD_BYTES = 1 << 20
+"""Below this a thread costs more than the hash it takes off the parse."""
 
 
 def input_sha256(*paths: Path | None) -> str:

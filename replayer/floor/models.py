@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -63,8 +64,13 @@ class GitCheckout(Frozen):
     commit: str
 
 
-class Observation(Frozen):
-    """What a tool call returned, as the model saw it, plus the agent's structured record of it."""
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What a tool call returned, as the model saw it, plus the agent's structured record of it.
+
+    Observation, ToolCall and Step are slotted dataclasses, not pydantic models: they are built from records
+    the parse has already checked (one per step of a long session: a pydantic validation of each cost more
+    than loading the record), and never read from or written to a file as they are."""
 
     content: str | list[dict[str, Any]]
     """The model-visible result (Anthropic tool_result content: a string or content blocks)."""
@@ -79,14 +85,16 @@ class Observation(Frozen):
 ToolKind = Literal["rerun", "pure", "unknown"]
 
 
-class ToolCall(Frozen):
+@dataclass(frozen=True, slots=True)
+class ToolCall:
     id: str
     tool: str
     input: dict[str, Any]
     historical: Observation | None = None
 
 
-class Step(Frozen):
+@dataclass(frozen=True, slots=True)
+class Step:
     """One complete tool batch: every tool call of one model turn, with its observations."""
 
     index: int

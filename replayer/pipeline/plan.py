@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
@@ -15,8 +15,11 @@ NO_CWD = "the trajectory records no working directory: pass --cwd"
 """Run mode mounts the workspace at the recorded cwd; without one there is nowhere to mount it."""
 
 
-class PlannedCall(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+@dataclass(frozen=True, slots=True)
+class PlannedCall:
+    """A call the replay reruns (or keeps): built here from the parse's steps, one per call, so a slotted
+    dataclass (as the steps), not a model validated once more."""
+
     step: int
     call: ToolCall
     kind: ToolKind
@@ -70,7 +73,7 @@ def _make_plan(
         if not allow_degraded:
             raise PlanRefused(f"{substituted}; --allow-degraded runs it so, recorded")
         degradations.append(Degradation(reason=substituted, action="class_substituted"))
-    calls: list[dict[str, Any]] = []
+    calls: list[PlannedCall] = []
     for step in steps[:after_step]:
         for call in step.calls:
             kind, why = adapter.classify(call, traj)
@@ -79,17 +82,9 @@ def _make_plan(
                 if not allow_degraded:
                     raise PlanRefused(reason + "; --allow-degraded keeps its historical observation")
                 degradations.append(Degradation.historical_kept(step.index, call, reason))
-            calls.append({"step": step.index, "call": call, "kind": kind})
+            calls.append(PlannedCall(step.index, call, kind))
     boundary_ids = [c.id for c in steps[after_step - 1].calls] if after_step else []
-    # validated once, not once per call (a long session plans thousands)
-    return Plan.model_validate(
-        {
-            "after_step": after_step,
-            "calls": calls,
-            "degradations": degradations,
-            "boundary_call_ids": boundary_ids,
-        }
-    )
+    return Plan(after_step=after_step, calls=calls, degradations=degradations, boundary_call_ids=boundary_ids)
 
 
 def _last_complete(steps: list[Step]) -> int:

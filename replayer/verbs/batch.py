@@ -21,7 +21,7 @@ import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -37,6 +37,9 @@ from replayer.floor.models import (
     Trajectory,
     WorkspaceSpec,
 )
+
+if TYPE_CHECKING:
+    from replayer.sandboxes.ahead import AheadBackend
 
 Mode = Literal["prepare", "replay", "continue"]
 JobStatus = Literal["done", "skipped", "refused", "failed"]
@@ -417,6 +420,27 @@ def outcome_of(
     )
 
 
+_AHEAD: list[AheadBackend] = []
+"""This worker's AheadBackend (sandboxes/ahead.py), once `keep_containers_ahead` made it."""
+
+
+def keep_containers_ahead() -> None:
+    """From now on this process's jobs start their containers through an AheadBackend: the next job's container
+    starts while the current job runs. Its spare is removed as the process exits (multiprocessing runs the
+    finalizer in a pool worker; a SIGKILL leaves it to the sweeps of the dead owner's containers and slots)."""
+    import multiprocessing.util
+
+    from replayer.sandboxes.ahead import AheadBackend
+
+    if not _AHEAD:
+        _AHEAD.append(AheadBackend())
+        multiprocessing.util.Finalize(None, _AHEAD[0].close, exitpriority=10)
+
+
+def _backend() -> AheadBackend | None:
+    return _AHEAD[0] if _AHEAD else None
+
+
 _PARSED: dict[tuple[str, int, int, str | None, str | None, str | None], tuple[Any, Trajectory]] = {}
 """This process's last parses: the jobs of one trajectory that land in one worker share its parse."""
 _PARSED_MAX = 2
@@ -452,7 +476,8 @@ def run_job(job: Job, out: Path, labels: dict[str, str], node: str | None = None
         adapter, traj = _parsed(job.trajectory, job.entry.task, job.entry.cwd, job.entry.session)
         # a retried job that failed after writing its directory (its continuation) replaces it
         again = outcome_path(out, job.key).is_file()
-        result = execute(job.request(directory, labels, force=again), adapter=adapter, trajectory=traj)
+        request = job.request(directory, labels, force=again)
+        result = execute(request, adapter=adapter, trajectory=traj, backend=_backend())
         failure = continuation_error(result.continuation, directory)
         if failure is not None:
             raise failure
@@ -502,7 +527,7 @@ def run_group(
             ensure_image(first.entry.image or load_pins().base_image.tag, first.image_id, out)
         adapter, traj = _parsed(first.trajectory, first.entry.task, first.entry.cwd, first.entry.session)
         outs = {job.boundary: job_dir(out, job.key) for job in jobs}
-        results = dict(execute_many(request, outs, adapter, traj))
+        results = dict(execute_many(request, outs, adapter, traj, backend=_backend()))
     except Interrupted:
         raise
     except ReplayError as exc:

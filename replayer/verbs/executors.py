@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import multiprocessing
 import os
@@ -11,9 +12,18 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from replayer.floor.errors import SandboxError
+from replayer.floor import signals
+from replayer.floor.errors import ReplayError, SandboxError
 from replayer.floor.signals import die_with_parent
-from replayer.verbs.batch import CRASH, Job, JobOutcome, crash_reason, outcome_of, run_group
+from replayer.verbs.batch import (
+    CRASH,
+    Job,
+    JobOutcome,
+    crash_reason,
+    keep_containers_ahead,
+    outcome_of,
+    run_group,
+)
 
 OnDone = Callable[[JobOutcome], None]
 
@@ -22,13 +32,19 @@ def _died(job: Job, why: str) -> JobOutcome:
     return outcome_of(job, "failed", "worker", why)
 
 
-def _pool(workers: int) -> ProcessPoolExecutor:
+def _pool(workers: int, ahead: bool) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("spawn"),
-        initializer=die_with_parent,
-        initargs=(os.getpid(), signal.SIGKILL),
+        initializer=_worker,
+        initargs=(os.getpid(), ahead),
     )
+
+
+def _worker(parent: int, ahead: bool) -> None:
+    die_with_parent(parent, signal.SIGKILL)
+    if ahead:
+        keep_containers_ahead()
 
 
 Unit = list[Job]
@@ -45,12 +61,19 @@ def _outcome(future: Future[list[JobOutcome]], unit: Unit) -> tuple[list[JobOutc
         return [outcome_of(job, "failed", CRASH, crash_reason(exc)) for job in unit], False
 
 
-def run_local(jobs: list[Unit], out: Path, workers: int, on_done: OnDone, labels: dict[str, str]) -> None:
+def run_local(
+    jobs: list[Unit],
+    out: Path,
+    workers: int,
+    on_done: OnDone,
+    labels: dict[str, str],
+    ahead: bool = True,
+) -> None:
     """Units of jobs are submitted as workers free up, two per worker at a time, so that the parent holds no future
     per job. A worker that dies fails the jobs in flight (not on disk: the next run retries them) and the
     batch goes on in a new pool. Ctrl-C cancels what has not started; jobs in flight are interrupted and
-    leave no result."""
-    pool = _pool(workers)
+    leave no result. `ahead`: each worker keeps the next job's container started (sandboxes/ahead.py)."""
+    pool = _pool(workers, ahead)
     queue: Iterator[Unit] = iter(jobs)
     running: dict[Future[list[JobOutcome]], Unit] = {}
     try:
@@ -76,11 +99,31 @@ def run_local(jobs: list[Unit], out: Path, workers: int, on_done: OnDone, labels
                     for outcome in _outcome(future, running.pop(future))[0]:
                         on_done(outcome)
                 pool.shutdown(wait=True)
-                pool = _pool(workers)
+                pool = _pool(workers, ahead)
     except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
+        _end(pool, labels)
         raise
     pool.shutdown(wait=True)
+
+
+def _end(pool: ProcessPoolExecutor, labels: dict[str, str]) -> None:
+    """At an interruption: end the workers now, then remove what they held (their jobs' containers and the
+    containers ahead, by the batch's label; their slots and states, whose owners are gone), so that nothing
+    waits for the next batch or `replayer gc`."""
+    from replayer.sandboxes.docker import connect, remove_containers
+    from replayer.sandboxes.quota import sweep_states
+
+    workers = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    with signals.deferred():
+        for worker in workers:
+            worker.kill()
+        for worker in workers:
+            worker.join(timeout=10)
+        with contextlib.suppress(ReplayError, OSError):  # the engine gone too: the next batch removes them
+            for key, value in labels.items():
+                remove_containers(connect(), label=f"{key}={value}")
+            sweep_states()
 
 
 def run_ray(

@@ -10,6 +10,7 @@ what the adapter rebuilds from them in a temporary directory.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
@@ -196,7 +197,8 @@ def test_shell_output_differing_only_in_process_ids_is_normalized_equal() -> Non
     assert call.historical is not None and "Process Group PGID: " in str(call.historical.content)
 
     def fresh(text: str) -> Observation:
-        return call.historical.model_copy(update={"content": text})  # type: ignore[union-attr]
+        assert call.historical is not None
+        return dataclasses.replace(call.historical, content=text)
 
     other_pid = re.sub(r"PGID: \d+", "PGID: 4242", str(call.historical.content))
     normalizers = GeminiCliAdapter().normalizers(call.tool)

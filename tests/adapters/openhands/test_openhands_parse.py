@@ -3,6 +3,7 @@ every boundary against the request the SDK really sent there (no container neede
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 
@@ -122,7 +123,7 @@ def test_a_base_state_of_another_sdk_version_is_not_taken_for_the_pinned_one(tmp
 def test_unknown_tools_are_refused_and_other_directories_are_no_conversation(tmp_path: Path) -> None:
     _, traj = load(CONVERSATION)
     adapter = OpenHandsAdapter()
-    call = traj.steps[0].calls[0].model_copy(update={"tool": "browser_navigate"})
+    call = dataclasses.replace(traj.steps[0].calls[0], tool="browser_navigate")
     kind, reason = adapter.classify(call, traj)
     assert kind == "unknown" and reason and "browser_navigate" in reason
     assert adapters.read_head(tmp_path) == []
