@@ -544,17 +544,21 @@ def verify(
     specs: Sequence[str],
     verdicts: PathLike | None = None,
     on_verdict: Callable[[Verdict, Path], None] = lambda verdict, stored: None,
+    repeats: int = 1,
 ) -> list[Verdict]:
     """Probe each AGENT@VERSION at every boundary and store its verdict (in `verdicts`, default the
     setting's); every spec is checked before the first probe starts. `on_verdict` hears each verdict and
-    where it is stored, as it comes."""
+    where it is stored, as it comes. `repeats` > 1 reruns each probe session that many times in fresh
+    containers and stores its determinism rate in the verdict."""
     from replayer.floor import bundles
     from replayer.floor import verdicts as store
+    from replayer.verbs.repeat import check_repeats
     from replayer.verbs.verify import verify as run_probe
 
+    check_repeats(repeats)
     found = []
     for agent, version in [bundles.parse_spec(spec) for spec in specs]:
-        verdict = run_probe(agent, version)
+        verdict = run_probe(agent, version, repeats=repeats)
         on_verdict(verdict, store.store(verdict, Path(verdicts) if verdicts is not None else None))
         found.append(verdict)
     return found
