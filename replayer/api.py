@@ -41,6 +41,7 @@ from replayer.verbs.batch import BatchCounts
 
 if TYPE_CHECKING:
     from replayer.floor.bundles import Bundle
+    from replayer.floor.determinism import Determinism
     from replayer.floor.models import HeldSession
     from replayer.floor.verdicts import Verdict
     from replayer.verbs.export import ExportSummary
@@ -210,10 +211,13 @@ def run(
     *,
     continue_agent: bool = False,
     on_event: OnEvent = ignore,
+    repeats: int = 1,
     **options: Unpack[RunOptions],
 ) -> ReplayResult:
     """Rerun steps 1..after_step in a fresh container, rebuild the native session with the fresh
     observations, and with `continue_agent` continue the agent through the bridge to `upstream`.
+    `repeats` > 1 reruns the prefix that many times in all, each in a fresh container, and writes how often
+    each tool's calls came back exactly as recorded to `out`/determinism.json (`determinism_of(out)`).
 
     A continuation that was refused or failed still returns its result (the output directory is complete);
     `continuation_error(result.continuation, out)` is the error the command exits with then."""
@@ -243,7 +247,21 @@ def run(
         **_sandbox(found, options),
         **_replay(options, RunOptions),
     )
-    return execute(request, on_event=on_event)
+    if repeats == 1:
+        return execute(request, on_event=on_event)
+    from replayer.verbs.repeat import check_repeats, repeated, reruns_of, write_determinism
+
+    check_repeats(repeats)
+    result = execute(request, on_event=on_event)
+    write_determinism(Path(out), repeated(result.request, reruns_of(Path(out)), repeats, on_event=on_event))
+    return result
+
+
+def determinism_of(out: PathLike) -> Determinism:
+    """The determinism rate `run(..., repeats=R)` wrote into `out`."""
+    from replayer.floor.determinism import DETERMINISM, Determinism
+
+    return Determinism.model_validate_json((Path(out) / DETERMINISM).read_bytes())
 
 
 def run_boundaries(

@@ -28,6 +28,7 @@ from replayer.cli.options import (
     Model,
     OutDir,
     Quiet,
+    Repeat,
     RequireVerified,
     Session,
     Task,
@@ -45,6 +46,7 @@ from replayer.cli.options import (
     run_options,
 )
 from replayer.floor import settings
+from replayer.floor.determinism import DETERMINISM, summary
 from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput
 from replayer.floor.models import (
     ReplayResult,
@@ -103,6 +105,7 @@ def run(
     limits: LimitsOpt = None,
     agent_version: AgentVersion = None,
     require_verified: RequireVerified = False,
+    repeat: Repeat = 1,
     json: JsonOpt = False,
     quiet: Quiet = False,
     verbose: Verbose = False,
@@ -116,8 +119,11 @@ def run(
       replayer run session.jsonl -n 3 -w repo/ -o replay/ --continue --upstream URL --record-cassette tape/
       replayer run session.jsonl -n 3 -w repo/ -o again/ --continue --cassette tape/
       replayer run session.jsonl -n all -w repo/ -o prefixes/   # one replay, prefixes/after-K/ each
+      replayer run session.jsonl -n 5 -w repo/ -o replay/ --repeat 3   # + replay/determinism.json
     """
     if _one_boundary(after_step) is None:
+        if repeat > 1:
+            raise typer.BadParameter("--repeat takes one boundary", param_hint="--repeat")
         _run_boundaries(
             trajectory,
             after_step,
@@ -154,6 +160,7 @@ def run(
             out,
             continue_agent=continue_,
             on_event=progress,
+            repeats=repeat,
             **run_options(
                 replay_options(allow_degraded, force, task, cwd, session, agent_version, require_verified),
                 image,
@@ -164,7 +171,19 @@ def run(
                 budget=(max_requests, max_tokens, end_leftovers),
             ),
         )
-    _report(result, out, json)
+    rate = api.determinism_of(out) if repeat > 1 else None
+    if json and rate is not None:
+        emit_json(
+            {
+                "out": str(out.absolute()),
+                **result.model_dump(mode="json"),
+                "determinism": rate.model_dump(mode="json"),
+            }
+        )
+    else:
+        _report(result, out, json)
+    if rate is not None and not json:
+        console.print(f"determinism: {summary(rate)} ({out / DETERMINISM})", highlight=False, markup=False)
     failure = api.continuation_error(result.continuation, out)
     if failure is not None:
         raise failure

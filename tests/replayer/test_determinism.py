@@ -7,12 +7,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import orjson
 import pytest
 
-from replayer.floor.determinism import determinism, summary, varying
+from replayer.floor.determinism import Determinism, determinism, summary, varying
 from replayer.floor.divergence import model_text
-from replayer.floor.models import RerunRecord, ToolCall
+from replayer.floor.models import ReplayResult, RerunRecord, ToolCall
 from replayer.pipeline.engine import load
+from replayer.verbs.repeat import reruns_of
+from tests.conftest import CODEX, replayer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FAILING = "echo out; sleep 0.2; echo err >&2; exit 3"
@@ -104,3 +107,41 @@ def test_a_call_missing_from_a_repeat_is_not_exact(missing: bool) -> None:
     found = determinism([first, second])
     assert found.exact == (3 if missing else 4)
     assert ("other" in found.calls[1].varies) is missing
+
+
+@pytest.mark.agent
+def test_run_repeat_rates_a_users_prefix(tmp_path: Path) -> None:
+    """`run --repeat 2` on the Codex patch recording, 7 steps in two fresh containers: the six apply_patch
+    calls print the same thing every run (exact), the exec_command a fresh chunk id (never exact, `ids`).
+    The output directory is the first run's, with determinism.json beside its result."""
+    source = CODEX.fixture("patch")
+    out = tmp_path / "out"
+    proc = replayer(
+        "run", str(source / "rollout.jsonl"), "-n", "7", "-w", str(source / "workspace"), "-o", str(out),
+        "--repeat", "2", "--json",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    shown = orjson.loads(proc.stdout)
+    written = Determinism.model_validate_json((out / "determinism.json").read_bytes())
+    assert shown["determinism"] == written.model_dump(mode="json")
+    assert (written.repeats, written.reruns) == (2, 14)
+    patch, shell = written.tools
+    assert (patch.tool, patch.calls, patch.exact, patch.rate, patch.varies) == ("apply_patch", 6, 12, 1.0, [])
+    assert (shell.tool, shell.calls, shell.exact, shell.rate) == ("exec_command", 1, 0, 0.0)
+    assert "ids" in shell.varies and "other" not in shell.varies
+    [call] = [c for c in written.calls if c.tool == "exec_command"]
+    assert not call.stable  # each container's chunk id is its own
+    # the first run's result, unchanged by the repeats: its reruns are the first repeat's
+    first = ReplayResult.model_validate_json((out / "result.json").read_bytes())
+    assert first.after_step == 7 and shown["container"] == first.container
+    firsts = reruns_of(out)
+    assert [r.call_id for r in firsts] == [c.call_id for c in written.calls]
+
+
+def test_repeat_takes_one_boundary() -> None:
+    source = CODEX.fixture("patch")
+    proc = replayer(
+        "run", str(source / "rollout.jsonl"), "-n", "1,2", "-w", str(source / "workspace"), "-o", "/nonexistent/x",
+        "--repeat", "2",
+    )  # fmt: skip
+    assert proc.returncode == 2 and "--repeat takes one boundary" in proc.stderr
