@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
+from replayer.adapters.gemini_cli import backend
 from replayer.adapters.shapes import MAX_DEPTH, Open, check, deep_place
 from replayer.floor.errors import BadInput, bad_record, excerpt
 from replayer.floor.io import read_input
@@ -84,6 +85,7 @@ def parse(path: Path) -> Trajectory:
         notes.append(
             "the workspace folder is not in the file (none of its paths hashes to its projectHash): give --cwd"
         )
+    notes += backend.note(backend.recorded_backend(steps))
     traj = Trajectory(
         agent=AGENT,
         agent_version=None,
