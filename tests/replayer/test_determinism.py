@@ -13,7 +13,9 @@ import pytest
 from replayer.floor.determinism import Determinism, determinism, summary, varying
 from replayer.floor.divergence import model_text
 from replayer.floor.models import ReplayResult, RerunRecord, ToolCall
+from replayer.floor.verdicts import shipped
 from replayer.pipeline.engine import load
+from replayer.verbs.compatibility import table
 from replayer.verbs.repeat import reruns_of
 from tests.conftest import CODEX, replayer
 
@@ -145,3 +147,16 @@ def test_repeat_takes_one_boundary() -> None:
         "--repeat", "2",
     )  # fmt: skip
     assert proc.returncode == 2 and "--repeat takes one boundary" in proc.stderr
+
+
+def test_the_compatibility_doc_publishes_a_verdicts_rate_per_tool() -> None:
+    failing = _codex("codex/exec/rollout.jsonl", FAILING)
+    again = _codex("codex/versions/0.125.0/probe/rollout.jsonl", FAILING)
+    runs = [_records([("c1", "exec_command", text)], {"c1": failing}) for text in (failing, again, again)]
+    [verdict] = [v for v in shipped() if (v.agent, v.version) == ("codex", "0.125.0")]
+    rated = verdict.model_copy(update={"determinism": determinism(runs)})
+    rows = table([rated]).splitlines()
+    assert "| codex | 0.125.0 | `exec_command` | 1 | 3 | 1/3 | 0.33 | ids, times |" in rows
+    assert not any("| 0.125.0 | `exec_command` |" in r for r in table([verdict]).splitlines())  # no rate, no row
+    failed = rated.model_copy(update={"passed": False})
+    assert not any("| 0.125.0 | `exec_command` |" in r for r in table([failed]).splitlines())
