@@ -11,9 +11,12 @@ import orjson
 import pytest
 
 from replayer.adapters.gemini_cli.backend import recorded_backend, wording
+from replayer.bridges.gemini import ScriptedGemini
+from replayer.bridges.scripted import Script, TextBlock, Turn
 from replayer.floor.divergence import model_text
 from replayer.pipeline.engine import load
 from tests.conftest import GEMINI, ROOT, replayer
+from tests.support.continuing import KEY
 
 FALLBACK = GEMINI.fixture("grep_fallback")
 RIPGREP = GEMINI.fixture("shell")
@@ -78,3 +81,23 @@ def test_a_session_recorded_with_ripgrep_reruns_with_it(tmp_path: Path) -> None:
         (tmp_path / "ripgrep" / "native" / "home" / ".gemini" / "settings.json").read_bytes()
     )
     assert "tools" not in settings
+
+
+@pytest.mark.agent
+def test_the_continuation_offers_the_recorded_grep(tmp_path: Path) -> None:
+    """The continued CLI declares the GrepTool's grep_search (no ripgrep-only `fixed_strings`, `no_ignore`),
+    the one the session was recorded with."""
+    out = tmp_path / "continued"
+    script = Script(turns=[Turn(blocks=[TextBlock(text="Done.")])], model="gemini-2.5-flash")
+    with ScriptedGemini(script, expected_key=KEY) as upstream:
+        proc = replayer(
+            "run", str(FALLBACK / "session.jsonl"), "-n", "3", "-w", str(FALLBACK / "workspace"), "-o", str(out),
+            "--continue", "--upstream", upstream.url, env={"GEMINI_API_KEY": KEY},
+        )  # fmt: skip
+        first = next(r.body for r in upstream.log if r.main_thread)
+    assert proc.returncode == 0, proc.stderr
+    [grep] = [
+        d for group in first["tools"] for d in group["functionDeclarations"] if d["name"] == "grep_search"
+    ]
+    offered = set(grep["parametersJsonSchema"]["properties"])
+    assert "pattern" in offered and not offered & {"fixed_strings", "no_ignore"}
