@@ -39,6 +39,7 @@ OTHER = "other"
 def _pair_kinds(a: str, b: str) -> set[str]:
     """The fewest masks two lines are equal by ({"other"} when all of them together do not do it)."""
     used: list[str] = []
+    a0, b0 = a, b
     for name, mask in KINDS.items():
         ma, mb = mask(a), mask(b)
         if ma != a or mb != b:
@@ -48,7 +49,23 @@ def _pair_kinds(a: str, b: str) -> set[str]:
             break
     if a != b:
         return {OTHER}
-    return set(used)
+    return set(_fewest(a0, b0, used))
+
+
+def _masked(text: str, names: list[str]) -> str:
+    for name in names:
+        text = KINDS[name](text)
+    return text
+
+
+def _fewest(a: str, b: str, used: list[str]) -> list[str]:
+    """Without the masks that only changed what both lines share (a hash both print beside a time)."""
+    needed = list(used)
+    for name in used:
+        without = [n for n in needed if n != name]
+        if _masked(a, without) == _masked(b, without):
+            needed = without
+    return needed
 
 
 def varying(old: str, new: str) -> list[str]:

@@ -157,6 +157,14 @@ def test_the_compatibility_doc_publishes_a_verdicts_rate_per_tool() -> None:
     rated = verdict.model_copy(update={"determinism": determinism(runs)})
     rows = table([rated]).splitlines()
     assert "| codex | 0.125.0 | `exec_command` | 1 | 3 | 1/3 | 0.33 | ids, times |" in rows
-    assert not any("| 0.125.0 | `exec_command` |" in r for r in table([verdict]).splitlines())  # no rate, no row
+    assert not any(
+        "| 0.125.0 | `exec_command` |" in r for r in table([verdict]).splitlines()
+    )  # no rate, no row
     failed = rated.model_copy(update={"passed": False})
     assert not any("| 0.125.0 | `exec_command` |" in r for r in table([failed]).splitlines())
+
+
+def test_what_both_share_is_not_what_varies() -> None:
+    """A commit hash both lines print, beside a clock time only one changed: times, not ids."""
+    assert varying("commit 3f2a9c1 at 10:00:01", "commit 3f2a9c1 at 10:00:02") == ["times"]
+    assert varying("commit 3f2a9c1 at 10:00:01", "commit 9b7e0d4 at 10:00:02") == ["ids", "times"]
