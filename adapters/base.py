@@ -378,6 +378,9 @@ class Probing:
     probe_submit: str | None = None
     """A shell command that ends the session (a submit command); None: the session ends with a text
     answer."""
+    probe_model: str | None = None
+    """The model the probe's continuations name when the probe recording names none the agent can run with
+    (OpenHands V0's bare event lists); None: the one the recording names."""
 
     def probe_text_action(self, version: str, step: int, command: str) -> str | None:
         """The text of model turn `step` running `command`, for a version offering no shell tool (actions

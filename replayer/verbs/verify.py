@@ -171,7 +171,7 @@ def _replay(
             boundary_prompt=prompt,
             max_steps=max_steps,
             idle_timeout_s=120,
-            model=model,
+            model=model or adapter.probe_model,
         )
         request = ReplayRequest(
             mode="run",
