@@ -389,6 +389,9 @@ class Probing:
     probe_submit: str | None = None
     """A shell command that ends the session (a submit command); None: the session ends with a text
     answer."""
+    probe_model: str | None = None
+    """The model the probe's continuations name when the probe recording names none the agent can run with
+    (OpenHands V0's bare event lists); None: the one the recording names."""
 
     def probe_items(self, step: int) -> list[Any]:
         """Protocol items (scripted `ItemBlock`s) the probe's model puts before step `step`'s call, so that every

@@ -42,6 +42,7 @@ from replayer.verbs.batch import BatchCounts
 
 if TYPE_CHECKING:
     from replayer.floor.bundles import Bundle
+    from replayer.floor.determinism import Determinism
     from replayer.floor.models import HeldSession
     from replayer.floor.verdicts import Verdict
     from replayer.verbs.export import ExportSummary
@@ -157,10 +158,13 @@ def run(
     *,
     continue_agent: bool = False,
     on_event: OnEvent = ignore,
+    repeats: int = 1,
     **options: Unpack[RunOptions],
 ) -> ReplayResult:
     """Rerun steps 1..after_step in a fresh container, rebuild the native session with the fresh
     observations, and with `continue_agent` continue the agent through the bridge to `upstream`.
+    `repeats` > 1 reruns the prefix that many times in all, each in a fresh container, and writes how often
+    each tool's calls came back exactly as recorded to `out`/determinism.json (`determinism_of(out)`).
 
     A continuation that was refused or failed still returns its result (the output directory is complete);
     `continuation_error(result.continuation, out)` is the error the command exits with then."""
@@ -177,7 +181,21 @@ def run(
         continuation=cont,
         **merged.fields,
     )
-    return execute(request, on_event=on_event)
+    if repeats == 1:
+        return execute(request, on_event=on_event)
+    from replayer.verbs.repeat import check_repeats, repeated, reruns_of, write_determinism
+
+    check_repeats(repeats)
+    result = execute(request, on_event=on_event)
+    write_determinism(Path(out), repeated(result.request, reruns_of(Path(out)), repeats, on_event=on_event))
+    return result
+
+
+def determinism_of(out: PathLike) -> Determinism:
+    """The determinism rate `run(..., repeats=R)` wrote into `out`."""
+    from replayer.floor.determinism import DETERMINISM, Determinism
+
+    return Determinism.model_validate_json((Path(out) / DETERMINISM).read_bytes())
 
 
 def _run_continuation(merged: Merged, options: RunOptions, continue_agent: bool) -> ContinueRequest | None:
@@ -452,17 +470,21 @@ def verify(
     specs: Sequence[str],
     verdicts: PathLike | None = None,
     on_verdict: Callable[[Verdict, Path], None] = lambda verdict, stored: None,
+    repeats: int = 1,
 ) -> list[Verdict]:
     """Probe each AGENT@VERSION at every boundary and store its verdict (in `verdicts`, default the
     setting's); every spec is checked before the first probe starts. `on_verdict` hears each verdict and
-    where it is stored, as it comes."""
+    where it is stored, as it comes. `repeats` > 1 reruns each probe session that many times in fresh
+    containers and stores its determinism rate in the verdict."""
     from replayer.floor import bundles
     from replayer.floor import verdicts as store
+    from replayer.verbs.repeat import check_repeats
     from replayer.verbs.verify import verify as run_probe
 
+    check_repeats(repeats)
     found = []
     for agent, version in [bundles.parse_spec(spec) for spec in specs]:
-        verdict = run_probe(agent, version)
+        verdict = run_probe(agent, version, repeats=repeats)
         on_verdict(verdict, store.store(verdict, Path(verdicts) if verdicts is not None else None))
         found.append(verdict)
     return found

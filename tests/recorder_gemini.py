@@ -84,7 +84,26 @@ def scenarios() -> list[recording.Scenario]:
             ],
         ),
     )
-    return [tools, shell]
+    s = "grep_fallback"
+    fallback = recording.Scenario(
+        name=s,
+        files={"calc.py": CALC, "notes.txt": "one\ntwo\nthree\n"},
+        prompts=["Where is add()?"],
+        script=Script(
+            model=MODEL,
+            turns=[
+                turn(call(s, 1, "grep_search", pattern="def add")),
+                turn(call(s, 2, "grep_search", pattern="two", dir_path="notes.txt")),
+                turn(call(s, 3, "grep_search", pattern="no such text")),
+                turn(TextBlock(text="In calc.py.")),
+            ],
+        ),
+    )
+    return [tools, shell, fallback]
+
+
+SETTINGS = {"grep_fallback": {"tools": {"useRipgrep": False}}}
+"""A scenario's own settings: grep_fallback is recorded by the CLI's grep fallback (no ripgrep)."""
 
 
 def record(scenario: recording.Scenario, dest: Path) -> Path:
@@ -97,6 +116,7 @@ def record(scenario: recording.Scenario, dest: Path) -> Path:
             home=paths["home"],
             sockets=paths["sock"],
             script=scenario.script,
+            settings=SETTINGS.get(scenario.name),
         )
         chats = paths["home"] / ".gemini" / "tmp"
         sessions = sorted(p for p in chats.rglob("chats/session-*") if p.suffix in (".json", ".jsonl"))

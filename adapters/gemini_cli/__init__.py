@@ -21,7 +21,7 @@ from replayer.adapters.base import (
     Rebuild,
     copy_continued,
 )
-from replayer.adapters.gemini_cli import bundle, session, wire
+from replayer.adapters.gemini_cli import backend, bundle, session, wire
 from replayer.adapters.gemini_cli.gate import GeminiResumeGate
 from replayer.adapters.gemini_cli.rerun import WORK_MOUNT, GeminiRerunner
 from replayer.bridges.gemini import GeminiDialect, ScriptedGemini, tools_to_chat
@@ -163,7 +163,7 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, dirs: RunDirs, budgets: Budgets
     ) -> GeminiRerunner:
-        bundle.write_settings(dirs.home)
+        bundle.write_settings(dirs.home, backend.settings(backend.recorded_backend(trajectory.steps)))
         return GeminiRerunner(trajectory, sandbox, dirs.work(WORK), budgets)
 
     def rebuild(
@@ -185,7 +185,7 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
         write_bytes_atomic(
             home / ".gemini" / "projects.json", orjson.dumps(projects, option=orjson.OPT_INDENT_2)
         )
-        bundle.write_settings(home)
+        bundle.write_settings(home, backend.settings(backend.recorded_backend(trajectory.steps)))
         return Rebuild(
             native_files=[path],
             expected_prefix=wire.resume_contents(messages, bundle.resume_rules()),

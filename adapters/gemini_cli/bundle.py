@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -130,5 +131,7 @@ def run_argv(prompt: str, resume: str | None = None, model: str | None = None) -
     return cli_argv(*argv)
 
 
-def write_settings(home: Path) -> None:
-    write_bytes_atomic(home / ".gemini" / "settings.json", orjson.dumps(SETTINGS, option=orjson.OPT_INDENT_2))
+def write_settings(home: Path, extra: dict[str, Any] | None = None) -> None:
+    """SETTINGS, and `extra`'s sections (the recording's grep backend: backend.py)."""
+    found = {**SETTINGS, **(extra or {})}
+    write_bytes_atomic(home / ".gemini" / "settings.json", orjson.dumps(found, option=orjson.OPT_INDENT_2))

@@ -93,6 +93,7 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
     probe_shell = {"execute_bash": {"command": COMMAND, "security_risk": "LOW"}}
     probe_read = {"str_replace_editor": {"command": "view", "path": PATH, "security_risk": "LOW"}}
     probe_finish = ("finish", {"message": "done"})
+    probe_model = "openai/fake-model"  # a bare event list names no LiteLLM model
 
     @classmethod
     def detect(cls, head: list[Any]) -> bool:

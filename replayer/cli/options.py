@@ -276,3 +276,16 @@ def one_line(message: str) -> str:
     """An error message as one bounded line: a refusal never echoes a huge input back."""
     line = " ".join(message.split())
     return line if len(line) <= _MESSAGE_CHARS else line[: _MESSAGE_CHARS - 1] + "…"
+
+
+Repeat = Annotated[
+    int,
+    typer.Option(
+        "--repeat",
+        metavar="R",
+        min=1,
+        max=100,
+        help="Rerun the prefix R times, each in a fresh container, and report how often each tool's calls "
+        "come back exactly as recorded and what varies (determinism.json).",
+    ),
+]

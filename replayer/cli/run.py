@@ -11,6 +11,7 @@ from replayer import api
 from replayer.cli import options as opts
 from replayer.cli.app import command, console
 from replayer.floor import settings
+from replayer.floor.determinism import DETERMINISM, summary
 from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput
 from replayer.floor.models import ReplayResult
 from replayer.floor.options import RunOptions, declared
@@ -59,6 +60,7 @@ def run(
     limits: opts.LimitsOpt = None,
     agent_version: opts.AgentVersion = None,
     require_verified: opts.RequireVerified = False,
+    repeat: opts.Repeat = 1,
     json: opts.JsonOpt = False,
     quiet: opts.Quiet = False,
     verbose: opts.Verbose = False,
@@ -72,6 +74,7 @@ def run(
       replayer run session.jsonl -n 3 -w repo/ -o replay/ --continue --upstream URL --record-cassette tape/
       replayer run session.jsonl -n 3 -w repo/ -o again/ --continue --cassette tape/
       replayer run session.jsonl -n all -w repo/ -o prefixes/   # one replay, prefixes/after-K/ each
+      replayer run session.jsonl -n 5 -w repo/ -o replay/ --repeat 3   # + replay/determinism.json
     """
     if (cassette or record_cassette) and not continue_:
         raise typer.BadParameter(
@@ -87,6 +90,8 @@ def run(
         )
     options = opts.given(locals(), declared(RunOptions))
     if _one_boundary(after_step) is None:
+        if repeat > 1:
+            raise typer.BadParameter("--repeat takes one boundary", param_hint="--repeat")
         _run_boundaries(trajectory, after_step, workspace, out, continue_, json, quiet, verbose, options)
         return
     with opts._progress(json, quiet, verbose) as progress:
@@ -97,9 +102,22 @@ def run(
             out,
             continue_agent=continue_,
             on_event=progress,
+            repeats=repeat,
             **options,
         )
-    opts._report(result, out, json)
+    rate = api.determinism_of(out) if repeat > 1 else None
+    if json and rate is not None:
+        opts.emit_json(
+            {
+                "out": str(out.absolute()),
+                **result.model_dump(mode="json"),
+                "determinism": rate.model_dump(mode="json"),
+            }
+        )
+    else:
+        opts._report(result, out, json)
+    if rate is not None and not json:
+        console.print(f"determinism: {summary(rate)} ({out / DETERMINISM})", highlight=False, markup=False)
     failure = api.continuation_error(result.continuation, out)
     if failure is not None:
         raise failure

@@ -8,6 +8,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from replayer.floor import settings
+from replayer.floor.determinism import Determinism
 from replayer.floor.io import write_bytes_atomic
 from replayer.floor.pins import bundles_root, pinned_version
 from replayer.floor.release import __version__ as REPLAYER_VERSION
@@ -39,6 +40,8 @@ class Verdict(BaseModel):
     """The boundaries of the version's own probe session that were replayed and continued."""
     checks: list[Check]
     checked_at: str
+    determinism: Determinism | None = None
+    """`verify --repeat R`: the probe session's longest prefix rerun R times in fresh containers."""
 
 
 # where verdicts live ------------------------------------------------------------------------------

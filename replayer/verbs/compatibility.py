@@ -21,19 +21,56 @@ def table(verdicts: list[Verdict]) -> str:
         "|---|---|---|---|---|---|---|",
     ]
     pins = load_pins().agents
+    by_version = {(v.agent, v.version): v for v in verdicts}
     for agent, pin in sorted(pins.items()):
-        rows.append(f"| {agent} | {pin.version} | verified (pinned: the test suite) | | | | |")
-    for v in sorted(verdicts, key=lambda v: (v.agent, release(v.version), v.version)):
+        probed = by_version.get((agent, pin.version))
+        if probed is None or not probed.passed:
+            rows.append(f"| {agent} | {pin.version} | verified (pinned: the test suite) | | | | |")
+        else:
+            rows.append(_row(probed, "verified (pinned: the test suite; probe passed)"))
+    for v in sorted(verdicts, key=_order):
+        if pins.get(v.agent) is not None and pins[v.agent].version == v.version and v.passed:
+            continue
         failed = next((c for c in v.checks if not c.passed), None)
         verdict = (
             "verified" if v.passed else f"not verified: {failed.name if failed else 'too few boundaries'}"
         )
-        tools = ", ".join(f"`{t}`" for t in v.probe_tools) or "text actions"
-        bounds = ", ".join(map(str, v.boundaries))
-        rows.append(
-            f"| {v.agent} | {v.version} | {verdict} | {tools} | {bounds} | {v.probe} | {v.checked_at[:10]} |"
-        )
-    return "\n".join(rows)
+        rows.append(_row(v, verdict))
+    rates = determinism_table(verdicts)
+    return "\n".join([*rows, "", *rates] if rates else rows)
+
+
+def _order(v: Verdict) -> tuple[object, ...]:
+    return (v.agent, release(v.version), v.version)
+
+
+def _row(v: Verdict, verdict: str) -> str:
+    tools = ", ".join(f"`{t}`" for t in v.probe_tools) or "text actions"
+    bounds = ", ".join(map(str, v.boundaries))
+    return f"| {v.agent} | {v.version} | {verdict} | {tools} | {bounds} | {v.probe} | {v.checked_at[:10]} |"
+
+
+def determinism_table(verdicts: list[Verdict]) -> list[str]:
+    """Per verified version and tool: of R reruns of the probe session (`verify --repeat R`), how many
+    reproduced the recorded observation exactly, and what varied in the others."""
+    rows = [
+        "Determinism rate (`replayer verify AGENT@VERSION --repeat R`: the probe session's longest prefix "
+        "rerun R times, each in a fresh container; a rerun is exact when its observation is the recorded "
+        "one, character for character):",
+        "",
+        "| agent | version | tool | calls | repeats | exact | rate | what varies |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    rated = [v for v in sorted(verdicts, key=_order) if v.determinism is not None and v.passed]
+    for v in rated:
+        assert v.determinism is not None
+        for t in v.determinism.tools:
+            varies = ", ".join(t.varies) or "nothing"
+            rows.append(
+                f"| {v.agent} | {v.version} | `{t.tool}` | {t.calls} | {v.determinism.repeats} | "
+                f"{t.exact}/{t.reruns} | {t.rate:.2f} | {varies} |"
+            )
+    return rows if rated else []
 
 
 def rendered(doc: str, verdicts: list[Verdict]) -> str:

@@ -29,11 +29,13 @@ from replayer.adapters import REGISTRY, Adapter, adapter_class, by_name
 from replayer.adapters.base import COMMAND, PATH, filled
 from replayer.bridges.scripted import LoggedRequest, Script, TextBlock, ToolUseBlock, Turn
 from replayer.bridges.tools import tool_names
+from replayer.floor.determinism import Determinism
 from replayer.floor.errors import PlanRefused, ReplayError
 from replayer.floor.models import ContinueRequest, ReplayRequest, ReplayResult
 from replayer.floor.pins import release
 from replayer.floor.release import __version__ as REPLAYER_VERSION
 from replayer.floor.verdicts import Check, Verdict
+from replayer.verbs.repeat import check_repeats, repeated, reruns_of
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -169,7 +171,7 @@ def _replay(
             boundary_prompt=prompt,
             max_steps=max_steps,
             idle_timeout_s=120,
-            model=model,
+            model=model or adapter.probe_model,
         )
         request = ReplayRequest(
             mode="run",
@@ -201,8 +203,11 @@ def first_request(
     return probe, result, next((r.body for r in log if r.main_thread), None)
 
 
-def verify(agent: str, version: str, work: Path | None = None) -> Verdict:
-    """Run the probe at `version` and return its verdict (`verdicts.store` keeps it)."""
+def verify(agent: str, version: str, work: Path | None = None, repeats: int = 1) -> Verdict:
+    """Run the probe at `version` and return its verdict (`verdicts.store` keeps it). With `repeats` > 1,
+    the probe session's longest prefix is rerun that many times in fresh containers (the last boundary's
+    replay is the first) and the verdict holds its determinism rate."""
+    check_repeats(repeats)
     probe = probe_for(agent, version)
     adapter = by_name(agent)
     source = FIXTURES / probe.recording
@@ -231,6 +236,7 @@ def verify(agent: str, version: str, work: Path | None = None) -> Verdict:
         checks.append(_continued("probe recorded by the version's own CLI", recorded))
         session = _continued_native(root / "record", recorded)
         boundaries: list[int] = []
+        rate: Determinism | None = None
         if session is not None:
             from replayer.pipeline.engine import load
 
@@ -247,9 +253,11 @@ def verify(agent: str, version: str, work: Path | None = None) -> Verdict:
                 result, _ = replay(kept, k, f"boundary-{k}", Script(turns=script.final), None)
                 checks.append(_continued(f"boundary {k}: gate and continuation", result))
                 checks.append(_exact(f"boundary {k}: reruns", result))
+            if repeats > 1 and boundaries:
+                rate = repeated(result.request, reruns_of(root / f"boundary-{boundaries[-1]}"), repeats, root)
         else:
             checks.append(Check(name="the version's own probe session", passed=False, detail="not written"))
-    return verdict_of(agent, version, probe, checks, offered, script.turns, boundaries)
+    return verdict_of(agent, version, probe, checks, offered, script.turns, boundaries, rate)
 
 
 def verdict_of(
@@ -260,6 +268,7 @@ def verdict_of(
     offered: list[str],
     turns: list[Turn],
     boundaries: list[int],
+    rate: Determinism | None = None,
 ) -> Verdict:
     """The verdict: passed when every check passed and at least two boundaries were replayed."""
     return Verdict(
@@ -272,6 +281,7 @@ def verdict_of(
         probe_tools=sorted({b.name for t in turns for b in t.blocks if isinstance(b, ToolUseBlock)}),
         boundaries=boundaries,
         checks=checks,
+        determinism=rate,
         checked_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )
 

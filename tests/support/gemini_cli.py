@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 from replayer.adapters.gemini_cli import bundle
 from replayer.bridges.gemini import ScriptedGemini
@@ -18,13 +19,20 @@ MODEL = "gemini-2.5-flash"
 
 
 def run_gemini(
-    *, prompts: list[str], workspace: Path, home: Path, sockets: Path, script: Script
+    *,
+    prompts: list[str],
+    workspace: Path,
+    home: Path,
+    sockets: Path,
+    script: Script,
+    settings: dict[str, Any] | None = None,
 ) -> tuple[list[bytes], list[dict]]:
-    """The first prompt starts a session (`-p`), each further one resumes it (`--resume <id>`). Returns
-    each run's stdout (one JSON object with the session id) and the upstream log."""
+    """The first prompt starts a session (`-p`), each further one resumes it (`--resume <id>`); `settings`
+    adds sections to the CLI's settings.json. Returns each run's stdout (one JSON object with the session
+    id) and the upstream log."""
     import orjson
 
-    bundle.write_settings(home)
+    bundle.write_settings(home, settings)
     stdout: list[bytes] = []
     with ScriptedGemini(script, unix_path=sockets / "upstream.sock") as upstream:
         binds = {CWD: (workspace, False), bundle.HOME: (home, False), SOCK_DIR: (sockets, False)}
