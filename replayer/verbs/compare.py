@@ -39,6 +39,7 @@ from replayer.floor.models import (
     Variant,
     VariantSummary,
 )
+from replayer.floor.pins import running_version
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
 from replayer.pipeline import agent_version as versions
@@ -62,10 +63,15 @@ def variant_continuation(defaults: ContinueRequest, variant: Variant) -> Continu
 
 
 def _preflight(
-    request: CompareRequest, adapter: Adapter, traj: Trajectory, on_event: OnEvent = ignore
+    request: CompareRequest,
+    adapter: Adapter,
+    traj: Trajectory,
+    replay_version: str,
+    on_event: OnEvent = ignore,
 ) -> None:
-    """Every refusal a variant would meet, before any container starts (the engine's own checks); a
-    variant's version the cache lacks is installed (`on_event` hears it)."""
+    """Every refusal a variant would meet, before any container starts (the engine's own checks, each
+    asked of the version that continues: the variant's, else the replay's `replay_version`); a variant's
+    version the cache lacks is installed (`on_event` hears it)."""
     steps.check_cwd(traj)
     if isinstance(request.workspace, Path):  # a repository is checked out by the replay
         steps.check_workspace(request.workspace)
@@ -83,13 +89,14 @@ def _preflight(
                 f"variant {variant.name}: no upstream: {NO_UPSTREAM_HELP} "
                 "(or upstream=URL|mock in the variant, or the upstream setting)"
             )
-        steps.check_continuable(adapter, traj, cont, f"variant {variant.name}: ")
+        if variant.spec.version:
+            bundles.ensure(adapter.name, variant.spec.version, on_event=on_event)
+        with running_version(adapter.name, variant.spec.version or replay_version):
+            steps.check_continuable(adapter, traj, cont, f"variant {variant.name}: ")
         if cont.cassette is None:
             steps.upstream_key(cont, adapter)
         else:
             steps.check_cassettes(cont, traj, request.after_step)
-        if variant.spec.version:
-            bundles.ensure(adapter.name, variant.spec.version, on_event=on_event)
         patch = variant.spec.patch
         if patch is not None and not patch.is_file():
             raise BadInput(f"variant {variant.name}: patch {patch} is not a readable file")
@@ -279,10 +286,10 @@ def compare(
 
     started = time.monotonic()
     adapter, traj = load(request.trajectory, request.task, request.cwd, request.session)
-    _preflight(request, adapter, traj, on_event)
     version = versions.resolve(  # the replay's, as execute resolves it: the forks start before it
         adapter, traj.agent_version, traj.agent_version_inferred, request.agent_version, traj.runs_as
     )
+    _preflight(request, adapter, traj, version.version, on_event)
     client = connect()
     compare_id = f"cmp-{uuid.uuid4().hex[:10]}"
     local = request.workspace if isinstance(request.workspace, Path) else None  # a clone is the cache's
