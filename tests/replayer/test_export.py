@@ -37,7 +37,8 @@ def test_every_prefix_is_a_record_that_datasets_loads(tmp_path: Path) -> None:
         for r in records
         if r["metadata"]["agent"] == "mini_swe_agent"
     }
-    assert sorted(len(t) for t in mini_tools.values()) == [0, 0, 1], (
+    lengths = sorted(len(t) for t in mini_tools.values())
+    assert len(lengths) >= 3 and lengths[-1] == 1 and set(lengths[:-1]) == {0}, (
         "bash in tool-call mode only (not text, not 1.x)"
     )
     assert {t["function"]["name"] for t in claude["tools"]} >= {"Bash", "Read", "Edit", "Write"}

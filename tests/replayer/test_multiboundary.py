@@ -25,7 +25,8 @@ AGENTS = {
     "codex": ("codex/exec/rollout.jsonl", (4, 9)),
     "gemini_cli": ("gemini_cli/shell/session.jsonl", (1, 2)),
     "mini_swe_agent": ("mini_swe_agent/toolcall/trajectory.traj.json", (3, 6)),
-    "opencode": ("opencode/tools/export.json", (3, 6)),
+    # not `tools`: its grep answers in ripgrep's parallel walk order, which differs from run to run
+    "opencode": ("opencode/two_runs/export.json", (1, 3)),
     "openhands": ("openhands/v1/conversation", (2, 4)),
     "pi": ("pi/tools/session.jsonl", (3, 5)),
 }

@@ -153,14 +153,14 @@ def test_rerun_from_the_other_forms(form: str, tmp_path: Path) -> None:
 def test_an_event_log_alone_takes_its_prompt_from_task(tmp_path: Path) -> None:
     lone = tmp_path / "run.jsonl"
     shutil.copyfile(OPENCODE.fixture("tools") / "events.jsonl", lone)
-    proc = replayer("prepare", str(lone), "-n", "2", "-o", str(tmp_path / "no"))
-    assert proc.returncode == 3 and "--task" in proc.stderr
+    stood_in = _cli("prepare", lone, 2, tmp_path / "no")  # the reruns start; only a continuation needs it
+    assert any("stores no user prompt" in n and "--task" in n for n in stood_in["parse_notes"])
     task = orjson.loads((OPENCODE.fixture("tools") / "meta.json").read_bytes())["task"]
     result = _cli("prepare", lone, 2, tmp_path / "out", "--task", task)
     assert result["version"]["source"] == "default", "an event log names no CLI version"
     expected = orjson.loads((tmp_path / "out" / "expected_prefix.json").read_bytes())
     assert expected == _request_after("tools", expected)
-    assert sorted(tmp_path.iterdir()) == [tmp_path / "out", lone], "nothing written beside the input"
+    assert sorted(tmp_path.iterdir()) == [tmp_path / "no", tmp_path / "out", lone], "nothing beside the input"
 
 
 def test_task_is_refused_for_a_format_that_stores_its_prompt(tmp_path: Path) -> None:
