@@ -177,7 +177,7 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
         if path is None:
             return None
         continued = self.native(rollout.parse(path))
-        kept = [r for r in continued.records if r.get("type") in rollout.KEPT_TYPES]
+        kept = [r for r in continued.records if rollout.kept_record(r)]
         return rollout.wire_input(continued, kept)
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """What `codex exec resume` runs with, and what each version then inserts into the first request.
 
-The continuation runs with the recorded turn context where the container can host it: the model and its
-reasoning effort (`effort`, written into the rebuilt config.toml) are the last recorded `turn_context`'s. Two settings cannot be:
+The continuation runs with the recorded turn context where the container can host it: the model, its
+reasoning effort (`effort`) and the personality (written into the rebuilt config.toml) are the last recorded
+`turn_context`'s. Two settings cannot be:
 - the sandbox: codex's own Linux sandbox for `read-only` and `workspace-write` (bwrap from 0.1xx, Landlock
   before) needs user namespaces, which the container's seccomp profile does not grant (every command fails
   with `bwrap: No permissions to create a new namespace`, observed with 0.142.0); the container is the
@@ -25,6 +26,7 @@ from replayer.floor.pins import release
 RUN_SANDBOX = "danger-full-access"
 RUN_APPROVAL = "never"
 PERMISSIONS = "<permissions instructions>"
+PERSONALITY = "<personality_spec>"
 PERMISSION_NOTICES_FROM = (0, 101)
 """The oldest release seen writing permission notices (0.58.0's binary has none)."""
 NOTICES_ON_CHANGE_FROM = (0, 125)
@@ -74,6 +76,14 @@ class TurnSettings(BaseModel):
     sandbox: str | None = None
     approval: str | None = None
     effort: str | None = None
+    personality: str | None = None
+    """The Desktop app's and TUI's communication style (`friendly`, `pragmatic`, `none`; about 0.1xx on): a
+    CLI resuming under another one inserts a `<personality_spec>` message (0.117.0 observed on a real
+    rollout recorded `friendly`), so the continuation keeps it."""
+    rolled_back: bool = False
+    """The prefix holds a rollback (`thread_rolled_back`): the CLI resuming it has lost the context baseline
+    the notices are diffed against and inserts the permission notice again (0.117.0 observed, settings
+    unchanged)."""
 
 
 def recorded(records: list[rollout.Record]) -> TurnSettings:
@@ -88,8 +98,10 @@ def recorded(records: list[rollout.Record]) -> TurnSettings:
             sandbox=_text(sandbox),
             approval=_text(payload.get("approval_policy")),
             effort=_text(payload.get("effort")),
+            personality=_text(payload.get("personality")),
+            rolled_back=rollout.rolled_back(records),
         )
-    return TurnSettings()
+    return TurnSettings(rolled_back=rollout.rolled_back(records))
 
 
 def _text(value: Any) -> str | None:
@@ -112,6 +124,15 @@ def insertions(version: str, settings: TurnSettings) -> tuple[Insertion, ...]:
     at = release(version)
     differs = changed(settings)
     every_resume = PERMISSION_NOTICES_FROM <= at < NOTICES_ON_CHANGE_FROM
+    if settings.rolled_back and at >= PERMISSION_NOTICES_FROM:
+        differs = differs or ["inserted again after the rollback the rollout records"]
+        found.append(
+            Insertion(
+                mark=PERSONALITY,
+                why=f"a {PERSONALITY} item (inserted again after the rollback the rollout records)",
+                role="developer",
+            )
+        )
     if every_resume:
         differs = differs or ["inserted on every resume by this version"]
         found.append(
