@@ -156,10 +156,11 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
         write_bytes_atomic(path, rollout.to_jsonl(records))
         write_bytes_atomic(
             home / ".codex" / "config.toml",
-            config_toml(self.default_model(trajectory), _provider(native), turn=turn).encode(),
+            config_toml(turn.model or self.default_model(trajectory), _provider(native), turn=turn).encode(),
         )
         return Rebuild(
             native_files=[path],
+            model=turn.model,
             expected_prefix=rollout.wire_input(native, records),
             agent_home=home,
             continuation=CodexContinuation(

@@ -75,6 +75,9 @@ class TurnSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     sandbox: str | None = None
     approval: str | None = None
+    model: str | None = None
+    """The model of the prefix's last turn (a session may switch between turns: a resume under another one
+    inserts a `<model_switch>` message)."""
     effort: str | None = None
     personality: str | None = None
     """The Desktop app's and TUI's communication style (`friendly`, `pragmatic`, `none`; about 0.1xx on): a
@@ -97,6 +100,7 @@ def recorded(records: list[rollout.Record]) -> TurnSettings:
         return TurnSettings(
             sandbox=_text(sandbox),
             approval=_text(payload.get("approval_policy")),
+            model=_text(payload.get("model")),
             effort=_text(payload.get("effort")),
             personality=_text(payload.get("personality")),
             rolled_back=rollout.rolled_back(records),
