@@ -123,6 +123,8 @@ class StartingState(Frozen):
 
 
 CwdSource = Literal["recorded", "inferred", "stated"]
+ASKS_FOR_CWD = ": give --cwd"
+"""How a parse note that asks for the working directory ends: dropped once --cwd gives it or it is inferred."""
 
 NativeT = TypeVar("NativeT")
 

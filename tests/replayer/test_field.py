@@ -626,3 +626,15 @@ def test_the_codex_gate_reads_a_context_message_of_several_parts() -> None:
     assert route(message("developer", *bundle, "<collaboration_mode>plan")) == "refuse"
     unchanged = turn.model_copy(update={"rolled_back": False})
     assert route(message("developer", *bundle), unchanged) == "refuse", "no rollback: nothing to reinsert"
+
+
+def test_the_note_asking_for_the_cwd_goes_once_it_is_given(tmp_path: Path) -> None:
+    """The 0.34.0 session's folder hashes to none of its paths: the note asks for --cwd until it is given."""
+    path = str(FIELD / AIM_034)
+    asked = orjson.loads(replayer("inspect", path, "--json", check=True).stdout)
+    assert any(n.endswith("give --cwd") for n in asked["parse_notes"]) and asked["cwd"] is None
+    given = orjson.loads(replayer("inspect", path, "--json", "--cwd", "/home/kingb/aim", check=True).stdout)
+    assert given["cwd_source"] == "stated" and not any("--cwd" in n for n in given["parse_notes"])
+    out = tmp_path / "out"
+    replayer("prepare", path, "-n", "1", "--cwd", "/home/kingb/aim", "-o", str(out), check=True)
+    assert not any("--cwd" in n for n in orjson.loads((out / "result.json").read_bytes())["parse_notes"])
