@@ -78,6 +78,8 @@ MULTI = {
     "openhands/multi-swe-bench-example-output.jsonl",
     # a session and its subagent's file, where the CLI keeps them (tests/replayer/test_subagent_files.py)
     "claude_code/spotter-2.1.39",
+    # three `opencode run --format json` runs appended to one log (below)
+    "opencode/repo-explainer-kubernetes-3-runs-format-json.jsonl",
 }
 
 
@@ -159,6 +161,14 @@ RUN = {
         ("--task", "Summarize this repository."),
     ),
     "openhands/v1-sdk-gpt4omini-pwd": (1, "openhands 1.34.0", None, ()),
+    # the first of three runs appended to one log: its prompt is not in the log (given), its directory is
+    # where its write resolved a relative path
+    "opencode/repo-explainer-kubernetes-3-runs-format-json.jsonl": (
+        2,
+        "opencode 1.18.33",
+        b"root root",
+        ("--session", "ses_41198ad99ffe5ywIptV4Z4x4MH", "--task", "Write planning/overview.md."),
+    ),
     "pi/pi-mono-large-session.jsonl": (1, "pi 0.73.1", b"ENOENT", ()),
 }
 ENDING = {
@@ -638,3 +648,29 @@ def test_the_note_asking_for_the_cwd_goes_once_it_is_given(tmp_path: Path) -> No
     out = tmp_path / "out"
     replayer("prepare", path, "-n", "1", "--cwd", "/home/kingb/aim", "-o", str(out), check=True)
     assert not any("--cwd" in n for n in orjson.loads((out / "result.json").read_bytes())["parse_notes"])
+
+
+APPENDED = FIELD / "opencode" / "repo-explainer-kubernetes-3-runs-format-json.jsonl"
+KUBERNETES = "/Users/saadkhalid/Projects/repo-explainer/tmp/kubernetes/kubernetes"
+
+
+def test_appended_opencode_runs_are_listed_and_each_prepares(tmp_path: Path) -> None:
+    """Three `opencode run --format json` runs one after another in one file: listed as sessions; each one
+    chosen reads alone, in the folder its write resolved its relative path in (`metadata.filepath`); the
+    delegating run's `task` calls are named as sub-agent sessions."""
+    listing = orjson.loads(replayer("inspect", str(APPENDED), "--json", check=True).stdout)
+    sessions = [s["id"] for s in listing["sessions"]]
+    assert len(sessions) == 3 and listing["steps"] == []
+    first, delegating, last = sessions
+    report = orjson.loads(replayer("inspect", str(APPENDED), "--session", first, "--json", check=True).stdout)
+    assert (report["cwd"], report["cwd_source"]) == (KUBERNETES, "inferred")
+    assert [c["tool"] for s in report["steps"] for c in s["calls"]] == ["bash", "write"]
+    tasks = orjson.loads(
+        replayer("inspect", str(APPENDED), "--session", delegating, "--json", check=True).stdout
+    )
+    assert {c["kind"] for s in tasks["steps"] for c in s["calls"]} == {"unknown"}
+    for session in (first, last):
+        out = tmp_path / session
+        replayer("prepare", str(APPENDED), "--session", session, "-n", "2", "-o", str(out), check=True)
+        result = orjson.loads((out / "result.json").read_bytes())
+        assert (result["cwd"], result["session_id"]) == (KUBERNETES, session)
