@@ -29,11 +29,12 @@ PERMISSIONS = "<permissions instructions>"
 PERSONALITY = "<personality_spec>"
 PERMISSION_NOTICES_FROM = (0, 101)
 """The oldest release seen writing permission notices (0.58.0's binary has none)."""
-NOTICES_ON_CHANGE_FROM = (0, 125)
-"""From this release (observed: 0.125, 0.142, 0.171) a resume inserts a permission notice only when the settings
-differ from the recorded turn context; before it (observed: 0.101) every resume inserts the initial context
-again: the notice, the `# AGENTS.md instructions` user message (AGENTS.md and the skills list) and an
-`<environment_context>`."""
+NOTICES_ON_CHANGE_FROM = (0, 117)
+"""From this release (observed: 0.117, 0.125, 0.142, 0.171) a resume inserts a permission notice only when the
+settings differ from the recorded turn context; before it (observed: 0.101, 0.104) every resume inserts the
+initial context again: the notice, the recorded personality's `<personality_spec>`, the `# AGENTS.md
+instructions` user message (AGENTS.md and the skills list) and an `<environment_context>`. 0.105 to 0.116 are
+taken as 0.104."""
 AGENTS_MD = "# AGENTS.md instructions for "
 
 
@@ -128,24 +129,14 @@ def insertions(version: str, settings: TurnSettings) -> tuple[Insertion, ...]:
     at = release(version)
     differs = changed(settings)
     every_resume = PERMISSION_NOTICES_FROM <= at < NOTICES_ON_CHANGE_FROM
-    if settings.rolled_back and at >= PERMISSION_NOTICES_FROM:
-        differs = differs or ["inserted again after the rollback the rollout records"]
-        found.append(
-            Insertion(
-                mark=PERSONALITY,
-                why=f"a {PERSONALITY} item (inserted again after the rollback the rollout records)",
-                role="developer",
-            )
-        )
+    # after a rollback (0.117.0 observed) the CLI has lost the baseline the notices are diffed against
+    again = "inserted again after the rollback the rollout records" if settings.rolled_back else None
     if every_resume:
-        differs = differs or ["inserted on every resume by this version"]
-        found.append(
-            Insertion(
-                mark=AGENTS_MD,
-                why="a # AGENTS.md instructions item (inserted on every resume by this version)",
-                role="user",
-            )
-        )
+        again = "inserted on every resume by this version"
+        found.append(Insertion(mark=AGENTS_MD, why=f"a # AGENTS.md instructions item ({again})", role="user"))
+    if again is not None and at >= PERMISSION_NOTICES_FROM:
+        differs = differs or [again]
+        found.append(Insertion(mark=PERSONALITY, why=f"a {PERSONALITY} item ({again})", role="developer"))
     if differs and at >= PERMISSION_NOTICES_FROM:
         found.append(
             Insertion(
