@@ -64,6 +64,9 @@ class Rebuild(BaseModel, Generic[ContT]):
     """The isolated agent home (HOME / CODEX_HOME ...) the continuation runs with."""
     continuation: ContT
     """Adapter facts the continuation and its gate need (written to continuation.json)."""
+    model: str | None = None
+    """The model the session ran at the boundary where a session switches models between turns (Codex);
+    None: the adapter's `default_model`."""
 
 
 class Launch(BaseModel):

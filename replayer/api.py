@@ -85,6 +85,7 @@ def inspect(
         parse_notes=traj.parse_notes,
         version=version,
         subagent_of=traj.subagent_of,
+        subagents=traj.subagents,
         steps=[
             InspectStep(
                 index=s.index,

@@ -81,6 +81,7 @@ def parse(path: Path) -> Trajectory:
         parse_notes=notes,
         start=StartingState.of(None, None, session.first("gitBranch")),
         subagent_of=subagent.subagent_of(session, path, session_id, parse),
+        subagents=subagent.subagent_files(session, path, session_id, [*pre_steps, *steps]),
     )
     traj.keep_native(
         Native(

@@ -10,7 +10,10 @@ the parent's id and loads its main thread), so a subagent's file is rerun but no
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import re
+import stat
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +22,16 @@ import orjson
 from replayer.adapters.claude_code.chain import Session, safe_id
 from replayer.floor.errors import ReplayError
 from replayer.floor.io import read_beside
-from replayer.floor.models import SubagentOf, Trajectory
+from replayer.floor.models import Step, SubagentFile, SubagentOf, Trajectory
 
 PARENT_MAX_BYTES = 256 * 1024 * 1024
 """The parent session read to name the call that started the subagent (a long session is tens of MB)."""
+MAX_SUBAGENT_FILES = 200
+"""The subagent files a session lists at most."""
+MAX_SCANNED_ENTRIES = 10_000
+"""The entries of a `subagents/` folder looked at at most."""
+_AGENT_FILE = re.compile(r"agent-([A-Za-z0-9_-]{1,64})\.jsonl")
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def subagent_of(
@@ -90,3 +99,83 @@ def _step_of(parse: Callable[[Path], Trajectory], parent_path: Path, call: str) 
     except (ReplayError, OSError):
         return None
     return next((s.index for s in parent.steps for c in s.calls if c.id == call), None)
+
+
+def subagent_files(session: Session, path: Path, session_id: str, steps: list[Step]) -> list[SubagentFile]:
+    """The subagents' own transcripts of a (main) session where the CLI writes them: every `agent-*.jsonl` of
+    `<sessionId>/subagents/` beside its file (2.1 on), and the `agent-<agentId>.jsonl` beside it of each
+    agent the session names (before 2.1 that folder holds every session's). Listed, not read: no link is
+    followed, only regular files count, at most `MAX_SUBAGENT_FILES`."""
+    if session.subagent_thread or not safe_id(session_id):
+        return []
+    calls = _agent_calls(session)
+    step_of = {c.id: s.index for s in steps for c in s.calls}
+    found: dict[str, Path] = {}
+    for agent_id, file in _in_subagents_folder(path.parent, session_id):
+        found.setdefault(agent_id, file)
+    for agent_id in calls:
+        if agent_id not in found and safe_id(agent_id) and _regular(path.parent, f"agent-{agent_id}.jsonl"):
+            found[agent_id] = path.parent / f"agent-{agent_id}.jsonl"
+    listed = sorted(found.items(), key=lambda item: str(item[1]))[:MAX_SUBAGENT_FILES]
+    return [
+        SubagentFile(
+            file=str(file),
+            agent_id=agent_id,
+            parent_call=calls.get(agent_id),
+            parent_step=step_of.get(calls.get(agent_id) or ""),
+        )
+        for agent_id, file in listed
+    ]
+
+
+def _agent_calls(session: Session) -> dict[str, str]:
+    """agentId -> the session's tool call that started that subagent (its progress records, its result)."""
+    found: dict[str, str] = {}
+    for rec in session.records:
+        data = rec.get("data")
+        if isinstance(data, dict) and isinstance(data.get("agentId"), str):
+            if isinstance(rec.get("parentToolUseID"), str):
+                found.setdefault(data["agentId"], rec["parentToolUseID"])
+            continue
+        result = rec.get("toolUseResult")
+        message = rec.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(result, dict) and isinstance(result.get("agentId"), str) and isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and isinstance(block.get("tool_use_id"), str):
+                    found.setdefault(result["agentId"], block["tool_use_id"])
+    return found
+
+
+def _in_subagents_folder(folder: Path, session_id: str) -> Iterator[tuple[str, Path]]:
+    """(agentId, file) of the regular `agent-*.jsonl` files of `folder/<sessionId>/subagents/`."""
+    fds: list[int] = []
+    try:
+        fds.append(os.open(folder, _DIR_FLAGS))
+        for name in (session_id, "subagents"):
+            fds.append(os.open(name, _DIR_FLAGS, dir_fd=fds[-1]))
+        with os.scandir(fds[-1]) as entries:
+            for n, entry in enumerate(entries):
+                if n >= MAX_SCANNED_ENTRIES:
+                    break
+                match = _AGENT_FILE.fullmatch(entry.name)
+                if match and entry.is_file(follow_symlinks=False):
+                    yield match.group(1), folder / session_id / "subagents" / entry.name
+    except OSError:
+        return
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _regular(folder: Path, name: str) -> bool:
+    try:
+        fd = os.open(folder, _DIR_FLAGS)
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.lstat(name, dir_fd=fd).st_mode)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)

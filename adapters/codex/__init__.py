@@ -156,10 +156,11 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
         write_bytes_atomic(path, rollout.to_jsonl(records))
         write_bytes_atomic(
             home / ".codex" / "config.toml",
-            config_toml(self.default_model(trajectory), _provider(native), turn=turn).encode(),
+            config_toml(turn.model or self.default_model(trajectory), _provider(native), turn=turn).encode(),
         )
         return Rebuild(
             native_files=[path],
+            model=turn.model,
             expected_prefix=rollout.wire_input(native, records),
             agent_home=home,
             continuation=CodexContinuation(
@@ -177,7 +178,7 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
         if path is None:
             return None
         continued = self.native(rollout.parse(path))
-        kept = [r for r in continued.records if r.get("type") in rollout.KEPT_TYPES]
+        kept = [r for r in continued.records if rollout.kept_record(r)]
         return rollout.wire_input(continued, kept)
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:

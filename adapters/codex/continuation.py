@@ -26,11 +26,13 @@ def config_toml(
     """CODEX_HOME/config.toml: the model service is the bridge (reached through the mounted socket), under
     the provider name the rollout records (a CLI refuses to resume a thread under another provider). The
     built-in `openai` provider cannot be redefined: its base URL is set instead. `turn`: the recorded
-    reasoning effort the continuation keeps (the recorded `summary` is the CLI's resolved default "auto"
+    reasoning effort and personality the continuation keeps (the recorded `summary` is the CLI's resolved default "auto"
     where the request sent none: 0.142.0 observed, so it is not set)."""
     head = f'model = "{model}"\n' if model else ""
     if turn is not None and turn.effort:
         head += f"model_reasoning_effort = {_toml_string(turn.effort)}\n"
+    if turn is not None and turn.personality:
+        head += f"personality = {_toml_string(turn.personality)}\n"
     name = provider or "replayer"
     if name == "openai":
         return head + (

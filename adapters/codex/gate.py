@@ -132,9 +132,11 @@ class CodexGate:
         if diff is not None:
             return diff
         for i, item in enumerate(items[n:-1], start=n):
-            text = message_text(item) or ""
             role = item.get("role") if isinstance(item, dict) else None
-            known = next((i.why for i in self.insertions if i.matches(role, text)), None)
+            whys = [
+                next((i.why for i in self.insertions if i.matches(role, t)), None) for t in _part_texts(item)
+            ]
+            known = " and ".join(w for w in whys if w is not None) if whys and None not in whys else None
             if known is None:
                 found = mismatch_at(
                     f"input[{i}]", "the prompt, or a context item the running CLI inserts", item
@@ -156,3 +158,19 @@ class CodexGate:
         out = copy.deepcopy(body)
         del out["input"][len(self.head) - 1]
         return out
+
+
+def _part_texts(item: Item) -> list[str]:
+    """The texts of a message's parts, all input_text (the CLI bundles several context items in one developer
+    message: 0.117.0 observed); [""] for anything else."""
+    text = message_text(item)
+    if text is not None:
+        return [text]
+    content = item.get("content") if isinstance(item, dict) and item.get("type") == "message" else None
+    parts = content if isinstance(content, list) and content else [None]
+    if all(
+        isinstance(p, dict) and p.get("type") == "input_text" and isinstance(p.get("text"), str)
+        for p in parts
+    ):
+        return [str(p["text"]) for p in parts]  # type: ignore[index]
+    return [""]

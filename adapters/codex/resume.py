@@ -1,7 +1,8 @@
 """What `codex exec resume` runs with, and what each version then inserts into the first request.
 
-The continuation runs with the recorded turn context where the container can host it: the model and its
-reasoning effort (`effort`, written into the rebuilt config.toml) are the last recorded `turn_context`'s. Two settings cannot be:
+The continuation runs with the recorded turn context where the container can host it: the model, its
+reasoning effort (`effort`) and the personality (written into the rebuilt config.toml) are the last recorded
+`turn_context`'s. Two settings cannot be:
 - the sandbox: codex's own Linux sandbox for `read-only` and `workspace-write` (bwrap from 0.1xx, Landlock
   before) needs user namespaces, which the container's seccomp profile does not grant (every command fails
   with `bwrap: No permissions to create a new namespace`, observed with 0.142.0); the container is the
@@ -25,13 +26,15 @@ from replayer.floor.pins import release
 RUN_SANDBOX = "danger-full-access"
 RUN_APPROVAL = "never"
 PERMISSIONS = "<permissions instructions>"
+PERSONALITY = "<personality_spec>"
 PERMISSION_NOTICES_FROM = (0, 101)
 """The oldest release seen writing permission notices (0.58.0's binary has none)."""
-NOTICES_ON_CHANGE_FROM = (0, 125)
-"""From this release (observed: 0.125, 0.142, 0.171) a resume inserts a permission notice only when the settings
-differ from the recorded turn context; before it (observed: 0.101) every resume inserts the initial context
-again: the notice, the `# AGENTS.md instructions` user message (AGENTS.md and the skills list) and an
-`<environment_context>`."""
+NOTICES_ON_CHANGE_FROM = (0, 117)
+"""From this release (observed: 0.117, 0.125, 0.142, 0.171) a resume inserts a permission notice only when the
+settings differ from the recorded turn context; before it (observed: 0.101, 0.104) every resume inserts the
+initial context again: the notice, the recorded personality's `<personality_spec>`, the `# AGENTS.md
+instructions` user message (AGENTS.md and the skills list) and an `<environment_context>`. 0.105 to 0.116 are
+taken as 0.104."""
 AGENTS_MD = "# AGENTS.md instructions for "
 
 
@@ -73,7 +76,18 @@ class TurnSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     sandbox: str | None = None
     approval: str | None = None
+    model: str | None = None
+    """The model of the prefix's last turn (a session may switch between turns: a resume under another one
+    inserts a `<model_switch>` message)."""
     effort: str | None = None
+    personality: str | None = None
+    """The Desktop app's and TUI's communication style (`friendly`, `pragmatic`, `none`; about 0.1xx on): a
+    CLI resuming under another one inserts a `<personality_spec>` message (0.117.0 observed on a real
+    rollout recorded `friendly`), so the continuation keeps it."""
+    rolled_back: bool = False
+    """The prefix holds a rollback (`thread_rolled_back`): the CLI resuming it has lost the context baseline
+    the notices are diffed against and inserts the permission notice again (0.117.0 observed, settings
+    unchanged)."""
 
 
 def recorded(records: list[rollout.Record]) -> TurnSettings:
@@ -87,9 +101,12 @@ def recorded(records: list[rollout.Record]) -> TurnSettings:
         return TurnSettings(
             sandbox=_text(sandbox),
             approval=_text(payload.get("approval_policy")),
+            model=_text(payload.get("model")),
             effort=_text(payload.get("effort")),
+            personality=_text(payload.get("personality")),
+            rolled_back=rollout.rolled_back(records),
         )
-    return TurnSettings()
+    return TurnSettings(rolled_back=rollout.rolled_back(records))
 
 
 def _text(value: Any) -> str | None:
@@ -112,15 +129,14 @@ def insertions(version: str, settings: TurnSettings) -> tuple[Insertion, ...]:
     at = release(version)
     differs = changed(settings)
     every_resume = PERMISSION_NOTICES_FROM <= at < NOTICES_ON_CHANGE_FROM
+    # after a rollback (0.117.0 observed) the CLI has lost the baseline the notices are diffed against
+    again = "inserted again after the rollback the rollout records" if settings.rolled_back else None
     if every_resume:
-        differs = differs or ["inserted on every resume by this version"]
-        found.append(
-            Insertion(
-                mark=AGENTS_MD,
-                why="a # AGENTS.md instructions item (inserted on every resume by this version)",
-                role="user",
-            )
-        )
+        again = "inserted on every resume by this version"
+        found.append(Insertion(mark=AGENTS_MD, why=f"a # AGENTS.md instructions item ({again})", role="user"))
+    if again is not None and at >= PERMISSION_NOTICES_FROM:
+        differs = differs or [again]
+        found.append(Insertion(mark=PERSONALITY, why=f"a {PERSONALITY} item ({again})", role="developer"))
     if differs and at >= PERMISSION_NOTICES_FROM:
         found.append(
             Insertion(

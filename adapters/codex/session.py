@@ -35,7 +35,20 @@ IDLESS_ON_WIRE = {"message", "reasoning", "function_call", "custom_tool_call", "
 keep in the rollout: the server's `rs_`/`fc_`/`msg_`/`ws_` ids are not sent back (codex-rs `skip_serializing`
 on the wire)."""
 KEPT_TYPES = {"session_meta", "world_state", "turn_context", "response_item", "compacted"}
-"""What a rebuilt rollout holds: event_msg and token_usage_record are UI and telemetry."""
+"""What a rebuilt rollout holds: event_msg and token_usage_record are UI and telemetry, except a rollback."""
+ROLLED_BACK = "thread_rolled_back"
+"""The event of a rollback (the Desktop app's and TUI's undo of the last turns, e.g. after an interrupt): the
+CLI drops those turns from the history it sends and rebuilds on resume, so a rebuilt rollout keeps it."""
+_CONTEXTUAL_USER = (
+    "# AGENTS.md instructions for ",
+    "<user_instructions>",
+    "<environment_context>",
+    "<skill>",
+    "<user_shell_command>",
+    "<turn_aborted>",
+    "<subagent_notification>",
+)
+"""User messages codex-rs does not count as a user turn (`is_contextual_user_message_content`)."""
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 """A thread id becomes a file name and a command-line argument: no path separators, no leading dash."""
 MAX_DEPTH = ORJSON_DEPTH
@@ -366,7 +379,7 @@ def prefix_records(native: Native, after_step: int, outputs: dict[str, Any]) -> 
     end = native.step_ends[after_step - 1] if after_step else _first_response(native)
     kept: list[Record] = []
     for record in native.records[:end]:
-        if record.get("type") not in KEPT_TYPES:
+        if not kept_record(record):
             continue
         payload = record["payload"]
         call_id = str(payload.get("call_id"))
@@ -422,6 +435,8 @@ def wire_input(native: Native, records: list[Record]) -> list[dict[str, Any]]:
         if record.get("type") == "compacted":
             replacement = record["payload"].get("replacement_history")
             history = [dict(x) for x in replacement] if isinstance(replacement, list) else []
+        elif (turns := _rollback(record)) is not None:
+            history = drop_last_turns(history, turns)
         elif (payload := item(record)) is not None:
             written = bare.without_id(payload) if native.bare_meta is not None else payload  # as_written
             history.append(_wire_item(written, first_party))
@@ -440,6 +455,57 @@ def wire_input(native: Native, records: list[Record]) -> list[dict[str, Any]]:
     if first_party:
         base[PASSTHROUGH] = {"content_item_kinds": ["model.base_instructions"]}
     return [base, *history]
+
+
+def kept_record(record: Record) -> bool:
+    """Whether a rebuilt rollout holds the record."""
+    return record.get("type") in KEPT_TYPES or _rollback(record) is not None
+
+
+def rolled_back(records: list[Record]) -> bool:
+    return any(_rollback(record) for record in records)
+
+
+def _rollback(record: Record) -> int | None:
+    """How many turns a rollback event drops (None: the record is none)."""
+    payload = record.get("payload")
+    if (
+        record.get("type") != "event_msg"
+        or not isinstance(payload, dict)
+        or payload.get("type") != ROLLED_BACK
+    ):
+        return None
+    turns = payload.get("num_turns")
+    return turns if isinstance(turns, int) and turns >= 0 else 0
+
+
+def _message_text(entry: dict[str, Any]) -> str:
+    content = entry.get("content")
+    first = content[0] if isinstance(content, list) and content else None
+    return str(first.get("text", "")) if isinstance(first, dict) else ""
+
+
+def drop_last_turns(history: list[dict[str, Any]], turns: int) -> list[dict[str, Any]]:
+    """codex-rs `drop_last_n_user_turns`: cut at the `turns`-th last user turn (all of them when fewer, keeping
+    what precedes the first), then back over the context updates (developer and contextual user messages)
+    that opened the dropped turn, never past the first turn."""
+    starts = [
+        i
+        for i, entry in enumerate(history)
+        if entry.get("type") == "message"
+        and entry.get("role") == "user"
+        and not _message_text(entry).startswith(_CONTEXTUAL_USER)
+    ]
+    if turns == 0 or not starts:
+        return history
+    cut = starts[0] if turns >= len(starts) else starts[-turns]
+    while cut > starts[0]:
+        entry = history[cut - 1]
+        contextual_user = entry.get("role") == "user" and _message_text(entry).startswith(_CONTEXTUAL_USER)
+        if entry.get("type") != "message" or not (entry.get("role") == "developer" or contextual_user):
+            break
+        cut -= 1
+    return history[:cut]
 
 
 def _wire_item(payload: dict[str, Any], first_party: bool) -> dict[str, Any]:

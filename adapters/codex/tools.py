@@ -46,8 +46,9 @@ DRIVEN_TOOLS = RERUN_TOOLS | {
 }
 """The CLI's built-in tools across versions (`shell` with an argv array until about 0.6x,
 `shell_command`, the experimental file tools): a driven CLI of a version reruns its own."""
-PURE_TOOLS = {"update_plan", "get_goal", "create_goal", "update_goal"}
-"""Their output depends on nothing outside the conversation: the historical one is kept."""
+PURE_TOOLS = {"update_plan", "get_goal", "create_goal", "update_goal", "request_user_input"}
+"""Their output depends on nothing outside the conversation: the historical one is kept (`request_user_input`'s
+is the user's own answer, which no rerun can give again)."""
 
 
 def version() -> str:

@@ -24,7 +24,7 @@ from replayer.adapters.gemini_cli import backend, subagent
 from replayer.adapters.shapes import MAX_DEPTH, Open, check, deep_place
 from replayer.floor.errors import BadInput, bad_record, excerpt
 from replayer.floor.io import read_input
-from replayer.floor.models import Observation, Step, ToolCall, Trajectory
+from replayer.floor.models import ASKS_FOR_CWD, Observation, Step, ToolCall, Trajectory
 
 AGENT = "gemini_cli"
 Record = dict[str, Any]
@@ -83,7 +83,8 @@ def parse(path: Path) -> Trajectory:
     notes = []
     if cwd is None:
         notes.append(
-            "the workspace folder is not in the file (none of its paths hashes to its projectHash): give --cwd"
+            "the workspace folder is not in the file (none of its paths hashes to its projectHash)"
+            + ASKS_FOR_CWD
         )
     parent = subagent.subagent_of(native.metadata, native.messages, path, parse)
     if parent is not None and not steps:

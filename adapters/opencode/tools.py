@@ -33,6 +33,11 @@ def directories(batches: Iterable[list[ToolCall]]) -> Iterator[str]:
                 path = call.input.get("filePath")
                 if not isinstance(path, str):
                     continue
+                if not path.startswith("/"):
+                    root = _resolved_root(call, path)
+                    if root is not None:
+                        yield root
+                    continue
                 output = call.historical.content if call.historical is not None else ""
                 folder = (
                     call.tool == "read" and isinstance(output, str) and "<type>directory</type>" in output
@@ -42,3 +47,15 @@ def directories(batches: Iterable[list[ToolCall]]) -> Iterator[str]:
                 yield call.input["path"]
             elif call.tool == "bash" and isinstance(call.input.get("workdir"), str):
                 yield call.input["workdir"]
+
+
+def _resolved_root(call: ToolCall, relative: str) -> str | None:
+    """The folder a relative `filePath` was resolved against: the tool's own record of the absolute file
+    (`metadata.filepath` of write and edit) less that relative path."""
+    state = call.historical.structured if call.historical is not None else None
+    metadata = state.get("metadata") if isinstance(state, dict) else None
+    resolved = metadata.get("filepath") if isinstance(metadata, dict) else None
+    suffix = "/" + posixpath.normpath(relative)
+    if not isinstance(resolved, str) or relative.startswith("../") or not resolved.endswith(suffix):
+        return None
+    return resolved[: -len(suffix)] or None

@@ -13,6 +13,7 @@ from replayer.cli.options import Cwd, JsonOpt, Session, Task, TrajectoryArg, emi
 from replayer.floor.models import (
     InspectReport,
     StartingState,
+    SubagentFile,
     SubagentOf,
 )
 
@@ -46,6 +47,8 @@ def inspect(
         console.print(f"started from {_start_text(report.start)}", highlight=False, soft_wrap=True)
     if report.subagent_of is not None:
         console.print(subagent_text(report.subagent_of), highlight=False, soft_wrap=True, markup=False)
+    for sub in report.subagents:
+        console.print(subagent_file_text(sub), highlight=False, soft_wrap=True, markup=False)
     table = Table("step", "tools", "call ids", "observed", "kind")
     for step in report.steps:
         notes = (
@@ -101,6 +104,13 @@ def subagent_text(of: SubagentOf) -> str:
         f"{who} of session {of.parent_session_id} ({', '.join(where)}): a run reruns what it holds; "
         "a continuation is refused (continue the parent session)"
     )
+
+
+def subagent_file_text(sub: SubagentFile) -> str:
+    """A subagent's own transcript beside the session (`replayer inspect FILE` shows it)."""
+    where = [f"call {sub.parent_call}"] if sub.parent_call else []
+    where += [f"step {sub.parent_step}"] if sub.parent_step else []
+    return f"subagent {sub.agent_id}: {sub.file}" + (f" (started by {', '.join(where)})" if where else "")
 
 
 def _start_text(start: StartingState) -> str:

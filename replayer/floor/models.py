@@ -123,8 +123,21 @@ class StartingState(Frozen):
 
 
 CwdSource = Literal["recorded", "inferred", "stated"]
+ASKS_FOR_CWD = ": give --cwd"
+"""How a parse note that asks for the working directory ends: dropped once --cwd gives it or it is inferred."""
 
 NativeT = TypeVar("NativeT")
+
+
+class SubagentFile(Frozen):
+    """A subagent's own transcript found beside a parent session (Claude Code's `agent-<agentId>.jsonl`)."""
+
+    file: str
+    agent_id: str
+    parent_call: str | None = None
+    """The session's tool call that started it, where the session says so."""
+    parent_step: int | None = None
+    """The session's step holding that call."""
 
 
 class SubagentOf(Frozen):
@@ -176,6 +189,8 @@ class Trajectory(Frozen):
     id taken from the file name), one sentence each."""
     subagent_of: SubagentOf | None = None
     """The file is a subagent's own transcript: its parent session (a continuation is refused)."""
+    subagents: list[SubagentFile] = Field(default_factory=list)
+    """The subagents' own transcripts found beside the session's file (its own, not the subagents')."""
     prompt_missing: bool = False
     """The file stores no first prompt and none was given (an OpenCode event log without --task or a
     sibling export): a stand-in starts the reruns, and a continuation is refused, naming --task."""
@@ -257,6 +272,8 @@ class InspectReport(Frozen):
     steps: list[InspectStep]
     subagent_of: SubagentOf | None = None
     """The file is a subagent's own transcript: the session (and file, call, step) it belongs to."""
+    subagents: list[SubagentFile] = Field(default_factory=list)
+    """The session's subagents' own transcripts, found where the CLI writes them beside its file."""
     sessions: list[HeldSessionSummary] = Field(default_factory=list)
     """The sessions of a file that holds several, when no --session chose one (`steps` is then empty)."""
 

@@ -124,7 +124,7 @@ def run(
     prompt = request.boundary_prompt
     if prompt is None and adapter.needs_nonce:
         prompt = f"replayer-nonce-{secrets.token_hex(12)}"
-    model = request.model or adapter.default_model(traj)
+    model = request.model or rebuild.model or adapter.default_model(traj)
     rebuild = adapter.gate_facts(box, traj, rebuild, model)
     gate = adapter.gate(rebuild, prompt, keep_prompt)
     tape = cassette.load(request.cassette) if request.cassette else None

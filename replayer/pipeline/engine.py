@@ -23,7 +23,9 @@ from replayer.floor.events import Event, Installing, OnEvent, Stage, ignore
 from replayer.floor.heap import collector_paused
 from replayer.floor.io import OutputDir, write_bytes_atomic
 from replayer.floor.models import (
+    ASKS_FOR_CWD,
     ContinuationResult,
+    CwdSource,
     Divergence,
     InstalledBundle,
     Pins,
@@ -101,7 +103,7 @@ def parse(adapter: Adapter, path: Path, task: str | None, cwd: str | None = None
         ) from None
     if cwd is None:
         found = adapter.inferred_cwd(traj) if traj.cwd is None else None
-        return traj if found is None else traj.model_copy(update={"cwd": found, "cwd_source": "inferred"})
+        return traj if found is None else _with_cwd(traj, found, "inferred")
     parts = cwd.split("/")[1:]
     if not cwd.startswith("/") or "\x00" in cwd or (cwd != "/" and {"", ".", ".."} & set(parts)):
         raise BadInput(f"--cwd must be an absolute, normalized POSIX path, got {excerpt(cwd)}")
@@ -110,7 +112,13 @@ def parse(adapter: Adapter, path: Path, task: str | None, cwd: str | None = None
         raise BadInput(
             f"the trajectory records the working directory {traj.cwd}; --cwd is for files that record none"
         )
-    return traj.model_copy(update={"cwd": cwd, "cwd_source": "stated"})
+    return _with_cwd(traj, cwd, "stated")
+
+
+def _with_cwd(traj: Trajectory, cwd: str, source: CwdSource) -> Trajectory:
+    """The trajectory with a working directory it does not record: the parse notes asking for one go."""
+    notes = [n for n in traj.parse_notes if not n.endswith(ASKS_FOR_CWD)]
+    return traj.model_copy(update={"cwd": cwd, "cwd_source": source, "parse_notes": notes})
 
 
 def pins_for(adapter: Adapter) -> Pins:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -26,6 +27,13 @@ PREPARED = {
     "claude_code/erk-2.1.63.jsonl": ("claude_code", "2.1.63", "recorded"),
     "codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl": ("codex", "0.58.0", "recorded"),
     "codex/acidicsoil-0.63.0-session-meta-only.jsonl": ("codex", "0.63.0", "recorded"),
+    # Codex Desktop rollouts of alpha builds (npm has no such release: `run` takes --agent-version, stated)
+    "codex/caseware-0.117.0-alpha.12-rollout-2026-03-28.jsonl": ("codex", "0.117.0-alpha.12", "recorded"),
+    "codex/caseware-0.118.0-alpha.2-rollout-2026-03-29-email-redacted.jsonl": (
+        "codex",
+        "0.118.0-alpha.2",
+        "recorded",
+    ),
     # a bare rollout from before the envelope records no version, and its CLI cannot resume it: the oldest
     # verified release that can and offers its `shell` tool runs (version.note says why)
     "codex/acidicsoil-legacy-rollout-2025-09-10.jsonl": ("codex", "0.58.0", "inferred"),
@@ -70,12 +78,14 @@ MULTI = {
     "openhands/multi-swe-bench-example-output.jsonl",
     # a session and its subagent's file, where the CLI keeps them (tests/replayer/test_subagent_files.py)
     "claude_code/spotter-2.1.39",
+    # three `opencode run --format json` runs appended to one log (below)
+    "opencode/repo-explainer-kubernetes-3-runs-format-json.jsonl",
 }
 
 
 def test_every_field_file_is_listed() -> None:
     found = {str(p.relative_to(FIELD)) for p in FIELD.glob("*/*")}
-    assert found == set(PREPARED) | set(REFUSED) | MULTI
+    assert found == set(PREPARED) | set(REFUSED) | MULTI | set(DEGRADED)
 
 
 def _last_boundary(path: Path) -> int:
@@ -112,6 +122,14 @@ RUN = {
     # the options it needs)
     "claude_code/erk-2.1.50.jsonl": (3, "claude_code 2.1.50", b"erk: command not found", ()),
     "codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl": (3, "codex 0.58.0", b"No files were searched", ()),
+    # 0.117.0-alpha.12 is not published: 0.117.0 runs, stated; boundary 10 lies after an interrupted turn the
+    # user rolled back (`thread_rolled_back`) and after web searches, in the recorded personality
+    "codex/caseware-0.117.0-alpha.12-rollout-2026-03-28.jsonl": (
+        10,
+        "codex 0.117.0",
+        b"No such file or directory",
+        ("--agent-version", "0.117.0"),
+    ),
     # a bare rollout (no version: 0.58.0 is inferred); its first two steps call MCP servers not published
     "codex/acidicsoil-legacy-rollout-2025-09-10.jsonl": (
         4,
@@ -143,6 +161,14 @@ RUN = {
         ("--task", "Summarize this repository."),
     ),
     "openhands/v1-sdk-gpt4omini-pwd": (1, "openhands 1.34.0", None, ()),
+    # the first of three runs appended to one log: its prompt is not in the log (given), its directory is
+    # where its write resolved a relative path
+    "opencode/repo-explainer-kubernetes-3-runs-format-json.jsonl": (
+        2,
+        "opencode 1.18.33",
+        b"root root",
+        ("--session", "ses_41198ad99ffe5ywIptV4Z4x4MH", "--task", "Write planning/overview.md."),
+    ),
     "pi/pi-mono-large-session.jsonl": (1, "pi 0.73.1", b"ENOENT", ()),
 }
 ENDING = {
@@ -198,6 +224,7 @@ def test_a_field_trajectory_runs_at_its_own_version(name: str, tmp_path: Path) -
 
 
 AIM_034 = "gemini_cli/aim-0.34.0-session-2026-03-18T01-56-3afe7bdc.json"
+LOCALPUSH = "codex/localpush-0.104.0-alpha.1-sanitized-rollout-2026-02-23.jsonl"
 DEGRADED = {
     # file: (boundary, options, the calls kept historical, text of a kept observation)
     # tools of a Pi extension (brunch's graph tools), which no Pi release has
@@ -213,6 +240,16 @@ DEGRADED = {
         ("--agent-version", "0.34.0", "--cwd", "/home/kingb/aim"),
         ["cli_help"],
         b"Subagent 'cli_help' finished.",
+    ),
+    # MCP tools of a Codex Desktop session recorded under workspace-write and on-request, sanitized by its
+    # publisher (every text and argument redacted): 0.104 resumes it with the permission notice, the
+    # personality and AGENTS.md again, as it does on every resume
+    LOCALPUSH: (
+        5,
+        ("--agent-version", "0.104.0"),
+        ["mcp__cloud-associates__search_workflows", "[REDACTED_NAME len=43 sha=c186413b]"]
+        + ["mcp__cloud-associates__execute_workflow"] * 3,
+        b"[REDACTED_OUTPUT len=16329 sha=b2b9cdde]",
     ),
 }
 
@@ -510,3 +547,130 @@ def test_the_cli_resumes_the_whole_history_up_to_a_cut_before_the_compaction(tmp
     assert SUMMARY not in body
     inspect = orjson.loads(replayer("inspect", str(FIELD / COMPACTED), "--json", check=True).stdout)
     assert not any(c["id"].encode() in body for s in inspect["steps"][1:] for c in s["calls"])
+
+
+CASEWARE_117 = FIELD / "codex" / "caseware-0.117.0-alpha.12-rollout-2026-03-28.jsonl"
+CASEWARE_118 = FIELD / "codex" / "caseware-0.118.0-alpha.2-rollout-2026-03-29-email-redacted.jsonl"
+
+
+def _rebuilt_codex(path: Path, boundary: int, dest: Path) -> tuple[Any, list[dict], str]:
+    from replayer.adapters.codex import session as rollout
+
+    rebuild = by_name("codex").rebuild(rollout.parse(path), boundary, {}, dest)
+    records = [orjson.loads(line) for line in rebuild.native_files[0].read_bytes().splitlines()]
+    return rebuild, records, (dest / "home" / ".codex" / "config.toml").read_text()
+
+
+def test_a_codex_rollback_drops_its_turns_from_the_prefix_as_the_cli_does(tmp_path: Path) -> None:
+    """The 0.117 Desktop rollout's first turn (steps 1-6) was interrupted and rolled back: the model's next
+    request no longer held it (its recorded input tokens fall). A cut after it keeps the rollback event in
+    the rebuilt rollout, whose resume drops the turn (codex-rs `drop_last_n_user_turns`), and the prefix
+    leaves it out; a cut inside it keeps it. The recorded personality is the continuation's."""
+    from replayer.adapters.codex import resume
+
+    steps = orjson.loads(replayer("inspect", str(CASEWARE_117), "--json", check=True).stdout)["steps"]
+    first_turn = [c["id"] for s in steps[:6] for c in s["calls"]]
+    rebuild, records, config = _rebuilt_codex(CASEWARE_117, 10, tmp_path / "10")
+    prefix = orjson.dumps(rebuild.expected_prefix)
+    assert not any(c.encode() in prefix for c in first_turn)
+    assert [s["calls"][0]["id"].encode() in prefix for s in steps[6:10]] == [True] * 4
+    assert [r["payload"]["type"] for r in records if r["type"] == "event_msg"] == ["thread_rolled_back"]
+    kinds = [i.get("type") for i in rebuild.expected_prefix]
+    assert "web_search_call" in kinds and "reasoning" in kinds
+    assert 'personality = "friendly"' in config and rebuild.continuation.turn.rolled_back
+    whys = [i.mark for i in resume.insertions("0.117.0", rebuild.continuation.turn)]
+    assert resume.PERMISSIONS in whys and resume.PERSONALITY in whys, "inserted again after the rollback"
+    inside, records, _ = _rebuilt_codex(CASEWARE_117, 6, tmp_path / "6")
+    assert all(c.encode() in orjson.dumps(inside.expected_prefix) for c in first_turn)
+    assert not inside.continuation.turn.rolled_back
+    assert resume.PERSONALITY not in [i.mark for i in resume.insertions("0.117.0", inside.continuation.turn)]
+
+
+def test_a_codex_session_that_switched_models_continues_with_the_boundarys(tmp_path: Path) -> None:
+    """The 0.118 rollout switched between gpt-5.4-mini and gpt-5.4 by turn: the continuation runs the model
+    of the turn the cut falls in (another makes the CLI insert a <model_switch> message); its
+    request_user_input calls keep the user's recorded answers."""
+    cut_mini, _, config = _rebuilt_codex(CASEWARE_118, 12, tmp_path / "12")
+    assert cut_mini.model == "gpt-5.4-mini" and 'model = "gpt-5.4-mini"' in config
+    cut_full, _, config = _rebuilt_codex(CASEWARE_118, 42, tmp_path / "42")
+    assert cut_full.model == "gpt-5.4" and 'model = "gpt-5.4"' in config
+    report = orjson.loads(replayer("inspect", str(CASEWARE_118), "--json", check=True).stdout)
+    asked = {c["kind"] for s in report["steps"] for c in s["calls"] if c["tool"] == "request_user_input"}
+    assert asked == {"pure"}
+
+
+def test_the_codex_gate_reads_a_context_message_of_several_parts() -> None:
+    """After a rollback 0.117 sends its permission notice, personality and skills in one developer message
+    of three parts (seen on the wire): each part must be a known insertion; one unknown part refuses."""
+    from replayer.adapters.codex import resume
+    from replayer.adapters.codex.gate import CodexGate
+
+    def message(role: str, *texts: str) -> dict:
+        return {
+            "type": "message",
+            "role": role,
+            "content": [{"type": "input_text", "text": t} for t in texts],
+        }
+
+    notice = (
+        "<permissions instructions>\n`sandbox_mode` is `danger-full-access`\nApproval policy is currently "
+        "never.\n</permissions instructions>"
+    )
+    turn = resume.TurnSettings(sandbox="danger-full-access", approval="never", rolled_back=True)
+
+    def route(inserted: dict, settings: resume.TurnSettings = turn) -> str:
+        prefix = [message("user", "task")]
+        gate = CodexGate(
+            prefix,
+            "nonce",
+            keep_prompt=False,
+            instructions_form=True,
+            instructions="base",
+            insertions=resume.insertions("0.117.0", settings),
+        )
+        body = {"instructions": "base", "input": [*prefix, inserted, message("user", "nonce")]}
+        return gate.route("POST", "/v1/responses", body).kind
+
+    bundle = (notice, "<personality_spec> friendly", "<skills_instructions>\n## Skills")
+    assert route(message("developer", *bundle)) == "main"
+    assert route(message("developer", *bundle, "<collaboration_mode>plan")) == "refuse"
+    unchanged = turn.model_copy(update={"rolled_back": False})
+    assert route(message("developer", *bundle), unchanged) == "refuse", "no rollback: nothing to reinsert"
+
+
+def test_the_note_asking_for_the_cwd_goes_once_it_is_given(tmp_path: Path) -> None:
+    """The 0.34.0 session's folder hashes to none of its paths: the note asks for --cwd until it is given."""
+    path = str(FIELD / AIM_034)
+    asked = orjson.loads(replayer("inspect", path, "--json", check=True).stdout)
+    assert any(n.endswith("give --cwd") for n in asked["parse_notes"]) and asked["cwd"] is None
+    given = orjson.loads(replayer("inspect", path, "--json", "--cwd", "/home/kingb/aim", check=True).stdout)
+    assert given["cwd_source"] == "stated" and not any("--cwd" in n for n in given["parse_notes"])
+    out = tmp_path / "out"
+    replayer("prepare", path, "-n", "1", "--cwd", "/home/kingb/aim", "-o", str(out), check=True)
+    assert not any("--cwd" in n for n in orjson.loads((out / "result.json").read_bytes())["parse_notes"])
+
+
+APPENDED = FIELD / "opencode" / "repo-explainer-kubernetes-3-runs-format-json.jsonl"
+KUBERNETES = "/Users/saadkhalid/Projects/repo-explainer/tmp/kubernetes/kubernetes"
+
+
+def test_appended_opencode_runs_are_listed_and_each_prepares(tmp_path: Path) -> None:
+    """Three `opencode run --format json` runs one after another in one file: listed as sessions; each one
+    chosen reads alone, in the folder its write resolved its relative path in (`metadata.filepath`); the
+    delegating run's `task` calls are named as sub-agent sessions."""
+    listing = orjson.loads(replayer("inspect", str(APPENDED), "--json", check=True).stdout)
+    sessions = [s["id"] for s in listing["sessions"]]
+    assert len(sessions) == 3 and listing["steps"] == []
+    first, delegating, last = sessions
+    report = orjson.loads(replayer("inspect", str(APPENDED), "--session", first, "--json", check=True).stdout)
+    assert (report["cwd"], report["cwd_source"]) == (KUBERNETES, "inferred")
+    assert [c["tool"] for s in report["steps"] for c in s["calls"]] == ["bash", "write"]
+    tasks = orjson.loads(
+        replayer("inspect", str(APPENDED), "--session", delegating, "--json", check=True).stdout
+    )
+    assert {c["kind"] for s in tasks["steps"] for c in s["calls"]} == {"unknown"}
+    for session in (first, last):
+        out = tmp_path / session
+        replayer("prepare", str(APPENDED), "--session", session, "-n", "2", "-o", str(out), check=True)
+        result = orjson.loads((out / "result.json").read_bytes())
+        assert (result["cwd"], result["session_id"]) == (KUBERNETES, session)

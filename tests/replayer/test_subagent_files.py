@@ -144,3 +144,45 @@ def test_a_subagent_file_beside_its_parent_finds_it(tmp_path: Path) -> None:
     of = claude_session.parse(tmp_path / SUBAGENT.name).subagent_of
     assert of is not None and of.parent_file == str(tmp_path / PARENT.name)
     assert of.parent_call == "toolu_017pLRuPHYTX5t99EnLyV53m"
+
+
+def test_inspect_of_a_session_lists_its_subagent_files() -> None:
+    """The parent's inspect names each subagent's own transcript where the CLI keeps it (2.1: in
+    `<sessionId>/subagents/`) and the call that started it; a subagent's file lists none."""
+    report = orjson.loads(replayer("inspect", str(PARENT), "--json", check=True).stdout)
+    assert report["subagents"] == [
+        {
+            "file": str(SUBAGENT),
+            "agent_id": "a2898e3",
+            "parent_call": "toolu_017pLRuPHYTX5t99EnLyV53m",
+            "parent_step": None,  # the call lies before a compaction whose summarized chain is not published
+        }
+    ]
+    text = replayer("inspect", str(PARENT), check=True).stdout
+    assert f"subagent a2898e3: {SUBAGENT} (started by call toolu_017pLRuPHYTX5t99EnLyV53m)" in text
+    assert claude_session.parse(SUBAGENT).subagents == []
+
+
+def test_subagent_files_are_listed_without_following_links(tmp_path: Path) -> None:
+    """The older layout keeps every session's agent files beside the sessions: only those the session names
+    are its own. A link, or a folder so named, is no subagent file; a linked `subagents` folder is not
+    entered."""
+    parent = tmp_path / PARENT.name
+    parent.write_bytes(PARENT.read_bytes())
+    (tmp_path / "agent-a2898e3.jsonl").write_bytes(SUBAGENT.read_bytes())
+    (tmp_path / "agent-b1111111.jsonl").write_bytes(b"")  # another session's
+    assert [(s.agent_id, s.file) for s in claude_session.parse(parent).subagents] == [
+        ("a2898e3", str(tmp_path / "agent-a2898e3.jsonl"))
+    ]
+    (tmp_path / "agent-a2898e3.jsonl").unlink()
+    (tmp_path / "agent-a2898e3.jsonl").symlink_to(SUBAGENT)
+    assert claude_session.parse(parent).subagents == []
+    folder = tmp_path / PARENT_ID / "subagents"
+    folder.mkdir(parents=True)
+    (folder / "agent-c2222222.jsonl").symlink_to(SUBAGENT)
+    (folder / "agent-d3333333.jsonl").mkdir()
+    (folder / "agent-e4444444.jsonl").write_bytes(b"")
+    assert [s.agent_id for s in claude_session.parse(parent).subagents] == ["e4444444"]
+    (tmp_path / PARENT_ID).rename(tmp_path / "elsewhere")
+    (tmp_path / PARENT_ID).symlink_to(tmp_path / "elsewhere")
+    assert claude_session.parse(parent).subagents == []

@@ -156,6 +156,7 @@ def test_the_recorded_reasoning_effort_is_the_continuations(tmp_path: Path) -> N
     config = (tmp_path / "home" / ".codex" / "config.toml").read_text()
     assert 'model_reasoning_effort = "high"' in config and "model_reasoning_summary" not in config
     assert rebuilt.continuation.turn == resume.TurnSettings(
-        sandbox="danger-full-access", approval="never", effort="high"
+        sandbox="danger-full-access", approval="never", model="gpt-5.1-codex", effort="high"
     )
+    assert rebuilt.model == "gpt-5.1-codex" and 'model = "gpt-5.1-codex"' in config
     assert resume.changed(rebuilt.continuation.turn) == []
