@@ -26,7 +26,7 @@ lint: $(STAMP)
 # the few tests marked `serial`, which look at everything on the engine, alone. Both always run.
 test: setup lint
 	scripts/install_test_tools.sh
-	$(PY) -m pytest -q --durations=25 -n 2 --dist loadfile --no-loadscope-reorder -m "not serial"; parallel=$$?; \
+	$(PY) -m pytest -q --durations=0 --durations-min=0.5 -n 2 --dist loadfile --no-loadscope-reorder -m "not serial"; parallel=$$?; \
 	$(PY) -m pytest -q --durations=10 -m serial; serial=$$?; \
 	test $$parallel -eq 0 && test $$serial -eq 0
 

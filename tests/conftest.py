@@ -125,7 +125,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 MODULE_SECONDS = ROOT / "tests" / "module_seconds.json"
 """Seconds each module took in a whole run (`python -m tests.support.module_seconds LOG` writes it from the
-`--durations=0` output of `make test`). Only an order: a module not in it counts as short."""
+`--durations=0` output `make test` prints). Only an order: a module not in it counts as short."""
 
 
 def longest_modules_first(items: list[pytest.Item]) -> None:

@@ -44,36 +44,40 @@ def _prefixes(out: Path) -> dict[str, bytes]:
     return {d.name: (d / "expected_prefix.json").read_bytes() for d in (out / "jobs").iterdir()}
 
 
-def test_every_boundary_of_every_agent_once(tmp_path: Path) -> None:
-    manifest, expected = _all_sources(tmp_path)
-    proc = replayer("batch", str(manifest), "-o", str(tmp_path / "out"), "-j", "2", "--json")
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """One uninterrupted local batch of every source, its output and summary: what the other runs equal."""
+    tmp = tmp_path_factory.mktemp("clean")
+    manifest, _ = _all_sources(tmp)
+    proc = replayer("batch", str(manifest), "-o", str(tmp / "out"), "-j", "2", "--json")
     assert proc.returncode == 0, proc.stderr
-    summary = orjson.loads(proc.stdout)
+    return tmp / "out", orjson.loads(proc.stdout)
+
+
+def test_every_boundary_of_every_agent_once(clean: tuple[Path, dict], tmp_path: Path) -> None:
+    manifest, expected = _all_sources(tmp_path)
+    out, summary = clean
     assert (summary["jobs"], summary["done"], summary["failed"], summary["refused"]) == (
         expected,
         expected,
         0,
         {},
     )
-    agents = {
-        orjson.loads((d / "result.json").read_bytes())["agent"] for d in (tmp_path / "out" / "jobs").iterdir()
-    }
+    agents = {orjson.loads((d / "result.json").read_bytes())["agent"] for d in (out / "jobs").iterdir()}
     assert agents == {"claude_code", "codex", "mini_swe_agent", "opencode", "pi"}
     # a job's output is the ordinary `prepare` output for its boundary
-    job = next((tmp_path / "out" / "jobs").iterdir())
+    job = next((out / "jobs").iterdir())
     result = orjson.loads((job / "result.json").read_bytes())
     direct = tmp_path / "direct"
     args = ["prepare", result["request"]["trajectory"], "-n", str(result["after_step"]), "-o", str(direct)]
     replayer(*args, "--allow-degraded", check=True)
     assert (job / "expected_prefix.json").read_bytes() == (direct / "expected_prefix.json").read_bytes()
-    again = replayer("batch", str(manifest), "-o", str(tmp_path / "out"), "--json")
+    again = replayer("batch", str(manifest), "-o", str(out), "--json")
     assert orjson.loads(again.stdout)["skipped"] == expected, "nothing is recomputed"
 
 
-def test_an_interrupted_batch_resumes_without_duplicates(tmp_path: Path) -> None:
+def test_an_interrupted_batch_resumes_without_duplicates(clean: tuple[Path, dict], tmp_path: Path) -> None:
     manifest, expected = _all_sources(tmp_path)
-    clean = tmp_path / "clean"
-    replayer("batch", str(manifest), "-o", str(clean), "-j", "1", check=True)
     out = tmp_path / "out"
     proc = subprocess.Popen(
         [sys.executable, "-m", "replayer.cli", "batch", str(manifest), "-o", str(out), "-j", "1"],
@@ -93,9 +97,9 @@ def test_an_interrupted_batch_resumes_without_duplicates(tmp_path: Path) -> None
     resumed = replayer("batch", str(manifest), "-o", str(out), "-j", "2", "--json")
     summary = orjson.loads(resumed.stdout)
     assert (summary["done"], summary["skipped"]) == (expected - partial, partial)
-    assert _prefixes(out) == _prefixes(clean), "same jobs, same bytes"
-    for name in ("clean", "out"):
-        replayer("export", str(tmp_path / name), "-o", str(tmp_path / f"{name}.jsonl"), check=True)
+    assert _prefixes(out) == _prefixes(clean[0]), "same jobs, same bytes"
+    for name, folder in (("clean", clean[0]), ("out", out)):
+        replayer("export", str(folder), "-o", str(tmp_path / f"{name}.jsonl"), check=True)
     assert (tmp_path / "out.jsonl").read_bytes() == (tmp_path / "clean.jsonl").read_bytes(), (
         "byte-identical export"
     )
@@ -187,10 +191,9 @@ def test_a_refused_boundary_does_not_sink_the_others_of_its_replay(tmp_path: Pat
     assert [(o["boundary"], o["error_kind"]) for o in failed] == [(2, "output")]
 
 
-def test_the_same_batch_on_a_local_ray_cluster(tmp_path: Path) -> None:
+def test_the_same_batch_on_a_local_ray_cluster(clean: tuple[Path, dict], tmp_path: Path) -> None:
     manifest, expected = _all_sources(tmp_path)
-    local = tmp_path / "local"
-    replayer("batch", str(manifest), "-o", str(local), "-j", "2", check=True)
+    local = clean[0]
     proc = replayer(
         "batch", str(manifest), "-o", str(tmp_path / "ray"), "--ray", "local", "-j", "2", "--json"
     )

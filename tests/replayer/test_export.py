@@ -22,11 +22,22 @@ def _batch_and_export(tmp_path: Path, manifest: Path) -> tuple[Path, list[dict]]
     return records, [orjson.loads(line) for line in records.read_bytes().splitlines()]
 
 
-def test_every_prefix_is_a_record_that_datasets_loads(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """A batch of every boundary of every recorded source, made once for the module's exports; its count."""
+    tmp = tmp_path_factory.mktemp("batch")
+    manifest, expected = _all_sources(tmp)
+    replayer("batch", str(manifest), "-o", str(tmp / "out"), "-j", "2", check=True)
+    return tmp / "out", expected
+
+
+def test_every_prefix_is_a_record_that_datasets_loads(batch: tuple[Path, int], tmp_path: Path) -> None:
     import datasets
 
-    manifest, expected = _all_sources(tmp_path)
-    path, records = _batch_and_export(tmp_path, manifest)
+    out, expected = batch
+    path = tmp_path / "records.jsonl"
+    replayer("export", str(out), "--format", "chat", "-o", str(path), check=True)
+    records = [orjson.loads(line) for line in path.read_bytes().splitlines()]
     assert len(records) == expected
     table = datasets.load_dataset("json", data_files=str(path), split="train")
     assert table.num_rows == expected and {"messages", "tools", "metadata"} <= set(table.column_names)
@@ -84,15 +95,14 @@ def test_secrets_are_redacted_and_counted(tmp_path: Path) -> None:
     assert "[REDACTED]" in records[0]["messages"][3]["content"]
 
 
-def test_atif_records_are_valid_v1_7_trajectories(tmp_path: Path) -> None:
+def test_atif_records_are_valid_v1_7_trajectories(batch: tuple[Path, int], tmp_path: Path) -> None:
     import datasets
 
     from tests.support.atif import Trajectory
 
-    manifest, expected = _all_sources(tmp_path)
-    replayer("batch", str(manifest), "-o", str(tmp_path / "out"), "-j", "2", check=True)
+    out, expected = batch
     path = tmp_path / "atif.jsonl"
-    replayer("export", str(tmp_path / "out"), "--format", "atif", "-o", str(path), check=True)
+    replayer("export", str(out), "--format", "atif", "-o", str(path), check=True)
     trajectories = [Trajectory.model_validate_json(line) for line in path.read_bytes().splitlines()]
     assert len(trajectories) == expected
     assert {t.agent.name for t in trajectories} == {
@@ -108,7 +118,7 @@ def test_atif_records_are_valid_v1_7_trajectories(tmp_path: Path) -> None:
     assert all(s.is_copied_context for t in trajectories for s in t.steps)
     assert datasets.load_dataset("json", data_files=str(path), split="train").num_rows == expected
     chat = tmp_path / "chat.jsonl"
-    replayer("export", str(tmp_path / "out"), "-o", str(chat), check=True)
+    replayer("export", str(out), "-o", str(chat), check=True)
     for line, trajectory in zip(chat.read_bytes().splitlines(), trajectories, strict=True):
         record = orjson.loads(line)
         assert trajectory.trajectory_id == record["metadata"]["job"], "the same order in both formats"
