@@ -151,6 +151,8 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
         outputs = {call_id: obs.content for call_id, obs in observations.items()}
         records = rollout.prefix_records(native, after_step, outputs)
         turn = resume.recorded(records)
+        # the continuing version's form: a later CLI resumes an older rollout in its own
+        old_form = rollout.instructions_form(native) and not resume.paginated_wire(tools.version())
         home = dest / "home"
         path = home / ".codex" / rollout.session_path(native.meta, native.file_name)
         write_bytes_atomic(path, rollout.to_jsonl(records))
@@ -161,12 +163,12 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
         return Rebuild(
             native_files=[path],
             model=turn.model,
-            expected_prefix=rollout.wire_input(native, records),
+            expected_prefix=rollout.wire_input(native, records, paginated_wire=not old_form),
             agent_home=home,
             continuation=CodexContinuation(
                 thread_id=trajectory.session_id,
                 rollout=str(path.relative_to(home)),
-                instructions_form=rollout.instructions_form(native),
+                instructions_form=old_form,
                 instructions=rollout.wire_instructions(native),
                 outputs_rendered=rollout.freeform_apply_patch(native),
                 turn=turn,

@@ -7,6 +7,14 @@ calls with their original ids and argument strings). The CLI executes its own to
 carries each fresh output exactly as that version puts it before the model. A later prompt resumes the
 thread again. Each request must carry every call fed so far, in order: a CLI that goes its own way is
 caught at the step where it does.
+
+A compaction (`compacted`) is not fed: it replaced the history the recording's CLI sent the model, not what
+any tool did, so the steps after it are fed to the same running CLI, whose exec sessions (`write_stdin`)
+live on through it as the recording's did (the compaction fell mid-turn in the real rollouts seen, where a
+resume would need a prompt that is not there). The replay model reports a small usage, so the CLI never
+compacts on its own; its requests after that point carry the history uncompacted. What the continuation
+resumes is the rebuilt rollout, whose `compacted` record the CLI's resume turns into the replacement
+history; a cut before the compaction drops it (`session.prefix_records`).
 """
 
 from __future__ import annotations
@@ -134,10 +142,6 @@ class DrivenRerunner(StepwiseRerunner):
         assert trajectory.session_id and trajectory.cwd
         super().__init__(trajectory)
         self.native = trajectory.native_as(rollout.Native)
-        if self.native.pre_compaction_steps:
-            raise PlanRefused(
-                "a compacted rollout is not driven through its CLI yet (its history is replaced)"
-            )
         self.sandbox = sandbox
         self.home = home
         self.thread_id = trajectory.session_id
@@ -168,6 +172,10 @@ class DrivenRerunner(StepwiseRerunner):
         meta["payload"] = {**meta["payload"], "model_provider": "replayer"}
         write_bytes_atomic(work / "seed.jsonl", rollout.to_jsonl([meta]))
         config = config_toml(model, base_url=local_url(PORT))
+        if any(c.tool in tools.SUBAGENT_TOOLS for s in self.steps.values() for c in s.calls):
+            # the CLI would start subagents of its own against the replay model: it answers their calls as
+            # unsupported instead, and their recorded observations are kept (--allow-degraded)
+            config += "\n[features]\nmulti_agent = false\n"
         write_bytes_atomic(work / "config.toml", config.encode())
 
     def run_step(self, index: int) -> None:

@@ -36,6 +36,21 @@ initial context again: the notice, the recorded personality's `<personality_spec
 instructions` user message (AGENTS.md and the skills list) and an `<environment_context>`. 0.105 to 0.116 are
 taken as 0.104."""
 AGENTS_MD = "# AGENTS.md instructions for "
+PAGINATED_WIRE_FROM = (0, 171)
+"""From this release (observed: 0.171; 0.142 sends the `instructions` form; 0.143 to 0.170 are not verified and
+keep the form the rollout was written in) the CLI sends the base instructions as input[0], also when it
+resumes a rollout of the older form (0.171.0 resuming a 0.118 rollout, observed): the continuation is checked
+in the continuing version's form."""
+REVOKED_AGENTS_MD = (
+    "# AGENTS.md instructions\n\n<INSTRUCTIONS>\nThe previously provided AGENTS.md instructions no longer "
+    "apply.\n</INSTRUCTIONS>"
+)
+REVOKED_PLUGINS = (
+    "<plugins_instructions>\nThe previously provided plugin usage instructions no longer apply.\n"
+    "</plugins_instructions>"
+)
+"""What a CLI of the paginated form (0.171.0 observed) tells the model on resume when the AGENTS.md or the
+plugins the rollout recorded are not where it runs (the container holds the workspace given, no plugins)."""
 
 
 class Insertion(BaseModel):
@@ -84,6 +99,15 @@ class TurnSettings(BaseModel):
     """The Desktop app's and TUI's communication style (`friendly`, `pragmatic`, `none`; about 0.1xx on): a
     CLI resuming under another one inserts a `<personality_spec>` message (0.117.0 observed on a real
     rollout recorded `friendly`), so the continuation keeps it."""
+    agents_md: bool = False
+    """The prefix holds an AGENTS.md instructions message (which a later CLI may revoke on resume)."""
+    plugins: bool = False
+    """The prefix holds `<plugins_instructions>` (likewise)."""
+    paginated: bool = False
+    """The rollout is of the paginated form: a CLI of that form resuming one of the older form has no baseline
+    (`world_state`) to diff its context against, and inserts it again (0.171.0 resuming 0.118, observed)."""
+    collaboration: str | None = None
+    """The recorded collaboration mode's developer instructions (`plan`, `default`), which such a CLI sends again."""
     rolled_back: bool = False
     """The prefix holds a rollback (`thread_rolled_back`): the CLI resuming it has lost the context baseline
     the notices are diffed against and inserts the permission notice again (0.117.0 observed, settings
@@ -91,14 +115,44 @@ class TurnSettings(BaseModel):
 
 
 def recorded(records: list[rollout.Record]) -> TurnSettings:
-    """The last `turn_context` of the prefix (`sandbox_policy` is `{type}` from about 0.1xx, `{mode}` in 0.58)."""
+    """The last `turn_context` of the prefix (`sandbox_policy` is `{type}` from about 0.1xx, `{mode}` in 0.58),
+    and which recorded instructions the prefix holds."""
+    texts = [
+        str(part.get("text", ""))
+        for r in records
+        if (p := rollout.item(r)) is not None and p.get("type") == "message"
+        for part in (p.get("content") if isinstance(p.get("content"), list) else [])
+        if isinstance(part, dict)
+    ]
+    held = {
+        "agents_md": any(t.startswith(AGENTS_MD) for t in texts),
+        "plugins": any(t.startswith("<plugins_instructions>") for t in texts),
+    }
+    return _recorded(records).model_copy(update=held)
+
+
+def paginated_wire(version: str) -> bool:
+    """Whether the CLI at `version` sends the paginated form (base instructions in input[0])."""
+    return release(version) >= PAGINATED_WIRE_FROM
+
+
+def _recorded(records: list[rollout.Record]) -> TurnSettings:
+    head = records[0]["payload"] if records and records[0].get("type") == "session_meta" else {}
+    paginated = head.get("history_mode") == "paginated"
     for record in reversed(records):
         if record.get("type") != "turn_context":
             continue
         payload = record["payload"]
         policy = payload.get("sandbox_policy")
         sandbox = (policy.get("type") or policy.get("mode")) if isinstance(policy, dict) else None
+        mode = payload.get("collaboration_mode")
+        settings = mode.get("settings") if isinstance(mode, dict) else None
+        collaboration = settings.get("developer_instructions") if isinstance(settings, dict) else None
         return TurnSettings(
+            paginated=paginated,
+            collaboration=collaboration
+            if isinstance(collaboration, str) and len(collaboration) <= 65536
+            else None,
             sandbox=_text(sandbox),
             approval=_text(payload.get("approval_policy")),
             model=_text(payload.get("model")),
@@ -106,7 +160,7 @@ def recorded(records: list[rollout.Record]) -> TurnSettings:
             personality=_text(payload.get("personality")),
             rolled_back=rollout.rolled_back(records),
         )
-    return TurnSettings(rolled_back=rollout.rolled_back(records))
+    return TurnSettings(paginated=paginated, rolled_back=rollout.rolled_back(records))
 
 
 def _text(value: Any) -> str | None:
@@ -131,12 +185,38 @@ def insertions(version: str, settings: TurnSettings) -> tuple[Insertion, ...]:
     every_resume = PERMISSION_NOTICES_FROM <= at < NOTICES_ON_CHANGE_FROM
     # after a rollback (0.117.0 observed) the CLI has lost the baseline the notices are diffed against
     again = "inserted again after the rollback the rollout records" if settings.rolled_back else None
+    lost = at >= PAGINATED_WIRE_FROM and not settings.paginated
+    if lost:
+        again = "inserted again: this version keeps no baseline for a rollout of the older form"
     if every_resume:
         again = "inserted on every resume by this version"
         found.append(Insertion(mark=AGENTS_MD, why=f"a # AGENTS.md instructions item ({again})", role="user"))
     if again is not None and at >= PERMISSION_NOTICES_FROM:
         differs = differs or [again]
         found.append(Insertion(mark=PERSONALITY, why=f"a {PERSONALITY} item ({again})", role="developer"))
+    if lost and settings.collaboration:
+        found.append(
+            Insertion(
+                mark="<collaboration_mode>",
+                why=f"the recorded collaboration mode ({again})",
+                role="developer",
+                names=(settings.collaboration,),
+            )
+        )
+    if lost and settings.agents_md:
+        found.append(
+            Insertion(
+                mark=REVOKED_AGENTS_MD, why="the recorded AGENTS.md revoked (not where it runs)", role="user"
+            )
+        )
+    if lost and settings.plugins:
+        found.append(
+            Insertion(
+                mark=REVOKED_PLUGINS,
+                why="the recorded plugins revoked (none where it runs)",
+                role="developer",
+            )
+        )
     if differs and at >= PERMISSION_NOTICES_FROM:
         found.append(
             Insertion(

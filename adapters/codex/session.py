@@ -426,10 +426,18 @@ def base_instructions_message(meta: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def wire_input(native: Native, records: list[Record]) -> list[dict[str, Any]]:
+def wire_input(
+    native: Native, records: list[Record], paginated_wire: bool | None = None
+) -> list[dict[str, Any]]:
     """The request input the CLI sends for `records`. To its first-party provider (`openai`) the pinned CLI
-    also sends each item's metadata passthrough; to a custom provider it strips it."""
+    also sends each item's metadata passthrough; to a custom provider it strips it. `paginated_wire`: whether
+    the CLI that sends it puts the base instructions in input[0] (default: the form the rollout was written
+    in; a later CLI resuming an older rollout sends its own, `resume.paginated_wire`)."""
     first_party = native.meta.get("model_provider") == "openai"
+    old_form = instructions_form(native) if paginated_wire is None else not paginated_wire
+    # a paginated CLI resuming a rollout of the older form: the messages it recorded without metadata go
+    # out with one `unknown` kind per content part (0.171.0 resuming a 0.118 rollout, observed)
+    unknown_kinds = first_party and not old_form and not native.paginated
     history: list[dict[str, Any]] = []
     for record in records:
         if record.get("type") == "compacted":
@@ -439,14 +447,14 @@ def wire_input(native: Native, records: list[Record]) -> list[dict[str, Any]]:
             history = drop_last_turns(history, turns)
         elif (payload := item(record)) is not None:
             written = bare.without_id(payload) if native.bare_meta is not None else payload  # as_written
-            history.append(_wire_item(written, first_party))
+            history.append(_wire_item(written, first_party, unknown_kinds))
             if payload.get("type") in CALL_TYPES and payload.get("call_id") in native.unanswered:
                 synthetic = {"type": CALL_TYPES[str(payload["type"])], "call_id": payload["call_id"]}
-                if native.paginated:  # an id the CLI derives from the thread (a version-5 uuid): null here
+                if not old_form:  # an id the CLI derives from the thread (a version-5 uuid): null here
                     synthetic = {"type": synthetic["type"], "id": None, "call_id": payload["call_id"]}
                 history.append({**synthetic, "output": ABORTED})
     history = [entry for entry in history if entry.get("type") != GHOST_SNAPSHOT]
-    if instructions_form(native):
+    if old_form:
         history = [
             bare.without_id(entry) if entry.get("type") in IDLESS_ON_WIRE else entry for entry in history
         ]
@@ -508,9 +516,17 @@ def drop_last_turns(history: list[dict[str, Any]], turns: int) -> list[dict[str,
     return history[:cut]
 
 
-def _wire_item(payload: dict[str, Any], first_party: bool) -> dict[str, Any]:
+def _wire_item(payload: dict[str, Any], first_party: bool, unknown_kinds: bool = False) -> dict[str, Any]:
     out = {k: v for k, v in payload.items() if k != PASSTHROUGH}
     passthrough = payload.get(PASSTHROUGH)
+    content = payload.get("content")
+    if (
+        unknown_kinds
+        and passthrough is None
+        and payload.get("type") == "message"
+        and isinstance(content, list)
+    ):
+        passthrough = {"content_item_kinds": ["unknown"] * len(content)}
     if first_party and isinstance(passthrough, dict):
         # the rollout's per-item content metadata stays on disk (observed with 0.171.0)
         out[PASSTHROUGH] = {k: v for k, v in passthrough.items() if k != "content_item_metadata"}

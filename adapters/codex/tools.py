@@ -46,6 +46,9 @@ DRIVEN_TOOLS = RERUN_TOOLS | {
 }
 """The CLI's built-in tools across versions (`shell` with an argv array until about 0.6x,
 `shell_command`, the experimental file tools): a driven CLI of a version reruns its own."""
+SUBAGENT_TOOLS = {"spawn_agent", "send_input", "wait_agent", "close_agent", "resume_agent"}
+"""The multi-agent tools (codex-rs feature `multi_agent`, on by default in 0.118): never rerun, since a rerun
+would start subagents whose own model requests no rollout of this thread holds."""
 PURE_TOOLS = {"update_plan", "get_goal", "create_goal", "update_goal", "request_user_input"}
 """Their output depends on nothing outside the conversation: the historical one is kept (`request_user_input`'s
 is the user's own answer, which no rerun can give again)."""

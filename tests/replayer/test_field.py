@@ -34,6 +34,12 @@ PREPARED = {
         "0.118.0-alpha.2",
         "recorded",
     ),
+    # compacted once, mid-turn, after step 84 (a remote compaction: its replacement ends in a `compaction` item)
+    "codex/caseware-0.118.0-alpha.2-compacted-rollout-2026-03-28.jsonl": (
+        "codex",
+        "0.118.0-alpha.2",
+        "recorded",
+    ),
     # a bare rollout from before the envelope records no version, and its CLI cannot resume it: the oldest
     # verified release that can and offers its `shell` tool runs (version.note says why)
     "codex/acidicsoil-legacy-rollout-2025-09-10.jsonl": ("codex", "0.58.0", "inferred"),
@@ -553,10 +559,12 @@ CASEWARE_117 = FIELD / "codex" / "caseware-0.117.0-alpha.12-rollout-2026-03-28.j
 CASEWARE_118 = FIELD / "codex" / "caseware-0.118.0-alpha.2-rollout-2026-03-29-email-redacted.jsonl"
 
 
-def _rebuilt_codex(path: Path, boundary: int, dest: Path) -> tuple[Any, list[dict], str]:
+def _rebuilt_codex(
+    path: Path, boundary: int, dest: Path, fresh: dict[str, Any] | None = None
+) -> tuple[Any, list[dict], str]:
     from replayer.adapters.codex import session as rollout
 
-    rebuild = by_name("codex").rebuild(rollout.parse(path), boundary, {}, dest)
+    rebuild = by_name("codex").rebuild(rollout.parse(path), boundary, fresh or {}, dest)
     records = [orjson.loads(line) for line in rebuild.native_files[0].read_bytes().splitlines()]
     return rebuild, records, (dest / "home" / ".codex" / "config.toml").read_text()
 
@@ -674,3 +682,84 @@ def test_appended_opencode_runs_are_listed_and_each_prepares(tmp_path: Path) -> 
         replayer("prepare", str(APPENDED), "--session", session, "-n", "2", "-o", str(out), check=True)
         result = orjson.loads((out / "result.json").read_bytes())
         assert (result["cwd"], result["session_id"]) == (KUBERNETES, session)
+
+
+CASEWARE_COMPACTED = FIELD / "codex" / "caseware-0.118.0-alpha.2-compacted-rollout-2026-03-28.jsonl"
+"""126 steps; a remote compaction mid-turn after step 84, in the turn that goes on to step 118."""
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_a_compacted_codex_rollout_is_rerun_by_its_own_cli_and_resumed_compacted(tmp_path: Path) -> None:
+    """0.118's own CLI reruns the 85 steps up to a cut just after the compaction, fed through it in one run
+    (its exec sessions live on, as in the recording); the continuation resumes the rebuilt rollout, whose
+    first request carries the replacement history, then the step after it, and none of the calls it
+    replaced."""
+    name = str(CASEWARE_COMPACTED.relative_to(FIELD))
+    options = ("--agent-version", "0.118.0", "--allow-degraded")
+    proc, out, sent = _continue(name, 85, "codex", options, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = orjson.loads((out / "result.json").read_bytes())
+    assert result["version"]["reruns"] == "codex 0.118.0, its own code"
+    rerun = {d["call_id"] for d in result["divergences"] if d["kind"] == "rerun"}
+    steps = orjson.loads(replayer("inspect", str(CASEWARE_COMPACTED), "--json", check=True).stdout)["steps"]
+    after = [c["id"] for c in steps[84]["calls"]]
+    assert set(after) <= rerun, "the step after the compaction was rerun by the CLI"
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 1)
+    assert len(sent) == 1
+    body = sent[0].body
+    kinds = [i.get("type") for i in body["input"]]
+    assert "compaction" in kinds, "the replacement history's compaction item"
+    sent_calls = [i["call_id"] for i in body["input"] if i.get("type") == "function_call"]
+    assert sent_calls == after, "only the step after the compaction: the replaced calls are gone"
+
+
+OLDER_FORM_RESUMED = (
+    ROOT / "tests" / "fixtures" / "codex" / "older_form_resumed" / "0.171.0-caseware-0.118-boundary-3.json"
+)
+"""The first request the pinned 0.171.0 sent when it continued the 0.118 rollout above cut at step 3 (`run
+--agent-version 0.171.0 --continue`, nonce removed by the gate; its model, input and tools kept)."""
+
+
+def test_the_pin_continues_an_older_form_rollout_in_its_own_form(tmp_path: Path) -> None:
+    """0.171 resumes a 0.118 rollout in its own form: the base instructions as input[0], not `instructions`,
+    the recorded messages with `unknown` content kinds; with no baseline for the older form, it sends its
+    context again: the recorded plan collaboration mode and the permission notice, the recorded AGENTS.md
+    and plugins revoked (the container has neither). The gate accepts exactly that, and the recorded
+    version's own form still holds for the recorded version."""
+    from replayer.adapters.codex import resume
+    from replayer.floor.models import Observation
+    from replayer.floor.pins import running_version
+
+    body = orjson.loads(OLDER_FORM_RESUMED.read_bytes())
+    nonce = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "nonce"}]}
+    body["input"].append(nonce)
+    assert "instructions" not in body and body["input"][0]["role"] == "developer"
+    adapter = by_name("codex")
+    # the outputs that run's reruns gave (the workspace was empty): the prefix holds them
+    fresh = {
+        i["call_id"]: Observation(i["output"])
+        for i in body["input"]
+        if i.get("type") == "function_call_output"
+    }
+
+    def route(sent: dict, version: str) -> Any:
+        with running_version("codex", version):
+            rebuild, _, _ = _rebuilt_codex(CASEWARE_118, 3, tmp_path / version, fresh)
+            gate = adapter.gate(rebuild, "nonce", keep_prompt=False)
+            return gate.route("POST", "/v1/responses", sent), gate.notes
+
+    decision, notes = route(body, "0.171.0")
+    assert decision.kind == "main", decision.mismatch
+    assert any("AGENTS.md revoked" in n for n in notes) and any("collaboration mode" in n for n in notes)
+    recorded, _ = route(body, "0.118.0")
+    assert recorded.kind == "refuse" and recorded.mismatch.path == "instructions", "0.118's own form"
+    other_mode = orjson.loads(orjson.dumps(body))
+    for part in other_mode["input"][-4]["content"]:
+        if part["text"].startswith("<collaboration_mode>"):
+            part["text"] = "<collaboration_mode># Collaboration Mode: Default\n</collaboration_mode>"
+    assert route(other_mode, "0.171.0")[0].kind == "refuse", "only the recorded collaboration mode"
+    turn = resume.TurnSettings(paginated=True, agents_md=True, plugins=True, collaboration="# Plan Mode")
+    marks = [i.mark for i in resume.insertions("0.171.0", turn)]
+    assert resume.REVOKED_AGENTS_MD not in marks, "a rollout of its own form keeps its baseline"
