@@ -125,17 +125,7 @@ class DockerBackend:
     """Starts DockerSandboxes on the engine the environment names."""
 
     def start(self, spec: SandboxSpec) -> DockerSandbox:
-        return DockerSandbox.start(
-            connect(),
-            spec.image,
-            binds=spec.binds,
-            workdir=spec.workdir,
-            run_id=spec.run_id,
-            limits=spec.limits,
-            labels=spec.labels,
-            propagated=spec.propagated,
-            command=spec.command,
-        )
+        return DockerSandbox.start_from(spec)
 
 
 class DockerSandbox:
@@ -229,6 +219,21 @@ class DockerSandbox:
                 raise SandboxError(f"container failed to start: {type(exc).__name__}") from None
             raise
         return box
+
+    @classmethod
+    def start_from(cls, spec: SandboxSpec) -> DockerSandbox:
+        """`start` of what `spec` describes, on the engine the environment names."""
+        return cls.start(
+            connect(),
+            spec.image,
+            binds=spec.binds,
+            workdir=spec.workdir,
+            run_id=spec.run_id,
+            limits=spec.limits,
+            labels=spec.labels,
+            propagated=spec.propagated,
+            command=spec.command,
+        )
 
     def exec(
         self,
