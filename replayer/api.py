@@ -319,7 +319,8 @@ def batch(
 ) -> BatchCounts:
     """Every job of a JSONL manifest into `out` (resumable: finished jobs are never recomputed); `ray`: an
     address, 'auto' or 'local'. The counts are also in out/batch.json, with every job's outcome.
-    `containers_ahead` (local pool): each worker starts the next job's container while a job runs."""
+    `containers_ahead`: each worker (a local pool's process, a Ray actor) starts the next job's container
+    while a job runs."""
     from replayer.verbs.batch import (
         JobOutcome,
         Tally,
@@ -365,7 +366,7 @@ def batch(
         try:
             units = groups(todo)  # the boundaries of one trajectory: one replay
             if ray:
-                run_ray(units, out.absolute(), ray, workers, on_done, labels)
+                run_ray(units, out.absolute(), ray, workers, on_done, labels, containers_ahead)
             else:
                 run_local(units, out.absolute(), workers, on_done, labels, containers_ahead)
         finally:
