@@ -269,8 +269,8 @@ class _Actor:
 
 
 class _Actors:
-    """The batch's actors: those starting (their `where` call pending), those ready, and every (node, pid)
-    one ever ran as, which `end` cleans after."""
+    """The batch's actors: those starting (their `where` call pending), those ready, and the node and
+    process of every one that ever ran, which `end` cleans after."""
 
     def __init__(self, ray: Any, ahead: bool) -> None:
         self.ray = ray
