@@ -148,12 +148,12 @@ def ahead_section(r: dict[str, object]) -> str:
         "(containerd, runc, the quota) still takes CPU, now beside the job before, so the batch gains less than",
         "the starts it no longer waits for, least where the workers fill the cores. Other runs of this table",
         "the same day, on the machine shared with other work: at a load average of 18, 0.59 with 1 worker and",
-        "0.87 with 2; at about 9, 0.90 and 1.14 (2 workers slower, once); at 7.6, 0.83 and 0.87; this run's above.",
+        "0.87 with 2; at about 9, 0.90 and 1.14 (2 workers slower, once); at 7.6, 0.83 and 0.87; at 8.6, 0.88 and 0.96; this run's above.",
         "",
         "On Ray the same holds, more so: the two actors already fill the two cores, and each batch's end also",
         "waits for each actor to remove its spare (the baseline's end runs the same per-node cleanup, without",
-        "spares). The first run of the Ray rows, at a load average of 8.6: 1.05 (ahead slower), the container",
-        "start falling from 544 to 22 ms as in the local pool.",
+        "spares). Two runs of the Ray rows, at load averages of 8.6 and 9.9 (this one): 1.05 and 1.03 (ahead a",
+        "little slower), the container start falling to about 20 ms as in the local pool.",
         "",
     ]
     return "\n".join(lines)
