@@ -320,7 +320,8 @@ def batch(
 ) -> BatchCounts:
     """Every job of a JSONL manifest into `out` (resumable: finished jobs are never recomputed); `ray`: an
     address, 'auto' or 'local'. The counts are also in out/batch.json, with every job's outcome.
-    `containers_ahead` (local pool): each worker starts the next job's container while a job runs."""
+    `containers_ahead`: each worker (a local pool's process, a Ray actor) starts the next job's container
+    while a job runs."""
     from replayer.verbs.batch import (
         JobOutcome,
         Tally,
@@ -366,7 +367,7 @@ def batch(
         try:
             units = groups(todo)  # the boundaries of one trajectory: one replay
             if ray:
-                run_ray(units, out.absolute(), ray, workers, on_done, labels)
+                run_ray(units, out.absolute(), ray, workers, on_done, labels, containers_ahead)
             else:
                 run_local(units, out.absolute(), workers, on_done, labels, containers_ahead)
         finally:
@@ -419,6 +420,8 @@ class GcReport(BaseModel):
     removed_states: list[str]
     """The state folders of dead runs removed."""
     unmounted_slot_root: bool
+    killed_forwarders: list[int] = []
+    """The pids of port forwarders a removed container left running on the host."""
 
 
 class ViewReport(BaseModel):
@@ -454,16 +457,22 @@ def view(directory: PathLike) -> ViewReport:
 
 def gc() -> GcReport:
     """Remove every container and snapshot image the replayer left behind, the state folders and fork
-    slots of dead runs, and the slots' root once no slot is left."""
-    from replayer.sandboxes.docker import connect
+    slots of dead runs, and the slots' root once no slot is left; kill the port forwarders that removed
+    containers left on the host."""
+    from replayer.sandboxes.docker import connect, sweep_forwarders
     from replayer.sandboxes.docker import gc as docker_gc
     from replayer.sandboxes.quota import sweep_states
     from replayer.sandboxes.slots import unmount_root
 
-    removed, images = docker_gc(connect())
+    client = connect()
+    removed, images = docker_gc(client)
     states = sweep_states()
     return GcReport(
-        removed=removed, removed_images=images, removed_states=states, unmounted_slot_root=unmount_root()
+        removed=removed,
+        removed_images=images,
+        removed_states=states,
+        unmounted_slot_root=unmount_root(),
+        killed_forwarders=sweep_forwarders(client),
     )
 
 

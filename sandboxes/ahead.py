@@ -147,17 +147,7 @@ def _prestart(spec: SandboxSpec, shape: tuple[object, ...]) -> _Spare | None:
             binds[target] = (folders[target], False)
         run_id = f"{spec.run_id[:6]}{uuid.uuid4().hex[:6]}"
         ahead = spec.model_copy(update={"binds": binds, "run_id": run_id, "propagated": frozenset(folders)})
-        box = SlottedSandbox.start(
-            connect(),
-            ahead.image,
-            binds=ahead.binds,
-            workdir=ahead.workdir,
-            run_id=ahead.run_id,
-            limits=ahead.limits,
-            labels=ahead.labels,
-            propagated=ahead.propagated,
-            command=ahead.command,
-        )
+        box = SlottedSandbox.start_from(ahead)
     except BaseException:
         slot.release()
         raise

@@ -22,7 +22,7 @@ from docker.types import Mount
 from replayer.floor import signals
 from replayer.floor.errors import SandboxError, last_line
 from replayer.floor.models import SandboxLimits
-from replayer.sandboxes import seccomp, slots
+from replayer.sandboxes import leftovers, seccomp, slots
 from replayer.sandboxes.base import MAX_FILE_BYTES, MAX_OUTPUT_BYTES, ExecResult, SandboxSpec, WatchedExec
 from replayer.sandboxes.committable import engine_refusal, refusal
 from replayer.sandboxes.owner import owner, owner_alive
@@ -42,6 +42,8 @@ No btrfs subvolume or quota administration either (sandboxes/seccomp.py)."""
 OWNER_LABEL = "sandbox-replayer.owner"
 _LIVE: dict[str, docker.DockerClient] = {}
 """Containers this process created and has not removed yet: what `stop_live` sweeps."""
+_SPAWNED: dict[str, str] = {}
+"""Name -> id of the live containers `spawn` started a process in: their removal makes sure it is gone."""
 
 
 @contextlib.contextmanager
@@ -82,6 +84,9 @@ def _remove(client: docker.DockerClient, name: str) -> None:
         if "No such container" not in str(exc) and "already in progress" not in str(exc):
             raise  # else removed already, or gc or a sweep is removing it
     _LIVE.pop(name, None)
+    spawned = _SPAWNED.pop(name, None)
+    if spawned is not None:  # a detached exec outside the container's PID namespace survives it
+        leftovers.kill_left(spawned)
 
 
 def stop_live() -> list[str]:
@@ -125,17 +130,7 @@ class DockerBackend:
     """Starts DockerSandboxes on the engine the environment names."""
 
     def start(self, spec: SandboxSpec) -> DockerSandbox:
-        return DockerSandbox.start(
-            connect(),
-            spec.image,
-            binds=spec.binds,
-            workdir=spec.workdir,
-            run_id=spec.run_id,
-            limits=spec.limits,
-            labels=spec.labels,
-            propagated=spec.propagated,
-            command=spec.command,
-        )
+        return DockerSandbox.start_from(spec)
 
 
 class DockerSandbox:
@@ -230,6 +225,21 @@ class DockerSandbox:
             raise
         return box
 
+    @classmethod
+    def start_from(cls, spec: SandboxSpec) -> DockerSandbox:
+        """`start` of what `spec` describes, on the engine the environment names."""
+        return cls.start(
+            connect(),
+            spec.image,
+            binds=spec.binds,
+            workdir=spec.workdir,
+            run_id=spec.run_id,
+            limits=spec.limits,
+            labels=spec.labels,
+            propagated=spec.propagated,
+            command=spec.command,
+        )
+
     def exec(
         self,
         argv: list[str],
@@ -274,6 +284,7 @@ class DockerSandbox:
     def spawn(self, argv: list[str], *, workdir: str = "/", env: dict[str, str] | None = None) -> None:
         """Start a background process (e.g. a forwarder) that lives as long as the container."""
         api = self.client.api
+        _SPAWNED[self.name] = self.container.id
         with engine_errors("exec"):
             exec_id = api.exec_create(self.container.id, argv, workdir=workdir, environment=env or {})["Id"]
             api.exec_start(exec_id, detach=True)
@@ -457,3 +468,14 @@ def remove_images(client: docker.DockerClient, label: str = SNAPSHOT_LABEL) -> l
 def gc(client: docker.DockerClient) -> tuple[list[str], list[str]]:
     """Remove every container and snapshot image the replayer left behind; returns their names."""
     return remove_containers(client), remove_images(client)
+
+
+def sweep_forwarders(client: docker.DockerClient) -> list[int]:
+    """Kill the port forwarders (`forward_port`) left running on the host by a container the engine no
+    longer has (sandboxes/leftovers.py); their pids."""
+
+    def ids() -> list[str]:
+        with engine_errors("container listing"):
+            return [c["Id"] for c in client.api.containers(all=True, quiet=True)]
+
+    return leftovers.sweep_forwarders(ids)

@@ -25,5 +25,10 @@ def gc(json: JsonOpt = False) -> None:
             f"removed {len(images)} snapshot image(s)" + (": " + ", ".join(images) if images else "")
         )
         console.print(f"removed {len(states)} state folder(s) of dead runs")
+        if report.killed_forwarders:
+            pids = ", ".join(map(str, report.killed_forwarders))
+            console.print(
+                f"killed {len(report.killed_forwarders)} port forwarder(s) of removed containers: {pids}"
+            )
         if report.unmounted_slot_root:
             console.print("unmounted the fork slots' root (no slot left)")

@@ -437,6 +437,15 @@ def keep_containers_ahead() -> None:
         multiprocessing.util.Finalize(None, _AHEAD[0].close, exitpriority=10)
 
 
+def stop_containers_ahead() -> tuple[int, int]:
+    """This process's spare removed (none is started after); how many job starts took a spare and how many
+    started their own container. (0, 0) when it kept none."""
+    if not _AHEAD:
+        return 0, 0
+    _AHEAD[0].close()
+    return _AHEAD[0].served, _AHEAD[0].started
+
+
 def _backend() -> AheadBackend | None:
     return _AHEAD[0] if _AHEAD else None
 

@@ -27,7 +27,10 @@ from pathlib import Path
 import orjson
 
 HOST = "127.0.0.2"
-RAY = str(Path(sys.executable).with_name("ray"))
+RAY = [sys.executable, "-m", "ray.scripts.scripts"]
+"""`ray` run by this interpreter, not by the `ray` script's: the nodes start their workers with the
+interpreter that ran `ray start`, so that they import this checkout (a script linked from another
+environment would give them that environment's replayer)."""
 
 
 @dataclass
@@ -61,7 +64,7 @@ _NODE_PORTS = (
 
 def _start(argv: list[str], env: dict[str, str], groups: list[int]) -> None:
     proc = subprocess.Popen(
-        [RAY, "start", *argv],
+        [*RAY, "start", *argv],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
