@@ -117,11 +117,14 @@ class TurnSettings(BaseModel):
 def recorded(records: list[rollout.Record]) -> TurnSettings:
     """The last `turn_context` of the prefix (`sandbox_policy` is `{type}` from about 0.1xx, `{mode}` in 0.58),
     and which recorded instructions the prefix holds."""
+    contents = [
+        p.get("content") for r in records if (p := rollout.item(r)) is not None and p.get("type") == "message"
+    ]
     texts = [
         str(part.get("text", ""))
-        for r in records
-        if (p := rollout.item(r)) is not None and p.get("type") == "message"
-        for part in (p.get("content") if isinstance(p.get("content"), list) else [])
+        for content in contents
+        if isinstance(content, list)
+        for part in content
         if isinstance(part, dict)
     ]
     held = {
