@@ -243,18 +243,23 @@ def _passed(
                 replay.forks[k] = written
             else:
                 replay.outcomes[k] = written
-        except ReplayError as exc:
-            boundary.out.discard()
-            replay.outcomes[k] = exc
-        except OSError as exc:
-            boundary.out.discard()
-            known = os_error(exc, boundary.request)
-            if known is None:
-                raise
-            replay.outcomes[k] = known
+        except (ReplayError, OSError) as exc:
+            replay.outcomes[k] = _failed(exc, boundary.out, boundary.request)
         except BaseException:
             boundary.out.discard()
             raise
+
+
+def _failed(exc: ReplayError | OSError, out: OutputDir, request: ReplayRequest) -> ReplayError:
+    """The outcome of a boundary that met `exc`, its output discarded: the refusal, or what a full quota or
+    an unwritable output means (`os_error`); any other OSError is raised again."""
+    out.discard()
+    if isinstance(exc, ReplayError):
+        return exc
+    known = os_error(exc, request)
+    if known is None:
+        raise exc
+    return known
 
 
 def _write(
@@ -382,15 +387,8 @@ def _continue_forks(replay: _Replay, backend: Backend, key: str, on_event: OnEve
                     fork, box, replay.adapter, replay.traj, key, replay.started, on_event
                 )
                 _commit(fork.out, result)
-            except ReplayError as exc:
-                fork.out.discard()
-                replay.outcomes[k] = exc
-            except OSError as exc:
-                fork.out.discard()
-                known = os_error(exc, fork.request)
-                if known is None:
-                    raise
-                replay.outcomes[k] = known
+            except (ReplayError, OSError) as exc:
+                replay.outcomes[k] = _failed(exc, fork.out, fork.request)
             else:
                 replay.outcomes[k] = result
             finally:
