@@ -93,6 +93,25 @@ def _rate(prefixes: float, wall: float) -> str:
     return f"{prefixes / wall * 3600 / cores:,.0f}"
 
 
+def _path_row(name: str, label: str, r: dict[str, float], base_s: float, *more: str) -> str:
+    """A table row of one path: its wall time and ratio to `base_s`, its containers and rerun calls, and
+    the columns `more` adds."""
+    cells = [name, label, f"{r['wall_s']:.1f} s", f"**{r['wall_s'] / base_s:.2f}**"]
+    cells += [f"{r['containers']:.0f}", f"{r['calls']:.0f}", *more]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _floor_row(name: str, floor_s: float) -> str:
+    return f"| {name} | floor: one `run -n LAST` | {floor_s:.1f} s | 1.00 | 1 | | |"
+
+
+def _load_note() -> list[str]:
+    return [
+        f"Load average at the end of the run: {os.getloadavg()[0]:.1f} (the machine is shared: the ratios, not",
+        "the absolute times, are what carries over).",
+    ]
+
+
 def boundaries_section(rows: list[dict[str, object]]) -> str:
     lines = [
         BOUNDARIES_HEADING,
@@ -111,17 +130,13 @@ def boundaries_section(rows: list[dict[str, object]]) -> str:
     for row in rows:
         name = f"{row['agent']}, {row['steps']} steps"
         floor = float(row["floor_s"])  # type: ignore[arg-type]
-        lines.append(f"| {name} | floor: one `run -n LAST` | {floor:.1f} s | 1.00 | 1 | | |")
+        lines.append(_floor_row(name, floor))
         for label, key in (("one job per boundary", "per_job"), ("one replay", "one")):
             r: dict[str, float] = row[key]  # type: ignore[assignment]
-            lines.append(
-                f"| {name} | {label} | {r['wall_s']:.1f} s | **{r['wall_s'] / floor:.2f}** | "
-                f"{r['containers']:.0f} | {r['calls']:.0f} | {_rate(r['prefixes'], r['wall_s'])} |"
-            )
+            lines.append(_path_row(name, label, r, floor, _rate(r["prefixes"], r["wall_s"])))
     lines += [
         "",
-        f"Load average at the end of the run: {os.getloadavg()[0]:.1f} (the machine is shared: the ratios, not",
-        "the absolute times, are what carries over).",
+        *_load_note(),
         "",
         "What dominates: one job per boundary starts a container (and, for a companion agent, the companion)",
         "per boundary and reruns steps 1..k for each k, O(K²) calls; one replay starts one container and",
@@ -201,10 +216,7 @@ def continuations_section(row: dict[str, object]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for label, r in ((f"{len(picked)} separate continued runs", separate), ("one replay, forked", one)):
-        lines.append(
-            f"| {name} | {label} | {r['wall_s']:.1f} s | **{r['wall_s'] / separate['wall_s']:.2f}** | "
-            f"{r['containers']:.0f} | {r['calls']:.0f} |"
-        )
+        lines.append(_path_row(name, label, r, separate["wall_s"]))
     lines += [
         "",
         "What remains in the forked path: every continuation starts its CLI and talks to the model as a",
@@ -296,17 +308,13 @@ def boundaries_ray_section(rows: list[dict[str, object]]) -> str:
     for row in rows:
         name = f"{row['agent']}, {row['steps']} steps"
         floor = float(row["floor_s"])  # type: ignore[arg-type]
-        lines.append(f"| {name} | floor: one `run -n LAST` | {floor:.1f} s | 1.00 | 1 | | |")
+        lines.append(_floor_row(name, floor))
         for label, key in (("one replay, local pool", "local"), ("one replay, two-node Ray cluster", "ray")):
             r: dict[str, float] = row[key]  # type: ignore[assignment]
-            lines.append(
-                f"| {name} | {label} | {r['wall_s']:.1f} s | **{r['wall_s'] / floor:.2f}** | "
-                f"{r['containers']:.0f} | {r['calls']:.0f} | {r.get('nodes', 1):.0f} |"
-            )
+            lines.append(_path_row(name, label, r, floor, f"{r.get('nodes', 1):.0f}"))
     lines += [
         "",
-        f"Load average at the end of the run: {os.getloadavg()[0]:.1f} (the machine is shared: the ratios, not",
-        "the absolute times, are what carries over).",
+        *_load_note(),
         "",
         "What dominates: a trajectory's boundaries are one unit of work (one replay), so on Ray they are one task",
         "on one node: the replay's own cost, plus the command's interpreter and Ray driver start. A cluster",
@@ -366,7 +374,7 @@ def bench_boundaries_ray_per_job(tmp: Path) -> dict[str, object]:
 
 
 def boundaries_ray_per_job_section(r: dict[str, object]) -> str:
-    floor, wall = float(r["floor_s"]), float(r["wall_s"])  # type: ignore[arg-type]
+    floor = float(r["floor_s"])  # type: ignore[arg-type]
     name = f"{r['agent']}, {r['steps']} steps"
     return "\n".join(
         [
@@ -378,9 +386,8 @@ def boundaries_ray_per_job_section(r: dict[str, object]) -> str:
             "",
             "| session | path | wall | / floor | containers | rerun calls | nodes |",
             "|---|---|---|---|---|---|---|",
-            f"| {name} | floor: one `run -n LAST` | {floor:.1f} s | 1.00 | 1 | | |",
-            f"| {name} | one job per boundary, two-node Ray cluster | {wall:.1f} s | **{wall / floor:.2f}** | "
-            f"{r['containers']} | {r['calls']} | {r['nodes']} |",
+            _floor_row(name, floor),
+            _path_row(name, "one job per boundary, two-node Ray cluster", r, floor, f"{r['nodes']}"),  # type: ignore[arg-type]
             "",
             f"Load average at the end of the run: {os.getloadavg()[0]:.1f}. On Ray as in the local pool one job per",
             "boundary pays a container and the reruns of steps 1..k per boundary; two nodes share them, one replay",
