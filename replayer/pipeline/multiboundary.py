@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,11 @@ from replayer.sandboxes.base import Backend, Sandbox
 logger = logging.getLogger(__name__)
 Outcome = ReplayResult | ReplayError
 """A boundary's result, or why it has none (its output directory is then not there)."""
+OnPassed = Callable[[int, Sandbox, RunDirs, Path], None]
+"""Called, without a continuation, as the replay passes boundary K, before K's result is committed: the
+replay's sandbox, K's state as `run -n K` exports it (its `state/`: the workspace, the home as the
+rerunner's close leaves it) and K's rebuilt native directory (`compare -n a,b` snapshots K there). The
+sandbox goes on replaying after it: what the hook runs in it must not change its state."""
 
 
 def boundary_dir(out: Path, boundary: int) -> Path:
@@ -97,6 +103,7 @@ class _Replay:
     replay_id: str = ""
     forks: dict[int, fanout.Forked] = field(default_factory=dict)
     """With a continuation: the boundaries passed, their continuations still to run."""
+    on_passed: OnPassed | None = None
 
 
 def execute_many(
@@ -106,13 +113,16 @@ def execute_many(
     trajectory: Trajectory | None = None,
     on_event: OnEvent = ignore,
     backend: Backend | None = None,
+    on_passed: OnPassed | None = None,
 ) -> dict[int, Outcome]:
     """Run mode at every boundary of `outs` (boundary -> its output directory) in one replay; `request`
     holds the options (its after_step and out are each boundary's own). With a continuation, each
-    boundary's continuation forks from its snapshot once the replay is done (fanout.py)."""
+    boundary's continuation forks from its snapshot once the replay is done (fanout.py). Without one,
+    `on_passed` hears each boundary as the replay passes it."""
     if request.mode != "run":
         raise BadInput("one replay serves many boundaries in run mode")
     cont = request.continuation
+    assert cont is None or on_passed is None, "a continued boundary is snapshotted by fanout.py"
     if cont is not None and cont.record_cassette is not None and len(outs) > 1:
         raise BadInput("--record-cassette records one continuation: give one boundary")
     if not outs:
@@ -160,7 +170,18 @@ def execute_many(
                 continue
             pending[k] = _Boundary(one, plan, made)
         replay = _Replay(
-            request, adapter, traj, image, started, parse_s, checkout, version, pending, outcomes, forks=forks
+            request,
+            adapter,
+            traj,
+            image,
+            started,
+            parse_s,
+            checkout,
+            version,
+            pending,
+            outcomes,
+            forks=forks,
+            on_passed=on_passed,
         )
         if pending:
             with running_version(adapter.name, version.version), RunContext() as keep:
@@ -352,6 +373,8 @@ def _write(
             limits,
         )
         return fanout.Forked(request, boundary.out, result, made, image, state, skips)
+    if replay.on_passed is not None:
+        replay.on_passed(plan.after_step, box, RunDirs(root=tmp / "state"), tmp / "native")
     _commit(boundary.out, result)
     return result
 
