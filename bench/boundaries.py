@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -395,3 +396,72 @@ def boundaries_ray_per_job_section(r: dict[str, object]) -> str:
             "",
         ]
     )
+
+
+COMPARES_HEADING = "## compare at several boundaries: one replay against a compare a boundary"
+COMPARED_AT = 5
+"""Compares at this many boundaries (spread as the continuations' are) of the continuations' session."""
+
+
+def bench_compares(tmp: Path, count: int = COMPARED_AT) -> dict[str, object]:
+    """One variant, one run, with the mock model and a check, at `count` boundaries of one session: one
+    `compare -n K` per boundary against one `compare -n a,b,...` (replayer/verbs/compare_boundaries.py),
+    one after the other in this process."""
+    agent, fixture, generate, copies = CONTINUED
+    folder = tmp / f"compared-{agent}-{copies}"
+    folder.mkdir()
+    session = generate(folder, copies)
+    workspace = FIXTURES / agent / fixture / "workspace"
+    _, traj = load(session)
+    picked = _spread(valid_boundaries(traj), count)
+    shared: dict[str, Any] = {"upstream": "mock", "check": "true"}
+    t0 = time.monotonic()
+    alone = [api.compare(session, k, workspace, folder / f"alone-{k}", ["a="], **shared) for k in picked]
+    separate = time.monotonic() - t0
+    t0 = time.monotonic()
+    outcomes = api.compare_boundaries(session, picked, workspace, folder / "one", ["a="], **shared)
+    one = time.monotonic() - t0
+    forked = [outcomes[k] for k in picked]
+    for result in [*alone, *forked]:
+        assert isinstance(result, api.CompareResult), result
+        assert all(r.status == "ok" and r.continuation for r in result.runs), result.runs
+    shutil.rmtree(folder, ignore_errors=True)
+    calls = [sum(result.divergences.values()) for result in alone]  # type: ignore[union-attr]
+    return {
+        "agent": agent,
+        "steps": len(traj.steps),
+        "boundaries": picked,
+        # a compare: its replay, its run, and its check in the replay's container
+        "separate": {"wall_s": separate, "containers": 2 * len(alone), "calls": sum(calls)},
+        # one replay, and per boundary its run and the check's own container
+        "one": {"wall_s": one, "containers": 1 + 2 * len(forked), "calls": max(calls)},
+    }
+
+
+def compares_section(row: dict[str, object]) -> str:
+    picked: list[int] = row["boundaries"]  # type: ignore[assignment]
+    separate: dict[str, float] = row["separate"]  # type: ignore[assignment]
+    one: dict[str, float] = row["one"]  # type: ignore[assignment]
+    name = f"{row['agent']}, {row['steps']} steps"
+    lines = [
+        COMPARES_HEADING,
+        "",
+        "`python -m bench compare-boundaries`: a compare (one variant, one run, the built-in mock model, a",
+        f"check) at {len(picked)} boundaries ({', '.join(map(str, picked))}) of one session: one `compare -n K`",
+        "per boundary against one `compare -n a,b,...` (one replay, each boundary snapshotted as it passes,",
+        "its runs forked from there: `replayer/verbs/compare_boundaries.py`), one after the other in one",
+        "process, measured in the same run. Rerun calls: the calls the replays reran.",
+        "",
+        "| session | path | wall | / separate compares | containers | rerun calls |",
+        "|---|---|---|---|---|---|",
+        _path_row(name, f"{len(picked)} separate compares", separate, separate["wall_s"]),
+        _path_row(name, "one replay, forked at each boundary", one, separate["wall_s"]),
+        "",
+        *_load_note(),
+        "",
+        "What remains in the forked path: every run starts its container and CLI and talks to the model as",
+        "in a compare alone, and the check at a boundary takes a container of its own (the replay goes on",
+        "after it); what it saves is the replay of steps 1..k per boundary.",
+        "",
+    ]
+    return "\n".join(lines)
