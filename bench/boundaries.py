@@ -160,17 +160,23 @@ def _spread(valid: list[int], count: int) -> list[int]:
     return sorted({inner[round(i * (len(inner) - 1) / (count - 1))] for i in range(count)})
 
 
+def _forked_session(tmp: Path, label: str, count: int) -> tuple[Path, Path, Path, int, list[int]]:
+    """The session of CONTINUED made in its own folder: (folder, session, workspace, steps, `count`
+    boundaries spread over its valid ones)."""
+    agent, fixture, generate, copies = CONTINUED
+    folder = tmp / f"{label}-{agent}-{copies}"
+    folder.mkdir()
+    session = generate(folder, copies)
+    _, traj = load(session)
+    workspace = FIXTURES / agent / fixture / "workspace"
+    return folder, session, workspace, len(traj.steps), _spread(valid_boundaries(traj), count)
+
+
 def bench_continuations(tmp: Path, count: int = CONTINUED_AT) -> dict[str, object]:
     """Continuations (the mock model) at `count` boundaries of one session: one `run -n K --continue` per
     boundary against one `run -n a,b,... --continue` (one replay, a continuation forked from each
     boundary's snapshot, replayer/pipeline/fanout.py), one after the other in this process."""
-    agent, fixture, generate, copies = CONTINUED
-    folder = tmp / f"continued-{agent}-{copies}"
-    folder.mkdir()
-    session = generate(folder, copies)
-    workspace = FIXTURES / agent / fixture / "workspace"
-    _, traj = load(session)
-    picked = _spread(valid_boundaries(traj), count)
+    folder, session, workspace, steps, picked = _forked_session(tmp, "continued", count)
     t0 = time.monotonic()
     alone = [
         api.run(session, k, workspace, folder / f"alone-{k}", continue_agent=True, upstream="mock")
@@ -192,8 +198,8 @@ def bench_continuations(tmp: Path, count: int = CONTINUED_AT) -> dict[str, objec
         return [sum(1 for d in r.divergences if d.kind == "rerun") for r in results]  # type: ignore[attr-defined]
 
     return {
-        "agent": agent,
-        "steps": len(traj.steps),
+        "agent": CONTINUED[0],
+        "steps": steps,
         "boundaries": picked,
         "separate": {"wall_s": separate, "containers": len(alone), "calls": sum(reruns(alone))},
         # one replay container, and one container a continuation
@@ -407,13 +413,7 @@ def bench_compares(tmp: Path, count: int = COMPARED_AT) -> dict[str, object]:
     """One variant, one run, with the mock model and a check, at `count` boundaries of one session: one
     `compare -n K` per boundary against one `compare -n a,b,...` (replayer/verbs/compare_boundaries.py),
     one after the other in this process."""
-    agent, fixture, generate, copies = CONTINUED
-    folder = tmp / f"compared-{agent}-{copies}"
-    folder.mkdir()
-    session = generate(folder, copies)
-    workspace = FIXTURES / agent / fixture / "workspace"
-    _, traj = load(session)
-    picked = _spread(valid_boundaries(traj), count)
+    folder, session, workspace, steps, picked = _forked_session(tmp, "compared", count)
     shared: dict[str, Any] = {"upstream": "mock", "check": "true"}
     t0 = time.monotonic()
     alone = [api.compare(session, k, workspace, folder / f"alone-{k}", ["a="], **shared) for k in picked]
@@ -428,8 +428,8 @@ def bench_compares(tmp: Path, count: int = COMPARED_AT) -> dict[str, object]:
     shutil.rmtree(folder, ignore_errors=True)
     calls = [sum(result.divergences.values()) for result in alone]  # type: ignore[union-attr]
     return {
-        "agent": agent,
-        "steps": len(traj.steps),
+        "agent": CONTINUED[0],
+        "steps": steps,
         "boundaries": picked,
         # a compare: its replay, its run, and its check in the replay's container
         "separate": {"wall_s": separate, "containers": 2 * len(alone), "calls": sum(calls)},
