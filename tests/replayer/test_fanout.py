@@ -95,11 +95,13 @@ _DIR_SIZES = re.compile(r"^(d[rwxsStT-]{9}\S* +\d+ +\S+ +\S+ +)\d+", re.MULTILIN
 upper layer's copy, which depends on how the container was made (`/` is 38 in a run pre-started and given
 the boundary's changes, 12 in one started from the snapshot image, in a compare alone as well: its
 `fork_path`, which differs between a later boundary and a compare alone)."""
-_MEASURED = re.compile(r"(_ms|_s|Ms)$|^(duration|latency|process_id|request_bytes|runtime_hosts)$")
+_MEASURED = re.compile(r"(_ms|_s|Ms)$|^(duration|latency|process_id|request_bytes|runtime_hosts|partial)$")
 """Keys of what the agent and the bridge measure: times (`duration_ms`, `ttft_ms`, `at_s`, Gemini CLI's
 `totalLatencyMs`, Codex's `duration`, OpenHands' `latency`), the process ids of its tools, and the size
 of a request that holds a tool's output naming its process id (Gemini CLI's shell output does); the local
-ports OpenHands V0's runtime picks (`runtime_hosts`)."""
+ports OpenHands V0's runtime picks (`runtime_hosts`); and Pi's `partial` of a streamed message event, the
+message as assembled when the event was printed: whether the answer's last chunk (its usage) had come yet
+is a matter of timing (the message itself is compared)."""
 
 
 def _unmeasured(value: Any) -> Any:
