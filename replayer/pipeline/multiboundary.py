@@ -50,7 +50,9 @@ from replayer.pipeline.context import RunContext
 from replayer.pipeline.engine import load, os_error, parse, pins_for
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.steps import JSON_OPTS, RERUNS
+from replayer.sandboxes.ahead import AheadBackend
 from replayer.sandboxes.base import Backend, Sandbox
+from replayer.sandboxes.docker import DockerBackend
 
 logger = logging.getLogger(__name__)
 Outcome = ReplayResult | ReplayError
@@ -188,7 +190,7 @@ def execute_many(
                 replay.keep, replay.replay_id = keep, f"mb-{uuid.uuid4().hex[:10]}"
                 backend = backend or _docker()
                 _run(replay, workspace, backend, on_event)
-                _continue_forks(replay, backend, key, on_event)
+                _continue_forks(replay, _fork_backend(backend), key, on_event)
     finally:
         for left in pending.values():  # a replay that stopped before them
             left.out.discard()
@@ -201,6 +203,12 @@ def _docker() -> Backend:
     from replayer.sandboxes.docker import DockerBackend
 
     return DockerBackend()
+
+
+def _fork_backend(backend: Backend) -> Backend:
+    """What starts the forks' containers: they run snapshot images that no later job runs, so a spare shaped
+    like one (sandboxes/ahead.py) would never be taken, and would hold the image the replay removes."""
+    return DockerBackend() if isinstance(backend, AheadBackend) else backend
 
 
 def _run(replay: _Replay, workspace: Path, backend: Backend, on_event: OnEvent) -> None:

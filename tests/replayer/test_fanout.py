@@ -249,6 +249,8 @@ def test_a_batch_continues_the_boundaries_of_a_trajectory_from_one_replay(tmp_pa
     assert redone["after_step"] == BOUNDARIES[0] and redone["continuation"]["agent_status"] == "completed"
     kept = [r for r in results if r["after_step"] != BOUNDARIES[0]]
     assert all(redone["container"] != r["container"] for r in kept), "a new replay for the missing one"
+    # the boundaries' snapshot images are gone (no spare container of the batch's workers holds one)
+    assert not docker.from_env().images.list(filters={"label": FANOUT_LABEL})
 
 
 def test_a_refused_boundary_does_not_sink_the_others_continuations(tmp_path: Path) -> None:
