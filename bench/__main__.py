@@ -1,7 +1,7 @@
 """`make bench`: every number is a ratio against a baseline measured side by side in this run.
 
 Writes docs/benchmarks.md. `python -m bench parse` and `python -m bench memory` (no Docker needed),
-`python -m bench compare`, `python -m bench fork`, `python -m bench driven`, `python -m bench boundaries`, `python -m bench ahead` and `python -m bench scale` (Ray
+`python -m bench compare`, `python -m bench fork`, `python -m bench driven`, `python -m bench boundaries`, `python -m bench compare-boundaries`, `python -m bench ahead` and `python -m bench scale` (Ray
 clusters on this machine) run only that benchmark and replace only its section of docs/benchmarks.md.
 """
 
@@ -33,13 +33,16 @@ from bench.boundaries import (
     BOUNDARIES_HEADING,
     BOUNDARIES_RAY_HEADING,
     BOUNDARIES_RAY_PER_JOB_HEADING,
+    COMPARES_HEADING,
     bench_boundaries,
     bench_boundaries_ray,
     bench_boundaries_ray_per_job,
+    bench_compares,
     bench_continuations,
     boundaries_ray_per_job_section,
     boundaries_ray_section,
     boundaries_section,
+    compares_section,
     continuations_section,
 )
 from bench.scale import SCALE_HEADING, bench_scale, scale_section
@@ -1100,6 +1103,7 @@ def main(argv: list[str]) -> None:
         lambda t: boundaries_section(bench_boundaries(t)) + continuations_section(bench_continuations(t)),
     )
     only["ahead"] = (AHEAD_HEADING, lambda t: ahead_section(bench_ahead(t)))
+    only["compare-boundaries"] = (COMPARES_HEADING, lambda t: compares_section(bench_compares(t)))
     only["boundaries-ray-per-job"] = (
         BOUNDARIES_RAY_PER_JOB_HEADING,
         lambda t: boundaries_ray_per_job_section(bench_boundaries_ray_per_job(t)),
@@ -1117,7 +1121,7 @@ def main(argv: list[str]) -> None:
         return
     if argv:
         raise SystemExit(
-            "usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|boundaries-ray|ahead]"
+            "usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|boundaries-ray|compare-boundaries|ahead]"
         )
     with tempfile.TemporaryDirectory() as tmp:
         parse = bench_parse(Path(tmp))
@@ -1132,6 +1136,7 @@ def main(argv: list[str]) -> None:
         driven = bench_driven(Path(tmp))
         boundaries = bench_boundaries(Path(tmp))
         continued = bench_continuations(Path(tmp))
+        compares = bench_compares(Path(tmp))
         ahead = bench_ahead(Path(tmp))
     doc = f"""# Benchmarks
 
@@ -1224,6 +1229,7 @@ adds little per chunk. Absolute numbers are loopback numbers, far below a real m
 {driven_section(driven)}
 {boundaries_section(boundaries)}
 {continuations_section(continued)}
+{compares_section(compares)}
 {ahead_section(ahead)}"""
     (ROOT / "docs" / "benchmarks.md").write_text(doc)
     print(doc)

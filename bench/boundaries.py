@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -93,6 +94,25 @@ def _rate(prefixes: float, wall: float) -> str:
     return f"{prefixes / wall * 3600 / cores:,.0f}"
 
 
+def _path_row(name: str, label: str, r: dict[str, float], base_s: float, *more: str) -> str:
+    """A table row of one path: its wall time and ratio to `base_s`, its containers and rerun calls, and
+    the columns `more` adds."""
+    cells = [name, label, f"{r['wall_s']:.1f} s", f"**{r['wall_s'] / base_s:.2f}**"]
+    cells += [f"{r['containers']:.0f}", f"{r['calls']:.0f}", *more]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _floor_row(name: str, floor_s: float) -> str:
+    return f"| {name} | floor: one `run -n LAST` | {floor_s:.1f} s | 1.00 | 1 | | |"
+
+
+def _load_note() -> list[str]:
+    return [
+        f"Load average at the end of the run: {os.getloadavg()[0]:.1f} (the machine is shared: the ratios, not",
+        "the absolute times, are what carries over).",
+    ]
+
+
 def boundaries_section(rows: list[dict[str, object]]) -> str:
     lines = [
         BOUNDARIES_HEADING,
@@ -111,17 +131,13 @@ def boundaries_section(rows: list[dict[str, object]]) -> str:
     for row in rows:
         name = f"{row['agent']}, {row['steps']} steps"
         floor = float(row["floor_s"])  # type: ignore[arg-type]
-        lines.append(f"| {name} | floor: one `run -n LAST` | {floor:.1f} s | 1.00 | 1 | | |")
+        lines.append(_floor_row(name, floor))
         for label, key in (("one job per boundary", "per_job"), ("one replay", "one")):
             r: dict[str, float] = row[key]  # type: ignore[assignment]
-            lines.append(
-                f"| {name} | {label} | {r['wall_s']:.1f} s | **{r['wall_s'] / floor:.2f}** | "
-                f"{r['containers']:.0f} | {r['calls']:.0f} | {_rate(r['prefixes'], r['wall_s'])} |"
-            )
+            lines.append(_path_row(name, label, r, floor, _rate(r["prefixes"], r["wall_s"])))
     lines += [
         "",
-        f"Load average at the end of the run: {os.getloadavg()[0]:.1f} (the machine is shared: the ratios, not",
-        "the absolute times, are what carries over).",
+        *_load_note(),
         "",
         "What dominates: one job per boundary starts a container (and, for a companion agent, the companion)",
         "per boundary and reruns steps 1..k for each k, O(K²) calls; one replay starts one container and",
@@ -144,17 +160,23 @@ def _spread(valid: list[int], count: int) -> list[int]:
     return sorted({inner[round(i * (len(inner) - 1) / (count - 1))] for i in range(count)})
 
 
+def _forked_session(tmp: Path, label: str, count: int) -> tuple[Path, Path, Path, int, list[int]]:
+    """The session of CONTINUED made in its own folder: (folder, session, workspace, steps, `count`
+    boundaries spread over its valid ones)."""
+    agent, fixture, generate, copies = CONTINUED
+    folder = tmp / f"{label}-{agent}-{copies}"
+    folder.mkdir()
+    session = generate(folder, copies)
+    _, traj = load(session)
+    workspace = FIXTURES / agent / fixture / "workspace"
+    return folder, session, workspace, len(traj.steps), _spread(valid_boundaries(traj), count)
+
+
 def bench_continuations(tmp: Path, count: int = CONTINUED_AT) -> dict[str, object]:
     """Continuations (the mock model) at `count` boundaries of one session: one `run -n K --continue` per
     boundary against one `run -n a,b,... --continue` (one replay, a continuation forked from each
     boundary's snapshot, replayer/pipeline/fanout.py), one after the other in this process."""
-    agent, fixture, generate, copies = CONTINUED
-    folder = tmp / f"continued-{agent}-{copies}"
-    folder.mkdir()
-    session = generate(folder, copies)
-    workspace = FIXTURES / agent / fixture / "workspace"
-    _, traj = load(session)
-    picked = _spread(valid_boundaries(traj), count)
+    folder, session, workspace, steps, picked = _forked_session(tmp, "continued", count)
     t0 = time.monotonic()
     alone = [
         api.run(session, k, workspace, folder / f"alone-{k}", continue_agent=True, upstream="mock")
@@ -176,8 +198,8 @@ def bench_continuations(tmp: Path, count: int = CONTINUED_AT) -> dict[str, objec
         return [sum(1 for d in r.divergences if d.kind == "rerun") for r in results]  # type: ignore[attr-defined]
 
     return {
-        "agent": agent,
-        "steps": len(traj.steps),
+        "agent": CONTINUED[0],
+        "steps": steps,
         "boundaries": picked,
         "separate": {"wall_s": separate, "containers": len(alone), "calls": sum(reruns(alone))},
         # one replay container, and one container a continuation
@@ -201,10 +223,7 @@ def continuations_section(row: dict[str, object]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for label, r in ((f"{len(picked)} separate continued runs", separate), ("one replay, forked", one)):
-        lines.append(
-            f"| {name} | {label} | {r['wall_s']:.1f} s | **{r['wall_s'] / separate['wall_s']:.2f}** | "
-            f"{r['containers']:.0f} | {r['calls']:.0f} |"
-        )
+        lines.append(_path_row(name, label, r, separate["wall_s"]))
     lines += [
         "",
         "What remains in the forked path: every continuation starts its CLI and talks to the model as a",
@@ -296,17 +315,13 @@ def boundaries_ray_section(rows: list[dict[str, object]]) -> str:
     for row in rows:
         name = f"{row['agent']}, {row['steps']} steps"
         floor = float(row["floor_s"])  # type: ignore[arg-type]
-        lines.append(f"| {name} | floor: one `run -n LAST` | {floor:.1f} s | 1.00 | 1 | | |")
+        lines.append(_floor_row(name, floor))
         for label, key in (("one replay, local pool", "local"), ("one replay, two-node Ray cluster", "ray")):
             r: dict[str, float] = row[key]  # type: ignore[assignment]
-            lines.append(
-                f"| {name} | {label} | {r['wall_s']:.1f} s | **{r['wall_s'] / floor:.2f}** | "
-                f"{r['containers']:.0f} | {r['calls']:.0f} | {r.get('nodes', 1):.0f} |"
-            )
+            lines.append(_path_row(name, label, r, floor, f"{r.get('nodes', 1):.0f}"))
     lines += [
         "",
-        f"Load average at the end of the run: {os.getloadavg()[0]:.1f} (the machine is shared: the ratios, not",
-        "the absolute times, are what carries over).",
+        *_load_note(),
         "",
         "What dominates: a trajectory's boundaries are one unit of work (one replay), so on Ray they are one task",
         "on one node: the replay's own cost, plus the command's interpreter and Ray driver start. A cluster",
@@ -366,7 +381,7 @@ def bench_boundaries_ray_per_job(tmp: Path) -> dict[str, object]:
 
 
 def boundaries_ray_per_job_section(r: dict[str, object]) -> str:
-    floor, wall = float(r["floor_s"]), float(r["wall_s"])  # type: ignore[arg-type]
+    floor = float(r["floor_s"])  # type: ignore[arg-type]
     name = f"{r['agent']}, {r['steps']} steps"
     return "\n".join(
         [
@@ -378,9 +393,8 @@ def boundaries_ray_per_job_section(r: dict[str, object]) -> str:
             "",
             "| session | path | wall | / floor | containers | rerun calls | nodes |",
             "|---|---|---|---|---|---|---|",
-            f"| {name} | floor: one `run -n LAST` | {floor:.1f} s | 1.00 | 1 | | |",
-            f"| {name} | one job per boundary, two-node Ray cluster | {wall:.1f} s | **{wall / floor:.2f}** | "
-            f"{r['containers']} | {r['calls']} | {r['nodes']} |",
+            _floor_row(name, floor),
+            _path_row(name, "one job per boundary, two-node Ray cluster", r, floor, f"{r['nodes']}"),  # type: ignore[arg-type]
             "",
             f"Load average at the end of the run: {os.getloadavg()[0]:.1f}. On Ray as in the local pool one job per",
             "boundary pays a container and the reruns of steps 1..k per boundary; two nodes share them, one replay",
@@ -388,3 +402,66 @@ def boundaries_ray_per_job_section(r: dict[str, object]) -> str:
             "",
         ]
     )
+
+
+COMPARES_HEADING = "## compare at several boundaries: one replay against a compare a boundary"
+COMPARED_AT = 5
+"""Compares at this many boundaries (spread as the continuations' are) of the continuations' session."""
+
+
+def bench_compares(tmp: Path, count: int = COMPARED_AT) -> dict[str, object]:
+    """One variant, one run, with the mock model and a check, at `count` boundaries of one session: one
+    `compare -n K` per boundary against one `compare -n a,b,...` (replayer/verbs/compare_boundaries.py),
+    one after the other in this process."""
+    folder, session, workspace, steps, picked = _forked_session(tmp, "compared", count)
+    shared: dict[str, Any] = {"upstream": "mock", "check": "true"}
+    t0 = time.monotonic()
+    alone = [api.compare(session, k, workspace, folder / f"alone-{k}", ["a="], **shared) for k in picked]
+    separate = time.monotonic() - t0
+    t0 = time.monotonic()
+    outcomes = api.compare_boundaries(session, picked, workspace, folder / "one", ["a="], **shared)
+    one = time.monotonic() - t0
+    forked = [outcomes[k] for k in picked]
+    for result in [*alone, *forked]:
+        assert isinstance(result, api.CompareResult), result
+        assert all(r.status == "ok" and r.continuation for r in result.runs), result.runs
+    shutil.rmtree(folder, ignore_errors=True)
+    calls = [sum(result.divergences.values()) for result in alone]  # type: ignore[union-attr]
+    return {
+        "agent": CONTINUED[0],
+        "steps": steps,
+        "boundaries": picked,
+        # a compare: its replay, its run, and its check in the replay's container
+        "separate": {"wall_s": separate, "containers": 2 * len(alone), "calls": sum(calls)},
+        # one replay, and per boundary its run and the check's own container
+        "one": {"wall_s": one, "containers": 1 + 2 * len(forked), "calls": max(calls)},
+    }
+
+
+def compares_section(row: dict[str, object]) -> str:
+    picked: list[int] = row["boundaries"]  # type: ignore[assignment]
+    separate: dict[str, float] = row["separate"]  # type: ignore[assignment]
+    one: dict[str, float] = row["one"]  # type: ignore[assignment]
+    name = f"{row['agent']}, {row['steps']} steps"
+    lines = [
+        COMPARES_HEADING,
+        "",
+        "`python -m bench compare-boundaries`: a compare (one variant, one run, the built-in mock model, a",
+        f"check) at {len(picked)} boundaries ({', '.join(map(str, picked))}) of one session: one `compare -n K`",
+        "per boundary against one `compare -n a,b,...` (one replay, each boundary snapshotted as it passes,",
+        "its runs forked from there: `replayer/verbs/compare_boundaries.py`), one after the other in one",
+        "process, measured in the same run. Rerun calls: the calls the replays reran.",
+        "",
+        "| session | path | wall | / separate compares | containers | rerun calls |",
+        "|---|---|---|---|---|---|",
+        _path_row(name, f"{len(picked)} separate compares", separate, separate["wall_s"]),
+        _path_row(name, "one replay, forked at each boundary", one, separate["wall_s"]),
+        "",
+        *_load_note(),
+        "",
+        "What remains in the forked path: every run starts its container and CLI and talks to the model as",
+        "in a compare alone, and the check at a boundary takes a container of its own (the replay goes on",
+        "after it); what it saves is the replay of steps 1..k per boundary.",
+        "",
+    ]
+    return "\n".join(lines)

@@ -21,6 +21,7 @@ from replayer.floor.events import Building, JobEnded, OnEvent, Stage, ignore
 from replayer.floor.io import read_input
 from replayer.floor.merge import Merged, merge
 from replayer.floor.models import (
+    CompareRequest,
     CompareResult,
     ContinuationResult,
     ContinueRequest,
@@ -281,8 +282,65 @@ def compare(
     """Replay the prefix once, snapshot the boundary, run every variant (`NAME=SPEC` as `--variant` takes
     it, or a Variant) `repeat` times from the snapshot, `workers` at once, `check` (a shell command) in
     each run's container afterwards; compare.json and report.html in `out`."""
-    from replayer.floor.models import CompareRequest
     from replayer.verbs.compare import compare as run_compare
+
+    request = _compare_request(
+        trajectory, after_step, workspace, out, variants, repeat, workers, check, check_timeout, keep_snapshot,
+        options,
+    )  # fmt: skip
+    return run_compare(request, on_event=on_event)
+
+
+def compare_boundaries(
+    trajectory: PathLike,
+    boundaries: str | Sequence[int],
+    workspace: Workspace,
+    out: PathLike,
+    variants: Sequence[str | Variant],
+    *,
+    repeat: int = 1,
+    workers: int | None = None,
+    check: str | None = None,
+    check_timeout: float = 600.0,
+    keep_snapshot: bool = False,
+    on_event: OnEvent = ignore,
+    **options: Unpack[RunOptions],
+) -> dict[int, CompareResult | ReplayError]:
+    """`compare` at several boundaries from one replay: the prefix replayed once, each boundary
+    snapshotted as the replay passes it, every variant forked from every boundary. `out`/after-K/ holds
+    what `compare(..., K, ...)` writes, `out`/summary.json the tally of every boundary. `boundaries`: a
+    list, or `-n`'s text forms (`3,7,10-12`, `all`, `sample:K[:SEED]`). Returns each boundary's
+    comparison, or the error it was refused or failed with (the others go on)."""
+    from replayer.pipeline.engine import load
+    from replayer.verbs.batch import parse_boundaries, pick_boundaries
+    from replayer.verbs.compare_boundaries import compare_boundaries as run_compares
+
+    spec = parse_boundaries(boundaries) if isinstance(boundaries, str) else list(boundaries)
+    path = Path(trajectory)
+    adapter, traj = load(path, options.get("task"), options.get("cwd"), options.get("session"))
+    picked = pick_boundaries(spec, traj)
+    if not picked:
+        raise BadInput(f"{path} has no boundary to replay")
+    request = _compare_request(
+        trajectory, picked[-1], workspace, out, variants, repeat, workers, check, check_timeout, keep_snapshot,
+        options,
+    )  # fmt: skip
+    return run_compares(request, picked, on_event=on_event, parsed=(adapter, traj))
+
+
+def _compare_request(
+    trajectory: PathLike,
+    after_step: int,
+    workspace: Workspace,
+    out: PathLike,
+    variants: Sequence[str | Variant],
+    repeat: int,
+    workers: int | None,
+    check: str | None,
+    check_timeout: float,
+    keep_snapshot: bool,
+    options: RunOptions,
+) -> CompareRequest:
     from replayer.verbs.variants import parse_variant
 
     found = user_settings.load()
@@ -291,7 +349,7 @@ def compare(
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     merged = merge(options, found, RunOptions)
-    request = CompareRequest(
+    return CompareRequest(
         trajectory=Path(trajectory),
         after_step=after_step,
         workspace=_workspace(workspace),
@@ -305,7 +363,6 @@ def compare(
         defaults=merged.continuation.request(),
         **merged.fields_of(CompareRequest),
     )
-    return run_compare(request, on_event=on_event)
 
 
 def batch(

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -10,13 +11,27 @@ from rich.table import Table
 from replayer import api
 from replayer.cli import options as opts
 from replayer.cli.app import command, console
+from replayer.floor.errors import ReplayError
+from replayer.floor.models import CompareResult
 from replayer.floor.options import RunOptions, declared
+
+CompareAfterStep = Annotated[
+    str,
+    typer.Option(
+        "--after-step",
+        "-n",
+        metavar="N",
+        help="Boundary: after this many complete tool batches; or several, replayed once, every variant "
+        "forked from each, each compare into OUT/after-K/ (OUT/summary.json): 3,7,10-12, all, "
+        "sample:K[:SEED].",
+    ),
+]
 
 
 @command()
 def compare(
     trajectory: opts.TrajectoryArg,
-    after_step: opts.AfterStep,
+    after_step: CompareAfterStep,
     workspace: opts.WorkspaceOpt,
     out: opts.OutDir,
     variant: Annotated[
@@ -86,24 +101,32 @@ def compare(
         if workers not in (None, parallel):
             raise typer.BadParameter("give --workers (-j) only; --parallel is its old name", param_hint="-j")
         workers = parallel
+    one = opts.one_boundary(after_step)
     with opts._progress(json, quiet, verbose) as progress:
-        result = api.compare(
-            trajectory,
-            after_step,
-            opts._workspace(workspace),
-            out,
-            variants,
-            repeat=repeat,
-            workers=workers,
-            check=check,
-            check_timeout=check_timeout,
-            keep_snapshot=keep_snapshot,
-            on_event=progress,
+        shared: dict[str, Any] = {
+            "repeat": repeat,
+            "workers": workers,
+            "check": check,
+            "check_timeout": check_timeout,
+            "keep_snapshot": keep_snapshot,
+            "on_event": progress,
             **opts.given(locals(), declared(RunOptions)),
-        )
+        }
+        space = opts._workspace(workspace)
+        if one is None:
+            outcomes = api.compare_boundaries(trajectory, after_step, space, out, variants, **shared)
+        else:
+            result = api.compare(trajectory, one, space, out, variants, **shared)
+    if one is None:
+        _report_boundaries(outcomes, out, json)
+        return
     if json:
         opts.emit_json({"out": str(out.absolute()), **result.model_dump(mode="json")})
         return
+    _report(result, out)
+
+
+def _report(result: CompareResult, out: Path) -> None:
     table = Table("variant", "runs", "failed (infra)", "agent status", "check passed", "tokens in/out")
     for v in result.variants:
         statuses = ", ".join(f"{k} x{n}" for k, n in sorted(v.agent_status.items())) or "-"
@@ -131,3 +154,23 @@ def compare(
                 markup=False,
             )
     console.print(f"report: {out.absolute() / 'report.html'}")
+
+
+def _report_boundaries(outcomes: dict[int, CompareResult | ReplayError], out: Path, json: bool) -> None:
+    """`compare -n a,b,...`: each boundary's compare as `compare -n K` prints it (a line for a boundary
+    without one), then the first refused boundary's exit code."""
+    if json:
+        opts.emit_boundaries(out, outcomes)
+    for k, r in outcomes.items():
+        if json:
+            break
+        console.print(f"after {k}:", highlight=False)
+        if isinstance(r, CompareResult):
+            _report(r, api.boundary_dir(out, k))
+        else:
+            console.print(f"{r.kind}: {opts.one_line(str(r))}", highlight=False, markup=False)
+    if not json:
+        console.print(f"summary: {out.absolute() / 'summary.json'}", highlight=False)
+    refused = next((r for r in outcomes.values() if isinstance(r, ReplayError)), None)
+    if refused is not None:
+        raise refused

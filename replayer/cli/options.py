@@ -12,11 +12,14 @@ from typing import Annotated, Any
 
 import orjson
 import typer
+from pydantic import BaseModel
 from rich.markup import escape
 
+from replayer import api
 from replayer.cli.app import console, err_console
 from replayer.cli.live import LiveProgress, megabytes
 from replayer.floor import divergence, settings
+from replayer.floor.errors import BadInput, ReplayError
 from replayer.floor.models import (
     ContinuationResult,
     GitWorkspace,
@@ -42,6 +45,36 @@ AfterStep = Annotated[
     int,
     typer.Option("--after-step", "-n", metavar="N", help="Boundary: after this many complete tool batches."),
 ]
+
+
+def one_boundary(spec: str) -> int | None:
+    """`-n`'s one number (a negative one too: the plan refuses it), or None for the several-boundary forms
+    (checked: a usage error if `spec` is neither)."""
+    try:
+        return int(spec)
+    except ValueError:
+        pass
+    try:
+        api.parse_boundaries(spec)
+    except BadInput as exc:
+        raise typer.BadParameter(str(exc), param_hint="--after-step") from None
+    return None
+
+
+def emit_boundaries(out: Path, outcomes: Mapping[int, BaseModel | ReplayError]) -> None:
+    """`--json` of a command at several boundaries: `{"out", "boundaries": {"K": its result and "out", or
+    {"error_kind", "error"}}}`."""
+    emit_json(
+        {
+            "out": str(out.absolute()),
+            "boundaries": {
+                str(k): {"error_kind": r.kind, "error": str(r)}
+                if isinstance(r, ReplayError)
+                else {"out": str(api.boundary_dir(out.absolute(), k)), **r.model_dump(mode="json")}
+                for k, r in sorted(outcomes.items())
+            },
+        }
+    )
 
 
 OutDir = Annotated[

@@ -12,7 +12,7 @@ from replayer.cli import options as opts
 from replayer.cli.app import command, console
 from replayer.floor import settings
 from replayer.floor.determinism import DETERMINISM, summary
-from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput
+from replayer.floor.errors import NO_UPSTREAM_HELP
 from replayer.floor.models import ReplayResult
 from replayer.floor.options import RunOptions, declared
 
@@ -89,7 +89,8 @@ def run(
             param_hint="--upstream",
         )
     options = opts.given(locals(), declared(RunOptions))
-    if _one_boundary(after_step) is None:
+    one = opts.one_boundary(after_step)
+    if one is None:
         if repeat > 1:
             raise typer.BadParameter("--repeat takes one boundary", param_hint="--repeat")
         _run_boundaries(trajectory, after_step, workspace, out, continue_, json, quiet, verbose, options)
@@ -97,7 +98,7 @@ def run(
     with opts._progress(json, quiet, verbose) as progress:
         result = api.run(
             trajectory,
-            _one_boundary(after_step) or 0,
+            one,
             opts._workspace(workspace),
             out,
             continue_agent=continue_,
@@ -123,14 +124,6 @@ def run(
         raise failure
 
 
-def _one_boundary(spec: str) -> int | None:
-    """`-n`'s one number (a negative one too: the plan refuses it), or None for the several-boundary forms."""
-    try:
-        return int(spec)
-    except ValueError:
-        return None
-
-
 def _run_boundaries(
     trajectory: Path,
     spec: str,
@@ -146,10 +139,6 @@ def _run_boundaries(
     boundary): a line a boundary, the first error's exit code (a refused or failed continuation's too)."""
     if continue_ and options.get("record_cassette"):
         raise typer.BadParameter("--record-cassette records one boundary's continuation", param_hint="-n")
-    try:
-        api.parse_boundaries(spec)
-    except BadInput as exc:
-        raise typer.BadParameter(str(exc), param_hint="--after-step") from None
     with opts._progress(json, quiet, verbose) as progress:
         outcomes = api.run_boundaries(
             trajectory,
@@ -161,17 +150,7 @@ def _run_boundaries(
             **options,
         )
     if json:
-        opts.emit_json(
-            {
-                "out": str(out.absolute()),
-                "boundaries": {
-                    str(k): {"out": str(api.boundary_dir(out.absolute(), k)), **r.model_dump(mode="json")}
-                    if isinstance(r, ReplayResult)
-                    else {"error_kind": r.kind, "error": str(r)}
-                    for k, r in sorted(outcomes.items())
-                },
-            }
-        )
+        opts.emit_boundaries(out, outcomes)
     for k, r in sorted(outcomes.items()):
         if json:
             break

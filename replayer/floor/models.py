@@ -920,6 +920,33 @@ class CompareResult(Frozen):
     timings: CompareTimings
 
 
+class BoundaryComparison(Frozen):
+    """One boundary of `compare -n a,b,...`: where its comparison is and its tally, or why it has none."""
+
+    after_step: int
+    dir: str
+    """after-K, relative to the output: compare.json and report.html as `compare -n K` writes them."""
+    error_kind: str | None = None
+    error: str | None = None
+    """Why the boundary has no comparison (its directory is then not there)."""
+    divergences: dict[str, int] = Field(default_factory=dict)
+    boundary_check: CheckResult | None = None
+    variants: list[VariantSummary] = Field(default_factory=list)
+
+
+class CompareBoundaries(Frozen):
+    """`compare -n a,b,...`: the prefix replayed once, every variant forked from every boundary; the
+    output's summary.json."""
+
+    schema_version: int = SCHEMA_VERSION
+    request: CompareRequest
+    """The options (its after_step: the last boundary; its out: the output holding after-K/)."""
+    boundaries: list[BoundaryComparison]
+    replay_s: float
+    """The one replay, from the start to the last boundary passed."""
+    total_s: float
+
+
 class ImageStatus(BaseModel):
     """The base image, as `replayer setup` found or built it."""
 

@@ -80,7 +80,8 @@ def take(
     """The boundary's snapshot image and its own state: the workspace as the replay has it now, the agent
     home as rebuilt (`native_home`); the state owned by `keep`, the context of the whole replay (an
     unlimited state goes under `scratch`)."""
-    image = _snapshot(box, f"sandbox-replayer/snapshot:{replay_id}-after-{after_step}", replay_id)
+    tag = f"sandbox-replayer/snapshot:{replay_id}-after-{after_step}"
+    image = snapshot(box, tag, {FANOUT_LABEL: replay_id})
     state = StateDir.create(limits.disk_bytes, fallback_parent=scratch)
     keep.own(state, state.remove, f"the state of boundary {after_step}")
     mine = RunDirs(root=state.path)
@@ -95,10 +96,12 @@ SNAPSHOT_TRIES = 3
 freezer can fail to stop them at once (`unable to freeze`), and a moment later succeed."""
 
 
-def _snapshot(box: Sandbox, tag: str, replay_id: str) -> str:
+def snapshot(box: Sandbox, tag: str, labels: dict[str, str]) -> str:
+    """`box` committed as the image `tag` (labelled `labels`) while a replay runs in it, retried where
+    the freezer fails at once (`SNAPSHOT_TRIES`)."""
     for attempt in range(1, SNAPSHOT_TRIES + 1):
         try:
-            return box.snapshot(tag, labels={FANOUT_LABEL: replay_id})
+            return box.snapshot(tag, labels=labels)
         except SandboxError as exc:
             if attempt == SNAPSHOT_TRIES or "refused" in str(exc):
                 raise

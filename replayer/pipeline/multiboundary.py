@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,11 +50,18 @@ from replayer.pipeline.context import RunContext
 from replayer.pipeline.engine import load, os_error, parse, pins_for
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.steps import JSON_OPTS, RERUNS
+from replayer.sandboxes.ahead import AheadBackend
 from replayer.sandboxes.base import Backend, Sandbox
+from replayer.sandboxes.docker import DockerBackend
 
 logger = logging.getLogger(__name__)
 Outcome = ReplayResult | ReplayError
 """A boundary's result, or why it has none (its output directory is then not there)."""
+OnPassed = Callable[[int, Sandbox, RunDirs, Path], None]
+"""Called, without a continuation, as the replay passes boundary K, before K's result is committed: the
+replay's sandbox, K's state as `run -n K` exports it (its `state/`: the workspace, the home as the
+rerunner's close leaves it) and K's rebuilt native directory (`compare -n a,b` snapshots K there). The
+sandbox goes on replaying after it: what the hook runs in it must not change its state."""
 
 
 def boundary_dir(out: Path, boundary: int) -> Path:
@@ -97,6 +105,7 @@ class _Replay:
     replay_id: str = ""
     forks: dict[int, fanout.Forked] = field(default_factory=dict)
     """With a continuation: the boundaries passed, their continuations still to run."""
+    on_passed: OnPassed | None = None
 
 
 def execute_many(
@@ -106,13 +115,16 @@ def execute_many(
     trajectory: Trajectory | None = None,
     on_event: OnEvent = ignore,
     backend: Backend | None = None,
+    on_passed: OnPassed | None = None,
 ) -> dict[int, Outcome]:
     """Run mode at every boundary of `outs` (boundary -> its output directory) in one replay; `request`
     holds the options (its after_step and out are each boundary's own). With a continuation, each
-    boundary's continuation forks from its snapshot once the replay is done (fanout.py)."""
+    boundary's continuation forks from its snapshot once the replay is done (fanout.py). Without one,
+    `on_passed` hears each boundary as the replay passes it."""
     if request.mode != "run":
         raise BadInput("one replay serves many boundaries in run mode")
     cont = request.continuation
+    assert cont is None or on_passed is None, "a continued boundary is snapshotted by fanout.py"
     if cont is not None and cont.record_cassette is not None and len(outs) > 1:
         raise BadInput("--record-cassette records one continuation: give one boundary")
     if not outs:
@@ -160,14 +172,25 @@ def execute_many(
                 continue
             pending[k] = _Boundary(one, plan, made)
         replay = _Replay(
-            request, adapter, traj, image, started, parse_s, checkout, version, pending, outcomes, forks=forks
+            request,
+            adapter,
+            traj,
+            image,
+            started,
+            parse_s,
+            checkout,
+            version,
+            pending,
+            outcomes,
+            forks=forks,
+            on_passed=on_passed,
         )
         if pending:
             with running_version(adapter.name, version.version), RunContext() as keep:
                 replay.keep, replay.replay_id = keep, f"mb-{uuid.uuid4().hex[:10]}"
                 backend = backend or _docker()
                 _run(replay, workspace, backend, on_event)
-                _continue_forks(replay, backend, key, on_event)
+                _continue_forks(replay, _fork_backend(backend), key, on_event)
     finally:
         for left in pending.values():  # a replay that stopped before them
             left.out.discard()
@@ -180,6 +203,12 @@ def _docker() -> Backend:
     from replayer.sandboxes.docker import DockerBackend
 
     return DockerBackend()
+
+
+def _fork_backend(backend: Backend) -> Backend:
+    """What starts the forks' containers: they run snapshot images that no later job runs, so a spare shaped
+    like one (sandboxes/ahead.py) would never be taken, and would hold the image the replay removes."""
+    return DockerBackend() if isinstance(backend, AheadBackend) else backend
 
 
 def _run(replay: _Replay, workspace: Path, backend: Backend, on_event: OnEvent) -> None:
@@ -243,18 +272,23 @@ def _passed(
                 replay.forks[k] = written
             else:
                 replay.outcomes[k] = written
-        except ReplayError as exc:
-            boundary.out.discard()
-            replay.outcomes[k] = exc
-        except OSError as exc:
-            boundary.out.discard()
-            known = os_error(exc, boundary.request)
-            if known is None:
-                raise
-            replay.outcomes[k] = known
+        except (ReplayError, OSError) as exc:
+            replay.outcomes[k] = _failed(exc, boundary.out, boundary.request)
         except BaseException:
             boundary.out.discard()
             raise
+
+
+def _failed(exc: ReplayError | OSError, out: OutputDir, request: ReplayRequest) -> ReplayError:
+    """The outcome of a boundary that met `exc`, its output discarded: the refusal, or what a full quota or
+    an unwritable output means (`os_error`); any other OSError is raised again."""
+    out.discard()
+    if isinstance(exc, ReplayError):
+        return exc
+    known = os_error(exc, request)
+    if known is None:
+        raise exc
+    return known
 
 
 def _write(
@@ -347,6 +381,8 @@ def _write(
             limits,
         )
         return fanout.Forked(request, boundary.out, result, made, image, state, skips)
+    if replay.on_passed is not None:
+        replay.on_passed(plan.after_step, box, RunDirs(root=tmp / "state"), tmp / "native")
     _commit(boundary.out, result)
     return result
 
@@ -382,15 +418,8 @@ def _continue_forks(replay: _Replay, backend: Backend, key: str, on_event: OnEve
                     fork, box, replay.adapter, replay.traj, key, replay.started, on_event
                 )
                 _commit(fork.out, result)
-            except ReplayError as exc:
-                fork.out.discard()
-                replay.outcomes[k] = exc
-            except OSError as exc:
-                fork.out.discard()
-                known = os_error(exc, fork.request)
-                if known is None:
-                    raise
-                replay.outcomes[k] = known
+            except (ReplayError, OSError) as exc:
+                replay.outcomes[k] = _failed(exc, fork.out, fork.request)
             else:
                 replay.outcomes[k] = result
             finally:

@@ -33,6 +33,7 @@ from replayer.floor.models import (
     CompareTimings,
     ContinueRequest,
     ReplayRequest,
+    ReplayResult,
     RunRecord,
     TimelineEntry,
     Trajectory,
@@ -43,12 +44,12 @@ from replayer.floor.pins import running_version
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
 from replayer.pipeline import agent_version as versions
-from replayer.pipeline import boundary, rootfs, steps
+from replayer.pipeline import boundary, fanout, rootfs, steps
 from replayer.pipeline.context import RunContext
 from replayer.pipeline.engine import JSON_OPTS, execute, load, pins_for
 from replayer.pipeline.fork import COMPARE_LABEL, ForkJob, run_check
 from replayer.pipeline.forkpool import ForkPool, OnRun
-from replayer.sandboxes.base import Sandbox
+from replayer.sandboxes.base import Backend, Sandbox
 from replayer.sandboxes.committable import escaped
 from replayer.sandboxes.docker import DockerSandbox
 from replayer.sandboxes.quota import StateDir
@@ -106,8 +107,19 @@ class Snapshot:
     """The engine's boundary hook: commit the container, copy workspace and agent home (and seal a copy
     that forks clone, replayer/pipeline/boundary.py), run the check."""
 
-    def __init__(self, request: CompareRequest, compare_id: str, dest: Path, cwd: str, pool: ForkPool):
+    def __init__(
+        self,
+        request: CompareRequest,
+        compare_id: str,
+        dest: Path,
+        cwd: str,
+        pool: ForkPool,
+        check_here: bool = True,
+    ):
         self.pool = pool
+        self.check_here = check_here
+        """Run the check in the replay's container (False: the replay goes on after the boundary, and a
+        check may write: `check_apart` runs it in a container of its own)."""
         self.cwd = cwd
         self.compare_id = compare_id
         self.dest = dest
@@ -121,8 +133,8 @@ class Snapshot:
 
     def __call__(self, box: Sandbox, dirs: RunDirs, native: Path) -> None:
         started = time.monotonic()
-        self.image = box.snapshot(
-            f"sandbox-replayer/snapshot:{self.compare_id}", labels={COMPARE_LABEL: self.compare_id}
+        self.image = fanout.snapshot(
+            box, f"sandbox-replayer/snapshot:{self.compare_id}", {COMPARE_LABEL: self.compare_id}
         )
         changes = self._rootfs(box, self.image)
         limits = self.limits
@@ -136,7 +148,31 @@ class Snapshot:
         self.seconds = time.monotonic() - started
         # the first runs make their state and start their container while the replay ends
         self.pool.announce(self.image, self.sealed.path if self.sealed else None, changes)
-        if self.check:
+        if self.check and self.check_here:
+            self.boundary_check = run_check(box, self.check, self.cwd, self.check_timeout_s)
+
+    def check_apart(self, backend: Backend, adapter: Adapter, traj: Trajectory) -> None:
+        """The check at the boundary, in a container of its own from the snapshot image over a copy of the
+        boundary state (both gone after it)."""
+        if not self.check or self.check_here or self.image is None:
+            return
+        with RunContext() as ctx:
+            state = boundary.fork_state(
+                self.sealed.path if self.sealed else None, self.dest, self.limits, self.dest.parent
+            )
+            ctx.own(state, state.remove, "the check's state")
+            box = steps.start_sandbox(
+                backend,
+                adapter,
+                traj,
+                RunDirs(root=state.path),
+                self.image,
+                run_id=f"{self.compare_id}-check",
+                limits=self.limits,
+                labels={COMPARE_LABEL: self.compare_id},
+                bridge=False,
+            )
+            ctx.own(box, box.stop, "the check's container")
             self.boundary_check = run_check(box, self.check, self.cwd, self.check_timeout_s)
 
     def remove(self) -> None:
@@ -282,45 +318,148 @@ def summaries(request: CompareRequest, runs: list[RunRecord]) -> list[VariantSum
 def compare(
     request: CompareRequest, on_run: OnRun | None = None, on_event: OnEvent = ignore
 ) -> CompareResult:
-    from replayer.sandboxes.docker import connect
-
     started = time.monotonic()
-    adapter, traj = load(request.trajectory, request.task, request.cwd, request.session)
-    version = versions.resolve(  # the replay's, as execute resolves it: the forks start before it
-        adapter, traj.agent_version, traj.agent_version_inferred, request.agent_version, traj.runs_as
-    )
-    _preflight(request, adapter, traj, version.version, on_event)
-    client = connect()
-    compare_id = f"cmp-{uuid.uuid4().hex[:10]}"
-    local = request.workspace if isinstance(request.workspace, Path) else None  # a clone is the cache's
-    kept = False
+    adapter, traj, version = loaded(request)
+    _preflight(request, adapter, traj, version, on_event)
     try:
         with RunContext() as ctx:
-            # the compare's containers and (unless kept) its snapshot image go last, whatever happened
-            ctx.own(compare_id, lambda: _remove_docker(client, compare_id, kept), "containers and images")
-            out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, local])
-            ctx.own(out, out.discard, "the partial output")  # nothing left to discard once committed
-            assert traj.cwd
-            image = steps.sandbox_image(request.image, traj)
-            (out.tmp / "rootfs").mkdir()
-            jobs = _jobs(request, compare_id, out.tmp, adapter.name, version.version, image)
-            pool = ForkPool(jobs, request.parallel)
-            snapshot = Snapshot(request, compare_id, out.tmp / "snapshot", traj.cwd, pool)
-            ctx.own(snapshot, snapshot.remove, "the sealed boundary state")
-            ctx.own(pool, pool.stop, "the runs' processes")  # each removes its container and state
-            pool.start_ahead()  # the runs' processes start up while the prefix replays
-            result = _replay_and_fork(
-                request, adapter, traj, out.tmp, snapshot, pool, started, on_run, on_event
+            side = Comparison(ctx, request, adapter, traj, version)
+            side.pool.start_ahead()  # the runs' processes start up while the prefix replays
+            replay = execute(
+                replay_request(request, side.out.tmp / "replay"),
+                adapter,
+                traj,
+                on_boundary=side.snapshot,
+                on_event=on_event,
             )
-            write_bytes_atomic(
-                out.tmp / "compare.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
-            )
-            write_bytes_atomic(out.tmp / "report.html", render_html(result).encode())
-            out.commit()
-            kept = request.keep_snapshot
+            return side.finish(replay, time.monotonic() - started, started, on_run, on_event)
     except KeyboardInterrupt:
         raise Interrupted("SIGINT") from None
-    return result
+
+
+def loaded(
+    request: CompareRequest, parsed: tuple[Adapter, Trajectory] | None = None
+) -> tuple[Adapter, Trajectory, str]:
+    """The trajectory (`parsed` earlier, else now), its adapter and the version the replay runs (as execute
+    resolves it: the forks start before it)."""
+    adapter, traj = parsed or load(request.trajectory, request.task, request.cwd, request.session)
+    version = versions.resolve(
+        adapter, traj.agent_version, traj.agent_version_inferred, request.agent_version, traj.runs_as
+    )
+    return adapter, traj, version.version
+
+
+def replay_request(request: CompareRequest, out: Path, after_step: int | None = None) -> ReplayRequest:
+    """The run (no continuation) that replays the compare's prefix into `out`."""
+    return ReplayRequest(
+        mode="run",
+        trajectory=request.trajectory,
+        after_step=request.after_step if after_step is None else after_step,
+        out=out,
+        workspace=request.workspace,
+        image=request.image,
+        allow_degraded=request.allow_degraded,
+        budgets=request.budgets,
+        task=request.task,
+        cwd=request.cwd,
+        session=request.session,
+        limits=request.limits,
+        agent_version=request.agent_version,
+        require_verified=request.require_verified,
+    )
+
+
+class Comparison:
+    """One boundary's compare, owned by `ctx`: its output directory, its runs' pool and the snapshot that
+    tells them the boundary is ready; `finish` runs them and writes compare.json and report.html."""
+
+    def __init__(
+        self,
+        ctx: RunContext,
+        request: CompareRequest,
+        adapter: Adapter,
+        traj: Trajectory,
+        version: str,
+        check_here: bool = True,
+    ):
+        from replayer.sandboxes.docker import connect
+
+        self.ctx = ctx
+        self.request = request
+        self.adapter = adapter
+        self.traj = traj
+        self.kept = False
+        client = connect()
+        compare_id = f"cmp-{uuid.uuid4().hex[:10]}"
+        # the compare's containers and (unless kept) its snapshot image go last, whatever happened
+        ctx.own(compare_id, lambda: _remove_docker(client, compare_id, self.kept), "containers and images")
+        local = request.workspace if isinstance(request.workspace, Path) else None  # a clone is the cache's
+        self.out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, local])
+        ctx.own(self.out, self.out.discard, "the partial output")  # nothing left to discard once committed
+        assert traj.cwd
+        image = steps.sandbox_image(request.image, traj)
+        (self.out.tmp / "rootfs").mkdir()
+        jobs = _jobs(request, compare_id, self.out.tmp, adapter.name, version, image)
+        self.pool = ForkPool(jobs, request.parallel)
+        self.snapshot = Snapshot(
+            request, compare_id, self.out.tmp / "snapshot", traj.cwd, self.pool, check_here
+        )
+        ctx.own(self.snapshot, self.snapshot.remove, "the sealed boundary state")
+        ctx.own(self.pool, self.pool.stop, "the runs' processes")  # each removes its container and state
+
+    def discard(self) -> None:
+        """No comparison here: the runs stopped, the boundary state and the partial output removed (the
+        containers and images go with the context)."""
+        for made in (self.pool, self.snapshot, self.out):
+            self.ctx.release(made)
+
+    def finish(
+        self,
+        replay: ReplayResult,
+        replay_s: float,
+        started: float,
+        on_run: OnRun | None,
+        on_event: OnEvent,
+    ) -> CompareResult:
+        """Every run forked by the pool from the boundary `replay` passed (`replay_s` after `started`, when
+        the compare began: its timings count from there), the result written and committed."""
+        request, tmp = self.request, self.out.tmp
+        logger.debug("boundary snapshot %s (%.2f s)", self.snapshot.image, self.snapshot.seconds)
+        assert self.snapshot.image is not None
+        t0 = time.monotonic()
+        runs = self.pool.run(on_run, on_event)
+        shutil.rmtree(tmp / "rootfs")  # the runs' copy of the boundary's own changes: the image has them
+        runs, common, reference = with_differences(runs)
+        result = CompareResult(
+            request=request,
+            pins=pins_for(self.adapter),
+            agent=self.traj.agent,
+            agent_version=self.traj.agent_version,
+            after_step=replay.after_step,
+            version=replay.version,
+            divergences=dict(Counter(d.status for d in replay.divergences)),
+            degradations=replay.degradations,
+            snapshot_image=self.snapshot.image,
+            snapshot_kept=request.keep_snapshot,
+            boundary_check=self.snapshot.boundary_check,
+            reference_run=reference,
+            common_actions=common,
+            variants=summaries(request, runs),
+            runs=runs,
+            timings=CompareTimings(
+                replay_s=replay_s,
+                snapshot_s=self.snapshot.seconds,
+                runs_s=time.monotonic() - t0,
+                total_s=time.monotonic() - started,
+            ),
+        )
+        write_bytes_atomic(
+            tmp / "compare.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
+        )
+        write_bytes_atomic(tmp / "report.html", render_html(result).encode())
+        self.out.commit()
+        self.kept = request.keep_snapshot
+        return result
 
 
 def _remove_docker(client: Any, compare_id: str, kept: bool) -> None:
@@ -329,70 +468,3 @@ def _remove_docker(client: Any, compare_id: str, kept: bool) -> None:
     remove_containers(client, f"{COMPARE_LABEL}={compare_id}")
     if not kept:
         remove_images(client, f"{COMPARE_LABEL}={compare_id}")
-
-
-def _replay_and_fork(
-    request: CompareRequest,
-    adapter: Adapter,
-    traj: Trajectory,
-    tmp: Path,
-    snapshot: Snapshot,
-    pool: ForkPool,
-    started: float,
-    on_run: OnRun | None,
-    on_event: OnEvent,
-) -> CompareResult:
-    """The prefix replayed once with `snapshot` at its boundary, then every run forked by `pool`
-    (`started`: when the compare began, which its timings count from)."""
-    replay = execute(
-        ReplayRequest(
-            mode="run",
-            trajectory=request.trajectory,
-            after_step=request.after_step,
-            out=tmp / "replay",
-            workspace=request.workspace,
-            image=request.image,
-            allow_degraded=request.allow_degraded,
-            budgets=request.budgets,
-            task=request.task,
-            cwd=request.cwd,
-            session=request.session,
-            limits=request.limits,
-            agent_version=request.agent_version,
-            require_verified=request.require_verified,
-        ),
-        adapter,
-        traj,
-        on_boundary=snapshot,
-        on_event=on_event,
-    )
-    replay_s = time.monotonic() - started
-    logger.debug("boundary snapshot %s (%.2f s)", snapshot.image, snapshot.seconds)
-    assert snapshot.image is not None
-    t0 = time.monotonic()
-    runs = pool.run(on_run, on_event)
-    shutil.rmtree(tmp / "rootfs")  # the runs' copy of the boundary's own changes: the image has them
-    runs, common, reference = with_differences(runs)
-    return CompareResult(
-        request=request,
-        pins=pins_for(adapter),
-        agent=traj.agent,
-        agent_version=traj.agent_version,
-        after_step=replay.after_step,
-        version=replay.version,
-        divergences=dict(Counter(d.status for d in replay.divergences)),
-        degradations=replay.degradations,
-        snapshot_image=snapshot.image,
-        snapshot_kept=request.keep_snapshot,
-        boundary_check=snapshot.boundary_check,
-        reference_run=reference,
-        common_actions=common,
-        variants=summaries(request, runs),
-        runs=runs,
-        timings=CompareTimings(
-            replay_s=replay_s,
-            snapshot_s=snapshot.seconds,
-            runs_s=time.monotonic() - t0,
-            total_s=time.monotonic() - started,
-        ),
-    )
