@@ -195,6 +195,13 @@ V0_FLAKES = (
 )
 
 
+def _alone(agent: str, boundaries: tuple[int, ...]) -> tuple[int, ...]:
+    """The boundaries a standalone run is made for, to compare with the one replay's: every one for Claude
+    Code; for the other agents only the first, whose snapshot is taken while the replay goes on (the harder
+    case: the last is taken where the replay ends). One standalone run less per agent keeps the suite's time."""
+    return boundaries if agent == "claude_code" else boundaries[:1]
+
+
 @pytest.mark.parametrize(
     "agent",
     [
@@ -208,12 +215,12 @@ def test_each_continuation_of_one_replay_equals_its_own_run(agent: str, tmp_path
         flags = ["--continue", "--upstream", upstream.url, *extra]
         n = ",".join(map(str, boundaries))
         many = _run(source, "-n", n, "-o", str(tmp_path / "many"), *flags, env=KEYS)
-        for k in boundaries:
+        for k in _alone(agent, boundaries):
             _run(source, "-n", str(k), "-o", str(tmp_path / f"alone-{k}"), *flags, env=KEYS)
     shown = many["boundaries"]
     assert sorted(shown) == sorted(str(k) for k in boundaries)
     assert len({r["container"] for r in shown.values()}) == 1, "one replay, in one container"
-    for k in boundaries:
+    for k in _alone(agent, boundaries):
         _same_continuation(tmp_path / f"alone-{k}", tmp_path / "many" / f"after-{k}")
     # the boundaries' snapshot images are gone with the run
     assert not docker.from_env().images.list(filters={"label": FANOUT_LABEL})
@@ -334,7 +341,7 @@ def test_compare_at_several_boundaries_equals_a_compare_at_each(
     by_model = CLAUDE_SCRIPTS if agent == "claude_code" else {}  # a variant a model, each its script
     with scripted(agent, script, expected_key=KEY, by_model=by_model) as upstream:
         many = _compare(agent, source, tmp_path / "many", ",".join(map(str, boundaries)), upstream.url, flags)
-        for k in boundaries:
+        for k in _alone(agent, boundaries):
             _compare(agent, source, tmp_path / f"alone-{k}", str(k), upstream.url, flags)
     shown = many["boundaries"]
     assert sorted(shown) == sorted(str(k) for k in boundaries)
@@ -343,13 +350,13 @@ def test_compare_at_several_boundaries_equals_a_compare_at_each(
         for k in boundaries
     ]
     assert len({r["container"] for r in replays}) == 1, "one replay, in one container"
-    for k in boundaries:
+    for k in _alone(agent, boundaries):
         _same_compare(tmp_path / f"alone-{k}", tmp_path / "many" / f"after-{k}", agent)
     summary = orjson.loads((tmp_path / "many" / "summary.json").read_bytes())
     assert [(b["after_step"], b["dir"], b["error"]) for b in summary["boundaries"]] == [
         (k, f"after-{k}", None) for k in boundaries
     ]
-    for row in summary["boundaries"]:
+    for row in (b for b in summary["boundaries"] if b["after_step"] in _alone(agent, boundaries)):
         alone = orjson.loads((tmp_path / f"alone-{row['after_step']}" / "compare.json").read_bytes())
         assert row["boundary_check"]["passed"] == alone["boundary_check"]["passed"]
         assert [v["check_passed"] for v in row["variants"]] == [v["check_passed"] for v in alone["variants"]]
