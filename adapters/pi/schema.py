@@ -273,6 +273,25 @@ class _ThinkingLevelChange(Entry):
     thinkingLevel: str | None = None
 
 
+_ROLES = frozenset(MESSAGES)
+
+
+class MessageEntry(Entry):
+    """A message entry with its message typed by role: `Entry` and the role's model in one check, tried
+    first (a message of another role, or one that does not fit, is checked by the two as before)."""
+
+    message: Annotated[
+        Annotated[UserMessage, Tag("user role")]
+        | Annotated[AssistantMessage, Tag("assistant role")]
+        | Annotated[ToolResultMessage, Tag("toolResult role")]
+        | Annotated[CustomMessage, Tag("custom role")]
+        | Annotated[CustomMessage, Tag("hookMessage role")]
+        | Annotated[BashExecutionMessage, Tag("bashExecution role")]
+        | Annotated[Message, Tag("other role")],
+        Discriminator(Member("role", _ROLES, "role")),
+    ]
+
+
 ENTRIES: dict[str, type[Entry]] = {
     "compaction": _Compaction,
     "branch_summary": _BranchSummary,
