@@ -9,7 +9,6 @@ base-state key is one that version writes (anything else is refused: fail closed
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from replayer.adapters.head import conversation_root, loads_document
 from replayer.adapters.openhands import bundle
 from replayer.adapters.shapes import MAX_DEPTH, Member, deep_place, fits, shallow_text, validated
 from replayer.floor.errors import BadInput, bad_record, excerpt
-from replayer.floor.io import MAX_INPUT_BYTES, entry_kind, read_input, read_small
+from replayer.floor.io import MAX_INPUT_BYTES, entry_kind, read_input, read_small, sha256_soon
 from replayer.floor.models import Observation, Step, ToolCall, Trajectory
 from replayer.floor.pins import pinned_version
 
@@ -295,10 +294,10 @@ def _read_events(root: Path, folder: Path, dir_fd: int, digest: Any) -> list[dic
 def parse(path: Path) -> Trajectory:
     """`path`: the conversation folder, or the agent server's `<id>` folder holding it as `event_service/`."""
     root = conversation_root(path) or path
-    digest = hashlib.sha256()
+    parts = _Parts()
     base_path = root / BASE_STATE
     data = read_input(base_path)
-    digest.update(data)
+    parts.update(data)
     base = load_json(base_path, data, "conversation")
     if not isinstance(base, dict) or "agent" not in base or "id" not in base:
         raise BadInput(f"{base_path} is not an OpenHands base state")
@@ -307,10 +306,17 @@ def parse(path: Path) -> Trajectory:
     # --agent-version, or the pinned version runs by default). Earlier SDKs write a subset (1.26: no
     # leaf_event_id, head_is_empty, activated_path_rules), later ones more.
     version: str | None = pinned_version(bundle.NAME) if set(base) == BASE_STATE_KEYS else None
-    events = read_events(root, digest)
+    events = read_events(root, parts)
+    digest = sha256_soon(b"".join(parts))  # one update, on another core while the steps are built
     native = Native(root=root, base_state=base, events=events)
     steps = _steps(native, base_path)
-    return _trajectory(native, steps, version, str(path), digest.hexdigest())
+    return _trajectory(native, steps, version, str(path), digest())
+
+
+class _Parts(list[bytes]):
+    """The files' bytes in the order read, hashed in one go: an update per small file holds the GIL."""
+
+    update = list.append
 
 
 def _steps(native: Native, where: Path) -> list[Step]:
