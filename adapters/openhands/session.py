@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from replayer.adapters.head import conversation_root, loads_document
 from replayer.adapters.openhands import bundle
+from replayer.adapters.openhands.wire import tool_text
 from replayer.adapters.shapes import MAX_DEPTH, Member, deep_place, fits, shallow_text, validated
 from replayer.floor.errors import BadInput, bad_record, excerpt
 from replayer.floor.io import MAX_INPUT_BYTES, entry_kind, read_input, read_small, sha256_soon
@@ -36,6 +37,7 @@ CONTEXT_KINDS = {"SystemPromptEvent", "MessageEvent"}
 STATE_KINDS = {"ConversationStateUpdateEvent", "PauseEvent", "ConversationErrorEvent", "TokenEvent"}
 """Events the model never sees."""
 REFUSED_KINDS = {"Condensation", "CondensationRequest", "CondensationSummaryEvent"}
+_KNOWN_OTHER_KINDS = CONTEXT_KINDS | STATE_KINDS
 """A condensed history is not the list of events: its prefix cannot be rebuilt from them (yet)."""
 BASE_STATE_KEYS = {
     "id", "agent", "workspace", "persistence_dir", "max_iterations", "stuck_detection", "execution_status",
@@ -341,32 +343,35 @@ def _steps(native: Native, where: Path) -> list[Step]:
                 native.first_user_text = "".join(
                     c.get("text", "") for c in message.get("content", []) if c.get("type") == "text"
                 )
-        elif kind not in CONTEXT_KINDS | STATE_KINDS:
+        elif kind not in _KNOWN_OTHER_KINDS:
             raise BadInput(
                 f"{where.parent}: unknown event kind {excerpt(kind)} (not written by openhands-sdk 1.34)"
             )
         previous_kind = kind
     native.observation_of = obs_by_call
     steps = []
+    events, root = native.events, where.parent
     for n, (rid, indexes) in enumerate(groups, 1):
         calls: list[ToolCall] = []
         span = list(indexes)
         final = False
+        complete = True
         for i in indexes:
-            event = native.events[i]
+            event = events[i]
             call_id = str(event["tool_call_id"])
             obs = obs_by_call.get(call_id)
             historical = None
             if obs is not None:
                 span.append(obs)
-                historical = observation_of(native.events[obs])
+                historical = observation_of(events[obs])
+            else:
+                complete = False
             action = event.get("action") or {}
             final = final or event.get("tool_name") == "finish" or action.get("kind") == "FinishAction"
-            calls.append(
-                ToolCall(call_id, str(event.get("tool_name")), _input(event, where.parent), historical)
-            )
-        native.step_events.append(sorted(span))
-        steps.append(Step(n, rid, calls, all(c.historical is not None for c in calls), final=final))
+            calls.append(ToolCall(call_id, str(event.get("tool_name")), _input(event, root), historical))
+        span.sort()
+        native.step_events.append(span)
+        steps.append(Step(n, rid, calls, complete, False, final))
     return steps
 
 
@@ -384,11 +389,9 @@ def _input(action_event: dict[str, Any], root: Path) -> dict[str, Any]:
 
 def observation_of(event: dict[str, Any]) -> Observation:
     """The model-visible text of an observation event (as the SDK renders it), with the event as the record."""
-    from replayer.adapters.openhands.wire import tool_text
-
     obs = event.get("observation") or {}
     is_error = bool(obs.get("is_error")) if event["kind"] == "ObservationEvent" else True
-    return Observation(content=tool_text(event), is_error=is_error, structured=event)
+    return Observation(tool_text(event), is_error, event)
 
 
 def _trajectory(native: Native, steps: list[Step], version: str | None, source: str, sha: str) -> Trajectory:
