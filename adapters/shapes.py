@@ -120,7 +120,7 @@ class _Compiler:
 
     def __init__(self) -> None:
         self.lines: list[str] = []
-        self.scope: dict[str, Any] = {"_MISSING": _MISSING}
+        self.scope: dict[str, Any] = {}
         self.refs: dict[str, str] = {}
         self.count = 0
 
@@ -177,6 +177,15 @@ class _Compiler:
             if not all(_UNCHANGED.fullmatch(_innermost(step)) for step in schema["steps"]):
                 raise _Uncompiled("chain")
             return f"({' and '.join(steps)})"
+        if kind == "literal" and "ref" not in schema:
+            self._only(schema, "expected")
+            if not all(type(e) is str for e in schema["expected"]):
+                raise _Uncompiled("literal")
+            return f"(type({v}) is str and {v} in {self._const(frozenset(schema['expected']))})"
+        if kind == "union" and "ref" not in schema:
+            self._only(schema, "choices", "mode", "custom_error_type", "custom_error_message")
+            choices = [c[0] if isinstance(c, tuple) else c for c in schema["choices"]]
+            return f"({' or '.join(self._expr(c, v) for c in choices)})"
         if kind == "function-plain" and "ref" not in schema:
             self._only(schema, "function")
             return f"{self._function(schema)}({v})"
@@ -325,10 +334,13 @@ class _Compiler:
                     "validate_default",
                 )
                 inner = inner["schema"]
-            body.append(f"x = v.get({name!r}, _MISSING)")
-            missing = "return False" if field.get("required", True) else "pass"
-            body.append(f"if x is _MISSING: {missing}")
-            body.append(f"elif not {self._expr(inner, 'x')}: return False")
+            expr = self._expr(inner, "x")
+            if field.get("required", True):
+                body.append(f"if {name!r} not in v: return False")
+                if expr != "True":
+                    body += [f"x = v[{name!r}]", f"if not {expr}: return False"]
+            elif expr != "True":
+                body += [f"if {name!r} in v:", f"    x = v[{name!r}]", f"    if not {expr}: return False"]
         if extra == "forbid":
             known = self._const(frozenset(schema["fields"]))
             body.append(f"if not {known}.issuperset(v): return False")
@@ -343,7 +355,6 @@ class _Compiler:
         return name
 
 
-_MISSING = object()
 _PREFIX = re.compile(r"\^([A-Za-z0-9_-]+)")
 _UNCHANGED = re.compile("str|int|float|bool|none|any")
 """Checks that return the value they were given (a chain's step)."""
