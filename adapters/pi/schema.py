@@ -49,6 +49,11 @@ def load_line(line: bytes, source: str, number: int) -> Any:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
         value = _load_slowly(line, source, number)
+    return shallow_checked(value, line, source, number)
+
+
+def shallow_checked(value: Any, line: bytes, source: str, number: int) -> Any:
+    """`value` (read from `line`), refused when it nests deeper than MAX_DEPTH."""
     if not shallow_text(line, MAX_DEPTH) and too_deep(value, MAX_DEPTH):
         raise bad_record(source, f"line {number}", f"nests deeper than {MAX_DEPTH} levels")
     return value

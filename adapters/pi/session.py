@@ -246,14 +246,22 @@ def _records(raw: bytes, path: Path) -> tuple[list[tuple[int, Record]], list[tup
     (line number, why) of the lines JSON.parse refuses, which Pi's session loader skips."""
     records: list[tuple[int, Record]] = []
     unparsed: list[tuple[int, str]] = []
+    source = str(path)
+    short = 2 * schema.MAX_DEPTH + 1  # a line this short nests no deeper (`shapes.shallow_text`)
     for number, line in enumerate(raw.split(b"\n"), 1):
         if not line or line.isspace():  # blank (strip() would copy the line)
             continue
-        try:
-            value = schema.load_line(line, str(path), number)
-        except schema.NotJson as exc:
-            unparsed.append((number, exc.reason))
-            continue
+        try:  # `schema.load_line`, its common case inline
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            try:
+                value = schema.load_line(line, source, number)
+            except schema.NotJson as exc:
+                unparsed.append((number, exc.reason))
+                continue
+        else:
+            if len(line) > short:
+                schema.shallow_checked(value, line, source, number)
         if not isinstance(value, dict) or not isinstance(value.get("type"), str):
             raise BadInput(f"{path}: line {number} is not a Pi record (no type)")
         records.append((number, value))
