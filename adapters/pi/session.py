@@ -776,7 +776,7 @@ def _steps(native: Native, sources: list[int]) -> list[tuple[Step, int, int]]:
             if results is not None and _interrupts(entry):
                 results = None
             continue
-        message = entry.get("message")
+        message: Any = entry.get("message")
         role = message.get("role") if isinstance(message, dict) else None
         if role == "toolResult":
             if results is not None:

@@ -88,7 +88,7 @@ def quick_init(cls: type[_T]) -> type[_T]:
     exec(f"def __init__(self, {', '.join(params)}) -> None:\n" + "\n".join(body), scope)
     init = scope["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
-    cls.__init__ = init  # type: ignore[misc]
+    cls.__init__ = init  # type: ignore[method-assign]
     return cls
 
 
