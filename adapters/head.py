@@ -6,9 +6,8 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -94,7 +93,7 @@ def read_head(path: Path) -> list[Any]:
             if fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC:
                 return [SqliteFile(path)]
             fh.seek(0)
-            lines = list(islice(fh, _HEAD_LINES))
+            lines, ended = _first_lines(fh, _HEAD_LINES)
             if lines and lines[0].strip() in (b"{", b"["):
                 fh.seek(0)
                 whole = fh.read(MAX_INPUT_BYTES)
@@ -103,7 +102,7 @@ def read_head(path: Path) -> list[Any]:
                 except orjson.JSONDecodeError:
                     return []
                 return [_detected[1]]
-            one_line = len(lines) == 1 and not fh.read(1)
+            one_line = len(lines) == 1 and ended
     except IsADirectoryError:
         return []
     except OSError as exc:
@@ -120,6 +119,35 @@ def read_head(path: Path) -> list[Any]:
     if not head and sse and any(line.startswith(b"data:") for line in lines):
         return [SseData(_sse_values(lines))]
     return head
+
+
+def _first_lines(fh: BinaryIO, count: int) -> tuple[list[bytes], bool]:
+    """The first `count` lines as iterating `fh` gives them (each with its newline), and whether the file
+    ends with them; read in growing chunks: iterating reads a line of megabytes (a JSON document on one
+    line) 8 KiB at a time."""
+    chunks: list[bytes] = []
+    size, newlines, ended = 1 << 16, 0, False
+    while newlines < count:
+        chunk = fh.read(size)
+        if not chunk:
+            ended = True
+            break
+        chunks.append(chunk)
+        newlines += chunk.count(b"\n")
+        size = min(size * 2, 1 << 24)
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    if not newlines or (ended and newlines == 1 and data.endswith(b"\n")):
+        return ([data] if data else []), ended  # one line: no copy of it
+    parts = data.split(b"\n", count)  # with `count` newlines, the last part is what follows the lines
+    lines = [part + b"\n" for part in parts[:-1]]
+    if len(parts) <= count:
+        if parts[-1]:
+            lines.append(parts[-1])  # the last line, without a newline, at the end of the file
+    elif parts[-1]:
+        ended = False
+    elif not ended:
+        ended = not fh.read(1)
+    return lines, ended
 
 
 def _sse_values(lines: list[bytes]) -> list[Any]:

@@ -181,36 +181,38 @@ def _once(fn: Callable[[], object]) -> float:
 
 PARSE_HEADING = "## Parse + plan of long sessions"
 _DOMINATES = {
-    "claude_code": "`orjson.loads` of each line, about half; then the record checks in Python (about 60 ms CPU "
-    "for 18,000 records: a pydantic-core validator of the same fields was measured slower, 65 to 85 ms, as "
-    "it builds a copy of every record it checks), with the indexes built in the same pass (the SHA-256 on "
-    "another thread); the steps (8,000 calls: a ToolCall and an Observation each, slotted dataclasses since "
-    "this round: about 5 ms by a microbenchmark of the same constructions, against the pydantic models' 35 "
-    "ms), the expansion of split assistant records with their results (about 40 ms), the plan (about 27 "
-    "ms before this round, when each planned call was a pydantic model too), the parent walk (about 16 ms).",
-    "codex": "the loop over the lines (the bracket count, `orjson.loads` and the record checks in "
-    "Python, about 85 ms CPU against a bare load of about 60), the steps (each call's arguments parsed from "
-    "their JSON string) with the two passes that pair calls with outputs (about 45 ms with the step models "
-    "validated once per step, before this round), the plan (about 16 ms).",
+    "claude_code": "`orjson.loads` of each line, about half; then the record checks in Python, with the "
+    "indexes built in the same pass (the SHA-256 on another thread); the expansion of split assistant "
+    "records with their results, the plan, the parent walk. At or under 1.5x since the round before.",
+    "codex": "the loop over the lines (about 87 ms CPU against a bare load of about 54: the bracket count "
+    "for the nesting limit alone is about 10 ms, two passes over every line's bytes; the record checks "
+    "inline), then one pass for the batches, outputs and aborted turns (about 8 ms), the steps with each "
+    "call's arguments parsed from their JSON string (about 14 ms), the plan (about 9 ms, 7 of them the "
+    "calls' classification). Above 1.5x: the line loop's own work beside the load (its bracket counts "
+    "and checks) and the steps, each already one pass.",
     "opencode": "`orjson.loads` (once: detection's parse is taken); the check of every message against the "
-    "pinned CLI's schemas (about 75 ms CPU, more than the bare load: pydantic-core builds a copy of each "
-    "record it checks, now as typed dicts, with no Python call per id, number or tag); the steps "
-    "(about 50 ms as models before this round), the nesting check (an `orjson.dumps` of the document, about 12 ms), the plan.",
+    "pinned CLI's schemas (about 39 ms CPU, compiled to Python: 75 ms as the validator's typed dicts "
+    "before; the export's messages nest tool parts, states and token counts, so it is a few dozen field "
+    "checks a message), the steps (about 22 ms), the nesting check (an `orjson.dumps` of the document, "
+    "about 8 ms), the plan (about 5 ms). Above 1.5x: the checks and the steps, each about a third to a "
+    "half of the load.",
     "pi": "the bare load is short (entries of 430 bytes on average) and the per-entry work weighs more: "
-    "`orjson.loads` of each line (about 35 ms CPU), the entry and message checks (about 50 ms for 10,400 "
-    "entries, two pydantic-core calls each, as typed dicts: one call for the whole list was measured slower), "
-    "the tree walk and the context (about 45 ms), the steps with their results' text (about 60 ms as "
-    "models before this round), the plan (about 19 ms).",
-    "mini_swe_agent": "`orjson.loads` (once: detection's parse is taken); the nesting check (an "
-    "`orjson.dumps` of the 24 MB document, about 45 ms CPU), the check of every message (about 38 ms, as "
-    "typed dicts), the steps (about 50 ms as models before this round), the SHA-256 of the file (about 14 ms, now on another thread), the plan (about 17 "
-    "ms; 30 before this round, when each call's classification read the parse state through pydantic's "
-    "lookup of private attributes, about 4 us a read).",
+    "the line loop with `orjson.loads` (about 40 ms CPU against a bare load of 25), the entry and message "
+    "checks (about 18 ms for 10,400 entries: one compiled check per message entry, 35 ms as two validator "
+    "calls before), the index, the tree walk and the context (about 23 ms besides the checks), the steps "
+    "with their results' text (about 30 ms), the plan (about 5 ms). Above 1.5x: the per-entry Python work "
+    "of Pi's own loader (index, branch, context) and the steps, each near the bare load of these short "
+    "entries.",
+    "mini_swe_agent": "`orjson.loads` (once: detection's parse is taken, its first-lines read no longer 8 "
+    "KiB at a time), the nesting check (an `orjson.dumps` of the 24 MB document, about 25-30 ms CPU), the "
+    "check of every message (about 16 ms, compiled), the steps (about 25 ms), the plan (about 4 ms). Above "
+    "1.5x: the nesting check and the steps.",
     "openhands": "reading {files:,} event files ({read_ms:.0f} ms for open, read and close alone, which the "
-    "baseline leaves out; about 85 ms CPU in the parse, with the checks that each is a regular file of "
-    "bounded size), `orjson.loads` of each with its nesting check (about 50 ms), the check of every event "
-    "as typed dicts (about 50 ms), the listing and ordering of the files, the steps (about 70 ms as models "
-    "before this round).",
+    "baseline leaves out; one read per file since this round, the checks that each is a regular file of "
+    "bounded size kept), `orjson.loads` of each with its nesting check, the check of every event (about 22 "
+    "ms CPU, compiled), the steps with each observation's text and each call's arguments parsed (about 40 "
+    "ms), the plan (about 5 ms); the SHA-256 of the files in one update on another thread. Above 1.5x by "
+    "construction: reading the files alone costs more than the bare load of their bytes.",
 }
 
 
@@ -253,7 +255,8 @@ def parse_section(rows: list[dict[str, object]]) -> str:
         )
     lines += [
         "",
-        "What dominates now (CPU time of each stage of the parse, timed one by one; medians of 5):",
+        "What dominates now (CPU time of the main thread for each stage of the parse, timed one by one with the",
+        "collector paused; the least of 15):",
         "",
         *notes,
         "",
@@ -262,22 +265,31 @@ def parse_section(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-PARSE_HISTORY = """This round: the steps the parse returns (Step, ToolCall, Observation) and the plan's calls are
-slotted dataclasses built from the records the parse has just checked, no longer pydantic models validated
-a second time (each record is still checked as read, by the same checks: a malformed record is refused with
-the same one-line error, the fuzz and refusal tests unchanged); the input's SHA-256 is taken on another
-thread while the parse reads it (hashlib lets go of the GIL: on an idle second core it costs the parse
-nothing; the CPU-time column still counts it), and Claude Code and Codex read the file whole instead of a
-digest update per line; mini-swe-agent's plan reads the trajectory's rerun refusal once, not once per call.
-The last column is the floor of the boundary between a parse and the engine, measured in the same rounds:
-the bare load, plus the same steps built from plain values (now about a sixth of the pydantic models' cost
-before: 5 us a call then), plus the plan on them (OpenHands: plus reading its event files, which the
-baseline leaves out). Before and after, side by side: a few lines below.
-What is left above 1.5x is the record checks themselves (every record is checked: a pydantic-core check
-of a record costs about as much as loading it) and, for OpenHands, opening and reading 10,000 event files,
-which alone cost more than the bare load of their bytes. Claude Code's gap
-above its floor is its record checks in Python, the expansion of split records and the walk.
-Before and after this round, side by side (the code before it and this round's, `python -m bench parse`'s
+PARSE_HISTORY = """This round (issue 34, item 6): every record is still checked as read, by the same rules and
+with the same refusals, but a record kind's checks are now compiled: `adapters/shapes.py` turns each model's
+typed-dict schema into Python code (a type test per field, the tagged unions by their tag, unions and
+literals inline), tried first; it accepts only what the validator accepts (a property test holds it against
+the validator on mutated records), and a record it does not accept goes to the validator and the models as
+before, so every refusal and its message is unchanged. pydantic-core's validator builds a copy of every
+object it checks; the compiled check copies nothing (Pi's message entries: 12 ms against 44 for the
+validator). Step, ToolCall, Observation and the plan's calls set their slots through the slot descriptors
+(a frozen dataclass's own constructor calls `object.__setattr__` per field: five times slower). Codex's parse
+finds the batches, outputs, aborted turns and compaction in one pass (five before) and checks its common
+records inline; Pi checks a message entry and its message in one compiled check and pairs calls with results
+in one pass; OpenHands reads each event file once (a read of one byte more than its size finds its end) and
+hashes the files in one update on another thread; detection reads a JSON document written on one line in
+growing chunks, not 8 KiB at a time (mini-swe-agent's 24 MB: 38 -> 9 ms); the steps of Codex, OpenCode,
+OpenHands and mini-swe-agent are built without second passes over their calls.
+What stays above 1.5x is named per agent above: the nesting-limit checks (a bracket count per line, an
+`orjson.dumps` of a document), each agent's own per-record work (Pi's loader, the steps), and for OpenHands
+reading 10,000 files. Before and after this round, side by side (the code before it and this round's, the
+same measurement in two processes each, run alternately in the same minutes while the adapters' tests ran
+beside them, load average about 7 to 8 on 2 cores; CPU time, the wall time in brackets, each the mean of the
+two runs): Claude Code 1.47 -> 1.44 (1.40 -> 1.31), Codex 2.89 -> 2.38 (2.27 -> 2.53: the wall time at that
+load moves by a fifth between runs), OpenCode 2.79 -> 2.51 (2.66 -> 3.31, the same), Pi 4.64 -> 3.89 (4.95
+-> 4.05), mini-swe-agent 3.12 -> 2.70 (2.90 -> 2.82), OpenHands 5.53 -> 4.68 (5.73 -> 4.98).
+The previous round's text follows.
+The previous round, side by side with the code before it (`python -m bench parse`'s
 measurement run alternately in the same minutes, 9 rounds each, at a load average of about 13 on 2 cores;
 CPU time, then wall time): Claude Code 1.49 -> 1.38 (wall 1.71 -> 1.34), Codex 2.54 -> 2.46 (2.83 -> 2.28),
 OpenCode 3.01 -> 2.66 (3.37 -> 3.98: at that load a wall time moves by a third between runs), Pi 4.36 ->

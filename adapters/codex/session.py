@@ -55,6 +55,8 @@ MAX_DEPTH = ORJSON_DEPTH
 """orjson writes nothing nested deeper; a record that could not be written back is refused when read."""
 Problem = tuple[str, str, Any]
 """(field, what is wrong, the value) of a refused record."""
+_SHORT = 2 * MAX_DEPTH + 1
+"""A line this short cannot hold a value nested deeper than MAX_DEPTH (`shapes.shallow_text`)."""
 
 
 class Native(BaseModel):
@@ -100,11 +102,12 @@ def _read(path: Path) -> tuple[list[Record], list[int], str, bool]:
     records: list[Record] = []
     lines: list[int] = []
     is_bare = False
+    loads, append, at = orjson.loads, records.append, lines.append
     for number, line in enumerate(raw.split(b"\n"), 1):
         if not line or line.isspace():  # blank, or past the last newline; strip() would copy it
             continue
         try:
-            record = orjson.loads(line)
+            record = loads(line)
         except orjson.JSONDecodeError:
             raise BadInput(f"{path}: line {number} is not JSON (a damaged rollout)") from None
         if not records:
@@ -115,15 +118,24 @@ def _read(path: Path) -> tuple[list[Record], list[int], str, bool]:
                 raise BadInput(f"{path}: line {number} {record}")
         elif not isinstance(record, dict) or not isinstance(record.get("payload"), dict):
             raise BadInput(f"{path}: line {number} is not a rollout record")
-        problem = _problem(record, line, first=not records)
+        kind = record.get("type")
+        # `_problem`'s checks, its common cases inline (a line too short to nest that deep needs no count)
+        if len(line) > _SHORT and unwritable(record, line):
+            problem: Problem | None = ("", f"nested deeper than {MAX_DEPTH} levels", None)
+        elif kind == "response_item":
+            problem = _item_problem(record["payload"])
+        elif records and type(kind) is str and kind != "compacted":
+            problem = None
+        else:
+            problem = _problem(record, line, first=not records)
         if problem is not None:
             field, what, value = problem
             if is_bare:  # the field as the line spells it
                 field = field.removeprefix("payload.")
             where = f"line {number}, field {field}" if field else f"line {number}"
             raise bad_record(str(path), where, what, value)
-        records.append(record)
-        lines.append(number)
+        append(record)
+        at(number)
     return records, lines, digest(), is_bare
 
 
@@ -196,9 +208,15 @@ def parse(path: Path) -> Trajectory:
     paginated = meta.get("history_mode") == "paginated"
     if paginated and "ordinal" not in records[-1]:
         raise BadInput(f"{path}: a paginated rollout whose last record has no ordinal")
-    last_compaction = max((i for i, r in enumerate(records) if r.get("type") == "compacted"), default=None)
-    aborted, unanswered = aborted_calls(records)
-    steps, step_ends, output_index = _steps(records, lines, last_compaction, path, unanswered)
+    scan = _Scan(records)
+    if scan.orphan is not None:
+        call_id = str(records[scan.orphan]["payload"].get("call_id"))
+        raise BadInput(
+            f"{path}: line {lines[scan.orphan]} is an output for call {call_id[:EXCERPT_CHARS]}, which has no call"
+        )
+    aborted, unanswered = scan.aborted(records)
+    steps, step_ends = _steps(records, scan, unanswered)
+    last_compaction = scan.last_compaction
     pre = sum(1 for s in steps if s.before_compaction)
     unversioned_bare = is_bare and not meta.get("cli_version")  # the later bare writer recorded one
     traj = Trajectory(
@@ -221,7 +239,7 @@ def parse(path: Path) -> Trajectory:
             paginated=paginated,
             bare_meta=bare.meta_fields(records) if is_bare else None,
             step_ends=step_ends,
-            output_index=output_index,
+            output_index=scan.outputs_at,
             last_compaction=last_compaction,
             aborted=aborted,
             unanswered=unanswered,
@@ -266,110 +284,133 @@ _ABORT_TEXT = re.compile(r"(Wall time: [0-9.]+ seconds\n)?aborted by user( after
 4.4s`; 0.171.0: `Wall time: 4.3 seconds\naborted by user`)."""
 
 
+class _Scan:
+    """One pass over the records: what the steps, the aborted calls and the compaction are made of."""
+
+    __slots__ = ("last_compaction", "calls_at", "outputs_at", "orphan", "batches", "aborted_turns")
+
+    def __init__(self, records: list[Record]) -> None:
+        last_compaction: int | None = None
+        calls_at: dict[str, int] = {}
+        outputs_at: dict[str, int] = {}
+        orphan: int | None = None
+        batches: list[list[int]] = []
+        """Each model response's calls (record indices): closed by an output or a user message."""
+        batch: list[int] = []
+        turn: list[str] = []
+        aborted_turns: list[list[str]] = []
+        for i, record in enumerate(records):
+            kind = record.get("type")
+            if kind == "response_item":
+                payload = record["payload"]
+                item_kind = payload.get("type")
+                if item_kind in CALL_TYPES:
+                    call_id = str(payload.get("call_id"))
+                    calls_at[call_id] = i
+                    batch.append(i)
+                    turn.append(call_id)
+                elif item_kind in OUTPUT_TYPES:
+                    call_id = str(payload.get("call_id"))
+                    if orphan is None and call_id not in calls_at:
+                        orphan = i
+                    outputs_at[call_id] = i
+                    if batch:
+                        batches.append(batch)
+                        batch = []
+                elif item_kind == "message" and payload.get("role") == "user" and batch:
+                    batches.append(batch)
+                    batch = []
+            elif kind == "turn_context":
+                turn = []
+            elif kind == "event_msg" and record["payload"].get("type") == "turn_aborted":
+                aborted_turns.append(turn)
+                turn = []
+            elif kind == "compacted":
+                last_compaction = i
+        if batch:
+            batches.append(batch)
+        self.last_compaction = last_compaction
+        self.calls_at = calls_at
+        self.outputs_at = outputs_at
+        self.orphan = orphan
+        """The first output whose call came before it in no record."""
+        self.batches = batches
+        self.aborted_turns = aborted_turns
+        """The calls of each turn (since the last `turn_context`) a `turn_aborted` event ended."""
+
+    def aborted(self, records: list[Record]) -> tuple[frozenset[str], frozenset[str]]:
+        """(the calls a `turn_aborted` event ended unfinished, those of them without an output record)."""
+        aborted: set[str] = set()
+        for turn in self.aborted_turns:
+            for call_id in turn:
+                at = self.outputs_at.get(call_id)
+                if at is None:
+                    aborted.add(call_id)
+                    continue
+                output = records[at]["payload"].get("output")
+                if isinstance(output, str) and _ABORT_TEXT.fullmatch(output):
+                    aborted.add(call_id)
+        return frozenset(aborted), frozenset(c for c in aborted if c not in self.outputs_at)
+
+
 def aborted_calls(records: list[Record]) -> tuple[frozenset[str], frozenset[str]]:
     """(the calls a `turn_aborted` event ended unfinished, those of them without an output record). A call
     counts when its turn (since the last `turn_context`) was aborted and it has no output, or the CLI's own
     abort text; a call that finished before the interrupt is not one."""
-    outputs: dict[str, Any] = {}
-    for record in records:
-        payload = item(record)
-        if payload is not None and payload.get("type") in OUTPUT_TYPES:
-            outputs[str(payload.get("call_id"))] = payload.get("output")
-    turn: list[str] = []
-    aborted: set[str] = set()
-    for record in records:
-        kind, payload = record.get("type"), record["payload"]
-        if kind == "turn_context":
-            turn = []
-        elif kind == "response_item" and payload.get("type") in CALL_TYPES:
-            turn.append(str(payload.get("call_id")))
-        elif kind == "event_msg" and payload.get("type") == "turn_aborted":
-            for call_id in turn:
-                output = outputs.get(call_id)
-                if call_id not in outputs or (isinstance(output, str) and _ABORT_TEXT.fullmatch(output)):
-                    aborted.add(call_id)
-            turn = []
-    return frozenset(aborted), frozenset(c for c in aborted if c not in outputs)
+    return _Scan(records).aborted(records)
 
 
 def _steps(
-    records: list[Record],
-    lines: list[int],
-    last_compaction: int | None,
-    path: Path,
-    unanswered: frozenset[str] = frozenset(),
-) -> tuple[list[Step], list[int], dict[str, int]]:
-    calls_at: dict[str, int] = {}
-    outputs_at: dict[str, int] = {}
-    for i, record in enumerate(records):
-        payload = item(record)
-        if payload is None:
-            continue
-        kind = payload.get("type")
-        if kind in CALL_TYPES:
-            calls_at[str(payload.get("call_id"))] = i
-        elif kind in OUTPUT_TYPES:
-            call_id = str(payload.get("call_id"))
-            if call_id not in calls_at:
-                raise BadInput(
-                    f"{path}: line {lines[i]} is an output for call {call_id[:EXCERPT_CHARS]}, which has no call"
-                )
-            outputs_at[call_id] = i
+    records: list[Record], scan: _Scan, unanswered: frozenset[str] = frozenset()
+) -> tuple[list[Step], list[int]]:
+    """The steps of the scanned batches (each call of a record checked by `_problem`: no second
+    validation), and per step the index of the record just past its last output."""
+    outputs_at = scan.outputs_at
+    last_compaction = scan.last_compaction
     steps: list[Step] = []
     ends: list[int] = []
-    batch: list[int] = []
-
-    def close_batch() -> None:
-        if not batch:
-            return
-        calls = [_call(records, i, outputs_at, unanswered) for i in batch]
-        done = [outputs_at[c.id] for c in calls if c.id in outputs_at]
-        done += [at for at in batch if str(records[at]["payload"].get("call_id")) in unanswered]
-        end = max(done) + 1 if done else batch[-1] + 1
+    for batch in scan.batches:
+        calls = []
+        end = -1
+        done = 0
+        for at in batch:
+            payload = records[at]["payload"]
+            call_id = str(payload.get("call_id"))
+            if payload["type"] == "function_call":
+                try:
+                    arguments = orjson.loads(payload.get("arguments") or "{}")
+                except orjson.JSONDecodeError:
+                    arguments = {"_raw_arguments": payload.get("arguments")}
+                tool_input = arguments if isinstance(arguments, dict) else {"_raw_arguments": arguments}
+            else:
+                tool_input = {"input": payload.get("input", "")}
+            output_at = outputs_at.get(call_id)
+            if output_at is not None:
+                output = records[output_at]["payload"].get("output")
+                historical: Observation | None = Observation(
+                    output if isinstance(output, str | list) else orjson.dumps(output).decode()
+                )
+                done += 1
+                end = max(end, output_at)
+            elif call_id in unanswered:
+                historical = Observation(ABORTED)
+                done += 1
+                end = max(end, at)
+            else:
+                historical = None
+            calls.append(ToolCall(call_id, str(payload.get("name")), tool_input, historical))
+        first = batch[0]
         steps.append(
             Step(
                 len(steps) + 1,
-                str(records[batch[0]]["payload"].get("id") or f"line-{batch[0] + 1}"),
+                str(records[first]["payload"].get("id") or f"line-{first + 1}"),
                 calls,
-                len(done) == len(calls),
-                last_compaction is not None and batch[0] < last_compaction,
+                done == len(calls),
+                last_compaction is not None and first < last_compaction,
             )
         )
-        ends.append(end)
-        batch.clear()
-
-    for i, record in enumerate(records):
-        payload = item(record)
-        if payload is None:
-            continue
-        kind = payload.get("type")
-        if kind in CALL_TYPES:
-            batch.append(i)
-        elif kind in OUTPUT_TYPES or (kind == "message" and payload.get("role") == "user"):
-            close_batch()
-    close_batch()
-    return steps, ends, outputs_at
-
-
-def _call(records: list[Record], at: int, outputs_at: dict[str, int], unanswered: frozenset[str]) -> ToolCall:
-    """A call of a checked record (`_problem`): no second validation."""
-    payload = records[at]["payload"]
-    call_id = str(payload.get("call_id"))
-    if payload["type"] == "function_call":
-        try:
-            arguments = orjson.loads(payload.get("arguments") or "{}")
-        except orjson.JSONDecodeError:
-            arguments = {"_raw_arguments": payload.get("arguments")}
-        tool_input = arguments if isinstance(arguments, dict) else {"_raw_arguments": arguments}
-    else:
-        tool_input = {"input": payload.get("input", "")}
-    historical = None
-    if call_id in outputs_at:
-        output = records[outputs_at[call_id]]["payload"].get("output")
-        historical = Observation(output if isinstance(output, str | list) else orjson.dumps(output).decode())
-    elif call_id in unanswered:
-        historical = Observation(ABORTED)
-    return ToolCall(call_id, str(payload.get("name")), tool_input, historical)
+        ends.append(end + 1 if done else batch[-1] + 1)
+    return steps, ends
 
 
 # rebuild -------------------------------------------------------------------------------------

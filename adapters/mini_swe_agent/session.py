@@ -284,29 +284,31 @@ def _steps(
     spans: list[tuple[int, int]] = []
     submitted: int | None = None
     i = 0
-    while i < len(messages):
+    count = len(messages)
+    while i < count:
         message = messages[i]
-        actions = actions_of(message, fmt, regex)
+        actions = actions_of(message, fmt, regex) if message.get("role") == "assistant" else None
         if not actions:
             i += 1
             continue
         index = len(steps) + 1
         calls: list[ToolCall] = []
         j = i + 1
+        answered = 0
         for n, action in enumerate(actions):
             command = action["command"]  # validated
-            observation = messages[j] if j < len(messages) else None
             historical = None
             call_id = str(action.get("tool_call_id") or f"m{i}.a{n}")
-            if observation is not None and _is_observation(observation, action):
-                historical = _observation(observation)
+            if j < count and _is_observation(messages[j], action):
+                historical = _observation(messages[j])
                 observation_index[call_id] = j
                 j += 1
+                answered += 1
             calls.append(ToolCall(call_id, TOOL, {"command": command}, historical))
         ends_in_submission = _submits(messages, j)
         if ends_in_submission:
             submitted = index
-        complete = all(c.historical is not None for c in calls) or ends_in_submission
+        complete = answered == len(calls) or ends_in_submission
         steps.append(Step(index, f"message-{i}", calls, complete))
         spans.append((i, j))
         i = j

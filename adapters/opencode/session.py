@@ -199,15 +199,16 @@ def _assistant_cwd(messages: list[Message]) -> str | None:
 def _steps(native: Native) -> list[tuple[Step, int]]:
     steps: list[tuple[Step, int]] = []
     for at, message in enumerate(native.messages):
-        if message["info"].get("role") != "assistant":
+        info = message["info"]
+        if info.get("role") != "assistant":
             continue
-        tools = [p for p in message["parts"] if p.get("type") == "tool"]
-        if not tools:
+        message_id = str(info["id"])
+        calls = [_call(p, message_id) for p in message["parts"] if p.get("type") == "tool"]
+        if not calls:
             continue
-        calls = [_call(p, str(message["info"]["id"])) for p in tools]
-        complete = all(p["state"].get("status") in FINISHED_STATES for p in tools)
-        step = Step(len(steps) + 1, str(message["info"]["id"]), calls, complete)
-        steps.append((step, at))
+        # a finished state is the one that gives its call an observation (`_call`)
+        complete = all(c.historical is not None for c in calls)
+        steps.append((Step(len(steps) + 1, message_id, calls, complete), at))
     return steps
 
 

@@ -9,7 +9,6 @@ base-state key is one that version writes (anything else is refused: fail closed
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -21,9 +20,10 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from replayer.adapters.head import conversation_root, loads_document
 from replayer.adapters.openhands import bundle
+from replayer.adapters.openhands.wire import tool_text
 from replayer.adapters.shapes import MAX_DEPTH, Member, deep_place, fits, shallow_text, validated
 from replayer.floor.errors import BadInput, bad_record, excerpt
-from replayer.floor.io import MAX_INPUT_BYTES, entry_kind, read_input, read_small
+from replayer.floor.io import MAX_INPUT_BYTES, entry_kind, read_input, read_small, sha256_soon
 from replayer.floor.models import Observation, Step, ToolCall, Trajectory
 from replayer.floor.pins import pinned_version
 
@@ -37,6 +37,7 @@ CONTEXT_KINDS = {"SystemPromptEvent", "MessageEvent"}
 STATE_KINDS = {"ConversationStateUpdateEvent", "PauseEvent", "ConversationErrorEvent", "TokenEvent"}
 """Events the model never sees."""
 REFUSED_KINDS = {"Condensation", "CondensationRequest", "CondensationSummaryEvent"}
+_KNOWN_OTHER_KINDS = CONTEXT_KINDS | STATE_KINDS
 """A condensed history is not the list of events: its prefix cannot be rebuilt from them (yet)."""
 BASE_STATE_KEYS = {
     "id", "agent", "workspace", "persistence_dir", "max_iterations", "stuck_detection", "execution_status",
@@ -295,10 +296,10 @@ def _read_events(root: Path, folder: Path, dir_fd: int, digest: Any) -> list[dic
 def parse(path: Path) -> Trajectory:
     """`path`: the conversation folder, or the agent server's `<id>` folder holding it as `event_service/`."""
     root = conversation_root(path) or path
-    digest = hashlib.sha256()
+    parts = _Parts()
     base_path = root / BASE_STATE
     data = read_input(base_path)
-    digest.update(data)
+    parts.update(data)
     base = load_json(base_path, data, "conversation")
     if not isinstance(base, dict) or "agent" not in base or "id" not in base:
         raise BadInput(f"{base_path} is not an OpenHands base state")
@@ -307,10 +308,17 @@ def parse(path: Path) -> Trajectory:
     # --agent-version, or the pinned version runs by default). Earlier SDKs write a subset (1.26: no
     # leaf_event_id, head_is_empty, activated_path_rules), later ones more.
     version: str | None = pinned_version(bundle.NAME) if set(base) == BASE_STATE_KEYS else None
-    events = read_events(root, digest)
+    events = read_events(root, parts)
+    digest = sha256_soon(b"".join(parts))  # one update, on another core while the steps are built
     native = Native(root=root, base_state=base, events=events)
     steps = _steps(native, base_path)
-    return _trajectory(native, steps, version, str(path), digest.hexdigest())
+    return _trajectory(native, steps, version, str(path), digest())
+
+
+class _Parts(list[bytes]):
+    """The files' bytes in the order read, hashed in one go: an update per small file holds the GIL."""
+
+    update = list.append
 
 
 def _steps(native: Native, where: Path) -> list[Step]:
@@ -335,32 +343,35 @@ def _steps(native: Native, where: Path) -> list[Step]:
                 native.first_user_text = "".join(
                     c.get("text", "") for c in message.get("content", []) if c.get("type") == "text"
                 )
-        elif kind not in CONTEXT_KINDS | STATE_KINDS:
+        elif kind not in _KNOWN_OTHER_KINDS:
             raise BadInput(
                 f"{where.parent}: unknown event kind {excerpt(kind)} (not written by openhands-sdk 1.34)"
             )
         previous_kind = kind
     native.observation_of = obs_by_call
     steps = []
+    events, root = native.events, where.parent
     for n, (rid, indexes) in enumerate(groups, 1):
         calls: list[ToolCall] = []
         span = list(indexes)
         final = False
+        complete = True
         for i in indexes:
-            event = native.events[i]
+            event = events[i]
             call_id = str(event["tool_call_id"])
             obs = obs_by_call.get(call_id)
             historical = None
             if obs is not None:
                 span.append(obs)
-                historical = observation_of(native.events[obs])
+                historical = observation_of(events[obs])
+            else:
+                complete = False
             action = event.get("action") or {}
             final = final or event.get("tool_name") == "finish" or action.get("kind") == "FinishAction"
-            calls.append(
-                ToolCall(call_id, str(event.get("tool_name")), _input(event, where.parent), historical)
-            )
-        native.step_events.append(sorted(span))
-        steps.append(Step(n, rid, calls, all(c.historical is not None for c in calls), final=final))
+            calls.append(ToolCall(call_id, str(event.get("tool_name")), _input(event, root), historical))
+        span.sort()
+        native.step_events.append(span)
+        steps.append(Step(n, rid, calls, complete, False, final))
     return steps
 
 
@@ -378,11 +389,9 @@ def _input(action_event: dict[str, Any], root: Path) -> dict[str, Any]:
 
 def observation_of(event: dict[str, Any]) -> Observation:
     """The model-visible text of an observation event (as the SDK renders it), with the event as the record."""
-    from replayer.adapters.openhands.wire import tool_text
-
     obs = event.get("observation") or {}
     is_error = bool(obs.get("is_error")) if event["kind"] == "ObservationEvent" else True
-    return Observation(content=tool_text(event), is_error=is_error, structured=event)
+    return Observation(tool_text(event), is_error, event)
 
 
 def _trajectory(native: Native, steps: list[Step], version: str | None, source: str, sha: str) -> Trajectory:

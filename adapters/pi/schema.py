@@ -49,6 +49,11 @@ def load_line(line: bytes, source: str, number: int) -> Any:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:
         value = _load_slowly(line, source, number)
+    return shallow_checked(value, line, source, number)
+
+
+def shallow_checked(value: Any, line: bytes, source: str, number: int) -> Any:
+    """`value` (read from `line`), refused when it nests deeper than MAX_DEPTH."""
     if not shallow_text(line, MAX_DEPTH) and too_deep(value, MAX_DEPTH):
         raise bad_record(source, f"line {number}", f"nests deeper than {MAX_DEPTH} levels")
     return value
@@ -271,6 +276,25 @@ class _ModelChange(Entry):
 
 class _ThinkingLevelChange(Entry):
     thinkingLevel: str | None = None
+
+
+_ROLES = frozenset(MESSAGES)
+
+
+class MessageEntry(Entry):
+    """A message entry with its message typed by role: `Entry` and the role's model in one check, tried
+    first (a message of another role, or one that does not fit, is checked by the two as before)."""
+
+    message: Annotated[
+        Annotated[UserMessage, Tag("user role")]
+        | Annotated[AssistantMessage, Tag("assistant role")]
+        | Annotated[ToolResultMessage, Tag("toolResult role")]
+        | Annotated[CustomMessage, Tag("custom role")]
+        | Annotated[CustomMessage, Tag("hookMessage role")]
+        | Annotated[BashExecutionMessage, Tag("bashExecution role")]
+        | Annotated[Message, Tag("other role")],
+        Discriminator(Member("role", _ROLES, "role")),
+    ]
 
 
 ENTRIES: dict[str, type[Entry]] = {

@@ -67,7 +67,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from replayer.adapters.pi import schema
-from replayer.adapters.shapes import check
+from replayer.adapters.shapes import check, fits
 from replayer.floor.errors import BadInput, excerpt
 from replayer.floor.io import read_input, sha256_soon
 from replayer.floor.models import Observation, Step, ToolCall, Trajectory
@@ -246,14 +246,22 @@ def _records(raw: bytes, path: Path) -> tuple[list[tuple[int, Record]], list[tup
     (line number, why) of the lines JSON.parse refuses, which Pi's session loader skips."""
     records: list[tuple[int, Record]] = []
     unparsed: list[tuple[int, str]] = []
+    source = str(path)
+    short = 2 * schema.MAX_DEPTH + 1  # a line this short nests no deeper (`shapes.shallow_text`)
     for number, line in enumerate(raw.split(b"\n"), 1):
         if not line or line.isspace():  # blank (strip() would copy the line)
             continue
-        try:
-            value = schema.load_line(line, str(path), number)
-        except schema.NotJson as exc:
-            unparsed.append((number, exc.reason))
-            continue
+        try:  # `schema.load_line`, its common case inline
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            try:
+                value = schema.load_line(line, source, number)
+            except schema.NotJson as exc:
+                unparsed.append((number, exc.reason))
+                continue
+        else:
+            if len(line) > short:
+                schema.shallow_checked(value, line, source, number)
         if not isinstance(value, dict) or not isinstance(value.get("type"), str):
             raise BadInput(f"{path}: line {number} is not a Pi record (no type)")
         records.append((number, value))
@@ -390,6 +398,8 @@ def _check_entry(entry: Record, path: Path, number: int) -> None:
 
 def _check_fields(entry: Record, source: str, line: str) -> None:
     """An entry's own fields and its message, as the context and the request conversion read them."""
+    if entry["type"] == "message" and fits(schema.MessageEntry, entry):
+        return
     model = schema.ENTRIES.get(entry["type"], schema.Entry)
     check(model, entry, source, line)
     if entry["type"] == "message":
@@ -754,18 +764,35 @@ def _steps(native: Native, sources: list[int]) -> list[tuple[Step, int, int]]:
     `sources`: the entry of each context message."""
     branch = native.entries
     in_context = {src: at for at, src in enumerate(sources) if branch[src]["type"] != "compaction"}
-    compaction = max((i for i, e in enumerate(branch) if e["type"] == "compaction"), default=-1)
-    steps: list[tuple[Step, int, int]] = []
+    # one pass: each assistant message with tool calls, and the toolResult messages of its span (`_results`)
+    found: list[tuple[int, Record, list[Record], dict[str, Record]]] = []
+    results: dict[str, Record] | None = None
+    compaction = -1
     for i, entry in enumerate(branch):
-        message = entry.get("message") if entry["type"] == "message" else None
-        if not isinstance(message, dict) or message.get("role") != "assistant":
+        kind = entry["type"]
+        if kind != "message":
+            if kind == "compaction":
+                compaction = i
+            if results is not None and _interrupts(entry):
+                results = None
             continue
-        if message.get("stopReason") in DROPPED_STOPS:
+        message: Any = entry.get("message")
+        role = message.get("role") if isinstance(message, dict) else None
+        if role == "toolResult":
+            if results is not None:
+                results.setdefault(message["toolCallId"], message)
+            continue
+        if results is not None and _interrupts(entry):
+            results = None
+        if role != "assistant" or message.get("stopReason") in DROPPED_STOPS:
             continue
         blocks = [b for b in message["content"] if b.get("type") == "toolCall"]
-        if not blocks:
-            continue
-        results = _results(branch, i)
+        if blocks:
+            results = {}
+            found.append((i, entry, blocks, results))
+    steps: list[tuple[Step, int, int]] = []
+    for i, entry, blocks, results in found:
+        message = entry["message"]
         calls = [_call(block, results.get(block["id"])) for block in blocks]
         step = Step(
             len(steps) + 1,
@@ -776,21 +803,6 @@ def _steps(native: Native, sources: list[int]) -> list[tuple[Step, int, int]]:
         )
         steps.append((step, in_context.get(i, -1), i))
     return steps
-
-
-def _results(branch: list[Record], at: int) -> dict[str, Record]:
-    """The toolResult messages after branch[at] up to the next message Pi sends as user or assistant
-    (`transformMessages` pairs a call with its result within that span); the first one per id."""
-    results: dict[str, Record] = {}
-    for j in range(at + 1, len(branch)):  # no slice: a copy of the rest of the branch per step
-        entry = branch[j]
-        kind = entry["type"]
-        message = entry.get("message") if kind == "message" else None
-        if isinstance(message, dict) and message.get("role") == "toolResult":
-            results.setdefault(message["toolCallId"], message)
-        elif _interrupts(entry):
-            break
-    return results
 
 
 def _interrupts(entry: Record) -> bool:
@@ -825,9 +837,18 @@ def tool_content(result: Record) -> str | list[dict[str, Any]]:
     if isinstance(content, str):  # not Pi's type, but what a string would be sent as
         return _no_surrogates(content) or NO_TEXT
     blocks: list[dict[str, Any]] = content if isinstance(content, list) else []
-    if any(b.get("type") == "image" for b in blocks):
-        return blocks
-    text = "\n".join(_js_text(b.get("text")) for b in blocks if b.get("type") == "text")
+    texts = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text":
+            texts.append(block.get("text"))
+        elif kind == "image":
+            return blocks
+    text = (
+        "\n".join(t if isinstance(t, str) else _js_text(t) for t in texts)
+        if len(texts) != 1
+        else _js_text(texts[0])
+    )
     return _no_surrogates(text) if text else NO_TEXT
 
 

@@ -423,14 +423,20 @@ def read_small(dir_fd: int, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
             return None
+        # a first read of one byte more than the size found that stops at the size found the end: no
+        # second read (a system call per file: a conversation is thousands) to see it (`read_input`)
         chunks, left = [], max_bytes + 1
+        want = st.st_size + 1
         while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
+            chunk = os.read(fd, min(left, want))
             if not chunk:
                 break
             chunks.append(chunk)
             left -= len(chunk)
-        data = b"".join(chunks)
+            if len(chunks) == 1 and len(chunk) == st.st_size:
+                break
+            want = 1 << 20
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         return data if len(data) <= max_bytes else None
     finally:
         os.close(fd)

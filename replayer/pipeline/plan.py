@@ -9,12 +9,13 @@ from pydantic import BaseModel, ConfigDict
 from replayer.adapters.base import Adapter
 from replayer.floor.errors import PlanRefused
 from replayer.floor.heap import collector_paused
-from replayer.floor.models import Degradation, Step, ToolCall, ToolKind, Trajectory
+from replayer.floor.models import Degradation, Step, ToolCall, ToolKind, Trajectory, quick_init
 
 NO_CWD = "the trajectory records no working directory: pass --cwd"
 """Run mode mounts the workspace at the recorded cwd; without one there is nowhere to mount it."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class PlannedCall:
     """A call the replay reruns (or keeps): built here from the parse's steps, one per call, so a slotted
