@@ -5,6 +5,7 @@ the reruns by the V0 runtime in the sandbox, the continuation through the chat b
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 from typing import NamedTuple
@@ -183,6 +184,31 @@ def test_rerun_by_the_v0_runtime_reproduces_every_observation(continued: Continu
     fresh = [(a, b) for a, b in zip(cut, original, strict=True) if a != b]
     assert fresh and all(a.get("observation") and a["timestamp"] != b["timestamp"] for a, b in fresh)
     assert all({**a, "timestamp": b["timestamp"]} == b for a, b in fresh), "only the time differs"
+
+
+@pytest.mark.agent
+def test_a_boundary_prompt_is_a_user_message_replayed_after_the_prefix(tmp_path: Path) -> None:
+    """The prompt is appended to the replayed list as a user message event; ReplayManager replays it last,
+    and the agent's first request is the prefix and that message, as ConversationMemory renders it."""
+    finish = ToolUseBlock(id="call_cont_1", name="finish", input={"message": "done"})
+    run = _continue(
+        tmp_path / "out", 2, [Turn(blocks=[finish])], *FAKE_MODEL, "--boundary-prompt", "Now add a docstring."
+    )
+    assert run.code == 0, run.stderr
+    cont = run.result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["input_condition"], cont["steps_used"]) == (
+        "accepted",
+        "completed",
+        "boundary_user_prompt_appended",
+        1,
+    )
+    expected = orjson.loads((run.out / "expected_prefix.json").read_bytes())
+    first = run.log[0].body["messages"]
+    assert first[:-1] == expected == _requests()[2]["body"]["messages"]
+    assert first[-1] == {"content": [{"type": "text", "text": "Now add a docstring."}], "role": "user"}
+    events = orjson.loads((run.out / "continued" / "trajectory.json").read_bytes())
+    prompt = [e for e in events if e.get("source") == "user" and e.get("action") == "message"][-1]
+    assert prompt["args"]["content"] == "Now add a docstring."
 
 
 def test_a_v0_continuation_needs_a_litellm_model(tmp_path: Path) -> None:
@@ -382,3 +408,44 @@ def test_a_text_form_continuation_passes_the_gate_and_is_parsed_back(tmp_path: P
         ("finish", "finish"),
     ]
     assert continued[0]["args"]["command"] == "cat calc.py"
+
+
+PAUSE_SHELL = "ls; (python3 .pause_shell.py $$ >.pause_shell.log 2>&1 &)"
+"""Call 1 (`ls`) with the same output and exit code, which also stops V0's shell (bash in its tmux pane)
+for 4 s as soon as V0 has cleared the pane after it (data/pause_shell.py, put in the workspace unlisted):
+call 3 is typed into a shell that does not take it at once, as a loaded machine's shell does now and
+then."""
+
+
+def _with_paused_shell(path: Path) -> Path:
+    events = _events()
+    for event in events[4:6]:  # call 1's action and observation
+        event["message"] = event["message"].replace("ls", PAUSE_SHELL, 1)
+        for call in event["tool_call_metadata"]["model_response"]["choices"][0]["message"]["tool_calls"]:
+            call["function"]["arguments"] = orjson.dumps(
+                {"command": PAUSE_SHELL, "security_risk": "LOW"}
+            ).decode()
+        event.get("args", event.get("extras"))["command"] = PAUSE_SHELL
+    path.write_bytes(orjson.dumps(events))
+    return path
+
+
+@pytest.mark.agent
+def test_a_shell_slow_to_take_a_command_still_answers_it_as_recorded(tmp_path: Path) -> None:
+    """V0's shell types a command into its tmux pane and takes the first screen that ends in a prompt for the
+    command's end: a shell that has not yet echoed the command (or not yet redrawn its prompt after V0's
+    Ctrl-L) answers with the screen and exit code of the command before, behind "[Previous command outputs
+    are truncated...]" or not. The recorded run never lost that race (a model call came between commands);
+    the rerun waits for the pane as that run had it, so call 3, typed while the shell is stopped, still
+    answers with its own traceback."""
+    path = _with_paused_shell(tmp_path / "paused.json")
+    workspace = tmp_path / "workspace"
+    shutil.copytree(FIXTURE / "workspace", workspace)
+    shutil.copy(Path(__file__).parent / "data" / "pause_shell.py", workspace / ".pause_shell.py")
+    out = tmp_path / "out"
+    args = ["run", str(path), "-n", "4", "-w", str(workspace), "-o", str(out), "--json"]
+    replayer(*args, check=True)
+    result = orjson.loads((out / "result.json").read_bytes())
+    reruns = orjson.loads((out / "reruns.json").read_bytes())
+    assert (out / "state" / "workspace" / ".pause_shell.log").read_text() == "", "the shell was stopped"
+    assert [d["status"] for d in result["divergences"]] == ["exact"] * 5, reruns
