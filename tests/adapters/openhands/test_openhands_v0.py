@@ -320,6 +320,24 @@ def test_in_the_text_form_the_gate_holds_the_converted_request_not_the_native_pr
     assert gate.notes == [], "the converted request carries the recorded system message: held, not taken"
 
 
+def test_the_gate_holds_a_boundary_prompt_after_the_prefix_and_the_text_form_as_converted() -> None:
+    native = _requests()[2]["body"]["messages"]
+    prompted = [*native, {"content": [{"type": "text", "text": "Go on."}], "role": "user"}]
+
+    def kind(facts: V0Continuation, prompt: str, keep: bool, messages: list[dict]) -> str:
+        gate = OpenHandsV0Adapter().gate(
+            Rebuild(native_files=[], expected_prefix=native, continuation=facts), prompt, keep
+        )
+        return gate.route("POST", "/v1/chat/completions", {"messages": messages}).kind
+
+    assert kind(V0Continuation(), "Go on.", True, prompted) == "main"
+    assert kind(V0Continuation(), "Go on.", True, native) == "refuse", "the prompt is held too"
+    assert kind(V0Continuation(), "nonce", False, native) == "main", "a prompt not kept is no message"
+    text = [{"role": m["role"], "content": f"as text: {m['role']}"} for m in prompted if m["role"] != "tool"]
+    converted = V0Continuation(function_calling=False, request=text)
+    assert kind(converted, "Go on.", True, text) == "main", "the converter's rendering, prompt included"
+
+
 def test_a_companion_answer_that_is_not_one_request_line_fails_in_one_line() -> None:
     good = b'{"type": "request", "model": "m", "function_calling": false, "messages": [], "error": null}\n'
     assert _request_answer(b"noise\n" + good, b"", 0).function_calling is False
