@@ -62,6 +62,27 @@ def test_steps_are_responses_with_interleaved_observations() -> None:
     assert failing is not None and str(failing.content).endswith("[Command finished with exit code 1]")
 
 
+def test_a_response_id_used_again_after_a_user_message_starts_a_new_step(tmp_path: Path) -> None:
+    """A model service that numbers its responses anew (the scripted one of `replayer verify`, after a
+    boundary prompt) gives a later response the id of an earlier one: a user message between them parts
+    them, as ConversationMemory does."""
+    events = _events()
+    again = orjson.loads(orjson.dumps(events[8:10]).replace(b"chatcmpl-002", b"chatcmpl-001"))
+    prompt = {"id": 90, "source": "user", "message": "Go on.", "action": "message"}
+    prompt["args"] = {"content": "Go on.", "file_urls": [], "image_urls": [], "wait_for_response": False}
+    path = tmp_path / "again.json"
+    path.write_bytes(orjson.dumps([*events[:8], prompt, *again, *events[10:]]))
+    _, traj = load(path)
+    assert [[c.id for c in s.calls] for s in traj.steps] == [
+        ["call_v0_01", "call_v0_02"],
+        ["call_v0_03"],
+        ["call_v0_04"],
+        ["call_v0_05"],
+        ["call_v0_06"],
+    ]
+    assert traj.steps[1].message_id == "chatcmpl-001" and all(s.complete for s in traj.steps)
+
+
 @pytest.mark.parametrize("after_step", range(5))
 def test_prepared_prefix_is_the_request_v0_sent(after_step: int, tmp_path: Path) -> None:
     out = tmp_path / "out"
