@@ -337,10 +337,16 @@ class Launcher(ABC, Generic[ContT]):
         """argv and environment of the pinned agent inside the sandbox."""
 
     def gate_facts(
-        self, box: Sandbox, trajectory: Trajectory, rebuild: Rebuild[ContT], model: str | None
+        self,
+        box: Sandbox,
+        trajectory: Trajectory,
+        rebuild: Rebuild[ContT],
+        model: str | None,
+        boundary_prompt: str | None = None,
     ) -> Rebuild[ContT]:
         """The rebuild completed with what only the agent's own code can tell (asked in the sandbox after the
-        reruns, before the gate is made and the agent starts); by default the rebuild as made."""
+        reruns, before the gate is made and the agent starts; `boundary_prompt` is the user's, when one is
+        appended); by default the rebuild as made."""
         return rebuild
 
     def continuation_metadata(self, launch: Launch, rebuild: Rebuild[ContT]) -> dict[str, Any]:

@@ -233,14 +233,20 @@ def _steps(native: NativeV0, path: Path) -> list[Step]:
         if "observation" in e and isinstance(e.get("cause"), int) and e["cause"] in by_id:
             obs_of_action.setdefault(by_id[e["cause"]], i)
     groups: list[tuple[str, list[int]]] = []
+    after_user = False
+    """A user message came since the last action: the next action starts a step whatever its response id
+    (a model service may number its responses anew, as the scripted one of `replayer verify` does)."""
     for i, e in enumerate(native.events):
+        if e.get("action") == "message" and e.get("source") == "user":
+            after_user = True
         if "action" not in e or e.get("source") != "agent" or e["action"] in NOT_STEPS:
             continue
         rid = response_id(e) or f"action-{e.get('id', i)}"
-        if groups and groups[-1][0] == rid:
+        if groups and groups[-1][0] == rid and not after_user:
             groups[-1][1].append(i)
         else:
             groups.append((rid, [i]))
+        after_user = False
     steps = []
     for n, (rid, actions) in enumerate(groups, 1):
         calls, span, final = [], list(actions), False

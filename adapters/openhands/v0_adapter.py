@@ -1,6 +1,7 @@
 """OpenHands V0 (openhands-ai 1.6.0 event lists): parsing, reruns by the V0 runtime, the cut event list
 and the chat prefix; the continuation replays the cut list through ReplayManager, the runtime answering
-each replayed action with its rebuilt observation, then lets the agent go on (no boundary prompt yet).
+each replayed action with its rebuilt observation, then lets the agent go on; a boundary prompt is a user
+message event appended to the replayed list, which ReplayManager replays as any user message.
 
 Whether the continuation's LLM calls functions natively or in V0's text form (`fn_call_converter`) is
 the running version's decision (model and `native_tool_calling`): the companion asks it in the sandbox
@@ -192,12 +193,19 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
 
     # continuation -----------------------------------------------------------------------------
     def gate_facts(
-        self, box: Sandbox, trajectory: Trajectory, rebuild: Rebuild[V0Continuation], model: str | None
+        self,
+        box: Sandbox,
+        trajectory: Trajectory,
+        rebuild: Rebuild[V0Continuation],
+        model: str | None,
+        boundary_prompt: str | None = None,
     ) -> Rebuild[V0Continuation]:
         """Ask the running version, with the continuation's config, whether its LLM calls functions; if not,
-        the first request it would send over the rebuilt prefix (its converter's text form)."""
+        the first request it would send over the rebuilt prefix and the boundary prompt (its converter's
+        text form)."""
         assert model and trajectory.cwd
-        box.write_file(f"{AGENT_HOME}/{PREFIX}", orjson.dumps(rebuild.expected_prefix))
+        messages = rebuild.expected_prefix + _prompted(boundary_prompt)
+        box.write_file(f"{AGENT_HOME}/{PREFIX}", orjson.dumps(messages))
         argv = companion_argv("request", trajectory.cwd, f"{AGENT_HOME}/{PREFIX}")
         env = self._agent_env(trajectory, model)
         done = box.exec(argv, workdir=trajectory.cwd, env=env, timeout_s=REQUEST_TIMEOUT_S)
@@ -212,8 +220,12 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
         # The agent always sends its own system message first (AgentController._add_system_message, from
         # its prompt templates); a file without a system event has none in the prefix to hold it to.
         # With function calling off, the first request is the prefix in the version's text form.
+        # A boundary prompt is the user message ConversationMemory renders after the prefix (the text form
+        # has it converted already).
         text = rebuild.continuation.request
-        prefix = rebuild.expected_prefix if text is None else text
+        prefix = (
+            rebuild.expected_prefix + _prompted(prompt if keep_prompt else None) if text is None else text
+        )
         recorded = bool(prefix) and prefix[0].get("role") == "system"
         return ChatPrefixGate(prefix, system_from_agent=not recorded)
 
@@ -229,11 +241,11 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.model and trajectory.cwd
-        if launch.keep_prompt:
-            raise PlanRefused("a boundary prompt is not supported for V0 continuations yet")
         argv = companion_argv(
             "continue", trajectory.cwd, CONTINUE_SPEC_PATH, str(launch.max_steps or DEFAULT_MAX_STEPS)
         )
+        if launch.keep_prompt and launch.prompt is not None:
+            argv.append(launch.prompt)
         return argv, {**self._agent_env(trajectory, launch.model), "LLM_BASE_URL": local_url(launch.port)}
 
     def _agent_env(self, trajectory: Trajectory, model: str) -> dict[str, str]:
@@ -264,6 +276,11 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
 
     def finish_continuation(self, ended: Ended[V0Continuation]) -> dict[str, str]:
         return copy_continued(ended.home / CONTINUED, ended.dest, TRAJECTORY, "continued_trajectory")
+
+
+def _prompted(prompt: str | None) -> list[dict[str, Any]]:
+    """The boundary prompt as V0's ConversationMemory renders a user message (native form), if any."""
+    return [] if prompt is None else [{"content": [{"type": "text", "text": prompt}], "role": "user"}]
 
 
 def _request_answer(stdout: bytes, stderr: bytes, exit_code: int | None) -> _RequestAnswer:

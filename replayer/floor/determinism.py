@@ -7,6 +7,7 @@ Pure: it reads the `RerunRecord`s (a run's reruns.json) of each repeat and class
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 from collections.abc import Callable, Sequence
 
@@ -34,6 +35,9 @@ KINDS: dict[str, Classifier] = {
 that come back in another order are `walk_order`."""
 ORDER = "walk_order"
 OTHER = "other"
+EXCERPT_LINES = 12
+EXCERPT_CHARS = 200
+"""An excerpt's bounds: its first lines, each cut to its first characters."""
 
 
 def _pair_kinds(a: str, b: str) -> set[str]:
@@ -98,6 +102,14 @@ def varying(old: str, new: str) -> list[str]:
     return sorted(found)
 
 
+def excerpt(old: str, new: str) -> list[str]:
+    """The first lines by which `new` differs from `old`: a unified diff's hunks without context or file
+    header (`@@ -3 +3 @@`, `-old line`, `+new line`), bounded by EXCERPT_LINES and EXCERPT_CHARS."""
+    diff = difflib.unified_diff(old.split("\n"), new.split("\n"), lineterm="", n=0)
+    hunks = itertools.islice(diff, 2, 2 + EXCERPT_LINES)
+    return [line[:EXCERPT_CHARS] for line in hunks]
+
+
 # the rate -----------------------------------------------------------------------------------------
 class CallDeterminism(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -110,6 +122,10 @@ class CallDeterminism(BaseModel):
     """Every repeat's observation was the same (whether or not it was the recorded one)."""
     varies: list[str]
     """What differed from the recording or between repeats, by kind (KINDS, `walk_order`, `other`)."""
+    excerpt_of: int | None = None
+    """The first repeat (1-based) whose observation was not the recorded one; None when every repeat was."""
+    excerpt: list[str] = []
+    """How that repeat differed from the recording (`excerpt`), or `not rerun` when it did not rerun the call."""
 
 
 class ToolDeterminism(BaseModel):
@@ -155,6 +171,16 @@ def determinism(runs: Sequence[Sequence[RerunRecord]]) -> Determinism:
             kinds.add(OTHER)
         exact = sum(1 for t in texts if first.historical is not None and t == first.historical)
         stable = len(texts) == len(fresh) and len(set(texts)) == 1
+        differing = [
+            (i, r)
+            for i, r in enumerate(fresh, 1)
+            if r is None or first.historical is None or r.fresh != first.historical
+        ]
+        shown: dict[str, object] = {}
+        if differing:
+            at, rerun = differing[0]
+            lines = ["not rerun"] if rerun is None else excerpt(reference, rerun.fresh)
+            shown = {"excerpt_of": at, "excerpt": lines}
         calls.append(
             CallDeterminism(
                 step=first.step,
@@ -163,6 +189,7 @@ def determinism(runs: Sequence[Sequence[RerunRecord]]) -> Determinism:
                 exact=exact,
                 stable=stable,
                 varies=sorted(kinds),
+                **shown,
             )
         )
     repeats = len(runs)

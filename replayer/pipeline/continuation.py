@@ -125,7 +125,7 @@ def run(
     if prompt is None and adapter.needs_nonce:
         prompt = f"replayer-nonce-{secrets.token_hex(12)}"
     model = request.model or rebuild.model or adapter.default_model(traj)
-    rebuild = adapter.gate_facts(box, traj, rebuild, model)
+    rebuild = adapter.gate_facts(box, traj, rebuild, model, request.boundary_prompt)
     gate = adapter.gate(rebuild, prompt, keep_prompt)
     tape = cassette.load(request.cassette) if request.cassette else None
     player = Player(tape.exchanges, prompt) if tape else None

@@ -10,7 +10,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.floor.determinism import Determinism, determinism, summary, varying
+from replayer.floor.determinism import (
+    EXCERPT_CHARS,
+    EXCERPT_LINES,
+    Determinism,
+    determinism,
+    summary,
+    varying,
+)
 from replayer.floor.divergence import model_text
 from replayer.floor.models import ReplayResult, RerunRecord, ToolCall
 from replayer.floor.verdicts import shipped
@@ -89,6 +96,12 @@ def test_the_rate_counts_a_fresh_id_as_not_exact_and_a_deterministic_call_as_exa
     assert (listed.tool, listed.exact, listed.rate, listed.varies) == ("list", 3, 1.0, [])
     c1, c2 = found.calls
     assert not c1.stable and c2.stable
+    assert (c2.excerpt_of, c2.excerpt) == (None, []), "reproduced every time: nothing to show"
+    assert c1.excerpt_of == 2 and c1.excerpt[0].startswith("@@ ")
+    removed = {line[1:] for line in c1.excerpt if line.startswith("-")}
+    added = {line[1:] for line in c1.excerpt if line.startswith("+")}
+    assert removed and removed <= set(failing.split("\n")) and added <= set(again.split("\n"))
+    assert removed.isdisjoint(added), "only the lines that differ"
     assert summary(found).startswith(
         "4/6 exact (0.667) over 3 repeats; exec_command 1/3 (ids, times); list 3/3"
     )
@@ -109,6 +122,16 @@ def test_a_call_missing_from_a_repeat_is_not_exact(missing: bool) -> None:
     found = determinism([first, second])
     assert found.exact == (3 if missing else 4)
     assert ("other" in found.calls[1].varies) is missing
+    shown = (found.calls[1].excerpt_of, found.calls[1].excerpt)
+    assert shown == ((2, ["not rerun"]) if missing else (None, []))
+
+
+def test_an_excerpt_is_the_first_differing_lines_within_bounds() -> None:
+    recorded = "\n".join(f"line {n} " + "x" * 1000 for n in range(100))
+    fresh = recorded.replace("x", "y")
+    [call] = determinism([_records([("c1", "t", fresh)], {"c1": recorded})]).calls
+    assert len(call.excerpt) == EXCERPT_LINES and all(len(line) <= EXCERPT_CHARS for line in call.excerpt)
+    assert call.excerpt[:3] == ["@@ -1,100 +1,100 @@", "-line 0 " + "x" * 192, "-line 1 " + "x" * 192]
 
 
 @pytest.mark.agent

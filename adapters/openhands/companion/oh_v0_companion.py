@@ -7,13 +7,15 @@ every action deserialized as ReplayManager does (`event_from_dict`) and executed
 `Runtime._handle_action` executes a replayed action (default hard timeout, `run_action`, the observation
 caused by the action and carrying its tool_call_metadata), serialized as `save_trajectory_path` does.
 
-continue CONFIG CWD SPEC MAX_STEPS: run the controller over the rebuilt (cut) trajectory as `replay_trajectory_path`
+continue CONFIG CWD SPEC MAX_STEPS [PROMPT]: run the controller over the rebuilt (cut) trajectory as `replay_trajectory_path`
 (ReplayManager feeds it the recorded actions), with the runtime answering each replayed action with its
 rebuilt observation instead of executing it again (the reruns already brought the workspace to the
 boundary), so the history is the rebuilt prefix; when the replay queue is empty the agent asks the model
 (through the bridge: LLM_BASE_URL etc. in the environment). SPEC is {"replay": path, "observations":
 path of {tool_call_id: observation event}, "save": path}; MAX_STEPS model turns are allowed after the
-replayed actions (each replayed action is an iteration of the controller). Prints one JSON line
+replayed actions (each replayed action is an iteration of the controller). A PROMPT (the boundary prompt)
+is a user message appended to the replayed list, as V0 serializes one: ReplayManager replays it last, as
+any user message of a recorded session, and the agent answers it. Prints one JSON line
 {"type": "exit", "status": agent state, "error": last error}.
 
 request CONFIG CWD MESSAGES: the agent's first request over the native-form MESSAGES (the rebuilt prefix as
@@ -32,7 +34,6 @@ REPLAYER_NATIVE_TOOL_CALLING (true, false, or unset: none given) replaces the co
 import json
 import os
 import sys
-import time
 from datetime import datetime
 
 import openhands.agenthub  # noqa: F401  (registers the agents)
@@ -49,17 +50,27 @@ try:
 except ImportError:  # openhands-ai 0.x: its own loader and setup, and the install its local runtime assumes
     BEFORE_1 = True
 
-SETTLE_S = 1.0
-"""A pause before each shell command. V0's shell ends a command by sending Ctrl-L to its tmux pane; until
-bash has redrawn its prompt, a next command sent at once can be taken as finished by that redrawn prompt
-(with the previous exit code and "[Previous command outputs are truncated...]"). In the recorded run a
-model call came between commands; a loaded machine loses that race without the pause."""
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _serve_settled():
+    """The local runtime starts its action execution server through v0_server.py: V0's shell takes each
+    command as the recorded run's did however loaded the machine (v0_settled_shell), and 0.x starts no
+    browser."""
+    from openhands.runtime.impl.local import local_runtime
+
+    startup_command = local_runtime.get_action_execution_server_startup_command
+
+    def through_v0_server(*args, **kwargs):
+        cmd = startup_command(*args, **kwargs)
+        at = cmd.index("-m")
+        return [*cmd[:at], f"{HERE}/v0_server.py", *cmd[at + 2 :]]
+
+    local_runtime.get_action_execution_server_startup_command = through_v0_server
 
 
 def _execute(runtime, config, raw):
     action = event_from_dict(raw)
-    if raw.get("action") == "run":
-        time.sleep(SETTLE_S)
     if action.timeout is None:
         action.set_hard_timeout(config.sandbox.timeout, blocking=False)
     observation = runtime.run_action(action)
@@ -179,7 +190,24 @@ def _connected_runtime(config_file, cwd):
     return config, sid, runtime
 
 
-def cont(config_file, cwd, spec_path, max_steps):
+def _with_prompt(replay_path, prompt):
+    """The replayed list with the boundary prompt appended as a user message event (V0's serialization)."""
+    from openhands.events.action import MessageAction
+    from openhands.events.event import EventSource
+    from openhands.events.serialization.event import event_to_dict
+
+    with open(replay_path) as fh:
+        events = json.load(fh)
+    message = MessageAction(content=prompt)
+    message._source = EventSource.USER
+    events.append(event_to_dict(message))
+    path = f"{replay_path}.prompted.json"
+    with open(path, "w") as fh:
+        json.dump(events, fh)
+    return path
+
+
+def cont(config_file, cwd, spec_path, max_steps, prompt=None):
     import asyncio
 
     from openhands.core.main import run_controller
@@ -189,10 +217,11 @@ def cont(config_file, cwd, spec_path, max_steps):
         spec = json.load(fh)
     with open(spec["observations"]) as fh:
         rebuilt = json.load(fh)
-    os.environ["REPLAY_TRAJECTORY_PATH"] = spec["replay"]
+    replay = spec["replay"] if prompt is None else _with_prompt(spec["replay"], prompt)
+    os.environ["REPLAY_TRAJECTORY_PATH"] = replay
     os.environ["SAVE_TRAJECTORY_PATH"] = spec["save"]
-    with open(spec["replay"]) as fh:
-        replayed = sum(1 for e in json.load(fh) if e.get("source") == "agent" and "action" in e)
+    with open(replay) as fh:  # the task is the initial action; every later one is a replayed iteration
+        replayed = sum(1 for e in json.load(fh)[1:] if e.get("source") in ("agent", "user") and "action" in e)
     os.environ["MAX_ITERATIONS"] = str(replayed + int(max_steps))
     config, sid, runtime = _connected_runtime(config_file, cwd)
     execute = runtime.run_action
@@ -228,8 +257,9 @@ if __name__ == "__main__":
         import v0_before_1
 
         v0_before_1.prepare_local_runtime()
+    _serve_settled()
     if sys.argv[1] == "continue":
-        run_then_exit(cont, *sys.argv[2:6])
+        run_then_exit(cont, *sys.argv[2:7])
     elif sys.argv[1] == "request":
         run_then_exit(request, *sys.argv[2:5])
     else:

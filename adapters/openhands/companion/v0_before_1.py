@@ -9,7 +9,11 @@ config loader and setup functions, and the development install its local runtime
 - `poetry run` (devbin/poetry), which its Jupyter plugin starts the kernel gateway with;
 - its install check skipped (`poetry run jupyter --version`, a tmux session, a working browser): the
   first two are exercised for real as the server starts, and the sandbox has no browser;
-- the action execution server without a browser (v0_server_without_browser.py).
+- the action execution server without a browser (`no_browser`, called by v0_server.py): that version's
+  server starts one in the background whatever the config says (1.x has `[core] enable_browser`),
+  blocking its start for minutes when the sandbox has none (BrowserEnv waits 5 x 200 s for a browser
+  process that died). Here BrowserEnv fails at once, which the server takes as a browser it could not
+  start (browsing is off in the replayed configuration).
 """
 
 import os
@@ -49,11 +53,13 @@ def prepare_local_runtime():
     os.environ["USER"] = USER
     os.environ["PATH"] = f"{HERE}/devbin{os.pathsep}{os.environ.get('PATH', '')}"
     local_runtime.check_dependencies = lambda *args: None
-    startup_command = local_runtime.get_action_execution_server_startup_command
 
-    def without_browser(*args, **kwargs):
-        cmd = startup_command(*args, **kwargs)
-        at = cmd.index("-m")
-        return [*cmd[:at], f"{HERE}/v0_server_without_browser.py", *cmd[at + 2 :]]
 
-    local_runtime.get_action_execution_server_startup_command = without_browser
+def no_browser():
+    from openhands.core.exceptions import BrowserInitException
+    from openhands.runtime.browser import browser_env
+
+    def fail(self, *args, **kwargs):
+        raise BrowserInitException("no browser in the replay sandbox")
+
+    browser_env.BrowserEnv.__init__ = fail

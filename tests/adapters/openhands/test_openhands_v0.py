@@ -5,6 +5,7 @@ the reruns by the V0 runtime in the sandbox, the continuation through the chat b
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 from typing import NamedTuple
@@ -59,6 +60,27 @@ def test_steps_are_responses_with_interleaved_observations() -> None:
     assert first.tool == "execute_bash" and first.input == {"command": "ls", "security_risk": "LOW"}
     failing = traj.steps[1].calls[0].historical
     assert failing is not None and str(failing.content).endswith("[Command finished with exit code 1]")
+
+
+def test_a_response_id_used_again_after_a_user_message_starts_a_new_step(tmp_path: Path) -> None:
+    """A model service that numbers its responses anew (the scripted one of `replayer verify`, after a
+    boundary prompt) gives a later response the id of an earlier one: a user message between them parts
+    them, as ConversationMemory does."""
+    events = _events()
+    again = orjson.loads(orjson.dumps(events[8:10]).replace(b"chatcmpl-002", b"chatcmpl-001"))
+    prompt = {"id": 90, "source": "user", "message": "Go on.", "action": "message"}
+    prompt["args"] = {"content": "Go on.", "file_urls": [], "image_urls": [], "wait_for_response": False}
+    path = tmp_path / "again.json"
+    path.write_bytes(orjson.dumps([*events[:8], prompt, *again, *events[10:]]))
+    _, traj = load(path)
+    assert [[c.id for c in s.calls] for s in traj.steps] == [
+        ["call_v0_01", "call_v0_02"],
+        ["call_v0_03"],
+        ["call_v0_04"],
+        ["call_v0_05"],
+        ["call_v0_06"],
+    ]
+    assert traj.steps[1].message_id == "chatcmpl-001" and all(s.complete for s in traj.steps)
 
 
 @pytest.mark.parametrize("after_step", range(5))
@@ -185,6 +207,31 @@ def test_rerun_by_the_v0_runtime_reproduces_every_observation(continued: Continu
     assert all({**a, "timestamp": b["timestamp"]} == b for a, b in fresh), "only the time differs"
 
 
+@pytest.mark.agent
+def test_a_boundary_prompt_is_a_user_message_replayed_after_the_prefix(tmp_path: Path) -> None:
+    """The prompt is appended to the replayed list as a user message event; ReplayManager replays it last,
+    and the agent's first request is the prefix and that message, as ConversationMemory renders it."""
+    finish = ToolUseBlock(id="call_cont_1", name="finish", input={"message": "done"})
+    run = _continue(
+        tmp_path / "out", 2, [Turn(blocks=[finish])], *FAKE_MODEL, "--boundary-prompt", "Now add a docstring."
+    )
+    assert run.code == 0, run.stderr
+    cont = run.result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["input_condition"], cont["steps_used"]) == (
+        "accepted",
+        "completed",
+        "boundary_user_prompt_appended",
+        1,
+    )
+    expected = orjson.loads((run.out / "expected_prefix.json").read_bytes())
+    first = run.log[0].body["messages"]
+    assert first[:-1] == expected == _requests()[2]["body"]["messages"]
+    assert first[-1] == {"content": [{"type": "text", "text": "Now add a docstring."}], "role": "user"}
+    events = orjson.loads((run.out / "continued" / "trajectory.json").read_bytes())
+    prompt = [e for e in events if e.get("source") == "user" and e.get("action") == "message"][-1]
+    assert prompt["args"]["content"] == "Now add a docstring."
+
+
 def test_a_v0_continuation_needs_a_litellm_model(tmp_path: Path) -> None:
     ws = FIXTURE / "workspace"
     args = ["run", str(TRAJECTORY), "-n", "1", "-w", str(ws), "-o", str(tmp_path / "out")]
@@ -294,6 +341,24 @@ def test_in_the_text_form_the_gate_holds_the_converted_request_not_the_native_pr
     assert gate.notes == [], "the converted request carries the recorded system message: held, not taken"
 
 
+def test_the_gate_holds_a_boundary_prompt_after_the_prefix_and_the_text_form_as_converted() -> None:
+    native = _requests()[2]["body"]["messages"]
+    prompted = [*native, {"content": [{"type": "text", "text": "Go on."}], "role": "user"}]
+
+    def kind(facts: V0Continuation, prompt: str, keep: bool, messages: list[dict]) -> str:
+        gate = OpenHandsV0Adapter().gate(
+            Rebuild(native_files=[], expected_prefix=native, continuation=facts), prompt, keep
+        )
+        return gate.route("POST", "/v1/chat/completions", {"messages": messages}).kind
+
+    assert kind(V0Continuation(), "Go on.", True, prompted) == "main"
+    assert kind(V0Continuation(), "Go on.", True, native) == "refuse", "the prompt is held too"
+    assert kind(V0Continuation(), "nonce", False, native) == "main", "a prompt not kept is no message"
+    text = [{"role": m["role"], "content": f"as text: {m['role']}"} for m in prompted if m["role"] != "tool"]
+    converted = V0Continuation(function_calling=False, request=text)
+    assert kind(converted, "Go on.", True, text) == "main", "the converter's rendering, prompt included"
+
+
 def test_a_companion_answer_that_is_not_one_request_line_fails_in_one_line() -> None:
     good = b'{"type": "request", "model": "m", "function_calling": false, "messages": [], "error": null}\n'
     assert _request_answer(b"noise\n" + good, b"", 0).function_calling is False
@@ -382,3 +447,44 @@ def test_a_text_form_continuation_passes_the_gate_and_is_parsed_back(tmp_path: P
         ("finish", "finish"),
     ]
     assert continued[0]["args"]["command"] == "cat calc.py"
+
+
+PAUSE_SHELL = "ls; (python3 .pause_shell.py $$ >.pause_shell.log 2>&1 &)"
+"""Call 1 (`ls`) with the same output and exit code, which also stops V0's shell (bash in its tmux pane)
+for 4 s as soon as V0 has cleared the pane after it (data/pause_shell.py, put in the workspace unlisted):
+call 3 is typed into a shell that does not take it at once, as a loaded machine's shell does now and
+then."""
+
+
+def _with_paused_shell(path: Path) -> Path:
+    events = _events()
+    for event in events[4:6]:  # call 1's action and observation
+        event["message"] = event["message"].replace("ls", PAUSE_SHELL, 1)
+        for call in event["tool_call_metadata"]["model_response"]["choices"][0]["message"]["tool_calls"]:
+            call["function"]["arguments"] = orjson.dumps(
+                {"command": PAUSE_SHELL, "security_risk": "LOW"}
+            ).decode()
+        event.get("args", event.get("extras"))["command"] = PAUSE_SHELL
+    path.write_bytes(orjson.dumps(events))
+    return path
+
+
+@pytest.mark.agent
+def test_a_shell_slow_to_take_a_command_still_answers_it_as_recorded(tmp_path: Path) -> None:
+    """V0's shell types a command into its tmux pane and takes the first screen that ends in a prompt for the
+    command's end: a shell that has not yet echoed the command (or not yet redrawn its prompt after V0's
+    Ctrl-L) answers with the screen and exit code of the command before, behind "[Previous command outputs
+    are truncated...]" or not. The recorded run never lost that race (a model call came between commands);
+    the rerun waits for the pane as that run had it, so call 3, typed while the shell is stopped, still
+    answers with its own traceback."""
+    path = _with_paused_shell(tmp_path / "paused.json")
+    workspace = tmp_path / "workspace"
+    shutil.copytree(FIXTURE / "workspace", workspace)
+    shutil.copy(Path(__file__).parent / "data" / "pause_shell.py", workspace / ".pause_shell.py")
+    out = tmp_path / "out"
+    args = ["run", str(path), "-n", "4", "-w", str(workspace), "-o", str(out), "--json"]
+    replayer(*args, check=True)
+    result = orjson.loads((out / "result.json").read_bytes())
+    reruns = orjson.loads((out / "reruns.json").read_bytes())
+    assert (out / "state" / "workspace" / ".pause_shell.log").read_text() == "", "the shell was stopped"
+    assert [d["status"] for d in result["divergences"]] == ["exact"] * 5, reruns
