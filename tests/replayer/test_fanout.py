@@ -6,6 +6,7 @@ boundaries. Real containers, the real pinned CLIs, the scripted model (or the bu
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -188,10 +189,10 @@ def _same_continuation(alone: Path, forked: Path) -> None:
         )
 
 
-V0_FLAKES = (
-    "OpenHands V0's reruns are not deterministic yet (its tmux shell: a standalone run's `ls` of step 1 came "
-    "back as `[Previous command outputs are truncated...]`, docs/compatibility.md), so two runs of one prefix "
-    "may differ; checked by hand: its boundary 3 of this scenario equal, as this module compares"
+V0_COST = (
+    "OpenHands V0's case starts V0's runtime for the replay and every continuation, minutes on this machine, "
+    "more than the suite's time allows; run it with REPLAYER_V0_FANOUT=1 (checked that way: its boundary 1 "
+    "equal, as this module compares)"
 )
 
 
@@ -205,7 +206,9 @@ def _alone(agent: str, boundaries: tuple[int, ...]) -> tuple[int, ...]:
 @pytest.mark.parametrize(
     "agent",
     [
-        pytest.param(a, marks=pytest.mark.skip(reason=V0_FLAKES)) if a == "openhands_v0" else a
+        pytest.param(a, marks=pytest.mark.skipif(not os.environ.get("REPLAYER_V0_FANOUT"), reason=V0_COST))
+        if a == "openhands_v0"
+        else a
         for a in sorted(AGENTS)
     ],
 )
