@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,30 +40,40 @@ def _left() -> set[Path]:
     return {p for root in (SLOT_ROOT, STATE_ROOT) for p in orphans(root)}
 
 
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[RayCluster]:
+    """One two-node cluster for the module's batches (each batch's actors end with it)."""
+    with ray_nodes() as nodes:
+        yield nodes
+
+
 def test_ray_actors_take_their_spares_with_equal_results_and_leave_nothing(
-    tmp_path: Path, docker_client, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    cluster: RayCluster,
+    tmp_path: Path,
+    docker_client,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     manifest = _manifest(tmp_path, 6)
     before = _left()
     outs = {ahead: tmp_path / f"out-{ahead}" for ahead in (False, True)}
-    with ray_nodes() as cluster:
-        for key, value in cluster.env.items():
-            monkeypatch.setenv(key, value)
-        for ahead, out in outs.items():
-            caplog.clear()
-            with caplog.at_level(logging.DEBUG, logger="replayer.verbs.executors"):
-                counts = api.batch(manifest, out, ray=cluster.address, containers_ahead=ahead)
-            assert (counts.jobs, counts.done) == (6, 6), counts
-            assert not _batch_containers(docker_client, out), "no container of the batch is left"
-            found = {m[1]: (int(m[2]), int(m[3])) for m in _COUNTS.finditer(caplog.text)}
-            if ahead:
-                assert set(found) == set(cluster.nodes.values()), ("an actor on each node", found)
-                assert sum(s + o for s, o in found.values()) == 6, found
-                assert all(served >= 1 for served, _ in found.values()), ("each took a spare", found)
-            else:
-                assert all(served == 0 for served, _ in found.values()), found
-        nodes = {o["node"] for o in orjson.loads((outs[True] / "batch.json").read_bytes())["outcomes"]}
-        assert nodes == set(cluster.nodes.values()), "both nodes ran jobs"
+    for key, value in cluster.env.items():
+        monkeypatch.setenv(key, value)
+    for ahead, out in outs.items():
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="replayer.verbs.executors"):
+            counts = api.batch(manifest, out, ray=cluster.address, containers_ahead=ahead)
+        assert (counts.jobs, counts.done) == (6, 6), counts
+        assert not _batch_containers(docker_client, out), "no container of the batch is left"
+        found = {m[1]: (int(m[2]), int(m[3])) for m in _COUNTS.finditer(caplog.text)}
+        if ahead:
+            assert set(found) == set(cluster.nodes.values()), ("an actor on each node", found)
+            assert sum(s + o for s, o in found.values()) == 6, found
+            assert all(served >= 1 for served, _ in found.values()), ("each took a spare", found)
+        else:
+            assert all(served == 0 for served, _ in found.values()), found
+    nodes = {o["node"] for o in orjson.loads((outs[True] / "batch.json").read_bytes())["outcomes"]}
+    assert nodes == set(cluster.nodes.values()), "both nodes ran jobs"
     assert _by_trajectory(outs[True]) == _by_trajectory(outs[False])
     assert not _left() - before, "slots or states left by the actors"
 
@@ -94,21 +105,20 @@ def _wait_for(docker_client, out: Path, proc: subprocess.Popen[bytes], n: int) -
     assert len(_batch_containers(docker_client, out)) >= n
 
 
-def test_an_interrupted_ray_batch_leaves_nothing(tmp_path: Path, docker_client) -> None:
+def test_an_interrupted_ray_batch_leaves_nothing(cluster: RayCluster, tmp_path: Path, docker_client) -> None:
     """Ctrl-C of the driver: the actors end at once, and each node removes the batch's containers (jobs'
     and spares') and the slots and states the actors held."""
     manifest = _manifest(tmp_path, 8)
     out = tmp_path / "out"
     before = _left()
-    with ray_nodes() as cluster:
-        proc = _driver(manifest, out, cluster.address, cluster.env)
-        _wait_for(docker_client, out, proc, 3)  # jobs' containers and at least one spare
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=180)
-        assert proc.returncode == 130, err
-        assert not _batch_containers(docker_client, out), "nothing left for the next batch to remove"
-        assert not _left() - before, "slots or states left by the actors"
-        summary = _resumed(manifest, out, cluster)
+    proc = _driver(manifest, out, cluster.address, cluster.env)
+    _wait_for(docker_client, out, proc, 3)  # jobs' containers and at least one spare
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 130, err
+    assert not _batch_containers(docker_client, out), "nothing left for the next batch to remove"
+    assert not _left() - before, "slots or states left by the actors"
+    summary = _resumed(manifest, out, cluster)
     assert summary["done"] + summary["skipped"] == 8 and summary["failed"] == 0, summary
 
 
@@ -121,22 +131,23 @@ def _running_unit(proc: psutil.Process, env: dict[str, str]) -> bool:
     return mine and "_NodeWorker.run" in " ".join(proc.info["cmdline"] or [])
 
 
-def test_a_killed_ray_actor_loses_only_its_jobs_and_leaves_nothing(tmp_path: Path, docker_client) -> None:
+def test_a_killed_ray_actor_loses_only_its_jobs_and_leaves_nothing(
+    cluster: RayCluster, tmp_path: Path, docker_client
+) -> None:
     manifest = _manifest(tmp_path, 8)
     out = tmp_path / "out"
     before = _left()
-    with ray_nodes() as cluster:
-        proc = _driver(manifest, out, cluster.address, cluster.env)
-        _wait_for(docker_client, out, proc, 3)
-        actors = [p for p in psutil.process_iter(["cmdline"]) if _running_unit(p, cluster.env)]
-        assert actors, "the units run in Ray actors"
-        actors[0].kill()
-        stdout, err = proc.communicate(timeout=600)
-        assert proc.returncode == 0, err
-        assert stdout, err
-        first = orjson.loads(stdout)
-        assert 1 <= first["failed"] <= 2 and first["done"] == 8 - first["failed"], first
-        assert not _batch_containers(docker_client, out), "the killed actor's container and spare removed"
-        assert not _left() - before, "slots or states left by the actors"
-        again = _resumed(manifest, out, cluster)
+    proc = _driver(manifest, out, cluster.address, cluster.env)
+    _wait_for(docker_client, out, proc, 3)
+    actors = [p for p in psutil.process_iter(["cmdline"]) if _running_unit(p, cluster.env)]
+    assert actors, "the units run in Ray actors"
+    actors[0].kill()
+    stdout, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert stdout, err
+    first = orjson.loads(stdout)
+    assert 1 <= first["failed"] <= 2 and first["done"] == 8 - first["failed"], first
+    assert not _batch_containers(docker_client, out), "the killed actor's container and spare removed"
+    assert not _left() - before, "slots or states left by the actors"
+    again = _resumed(manifest, out, cluster)
     assert again["done"] == first["failed"] and again["failed"] == 0, again
