@@ -363,9 +363,13 @@ def test_compare_at_several_boundaries_equals_a_compare_at_each(
         alone = orjson.loads((tmp_path / f"alone-{row['after_step']}" / "compare.json").read_bytes())
         assert row["boundary_check"]["passed"] == alone["boundary_check"]["passed"]
         assert [v["check_passed"] for v in row["variants"]] == [v["check_passed"] for v in alone["variants"]]
-    # every compare's containers and snapshot images are gone
-    assert not docker_client.containers.list(all=True, filters={"label": COMPARE_LABEL})
-    assert not docker_client.images.list(filters={"label": COMPARE_LABEL})
+    # every compare's containers and snapshot images are gone (this test's: other modules compare meanwhile)
+    runs = [r for c in tmp_path.glob("*/**/compare.json") for r in orjson.loads(c.read_bytes())["runs"]]
+    ids = {r["container"].removeprefix("replayer-").rsplit("-", 1)[0] for r in runs}
+    assert ids and all(i.startswith("cmp-") for i in ids), ids
+    for label in (f"{COMPARE_LABEL}={i}" for i in ids):
+        assert not docker_client.containers.list(all=True, filters={"label": label})
+        assert not docker_client.images.list(filters={"label": label})
 
 
 def test_compare_refuses_unreadable_or_invalid_boundaries_before_anything_starts(tmp_path: Path) -> None:
