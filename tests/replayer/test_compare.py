@@ -398,6 +398,7 @@ def test_prompt_upstream_and_budget_variants(tmp_path: Path) -> None:
 
 
 @pytest.mark.agent
+@pytest.mark.serial  # it looks for any new snapshot image on the engine: other modules' compares make them
 def test_ctrl_c_stops_every_run_and_removes_containers_and_snapshot(tmp_path: Path, docker_client) -> None:
     stalled = Script(by_history=True, turns=[Turn(blocks=[TextBlock(text="late")], stall_s=120)])
     out = tmp_path / "cmp"
