@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -12,13 +14,22 @@ import orjson
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _suite_dir(prefix: str) -> str:
+    """A directory of this process's own, removed when it exits."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
 # No verdict of `replayer verify` (the user's or the shipped ones) counts in the suite unless a test says
 # so: which versions are verified is then the pins alone, as the tests expect.
-os.environ["REPLAYER_VERDICTS"] = tempfile.mkdtemp(prefix="replayer-test-verdicts-")
+os.environ["REPLAYER_VERDICTS"] = _suite_dir("replayer-test-verdicts-")
 # Repositories a test checks out (`--workspace git+URL@REV`) go to a cache of the suite's own.
-os.environ["REPLAYER_WORKSPACES"] = tempfile.mkdtemp(prefix="replayer-test-workspaces-")
+os.environ["REPLAYER_WORKSPACES"] = _suite_dir("replayer-test-workspaces-")
 # The user's own settings (~/.config/replayer/config.toml) never reach the suite; a test writes its own.
-os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="replayer-test-config-")
+os.environ["XDG_CONFIG_HOME"] = _suite_dir("replayer-test-config-")
 for _name in ("UPSTREAM", "UPSTREAM_KEY_ENV", "IMAGE", "LIMITS", "WORKERS"):  # the bundle cache stays
     os.environ.pop(f"REPLAYER_{_name}", None)
 

@@ -369,17 +369,24 @@ def remove_entry(path: Path) -> None:
             path.unlink()
 
 
+_ALIASES: set[int] = set()
+"""The directory descriptors `short_alias` holds open (so that `remove_alias` closes only its own)."""
+
+
 def short_alias(directory: Path) -> Path:
-    """A short path for `directory` (a symlink under /tmp): AF_UNIX socket paths are limited to 108 bytes."""
-    link = Path(tempfile.mkdtemp(prefix="rb-", dir="/tmp")) / "d"
-    os.symlink(directory, link)
-    return link
+    """A short path for `directory`, `/proc/self/fd/N` of a descriptor held on it until `remove_alias`:
+    AF_UNIX socket paths are limited to 108 bytes. Valid in this process only; nothing is made on disk, so
+    a process killed before `remove_alias` leaves nothing behind (a symlink under /tmp did)."""
+    fd = os.open(directory, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    _ALIASES.add(fd)
+    return Path(f"/proc/self/fd/{fd}")
 
 
-def remove_alias(link: Path) -> None:
-    with contextlib.suppress(OSError):
-        os.unlink(link)
-        os.rmdir(link.parent)
+def remove_alias(alias: Path) -> None:
+    fd = int(alias.name)
+    if fd in _ALIASES:
+        _ALIASES.discard(fd)
+        os.close(fd)
 
 
 MAX_FILE_BYTES = 64 * 1024 * 1024

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import socket
+import tempfile
 from pathlib import Path
 
 import orjson
@@ -10,7 +12,15 @@ import pytest
 
 from replayer import adapters
 from replayer.floor.errors import BadInput, ConfinementError, OutputError
-from replayer.floor.io import NotFound, NotRegular, OutputDir, Workspace, read_input
+from replayer.floor.io import (
+    NotFound,
+    NotRegular,
+    OutputDir,
+    Workspace,
+    read_input,
+    remove_alias,
+    short_alias,
+)
 from replayer.floor.models import ReadBudget
 from tests.conftest import ROOT
 
@@ -126,3 +136,35 @@ def test_detection_hands_its_document_to_the_parse_only_for_the_same_bytes(tmp_p
     doc["messages"] = doc["messages"][:4]
     path.write_bytes(orjson.dumps(doc))
     assert len(adapter.parse(path).steps) == 1
+
+
+def test_a_socket_deeper_than_af_unix_allows_binds_through_a_short_alias_made_of_nothing_on_disk(
+    tmp_path: Path,
+) -> None:
+    deep = tmp_path / ("d" * 100) / ("e" * 100)
+    deep.mkdir(parents=True)
+    alias = short_alias(deep)
+    server, client = socket.socket(socket.AF_UNIX), socket.socket(socket.AF_UNIX)
+    try:
+        assert len(str(alias / "s.sock")) < 108 < len(str(deep / "s.sock"))
+        server.bind(str(alias / "s.sock"))
+        server.listen()
+        client.connect(str(alias / "s.sock"))
+        assert (deep / "s.sock").is_socket()
+        # a process killed now leaves no link to the directory behind (one under /tmp did)
+        links = [p for p in Path(tempfile.gettempdir()).glob("*/*") if p.is_symlink()]
+        assert not [p for p in links if os.readlink(p) == str(deep)]
+    finally:
+        server.close()
+        client.close()
+        remove_alias(alias)
+    with pytest.raises(OSError):
+        os.stat(alias)  # its descriptor closed
+    remove_alias(alias)  # twice: closes nothing of anyone else's
+
+
+def test_a_short_alias_is_not_taken_through_a_link(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    with pytest.raises(NotADirectoryError):
+        short_alias(tmp_path / "link")
