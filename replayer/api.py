@@ -36,6 +36,7 @@ from replayer.floor.models import (
     Variant,
     workspace_spec,
 )
+from replayer.floor.options import CompareOptions as CompareOptions
 from replayer.floor.options import PathLike as PathLike  # the options' types, declared once there
 from replayer.floor.options import ReplayOptions as ReplayOptions
 from replayer.floor.options import RunOptions as RunOptions
@@ -52,8 +53,6 @@ logger = logging.getLogger(__name__)
 
 Workspace = PathLike | GitWorkspace
 """A directory, or `git+URL@REV` (a string, or a GitWorkspace)."""
-COMPARE_WORKERS = 2
-"""compare's runs at once when neither the caller nor the settings say."""
 
 
 def inspect(
@@ -271,23 +270,15 @@ def compare(
     out: PathLike,
     variants: Sequence[str | Variant],
     *,
-    repeat: int = 1,
-    workers: int | None = None,
-    check: str | None = None,
-    check_timeout: float = 600.0,
-    keep_snapshot: bool = False,
     on_event: OnEvent = ignore,
-    **options: Unpack[RunOptions],
+    **options: Unpack[CompareOptions],
 ) -> CompareResult:
     """Replay the prefix once, snapshot the boundary, run every variant (`NAME=SPEC` as `--variant` takes
     it, or a Variant) `repeat` times from the snapshot, `workers` at once, `check` (a shell command) in
     each run's container afterwards; compare.json and report.html in `out`."""
     from replayer.verbs.compare import compare as run_compare
 
-    request = _compare_request(
-        trajectory, after_step, workspace, out, variants, repeat, workers, check, check_timeout, keep_snapshot,
-        options,
-    )  # fmt: skip
+    request = _compare_request(trajectory, after_step, workspace, out, variants, options)
     return run_compare(request, on_event=on_event)
 
 
@@ -298,13 +289,8 @@ def compare_boundaries(
     out: PathLike,
     variants: Sequence[str | Variant],
     *,
-    repeat: int = 1,
-    workers: int | None = None,
-    check: str | None = None,
-    check_timeout: float = 600.0,
-    keep_snapshot: bool = False,
     on_event: OnEvent = ignore,
-    **options: Unpack[RunOptions],
+    **options: Unpack[CompareOptions],
 ) -> dict[int, CompareResult | ReplayError]:
     """`compare` at several boundaries from one replay: the prefix replayed once, each boundary
     snapshotted as the replay passes it, every variant forked from every boundary. `out`/after-K/ holds
@@ -321,10 +307,7 @@ def compare_boundaries(
     picked = pick_boundaries(spec, traj)
     if not picked:
         raise BadInput(f"{path} has no boundary to replay")
-    request = _compare_request(
-        trajectory, picked[-1], workspace, out, variants, repeat, workers, check, check_timeout, keep_snapshot,
-        options,
-    )  # fmt: skip
+    request = _compare_request(trajectory, picked[-1], workspace, out, variants, options)
     return run_compares(request, picked, on_event=on_event, parsed=(adapter, traj))
 
 
@@ -334,12 +317,7 @@ def _compare_request(
     workspace: Workspace,
     out: PathLike,
     variants: Sequence[str | Variant],
-    repeat: int,
-    workers: int | None,
-    check: str | None,
-    check_timeout: float,
-    keep_snapshot: bool,
-    options: RunOptions,
+    options: CompareOptions,
 ) -> CompareRequest:
     from replayer.verbs.variants import parse_variant
 
@@ -348,18 +326,13 @@ def _compare_request(
         parsed = [v if isinstance(v, Variant) else parse_variant(v) for v in variants]
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    merged = merge(options, found, RunOptions)
+    merged = merge(options, found, CompareOptions)
     return CompareRequest(
         trajectory=Path(trajectory),
         after_step=after_step,
         workspace=_workspace(workspace),
         out=Path(out),
         variants=parsed,
-        repeat=repeat,
-        parallel=workers or found.workers or COMPARE_WORKERS,
-        check=check,
-        check_timeout_s=check_timeout,
-        keep_snapshot=keep_snapshot,
         defaults=merged.continuation.request(),
         **merged.fields_of(CompareRequest),
     )

@@ -13,7 +13,7 @@ from replayer.cli import options as opts
 from replayer.cli.app import command, console
 from replayer.floor.errors import ReplayError
 from replayer.floor.models import CompareResult
-from replayer.floor.options import RunOptions, declared
+from replayer.floor.options import CompareOptions, declared
 
 CompareAfterStep = Annotated[
     str,
@@ -44,20 +44,13 @@ def compare(
             "object; empty: the shared settings.",
         ),
     ],
-    repeat: Annotated[int, typer.Option("--repeat", "-r", metavar="R", min=1, help="Runs per variant.")] = 1,
+    repeat: opts.Runs = 1,
     workers: opts.Workers = None,
     parallel: Annotated[
         int | None, typer.Option("--parallel", min=1, hidden=True, help="The old name of --workers.")
     ] = None,
-    check: Annotated[
-        str | None,
-        typer.Option(
-            "--check", metavar="COMMAND", help="Shell command run in each run's container afterwards."
-        ),
-    ] = None,
-    check_timeout: Annotated[
-        float, typer.Option("--check-timeout", metavar="SECONDS", help="Seconds for the check.")
-    ] = 600.0,
+    check: opts.Check = None,
+    check_timeout: opts.CheckTimeout = 600.0,
     upstream: opts.Upstream = None,
     upstream_key_env: opts.UpstreamKeyEnv = None,
     boundary_prompt: opts.BoundaryPrompt = None,
@@ -75,9 +68,7 @@ def compare(
     task: opts.Task = None,
     cwd: opts.Cwd = None,
     session: opts.Session = None,
-    keep_snapshot: Annotated[
-        bool, typer.Option("--keep-snapshot", help="Leave the boundary image (replayer gc removes it).")
-    ] = False,
+    keep_snapshot: opts.KeepSnapshot = False,
     limits: opts.LimitsOpt = None,
     agent_version: opts.AgentVersion = None,
     require_verified: opts.RequireVerified = False,
@@ -103,15 +94,7 @@ def compare(
         workers = parallel
     one = opts.one_boundary(after_step)
     with opts._progress(json, quiet, verbose) as progress:
-        shared: dict[str, Any] = {
-            "repeat": repeat,
-            "workers": workers,
-            "check": check,
-            "check_timeout": check_timeout,
-            "keep_snapshot": keep_snapshot,
-            "on_event": progress,
-            **opts.given(locals(), declared(RunOptions)),
-        }
+        shared: dict[str, Any] = {"on_event": progress, **opts.given(locals(), declared(CompareOptions))}
         space = opts._workspace(workspace)
         if one is None:
             outcomes = api.compare_boundaries(trajectory, after_step, space, out, variants, **shared)

@@ -131,6 +131,10 @@ AgentEnv = Annotated[list[str] | None, flag("agent_env")]
 CassetteOpt = Annotated[Path | None, flag("cassette")]
 RecordCassette = Annotated[Path | None, flag("record_cassette")]
 Workers = Annotated[int | None, flag("workers")]
+Runs = Annotated[int, flag("repeat")]
+Check = Annotated[str | None, flag("check")]
+CheckTimeout = Annotated[float, flag("check_timeout")]
+KeepSnapshot = Annotated[bool, flag("keep_snapshot")]
 
 
 Quiet = Annotated[

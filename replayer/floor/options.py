@@ -283,9 +283,14 @@ class RunOptions(ReplayOptions, total=False):
     """(`run` only) Also write the continuation's model traffic and outcome into this new cassette folder."""
 
 
-class SettingOptions(TypedDict, total=False):
-    """The settings that are no option of `run` (`workers` is compare's and batch's `-j`)."""
+class CompareOptions(RunOptions, total=False):
+    """What `compare` takes besides: the variants' runs and the check after each (the run options are the
+    settings every variant starts from)."""
 
+    repeat: Annotated[
+        int,
+        _opt("--repeat", "-r", metavar="R", min=1, help="Runs per variant.", default=1, feeds=("repeat",)),
+    ]
     workers: Annotated[
         int | None,
         _opt(
@@ -298,6 +303,40 @@ class SettingOptions(TypedDict, total=False):
             feeds=("parallel",),
         ),
     ]
+    """Also the setting of batch's `-j` (jobs at once)."""
+    check: Annotated[
+        str | None,
+        _opt(
+            "--check",
+            metavar="COMMAND",
+            help="Shell command run in each run's container afterwards.",
+            feeds=("check",),
+        ),
+    ]
+    check_timeout: Annotated[
+        float,
+        _opt(
+            "--check-timeout",
+            metavar="SECONDS",
+            help="Seconds for the check.",
+            default=600.0,
+            feeds=("check_timeout_s",),
+        ),
+    ]
+    keep_snapshot: Annotated[
+        bool,
+        _opt(
+            "--keep-snapshot",
+            help="Leave the boundary image (replayer gc removes it).",
+            default=False,
+            feeds=("keep_snapshot",),
+        ),
+    ]
+
+
+class SettingOptions(TypedDict, total=False):
+    """The settings that are no option of `run` or `compare`."""
+
     bundles: Annotated[
         Path | None,
         _opt(
@@ -348,7 +387,7 @@ def declared(of: type) -> Mapping[str, Option]:
     return found
 
 
-OPTIONS: Mapping[str, Option] = {**declared(RunOptions), **declared(SettingOptions)}
+OPTIONS: Mapping[str, Option] = {**declared(CompareOptions), **declared(SettingOptions)}
 """Every option, by name."""
 
 

@@ -22,7 +22,7 @@ from replayer.floor import settings
 from replayer.floor.errors import BadInput, SettingsError
 from replayer.floor.merge import CONTINUATION, Merged, merge
 from replayer.floor.models import CompareRequest, ContinueRequest, ReplayRequest, SandboxLimits
-from replayer.floor.options import OPTIONS, ReplayOptions, RunOptions, declared
+from replayer.floor.options import OPTIONS, CompareOptions, ReplayOptions, RunOptions, declared
 from tests.conftest import ROOT
 
 LAYERS = ("flag", "env", "project", "user")
@@ -159,10 +159,10 @@ def test_a_folder_not_trusted_may_set_what_its_declaration_allows(tmp_path: Path
 
 # declared once ------------------------------------------------------------------------------------------
 
-ARGUMENTS = {"trajectory", "after_step", "out", "workspace", "variants", "repeat", "check", "check_timeout_s"}
+ARGUMENTS = {"trajectory", "after_step", "out", "workspace", "variants"}
 """Request fields the verbs' own arguments set (api.run(trajectory, after_step, workspace, out), compare's)."""
-ENGINE = {"mode", "budgets", "labels", "continuation", "defaults", "grace_s", "keep_snapshot"}
-"""Request fields no option sets: the verb or the engine does (keep_snapshot: compare's own argument)."""
+ENGINE = {"mode", "budgets", "labels", "continuation", "defaults", "grace_s"}
+"""Request fields no option sets: the verb or the engine does."""
 
 
 def _feeders(field: str) -> list[str]:
@@ -197,11 +197,42 @@ def test_each_setting_is_a_declared_option_and_each_flag_is_declared_once() -> N
 
 
 def test_the_api_takes_the_declared_options_by_their_declared_types() -> None:
-    assert (api.ReplayOptions, api.RunOptions) == (ReplayOptions, RunOptions)  # the API's names for them
-    hints = typing.get_type_hints(RunOptions)
-    assert {n: o.type for n, o in declared(RunOptions).items()} == hints
-    params = inspect.signature(api.run).parameters
-    assert params["options"].kind is inspect.Parameter.VAR_KEYWORD
+    names = (api.ReplayOptions, api.RunOptions, api.CompareOptions)  # the API's names for them
+    assert names == (ReplayOptions, RunOptions, CompareOptions)
+    hints = typing.get_type_hints(CompareOptions)
+    assert {n: o.type for n, o in declared(CompareOptions).items()} == hints
+    assert set(declared(RunOptions)) < set(hints)  # compare takes the run options and its own
+    for verb in (api.run, api.compare, api.compare_boundaries):
+        params = inspect.signature(verb).parameters
+        assert params["options"].kind is inspect.Parameter.VAR_KEYWORD
+        assert not {"repeat", "workers", "check", "check_timeout", "keep_snapshot"} & set(params)
+
+
+def test_compares_options_feed_the_request_and_default_to_its_defaults(tmp_path: Path) -> None:
+    """What a compare option declares as its default is the request's, and a given value reaches its
+    field; `workers` left unset is the setting's, else the request's default."""
+    cwd, _, user, env = _places(tmp_path)
+    bare = settings.load(cwd, env)
+    user.write_text(user.read_text() + "workers = 4\n")
+    settings.forget()  # the files read anew
+    found = settings.load(cwd, env)
+    own = {n: o for n, o in declared(CompareOptions).items() if n not in declared(RunOptions)}
+    for option in own.values():
+        if option.layers is None:  # else: the settings', then the request's default
+            [feed] = option.feeds
+            assert CompareRequest.model_fields[feed].default == option.default, option.name
+    given: CompareOptions = {"repeat": 3, "check": "true", "check_timeout": 5.0, "keep_snapshot": True}
+    fields = merge(given, bare, CompareOptions).fields_of(CompareRequest)
+    assert {k: fields[k] for k in ("repeat", "check", "check_timeout_s", "keep_snapshot")} == {
+        "repeat": 3,
+        "check": "true",
+        "check_timeout_s": 5.0,
+        "keep_snapshot": True,
+    }
+    assert "parallel" not in fields  # no workers given nor set: CompareRequest's default
+    assert merge({"workers": 5}, bare, CompareOptions).fields["parallel"] == 5
+    assert merge({}, found, CompareOptions).fields["parallel"] == 4
+    assert merge({"workers": 5}, found, CompareOptions).fields["parallel"] == 5
 
 
 def _commands() -> dict[str, Any]:
@@ -209,8 +240,9 @@ def _commands() -> dict[str, Any]:
     return dict(group.commands)  # type: ignore[attr-defined]
 
 
-OTHERWISE = {("run", "after_step"), ("batch", "workers")}
-"""Flags one command describes otherwise (run's -n takes several boundaries; batch's -j counts jobs)."""
+OTHERWISE = {("run", "after_step"), ("run", "repeat"), ("batch", "workers")}
+"""Flags one command describes otherwise (run's -n takes several boundaries, its --repeat reruns the prefix;
+batch's -j counts jobs)."""
 
 
 @pytest.mark.parametrize("command", ["prepare", "run", "compare", "batch"])
