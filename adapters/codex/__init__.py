@@ -151,8 +151,7 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
         outputs = {call_id: obs.content for call_id, obs in observations.items()}
         records = rollout.prefix_records(native, after_step, outputs)
         turn = resume.recorded(records)
-        # the continuing version's form: a later CLI resumes an older rollout in its own
-        old_form = rollout.instructions_form(native) and not resume.paginated_wire(tools.version())
+        old_form = resume.sends_instructions_form(native, tools.version())  # the continuing version's form
         home = dest / "home"
         path = home / ".codex" / rollout.session_path(native.meta, native.file_name)
         write_bytes_atomic(path, rollout.to_jsonl(records))
@@ -181,7 +180,8 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
             return None
         continued = self.native(rollout.parse(path))
         kept = [r for r in continued.records if rollout.kept_record(r)]
-        return rollout.wire_input(continued, kept)
+        old_form = resume.sends_instructions_form(continued, tools.version())  # the version that continued
+        return rollout.wire_input(continued, kept, paginated_wire=not old_form)
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         return tools_to_chat(super().chat_tools(native))

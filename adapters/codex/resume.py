@@ -139,6 +139,12 @@ def paginated_wire(version: str) -> bool:
     return release(version) >= PAGINATED_WIRE_FROM
 
 
+def sends_instructions_form(native: rollout.Native, version: str) -> bool:
+    """Whether the CLI at `version` sends the conversation of `native` in the instructions form: a rollout of
+    that form continued by a CLI from before the paginated wire (a later one resumes it in its own form)."""
+    return rollout.instructions_form(native) and not paginated_wire(version)
+
+
 def _recorded(records: list[rollout.Record]) -> TurnSettings:
     head = records[0]["payload"] if records and records[0].get("type") == "session_meta" else {}
     paginated = head.get("history_mode") == "paginated"

@@ -763,3 +763,69 @@ def test_the_pin_continues_an_older_form_rollout_in_its_own_form(tmp_path: Path)
     turn = resume.TurnSettings(paginated=True, agents_md=True, plugins=True, collaboration="# Plan Mode")
     marks = [i.mark for i in resume.insertions("0.171.0", turn)]
     assert resume.REVOKED_AGENTS_MD not in marks, "a rollout of its own form keeps its baseline"
+
+
+def test_a_continued_rollout_reads_back_in_the_form_of_the_version_that_continued_it(tmp_path: Path) -> None:
+    """The form is the continuing version's (resume.sends_instructions_form): a 0.118 rollout read back by
+    export and the report after 0.171 continued it is in 0.171's form, after 0.118 did in 0.118's; a rollout
+    of the paginated form stays in it. Here the continued rollout holds the prefix alone."""
+    import shutil
+
+    from replayer.adapters.codex import resume
+    from replayer.adapters.codex import session as rollout
+    from replayer.floor.pins import running_version
+
+    older = rollout.parse(CASEWARE_118).native_as(rollout.Native)
+    paginated = FIELD.parent / "codex" / "turn_context" / "0.171.0" / "turn_context" / "rollout.jsonl"
+    assert [resume.sends_instructions_form(older, v) for v in ("0.118.0", "0.142.0", "0.171.0")] == [
+        True,
+        True,
+        False,
+    ]
+    assert not resume.sends_instructions_form(rollout.parse(paginated).native_as(rollout.Native), "0.171.0")
+    for version in ("0.118.0", "0.171.0"):
+        with running_version("codex", version):
+            rebuild, _, _ = _rebuilt_codex(CASEWARE_118, 3, tmp_path / version)
+            result_dir = tmp_path / version / "result"
+            (result_dir / "continued").mkdir(parents=True)
+            shutil.copyfile(rebuild.native_files[0], result_dir / "continued" / "rollout.jsonl")
+            assert by_name("codex").continued_prefix(result_dir) == rebuild.expected_prefix, version
+        assert rebuild.continuation.instructions_form == (version == "0.118.0")
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_the_pins_continuation_of_an_older_form_rollout_is_exported_in_the_form_it_sent(
+    tmp_path: Path,
+) -> None:
+    """`run --agent-version 0.171.0 --continue` of the 0.118 rollout cut at step 3: the pin sends it in its
+    own form, and export and the report read the continued rollout back in that form, item for item what
+    the upstream received (the CLI's insertions included), then the agent's answer."""
+    from replayer.floor.pins import running_version
+    from replayer.pipeline import timeline
+    from replayer.verbs import export, view
+
+    name = str(CASEWARE_118.relative_to(FIELD))
+    proc, out, sent = _continue(name, 3, "codex", ("--agent-version", "0.171.0"), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = orjson.loads((out / "result.json").read_bytes())
+    assert (result["version"]["version"], result["version"]["in_file"]) == ("0.171.0", "0.118.0-alpha.2")
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 1)
+    assert len(sent) == 1 and "instructions" not in sent[0].body, "the pin's own form"
+    received = sent[0].body["input"]
+    received[0] = {
+        **received[0],
+        "id": None,
+    }  # the CLI derives it from the thread (base_instructions_message)
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    assert len(received) > len(expected), "the CLI's insertions after the prefix"
+    adapter = by_name("codex")
+    with running_version("codex", "0.171.0"):
+        continued = adapter.continued_prefix(out)
+    assert continued is not None and continued[: len(received)] == received
+    dialect = adapter.dialect()
+    answer = {"role": "assistant", "content": "Finished."}
+    assert export.chat_record(out)["messages"] == [*dialect.to_chat(received), answer]
+    shown = view.load(out).continuation
+    assert shown == timeline.entries([*dialect.to_chat(received[len(expected) :]), answer], view.TEXT_CHARS)
