@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import copy
+import os
 import uuid
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from replayer.adapters.base import (
     COMMAND,
@@ -26,8 +29,17 @@ from replayer.adapters.pi.rerun import PiRerunner
 from replayer.adapters.pi.wire import js_json, to_wire
 from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, CONTINUE_SPEC_PATH, local_url
 from replayer.bridges.chat import SystemPerRequestGate
-from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.floor.errors import BadInput
+from replayer.floor.io import read_beside, write_bytes_atomic
+from replayer.floor.models import (
+    AgentStatus,
+    Budgets,
+    Observation,
+    ReplayResult,
+    ToolCall,
+    ToolKind,
+    Trajectory,
+)
 from replayer.floor.rundirs import RunDirs
 from replayer.sandboxes.base import Sandbox
 
@@ -42,6 +54,34 @@ WORK = "pi"
 
 def _model(native: session.Native) -> tuple[str, str]:
     return native.model or ("replayer", "replayed-model")
+
+
+def _launched(native: session.Native) -> str:
+    """The model a continuation of `native` runs by default (`--model` overrides it): provider/model."""
+    return "/".join(_model(native))
+
+
+def _sent(native: session.Native, model: str, version: str) -> list[dict[str, Any]]:
+    """The conversation of `native` as Pi `version` sends it to `model` (provider/id)."""
+    return to_wire(native.messages, version, bundle.target(model))
+
+
+def _continued_model(result_dir: Path, continued: session.Native) -> str:
+    """The model the continuation in `result_dir` sent to, as its result.json records it; in a compare's
+    run directory (its record is written after its timeline is read) the continued session's own: the one
+    its last answer names, which Pi would restore."""
+    if not os.path.lexists(result_dir / "result.json"):
+        return _launched(continued)
+    data = read_beside(result_dir, "result.json")
+    if data is None:
+        raise BadInput(f"{result_dir / 'result.json'} is not a regular file within the size bound")
+    try:
+        cont = ReplayResult.model_validate_json(data).continuation
+    except ValidationError as exc:
+        raise BadInput(
+            f"{result_dir / 'result.json'} is not a replay result: {exc.errors()[0]['msg']}"
+        ) from None
+    return cont.model if cont is not None and cont.model else _launched(continued)
 
 
 def _boundary_entries(native: session.Native, trajectory: Trajectory, after_step: int) -> int:
@@ -142,15 +182,15 @@ class PiAdapter(Adapter[session.Native, PiContinuation]):
         path = sessions / f"{stamp}_{header['id']}.jsonl"
         write_bytes_atomic(path, b"".join(js_json(r).encode() + b"\n" for r in [header, *entries]))
         provider, model = _model(native)
-        bundle.write_config(home, provider, model, BRIDGE_URL)
+        bundle.write_config(home, provider, model, BRIDGE_URL)  # the companion renames it to --model's
         container_path = f"{AGENT_HOME}/{path.relative_to(home)}"
         spec = {"cwd": trajectory.cwd, "agent_dir": bundle.AGENT_DIR, "session_file": container_path}
         write_continue_spec(home, spec)
         prefix = [_fresh(m, observations) for m in _context_prefix(native, keep)]
         return Rebuild(
             native_files=[path],
-            # the continuation's model: the recorded one, served by the bridge as openai-completions
-            expected_prefix=to_wire(prefix, bundle.version(), (provider, bundle.API, model)),
+            # as sent to the continuation's model (`gate_facts`: another one given with --model)
+            expected_prefix=to_wire(prefix, bundle.version(), bundle.target(_launched(native))),
             agent_home=home,
             continuation=PiContinuation(
                 session_file=str(path.relative_to(home)), model=f"{provider}/{model}"
@@ -161,7 +201,24 @@ class PiAdapter(Adapter[session.Native, PiContinuation]):
         path = continued_file(result_dir, CONTINUED)
         if path is None:
             return None
-        return to_wire(self.native(session.parse(path)).messages, self.version())
+        continued = self.native(session.parse(path))
+        return _sent(continued, _continued_model(result_dir, continued), self.version())
+
+    def gate_facts(
+        self,
+        box: Sandbox,
+        trajectory: Trajectory,
+        rebuild: Rebuild[PiContinuation],
+        model: str | None,
+        boundary_prompt: str | None = None,
+    ) -> Rebuild[PiContinuation]:
+        """The prefix as sent to a model other than the session's (`--model`): pi-ai's `transformMessages`
+        sends another model's thinking as text, its own under its signature."""
+        default = _launched(self.native(trajectory))
+        if model is None or bundle.target(model) == bundle.target(default):
+            return rebuild
+        rebuilt = self.native(session.parse(rebuild.native_files[0]))
+        return rebuild.model_copy(update={"expected_prefix": _sent(rebuilt, model, self.version())})
 
     # continuation -----------------------------------------------------------------------------
     def gate(
@@ -171,8 +228,7 @@ class PiAdapter(Adapter[session.Native, PiContinuation]):
         return SystemPerRequestGate(rebuild.expected_prefix, appended, strip_appended=False)
 
     def default_model(self, trajectory: Trajectory) -> str | None:
-        provider, model = _model(self.native(trajectory))
-        return f"{provider}/{model}"
+        return _launched(self.native(trajectory))
 
     def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
         return provider_model_refusal("Pi", model)

@@ -46,6 +46,13 @@ API = "openai-completions"
 """The api of the one provider the replayer configures (the bridge speaks it)."""
 
 
+def target(model: str) -> tuple[str, str, str]:
+    """The model (provider, api, id) a continuation launched with `model` ("provider/id") sends to: the one
+    provider the replayer configures, named as the companion names it (split at the first '/')."""
+    provider, _, model_id = model.partition("/")
+    return provider, API, model_id
+
+
 def write_config(home: Path, provider: str, model: str, base_url: str, *, compaction: bool = True) -> None:
     """~/.pi/agent/models.json and settings.json: one OpenAI-compatible provider, nothing fetched."""
     agent = home / ".pi" / "agent"

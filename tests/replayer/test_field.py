@@ -287,6 +287,25 @@ def test_allow_degraded_keeps_the_historical_observation_of_a_tool_no_rerun_has(
     cont = result["continuation"]
     assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 1)
     assert len(sent) == 1 and text in orjson.dumps(sent[0].body)
+    if agent == "pi":
+        _pi_reads_back_what_it_sent(out, sent[0].body["messages"])
+
+
+def _pi_reads_back_what_it_sent(out: Path, received: list[dict[str, Any]]) -> None:
+    """A Pi result read back (continued_prefix, export, the report) is item for item what the upstream
+    received (after Pi's system message: the prefix), then the agent's answer."""
+    from replayer.pipeline import timeline
+    from replayer.verbs import export, view
+
+    adapter = by_name("pi")
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    assert received[0]["role"] == "system" and received[1:] == expected
+    continued = adapter.continued_prefix(out)
+    assert continued is not None and continued[: len(received) - 1] == received[1:]
+    dialect = adapter.dialect()
+    answer = {"role": "assistant", "content": "Finished."}
+    assert export.chat_record(out)["messages"] == [*dialect.to_chat(received[1:]), answer]
+    assert view.load(out).continuation == timeline.entries([answer], view.TEXT_CHARS)
 
 
 @pytest.mark.agent
@@ -829,3 +848,25 @@ def test_the_pins_continuation_of_an_older_form_rollout_is_exported_in_the_form_
     assert export.chat_record(out)["messages"] == [*dialect.to_chat(received), answer]
     shown = view.load(out).continuation
     assert shown == timeline.entries([*dialect.to_chat(received[len(expected) :]), answer], view.TEXT_CHARS)
+
+
+BRUNCH = "pi/brunch-extension-tools-propose-graph-commit.jsonl"
+
+
+@pytest.mark.parametrize(("name", "boundary"), [(BRUNCH, 1), ("pi/pi-mono-before-compaction.jsonl", 217)])
+def test_a_continued_pi_session_reads_back_as_sent_to_the_continuations_model(
+    name: str, boundary: int, tmp_path: Path
+) -> None:
+    """Both record another api's thinking (anthropic-messages, signed), which Pi sends to the bridge's
+    openai-completions model as text: read back (export, the report), the continued session is in that
+    form too, not with each thinking under its signature. Here the continued session holds the prefix
+    alone, in a directory without result.json (a compare's run directory: its own model decides)."""
+    import shutil
+
+    adapter = by_name("pi")
+    rebuild = adapter.rebuild(adapter.parse(FIELD / name), boundary, {}, tmp_path / "rebuilt")
+    wire_keys = {"role", "content", "tool_calls", "tool_call_id"}
+    assert all(m.keys() <= wire_keys for m in rebuild.expected_prefix), "no thinking under its signature"
+    (tmp_path / "result" / "continued").mkdir(parents=True)
+    shutil.copyfile(rebuild.native_files[0], tmp_path / "result" / "continued" / "session.jsonl")
+    assert adapter.continued_prefix(tmp_path / "result") == rebuild.expected_prefix
