@@ -11,6 +11,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from replayer.adapters.shapes import MAX_DEPTH, loads_within
 from replayer.floor.errors import BadInput
 from replayer.floor.io import MAX_INPUT_BYTES, open_input
 
@@ -66,18 +67,20 @@ SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:", b":")
 """How every non-blank line of a server-sent-events stream begins."""
 
 
-_detected: tuple[bytes, Any] | None = None
-"""The whole-file JSON document `read_head` read last, with its bytes: the parse that follows detection
-takes it (`loads_document`) instead of parsing the same bytes a second time."""
+_detected: tuple[bytes, Any, bool] | None = None
+"""The whole-file JSON document `read_head` read last, with its bytes and whether it nests deeper than
+MAX_DEPTH: the parse that follows detection takes it (`loads_document`) instead of parsing the same bytes
+a second time."""
 
 
-def loads_document(data: bytes) -> Any:
-    """`orjson.loads(data)` of a file's bytes, or the value detection read from equal bytes (taken once)."""
+def loads_document(data: bytes) -> tuple[Any, bool]:
+    """`shapes.loads_within(data)` of a file's bytes (the value, and whether it nests deeper than MAX_DEPTH),
+    or what detection read from equal bytes (taken once)."""
     global _detected
     detected, _detected = _detected, None
     if detected is not None and detected[0] == data:
-        return detected[1]
-    return orjson.loads(data)
+        return detected[1], detected[2]
+    return loads_within(data, MAX_DEPTH)
 
 
 def read_head(path: Path) -> list[Any]:
@@ -98,7 +101,7 @@ def read_head(path: Path) -> list[Any]:
                 fh.seek(0)
                 whole = fh.read(MAX_INPUT_BYTES)
                 try:
-                    _detected = (whole, orjson.loads(whole))
+                    _detected = (whole, *loads_within(whole, MAX_DEPTH))
                 except orjson.JSONDecodeError:
                     return []
                 return [_detected[1]]
@@ -108,13 +111,18 @@ def read_head(path: Path) -> list[Any]:
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror}") from None
     head: list[Any] = []
-    for line in lines:
+    if one_line:  # a document written on one line
         try:
-            head.append(orjson.loads(line))
+            _detected = (lines[0], *loads_within(lines[0], MAX_DEPTH))
+            head.append(_detected[1])
         except orjson.JSONDecodeError:
-            continue
-    if one_line and head:  # a document written on one line
-        _detected = (lines[0], head[0])
+            pass
+    else:
+        for line in lines:
+            try:
+                head.append(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                continue
     sse = all(not line.strip() or line.startswith(SSE_FIELDS) for line in lines)
     if not head and sse and any(line.startswith(b"data:") for line in lines):
         return [SseData(_sse_values(lines))]

@@ -446,6 +446,39 @@ def too_deep(value: Any, limit: int) -> bool:
     return False
 
 
+MAX_DEPTH = 100
+"""Real native records nest about 10 levels; past this a record is refused (orjson writes 254 at most)."""
+
+
+ORJSON_READ_DEPTH = 1024
+"""The deepest nesting orjson reads: it refuses a text nested deeper."""
+_WRAP_FROM = 64 * 1024
+"""Below this size a text's brackets are counted first (`shallow_text`): cheaper than the wrapped load."""
+
+
+def loads_within(data: bytes, limit: int = MAX_DEPTH) -> tuple[Any, bool]:
+    """`orjson.loads(data)` (raising as it does), and whether the value nests more than `limit` levels, told
+    by the load itself, in C: `data` inside ORJSON_READ_DEPTH - `limit` lists loads only if it nests at most
+    `limit` levels (no second pass over the value, as `too_deep` makes). A text that does not load so, or
+    closes one of those lists early (`1],[2`: each must hold one value), is loaded alone and walked."""
+    if len(data) < _WRAP_FROM and shallow_text(data, limit):
+        return orjson.loads(data), False
+    pad = ORJSON_READ_DEPTH - limit
+    try:
+        value = orjson.loads(b"[" * pad + data + b"]" * pad)
+    except orjson.JSONDecodeError:
+        value = None
+    else:
+        for _ in range(pad):
+            if type(value) is not list or len(value) != 1:
+                break
+            value = value[0]
+        else:
+            return value, False
+    value = orjson.loads(data)
+    return value, too_deep(value, limit)
+
+
 def shallow_text(text: bytes | str, limit: int) -> bool:
     """No JSON value read from `text` nests more than `limit` levels: every level opens and closes with a
     bracket, so a text with at most `limit` opening ones, or too short to hold more, needs no walk."""
@@ -479,8 +512,6 @@ class Member:
         )
 
 
-MAX_DEPTH = 100
-"""Real native records nest about 10 levels; past this a record is refused (orjson writes 254 at most)."""
 _M = TypeVar("_M", bound=BaseModel)
 
 

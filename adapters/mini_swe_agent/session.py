@@ -148,10 +148,10 @@ class _Document(_Record):
 def load(path: Path) -> tuple[Any, bytes]:
     raw = read_input(path)
     try:
-        doc = loads_document(raw)
+        doc, nested = loads_document(raw)
     except orjson.JSONDecodeError as exc:
         raise BadInput(f"{path} is not valid JSON: {exc}") from None
-    deep = deep_place(doc)
+    deep = deep_place(doc) if nested else None
     if deep is not None:
         raise bad_record(str(path), f"field {deep}", f"nested more than {MAX_DEPTH} levels deep")
     return doc, raw

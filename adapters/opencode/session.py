@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict
 from replayer.adapters.head import SQLITE_MAGIC, SqliteFile, loads_document
 from replayer.adapters.opencode import schema, server
 from replayer.adapters.opencode.server import record_name as _name
-from replayer.adapters.shapes import check, too_deep
+from replayer.adapters.shapes import check, loads_within, too_deep
 from replayer.floor.errors import BadInput, bad_record, excerpt
 from replayer.floor.io import input_sha256, open_input, read_input, sha256_soon
 from replayer.floor.models import Observation, Step, ToolCall, Trajectory
@@ -164,15 +164,15 @@ def _read(path: Path, task: str | None) -> tuple[Native, str]:
     raw = read_input(path)
     digest = sha256_soon(raw)  # taken on another core meanwhile
     try:
-        doc = loads_document(raw)
+        doc, deep = loads_document(raw)
     except orjson.JSONDecodeError:
-        doc = None  # JSONL (several lines) or damaged: the event reader names the line
+        doc, deep = None, False  # JSONL (several lines) or damaged: the event reader names the line
     if isinstance(doc, dict) and "messages" in doc and "info" in doc:
-        return read_export(doc, path), digest()
+        return read_export(doc, path, deep), digest()
     if server.looks_like_event_array(doc):
         return read_event_array(doc, path), digest()
     if isinstance(doc, list):
-        return read_messages(doc, path), digest()
+        return read_messages(doc, path, deep), digest()
     if doc is None and server.is_stream(raw):
         return read_stream(raw, path), digest()
     return read_events(raw, path, task), digest()
@@ -236,14 +236,15 @@ def _call(part: Record, message_id: str) -> ToolCall:
 
 
 # export --------------------------------------------------------------------------------------
-def read_export(doc: Record, path: Path) -> Native:
+def read_export(doc: Record, path: Path, deep: bool) -> Native:
+    """`deep`: the document nests deeper than schema.MAX_DEPTH (`shapes.loads_within` told as it read it)."""
     info = doc.get("info")
     if not isinstance(info, dict) or not isinstance(info.get("id"), str):
         raise BadInput(f"{path} is not an opencode export (its info has no session id)")
     messages = doc.get("messages")
     if not isinstance(messages, list):
         raise BadInput(f"{path} is not an opencode export (no messages list)")
-    if too_deep(doc, schema.MAX_DEPTH):
+    if deep:
         raise bad_record(str(path), "the export", f"nests deeper than {schema.MAX_DEPTH} levels")
     check(schema.Session, info, str(path), "the session info")
     for i, message in enumerate(messages):
@@ -266,10 +267,10 @@ def _check_message(message: Any, source: str, where: str) -> None:
 
 
 # the server's shapes ---------------------------------------------------------------------------
-def read_messages(doc: list[Any], path: Path) -> Native:
+def read_messages(doc: list[Any], path: Path, deep: bool) -> Native:
     """The body of `GET /session/{id}/message`: the export's messages without its session record, whose
     id the messages name and whose directory their assistant messages' `path.cwd` gives."""
-    if too_deep(doc, schema.MAX_DEPTH):
+    if deep:
         raise bad_record(str(path), "the message list", f"nests deeper than {schema.MAX_DEPTH} levels")
     for i, message in enumerate(doc):
         _check_message(message, str(path), f"message {i}")
@@ -527,7 +528,7 @@ def _events(raw: bytes, path: Path) -> _EventLog:
         if not line.strip():
             continue
         try:
-            event = orjson.loads(line)
+            event, deep = loads_within(line, schema.MAX_DEPTH)
         except orjson.JSONDecodeError:
             raise BadInput(f"{path}: line {number} is not JSON (a damaged opencode event log)") from None
         if not (
@@ -536,7 +537,7 @@ def _events(raw: bytes, path: Path) -> _EventLog:
             and isinstance(event.get("sessionID"), str)
         ):
             raise BadInput(f"{path}: line {number} is not an opencode event (no type and sessionID)")
-        if too_deep(event, schema.MAX_DEPTH):
+        if deep:
             raise bad_record(str(path), f"line {number}", f"nests deeper than {schema.MAX_DEPTH} levels")
         check(schema.Event, event, str(path), f"line {number}")
         if session_id is None:
@@ -687,11 +688,11 @@ def sibling_session(path: Path, session_id: str) -> Native | None:
         return None
     for candidate in (p for p in candidates if p.suffix == ".json"):
         try:
-            doc = orjson.loads(read_input(candidate))
+            doc, deep = loads_within(read_input(candidate), schema.MAX_DEPTH)
         except (BadInput, orjson.JSONDecodeError):
             continue
         if _is_export(doc) and doc["info"]["id"] == session_id:
-            return read_export(doc, candidate)
+            return read_export(doc, candidate, deep)
     for candidate in (p for p in candidates if p.suffix == ".db"):
         try:
             if _is_sqlite(candidate):

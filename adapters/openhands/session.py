@@ -207,10 +207,10 @@ def own_text(text: str) -> str | None:
 def load_json(path: Path | str, data: bytes, what: str) -> Any:
     """A record file's JSON value, refused when it is not JSON or nests too deep."""
     try:
-        value = loads_document(data)
+        value, nested = loads_document(data)
     except orjson.JSONDecodeError:
         raise BadInput(f"{path} is not JSON (a damaged {what})") from None
-    deep = None if shallow_text(data, MAX_DEPTH) else deep_place(value)
+    deep = deep_place(value) if nested else None
     if deep is not None:
         raise bad_record(str(path), f"field {deep}", f"nested more than {MAX_DEPTH} levels deep")
     return value

@@ -18,7 +18,7 @@ from replayer.adapters.opencode import schema as opencode
 from replayer.adapters.openhands.session import _EVENT_MODELS, _Event
 from replayer.adapters.openhands.v0 import _V0Event
 from replayer.adapters.pi import schema as pi
-from replayer.adapters.shapes import MAX_DEPTH, _compiled, _dicts, check, fits, too_deep
+from replayer.adapters.shapes import MAX_DEPTH, _compiled, _dicts, check, fits, loads_within, too_deep
 from replayer.floor.errors import BadInput
 from tests.fuzzing import FUZZ_SETTINGS, mutated_json
 
@@ -131,3 +131,56 @@ def test_a_model_with_its_own_validator_is_never_read_as_a_typed_dict() -> None:
     check(_Checked, {"text": "a"}, "file", "record")
     with pytest.raises(BadInput, match="no text"):
         check(_Checked, {}, "file", "record")
+
+
+def _told_as_load_then_walk(text: bytes) -> None:
+    """`loads_within` raises where the load alone refuses `text`, else tells its value and a walk's verdict."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        with pytest.raises(orjson.JSONDecodeError):
+            loads_within(text, MAX_DEPTH)
+        return
+    assert loads_within(text, MAX_DEPTH) == (value, too_deep(value, MAX_DEPTH))
+
+
+@FUZZ_SETTINGS
+@given(
+    record=st.sampled_from(RECORDS),
+    depth=st.integers(0, 1100),
+    opener=st.sampled_from([b"[", b'{"k":']),
+    damage=st.sampled_from([b"", b"]", b"],[", b",", b"}", b"1],[2", b"]" * 30]),
+    at=st.floats(0, 1),
+    padded=st.booleans(),
+)
+def test_loads_within_tells_what_a_load_then_a_walk_tell(
+    record: tuple[Any, Any], depth: int, opener: bytes, damage: bytes, at: float, padded: bool
+) -> None:
+    """The nesting told by the wrapped load, for records nested around and damaged anywhere, small and past
+    the size from which brackets are no longer counted first."""
+    closer = b"]" if opener == b"[" else b"}"
+    text = opener * depth + orjson.dumps(record[1]) + closer * depth
+    cut = int(at * len(text))
+    text = text[:cut] + damage + text[cut:]
+    if padded:
+        text = b" " * 70_000 + text
+    _told_as_load_then_walk(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b"1],[2",
+        b"[1]],[[2]",
+        b'{"a":1}],[{"b":2}',
+        b"",
+        b" ",
+        b"]",
+        b"[" * 100 + b"]" * 100,
+        b"[" * 101 + b"]" * 101,
+    ],
+)
+@pytest.mark.parametrize("padded", [False, True])
+def test_loads_within_is_not_fooled_by_a_text_that_closes_its_wrapping(text: bytes, padded: bool) -> None:
+    text = b" " * 70_000 + text if padded else text
+    _told_as_load_then_walk(text)
