@@ -66,7 +66,7 @@ class Rebuild(BaseModel, Generic[ContT]):
     """Adapter facts the continuation and its gate need (written to continuation.json)."""
     model: str | None = None
     """The model the session ran at the boundary where a session switches models between turns (Codex);
-    None: the adapter's `default_model`."""
+    None: the adapter's `default_model`. result.json records it (`boundary_model`) for the forks."""
 
 
 class Launch(BaseModel):

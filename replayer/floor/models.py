@@ -748,6 +748,10 @@ class ReplayResult(Frozen):
     native_files: list[str]
     """Paths of the rebuilt native session, relative to the output directory."""
     expected_prefix: str = "expected_prefix.json"
+    boundary_model: str | None = None
+    """The model the session ran at the boundary, where it switched models between turns (Codex: the prefix's
+    last turn's); None: the adapter's default model. A continuation forked from this directory (compare)
+    continues with it, as `run --continue` does."""
     timings: Timings
     installed: list[InstalledBundle] = Field(default_factory=list)
     """Bundles this run installed first (the cache lacked them): what, from where, how big, how long."""

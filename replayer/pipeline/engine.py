@@ -411,6 +411,7 @@ def _result(job: _Job, done: _Done, image: str | None, parse_s: float, started: 
         ],
         degradations=plan.degradations,
         native_files=[str(p.relative_to(job.out)) for p in done.rebuild.native_files],
+        boundary_model=done.rebuild.model,
         continuation=done.continued,
         sandbox=done.sandbox,
         timings=Timings(

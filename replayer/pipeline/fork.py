@@ -213,12 +213,14 @@ def _file_diff(
 
 
 def _rebuild_of(replay_dir: Path, adapter: Adapter) -> Rebuild[Any]:
+    """The replay's rebuild as its directory records it (what `steps.rebuild` returned in its process)."""
     result = ReplayResult.model_validate_json((replay_dir / "result.json").read_bytes())
     return Rebuild(
         native_files=[replay_dir / p for p in result.native_files],
         expected_prefix=orjson.loads((replay_dir / result.expected_prefix).read_bytes()),
         agent_home=replay_dir / "native" / "home",
         continuation=adapter.load_continuation(replay_dir / "continuation.json"),
+        model=result.boundary_model,
     )
 
 

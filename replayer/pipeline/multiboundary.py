@@ -349,6 +349,7 @@ def _write(
         hints=[h for h in [workspace_hint(divergences[: len(plan.calls)])] if h],
         degradations=plan.degradations,
         native_files=[str(p.relative_to(tmp)) for p in made.native_files],
+        boundary_model=made.model,
         sandbox=SandboxRecord(
             limits=limits,
             capabilities_dropped=box.dropped_capabilities,

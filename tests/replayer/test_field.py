@@ -189,17 +189,18 @@ ENDING = {
 
 
 def _continue(
-    name: str, boundary: int, agent: str, options: tuple[str, ...], tmp_path: Path
+    name: str, boundary: int, agent: str, options: tuple[str, ...], tmp_path: Path, fork: bool = False
 ) -> tuple[subprocess.CompletedProcess[str], Path, list[LoggedRequest]]:
     """`replayer run --continue` of a field file in an empty workspace against the scripted upstream of the
-    agent's wire, which ends the agent in one turn."""
+    agent's wire, which ends the agent in one turn; `fork`: `replayer compare` of one run instead."""
     out, empty = tmp_path / "out", tmp_path / "workspace"
     empty.mkdir()
     ending = Turn(blocks=ENDING.get(agent, [TextBlock(text="Finished.")]))
     scripted = ScriptedGemini if agent == "gemini_cli" else ScriptedUpstream
+    verb = ("compare", "--variant", "one=", "--repeat", "1") if fork else ("run", "--continue")
     with scripted(Script(turns=[ending], model="fake-model"), expected_key=KEY) as upstream:
-        args = ["run", str(FIELD / name), "-n", str(boundary), "-w", str(empty), "-o", str(out), *options]
-        proc = replayer(*args, "--continue", "--upstream", upstream.url, env={by_name(agent).key_env: KEY})
+        args = [verb[0], str(FIELD / name), "-n", str(boundary), "-w", str(empty), "-o", str(out), *options]
+        proc = replayer(*args, *verb[1:], "--upstream", upstream.url, env={by_name(agent).key_env: KEY})
         sent = [r for r in upstream.log if r.main_thread]
     return proc, out, sent
 
@@ -812,10 +813,19 @@ def test_a_continued_rollout_reads_back_in_the_form_of_the_version_that_continue
         assert rebuild.continuation.instructions_form == (version == "0.118.0")
 
 
+@pytest.fixture(scope="module")
+def pin_continued_at_3(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[subprocess.CompletedProcess[str], Path, list[LoggedRequest]]:
+    """`run --agent-version 0.171.0 --continue` of the 0.118 rollout cut at step 3 (a gpt-5.4-mini turn)."""
+    name = str(CASEWARE_118.relative_to(FIELD))
+    return _continue(name, 3, "codex", ("--agent-version", "0.171.0"), tmp_path_factory.mktemp("pin-at-3"))
+
+
 @pytest.mark.agent
 @pytest.mark.docker
 def test_the_pins_continuation_of_an_older_form_rollout_is_exported_in_the_form_it_sent(
-    tmp_path: Path,
+    pin_continued_at_3: tuple[subprocess.CompletedProcess[str], Path, list[LoggedRequest]],
 ) -> None:
     """`run --agent-version 0.171.0 --continue` of the 0.118 rollout cut at step 3: the pin sends it in its
     own form, and export and the report read the continued rollout back in that form, item for item what
@@ -824,8 +834,7 @@ def test_the_pins_continuation_of_an_older_form_rollout_is_exported_in_the_form_
     from replayer.pipeline import timeline
     from replayer.verbs import export, view
 
-    name = str(CASEWARE_118.relative_to(FIELD))
-    proc, out, sent = _continue(name, 3, "codex", ("--agent-version", "0.171.0"), tmp_path)
+    proc, out, sent = pin_continued_at_3
     assert proc.returncode == 0, proc.stderr
     result = orjson.loads((out / "result.json").read_bytes())
     assert (result["version"]["version"], result["version"]["in_file"]) == ("0.171.0", "0.118.0-alpha.2")
@@ -848,6 +857,29 @@ def test_the_pins_continuation_of_an_older_form_rollout_is_exported_in_the_form_
     assert export.chat_record(out)["messages"] == [*dialect.to_chat(received), answer]
     shown = view.load(out).continuation
     assert shown == timeline.entries([*dialect.to_chat(received[len(expected) :]), answer], view.TEXT_CHARS)
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_a_compare_fork_continues_with_the_model_of_the_boundary_turn(
+    pin_continued_at_3: tuple[subprocess.CompletedProcess[str], Path, list[LoggedRequest]], tmp_path: Path
+) -> None:
+    """The 0.118 rollout's last turn ran gpt-5.4 (the default model), the turn of step 3 gpt-5.4-mini: a
+    compare fork at 3 continues with gpt-5.4-mini, as `run -n 3 --continue` does: the model it records and
+    sends, read from the replay directory it forks from (result.json's boundary_model)."""
+    alone_proc, alone, alone_sent = pin_continued_at_3
+    assert alone_proc.returncode == 0, alone_proc.stderr
+    name = str(CASEWARE_118.relative_to(FIELD))
+    proc, out, sent = _continue(name, 3, "codex", ("--agent-version", "0.171.0"), tmp_path, fork=True)
+    assert proc.returncode == 0, proc.stderr
+    [run] = orjson.loads((out / "compare.json").read_bytes())["runs"]
+    assert run["status"] == "ok" and run["continuation"]["gate"] == "accepted", run
+    replay = orjson.loads((out / "replay" / "result.json").read_bytes())
+    standalone = orjson.loads((alone / "result.json").read_bytes())
+    assert by_name("codex").default_model(by_name("codex").parse(CASEWARE_118)) == "gpt-5.4"
+    assert replay["boundary_model"] == standalone["boundary_model"] == "gpt-5.4-mini"
+    assert run["continuation"]["model"] == standalone["continuation"]["model"] == "gpt-5.4-mini"
+    assert [r.body["model"] for r in sent] == [r.body["model"] for r in alone_sent] == ["gpt-5.4-mini"]
 
 
 BRUNCH = "pi/brunch-extension-tools-propose-graph-commit.jsonl"
