@@ -193,9 +193,9 @@ _DOMINATES = {
     "opencode": "`orjson.loads` (once: detection's parse is taken); the check of every message against the "
     "pinned CLI's schemas (about 39 ms CPU, compiled to Python: 75 ms as the validator's typed dicts "
     "before; the export's messages nest tool parts, states and token counts, so it is a few dozen field "
-    "checks a message), the steps (about 22 ms), the nesting check (an `orjson.dumps` of the document, "
-    "about 8 ms), the plan (about 5 ms). Above 1.5x: the checks and the steps, each about a third to a "
-    "half of the load.",
+    "checks a message), the steps (about 22 ms), the plan (about 5 ms); the nesting is told by the load "
+    "itself (`shapes.loads_within`, about 1 ms). Above 1.5x: the checks and the steps, each about a third "
+    "to a half of the load.",
     "pi": "the bare load is short (entries of 430 bytes on average) and the per-entry work weighs more: "
     "the line loop with `orjson.loads` (about 40 ms CPU against a bare load of 25), the entry and message "
     "checks (about 18 ms for 10,400 entries: one compiled check per message entry, 35 ms as two validator "
@@ -204,9 +204,9 @@ _DOMINATES = {
     "of Pi's own loader (index, branch, context) and the steps, each near the bare load of these short "
     "entries.",
     "mini_swe_agent": "`orjson.loads` (once: detection's parse is taken, its first-lines read no longer 8 "
-    "KiB at a time), the nesting check (an `orjson.dumps` of the 24 MB document, about 25-30 ms CPU), the "
-    "check of every message (about 16 ms, compiled), the steps (about 25 ms), the plan (about 4 ms). Above "
-    "1.5x: the nesting check and the steps.",
+    "KiB at a time; the nesting told by the load itself, `shapes.loads_within`, where an `orjson.dumps` of "
+    "the 24 MB document took 25-30 ms), the check of every message (about 16 ms, compiled), the steps "
+    "(about 25 ms), the plan (about 4 ms). Above 1.5x: the checks and the steps.",
     "openhands": "reading {files:,} event files ({read_ms:.0f} ms for open, read and close alone, which the "
     "baseline leaves out; one read per file since this round, the checks that each is a regular file of "
     "bounded size kept), `orjson.loads` of each with its nesting check, the check of every event (about 22 "
@@ -265,7 +265,26 @@ def parse_section(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-PARSE_HISTORY = """This round (issue 34, item 6): every record is still checked as read, by the same rules and
+PARSE_HISTORY = """This round (issue 34, item 6, continued): a JSON document's nesting is told by its load,
+not by a second pass. orjson reads at most 1,024 levels, so the document inside 1,024 - 100 lists loads only
+if it nests at most 100 levels; each of those lists must hold one value (a text such as `1],[2` would close
+one early and load), and a text that does not load so is loaded alone and walked, so every refusal is as
+before (`shapes.loads_within`; a property test holds it against a plain load and a walk on nested and
+damaged texts). It replaces the `orjson.dumps` of the whole document (mini-swe-agent's 24 MB: 25-30 ms) for
+detection, mini-swe-agent, OpenCode's export, message list and event lines, and OpenHands' event files. Side
+by side with the code before it (two runs each, alternated, helpers' Docker tests beside them; wall time,
+CPU time in brackets): mini-swe-agent 2.71 -> 2.48 (2.85 -> 2.56), OpenCode 2.55 -> 2.33 (2.78 -> 2.39).
+Tried and measured, not taken: msgspec's typed decoding checks records in C as it reads them, but it drops
+the fields a type does not declare and refuses a tag no member names, so a record could no longer be kept
+and written back as read; pydantic-core's `validate_json` of Pi's message entries took 106 ms against 40 for
+`orjson.loads` of the same lines and reorders each record's keys; one `orjson.loads` of the whole JSONL file
+as an array is slower than one per line (Claude Code 138 against 118 ms, Codex 62 against 50). On an idle
+machine (load 0.9) this page's measurement before this change gave: Claude Code 1.37, Codex 2.28, OpenCode
+2.69, Pi 3.74, mini-swe-agent 2.84, OpenHands 5.37; its floor column (the bare load, the steps and the plan,
+nothing else) is 1.06 to 1.38 (3.31 for OpenHands, which reads 10,000 files): what stays above 1.5x is the
+per-record work in Python each format needs beside the load (its checks, its own loader, the steps' text),
+each a fraction of a load that orjson does in C.
+The round before (issue 34, item 6): every record is still checked as read, by the same rules and
 with the same refusals, but a record kind's checks are now compiled: `adapters/shapes.py` turns each model's
 typed-dict schema into Python code (a type test per field, the tagged unions by their tag, unions and
 literals inline), tried first; it accepts only what the validator accepts (a property test holds it against
