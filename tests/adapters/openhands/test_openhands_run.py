@@ -102,8 +102,9 @@ def test_continues_the_resumed_conversation_to_finish(tmp_path: Path) -> None:
     assert files_containing(out, KEY.encode()) == []
 
 
-SHELL_STATE = "ls; export FOO=from-prefix; cd /tmp"
-"""Call 1 with the same output, leaving the terminal in another directory with a variable exported."""
+SHELL_STATE = "ls; export FOO=from-prefix; cd /tmp; (exit 3)"
+"""Call 1 with the same output, leaving the terminal in another directory with a variable exported
+and `$?` 3."""
 
 
 def _with_call_1(conversation: Path, command: str) -> Path:
@@ -140,7 +141,7 @@ def test_max_steps_is_the_sdk_iteration_budget_in_the_prefixs_shell(tmp_path: Pa
     main = [r for r in log if r.main_thread]
     assert len(main) == 2
     assert main[1].body["messages"][-1]["content"][0]["text"] == (
-        "\x1b[?2004lstatus=0\n/tmp\nFOO=from-prefix\n\x1b[?2004h\n"
+        "\x1b[?2004lstatus=3\n/tmp\nFOO=from-prefix\n\x1b[?2004h\n"
         "[The command completed with exit code 0.]\n[Current working directory: /tmp]\n"
         "[Command finished with exit code 0]"
     )
@@ -178,7 +179,7 @@ def test_the_agent_server_folder_reruns_like_the_conversation(tmp_path: Path) ->
 def test_each_boundary_of_one_replay_continues_in_its_own_prefixs_shell(tmp_path: Path) -> None:
     """`run -n 1,2 --continue` forks each boundary's continuation from the state the one replay passed
     there: each fresh terminal is given the shell as that boundary left it (the replay's shell went on)."""
-    conversation = _with_call_1(tmp_path / "conversation", "ls; export FOO=from-prefix; cd /tmp")
+    conversation = _with_call_1(tmp_path / "conversation", SHELL_STATE)
     first = ToolUseBlock(id="call_cont_1", name="terminal", input={"command": 'pwd; echo "FOO=$FOO"'})
     finish = ToolUseBlock(id="call_cont_2", name="finish", input={"message": "done"})
     script = Script(by_history=True, model="fake-model", turns=[Turn(blocks=[first]), Turn(blocks=[finish])])

@@ -269,8 +269,9 @@ def test_continues_after_the_replayed_prefix_to_finish(continued: Continued) -> 
     assert files_containing(out, KEY.encode()) == []
 
 
-SHELL_STATE = "ls; export FOO=from-prefix; cd /tmp"
-"""Call 1 with the same output, leaving V0's shell in another directory with a variable exported."""
+SHELL_STATE = "ls; export FOO=from-prefix; cd /tmp; (exit 3)"
+"""Call 1 with the same output, leaving V0's shell in another directory with a variable exported and
+`$?` 3."""
 
 
 @pytest.mark.agent
@@ -290,7 +291,7 @@ def test_max_steps_counts_model_turns_after_the_replay_in_the_prefixs_shell(tmp_
         main[1]
         .body["messages"][-1]["content"][0]["text"]
         .startswith(
-            "status=0\n/tmp\nFOO=from-prefix\n[The command completed with exit code 0.]\n"
+            "status=3\n/tmp\nFOO=from-prefix\n[The command completed with exit code 0.]\n"
             "[Current working directory: /tmp]\n"
         )
     )
