@@ -22,6 +22,7 @@ from replayer.adapters.head import ConversationDir
 from replayer.adapters.openhands import bundle, rebuild
 from replayer.adapters.openhands import session as conversation
 from replayer.adapters.openhands.rerun import OpenHandsRerunner, companion_argv
+from replayer.adapters.openhands.shell import SHELL_PATH
 from replayer.adapters.openhands.wire import to_messages
 from replayer.adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from replayer.bridges.chat import ChatPrefixGate
@@ -88,6 +89,7 @@ class OpenHandsAdapter(Adapter[conversation.Native, OpenHandsContinuation]):
             "persistence_parent": f"{AGENT_HOME}/{rebuild.CONVERSATIONS}",
             "conversation_id": str(native.base_state["id"]),
             "cwd": trajectory.cwd,
+            "shell": SHELL_PATH,
         }
         write_continue_spec(home, spec)
         return Rebuild(

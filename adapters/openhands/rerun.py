@@ -1,6 +1,7 @@
 """Rerun a V1 conversation's action batches with the pinned SDK's own tools, through the companion.
 
-One companion process serves the whole replay (one persistent terminal, like the agent's): per step
+One companion process serves the whole replay (one persistent terminal, like the agent's; its state at the
+boundary is kept for the continuation, adapters/openhands/shell.py): per step
 it injects the historical ActionEvents into a conversation of its own and lets `Agent.step` execute
 them as pending actions, which it does without asking the model; the fresh observation events come
 back with the chat message the SDK renders of each.
@@ -13,9 +14,10 @@ from typing import Any
 
 import orjson
 
-from replayer.adapters.companion import SOCKET, STEP_MARGIN_S, StepRerunner
+from replayer.adapters.companion import SOCKET, STEP_MARGIN_S
 from replayer.adapters.openhands import bundle
 from replayer.adapters.openhands.session import BASE_STATE, Native
+from replayer.adapters.openhands.shell import ShellRerunner
 from replayer.adapters.openhands.wire import tool_text
 from replayer.floor.errors import SandboxError
 from replayer.floor.io import write_bytes_atomic
@@ -27,12 +29,11 @@ def companion_argv(*args: str) -> list[str]:
     return [bundle.python(), f"{bundle.COMPANION_MOUNT}/oh_companion.py", *args]
 
 
-class OpenHandsRerunner(StepRerunner):
+class OpenHandsRerunner(ShellRerunner):
     name = "openhands"
 
     def __init__(self, trajectory: Trajectory, sandbox: Sandbox, work: Path, budgets: Budgets):
         self.native = trajectory.native_as(Native)
-        self.timeout_s = budgets.max_command_timeout_s + STEP_MARGIN_S
         write_bytes_atomic(work / BASE_STATE, orjson.dumps(self.native.base_state))
         spec = {
             "base_state": f"{bundle.WORK_MOUNT}/{BASE_STATE}",
@@ -43,6 +44,7 @@ class OpenHandsRerunner(StepRerunner):
         write_bytes_atomic(work / "serve.json", orjson.dumps(spec))
         argv = companion_argv("serve", f"{bundle.WORK_MOUNT}/serve.json", f"{bundle.WORK_MOUNT}/{SOCKET}")
         super().__init__(trajectory, sandbox, work, argv, bundle.base_env())
+        self.timeout_s = budgets.max_command_timeout_s + STEP_MARGIN_S
 
     def request(self, step: Step) -> tuple[dict[str, Any], float]:
         events = self.native.events

@@ -34,6 +34,7 @@ from replayer.adapters.base import (
 )
 from replayer.adapters.openhands import bundle, v0
 from replayer.adapters.openhands import session as conversation
+from replayer.adapters.openhands.shell import SHELL_PATH
 from replayer.adapters.openhands.v0_rerun import OpenHandsV0Rerunner, companion_argv
 from replayer.adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from replayer.bridges.chat import ChatPrefixGate
@@ -169,6 +170,7 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
             "replay": f"{AGENT_HOME}/{REPLAY}",
             "observations": f"{AGENT_HOME}/{OBSERVATIONS}",
             "save": f"{AGENT_HOME}/{CONTINUED}",
+            "shell": SHELL_PATH,
         }
         write_continue_spec(home, spec)
         return Rebuild(

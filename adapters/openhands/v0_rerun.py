@@ -1,7 +1,8 @@
 """Rerun a V0 trajectory's actions with openhands-ai 1.6.0's own runtime, through the companion.
 
 One companion serves the whole replay: it starts the local runtime once (its tmux shell persists across
-steps, as in the original run) and executes each step's recorded actions as a replayed action is
+steps, as in the original run; its state at the boundary is kept for the continuation,
+adapters/openhands/shell.py) and executes each step's recorded actions as a replayed action is
 executed (ReplayManager feeds the controller, which hands each action to the runtime).
 """
 
@@ -10,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from replayer.adapters.companion import SOCKET, STEP_MARGIN_S, StepRerunner
+from replayer.adapters.companion import SOCKET, STEP_MARGIN_S
 from replayer.adapters.openhands import bundle, v0
+from replayer.adapters.openhands.shell import ShellRerunner
 from replayer.floor.models import Budgets, Observation, Step, Trajectory
 from replayer.sandboxes.base import Sandbox
 
@@ -28,7 +30,7 @@ def companion_argv(mode: str, cwd: str, *args: str) -> list[str]:
     ]
 
 
-class OpenHandsV0Rerunner(StepRerunner):
+class OpenHandsV0Rerunner(ShellRerunner):
     name = "openhands V0"
     start_timeout_s = 600.0
     """The companion listens once the runtime is up: its imports, then the action execution server (which
@@ -38,9 +40,9 @@ class OpenHandsV0Rerunner(StepRerunner):
     def __init__(self, trajectory: Trajectory, sandbox: Sandbox, work: Path, budgets: Budgets):
         assert trajectory.cwd
         self.native = trajectory.native_as(v0.NativeV0)
-        self.timeout_s = budgets.max_command_timeout_s + STEP_MARGIN_S
         argv = companion_argv("serve", trajectory.cwd, f"{bundle.WORK_MOUNT}/{SOCKET}")
         super().__init__(trajectory, sandbox, work, argv, bundle.v0_env())
+        self.timeout_s = budgets.max_command_timeout_s + STEP_MARGIN_S
 
     def request(self, step: Step) -> tuple[dict[str, Any], float]:
         events = self.native.events

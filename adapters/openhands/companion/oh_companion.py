@@ -3,22 +3,28 @@
 serve SPEC SOCKET: rerun historical action batches with the SDK's own tools, no LLM call. SPEC is
   {"base_state": path, "task": first user text, "cwd": ..., "persistence_dir": ...}. Each request line
   {"actions": [ActionEvent dicts]} is answered with {"observations": [{"event": dict, "chat": message}]}
-  (the fresh observation events and the chat message the SDK renders of each).
-continue SPEC: resume the rebuilt conversation with its LLM pointed at the bridge and run it.
-  SPEC is {"persistence_dir", "conversation_id", "cwd"}; options --model --base-url --key
+  (the fresh observation events and the chat message the SDK renders of each); {"shell": true or PATH}
+  with {"shell": what the reruns changed in the terminal's shell (shell_state.changes), or null without
+  a terminal}, also written to PATH when given.
+continue SPEC: resume the rebuilt conversation with its LLM pointed at the bridge and run it, its terminal
+  given the prefix's shell state first (SPEC's "shell" file, when the reruns wrote one).
+  SPEC is {"persistence_dir", "conversation_id", "cwd", "shell"}; options --model --base-url --key
   --max-steps [--prompt]. Prints one JSON line {"type": "exit", "status": ...} at the end.
 """
 
 import argparse
 import json
+import os
 import sys
 import uuid
 
+import shell_state
 from line_server import run_then_exit, serve_lines
 from openhands.sdk import Agent, Conversation
 from openhands.sdk.conversation.state import ConversationState
 from openhands.sdk.event import ActionEvent, LLMConvertibleEvent
 from openhands.tools.preset.default import register_default_tools
+from openhands.tools.terminal import TerminalAction
 from pydantic import SecretStr
 
 
@@ -56,10 +62,46 @@ def serve(spec_path, socket_path):
         stuck_detection=False,
     )
     conversation.send_message(spec["task"])
+    query = os.path.join(os.path.dirname(socket_path), "shell-query")
+    start = _shell_query(conversation, query)
+
+    def handle(request):
+        if request.get("shell"):
+            state = None if start is None else shell_state.changes(start, _shell_query(conversation, query))
+            shell_state.keep(request["shell"], state)
+            return {"shell": state}
+        return {"observations": _rerun(conversation, request["actions"])}
+
     try:
-        serve_lines(socket_path, lambda request: {"observations": _rerun(conversation, request["actions"])})
+        serve_lines(socket_path, handle)
     finally:
         conversation.close()
+
+
+def _terminal(conversation, command):
+    """Run `command` with the agent's terminal tool, as the SDK runs an action (`tool(action, conversation)`);
+    False when the agent has no terminal. The observation is no event of the conversation."""
+    tool = conversation.agent.tools_map.get("terminal")
+    if tool is None:
+        return False
+    tool(TerminalAction(command=command), conversation)
+    return True
+
+
+def _shell_query(conversation, path):
+    if not _terminal(conversation, shell_state.query_command(path)):
+        return None
+    return shell_state.read_query(path)
+
+
+def _restore_shell(conversation, state, query):
+    """Give the resumed conversation's fresh terminal the prefix's shell state, before the agent acts."""
+    command = shell_state.restore_command(state)
+    if command is None or not _terminal(conversation, command):
+        return
+    wrong = shell_state.restored(state, _shell_query(conversation, query))
+    if wrong is not None:
+        raise RuntimeError(wrong)
 
 
 def _rerun(conversation, actions):
@@ -105,6 +147,11 @@ def cont(spec_path, args):
         conversation.send_message(args.prompt)
     status = "error"
     try:
+        if spec.get("shell") and os.path.isfile(spec["shell"]):
+            with open(spec["shell"]) as fh:
+                state = json.load(fh)
+            conversation._ensure_agent_ready()  # what send_message and run do first: the tools exist
+            _restore_shell(conversation, state, f"{spec['shell']}.query")
         conversation.run()
         status = conversation.state.execution_status.value
         errors = [e for e in conversation.state.events if type(e).__name__ == "ConversationErrorEvent"]

@@ -6,16 +6,19 @@ then answer each request line {"actions": [serialized Action events]} with {"obs
 every action deserialized as ReplayManager does (`event_from_dict`) and executed by the runtime exactly as
 `Runtime._handle_action` executes a replayed action (default hard timeout, `run_action`, the observation
 caused by the action and carrying its tool_call_metadata), serialized as `save_trajectory_path` does.
+{"shell": true or PATH} is answered {"shell": what the reruns changed in the runtime's shell
+(shell_state.changes)}, also written to PATH when given.
 
 continue CONFIG CWD SPEC MAX_STEPS [PROMPT]: run the controller over the rebuilt (cut) trajectory as `replay_trajectory_path`
 (ReplayManager feeds it the recorded actions), with the runtime answering each replayed action with its
 rebuilt observation instead of executing it again (the reruns already brought the workspace to the
 boundary), so the history is the rebuilt prefix; when the replay queue is empty the agent asks the model
-(through the bridge: LLM_BASE_URL etc. in the environment). SPEC is {"replay": path, "observations":
-path of {tool_call_id: observation event}, "save": path}; MAX_STEPS model turns are allowed after the
-replayed actions (each replayed action is an iteration of the controller). A PROMPT (the boundary prompt)
-is a user message appended to the replayed list, as V0 serializes one: ReplayManager replays it last, as
-any user message of a recorded session, and the agent answers it. Prints one JSON line
+(through the bridge: LLM_BASE_URL etc. in the environment). The runtime's fresh shell is first given the
+prefix's shell state (SPEC's "shell" file, when the reruns wrote one). SPEC is {"replay": path,
+"observations": path of {tool_call_id: observation event}, "save": path, "shell": path}; MAX_STEPS model
+turns are allowed after the replayed actions (each replayed action is an iteration of the controller). A
+PROMPT (the boundary prompt) is a user message appended to the replayed list, as V0 serializes one:
+ReplayManager replays it last, as any user message of a recorded session, and the agent answers it. Prints one JSON line
 {"type": "exit", "status": agent state, "error": last error}.
 
 request CONFIG CWD MESSAGES: the agent's first request over the native-form MESSAGES (the rebuilt prefix as
@@ -37,6 +40,7 @@ import sys
 from datetime import datetime
 
 import openhands.agenthub  # noqa: F401  (registers the agents)
+import shell_state
 from line_server import run_then_exit, serve_lines
 from openhands.core.setup import create_agent, create_runtime, generate_sid
 from openhands.events.serialization.event import event_from_dict, event_to_trajectory
@@ -81,15 +85,51 @@ def _execute(runtime, config, raw):
     return event_to_trajectory(observation)
 
 
+def _shell(runtime, config, command):
+    """Run `command` in the runtime's shell as an action is run (its observation is no event)."""
+    from openhands.events.action import CmdRunAction
+
+    action = CmdRunAction(command=command)
+    action.set_hard_timeout(config.sandbox.timeout, blocking=False)
+    return runtime.run_action(action)
+
+
+def _shell_query(runtime, config, path):
+    _shell(runtime, config, shell_state.query_command(path))
+    return shell_state.read_query(path)
+
+
 def main(config_file, cwd, socket_path):
     config, _, runtime = _connected_runtime(config_file, cwd)
+    query = os.path.join(os.path.dirname(socket_path), "shell-query")
     try:
-        serve_lines(
-            socket_path,
-            lambda request: {"observations": [_execute(runtime, config, raw) for raw in request["actions"]]},
-        )
+        start = _shell_query(runtime, config, query)
+
+        def handle(request):
+            if request.get("shell"):
+                state = shell_state.changes(start, _shell_query(runtime, config, query))
+                shell_state.keep(request["shell"], state)
+                return {"shell": state}
+            return {"observations": [_execute(runtime, config, raw) for raw in request["actions"]]}
+
+        serve_lines(socket_path, handle)
     finally:
         _close(runtime)
+
+
+def _restore_shell(runtime, config, path):
+    """Give the continuation's fresh shell the prefix's shell state (`path`, when the reruns wrote it)."""
+    if not path or not os.path.isfile(path):
+        return
+    with open(path) as fh:
+        state = json.load(fh)
+    command = shell_state.restore_command(state)
+    if command is None:
+        return
+    _shell(runtime, config, command)
+    wrong = shell_state.restored(state, _shell_query(runtime, config, f"{path}.query"))
+    if wrong is not None:
+        raise RuntimeError(wrong)
 
 
 def _close(runtime):
@@ -236,6 +276,7 @@ def cont(config_file, cwd, spec_path, max_steps, prompt=None):
     runtime.run_action = run_action
     state = None
     try:
+        _restore_shell(runtime, config, spec.get("shell"))  # not a replayed action: the runtime runs it
         state = asyncio.run(
             run_controller(
                 config=config,

@@ -62,9 +62,12 @@ def test_a_changed_workspace_diverges_where_the_file_is_read(tmp_path: Path) -> 
     assert expected[-1]["content"][0]["text"].endswith("[Command finished with exit code 0]")
 
 
-def _continue(out: Path, turns: list[Turn], *extra: str) -> tuple[int, dict, list[LoggedRequest], str]:
+def _continue(
+    out: Path, turns: list[Turn], *extra: str, conversation: Path = CONVERSATION, after_step: int = 3
+) -> tuple[int, dict, list[LoggedRequest], str]:
     with ScriptedUpstream(Script(turns=turns, model="fake-model"), expected_key=KEY) as upstream:
-        args = ["run", str(CONVERSATION), "-n", "3", "-w", str(FIXTURE / "workspace"), "-o", str(out)]
+        args = ["run", str(conversation), "-n", str(after_step), "-w", str(FIXTURE / "workspace")]
+        args += ["-o", str(out)]
         args += ["--json", "--continue", "--upstream", upstream.url, *extra]
         proc = replayer(*args, env={"OPENAI_API_KEY": KEY})
         log = list(upstream.log)
@@ -99,14 +102,49 @@ def test_continues_the_resumed_conversation_to_finish(tmp_path: Path) -> None:
     assert files_containing(out, KEY.encode()) == []
 
 
-def test_max_steps_is_the_sdk_iteration_budget(tmp_path: Path) -> None:
+SHELL_STATE = "ls; export FOO=from-prefix; cd /tmp; (exit 3)"
+"""Call 1 with the same output, leaving the terminal in another directory with a variable exported
+and `$?` 3."""
+
+
+def _with_call_1(conversation: Path, command: str) -> Path:
+    """The recorded conversation with `command` in place of call 1's `ls` (its action and observation)."""
+    shutil.copytree(CONVERSATION, conversation, ignore=shutil.ignore_patterns(".eventlog.lock"))
+    for path in (conversation / "events").glob("event-*.json"):
+        event = orjson.loads(path.read_bytes())
+        if event.get("tool_call_id") != "call_v1_01":
+            continue
+        if event["kind"] == "ActionEvent":
+            event["action"]["command"] = command
+            event["tool_call"]["arguments"] = orjson.dumps({"command": command}).decode()
+            event["summary"] = event["summary"].replace('"ls"', orjson.dumps(command).decode())
+        else:
+            event["observation"]["command"] = command
+        path.write_bytes(orjson.dumps(event))
+    return conversation
+
+
+def test_max_steps_is_the_sdk_iteration_budget_in_the_prefixs_shell(tmp_path: Path) -> None:
+    """The resumed conversation's terminal is a new shell: it is given the prefix's working directory and
+    exports (adapters/openhands/shell.py) before the agent's first command, which sees them, and sees
+    nothing of that in its output."""
     out = tmp_path / "out"
-    turns = [_terminal(n, "echo again") for n in range(1, 6)]
-    code, result, log, stderr = _continue(out, turns, "--max-steps", "2")
+    turns = [_terminal(1, 'echo "status=$?"; pwd; echo "FOO=$FOO"')]
+    turns += [_terminal(n, "echo again") for n in range(2, 6)]
+    conversation = _with_call_1(tmp_path / "conversation", SHELL_STATE)
+    code, result, log, stderr = _continue(
+        out, turns, "--max-steps", "2", conversation=conversation, after_step=1
+    )
     cont = result["continuation"]
     assert cont["agent_status"] == "max_steps", stderr
     assert cont["metadata"] == {"max_iterations": 2}
-    assert len([r for r in log if r.main_thread]) == 2
+    main = [r for r in log if r.main_thread]
+    assert len(main) == 2
+    assert main[1].body["messages"][-1]["content"][0]["text"] == (
+        "\x1b[?2004lstatus=3\n/tmp\nFOO=from-prefix\n\x1b[?2004h\n"
+        "[The command completed with exit code 0.]\n[Current working directory: /tmp]\n"
+        "[Command finished with exit code 0]"
+    )
 
 
 def test_a_boundary_prompt_is_the_user_message_after_the_prefix(tmp_path: Path) -> None:
@@ -136,3 +174,25 @@ def test_the_agent_server_folder_reruns_like_the_conversation(tmp_path: Path) ->
     result = orjson.loads((out / "result.json").read_bytes())
     assert [d["status"] for d in result["divergences"]] == ["exact"] * 5  # the calls of steps 1-4
     assert result["request"]["trajectory"] == str(folder)
+
+
+def test_each_boundary_of_one_replay_continues_in_its_own_prefixs_shell(tmp_path: Path) -> None:
+    """`run -n 1,2 --continue` forks each boundary's continuation from the state the one replay passed
+    there: each fresh terminal is given the shell as that boundary left it (the replay's shell went on)."""
+    conversation = _with_call_1(tmp_path / "conversation", SHELL_STATE)
+    first = ToolUseBlock(id="call_cont_1", name="terminal", input={"command": 'pwd; echo "FOO=$FOO"'})
+    finish = ToolUseBlock(id="call_cont_2", name="finish", input={"message": "done"})
+    script = Script(by_history=True, model="fake-model", turns=[Turn(blocks=[first]), Turn(blocks=[finish])])
+    out = tmp_path / "out"
+    with ScriptedUpstream(script, expected_key=KEY) as upstream:
+        args = ["run", str(conversation), "-n", "1,2", "-w", str(FIXTURE / "workspace"), "-o", str(out)]
+        proc = replayer(
+            *args, "--json", "--continue", "--upstream", upstream.url, env={"OPENAI_API_KEY": KEY}
+        )
+        log = list(upstream.log)
+    assert proc.returncode == 0, proc.stderr
+    seen = [
+        r.body["messages"][-1]["content"][0]["text"] for r in log if r.body["messages"][-1]["role"] == "tool"
+    ]
+    answers = [t for t in seen if "FOO=" in t]
+    assert len(answers) == 2 and all("/tmp\nFOO=from-prefix\n" in t for t in answers), answers

@@ -269,13 +269,32 @@ def test_continues_after_the_replayed_prefix_to_finish(continued: Continued) -> 
     assert files_containing(out, KEY.encode()) == []
 
 
+SHELL_STATE = "ls; export FOO=from-prefix; cd /tmp; (exit 3)"
+"""Call 1 with the same output, leaving V0's shell in another directory with a variable exported and
+`$?` 3."""
+
+
 @pytest.mark.agent
-def test_max_steps_counts_model_turns_after_the_replay(tmp_path: Path) -> None:
-    turns = [Turn(blocks=[_bash(n, "echo again")]) for n in range(1, 6)]
-    run = _continue(tmp_path / "out", 1, turns, *FAKE_MODEL, "--max-steps", "2")
+def test_max_steps_counts_model_turns_after_the_replay_in_the_prefixs_shell(tmp_path: Path) -> None:
+    """The continuation's runtime starts a new shell: it is given the prefix's working directory and
+    exports (adapters/openhands/shell.py) before the agent's first command, which sees them, and sees
+    nothing of that in its output."""
+    turns = [Turn(blocks=[_bash(1, 'echo "status=$?"; pwd; echo "FOO=$FOO"')])]
+    turns += [Turn(blocks=[_bash(n, "echo again")]) for n in range(2, 6)]
+    path = _with_call_1(tmp_path / "shell.json", SHELL_STATE)
+    run = _continue(tmp_path / "out", 1, turns, *FAKE_MODEL, "--max-steps", "2", trajectory=path)
     assert "continuation" in run.result, f"exit {run.code}: {run.stderr}"
     assert run.result["continuation"]["agent_status"] == "max_steps", run.stderr
-    assert len([r for r in run.log if r.main_thread]) == 2
+    main = [r for r in run.log if r.main_thread]
+    assert len(main) == 2
+    assert (
+        main[1]
+        .body["messages"][-1]["content"][0]["text"]
+        .startswith(
+            "status=3\n/tmp\nFOO=from-prefix\n[The command completed with exit code 0.]\n"
+            "[Current working directory: /tmp]\n"
+        )
+    )
 
 
 def test_an_observation_v0_would_cut_is_refused_not_misrendered(tmp_path: Path) -> None:
@@ -456,15 +475,20 @@ call 3 is typed into a shell that does not take it at once, as a loaded machine'
 then."""
 
 
-def _with_paused_shell(path: Path) -> Path:
+def _with_call_1(path: Path, command: str) -> Path:
+    """The fixture with `command` in place of call 1's `ls`, in every event that records it."""
     events = _events()
     for event in events[4:6]:  # call 1's action and observation
-        event["message"] = event["message"].replace("ls", PAUSE_SHELL, 1)
-        for call in event["tool_call_metadata"]["model_response"]["choices"][0]["message"]["tool_calls"]:
-            call["function"]["arguments"] = orjson.dumps(
-                {"command": PAUSE_SHELL, "security_risk": "LOW"}
-            ).decode()
-        event.get("args", event.get("extras"))["command"] = PAUSE_SHELL
+        event["message"] = event["message"].replace("ls", command, 1)
+        event.get("args", event.get("extras"))["command"] = command
+    for event in events:  # the response, in each of its actions' and observations' metadata
+        response = (event.get("tool_call_metadata") or {}).get("model_response") or {}
+        for choice in response.get("choices", []):
+            for call in choice["message"].get("tool_calls") or []:
+                if call["id"] == "call_v0_01":
+                    call["function"]["arguments"] = orjson.dumps(
+                        {"command": command, "security_risk": "LOW"}
+                    ).decode()
     path.write_bytes(orjson.dumps(events))
     return path
 
@@ -477,7 +501,7 @@ def test_a_shell_slow_to_take_a_command_still_answers_it_as_recorded(tmp_path: P
     are truncated...]" or not. The recorded run never lost that race (a model call came between commands);
     the rerun waits for the pane as that run had it, so call 3, typed while the shell is stopped, still
     answers with its own traceback."""
-    path = _with_paused_shell(tmp_path / "paused.json")
+    path = _with_call_1(tmp_path / "paused.json", PAUSE_SHELL)
     workspace = tmp_path / "workspace"
     shutil.copytree(FIXTURE / "workspace", workspace)
     shutil.copy(Path(__file__).parent / "data" / "pause_shell.py", workspace / ".pause_shell.py")

@@ -1,0 +1,65 @@
+"""The shell state a continuation's fresh shell is given (adapters/openhands/companion/shell_state.py),
+round-tripped through real bash shells: what the prefix's commands changed is taken by the query and
+given back by the restore command, values with quotes and newlines included."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from replayer.adapters.openhands.companion import shell_state
+
+
+def _shell(command: str, cwd: Path, env: dict[str, str]) -> None:
+    subprocess.run(
+        ["bash", "--norc", "--noprofile", "-c", command], cwd=cwd, env=env, check=False
+    )  # its status is the prefix's
+
+
+def _query(commands: str, cwd: Path, env: dict[str, str], out: Path) -> dict:
+    _shell(f"{commands}\n{shell_state.query_command(str(out))}", cwd, env)
+    return shell_state.read_query(str(out))
+
+
+def test_the_prefixs_directory_exports_and_status_reach_a_fresh_shell(tmp_path: Path) -> None:
+    (tmp_path / "sub dir").mkdir()
+    env = {"PATH": os.environ["PATH"], "GONE": "1", "KEPT": "same"}
+    query = tmp_path / "query"
+    start = _query("", tmp_path, env, query)
+    prefix = "cd 'sub dir'; export FOO=$'it\\'s\\nmulti line' BAR=2; unset GONE; (exit 3)"
+    now = _query(prefix, tmp_path, env, query)
+    state = shell_state.changes(start, now)
+    assert state == {
+        "cwd": str(tmp_path / "sub dir"),
+        "status": 3,
+        "set": {"BAR": "2", "FOO": "it's\nmulti line", "OLDPWD": str(tmp_path)},
+        "unset": ["GONE"],
+    }
+    command = shell_state.restore_command(state)
+    assert command is not None
+    fresh = _query(command, tmp_path, env, query)
+    assert shell_state.restored(state, fresh) is None
+    assert (fresh["cwd"], fresh["env"]["FOO"], fresh["env"]["KEPT"]) == (
+        str(tmp_path / "sub dir"),
+        "it's\nmulti line",
+        "same",
+    )
+    assert not query.exists(), "the query's file is removed once read"
+
+
+def test_a_shell_the_prefix_left_as_it_started_needs_no_restore(tmp_path: Path) -> None:
+    env = {"PATH": os.environ["PATH"]}
+    start = _query("", tmp_path, env, tmp_path / "q")
+    state = shell_state.changes(start, _query("echo hi >/dev/null", tmp_path, env, tmp_path / "q"))
+    assert state == {"cwd": None, "status": 0, "set": {}, "unset": []}
+    assert shell_state.restore_command(state) is None
+
+
+def test_a_fresh_shell_that_did_not_take_the_state_is_named(tmp_path: Path) -> None:
+    env = {"PATH": os.environ["PATH"]}
+    state = {"cwd": "/", "status": 0, "set": {"FOO": "x"}, "unset": []}
+    fresh = _query("", tmp_path, env, tmp_path / "q")
+    assert shell_state.restored(state, fresh) == (
+        "the continuation's shell did not take FOO, the working directory /"
+    )
