@@ -60,6 +60,8 @@ class CodexContinuation(Continuation):
     """The CLI renders stored shell outputs as text (it offers a freeform apply_patch)."""
     turn: resume.TurnSettings = resume.TurnSettings()
     """The prefix's last recorded turn context (what the continuation keeps of it, and what it cannot)."""
+    launched_model: str | None = None
+    """The model the CLI is launched with (`-m`; gate_facts): the boundary turn's unless the user names one."""
 
 
 class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
@@ -196,14 +198,16 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
 
     def gate(self, rebuild: Rebuild[CodexContinuation], prompt: str | None, keep_prompt: bool) -> CodexGate:
         assert prompt is not None
+        cont = rebuild.continuation
         return CodexGate(
             rebuild.expected_prefix,
             prompt,
             keep_prompt=keep_prompt,
-            instructions_form=rebuild.continuation.instructions_form,
-            instructions=rebuild.continuation.instructions,
-            outputs_rendered=rebuild.continuation.outputs_rendered,
-            insertions=resume.insertions(tools.version(), rebuild.continuation.turn),
+            instructions_form=cont.instructions_form,
+            instructions=cont.instructions,
+            outputs_rendered=cont.outputs_rendered,
+            insertions=resume.insertions(tools.version(), cont.turn, cont.launched_model),
+            model=cont.launched_model,
         )
 
     def default_model(self, trajectory: Trajectory) -> str | None:
@@ -214,8 +218,28 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
             return "the rollout's session_meta has no thread id"
         return None
 
+    def gate_facts(
+        self,
+        box: Sandbox,
+        trajectory: Trajectory,
+        rebuild: Rebuild[CodexContinuation],
+        model: str | None,
+        boundary_prompt: str | None = None,
+    ) -> Rebuild[CodexContinuation]:
+        """The model the CLI is launched with: the gate expects the CLI's `<model_switch>` message only when
+        it is not the boundary turn's."""
+        cont = rebuild.continuation.model_copy(update={"launched_model": model})
+        return rebuild.model_copy(update={"continuation": cont})
+
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
-        return continuation.command(trajectory, launch, self.default_model(trajectory))
+        return continuation.command(trajectory, launch)
+
+    def continuation_metadata(self, launch: Launch, rebuild: Rebuild[CodexContinuation]) -> dict[str, Any]:
+        """The model the CLI was launched with (`-m`) against the boundary turn's (another one: the CLI inserts
+        a `<model_switch>` message, which the gate notes)."""
+        if launch.model is None:
+            return {}
+        return {"codex_model": {"launched": launch.model, "boundary_turn": rebuild.continuation.turn.model}}
 
     def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
         return continuation.status(trajectory, stdout)

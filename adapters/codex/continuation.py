@@ -57,13 +57,14 @@ def _toml_string(text: str) -> str:
     return orjson.dumps(text).decode()  # a JSON string without control characters is a TOML basic string
 
 
-def command(traj: Trajectory, launch: Launch, recorded_model: str | None) -> tuple[list[str], dict[str, str]]:
+def command(traj: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
     assert traj.session_id and launch.prompt is not None
     codex = f"{tools.agent_mount()}/{tools.cli().path}"
     # the options before `resume`: 0.58 takes none after it
     argv = [codex, "exec", "--json", "--skip-git-repo-check"]
     argv += ["--dangerously-bypass-approvals-and-sandbox"]  # the sandbox is the container
-    if launch.model and launch.model != recorded_model:
+    if launch.model:
+        # always: the rebuilt config.toml sets the boundary turn's model, which may not be the one asked for
         argv += ["-m", launch.model]
     argv += ["resume", traj.session_id, launch.prompt]
     env = {

@@ -47,15 +47,18 @@ class CodexGate:
         instructions: str | None = None,
         outputs_rendered: bool = True,
         insertions: tuple[Insertion, ...] = CONTEXT_ITEMS,
+        model: str | None = None,
     ):
         """`instructions_form`: the CLI sends the base instructions as the body's `instructions` (equal to
         `instructions` where the rollout records them) and `prefix` holds the conversation only.
         `outputs_rendered`: whether `prefix` already holds shell outputs as such a CLI renders them while it
         offers a freeform apply_patch; when not and the request offers one, they are rendered here.
         `insertions`: the context items the running CLI version may insert before the prompt (the adapter's
-        declaration, `adapters/codex/resume.py`); anything else refuses."""
+        declaration, `adapters/codex/resume.py`); anything else refuses. `model`: the model the CLI was
+        launched with, which the first request must ask for."""
         self.prefix = prefix
         self.insertions = insertions
+        self.model = model
         self.outputs_rendered = outputs_rendered
         self.instructions_form = instructions_form
         self.instructions = instructions
@@ -74,7 +77,8 @@ class CodexGate:
                 kind="refuse", mismatch=Mismatch(path="input", expected="a list", actual=type(body).__name__)
             )
         if self.head is None:
-            mismatch = self._check_instructions(body) if self.instructions_form else None
+            mismatch = self._check_model(body)
+            mismatch = mismatch or (self._check_instructions(body) if self.instructions_form else None)
             mismatch = mismatch or self._check_first(items, body)
             if mismatch is not None:
                 return Decision(kind="refuse", mismatch=mismatch)
@@ -85,6 +89,14 @@ class CodexGate:
                 diff.reason = "a later request no longer carries the rebuilt prefix and its prompt"
                 return Decision(kind="refuse", mismatch=diff)
         return Decision(kind="main", body=None if self.keep_prompt else self._strip(body))
+
+    def _check_model(self, body: Any) -> Mismatch | None:
+        sent = body.get("model")
+        if self.model is None or sent == self.model:
+            return None
+        found = mismatch_at("model", self.model, sent)
+        found.reason = "the first request asks for another model than the CLI was launched with"
+        return found
 
     def _check_instructions(self, body: Any) -> Mismatch | None:
         sent = body.get("instructions")

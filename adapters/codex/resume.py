@@ -12,6 +12,12 @@ reasoning effort (`effort`) and the personality (written into the rebuilt config
 When the recorded turn context differs in either, the CLIs that write permission notices (observed: 0.101,
 0.125, 0.142, 0.171; 0.58 writes none) tell the model so in a `<permissions instructions>` developer
 message before the prompt. The gate accepts that notice only then, and only naming the settings that run.
+
+The model is the boundary turn's unless the user names one (`--model`, a compare variant's `model=`): the
+CLI is always launched with `-m`, and one launched with another model than the boundary turn's tells the model
+so in a `<model_switch>` developer message before the prompt (observed: 0.118, 0.171; in every binary from
+0.101 on, none in 0.58; 0.104 resending its initial context sent none), holding the new model's base instructions from the CLI's own catalog. The gate
+accepts that message only then.
 """
 
 from __future__ import annotations
@@ -36,6 +42,14 @@ initial context again: the notice, the recorded personality's `<personality_spec
 instructions` user message (AGENTS.md and the skills list) and an `<environment_context>`. 0.105 to 0.116 are
 taken as 0.104."""
 AGENTS_MD = "# AGENTS.md instructions for "
+MODEL_SWITCH = (
+    "<model_switch>\nThe user was previously using a different model. Please continue the conversation "
+    "according to the following instructions:\n\n"
+)
+MODEL_SWITCH_END = "\n</model_switch>"
+MODEL_SWITCH_FROM = (0, 101)
+"""The oldest release seen with the model-switch message (codex-rs `ModelSwitchInstructions`; 0.58.0's binary
+has none): the preamble, the new model's base instructions, the closing marker."""
 PAGINATED_WIRE_FROM = (0, 171)
 """From this release (observed: 0.171; 0.142 sends the `instructions` form; 0.143 to 0.170 are not verified and
 keep the form the rollout was written in) the CLI sends the base instructions as input[0], also when it
@@ -63,10 +77,13 @@ class Insertion(BaseModel):
     """None: any role (the CLI has used both for the same item across versions)."""
     names: tuple[str, ...] = ()
     """Texts the item must contain (the settings that run)."""
+    end: str = ""
+    """The text the item must end with."""
 
     def matches(self, role: Any, text: str) -> bool:
         return (
             text.startswith(self.mark)
+            and text.endswith(self.end)
             and (self.role is None or role == self.role)
             and all(n in text for n in self.names)
         )
@@ -186,10 +203,18 @@ def changed(settings: TurnSettings) -> list[str]:
     return out
 
 
-def insertions(version: str, settings: TurnSettings) -> tuple[Insertion, ...]:
-    """What the CLI at `version` may insert before the prompt when it resumes this rollout."""
+def insertions(version: str, settings: TurnSettings, model: str | None = None) -> tuple[Insertion, ...]:
+    """What the CLI at `version` may insert before the prompt when it resumes this rollout with `-m model`."""
     found = list(CONTEXT_ITEMS)
     at = release(version)
+    if (
+        model is not None
+        and settings.model is not None
+        and model != settings.model
+        and at >= MODEL_SWITCH_FROM
+    ):
+        why = f"a <model_switch> message ({settings.model} ran the boundary turn, {model} runs)"
+        found.append(Insertion(mark=MODEL_SWITCH, end=MODEL_SWITCH_END, why=why, role="developer"))
     differs = changed(settings)
     every_resume = PERMISSION_NOTICES_FROM <= at < NOTICES_ON_CHANGE_FROM
     # after a rollback (0.117.0 observed) the CLI has lost the baseline the notices are diffed against

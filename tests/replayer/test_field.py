@@ -189,16 +189,25 @@ ENDING = {
 
 
 def _continue(
-    name: str, boundary: int, agent: str, options: tuple[str, ...], tmp_path: Path, fork: bool = False
+    name: str,
+    boundary: int,
+    agent: str,
+    options: tuple[str, ...],
+    tmp_path: Path,
+    fork: bool = False,
+    variants: tuple[str, ...] = ("one=",),
 ) -> tuple[subprocess.CompletedProcess[str], Path, list[LoggedRequest]]:
     """`replayer run --continue` of a field file in an empty workspace against the scripted upstream of the
-    agent's wire, which ends the agent in one turn; `fork`: `replayer compare` of one run instead."""
+    agent's wire, which ends the agent in one turn; `fork`: `replayer compare` of one run per variant
+    instead."""
     out, empty = tmp_path / "out", tmp_path / "workspace"
     empty.mkdir()
     ending = Turn(blocks=ENDING.get(agent, [TextBlock(text="Finished.")]))
     scripted = ScriptedGemini if agent == "gemini_cli" else ScriptedUpstream
-    verb = ("compare", "--variant", "one=", "--repeat", "1") if fork else ("run", "--continue")
-    with scripted(Script(turns=[ending], model="fake-model"), expected_key=KEY) as upstream:
+    spec = [a for v in variants for a in ("--variant", v)]
+    verb = ("compare", *spec, "--repeat", "1") if fork else ("run", "--continue")
+    script = Script(turns=[ending], model="fake-model", by_history=fork)
+    with scripted(script, expected_key=KEY) as upstream:
         args = [verb[0], str(FIELD / name), "-n", str(boundary), "-w", str(empty), "-o", str(out), *options]
         proc = replayer(*args, *verb[1:], "--upstream", upstream.url, env={by_name(agent).key_env: KEY})
         sent = [r for r in upstream.log if r.main_thread]
@@ -859,27 +868,71 @@ def test_the_pins_continuation_of_an_older_form_rollout_is_exported_in_the_form_
     assert shown == timeline.entries([*dialect.to_chat(received[len(expected) :]), answer], view.TEXT_CHARS)
 
 
+def _model_switches(body: dict) -> list[int]:
+    """Where the request carries a `<model_switch>` developer message."""
+    return [
+        i
+        for i, item in enumerate(body["input"])
+        if item.get("role") == "developer"
+        and any(str(p.get("text", "")).startswith("<model_switch>") for p in item.get("content", []))
+    ]
+
+
 @pytest.mark.agent
 @pytest.mark.docker
-def test_a_compare_fork_continues_with_the_model_of_the_boundary_turn(
+def test_a_compare_fork_continues_with_the_model_of_the_boundary_turn_or_the_variants(
     pin_continued_at_3: tuple[subprocess.CompletedProcess[str], Path, list[LoggedRequest]], tmp_path: Path
 ) -> None:
     """The 0.118 rollout's last turn ran gpt-5.4 (the default model), the turn of step 3 gpt-5.4-mini: a
     compare fork at 3 continues with gpt-5.4-mini, as `run -n 3 --continue` does: the model it records and
-    sends, read from the replay directory it forks from (result.json's boundary_model)."""
+    sends, read from the replay directory it forks from (result.json's boundary_model). A variant naming
+    gpt-5.4 (the file's last model) runs gpt-5.4: the CLI, launched with it, tells the model of the switch
+    in a <model_switch> message right after the prefix, which the gate accepts for that run only."""
     alone_proc, alone, alone_sent = pin_continued_at_3
     assert alone_proc.returncode == 0, alone_proc.stderr
     name = str(CASEWARE_118.relative_to(FIELD))
-    proc, out, sent = _continue(name, 3, "codex", ("--agent-version", "0.171.0"), tmp_path, fork=True)
+    options = ("--agent-version", "0.171.0")
+    variants = ("one=", "full=model=gpt-5.4")
+    proc, out, sent = _continue(name, 3, "codex", options, tmp_path, fork=True, variants=variants)
     assert proc.returncode == 0, proc.stderr
-    [run] = orjson.loads((out / "compare.json").read_bytes())["runs"]
-    assert run["status"] == "ok" and run["continuation"]["gate"] == "accepted", run
+    runs = {r["variant"]: r for r in orjson.loads((out / "compare.json").read_bytes())["runs"]}
+    assert all(r["status"] == "ok" and r["continuation"]["gate"] == "accepted" for r in runs.values()), runs
     replay = orjson.loads((out / "replay" / "result.json").read_bytes())
     standalone = orjson.loads((alone / "result.json").read_bytes())
     assert by_name("codex").default_model(by_name("codex").parse(CASEWARE_118)) == "gpt-5.4"
     assert replay["boundary_model"] == standalone["boundary_model"] == "gpt-5.4-mini"
-    assert run["continuation"]["model"] == standalone["continuation"]["model"] == "gpt-5.4-mini"
-    assert [r.body["model"] for r in sent] == [r.body["model"] for r in alone_sent] == ["gpt-5.4-mini"]
+    assert runs["one"]["continuation"]["model"] == standalone["continuation"]["model"] == "gpt-5.4-mini"
+    assert runs["full"]["continuation"]["model"] == "gpt-5.4"
+    bodies = {r.body["model"]: r.body for r in sent}
+    assert sorted(bodies) == ["gpt-5.4", "gpt-5.4-mini"] and len(sent) == 2
+    assert [r.body["model"] for r in alone_sent] == ["gpt-5.4-mini"]
+    assert _model_switches(bodies["gpt-5.4-mini"]) == _model_switches(alone_sent[0].body) == []
+    prefix = len(orjson.loads((out / "replay" / "expected_prefix.json").read_bytes()))
+    assert _model_switches(bodies["gpt-5.4"]) == [prefix]
+    full = runs["full"]["continuation"]
+    assert any(
+        "<model_switch>" in n and "gpt-5.4-mini ran the boundary turn" in n for n in full["gate_notes"]
+    )
+    assert full["metadata"]["codex_model"] == {"launched": "gpt-5.4", "boundary_turn": "gpt-5.4-mini"}
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_the_files_own_version_continues_with_a_model_the_file_never_ran(tmp_path: Path) -> None:
+    """`run -n 3 --continue --model gpt-5.5` of the 0.118 rollout at 0.118: the CLI sends gpt-5.5 and its
+    <model_switch> message (developer, one part, the new model's instructions) before the prompt."""
+    name = str(CASEWARE_118.relative_to(FIELD))
+    options = ("--agent-version", "0.118.0", "--model", "gpt-5.5")
+    proc, out, sent = _continue(name, 3, "codex", options, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    cont = orjson.loads((out / "result.json").read_bytes())["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["model"]) == ("accepted", "completed", "gpt-5.5")
+    assert [r.body["model"] for r in sent] == ["gpt-5.5"]
+    prefix = len(orjson.loads((out / "expected_prefix.json").read_bytes()))
+    assert _model_switches(sent[0].body) == [prefix]
+    [part] = sent[0].body["input"][prefix]["content"]
+    assert part["text"].endswith("\n</model_switch>") and part["type"] == "input_text"
+    assert any("gpt-5.4-mini ran the boundary turn, gpt-5.5 runs" in n for n in cont["gate_notes"])
 
 
 BRUNCH = "pi/brunch-extension-tools-propose-graph-commit.jsonl"

@@ -72,7 +72,8 @@ NOTICE = (
 )
 
 
-def _route(version: str, recorded: resume.TurnSettings, inserted: dict) -> str:
+def _route(version: str, recorded: resume.TurnSettings, inserted: dict, model: str | None = None) -> str:
+    """`model`: the model the CLI was launched with, which the request asks for."""
     prefix = [_prompt("task")]
     gate = CodexGate(
         prefix,
@@ -80,9 +81,10 @@ def _route(version: str, recorded: resume.TurnSettings, inserted: dict) -> str:
         keep_prompt=False,
         instructions_form=True,
         instructions="base",
-        insertions=resume.insertions(version, recorded),
+        insertions=resume.insertions(version, recorded, model),
+        model=model,
     )
-    body = {"instructions": "base", "input": [*prefix, inserted, _prompt("nonce")]}
+    body = {"instructions": "base", "model": model, "input": [*prefix, inserted, _prompt("nonce")]}
     return gate.route("POST", "/v1/responses", body).kind
 
 
@@ -101,6 +103,39 @@ def test_a_permission_notice_passes_only_where_the_running_cli_writes_one() -> N
     assert _route("0.142.0", tui, unknown) == "refuse", "an unknown insertion still refuses"
     agents = _prompt("# AGENTS.md instructions for /testbed\n\n<INSTRUCTIONS>x</INSTRUCTIONS>")
     assert _route("0.101.0", tui, agents) == "main" and _route("0.142.0", tui, agents) == "refuse"
+
+
+CASEWARE_118 = (
+    ROOT / "tests/fixtures/field/codex/caseware-0.118.0-alpha.2-rollout-2026-03-29-email-redacted.jsonl"
+)
+
+
+def test_a_model_switch_passes_only_when_the_cli_runs_another_model_than_the_boundary_turns() -> None:
+    """The `<model_switch>` message a real 0.118 wrote when its user switched to gpt-5.4 (the caseware
+    rollout): the gate takes it only from a CLI launched with another model than the boundary turn's."""
+    records = [orjson.loads(line) for line in CASEWARE_118.read_bytes().splitlines()]
+    texts = [
+        part["text"]
+        for r in records
+        if (p := rollout.item(r)) and p.get("type") == "message" and p.get("role") == "developer"
+        for part in p["content"]
+    ]
+    switch = _prompt(next(t for t in texts if t.startswith("<model_switch>")), "developer")
+    mini = resume.TurnSettings(model="gpt-5.4-mini", sandbox="danger-full-access", approval="never")
+    assert _route("0.118.0", mini, switch, model="gpt-5.4") == "main"
+    assert _route("0.171.0", mini, switch, model="gpt-5.5") == "main"
+    assert _route("0.118.0", mini, switch, model="gpt-5.4-mini") == "refuse", "the same model: no switch"
+    assert _route("0.118.0", mini, switch) == "refuse", "no model launched"
+    unknown = mini.model_copy(update={"model": None})
+    assert _route("0.118.0", unknown, switch, model="gpt-5.4") == "refuse", "no boundary model to differ from"
+    assert _route("0.58.0", mini, switch, model="gpt-5.4") == "refuse", "0.58 has no model switch message"
+    assert _route("0.118.0", mini, {**switch, "role": "user"}, model="gpt-5.4") == "refuse"
+    cut = _prompt(switch["content"][0]["text"].removesuffix("\n</model_switch>"), "developer")
+    assert _route("0.118.0", mini, cut, model="gpt-5.4") == "refuse", "the closing marker is the CLI's"
+    gate = CodexGate([_prompt("task")], "nonce", keep_prompt=False, model="gpt-5.4")
+    other = {"model": "gpt-5.4-mini", "input": [_prompt("task"), _prompt("nonce")]}
+    decision = gate.route("POST", "/v1/responses", other)
+    assert decision.kind == "refuse" and decision.mismatch is not None and decision.mismatch.path == "model"
 
 
 def test_the_recorded_turn_context_is_read_in_both_spellings() -> None:
