@@ -3,16 +3,27 @@ through the spec's binds like a container's, its own root for the rest."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from replayer.floor.errors import SandboxError
 from replayer.sandboxes.base import ExecResult, SandboxSpec
-from replayer.sandboxes.fake import Exec, FakeBackend, Rule, answer
+from replayer.sandboxes.fake import Exec, FakeBackend, FakeSandbox, Rule, answer
+
+_STARTED: list[FakeSandbox] = []
 
 
-def _box(tmp_path: Path, rules: list[Rule]):
+@pytest.fixture(autouse=True)
+def _stopped() -> Iterator[None]:
+    """Each test's fakes stopped after it (their own roots are temporary folders)."""
+    yield
+    while _STARTED:
+        _STARTED.pop().stop()
+
+
+def _box(tmp_path: Path, rules: list[Rule]) -> FakeSandbox:
     (tmp_path / "ws").mkdir()
     (tmp_path / "ro").mkdir()
     spec = SandboxSpec(
@@ -21,7 +32,9 @@ def _box(tmp_path: Path, rules: list[Rule]):
         workdir="/testbed",
         run_id="t1",
     )
-    return FakeBackend(rules).start(spec)
+    box = FakeBackend(rules).start(spec)
+    _STARTED.append(box)
+    return box
 
 
 def test_the_first_matching_rule_answers_and_every_exec_is_recorded(tmp_path: Path) -> None:

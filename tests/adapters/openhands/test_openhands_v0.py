@@ -400,7 +400,7 @@ def test_the_versions_own_llm_renders_the_native_form_and_refuses_two_calls_in_t
     companion = bundle.COMPANION_DIR / "oh_v0_companion.py"
 
     def ask(setting: str) -> _RequestAnswer:
-        env = {**bundle.base_env(), "HOME": str(tmp_path), "LOG_LEVEL": "warning"}
+        env = {**bundle.base_env(), "HOME": str(tmp_path), "TMPDIR": str(tmp_path), "LOG_LEVEL": "warning"}
         env.update(LLM_MODEL="openai/fake-model", REPLAYER_NATIVE_TOOL_CALLING=setting)
         config, prefix = companion.parent / "v0_config.toml", out / "expected_prefix.json"
         argv = [str(python), str(companion), "request", str(config), str(tmp_path), str(prefix)]
