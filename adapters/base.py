@@ -274,9 +274,10 @@ class SessionWriter(Pinned, Generic[ContT]):
         `dest/home` is the agent home; reruns may already have written side files there."""
 
     @abstractmethod
-    def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
+    def continued_prefix(self, result_dir: Path, model: str | None = None) -> list[dict[str, Any]] | None:
         """The continued conversation (the boundary's prefix and what followed) in this agent's wire form,
-        from the cleaned continued native session; None when the job did not continue."""
+        from the cleaned continued native session; None when the job did not continue. `model`: the one the
+        continuation was launched with, as its result records it (None: the continued session's own)."""
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         """The tool definitions the running version's CLI (the pinned one unless `running_version` says

@@ -135,7 +135,7 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
             ),
         )
 
-    def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
+    def continued_prefix(self, result_dir: Path, model: str | None = None) -> list[dict[str, Any]] | None:
         path = continued_file(result_dir, "session.jsonl")
         if path is None:
             return None

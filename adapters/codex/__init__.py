@@ -176,7 +176,7 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
             ),
         )
 
-    def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
+    def continued_prefix(self, result_dir: Path, model: str | None = None) -> list[dict[str, Any]] | None:
         path = continued_file(result_dir, "rollout.jsonl")
         if path is None:
             return None

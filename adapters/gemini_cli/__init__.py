@@ -193,7 +193,7 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
             continuation=GeminiCliContinuation(session_file=str(path.relative_to(home)), session_id=sid),
         )
 
-    def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
+    def continued_prefix(self, result_dir: Path, model: str | None = None) -> list[dict[str, Any]] | None:
         path = result_dir / "continued" / f"{CONTINUED}.{native_form()[0]}"
         if not path.is_file():
             return None

@@ -145,7 +145,7 @@ class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation
         doc["messages"] = messages
         return doc
 
-    def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
+    def continued_prefix(self, result_dir: Path, model: str | None = None) -> list[dict[str, Any]] | None:
         path = continued_file(result_dir, TRAJECTORY)
         if path is None:
             return None

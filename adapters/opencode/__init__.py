@@ -194,7 +194,7 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
             continuation=OpenCodeContinuation(session_id=native.info.get("id"), model=f"{provider}/{model}"),
         )
 
-    def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
+    def continued_prefix(self, result_dir: Path, model: str | None = None) -> list[dict[str, Any]] | None:
         path = continued_file(result_dir, EXPORT)
         if path is None:
             return None

@@ -99,7 +99,7 @@ class OpenHandsAdapter(Adapter[conversation.Native, OpenHandsContinuation]):
             continuation=OpenHandsContinuation(conversation=str(conv.relative_to(home))),
         )
 
-    def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
+    def continued_prefix(self, result_dir: Path, model: str | None = None) -> list[dict[str, Any]] | None:
         path = result_dir / "continued" / "conversation"
         if not (path / conversation.BASE_STATE).is_file():
             return None

@@ -180,7 +180,7 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
             continuation=V0Continuation(),
         )
 
-    def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
+    def continued_prefix(self, result_dir: Path, model: str | None = None) -> list[dict[str, Any]] | None:
         path = continued_file(result_dir, TRAJECTORY)
         if path is None:
             return None

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import copy
-import os
 import uuid
 from pathlib import Path
 from typing import Any
-
-from pydantic import ValidationError
 
 from replayer.adapters.base import (
     COMMAND,
@@ -29,17 +26,8 @@ from replayer.adapters.pi.rerun import PiRerunner
 from replayer.adapters.pi.wire import js_json, to_wire
 from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, CONTINUE_SPEC_PATH, local_url
 from replayer.bridges.chat import SystemPerRequestGate
-from replayer.floor.errors import BadInput
-from replayer.floor.io import read_beside, write_bytes_atomic
-from replayer.floor.models import (
-    AgentStatus,
-    Budgets,
-    Observation,
-    ReplayResult,
-    ToolCall,
-    ToolKind,
-    Trajectory,
-)
+from replayer.floor.io import write_bytes_atomic
+from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.floor.rundirs import RunDirs
 from replayer.sandboxes.base import Sandbox
 
@@ -64,24 +52,6 @@ def _launched(native: session.Native) -> str:
 def _sent(native: session.Native, model: str, version: str) -> list[dict[str, Any]]:
     """The conversation of `native` as Pi `version` sends it to `model` (provider/id)."""
     return to_wire(native.messages, version, bundle.target(model))
-
-
-def _continued_model(result_dir: Path, continued: session.Native) -> str:
-    """The model the continuation in `result_dir` sent to, as its result.json records it; in a compare's
-    run directory (its record is written after its timeline is read) the continued session's own: the one
-    its last answer names, which Pi would restore."""
-    if not os.path.lexists(result_dir / "result.json"):
-        return _launched(continued)
-    data = read_beside(result_dir, "result.json")
-    if data is None:
-        raise BadInput(f"{result_dir / 'result.json'} is not a regular file within the size bound")
-    try:
-        cont = ReplayResult.model_validate_json(data).continuation
-    except ValidationError as exc:
-        raise BadInput(
-            f"{result_dir / 'result.json'} is not a replay result: {exc.errors()[0]['msg']}"
-        ) from None
-    return cont.model if cont is not None and cont.model else _launched(continued)
 
 
 def _boundary_entries(native: session.Native, trajectory: Trajectory, after_step: int) -> int:
@@ -197,12 +167,12 @@ class PiAdapter(Adapter[session.Native, PiContinuation]):
             ),
         )
 
-    def continued_prefix(self, result_dir: Path) -> list[dict[str, Any]] | None:
+    def continued_prefix(self, result_dir: Path, model: str | None = None) -> list[dict[str, Any]] | None:
         path = continued_file(result_dir, CONTINUED)
         if path is None:
             return None
         continued = self.native(session.parse(path))
-        return _sent(continued, _continued_model(result_dir, continued), self.version())
+        return _sent(continued, model or _launched(continued), self.version())
 
     def gate_facts(
         self,

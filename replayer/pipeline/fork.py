@@ -472,7 +472,8 @@ def _carry_out(
     ctx.release(pre if isinstance(pre, Prestarted) else box)
     exported = job.run_dir / "state" / "workspace"
     copy_untrusted(state / "workspace", exported, links="keep", limits=job.limits, what="the workspace")
-    record.timeline = timeline.continued(adapter, job.run_dir, rebuild.expected_prefix)
+    launched = record.continuation.model if record.continuation else None
+    record.timeline = timeline.continued(adapter, job.run_dir, rebuild.expected_prefix, launched)
     record.workspace_diff, record.workspace_diff_truncated = workspace_diff(
         patched if patch is not None else job.boundary_state / "workspace", exported, job.limits
     )

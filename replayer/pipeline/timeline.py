@@ -43,10 +43,15 @@ def entries(messages: list[dict[str, Any]], limit: int = TEXT_CHARS) -> list[Tim
 
 
 def continued(
-    adapter: Adapter, run_dir: Path, expected_prefix: list[dict[str, Any]], limit: int = TEXT_CHARS
+    adapter: Adapter,
+    run_dir: Path,
+    expected_prefix: list[dict[str, Any]],
+    model: str | None,
+    limit: int = TEXT_CHARS,
 ) -> list[TimelineEntry]:
-    """What happened after the boundary, in chat form, from the cleaned continued native session."""
-    session = adapter.continued_prefix(run_dir)
+    """What happened after the boundary, in chat form, from the cleaned continued native session (`model`:
+    the one the continuation was launched with)."""
+    session = adapter.continued_prefix(run_dir, model)
     if session is None:
         return []
     dialect = adapter.dialect()

@@ -77,7 +77,9 @@ def _chat_record(job: Path, result: ReplayResult) -> dict[str, Any]:
     with running_version(
         result.agent, result.version.version if result.version else pinned_version(result.agent)
     ):
-        continued = adapter.continued_prefix(job) if cont else None  # in the form of the version that ran
+        continued = (
+            adapter.continued_prefix(job, cont.model) if cont else None
+        )  # as the version that ran sent it
     metadata = {
         "source_sha256": result.source_sha256,
         "boundary": result.after_step,

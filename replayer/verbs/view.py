@@ -123,7 +123,8 @@ def load(directory: Path) -> ViewData:
     dialect = adapter.dialect()
     version = result.version.version if result.version else pinned_version(result.agent)
     with running_version(result.agent, version):  # the continued session in the form of the version that ran
-        after = timeline.continued(adapter, directory, expected, TEXT_CHARS) if result.continuation else []
+        cont = result.continuation
+        after = timeline.continued(adapter, directory, expected, cont.model, TEXT_CHARS) if cont else []
     return ViewData(
         result=result,
         prefix=timeline.entries(_shown(adapter, dialect.to_chat(expected)), TEXT_CHARS),
