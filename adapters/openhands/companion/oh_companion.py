@@ -63,11 +63,12 @@ def serve(spec_path, socket_path):
     )
     conversation.send_message(spec["task"])
     query = os.path.join(os.path.dirname(socket_path), "shell-query")
-    start = _shell_query(conversation, query)
+    start = shell_state.query(_terminal(conversation), query)
 
     def handle(request):
         if request.get("shell"):
-            state = None if start is None else shell_state.changes(start, _shell_query(conversation, query))
+            now = None if start is None else shell_state.query(_terminal(conversation), query)
+            state = None if now is None else shell_state.changes(start, now)
             shell_state.keep(request["shell"], state)
             return {"shell": state}
         return {"observations": _rerun(conversation, request["actions"])}
@@ -78,30 +79,19 @@ def serve(spec_path, socket_path):
         conversation.close()
 
 
-def _terminal(conversation, command):
-    """Run `command` with the agent's terminal tool, as the SDK runs an action (`tool(action, conversation)`);
-    False when the agent has no terminal. The observation is no event of the conversation."""
-    tool = conversation.agent.tools_map.get("terminal")
-    if tool is None:
-        return False
-    tool(TerminalAction(command=command), conversation)
-    return True
+def _terminal(conversation):
+    """What runs a command with the agent's terminal tool, as the SDK runs an action (`tool(action,
+    conversation)`; the observation is no event of the conversation), for shell_state; False from it when
+    the agent has no terminal."""
 
+    def run(command):
+        tool = conversation.agent.tools_map.get("terminal")
+        if tool is None:
+            return False
+        tool(TerminalAction(command=command), conversation)
+        return True
 
-def _shell_query(conversation, path):
-    if not _terminal(conversation, shell_state.query_command(path)):
-        return None
-    return shell_state.read_query(path)
-
-
-def _restore_shell(conversation, state, query):
-    """Give the resumed conversation's fresh terminal the prefix's shell state, before the agent acts."""
-    command = shell_state.restore_command(state)
-    if command is None or not _terminal(conversation, command):
-        return
-    wrong = shell_state.restored(state, _shell_query(conversation, query))
-    if wrong is not None:
-        raise RuntimeError(wrong)
+    return run
 
 
 def _rerun(conversation, actions):
@@ -148,10 +138,8 @@ def cont(spec_path, args):
     status = "error"
     try:
         if spec.get("shell") and os.path.isfile(spec["shell"]):
-            with open(spec["shell"]) as fh:
-                state = json.load(fh)
             conversation._ensure_agent_ready()  # what send_message and run do first: the tools exist
-            _restore_shell(conversation, state, f"{spec['shell']}.query")
+            shell_state.restore(spec["shell"], _terminal(conversation))
         conversation.run()
         status = conversation.state.execution_status.value
         errors = [e for e in conversation.state.events if type(e).__name__ == "ConversationErrorEvent"]

@@ -85,29 +85,28 @@ def _execute(runtime, config, raw):
     return event_to_trajectory(observation)
 
 
-def _shell(runtime, config, command):
-    """Run `command` in the runtime's shell as an action is run (its observation is no event)."""
+def _shell(runtime, config):
+    """What runs a command in the runtime's shell as an action is run (its observation is no event), for
+    shell_state."""
     from openhands.events.action import CmdRunAction
 
-    action = CmdRunAction(command=command)
-    action.set_hard_timeout(config.sandbox.timeout, blocking=False)
-    return runtime.run_action(action)
+    def run(command):
+        action = CmdRunAction(command=command)
+        action.set_hard_timeout(config.sandbox.timeout, blocking=False)
+        runtime.run_action(action)
 
-
-def _shell_query(runtime, config, path):
-    _shell(runtime, config, shell_state.query_command(path))
-    return shell_state.read_query(path)
+    return run
 
 
 def main(config_file, cwd, socket_path):
     config, _, runtime = _connected_runtime(config_file, cwd)
     query = os.path.join(os.path.dirname(socket_path), "shell-query")
     try:
-        start = _shell_query(runtime, config, query)
+        start = shell_state.query(_shell(runtime, config), query)
 
         def handle(request):
             if request.get("shell"):
-                state = shell_state.changes(start, _shell_query(runtime, config, query))
+                state = shell_state.changes(start, shell_state.query(_shell(runtime, config), query))
                 shell_state.keep(request["shell"], state)
                 return {"shell": state}
             return {"observations": [_execute(runtime, config, raw) for raw in request["actions"]]}
@@ -115,21 +114,6 @@ def main(config_file, cwd, socket_path):
         serve_lines(socket_path, handle)
     finally:
         _close(runtime)
-
-
-def _restore_shell(runtime, config, path):
-    """Give the continuation's fresh shell the prefix's shell state (`path`, when the reruns wrote it)."""
-    if not path or not os.path.isfile(path):
-        return
-    with open(path) as fh:
-        state = json.load(fh)
-    command = shell_state.restore_command(state)
-    if command is None:
-        return
-    _shell(runtime, config, command)
-    wrong = shell_state.restored(state, _shell_query(runtime, config, f"{path}.query"))
-    if wrong is not None:
-        raise RuntimeError(wrong)
 
 
 def _close(runtime):
@@ -276,7 +260,7 @@ def cont(config_file, cwd, spec_path, max_steps, prompt=None):
     runtime.run_action = run_action
     state = None
     try:
-        _restore_shell(runtime, config, spec.get("shell"))  # not a replayed action: the runtime runs it
+        shell_state.restore(spec.get("shell"), _shell(runtime, config))  # not a replayed action
         state = asyncio.run(
             run_controller(
                 config=config,

@@ -43,6 +43,14 @@ def read_query(path):
     return {"status": int(status), "cwd": cwd, "env": env}
 
 
+def query(run, path):
+    """The shell's state (`read_query`) through `run`, which runs a command in it (False: there is no
+    shell, and None is the answer)."""
+    if run(query_command(path)) is False:
+        return None
+    return read_query(path)
+
+
 def changes(start, now):
     """What the prefix changed in the shell since its start: {"cwd": str or None, "status": int,
     "set": {name: value}, "unset": [name]} (names bash can export only)."""
@@ -93,3 +101,18 @@ def restored(state, now):
     if now["status"] != state["status"]:
         wrong.append(f"the exit status {state['status']}")
     return f"the continuation's shell did not take {', '.join(wrong)}" if wrong else None
+
+
+def restore(path, run):
+    """Give a fresh shell (`run`, as for `query`) the state the reruns kept at `path`, when they kept one,
+    and check it took; RuntimeError naming what it did not take."""
+    if not path or not os.path.isfile(path):
+        return
+    with open(path) as fh:
+        state = json.load(fh)
+    command = restore_command(state)
+    if command is None or run(command) is False:
+        return
+    wrong = restored(state, query(run, f"{path}.query"))
+    if wrong is not None:
+        raise RuntimeError(wrong)
