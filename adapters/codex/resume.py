@@ -14,10 +14,10 @@ When the recorded turn context differs in either, the CLIs that write permission
 message before the prompt. The gate accepts that notice only then, and only naming the settings that run.
 
 The model is the boundary turn's unless the user names one (`--model`, a compare variant's `model=`): the
-CLI is always launched with `-m`, and one launched with another model than the boundary turn's tells the model
-so in a `<model_switch>` developer message before the prompt (observed: 0.118, 0.171; in every binary from
-0.101 on, none in 0.58; 0.104 resending its initial context sent none), holding the new model's base instructions from the CLI's own catalog. The gate
-accepts that message only then.
+CLI is always launched with `-m`, and one launched with another model than the boundary turn's tells the
+model so in a `<model_switch>` developer message before the prompt, holding the new model's base
+instructions from the CLI's own catalog (observed: 0.118, 0.171; in every binary from 0.101 on, none in
+0.58; 0.104 resending its initial context sent none). The gate accepts that message only then.
 """
 
 from __future__ import annotations
