@@ -8,41 +8,35 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 
 from replayer import adapters
-from replayer.adapters.base import Adapter, Rebuild
+from replayer.adapters.base import Adapter
 from replayer.floor import bundles
 from replayer.floor.cwdinfer import is_absolute_cwd
-from replayer.floor.divergence import kept, workspace_hint
+from replayer.floor.divergence import kept
 from replayer.floor.errors import BadInput, OutputError, ReplayError, SandboxError, WorkspaceError, excerpt
 from replayer.floor.events import Event, Installing, OnEvent, Stage, ignore
 from replayer.floor.heap import collector_paused
 from replayer.floor.io import OutputDir, write_bytes_atomic
 from replayer.floor.models import (
     ASKS_FOR_CWD,
-    ContinuationResult,
     CwdSource,
-    Divergence,
     InstalledBundle,
-    Pins,
     ReplayRequest,
     ReplayResult,
-    SandboxLimits,
-    SandboxRecord,
-    Timings,
     Trajectory,
 )
-from replayer.floor.pins import load_pins, running_version
-from replayer.floor.release import __version__
+from replayer.floor.pins import running_version
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
 from replayer.pipeline import multisession, steps, workspaces
 from replayer.pipeline.context import RunContext
 from replayer.pipeline.plan import Plan
+from replayer.pipeline.result import Done, Replayed, assemble, sandbox_record, used_up
 from replayer.pipeline.steps import JSON_OPTS, RERUNS
 from replayer.sandboxes.base import Backend, Sandbox
 
@@ -121,18 +115,6 @@ def _with_cwd(traj: Trajectory, cwd: str, source: CwdSource) -> Trajectory:
     return traj.model_copy(update={"cwd": cwd, "cwd_source": source, "parse_notes": notes})
 
 
-def pins_for(adapter: Adapter) -> Pins:
-    pins = load_pins()
-    agent = pins.agents.get(adapter.name)
-    return Pins(
-        replayer=__version__,
-        adapter=adapter.name,
-        cli_package=agent.package if agent else None,
-        cli_version=agent.version if agent else None,
-        base_image=pins.base_image.tag,
-    )
-
-
 def execute(
     request: ReplayRequest,
     adapter: Adapter | None = None,
@@ -179,7 +161,7 @@ def execute(
         workspace, checkout = workspaces.materialize(request.workspace, request.limits)
         steps.check_workspace(workspace)
         workspace_s = time.monotonic() - began
-        bundles.ensure(adapter.name, version.version, on_event=_hearing_installs(on_event, installed))
+        bundles.ensure(adapter.name, version.version, on_event=hearing_installs(on_event, installed))
         install_s = time.monotonic() - began - workspace_s
     cont = request.continuation
     tapes = [cont.cassette, cont.record_cassette] if cont else []
@@ -192,22 +174,19 @@ def execute(
             else:
                 assert image is not None
                 done = _run(job, workspace, image, on_boundary, backend or _docker())
-        result = _result(job, done, image, parse_s, started)
-        timings = result.timings.model_copy(
-            update={
-                "install_s": install_s,
-                "workspace_s": workspace_s,
-                "continue_s": done.continued.duration_s if done.continued else 0.0,
-            }
+        replayed = Replayed(
+            adapter,
+            traj,
+            version,
+            started,
+            parse_s,
+            image,
+            checkout,
+            installed,
+            install_s=install_s,
+            workspace_s=workspace_s,
         )
-        result = result.model_copy(
-            update={
-                "version": version,
-                "workspace_checkout": checkout,
-                "timings": timings,
-                "installed": installed,
-            }
-        )
+        result = assemble(request, plan, replayed, done, out.tmp)
         write_bytes_atomic(
             out.tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
         )
@@ -225,7 +204,7 @@ def execute(
     return result
 
 
-def _hearing_installs(on_event: OnEvent, installed: list[InstalledBundle]) -> OnEvent:
+def hearing_installs(on_event: OnEvent, installed: list[InstalledBundle]) -> OnEvent:
     """`on_event`, also keeping each finished install in `installed` (the result records it)."""
 
     def heard(event: Event) -> None:
@@ -277,32 +256,16 @@ class _Job:
     on_event: OnEvent
 
 
-@dataclass
-class _Done:
-    """What the steps produced, for the result."""
-
-    rebuild: Rebuild
-    divergences: list[Divergence]
-    rebuild_s: float
-    sandbox_s: float = 0.0
-    rerun_s: float = 0.0
-    image_id: str | None = None
-    container: str | None = None
-    continued: ContinuationResult | None = None
-    sandbox: SandboxRecord | None = None
-    used_up: list[str] = field(default_factory=list)
-
-
-def _prepare(job: _Job) -> _Done:
+def _prepare(job: _Job) -> Done:
     """prepare: no sandbox; every call keeps its historical observation."""
     divergences = [kept(p.step, p.call, p.kind) for p in job.plan.calls]
     t0 = time.monotonic()
     job.on_event(Stage("rebuild"))
     made = steps.rebuild(job.adapter, job.traj, job.plan, {}, job.out)
-    return _Done(made, divergences, time.monotonic() - t0)
+    return Done(made, divergences, time.monotonic() - t0)
 
 
-def _run(job: _Job, workspace: Path, image: str, on_boundary: OnBoundary | None, backend: Backend) -> _Done:
+def _run(job: _Job, workspace: Path, image: str, on_boundary: OnBoundary | None, backend: Backend) -> Done:
     """run: the state, the sandbox, the reruns, the rebuild, the continuation, the state exported."""
     request, adapter, traj, tmp, on_event = job.request, job.adapter, job.traj, job.out, job.on_event
     cont, limits = request.continuation, request.limits
@@ -337,7 +300,7 @@ def _run(job: _Job, workspace: Path, image: str, on_boundary: OnBoundary | None,
         )
         skips.add(side, "home")
         made = steps.rebuild(adapter, traj, job.plan, observations, tmp)
-        done = _Done(
+        done = Done(
             made, divergences, time.monotonic() - t2, opened.sandbox_s, rerun_s, box.image_id, box.name
         )
         if on_boundary is not None:
@@ -357,68 +320,8 @@ def _run(job: _Job, workspace: Path, image: str, on_boundary: OnBoundary | None,
                 on_event=on_event,
                 limits=limits,
             )
-        done.used_up = [
-            p for p, full in (("state", state.used_up), ("container", box.disk_used_up)) if full()
-        ]
+        used = used_up(state.used_up, box)
         ctx.release(box)
         steps.export_state(dirs, tmp, limits, skips)
-        done.sandbox = SandboxRecord(
-            limits=limits,
-            capabilities_dropped=box.dropped_capabilities,
-            state_disk_limited=state.limited,
-            container_disk_limited=box.disk_limited,
-            disk_used_up=done.used_up,
-            skipped=skips.listed,
-            skipped_count=skips.count,
-        )
+        done.sandbox = sandbox_record(limits, box, state.limited, used, skips.listed, skips.count)
     return done
-
-
-def disk_hint(used_up: list[str], limits: SandboxLimits) -> str | None:
-    """A word when the sandbox used a disk quota up: what then failed inside may show only an exit code."""
-    if not used_up:
-        return None
-    places = " and ".join(
-        {"state": "the workspace and agent home", "container": "its own file system"}[p] for p in used_up
-    )
-    return (
-        f"the sandbox used up its disk limit ({limits.disk_bytes >> 20} MiB) in {places}: commands that "
-        "wrote there failed with `Disk quota exceeded`, and a rerun may show only its exit code "
-        "(raise it with --limits disk=)"
-    )
-
-
-def _result(job: _Job, done: _Done, image: str | None, parse_s: float, started: float) -> ReplayResult:
-    traj, plan = job.traj, job.plan
-    return ReplayResult(
-        request=job.request,
-        pins=pins_for(job.adapter),
-        agent=traj.agent,
-        agent_version=traj.agent_version,
-        session_id=traj.session_id,
-        cwd=traj.cwd,
-        cwd_source=traj.cwd_source if traj.cwd else None,
-        source_sha256=traj.source_sha256,
-        parse_notes=traj.parse_notes,
-        image=image,
-        image_id=done.image_id,
-        container=done.container,
-        after_step=plan.after_step,
-        boundary_call_ids=plan.boundary_call_ids,
-        divergences=done.divergences,
-        hints=[
-            h for h in [workspace_hint(done.divergences), disk_hint(done.used_up, job.request.limits)] if h
-        ],
-        degradations=plan.degradations,
-        native_files=[str(p.relative_to(job.out)) for p in done.rebuild.native_files],
-        boundary_model=done.rebuild.model,
-        continuation=done.continued,
-        sandbox=done.sandbox,
-        timings=Timings(
-            parse_s=parse_s,
-            sandbox_start_s=done.sandbox_s,
-            rerun_s=done.rerun_s,
-            rebuild_s=done.rebuild_s,
-            total_s=time.monotonic() - started,
-        ),
-    )

@@ -15,22 +15,24 @@ What differs from a standalone continuation: the processes the prefix left runni
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from replayer.adapters.base import Adapter, Rebuild
+from replayer.adapters.base import Adapter
 from replayer.floor.errors import SandboxError
 from replayer.floor.events import OnEvent
 from replayer.floor.io import OutputDir
-from replayer.floor.models import ReplayRequest, ReplayResult, SandboxLimits, SandboxRecord, Trajectory
+from replayer.floor.models import ReplayRequest, ReplayResult, SandboxLimits, Trajectory
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
 from replayer.pipeline import steps
 from replayer.pipeline.context import RunContext
-from replayer.pipeline.engine import disk_hint
+from replayer.pipeline.plan import Plan
+from replayer.pipeline.result import Done, Replayed, assemble, sandbox_record, used_up
 from replayer.sandboxes.base import Backend, Sandbox
 from replayer.sandboxes.docker import LABEL, DockerSandbox, remove_images
 from replayer.sandboxes.quota import StateDir
@@ -48,9 +50,9 @@ class Forked:
     request: ReplayRequest
     """The boundary's request, with its own continuation (a cassette of a folder chosen for it)."""
     out: OutputDir
-    result: ReplayResult
-    """Its result without the continuation."""
-    made: Rebuild
+    plan: Plan
+    done: Done
+    """What the replay made for it (its result, without the continuation)."""
     image: str
     """The snapshot image of the replay's container at the boundary."""
     state: StateDir
@@ -127,16 +129,10 @@ def start(fork: Forked, adapter: Adapter, traj: Trajectory, backend: Backend) ->
 
 
 def continue_from(
-    fork: Forked,
-    box: Sandbox,
-    adapter: Adapter,
-    traj: Trajectory,
-    key: str,
-    started: float,
-    on_event: OnEvent,
+    fork: Forked, box: Sandbox, replayed: Replayed, key: str, on_event: OnEvent
 ) -> ReplayResult:
-    """The boundary's continuation in its own container `box` (`start`); its result directory written
-    as `run -n K --continue` writes it (`started`: when the replay began)."""
+    """The boundary's continuation in its own container `box` (`start`); its result as `run -n K --continue`
+    writes it."""
     request, tmp, limits = fork.request, fork.out.tmp, fork.request.limits
     cont = request.continuation
     assert cont is not None
@@ -145,41 +141,21 @@ def continue_from(
         ctx.own(box, box.stop, "the boundary's container")
         continued = steps.continue_agent(
             box,
-            adapter,
-            traj,
-            fork.made,
+            replayed.adapter,
+            replayed.traj,
+            fork.done.rebuild,
             cont,
             dirs,
             tmp,
             key=key,
-            after_step=fork.result.after_step,
+            after_step=fork.plan.after_step,
             on_event=on_event,
             limits=limits,
         )
-        used_up = [
-            p for p, full in (("state", fork.state.used_up), ("container", box.disk_used_up)) if full()
-        ]
+        used = used_up(fork.state.used_up, box)
         ctx.release(box)
     skips = fork.skips
     steps.export_state(dirs, tmp, limits, skips)
-    hint = disk_hint(used_up, limits)
-    timings = fork.result.timings.model_copy(
-        update={"continue_s": continued.duration_s, "total_s": time.monotonic() - started}
-    )
-    return fork.result.model_copy(
-        update={
-            "request": request,
-            "continuation": continued,
-            "hints": [*fork.result.hints, *([hint] if hint else [])],
-            "timings": timings,
-            "sandbox": SandboxRecord(
-                limits=limits,
-                capabilities_dropped=box.dropped_capabilities,
-                state_disk_limited=fork.state.limited,
-                container_disk_limited=box.disk_limited,
-                disk_used_up=used_up,
-                skipped=skips.listed,
-                skipped_count=skips.count,
-            ),
-        }
-    )
+    record = sandbox_record(limits, box, fork.state.limited, used, skips.listed, skips.count)
+    done = dataclasses.replace(fork.done, continued=continued, sandbox=record)
+    return assemble(request, fork.plan, replayed, done, tmp)

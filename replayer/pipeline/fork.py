@@ -399,7 +399,8 @@ def _carry_out(
     backend: Backend | None,
 ) -> None:
     """The run's steps, its resources owned by `ctx`, what it found in `record`."""
-    from replayer.pipeline.engine import load, pins_for
+    from replayer.pipeline.engine import load
+    from replayer.pipeline.result import pins_for
 
     adapter, traj = load(job.trajectory, job.task, job.cwd, job.session)
     record.pins = pins_for(adapter)

@@ -27,32 +27,29 @@ import orjson
 
 from replayer.adapters.base import Adapter, Rerunner, StepwiseRerunner
 from replayer.floor import bundles
-from replayer.floor.divergence import workspace_hint
 from replayer.floor.errors import BadInput, ReplayError, WorkspaceError
 from replayer.floor.events import OnEvent, Stage, ignore
 from replayer.floor.io import OutputDir, write_bytes_atomic
 from replayer.floor.models import (
     Divergence,
-    GitCheckout,
     Observation,
     ReplayRequest,
     ReplayResult,
-    SandboxRecord,
-    Timings,
     Trajectory,
-    VersionRecord,
 )
 from replayer.floor.pins import running_version
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
 from replayer.pipeline import fanout, steps, workspaces
 from replayer.pipeline.context import RunContext
-from replayer.pipeline.engine import load, os_error, parse, pins_for
+from replayer.pipeline.engine import hearing_installs, load, os_error, parse
 from replayer.pipeline.plan import Plan
+from replayer.pipeline.result import Done, Replayed, assemble, sandbox_record, used_up
 from replayer.pipeline.steps import JSON_OPTS, RERUNS
 from replayer.sandboxes.ahead import AheadBackend
 from replayer.sandboxes.base import Backend, Sandbox
 from replayer.sandboxes.docker import DockerBackend
+from replayer.sandboxes.quota import StateDir
 
 logger = logging.getLogger(__name__)
 Outcome = ReplayResult | ReplayError
@@ -81,20 +78,14 @@ class _Replay:
     """What the boundaries of one replay share."""
 
     request: ReplayRequest
-    adapter: Adapter
-    traj: Trajectory
-    image: str
-    started: float
-    parse_s: float
-    checkout: GitCheckout | None
-    version: VersionRecord
+    replayed: Replayed
     pending: dict[int, _Boundary]
     outcomes: dict[int, Outcome] = field(default_factory=dict)
     box: Sandbox | None = None
     dirs: RunDirs | None = None
+    state: StateDir | None = None
     sandbox_s: float = 0.0
     rerun_started: float = 0.0
-    state_limited: bool = False
     skips: steps.Skips = field(default_factory=steps.Skips)
     full: Plan | None = None
     """The last boundary's plan, which the replay runs (the reruns add their degradations to it)."""
@@ -156,10 +147,14 @@ def execute_many(
     steps.check_cwd(traj)
     image = steps.sandbox_image(request.image, traj)
     key = steps.upstream_key(cont, adapter) if cont is not None else ""
+    began = time.monotonic()
     workspace, checkout = workspaces.materialize(request.workspace, request.limits)
     steps.check_workspace(workspace)
     assert workspace is not None
-    bundles.ensure(adapter.name, version.version, on_event=on_event)
+    replayed = Replayed(adapter, traj, version, started, parse_s, image, checkout)
+    replayed.workspace_s = time.monotonic() - began
+    bundles.ensure(adapter.name, version.version, on_event=hearing_installs(on_event, replayed.installed))
+    replayed.install_s = time.monotonic() - began - replayed.workspace_s
     pending: dict[int, _Boundary] = {}
     forks: dict[int, fanout.Forked] = {}
     try:
@@ -171,25 +166,12 @@ def execute_many(
                 outcomes[k] = exc
                 continue
             pending[k] = _Boundary(one, plan, made)
-        replay = _Replay(
-            request,
-            adapter,
-            traj,
-            image,
-            started,
-            parse_s,
-            checkout,
-            version,
-            pending,
-            outcomes,
-            forks=forks,
-            on_passed=on_passed,
-        )
+        replay = _Replay(request, replayed, pending, outcomes, forks=forks, on_passed=on_passed)
         if pending:
             with running_version(adapter.name, version.version), RunContext() as keep:
                 replay.keep, replay.replay_id = keep, f"mb-{uuid.uuid4().hex[:10]}"
                 backend = backend or _docker()
-                _run(replay, workspace, backend, on_event)
+                _run(replay, workspace, image, backend, on_event)
                 _continue_forks(replay, _fork_backend(backend), key, on_event)
     finally:
         for left in pending.values():  # a replay that stopped before them
@@ -211,8 +193,8 @@ def _fork_backend(backend: Backend) -> Backend:
     return DockerBackend() if isinstance(backend, AheadBackend) else backend
 
 
-def _run(replay: _Replay, workspace: Path, backend: Backend, on_event: OnEvent) -> None:
-    request, adapter, traj = replay.request, replay.adapter, replay.traj
+def _run(replay: _Replay, workspace: Path, image: str, backend: Backend, on_event: OnEvent) -> None:
+    request, adapter, traj = replay.request, replay.replayed.adapter, replay.replayed.traj
     last = max(replay.pending)
     full = replay.full = replay.pending[last].plan
     replay.runtime_degradations = len(full.degradations)
@@ -223,7 +205,7 @@ def _run(replay: _Replay, workspace: Path, backend: Backend, on_event: OnEvent) 
             adapter,
             traj,
             workspace,
-            replay.image,
+            image,
             # where an unlimited state goes: beside the outputs (hidden), never inside one that commits
             # mid-replay
             scratch=replay.pending[last].out.final.parent,
@@ -234,7 +216,7 @@ def _run(replay: _Replay, workspace: Path, backend: Backend, on_event: OnEvent) 
             bridge=False,
             on_event=on_event,
         )
-        replay.dirs, replay.state_limited = opened.dirs, opened.state.limited
+        replay.dirs, replay.state = opened.dirs, opened.state
         replay.box, replay.sandbox_s = opened.box, opened.sandbox_s
         if replay.keep is not None and request.continuation is not None:
             fanout.own_images(replay.keep, opened.box, replay.replay_id)
@@ -300,8 +282,13 @@ def _write(
 ) -> ReplayResult | fanout.Forked:
     """Boundary k's result directory, as `engine._run` writes it for `run -n k`; with a continuation, its
     prefix written and its snapshot taken, the continuation to fork from it."""
-    assert replay.dirs is not None and replay.box is not None
-    request, adapter, traj, plan = boundary.request, replay.adapter, replay.traj, boundary.plan
+    assert replay.dirs is not None and replay.box is not None and replay.state is not None
+    request, adapter, traj, plan = (
+        boundary.request,
+        replay.replayed.adapter,
+        replay.replayed.traj,
+        boundary.plan,
+    )
     tmp, limits, dirs, box = boundary.out.tmp, request.limits, replay.dirs, replay.box
     rerun_s, t0 = time.monotonic() - replay.rerun_started, time.monotonic()
     full = replay.full
@@ -330,43 +317,16 @@ def _write(
         skips.add(copied, "state/workspace")
         skips.add(home, "state/home")
     rebuild_s = time.monotonic() - t0
-    result = ReplayResult(
-        request=request,
-        pins=pins_for(adapter),
-        agent=traj.agent,
-        agent_version=traj.agent_version,
-        session_id=traj.session_id,
-        cwd=traj.cwd,
-        cwd_source=traj.cwd_source if traj.cwd else None,
-        source_sha256=traj.source_sha256,
-        parse_notes=traj.parse_notes,
-        image=replay.image,
-        image_id=box.image_id,
-        container=box.name,
-        after_step=plan.after_step,
-        boundary_call_ids=plan.boundary_call_ids,
-        divergences=divergences[: len(plan.calls)],
-        hints=[h for h in [workspace_hint(divergences[: len(plan.calls)])] if h],
-        degradations=plan.degradations,
-        native_files=[str(p.relative_to(tmp)) for p in made.native_files],
-        boundary_model=made.model,
-        sandbox=SandboxRecord(
-            limits=limits,
-            capabilities_dropped=box.dropped_capabilities,
-            state_disk_limited=replay.state_limited,
-            container_disk_limited=box.disk_limited,
-            skipped=skips.listed,
-            skipped_count=skips.count,
-        ),
-        timings=Timings(
-            parse_s=replay.parse_s,
-            sandbox_start_s=replay.sandbox_s,
-            rerun_s=rerun_s,
-            rebuild_s=rebuild_s,
-            total_s=time.monotonic() - replay.started,
-        ),
-        version=replay.version,
-        workspace_checkout=replay.checkout,
+    used = [] if forking else used_up(replay.state.used_up, box)  # a fork's, once it has continued
+    done = Done(
+        made,
+        divergences[: len(plan.calls)],
+        rebuild_s,
+        replay.sandbox_s,
+        rerun_s,
+        box.image_id,
+        box.name,
+        sandbox=sandbox_record(limits, box, replay.state.limited, used, skips.listed, skips.count),
     )
     if forking:
         assert replay.keep is not None
@@ -381,9 +341,10 @@ def _write(
             scratch,
             limits,
         )
-        return fanout.Forked(request, boundary.out, result, made, image, state, skips)
+        return fanout.Forked(request, boundary.out, plan, done, image, state, skips)
     if replay.on_passed is not None:
         replay.on_passed(plan.after_step, box, RunDirs(root=tmp / "state"), tmp / "native")
+    result = assemble(request, plan, replay.replayed, done, tmp)
     _commit(boundary.out, result)
     return result
 
@@ -404,7 +365,9 @@ def _continue_forks(replay: _Replay, backend: Backend, key: str, on_event: OnEve
     with ThreadPoolExecutor(1, thread_name_prefix="boundary-ahead") as starter, RunContext() as ahead:
 
         def start(k: int) -> Future[Sandbox]:
-            made = starter.submit(fanout.start, replay.forks[k], replay.adapter, replay.traj, backend)
+            made = starter.submit(
+                fanout.start, replay.forks[k], replay.replayed.adapter, replay.replayed.traj, backend
+            )
             ahead.own(made, lambda: _stop_started(made), f"the container of boundary {k}")
             return made
 
@@ -415,9 +378,7 @@ def _continue_forks(replay: _Replay, backend: Backend, key: str, on_event: OnEve
             fork = replay.forks[k]
             try:
                 box = boxes.pop(k).result()
-                result = fanout.continue_from(
-                    fork, box, replay.adapter, replay.traj, key, replay.started, on_event
-                )
+                result = fanout.continue_from(fork, box, replay.replayed, key, on_event)
                 _commit(fork.out, result)
             except (ReplayError, OSError) as exc:
                 replay.outcomes[k] = _failed(exc, fork.out, fork.request)

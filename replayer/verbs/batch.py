@@ -331,7 +331,8 @@ def _each_session(entries: list[tuple[int, ManifestEntry]]) -> Iterator[tuple[in
 def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) -> list[Job]:
     """Every job, keyed by a content hash of what determines its result."""
     from replayer.floor.pins import load_pins
-    from replayer.pipeline.engine import load, pins_for
+    from replayer.pipeline.engine import load
+    from replayer.pipeline.result import pins_for
 
     unique: dict[str, Job] = {}  # the same job listed twice runs once
     for number, entry in _each_session(entries):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -23,8 +24,9 @@ from replayer.adapters.claude_code import envelope
 from replayer.floor.errors import PlanRefused, SandboxError
 from replayer.floor.models import ContinueRequest, Observation, ReplayRequest, ReplayResult, ToolCall
 from replayer.pipeline.engine import execute, load
-from replayer.sandboxes.base import ExecResult
-from replayer.sandboxes.fake import FakeBackend, Rule, answer
+from replayer.pipeline.multiboundary import execute_many
+from replayer.sandboxes.base import ExecResult, SandboxSpec
+from replayer.sandboxes.fake import FakeBackend, FakeSandbox, Rule, answer
 from tests.adapters.claude_code.test_prefix_fidelity import _request_after as _claude_request_after
 from tests.adapters.codex.test_codex_fidelity import VOLATILE, _request_after, _same_prefix, _volatile_free
 from tests.conftest import CLAUDE, CODEX
@@ -233,3 +235,46 @@ def test_the_sandbox_gets_the_run_state_folders(tmp_path: Path) -> None:
     assert not (state / "old.txt").exists() and (state / "moved" / "mv.txt").is_file()
     assert not (workspace / "new.txt").exists() and (workspace / "old.txt").is_file()
     assert result.sandbox is not None and result.sandbox.capabilities_dropped == []
+
+
+class _FullSandbox(FakeSandbox):
+    """A sandbox whose own file system used its disk quota up (what Docker's says once a write failed)."""
+
+    def disk_used_up(self) -> bool:
+        return True
+
+
+class _FullBackend(FakeBackend):
+    def start(self, spec: SandboxSpec) -> FakeSandbox:
+        box = _FullSandbox(spec, self.rules, Path(tempfile.mkdtemp(prefix="replayer-fake-sandbox-")))
+        self.started.append(box)
+        return box
+
+
+def _said(result: ReplayResult) -> dict:
+    """What a result says, without what two runs of one boundary differ by (where it was written, the
+    container's name, how long each stage took: only whether it was measured)."""
+    said = result.model_dump(mode="json", exclude={"container": True, "request": {"out"}})
+    said["timings"] = {stage: seconds > 0 for stage, seconds in said["timings"].items()}
+    return said
+
+
+def test_a_boundary_of_one_replay_says_what_its_own_run_says(tmp_path: Path) -> None:
+    """One place assembles a result: the last boundary of `run -n 1,K` says what `run -n K` says, the
+    disk its sandbox used up and the hint about it included, and the install and workspace times."""
+    source, workspace = CODEX.fixture("exec") / "rollout.jsonl", CODEX.fixture("exec") / "workspace"
+    _, traj = load(source)
+    last = len(traj.steps)
+    alone = execute(
+        _request(source, workspace, last, tmp_path / "alone"), backend=_FullBackend(_codex_rules(source))
+    )
+    outs = {1: tmp_path / "many" / "after-1", last: tmp_path / "many" / f"after-{last}"}
+    many = execute_many(
+        _request(source, workspace, last, tmp_path / "many"), outs, backend=_FullBackend(_codex_rules(source))
+    )
+    assert alone.sandbox is not None and alone.sandbox.disk_used_up == ["container"]
+    assert any("used up its disk limit" in hint for hint in alone.hints)
+    assert all(isinstance(outcome, ReplayResult) for outcome in many.values()), many
+    assert _said(many[last]) == _said(alone)  # type: ignore[arg-type]
+    written = ReplayResult.model_validate_json((outs[last] / "result.json").read_bytes())
+    assert _said(written) == _said(alone)

@@ -1,0 +1,157 @@
+"""The one place a ReplayResult is assembled: `run -n K`, each boundary of `run -n a,b` (continued or not)
+and a prepare all end here, so a result says the same things whichever way the replay went."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from replayer.adapters.base import Adapter, Rebuild
+from replayer.floor.divergence import workspace_hint
+from replayer.floor.models import (
+    ContinuationResult,
+    Divergence,
+    GitCheckout,
+    InstalledBundle,
+    Pins,
+    ReplayRequest,
+    ReplayResult,
+    SandboxLimits,
+    SandboxRecord,
+    Timings,
+    Trajectory,
+    VersionRecord,
+)
+from replayer.floor.pins import load_pins
+from replayer.floor.release import __version__
+from replayer.pipeline.plan import Plan
+from replayer.sandboxes.base import Sandbox
+
+
+def pins_for(adapter: Adapter) -> Pins:
+    pins = load_pins()
+    agent = pins.agents.get(adapter.name)
+    return Pins(
+        replayer=__version__,
+        adapter=adapter.name,
+        cli_package=agent.package if agent else None,
+        cli_version=agent.version if agent else None,
+        base_image=pins.base_image.tag,
+    )
+
+
+@dataclass
+class Replayed:
+    """What every boundary of one replay shares: the trajectory, the version that replays it, where it
+    ran, and what the run took before the sandbox."""
+
+    adapter: Adapter
+    traj: Trajectory
+    version: VersionRecord
+    started: float
+    """When the run began (time.monotonic()): a result's total counts from there."""
+    parse_s: float
+    image: str | None = None
+    """None: a prepare (no sandbox)."""
+    checkout: GitCheckout | None = None
+    installed: list[InstalledBundle] = field(default_factory=list)
+    install_s: float = 0.0
+    workspace_s: float = 0.0
+
+
+@dataclass
+class Done:
+    """What the steps produced for one boundary."""
+
+    rebuild: Rebuild
+    divergences: list[Divergence]
+    rebuild_s: float
+    sandbox_s: float = 0.0
+    rerun_s: float = 0.0
+    image_id: str | None = None
+    container: str | None = None
+    continued: ContinuationResult | None = None
+    sandbox: SandboxRecord | None = None
+
+
+def used_up(state_used_up: Callable[[], bool], box: Sandbox) -> list[str]:
+    """Where the sandbox used its disk quota up so far ("state", "container")."""
+    return [p for p, full in (("state", state_used_up), ("container", box.disk_used_up)) if full()]
+
+
+def sandbox_record(
+    limits: SandboxLimits,
+    box: Sandbox,
+    state_limited: bool,
+    disk_used_up: list[str],
+    skipped: list[str],
+    count: int,
+) -> SandboxRecord:
+    return SandboxRecord(
+        limits=limits,
+        capabilities_dropped=box.dropped_capabilities,
+        state_disk_limited=state_limited,
+        container_disk_limited=box.disk_limited,
+        disk_used_up=disk_used_up,
+        skipped=skipped,
+        skipped_count=count,
+    )
+
+
+def disk_hint(used_up: list[str], limits: SandboxLimits) -> str | None:
+    """A word when the sandbox used a disk quota up: what then failed inside may show only an exit code."""
+    if not used_up:
+        return None
+    places = " and ".join(
+        {"state": "the workspace and agent home", "container": "its own file system"}[p] for p in used_up
+    )
+    return (
+        f"the sandbox used up its disk limit ({limits.disk_bytes >> 20} MiB) in {places}: commands that "
+        "wrote there failed with `Disk quota exceeded`, and a rerun may show only its exit code "
+        "(raise it with --limits disk=)"
+    )
+
+
+def assemble(request: ReplayRequest, plan: Plan, replayed: Replayed, done: Done, out: Path) -> ReplayResult:
+    """Boundary `plan.after_step`'s result (`out`: its output's directory, which native files are named in)."""
+    traj = replayed.traj
+    used = done.sandbox.disk_used_up if done.sandbox is not None else []
+    hints = [workspace_hint(done.divergences), disk_hint(used, request.limits)]
+    return ReplayResult(
+        request=request,
+        pins=pins_for(replayed.adapter),
+        agent=traj.agent,
+        agent_version=traj.agent_version,
+        session_id=traj.session_id,
+        cwd=traj.cwd,
+        cwd_source=traj.cwd_source if traj.cwd else None,
+        source_sha256=traj.source_sha256,
+        parse_notes=traj.parse_notes,
+        image=replayed.image,
+        image_id=done.image_id,
+        container=done.container,
+        after_step=plan.after_step,
+        boundary_call_ids=plan.boundary_call_ids,
+        divergences=done.divergences,
+        hints=[h for h in hints if h],
+        degradations=plan.degradations,
+        native_files=[str(p.relative_to(out)) for p in done.rebuild.native_files],
+        boundary_model=done.rebuild.model,
+        continuation=done.continued,
+        sandbox=done.sandbox,
+        timings=Timings(
+            parse_s=replayed.parse_s,
+            install_s=replayed.install_s,
+            workspace_s=replayed.workspace_s,
+            sandbox_start_s=done.sandbox_s,
+            rerun_s=done.rerun_s,
+            rebuild_s=done.rebuild_s,
+            continue_s=done.continued.duration_s if done.continued else 0.0,
+            total_s=time.monotonic() - replayed.started,
+        ),
+        version=replayed.version,
+        workspace_checkout=replayed.checkout,
+        installed=replayed.installed,
+    )
