@@ -8,33 +8,39 @@ import secrets
 import shutil
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import orjson
 
 from replayer.adapters.base import Adapter, Ended, Launch, Rebuild
 from replayer.adapters.sandbox_paths import BRIDGE_PORT
-from replayer.bridges.core import Bridge, BridgeConfig
+from replayer.bridges.core import Bridge, BridgeConfig, Gate
 from replayer.bridges.playback import Player, Recorder
 from replayer.floor.errors import PlanRefused, ReplayError, continuation_failure
 from replayer.floor.events import AgentEnded, BridgeTraffic, OnEvent, ignore
 from replayer.floor.io import write_bytes_atomic
 from replayer.floor.models import (
     AgentStatus,
+    BridgeCounters,
+    BridgeRefusal,
     CassetteCheck,
     ContinuationResult,
     ContinueRequest,
     GateMismatch,
     GateVerdict,
     InputCondition,
+    Leftovers,
     SandboxLimits,
     Trajectory,
 )
 from replayer.floor.pins import load_pins
+from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
 from replayer.pipeline import cassette, leftovers, mock, oracle
 from replayer.pipeline.context import RunContext
-from replayer.sandboxes.base import RunningExec, Sandbox
+from replayer.sandboxes.base import ExecResult, RunningExec, Sandbox
 
 BRIDGE_MOUNT = "/run/replayer-bridge"
 _POLL_S = 0.1
@@ -100,32 +106,112 @@ def _write_outputs(out: Path, stdout: bytes, stderr: bytes, log: bytes) -> dict[
     }
 
 
-def run(
-    box: Sandbox,
-    adapter: Adapter,
-    traj: Trajectory,
-    rebuild: Rebuild,
-    request: ContinueRequest,
-    *,
-    key: str,
-    socket_dir: Path,
-    home: Path,
-    out: Path,
-    workspace: Path,
-    after_step: int,
-    on_event: OnEvent = ignore,
-    limits: SandboxLimits | None = None,
-) -> ContinuationResult:
-    """`workspace`: the host side of the sandbox's working directory (the cassette oracle reads it, within
-    `limits`)."""
+@dataclass(frozen=True)
+class Continuing:
+    """What a continuation reads, from whichever run it follows (`run -n K`, a fork of `run -n a,b`, a
+    compare's run): where it runs, what it continues from, how."""
+
+    box: Sandbox
+    adapter: Adapter
+    traj: Trajectory
+    rebuild: Rebuild
+    request: ContinueRequest
+    dirs: RunDirs
+    """The run's folders: the bridge's socket, the agent home, the workspace the cassette oracle reads."""
+    out: Path
+    key: str
+    """The upstream's key, read before anything started ("" for a cassette)."""
+    after_step: int
+    limits: SandboxLimits | None = None
+    """What the cassette oracle and the copy of the home read within."""
+    on_event: OnEvent = ignore
+
+
+@dataclass
+class _Launched:
+    """How the agent is launched and what answers it, fixed before it starts."""
+
+    prompt: str | None
+    keep_prompt: bool
+    model: str | None
+    rebuild: Rebuild
+    gate: Gate
+    tape: cassette.Cassette | None
+    player: Player | None
+    recorder: Recorder | None
+    left: Leftovers
+    before: oracle.WorkspaceState | None
+    """The workspace before the agent, when a cassette is replayed or recorded (the oracle's start)."""
+
+
+@dataclass
+class _Ran:
+    """What the agent's run through the bridge left (the bridge closed)."""
+
+    launch: Launch
+    result: ExecResult
+    status: AgentStatus | None
+    """How it was ended (None: it ended by itself)."""
+    counters: BridgeCounters
+    log: bytes
+    mismatch: GateMismatch | None
+    refusals: list[BridgeRefusal]
+    refused_by: Literal["gate", "cassette"] | None
+    gate_notes: list[str]
+    gate_verdict: GateVerdict
+
+
+def run(c: Continuing) -> ContinuationResult:
+    """The agent continued from the rebuilt prefix: launched through the bridge, watched, its outputs and
+    its continued session read back, its status and (with a cassette) its check."""
     started = time.monotonic()
-    idle_timeout_s = request.idle_timeout_s if request.idle_timeout_s is not None else adapter.idle_timeout_s
+    launched = _launch_plan(c)
+    ran = _run_agent(c, launched)
+    files = _read_back(c, launched, ran)
+    status = ran.status
+    if status is None:
+        continued = c.out / "continued"
+        status = (
+            c.adapter.reported_status(c.traj, ran.result.stdout, continued)
+            if ran.result.exit_code == 0
+            else "agent_error"
+        )
+    logger.debug(
+        "agent ended: %s (exit %s), %d request(s)", status, ran.result.exit_code, ran.counters.main_requests
+    )
+    c.on_event(AgentEnded(status, ran.counters.main_requests, time.monotonic() - started))
+    keep_prompt = launched.keep_prompt
+    condition: InputCondition = "boundary_user_prompt_appended" if keep_prompt else "replayed_boundary_only"
+    return ContinuationResult(
+        input_condition=condition,
+        cassette=_cassette_check(c, launched, ran, status, condition),
+        gate=ran.gate_verdict,
+        gate_notes=ran.gate_notes,
+        mismatch=ran.mismatch,
+        agent_status=status,
+        agent_exit_code=ran.result.exit_code,
+        mock=mock.is_mock(c.request.upstream),
+        steps_used=ran.counters.main_requests,
+        model=launched.model,
+        counters=ran.counters,
+        files=files,
+        duration_s=time.monotonic() - started,
+        metadata=c.adapter.continuation_metadata(ran.launch, launched.rebuild),
+        refusals=ran.refusals,
+        leftovers=launched.left,
+    )
+
+
+def _launch_plan(c: Continuing) -> _Launched:
+    """The prompt (the boundary's, or a nonce), the model, the gate over the prefix, the cassette's player
+    or recorder, the processes the prefix left, the workspace a cassette's oracle starts from."""
+    request, adapter, traj, box = c.request, c.adapter, c.traj, c.box
     keep_prompt = request.boundary_prompt is not None
     prompt = request.boundary_prompt
     if prompt is None and adapter.needs_nonce:
         prompt = f"replayer-nonce-{secrets.token_hex(12)}"
-    model = request.model or rebuild.model or adapter.default_model(traj)
-    rebuild = adapter.gate_facts(box, traj, rebuild, model, request.boundary_prompt)
+    model = request.model or c.rebuild.model or adapter.default_model(traj)
+    rebuild = adapter.gate_facts(box, traj, c.rebuild, model, request.boundary_prompt)
     gate = adapter.gate(rebuild, prompt, keep_prompt)
     tape = cassette.load(request.cassette) if request.cassette else None
     player = Player(tape.exchanges, prompt) if tape else None
@@ -133,7 +219,16 @@ def run(
     left = leftovers.at_boundary(box, request.end_leftovers)
     if left.count:
         logger.debug("%d process(es) left by the prefix%s", left.count, ", ended" if left.ended else "")
-    before = oracle.workspace_state(workspace, limits) if tape or recorder else None
+    before = oracle.workspace_state(c.dirs.workspace, c.limits) if tape or recorder else None
+    return _Launched(prompt, keep_prompt, model, rebuild, gate, tape, player, recorder, left, before)
+
+
+def _run_agent(c: Continuing, launched: _Launched) -> _Ran:
+    """The agent in the sandbox, its model traffic through the bridge (to the upstream, the mock model or
+    the cassette), until it ends or is ended."""
+    request, adapter, traj, box = c.request, c.adapter, c.traj, c.box
+    idle_timeout_s = request.idle_timeout_s if request.idle_timeout_s is not None else adapter.idle_timeout_s
+    model, prompt, gate = launched.model, launched.prompt, launched.gate
     with RunContext() as ctx:
         upstream = request.upstream
         if mock.is_mock(upstream):
@@ -142,7 +237,7 @@ def run(
             )
         config = BridgeConfig(
             upstream=upstream,
-            api_key=key,
+            api_key=c.key,
             max_main_requests=request.max_steps,
             max_requests=request.max_requests,
             max_tokens=request.max_tokens,
@@ -151,95 +246,101 @@ def run(
         )
         bridge = ctx.enter(
             Bridge(
-                gate, adapter.dialect(), config, socket_dir / "bridge.sock", recorder=recorder, player=player
+                gate,
+                adapter.dialect(),
+                config,
+                c.dirs.bridge / "bridge.sock",
+                recorder=launched.recorder,
+                player=launched.player,
             ),
             "the bridge",
         )
         box.forward_port(BRIDGE_PORT, f"{BRIDGE_MOUNT}/bridge.sock")
         launch = Launch(
-            prompt=prompt, keep_prompt=keep_prompt, port=BRIDGE_PORT, model=model, max_steps=request.max_steps
+            prompt=prompt,
+            keep_prompt=launched.keep_prompt,
+            port=BRIDGE_PORT,
+            model=model,
+            max_steps=request.max_steps,
         )
         argv, env = adapter.continue_command(traj, launch)
         env = {**env, **request.agent_env}
         assert traj.cwd
         logger.debug("agent command: %s", argv)
         handle = box.start_exec(argv, workdir=traj.cwd, env=env)
-        status, heard = _watch(handle, bridge, request, idle_timeout_s, on_event)
+        status, heard = _watch(handle, bridge, request, idle_timeout_s, c.on_event)
         result = handle.result(timed_out=False)
         if bridge.mismatch is not None:
             status = "bridge_refused"  # refused, and the CLI gave up on its own
         counters = bridge.counters.model_copy()
-        _traffic(bridge, heard, on_event)
+        _traffic(bridge, heard, c.on_event)
         log = b"".join(orjson.dumps(e.model_dump()) + b"\n" for e in bridge.log)
-        mismatch = bridge.mismatch
-        refusals = list(bridge.refusals)
         refused_by = bridge.refused_by
-        gate_notes = list(gate.notes)
         gate_verdict: GateVerdict = (
             "refused"
             if refused_by == "gate"
             else ("accepted" if counters.main_requests or refused_by else "not_reached")
         )
-    files = _write_outputs(out, result.stdout, result.stderr, log)
+        return _Ran(
+            launch,
+            result,
+            status,
+            counters,
+            log,
+            bridge.mismatch,
+            list(bridge.refusals),
+            refused_by,
+            list(gate.notes),
+            gate_verdict,
+        )
+
+
+def _read_back(c: Continuing, launched: _Launched, ran: _Ran) -> dict[str, str]:
+    """The agent's output, the bridge's log and the continued session under `c.out`; their places."""
+    out = c.out
+    files = _write_outputs(out, ran.result.stdout, ran.result.stderr, ran.log)
     # the adapter reads the continued session from a copy of the home that follows no link and holds
     # no special file: the container could write anything there
     after = out / ".home-after"
-    copy_untrusted(home, after, links="skip", limits=limits, what="the agent home", holes="count")
+    copy_untrusted(c.dirs.home, after, links="skip", limits=c.limits, what="the agent home", holes="count")
     try:
-        files.update(adapter.finish_continuation(Ended(traj, rebuild, launch, after, out / "continued", box)))
+        ended = Ended(c.traj, launched.rebuild, ran.launch, after, out / "continued", c.box)
+        files.update(c.adapter.finish_continuation(ended))
     finally:
         shutil.rmtree(after, ignore_errors=True)
-    if status is None:
-        continued = out / "continued"
-        status = (
-            adapter.reported_status(traj, result.stdout, continued)
-            if result.exit_code == 0
-            else "agent_error"
-        )
-    logger.debug("agent ended: %s (exit %s), %d request(s)", status, result.exit_code, counters.main_requests)
-    on_event(AgentEnded(status, counters.main_requests, time.monotonic() - started))
-    condition: InputCondition = "boundary_user_prompt_appended" if keep_prompt else "replayed_boundary_only"
+    return files
+
+
+def _cassette_check(
+    c: Continuing, launched: _Launched, ran: _Ran, status: AgentStatus, condition: InputCondition
+) -> CassetteCheck | None:
+    """With a cassette: the replayed one's verdict, or the one recorded; the workspace's cut said in it."""
+    before, tape, player, recorder = launched.before, launched.tape, launched.player, launched.recorder
+    if before is None:
+        return None
     check = None
-    if before is not None:
-        after_state = oracle.workspace_state(workspace, limits)
-        cut = oracle.cut_of(before, after_state)
-        now = oracle.outcome(
-            status,
-            oracle.workspace_changes(before.entries, after_state.entries),
-            oracle.session_state(out / "continued"),
-            cut,
-        )
-        if tape is not None and player is not None:
-            assert request.cassette is not None
-            check = _replayed(
-                tape, request.cassette, player, now, mismatch if refused_by == "cassette" else None, adapter
-            )
-        elif recorder is not None:
-            assert request.record_cassette is not None
-            origin = cassette.origin_of(
-                traj, load_pins().agents[adapter.name].version, after_step, rebuild.expected_prefix, condition
-            )
-            check = _recorded(request.record_cassette, origin, recorder, counters.upstream_errors, now, key)
-        if cut is not None and check is not None:  # said where the user reads the verdict
-            check = check.model_copy(update={"notes": [*check.notes, cut]})
-    return ContinuationResult(
-        input_condition=condition,
-        cassette=check,
-        gate=gate_verdict,
-        gate_notes=gate_notes,
-        mismatch=mismatch,
-        agent_status=status,
-        agent_exit_code=result.exit_code,
-        mock=mock.is_mock(request.upstream),
-        steps_used=counters.main_requests,
-        model=model,
-        counters=counters,
-        files=files,
-        duration_s=time.monotonic() - started,
-        metadata=adapter.continuation_metadata(launch, rebuild),
-        refusals=refusals,
-        leftovers=left,
+    after_state = oracle.workspace_state(c.dirs.workspace, c.limits)
+    cut = oracle.cut_of(before, after_state)
+    now = oracle.outcome(
+        status,
+        oracle.workspace_changes(before.entries, after_state.entries),
+        oracle.session_state(c.out / "continued"),
+        cut,
     )
+    request, adapter = c.request, c.adapter
+    if tape is not None and player is not None:
+        assert request.cassette is not None
+        refused = ran.mismatch if ran.refused_by == "cassette" else None
+        check = _replayed(tape, request.cassette, player, now, refused, adapter)
+    elif recorder is not None:
+        assert request.record_cassette is not None
+        version = load_pins().agents[adapter.name].version
+        expected = launched.rebuild.expected_prefix
+        origin = cassette.origin_of(c.traj, version, c.after_step, expected, condition)
+        check = _recorded(request.record_cassette, origin, recorder, ran.counters.upstream_errors, now, c.key)
+    if cut is not None and check is not None:  # said where the user reads the verdict
+        check = check.model_copy(update={"notes": [*check.notes, cut]})
+    return check
 
 
 def _recorded(

@@ -35,6 +35,7 @@ from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
 from replayer.pipeline import multisession, steps, workspaces
 from replayer.pipeline.context import RunContext
+from replayer.pipeline.continuation import Continuing
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.result import Done, Replayed, assemble, sandbox_record, used_up
 from replayer.pipeline.steps import JSON_OPTS, RERUNS
@@ -308,17 +309,9 @@ def _run(job: _Job, workspace: Path, image: str, on_boundary: OnBoundary | None,
         if cont:
             copy_untrusted(native / "home", dirs.home, links="skip", limits=limits, merge=True)
             done.continued = steps.continue_agent(
-                box,
-                adapter,
-                traj,
-                made,
-                cont,
-                dirs,
-                tmp,
-                key=job.key,
-                after_step=job.plan.after_step,
-                on_event=on_event,
-                limits=limits,
+                Continuing(
+                    box, adapter, traj, made, cont, dirs, tmp, job.key, job.plan.after_step, limits, on_event
+                )
             )
         used = used_up(state.used_up, box)
         ctx.release(box)

@@ -31,6 +31,7 @@ from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
 from replayer.pipeline import steps
 from replayer.pipeline.context import RunContext
+from replayer.pipeline.continuation import Continuing
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.result import Done, Replayed, assemble, sandbox_record, used_up
 from replayer.sandboxes.base import Backend, Sandbox
@@ -140,17 +141,19 @@ def continue_from(
     with RunContext() as ctx:
         ctx.own(box, box.stop, "the boundary's container")
         continued = steps.continue_agent(
-            box,
-            replayed.adapter,
-            replayed.traj,
-            fork.done.rebuild,
-            cont,
-            dirs,
-            tmp,
-            key=key,
-            after_step=fork.plan.after_step,
-            on_event=on_event,
-            limits=limits,
+            Continuing(
+                box,
+                replayed.adapter,
+                replayed.traj,
+                fork.done.rebuild,
+                cont,
+                dirs,
+                tmp,
+                key,
+                fork.plan.after_step,
+                limits,
+                on_event,
+            )
         )
         used = used_up(fork.state.used_up, box)
         ctx.release(box)

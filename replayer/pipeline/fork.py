@@ -34,7 +34,6 @@ from pydantic import BaseModel, ConfigDict
 from replayer.adapters.base import Adapter, Rebuild
 from replayer.floor import signals
 from replayer.floor.errors import Interrupted, PatchFailed, ReplayError, last_line
-from replayer.floor.events import ignore
 from replayer.floor.io import write_bytes_atomic
 from replayer.floor.models import (
     CheckResult,
@@ -55,6 +54,7 @@ from replayer.floor.safecopy import copy_untrusted, shown
 from replayer.pipeline import steps, timeline
 from replayer.pipeline.boundary import fork_state
 from replayer.pipeline.context import RunContext
+from replayer.pipeline.continuation import Continuing
 from replayer.pipeline.oracle import is_file, workspace_changes, workspace_state
 from replayer.pipeline.rootfs import ROOTFS_MOUNT, WAITER, RootfsDiff
 from replayer.sandboxes.base import Backend, Runtime, Sandbox, SandboxSpec
@@ -456,17 +456,9 @@ def _carry_out(
     rebuild = _rebuild_of(job.replay_dir, adapter)
     key = steps.upstream_key(job.continuation, adapter)
     record.continuation = steps.continue_agent(
-        box,
-        adapter,
-        traj,
-        rebuild,
-        job.continuation,
-        dirs,
-        job.run_dir,
-        key=key,
-        after_step=job.after_step,
-        on_event=ignore,
-        limits=job.limits,
+        Continuing(
+            box, adapter, traj, rebuild, job.continuation, dirs, job.run_dir, key, job.after_step, job.limits
+        )
     )
     if job.check:
         record.check = run_check(box, job.check, traj.cwd, job.check_timeout_s)

@@ -349,39 +349,11 @@ def rebuild(
     return made
 
 
-def continue_agent(
-    box: Sandbox,
-    adapter: Adapter,
-    traj: Trajectory,
-    made: Rebuild,
-    cont: ContinueRequest,
-    dirs: RunDirs,
-    out: Path,
-    *,
-    key: str,
-    after_step: int,
-    on_event: OnEvent,
-    limits: SandboxLimits | None = None,
-) -> ContinuationResult:
-    """The pinned agent, continued in the sandbox through the bridge (`key`: the upstream's, read before
-    anything started; "" for a cassette)."""
-    on_event(Stage("continue"))
-    logger.debug("continuing %s through the bridge to %s", adapter.name, cont.upstream)
-    return continuation.run(
-        box,
-        adapter,
-        traj,
-        made,
-        cont,
-        key=key,
-        socket_dir=dirs.bridge,
-        home=dirs.home,
-        out=out,
-        workspace=dirs.workspace,
-        after_step=after_step,
-        on_event=on_event,
-        limits=limits,
-    )
+def continue_agent(c: continuation.Continuing) -> ContinuationResult:
+    """The pinned agent, continued in the sandbox through the bridge."""
+    c.on_event(Stage("continue"))
+    logger.debug("continuing %s through the bridge to %s", c.adapter.name, c.request.upstream)
+    return continuation.run(c)
 
 
 def export_state(dirs: RunDirs, out: Path, limits: SandboxLimits, skips: Skips) -> None:
