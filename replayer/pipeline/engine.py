@@ -116,21 +116,36 @@ def _with_cwd(traj: Trajectory, cwd: str, source: CwdSource) -> Trajectory:
     return traj.model_copy(update={"cwd": cwd, "cwd_source": source, "parse_notes": notes})
 
 
-def execute(
+Outcome = ReplayResult | ReplayError
+"""A boundary's result, or why it has none (its output directory is then not there)."""
+
+
+@dataclass
+class Begun:
+    """A run request checked and its inputs made ready: what the replay of its boundaries starts from."""
+
+    replayed: Replayed
+    plans: dict[int, tuple[ReplayRequest, Plan]]
+    """Each boundary's own request (its out, its continuation) and plan."""
+    key: str
+    """The upstream key the continuations send ("" without one, or with a cassette)."""
+    workspace: Path | None
+    """The workspace the state copies (None: a prepare, or every boundary refused)."""
+
+
+def begin(
     request: ReplayRequest,
-    adapter: Adapter | None = None,
-    trajectory: Trajectory | None = None,
-    on_boundary: OnBoundary | None = None,
-    on_event: OnEvent = ignore,
-    backend: Backend | None = None,
-) -> ReplayResult:
-    """`adapter` overrides detection (tests inject faults through it); `trajectory` is an earlier parse of
-    `request.trajectory` by that adapter (batches share one parse between the jobs of a trajectory);
-    `on_event` hears the progress (events.py); `backend` starts the sandbox (default: Docker)."""
+    outs: dict[int, Path],
+    adapter: Adapter | None,
+    trajectory: Trajectory | None,
+    on_event: OnEvent,
+    refused: dict[int, Outcome] | None = None,
+) -> Begun:
+    """The run's checks, in the order they refuse, and its inputs: the parse, the version, each boundary of
+    `outs` planned (its continuation checked by the version that continues), then the sandbox's image, the
+    upstream key, the workspace and the bundle. A boundary's own refusal is raised, or kept in `refused`
+    when given (the others go on)."""
     started = time.monotonic()
-    logger.debug(
-        "%s %s after step %d -> %s", request.mode, request.trajectory, request.after_step, request.out
-    )
     on_event(Stage("parse"))
     if adapter is None:
         adapter, traj = load(request.trajectory, request.task, request.cwd, request.session)
@@ -143,27 +158,59 @@ def execute(
     parse_s = time.monotonic() - started
     logger.debug("parsed %s: %s, %d step(s), %.2f s", traj.source, adapter.name, len(traj.steps), parse_s)
     version = steps.resolve_version(adapter, traj, request)
-    plan = steps.plan(adapter, traj, request, version)
-    if request.mode == "run":
-        if request.workspace is None:
-            raise WorkspaceError("--workspace is required for run")
-        steps.check_cwd(traj)
-    image = steps.sandbox_image(request.image, traj) if request.mode == "run" else None
-    if request.continuation is not None:
-        with running_version(adapter.name, version.version):  # the refusals of the version that continues
-            chosen = steps.check_continuation(adapter, traj, request.continuation, plan.after_step)
-        request = request.model_copy(update={"continuation": chosen})
+    replayed = Replayed(adapter, traj, version, started, parse_s)
+    plans: dict[int, tuple[ReplayRequest, Plan]] = {}
+    for k in sorted(outs):
+        one = request.model_copy(update={"after_step": k, "out": outs[k]})
+        try:
+            plan = steps.plan(adapter, traj, one, version)
+            if one.continuation is not None:
+                with running_version(
+                    adapter.name, version.version
+                ):  # the refusals of the version that continues
+                    chosen = steps.check_continuation(adapter, traj, one.continuation, plan.after_step)
+                one = one.model_copy(update={"continuation": chosen})
+            plans[k] = one, plan
+        except ReplayError as exc:
+            if refused is None:
+                raise
+            refused[k] = exc
+    if not plans or request.mode != "run":  # a prepare copies no workspace: a repository is not cloned for it
+        key = steps.upstream_key(request.continuation, adapter) if plans and request.continuation else ""
+        return Begun(replayed, plans, key, None)
+    if request.workspace is None:
+        raise WorkspaceError("--workspace is required for run")
+    steps.check_cwd(traj)
+    replayed.image = steps.sandbox_image(request.image, traj)
     key = steps.upstream_key(request.continuation, adapter) if request.continuation else ""
-    workspace, checkout = None, None
-    installed: list[InstalledBundle] = []
-    workspace_s = install_s = 0.0
-    if request.mode == "run":  # a prepare copies no workspace: a repository is not cloned for it
-        began = time.monotonic()
-        workspace, checkout = workspaces.materialize(request.workspace, request.limits)
-        steps.check_workspace(workspace)
-        workspace_s = time.monotonic() - began
-        bundles.ensure(adapter.name, version.version, on_event=hearing_installs(on_event, installed))
-        install_s = time.monotonic() - began - workspace_s
+    began = time.monotonic()
+    workspace, replayed.checkout = workspaces.materialize(request.workspace, request.limits)
+    steps.check_workspace(workspace)
+    replayed.workspace_s = time.monotonic() - began
+    bundles.ensure(adapter.name, version.version, on_event=hearing_installs(on_event, replayed.installed))
+    replayed.install_s = time.monotonic() - began - replayed.workspace_s
+    return Begun(replayed, plans, key, workspace)
+
+
+def execute(
+    request: ReplayRequest,
+    adapter: Adapter | None = None,
+    trajectory: Trajectory | None = None,
+    on_boundary: OnBoundary | None = None,
+    on_event: OnEvent = ignore,
+    backend: Backend | None = None,
+) -> ReplayResult:
+    """`adapter` overrides detection (tests inject faults through it); `trajectory` is an earlier parse of
+    `request.trajectory` by that adapter (batches share one parse between the jobs of a trajectory);
+    `on_event` hears the progress (events.py); `backend` starts the sandbox (default: Docker)."""
+    logger.debug(
+        "%s %s after step %d -> %s", request.mode, request.trajectory, request.after_step, request.out
+    )
+    begun = begin(request, {request.after_step: request.out}, adapter, trajectory, on_event)
+    replayed, workspace, image = begun.replayed, begun.workspace, begun.replayed.image
+    adapter, traj, version = replayed.adapter, replayed.traj, replayed.version
+    request, plan = begun.plans[request.after_step]
+    key = begun.key
     cont = request.continuation
     tapes = [cont.cassette, cont.record_cassette] if cont else []
     out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, workspace, *tapes])
@@ -175,18 +222,6 @@ def execute(
             else:
                 assert image is not None
                 done = _run(job, workspace, image, on_boundary, backend or _docker())
-        replayed = Replayed(
-            adapter,
-            traj,
-            version,
-            started,
-            parse_s,
-            image,
-            checkout,
-            installed,
-            install_s=install_s,
-            workspace_s=workspace_s,
-        )
         result = assemble(request, plan, replayed, done, out.tmp)
         write_bytes_atomic(
             out.tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)

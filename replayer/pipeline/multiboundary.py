@@ -26,9 +26,8 @@ from pathlib import Path
 import orjson
 
 from replayer.adapters.base import Adapter, Rerunner, StepwiseRerunner
-from replayer.floor import bundles
-from replayer.floor.errors import BadInput, ReplayError, WorkspaceError
-from replayer.floor.events import OnEvent, Stage, ignore
+from replayer.floor.errors import BadInput, ReplayError
+from replayer.floor.events import OnEvent, ignore
 from replayer.floor.io import OutputDir, write_bytes_atomic
 from replayer.floor.models import (
     Divergence,
@@ -40,9 +39,9 @@ from replayer.floor.models import (
 from replayer.floor.pins import running_version
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
-from replayer.pipeline import fanout, steps, workspaces
+from replayer.pipeline import fanout, steps
 from replayer.pipeline.context import RunContext
-from replayer.pipeline.engine import hearing_installs, load, os_error, parse
+from replayer.pipeline.engine import Outcome, begin, os_error
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.result import Done, Replayed, assemble, sandbox_record, used_up
 from replayer.pipeline.steps import JSON_OPTS, RERUNS
@@ -52,8 +51,6 @@ from replayer.sandboxes.docker import DockerBackend
 from replayer.sandboxes.quota import StateDir
 
 logger = logging.getLogger(__name__)
-Outcome = ReplayResult | ReplayError
-"""A boundary's result, or why it has none (its output directory is then not there)."""
 OnPassed = Callable[[int, Sandbox, RunDirs, Path], None]
 """Called, without a continuation, as the replay passes boundary K, before K's result is committed: the
 replay's sandbox, K's state as `run -n K` exports it (its `state/`: the workspace, the home as the
@@ -120,45 +117,17 @@ def execute_many(
         raise BadInput("--record-cassette records one continuation: give one boundary")
     if not outs:
         return {}
-    started = time.monotonic()
-    on_event(Stage("parse"))
-    if adapter is None:
-        adapter, traj = load(request.trajectory, request.task, request.cwd, request.session)
-    else:
-        traj = trajectory or parse(adapter, request.trajectory, request.task, request.cwd)
-    parse_s = time.monotonic() - started
-    version = steps.resolve_version(adapter, traj, request)
     outcomes: dict[int, Outcome] = {}
-    plans: dict[int, tuple[ReplayRequest, Plan]] = {}
-    for k in sorted(outs):
-        one = request.model_copy(update={"after_step": k, "out": outs[k]})
-        try:
-            plan = steps.plan(adapter, traj, one, version)
-            if cont is not None:
-                chosen = steps.check_continuation(adapter, traj, cont, plan.after_step)
-                one = one.model_copy(update={"continuation": chosen})
-            plans[k] = one, plan
-        except ReplayError as exc:
-            outcomes[k] = exc
-    if not plans:
+    begun = begin(request, outs, adapter, trajectory, on_event, outcomes)
+    replayed, workspace, key = begun.replayed, begun.workspace, begun.key
+    adapter, version = replayed.adapter, replayed.version
+    if workspace is None:
         return outcomes
-    if request.workspace is None:
-        raise WorkspaceError("--workspace is required for run")
-    steps.check_cwd(traj)
-    image = steps.sandbox_image(request.image, traj)
-    key = steps.upstream_key(cont, adapter) if cont is not None else ""
-    began = time.monotonic()
-    workspace, checkout = workspaces.materialize(request.workspace, request.limits)
-    steps.check_workspace(workspace)
-    assert workspace is not None
-    replayed = Replayed(adapter, traj, version, started, parse_s, image, checkout)
-    replayed.workspace_s = time.monotonic() - began
-    bundles.ensure(adapter.name, version.version, on_event=hearing_installs(on_event, replayed.installed))
-    replayed.install_s = time.monotonic() - began - replayed.workspace_s
+    assert replayed.image is not None
     pending: dict[int, _Boundary] = {}
     forks: dict[int, fanout.Forked] = {}
     try:
-        for k, (one, plan) in plans.items():
+        for k, (one, plan) in begun.plans.items():
             tapes = [one.continuation.cassette, one.continuation.record_cassette] if one.continuation else []
             try:
                 made = OutputDir(one.out, force=one.force, inputs=[one.trajectory, workspace, *tapes])
@@ -171,7 +140,7 @@ def execute_many(
             with running_version(adapter.name, version.version), RunContext() as keep:
                 replay.keep, replay.replay_id = keep, f"mb-{uuid.uuid4().hex[:10]}"
                 backend = backend or _docker()
-                _run(replay, workspace, image, backend, on_event)
+                _run(replay, workspace, replayed.image, backend, on_event)
                 _continue_forks(replay, _fork_backend(backend), key, on_event)
     finally:
         for left in pending.values():  # a replay that stopped before them
