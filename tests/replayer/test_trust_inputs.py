@@ -255,3 +255,23 @@ def test_a_variants_and_the_apis_limits_are_checked_too(tmp_path: Path) -> None:
     assert math.isclose(SandboxLimits(cpus=0.01).cpus, 0.01)  # the engine's minimum itself is taken
     with pytest.raises(BadInput, match="workers: at least 1"):
         api.batch(_manifest(tmp_path / "mine"), tmp_path / "out", workers=-2)
+
+
+@pytest.mark.parametrize(
+    ("verb", "flag", "named"),
+    [
+        ("run", ("--idle-timeout", "nan"), "idle_timeout_s: Input should be a finite number"),
+        ("run", ("--idle-timeout", "-0.0"), "idle_timeout_s: Input should be greater than 0"),
+        ("run", ("--max-steps", "0"), "max_steps: Input should be greater than or equal to 1"),
+        ("compare", ("--check-timeout", "inf"), "check_timeout_s: Input should be a finite number"),
+    ],
+)
+def test_a_timeout_or_count_flag_is_checked_as_the_model_checks_it(
+    tmp_path: Path, verb: str, flag: tuple[str, ...], named: str
+) -> None:
+    args = [verb, str(TRAJ), "-n", "1", "-w", str(WORKSPACE), "-o", str(tmp_path / "out"), *flag]
+    args += ["--continue", "--upstream", "mock"] if verb == "run" else ["--variant", "a="]
+    proc = replayer(*args, env=_config(tmp_path))
+    err = proc.stderr.strip()
+    assert proc.returncode == 3 and err == f"replayer: bad_input: {named}" + err.partition(named)[2], err
+    assert len(err.splitlines()) == 1 and not (tmp_path / "out").exists()
