@@ -16,7 +16,7 @@ import orjson
 
 from replayer.floor import pinned, settings
 from replayer.floor.errors import SettingsError
-from replayer.floor.io import sha256_hex, write_bytes_atomic
+from replayer.floor.io import MAX_FILE_BYTES, sha256_hex, write_bytes_atomic
 
 _KEYS = ("trusted", "pinned")
 _TABLE = re.compile(r"^\s*\[")
@@ -26,7 +26,7 @@ def add(path: Path, environ: Mapping[str, str] | None = None) -> list[Path]:
     """Trust `path`: a folder (its `replayer.toml`, if it has one, is pinned as it is now) or a file (a
     manifest: pinned as it is now); its folder is kept with its links resolved. The folders after the change.
     A file someone else could change, or a link, is refused: it could not be honoured."""
-    if path.is_dir() and not path.is_symlink():
+    if path.is_dir():  # a folder the user names, links resolved (a file is never a link: `pinned.read`)
         folder, file = Path(os.path.realpath(path)), path / settings.PROJECT_FILE
         files = [file] if os.path.lexists(file) else []
     elif os.path.lexists(path):
@@ -46,7 +46,7 @@ def remove(path: Path, environ: Mapping[str, str] | None = None) -> list[Path]:
     """Trust `path` no more: a folder (however the user's file names it) with every file pinned in it, or
     one file's pin; the folders after the change."""
     found, pins = settings.trusted_folders(environ), settings.pins(environ)
-    if path.is_dir() and not path.is_symlink():
+    if path.is_dir():
         kept = [each for each in found if not settings.is_trusted(path, [each])]
         real = os.path.realpath(path)
         left = {name: digest for name, digest in pins.items() if os.path.dirname(name) != real}
@@ -58,8 +58,7 @@ def remove(path: Path, environ: Mapping[str, str] | None = None) -> list[Path]:
 
 
 def _max_bytes(file: Path) -> int:
-    from replayer.floor.io import MAX_FILE_BYTES
-
+    """The most read of a file to pin: a settings file's bound, or that of any other small file (a manifest)."""
     return settings.MAX_FILE_BYTES if file.name == settings.PROJECT_FILE else MAX_FILE_BYTES
 
 

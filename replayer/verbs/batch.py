@@ -187,9 +187,9 @@ def read_manifest(path: Path, trusted: bool = False) -> list[tuple[int, Manifest
     until then none of its lines may choose where traffic or the key goes, the image, a repository to clone
     with the user's credentials, or looser budgets (`untrusted_field`). docs/batch.md, "Trust"."""
     if not trusted:
-        pinned = settings.read_if_trusted(path, MAX_FILE_BYTES)
-        if pinned is not None:
-            return _read_manifest(path, iter(pinned.splitlines(keepends=True)), trusted=True)
+        content = settings.read_if_trusted(path, MAX_FILE_BYTES)
+        if content is not None:
+            return _read_manifest(path, iter(content.splitlines(keepends=True)), trusted=True)
     with contextlib.ExitStack() as stack:
         try:  # a FIFO or a device is refused before any read, never waited on
             fh = stack.enter_context(open_input(path))
@@ -219,8 +219,9 @@ def _read_manifest(path: Path, lines: Iterator[bytes], trusted: bool) -> list[tu
             raise BadInput(f"manifest line {number}: {where}: {first['msg']}") from None
         field = None if trusted else untrusted_field(entry)
         if field is not None:
+            why = _WHY.get(field, _WHY["budgets"])
             raise BadInput(
-                f"manifest line {number}: {field}: a manifest you have not trusted may not set it ({_WHY.get(field, _WHY['budgets'])}); "
+                f"manifest line {number}: {field}: a manifest you have not trusted may not set it ({why}); "
                 f"trust the file with `replayer trust {path}` or pass --trust-manifest if it is yours"
             )
         base = path.parent
