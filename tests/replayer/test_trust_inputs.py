@@ -143,6 +143,23 @@ def test_another_users_writable_file_in_a_trusted_folder_is_refused(tmp_path: Pa
     settings.forget()
     with pytest.raises(SettingsError, match=f"{folder} is writable by group or others"):
         settings.load(folder, env)
+    with pytest.raises(SettingsError, match=f"{folder} is writable by group or others"):
+        trusting.add(folder, env)  # nor is it trusted again while it is so
+
+
+def test_a_folder_trusted_by_hand_without_a_pin_is_asked_about(tmp_path: Path) -> None:
+    folder = tmp_path / "repo"
+    folder.mkdir()
+    (folder / "replayer.toml").write_text('upstream = "https://elsewhere.example"\n')
+    user = tmp_path / "config" / "replayer" / "config.toml"
+    user.parent.mkdir(parents=True)
+    user.write_text(f'trusted = ["{folder}"]\n')  # as trust was kept before it was pinned
+    with pytest.raises(SettingsError) as caught:
+        settings.load(folder, _config(tmp_path))
+    assert str(caught.value) == (
+        f"{folder / 'replayer.toml'}: its folder is trusted but not this file's content; run "
+        f"`replayer trust {folder / 'replayer.toml'}` if it is yours"
+    )
 
 
 def test_a_trusted_project_file_changed_since_is_asked_again(tmp_path: Path, server: socket.socket) -> None:
