@@ -345,13 +345,15 @@ def batch(
     workers: int | None = None,
     ray: str | None = None,
     retry_failed: bool = False,
+    trust_manifest: bool = False,
     on_event: OnEvent = ignore,
     containers_ahead: bool = True,
 ) -> BatchCounts:
     """Every job of a JSONL manifest into `out` (resumable: finished jobs are never recomputed); `ray`: an
     address, 'auto' or 'local'. The counts are also in out/batch.json, with every job's outcome.
     `containers_ahead`: each worker (a local pool's process, a Ray actor) starts the next job's container
-    while a job runs."""
+    while a job runs. `trust_manifest`: the manifest is the caller's own, and may choose the upstream, key
+    variable, image and git workspaces of its jobs (else only a manifest trusted with `replayer trust` may)."""
     from replayer.verbs.batch import (
         JobOutcome,
         Tally,
@@ -369,7 +371,9 @@ def batch(
 
     out = Path(out)
     found = user_settings.load()  # a bad or untrusted settings file refuses a batch before anything starts
-    entries = read_manifest(Path(manifest))
+    if workers is not None and workers < 1:
+        raise BadInput(f"workers: at least 1 (got {workers})")
+    entries = read_manifest(Path(manifest), trusted=trust_manifest)
     images = {e.image for _, e in entries if e.mode != "prepare"}  # None: the default image
     jobs = expand(entries, _image_ids(images))
     containers = any(e.mode != "prepare" for _, e in entries)  # prepare-only batches need no Docker

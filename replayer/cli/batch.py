@@ -39,6 +39,14 @@ def batch(
     retry_failed: Annotated[
         bool, typer.Option("--retry-failed", help="Rerun jobs that were refused or failed before.")
     ] = False,
+    trust_manifest: Annotated[
+        bool,
+        typer.Option(
+            "--trust-manifest",
+            help="The manifest is yours: its lines may choose the upstream, key variable, image and git "
+            "workspaces (else only one trusted with `replayer trust MANIFEST` may).",
+        ),
+    ] = False,
     json: JsonOpt = False,
     quiet: Quiet = False,
     verbose: Verbose = False,
@@ -51,7 +59,13 @@ def batch(
     """
     with _progress(json, quiet, verbose) as progress:
         summary = api.batch(
-            manifest, out, workers=workers or None, ray=ray, retry_failed=retry_failed, on_event=progress
+            manifest,
+            out,
+            workers=workers or None,
+            ray=ray,
+            retry_failed=retry_failed,
+            trust_manifest=trust_manifest,
+            on_event=progress,
         )
     if json:
         emit_json({"out": str(out.absolute()), **summary.model_dump(mode="json")})

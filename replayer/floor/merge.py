@@ -10,12 +10,12 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, get_args, get_origin
+from typing import Annotated, Any, get_args, get_origin
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from replayer.floor.errors import BadInput
-from replayer.floor.models import ContinueSettings, SandboxLimits
+from replayer.floor.models import CompareRequest, ContinueSettings, ReplayRequest, SandboxLimits, first_error
 from replayer.floor.options import Option, declared
 from replayer.floor.settings import Settings
 
@@ -62,8 +62,26 @@ def merge(given: Mapping[str, Any], found: Settings, takes: type) -> Merged:
                 fields[feed] = _limits(found, value)
             elif value is not None or setting is not None:
                 fields[feed] = _plain(value) if value is not None else setting
-    layers = ContinueSettings.model_validate(below), ContinueSettings.model_validate(over)
+    try:
+        layers = ContinueSettings.model_validate(below), ContinueSettings.model_validate(over)
+    except ValidationError as exc:
+        raise BadInput(first_error(exc)) from None
+    for feed, value in fields.items():
+        _check(feed, value)
     return Merged(fields, layers[0].merge(layers[1]))
+
+
+def _check(feed: str, value: Any) -> None:
+    """A request field's value checked as its model checks it (a limit: finite, at least the minimum), so
+    that a bad argument is a one-line BadInput, not a model's error where the request is built."""
+    for model in (ReplayRequest, CompareRequest):
+        info = model.model_fields.get(feed)
+        if info is not None and info.metadata:
+            try:
+                checked: Any = Annotated[info.annotation, *info.metadata]  # a type built at run time
+                TypeAdapter(checked).validate_python(value)
+            except ValidationError as exc:
+                raise BadInput(f"{feed}: {first_error(exc).partition(': ')[2]}") from None
 
 
 def _given(given: Mapping[str, Any], option: Option) -> Any:

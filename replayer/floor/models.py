@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+)
 
 SCHEMA_VERSION = 1
 
@@ -309,19 +317,43 @@ class InspectReport(Frozen):
     """The sessions of a file that holds several, when no --session chose one (`steps` is then empty)."""
 
 
+# limits --------------------------------------------------------------------------------------
+# Every limit, wherever it comes from (a flag, a variable, a settings file, a manifest, the API), is one of
+# these types: a number that is finite and at least what the engine takes (below it a limit would round to
+# none, as `cpus=1e-12` became no CPU quota). docs/cli.md, "Limits".
+MIN_CPUS = 0.01
+"""The smallest CPU share the engines take (Docker refuses less; a nano-CPU quota of 0 is no quota)."""
+MIN_MEMORY_BYTES = 6 << 20
+"""The smallest memory limit the engines take (Docker's 6 MiB)."""
+Count = Annotated[int, Field(ge=1)]
+"""A count limit (processes, files, bytes, requests, tokens, workers): at least 1."""
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+"""A timeout: a finite number of seconds above 0."""
+GraceSeconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+"""A grace period: finite, 0 for none."""
+Cpus = Annotated[float, Field(ge=MIN_CPUS, allow_inf_nan=False)]
+
+
+def first_error(exc: ValidationError) -> str:
+    """A model's first validation error in one line: `where: why (got VALUE)`."""
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"]) or "value"
+    return f"{where}: {error['msg']} (got {error['input']!r})"
+
+
 class ReadBudget(Frozen):
     """Outer safety bounds of the confined file reads; set above what the pinned CLIs do on ordinary files."""
 
-    max_scan_bytes: int = 16 * 1024 * 1024
-    max_content_bytes: int = 4 * 1024 * 1024
-    max_lines: int = 100_000
+    max_scan_bytes: Count = 16 * 1024 * 1024
+    max_content_bytes: Count = 4 * 1024 * 1024
+    max_lines: Count = 100_000
 
 
 class Budgets(Frozen):
     read: ReadBudget = Field(default_factory=ReadBudget)
-    default_command_timeout_s: float = 120.0
-    max_command_timeout_s: float = 600.0
-    max_command_output_bytes: int = 64 * 1024 * 1024
+    default_command_timeout_s: Seconds = 120.0
+    max_command_timeout_s: Seconds = 600.0
+    max_command_output_bytes: Count = 64 * 1024 * 1024
 
 
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -337,22 +369,33 @@ def parse_size(text: str) -> int:
     return int(number) * _SIZE_UNITS[unit]
 
 
+def _memory(text: str) -> str:
+    if parse_size(text) < MIN_MEMORY_BYTES:
+        raise ValueError(f"below the engine's minimum of {MIN_MEMORY_BYTES >> 20}m")
+    return text
+
+
+Memory = Annotated[str, AfterValidator(_memory)]
+"""A memory size (`512m`, `4g`, `4294967296b`) of at least MIN_MEMORY_BYTES."""
+
+
 class SandboxLimits(Frozen):
     """Resource limits of every container a run starts; recorded in the result."""
 
-    memory: str = "4g"
-    pids: int = 1024
-    cpus: float = 2.0
-    disk_bytes: int = 8 << 30
+    memory: Memory = "4g"
+    pids: Count = 1024
+    cpus: Cpus = 2.0
+    disk_bytes: Count = 8 << 30
     """What the sandbox may write: the container's own file system and, separately, the run's state
     (workspace and agent home) each get this quota where the engine supports it; also the most the host
     copies out of (or into) a place the container can write."""
-    copy_files: int = 200_000
+    copy_files: Count = 200_000
     """The most files the host copies out of (or into) such a place."""
 
     @classmethod
     def parse(cls, spec: str) -> SandboxLimits:
-        """`memory=4g,pids=1024,cpus=2,disk=8g,files=200000` (any subset)."""
+        """`memory=4g,pids=1024,cpus=2,disk=8g,files=200000` (any subset); a bad one raises ValueError with a
+        one-line reason."""
         fields: dict[str, Any] = {}
         for item in filter(None, (part.strip() for part in spec.split(","))):
             key, sep, value = item.partition("=")
@@ -365,10 +408,16 @@ class SandboxLimits(Frozen):
             elif key in ("pids", "files") and value.isdigit() and int(value) > 0:
                 fields["pids" if key == "pids" else "copy_files"] = int(value)
             elif key == "cpus":
-                fields["cpus"] = float(value)
+                try:
+                    fields["cpus"] = float(value)
+                except ValueError:
+                    raise ValueError(f"cpus: not a number: {value!r}") from None
             else:
                 raise ValueError(f"unknown limit or bad value {item!r} (memory, pids, cpus, disk, files)")
-        return cls(**fields)
+        try:
+            return cls(**fields)
+        except ValidationError as exc:
+            raise ValueError(first_error(exc)) from None
 
 
 def _empty_is_unset(value: object) -> object:
@@ -396,20 +445,20 @@ class ContinueSettings(Frozen):
     Default: the agent's own (ANTHROPIC_API_KEY for Claude Code, OPENAI_API_KEY for the chat agents)."""
     boundary_prompt: str | None = None
     """Replaces the nonce and is kept: input condition boundary_user_prompt_appended."""
-    max_steps: int | None = None
+    max_steps: Count | None = None
     """Main-thread model requests allowed through the bridge."""
-    max_requests: int | None = Field(default=None, ge=1)
+    max_requests: Count | None = None
     """Every request forwarded (main-thread and side calls) allowed through the bridge (default 500)."""
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: Count | None = None
     """Tokens (input and output, as the upstream reports them, of every answer) after which the bridge
     forwards nothing more (default 50,000,000)."""
     end_leftovers: bool | None = None
     """End the processes the prefix left running in the sandbox (listed in the result) before the agent
     starts (default: list them, leave them)."""
-    idle_timeout_s: float | None = None
+    idle_timeout_s: Seconds | None = None
     """No agent output and no bridge traffic for this long ends the run (default: the adapter's, 300 s;
     OpenCode 600 s)."""
-    grace_s: float | None = None
+    grace_s: GraceSeconds | None = None
     """After SIGINT, how long the agent gets before its process group is killed (default 10 s)."""
     model: str | None = None
     """Default: the model recorded in the session."""
@@ -454,9 +503,9 @@ class ContinueRequest(ContinueSettings):
 
     upstream: str
     """Base URL of the real model service ("" when a cassette answers)."""
-    grace_s: float = 10.0
-    max_requests: int = Field(default=DEFAULT_MAX_REQUESTS, ge=1)
-    max_tokens: int = Field(default=DEFAULT_MAX_TOKENS, ge=1)
+    grace_s: GraceSeconds = 10.0
+    max_requests: Count = DEFAULT_MAX_REQUESTS
+    max_tokens: Count = DEFAULT_MAX_TOKENS
     end_leftovers: bool = False
 
 
@@ -788,11 +837,11 @@ class CompareRequest(Frozen):
     workspace: WorkspaceSpec
     out: Path
     variants: list[Variant]
-    repeat: int = Field(default=1, ge=1)
-    parallel: int = Field(default=2, ge=1)
+    repeat: Count = 1
+    parallel: Count = 2
     check: str | None = None
     """A shell command run in each run's container after the continuation (and once at the boundary)."""
-    check_timeout_s: float = 600.0
+    check_timeout_s: Seconds = 600.0
     defaults: ContinueRequest
     """The continuation settings every variant starts from."""
     image: str | None = None

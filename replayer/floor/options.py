@@ -299,7 +299,7 @@ class CompareOptions(RunOptions, total=False):
             metavar="N",
             min=1,
             help="Runs at once (default: the workers setting, else 2).",
-            layers=Layers("REPLAYER_WORKERS", "may"),
+            layers=Layers("REPLAYER_WORKERS", "tighter"),
             feeds=("parallel",),
         ),
     ]
@@ -373,6 +373,13 @@ class SettingOptions(TypedDict, total=False):
         _opt(
             help="The user's file only: folders whose replayer.toml may set every setting (`replayer trust DIR`).",
             layers=Layers(None, "never", "only your own file says which folders you trust"),
+        ),
+    ]
+    pinned: Annotated[
+        dict[str, str] | None,
+        _opt(
+            help="The user's file only: the sha256 of each trusted file's content (`replayer trust` writes it).",
+            layers=Layers(None, "never", "only your own file says which files you trust"),
         ),
     ]
 

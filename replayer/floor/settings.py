@@ -3,10 +3,11 @@ directory upward), `~/.config/replayer/config.toml` (the user's; `$XDG_CONFIG_HO
 and `REPLAYER_*` environment variables. Precedence: a flag or API argument > the environment > the
 project file > the user file > the built-in default. docs/cli.md, "Settings".
 
-A project file is someone else's until the user trusts its folder (`trusted` in the user's file, `replayer
-trust DIR`): until then it may set only what can neither run nor write anything on the host, send traffic
-or the key elsewhere, nor loosen a limit (`PROJECT_KEYS`, tighter `[limits]`); any other key refuses every
-command (exit 13). docs/reliability.md, "Trust model"."""
+A project file is someone else's until the user trusts it (`replayer trust DIR`: its folder in `trusted`,
+its content pinned in `pinned` of the user's file; `pinned.py` says when a trusted file is honoured): until
+then it may set only what can neither run nor write anything on the host, send traffic or the key
+elsewhere, nor loosen a limit (`PROJECT_KEYS`: tighter `[limits]`, fewer `workers`); any other key refuses
+every command (exit 13). docs/reliability.md, "Trust model"."""
 
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from replayer.floor import pinned
 from replayer.floor.errors import SettingsError
-from replayer.floor.models import SandboxLimits, parse_size
+from replayer.floor.models import Count, Cpus, SandboxLimits, parse_size
 from replayer.floor.options import layered
 
 PROJECT_FILE = "replayer.toml"
@@ -39,10 +41,10 @@ class LimitSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     memory: str | None = None
-    pids: PositiveInt | None = None
-    cpus: float | None = None
+    pids: Count | None = None
+    cpus: Cpus | None = None
     disk: str | None = None
-    files: PositiveInt | None = None
+    files: Count | None = None
 
     def spec(self) -> dict[str, str]:
         return {k: str(v) for k, v in self.model_dump().items() if v is not None}
@@ -58,11 +60,12 @@ class Settings(BaseModel):
     image: str | None = None
     limits: LimitSettings = Field(default_factory=LimitSettings)
     """A `[limits]` table; a flag's keys replace these key by key."""
-    workers: PositiveInt | None = None
+    workers: Count | None = None
     bundles: Path | None = None
     workspaces: Path | None = None
     verdicts: Path | None = None
     trusted: list[Path] | None = None
+    pinned: dict[str, str] | None = None
 
     def sandbox_limits(self, flag: str | None = None) -> SandboxLimits:
         """These limits with a `--limits` spec's keys over them (a bad flag value raises ValueError)."""
@@ -111,8 +114,28 @@ def load(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> S
 
 def trusted_folders(environ: Mapping[str, str] | None = None) -> list[Path]:
     """The folders the user's file trusts, as written there."""
+    return list(_user_settings(environ).trusted or [])
+
+
+def pins(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The files the user trusted (`pinned.key` of each) -> the sha256 of the content they trusted."""
+    return dict(_user_settings(environ).pinned or {})
+
+
+def read_if_trusted(path: Path, max_bytes: int, environ: Mapping[str, str] | None = None) -> bytes | None:
+    """The bytes of `path` (a manifest) if it is a file the user trusted, its folder trusted and its content
+    pinned; None if it is not one. A pinned file that no longer holds the trusted content, or that someone
+    else could change, is refused (SettingsError, one line), not taken as untrusted: its owner is asked again."""
+    mine = _user_settings(environ)
+    known = mine.pinned or {}
+    if not is_trusted(path.parent, mine.trusted or []) or pinned.key(path) not in known:
+        return None
+    return pinned.read_trusted(path, known, max_bytes)
+
+
+def _user_settings(environ: Mapping[str, str] | None) -> Settings:
     path = user_file(environ)
-    return list(_read(path, trusted=True).trusted or []) if _present(path) else []
+    return _read(path, trusted=True) if _present(path) else Settings()
 
 
 def is_trusted(folder: Path, trusted: list[Path]) -> bool:
@@ -162,9 +185,13 @@ def _file_layers(project: Path | None, user: Path) -> tuple[Settings, ...]:
     if project is None:
         return (mine,)
     trusted = is_trusted(project.parent, mine.trusted or [])
-    theirs = _read(project, trusted=trusted)
-    if "trusted" in theirs.model_fields_set:
-        raise SettingsError(f"{project}: sets 'trusted': {WHY_NOT['trusted']} ({user})")
+    if trusted:
+        theirs = _parse(project, pinned.read_trusted(project, mine.pinned or {}, MAX_FILE_BYTES))
+    else:
+        theirs = _read(project, trusted=False)
+    for name in ("trusted", "pinned"):
+        if name in theirs.model_fields_set:
+            raise SettingsError(f"{project}: sets {name!r}: {WHY_NOT[name]} ({user})")
     if not trusted:
         _check_untrusted(project, theirs, mine)
     return theirs, mine
@@ -184,6 +211,12 @@ def _check_untrusted(path: Path, theirs: Settings, mine: Settings) -> None:
         raise SettingsError(
             f"{path}: sets {name!r}, which a folder you have not trusted may not set "
             f"({WHY_NOT.get(name, 'it is not one of ' + ', '.join(PROJECT_KEYS))}); {hint}"
+        )
+    ceiling = mine.workers or os.cpu_count() or 1
+    if theirs.workers is not None and theirs.workers > ceiling:
+        raise SettingsError(
+            f"{path}: workers {theirs.workers} is more than the {ceiling} in force without it; a folder you "
+            f"have not trusted may only lower it; {hint}"
         )
     below, asked = mine.sandbox_limits(), theirs.sandbox_limits()
     for key in sorted(theirs.limits.model_fields_set):
@@ -211,7 +244,8 @@ def _amount(value: str | int | float) -> float:
 
 
 def _read(path: Path, trusted: bool) -> Settings:
-    """A settings file: a regular file of at most MAX_FILE_BYTES; a link only where the user trusts."""
+    """A settings file: a regular file of at most MAX_FILE_BYTES; a link only for the user's own file
+    (`trusted`; a trusted folder's project file is read by `pinned`)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if trusted else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
@@ -227,8 +261,13 @@ def _read(path: Path, trusted: bool) -> Settings:
         if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
             raise SettingsError(f"{path}: not a regular file of at most {MAX_FILE_BYTES} bytes")
         raw = fh.read(MAX_FILE_BYTES + 1)
+    return _parse(path, raw[:MAX_FILE_BYTES])
+
+
+def _parse(path: Path, raw: bytes) -> Settings:
+    """The settings a file read from `path` holds."""
     try:
-        data = tomllib.loads(raw[:MAX_FILE_BYTES].decode())
+        data = tomllib.loads(raw.decode())
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SettingsError(f"{path}: not a readable TOML file ({exc})") from None
     for name in _PATHS:  # a relative folder is the file's neighbour, wherever the command runs

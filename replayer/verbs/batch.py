@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from replayer.floor import settings
 from replayer.floor.errors import BadInput, Interrupted, OutputError, ReplayError, excerpt
-from replayer.floor.io import open_input, write_bytes_atomic
+from replayer.floor.io import MAX_FILE_BYTES, open_input, write_bytes_atomic
 from replayer.floor.models import (
     Budgets,
     ContinueSettings,
@@ -37,6 +38,7 @@ from replayer.floor.models import (
     Trajectory,
     WorkspaceSpec,
 )
+from replayer.pipeline.mock import MOCK
 
 if TYPE_CHECKING:
     from replayer.sandboxes.ahead import AheadBackend
@@ -178,8 +180,16 @@ class BatchSummary(BatchCounts):
 
 
 # manifest ------------------------------------------------------------------------------------
-def read_manifest(path: Path) -> list[tuple[int, ManifestEntry]]:
-    """Every line validated up front; the first invalid one is a one-line BadInput naming it."""
+def read_manifest(path: Path, trusted: bool = False) -> list[tuple[int, ManifestEntry]]:
+    """Every line validated up front; the first invalid one is a one-line BadInput naming it. A manifest is
+    someone else's (a downloaded one) unless the user says it is theirs (`trusted`: `--trust-manifest`) or
+    trusted it (`replayer trust MANIFEST`: its folder trusted and its content pinned, `floor/pinned.py`):
+    until then none of its lines may choose where traffic or the key goes, the image, a repository to clone
+    with the user's credentials, or looser budgets (`untrusted_field`). docs/batch.md, "Trust"."""
+    if not trusted:
+        content = settings.read_if_trusted(path, MAX_FILE_BYTES)
+        if content is not None:
+            return _read_manifest(path, iter(content.splitlines(keepends=True)), trusted=True)
     with contextlib.ExitStack() as stack:
         try:  # a FIFO or a device is refused before any read, never waited on
             fh = stack.enter_context(open_input(path))
@@ -187,13 +197,13 @@ def read_manifest(path: Path) -> list[tuple[int, ManifestEntry]]:
             reason = str(exc).removesuffix(", not a trajectory file")
             raise BadInput(f"the manifest: {reason}") from None
         try:
-            entries = _read_manifest(path, fh)
+            entries = _read_manifest(path, fh, trusted)
         except OSError as exc:
             raise BadInput(f"cannot read the manifest {path}: {exc.strerror}") from None
     return entries
 
 
-def _read_manifest(path: Path, lines: Iterator[bytes]) -> list[tuple[int, ManifestEntry]]:
+def _read_manifest(path: Path, lines: Iterator[bytes], trusted: bool) -> list[tuple[int, ManifestEntry]]:
     entries: list[tuple[int, ManifestEntry]] = []
     budgets: dict[bytes, Budgets] = {}  # lines with the same budgets share one (most lines: the default)
     for number, raw in enumerate(lines, 1):
@@ -207,6 +217,13 @@ def _read_manifest(path: Path, lines: Iterator[bytes]) -> list[tuple[int, Manife
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "line"
             raise BadInput(f"manifest line {number}: {where}: {first['msg']}") from None
+        field = None if trusted else untrusted_field(entry)
+        if field is not None:
+            why = _WHY.get(field, _WHY["budgets"])
+            raise BadInput(
+                f"manifest line {number}: {field}: a manifest you have not trusted may not set it ({why}); "
+                f"trust the file with `replayer trust {path}` or pass --trust-manifest if it is yours"
+            )
         base = path.parent
         entry.trajectory = (base / entry.trajectory).absolute()
         if isinstance(entry.workspace, Path):
@@ -243,6 +260,40 @@ def _read_manifest(path: Path, lines: Iterator[bytes]) -> list[tuple[int, Manife
     if not entries:
         raise BadInput(f"the manifest {path} has no job sources")
     return entries
+
+
+_WHY = {
+    "continuation.upstream": "it would choose where traffic and the key go; only `mock` is allowed",
+    "continuation.upstream_key_env": "it would choose which host variable is sent as the key",
+    "image": "it would choose the image that runs (and is pulled)",
+    "workspace": "a git+URL workspace is cloned with your git credentials",
+    "budgets": "only a tighter one",
+}
+
+
+def untrusted_field(entry: ManifestEntry) -> str | None:
+    """The first field of `entry` a manifest the user has not trusted may not set (None: it sets none)."""
+    cont = entry.continuation
+    if cont is not None and cont.upstream is not None and cont.upstream != MOCK:
+        return "continuation.upstream"
+    if cont is not None and cont.upstream_key_env is not None:
+        return "continuation.upstream_key_env"
+    if entry.image is not None:
+        return "image"
+    if isinstance(entry.workspace, GitWorkspace):
+        return "workspace"
+    looser = _looser(entry.budgets, Budgets())
+    return f"budgets.{looser}" if looser else None
+
+
+def _looser(given: BaseModel, default: BaseModel) -> str | None:
+    """The first budget of `given` above `default`'s (dotted), or None."""
+    for name in type(given).model_fields:
+        mine, base = getattr(given, name), getattr(default, name)
+        found = _looser(mine, base) if isinstance(mine, BaseModel) else (name if mine > base else None)
+        if found:
+            return f"{name}.{found}" if isinstance(mine, BaseModel) else found
+    return None
 
 
 def _check_trajectory(path: Path) -> os.stat_result:

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from replayer.floor import settings
+from replayer.floor import settings, trust
 from replayer.floor.errors import BadInput
 from replayer.floor.merge import merge
 from replayer.floor.models import ContinueRequest, ContinueSettings, Variant, VariantSpec
@@ -41,6 +41,7 @@ def layered(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     )
     (tmp_path / "project" / "replayer.toml").write_text('upstream = "https://project.example"\n')
     env = {"XDG_CONFIG_HOME": str(tmp_path / "config"), "REPLAYER_UPSTREAM_KEY_ENV": "ENV_KEY"}
+    trust.add(tmp_path / "project", env)  # its content pinned
     return cwd, env
 
 
@@ -133,7 +134,7 @@ def test_a_manifest_line_is_its_jobs_continuation(tmp_path: Path) -> None:
 def test_a_manifest_cannot_record_cassettes(tmp_path: Path) -> None:
     path = _manifest(tmp_path, {"upstream": "https://u.example", "record_cassette": "new"})
     with pytest.raises(BadInput, match="manifest line 1: continuation.record_cassette: a batch replays"):
-        read_manifest(path)
+        read_manifest(path, trusted=True)  # the user's own: it may name an upstream
 
 
 def test_job_keys_hold_the_continuation_as_before_settings_were_one_model(tmp_path: Path) -> None:

@@ -160,6 +160,7 @@ def test_continued_jobs_export_the_prefix_and_what_followed(tmp_path: Path) -> N
             "-j",
             "1",
             "--json",
+            "--trust-manifest",  # ours: it names the upstream and the key variable
             env={"EXPORT_TEST_KEY": KEY},
         )
         assert proc.returncode == 0, proc.stderr

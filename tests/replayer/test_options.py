@@ -18,7 +18,7 @@ import typer.main
 from replayer import api
 from replayer.cli import app
 from replayer.cli import options as cli_options
-from replayer.floor import settings
+from replayer.floor import settings, trust
 from replayer.floor.errors import BadInput, SettingsError
 from replayer.floor.merge import CONTINUATION, Merged, merge
 from replayer.floor.models import CompareRequest, ContinueRequest, ReplayRequest, SandboxLimits
@@ -58,6 +58,7 @@ def test_the_highest_layer_that_sets_an_option_wins(tmp_path: Path, name: str, t
         user.write_text(user.read_text() + f'{name} = "user-{name}"\n')
     if "project" in below:
         project.write_text(f'{name} = "project-{name}"\n')
+        trust.add(project.parent, env)  # pinned as it is now
     if "env" in below:
         env[option.layers.env] = f"env-{name}"
     given: RunOptions = {name: f"flag-{name}"} if "flag" in below else {}  # type: ignore[misc]
@@ -78,6 +79,7 @@ def test_limits_merge_key_by_key_down_the_layers(tmp_path: Path) -> None:
     cwd, project, user, env = _places(tmp_path)
     user.write_text(user.read_text() + '[limits]\nmemory = "1g"\npids = 100\ncpus = 1.5\n')
     project.write_text("[limits]\npids = 50\nfiles = 1000\n")
+    trust.add(project.parent, env)
     env["REPLAYER_LIMITS"] = "files=500,disk=2g"
     found = settings.load(cwd, env)
     assert merge({"limits": "disk=1g"}, found, RunOptions).fields["limits"] == SandboxLimits(
@@ -114,6 +116,7 @@ def test_options_no_settings_layer_sets_come_from_the_argument_alone(tmp_path: P
 def test_a_cassette_argument_replaces_the_upstream_of_every_layer_below(tmp_path: Path) -> None:
     cwd, project, _, env = _places(tmp_path)
     project.write_text('upstream = "https://project.example"\n')
+    trust.add(project.parent, env)
     env["REPLAYER_UPSTREAM"] = "https://env.example"
     cont = merge({"cassette": tmp_path / "tape"}, settings.load(cwd, env), RunOptions).continuation.request()
     assert (cont.upstream, cont.cassette) == ("", tmp_path / "tape")
@@ -135,13 +138,13 @@ def test_a_verb_takes_only_its_options(tmp_path: Path) -> None:
 )
 def test_a_folder_not_trusted_may_not_set_what_its_declaration_forbids(tmp_path: Path, name: str) -> None:
     cwd, project, _, env = _places(tmp_path, trusted=False)
-    value = '["/x"]' if name == "trusted" else '"x"'
+    value = {"trusted": '["/x"]', "pinned": '{"/x" = "y"}'}.get(name, '"x"')
     project.write_text(f"{name} = {value}\n")
     with pytest.raises(SettingsError) as caught:
         settings.load(cwd, env)
     why = OPTIONS[name].layers.why  # type: ignore[union-attr]
     assert why and why in str(caught.value) and caught.value.exit_code == 13
-    if name != "trusted":  # even a trusted folder may not say what is trusted
+    if name not in ("trusted", "pinned"):  # even a trusted folder may not say what is trusted
         assert str(caught.value) == (
             f"{project}: sets {name!r}, which a folder you have not trusted may not set ({why}); trust its "
             f"folder with `replayer trust {project.parent}` if it is yours, or remove the key"
@@ -150,11 +153,11 @@ def test_a_folder_not_trusted_may_not_set_what_its_declaration_forbids(tmp_path:
 
 def test_a_folder_not_trusted_may_set_what_its_declaration_allows(tmp_path: Path) -> None:
     cwd, project, _, env = _places(tmp_path, trusted=False)
-    project.write_text('workers = 3\n[limits]\nmemory = "1g"\n')
+    project.write_text('workers = 1\n[limits]\nmemory = "1g"\n')
     found = settings.load(cwd, env)
-    assert OPTIONS["workers"].layers.untrusted == "may"  # type: ignore[union-attr]
+    assert OPTIONS["workers"].layers.untrusted == "tighter"  # type: ignore[union-attr]
     assert OPTIONS["limits"].layers.untrusted == "tighter"  # type: ignore[union-attr]
-    assert found.workers == 3 and merge({}, found, RunOptions).fields["limits"].memory == f"{1 << 30}b"
+    assert found.workers == 1 and merge({}, found, RunOptions).fields["limits"].memory == f"{1 << 30}b"
 
 
 # declared once ------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.floor import settings
+from replayer.floor import settings, trust
 from replayer.floor.bundles import INSTALLED
 from replayer.floor.errors import SettingsError
 from replayer.floor.models import SandboxLimits
@@ -47,6 +47,7 @@ def test_each_layer_sets_what_the_higher_ones_leave(
         tmp_path / "project" / "replayer.toml",
         'upstream = "https://project.example"\nupstream_key_env = "PROJECT_KEY"\n[limits]\nmemory = "2g"\n',
     )
+    trust.add(tmp_path / "project", env)  # its content pinned
     env |= {"REPLAYER_UPSTREAM_KEY_ENV": "ENV_KEY", "REPLAYER_LIMITS": "pids=64", "REPLAYER_WORKERS": ""}
     found = settings.load(cwd, env)
     assert found.upstream == "https://project.example"  # project over user
@@ -71,7 +72,7 @@ def test_nothing_set_is_the_defaults(places: tuple[Path, dict[str, str]]) -> Non
     [
         ('uptream = "x"', "unknown setting 'uptream' (known: upstream, upstream_key_env, image, limits"),
         ('[limits]\nmemroy = "1g"', "limits: unknown limit or bad value 'memroy=1g'"),
-        ("workers = 0", "workers: Input should be greater than 0 (got 0)"),
+        ("workers = 0", "workers: Input should be greater than or equal to 1 (got 0)"),
         ("upstream = [", "not a readable TOML file"),
     ],
 )

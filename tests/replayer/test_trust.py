@@ -6,6 +6,7 @@ Real files and the real CLI; OpenCode's host-side `opencode import` is the host 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import socket
@@ -19,6 +20,7 @@ import orjson
 import pytest
 
 from replayer.floor import settings
+from replayer.floor import trust as trusting
 from replayer.floor.bundletrust import MANIFEST
 from replayer.floor.errors import SettingsError
 from replayer.floor.models import SandboxLimits
@@ -76,8 +78,7 @@ def test_a_planted_folder_cannot_choose_the_bundle_that_runs_on_the_host(
     assert err.startswith(f"replayer: settings: {planted / 'replayer.toml'}: sets 'bundles'"), err
     assert f"replayer trust {planted}" in err
     # trusted, the folder names the bundle cache; the planted bundle has no digests: still nothing runs
-    (tmp_path / "config" / "replayer").mkdir(parents=True)
-    (tmp_path / "config" / "replayer" / "config.toml").write_text(f'trusted = ["{planted}"]\n')
+    assert _cli("trust", str(planted), cwd=tmp_path, config=tmp_path / "config")[0] == 0
     code, _, err = _cli(*prepare, cwd=planted, config=tmp_path / "config", env=env)
     assert code == 10 and "without a digest manifest" in err and f"replayer bundles rm {OPENCODE_AT}" in err
     assert not ran.exists() and not (tmp_path / "out").exists()
@@ -139,10 +140,10 @@ def _layers(tmp_path: Path, project: str, user: str = "") -> tuple[Path, dict[st
 
 def test_an_untrusted_file_may_set_workers_and_tighten_limits(tmp_path: Path) -> None:
     cwd, env = _layers(
-        tmp_path, 'workers = 9\n[limits]\nmemory = "1g"\npids = 64\n', '[limits]\nmemory = "2g"\n'
+        tmp_path, 'workers = 1\n[limits]\nmemory = "1g"\npids = 64\n', '[limits]\nmemory = "2g"\n'
     )
     found = settings.load(cwd, env)
-    assert found.workers == 9 and found.sandbox_limits() == SandboxLimits(memory=f"{1 << 30}b", pids=64)
+    assert found.workers == 1 and found.sandbox_limits() == SandboxLimits(memory=f"{1 << 30}b", pids=64)
 
 
 @pytest.mark.parametrize(
@@ -164,10 +165,7 @@ def test_an_untrusted_file_may_not_loosen_a_limit(
     with pytest.raises(SettingsError, match=looser):
         settings.load(cwd, env)
     # trusted, the same file sets it
-    (tmp_path / "config" / "replayer" / "config.toml").write_text(
-        f'trusted = ["{tmp_path / "project"}"]\n{user}'
-    )
-    settings.forget()
+    trusting.add(tmp_path / "project", env)
     settings.load(cwd, env)
 
 
@@ -200,8 +198,14 @@ def test_replayer_trust_adds_lists_and_removes_a_folder_keeping_the_users_file(
     assert (code, out.split()) == (0, [str(planted.resolve())]), err
     assert _cli("trust", str(planted), cwd=tmp_path, config=config)[0] == 0  # twice is once
     text = user.read_text()
+    pin = {
+        str(planted.resolve() / "replayer.toml"): hashlib.sha256(
+            b'upstream = "https://project.example"\n'
+        ).hexdigest()
+    }
     assert "# mine" in text and tomllib.loads(text) == {
         "trusted": [str(planted.resolve())],
+        "pinned": pin,
         "upstream": "https://user.example",
         "limits": {"memory": "2g"},
     }
@@ -210,11 +214,12 @@ def test_replayer_trust_adds_lists_and_removes_a_folder_keeping_the_users_file(
     code, _, err = _cli("inspect", "export.json", "--json", cwd=planted, config=config)
     assert code == 0, err
     listed = orjson.loads(_cli("trust", "--list", "--json", cwd=tmp_path, config=config)[1])
-    assert listed == {"user_file": str(user), "trusted": [str(planted.resolve())]}
+    assert listed == {"user_file": str(user), "trusted": [str(planted.resolve())], "pinned": pin}
     code, _, err = _cli("trust", str(tmp_path / "missing"), cwd=tmp_path, config=config)
-    assert code == 13 and "not a folder" in err
+    assert code == 13 and "not a folder or a file" in err
     code, out, _ = _cli("trust", "--remove", str(planted), cwd=tmp_path, config=config)
     assert (code, out) == (0, "") and tomllib.loads(user.read_text())["trusted"] == []
+    assert tomllib.loads(user.read_text())["pinned"] == {}
     assert _cli("inspect", "export.json", cwd=planted, config=config)[0] == 13
 
 
