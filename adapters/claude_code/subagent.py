@@ -21,7 +21,7 @@ import orjson
 
 from replayer.adapters.claude_code.chain import Session, safe_id
 from replayer.floor.errors import ReplayError
-from replayer.floor.io import read_beside
+from replayer.floor.foreign import read_beside
 from replayer.floor.models import Step, SubagentFile, SubagentOf, Trajectory
 
 PARENT_MAX_BYTES = 256 * 1024 * 1024

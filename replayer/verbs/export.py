@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from replayer import adapters
 from replayer.floor.errors import BadInput, OutputError, ReplayError
+from replayer.floor.foreign import Folder
 from replayer.floor.io import write_bytes_atomic
 from replayer.floor.models import ReplayResult
 from replayer.floor.pins import pinned_version, running_version
@@ -37,17 +38,35 @@ class ExportSummary(BaseModel):
 
 
 def result_dirs(root: Path) -> list[Path]:
-    """A batch directory's finished jobs, or one result directory."""
-    if (root / "result.json").is_file():
-        return [root]
-    jobs = root / "jobs"
-    if not jobs.is_dir():
-        raise BadInput(f"{root} is neither a result directory nor a batch directory")
-    return sorted(d for d in jobs.iterdir() if not d.name.startswith(".") and (d / "result.json").is_file())
+    """A batch directory's finished jobs, or one result directory. The folder may be a download: it is read
+    the foreign way (`Folder`), and a job whose result.json is there but not a plain file is listed, so that
+    reading it refuses it, never skipped in silence."""
+    with Folder.open(root) as folder:
+        if folder.kind("result.json") != "missing":
+            return [root]
+        if folder.kind("jobs") != "dir":
+            raise BadInput(f"{root} is neither a result directory nor a batch directory")
+        with folder.sub("jobs") as jobs:
+            names = [
+                n
+                for n in jobs.names()
+                if not n.startswith(".") and jobs.kind(f"{n}/result.json") != "missing"
+            ]
+    return [root / "jobs" / name for name in names]
+
+
+def _result(job: Folder) -> ReplayResult:
+    try:
+        return ReplayResult.model_validate_json(job.read("result.json"))
+    except ValidationError as exc:
+        raise BadInput(
+            f"{job.path / 'result.json'} is not a replay result: {exc.errors()[0]['msg']}"
+        ) from None
 
 
 def chat_record(job: Path) -> dict[str, Any]:
-    return _chat_record(job, ReplayResult.model_validate_json((job / "result.json").read_bytes()))
+    with Folder.open(job) as folder:
+        return _chat_record(folder, _result(folder))
 
 
 @functools.cache
@@ -59,18 +78,25 @@ def _tools_source(
 
 
 @functools.cache
-def _session_model(trajectory: Path) -> str | None:
-    """The model the session records, from its file when it is still there (the capture talks to it)."""
+def _session_model(trajectory: Path, source_sha256: str) -> str | None:
+    """The model the session records (the capture talks to it), from its file when it is still there: not a
+    link, and still the file the result was made from (a downloaded result names a path someone else chose;
+    a host file that is not that trajectory is never used)."""
     try:
+        with Folder.open(trajectory.parent) as folder:
+            if folder.kind(trajectory.name) not in ("file", "dir"):
+                return None
         adapter = adapters.detect(trajectory)
-        return adapter.default_model(adapter.parse(trajectory))
+        traj = adapter.parse(trajectory)
     except ReplayError:
         return None
+    return adapter.default_model(traj) if traj.source_sha256 == source_sha256 else None
 
 
-def _chat_record(job: Path, result: ReplayResult) -> dict[str, Any]:
+def _chat_record(folder: Folder, result: ReplayResult) -> dict[str, Any]:
+    job = folder.path
     adapter = adapters.by_name(result.agent)
-    prefix = orjson.loads((job / result.expected_prefix).read_bytes())
+    prefix = folder.json(result.expected_prefix)  # a name inside the folder, no link, bounded
     dialect = adapter.dialect()
     messages = dialect.to_chat(prefix)
     cont = result.continuation
@@ -103,7 +129,7 @@ def _chat_record(job: Path, result: ReplayResult) -> dict[str, Any]:
         }
         if continued is not None:
             messages = dialect.to_chat(continued)  # the prefix, then what the agent did from the boundary
-    model = _session_model(result.request.trajectory)
+    model = _session_model(result.request.trajectory, result.source_sha256)
     tools = _tools_source(result.agent, result.agent_version, adapter.tools_data_name(), model)
     with running_version(result.agent, tools.version):  # the definitions of the version that recorded it
         chat_tools = adapter.chat_tools(job / "native")
@@ -196,8 +222,9 @@ def _arguments(raw: Any) -> dict[str, Any]:
 
 def atif_record(job: Path) -> dict[str, Any]:
     """One ATIF v1.7 trajectory for one prefix, built from its chat record (same redaction, same provenance)."""
-    result = ReplayResult.model_validate_json((job / "result.json").read_bytes())
-    record = _chat_record(job, result)
+    with Folder.open(job) as folder:
+        result = _result(folder)
+        record = _chat_record(folder, result)
     metadata = record["metadata"]
     steps = atif_steps(record["messages"])
     return {
