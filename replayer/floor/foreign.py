@@ -189,7 +189,7 @@ class Folder:
         """The whole of the regular file `name`; BadInput when it is anything else or passes `max_bytes`."""
         fd, size = self._open(name, max_bytes)
         try:
-            data = _read_fd(fd, size, max_bytes)
+            data = read_fd(fd, size, max_bytes)
         finally:
             os.close(fd)
         if len(data) > max_bytes:
@@ -236,9 +236,10 @@ def read_beside(folder: Path, name: str, max_bytes: int = MAX_FILE_BYTES) -> byt
         return None
 
 
-def _read_fd(fd: int, size: int, max_bytes: int) -> bytes:
-    """Up to `max_bytes + 1` bytes (one more tells a file that grew); a first read that stops at the size
-    found the end: no second read (a system call per file: a conversation is thousands)."""
+def read_fd(fd: int, size: int, max_bytes: int) -> bytes:
+    """Up to `max_bytes + 1` bytes of the open file `fd` of `size` bytes, read straight from the descriptor
+    (one more than the bound tells a file that grew past it); a first read that stops at the size found the
+    end: no second read (a system call per file: a conversation is thousands)."""
     chunks: list[bytes] = []
     left, want = max_bytes + 1, size + 1
     while left > 0:

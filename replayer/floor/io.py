@@ -22,7 +22,7 @@ from typing import BinaryIO
 from pydantic import BaseModel, ConfigDict
 
 from replayer.floor.errors import BadInput, ConfinementError, OutputError
-from replayer.floor.foreign import kind_of
+from replayer.floor.foreign import kind_of, read_fd
 from replayer.floor.models import ReadBudget
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -211,25 +211,10 @@ def open_input(path: Path, max_bytes: int = MAX_INPUT_BYTES) -> Iterator[BinaryI
 def read_input(path: Path | str, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
     """The whole of a user's input file (see `open_input`), reading at most `max_bytes` even if it grows."""
     fd, size = _open_input(path, max_bytes)
-    # read straight from the descriptor, sized by the file (a conversation is thousands of small files);
-    # asking for one byte more tells a file that grew since, whose rest is read up to the limit. A first
-    # read that stops at exactly the size found the end: no second read (a system call per file) to see it
-    chunks: list[bytes] = []
-    left = max_bytes + 1
     try:
-        want = size + 1
-        while left > 0:
-            chunk = os.read(fd, min(want, left))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-            if len(chunks) == 1 and len(chunk) == size:
-                break
-            want = 1 << 20
+        data = read_fd(fd, size, max_bytes)
     finally:
         os.close(fd)
-    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if len(data) > max_bytes:
         raise BadInput(f"{path} grew past the {max_bytes}-byte limit while it was read")
     return data
