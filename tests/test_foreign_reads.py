@@ -40,7 +40,6 @@ ALLOWED = {
     "adapters/gemini_cli/__init__.py": "the continued session the engine just copied out of the sandbox "
     "(the agent-store read-back)",
     "adapters/claude_code/continuation.py": "the prefix file the rebuild just wrote",
-    "adapters/claude_code/subagent.py": "folders beside the user's input, walked by descriptors, no link",
     "adapters/opencode/__init__.py": "the export and rebuilt session the engine just wrote",
     "adapters/opencode/home.py": "the agent home the rebuild wrote, walked by descriptors",
     "sandboxes/fake.py": "the in-process test runtime's own state folder",
