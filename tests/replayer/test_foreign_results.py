@@ -201,3 +201,35 @@ def test_batch_resume_reads_outcomes_and_results_without_links(tmp_path: Path) -
     shutil.copy(host / "k.json", out / "outcomes" / "k.json")
     stored = _stored_outcome(out, "k")
     assert stored is not None and stored.error == MARKER  # a plain file of the folder is read
+
+
+def test_the_reader_refuses_what_is_not_a_plain_file_inside_the_folder(tmp_path: Path) -> None:
+    """A FIFO (opened without blocking), `..`, a link on the way, a bound that would cut: one line each."""
+    from replayer.floor.foreign import Folder
+
+    (tmp_path / "outside.json").write_text("[1]")
+    root = tmp_path / "run"
+    (root / "sub").mkdir(parents=True)
+    os.mkfifo(root / "fifo.json")
+    (root / "big.json").write_bytes(b"[" + b"0," * 100 + b"0]")
+    (root / "hop").symlink_to(root / "sub")
+    (root / "sub" / "ok.json").write_text('{"a": 1}')
+    with Folder.open(root) as folder:
+        for name, words in [
+            ("fifo.json", "a FIFO"),
+            ("../outside.json", "leaves the folder"),
+            (str(tmp_path / "outside.json"), "an absolute name"),
+            ("hop/ok.json", "a link"),
+            ("big.json", "more than the 64-byte bound"),
+        ]:
+            with pytest.raises(BadInput, match=words) as refused:
+                folder.read(name, max_bytes=64)
+            assert "\n" not in str(refused.value)
+        assert folder.json("sub/ok.json") == {"a": 1}
+        assert [folder.kind(n) for n in ("sub", "hop", "hop/ok.json", "fifo.json", "none")] == [
+            "dir",
+            "link",
+            "link",
+            "other",
+            "missing",
+        ]
