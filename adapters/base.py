@@ -484,8 +484,9 @@ def last_event(stdout: bytes, kind: str) -> dict[str, Any] | None:
 def continued_file(result_dir: Path, name: str) -> Iterator[Path | None]:
     """A result's continued native file `continued/<name>` read the foreign way (a results folder may be a
     download): a path to the very file opened without following a link, a regular file within the input
-    bound (`Folder.pinned`); None when the job did not continue. Anything else there is refused."""
-    with Folder.open(result_dir) as folder:
+    bound (`Folder.pinned`); None when the job did not continue. Anything else there is refused.
+    `result_dir` itself is one the user named or one a reader found without a link."""
+    with Folder.open(result_dir, given=True) as folder:
         if folder.kind(f"continued/{name}") == "missing":
             yield None
             return

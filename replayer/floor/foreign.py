@@ -66,10 +66,12 @@ class Folder:
         self.path = path
 
     @classmethod
-    def open(cls, path: Path) -> Folder:
-        """`path` as a folder: its last component is not followed when it is a link."""
+    def open(cls, path: Path, *, given: bool = False) -> Folder:
+        """`path` as a folder: a link there is refused, unless `given`: the user named `path` themselves (an
+        argument, a flag), and a link they typed is theirs, followed as for their input files. Nothing
+        below the folder is ever followed."""
         try:
-            return cls(os.open(path, _DIR), path)
+            return cls(os.open(path, _DIR & ~os.O_NOFOLLOW if given else _DIR), path)
         except OSError as exc:
             raise BadInput(f"cannot read {path} as a folder: {_why(exc, path)}") from None
 

@@ -595,7 +595,7 @@ def _stored_outcome(out: Path, key: str) -> JobOutcome | None:
     """A refusal or failure recorded before; an unreadable record counts as none (the job runs again). DIR
     may be a copy from elsewhere: read the foreign way (no link, a regular file, bounded)."""
     try:
-        with Folder.open(out) as folder:
+        with Folder.open(out, given=True) as folder:  # the user's --out
             raw = folder.maybe_read(f"outcomes/{key}.json", _OUTCOME_BYTES)
         return None if raw is None else JobOutcome.model_validate_json(raw)
     except (BadInput, ValidationError):
@@ -609,7 +609,7 @@ _OUTCOME_BYTES = 1 << 20
 def _has_result(out: Path, key: str) -> bool:
     """The job's result.json is there as a regular file, reached without a link (a done job)."""
     try:
-        with Folder.open(out) as folder:
+        with Folder.open(out, given=True) as folder:
             return folder.kind(f"jobs/{key}/result.json") == "file"
     except BadInput:
         return False

@@ -12,6 +12,7 @@ jobs give the same bytes.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,22 +38,25 @@ class ExportSummary(BaseModel):
     out: str
 
 
-def result_dirs(root: Path) -> list[Path]:
-    """A batch directory's finished jobs, or one result directory. The folder may be a download: it is read
-    the foreign way (`Folder`), and a job whose result.json is there but not a plain file is listed, so that
-    reading it refuses it, never skipped in silence."""
-    with Folder.open(root) as folder:
-        if folder.kind("result.json") != "missing":
-            return [root]
-        if folder.kind("jobs") != "dir":
+def result_folders(root: Path) -> Iterator[Folder]:
+    """A batch directory's finished jobs, or one result directory, each opened in turn. DIR may be a
+    download: a job is opened below it without following a link (`Folder`), and a job whose result.json is
+    there but not a plain file is refused when read, never skipped in silence."""
+    with Folder.open(root, given=True) as top:
+        if top.kind("result.json") != "missing":
+            yield top
+            return
+        if top.kind("jobs") != "dir":
             raise BadInput(f"{root} is neither a result directory nor a batch directory")
-        with folder.sub("jobs") as jobs:
+        with top.sub("jobs") as jobs:
             names = [
                 n
                 for n in jobs.names()
                 if not n.startswith(".") and jobs.kind(f"{n}/result.json") != "missing"
             ]
-    return [root / "jobs" / name for name in names]
+            for name in names:
+                with jobs.sub(name) as job:
+                    yield job
 
 
 def _result(job: Folder) -> ReplayResult:
@@ -65,7 +69,8 @@ def _result(job: Folder) -> ReplayResult:
 
 
 def chat_record(job: Path) -> dict[str, Any]:
-    with Folder.open(job) as folder:
+    """The chat record of the result directory `job` the user named."""
+    with Folder.open(job, given=True) as folder:
         return _chat_record(folder, _result(folder))
 
 
@@ -160,7 +165,7 @@ def write_records(out: Path, lines: list[bytes]) -> None:
 
 def export_chat(root: Path, out: Path, force: bool = False) -> ExportSummary:
     check_out(out, root, force)
-    records = [chat_record(job) for job in result_dirs(root)]
+    records = [_chat_record(job, _result(job)) for job in result_folders(root)]
     records.sort(
         key=lambda r: (r["metadata"]["source_sha256"], r["metadata"]["boundary"], r["metadata"]["job"])
     )
@@ -220,11 +225,10 @@ def _arguments(raw: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_raw": value}
 
 
-def atif_record(job: Path) -> dict[str, Any]:
+def atif_record(job: Folder) -> dict[str, Any]:
     """One ATIF v1.7 trajectory for one prefix, built from its chat record (same redaction, same provenance)."""
-    with Folder.open(job) as folder:
-        result = _result(folder)
-        record = _chat_record(folder, result)
+    result = _result(job)
+    record = _chat_record(job, result)
     metadata = record["metadata"]
     steps = atif_steps(record["messages"])
     return {
@@ -245,7 +249,7 @@ def atif_record(job: Path) -> dict[str, Any]:
 
 def export_atif(root: Path, out: Path, force: bool = False) -> ExportSummary:
     check_out(out, root, force)
-    records = [atif_record(job) for job in result_dirs(root)]
+    records = [atif_record(job) for job in result_folders(root)]
     records.sort(
         key=lambda r: (
             r["extra"]["sandbox_replayer"]["source_sha256"],

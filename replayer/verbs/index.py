@@ -228,7 +228,7 @@ def _walk(folder: Folder, rel: str, depth: int, walk: _Walk, rows: list[IndexRow
 def collect(root: Path) -> Index:
     """Every run below `root`."""
     try:
-        folder = Folder.open(root)
+        folder = Folder.open(root, given=True)
     except BadInput as exc:
         raise BadInput(f"{exc} (not a folder of results)") from None
     with folder:

@@ -41,12 +41,12 @@ class ViewData(BaseModel):
 def _read(directory: Path, name: str) -> bytes:
     """DIR/NAME, a name relative to the result directory (the result names its files), read the foreign way
     (no link followed, regular files only, bounded)."""
-    with Folder.open(directory) as folder:
+    with Folder.open(directory, given=True) as folder:
         return folder.read(name)
 
 
 def _json(directory: Path, name: str) -> Any:
-    with Folder.open(directory) as folder:
+    with Folder.open(directory, given=True) as folder:
         return folder.json(name)
 
 

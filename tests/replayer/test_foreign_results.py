@@ -233,3 +233,12 @@ def test_the_reader_refuses_what_is_not_a_plain_file_inside_the_folder(tmp_path:
             "other",
             "missing",
         ]
+
+
+def test_a_results_folder_the_user_names_through_a_link_is_read(prepared: Path, tmp_path: Path) -> None:
+    """The link the user typed is theirs (as for their input files); only what is below it is not followed."""
+    named = tmp_path / "mine"
+    named.symlink_to(_downloaded(prepared, tmp_path))
+    replayer("export", str(named), "-o", str(tmp_path / "records.jsonl"), check=True)
+    replayer("view", str(named), check=True)
+    assert (named / "report.html").is_file()
