@@ -48,6 +48,8 @@ def kind_of(mode: int) -> str:
 
 def parts(name: str) -> list[str]:
     """The components of a relative name inside a folder; BadInput for an absolute name or one with `..`."""
+    if "/" not in name and name not in ("", ".", ".."):
+        return [name]
     if name.startswith("/"):
         raise BadInput(f"{name}: an absolute name, not a name inside the folder (refused)")
     found = [part for part in name.split("/") if part not in ("", ".")]
@@ -168,24 +170,30 @@ class Folder:
     def _open(self, name: str, max_bytes: int) -> tuple[int, int]:
         """The descriptor and size of the regular file `name`, refused before any read when larger."""
         names = self._names(name)
-        where = self.path / name
-        with self._parent(names) as dfd:
-            try:
-                fd = os.open(names[-1], _FILE, dir_fd=dfd)
-            except OSError as exc:
-                raise BadInput(f"cannot read {where}: {_why(exc, where, dfd, names[-1])}") from None
+        if len(names) == 1:  # a file of this folder: thousands of them for a conversation, kept lean
+            fd = self._open_in(self.fd, name, name)
+        else:
+            with self._parent(names) as dfd:
+                fd = self._open_in(dfd, name, names[-1])
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                raise BadInput(f"cannot read {where}: it is {kind_of(st.st_mode)} (refused)")
+                raise BadInput(f"cannot read {self.path / name}: it is {kind_of(st.st_mode)} (refused)")
             if st.st_size > max_bytes:
                 raise BadInput(
-                    f"cannot read {where}: {st.st_size} bytes, more than the {max_bytes}-byte bound"
+                    f"cannot read {self.path / name}: {st.st_size} bytes, more than the {max_bytes}-byte bound"
                 )
         except BaseException:
             os.close(fd)
             raise
         return fd, st.st_size
+
+    def _open_in(self, dir_fd: int, name: str, last: str) -> int:
+        try:
+            return os.open(last, _FILE, dir_fd=dir_fd)
+        except OSError as exc:
+            where = self.path / name
+            raise BadInput(f"cannot read {where}: {_why(exc, where, dir_fd, last)}") from None
 
     def read(self, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
         """The whole of the regular file `name`; BadInput when it is anything else or passes `max_bytes`."""
