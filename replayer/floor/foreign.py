@@ -147,21 +147,20 @@ class Folder:
         return "link" if stat.S_ISLNK(mode) else "other"
 
     def _link_on_way(self, names: list[str]) -> bool:
+        """A folder on the way to `names[-1]` is a link (rather than missing, or not a folder)."""
         fd = os.dup(self.fd)
         try:
             for name in names[:-1]:
-                try:
-                    mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
-                except OSError:
-                    return False
-                if stat.S_ISLNK(mode):
+                if stat.S_ISLNK(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
                     return True
                 child = os.open(name, _DIR, dir_fd=fd)
                 os.close(fd)
                 fd = child
-            return False
+        except OSError:
+            pass
         finally:
             os.close(fd)
+        return False
 
     def names(self) -> list[str]:
         """The names this folder holds, sorted."""

@@ -226,11 +226,12 @@ def test_the_reader_refuses_what_is_not_a_plain_file_inside_the_folder(tmp_path:
                 folder.read(name, max_bytes=64)
             assert "\n" not in str(refused.value)
         assert folder.json("sub/ok.json") == {"a": 1}
-        assert [folder.kind(n) for n in ("sub", "hop", "hop/ok.json", "fifo.json", "none")] == [
+        assert [folder.kind(n) for n in ("sub", "hop", "hop/ok.json", "fifo.json", "none", "big.json/x")] == [
             "dir",
             "link",
             "link",
             "other",
+            "missing",
             "missing",
         ]
 
