@@ -243,3 +243,27 @@ def test_a_results_folder_the_user_names_through_a_link_is_read(prepared: Path, 
     replayer("export", str(named), "-o", str(tmp_path / "records.jsonl"), check=True)
     replayer("view", str(named), check=True)
     assert (named / "report.html").is_file()
+
+
+@pytest.mark.parametrize("linked", ["manifest", "cassette"])
+def test_a_folder_of_cassettes_is_read_without_links(tmp_path: Path, linked: str) -> None:
+    """`--cassette DIR` names a folder of cassettes: a candidate's cassette.json, or a candidate itself, that
+    is a link to a host file or folder is refused, never read (its text would show in the refusal)."""
+    from replayer.adapters import detect
+    from replayer.floor.errors import CassetteError
+    from replayer.pipeline import cassette
+
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / cassette.MANIFEST).write_bytes(orjson.dumps({"schema_version": MARKER}))
+    folder = tmp_path / "cassettes"
+    folder.mkdir()
+    if linked == "manifest":
+        (folder / "one").mkdir()
+        (folder / "one" / cassette.MANIFEST).symlink_to(host / cassette.MANIFEST)
+    else:
+        (folder / "one").symlink_to(host)
+    adapter = detect(ROOT / TRAJECTORY)
+    with pytest.raises(CassetteError) as refused:
+        cassette.select(folder, adapter.parse(ROOT / TRAJECTORY), 1)
+    assert "a link" in str(refused.value) and MARKER not in str(refused.value)
