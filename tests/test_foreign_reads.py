@@ -19,7 +19,8 @@ ALLOWED = {
     "replayer/floor/settings.py": "the user's own settings files (their trust rules: floor/trust)",
     "replayer/floor/trust.py": "the user's own trust list in their config folder",
     "replayer/floor/pins.py": "the pins shipped with the package",
-    "replayer/floor/verdicts.py": "the verdicts shipped with the package and the ones `verify` wrote",
+    "replayer/floor/verdicts.py": "the verdicts shipped with the package or in the folders the user's trusted "
+    "settings name (`verify` writes them)",
     "replayer/floor/bundles.py": "bundles the replayer installed (their lock, marker and package.json)",
     "replayer/floor/bundletrust.py": "the manifest the replayer wrote for a bundle it installed",
     "replayer/verbs/compatibility.py": "the package's own docs page",
@@ -30,7 +31,8 @@ ALLOWED = {
     "folder, and the user's --patch",
     "replayer/pipeline/forkpool.py": "run.json and fork.log the fork process of this compare wrote",
     "replayer/pipeline/provision.py": "the bundle archive the replayer downloaded and checks",
-    "replayer/pipeline/oracle.py": "a tree copied by safecopy (descriptor walk, no links)",
+    "replayer/pipeline/oracle.py": "continued/ the engine itself just wrote, and a tree walked by safecopy.walk "
+    "(descriptors, no link)",
     "replayer/pipeline/continuation.py": "the agent output the engine just copied into its own output",
     "adapters/base.py": "continuation.json the rebuild wrote; the continued session while the engine copies it",
     "adapters/tool_definitions.py": "tool definitions shipped with the package or captured by the replayer",
