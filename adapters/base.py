@@ -4,9 +4,10 @@ helpers they share."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
@@ -22,7 +23,8 @@ from replayer.bridges.scripted import Script, ScriptedUpstream
 from replayer.bridges.sidecalls import PROBE, SideCall
 from replayer.floor.divergence import COMMON
 from replayer.floor.errors import BadInput, SandboxError
-from replayer.floor.io import write_bytes_atomic
+from replayer.floor.foreign import Folder
+from replayer.floor.io import MAX_INPUT_BYTES, write_bytes_atomic
 from replayer.floor.models import (
     AgentStatus,
     Budgets,
@@ -478,7 +480,15 @@ def last_event(stdout: bytes, kind: str) -> dict[str, Any] | None:
     return next((e for e in reversed(stdout_events(stdout)) if e.get("type") == kind), None)
 
 
-def continued_file(result_dir: Path, name: str) -> Path | None:
-    """A result's continued native file `continued/<name>`, or None when the job did not continue."""
-    path = result_dir / "continued" / name
-    return path if path.is_file() else None
+@contextlib.contextmanager
+def continued_file(result_dir: Path, name: str) -> Iterator[Path | None]:
+    """A result's continued native file `continued/<name>` read the foreign way (a results folder may be a
+    download): a path to the very file opened without following a link, a regular file within the input
+    bound (`Folder.pinned`); None when the job did not continue. Anything else there is refused.
+    `result_dir` itself is one the user named or one a reader found without a link."""
+    with Folder.open(result_dir, given=True) as folder:
+        if folder.kind(f"continued/{name}") == "missing":
+            yield None
+            return
+        with folder.pinned(f"continued/{name}", MAX_INPUT_BYTES) as path:
+            yield path

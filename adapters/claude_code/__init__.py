@@ -136,10 +136,10 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
         )
 
     def continued_prefix(self, result_dir: Path, model: str | None = None) -> list[dict[str, Any]] | None:
-        path = continued_file(result_dir, "session.jsonl")
-        if path is None:
-            return None
-        return wire.to_messages(self.native(session.parse(path)).items, self.version())
+        with continued_file(result_dir, "session.jsonl") as path:
+            if path is None:
+                return None
+            return wire.to_messages(self.native(session.parse(path)).items, self.version())
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         return tools_to_chat(super().chat_tools(native))

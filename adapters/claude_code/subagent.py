@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,8 @@ from typing import Any
 import orjson
 
 from replayer.adapters.claude_code.chain import Session, safe_id
-from replayer.floor.errors import ReplayError
-from replayer.floor.io import read_beside
+from replayer.floor.errors import BadInput, ReplayError
+from replayer.floor.foreign import Folder, read_beside
 from replayer.floor.models import Step, SubagentFile, SubagentOf, Trajectory
 
 PARENT_MAX_BYTES = 256 * 1024 * 1024
@@ -31,7 +30,6 @@ MAX_SUBAGENT_FILES = 200
 MAX_SCANNED_ENTRIES = 10_000
 """The entries of a `subagents/` folder looked at at most."""
 _AGENT_FILE = re.compile(r"agent-([A-Za-z0-9_-]{1,64})\.jsonl")
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def subagent_of(
@@ -149,33 +147,25 @@ def _agent_calls(session: Session) -> dict[str, str]:
 
 def _in_subagents_folder(folder: Path, session_id: str) -> Iterator[tuple[str, Path]]:
     """(agentId, file) of the regular `agent-*.jsonl` files of `folder/<sessionId>/subagents/`."""
-    fds: list[int] = []
     try:
-        fds.append(os.open(folder, _DIR_FLAGS))
-        for name in (session_id, "subagents"):
-            fds.append(os.open(name, _DIR_FLAGS, dir_fd=fds[-1]))
-        with os.scandir(fds[-1]) as entries:
+        with (
+            Folder.open(folder) as top,
+            top.sub(f"{session_id}/subagents") as found,
+            os.scandir(found.fd) as entries,
+        ):
             for n, entry in enumerate(entries):
                 if n >= MAX_SCANNED_ENTRIES:
                     break
                 match = _AGENT_FILE.fullmatch(entry.name)
                 if match and entry.is_file(follow_symlinks=False):
                     yield match.group(1), folder / session_id / "subagents" / entry.name
-    except OSError:
+    except (BadInput, OSError):
         return
-    finally:
-        for fd in fds:
-            os.close(fd)
 
 
 def _regular(folder: Path, name: str) -> bool:
     try:
-        fd = os.open(folder, _DIR_FLAGS)
-    except OSError:
+        with Folder.open(folder) as found:
+            return found.kind(name) == "file"
+    except BadInput:
         return False
-    try:
-        return stat.S_ISREG(os.lstat(name, dir_fd=fd).st_mode)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)

@@ -177,10 +177,10 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
         )
 
     def continued_prefix(self, result_dir: Path, model: str | None = None) -> list[dict[str, Any]] | None:
-        path = continued_file(result_dir, "rollout.jsonl")
-        if path is None:
-            return None
-        continued = self.native(rollout.parse(path))
+        with continued_file(result_dir, "rollout.jsonl") as path:
+            if path is None:
+                return None
+            continued = self.native(rollout.parse(path))
         kept = [r for r in continued.records if rollout.kept_record(r)]
         old_form = resume.sends_instructions_form(continued, tools.version())  # the version that continued
         return rollout.wire_input(continued, kept, paginated_wire=not old_form)

@@ -19,6 +19,7 @@ from replayer.adapters.base import (
     Ended,
     Launch,
     Rebuild,
+    continued_file,
     copy_continued,
 )
 from replayer.adapters.gemini_cli import backend, bundle, session, wire
@@ -194,10 +195,10 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
         )
 
     def continued_prefix(self, result_dir: Path, model: str | None = None) -> list[dict[str, Any]] | None:
-        path = result_dir / "continued" / f"{CONTINUED}.{native_form()[0]}"
-        if not path.is_file():
-            return None
-        return wire.resume_contents(self.native(session.parse(path)).messages, bundle.resume_rules())
+        with continued_file(result_dir, f"{CONTINUED}.{native_form()[0]}") as path:
+            if path is None:
+                return None
+            return wire.resume_contents(self.native(session.parse(path)).messages, bundle.resume_rules())
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         return tools_to_chat(super().chat_tools(native))

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from replayer.floor.errors import ReplayError
-from replayer.floor.io import read_beside
+from replayer.floor.foreign import read_beside
 from replayer.floor.models import SubagentOf, Trajectory
 
 PARENT_MAX_BYTES = 64 * 1024 * 1024

@@ -25,7 +25,8 @@ from replayer.adapters.mini_swe_agent.rerun import MiniRerunner, companion_argv
 from replayer.adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from replayer.bridges.chat import ChatPrefixGate
 from replayer.floor import cwdinfer
-from replayer.floor.io import write_bytes_atomic
+from replayer.floor.foreign import Folder
+from replayer.floor.io import MAX_INPUT_BYTES, read_input, write_bytes_atomic
 from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.floor.pins import release
 from replayer.floor.rundirs import RunDirs
@@ -146,10 +147,10 @@ class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation
         return doc
 
     def continued_prefix(self, result_dir: Path, model: str | None = None) -> list[dict[str, Any]] | None:
-        path = continued_file(result_dir, TRAJECTORY)
-        if path is None:
-            return None
-        document = json.loads(path.read_text())
+        with continued_file(result_dir, TRAJECTORY) as path:
+            if path is None:
+                return None
+            document = json.loads(read_input(path))
         messages = document.get("messages", [])
         if document.get("trajectory_format") == "mini-swe-agent-1":
             version = str(document.get("info", {}).get("mini_version") or bundle.version())
@@ -158,7 +159,8 @@ class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         """The bash tool in tool-call mode; none for the text-based models (actions in the text)."""
-        document = json.loads((native / "home" / TRAJECTORY).read_text())
+        with Folder.open(native) as folder:  # a result's folder: it may be a download
+            document = json.loads(folder.read(f"home/{TRAJECTORY}", MAX_INPUT_BYTES))
         if not isinstance(document, dict) or document.get("trajectory_format") != "mini-swe-agent-1.1":
             return []  # 1.x and bare lists: actions in the text
         if document.get("info", {}).get("config", {}).get("model_type") != config.TOOLCALL:

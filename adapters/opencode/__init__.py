@@ -30,7 +30,7 @@ from replayer.bridges.chat import SystemPerRequestGate
 from replayer.bridges.sidecalls import PROBE, SideCall
 from replayer.floor import cwdinfer
 from replayer.floor.errors import ReplayError
-from replayer.floor.io import write_bytes_atomic
+from replayer.floor.io import read_input, write_bytes_atomic
 from replayer.floor.models import (
     AgentStatus,
     Budgets,
@@ -195,10 +195,10 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
         )
 
     def continued_prefix(self, result_dir: Path, model: str | None = None) -> list[dict[str, Any]] | None:
-        path = continued_file(result_dir, EXPORT)
-        if path is None:
-            return None
-        return to_wire(orjson.loads(path.read_bytes())["messages"])
+        with continued_file(result_dir, EXPORT) as path:
+            if path is None:
+                return None
+            return to_wire(orjson.loads(read_input(path))["messages"])
 
     # continuation -----------------------------------------------------------------------------
     def gate(

@@ -26,6 +26,7 @@ from replayer.adapters.openhands.shell import SHELL_PATH
 from replayer.adapters.openhands.wire import to_messages
 from replayer.adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from replayer.bridges.chat import ChatPrefixGate
+from replayer.floor.foreign import Folder
 from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
 from replayer.floor.rundirs import RunDirs
 from replayer.sandboxes.base import Sandbox
@@ -100,10 +101,11 @@ class OpenHandsAdapter(Adapter[conversation.Native, OpenHandsContinuation]):
         )
 
     def continued_prefix(self, result_dir: Path, model: str | None = None) -> list[dict[str, Any]] | None:
-        path = result_dir / "continued" / "conversation"
-        if not (path / conversation.BASE_STATE).is_file():
-            return None
-        return to_messages(conversation.read_events(path, _NoDigest()))
+        with Folder.open(result_dir) as results:  # a results folder may be a download: no link followed
+            if results.kind(f"continued/conversation/{conversation.BASE_STATE}") != "file":
+                return None
+            with results.sub("continued/conversation") as folder:
+                return to_messages(conversation.read_events(folder.pinned_path, _NoDigest()))
 
     # continuation -----------------------------------------------------------------------------
     def gate(

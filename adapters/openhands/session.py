@@ -23,7 +23,8 @@ from replayer.adapters.openhands import bundle
 from replayer.adapters.openhands.wire import tool_text
 from replayer.adapters.shapes import MAX_DEPTH, Member, deep_place, fits, shallow_text, validated
 from replayer.floor.errors import BadInput, bad_record, excerpt
-from replayer.floor.io import MAX_INPUT_BYTES, entry_kind, read_input, read_small, sha256_soon
+from replayer.floor.foreign import Folder
+from replayer.floor.io import MAX_INPUT_BYTES, read_input, sha256_soon
 from replayer.floor.models import Observation, Step, ToolCall, Trajectory
 from replayer.floor.pins import pinned_version
 
@@ -243,24 +244,23 @@ def looks_like_conversation(path: Path) -> bool:
 
 def read_events(root: Path, digest: Any) -> list[dict[str, Any]]:
     """The event files in order, each read without following a link (a link or special file is refused)."""
-    folder = root / EVENTS
     try:
-        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
+        folder = Folder.open(root / EVENTS)
+    except BadInput:
         raise BadInput(f"{root}: no {EVENTS} directory (not an OpenHands conversation)") from None
-    try:
-        return _read_events(root, folder, dir_fd, digest)
-    finally:
-        os.close(dir_fd)
+    with folder:
+        return _read_events(root, folder, digest)
 
 
-def _read_events(root: Path, folder: Path, dir_fd: int, digest: Any) -> list[dict[str, Any]]:
+def _read_events(root: Path, folder: Folder, digest: Any) -> list[dict[str, Any]]:
     named: list[tuple[int, str, str]] = []
     try:
-        names = os.listdir(dir_fd)
+        names = folder.names()
     except OSError as exc:
-        raise BadInput(f"cannot read {folder}: {exc.strerror}") from None
-    prefix = f"{folder}{os.sep}"  # paths as strings: thousands of Path objects cost more than their reads
+        raise BadInput(f"cannot read {folder.path}: {exc.strerror}") from None
+    prefix = (
+        f"{folder.path}{os.sep}"  # paths as strings: thousands of Path objects cost more than their reads
+    )
     for name in names:
         if name.startswith("."):
             continue  # .eventlog.lock
@@ -274,11 +274,7 @@ def _read_events(root: Path, folder: Path, dir_fd: int, digest: Any) -> list[dic
         if index != n:
             raise BadInput(f"{root}: event {n} is missing (found event-{index:05d})")
         entry = prefix + name
-        data = read_small(dir_fd, name, MAX_INPUT_BYTES)
-        if data is None:
-            raise BadInput(
-                f"{entry} is {entry_kind(dir_fd, name)}, not an event file (links are not followed)"
-            )
+        data = folder.read(name, MAX_INPUT_BYTES)  # a link or special file: refused
         digest.update(data)
         raw = load_json(entry, data, "conversation")
         if not isinstance(raw, dict):

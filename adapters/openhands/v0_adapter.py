@@ -181,10 +181,10 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
         )
 
     def continued_prefix(self, result_dir: Path, model: str | None = None) -> list[dict[str, Any]] | None:
-        path = continued_file(result_dir, TRAJECTORY)
-        if path is None:
-            return None
-        return v0.to_messages(self.native(v0.parse(path)).events)
+        with continued_file(result_dir, TRAJECTORY) as path:
+            if path is None:
+                return None
+            return v0.to_messages(self.native(v0.parse(path)).events)
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         # adapters/openhands/data/<V0 version>/: one data folder for both formats

@@ -168,10 +168,10 @@ class PiAdapter(Adapter[session.Native, PiContinuation]):
         )
 
     def continued_prefix(self, result_dir: Path, model: str | None = None) -> list[dict[str, Any]] | None:
-        path = continued_file(result_dir, CONTINUED)
-        if path is None:
-            return None
-        continued = self.native(session.parse(path))
+        with continued_file(result_dir, CONTINUED) as path:
+            if path is None:
+                return None
+            continued = self.native(session.parse(path))
         return _sent(continued, model or _launched(continued), self.version())
 
     def gate_facts(

@@ -22,6 +22,7 @@ from typing import BinaryIO
 from pydantic import BaseModel, ConfigDict
 
 from replayer.floor.errors import BadInput, ConfinementError, OutputError
+from replayer.floor.foreign import kind_of, read_fd
 from replayer.floor.models import ReadBudget
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -173,19 +174,6 @@ MAX_INPUT_BYTES = 512 * 1024 * 1024
 """The largest native file read (a trajectory, an event file, an export)."""
 
 
-def _kind_of(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def _open_input(path: Path | str, max_bytes: int) -> tuple[int, int]:
     """The descriptor and size of a user's input file: a regular file of at most `max_bytes`, else refused
     before any read (a FIFO would block, a device never ends). O_NONBLOCK (a FIFO's open would block) stays
@@ -197,7 +185,7 @@ def _open_input(path: Path | str, max_bytes: int) -> tuple[int, int]:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise BadInput(f"{path} is {_kind_of(st.st_mode)}, not a trajectory file")
+            raise BadInput(f"{path} is {kind_of(st.st_mode)}, not a trajectory file")
         if st.st_size > max_bytes:
             raise BadInput(f"{path} is {st.st_size} bytes, more than the {max_bytes}-byte limit")
     except BaseException:
@@ -223,25 +211,10 @@ def open_input(path: Path, max_bytes: int = MAX_INPUT_BYTES) -> Iterator[BinaryI
 def read_input(path: Path | str, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
     """The whole of a user's input file (see `open_input`), reading at most `max_bytes` even if it grows."""
     fd, size = _open_input(path, max_bytes)
-    # read straight from the descriptor, sized by the file (a conversation is thousands of small files);
-    # asking for one byte more tells a file that grew since, whose rest is read up to the limit. A first
-    # read that stops at exactly the size found the end: no second read (a system call per file) to see it
-    chunks: list[bytes] = []
-    left = max_bytes + 1
     try:
-        want = size + 1
-        while left > 0:
-            chunk = os.read(fd, min(want, left))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-            if len(chunks) == 1 and len(chunk) == size:
-                break
-            want = 1 << 20
+        data = read_fd(fd, size, max_bytes)
     finally:
         os.close(fd)
-    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if len(data) > max_bytes:
         raise BadInput(f"{path} grew past the {max_bytes}-byte limit while it was read")
     return data
@@ -386,64 +359,4 @@ def remove_alias(alias: Path) -> None:
     fd = int(alias.name)
     if fd in _ALIASES:
         _ALIASES.discard(fd)
-        os.close(fd)
-
-
-MAX_FILE_BYTES = 64 * 1024 * 1024
-"""What `read_small` reads of one file at most (a result, a report's input)."""
-_SMALL_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-def entry_kind(dir_fd: int, name: str) -> str:
-    """What `read_small` refused in `dir_fd`: "a link", "a FIFO", "a directory" ..., else "too large"."""
-    try:
-        mode = os.lstat(name, dir_fd=dir_fd).st_mode
-    except OSError as exc:
-        return f"unreadable ({exc.strerror})"
-    if stat.S_ISLNK(mode):
-        return "a link"
-    return "too large" if stat.S_ISREG(mode) else _kind_of(mode)
-
-
-def read_beside(folder: Path, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes | None:
-    """The regular file `name` of `folder` (a file found beside a user's input: another session of theirs),
-    following no link in its last two components and opening no special file; None when it is anything
-    else, missing, unreadable or larger than `max_bytes`."""
-    try:
-        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        return read_small(dir_fd, name, max_bytes)
-    finally:
-        os.close(dir_fd)
-
-
-def read_small(dir_fd: int, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes | None:
-    """A regular file's bytes (no link followed, no special file opened); None when it is anything else
-    or larger than `max_bytes`."""
-    try:
-        fd = os.open(name, _SMALL_FLAGS, dir_fd=dir_fd)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > max_bytes:
-            return None
-        # a first read of one byte more than the size found that stops at the size found the end: no
-        # second read (a system call per file: a conversation is thousands) to see it (`read_input`)
-        chunks, left = [], max_bytes + 1
-        want = st.st_size + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, want))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-            if len(chunks) == 1 and len(chunk) == st.st_size:
-                break
-            want = 1 << 20
-        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        return data if len(data) <= max_bytes else None
-    finally:
         os.close(fd)

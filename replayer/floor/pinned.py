@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from replayer.floor.bundletrust import unsafe_owner
-from replayer.floor.errors import SettingsError
-from replayer.floor.io import entry_kind, read_small, sha256_hex
+from replayer.floor.errors import BadInput, SettingsError
+from replayer.floor.foreign import Folder
+from replayer.floor.io import sha256_hex
 
 
 def key(path: Path) -> str:
@@ -28,18 +29,13 @@ def read(path: Path, max_bytes: int) -> bytes:
     (nor any folder above it); SettingsError in one line otherwise."""
     real = Path(key(path))
     try:
-        dir_fd = os.open(real.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        raise SettingsError(f"{path}: cannot read its folder ({exc.strerror})") from None
-    try:
-        data = read_small(dir_fd, real.name, max_bytes)
-        if data is None:
-            raise SettingsError(
-                f"{path}: {entry_kind(dir_fd, real.name)}; a trusted file is read only as a regular file of "
-                f"at most {max_bytes} bytes, never through a link"
-            )
-    finally:
-        os.close(dir_fd)
+        with Folder.open(real.parent) as folder:
+            data = folder.read(real.name, max_bytes)
+    except BadInput as exc:
+        raise SettingsError(
+            f"{path}: a trusted file is read only as a regular file of at most {max_bytes} bytes, never "
+            f"through a link ({exc})"
+        ) from None
     problem = unsafe_owner(real)
     if problem:
         raise SettingsError(f"{path}: {problem}, so someone else could change it; it is not trusted")

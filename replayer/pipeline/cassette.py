@@ -11,7 +11,6 @@ missing or changed one before anything starts (docs/cassettes.md).
 
 from __future__ import annotations
 
-import os
 import stat
 from collections import Counter
 from pathlib import Path
@@ -21,11 +20,13 @@ import orjson
 from pydantic import BaseModel, Field, ValidationError
 
 from replayer.bridges.playback import Answer, Exchange, Kind
-from replayer.floor.errors import BadInput, CassetteError, excerpt
-from replayer.floor.io import OutputDir, read_input, sha256_hex, write_bytes_atomic
+from replayer.floor.errors import BadInput, CassetteError, SandboxError, excerpt
+from replayer.floor.foreign import Folder
+from replayer.floor.io import OutputDir, sha256_hex, write_bytes_atomic
 from replayer.floor.models import Frozen, Trajectory
 from replayer.floor.redact import redact, redact_text
 from replayer.floor.release import __version__
+from replayer.floor.safecopy import shown, walk
 
 SCHEMA = 1
 MANIFEST = "cassette.json"
@@ -194,7 +195,7 @@ def load(path: Path) -> Cassette:
             raise CassetteError(f"{path}: {f.path} is missing")
         if not f.path.endswith(SUFFIXES[f.role]) or f.size > MAX_FILE_BYTES:
             raise CassetteError(f"{path}: {f.path} is not an allowed {f.role} file")
-        raw = _read(path / f.path)
+        raw = _read(path, f.path)
         if len(raw) != f.size or sha256_hex(raw) != f.sha256:
             raise CassetteError(f"{path}: {f.path} does not match its SHA-256 in {MANIFEST} (changed)")
         data[f.path] = raw
@@ -245,7 +246,7 @@ def _manifest(path: Path) -> CassetteManifest:
     if not (path / MANIFEST).is_file():
         raise CassetteError(f"{path} holds no {MANIFEST}: not a cassette")
     try:
-        raw = orjson.loads(_read(path / MANIFEST))
+        raw = orjson.loads(_read(path, MANIFEST))
     except orjson.JSONDecodeError as exc:
         raise CassetteError(f"{path / MANIFEST} is not JSON ({exc})") from None
     if isinstance(raw, dict) and raw.get("schema_version") != SCHEMA:
@@ -291,25 +292,27 @@ def _over_limits(exchanges: int, files: list[CassetteFile]) -> str | None:
 def _walk(root: Path) -> set[str]:
     """Every regular file under root (relative paths); anything else (a link, a device) is refused."""
     found: set[str] = set()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        for name in dirnames + filenames:
-            full = Path(dirpath) / name
-            rel = full.relative_to(root).as_posix()
-            mode = full.lstat().st_mode
+    try:
+        for entry in walk(root):
+            rel, mode = shown(entry.path), entry.stat.st_mode
             if stat.S_ISDIR(mode):
                 if rel != EXCHANGES:
                     raise CassetteError(f"{root}: unknown directory {excerpt(rel)}")
             elif stat.S_ISREG(mode):
                 found.add(rel)
+                if len(found) > MAX_FILES + 1:
+                    raise CassetteError(f"{root}: over {MAX_FILES} files")
             else:
                 raise CassetteError(f"{root}: {excerpt(rel)} is not a regular file")
-        if len(found) > MAX_FILES + 1:
-            raise CassetteError(f"{root}: over {MAX_FILES} files")
+    except SandboxError as exc:
+        raise CassetteError(str(exc)) from None
     return found
 
 
-def _read(path: Path) -> bytes:
+def _read(root: Path, name: str) -> bytes:
+    """A cassette's file the foreign way: a name inside it, no link followed, a regular file, bounded."""
     try:
-        return read_input(path, MAX_FILE_BYTES)
+        with Folder.open(root) as folder:
+            return folder.read(name, MAX_FILE_BYTES)
     except BadInput as exc:
         raise CassetteError(str(exc)) from None

@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from replayer.floor import settings
 from replayer.floor.errors import BadInput, Interrupted, OutputError, ReplayError, excerpt
-from replayer.floor.io import MAX_FILE_BYTES, open_input, write_bytes_atomic
+from replayer.floor.foreign import MAX_FILE_BYTES, Folder
+from replayer.floor.io import open_input, write_bytes_atomic
 from replayer.floor.models import (
     Budgets,
     ContinueSettings,
@@ -602,7 +603,7 @@ def _recorded(
     job: Job, result: ReplayResult | ReplayError | str | None, out: Path, node: str | None
 ) -> JobOutcome:
     """A grouped job's outcome from its boundary's result, error or crash reason, stored as `run_job` does."""
-    if not isinstance(result, ReplayResult) and (job_dir(out, job.key) / "result.json").is_file():
+    if not isinstance(result, ReplayResult) and _has_result(out, job.key):
         result = None  # written before the replay stopped
     if isinstance(result, ReplayResult):  # a continuation refused or failed: its directory is complete
         from replayer.pipeline.continuation import continuation_error
@@ -635,7 +636,7 @@ def pending(jobs: list[Job], out: Path, retry_failed: bool, tally: Tally) -> lis
         stored = _stored_outcome(out, job.key)  # a failed continuation's directory is complete: failed still
         if stored is not None and not retry_failed:
             tally.add(stored)
-        elif stored is None and (job_dir(out, job.key) / "result.json").is_file():
+        elif stored is None and _has_result(out, job.key):
             tally.add(outcome_of(job, "skipped"))
         else:
             todo.append(job)
@@ -643,14 +644,27 @@ def pending(jobs: list[Job], out: Path, retry_failed: bool, tally: Tally) -> lis
 
 
 def _stored_outcome(out: Path, key: str) -> JobOutcome | None:
-    """A refusal or failure recorded before; an unreadable record counts as none (the job runs again)."""
-    path = outcome_path(out, key)
-    if not path.is_file():
-        return None
+    """A refusal or failure recorded before; an unreadable record counts as none (the job runs again). DIR
+    may be a copy from elsewhere: read the foreign way (no link, a regular file, bounded)."""
     try:
-        return JobOutcome.model_validate_json(path.read_bytes())
-    except (OSError, ValidationError):
+        with Folder.open(out, given=True) as folder:  # the user's --out
+            raw = folder.maybe_read(f"outcomes/{key}.json", _OUTCOME_BYTES)
+        return None if raw is None else JobOutcome.model_validate_json(raw)
+    except (BadInput, ValidationError):
         return None
+
+
+_OUTCOME_BYTES = 1 << 20
+"""An outcome record is a line of error text and a few fields."""
+
+
+def _has_result(out: Path, key: str) -> bool:
+    """The job's result.json is there as a regular file, reached without a link (a done job)."""
+    try:
+        with Folder.open(out, given=True) as folder:
+            return folder.kind(f"jobs/{key}/result.json") == "file"
+    except BadInput:
+        return False
 
 
 # the batch directory ----------------------------------------------------------------------------

@@ -12,14 +12,16 @@ jobs give the same bytes.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from replayer import adapters
 from replayer.floor.errors import BadInput, OutputError, ReplayError
+from replayer.floor.foreign import Folder
 from replayer.floor.io import write_bytes_atomic
 from replayer.floor.models import ReplayResult
 from replayer.floor.pins import pinned_version, running_version
@@ -36,18 +38,40 @@ class ExportSummary(BaseModel):
     out: str
 
 
-def result_dirs(root: Path) -> list[Path]:
-    """A batch directory's finished jobs, or one result directory."""
-    if (root / "result.json").is_file():
-        return [root]
-    jobs = root / "jobs"
-    if not jobs.is_dir():
-        raise BadInput(f"{root} is neither a result directory nor a batch directory")
-    return sorted(d for d in jobs.iterdir() if not d.name.startswith(".") and (d / "result.json").is_file())
+def result_folders(root: Path) -> Iterator[Folder]:
+    """A batch directory's finished jobs, or one result directory, each opened in turn. DIR may be a
+    download: a job is opened below it without following a link (`Folder`), and a job whose result.json is
+    there but not a plain file is refused when read, never skipped in silence."""
+    with Folder.open(root, given=True) as top:
+        if top.kind("result.json") != "missing":
+            yield top
+            return
+        if top.kind("jobs") != "dir":
+            raise BadInput(f"{root} is neither a result directory nor a batch directory")
+        with top.sub("jobs") as jobs:
+            names = [
+                n
+                for n in jobs.names()
+                if not n.startswith(".") and jobs.kind(f"{n}/result.json") != "missing"
+            ]
+            for name in names:
+                with jobs.sub(name) as job:
+                    yield job
+
+
+def _result(job: Folder) -> ReplayResult:
+    try:
+        return ReplayResult.model_validate_json(job.read("result.json"))
+    except ValidationError as exc:
+        raise BadInput(
+            f"{job.path / 'result.json'} is not a replay result: {exc.errors()[0]['msg']}"
+        ) from None
 
 
 def chat_record(job: Path) -> dict[str, Any]:
-    return _chat_record(job, ReplayResult.model_validate_json((job / "result.json").read_bytes()))
+    """The chat record of the result directory `job` the user named."""
+    with Folder.open(job, given=True) as folder:
+        return _chat_record(folder, _result(folder))
 
 
 @functools.cache
@@ -59,18 +83,25 @@ def _tools_source(
 
 
 @functools.cache
-def _session_model(trajectory: Path) -> str | None:
-    """The model the session records, from its file when it is still there (the capture talks to it)."""
+def _session_model(trajectory: Path, source_sha256: str) -> str | None:
+    """The model the session records (the capture talks to it), from its file when it is still there: not a
+    link, and still the file the result was made from (a downloaded result names a path someone else chose;
+    a host file that is not that trajectory is never used)."""
     try:
+        with Folder.open(trajectory.parent) as folder:
+            if folder.kind(trajectory.name) not in ("file", "dir"):
+                return None
         adapter = adapters.detect(trajectory)
-        return adapter.default_model(adapter.parse(trajectory))
+        traj = adapter.parse(trajectory)
     except ReplayError:
         return None
+    return adapter.default_model(traj) if traj.source_sha256 == source_sha256 else None
 
 
-def _chat_record(job: Path, result: ReplayResult) -> dict[str, Any]:
+def _chat_record(folder: Folder, result: ReplayResult) -> dict[str, Any]:
+    job = folder.path
     adapter = adapters.by_name(result.agent)
-    prefix = orjson.loads((job / result.expected_prefix).read_bytes())
+    prefix = folder.json(result.expected_prefix)  # a name inside the folder, no link, bounded
     dialect = adapter.dialect()
     messages = dialect.to_chat(prefix)
     cont = result.continuation
@@ -103,7 +134,7 @@ def _chat_record(job: Path, result: ReplayResult) -> dict[str, Any]:
         }
         if continued is not None:
             messages = dialect.to_chat(continued)  # the prefix, then what the agent did from the boundary
-    model = _session_model(result.request.trajectory)
+    model = _session_model(result.request.trajectory, result.source_sha256)
     tools = _tools_source(result.agent, result.agent_version, adapter.tools_data_name(), model)
     with running_version(result.agent, tools.version):  # the definitions of the version that recorded it
         chat_tools = adapter.chat_tools(job / "native")
@@ -134,7 +165,7 @@ def write_records(out: Path, lines: list[bytes]) -> None:
 
 def export_chat(root: Path, out: Path, force: bool = False) -> ExportSummary:
     check_out(out, root, force)
-    records = [chat_record(job) for job in result_dirs(root)]
+    records = [_chat_record(job, _result(job)) for job in result_folders(root)]
     records.sort(
         key=lambda r: (r["metadata"]["source_sha256"], r["metadata"]["boundary"], r["metadata"]["job"])
     )
@@ -194,9 +225,9 @@ def _arguments(raw: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_raw": value}
 
 
-def atif_record(job: Path) -> dict[str, Any]:
+def atif_record(job: Folder) -> dict[str, Any]:
     """One ATIF v1.7 trajectory for one prefix, built from its chat record (same redaction, same provenance)."""
-    result = ReplayResult.model_validate_json((job / "result.json").read_bytes())
+    result = _result(job)
     record = _chat_record(job, result)
     metadata = record["metadata"]
     steps = atif_steps(record["messages"])
@@ -218,7 +249,7 @@ def atif_record(job: Path) -> dict[str, Any]:
 
 def export_atif(root: Path, out: Path, force: bool = False) -> ExportSummary:
     check_out(out, root, force)
-    records = [atif_record(job) for job in result_dirs(root)]
+    records = [atif_record(job) for job in result_folders(root)]
     records.sort(
         key=lambda r: (
             r["extra"]["sandbox_replayer"]["source_sha256"],

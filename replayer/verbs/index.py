@@ -10,9 +10,7 @@ own folders (its workspace copy, the agent home) are not walked.
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +18,14 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from replayer.floor.errors import BadInput, OutputError, ReplayError
-from replayer.floor.io import MAX_FILE_BYTES, read_small, write_bytes_atomic
+from replayer.floor.foreign import Folder
+from replayer.floor.io import write_bytes_atomic
 from replayer.floor.models import CompareResult, ReplayResult
 
 PAGE = "index.html"
 MAX_DEPTH = 6
 MAX_ENTRIES = 100_000
 MAX_RUNS = 10_000
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class IndexRow(BaseModel):
@@ -68,19 +66,10 @@ class _Walk:
         self.skipped: list[str] = []
 
 
-@contextlib.contextmanager
-def _open_dir(name: str | Path, dir_fd: int | None = None) -> Iterator[int]:
-    fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
-    try:
-        yield fd
-    finally:
-        os.close(fd)
-
-
-def _listing(fd: int, walk: _Walk, where: str) -> dict[str, bool]:
+def _listing(folder: Folder, walk: _Walk, where: str) -> dict[str, bool]:
     """Name -> is a directory (not a link), bounded by what the walk has left."""
     out: dict[str, bool] = {}
-    with os.scandir(fd) as it:
+    with os.scandir(folder.fd) as it:
         for entry in it:
             walk.entries += 1
             if walk.entries > MAX_ENTRIES:
@@ -92,8 +81,8 @@ def _listing(fd: int, walk: _Walk, where: str) -> dict[str, bool]:
     return out
 
 
-def _json(fd: int, name: str) -> Any:
-    data = read_small(fd, name)
+def _json(folder: Folder, name: str) -> Any:
+    data = folder.maybe_read(name)
     if data is None:
         return None
     try:
@@ -109,13 +98,10 @@ def _counts(divergences: list[Any]) -> dict[str, int]:
     return counts
 
 
-def _replay_row(fd: int, rel: str, kind: str) -> IndexRow:
-    raw = read_small(fd, "result.json")
+def _replay_row(folder: Folder, rel: str, kind: str) -> IndexRow:
     try:
-        if raw is None:
-            raise ValueError(f"not a regular file of at most {MAX_FILE_BYTES} bytes")
-        result = ReplayResult.model_validate_json(raw)
-    except (ValueError, ValidationError) as exc:
+        result = ReplayResult.model_validate_json(folder.read("result.json"))
+    except (ValueError, ValidationError, BadInput) as exc:
         return IndexRow(
             kind=kind, path=rel, status="unreadable", note=f"result.json: {str(exc).splitlines()[0]}"
         )
@@ -133,13 +119,10 @@ def _replay_row(fd: int, rel: str, kind: str) -> IndexRow:
     )
 
 
-def _compare_rows(fd: int, rel: str) -> list[IndexRow]:
-    raw = read_small(fd, "compare.json")
+def _compare_rows(folder: Folder, rel: str) -> list[IndexRow]:
     try:
-        if raw is None:
-            raise ValueError(f"not a regular file of at most {MAX_FILE_BYTES} bytes")
-        result = CompareResult.model_validate_json(raw)
-    except (ValueError, ValidationError) as exc:
+        result = CompareResult.model_validate_json(folder.read("compare.json"))
+    except (ValueError, ValidationError, BadInput) as exc:
         note = f"compare.json: {str(exc).splitlines()[0]}"
         return [IndexRow(kind="compare run", path=rel, status="unreadable", note=note)]
     report = _join(rel, "report.html")
@@ -165,13 +148,13 @@ def _compare_rows(fd: int, rel: str) -> list[IndexRow]:
     return rows
 
 
-def _outcome_rows(fd: int, rel: str, walk: _Walk) -> list[IndexRow]:
+def _outcome_rows(folder: Folder, rel: str, walk: _Walk) -> list[IndexRow]:
     """A batch's refused and failed jobs (DIR/outcomes/KEY.json): they have no result directory."""
     rows = []
-    for name, is_dir in sorted(_listing(fd, walk, rel).items()):
+    for name, is_dir in sorted(_listing(folder, walk, rel).items()):
         if is_dir or not name.endswith(".json"):
             continue
-        data = _json(fd, name)
+        data = _json(folder, name)
         if not isinstance(data, dict) or not isinstance(data.get("status"), str):
             continue
         rows.append(
@@ -187,8 +170,8 @@ def _outcome_rows(fd: int, rel: str, walk: _Walk) -> list[IndexRow]:
     return rows
 
 
-def _verdict_row(fd: int, rel: str, name: str) -> IndexRow | None:
-    data = _json(fd, name)
+def _verdict_row(folder: Folder, rel: str, name: str) -> IndexRow | None:
+    data = _json(folder, name)
     keys = {"agent", "version", "passed", "checks", "probe"}
     if not isinstance(data, dict) or not keys <= data.keys():
         return None
@@ -209,19 +192,19 @@ def _join(rel: str, name: str) -> str:
     return f"{rel}/{name}" if rel else name
 
 
-def _walk(fd: int, rel: str, depth: int, walk: _Walk, rows: list[IndexRow]) -> None:
-    listing = _listing(fd, walk, rel)
+def _walk(folder: Folder, rel: str, depth: int, walk: _Walk, rows: list[IndexRow]) -> None:
+    listing = _listing(folder, walk, rel)
     if listing.get("result.json") is False:
         kind = "batch job" if rel.split("/")[-2:-1] == ["jobs"] else "replay"
-        rows.append(_replay_row(fd, rel, kind))
+        rows.append(_replay_row(folder, rel, kind))
         return  # its folders are the run's own (workspace copy, agent home): not walked
     children = [name for name, is_dir in sorted(listing.items()) if is_dir]
     if listing.get("compare.json") is False:
-        rows.extend(_compare_rows(fd, rel))
+        rows.extend(_compare_rows(folder, rel))
         children = [c for c in children if c == "replay"]  # the runs are in compare.json
     for name, is_dir in sorted(listing.items()):
         if not is_dir and name.endswith(".json") and name not in ("batch.json", "compare.json"):
-            row = _verdict_row(fd, rel, name)
+            row = _verdict_row(folder, rel, name)
             if row is not None:
                 rows.append(row)
     for name in children:
@@ -233,23 +216,24 @@ def _walk(fd: int, rel: str, depth: int, walk: _Walk, rows: list[IndexRow]) -> N
             walk.skipped.append(f"{child}: deeper than {MAX_DEPTH} levels, not walked")
             continue
         try:
-            with _open_dir(name, dir_fd=fd) as sub:
+            with folder.sub(name) as sub:
                 if name == "outcomes" and "batch.json" in listing:
                     rows.extend(_outcome_rows(sub, child, walk))
                 else:
                     _walk(sub, child, depth + 1, walk, rows)
-        except OSError as exc:
-            walk.skipped.append(f"{child}: {exc.strerror}")
+        except BadInput as exc:
+            walk.skipped.append(f"{child}: {str(exc).removeprefix(f'cannot read {folder.path / name}: ')}")
 
 
 def collect(root: Path) -> Index:
     """Every run below `root`."""
     try:
-        with _open_dir(root) as fd:
-            walk, rows = _Walk(), []  # type: ignore[var-annotated]
-            _walk(fd, "", 0, walk, rows)
-    except OSError as exc:
-        raise BadInput(f"cannot read {root} as a folder of results: {exc.strerror}") from None
+        folder = Folder.open(root, given=True)
+    except BadInput as exc:
+        raise BadInput(f"{exc} (not a folder of results)") from None
+    with folder:
+        walk, rows = _Walk(), []  # type: ignore[var-annotated]
+        _walk(folder, "", 0, walk, rows)
     return Index(root=str(root), rows=rows, skipped=walk.skipped)
 
 

@@ -4,17 +4,16 @@ and degradations."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
-import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from replayer import adapters
 from replayer.adapters.base import Adapter
 from replayer.floor.errors import BadInput, OutputError
-from replayer.floor.io import MAX_FILE_BYTES, read_small, write_bytes_atomic
+from replayer.floor.foreign import Folder
+from replayer.floor.io import write_bytes_atomic
 from replayer.floor.models import ReplayResult, RerunRecord, TimelineEntry
 from replayer.floor.pins import pinned_version, running_version
 from replayer.pipeline import timeline
@@ -40,29 +39,15 @@ class ViewData(BaseModel):
 
 
 def _read(directory: Path, name: str) -> bytes:
-    """DIR/NAME: a plain name (the result names its files), a regular file within the size bound, no link
-    followed (the folder holds what a sandbox wrote)."""
-    path = directory / name
-    if "/" in name or name in ("", ".", ".."):
-        raise BadInput(f"{path}: not a file name of the result directory")
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise BadInput(f"cannot read {directory}: {exc.strerror}") from None
-    try:
-        data = read_small(fd, name)
-    finally:
-        os.close(fd)
-    if data is None:
-        raise BadInput(f"{path} is not a regular file of at most {MAX_FILE_BYTES} bytes")
-    return data
+    """DIR/NAME, a name relative to the result directory (the result names its files), read the foreign way
+    (no link followed, regular files only, bounded)."""
+    with Folder.open(directory, given=True) as folder:
+        return folder.read(name)
 
 
 def _json(directory: Path, name: str) -> Any:
-    try:
-        return orjson.loads(_read(directory, name))
-    except orjson.JSONDecodeError as exc:
-        raise BadInput(f"{directory / name} cannot be read as JSON: {exc}") from None
+    with Folder.open(directory, given=True) as folder:
+        return folder.json(name)
 
 
 def _cut(text: str) -> str:
