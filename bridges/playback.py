@@ -17,7 +17,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from replayer.bridges.difference import Mismatch, first_difference, mismatch_at
-from replayer.floor.divergence import PROCESS_IDS
+from replayer.floor.divergence import LISTING_TIME, PROCESS_IDS
 from replayer.floor.redact import redact
 
 Kind = Literal["main", "side"]
@@ -57,21 +57,29 @@ class Normalizer:
     def __init__(self, nonce: str | None = None):
         self.nonce = nonce
         self.ids: dict[str, str] = {}
+        self.used: set[str] = set()
+        """What the normalizations changed in this document (`ids`, `times`, `listing times`...)."""
 
     def _id(self, match: re.Match[str]) -> str:
         return self.ids.setdefault(match.group(0), f"<id-{len(self.ids) + 1}>")
 
+    def _sub(self, kind: str, pattern: re.Pattern[str], into: Any, value: str) -> str:
+        changed = pattern.sub(into, value)
+        if changed != value:
+            self.used.add(kind)
+        return changed
+
     def text(self, value: str) -> str:
-        if self.nonce:
+        if self.nonce and self.nonce in value:
             value = value.replace(self.nonce, "<nonce>")
-        value = NONCE.sub("<nonce>", value)
-        value = _UUID.sub(self._id, value)
-        value = _PREFIXED_ID.sub(self._id, value)
-        value = _HEX_ID.sub(self._id, value)
-        value = _LABELLED_ID.sub(self._id, value)
-        value = PROCESS_IDS.sub(r"\1<pid>", value)
-        value = _DURATION.sub(r"\1<time>", value)
-        return _TIMESTAMP.sub("<time>", value)
+            self.used.add("nonce")
+        value = self._sub("nonce", NONCE, "<nonce>", value)
+        for pattern in (_UUID, _PREFIXED_ID, _HEX_ID, _LABELLED_ID):
+            value = self._sub("ids", pattern, self._id, value)
+        value = self._sub("process ids", PROCESS_IDS, r"\1<pid>", value)
+        value = self._sub("durations", _DURATION, r"\1<time>", value)
+        value = self._sub("listing times", LISTING_TIME, "<time>", value)
+        return self._sub("times", _TIMESTAMP, "<time>", value)
 
     def __call__(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -86,10 +94,13 @@ class Normalizer:
                 name = self.text(key)
                 if _TIME_KEY.search(key) and _timelike(v):
                     out[name] = "<time>"
+                    self.used.add("times")
                 elif _ID_KEY.search(key) and isinstance(v, str) and _ID_VALUE.match(v):
                     out[name] = self.ids.setdefault(v, f"<id-{len(self.ids) + 1}>")
+                    self.used.add("ids")
                 elif _PID_KEY.search(key) and (_number(v) or isinstance(v, str) and v.isdigit()):  # an id
                     out[name] = self.ids.setdefault(f"pid:{v}", f"<id-{len(self.ids) + 1}>")
+                    self.used.add("process ids")
                 else:
                     out[name] = self(v)
             return out
@@ -201,6 +212,9 @@ class Player:
         self.nonce = nonce
         self.next_main = 0
         self.used_side: set[int] = set()
+        self.normalized: set[str] = set()
+        """What the replayed requests that differed from their recording byte for byte were matched after
+        (the normalizations applied to them), for the result to say."""
 
     def answer(self, kind: Kind, method: str, path: str, body: Any) -> Answer | Refusal:
         if kind == "main":
@@ -210,7 +224,11 @@ class Player:
     def _differs(self, recorded: Exchange, method: str, path: str, body: Any) -> Mismatch | None:
         if (recorded.method, recorded.path) != (method, path):
             return mismatch_at("<request line>", f"{recorded.method} {recorded.path}", f"{method} {path}")
-        return first_difference(normalized(recorded.body), normalized(body, self.nonce))
+        theirs, ours = Normalizer(), Normalizer(self.nonce)
+        found = first_difference(theirs(redact(recorded.body)[0]), ours(redact(body)[0]))
+        if found is None and recorded.body != redact(body)[0]:
+            self.normalized |= (theirs.used | ours.used) - {"nonce"}
+        return found
 
     def _main(self, method: str, path: str, body: Any) -> Answer | Refusal:
         index = self.next_main

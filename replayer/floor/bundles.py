@@ -9,20 +9,18 @@ import datetime
 import fcntl
 import json
 import os
-import re
 import shutil
 import stat
 import subprocess
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from replayer.floor import bundletrust
+from replayer.floor import bundletrust, registry
 from replayer.floor.errors import ReplayError, excerpt, last_line, unknown_agent
 from replayer.floor.events import Installing, OnEvent, ignore
 from replayer.floor.pins import AgentPin, bundles_root, load_pins
@@ -36,7 +34,6 @@ starts four interpreters: a minute and more)."""
 _NPM_MISSING = ("E404", "ETARGET", "No matching version", "notarget")
 _PYPI_MISSING = ("No matching distribution", "No solution found", "not found in the package registry")
 _OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "network", "Network")
-_VERSION = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$")
 
 
 class BundleUnavailable(ReplayError):
@@ -70,7 +67,7 @@ def parse_spec(spec: str) -> tuple[str, str]:
     agent, sep, version = spec.partition("@")
     if not sep or not version:
         raise BundleUnavailable(f"expected AGENT@VERSION (e.g. claude_code@2.0.64), got {excerpt(spec)}")
-    return agent, _checked_version(agent, version)
+    return agent, _checked_version(agent, registry.concrete(agent, _pin(agent), version))
 
 
 def pinned_specs() -> list[tuple[str, str]]:
@@ -168,7 +165,11 @@ def installed_specs() -> list[tuple[str, str]]:
     for agent in sorted(load_pins().agents):
         for path in sorted(bundles_root().glob(f"{agent}-*")):
             version = path.name[len(agent) + 1 :]
-            if (path / INSTALLED).is_file() and _VERSION.match(version) and _agent_of(path.name) == agent:
+            if (
+                (path / INSTALLED).is_file()
+                and registry.RELEASE.match(version)
+                and _agent_of(path.name) == agent
+            ):
                 found.append((agent, version))
     return found
 
@@ -205,9 +206,11 @@ def _pin(agent: str) -> AgentPin:
 
 
 def _checked_version(agent: str, version: str) -> str:
+    """A bundle is named by a released version only: a dist-tag or `v1.2.3` is made concrete first
+    (`registry.concrete`), so one release has one folder."""
     _pin(agent)
-    if not _VERSION.match(version) or ".." in version:
-        raise BundleUnavailable(f"{excerpt(version)} is not a version of {agent}")
+    if not registry.RELEASE.match(version) or len(version) > 64:
+        raise BundleUnavailable(f"{excerpt(version)} is not a released version of {agent}")
     return version
 
 
@@ -375,37 +378,12 @@ def _uv(version: str) -> Path:
 
 def _released_after(package: str, version: str) -> str | None:
     """The day after `version` was uploaded: resolving its dependencies as of then gives what its users had,
-    today and on every later run. None when the index does not say (then today's resolution is taken).
-    The simple index's JSON form (PEP 691) carries each file's upload time (PEP 700); it answers where the
-    older per-release JSON API is not reachable."""
-    request = urllib.request.Request(
-        f"https://pypi.org/simple/{package}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (a fixed https URL)
-            files = json.loads(response.read()).get("files") or []
-    except (OSError, ValueError):
-        return None
-    stamps = sorted(
-        f["upload-time"]
-        for f in files
-        if isinstance(f.get("upload-time"), str) and _file_version(f.get("filename", "")) == version
-    )
+    today and on every later run. None when the index does not say (then today's resolution is taken)."""
+    stamps = (registry.pypi_uploads(package) or {}).get(version)
     if not stamps:
         return None
     day = datetime.datetime.fromisoformat(stamps[-1].replace("Z", "+00:00")).date()
     return (day + datetime.timedelta(days=2)).isoformat()
-
-
-def _file_version(filename: str) -> str | None:
-    """The version in a wheel's or an sdist's file name (`name-1.2.3-py3-none-any.whl`, `name-1.2.3.tar.gz`)."""
-    if filename.endswith(".whl"):
-        parts = filename[: -len(".whl")].split("-")
-        return parts[1] if len(parts) >= 5 else None
-    for suffix in (".tar.gz", ".zip"):
-        if filename.endswith(suffix):
-            return filename[: -len(suffix)].rpartition("-")[2] or None
-    return None
 
 
 def _unpack_debs(agent: str, version: str, debs: list[str], path: Path) -> None:

@@ -20,6 +20,11 @@ TASK_IDS = re.compile(
     r"|(?<=/tasks/)b[0-9a-z]{8}(?=\.output)|(?<=/tool-results/)b[0-9a-z]{8}(?=\.txt)"
 )
 """The random id of a shell command whose output went to the background or to a file (Claude Code's)."""
+LISTING_TIME = re.compile(
+    r"\b(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ 0-9]?[0-9] (?:[0-2][0-9]:[0-5][0-9]| [0-9]{4})\b"
+)
+"""A long listing's modification time (`ls -l`: `Dec  6 00:59`, or `Dec  6  2025` for an old file), which
+shows the minute a file was made. The cassette matching masks it too (bridges/playback.py)."""
 NORMALIZERS: dict[str, Callable[[str], str]] = {
     "trailing_whitespace": lambda s: re.sub(r"[ \t]+$", "", s.rstrip("\n"), flags=re.M),
     "iso_timestamps": lambda s: re.sub(
@@ -32,13 +37,14 @@ NORMALIZERS: dict[str, Callable[[str], str]] = {
         "<ID>", re.sub(r"(Chunk ID: )[0-9a-f]{6}|(session ID )\d+", r"\1\2<ID>", s)
     ),
     "process_ids": lambda s: PROCESS_IDS.sub(r"\1<PID>", s),
+    "listing_times": lambda s: LISTING_TIME.sub("<TS>", s),
     "walk_order": lambda s: "\n".join(sorted(s.split("\n"))),
 }
 """The named normalizers an adapter declares for its tools (`Rerunning.normalizers`), in the order they apply:
 `random_ids` for tools that print a random label (Codex's chunk and session ids, Claude Code's task ids),
 `process_ids` for the lines above, `walk_order` for listings in a parallel directory walk's order
 (ripgrep's), which varies run to run."""
-COMMON = ("trailing_whitespace", "iso_timestamps", "durations")
+COMMON = ("trailing_whitespace", "iso_timestamps", "durations", "listing_times")
 """What any agent's tool output may differ by from run to run."""
 
 

@@ -4,9 +4,12 @@ or one whose probe `replayer verify` passed)."""
 
 from __future__ import annotations
 
+import functools
+
 from replayer.adapters.base import Adapter
+from replayer.floor import registry
 from replayer.floor.models import VersionRecord, VersionSource
-from replayer.floor.pins import pinned_version, release
+from replayer.floor.pins import load_pins, pinned_version, release
 from replayer.floor.verdicts import is_verified
 
 
@@ -20,17 +23,20 @@ def resolve(
     source: VersionSource
     note = None
     if stated:
-        version, source = stated, "stated"
+        version, source = concrete(adapter.name, stated), "stated"
+        if version != stated:
+            note = f"--agent-version {stated} is {version}"
     elif recorded:
         version, source = recorded, ("inferred" if inferred else "recorded")
     else:
         version, source = pinned, "default"
     oldest = adapter.oldest_own_version
     if oldest is not None and release(version) < release(oldest):
-        note = (
+        older = (
             f"{adapter.name} {version} predates {oldest}, the oldest version its runner drives: {pinned} ran"
         )
         version, source = pinned, "default"
+        note = "; ".join(n for n in (note, older) if n)
     note = "; ".join(n for n in (note, runs_as) if n) or None
     return VersionRecord(
         version=version,
@@ -44,3 +50,14 @@ def resolve(
             else f"the replayer's reimplementation of {adapter.name} {pinned}"
         ),
     )
+
+
+def concrete(agent: str, stated: str) -> str:
+    """The released version a stated `--agent-version` names (a dist-tag asked of the registry once per
+    process, so every fork and boundary of one run gets the same answer)."""
+    return _concrete(agent, stated)
+
+
+@functools.cache
+def _concrete(agent: str, stated: str) -> str:
+    return registry.concrete(agent, load_pins().agents[agent], stated)

@@ -376,6 +376,10 @@ def _replayed(
         notes.append(f"recorded with {recorded.agent} {recorded.agent_version}, replayed with {running}")
     if player.unused_main() and refused is None:
         notes.append(f"{player.unused_main()} recorded main request(s) were never sent")
+    if player.normalized:
+        notes.append(
+            f"requests matched their recording after normalizing {', '.join(sorted(player.normalized))}"
+        )
     answered = player.next_main + len(player.used_side)
     check = CassetteCheck(
         cassette=str(path), mode="replayed", verdict="verified", exchanges=answered, notes=notes

@@ -91,9 +91,10 @@ def _preflight(
                 f"variant {variant.name}: no upstream: {NO_UPSTREAM_HELP} "
                 "(or upstream=URL|mock in the variant, or the upstream setting)"
             )
-        if variant.spec.version:
-            bundles.ensure(adapter.name, variant.spec.version, on_event=on_event)
-        with running_version(adapter.name, variant.spec.version or replay_version):
+        version = versions.concrete(adapter.name, variant.spec.version) if variant.spec.version else None
+        if version:
+            bundles.ensure(adapter.name, version, on_event=on_event)
+        with running_version(adapter.name, version or replay_version):
             steps.check_continuable(adapter, traj, cont, f"variant {variant.name}: ")
         if cont.cassette is None:
             steps.upstream_key(cont, adapter)
@@ -218,7 +219,9 @@ def _jobs(
                     check_timeout_s=request.check_timeout_s,
                     limits=request.limits,
                     agent=agent,
-                    agent_version=variant.spec.version or version,
+                    agent_version=versions.concrete(agent, variant.spec.version)
+                    if variant.spec.version
+                    else version,
                     after_step=request.after_step,
                     prestart_image=image,
                     rootfs_dir=tmp / "rootfs",

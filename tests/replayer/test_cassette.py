@@ -111,6 +111,30 @@ def test_a_changed_request_is_refused_at_its_first_differing_path() -> None:
     assert isinstance(line, Refusal) and line.mismatch.path == "<request line>"
 
 
+def test_a_listing_made_the_next_minute_matches_and_the_result_says_what_was_normalized() -> None:
+    """Issue 43, item 6: a cassette recorded at 00:59 failed at 01:00, `ls -l` showing the minute."""
+    listing = "-rw-r--r-- 1 root root 4 {} made.txt\n-rw-r--r-- 1 root root 9 Jan  2  2025 old.txt"
+
+    def asked(stamp: str) -> dict:
+        return {"messages": ["hi", {"tool_result": listing.format(stamp)}]}
+
+    recorded = [_exchange(1, "main", asked("Dec  6 00:59"), b"data: one\n\n")]
+    player = Player(recorded, nonce=None)
+    assert player.answer("main", "POST", "/v1/messages", asked("Dec  6 01:00")) == recorded[0].answer
+    assert player.normalized == {"listing times"}
+    again = Player(recorded, nonce=None)
+    assert again.answer("main", "POST", "/v1/messages", asked("Dec  6 00:59")) == recorded[0].answer
+    assert again.normalized == set(), "a request equal byte for byte needed no normalization"
+    # strict on everything else: another size in the same listing is a difference
+    other = Player(recorded, nonce=None).answer(
+        "main",
+        "POST",
+        "/v1/messages",
+        {"messages": ["hi", {"tool_result": listing.format("Dec  6 00:59").replace(" 4 ", " 5 ")}]},
+    )
+    assert isinstance(other, Refusal) and other.mismatch.path == "messages[1].tool_result"
+
+
 def _origin(after_step: int = 2) -> cassette.Origin:
     return cassette.Origin(
         agent="claude_code",

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from replayer.adapters.codex import tools as codex_tools
-from replayer.floor import bundles
+from replayer.floor import bundles, settings
 from replayer.floor.bundletrust import MANIFEST
 from tests.conftest import ROOT, replayer
 
@@ -201,3 +201,43 @@ def test_a_run_that_installs_says_so_and_counts_the_install_in_its_timings(tmp_p
         again.returncode == 0 and "installing claude_code" not in said and "installed claude_code" not in said
     )
     assert _result(tmp_path / "again")["installed"] == []
+
+
+def test_a_dist_tag_is_resolved_to_the_release_it_names_and_recorded_so(tmp_path: Path) -> None:
+    out = tmp_path / "latest"
+    replayer(
+        "prepare", str(CLAUDE_SINGLE), "-n", "1", "-o", str(out), "--agent-version", "latest", check=True
+    )
+    version = _result(out)["version"]
+    assert version["version"][0].isdigit() and version["version"] != "latest", version
+    assert version["source"] == "stated" and f"latest is {version['version']}" in version["note"]
+    out = tmp_path / "v"
+    replayer(
+        "prepare", str(CLAUDE_SINGLE), "-n", "1", "-o", str(out), "--agent-version", "v2.0.64", check=True
+    )
+    assert _result(out)["version"]["version"] == "2.0.64", "v1.2.3 is read as 1.2.3"
+
+
+@pytest.mark.parametrize("stated", ["no-such-tag-xyz", "2.1 beta", "../2.1.0", "x" * 80])
+def test_what_is_not_a_version_is_refused_in_one_line(tmp_path: Path, stated: str) -> None:
+    out = tmp_path / "out"
+    proc = replayer("prepare", str(CLAUDE_SINGLE), "-n", "1", "-o", str(out), "--agent-version", stated)
+    assert proc.returncode == 3, proc.stderr
+    assert "is not a version of claude_code" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_a_bundle_is_named_by_its_release_only(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    proc = _bundles(cache, "rm", "claude_code@v2.0.64")
+    assert proc.returncode == 0 and proc.stdout.strip() == "claude_code@2.0.64: not installed", proc.stdout
+    folder = cache / "claude_code-latest"  # what an earlier replayer made of `--agent-version latest`
+    folder.mkdir()
+    (folder / bundles.INSTALLED).touch()
+    monkeypatch.setenv("REPLAYER_BUNDLES", str(cache))
+    settings.forget()
+    try:
+        assert ("claude_code", "latest") not in bundles.installed_specs()
+    finally:
+        monkeypatch.undo()
+        settings.forget()
+    shutil.rmtree(folder)
