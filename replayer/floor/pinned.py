@@ -17,6 +17,8 @@ from replayer.floor.errors import BadInput, SettingsError
 from replayer.floor.foreign import Folder
 from replayer.floor.io import sha256_hex
 
+_KINDS = {"link": "a link", "missing": "missing", "dir": "a directory", "file": "unreadable or too large"}
+
 
 def key(path: Path) -> str:
     """The name a pin is kept under: the file's folder with its links resolved, then the file's own name
@@ -30,12 +32,16 @@ def read(path: Path, max_bytes: int) -> bytes:
     real = Path(key(path))
     try:
         with Folder.open(real.parent) as folder:
-            data = folder.read(real.name, max_bytes)
-    except BadInput as exc:
+            found = folder.kind(real.name)
+            data = folder.read(real.name, max_bytes) if found == "file" else None
+    except BadInput:
+        found, data = "file", None
+    if data is None:
+        what = _KINDS.get(found, "not a regular file")
         raise SettingsError(
-            f"{path}: a trusted file is read only as a regular file of at most {max_bytes} bytes, never "
-            f"through a link ({exc})"
-        ) from None
+            f"{path}: {what}; a trusted file is read only as a regular file of at most {max_bytes} bytes, "
+            "never through a link"
+        )
     problem = unsafe_owner(real)
     if problem:
         raise SettingsError(f"{path}: {problem}, so someone else could change it; it is not trusted")

@@ -16,7 +16,8 @@ import orjson
 
 from replayer.floor import pinned, settings
 from replayer.floor.errors import SettingsError
-from replayer.floor.io import MAX_FILE_BYTES, sha256_hex, write_bytes_atomic
+from replayer.floor.foreign import MAX_FILE_BYTES
+from replayer.floor.io import sha256_hex, write_bytes_atomic
 
 _KEYS = ("trusted", "pinned")
 _TABLE = re.compile(r"^\s*\[")
