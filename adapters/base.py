@@ -50,10 +50,6 @@ ContT = TypeVar("ContT", bound=Continuation)
 """The adapter's own continuation facts."""
 
 
-class NoContinuation(Continuation):
-    """An adapter whose continuation needs nothing beyond the rebuilt files."""
-
-
 class Rebuild(BaseModel, Generic[ContT]):
     """What an adapter's rebuild wrote and what the bridge must require."""
 

@@ -4,7 +4,7 @@ An adapter declares the fields it (and the pinned agent) reads as pydantic model
 field pass (other versions of an agent add fields), validates each record where it knows the record's
 place (a line, a row, a message), and goes on with the record as read: the models only validate, so a
 record is kept and written back exactly as it was. A record that does not fit is refused with
-`replayer.errors.bad_record`, naming the place and the field, with a short excerpt of what was there.
+`replayer.floor.errors.bad_record`, naming the place and the field, with a short excerpt of what was there.
 """
 
 from __future__ import annotations

@@ -194,9 +194,6 @@ class ScriptedUpstream:
         if self._runner is not None:
             await self._runner.cleanup()
 
-    def write_log(self, path: Path) -> None:
-        path.write_bytes(b"".join(orjson.dumps(r.model_dump()) + b"\n" for r in self.log))
-
     # handling --------------------------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()

@@ -1,6 +1,6 @@
 """The public Python API: the verbs of the `replayer` command as functions (the command is argument parsing
 and printing around these). Each takes plain arguments, returns the pydantic result the command prints
-with --json, raises a `replayer.errors.ReplayError` subclass where the command exits non-zero, and reads
+with --json, raises a `replayer.floor.errors.ReplayError` subclass where the command exits non-zero, and reads
 the settings (settings.py) for what the caller leaves None. `on_event` hears the progress (events.py).
 docs/api.md."""
 

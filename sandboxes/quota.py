@@ -1,6 +1,6 @@
 """Disk quotas for what a sandbox can write: btrfs subvolumes with a qgroup limit.
 
-`replayer setup` (replayer/setup/docker_up.sh) mounts a btrfs file system (a loop image, quotas enabled) at FS_ROOT and puts the
+`replayer setup` (replayer/verbs/setup/docker_up.sh) mounts a btrfs file system (a loop image, quotas enabled) at FS_ROOT and puts the
 Docker engine's data root on it. There, a run's state (workspace and agent home) is a subvolume with
 its own limit, and so is each container's writable layer (its overlay upper directory, made a limited
 subvolume between create and start). Elsewhere (no root, another file system) nothing is limited and

@@ -15,6 +15,8 @@ both, and each session's export (`export-1.json`, `export-2.json`).
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import tempfile
 from pathlib import Path
 
@@ -39,6 +41,17 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "opencode"
 CWD = "/testbed"
 CALC = "def add(a, b):\n    return a - b\n"
 STALL_S = 0.5
+
+
+def checkpointed_db(home: Path, dest: Path) -> None:
+    """A self-contained copy of the home's opencode.db (its WAL folded in), for a recorder's fixture (a home
+    the recorder made; never a sandbox's, see `home.py`)."""
+    source = home / bundle.DB
+    with (
+        contextlib.closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src,
+        contextlib.closing(sqlite3.connect(dest)) as out,
+    ):
+        src.backup(out)
 
 
 def scenarios() -> list[Scenario]:
@@ -233,7 +246,7 @@ def record(scenario: Scenario, dest: Path) -> Path:
             "export.json": bundle.host_cli(paths["home"], "export", session),
         }
         if (paths["home"] / bundle.DB).is_file():  # versions before the SQLite store keep JSON files
-            bundle.checkpointed_db(paths["home"], state / "opencode.db")
+            checkpointed_db(paths["home"], state / "opencode.db")
             files["opencode.db"] = (state / "opencode.db").read_bytes()
         meta = {"task": scenario.prompts[0], "prompts": scenario.prompts, "session_id": session}
         meta["cli_version"] = bundle.version()

@@ -353,13 +353,6 @@ class _Scan:
         return frozenset(aborted), frozenset(c for c in aborted if c not in self.outputs_at)
 
 
-def aborted_calls(records: list[Record]) -> tuple[frozenset[str], frozenset[str]]:
-    """(the calls a `turn_aborted` event ended unfinished, those of them without an output record). A call
-    counts when its turn (since the last `turn_context`) was aborted and it has no output, or the CLI's own
-    abort text; a call that finished before the interrupt is not one."""
-    return _Scan(records).aborted(records)
-
-
 def _steps(
     records: list[Record], scan: _Scan, unanswered: frozenset[str] = frozenset()
 ) -> tuple[list[Step], list[int]]:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import shlex
-import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -140,14 +138,3 @@ def host_cli(home: Path, *args: str, timeout_s: float = 120.0) -> bytes:
             f"opencode {args[0]} exited {done.returncode}: {last_line(done.stderr) or 'no output'}"
         )
     return done.stdout
-
-
-def checkpointed_db(home: Path, dest: Path) -> None:
-    """A self-contained copy of the home's opencode.db (its WAL folded in), for a recorder's fixture (a home
-    the recorder made; never a sandbox's, see `home.py`)."""
-    source = home / DB
-    with (
-        contextlib.closing(sqlite3.connect(f"file:{source}?mode=ro", uri=True)) as src,
-        contextlib.closing(sqlite3.connect(dest)) as out,
-    ):
-        src.backup(out)

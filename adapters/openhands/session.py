@@ -238,10 +238,6 @@ class Native:
         return max(self.step_events[after_step - 1]) + 1
 
 
-def looks_like_conversation(path: Path) -> bool:
-    return (path / BASE_STATE).is_file() and (path / EVENTS).is_dir()
-
-
 def read_events(root: Path, digest: Any) -> list[dict[str, Any]]:
     """The event files in order, each read without following a link (a link or special file is refused)."""
     try:

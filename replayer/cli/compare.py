@@ -46,9 +46,6 @@ def compare(
     ],
     repeat: opts.Runs = 1,
     workers: opts.Workers = None,
-    parallel: Annotated[
-        int | None, typer.Option("--parallel", min=1, hidden=True, help="The old name of --workers.")
-    ] = None,
     check: opts.Check = None,
     check_timeout: opts.CheckTimeout = 600.0,
     upstream: opts.Upstream = None,
@@ -88,10 +85,6 @@ def compare(
         variants = [api.parse_variant(v) for v in variant]
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--variant") from None
-    if parallel is not None:  # the old name of --workers
-        if workers not in (None, parallel):
-            raise typer.BadParameter("give --workers (-j) only; --parallel is its old name", param_hint="-j")
-        workers = parallel
     one = opts.one_boundary(after_step)
     with opts._progress(json, quiet, verbose) as progress:
         shared: dict[str, Any] = {"on_event": progress, **opts.given(locals(), declared(CompareOptions))}

@@ -433,7 +433,7 @@ class ContinueSettings(Frozen):
     """The continuation settings one layer gives, or all layers merged (None: this layer leaves it unset).
 
     The layers, later over earlier (`merge`): the built-in defaults (`ContinueRequest`'s); the settings
-    files and `REPLAYER_*` (`replayer.settings.load` merges those: environment > project file > user file);
+    files and `REPLAYER_*` (`replayer.floor.settings.load` merges those: environment > project file > user file);
     the flags or API arguments (`floor/merge.py` puts them over the settings); then, for one compare
     variant, its spec. A batch manifest line's `continuation` is the only layer of its jobs. `request()`
     turns the merged settings into what the engine receives. docs/cli.md, "Settings" and "One vocabulary"."""

@@ -67,7 +67,7 @@ class Pins(BaseModel):
     bundles: dict[str, str]
 
     def bundle_dir(self, agent: str) -> Path:
-        """The bundle of the version this process runs (`replayer.bundles` installs it)."""
+        """The bundle of the version this process runs (`replayer.floor.bundles` installs it)."""
         return bundles_root() / f"{agent}-{self.agents[agent].version}"
 
 

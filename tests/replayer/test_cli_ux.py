@@ -189,12 +189,12 @@ def _compare(*args: str) -> tuple[int, str]:
     return proc.returncode, proc.stderr
 
 
-def test_compare_takes_workers_as_batch_does_and_the_old_name_still_works() -> None:
-    for option in ("-j", "--parallel"):
+def test_compare_takes_workers_as_batch_does() -> None:
+    for option in ("-j", "--workers"):
         code, err = _compare("--variant", "a=boundary-prompt=hi,agent_env.X=1", option, "3")
         assert code == 4 and "ANTHROPIC_API_KEY is not set" in err, (option, err)
-    code, err = _compare("--variant", "a=", "-j", "3", "--parallel", "4")
-    assert code == 2 and "--parallel is its old name" in err
+    code, err = _compare("--variant", "a=", "--parallel", "4")
+    assert code == 2 and "No such option: --parallel" in err, "one name for one thing"
     code, err = _compare("--variant", "a=", "-j", "0")
     assert code == 2 and "'--workers' / '-j'" in err
 
@@ -240,7 +240,7 @@ def test_help_has_no_type_placeholders_and_every_verb_has_examples() -> None:
             first = lines[lines.index("Examples:") + 1]
             assert f"{first} ".startswith(f"replayer {' '.join(verb)} "), (verb, first)
     assert "--install-completion" in helps[()] and "--version" in helps[()]
-    for verb in ("compare", "batch"):  # one name for one thing; --parallel is compare's hidden old name
+    for verb in ("compare", "batch"):  # one name for one thing
         assert "--workers" in helps[(verb,)] and "-j" in helps[(verb,)], verb
         assert "--parallel" not in helps[(verb,)], verb
 

@@ -80,7 +80,7 @@ def two_variants(tmp_path_factory: pytest.TempPathFactory) -> Compared:
     with scripted("claude_code", Script(turns=[]), expected_key=KEY, by_model=SCRIPTS) as upstream:
         proc = _compare(
             out, upstream, "--variant", "good=model=claude-good", "--variant", "bad=model=claude-bad",
-            "--repeat", "2", "--parallel", "2", "--check", CHECK,
+            "--repeat", "2", "--workers", "2", "--check", CHECK,
         )  # fmt: skip
         log = [r for r in upstream.log if r.main_thread]
     assert proc.returncode == 0, proc.stderr
@@ -325,7 +325,7 @@ def test_a_failing_run_never_stops_the_others_and_patches_apply_at_the_boundary(
         proc = _compare(
             out, upstream, "--variant", f"stale=patch={tmp_path / 'stale.diff'}",
             "--variant", f"patched=patch={tmp_path / 'ok.diff'}", "--variant", "bad=model=claude-bad",
-            "--variant", f"both=patch={tmp_path / 'ok.diff'},model=claude-bad", "--check", CHECK, "--parallel", "3",
+            "--variant", f"both=patch={tmp_path / 'ok.diff'},model=claude-bad", "--check", CHECK, "--workers", "3",
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     result = orjson.loads((out / "compare.json").read_bytes())

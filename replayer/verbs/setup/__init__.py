@@ -5,7 +5,7 @@ reused when present, so running it again costs a few checks.
    it installs Debian's docker.io and btrfs-progs with apt-get when they are missing);
 2. the pinned base image: one the engine holds is used; else it is built offline by `build_base_image.sh`
    (root; debootstrap minbase, installed with apt-get when missing, and `docker import`);
-3. the pinned agent bundles and the pin file's `also` versions (`replayer.bundles`).
+3. the pinned agent bundles and the pin file's `also` versions (`replayer.floor.bundles`).
 
 The two scripts are package data beside this module: an installed wheel runs the same code as a clone.
 Before running one, the checks here turn "cannot" (not root, nothing to install a missing tool with)

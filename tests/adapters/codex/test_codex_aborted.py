@@ -64,7 +64,7 @@ def test_a_call_finished_before_the_interrupt_is_not_aborted() -> None:
         {"type": "turn_context", "payload": {}},
         {"type": "response_item", "payload": {"type": "function_call", "call_id": "c"}},
     ]
-    assert rollout.aborted_calls(records) == ({"b"}, {"b"}), "c's turn was not aborted"
+    assert rollout._Scan(records).aborted(records) == ({"b"}, {"b"}), "c's turn was not aborted"
 
 
 def test_a_call_without_output_takes_the_resumes_aborted_output(tmp_path: Path) -> None:
