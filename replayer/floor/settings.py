@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError
 
 from replayer.floor.errors import SettingsError
 from replayer.floor.models import SandboxLimits, parse_size
-from replayer.floor.options import layered
+from replayer.floor.options import EngineName, layered
 
 PROJECT_FILE = "replayer.toml"
 MAX_FILE_BYTES = 1 << 20
@@ -63,6 +63,7 @@ class Settings(BaseModel):
     workspaces: Path | None = None
     verdicts: Path | None = None
     trusted: list[Path] | None = None
+    engine: EngineName | None = None
 
     def sandbox_limits(self, flag: str | None = None) -> SandboxLimits:
         """These limits with a `--limits` spec's keys over them (a bad flag value raises ValueError)."""

@@ -257,9 +257,9 @@ def os_error(exc: OSError, request: ReplayRequest) -> ReplayError | None:
 
 
 def _docker() -> Backend:
-    from replayer.sandboxes.docker import DockerBackend
+    from replayer.sandboxes.engines import chosen
 
-    return DockerBackend()
+    return chosen()
 
 
 @dataclass

@@ -50,9 +50,8 @@ from replayer.pipeline.context import RunContext
 from replayer.pipeline.engine import load, os_error, parse, pins_for
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.steps import JSON_OPTS, RERUNS
-from replayer.sandboxes.ahead import AheadBackend
-from replayer.sandboxes.base import Backend, Sandbox
-from replayer.sandboxes.docker import DockerBackend
+from replayer.sandboxes.base import Ahead, Backend, Sandbox
+from replayer.sandboxes.engines import chosen
 
 logger = logging.getLogger(__name__)
 Outcome = ReplayResult | ReplayError
@@ -200,15 +199,13 @@ def execute_many(
 
 
 def _docker() -> Backend:
-    from replayer.sandboxes.docker import DockerBackend
-
-    return DockerBackend()
+    return chosen()
 
 
 def _fork_backend(backend: Backend) -> Backend:
     """What starts the forks' containers: they run snapshot images that no later job runs, so a spare shaped
     like one (sandboxes/ahead.py) would never be taken, and would hold the image the replay removes."""
-    return DockerBackend() if isinstance(backend, AheadBackend) else backend
+    return chosen() if isinstance(backend, Ahead) else backend
 
 
 def _run(replay: _Replay, workspace: Path, backend: Backend, on_event: OnEvent) -> None:

@@ -39,7 +39,7 @@ from replayer.floor.models import (
 )
 
 if TYPE_CHECKING:
-    from replayer.sandboxes.ahead import AheadBackend
+    from replayer.sandboxes.base import Ahead
 
 Mode = Literal["prepare", "replay", "continue"]
 JobStatus = Literal["done", "skipped", "refused", "failed"]
@@ -420,8 +420,8 @@ def outcome_of(
     )
 
 
-_AHEAD: list[AheadBackend] = []
-"""This worker's AheadBackend (sandboxes/ahead.py), once `keep_containers_ahead` made it."""
+_AHEAD: list[Ahead] = []
+"""This worker's Ahead backend (sandboxes/ahead.py), once `keep_containers_ahead` made it."""
 
 
 def keep_containers_ahead() -> None:
@@ -430,10 +430,10 @@ def keep_containers_ahead() -> None:
     finalizer in a pool worker; a SIGKILL leaves it to the sweeps of the dead owner's containers and slots)."""
     import multiprocessing.util
 
-    from replayer.sandboxes.ahead import AheadBackend
+    from replayer.sandboxes.engines import chosen
 
-    if not _AHEAD:
-        _AHEAD.append(AheadBackend())
+    if not _AHEAD and (ahead := chosen().ahead()) is not None:  # None: an engine without (Podman)
+        _AHEAD.append(ahead)
         multiprocessing.util.Finalize(None, _AHEAD[0].close, exitpriority=10)
 
 
@@ -446,7 +446,7 @@ def stop_containers_ahead() -> tuple[int, int]:
     return _AHEAD[0].served, _AHEAD[0].started
 
 
-def _backend() -> AheadBackend | None:
+def _backend() -> Ahead | None:
     return _AHEAD[0] if _AHEAD else None
 
 
@@ -654,10 +654,9 @@ def batch_labels(out: Path) -> dict[str, str]:
 def remove_containers(out: Path) -> list[str]:
     """Remove every container carrying DIR's label; returns their names. Called with the lock held and no job
     of DIR in flight, so that they are what a killed batch, or a worker that died mid-job, left behind."""
-    from replayer.sandboxes.docker import connect
-    from replayer.sandboxes.docker import remove_containers as remove
+    from replayer.sandboxes.engines import chosen
 
-    return remove(connect(), label=f"{BATCH_LABEL}={batch_id(out)}")
+    return chosen().remove_containers(f"{BATCH_LABEL}={batch_id(out)}")
 
 
 def clean_partials(out: Path) -> None:

@@ -130,9 +130,9 @@ def _finish(
 
 
 def _docker() -> Backend:
-    from replayer.sandboxes.docker import DockerBackend
+    from replayer.sandboxes.engines import chosen
 
-    return DockerBackend()
+    return chosen()
 
 
 def _summarize(
