@@ -57,10 +57,25 @@ def profile_file() -> Path:
     return path
 
 
-def _ulimit(name: str, which: int) -> Ulimit:
-    """This host's hard limit (the engine, started by the same setup, refuses more), soft and hard."""
+_LIMITS = {
+    "nofile": ("Max open files", resource.RLIMIT_NOFILE),
+    "nproc": ("Max processes", resource.RLIMIT_NPROC),
+}
+
+
+def _ulimit(name: str) -> Ulimit:
+    """The service's own hard limit (what a Docker container inherits from dockerd; the OCI runtime refuses
+    more), read from its /proc entry, else this process's."""
+    row, which = _LIMITS[name]
     hard = resource.getrlimit(which)[1]
-    hard = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+    try:
+        pid = int(Path(f"{SOCKET}.pid").read_text())
+        for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+            if line.startswith(row):
+                hard = int(line[len(row) :].split()[1])
+    except (OSError, ValueError, IndexError):
+        pass  # another user's service, or not this host's: this process's own limit
+    hard = 1 << 20 if hard == resource.RLIM_INFINITY or hard < 0 else hard
     return Ulimit(name=name, soft=hard, hard=hard)
 
 
@@ -78,7 +93,7 @@ class PodmanSandbox(DockerSandbox):
     def engine_options(cls, limits: SandboxLimits) -> dict[str, Any]:
         return {
             "security_opt": ["no-new-privileges", f"seccomp={profile_file()}"],
-            "ulimits": [_ulimit("nofile", resource.RLIMIT_NOFILE), _ulimit("nproc", resource.RLIMIT_NPROC)],
+            "ulimits": [_ulimit("nofile"), _ulimit("nproc")],
         }
 
     def commit(self, repository: str, tag: str | None, labels: dict[str, str]) -> Any:
