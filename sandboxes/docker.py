@@ -545,8 +545,9 @@ def remove_containers(client: docker.DockerClient, label: str = LABEL) -> list[s
 def remove_images(client: docker.DockerClient, label: str = SNAPSHOT_LABEL) -> list[str]:
     """Remove the snapshot images carrying `label` (never an image without the snapshot label)."""
     removed = []
+    # one label filter, the snapshot label checked here: Podman 4.3 answers two label filters with none
     for image in client.images.list(filters={"label": label}):
-        if SNAPSHOT_LABEL not in image.labels:  # filtered here: Podman 4.3 answers two label filters with none
+        if SNAPSHOT_LABEL not in image.labels:
             continue
         with contextlib.suppress(docker.errors.NotFound):
             client.images.remove(image.id, force=True)
