@@ -199,6 +199,8 @@ class Engine(Backend, Protocol):
 
     name: str
     """`docker`, `podman`: the value of `--engine`, `REPLAYER_ENGINE`, the `engine` setting."""
+    label: str
+    """`Docker`, `Podman`: as messages name it."""
     up_script: str
     """The script beside replayer/verbs/setup/ that installs and starts it (root)."""
     up_args: list[str]

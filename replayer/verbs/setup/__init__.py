@@ -44,7 +44,7 @@ def engine(chosen: Engine) -> tuple[Literal["running", "started"], list[str]]:
     """The engine's state before, and the script's warnings."""
     if _reachable(chosen):
         return "running", []
-    doing = f"starting the {chosen.name} engine"
+    doing = f"starting the {chosen.label} engine"
     _need_root(doing)
     _need_tools(doing, chosen.tools)
     notes = _run_script(chosen.up_script, chosen.up_args, doing)
