@@ -422,9 +422,9 @@ def _image_ids(tags: set[str | None]) -> dict[str, str]:
     if not tags:
         return {}
     from replayer.floor.pins import load_pins
-    from replayer.sandboxes.engines import chosen
+    from replayer.sandboxes import engines
 
-    engine = chosen()
+    engine = engines.chosen()
     engine.check()
     ids = {}
     for tag in tags - {"auto"}:  # auto: the image each trajectory names; the trajectory's hash keys it
@@ -490,11 +490,11 @@ def gc() -> GcReport:
     """Remove every container and snapshot image the replayer left behind, the state folders and fork
     slots of dead runs, and the slots' root once no slot is left; kill the port forwarders that removed
     containers left on the host."""
-    from replayer.sandboxes.engines import chosen
+    from replayer.sandboxes import engines
     from replayer.sandboxes.quota import sweep_states
     from replayer.sandboxes.slots import unmount_root
 
-    engine = chosen()
+    engine = engines.chosen()
     removed, images = engine.gc()
     states = sweep_states()
     return GcReport(
@@ -576,11 +576,11 @@ def setup(
     """Make this machine ready to run, reusing every part already there: the container engine in use
     (`use_engine`), the pinned base image in it (`image`), the pinned agent bundles (`bundles`; `agents`:
     only theirs). `on_event` hears the image build (`Building`) and each install (`Installing`)."""
-    from replayer.sandboxes.engines import chosen
+    from replayer.sandboxes import engines
     from replayer.verbs import setup as machine
 
     wanted = machine.pinned_bundles(list(agents) if agents is not None else None) if bundles else []
-    container_engine = chosen()
+    container_engine = engines.chosen()
     engine, notes = machine.engine(container_engine)
     built = (
         machine.base_image(container_engine, on_build=lambda what: on_event(Building(what)))
@@ -609,9 +609,9 @@ def parse_variant(spec: str) -> Variant:
 def stop_sandboxes() -> None:
     """Stop every sandbox this process started (at an interruption: the `finally` blocks on the way up may
     not have run for a sandbox caught between its creation and its owner's `try`)."""
-    from replayer.sandboxes.engines import chosen
+    from replayer.sandboxes import engines
 
-    chosen().stop_live()
+    engines.chosen().stop_live()
 
 
 def continuation_error(cont: ContinuationResult | None, out: PathLike) -> ReplayError | None:

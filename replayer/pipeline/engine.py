@@ -44,6 +44,7 @@ from replayer.pipeline import multisession, steps, workspaces
 from replayer.pipeline.context import RunContext
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.steps import JSON_OPTS, RERUNS
+from replayer.sandboxes import engines
 from replayer.sandboxes.base import Backend, Sandbox
 
 logger = logging.getLogger(__name__)
@@ -191,7 +192,7 @@ def execute(
                 done = _prepare(job)
             else:
                 assert image is not None
-                done = _run(job, workspace, image, on_boundary, backend or _docker())
+                done = _run(job, workspace, image, on_boundary, backend or engines.chosen())
         result = _result(job, done, image, parse_s, started)
         timings = result.timings.model_copy(
             update={
@@ -254,12 +255,6 @@ def os_error(exc: OSError, request: ReplayRequest) -> ReplayError | None:
     if exc.errno in _OUTPUT_ERRNOS:
         return OutputError(f"cannot write the output {request.out}: {exc.strerror}")
     return None
-
-
-def _docker() -> Backend:
-    from replayer.sandboxes.engines import chosen
-
-    return chosen()
 
 
 @dataclass

@@ -57,8 +57,8 @@ from replayer.pipeline.boundary import fork_state
 from replayer.pipeline.context import RunContext
 from replayer.pipeline.oracle import is_file, workspace_changes, workspace_state
 from replayer.pipeline.rootfs import ROOTFS_MOUNT, WAITER, RootfsDiff
+from replayer.sandboxes import engines
 from replayer.sandboxes.base import LABEL, Backend, LayeredSandbox, Runtime, Sandbox, SandboxSpec
-from replayer.sandboxes.engines import chosen
 from replayer.sandboxes.quota import StateDir
 from replayer.sandboxes.slots import CONTROL_MOUNT, Slot
 
@@ -286,7 +286,7 @@ class Prestarted:
             command=["bash", "-c", WAITER],
         )
         # a prestart image is only made on an engine that prestarts (verbs/compare.py `_rootfs`)
-        box = cast(LayeredSandbox, chosen().start(spec))
+        box = cast(LayeredSandbox, engines.chosen().start(spec))
         try:
             return cls(slot, box, [str(src.relative_to(slot.path)) for src in propagated.values()])
         except BaseException:
@@ -431,7 +431,7 @@ def _carry_out(
             ctx.release(pre)
             pre = why
     if isinstance(pre, str):
-        box = _prepare(job, adapter, traj, boundary, dirs, backend or chosen())
+        box = _prepare(job, adapter, traj, boundary, dirs, backend or engines.chosen())
         ctx.own(box, box.stop, "the run's container")
     record.container = box.name
     record.state_disk_limited = state_dir.limited

@@ -50,8 +50,8 @@ from replayer.pipeline.context import RunContext
 from replayer.pipeline.engine import load, os_error, parse, pins_for
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.steps import JSON_OPTS, RERUNS
+from replayer.sandboxes import engines
 from replayer.sandboxes.base import Ahead, Backend, Sandbox
-from replayer.sandboxes.engines import chosen
 
 logger = logging.getLogger(__name__)
 Outcome = ReplayResult | ReplayError
@@ -187,7 +187,7 @@ def execute_many(
         if pending:
             with running_version(adapter.name, version.version), RunContext() as keep:
                 replay.keep, replay.replay_id = keep, f"mb-{uuid.uuid4().hex[:10]}"
-                backend = backend or _docker()
+                backend = backend or engines.chosen()
                 _run(replay, workspace, backend, on_event)
                 _continue_forks(replay, _fork_backend(backend), key, on_event)
     finally:
@@ -198,14 +198,10 @@ def execute_many(
     return outcomes
 
 
-def _docker() -> Backend:
-    return chosen()
-
-
 def _fork_backend(backend: Backend) -> Backend:
     """What starts the forks' containers: they run snapshot images that no later job runs, so a spare shaped
     like one (sandboxes/ahead.py) would never be taken, and would hold the image the replay removes."""
-    return chosen() if isinstance(backend, Ahead) else backend
+    return engines.chosen() if isinstance(backend, Ahead) else backend
 
 
 def _run(replay: _Replay, workspace: Path, backend: Backend, on_event: OnEvent) -> None:

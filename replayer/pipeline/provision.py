@@ -23,9 +23,9 @@ def archive_path(out: Path, image_id: str) -> Path:
 def ensure_image(tag: str, image_id: str, out: Path) -> None:
     """`tag` in this node's engine with id `image_id`: loaded from DIR/images/ or pulled when absent (one
     job of a node at a time), refused when the node holds another image under that tag."""
-    from replayer.sandboxes.engines import chosen
+    from replayer.sandboxes import engines
 
-    engine = chosen()
+    engine = engines.chosen()
     have = _image_id(engine, tag)
     if have is None:
         with cache_lock("image", image_id.removeprefix("sha256:")):

@@ -430,9 +430,9 @@ def keep_containers_ahead() -> None:
     finalizer in a pool worker; a SIGKILL leaves it to the sweeps of the dead owner's containers and slots)."""
     import multiprocessing.util
 
-    from replayer.sandboxes.engines import chosen
+    from replayer.sandboxes import engines
 
-    if not _AHEAD and (ahead := chosen().ahead()) is not None:  # None: an engine without (Podman)
+    if not _AHEAD and (ahead := engines.chosen().ahead()) is not None:  # None: an engine without (Podman)
         _AHEAD.append(ahead)
         multiprocessing.util.Finalize(None, _AHEAD[0].close, exitpriority=10)
 
@@ -654,9 +654,9 @@ def batch_labels(out: Path) -> dict[str, str]:
 def remove_containers(out: Path) -> list[str]:
     """Remove every container carrying DIR's label; returns their names. Called with the lock held and no job
     of DIR in flight, so that they are what a killed batch, or a worker that died mid-job, left behind."""
-    from replayer.sandboxes.engines import chosen
+    from replayer.sandboxes import engines
 
-    return chosen().remove_containers(f"{BATCH_LABEL}={batch_id(out)}")
+    return engines.chosen().remove_containers(f"{BATCH_LABEL}={batch_id(out)}")
 
 
 def clean_partials(out: Path) -> None:

@@ -49,9 +49,9 @@ from replayer.pipeline.context import RunContext
 from replayer.pipeline.engine import JSON_OPTS, execute, load, pins_for
 from replayer.pipeline.fork import COMPARE_LABEL, ForkJob, run_check
 from replayer.pipeline.forkpool import ForkPool, OnRun
+from replayer.sandboxes import engines
 from replayer.sandboxes.base import Backend, Engine, Layered, Sandbox
 from replayer.sandboxes.committable import escaped
-from replayer.sandboxes.engines import chosen
 from replayer.sandboxes.quota import StateDir
 from replayer.verbs.report import render_html
 
@@ -387,7 +387,7 @@ class Comparison:
         self.adapter = adapter
         self.traj = traj
         self.kept = False
-        engine = chosen()
+        engine = engines.chosen()
         engine.check()
         compare_id = f"cmp-{uuid.uuid4().hex[:10]}"
         # the compare's containers and (unless kept) its snapshot image go last, whatever happened
