@@ -5,6 +5,7 @@ the machine's load drifts. Podman's numbers are ratios against Docker's."""
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -89,6 +90,7 @@ def bench_engines(tmp: Path) -> dict[str, dict[str, float]]:
 
 def engines_section(m: dict[str, dict[str, float]]) -> str:
     d, p = m["docker"], m["podman"]
+    load = os.getloadavg()[1]
     rows = [
         ("containers per second (start, ready for exec, remove)", 1 / d["start_s"], 1 / p["start_s"], "/s"),
         ("a snapshot at a boundary (pause, check, commit)", d["snapshot_s"], p["snapshot_s"], "s"),
@@ -107,9 +109,11 @@ def engines_section(m: dict[str, dict[str, float]]) -> str:
 
 `python -m bench engines`: Docker (`dockerd`, overlay2 on the btrfs data root) and Podman 4.3 (its
 Docker-compatible API service, runc, overlay on the root file system) side by side, {ROUNDS} alternating
-rounds, medians; the ratio is Podman's over Docker's (for containers per second, above 1 is faster).
-{STARTS} containers a round for the start rate. Forks under Podman always start this way (no pre-started
-slots, `docs/engines.md`).
+rounds, medians, load average {load:.1f} over 5 minutes at the end (a shared machine;
+the rounds alternate the engines); the ratio is Podman's over Docker's (for containers per second, above 1
+is faster). {STARTS} containers a round for the start rate. Forks under Podman always start this way (no pre-started
+slots, `docs/engines.md`). Not measured apart: Docker's containers here get a disk quota on their layer (a
+btrfs qgroup) and Podman's none, a difference in what each run does, not only in the engines.
 
 | | Docker | Podman | ratio |
 |---|---|---|---|

@@ -95,6 +95,15 @@ def test_a_batch_pass_on_podman(podman: object, tmp_path: Path) -> None:
     assert containers <= created_on_podman(podman, started)
 
 
+def test_setup_again_reuses_the_service_and_the_image(podman: object) -> None:
+    proc = replayer("setup", "--engine", "podman", "--no-bundles", check=True)
+    assert proc.stdout.splitlines()[0] == "engine: running"
+    assert (
+        proc.stdout.splitlines()[1].startswith("base image sandbox-replayer/base:")
+        and "present" in proc.stdout
+    )
+
+
 def test_an_unknown_engine_is_a_usage_error() -> None:
     proc = replayer("gc", "--engine", "lxc")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
