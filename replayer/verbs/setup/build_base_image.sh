@@ -10,4 +10,5 @@ trap 'rm -rf "$root" "$root.log"' EXIT
 debootstrap --variant=minbase --include="$include" "$suite" "$root" "$mirror" >"$root.log" 2>&1 || { tail -20 "$root.log" >&2; exit 1; }
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
 mkdir -p "$root/home/replay"
-tar -C "$root" -c . | "$importer" import --change 'CMD ["/bin/bash"]' - "$tag" >/dev/null
+quiet=(); [ "$importer" = podman ] && quiet=(--quiet)  # its progress on stderr would read as warnings
+tar -C "$root" -c . | "$importer" import "${quiet[@]}" --change 'CMD ["/bin/bash"]' - "$tag" >/dev/null
