@@ -23,7 +23,9 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 # Two parts: the modules in parallel (one module a worker, so a module's shared containers stay one), then
-# the few tests marked `serial`, which look at everything on the engine, alone. Both always run.
+# the few tests marked `serial`, which look at everything on the engine, alone. Both always run. Podman, the
+# second engine, is set up by its own test module (tests/sandboxes/test_podman.py runs `replayer setup
+# --engine podman`, as a user does), so a machine that never runs those tests never installs it.
 test: setup lint
 	scripts/install_test_tools.sh
 	$(PY) -m pytest -q --durations=0 --durations-min=0.5 -n 2 --dist loadfile --no-loadscope-reorder -m "not serial"; parallel=$$?; \

@@ -426,16 +426,17 @@ def _image_ids(tags: set[str | None]) -> dict[str, str]:
     if not tags:
         return {}
     from replayer.floor.pins import load_pins
-    from replayer.sandboxes.docker import connect, missing_image
+    from replayer.sandboxes import engines
 
-    client = connect()
+    engine = engines.chosen()
+    engine.check()
     ids = {}
     for tag in tags - {"auto"}:  # auto: the image each trajectory names; the trajectory's hash keys it
         name = tag or load_pins().base_image.tag
-        try:
-            ids[name] = client.images.get(name).id
-        except Exception:
-            raise missing_image(name) from None
+        found = engine.image_attrs(name)
+        if found is None:
+            raise engine.missing_image(name)
+        ids[name] = str(found["Id"])
     return ids
 
 
@@ -493,20 +494,19 @@ def gc() -> GcReport:
     """Remove every container and snapshot image the replayer left behind, the state folders and fork
     slots of dead runs, and the slots' root once no slot is left; kill the port forwarders that removed
     containers left on the host."""
-    from replayer.sandboxes.docker import connect, sweep_forwarders
-    from replayer.sandboxes.docker import gc as docker_gc
+    from replayer.sandboxes import engines
     from replayer.sandboxes.quota import sweep_states
     from replayer.sandboxes.slots import unmount_root
 
-    client = connect()
-    removed, images = docker_gc(client)
+    engine = engines.chosen()
+    removed, images = engine.gc()
     states = sweep_states()
     return GcReport(
         removed=removed,
         removed_images=images,
         removed_states=states,
         unmounted_slot_root=unmount_root(),
-        killed_forwarders=sweep_forwarders(client),
+        killed_forwarders=engine.sweep_forwarders(),
     )
 
 
@@ -577,16 +577,30 @@ def bundles_rm(specs: Sequence[str]) -> list[tuple[str, bool]]:
 def setup(
     agents: Sequence[str] | None = None, bundles: bool = True, image: bool = True, on_event: OnEvent = ignore
 ) -> SetupReport:
-    """Make this machine ready to run, reusing every part already there: the Docker engine, the pinned
-    base image (`image`), the pinned agent bundles (`bundles`; `agents`: only theirs). `on_event` hears the
-    image build (`Building`) and each install (`Installing`)."""
+    """Make this machine ready to run, reusing every part already there: the container engine in use
+    (`use_engine`), the pinned base image in it (`image`), the pinned agent bundles (`bundles`; `agents`:
+    only theirs). `on_event` hears the image build (`Building`) and each install (`Installing`)."""
+    from replayer.sandboxes import engines
     from replayer.verbs import setup as machine
 
     wanted = machine.pinned_bundles(list(agents) if agents is not None else None) if bundles else []
-    engine, notes = machine.engine()
-    built = machine.base_image(on_build=lambda what: on_event(Building(what))) if image else None
+    container_engine = engines.chosen()
+    engine, notes = machine.engine(container_engine)
+    built = (
+        machine.base_image(container_engine, on_build=lambda what: on_event(Building(what)))
+        if image
+        else None
+    )
     found = list(machine.install_bundles(wanted, on_event=on_event))
     return SetupReport(engine=engine, image=built, bundles=found, notes=notes)
+
+
+def use_engine(name: str) -> None:
+    """Run every sandbox of this process, and of the workers it starts, on the engine `name` (`docker`,
+    `podman`), over the `engine` setting (BadInput for an unknown name)."""
+    from replayer.sandboxes.engines import select
+
+    select(name)
 
 
 def parse_variant(spec: str) -> Variant:
@@ -599,9 +613,9 @@ def parse_variant(spec: str) -> Variant:
 def stop_sandboxes() -> None:
     """Stop every sandbox this process started (at an interruption: the `finally` blocks on the way up may
     not have run for a sandbox caught between its creation and its owner's `try`)."""
-    from replayer.sandboxes.docker import stop_live
+    from replayer.sandboxes import engines
 
-    stop_live()
+    engines.chosen().stop_live()
 
 
 def continuation_error(cont: ContinuationResult | None, out: PathLike) -> ReplayError | None:

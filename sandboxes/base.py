@@ -2,8 +2,10 @@
 Runtime it hands out (exec, a watched exec, read and write a file), with their typed payloads.
 
 `Sandbox` is both, as a started backend hands it to the engine and the adapters; `Backend` starts one
-from a `SandboxSpec`. sandboxes/docker.py is the real backend, sandboxes/fake.py an in-process one
-for the engine's tests."""
+from a `SandboxSpec`; `Engine` is a Backend and everything else the replayer asks of a container engine
+(images, labels, cleanup, containers ahead). sandboxes/engines.py names the engines and picks the one in
+use; sandboxes/docker.py and sandboxes/podman.py are the real ones, sandboxes/fake.py an in-process
+backend for the engine's tests. Nothing outside sandboxes/ imports an engine module (tests/test_seam.py)."""
 
 from __future__ import annotations
 
@@ -11,14 +13,21 @@ import queue
 import signal
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from replayer.floor.errors import last_line
 from replayer.floor.models import SandboxLimits
 
+LABEL = "sandbox-replayer"
+"""On every container the replayer starts (with `LABEL.run`, the run's id), on every engine."""
+SNAPSHOT_LABEL = f"{LABEL}.snapshot"
+"""On the images `snapshot` commits (the base image does not carry it): what `gc` removes."""
+OWNER_LABEL = f"{LABEL}.owner"
+"""The owning process of a container (sandboxes/owner.py): what the sweep of orphans reads."""
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
 MAX_FILE_BYTES = 64 * 1024 * 1024
 
@@ -128,7 +137,12 @@ class Deployment(Protocol):
         ...
 
     def snapshot(self, tag: str, labels: dict[str, str]) -> str:
-        """Commit the file system (not its bind mounts, not its processes) as an image; its id."""
+        """Commit the file system (not its bind mounts, not its processes) as an image; its id. A sandbox
+        started from that id (`SandboxSpec.image`) starts from the snapshot."""
+        ...
+
+    def remove_snapshots(self, label: str) -> list[str]:
+        """Remove the snapshot images carrying `label` (`key=value`) from its engine; their names."""
         ...
 
     def stop(self) -> None: ...
@@ -140,6 +154,105 @@ class Sandbox(Deployment, Runtime, Protocol):
 
 class Backend(Protocol):
     def start(self, spec: SandboxSpec) -> Sandbox: ...
+
+
+@runtime_checkable
+class Layered(Protocol):
+    """A sandbox whose committed layers lie on this host and whose slot folders take the host's later
+    mounts (sandboxes/slots.py): what forks started before their boundary need (Docker's overlay2)."""
+
+    prestarts: bool
+    """Whether forks may be started before the boundary over slots."""
+    image_id: str
+
+    def image_attrs(self, image: str) -> dict[str, Any]:
+        """The engine's inspection of `image` (RootFS layers, GraphDriver data)."""
+        ...
+
+    def mount_points(self) -> list[str]:
+        """The mount points the container's processes see."""
+        ...
+
+
+class LayeredSandbox(Sandbox, Layered, Protocol):
+    """A started sandbox that forks may be pre-started like (sandboxes/slots.py)."""
+
+
+@runtime_checkable
+class Ahead(Backend, Protocol):
+    """A Backend that keeps the next run's container started ahead of need (sandboxes/ahead.py)."""
+
+    served: int
+    """Runs that got the spare."""
+    started: int
+    """Runs whose container was started when asked."""
+
+    def close(self) -> None:
+        """Remove the spare; none is started after this."""
+        ...
+
+
+class Engine(Backend, Protocol):
+    """One container engine, everything the replayer asks of it besides a sandbox's own life: reachability,
+    images, the containers and snapshots its labels name, the sweeps after a crash, how `replayer setup`
+    brings it up. sandboxes/engines.py picks the one in use by name."""
+
+    name: str
+    """`docker`, `podman`: the value of `--engine`, `REPLAYER_ENGINE`, the `engine` setting."""
+    label: str
+    """`Docker`, `Podman`: as messages name it."""
+    up_script: str
+    """The script beside replayer/verbs/setup/ that installs and starts it (root)."""
+    up_args: list[str]
+    tools: dict[str, str]
+    """The commands the script needs -> the Debian package that has each."""
+    prestarts: bool
+    """Whether forks may start before their boundary over slots and batch jobs keep a container ahead;
+    where not, they take the plain path (a container started when asked)."""
+
+    def check(self) -> None:
+        """Returns when the engine answers; SandboxError naming what to do else."""
+        ...
+
+    def errors(self, doing: str) -> AbstractContextManager[None]:
+        """The engine's own and its transport's errors inside, as one-line SandboxErrors."""
+        ...
+
+    def image_attrs(self, image: str) -> dict[str, Any] | None:
+        """The engine's inspection of `image` (Id, Size, RootFS, GraphDriver), None when it has none."""
+        ...
+
+    def provide_image(self, tag: str, archive: Path | None) -> None:
+        """`tag` loaded from `archive` (a `docker save` tar) or, without one, pulled."""
+        ...
+
+    def missing_image(self, image: str) -> Exception:
+        """The error of a run whose image this engine lacks (what to do, in one line)."""
+        ...
+
+    def remove_containers(self, label: str) -> list[str]:
+        """Remove the containers carrying `label` (`key` or `key=value`); their names."""
+        ...
+
+    def remove_images(self, label: str) -> list[str]:
+        """Remove the snapshot images carrying `label` (never one without the snapshot label)."""
+        ...
+
+    def gc(self) -> tuple[list[str], list[str]]:
+        """Remove every container and snapshot image the replayer left behind; their names."""
+        ...
+
+    def sweep_forwarders(self) -> list[int]:
+        """Kill the port forwarders left on the host by containers the engine no longer has; their pids."""
+        ...
+
+    def stop_live(self) -> list[str]:
+        """Remove every container this process started and still holds (after an interruption)."""
+        ...
+
+    def ahead(self) -> Ahead | None:
+        """A Backend keeping a container ahead for this process's runs, None where the engine cannot."""
+        ...
 
 
 class WatchedExec:

@@ -1,5 +1,6 @@
-"""The Docker backend: start, exec with deadlines and process-group kill, read and write files, forward a
-port, snapshot, cleanup."""
+"""The Docker engine behind the seam (sandboxes/base.py): start, exec with deadlines and process-group kill,
+read and write files, forward a port, snapshot, cleanup. sandboxes/podman.py drives Podman through the same
+code, by its Docker-compatible API."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import tarfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import docker
 import docker.errors
@@ -23,14 +24,21 @@ from replayer.floor import signals
 from replayer.floor.errors import SandboxError, last_line
 from replayer.floor.models import SandboxLimits
 from replayer.sandboxes import leftovers, seccomp, slots
-from replayer.sandboxes.base import MAX_FILE_BYTES, MAX_OUTPUT_BYTES, ExecResult, SandboxSpec, WatchedExec
+from replayer.sandboxes.base import (
+    LABEL,
+    MAX_FILE_BYTES,
+    MAX_OUTPUT_BYTES,
+    OWNER_LABEL,
+    SNAPSHOT_LABEL,
+    Ahead,
+    ExecResult,
+    SandboxSpec,
+    WatchedExec,
+)
 from replayer.sandboxes.committable import engine_refusal, refusal
 from replayer.sandboxes.owner import owner, owner_alive
 from replayer.sandboxes.quota import limit_layer, used_up
 
-LABEL = "sandbox-replayer"
-SNAPSHOT_LABEL = f"{LABEL}.snapshot"
-"""On the images `snapshot` commits (the base image does not carry it): what `gc` removes."""
 RUN_DIR = "/run/replayer"
 """A tmpfs in every container (the execs' process-group files): mounted at create, so that no exec is
 needed before the container is ready."""
@@ -39,7 +47,6 @@ DROPPED_CAPABILITIES = ["MKNOD", "NET_RAW", "SETFCAP", "AUDIT_WRITE", "SYS_CHROO
 """No device nodes in the bind-mounted workspace or home (they would be devices on the host), no raw
 sockets, no file capabilities; what the agents' tools use (chown, kill, setuid in the container) stays.
 No btrfs subvolume or quota administration either (sandboxes/seccomp.py)."""
-OWNER_LABEL = "sandbox-replayer.owner"
 _LIVE: dict[str, docker.DockerClient] = {}
 """Containers this process created and has not removed yet: what `stop_live` sweeps."""
 _SPAWNED: dict[str, str] = {}
@@ -47,7 +54,7 @@ _SPAWNED: dict[str, str] = {}
 
 
 @contextlib.contextmanager
-def engine_errors(doing: str) -> Iterator[None]:
+def engine_errors(doing: str, engine: str = "Docker") -> Iterator[None]:
     """Docker SDK and transport errors as one-line SandboxErrors (an engine that stopped answering)."""
     try:
         yield
@@ -55,8 +62,8 @@ def engine_errors(doing: str) -> Iterator[None]:
         raise SandboxError(f"{doing} failed: {exc.explanation or exc}") from None
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         raise SandboxError(
-            f"the Docker engine stopped answering during {doing} ({type(exc).__name__}); "
-            "run replayer setup, then replayer gc"
+            f"the {engine} engine stopped answering during {doing} ({type(exc).__name__}); "
+            f"run replayer setup{'' if engine == 'Docker' else ' --engine ' + engine.lower()}, then replayer gc"
         ) from None
 
 
@@ -109,10 +116,11 @@ def _limit_writable_layer(container: Any, limit_bytes: int) -> Path | None:
         return None
 
 
-def missing_image(image: str) -> SandboxError:
+def missing_image(image: str, engine: str = "docker") -> SandboxError:
+    setup = "replayer setup" + ("" if engine == "docker" else f" --engine {engine}")
     return SandboxError(
-        f"image {image!r} is not in the Docker engine (the base image: run replayer setup; "
-        "any other: docker pull or docker load it)"
+        f"image {image!r} is not in the {engine} engine (the base image: run {setup}; "
+        f"any other: {engine} pull or {engine} load it)"
     )
 
 
@@ -133,11 +141,75 @@ class DockerBackend:
         return DockerSandbox.start_from(spec)
 
 
+class DockerEngine(DockerBackend):
+    """The Docker engine as the replayer uses it (the `Engine` of sandboxes/base.py): the daemon
+    `DOCKER_HOST` names, else this machine's, which `replayer setup` starts (docker_up.sh)."""
+
+    name = "docker"
+    label = "Docker"
+    up_script = "docker_up.sh"
+    up_args: list[str] = []
+    tools = {"dockerd": "docker.io", "docker": "docker.io"}
+    prestarts = True
+    connect: Callable[[], docker.DockerClient] = staticmethod(connect)
+
+    def check(self) -> None:
+        self.connect()
+
+    def errors(self, doing: str) -> contextlib.AbstractContextManager[None]:
+        return engine_errors(doing, self.label)
+
+    def image_attrs(self, image: str) -> dict[str, Any] | None:
+        client = self.connect()
+        with self.errors("image lookup"):
+            try:
+                return dict(client.images.get(image).attrs)
+            except docker.errors.ImageNotFound:
+                return None
+
+    def provide_image(self, tag: str, archive: Path | None) -> None:
+        client = self.connect()
+        with self.errors(f"loading {archive}" if archive else f"pulling {tag}"):
+            if archive is not None:
+                with open(archive, "rb") as fh:
+                    client.images.load(fh)
+            else:
+                client.images.pull(tag)
+
+    def missing_image(self, image: str) -> SandboxError:
+        return missing_image(image, self.name)
+
+    def remove_containers(self, label: str) -> list[str]:
+        return remove_containers(self.connect(), label)
+
+    def remove_images(self, label: str) -> list[str]:
+        return remove_images(self.connect(), label)
+
+    def gc(self) -> tuple[list[str], list[str]]:
+        return gc(self.connect())
+
+    def sweep_forwarders(self) -> list[int]:
+        return sweep_forwarders(self.connect())
+
+    def stop_live(self) -> list[str]:
+        return stop_live()
+
+    def __init__(self, ahead: Callable[[], Ahead] | None = None):
+        self._ahead = ahead
+        """What keeps a container ahead (sandboxes/ahead.py, which is built on this module)."""
+
+    def ahead(self) -> Ahead | None:
+        return self._ahead() if self._ahead is not None else None
+
+
 class DockerSandbox:
     """One container with no network, resource limits and the run's label: a Deployment and its Runtime
     (sandboxes/base.py)."""
 
     dropped_capabilities = DROPPED_CAPABILITIES
+    prestarts = True
+    """Forks may be started before the boundary like it (sandboxes/base.py `Layered`)."""
+    engine = "docker"
 
     def __init__(self, client: docker.DockerClient, container: Any, image_id: str):
         self.client = client
@@ -163,7 +235,7 @@ class DockerSandbox:
         labels: dict[str, str] | None = None,
         propagated: frozenset[str] = frozenset(),
         command: list[str] | None = None,
-    ) -> DockerSandbox:
+    ) -> Self:
         """binds: container path -> (host path, read_only); labels: besides the replayer's own;
         propagated: the bind targets that receive the host's later mounts (SandboxSpec.propagated).
 
@@ -174,7 +246,7 @@ class DockerSandbox:
             try:
                 image_obj = client.images.get(image)
             except docker.errors.ImageNotFound:
-                raise missing_image(image) from None
+                raise missing_image(image, cls.engine) from None
         sweep_orphans(client)
         mounts = [
             Mount(
@@ -200,7 +272,7 @@ class DockerSandbox:
                     pids_limit=limits.pids,
                     nano_cpus=int(limits.cpus * 1e9),
                     cap_drop=DROPPED_CAPABILITIES,
-                    security_opt=["no-new-privileges", seccomp.security_opt()],
+                    **cls.engine_options(limits),
                     labels={**(labels or {}), LABEL: "1", f"{LABEL}.run": run_id, OWNER_LABEL: owner()},
                     mounts=mounts,
                     working_dir=workdir,
@@ -226,10 +298,19 @@ class DockerSandbox:
         return box
 
     @classmethod
-    def start_from(cls, spec: SandboxSpec) -> DockerSandbox:
+    def engine_options(cls, limits: SandboxLimits) -> dict[str, Any]:
+        """What this engine is told at create besides what every engine is told: the security options."""
+        return {"security_opt": ["no-new-privileges", seccomp.security_opt()]}
+
+    @classmethod
+    def connect(cls) -> docker.DockerClient:
+        return connect()
+
+    @classmethod
+    def start_from(cls, spec: SandboxSpec) -> Self:
         """`start` of what `spec` describes, on the engine the environment names."""
         return cls.start(
-            connect(),
+            cls.connect(),
             spec.image,
             binds=spec.binds,
             workdir=spec.workdir,
@@ -360,16 +441,22 @@ class DockerSandbox:
             if why is not None:
                 raise SandboxError(f"the snapshot is refused: {why}")
             with engine_errors("snapshot"):
-                image = self.container.commit(
-                    repository=repository,
-                    tag=version or None,
-                    conf={"Labels": {**labels, SNAPSHOT_LABEL: "1"}},
-                    pause=False,
-                )
+                image = self.commit(repository, version or None, {**labels, SNAPSHOT_LABEL: "1"})
         finally:
             with engine_errors("snapshot"):
                 self.container.unpause()
         return str(image.id)
+
+    def commit(self, repository: str, tag: str | None, labels: dict[str, str]) -> Any:
+        """The paused container committed as an image carrying `labels`."""
+        return self.container.commit(repository=repository, tag=tag, conf={"Labels": labels}, pause=False)
+
+    def remove_snapshots(self, label: str) -> list[str]:
+        return remove_images(self.client, label)
+
+    def image_attrs(self, image: str) -> dict[str, Any]:
+        with engine_errors("snapshot inspection"):
+            return dict(self.client.images.get(image).attrs)
 
     def stop(self) -> None:
         with signals.deferred():
@@ -458,7 +545,10 @@ def remove_containers(client: docker.DockerClient, label: str = LABEL) -> list[s
 def remove_images(client: docker.DockerClient, label: str = SNAPSHOT_LABEL) -> list[str]:
     """Remove the snapshot images carrying `label` (never an image without the snapshot label)."""
     removed = []
-    for image in client.images.list(filters={"label": [SNAPSHOT_LABEL, label]}):
+    # one label filter, the snapshot label checked here: Podman 4.3 answers two label filters with none
+    for image in client.images.list(filters={"label": label}):
+        if SNAPSHOT_LABEL not in image.labels:
+            continue
         with contextlib.suppress(docker.errors.NotFound):
             client.images.remove(image.id, force=True)
         removed.append(image.tags[0] if image.tags else image.short_id)

@@ -39,6 +39,9 @@ class EnvOverlay:
     def snapshot(self, tag: str, labels: dict[str, str]) -> str:
         return self.inner.snapshot(tag, labels)
 
+    def remove_snapshots(self, label: str) -> list[str]:
+        return self.inner.remove_snapshots(label)
+
     def stop(self) -> None:
         self.inner.stop()
 

@@ -158,6 +158,10 @@ class FakeSandbox:
     def disk_used_up(self) -> bool:
         return False
 
+    def remove_snapshots(self, label: str) -> list[str]:
+        """Nothing to remove: a snapshot here is a name only."""
+        return []
+
     def snapshot(self, tag: str, labels: dict[str, str]) -> str:
         self.snapshots.append(tag)
         return f"sha256:fake-snapshot-{len(self.snapshots)}"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import functools
+import inspect
+import typing
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -11,6 +14,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from replayer.cli import docs
 from replayer.floor import settings
+from replayer.floor.options import EngineName
 from replayer.floor.release import __version__
 
 
@@ -57,7 +61,43 @@ app = typer.Typer(
 )
 
 
-command = functools.partial(app.command, cls=Command, epilog=docs.where())
+EngineOpt = Annotated[
+    EngineName | None,
+    typer.Option(
+        "--engine",
+        metavar="ENGINE",
+        help="The container engine: docker or podman (default: the engine setting, else docker).",
+        show_default=False,
+    ),
+]
+
+
+def _with_engine(func: Callable[..., Any]) -> Callable[..., Any]:
+    """`func` as a command that also takes `--engine`: the one flag that picks the engine of every command
+    (sandboxes/engines.py), used before the command's own code runs."""
+    signature = inspect.signature(func, eval_str=True)
+    engine = inspect.Parameter("engine", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=EngineOpt)
+
+    @functools.wraps(func)
+    def run(*args: Any, engine: str | None = None, **kwargs: Any) -> Any:
+        if engine is not None:
+            from replayer import api
+
+            api.use_engine(engine)
+        return func(*args, **kwargs)
+
+    params = list(signature.parameters.values())
+    run.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params), engine]
+    )
+    run.__annotations__ = {**typing.get_type_hints(func, include_extras=True), "engine": EngineOpt}
+    return run
+
+
+def command(*args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Any]:
+    """The decorator of every command: the app's, with the help layout and `--engine`."""
+    register = app.command(*args, cls=Command, epilog=docs.where(), **kwargs)
+    return lambda func: register(_with_engine(func))
 
 
 console = Console(soft_wrap=True)  # a path or a command line is never broken across lines

@@ -17,6 +17,9 @@ from replayer.floor.models import SandboxLimits
 
 PathLike = str | os.PathLike[str]
 
+EngineName = Literal["docker", "podman"]
+"""The container engines (sandboxes/engines.py)."""
+
 Untrusted = Literal["may", "tighter", "never"]
 """What a project file of a folder the user has not trusted may do with a setting: set it, only tighten
 it (a limit), or never set it."""
@@ -336,6 +339,18 @@ class CompareOptions(RunOptions, total=False):
 
 class SettingOptions(TypedDict, total=False):
     """The settings that are no option of `run` or `compare`."""
+
+    engine: Annotated[
+        EngineName | None,
+        _opt(
+            help="The container engine every sandbox runs on: docker (default) or podman (`--engine`).",
+            layers=Layers(
+                "REPLAYER_ENGINE",
+                "never",
+                "it would choose which engine, and which daemon, runs every sandbox",
+            ),
+        ),
+    ]
 
     bundles: Annotated[
         Path | None,

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from replayer.floor import pinned
 from replayer.floor.errors import SettingsError
 from replayer.floor.models import Count, Cpus, SandboxLimits, parse_size
-from replayer.floor.options import layered
+from replayer.floor.options import EngineName, layered
 
 PROJECT_FILE = "replayer.toml"
 MAX_FILE_BYTES = 1 << 20
@@ -66,6 +66,7 @@ class Settings(BaseModel):
     verdicts: Path | None = None
     trusted: list[Path] | None = None
     pinned: dict[str, str] | None = None
+    engine: EngineName | None = None
 
     def sandbox_limits(self, flag: str | None = None) -> SandboxLimits:
         """These limits with a `--limits` spec's keys over them (a bad flag value raises ValueError)."""

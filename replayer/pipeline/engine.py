@@ -39,6 +39,7 @@ from replayer.pipeline.continuation import Continuing
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.result import Done, Replayed, assemble, sandbox_record, used_up
 from replayer.pipeline.steps import JSON_OPTS, RERUNS
+from replayer.sandboxes import engines
 from replayer.sandboxes.base import Backend, Sandbox
 
 logger = logging.getLogger(__name__)
@@ -221,7 +222,7 @@ def execute(
                 done = _prepare(job)
             else:
                 assert image is not None
-                done = _run(job, workspace, image, on_boundary, backend or _docker())
+                done = _run(job, workspace, image, on_boundary, backend or engines.chosen())
         result = assemble(request, plan, replayed, done, out.tmp)
         write_bytes_atomic(
             out.tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
@@ -269,12 +270,6 @@ def os_error(exc: OSError, request: ReplayRequest) -> ReplayError | None:
     if exc.errno in _OUTPUT_ERRNOS:
         return OutputError(f"cannot write the output {request.out}: {exc.strerror}")
     return None
-
-
-def _docker() -> Backend:
-    from replayer.sandboxes.docker import DockerBackend
-
-    return DockerBackend()
 
 
 @dataclass

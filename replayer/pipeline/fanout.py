@@ -34,8 +34,7 @@ from replayer.pipeline.context import RunContext
 from replayer.pipeline.continuation import Continuing
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.result import Done, Replayed, assemble, sandbox_record, used_up
-from replayer.sandboxes.base import Backend, Sandbox
-from replayer.sandboxes.docker import LABEL, DockerSandbox, remove_images
+from replayer.sandboxes.base import LABEL, Backend, Sandbox
 from replayer.sandboxes.quota import StateDir
 
 FANOUT_LABEL = f"{LABEL}.boundary"
@@ -63,11 +62,7 @@ class Forked:
 
 def own_images(keep: RunContext, box: Sandbox, replay_id: str) -> None:
     """The snapshot images `take` will make of `box`, removed when `keep` ends."""
-    if isinstance(box, DockerSandbox):
-        client = box.client
-        keep.own(
-            replay_id, lambda: remove_images(client, f"{FANOUT_LABEL}={replay_id}"), "the snapshot images"
-        )
+    keep.own(replay_id, lambda: box.remove_snapshots(f"{FANOUT_LABEL}={replay_id}"), "the snapshot images")
 
 
 def take(

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import orjson
 from pydantic import BaseModel, ConfigDict
@@ -57,8 +57,8 @@ from replayer.pipeline.context import RunContext
 from replayer.pipeline.continuation import Continuing
 from replayer.pipeline.oracle import is_file, workspace_changes, workspace_state
 from replayer.pipeline.rootfs import ROOTFS_MOUNT, WAITER, RootfsDiff
-from replayer.sandboxes.base import Backend, Runtime, Sandbox, SandboxSpec
-from replayer.sandboxes.docker import LABEL, DockerBackend, DockerSandbox
+from replayer.sandboxes import engines
+from replayer.sandboxes.base import LABEL, Backend, LayeredSandbox, Runtime, Sandbox, SandboxSpec
 from replayer.sandboxes.quota import StateDir
 from replayer.sandboxes.slots import CONTROL_MOUNT, Slot
 
@@ -254,7 +254,7 @@ def _prepare(
 class Prestarted:
     """A run's container started before the boundary over its slot's empty folders."""
 
-    def __init__(self, slot: Slot, box: DockerSandbox, folders: list[str]):
+    def __init__(self, slot: Slot, box: LayeredSandbox, folders: list[str]):
         self.slot = slot
         self.box = box
         self.folders = folders
@@ -285,7 +285,8 @@ class Prestarted:
             propagated=frozenset(propagated),
             command=["bash", "-c", WAITER],
         )
-        box = DockerBackend().start(spec)
+        # a prestart image is only made on an engine that prestarts (verbs/compare.py `_rootfs`)
+        box = cast(LayeredSandbox, engines.chosen().start(spec))
         try:
             return cls(slot, box, [str(src.relative_to(slot.path)) for src in propagated.values()])
         except BaseException:
@@ -431,7 +432,7 @@ def _carry_out(
             ctx.release(pre)
             pre = why
     if isinstance(pre, str):
-        box = _prepare(job, adapter, traj, boundary, dirs, backend or DockerBackend())
+        box = _prepare(job, adapter, traj, boundary, dirs, backend or engines.chosen())
         ctx.own(box, box.stop, "the run's container")
     record.container = box.name
     record.state_disk_limited = state_dir.limited

@@ -45,9 +45,8 @@ from replayer.pipeline.engine import Outcome, begin, os_error
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.result import Done, Replayed, assemble, sandbox_record, used_up
 from replayer.pipeline.steps import JSON_OPTS, RERUNS
-from replayer.sandboxes.ahead import AheadBackend
-from replayer.sandboxes.base import Backend, Sandbox
-from replayer.sandboxes.docker import DockerBackend
+from replayer.sandboxes import engines
+from replayer.sandboxes.base import Ahead, Backend, Sandbox
 from replayer.sandboxes.quota import StateDir
 
 logger = logging.getLogger(__name__)
@@ -139,7 +138,7 @@ def execute_many(
         if pending:
             with running_version(adapter.name, version.version), RunContext() as keep:
                 replay.keep, replay.replay_id = keep, f"mb-{uuid.uuid4().hex[:10]}"
-                backend = backend or _docker()
+                backend = backend or engines.chosen()
                 _run(replay, workspace, replayed.image, backend, on_event)
                 _continue_forks(replay, _fork_backend(backend), key, on_event)
     finally:
@@ -150,16 +149,10 @@ def execute_many(
     return outcomes
 
 
-def _docker() -> Backend:
-    from replayer.sandboxes.docker import DockerBackend
-
-    return DockerBackend()
-
-
 def _fork_backend(backend: Backend) -> Backend:
     """What starts the forks' containers: they run snapshot images that no later job runs, so a spare shaped
     like one (sandboxes/ahead.py) would never be taken, and would hold the image the replay removes."""
-    return DockerBackend() if isinstance(backend, AheadBackend) else backend
+    return engines.chosen() if isinstance(backend, Ahead) else backend
 
 
 def _run(replay: _Replay, workspace: Path, image: str, backend: Backend, on_event: OnEvent) -> None:

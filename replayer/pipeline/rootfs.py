@@ -21,8 +21,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from replayer.sandboxes.base import Layered
 from replayer.sandboxes.committable import escaped
-from replayer.sandboxes.docker import DockerSandbox, engine_errors
 from replayer.sandboxes.slots import CONTROL_MOUNT
 
 ROOTFS_MOUNT = "/run/replayer-rootfs"
@@ -185,12 +185,11 @@ class _Diff:
         return None
 
 
-def build(box: DockerSandbox, image: str, dest: Path) -> RootfsDiff | str:
+def build(box: Layered, image: str, dest: Path) -> RootfsDiff | str:
     """The diff of `box` (the boundary container) committed as `image`, written into `dest` (an existing
     folder); or why forks cannot use one."""
-    with engine_errors("snapshot inspection"):
-        committed = box.client.images.get(image).attrs
-        base = box.client.images.get(box.image_id).attrs
+    committed = box.image_attrs(image)
+    base = box.image_attrs(box.image_id)
     if committed["RootFS"]["Layers"][:-1] != base["RootFS"]["Layers"]:
         return "the snapshot image is not one layer over the boundary container's image"
     data = (committed.get("GraphDriver") or {}).get("Data") or {}

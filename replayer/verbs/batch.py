@@ -42,7 +42,7 @@ from replayer.floor.models import (
 from replayer.pipeline.mock import MOCK
 
 if TYPE_CHECKING:
-    from replayer.sandboxes.ahead import AheadBackend
+    from replayer.sandboxes.base import Ahead
 
 Mode = Literal["prepare", "replay", "continue"]
 JobStatus = Literal["done", "skipped", "refused", "failed"]
@@ -473,8 +473,8 @@ def outcome_of(
     )
 
 
-_AHEAD: list[AheadBackend] = []
-"""This worker's AheadBackend (sandboxes/ahead.py), once `keep_containers_ahead` made it."""
+_AHEAD: list[Ahead] = []
+"""This worker's Ahead backend (sandboxes/ahead.py), once `keep_containers_ahead` made it."""
 
 
 def keep_containers_ahead() -> None:
@@ -483,10 +483,10 @@ def keep_containers_ahead() -> None:
     finalizer in a pool worker; a SIGKILL leaves it to the sweeps of the dead owner's containers and slots)."""
     import multiprocessing.util
 
-    from replayer.sandboxes.ahead import AheadBackend
+    from replayer.sandboxes import engines
 
-    if not _AHEAD:
-        _AHEAD.append(AheadBackend())
+    if not _AHEAD and (ahead := engines.chosen().ahead()) is not None:  # None: an engine without (Podman)
+        _AHEAD.append(ahead)
         multiprocessing.util.Finalize(None, _AHEAD[0].close, exitpriority=10)
 
 
@@ -499,7 +499,7 @@ def stop_containers_ahead() -> tuple[int, int]:
     return _AHEAD[0].served, _AHEAD[0].started
 
 
-def _backend() -> AheadBackend | None:
+def _backend() -> Ahead | None:
     return _AHEAD[0] if _AHEAD else None
 
 
@@ -720,10 +720,9 @@ def batch_labels(out: Path) -> dict[str, str]:
 def remove_containers(out: Path) -> list[str]:
     """Remove every container carrying DIR's label; returns their names. Called with the lock held and no job
     of DIR in flight, so that they are what a killed batch, or a worker that died mid-job, left behind."""
-    from replayer.sandboxes.docker import connect
-    from replayer.sandboxes.docker import remove_containers as remove
+    from replayer.sandboxes import engines
 
-    return remove(connect(), label=f"{BATCH_LABEL}={batch_id(out)}")
+    return engines.chosen().remove_containers(f"{BATCH_LABEL}={batch_id(out)}")
 
 
 def clean_partials(out: Path) -> None:

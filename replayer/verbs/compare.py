@@ -50,9 +50,9 @@ from replayer.pipeline.engine import JSON_OPTS, execute, load
 from replayer.pipeline.fork import COMPARE_LABEL, ForkJob, run_check
 from replayer.pipeline.forkpool import ForkPool, OnRun
 from replayer.pipeline.result import pins_for
-from replayer.sandboxes.base import Backend, Sandbox
+from replayer.sandboxes import engines
+from replayer.sandboxes.base import Backend, Engine, Layered, Sandbox
 from replayer.sandboxes.committable import escaped
-from replayer.sandboxes.docker import DockerSandbox
 from replayer.sandboxes.quota import StateDir
 from replayer.verbs.report import render_html
 
@@ -184,8 +184,8 @@ class Snapshot:
 
     def _rootfs(self, box: Sandbox, image: str) -> rootfs.RootfsDiff | str:
         """What pre-started runs apply to be the snapshot image's containers (replayer/pipeline/rootfs.py)."""
-        if not isinstance(box, DockerSandbox):
-            return "the boundary is not a Docker container"
+        if not isinstance(box, Layered) or not box.prestarts:
+            return "the engine starts no fork before its boundary (Docker only)"
         folder = self.dest.parent / "rootfs"
         try:
             return rootfs.build(box, image, folder)
@@ -386,17 +386,16 @@ class Comparison:
         version: str,
         check_here: bool = True,
     ):
-        from replayer.sandboxes.docker import connect
-
         self.ctx = ctx
         self.request = request
         self.adapter = adapter
         self.traj = traj
         self.kept = False
-        client = connect()
+        engine = engines.chosen()
+        engine.check()
         compare_id = f"cmp-{uuid.uuid4().hex[:10]}"
         # the compare's containers and (unless kept) its snapshot image go last, whatever happened
-        ctx.own(compare_id, lambda: _remove_docker(client, compare_id, self.kept), "containers and images")
+        ctx.own(compare_id, lambda: _remove(engine, compare_id, self.kept), "containers and images")
         local = request.workspace if isinstance(request.workspace, Path) else None  # a clone is the cache's
         self.out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, local])
         ctx.own(self.out, self.out.discard, "the partial output")  # nothing left to discard once committed
@@ -466,9 +465,7 @@ class Comparison:
         return result
 
 
-def _remove_docker(client: Any, compare_id: str, kept: bool) -> None:
-    from replayer.sandboxes.docker import remove_containers, remove_images
-
-    remove_containers(client, f"{COMPARE_LABEL}={compare_id}")
+def _remove(engine: Engine, compare_id: str, kept: bool) -> None:
+    engine.remove_containers(f"{COMPARE_LABEL}={compare_id}")
     if not kept:
-        remove_images(client, f"{COMPARE_LABEL}={compare_id}")
+        engine.remove_images(f"{COMPARE_LABEL}={compare_id}")

@@ -35,6 +35,7 @@ from replayer.pipeline.context import RunContext
 from replayer.pipeline.forkpool import OnRun
 from replayer.pipeline.multiboundary import boundary_dir, execute_many
 from replayer.pipeline.steps import JSON_OPTS
+from replayer.sandboxes import engines
 from replayer.sandboxes.base import Backend, Sandbox
 from replayer.verbs.compare import Comparison, _preflight, loaded, replay_request
 
@@ -122,17 +123,11 @@ def _finish(
     if later:
         sides[later[0]].pool.start_ahead()  # from its snapshot, while this boundary's runs go on
     try:
-        side.snapshot.check_apart(backend or _docker(), side.adapter, side.traj)
+        side.snapshot.check_apart(backend or engines.chosen(), side.adapter, side.traj)
         return side.finish(done, replay_s, started, on_run, on_event)
     except ReplayError as exc:
         side.discard()
         return exc
-
-
-def _docker() -> Backend:
-    from replayer.sandboxes.docker import DockerBackend
-
-    return DockerBackend()
 
 
 def _summarize(

@@ -116,7 +116,7 @@ def _end(pool: ProcessPoolExecutor, labels: dict[str, str]) -> None:
     """At an interruption: end the workers now, then remove what they held (their jobs' containers and the
     containers ahead, by the batch's label; their slots and states, whose owners are gone), so that nothing
     waits for the next batch or `replayer gc`."""
-    from replayer.sandboxes.docker import connect, remove_containers
+    from replayer.sandboxes import engines
     from replayer.sandboxes.quota import sweep_states
 
     workers = list((getattr(pool, "_processes", None) or {}).values())
@@ -128,7 +128,7 @@ def _end(pool: ProcessPoolExecutor, labels: dict[str, str]) -> None:
             worker.join(timeout=10)
         with contextlib.suppress(ReplayError, OSError):  # the engine gone too: the next batch removes them
             for key, value in labels.items():
-                remove_containers(connect(), label=f"{key}={value}")
+                engines.chosen().remove_containers(f"{key}={value}")
             sweep_states()
 
 
@@ -356,7 +356,7 @@ def _clean_node(owners: list[str], labels: dict[str, str]) -> None:
     """A Ray task on a node the batch's actors ran on, once they were ended: wait for their processes to be
     gone (SIGKILL past a grace, each checked to be the same process by its start time), then remove the
     batch's containers on this node's engine and the slots and states their dead owners left."""
-    from replayer.sandboxes.docker import connect, remove_containers
+    from replayer.sandboxes import engines
     from replayer.sandboxes.owner import owner_alive
     from replayer.sandboxes.quota import sweep_states
 
@@ -368,7 +368,7 @@ def _clean_node(owners: list[str], labels: dict[str, str]) -> None:
             os.kill(int(one.split(":")[1]), signal.SIGKILL)
     with contextlib.suppress(ReplayError, OSError):
         for key, value in labels.items():
-            remove_containers(connect(), label=f"{key}={value}")
+            engines.chosen().remove_containers(f"{key}={value}")
         sweep_states()
 
 

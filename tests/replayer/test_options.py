@@ -138,7 +138,9 @@ def test_a_verb_takes_only_its_options(tmp_path: Path) -> None:
 )
 def test_a_folder_not_trusted_may_not_set_what_its_declaration_forbids(tmp_path: Path, name: str) -> None:
     cwd, project, _, env = _places(tmp_path, trusted=False)
-    value = {"trusted": '["/x"]', "pinned": '{"/x" = "y"}'}.get(name, '"x"')
+    value = {"trusted": '["/x"]', "pinned": '{"/x" = "y"}', "engine": '"podman"'}.get(
+        name, '"x"'
+    )  # of its type
     project.write_text(f"{name} = {value}\n")
     with pytest.raises(SettingsError) as caught:
         settings.load(cwd, env)

@@ -1,10 +1,11 @@
 """`replayer setup` (and `make setup`, which calls it): what this machine needs before a run, each part
 reused when present, so running it again costs a few checks.
 
-1. the Docker engine: one that answers is used; else this machine's is started by `docker_up.sh` (root;
-   it installs Debian's docker.io and btrfs-progs with apt-get when they are missing);
+1. the container engine (`--engine`, sandboxes/engines.py): one that answers is used; else this machine's
+   is started by the engine's script: `docker_up.sh` (root; it installs Debian's docker.io and btrfs-progs
+   with apt-get when they are missing) or `podman_up.sh` (root; Debian's podman, its API on a socket);
 2. the pinned base image: one the engine holds is used; else it is built offline by `build_base_image.sh`
-   (root; debootstrap minbase, installed with apt-get when missing, and `docker import`);
+   (root; debootstrap minbase, installed with apt-get when missing, and `docker import` or `podman import`);
 3. the pinned agent bundles and the pin file's `also` versions (`replayer.floor.bundles`).
 
 The two scripts are package data beside this module: an installed wheel runs the same code as a clone.
@@ -23,14 +24,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
-import docker.errors
-
 from replayer.floor import bundles
 from replayer.floor.errors import ReplayError, SandboxError, last_line, unknown_agent
 from replayer.floor.events import OnEvent, ignore
 from replayer.floor.models import BundleStatus, ImageStatus
 from replayer.floor.pins import bundles_root, load_pins
-from replayer.sandboxes.docker import connect, engine_errors
+from replayer.sandboxes.base import Engine
 
 
 class SetupError(ReplayError):
@@ -41,39 +40,35 @@ class SetupError(ReplayError):
     kind = "setup"
 
 
-def engine() -> tuple[Literal["running", "started"], list[str]]:
+def engine(chosen: Engine) -> tuple[Literal["running", "started"], list[str]]:
     """The engine's state before, and the script's warnings."""
-    if _reachable():
+    if _reachable(chosen):
         return "running", []
-    doing = "starting the Docker engine"
+    doing = f"starting the {chosen.label} engine"
     _need_root(doing)
-    _need_tools(doing, {"dockerd": "docker.io", "docker": "docker.io"})
-    notes = _run_script("docker_up.sh", [], doing)
-    if not _reachable():
+    _need_tools(doing, chosen.tools)
+    notes = _run_script(chosen.up_script, chosen.up_args, doing)
+    if not _reachable(chosen):
         raise SetupError(f"{doing}: the engine started but the replayer cannot reach it (DOCKER_HOST?)")
     return "started", notes
 
 
-def base_image(on_build: Callable[[str], None] = lambda doing: None) -> ImageStatus:
+def base_image(chosen: Engine, on_build: Callable[[str], None] = lambda doing: None) -> ImageStatus:
     """The pinned base image, built when the engine lacks it (`on_build` hears what is built, first)."""
     pin = load_pins().base_image
-    client = connect()
-    with engine_errors("image lookup"):
-        try:
-            found = client.images.get(pin.tag)
-            return ImageStatus(tag=pin.tag, status="present", bytes=found.attrs.get("Size"))
-        except docker.errors.ImageNotFound:
-            pass
+    found = chosen.image_attrs(pin.tag)
+    if found is not None:
+        return ImageStatus(tag=pin.tag, status="present", bytes=found.get("Size"))
     doing = f"building the base image {pin.tag}"
     _need_root(doing)
     _need_tools(doing, {"debootstrap": "debootstrap"})
     on_build(f"{doing} (Debian {pin.suite} minbase from {pin.mirror}, {len(pin.packages)} packages; once)")
     started = time.monotonic()
-    _run_script("build_base_image.sh", [pin.tag, pin.suite, pin.mirror, ",".join(pin.packages)], doing)
+    args = [pin.tag, pin.suite, pin.mirror, ",".join(pin.packages), chosen.name]
+    _run_script("build_base_image.sh", args, doing)
     seconds = time.monotonic() - started
-    with engine_errors("image lookup"):
-        size = client.images.get(pin.tag).attrs.get("Size")
-    return ImageStatus(tag=pin.tag, status="built", bytes=size, seconds=seconds)
+    built = chosen.image_attrs(pin.tag) or {}
+    return ImageStatus(tag=pin.tag, status="built", bytes=built.get("Size"), seconds=seconds)
 
 
 def pinned_bundles(agents: list[str] | None) -> list[tuple[str, str]]:
@@ -97,9 +92,9 @@ def install_bundles(wanted: list[tuple[str, str]], on_event: OnEvent = ignore) -
         )
 
 
-def _reachable() -> bool:
+def _reachable(chosen: Engine) -> bool:
     try:
-        connect()
+        chosen.check()
     except SandboxError:
         return False
     return True
