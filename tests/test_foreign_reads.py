@@ -30,7 +30,6 @@ ALLOWED = {
     "replayer/pipeline/fork.py": "the job file and the replay folder this compare wrote in its own temp "
     "folder, and the user's --patch",
     "replayer/pipeline/forkpool.py": "run.json and fork.log the fork process of this compare wrote",
-    "replayer/pipeline/provision.py": "the bundle archive the replayer downloaded and checks",
     "replayer/pipeline/oracle.py": "continued/ the engine itself just wrote, and a tree walked by safecopy.walk "
     "(descriptors, no link)",
     "replayer/pipeline/continuation.py": "the agent output the engine just copied into its own output",
@@ -47,6 +46,8 @@ ALLOWED = {
     "sandboxes/fake.py": "the in-process test runtime's own state folder",
     "sandboxes/leftovers.py": "/proc of processes the replayer started",
     "sandboxes/slots.py": "the slots' own lock, control FIFOs and /proc/self/mountinfo",
+    "sandboxes/docker.py": "the image archive the replayer downloaded and checked (provision.py)",
+    "sandboxes/podman.py": "the pid file the replayer's own podman service wrote, and that process's /proc limits",
 }
 """Modules that read files without the reader: what each reads, and why it is not someone else's."""
 
