@@ -43,18 +43,27 @@ def _sdist(wheels: Path, name: str, marker: Path) -> None:
 
 
 @pytest.fixture
-def dataset(tmp_path: Path) -> Path:
-    """The folder the user works in; what of it runs leaves a file in tmp_path/markers."""
+def uv_dataset(tmp_path: Path) -> Path:
+    """The folder the user works in, with its uv configuration; what of it runs leaves a file in
+    tmp_path/markers."""
     folder, markers = tmp_path / "dataset", tmp_path / "markers"
     (folder / "wheels").mkdir(parents=True)
     markers.mkdir()
     (folder / "uv.toml").write_text(f'no-index = true\nfind-links = ["{folder / "wheels"}"]\n')
     for name in ("openhands-ai", "jupyter-kernel-gateway"):
         _sdist(folder / "wheels", name, markers / f"built-{name}")
-    for name in PLANTED:
-        (folder / name).mkdir()
-        (folder / name / "__init__.py").write_text(f"open({str(markers / name)!r}, 'w').close()\n")
     return folder
+
+
+@pytest.fixture
+def dataset(uv_dataset: Path) -> Path:
+    """The same folder, with packages of the names the replayer's Python children import."""
+    for name in PLANTED:
+        (uv_dataset / name).mkdir()
+        (uv_dataset / name / "__init__.py").write_text(
+            f"open({str(uv_dataset.parent / 'markers' / name)!r}, 'w').close()\n"
+        )
+    return uv_dataset
 
 
 def _ran(dataset: Path) -> list[str]:
@@ -73,9 +82,14 @@ def _replayer(dataset: Path, *args: str, cache: Path) -> subprocess.CompletedPro
     )
 
 
-def test_a_bundle_install_takes_nothing_from_the_working_directory(dataset: Path, tmp_path: Path) -> None:
-    """uv (and the pip that installs uv, the `python -m venv` that makes its home) read no configuration
-    of the folder and import nothing from it: the version is looked for on PyPI, which lacks it."""
+@pytest.mark.parametrize("packages", [False, True], ids=["uv-config", "and-packages"])
+def test_a_bundle_install_takes_nothing_from_the_working_directory(
+    uv_dataset: Path, tmp_path: Path, packages: bool, request: pytest.FixtureRequest
+) -> None:
+    """uv reads no configuration of the folder (its own index, its sdist's build backend), and the pip that
+    installs uv and the `python -m venv` that makes uv's home import nothing from it: the version is looked
+    for on PyPI, which lacks it."""
+    dataset = request.getfixturevalue("dataset") if packages else uv_dataset
     proc = _replayer(dataset, "bundles", "add", f"openhands_v0@{ABSENT}", cache=tmp_path / "bundles")
     assert _ran(dataset) == []
     assert proc.returncode == 10 and "not in the PyPI registry" in proc.stderr, proc.stderr
