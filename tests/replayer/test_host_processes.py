@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from replayer.floor import bundles
+from replayer.floor import bundles, hostproc
 from replayer.floor.models import ContinueRequest, RunRecord, Variant
 from replayer.pipeline.fork import ForkJob
 from replayer.pipeline.forkpool import ForkPool
@@ -160,4 +160,23 @@ def test_the_batch_pools_workers_import_nothing_from_the_working_directory(
         assert pool.submit(os.getcwd).result(timeout=120) == str(dataset)
     finally:
         pool.shutdown(wait=True)
+    assert _ran(dataset) == []
+
+
+def test_ray_workers_import_nothing_from_the_working_directory(
+    dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ray puts the driver's working directory on every worker's path (a worker imported the folder's
+    `replayer/`); the batch starts Ray from a folder of its own."""
+    import ray
+
+    import replayer
+
+    monkeypatch.chdir(dataset)
+    hostproc.start_ray(ray, num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        imported = ray.remote(lambda: __import__("replayer").__file__)
+        assert ray.get(imported.remote(), timeout=300) == replayer.__file__
+    finally:
+        ray.shutdown()
     assert _ran(dataset) == []
