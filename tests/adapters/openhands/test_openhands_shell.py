@@ -89,7 +89,7 @@ def test_a_planted_shell_state_is_refused_in_one_line_and_runs_nothing(tmp_path:
         path.write_text(state if isinstance(state, str) else json.dumps(state))
         ran: list[str] = []
 
-        def run(command: str) -> None:
+        def run(command: str, ran: list[str] = ran) -> None:
             ran.append(command)
             _shell(command, tmp_path, env)
 
