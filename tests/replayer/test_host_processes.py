@@ -180,3 +180,21 @@ def test_ray_workers_import_nothing_from_the_working_directory(
     finally:
         ray.shutdown()
     assert _ran(dataset) == []
+
+
+def test_a_host_process_runs_in_a_private_folder_with_only_the_named_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not the working directory, not the user's other variables (a key), not a program found through a
+    relative PATH entry (`.` is the working directory)."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-secret")
+    monkeypatch.setenv("PATH", f".:{os.environ['PATH']}")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "env").write_text("#!/bin/sh\ntouch MARK\n")
+    (tmp_path / "env").chmod(0o755)
+    done = hostproc.run(["env"], env={"NAMED": "1"}, capture_output=True, text=True, check=True)
+    assert sorted(done.stdout.split()) == ["NAMED=1", f"PATH=/usr/bin:{hostproc.PATH}"]
+    where = hostproc.run(["pwd"], capture_output=True, text=True, check=True).stdout.strip()
+    assert where == str(hostproc.folder()) != str(tmp_path)
+    assert hostproc.folder().stat().st_mode & 0o777 == 0o700 and not any(hostproc.folder().iterdir())
+    assert not (tmp_path / "MARK").exists()
