@@ -20,16 +20,16 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import multiprocessing
-import multiprocessing.util
 import os
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """Every started process's PATH, after the folder of the program it runs."""
@@ -140,6 +140,10 @@ def process_pool(
     the parent are made to include `-I` (no wrapper program, which a noexec temp folder would refuse, and
     no change of the process's working directory, which every thread shares). A child still changes to the
     parent's working directory once it runs, for relative paths; its imports use the parent's path."""
+    import multiprocessing
+    import multiprocessing.util
+    from concurrent.futures import ProcessPoolExecutor
+
     multiprocessing.util._args_from_interpreter_flags = _isolated_flags  # type: ignore[attr-defined]
     return ProcessPoolExecutor(
         max_workers=workers,
