@@ -41,6 +41,7 @@ class ReplayModel:
             Script(turns=[], model=model), unix_path=self.alias / SOCKET, fed=True, main_thread=main_thread
         )
         self.upstream.__enter__()
+        self.sandbox = sandbox
         sandbox.forward_port(PORT, f"{mount}/{SOCKET}")
 
     def feed(self, turn: Turn) -> None:
@@ -70,6 +71,11 @@ class ReplayModel:
         return False
 
     def close(self) -> None:
-        self.upstream.__exit__(None, None, None)
+        """The forwarder first: the continuation runs in this container, and must find nothing listening
+        on the port that reaches the host."""
+        try:
+            self.sandbox.stop_forward(PORT)
+        finally:
+            self.upstream.__exit__(None, None, None)
         (self.alias / SOCKET).unlink(missing_ok=True)
         remove_alias(self.alias)

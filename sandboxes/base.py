@@ -132,6 +132,11 @@ class Deployment(Protocol):
         """Inside the sandbox, 127.0.0.1:port -> a mounted unix socket (the sandbox has no network)."""
         ...
 
+    def stop_forward(self, port: int) -> None:
+        """End the forwarder `forward_port` started on `port` (its connections too): what runs in the
+        sandbox next (a continuation) cannot reach that socket, or one put at its path, through it."""
+        ...
+
     def disk_used_up(self) -> bool:
         """Whether its own file system used its disk quota up (False where it has none)."""
         ...

@@ -4,8 +4,9 @@ where it is, and whether a path is on it."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
+
+from replayer.floor import hostproc
 
 FS_ROOT = Path(os.environ.get("REPLAYER_FS_ROOT", "/var/lib/sandbox-replayer/fs"))
 _BTRFS_MAGIC = 0x9123683E
@@ -21,10 +22,10 @@ def is_btrfs(path: Path) -> bool:
         return False
     if device not in _BTRFS_DEVICES:
         try:
-            out = subprocess.run(
+            out = hostproc.run(
                 ["stat", "-f", "-c", "%t", str(path)], capture_output=True, text=True, timeout=10, check=True
             ).stdout
-        except (OSError, subprocess.SubprocessError):
+        except (OSError, hostproc.SubprocessError):
             return False
         _BTRFS_DEVICES[device] = int(out.strip() or "0", 16) == _BTRFS_MAGIC
     return _BTRFS_DEVICES[device]

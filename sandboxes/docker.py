@@ -379,6 +379,17 @@ class DockerSandbox:
         if self.exec(["bash", "-c", probe], workdir="/", timeout_s=30).exit_code != 0:
             raise SandboxError(f"port forwarder on 127.0.0.1:{port} did not come up")
 
+    def stop_forward(self, port: int) -> None:
+        """Kill every process of `forward_port`'s command line on `port` (the listener and the children it
+        forked for connections) until none is left."""
+        script = (
+            'for i in $(seq 100); do found=; for p in /proc/[0-9]*; do case "$(tr "\\0" " " <"$p/cmdline")" in '
+            '"socat TCP-LISTEN:$0,"*) found=1; kill -9 "${p#/proc/}";; esac 2>/dev/null; done; '
+            '[ -z "$found" ] && exit 0; sleep 0.05; done; exit 1'
+        )
+        if self.exec(["bash", "-c", script, str(port)], workdir="/", timeout_s=30).exit_code != 0:
+            raise SandboxError(f"the port forwarder on 127.0.0.1:{port} did not stop")
+
     def read_file(self, path: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
         """A regular file's bytes, read by `cat` inside the container (no link followed at the end)."""
         script = (

@@ -33,6 +33,9 @@ class EnvOverlay:
     def forward_port(self, port: int, unix_socket: str) -> None:
         self.inner.forward_port(port, unix_socket)
 
+    def stop_forward(self, port: int) -> None:
+        self.inner.stop_forward(port)
+
     def disk_used_up(self) -> bool:
         return self.inner.disk_used_up()
 

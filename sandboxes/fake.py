@@ -155,6 +155,9 @@ class FakeSandbox:
     def forward_port(self, port: int, unix_socket: str) -> None:
         self.forwarded.append((port, unix_socket))
 
+    def stop_forward(self, port: int) -> None:
+        self.forwarded = [f for f in self.forwarded if f[0] != port]
+
     def disk_used_up(self) -> bool:
         return False
 

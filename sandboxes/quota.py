@@ -16,10 +16,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
 import uuid
 from pathlib import Path
 
+from replayer.floor import hostproc
 from replayer.sandboxes.btrfs import FS_ROOT, is_btrfs
 from replayer.sandboxes.owner import orphans, owner
 from replayer.sandboxes.slots import sweep_slots
@@ -29,8 +29,8 @@ STATE_ROOT = FS_ROOT / "runs"
 
 def _btrfs(*args: str) -> bool:
     try:
-        done = subprocess.run(["btrfs", "-q", *args], capture_output=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
+        done = hostproc.run(["btrfs", "-q", *args], capture_output=True, timeout=60)
+    except (OSError, hostproc.SubprocessError):
         return False
     return done.returncode == 0
 
@@ -62,7 +62,7 @@ def limit_layer(upper: Path, limit_bytes: int) -> bool:
     if not limited_dir(fresh, limit_bytes):
         shutil.rmtree(fresh, ignore_errors=True)
         return False
-    copied = subprocess.run(["cp", "-a", "--", f"{layer}/.", str(fresh)], capture_output=True, timeout=60)
+    copied = hostproc.run(["cp", "-a", "--", f"{layer}/.", str(fresh)], capture_output=True, timeout=60)
     if copied.returncode != 0:
         shutil.rmtree(fresh, ignore_errors=True)
         return False
@@ -119,10 +119,10 @@ def used_up(path: Path) -> bool:
     has no limit or btrfs does not answer. Flushed first: qgroups count what a transaction committed."""
     _btrfs("filesystem", "sync", str(path))
     try:
-        out = subprocess.run(
+        out = hostproc.run(
             ["btrfs", "qgroup", "show", "-rf", "--raw", str(path)], capture_output=True, text=True, timeout=60
         ).stdout
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, hostproc.SubprocessError):
         return False
     for line in out.splitlines():
         fields = line.split()  # qgroupid, referenced, exclusive, max referenced, path

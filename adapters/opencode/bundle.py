@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import shlex
-import subprocess
 from pathlib import Path
 
 import orjson
 
 from replayer.adapters import sandbox_paths
 from replayer.adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY
-from replayer.floor import bundles
+from replayer.floor import bundles, hostproc
 from replayer.floor.errors import SandboxError, last_line
 from replayer.floor.io import write_bytes_atomic
 from replayer.floor.pins import load_pins, release
@@ -128,10 +127,10 @@ def host_cli(home: Path, *args: str, timeout_s: float = 120.0) -> bytes:
     tmp.mkdir(parents=True, exist_ok=True)
     env = {**base_env(str(home)), "TMPDIR": str(tmp), "OPENCODE_DISABLE_PROJECT_CONFIG": "1"}
     try:
-        done = subprocess.run(
+        done = hostproc.run(
             [str(host_binary()), *args], env=env, cwd=home, capture_output=True, timeout=timeout_s
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except (OSError, hostproc.TimeoutExpired) as exc:
         raise SandboxError(f"opencode {args[0]} failed: {exc}") from None
     if done.returncode != 0:
         raise SandboxError(

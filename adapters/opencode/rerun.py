@@ -158,7 +158,10 @@ class OpenCodeRerunner(StepwiseRerunner):
     def close(self) -> None:
         if self.handle is not None:
             self.handle.stop()
-        self.model.close()
+        try:
+            self.sandbox.stop_forward(PORT)  # it listens no longer when the continuation starts
+        finally:
+            self.model.close()
         (self.alias / SOCKET).unlink(missing_ok=True)
         remove_alias(self.alias)
         # The rebuilt session is imported into a new store; the rerun's goes, inside the sandbox (the home

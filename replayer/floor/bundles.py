@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import stat
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from replayer.floor import bundletrust, registry
+from replayer.floor import bundletrust, hostproc, registry
 from replayer.floor.errors import ReplayError, excerpt, last_line, unknown_agent
 from replayer.floor.events import Installing, OnEvent, ignore
 from replayer.floor.pins import AgentPin, bundles_root, load_pins
@@ -141,8 +140,8 @@ def _compiled(agent: str, path: Path) -> bool:
 def _compile(path: Path) -> None:
     """Compile a cached bundle's modules once (pip compiles as it installs; uv with --compile-bytecode).
     A module that does not compile (a test file in an older syntax) is left as it is, as both do."""
-    subprocess.run(
-        [str(path / "bin" / "python"), "-m", "compileall", "-q", "-j", "0", str(path / "lib")],
+    hostproc.run(
+        hostproc.python(path / "bin" / "python", "-m", "compileall", "-q", "-j", "0", str(path / "lib")),
         capture_output=True,
     )
     (path / BYTECODE).touch()
@@ -275,6 +274,10 @@ def _install_npm(agent: str, pin: AgentPin, version: str, path: Path) -> None:
     partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir()
+    # npm reads no user or global configuration (two files: it refuses one twice) and no project one but
+    # the fresh --prefix folder's
+    empty = partial.with_name(partial.name + ".npmrc")
+    empty.write_bytes(b"")
     try:
         _run(
             agent,
@@ -285,11 +288,19 @@ def _install_npm(agent: str, pin: AgentPin, version: str, path: Path) -> None:
                 "install",
                 "--no-audit",
                 "--no-fund",
+                "--no-update-notifier",
                 "--loglevel=error",
                 "--prefix",
                 str(partial),
+                "--userconfig",
+                os.devnull,
+                "--globalconfig",
+                str(empty),
+                "--cache",
+                str(bundles_root() / ".npm-cache"),
                 requirement,
             ],
+            env=hostproc.passed(*hostproc.NETWORK),
         )
         _seal(agent, version, partial)
         (partial / INSTALLED).write_text(requirement + "\n")
@@ -298,6 +309,7 @@ def _install_npm(agent: str, pin: AgentPin, version: str, path: Path) -> None:
         partial.rename(path)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
+        empty.unlink(missing_ok=True)
 
 
 def _install_pypi(agent: str, pin: AgentPin, version: str, path: Path) -> None:
@@ -309,12 +321,22 @@ def _install_pypi(agent: str, pin: AgentPin, version: str, path: Path) -> None:
         if pin.uv:
             uv = _uv(pin.uv)
             exclude = pin.exclude_newer if version == pin.version else _released_after(pin.pypi, version)
-            _run(agent, version, "PyPI", [str(uv), "venv", "-q", "--python", pin.python, str(path)])
-            env = {**os.environ, "UV_CACHE_DIR": str(bundles_root() / ".uv-cache")}
+            env = _uv_env()
+            _run(
+                agent,
+                version,
+                "PyPI",
+                [str(uv), "venv", "--no-config", "-q", "--python", pin.python, str(path)],
+                env=env,
+            )
             argv = [
                 str(uv),
                 "pip",
                 "install",
+                "--no-config",
+                "--only-binary",
+                ":all:",
+                *(f"--no-binary={name}" for name in pin.builds),
                 "-q",
                 "--compile-bytecode",
                 "--python",
@@ -325,9 +347,9 @@ def _install_pypi(agent: str, pin: AgentPin, version: str, path: Path) -> None:
             _run(agent, version, "PyPI", [*argv, requirement, *extra], env=env)
             (path / BYTECODE).touch()
         else:
-            _run(agent, version, "PyPI", [pin.python, "-m", "venv", str(path)])
-            pip = [str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-            _run(agent, version, "PyPI", [*pip, requirement, *extra])
+            _run(agent, version, "PyPI", hostproc.python(pin.python, "-m", "venv", str(path)))
+            builds = [f"--no-binary={name}" for name in pin.builds]
+            _run(agent, version, "PyPI", [*_pip(path), *builds, requirement, *extra], env=_pip_env())
         if pin.debs:
             _unpack_debs(agent, version, pin.debs, path)
         _seal(agent, version, path)
@@ -335,6 +357,36 @@ def _install_pypi(agent: str, pin: AgentPin, version: str, path: Path) -> None:
     except BaseException:
         shutil.rmtree(path, ignore_errors=True)
         raise
+
+
+def _uv_env() -> dict[str, str]:
+    """uv reads no uv.toml or pyproject.toml (with `--no-config` on its command line too)."""
+    return {
+        "UV_NO_CONFIG": "1",
+        "UV_CACHE_DIR": str(bundles_root() / ".uv-cache"),
+        **hostproc.passed(*hostproc.NETWORK),
+    }
+
+
+def _pip_env() -> dict[str, str]:
+    """pip reads no configuration file (with `--isolated`: no PIP_* variable, no user configuration)."""
+    return {"PIP_CONFIG_FILE": os.devnull, **hostproc.passed(*hostproc.NETWORK)}
+
+
+def _pip(venv: Path) -> list[str]:
+    """pip of the virtual environment `venv`, reading no configuration, installing wheels only."""
+    python = venv / "bin" / "python"
+    return hostproc.python(
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--isolated",
+        "-q",
+        "--disable-pip-version-check",
+        "--only-binary",
+        ":all:",
+    )
 
 
 def _seal(agent: str, version: str, path: Path) -> None:
@@ -360,16 +412,8 @@ def _uv(version: str) -> Path:
         with cache_lock("uv", version):
             if not uv.is_file():
                 shutil.rmtree(home, ignore_errors=True)
-                _run("uv", version, "PyPI", ["python3", "-m", "venv", str(home)])
-                pip = [
-                    str(home / "bin" / "python"),
-                    "-m",
-                    "pip",
-                    "install",
-                    "-q",
-                    "--disable-pip-version-check",
-                ]
-                _run("uv", version, "PyPI", [*pip, f"uv=={version}"])
+                _run("uv", version, "PyPI", hostproc.python("python3", "-m", "venv", str(home)))
+                _run("uv", version, "PyPI", [*_pip(home), f"uv=={version}"], env=_pip_env())
     problem = bundletrust.unsafe_owner(uv)  # it runs on the host, as the installer
     if problem:
         raise BundleUnavailable(f"uv {version}: {problem}, so it may be someone else's; remove {home}")
@@ -392,9 +436,10 @@ def _unpack_debs(agent: str, version: str, debs: list[str], path: Path) -> None:
     download.mkdir()
     try:
         argv = ["apt-get", "download", "-q", *debs]
-        if subprocess.run(argv, cwd=download, capture_output=True).returncode != 0:
-            subprocess.run(["apt-get", "update", "-qq"], capture_output=True)
-            _run(agent, version, "Debian", argv, cwd=download)
+        env = hostproc.passed(*hostproc.NETWORK)
+        if hostproc.run(argv, env=env, cwd=download, capture_output=True).returncode != 0:
+            hostproc.run(["apt-get", "update", "-qq"], env=env, capture_output=True)
+            _run(agent, version, "Debian", argv, env=env, cwd=download)
         for deb in sorted(download.glob("*.deb")):
             _run(agent, version, "Debian", ["dpkg-deb", "-x", str(deb), str(path / "debs")])
     finally:
@@ -410,7 +455,7 @@ def _run(
     cwd: Path | None = None,
 ) -> None:
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
+        proc = hostproc.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
     except FileNotFoundError:
         raise BundleUnavailable(f"cannot install {agent}@{version}: {argv[0]} is not installed") from None
     if proc.returncode == 0:

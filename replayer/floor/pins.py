@@ -42,6 +42,9 @@ class AgentPin(BaseModel):
     """PyPI: install with this uv version (a resolver that does not backtrack for minutes)."""
     exclude_newer: str | None = None
     """PyPI with uv: ignore releases after this date, so a resolution made today is made again later."""
+    builds: list[str] = []
+    """PyPI: the only distributions built from source (they publish no wheel); every other one is installed
+    from a wheel, so that no build backend runs on the host but these."""
     debs: list[str] = []
     """Debian packages (name=version) unpacked into the bundle's debs/ folder: tools the agent calls."""
 

@@ -19,7 +19,6 @@ import dataclasses
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -32,7 +31,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from replayer.adapters.base import Adapter, Rebuild
-from replayer.floor import signals
+from replayer.floor import hostproc, signals
 from replayer.floor.errors import Interrupted, PatchFailed, ReplayError, last_line
 from replayer.floor.io import write_bytes_atomic
 from replayer.floor.models import (
@@ -200,12 +199,12 @@ def _file_diff(
     if big or any(v and v.startswith("sparse:") for v in (was, now)):
         return header + f"Files {a} and {b} differ (not diffed: sparse or above {DIFF_FILE_BYTES} bytes)\n"
     try:
-        proc = subprocess.run(
+        proc = hostproc.run(
             ["diff", "-u", "--label", a, "--label", b, "--", *sides],
             capture_output=True,
             timeout=max(0.1, deadline - time.monotonic()),
         )
-    except subprocess.TimeoutExpired:
+    except hostproc.TimeoutExpired:
         return header + f"Files {a} and {b} differ (not diffed: the diff's time bound)\n"
     if proc.returncode > 1:
         return header + f"diff failed: {last_line(proc.stderr)}\n"

@@ -13,7 +13,6 @@ import contextlib
 import logging
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from replayer.floor import hostproc
 from replayer.floor.errors import last_line
 from replayer.floor.events import OnEvent, RunEnded, Stage, ignore
 from replayer.floor.io import write_bytes_atomic
@@ -34,7 +34,7 @@ OnRun = Callable[[RunRecord], None]
 logger = logging.getLogger(__name__)
 
 
-def _collect(job: ForkJob, proc: subprocess.Popen[bytes]) -> RunRecord:
+def _collect(job: ForkJob, proc: hostproc.Popen[bytes]) -> RunRecord:
     path = job.run_dir / "run.json"
     (job.run_dir / "job.json").unlink(missing_ok=True)  # its paths name the partial output directory
     if path.is_file():
@@ -50,7 +50,7 @@ def _collect(job: ForkJob, proc: subprocess.Popen[bytes]) -> RunRecord:
     )
 
 
-def _send(proc: subprocess.Popen[bytes], line: BaseModel) -> None:
+def _send(proc: hostproc.Popen[bytes], line: BaseModel) -> None:
     assert proc.stdin is not None
     with contextlib.suppress(OSError):  # it ended already: collected as it is
         proc.stdin.write(line.model_dump_json().encode() + b"\n")
@@ -62,9 +62,9 @@ class ForkPool:
         self.jobs = jobs
         self.parallel = parallel
         self.queue = list(range(len(jobs)))
-        self.waiting: dict[int, subprocess.Popen[bytes]] = {}
+        self.waiting: dict[int, hostproc.Popen[bytes]] = {}
         """Started, not yet given their turn, in the order they get it."""
-        self.running: dict[int, subprocess.Popen[bytes]] = {}
+        self.running: dict[int, hostproc.Popen[bytes]] = {}
         self.records: dict[int, RunRecord] = {}
         self.boundary: BoundaryReady | None = None
 
@@ -78,17 +78,18 @@ class ForkPool:
             job.run_dir.mkdir(parents=True)
             write_bytes_atomic(job.run_dir / "job.json", job.model_dump_json().encode())
             with (job.run_dir / "fork.log").open("wb") as log:
-                proc = subprocess.Popen(
-                    [
+                proc = hostproc.start(
+                    hostproc.python(
                         sys.executable,
                         "-m",
                         "replayer.pipeline.fork",
                         str(job.run_dir / "job.json"),
                         str(os.getpid()),
-                    ],
-                    stdin=subprocess.PIPE,
+                    ),
+                    env=os.environ,  # the replayer itself, with the user's settings and key
+                    stdin=hostproc.PIPE,
                     stdout=log,
-                    stderr=subprocess.STDOUT,
+                    stderr=hostproc.STDOUT,
                     start_new_session=True,
                 )
             self.waiting[index] = proc
@@ -152,7 +153,7 @@ class ForkPool:
         for proc in procs:
             try:
                 proc.wait(max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
+            except hostproc.TimeoutExpired:
                 proc.kill()
                 proc.wait()
             if proc.stdin is not None:

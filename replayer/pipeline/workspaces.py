@@ -8,11 +8,10 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
 import uuid
 from pathlib import Path
 
-from replayer.floor import settings
+from replayer.floor import hostproc, settings
 from replayer.floor.errors import WorkspaceError, excerpt, last_line
 from replayer.floor.models import GitCheckout, GitWorkspace, SandboxLimits
 from replayer.floor.pins import bundles_root
@@ -23,6 +22,8 @@ _GIT_ENV = {
     "GIT_SSH_COMMAND": "ssh -o BatchMode=yes",
     "GIT_CONFIG_NOSYSTEM": "1",
 }
+_GIT_USER = ("HOME", "XDG_CONFIG_HOME", "SSH_AUTH_SOCK", "GIT_SSL_CAINFO")
+"""The user's variables git reads for the user's own settings and credentials (a private repository)."""
 _GIT_CONFIG = (
     "-c",
     "core.hooksPath=/dev/null",
@@ -64,7 +65,8 @@ def checkout(repo: GitWorkspace, limits: SandboxLimits | None = None) -> tuple[P
     tmp.mkdir()  # the umask's mode, as a clone's own folders get (mkdtemp's 0700 would reach the sandbox)
     try:
         try:
-            clone = ("clone", "--quiet", "--no-checkout", "--template=", "--", repo.url, str(tmp))
+            url = repo.url if ":" in repo.url else os.path.abspath(repo.url)  # git runs elsewhere (hostproc)
+            clone = ("clone", "--quiet", "--no-checkout", "--template=", "--", url, str(tmp))
             _git(repo, *clone, file_limit=limits.disk_bytes)
         except WorkspaceError as exc:
             if "File too large" in str(exc):  # the bound: a write past it fails with EFBIG
@@ -138,10 +140,10 @@ def _git(
     SIGXFSZ left ignored, as Python has it, a write past it fails with "File too large" instead of a
     silent kill)."""
     bound = ["prlimit", f"--fsize={file_limit}", "--"] if file_limit and shutil.which("prlimit") else []
-    proc = subprocess.run(
+    proc = hostproc.run(
         [*bound, "git", *_GIT_CONFIG, *args],
         capture_output=True,
-        env={**os.environ, **_GIT_ENV},
+        env={**hostproc.passed(*_GIT_USER, *hostproc.NETWORK), **_GIT_ENV},
         check=False,
         restore_signals=not bound,
     )

@@ -5,18 +5,16 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import multiprocessing
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import FIRST_COMPLETED, BrokenExecutor, Executor, Future, wait
 from pathlib import Path
 from typing import Any
 
-from replayer.floor import signals
+from replayer.floor import hostproc, signals
 from replayer.floor.errors import ReplayError, SandboxError
 from replayer.floor.signals import die_with_parent
 from replayer.verbs.batch import (
@@ -38,13 +36,8 @@ def _died(job: Job, why: str) -> JobOutcome:
     return outcome_of(job, "failed", "worker", why)
 
 
-def _pool(workers: int, ahead: bool) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=_worker,
-        initargs=(os.getpid(), ahead),
-    )
+def _pool(workers: int, ahead: bool) -> Executor:
+    return hostproc.process_pool(workers, _worker, (os.getpid(), ahead))
 
 
 def _worker(parent: int, ahead: bool) -> None:
@@ -61,7 +54,7 @@ def _outcome(future: Future[list[JobOutcome]], unit: Unit) -> tuple[list[JobOutc
     """The unit's outcomes, and whether the pool broke (a worker process died while it was in flight)."""
     try:
         return future.result(), False
-    except BrokenProcessPool:
+    except BrokenExecutor:
         return [_died(job, "a worker process died while the job was in flight") for job in unit], True
     except Exception as exc:  # run_group returns every outcome; this is a failure to ship them back
         return [outcome_of(job, "failed", CRASH, crash_reason(exc)) for job in unit], False
@@ -88,7 +81,7 @@ def run_local(
             for job in itertools.islice(queue, 2 * workers - len(running)):
                 try:
                     running[pool.submit(run_group, job, out, labels)] = job
-                except BrokenProcessPool:  # a worker died since the last wait: run this job in the next pool
+                except BrokenExecutor:  # a worker died since the last wait: run this job in the next pool
                     queue = itertools.chain([job], queue)
                     broken = True
                     break
@@ -112,7 +105,7 @@ def run_local(
     pool.shutdown(wait=True)
 
 
-def _end(pool: ProcessPoolExecutor, labels: dict[str, str]) -> None:
+def _end(pool: Executor, labels: dict[str, str]) -> None:
     """At an interruption: end the workers now, then remove what they held (their jobs' containers and the
     containers ahead, by the batch's label; their slots and states, whose owners are gone), so that nothing
     waits for the next batch or `replayer gc`."""
@@ -160,9 +153,9 @@ def run_ray(
     # the driver's Ray prints its cluster's errors (a worker that died) to stdout, which is `--json`'s
     with contextlib.redirect_stdout(sys.stderr):
         if address == "local":
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+            hostproc.start_ray(ray, num_cpus=workers, include_dashboard=False, log_to_driver=False)
         else:
-            ray.init(address=address, log_to_driver=False)
+            hostproc.start_ray(ray, address=address, log_to_driver=False)
         pool = _Actors(ray, ahead)
         try:
             _Dispatch(ray, pool, jobs, out, labels, on_done).run(workers)

@@ -135,11 +135,11 @@ def test_a_version_the_registry_lacks_is_refused_naming_the_ways_out(cache: Path
 
 
 def test_an_unreachable_registry_names_the_offline_command(cache: Path, tmp_path: Path) -> None:
-    env = {"npm_config_registry": "http://127.0.0.1:9/", "npm_config_cache": str(tmp_path / "npm-cache")}
-    env |= {"npm_config_fetch_retries": "0"}
-    proc = _bundles(cache, "add", "opencode@1.0.0", env=env)
+    # npm takes no configuration but the replayer's, and of the user's variables only the network's (a proxy)
+    env = {"HTTPS_PROXY": "http://127.0.0.1:9/", "https_proxy": "http://127.0.0.1:9/"}
+    proc = _bundles(tmp_path, "add", "opencode@1.0.1", env=env)
     assert proc.returncode == 10 and "cannot reach the npm registry" in proc.stderr, proc.stderr
-    assert "replayer bundles add opencode@1.0.0" in proc.stderr and not list(cache.glob("opencode-1.0.0*"))
+    assert "replayer bundles add opencode@1.0.1" in proc.stderr and not list(tmp_path.glob("opencode-1.0.1*"))
 
 
 def test_a_uv_bundle_cached_without_bytecode_is_compiled_once(tmp_path: Path) -> None:

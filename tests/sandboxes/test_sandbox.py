@@ -117,3 +117,20 @@ def test_files_are_read_and_written_inside_the_container(box: DockerSandbox, tmp
     for refused in ("/root/link", "/root", "/root/absent"):
         with pytest.raises(SandboxError, match="not a regular file"):
             box.read_file(refused)
+
+
+def test_the_replay_models_forwarder_listens_no_longer_once_the_reruns_close(
+    box: DockerSandbox, tmp_path: Path
+) -> None:
+    """The reruns' replay model is reached in the container through a forwarder on 127.0.0.1:8763 (socat);
+    the continuation runs in the same container next and must find nothing of it listening there (issue 42,
+    Why 9)."""
+    from replayer.adapters.driven import PORT, ReplayModel
+
+    probe = ["bash", "-c", f"(exec 3<>/dev/tcp/127.0.0.1/{PORT}) 2>/dev/null"]
+    model = ReplayModel(box, tmp_path, "/testbed", "m")
+    assert box.exec(probe, workdir="/", timeout_s=30).exit_code == 0
+    model.close()
+    assert box.exec(probe, workdir="/", timeout_s=30).exit_code != 0, "nothing listens on the port"
+    left = box.exec(["bash", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"], workdir="/", timeout_s=30)
+    assert b"socat" not in left.stdout, left.stdout

@@ -78,15 +78,37 @@ def keep(path, state):
     os.replace(f"{path}.tmp", path)
 
 
+def checked(state):
+    """`state` when it is what `changes` makes: variable names bash can export, string values (quoted by
+    `restore_command`), an exit status; else ValueError in one line. The file is in the agent home, which
+    the prefix could write: a planted one never runs as shell code."""
+    if not isinstance(state, dict) or set(state) != {"cwd", "status", "set", "unset"}:
+        raise ValueError("not an object of cwd, status, set and unset")
+    cwd, status, values, unset = state["cwd"], state["status"], state["set"], state["unset"]
+    if cwd is not None and not (isinstance(cwd, str) and cwd.startswith("/") and "\0" not in cwd):
+        raise ValueError("cwd is not an absolute path")
+    if type(status) is not int or not 0 <= status <= 255:
+        raise ValueError("status is not an exit status")
+    if not isinstance(values, dict) or not isinstance(unset, list):
+        raise ValueError("set is not an object or unset not a list")
+    for name in [*values, *unset]:
+        if not isinstance(name, str) or not NAME.fullmatch(name) or name in MANAGED:
+            raise ValueError(f"{json.dumps(name)[:80]} is not a variable name the state keeps")
+    if not all(isinstance(v, str) and "\0" not in v for v in values.values()):
+        raise ValueError("a value is not a string")
+    return state
+
+
 def restore_command(state):
-    """The command that gives a fresh shell `state` (changes()); None when there is nothing to give."""
+    """The command that gives a fresh shell `state` (changes(), `checked`); None when there is nothing to give."""
+    state = checked(state)
     parts = []
     if state["cwd"] is not None:
         parts.append(f"cd -- {shlex.quote(state['cwd'])}")
     if state["set"]:
         parts.append("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in state["set"].items()))
     if state["unset"]:
-        parts.append("unset -v " + " ".join(state["unset"]))
+        parts.append("unset -v -- " + " ".join(state["unset"]))
     if not parts and not state["status"]:
         return None
     return "; ".join([*parts, f"__oh_status={int(state['status'])}", _KEEP_STATUS])
@@ -108,8 +130,11 @@ def restore(path, run):
     and check it took; RuntimeError naming what it did not take."""
     if not path or not os.path.isfile(path):
         return
-    with open(path) as fh:
-        state = json.load(fh)
+    try:
+        with open(path) as fh:
+            state = checked(json.load(fh))
+    except (ValueError, UnicodeDecodeError) as exc:  # json's errors are ValueErrors
+        raise RuntimeError(f"refused the shell state the reruns kept ({path}): {exc}") from None
     command = restore_command(state)
     if command is None or run(command) is False:
         return

@@ -18,13 +18,12 @@ from __future__ import annotations
 import importlib.resources
 import os
 import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
-from replayer.floor import bundles
+from replayer.floor import bundles, hostproc
 from replayer.floor.errors import ReplayError, SandboxError, last_line, unknown_agent
 from replayer.floor.events import OnEvent, ignore
 from replayer.floor.models import BundleStatus, ImageStatus
@@ -123,13 +122,25 @@ def _need_writable(path: Path, doing: str) -> None:
         )
 
 
+_SCRIPT_ENV = (
+    "REPLAYER_DOCKERD_LOG",
+    "REPLAYER_PODMAN_LOG",
+    "REPLAYER_FS_ROOT",
+    "DOCKER_HOST",
+    "DOCKER_CONFIG",
+    "HOME",
+)
+"""The user's variables the scripts (or the docker CLI they run) read."""
+
+
 def _run_script(name: str, args: list[str], doing: str) -> list[str]:
     """Run a packaged script; its stderr lines (warnings) on success, SetupError with its last line else.
     In a session of its own: a Ctrl-C of the replayer does not reach the engine the script starts."""
     with importlib.resources.as_file(importlib.resources.files(__name__) / name) as script:
-        done = subprocess.run(
+        done = hostproc.run(
             ["bash", str(script), *args],
-            stdin=subprocess.DEVNULL,
+            env=hostproc.passed(*_SCRIPT_ENV, *hostproc.NETWORK),
+            stdin=hostproc.DEVNULL,
             capture_output=True,
             text=True,
             errors="replace",

@@ -4,9 +4,12 @@ given back by the restore command, values with quotes and newlines included."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from replayer.adapters.openhands.companion import shell_state
 
@@ -63,3 +66,34 @@ def test_a_fresh_shell_that_did_not_take_the_state_is_named(tmp_path: Path) -> N
     assert shell_state.restored(state, fresh) == (
         "the continuation's shell did not take FOO, the working directory /"
     )
+
+
+PLANTED = [
+    {"cwd": None, "status": 0, "set": {"A=1; touch MARK; B": "x"}, "unset": []},
+    {"cwd": None, "status": 0, "set": {}, "unset": ["GONE; touch MARK"]},
+    {"cwd": None, "status": 0, "set": {}, "unset": ["$(touch MARK)"]},
+    {"cwd": "$(touch MARK)", "status": 0, "set": {}, "unset": []},
+    {"cwd": None, "status": 0, "set": {"FOO": ["$(touch MARK)"]}, "unset": []},
+    {"cwd": None, "status": 1.5, "set": {}, "unset": []},
+    {"cwd": None, "status": 0, "set": {"PS1": "x"}, "unset": [], "more": 1},
+    ["not", "an", "object"],
+]
+
+
+def test_a_planted_shell_state_is_refused_in_one_line_and_runs_nothing(tmp_path: Path) -> None:
+    """The state file is in the agent home, which the prefix can write: a shell.json it planted never runs
+    as shell code; only valid variable names, values quoted, anything else refused before any command."""
+    env = {"PATH": os.environ["PATH"], "GONE": "1"}
+    for n, state in enumerate([*PLANTED, "{not json"]):
+        path = tmp_path / f"shell-{n}.json"
+        path.write_text(state if isinstance(state, str) else json.dumps(state))
+        ran: list[str] = []
+
+        def run(command: str, ran: list[str] = ran) -> None:
+            ran.append(command)
+            _shell(command, tmp_path, env)
+
+        with pytest.raises(RuntimeError) as refused:
+            shell_state.restore(str(path), run)
+        assert str(refused.value).startswith("refused the shell state") and "\n" not in str(refused.value)
+        assert ran == [] and not (tmp_path / "MARK").exists(), state
