@@ -337,6 +337,10 @@ def parse_size(text: str) -> int:
     return int(number) * _SIZE_UNITS[unit]
 
 
+OUTPUT_PER_DISK = 4
+"""The default total output budget of a run, in multiples of its `disk` limit."""
+
+
 class SandboxLimits(Frozen):
     """Resource limits of every container a run starts; recorded in the result."""
 
@@ -349,10 +353,16 @@ class SandboxLimits(Frozen):
     copies out of (or into) a place the container can write."""
     copy_files: int = 200_000
     """The most files the host copies out of (or into) such a place."""
+    output_bytes: int | None = None
+    """The most a run writes to its outputs in all (every boundary of `run -n a,b,c`); None:
+    OUTPUT_PER_DISK times `disk_bytes` (`output_total`)."""
+
+    def output_total(self) -> int:
+        return self.output_bytes if self.output_bytes is not None else OUTPUT_PER_DISK * self.disk_bytes
 
     @classmethod
     def parse(cls, spec: str) -> SandboxLimits:
-        """`memory=4g,pids=1024,cpus=2,disk=8g,files=200000` (any subset)."""
+        """`memory=4g,pids=1024,cpus=2,disk=8g,files=200000,output=32g` (any subset)."""
         fields: dict[str, Any] = {}
         for item in filter(None, (part.strip() for part in spec.split(","))):
             key, sep, value = item.partition("=")
@@ -360,14 +370,16 @@ class SandboxLimits(Frozen):
                 raise ValueError(f"expected KEY=VALUE, got {item!r}")
             if key == "memory":
                 fields["memory"] = f"{parse_size(value)}b"
-            elif key == "disk":
-                fields["disk_bytes"] = parse_size(value)
+            elif key in ("disk", "output"):
+                fields["disk_bytes" if key == "disk" else "output_bytes"] = parse_size(value)
             elif key in ("pids", "files") and value.isdigit() and int(value) > 0:
                 fields["pids" if key == "pids" else "copy_files"] = int(value)
             elif key == "cpus":
                 fields["cpus"] = float(value)
             else:
-                raise ValueError(f"unknown limit or bad value {item!r} (memory, pids, cpus, disk, files)")
+                raise ValueError(
+                    f"unknown limit or bad value {item!r} (memory, pids, cpus, disk, files, output)"
+                )
         return cls(**fields)
 
 

@@ -42,10 +42,12 @@ from replayer.floor.models import (
     Trajectory,
     VersionRecord,
 )
+from replayer.floor.output_budget import OverBudget
 from replayer.floor.pins import running_version
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
 from replayer.pipeline import fanout, steps, workspaces
+from replayer.pipeline.boundary_outputs import BoundaryOutputs
 from replayer.pipeline.context import RunContext
 from replayer.pipeline.engine import load, os_error, parse, pins_for
 from replayer.pipeline.plan import Plan
@@ -106,6 +108,8 @@ class _Replay:
     forks: dict[int, fanout.Forked] = field(default_factory=dict)
     """With a continuation: the boundaries passed, their continuations still to run."""
     on_passed: OnPassed | None = None
+    outputs: BoundaryOutputs | None = None
+    """The run's total output budget, and the boundary committed last (boundary_outputs.py)."""
 
 
 def execute_many(
@@ -184,6 +188,7 @@ def execute_many(
             outcomes,
             forks=forks,
             on_passed=on_passed,
+            outputs=BoundaryOutputs.of(request.limits),
         )
         if pending:
             with running_version(adapter.name, version.version), RunContext() as keep:
@@ -274,6 +279,8 @@ def _passed(
                 replay.outcomes[k] = written
         except (ReplayError, OSError) as exc:
             replay.outcomes[k] = _failed(exc, boundary.out, boundary.request)
+            if isinstance(exc, OverBudget):
+                raise  # the replay stops: the boundaries after this one are refused with it
         except BaseException:
             boundary.out.discard()
             raise
@@ -300,7 +307,7 @@ def _write(
 ) -> ReplayResult | fanout.Forked:
     """Boundary k's result directory, as `engine._run` writes it for `run -n k`; with a continuation, its
     prefix written and its snapshot taken, the continuation to fork from it."""
-    assert replay.dirs is not None and replay.box is not None
+    assert replay.dirs is not None and replay.box is not None and replay.outputs is not None
     request, adapter, traj, plan = boundary.request, replay.adapter, replay.traj, boundary.plan
     tmp, limits, dirs, box = boundary.out.tmp, request.limits, replay.dirs, replay.box
     rerun_s, t0 = time.monotonic() - replay.rerun_started, time.monotonic()
@@ -316,7 +323,10 @@ def _write(
     # the home as the rerunner's close leaves it, then the side files a rebuild starts from (a continued
     # boundary exports its state after the continuation: its home goes straight to native/)
     home_copy = tmp / ("native" if forking else "state") / "home"
-    home = copy_untrusted(dirs.home, home_copy, links="skip", limits=limits, what="the agent home")
+    outputs, k = replay.outputs, plan.after_step
+    home = outputs.copy(
+        k, dirs.home, tmp, str(home_copy.relative_to(tmp)), links="skip", limits=limits, what="the agent home"
+    )
     if isinstance(rerunner, StepwiseRerunner):
         rerunner.clean_home_copy(home_copy)
     skips.add(home, "home")
@@ -324,8 +334,8 @@ def _write(
         copy_untrusted(tmp / "state" / "home", tmp / "native" / "home", links="skip", limits=limits)
     made = steps.rebuild(adapter, traj, plan, fresh, tmp)
     if not forking:
-        copied = copy_untrusted(
-            dirs.workspace, tmp / "state" / "workspace", links="keep", limits=limits, what="the workspace"
+        copied = outputs.copy(
+            k, dirs.workspace, tmp, "state/workspace", links="keep", limits=limits, what="the workspace"
         )
         skips.add(copied, "state/workspace")
         skips.add(home, "state/home")
@@ -384,7 +394,9 @@ def _write(
         return fanout.Forked(request, boundary.out, result, made, image, state, skips)
     if replay.on_passed is not None:
         replay.on_passed(plan.after_step, box, RunDirs(root=tmp / "state"), tmp / "native")
+    outputs.settle(k, tmp)
     _commit(boundary.out, result)
+    outputs.committed(boundary.out.final)
     return result
 
 
@@ -414,10 +426,14 @@ def _continue_forks(replay: _Replay, backend: Backend, key: str, on_event: OnEve
                 boxes[order[i + 1]] = start(order[i + 1])
             fork = replay.forks[k]
             try:
+                assert replay.outputs is not None
+                if replay.outputs.budget.refused is not None:  # the outputs are full: no more forks
+                    raise replay.outputs.budget.refused
                 box = boxes.pop(k).result()
                 result = fanout.continue_from(
                     fork, box, replay.adapter, replay.traj, key, replay.started, on_event
                 )
+                replay.outputs.settle(k, fork.out.tmp)
                 _commit(fork.out, result)
             except (ReplayError, OSError) as exc:
                 replay.outcomes[k] = _failed(exc, fork.out, fork.request)
