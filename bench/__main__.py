@@ -45,6 +45,7 @@ from bench.boundaries import (
     compares_section,
     continuations_section,
 )
+from bench.output_bytes import OUTPUT_HEADING, bench_output, output_section
 from bench.scale import SCALE_HEADING, bench_scale, scale_section
 from replayer.adapters import adapter_class
 from replayer.adapters.base import Adapter
@@ -1134,6 +1135,7 @@ def main(argv: list[str]) -> None:
         lambda t: boundaries_section(bench_boundaries(t)) + continuations_section(bench_continuations(t)),
     )
     only["ahead"] = (AHEAD_HEADING, lambda t: ahead_section(bench_ahead(t)))
+    only["output"] = (OUTPUT_HEADING, lambda t: output_section(bench_output(t)))
     only["compare-boundaries"] = (COMPARES_HEADING, lambda t: compares_section(bench_compares(t)))
     only["boundaries-ray-per-job"] = (
         BOUNDARIES_RAY_PER_JOB_HEADING,
@@ -1152,7 +1154,7 @@ def main(argv: list[str]) -> None:
         return
     if argv:
         raise SystemExit(
-            "usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|boundaries-ray|compare-boundaries|ahead]"
+            "usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|boundaries-ray|compare-boundaries|ahead|output]"
         )
     with tempfile.TemporaryDirectory() as tmp:
         parse = bench_parse(Path(tmp))

@@ -5,16 +5,21 @@ another, and the run's budget refuses a write before it is passed."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path
 
+import orjson
 import pytest
 
-from replayer.floor.models import SandboxLimits
+from replayer import api
+from replayer.floor.models import ReplayResult, SandboxLimits
 from replayer.floor.output_budget import OverBudget
 from replayer.pipeline.boundary_outputs import BoundaryOutputs
+from tests.conftest import ROOT, replayer
 
 MIB = 1 << 20
+WRITE_EDIT = ROOT / "tests" / "fixtures" / "claude_code" / "write_edit" / "session.jsonl"
 
 
 def _boundary(outputs: BoundaryOutputs, k: int, source: Path, out: Path) -> Path:
@@ -94,3 +99,53 @@ def test_the_budget_refuses_the_boundary_that_would_pass_it(tmp_path: Path) -> N
 def test_the_default_budget_follows_disk_and_a_limit_sets_it() -> None:
     assert SandboxLimits.parse("disk=1g").output_total() == 4 << 30
     assert SandboxLimits.parse("disk=1g,output=3g").output_total() == 3 << 30
+
+
+@pytest.fixture(scope="module")
+def big_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The recording's workspace and a 200 MiB file no step touches."""
+    ws = tmp_path_factory.mktemp("big") / "workspace"
+    shutil.copytree(WRITE_EDIT.parent / "workspace", ws)
+    with open(ws / "big.bin", "wb") as fh:
+        for _ in range(200):
+            fh.write(os.urandom(MIB))
+    return ws
+
+
+def _unique_bytes(root: Path) -> int:
+    """What is on disk under `root`: each inode once (a hard link is not a second copy)."""
+    seen: dict[tuple[int, int], int] = {}
+    for p in root.rglob("*"):
+        st = p.lstat()
+        if stat.S_ISREG(st.st_mode):
+            seen[(st.st_dev, st.st_ino)] = min(st.st_size, st.st_blocks * 512)
+    return sum(seen.values())
+
+
+@pytest.mark.docker
+@pytest.mark.agent
+def test_every_boundary_of_a_200_mib_workspace_stays_under_the_total(
+    big_workspace: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    outcomes = api.run_boundaries(WRITE_EDIT, "all", big_workspace, out, limits="disk=256m")
+    assert [k for k, r in outcomes.items() if not isinstance(r, ReplayResult)] == [], outcomes
+    assert len(outcomes) == 6, "six copies of 200 MiB would pass 4 x 256m"
+    assert _unique_bytes(out) <= SandboxLimits.parse("disk=256m").output_total()
+    copies = [out / f"after-{k}" / "state" / "workspace" / "big.bin" for k in sorted(outcomes)]
+    assert len({os.stat(p).st_ino for p in copies}) == 1 or all(p.stat().st_size == 200 * MIB for p in copies)
+
+
+@pytest.mark.docker
+@pytest.mark.agent
+def test_a_run_that_would_pass_the_total_stops_and_says_so(big_workspace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = ["run", str(WRITE_EDIT), "-w", str(big_workspace), "-o", str(out), "-n", "all"]
+    proc = replayer(*args, "--limits", "disk=256m,output=150m", "--json")
+    assert proc.returncode == 7, proc.stderr
+    shown = orjson.loads(proc.stdout)["boundaries"]
+    assert sorted(shown, key=int) == ["0", "1", "2", "3", "4", "5"]
+    for outcome in shown.values():
+        assert outcome["error_kind"] == "output", outcome
+        assert "boundary 0 would pass the run's total output budget of 157286400 bytes" in outcome["error"]
+    assert not out.exists() or _unique_bytes(out) <= 150 * MIB
