@@ -3,7 +3,9 @@ output budget, and the boundary committed last, whose unchanged state files the 
 
 Only the exported state (`state/workspace`, `state/home`) is shared: nothing writes into it after its
 copy but whole-file replacements and removals (`clean_home_copy`), which leave a hard link's other name
-as it was; `native/` is rebuilt in place and always copied."""
+as it was; `native/` is rebuilt in place and always copied. What a boundary writes whole (its rebuilt
+session, `reruns.json`) shares its blocks in common with the last boundary's where the file system dedupes
+(`share_prefixes`)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from replayer.floor.models import SandboxLimits
-from replayer.floor.output_budget import Earlier, OutputBudget, tree_bytes
+from replayer.floor.output_budget import Earlier, OutputBudget, share_prefixes, tree_bytes
 from replayer.floor.safecopy import CopyReport, Links, copy_untrusted
 
 SHARED = ("state/workspace", "state/home")
@@ -54,6 +56,7 @@ class BoundaryOutputs:
         """Charge what boundary `boundary` wrote to `tmp` besides its charged copies, before it is
         committed: OverBudget when that would pass the budget."""
         written = self._written.pop(boundary, _Written())
+        written.shared += share_prefixes(self.last, tmp, skip=SHARED)
         self.budget.take(tree_bytes(tmp) - written.charged - written.shared, f"boundary {boundary}")
 
     def committed(self, final: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import tempfile
 from pathlib import Path
 
 import orjson
@@ -16,6 +17,7 @@ from replayer import api
 from replayer.floor.models import ReplayResult, SandboxLimits
 from replayer.floor.output_budget import OverBudget
 from replayer.pipeline.boundary_outputs import BoundaryOutputs
+from replayer.sandboxes.btrfs import FS_ROOT, is_btrfs
 from tests.conftest import ROOT, replayer
 
 MIB = 1 << 20
@@ -149,3 +151,31 @@ def test_a_run_that_would_pass_the_total_stops_and_says_so(big_workspace: Path, 
         assert outcome["error_kind"] == "output", outcome
         assert "boundary 0 would pass the run's total output budget of 157286400 bytes" in outcome["error"]
     assert not out.exists() or _unique_bytes(out) <= 150 * MIB
+
+
+def test_the_quadratic_case_is_linear_where_the_file_system_dedupes() -> None:
+    """Forty boundaries of a session whose every step prints 30 KB: each boundary's session holds every
+    step so far (quadratic in the steps when each is written whole); on btrfs the blocks a boundary's
+    session has in common with the one before are shared, and the budget is charged what is new."""
+    if not is_btrfs(FS_ROOT):
+        pytest.skip("the engine's file system is not btrfs (replayer setup)")
+    outputs = BoundaryOutputs.of(SandboxLimits(disk_bytes=64 * MIB))
+    step = b"".join(b'{"step": %d, "output": "%s"}\n' % (n, b"o" * 30_000) for n in range(40))
+    lines = step.splitlines(keepends=True)
+    with tempfile.TemporaryDirectory(dir=FS_ROOT, prefix="test-output-") as there:
+        out = Path(there)
+        whole = 0
+        for k in range(1, 41):
+            tmp = out / f".after-{k}.tmp"
+            (tmp / "native").mkdir(parents=True)
+            session = b"".join(lines[:k])
+            (tmp / "native" / "session.jsonl").write_bytes(session)
+            whole += len(session)
+            outputs.settle(k, tmp)
+            tmp.rename(out / f"after-{k}")
+            outputs.committed(out / f"after-{k}")
+        last = len(b"".join(lines))
+        assert whole > 20 * last, "written whole: quadratic"
+        assert outputs.budget.used < 2 * last, "shared: linear"
+        for k in (1, 20, 40):
+            assert (out / f"after-{k}" / "native" / "session.jsonl").read_bytes() == b"".join(lines[:k])
