@@ -10,6 +10,7 @@ import typer
 from replayer import api
 from replayer.cli.app import command, console
 from replayer.cli.options import JsonOpt, Quiet, Verbose, _progress, emit_json, flag
+from replayer.floor.models import parse_size
 
 
 @command()
@@ -39,6 +40,15 @@ def batch(
     retry_failed: Annotated[
         bool, typer.Option("--retry-failed", help="Rerun jobs that were refused or failed before.")
     ] = False,
+    max_output: Annotated[
+        str | None,
+        typer.Option(
+            "--max-output",
+            metavar="SIZE",
+            help="The most every job together writes (default: the [limits] output setting, else 4 x disk); "
+            "the jobs past it fail with kind output.",
+        ),
+    ] = None,
     json: JsonOpt = False,
     quiet: Quiet = False,
     verbose: Verbose = False,
@@ -51,7 +61,13 @@ def batch(
     """
     with _progress(json, quiet, verbose) as progress:
         summary = api.batch(
-            manifest, out, workers=workers or None, ray=ray, retry_failed=retry_failed, on_event=progress
+            manifest,
+            out,
+            workers=workers or None,
+            ray=ray,
+            retry_failed=retry_failed,
+            on_event=progress,
+            max_output=_size(max_output),
         )
     if json:
         emit_json({"out": str(out.absolute()), **summary.model_dump(mode="json")})
@@ -63,3 +79,12 @@ def batch(
     )
     for reason, count in sorted(summary.refused.items()):
         console.print(f"  refused x{count}: {reason}", highlight=False, markup=False)
+
+
+def _size(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--max-output") from None

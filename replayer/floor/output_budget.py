@@ -34,6 +34,8 @@ from replayer.floor.errors import OutputError
 
 FICLONE = 0x40049409
 FIDEDUPERANGE = 0xC0189436
+SHARED_CHUNK = 64 << 20
+"""How much a run draws from a batch's total at a time."""
 _DEDUPE_MAX = 16 << 20
 """The most one FIDEDUPERANGE call takes (btrfs's bound)."""
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -47,12 +49,59 @@ class OverBudget(OutputError):
     written."""
 
 
-class OutputBudget:
-    """The bytes a run may still write to its outputs."""
+class SharedTotal:
+    """A total that several processes draw on (a batch's workers, each a run of its own): a file of the
+    batch's own holding `USED TOTAL`, changed under an exclusive lock. A worker that dies keeps what it drew:
+    counted as written."""
 
-    def __init__(self, total: int):
+    def __init__(self, path: Path):
+        self.path = path
+
+    @classmethod
+    def create(cls, path: Path, total: int) -> SharedTotal:
+        path.write_text(f"0 {total}\n")
+        return cls(path)
+
+    def _locked(self, change: Callable[[int, int], int | None]) -> tuple[int, int] | None:
+        """Under the lock: (used, total) as found, `used` then replaced by what `change` returns (None: kept);
+        None when the file is not what `create` wrote (nothing is left)."""
+        fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                used, total = (int(n) for n in os.pread(fd, 64, 0).split())
+            except ValueError:
+                return None
+            new = change(used, total)
+            if new is not None:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{new} {total}\n".encode(), 0)
+            return used, total
+        finally:
+            os.close(fd)
+
+    def draw(self, nbytes: int, force: bool = False) -> bool:
+        """Take `nbytes` if they are left (`force`: in any case: what was written already)."""
+        found = self._locked(lambda used, total: used + nbytes if force or used + nbytes <= total else None)
+        return found is not None and (force or found[0] + nbytes <= found[1])
+
+    def give_back(self, nbytes: int) -> None:
+        self._locked(lambda used, _: max(used - nbytes, 0))
+
+    def left(self) -> int:
+        found = self._locked(lambda used, total: None)
+        return max(found[1] - found[0], 0) if found is not None else 0
+
+
+class OutputBudget:
+    """The bytes a run may still write to its outputs; with `shared`, also within a batch's total, drawn
+    from it SHARED_CHUNK at a time (what is not written is given back at `close`)."""
+
+    def __init__(self, total: int, shared: SharedTotal | None = None):
         self.total = total
         self.used = 0
+        self.shared = shared
+        self.drawn = 0
         self.refused: OverBudget | None = None
         """Set once a charge was refused: the run writes nothing more."""
 
@@ -64,9 +113,26 @@ class OutputBudget:
                 f"({self.used} written); it and the boundaries after it are not written "
                 "(see --limits output=)"
             )
+        if self.refused is None and self.shared is not None and self.used + nbytes > self.drawn:
+            need = self.used + nbytes - self.drawn
+            for amount in (max(need, SHARED_CHUNK), need):
+                if self.shared.draw(amount):
+                    self.drawn += amount
+                    break
+            else:
+                self.refused = OverBudget(
+                    f"{where} would pass the batch's total output budget; it and the boundaries after it "
+                    "are not written (see replayer batch --max-output)"
+                )
         if self.refused is not None:
             raise self.refused
         self.used += max(nbytes, 0)
+
+    def close(self) -> None:
+        """Give back to the batch's total what was drawn and not written."""
+        if self.shared is not None and self.drawn > self.used:
+            self.shared.give_back(self.drawn - self.used)
+            self.drawn = self.used
 
 
 def data_bytes(st: os.stat_result) -> int:

@@ -9,14 +9,17 @@ session, `reruns.json`) shares its blocks in common with the last boundary's whe
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from replayer.floor.models import SandboxLimits
-from replayer.floor.output_budget import Earlier, OutputBudget, share_prefixes, tree_bytes
+from replayer.floor.output_budget import Earlier, OutputBudget, SharedTotal, share_prefixes, tree_bytes
 from replayer.floor.safecopy import CopyReport, Links, copy_untrusted
 
 SHARED = ("state/workspace", "state/home")
+BATCH_TOTAL: ContextVar[SharedTotal | None] = ContextVar("batch_total", default=None)
+"""The batch's total the runs of this context draw on too (set by a batch worker around a replay)."""
 
 
 @dataclass
@@ -34,7 +37,7 @@ class BoundaryOutputs:
 
     @classmethod
     def of(cls, limits: SandboxLimits) -> BoundaryOutputs:
-        return cls(OutputBudget(limits.output_total()))
+        return cls(OutputBudget(limits.output_total(), BATCH_TOTAL.get()))
 
     def copy(
         self, boundary: int, src: Path, tmp: Path, rel: str, *, links: Links, limits: SandboxLimits, what: str
@@ -61,3 +64,6 @@ class BoundaryOutputs:
 
     def committed(self, final: Path) -> None:
         self.last = final
+
+    def close(self) -> None:
+        self.budget.close()

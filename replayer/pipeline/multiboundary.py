@@ -166,6 +166,7 @@ def execute_many(
     bundles.ensure(adapter.name, version.version, on_event=on_event)
     pending: dict[int, _Boundary] = {}
     forks: dict[int, fanout.Forked] = {}
+    outputs = BoundaryOutputs.of(request.limits)
     try:
         for k, (one, plan) in plans.items():
             tapes = [one.continuation.cassette, one.continuation.record_cassette] if one.continuation else []
@@ -188,7 +189,7 @@ def execute_many(
             outcomes,
             forks=forks,
             on_passed=on_passed,
-            outputs=BoundaryOutputs.of(request.limits),
+            outputs=outputs,
         )
         if pending:
             with running_version(adapter.name, version.version), RunContext() as keep:
@@ -201,6 +202,7 @@ def execute_many(
             left.out.discard()
         for fork in forks.values():  # continuations not carried out
             fork.out.discard()
+        outputs.close()
     return outcomes
 
 

@@ -179,3 +179,31 @@ def test_the_quadratic_case_is_linear_where_the_file_system_dedupes() -> None:
         assert outputs.budget.used < 2 * last, "shared: linear"
         for k in (1, 20, 40):
             assert (out / f"after-{k}" / "native" / "session.jsonl").read_bytes() == b"".join(lines[:k])
+
+
+@pytest.mark.docker
+@pytest.mark.agent
+def test_a_batch_writes_within_its_total(big_workspace: Path, tmp_path: Path) -> None:
+    """One job alone (200 MiB written), then a replay of two boundaries: past --max-output 300m, its jobs
+    fail with kind output and nothing of them is written."""
+    lines = [
+        {"trajectory": str(WRITE_EDIT), "mode": "run", "workspace": str(big_workspace), "boundaries": [1]},
+        {
+            "trajectory": str(WRITE_EDIT),
+            "mode": "run",
+            "workspace": str(big_workspace),
+            "boundaries": [2, 3],
+            "allow_degraded": True,  # other options: a replay of its own
+        },
+    ]
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    out = tmp_path / "out"
+    proc = replayer("batch", str(manifest), "-o", str(out), "-j", "1", "--max-output", "300m", "--json")
+    summary = orjson.loads(proc.stdout)
+    assert (summary["done"], summary["failed"]) == (1, 2), (summary, proc.stderr)
+    outcomes = orjson.loads((out / "batch.json").read_bytes())["outcomes"]
+    failed = [o for o in outcomes if o["status"] != "done"]
+    assert sorted((o["boundary"], o["error_kind"]) for o in failed) == [(2, "output"), (3, "output")]
+    assert all("total output budget" in o["error"] for o in failed), failed
+    assert _unique_bytes(out) <= 300 * MIB
