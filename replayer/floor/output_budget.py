@@ -155,9 +155,11 @@ class Earlier:
     """The same tree in the boundary written before this one (None where it has none), walked by directory
     descriptors opened O_NOFOLLOW as the copy walks its source; and the budget the copy charges."""
 
-    def __init__(self, root: Path | None, budget: OutputBudget | None, where: str):
+    def __init__(self, root: Path | None, budget: OutputBudget | None, where: str, hard_links: bool = True):
         self.budget = budget
         self.where = where
+        self.hard_links = hard_links
+        """False: reflinks only (a tree whose modes something reads on: compare forks from it)."""
         self.fd: int | None = None
         if root is not None:
             with contextlib.suppress(OSError):
@@ -165,7 +167,7 @@ class Earlier:
 
     def child(self, name: str) -> Earlier:
         """The subdirectory `name` (one without a counterpart shares nothing); close it after use."""
-        sub = Earlier(None, self.budget, self.where)
+        sub = Earlier(None, self.budget, self.where, self.hard_links)
         if self.fd is not None:
             with contextlib.suppress(OSError):
                 sub.fd = os.open(name, _DIR_FLAGS, dir_fd=self.fd)
@@ -217,7 +219,7 @@ class Earlier:
                 finally:
                     os.close(out)
                 return True
-            return self._link(old, ost, st, name, dest_fd)
+            return self.hard_links and self._link(old, ost, st, name, dest_fd)
         finally:
             os.close(old)
 

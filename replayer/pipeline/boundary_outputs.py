@@ -33,11 +33,13 @@ class BoundaryOutputs:
     budget: OutputBudget
     last: Path | None = None
     """The result directory of the boundary committed last (None before the first)."""
+    hard_links: bool = True
+    """False: the state is shared by reflinks only, its modes kept (compare's runs fork from it)."""
     _written: dict[int, _Written] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, limits: SandboxLimits) -> BoundaryOutputs:
-        return cls(OutputBudget(limits.output_total(), BATCH_TOTAL.get()))
+    def of(cls, limits: SandboxLimits, hard_links: bool = True) -> BoundaryOutputs:
+        return cls(OutputBudget(limits.output_total(), BATCH_TOTAL.get()), hard_links=hard_links)
 
     def copy(
         self, boundary: int, src: Path, tmp: Path, rel: str, *, links: Links, limits: SandboxLimits, what: str
@@ -48,7 +50,7 @@ class BoundaryOutputs:
         if rel not in SHARED:
             return copy_untrusted(src, tmp / rel, links=links, limits=limits, what=what)
         root = self.last / rel if self.last is not None else None
-        with Earlier(root, self.budget, f"boundary {boundary}") as earlier:
+        with Earlier(root, self.budget, f"boundary {boundary}", self.hard_links) as earlier:
             report = copy_untrusted(src, tmp / rel, links=links, limits=limits, what=what, earlier=earlier)
         written = self._written.setdefault(boundary, _Written())
         written.shared += report.shared_bytes

@@ -166,7 +166,7 @@ def execute_many(
     bundles.ensure(adapter.name, version.version, on_event=on_event)
     pending: dict[int, _Boundary] = {}
     forks: dict[int, fanout.Forked] = {}
-    outputs = BoundaryOutputs.of(request.limits)
+    outputs = BoundaryOutputs.of(request.limits, hard_links=on_passed is None)  # compare forks from state/
     try:
         for k, (one, plan) in plans.items():
             tapes = [one.continuation.cassette, one.continuation.record_cassette] if one.continuation else []
@@ -324,11 +324,9 @@ def _write(
     forking = request.continuation is not None
     # the home as the rerunner's close leaves it, then the side files a rebuild starts from (a continued
     # boundary exports its state after the continuation: its home goes straight to native/)
-    home_copy = tmp / ("native" if forking else "state") / "home"
-    outputs, k = replay.outputs, plan.after_step
-    home = outputs.copy(
-        k, dirs.home, tmp, str(home_copy.relative_to(tmp)), links="skip", limits=limits, what="the agent home"
-    )
+    outputs, k, home_rel = replay.outputs, plan.after_step, "native/home" if forking else "state/home"
+    home_copy = tmp / home_rel
+    home = outputs.copy(k, dirs.home, tmp, home_rel, links="skip", limits=limits, what="the agent home")
     if isinstance(rerunner, StepwiseRerunner):
         rerunner.clean_home_copy(home_copy)
     skips.add(home, "home")
