@@ -157,7 +157,7 @@ def output_section(rows: dict[str, dict[str, Any]]) -> str:
         f"The last boundary alone holds {int(first['last_boundary']) / mib:.1f} MiB: its rebuilt session,",
         "`reruns.json` and `expected_prefix.json` hold every step so far, and a rebuild writes them whole at",
         "every boundary. Where the file system dedupes, the blocks a boundary's file has in common with the",
-        "boundary before's from its start are shared (`share_prefixes` in `replayer/floor/output_budget.py`):",
+        "boundary before's from its start are shared (`replayer/floor/dedupe.py`):",
         "the space grows linearly. Elsewhere (ext4) only unchanged files are shared (read-only hard links) and",
         "the growth stays quadratic; `--limits output=` (default 4 x `disk`) bounds it.",
         "",

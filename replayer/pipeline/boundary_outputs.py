@@ -5,7 +5,7 @@ Only the exported state (`state/workspace`, `state/home`) is shared: nothing wri
 copy but whole-file replacements and removals (`clean_home_copy`), which leave a hard link's other name
 as it was; `native/` is rebuilt in place and always copied. What a boundary writes whole (its rebuilt
 session, `reruns.json`) shares its blocks in common with the last boundary's where the file system dedupes
-(`share_prefixes`)."""
+(replayer/floor/dedupe.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from replayer.floor.dedupe import share_prefixes
 from replayer.floor.models import SandboxLimits
-from replayer.floor.output_budget import Earlier, OutputBudget, SharedTotal, share_prefixes, tree_bytes
+from replayer.floor.output_budget import Earlier, OutputBudget, SharedTotal, tree_bytes
 from replayer.floor.safecopy import CopyReport, Links, copy_untrusted
 
 SHARED = ("state/workspace", "state/home")
