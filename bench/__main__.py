@@ -46,6 +46,7 @@ from bench.boundaries import (
     continuations_section,
 )
 from bench.engines import ENGINES_HEADING, bench_engines, engines_section
+from bench.output_bytes import OUTPUT_HEADING, bench_output, output_section
 from bench.scale import SCALE_HEADING, bench_scale, scale_section
 from replayer.adapters import adapter_class
 from replayer.adapters.base import Adapter
@@ -1136,6 +1137,7 @@ def main(argv: list[str]) -> None:
     )
     only["ahead"] = (AHEAD_HEADING, lambda t: ahead_section(bench_ahead(t)))
     only["engines"] = (ENGINES_HEADING, lambda t: engines_section(bench_engines(t)))
+    only["output"] = (OUTPUT_HEADING, lambda t: output_section(bench_output(t)))
     only["compare-boundaries"] = (COMPARES_HEADING, lambda t: compares_section(bench_compares(t)))
     only["boundaries-ray-per-job"] = (
         BOUNDARIES_RAY_PER_JOB_HEADING,
@@ -1154,7 +1156,7 @@ def main(argv: list[str]) -> None:
         return
     if argv:
         raise SystemExit(
-            "usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|boundaries-ray|compare-boundaries|ahead|engines]"
+            "usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|boundaries-ray|compare-boundaries|ahead|engines|output]"
         )
     with tempfile.TemporaryDirectory() as tmp:
         parse = bench_parse(Path(tmp))

@@ -348,12 +348,16 @@ def batch(
     trust_manifest: bool = False,
     on_event: OnEvent = ignore,
     containers_ahead: bool = True,
+    max_output: int | None = None,
 ) -> BatchCounts:
     """Every job of a JSONL manifest into `out` (resumable: finished jobs are never recomputed); `ray`: an
     address, 'auto' or 'local'. The counts are also in out/batch.json, with every job's outcome.
     `containers_ahead`: each worker (a local pool's process, a Ray actor) starts the next job's container
     while a job runs. `trust_manifest`: the manifest is the caller's own, and may choose the upstream, key
-    variable, image and git workspaces of its jobs (else only a manifest trusted with `replayer trust` may)."""
+    variable, image and git workspaces of its jobs (else only a manifest trusted with `replayer trust` may).
+    `max_output`: the bytes every job together may write (default: the `[limits] output`
+    setting, else 4 times `disk`; replayer/verbs/batch_output.py)."""
+    from replayer.verbs import batch_output
     from replayer.verbs.batch import (
         JobOutcome,
         Tally,
@@ -385,6 +389,7 @@ def batch(
             if left:
                 logger.warning("removed %d container(s) a killed batch left", len(left))
         clean_partials(out)
+        batch_output.start(out, max_output or found.sandbox_limits().output_total())
         todo = pending(jobs, out, retry_failed, tally)
         workers = workers or found.workers or os.cpu_count() or 1
         labels = batch_labels(out)

@@ -18,7 +18,7 @@ from typing import Any, Self
 import docker
 import docker.errors
 import requests
-from docker.types import Mount
+from docker.types import LogConfig, Mount
 
 from replayer.floor import signals
 from replayer.floor.errors import SandboxError, last_line
@@ -47,6 +47,15 @@ DROPPED_CAPABILITIES = ["MKNOD", "NET_RAW", "SETFCAP", "AUDIT_WRITE", "SYS_CHROO
 """No device nodes in the bind-mounted workspace or home (they would be devices on the host), no raw
 sockets, no file capabilities; what the agents' tools use (chown, kill, setuid in the container) stays.
 No btrfs subvolume or quota administration either (sandboxes/seccomp.py)."""
+ENGINE_FILES = Path(__file__).parent / "etc"
+"""The sandbox's /etc/hosts, /etc/hostname and /etc/resolv.conf, bind-mounted read-only: the engine's own
+copies are read-write files in its data root, outside the run's disk quota (a process in the sandbox could
+fill the engine's file system through them). Its hosts file's content (the bridge is reached at 127.0.0.1),
+the container's hostname, and no name server (the sandbox has no network)."""
+NO_LOG = LogConfig(type=LogConfig.types.NONE)
+"""No container log: what the container's processes write to its standard output (root can reach it through
+/proc/1/fd/1) would go to an uncapped log in the engine's data root. The replayer reads output by exec
+only."""
 _LIVE: dict[str, docker.DockerClient] = {}
 """Containers this process created and has not removed yet: what `stop_live` sweeps."""
 _SPAWNED: dict[str, str] = {}
@@ -258,6 +267,10 @@ class DockerSandbox:
             )
             for target, (src, ro) in binds.items()
         ]
+        mounts += [
+            Mount(target=f"/etc/{f.name}", source=str(f), type="bind", read_only=True)
+            for f in sorted(ENGINE_FILES.iterdir())
+        ]
         name = f"replayer-{run_id}"
         container = None
         _LIVE[name] = client
@@ -279,6 +292,7 @@ class DockerSandbox:
                     tmpfs={RUN_DIR: "mode=755"},
                     init=True,
                     hostname="replay",
+                    log_config=NO_LOG,
                     name=name,
                 )
             box = cls(client, container, image_obj.id)

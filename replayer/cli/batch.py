@@ -10,6 +10,7 @@ import typer
 from replayer import api
 from replayer.cli.app import command, console
 from replayer.cli.options import JsonOpt, Quiet, Verbose, _progress, emit_json, flag
+from replayer.floor.models import parse_size
 
 
 @command()
@@ -47,6 +48,15 @@ def batch(
             "workspaces (else only one trusted with `replayer trust MANIFEST` may).",
         ),
     ] = False,
+    max_output: Annotated[
+        str | None,
+        typer.Option(
+            "--max-output",
+            metavar="SIZE",
+            help="The most every job together writes (default: the [limits] output setting, else 4 x disk); "
+            "the jobs past it fail with kind output.",
+        ),
+    ] = None,
     json: JsonOpt = False,
     quiet: Quiet = False,
     verbose: Verbose = False,
@@ -66,6 +76,7 @@ def batch(
             retry_failed=retry_failed,
             trust_manifest=trust_manifest,
             on_event=progress,
+            max_output=_size(max_output),
         )
     if json:
         emit_json({"out": str(out.absolute()), **summary.model_dump(mode="json")})
@@ -77,3 +88,12 @@ def batch(
     )
     for reason, count in sorted(summary.refused.items()):
         console.print(f"  refused x{count}: {reason}", highlight=False, markup=False)
+
+
+def _size(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--max-output") from None

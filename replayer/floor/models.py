@@ -379,6 +379,10 @@ Memory = Annotated[str, AfterValidator(_memory)]
 """A memory size (`512m`, `4g`, `4294967296b`) of at least MIN_MEMORY_BYTES."""
 
 
+OUTPUT_PER_DISK = 4
+"""The default total output budget of a run, in multiples of its `disk` limit."""
+
+
 class SandboxLimits(Frozen):
     """Resource limits of every container a run starts; recorded in the result."""
 
@@ -391,11 +395,17 @@ class SandboxLimits(Frozen):
     copies out of (or into) a place the container can write."""
     copy_files: Count = 200_000
     """The most files the host copies out of (or into) such a place."""
+    output_bytes: int | None = None
+    """The most a run writes to its outputs in all (every boundary of `run -n a,b,c`); None:
+    OUTPUT_PER_DISK times `disk_bytes` (`output_total`)."""
+
+    def output_total(self) -> int:
+        return self.output_bytes if self.output_bytes is not None else OUTPUT_PER_DISK * self.disk_bytes
 
     @classmethod
     def parse(cls, spec: str) -> SandboxLimits:
-        """`memory=4g,pids=1024,cpus=2,disk=8g,files=200000` (any subset); a bad one raises ValueError with a
-        one-line reason."""
+        """`memory=4g,pids=1024,cpus=2,disk=8g,files=200000,output=32g` (any subset); a bad one raises ValueError
+        with a one-line reason."""
         fields: dict[str, Any] = {}
         for item in filter(None, (part.strip() for part in spec.split(","))):
             key, sep, value = item.partition("=")
@@ -403,8 +413,8 @@ class SandboxLimits(Frozen):
                 raise ValueError(f"expected KEY=VALUE, got {item!r}")
             if key == "memory":
                 fields["memory"] = f"{parse_size(value)}b"
-            elif key == "disk":
-                fields["disk_bytes"] = parse_size(value)
+            elif key in ("disk", "output"):
+                fields["disk_bytes" if key == "disk" else "output_bytes"] = parse_size(value)
             elif key in ("pids", "files") and value.isdigit() and int(value) > 0:
                 fields["pids" if key == "pids" else "copy_files"] = int(value)
             elif key == "cpus":
@@ -413,7 +423,9 @@ class SandboxLimits(Frozen):
                 except ValueError:
                     raise ValueError(f"cpus: not a number: {value!r}") from None
             else:
-                raise ValueError(f"unknown limit or bad value {item!r} (memory, pids, cpus, disk, files)")
+                raise ValueError(
+                    f"unknown limit or bad value {item!r} (memory, pids, cpus, disk, files, output)"
+                )
         try:
             return cls(**fields)
         except ValidationError as exc:

@@ -153,8 +153,9 @@ class RunOptions(ReplayOptions, total=False):
         _opt(
             "--limits",
             metavar="SPEC",
-            help="Container limits, any of memory=4g,pids=1024,cpus=2,disk=8g,files=200000 (disk: the quota "
-            "of the container's file system and of the workspace + agent home; recorded in result.json).",
+            help="Container limits, any of memory=4g,pids=1024,cpus=2,disk=8g,files=200000,output=32g (disk: "
+            "the quota of the container's file system and of the workspace + agent home; output: all a run's "
+            "boundaries write, default 4 x disk; recorded in result.json).",
             layers=Layers("REPLAYER_LIMITS", "tighter"),
             feeds=("limits",),
             flag_type=str | None,

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from replayer.floor.errors import SandboxError
 from replayer.floor.models import SandboxLimits
+from replayer.floor.output_budget import Earlier
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _MAX_DEPTH = 256
@@ -50,6 +51,8 @@ class CopyReport(BaseModel):
     skipped: list[Skipped] = Field(default_factory=list)
     """The first entries left out (at most 100); `skipped_count` counts them all."""
     skipped_count: int = 0
+    shared_bytes: int = 0
+    """Of `bytes`, those shared with an earlier boundary's output instead of written."""
 
     def listing(self, where: str) -> list[str]:
         return [f"{where}/{s.path} ({s.kind})" for s in self.skipped]
@@ -99,12 +102,15 @@ def copy_untrusted(
     what: str = "the sandbox",
     merge: bool = False,
     holes: Holes = "keep",
+    earlier: Earlier | None = None,
 ) -> CopyReport:
     """Copy the tree at `src` to `dest` (created; with `merge`, an existing directory is filled).
 
     `holes`: "keep" counts a file's data against the disk bound and keeps its holes; "count" counts its
     apparent size (holes as data): for a tree whose files the host will read whole (an agent home's
     sessions), where a 64 GB sparse file would become 64 GB read.
+    `earlier`: the same tree in an earlier boundary's output (floor/output_budget.py): an unchanged file is
+    shared with it, any other is charged to the run's output budget before it is written.
     Raises SandboxError when `src` is not a directory or the copy would pass a limit; `what` names
     the source in that message."""
     limits = limits or SandboxLimits()
@@ -116,7 +122,7 @@ def copy_untrusted(
     with _fd(src_fd):
         dest.mkdir(parents=True, exist_ok=merge)
         with _fd(os.open(dest, _DIR_FLAGS)) as dest_fd:
-            _copy_dir(src_fd, dest_fd, "", 0, links, limits, report, what, holes)
+            _copy_dir(src_fd, dest_fd, "", 0, links, limits, report, what, holes, earlier)
             st = os.fstat(src_fd)
             if not merge:
                 _set_meta(dest_fd, st)
@@ -133,6 +139,7 @@ def _copy_dir(
     report: CopyReport,
     what: str,
     holes: Holes,
+    earlier: Earlier | None = None,
 ) -> None:
     with os.scandir(src_fd) as entries:
         names = [e.name for e in entries]
@@ -152,14 +159,15 @@ def _copy_dir(
             except OSError:  # replaced by a link or removed since the stat
                 report.skip(path, "other")
                 continue
-            with _fd(child):
+            below = earlier.child(name) if earlier is not None else contextlib.nullcontext()
+            with _fd(child), below as sub:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(name, 0o700, dir_fd=dest_fd)
                 with _fd(os.open(name, _DIR_FLAGS, dir_fd=dest_fd)) as dest_child:
-                    _copy_dir(child, dest_child, path, depth + 1, links, limits, report, what, holes)
+                    _copy_dir(child, dest_child, path, depth + 1, links, limits, report, what, holes, sub)
                     _set_meta(dest_child, os.fstat(child))
         elif stat.S_ISREG(mode):
-            _copy_file(src_fd, dest_fd, name, path, limits, report, what, holes)
+            _copy_file(src_fd, dest_fd, name, path, limits, report, what, holes, earlier)
         elif stat.S_ISLNK(mode) and links == "keep":
             target = os.readlink(name, dir_fd=src_fd)
             _count(report, limits, 0, what)
@@ -196,6 +204,7 @@ def _copy_file(
     report: CopyReport,
     what: str,
     holes: Holes,
+    earlier: Earlier | None = None,
 ) -> None:
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=src_fd)
@@ -209,6 +218,11 @@ def _copy_file(
             return
         data = min(st.st_size, st.st_blocks * 512)  # holes cost nothing ...
         _count(report, limits, st.st_size if holes == "count" else data, what, holes)  # ... unless read whole
+        if earlier is not None:
+            if earlier.share(fd, st, name, dest_fd, lambda out: _set_meta(out, st)):
+                report.shared_bytes += data
+                return
+            earlier.charge(data)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(name, dir_fd=dest_fd)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -45,6 +45,7 @@ class LimitSettings(BaseModel):
     cpus: Cpus | None = None
     disk: str | None = None
     files: Count | None = None
+    output: str | None = None
 
     def spec(self) -> dict[str, str]:
         return {k: str(v) for k, v in self.model_dump().items() if v is not None}
@@ -222,8 +223,8 @@ def _check_untrusted(path: Path, theirs: Settings, mine: Settings) -> None:
     below, asked = mine.sandbox_limits(), theirs.sandbox_limits()
     for key in sorted(theirs.limits.model_fields_set):
         field = _LIMIT_FIELDS[key]
-        if _amount(getattr(asked, field)) > _amount(getattr(below, field)):
-            allowed = getattr(mine.limits, key) or getattr(SandboxLimits(), field)
+        if _limit(asked, field) > _limit(below, field):
+            allowed = getattr(mine.limits, key) or getattr(SandboxLimits(), field) or "the default"
             raise SettingsError(
                 f"{path}: limits: {key} {getattr(theirs.limits, key)} is looser than the {allowed} in force "
                 f"without it; a folder you have not trusted may only tighten a limit; {hint}"
@@ -236,12 +237,19 @@ _LIMIT_FIELDS = {
     "cpus": "cpus",
     "disk": "disk_bytes",
     "files": "copy_files",
+    "output": "output_bytes",
 }
 """A `[limits]` key -> the SandboxLimits field it sets."""
 
 
 def _amount(value: str | int | float) -> float:
     return parse_size(value) if isinstance(value, str) else value
+
+
+def _limit(limits: SandboxLimits, field: str) -> float:
+    if field == "output_bytes":  # unset: derived from disk
+        return limits.output_total()
+    return _amount(getattr(limits, field))
 
 
 def _read(path: Path, trusted: bool) -> Settings:

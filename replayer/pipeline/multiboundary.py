@@ -36,10 +36,12 @@ from replayer.floor.models import (
     ReplayResult,
     Trajectory,
 )
+from replayer.floor.output_budget import OverBudget
 from replayer.floor.pins import running_version
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
 from replayer.pipeline import fanout, steps
+from replayer.pipeline.boundary_outputs import BoundaryOutputs
 from replayer.pipeline.context import RunContext
 from replayer.pipeline.engine import Outcome, begin, os_error
 from replayer.pipeline.plan import Plan
@@ -93,6 +95,8 @@ class _Replay:
     forks: dict[int, fanout.Forked] = field(default_factory=dict)
     """With a continuation: the boundaries passed, their continuations still to run."""
     on_passed: OnPassed | None = None
+    outputs: BoundaryOutputs | None = None
+    """The run's total output budget, and the boundary committed last (boundary_outputs.py)."""
 
 
 def execute_many(
@@ -125,6 +129,7 @@ def execute_many(
     assert replayed.image is not None
     pending: dict[int, _Boundary] = {}
     forks: dict[int, fanout.Forked] = {}
+    outputs = BoundaryOutputs.of(request.limits, hard_links=on_passed is None)  # compare forks from state/
     try:
         for k, (one, plan) in begun.plans.items():
             tapes = [one.continuation.cassette, one.continuation.record_cassette] if one.continuation else []
@@ -134,7 +139,9 @@ def execute_many(
                 outcomes[k] = exc
                 continue
             pending[k] = _Boundary(one, plan, made)
-        replay = _Replay(request, replayed, pending, outcomes, forks=forks, on_passed=on_passed)
+        replay = _Replay(
+            request, replayed, pending, outcomes, forks=forks, on_passed=on_passed, outputs=outputs
+        )
         if pending:
             with running_version(adapter.name, version.version), RunContext() as keep:
                 replay.keep, replay.replay_id = keep, f"mb-{uuid.uuid4().hex[:10]}"
@@ -146,6 +153,7 @@ def execute_many(
             left.out.discard()
         for fork in forks.values():  # continuations not carried out
             fork.out.discard()
+        outputs.close()
     return outcomes
 
 
@@ -218,6 +226,8 @@ def _passed(
                 replay.outcomes[k] = written
         except (ReplayError, OSError) as exc:
             replay.outcomes[k] = _failed(exc, boundary.out, boundary.request)
+            if isinstance(exc, OverBudget):
+                raise  # the replay stops: the boundaries after this one are refused with it
         except BaseException:
             boundary.out.discard()
             raise
@@ -245,6 +255,7 @@ def _write(
     """Boundary k's result directory, as `engine._run` writes it for `run -n k`; with a continuation, its
     prefix written and its snapshot taken, the continuation to fork from it."""
     assert replay.dirs is not None and replay.box is not None and replay.state is not None
+    assert replay.outputs is not None
     request, adapter, traj, plan = (
         boundary.request,
         replay.replayed.adapter,
@@ -264,8 +275,9 @@ def _write(
     forking = request.continuation is not None
     # the home as the rerunner's close leaves it, then the side files a rebuild starts from (a continued
     # boundary exports its state after the continuation: its home goes straight to native/)
-    home_copy = tmp / ("native" if forking else "state") / "home"
-    home = copy_untrusted(dirs.home, home_copy, links="skip", limits=limits, what="the agent home")
+    outputs, k, home_rel = replay.outputs, plan.after_step, "native/home" if forking else "state/home"
+    home_copy = tmp / home_rel
+    home = outputs.copy(k, dirs.home, tmp, home_rel, links="skip", limits=limits, what="the agent home")
     if isinstance(rerunner, StepwiseRerunner):
         rerunner.clean_home_copy(home_copy)
     skips.add(home, "home")
@@ -273,8 +285,8 @@ def _write(
         copy_untrusted(tmp / "state" / "home", tmp / "native" / "home", links="skip", limits=limits)
     made = steps.rebuild(adapter, traj, plan, fresh, tmp)
     if not forking:
-        copied = copy_untrusted(
-            dirs.workspace, tmp / "state" / "workspace", links="keep", limits=limits, what="the workspace"
+        copied = outputs.copy(
+            k, dirs.workspace, tmp, "state/workspace", links="keep", limits=limits, what="the workspace"
         )
         skips.add(copied, "state/workspace")
         skips.add(home, "state/home")
@@ -307,7 +319,9 @@ def _write(
     if replay.on_passed is not None:
         replay.on_passed(plan.after_step, box, RunDirs(root=tmp / "state"), tmp / "native")
     result = assemble(request, plan, replay.replayed, done, tmp)
+    outputs.settle(k, tmp)
     _commit(boundary.out, result)
+    outputs.committed(boundary.out.final)
     return result
 
 
@@ -339,8 +353,12 @@ def _continue_forks(replay: _Replay, backend: Backend, key: str, on_event: OnEve
                 boxes[order[i + 1]] = start(order[i + 1])
             fork = replay.forks[k]
             try:
+                assert replay.outputs is not None
+                if replay.outputs.budget.refused is not None:  # the outputs are full: no more forks
+                    raise replay.outputs.budget.refused
                 box = boxes.pop(k).result()
                 result = fanout.continue_from(fork, box, replay.replayed, key, on_event)
+                replay.outputs.settle(k, fork.out.tmp)
                 _commit(fork.out, result)
             except (ReplayError, OSError) as exc:
                 replay.outcomes[k] = _failed(exc, fork.out, fork.request)

@@ -40,6 +40,7 @@ from replayer.floor.models import (
     WorkspaceSpec,
 )
 from replayer.pipeline.mock import MOCK
+from replayer.verbs import batch_output
 
 if TYPE_CHECKING:
     from replayer.sandboxes.base import Ahead
@@ -574,8 +575,13 @@ def run_group(
     """A unit of `groups`: one job by `run_job`; the boundaries of one replay by one replay
     (replayer/pipeline/multiboundary.py; continuations forked from it, fanout.py), each job its own
     directory and outcome, as `run_job` would give it."""
+    refused = batch_output.refusal(out)
+    if refused is not None:
+        return [_recorded(job, refused, out, node) for job in jobs]
     if len(jobs) == 1:
-        return [run_job(jobs[0], out, labels, node)]
+        outcome = run_job(jobs[0], out, labels, node)
+        batch_output.charge(out, job_dir(out, jobs[0].key))
+        return [outcome]
     from replayer.floor.pins import load_pins
     from replayer.pipeline.multiboundary import execute_many
     from replayer.pipeline.provision import ensure_image
@@ -589,7 +595,8 @@ def run_group(
             ensure_image(first.entry.image or load_pins().base_image.tag, first.image_id, out)
         adapter, traj = _parsed(first.trajectory, first.entry.task, first.entry.cwd, first.entry.session)
         outs = {job.boundary: job_dir(out, job.key) for job in jobs}
-        results = dict(execute_many(request, outs, adapter, traj, backend=_backend()))
+        with batch_output.drawing(out):
+            results = dict(execute_many(request, outs, adapter, traj, backend=_backend()))
     except Interrupted:
         raise
     except ReplayError as exc:

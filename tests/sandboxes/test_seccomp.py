@@ -41,3 +41,11 @@ def test_ioctl_is_never_allowed_unconditionally() -> None:
     for rule in profile()["syscalls"]:
         if "ioctl" in rule["names"]:
             assert rule.get("args")
+
+
+def test_io_uring_falls_to_the_default_refusal() -> None:
+    """moby took the io_uring calls out of its default profile in 2023 (the container-side test is in
+    tests/sandboxes/test_side_doors.py)."""
+    allowed = {name for rule in profile()["syscalls"] for name in rule["names"]}
+    assert not {"io_uring_setup", "io_uring_enter", "io_uring_register"} & allowed
+    assert profile()["defaultAction"] == "SCMP_ACT_ERRNO"
