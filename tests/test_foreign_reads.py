@@ -46,6 +46,8 @@ ALLOWED = {
     "sandboxes/fake.py": "the in-process test runtime's own state folder",
     "sandboxes/leftovers.py": "/proc of processes the replayer started",
     "sandboxes/slots.py": "the slots' own lock, control FIFOs and /proc/self/mountinfo",
+    "replayer/floor/dedupe.py": "two boundary files this run itself wrote, compared to share their blocks",
+    "replayer/floor/output_budget.py": "the run's own total file and the earlier boundary this run committed, by descriptors",
     "sandboxes/docker.py": "the image archive the replayer downloaded and checked (provision.py)",
     "sandboxes/podman.py": "the pid file the replayer's own podman service wrote, and that process's /proc limits",
 }
