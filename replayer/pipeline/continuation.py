@@ -146,6 +146,7 @@ def run(
             max_main_requests=request.max_steps,
             max_requests=request.max_requests,
             max_tokens=request.max_tokens,
+            loop_limit=request.loop_limit,
             side_calls=adapter.side_calls,
             kept_answer_headers=adapter.kept_answer_headers,
         )
@@ -196,6 +197,8 @@ def run(
             if result.exit_code == 0
             else "agent_error"
         )
+    if status == "completed" and any(name.endswith("_error") for name in files):
+        status = "session_unreadable"  # what it did cannot be shown: not `completed` (files says why)
     logger.debug("agent ended: %s (exit %s), %d request(s)", status, result.exit_code, counters.main_requests)
     on_event(AgentEnded(status, counters.main_requests, time.monotonic() - started))
     condition: InputCondition = "boundary_user_prompt_appended" if keep_prompt else "replayed_boundary_only"
