@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 from pathlib import Path
 
 import orjson
@@ -178,3 +179,43 @@ def test_the_gate_refuses_a_request_without_the_exact_prefix(change, path: str) 
     )
     assert decision.kind == "refuse" and decision.mismatch is not None
     assert decision.mismatch.path == path
+
+
+@pytest.mark.agent
+def test_a_long_continuation_is_read_back_and_exported_whole(tmp_path: Path) -> None:
+    """Four tools printing 8,000 lines each (32,000 lines; the CLI keeps what its own bash tool keeps): the
+    continued session is read back whole (once cut at the 64 KiB of a pipe, which lost it), and `export`
+    writes the prefix and all that followed it."""
+    from replayer.adapters import by_name
+
+    listing = 'seq -f "line %g of a long listing {n}" 1 8000'
+    turns = [_bash(n, listing.format(n=n)) for n in range(4)] + [Turn(blocks=[TextBlock(text="Listed.")])]
+    script = tmp_path / "turns.json"
+    script.write_bytes(orjson.dumps(Script(turns=turns, model="fake-model").model_dump(mode="json")))
+    out = tmp_path / "out"
+    args = ["run", str(EXPORT), "-n", "1", "-w", str(OPENCODE.fixture("tools") / "workspace"), "-o", str(out)]
+    proc = replayer(*args, "--continue", "--upstream", f"mock:{script}")
+    assert proc.returncode == 0, proc.stderr
+    cont = orjson.loads((out / "result.json").read_bytes())["continuation"]
+    assert (cont["agent_status"], cont["steps_used"]) == ("completed", 5), cont["files"]
+    continued = out / cont["files"]["continued_session"]
+    assert continued.stat().st_size > 64 * 1024
+    record = tmp_path / "chat.jsonl"
+    replayer("export", str(out), "--format", "chat", "-o", str(record), check=True)
+    [line] = record.read_bytes().splitlines()
+    messages = orjson.loads(line)["messages"]
+    wire = to_wire(orjson.loads(continued.read_bytes())["messages"])
+    assert messages == by_name("opencode").dialect().to_chat(wire), (
+        "the record is the whole continued session"
+    )
+    outputs = [m["content"] for m in messages if m["role"] == "tool"][-4:]
+    assert all(f"line 8000 of a long listing {n}" in o for n, o in enumerate(outputs)), (
+        "the tail the CLI kept"
+    )
+    assert messages[-1] == {"role": "assistant", "content": "Listed."}
+    broken = tmp_path / "broken"  # the same run, its continued session gone
+    shutil.copytree(out, broken)
+    (broken / cont["files"]["continued_session"]).unlink()
+    refused = replayer("export", str(broken), "--format", "chat", "-o", str(tmp_path / "prefix.jsonl"))
+    assert refused.returncode == 3 and "cannot be read back" in refused.stderr, refused.stderr
+    assert not (tmp_path / "prefix.jsonl").exists(), "never the prefix alone as if it were the record"
