@@ -302,6 +302,8 @@ def continuation_line(cont: ContinuationResult) -> str:
     for name, error in sorted(cont.files.items()):
         if name.endswith("_error"):
             line += f"; {name.removesuffix('_error').replace('_', ' ')} not read back: {error}"
+        elif name.endswith("_cut"):
+            line += f"; {error}"
     if cont.mock:
         line += "; answers from the mock model"
     check = cont.cassette

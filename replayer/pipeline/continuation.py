@@ -34,7 +34,7 @@ from replayer.floor.pins import load_pins
 from replayer.floor.safecopy import copy_untrusted
 from replayer.pipeline import cassette, leftovers, mock, oracle
 from replayer.pipeline.context import RunContext
-from replayer.sandboxes.base import RunningExec, Sandbox
+from replayer.sandboxes.base import MAX_OUTPUT_BYTES, RunningExec, Sandbox
 
 BRIDGE_MOUNT = "/run/replayer-bridge"
 _POLL_S = 0.1
@@ -182,6 +182,10 @@ def run(
             else ("accepted" if counters.main_requests or refused_by else "not_reached")
         )
     files = _write_outputs(out, result.stdout, result.stderr, log)
+    if result.output_truncated:  # a bound that cut is said, never left for the user to find
+        files["agent_output_cut"] = (
+            f"the agent's stdout and stderr passed {MAX_OUTPUT_BYTES} bytes: the first kept"
+        )
     # the adapter reads the continued session from a copy of the home that follows no link and holds
     # no special file: the container could write anything there
     after = out / ".home-after"
