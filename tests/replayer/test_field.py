@@ -957,15 +957,26 @@ def test_a_continued_pi_session_reads_back_as_sent_to_the_continuations_model(
     assert adapter.continued_prefix(tmp_path / "result") == rebuild.expected_prefix
 
 
+def _as_run(name: str) -> tuple[str, int, tuple[str, ...]]:
+    boundary, _, _, options = RUN[name]
+    return name, boundary, options
+
+
 MOCK_ENDS = {
-    # agent: a field file of it (RUN's boundary and options: the version that recorded it, or the one stated)
-    "claude_code": "claude_code/erk-2.1.50.jsonl",
-    "codex": "codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl",
-    "gemini_cli": "gemini_cli/aim-benchmark-control-pro-run4.json",
-    "mini_swe_agent": "mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json",
-    "opencode": "opencode/sandcastle-run-format-json-stdout.jsonl",
-    "openhands": "openhands/v1-sdk-gpt4omini-pwd",
-    "pi": "pi/pi-mono-large-session.jsonl",
+    # agent: a field file of it, its boundary and options (RUN's: the version that recorded it, or one stated)
+    "claude_code": _as_run("claude_code/erk-2.1.50.jsonl"),
+    "codex": _as_run("codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl"),
+    "gemini_cli": _as_run("gemini_cli/aim-benchmark-control-pro-run4.json"),
+    "mini_swe_agent": _as_run("mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json"),
+    "opencode": _as_run("opencode/sandcastle-run-format-json-stdout.jsonl"),
+    "openhands": _as_run("openhands/v1-sdk-gpt4omini-pwd"),
+    # V0 lists name no model: one LiteLLM takes is given
+    "openhands_v0": (
+        "openhands/v0-replay-basic.json",
+        1,
+        ("--cwd", "/workspace", "--model", "openai/fake-model"),
+    ),
+    "pi": _as_run("pi/pi-mono-large-session.jsonl"),
 }
 A_FEW = 3
 """Main-thread requests a continuation the bare mock ends may take (its first answer ends it)."""
@@ -980,6 +991,12 @@ def _continue_against_the_mock(name: str, boundary: int, options: tuple[str, ...
     return orjson.loads((out / "result.json").read_bytes())
 
 
+def test_every_agent_has_a_field_file_continued_against_the_mock() -> None:
+    from replayer.adapters import REGISTRY
+
+    assert set(MOCK_ENDS) == set(REGISTRY)
+
+
 @pytest.mark.agent
 @pytest.mark.docker
 @pytest.mark.parametrize("agent", sorted(MOCK_ENDS))
@@ -987,9 +1004,7 @@ def test_a_field_continuation_ends_when_the_bare_mock_ends_it(agent: str, tmp_pa
     """For every agent, a real field file at the version that reruns it, continued against bare `mock`
     (whose first answer ends the session the agent's way): `completed` in a few requests, its session read
     back."""
-    name = MOCK_ENDS[agent]
-    boundary, _, _, options = RUN[name]
-    cont = _continue_against_the_mock(name, boundary, options, tmp_path)["continuation"]
+    cont = _continue_against_the_mock(*MOCK_ENDS[agent], tmp_path)["continuation"]
     assert (cont["gate"], cont["agent_status"]) == ("accepted", "completed"), cont
     assert 1 <= cont["steps_used"] <= A_FEW and cont["mock"]
     assert not [f for f in cont["files"] if f.endswith("_error")], cont["files"]

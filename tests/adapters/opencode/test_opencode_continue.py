@@ -209,9 +209,7 @@ def test_a_long_continuation_is_read_back_and_exported_whole(tmp_path: Path) -> 
         "the record is the whole continued session"
     )
     outputs = [m["content"] for m in messages if m["role"] == "tool"][-4:]
-    assert all(f"line 8000 of a long listing {n}" in o for n, o in enumerate(outputs)), (
-        "the tail the CLI kept"
-    )
+    assert all(f"of a long listing {n}\n" in o for n, o in enumerate(outputs)), "what the CLI kept of each"
     assert messages[-1] == {"role": "assistant", "content": "Listed."}
     broken = tmp_path / "broken"  # the same run, its continued session gone
     shutil.copytree(out, broken)
@@ -219,3 +217,41 @@ def test_a_long_continuation_is_read_back_and_exported_whole(tmp_path: Path) -> 
     refused = replayer("export", str(broken), "--format", "chat", "-o", str(tmp_path / "prefix.jsonl"))
     assert refused.returncode == 3 and "cannot be read back" in refused.stderr, refused.stderr
     assert not (tmp_path / "prefix.jsonl").exists(), "never the prefix alone as if it were the record"
+
+
+@pytest.mark.agent
+def test_a_model_that_answers_the_same_each_round_ends_as_a_loop(tmp_path: Path) -> None:
+    """The same tool call with the same output, round after round: after `--loop-limit 2` such rounds the
+    next request is held, never forwarded, and the run ends as `loop`, said in the summary."""
+    again = Turn(blocks=_bash(1, "echo same").blocks, repeat=True)
+    script = tmp_path / "turns.json"
+    script.write_bytes(orjson.dumps(Script(turns=[again], model="fake-model").model_dump(mode="json")))
+    out = tmp_path / "out"
+    args = ["run", str(EXPORT), "-n", "1", "-w", str(OPENCODE.fixture("tools") / "workspace"), "-o", str(out)]
+    proc = replayer(*args, "--continue", "--upstream", f"mock:{script}", "--loop-limit", "2")
+    assert proc.returncode == 0, proc.stderr
+    cont = orjson.loads((out / "result.json").read_bytes())["continuation"]
+    assert (cont["agent_status"], cont["steps_used"]) == ("loop", 3)
+    assert [r["reason"] for r in cont["refusals"]] == ["loop"]
+    assert (
+        "agent_status loop" in proc.stdout and "the same request after the same answer 2 times" in proc.stdout
+    )
+
+
+@pytest.mark.agent
+def test_a_continuation_whose_session_cannot_be_read_back_is_not_completed(tmp_path: Path) -> None:
+    """The agent ends well, but its sandbox put a link where the continued session's export is written: the
+    export is not read (a link is never followed), and the run is `session_unreadable`, not `completed`,
+    with the reason in its files and its summary."""
+    link = _bash(1, "ln -s /dev/null /tmp/replayer-continued-export.json")
+    turns = [link, Turn(blocks=[TextBlock(text="Linked.")])]
+    script = tmp_path / "turns.json"
+    script.write_bytes(orjson.dumps(Script(turns=turns, model="fake-model").model_dump(mode="json")))
+    out = tmp_path / "out"
+    args = ["run", str(EXPORT), "-n", "1", "-w", str(OPENCODE.fixture("tools") / "workspace"), "-o", str(out)]
+    proc = replayer(*args, "--continue", "--upstream", f"mock:{script}")
+    assert proc.returncode == 0, proc.stderr
+    cont = orjson.loads((out / "result.json").read_bytes())["continuation"]
+    assert (cont["agent_status"], cont["steps_used"]) == ("session_unreadable", 2)
+    assert "not a regular file" in cont["files"]["continued_session_error"]
+    assert "continued session not read back: SandboxError" in proc.stdout
