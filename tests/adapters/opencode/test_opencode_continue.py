@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import orjson
@@ -181,6 +182,18 @@ def test_the_gate_refuses_a_request_without_the_exact_prefix(change, path: str) 
     assert decision.mismatch.path == path
 
 
+def _against_mock_turns(
+    turns: list[Turn], out: Path, *extra: str
+) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """`run -n 1 --continue --upstream mock:FILE` of the tools export, FILE holding `turns` (beside `out`)."""
+    script = out.parent / "turns.json"
+    script.write_bytes(orjson.dumps(Script(turns=turns, model="fake-model").model_dump(mode="json")))
+    args = ["run", str(EXPORT), "-n", "1", "-w", str(OPENCODE.fixture("tools") / "workspace"), "-o", str(out)]
+    proc = replayer(*args, "--continue", "--upstream", f"mock:{script}", *extra)
+    assert proc.returncode == 0, proc.stderr
+    return proc, orjson.loads((out / "result.json").read_bytes())["continuation"]
+
+
 @pytest.mark.agent
 def test_a_long_continuation_is_read_back_and_exported_whole(tmp_path: Path) -> None:
     """Four tools printing 8,000 lines each (32,000 lines; the CLI keeps what its own bash tool keeps): the
@@ -190,13 +203,8 @@ def test_a_long_continuation_is_read_back_and_exported_whole(tmp_path: Path) -> 
 
     listing = 'seq -f "line %g of a long listing {n}" 1 8000'
     turns = [_bash(n, listing.format(n=n)) for n in range(4)] + [Turn(blocks=[TextBlock(text="Listed.")])]
-    script = tmp_path / "turns.json"
-    script.write_bytes(orjson.dumps(Script(turns=turns, model="fake-model").model_dump(mode="json")))
     out = tmp_path / "out"
-    args = ["run", str(EXPORT), "-n", "1", "-w", str(OPENCODE.fixture("tools") / "workspace"), "-o", str(out)]
-    proc = replayer(*args, "--continue", "--upstream", f"mock:{script}")
-    assert proc.returncode == 0, proc.stderr
-    cont = orjson.loads((out / "result.json").read_bytes())["continuation"]
+    proc, cont = _against_mock_turns(turns, out)
     assert (cont["agent_status"], cont["steps_used"]) == ("completed", 5), cont["files"]
     continued = out / cont["files"]["continued_session"]
     assert continued.stat().st_size > 64 * 1024
@@ -224,13 +232,7 @@ def test_a_model_that_answers_the_same_each_round_ends_as_a_loop(tmp_path: Path)
     """The same tool call with the same output, round after round: after `--loop-limit 2` such rounds the
     next request is held, never forwarded, and the run ends as `loop`, said in the summary."""
     again = Turn(blocks=_bash(1, "echo same").blocks, repeat=True)
-    script = tmp_path / "turns.json"
-    script.write_bytes(orjson.dumps(Script(turns=[again], model="fake-model").model_dump(mode="json")))
-    out = tmp_path / "out"
-    args = ["run", str(EXPORT), "-n", "1", "-w", str(OPENCODE.fixture("tools") / "workspace"), "-o", str(out)]
-    proc = replayer(*args, "--continue", "--upstream", f"mock:{script}", "--loop-limit", "2")
-    assert proc.returncode == 0, proc.stderr
-    cont = orjson.loads((out / "result.json").read_bytes())["continuation"]
+    proc, cont = _against_mock_turns([again], tmp_path / "out", "--loop-limit", "2")
     assert (cont["agent_status"], cont["steps_used"]) == ("loop", 3)
     assert [r["reason"] for r in cont["refusals"]] == ["loop"]
     assert (
@@ -245,13 +247,8 @@ def test_a_continuation_whose_session_cannot_be_read_back_is_not_completed(tmp_p
     with the reason in its files and its summary."""
     link = _bash(1, "ln -s /dev/null /tmp/replayer-continued-export.json")
     turns = [link, Turn(blocks=[TextBlock(text="Linked.")])]
-    script = tmp_path / "turns.json"
-    script.write_bytes(orjson.dumps(Script(turns=turns, model="fake-model").model_dump(mode="json")))
     out = tmp_path / "out"
-    args = ["run", str(EXPORT), "-n", "1", "-w", str(OPENCODE.fixture("tools") / "workspace"), "-o", str(out)]
-    proc = replayer(*args, "--continue", "--upstream", f"mock:{script}")
-    assert proc.returncode == 0, proc.stderr
-    cont = orjson.loads((out / "result.json").read_bytes())["continuation"]
+    proc, cont = _against_mock_turns(turns, out)
     assert (cont["agent_status"], cont["steps_used"]) == ("session_unreadable", 2)
     assert "not a regular file" in cont["files"]["continued_session_error"]
     assert "continued session not read back: SandboxError" in proc.stdout
