@@ -18,7 +18,7 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from replayer.bridges import sidecalls
+from replayer.bridges import loop, sidecalls
 from replayer.bridges.difference import Mismatch
 from replayer.bridges.playback import Answer, Exchange, Player, Recorder, Refusal, kept_headers
 from replayer.bridges.sidecalls import PROBE, SideCall
@@ -92,6 +92,9 @@ class BridgeConfig(BaseModel):
     kept_answer_headers: tuple[str, ...] = ()
     """Answer headers a cassette keeps besides the common ones (bridges/playback.py), as the adapter declares."""
     max_request_bytes: int = 64 * 1024 * 1024
+    loop_limit: int = loop.DEFAULT_LIMIT
+    """Main-thread rounds in a row the same as the one before after which nothing more is forwarded
+    (bridges/loop.py)."""
     max_response_bytes: int = 512 * 1024 * 1024
 
 
@@ -120,8 +123,9 @@ class Bridge:
         self.log: list[LoggedExchange] = []
         self.mismatch: Mismatch | None = None
         self.refused_by: Literal["gate", "cassette"] | None = None
-        self.budget: Literal["max_steps", "max_requests", "max_tokens"] | None = None
+        self.budget: Literal["max_steps", "max_requests", "max_tokens", "loop"] | None = None
         """Which budget held a main-thread request (the engine then stops the agent)."""
+        self.rounds = loop.Rounds()
         self.refusals: list[BridgeRefusal] = []
         self.last_activity = time.monotonic()
         self._started = time.monotonic()
@@ -199,7 +203,7 @@ class Bridge:
     def _refusal(
         self,
         entry: LoggedExchange,
-        reason: Literal["undeclared_side_call", "side_call_max_tokens", "max_requests", "max_tokens"],
+        reason: Literal["undeclared_side_call", "side_call_max_tokens", "max_requests", "max_tokens", "loop"],
         detail: str,
     ) -> None:
         """Record a request not forwarded although the gate let it pass (at most 100 kept, all counted)."""
@@ -253,9 +257,15 @@ class Bridge:
                 entry.status = 403
                 message = f"sandbox-replayer bridge refused a side call: {why[1]}"
                 return web.json_response(self.dialect.error_body(message), status=403)
-        over = self._over_budget()
+        over: tuple[Literal["max_requests", "max_tokens", "loop"], str] | None = self._over_budget()
         if decision.kind == "main":
             limit = self.config.max_main_requests
+            self.rounds = self.rounds.sent(raw)
+            if over is None and self.rounds.looping(self.config.loop_limit):
+                over = (
+                    "loop",
+                    f"the same request after the same answer {self.rounds.repeats} times (--loop-limit)",
+                )
             if over is not None or (limit is not None and self.counters.main_requests >= limit):
                 # Over a budget: never forwarded; held until the engine stops the agent.
                 self.counters.held_requests += 1
@@ -297,6 +307,8 @@ class Bridge:
                 status=400,
             )
         entry.status = answer.status
+        if kind == "main":
+            self.rounds = self.rounds.answered(answer.body if answer.status < 300 else None)
         entry.first_byte_s = 0.0
         entry.response_bytes = len(answer.body)
         self.counters.bytes_from_upstream += len(answer.body)
@@ -314,6 +326,7 @@ class Bridge:
         assert self._session is not None
         seq = self.recorder.next_seq() if self.recorder is not None else 0
         recorded = bytearray()
+        answer = bytearray()  # a main-thread answer, for the loop guard (bounded: longer is not compared)
         complete = False
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
         headers.update(self.dialect.auth_headers(self.config.api_key))
@@ -346,6 +359,8 @@ class Bridge:
                         break
                     if self.recorder is not None:
                         recorded += chunk
+                    if entry.kind == "main" and len(answer) <= loop.MAX_ANSWER_BYTES:
+                        answer += chunk
                     await response.write(chunk)
                 else:
                     complete = True
@@ -364,6 +379,10 @@ class Bridge:
                 self.counters.upstream_errors += 1
             if upstream.status < 300:
                 self._count_usage(ends, entry.kind == "main")
+            if entry.kind == "main":
+                self.rounds = self.rounds.answered(
+                    bytes(answer) if complete and upstream.status < 300 else None
+                )
             await response.write_eof()
             return response
 

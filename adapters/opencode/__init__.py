@@ -20,7 +20,7 @@ from replayer.adapters.base import (
     provider_model_refusal,
     stdout_events,
 )
-from replayer.adapters.opencode import bundle, server, session, tools, wire
+from replayer.adapters.opencode import bundle, ids, server, session, tools, wire
 from replayer.adapters.opencode import home as agent_home
 from replayer.adapters.opencode.gate import opencode_gate
 from replayer.adapters.opencode.rerun import WORK_MOUNT, OpenCodeRerunner, provider_model
@@ -105,6 +105,8 @@ class OpenCodeContinuation(Continuation):
     session_id: str | None
     model: str
     """provider/model"""
+    ids_moved: int = 0
+    """How many of the prefix's message and part ids the rebuild moved before now (`ids.py`)."""
 
 
 class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
@@ -181,6 +183,7 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
                 if fresh is not None and isinstance(fresh.structured, dict):
                     part["state"] = fresh.structured
         document = importable(native, messages, trajectory.cwd)
+        moved = ids.move_before_now(document)
         export = dest / EXPORT
         write_bytes_atomic(export, orjson.dumps(document, option=orjson.OPT_INDENT_2))
         home = dest / "home"  # may hold the rerun's side files: written into without following links
@@ -191,7 +194,9 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
             native_files=[export, home / store],
             expected_prefix=to_wire(messages),
             agent_home=home,
-            continuation=OpenCodeContinuation(session_id=native.info.get("id"), model=f"{provider}/{model}"),
+            continuation=OpenCodeContinuation(
+                session_id=native.info.get("id"), model=f"{provider}/{model}", ids_moved=len(moved)
+            ),
         )
 
     def continued_prefix(self, result_dir: Path, model: str | None = None) -> list[dict[str, Any]] | None:
@@ -229,10 +234,20 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
         return bundle.with_stdin_prompt(argv), env
 
     def continuation_metadata(self, launch: Launch, rebuild: Rebuild[OpenCodeContinuation]) -> dict[str, Any]:
-        """The pinned CLI enforces no step budget on a resumed session: the replayer counts and stops it."""
-        if launch.max_steps is None:
-            return {}
-        return {"opencode_step_budget": {"max_steps": launch.max_steps, "enforced_by": "replayer (SIGINT)"}}
+        """The pinned CLI enforces no step budget on a resumed session: the replayer counts and stops it. Ids
+        the rebuild moved before now are said (the continued session carries them, not the recorded ones)."""
+        metadata: dict[str, Any] = {}
+        if launch.max_steps is not None:
+            metadata["opencode_step_budget"] = {
+                "max_steps": launch.max_steps,
+                "enforced_by": "replayer (SIGINT)",
+            }
+        if rebuild.continuation.ids_moved:
+            metadata["opencode_ids_moved"] = {
+                "count": rebuild.continuation.ids_moved,
+                "why": "recorded before OpenCode's 48-bit time ids wrapped, they sorted after those minted now",
+            }
+        return metadata
 
     def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
         events = stdout_events(stdout)
@@ -249,7 +264,7 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
         assert session_id
         sent = bundle.sent_prompt(ended.launch.prompt or "")
         try:
-            document = orjson.loads(agent_home.container_cli(ended.sandbox, "export", session_id))
+            document = orjson.loads(agent_home.container_export(ended.sandbox, session_id))
             messages = document["messages"]
             prefix_ids = {
                 m["info"]["id"] for m in orjson.loads(ended.rebuild.native_files[0].read_bytes())["messages"]

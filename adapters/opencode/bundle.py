@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import tempfile
 from pathlib import Path
 
 import orjson
@@ -126,14 +127,22 @@ def host_cli(home: Path, *args: str, timeout_s: float = 120.0) -> bytes:
     tmp = home / ".cache" / "replayer-tmp"
     tmp.mkdir(parents=True, exist_ok=True)
     env = {**base_env(str(home)), "TMPDIR": str(tmp), "OPENCODE_DISABLE_PROJECT_CONFIG": "1"}
-    try:
-        done = hostproc.run(
-            [str(host_binary()), *args], env=env, cwd=home, capture_output=True, timeout=timeout_s
-        )
-    except (OSError, hostproc.TimeoutExpired) as exc:
-        raise SandboxError(f"opencode {args[0]} failed: {exc}") from None
-    if done.returncode != 0:
-        raise SandboxError(
-            f"opencode {args[0]} exited {done.returncode}: {last_line(done.stderr) or 'no output'}"
-        )
-    return done.stdout
+    # stdout into a file: into a pipe, what the CLI wrote past 64 KiB may be lost when it exits (`export`)
+    with tempfile.TemporaryFile(dir=tmp) as out:
+        try:
+            done = hostproc.run(
+                [str(host_binary()), *args],
+                env=env,
+                cwd=home,
+                stdout=out,
+                stderr=hostproc.PIPE,
+                timeout=timeout_s,
+            )
+        except (OSError, hostproc.TimeoutExpired) as exc:
+            raise SandboxError(f"opencode {args[0]} failed: {exc}") from None
+        if done.returncode != 0:
+            raise SandboxError(
+                f"opencode {args[0]} exited {done.returncode}: {last_line(done.stderr) or 'no output'}"
+            )
+        out.seek(0)
+        return out.read()

@@ -167,17 +167,29 @@ def _place_storage(private: Path, home: Path, info: dict[str, Any]) -> str:
     return found
 
 
-def container_cli(sandbox: Sandbox, *args: str, timeout_s: float = _CLI_TIMEOUT_S) -> bytes:
-    """Run the pinned binary inside the sandbox with the agent home (its stdout); SandboxError if it fails."""
+EXPORT_BYTES = 256 * 1024 * 1024
+"""The most of a continued session's export read back (a larger one is an error the result shows)."""
+_EXPORTED = "/tmp/replayer-continued-export.json"
+
+
+def container_export(sandbox: Sandbox, session_id: str) -> bytes:
+    """`opencode export ID` run in the sandbox, written to a file there and read back whole.
+
+    Into a file, not a pipe: the CLI exits once it has written its stdout, and what it wrote into a pipe
+    past the pipe's 64 KiB is lost with it (a long session's export came back cut at 64 KiB). A file
+    takes every write before the CLI exits. Read by `cat` in the sandbox within EXPORT_BYTES: a larger
+    export is a SandboxError, never a cut read."""
+    script = 'exec "$0" export "$1" > "$2"'
     done = sandbox.exec(
-        [bundle.binary(), *args], workdir=AGENT_HOME, env=bundle.base_env(), timeout_s=timeout_s
+        ["sh", "-c", script, bundle.binary(), session_id, _EXPORTED],
+        workdir=AGENT_HOME,
+        env=bundle.base_env(),
+        timeout_s=_CLI_TIMEOUT_S,
     )
-    if done.timed_out or done.output_truncated or done.exit_code != 0:
+    if done.timed_out or done.exit_code != 0:
         why = "timed out" if done.timed_out else f"exited {done.exit_code}"
-        raise SandboxError(
-            f"opencode {args[0]} in the sandbox {why}: {last_line(done.stderr) or 'no output'}"
-        )
-    return done.stdout
+        raise SandboxError(f"opencode export in the sandbox {why}: {last_line(done.stderr) or 'no output'}")
+    return sandbox.read_file(_EXPORTED, max_bytes=EXPORT_BYTES)
 
 
 def remove_store(sandbox: Sandbox) -> None:

@@ -54,6 +54,7 @@ def compare(
     max_steps: opts.MaxSteps = None,
     max_requests: opts.MaxRequests = None,
     max_tokens: opts.MaxTokens = None,
+    loop_limit: opts.LoopLimit = None,
     end_leftovers: opts.EndLeftovers = False,
     idle_timeout: opts.IdleTimeout = None,
     model: opts.Model = None,

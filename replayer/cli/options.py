@@ -124,6 +124,7 @@ BoundaryPrompt = Annotated[str | None, flag("boundary_prompt")]
 MaxSteps = Annotated[int | None, flag("max_steps")]
 MaxRequests = Annotated[int | None, flag("max_requests")]
 MaxTokens = Annotated[int | None, flag("max_tokens")]
+LoopLimit = Annotated[int | None, flag("loop_limit")]
 EndLeftovers = Annotated[bool, flag("end_leftovers")]
 IdleTimeout = Annotated[float | None, flag("idle_timeout")]
 Model = Annotated[str | None, flag("model")]
@@ -296,6 +297,13 @@ def continuation_line(cont: ContinuationResult) -> str:
         f"continuation: input condition {cont.input_condition}; gate {cont.gate}; "
         f"agent_status {cont.agent_status}; {cont.steps_used} step(s) through the bridge"
     )
+    if cont.agent_status == "loop":
+        line += "; " + next((r.detail for r in cont.refusals if r.reason == "loop"), "a loop")
+    for name, error in sorted(cont.files.items()):
+        if name.endswith("_error"):
+            line += f"; {name.removesuffix('_error').replace('_', ' ')} not read back: {error}"
+        elif name.endswith("_cut"):
+            line += f"; {error}"
     if cont.mock:
         line += "; answers from the mock model"
     check = cont.cassette

@@ -439,6 +439,8 @@ def _empty_is_unset(value: object) -> object:
 DEFAULT_MAX_REQUESTS = 500
 """A continuation's request budget (main-thread and side calls), docs/bridge.md "Budgets"."""
 DEFAULT_MAX_TOKENS = 50_000_000
+DEFAULT_LOOP_LIMIT = 5
+"""Rounds in a row sending the same request after the same answer that end a continuation (bridges/loop.py)."""
 
 
 class ContinueSettings(Frozen):
@@ -464,6 +466,9 @@ class ContinueSettings(Frozen):
     max_tokens: Count | None = None
     """Tokens (input and output, as the upstream reports them, of every answer) after which the bridge
     forwards nothing more (default 50,000,000)."""
+    loop_limit: int | None = Field(default=None, ge=1)
+    """Main-thread rounds in a row that send the same request again after the same answer, after which
+    the continuation ends as `loop` (default 5; bridges/loop.py)."""
     end_leftovers: bool | None = None
     """End the processes the prefix left running in the sandbox (listed in the result) before the agent
     starts (default: list them, leave them)."""
@@ -518,6 +523,7 @@ class ContinueRequest(ContinueSettings):
     grace_s: GraceSeconds = 10.0
     max_requests: Count = DEFAULT_MAX_REQUESTS
     max_tokens: Count = DEFAULT_MAX_TOKENS
+    loop_limit: Count = DEFAULT_LOOP_LIMIT
     end_leftovers: bool = False
 
 
@@ -686,7 +692,7 @@ class BridgeRefusal(Frozen):
     """Seconds since the bridge started."""
     method: str
     path: str
-    reason: Literal["undeclared_side_call", "side_call_max_tokens", "max_requests", "max_tokens"]
+    reason: Literal["undeclared_side_call", "side_call_max_tokens", "max_requests", "max_tokens", "loop"]
     detail: str
 
 
@@ -709,7 +715,15 @@ class Leftovers(Frozen):
 
 
 AgentStatus = Literal[
-    "completed", "max_steps", "max_requests", "max_tokens", "idle_timeout", "agent_error", "bridge_refused"
+    "completed",
+    "max_steps",
+    "max_requests",
+    "max_tokens",
+    "loop",
+    "idle_timeout",
+    "agent_error",
+    "bridge_refused",
+    "session_unreadable",
 ]
 GateVerdict = Literal["accepted", "refused", "not_reached"]
 InputCondition = Literal["replayed_boundary_only", "boundary_user_prompt_appended"]

@@ -224,6 +224,17 @@ class RunOptions(ReplayOptions, total=False):
             feeds=("continuation.max_tokens",),
         ),
     ]
+    loop_limit: Annotated[
+        int | None,
+        _opt(
+            "--loop-limit",
+            metavar="N",
+            min=1,
+            help="Rounds in a row sending the same request after the same answer that end the run as `loop` "
+            "(default 5).",
+            feeds=("continuation.loop_limit",),
+        ),
+    ]
     end_leftovers: Annotated[
         bool | None,
         _opt(

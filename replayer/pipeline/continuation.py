@@ -40,7 +40,7 @@ from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
 from replayer.pipeline import cassette, leftovers, mock, oracle
 from replayer.pipeline.context import RunContext
-from replayer.sandboxes.base import ExecResult, RunningExec, Sandbox
+from replayer.sandboxes.base import MAX_OUTPUT_BYTES, ExecResult, RunningExec, Sandbox
 
 BRIDGE_MOUNT = "/run/replayer-bridge"
 _POLL_S = 0.1
@@ -176,6 +176,8 @@ def run(c: Continuing) -> ContinuationResult:
             if ran.result.exit_code == 0
             else "agent_error"
         )
+    if status == "completed" and any(name.endswith("_error") for name in files):
+        status = "session_unreadable"  # what it did cannot be shown: not `completed` (files says why)
     logger.debug(
         "agent ended: %s (exit %s), %d request(s)", status, ran.result.exit_code, ran.counters.main_requests
     )
@@ -241,6 +243,7 @@ def _run_agent(c: Continuing, launched: _Launched) -> _Ran:
             max_main_requests=request.max_steps,
             max_requests=request.max_requests,
             max_tokens=request.max_tokens,
+            loop_limit=request.loop_limit,
             side_calls=adapter.side_calls,
             kept_answer_headers=adapter.kept_answer_headers,
         )
@@ -299,6 +302,10 @@ def _read_back(c: Continuing, launched: _Launched, ran: _Ran) -> dict[str, str]:
     """The agent's output, the bridge's log and the continued session under `c.out`; their places."""
     out = c.out
     files = _write_outputs(out, ran.result.stdout, ran.result.stderr, ran.log)
+    if ran.result.output_truncated:  # a bound that cut is said, never left for the user to find
+        files["agent_output_cut"] = (
+            f"the agent's stdout and stderr passed {MAX_OUTPUT_BYTES} bytes: the first kept"
+        )
     # the adapter reads the continued session from a copy of the home that follows no link and holds
     # no special file: the container could write anything there
     after = out / ".home-after"

@@ -134,6 +134,12 @@ def _chat_record(folder: Folder, result: ReplayResult) -> dict[str, Any]:
         }
         if continued is not None:
             messages = dialect.to_chat(continued)  # the prefix, then what the agent did from the boundary
+        elif cont.steps_used or cont.agent_status == "session_unreadable":
+            why = next((e for name, e in sorted(cont.files.items()) if name.endswith("_error")), "not there")
+            raise BadInput(
+                f"{job}: its continuation ({cont.steps_used} step(s)) cannot be read back ({why}): "
+                "the prefix alone is not the record"
+            )
     model = _session_model(result.request.trajectory, result.source_sha256)
     tools = _tools_source(result.agent, result.agent_version, adapter.tools_data_name(), model)
     with running_version(result.agent, tools.version):  # the definitions of the version that recorded it

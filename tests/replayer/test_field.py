@@ -955,3 +955,76 @@ def test_a_continued_pi_session_reads_back_as_sent_to_the_continuations_model(
     (tmp_path / "result" / "continued").mkdir(parents=True)
     shutil.copyfile(rebuild.native_files[0], tmp_path / "result" / "continued" / "session.jsonl")
     assert adapter.continued_prefix(tmp_path / "result") == rebuild.expected_prefix
+
+
+def _as_run(name: str) -> tuple[str, int, tuple[str, ...]]:
+    boundary, _, _, options = RUN[name]
+    return name, boundary, options
+
+
+MOCK_ENDS = {
+    # agent: a field file of it, its boundary and options (RUN's: the version that recorded it, or one stated)
+    "claude_code": _as_run("claude_code/erk-2.1.50.jsonl"),
+    "codex": _as_run("codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl"),
+    "gemini_cli": _as_run("gemini_cli/aim-benchmark-control-pro-run4.json"),
+    "mini_swe_agent": _as_run("mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json"),
+    "opencode": _as_run("opencode/sandcastle-run-format-json-stdout.jsonl"),
+    "openhands": _as_run("openhands/v1-sdk-gpt4omini-pwd"),
+    # V0 lists name no model: one LiteLLM takes is given
+    "openhands_v0": (
+        "openhands/v0-replay-basic.json",
+        1,
+        ("--cwd", "/workspace", "--model", "openai/fake-model"),
+    ),
+    "pi": _as_run("pi/pi-mono-large-session.jsonl"),
+}
+A_FEW = 3
+"""Main-thread requests a continuation the bare mock ends may take (its first answer ends it)."""
+
+
+def _continue_against_the_mock(name: str, boundary: int, options: tuple[str, ...], tmp_path: Path) -> dict:
+    out, empty = tmp_path / "out", tmp_path / "workspace"
+    empty.mkdir()
+    args = ("run", str(FIELD / name), "-n", str(boundary), "-w", str(empty), "-o", str(out), *options)
+    proc = replayer(*args, "--continue", "--upstream", "mock", "--max-requests", "20")
+    assert proc.returncode == 0, proc.stderr
+    return orjson.loads((out / "result.json").read_bytes())
+
+
+def test_every_agent_has_a_field_file_continued_against_the_mock() -> None:
+    from replayer.adapters import REGISTRY
+
+    assert set(MOCK_ENDS) == set(REGISTRY)
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+@pytest.mark.parametrize("agent", sorted(MOCK_ENDS))
+def test_a_field_continuation_ends_when_the_bare_mock_ends_it(agent: str, tmp_path: Path) -> None:
+    """For every agent, a real field file at the version that reruns it, continued against bare `mock`
+    (whose first answer ends the session the agent's way): `completed` in a few requests, its session read
+    back."""
+    cont = _continue_against_the_mock(*MOCK_ENDS[agent], tmp_path)["continuation"]
+    assert (cont["gate"], cont["agent_status"]) == ("accepted", "completed"), cont
+    assert 1 <= cont["steps_used"] <= A_FEW and cont["mock"]
+    assert not [f for f in cont["files"] if f.endswith("_error")], cont["files"]
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_an_opencode_session_recorded_before_its_ids_wrapped_continues_to_its_end(tmp_path: Path) -> None:
+    """The sandcastle log's ids were made in May 2026, before OpenCode's 48-bit time ids wrapped (2026-08-14):
+    those 1.17.18 (the version of issue 43's export) makes now sort before them, and it asked the model
+    again after every final answer. The rebuild moves the prefix's ids before now: the mock's first answer
+    ends it, and what the continuation made sorts after everything recorded."""
+    name = "opencode/sandcastle-run-format-json-stdout.jsonl"
+    options = ("--task", "Summarize this repository.", "--agent-version", "1.17.18")
+    result = _continue_against_the_mock(name, 1, options, tmp_path)
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"]) == ("accepted", "completed"), cont
+    assert cont["steps_used"] <= 5 and cont["metadata"]["opencode_ids_moved"]["count"] > 0
+    rebuilt = orjson.loads((tmp_path / "out" / "native" / "export.json").read_bytes())["messages"]
+    continued = orjson.loads((tmp_path / "out" / cont["files"]["continued_session"]).read_bytes())["messages"]
+    recorded = {m["info"]["id"] for m in rebuilt}
+    made = [m["info"]["id"] for m in continued if m["info"]["id"] not in recorded]
+    assert made and min(made) > max(recorded), "the continuation's messages sort after the prefix's"

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import orjson
@@ -178,3 +180,75 @@ def test_the_gate_refuses_a_request_without_the_exact_prefix(change, path: str) 
     )
     assert decision.kind == "refuse" and decision.mismatch is not None
     assert decision.mismatch.path == path
+
+
+def _against_mock_turns(
+    turns: list[Turn], out: Path, *extra: str
+) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """`run -n 1 --continue --upstream mock:FILE` of the tools export, FILE holding `turns` (beside `out`)."""
+    script = out.parent / "turns.json"
+    script.write_bytes(orjson.dumps(Script(turns=turns, model="fake-model").model_dump(mode="json")))
+    args = ["run", str(EXPORT), "-n", "1", "-w", str(OPENCODE.fixture("tools") / "workspace"), "-o", str(out)]
+    proc = replayer(*args, "--continue", "--upstream", f"mock:{script}", *extra)
+    assert proc.returncode == 0, proc.stderr
+    return proc, orjson.loads((out / "result.json").read_bytes())["continuation"]
+
+
+@pytest.mark.agent
+def test_a_long_continuation_is_read_back_and_exported_whole(tmp_path: Path) -> None:
+    """Four tools printing 8,000 lines each (32,000 lines; the CLI keeps what its own bash tool keeps): the
+    continued session is read back whole (once cut at the 64 KiB of a pipe, which lost it), and `export`
+    writes the prefix and all that followed it."""
+    from replayer.adapters import by_name
+
+    listing = 'seq -f "line %g of a long listing {n}" 1 8000'
+    turns = [_bash(n, listing.format(n=n)) for n in range(4)] + [Turn(blocks=[TextBlock(text="Listed.")])]
+    out = tmp_path / "out"
+    proc, cont = _against_mock_turns(turns, out)
+    assert (cont["agent_status"], cont["steps_used"]) == ("completed", 5), cont["files"]
+    continued = out / cont["files"]["continued_session"]
+    assert continued.stat().st_size > 64 * 1024
+    record = tmp_path / "chat.jsonl"
+    replayer("export", str(out), "--format", "chat", "-o", str(record), check=True)
+    [line] = record.read_bytes().splitlines()
+    messages = orjson.loads(line)["messages"]
+    wire = to_wire(orjson.loads(continued.read_bytes())["messages"])
+    assert messages == by_name("opencode").dialect().to_chat(wire), (
+        "the record is the whole continued session"
+    )
+    outputs = [m["content"] for m in messages if m["role"] == "tool"][-4:]
+    assert all(f"of a long listing {n}\n" in o for n, o in enumerate(outputs)), "what the CLI kept of each"
+    assert messages[-1] == {"role": "assistant", "content": "Listed."}
+    broken = tmp_path / "broken"  # the same run, its continued session gone
+    shutil.copytree(out, broken)
+    (broken / cont["files"]["continued_session"]).unlink()
+    refused = replayer("export", str(broken), "--format", "chat", "-o", str(tmp_path / "prefix.jsonl"))
+    assert refused.returncode == 3 and "cannot be read back" in refused.stderr, refused.stderr
+    assert not (tmp_path / "prefix.jsonl").exists(), "never the prefix alone as if it were the record"
+
+
+@pytest.mark.agent
+def test_a_model_that_answers_the_same_each_round_ends_as_a_loop(tmp_path: Path) -> None:
+    """The same tool call with the same output, round after round: after `--loop-limit 2` such rounds the
+    next request is held, never forwarded, and the run ends as `loop`, said in the summary."""
+    again = Turn(blocks=_bash(1, "echo same").blocks, repeat=True)
+    proc, cont = _against_mock_turns([again], tmp_path / "out", "--loop-limit", "2")
+    assert (cont["agent_status"], cont["steps_used"]) == ("loop", 3)
+    assert [r["reason"] for r in cont["refusals"]] == ["loop"]
+    assert (
+        "agent_status loop" in proc.stdout and "the same request after the same answer 2 times" in proc.stdout
+    )
+
+
+@pytest.mark.agent
+def test_a_continuation_whose_session_cannot_be_read_back_is_not_completed(tmp_path: Path) -> None:
+    """The agent ends well, but its sandbox put a link where the continued session's export is written: the
+    export is not read (a link is never followed), and the run is `session_unreadable`, not `completed`,
+    with the reason in its files and its summary."""
+    link = _bash(1, "ln -s /dev/null /tmp/replayer-continued-export.json")
+    turns = [link, Turn(blocks=[TextBlock(text="Linked.")])]
+    out = tmp_path / "out"
+    proc, cont = _against_mock_turns(turns, out)
+    assert (cont["agent_status"], cont["steps_used"]) == ("session_unreadable", 2)
+    assert "not a regular file" in cont["files"]["continued_session_error"]
+    assert "continued session not read back: SandboxError" in proc.stdout
