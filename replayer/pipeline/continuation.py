@@ -130,7 +130,7 @@ def run(
     tape = cassette.load(request.cassette) if request.cassette else None
     player = Player(tape.exchanges, prompt) if tape else None
     recorder = Recorder() if request.record_cassette else None
-    left = leftovers.at_boundary(box, request.end_leftovers)
+    left = leftovers.at_boundary(box, request.ends_leftovers())
     if left.count:
         logger.debug("%d process(es) left by the prefix%s", left.count, ", ended" if left.ended else "")
     before = oracle.workspace_state(workspace, limits) if tape or recorder else None
@@ -146,6 +146,8 @@ def run(
             max_main_requests=request.max_steps,
             max_requests=request.max_requests,
             max_tokens=request.max_tokens,
+            ledger=request.token_ledger,
+            models=(model,) if model else None,
             side_calls=adapter.side_calls,
             kept_answer_headers=adapter.kept_answer_headers,
         )
