@@ -216,7 +216,9 @@ class RunOptions(ReplayOptions, total=False):
             "--max-tokens",
             metavar="T",
             min=1,
-            help="Tokens (input and output) after which the bridge forwards nothing more (default 50000000).",
+            help="Tokens billed (every usage field, cache and thinking included) the bridge lets the continuation "
+            "spend; a request goes only when its worst case fits (default 2000000; set for compare, it spans all "
+            "variants).",
             feeds=("continuation.max_tokens",),
         ),
     ]
@@ -224,7 +226,8 @@ class RunOptions(ReplayOptions, total=False):
         bool | None,
         _opt(
             "--end-leftovers",
-            help="End the processes the prefix left running (listed in the result) before the agent starts.",
+            help="End the processes the prefix left running (listed in the result) before the agent starts "
+            "(the default with a real upstream; end_leftovers = false keeps them).",
             feeds=("continuation.end_leftovers",),
             flag_type=bool,
         ),

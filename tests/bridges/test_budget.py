@@ -176,9 +176,9 @@ def test_a_rogue_posting_small_model_side_calls_gets_no_more_than_the_side_share
         refused_model = _post_all(rig.unix, [other_model])[0]
     finally:
         rig.close()
-    share = 100_000
-    assert share == DEFAULT_MAX_TOKENS * budget.SIDE_SHARE, "the documented share: 5% of 2,000,000"
-    assert rig.billed() > 0 and rig.billed() * 40_020 <= share
+    share = 100_000  # the documented share: 5% of the default 2,000,000
+    assert rig.billed() > 0 and rig.billed() * 40_020 <= share, f"{rig.billed()} billed 40,020 each"
+    assert share == DEFAULT_MAX_TOKENS * budget.SIDE_SHARE
     assert {s for s, _ in at_once + one_by_one} == {200, 403}
     assert refused_model[0] == 403 and b"not one the agent uses" in refused_model[1]
     assert {r.reason for r in rig.bridge.refusals} == {"side_call_share", "side_call_model"}
@@ -208,12 +208,13 @@ def test_a_budget_spans_every_bridge_of_its_ledger(tmp_path: Path) -> None:
     ledger = tmp_path / "out" / "token-ledger.json"
     turn = Turn(blocks=[TextBlock(text="ok")], usage={"input_tokens": 9_000, "output_tokens": 2_000})
     rigs = [Rig(tmp_path, turn, max_tokens=100_000, ledger=ledger) for _ in range(2)]
-    senders = [
-        threading.Thread(
-            target=lambda rig=rig: [_post_all(rig.unix, [_body(30_000, 2_000)]) for _ in range(6)]
-        )
-        for rig in rigs
-    ]
+
+    def send(rig: Rig) -> None:  # until one is held (answered 503 when the bridge closes)
+        for _ in range(6):
+            if _post_all(rig.unix, [_body(30_000, 2_000)])[0][0] != 200:
+                return
+
+    senders = [threading.Thread(target=send, args=(rig,)) for rig in rigs]
     try:
         for sender in senders:
             sender.start()
@@ -242,3 +243,18 @@ def test_compare_variants_share_the_budget_the_user_set(tmp_path: Path, given: d
     own = _shared_budget(defaults, parse_variant("c=max_tokens=7"), tmp_path)
     assert [r.token_ledger for r in runs] == [tmp_path / TOKEN_LEDGER if shared else None] * 2
     assert own.token_ledger is None and own.max_tokens == 7
+
+
+@pytest.mark.parametrize(("given", "shared"), [({"max_tokens": 50_000}, True), ({}, False)])
+def test_a_batch_lines_budget_spans_its_jobs(tmp_path: Path, given: dict, shared: bool) -> None:
+    from replayer.floor.models import ContinueSettings
+    from replayer.verbs.batch import Job, ManifestEntry
+
+    entry = ManifestEntry(
+        trajectory=tmp_path / "t.jsonl",
+        mode="continue",
+        continuation=ContinueSettings(upstream="http://127.0.0.1:9", **given),
+    )
+    jobs = [Job(key=f"k{n}", line=3, boundary=n, entry=entry) for n in (1, 2)]
+    ledgers = {j.request(tmp_path / j.key, batch=tmp_path).continuation.token_ledger for j in jobs}  # type: ignore[union-attr]
+    assert ledgers == {tmp_path / "ledgers" / "line-3.json" if shared else None}

@@ -161,7 +161,7 @@ def test_a_folder_not_trusted_may_set_what_its_declaration_allows(tmp_path: Path
 
 ARGUMENTS = {"trajectory", "after_step", "out", "workspace", "variants"}
 """Request fields the verbs' own arguments set (api.run(trajectory, after_step, workspace, out), compare's)."""
-ENGINE = {"mode", "budgets", "labels", "continuation", "defaults", "grace_s"}
+ENGINE = {"mode", "budgets", "labels", "continuation", "defaults", "grace_s", "token_ledger"}
 """Request fields no option sets: the verb or the engine does."""
 
 
