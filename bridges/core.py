@@ -25,21 +25,12 @@ from replayer.bridges.playback import Answer, Exchange, Player, Recorder, Refusa
 from replayer.bridges.sidecalls import PROBE, SideCall
 from replayer.bridges.usage import AnswerEnds, Usage, UsageKeys
 from replayer.floor.io import remove_alias, short_alias
-from replayer.floor.models import BridgeCounters, BridgeRefusal
+from replayer.floor.models import BridgeCounters, BridgeRefusal, RefusalReason
 
 _HOP_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "x-api-key", "authorization"}
 )
 MAX_REFUSALS_KEPT = 100
-Reason = Literal[
-    "undeclared_side_call",
-    "side_call_max_tokens",
-    "side_call_model",
-    "side_call_share",
-    "side_calls_at_once",
-    "max_requests",
-    "max_tokens",
-]
 Spent = Literal["max_requests", "max_tokens"]
 
 
@@ -231,7 +222,7 @@ class Bridge:
             return "max_requests", f"the continuation's {limit} requests were forwarded (--max-requests)"
         return None
 
-    def _side_refusal(self, path: str, body: Any, reservation: int) -> tuple[Reason, str] | None:
+    def _side_refusal(self, path: str, body: Any, reservation: int) -> tuple[RefusalReason, str] | None:
         """Why a declared side call may not go now: a model the agent does not use, too many at once, or
         its worst case past the side calls' share of the budget."""
         model = sidecalls.model_of(path, body)
@@ -265,7 +256,7 @@ class Bridge:
             f"(--max-tokens; {charged} billed, {reserved} reserved)",
         )
 
-    def _refusal(self, entry: LoggedExchange, reason: Reason, detail: str) -> None:
+    def _refusal(self, entry: LoggedExchange, reason: RefusalReason, detail: str) -> None:
         """Record a request not forwarded although the gate let it pass (at most 100 kept, all counted)."""
         self.counters.refused_requests += 1
         entry.kind = f"refused:{reason}"

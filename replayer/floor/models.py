@@ -631,6 +631,17 @@ class BridgeCounters(Strict):  # not frozen: the bridge counts as requests pass
     abandoned, or the upstream cut), counted against the budget with the above."""
 
 
+RefusalReason = Literal[
+    "undeclared_side_call",
+    "side_call_max_tokens",
+    "side_call_model",
+    "side_call_share",
+    "side_calls_at_once",
+    "max_requests",
+    "max_tokens",
+]
+
+
 class BridgeRefusal(Frozen):
     """A request the bridge did not forward although the gate let it pass: a side call of no shape the
     adapter declares, or asking for more output than its shape allows; or any request over the budget."""
@@ -639,15 +650,7 @@ class BridgeRefusal(Frozen):
     """Seconds since the bridge started."""
     method: str
     path: str
-    reason: Literal[
-        "undeclared_side_call",
-        "side_call_max_tokens",
-        "side_call_model",
-        "side_call_share",
-        "side_calls_at_once",
-        "max_requests",
-        "max_tokens",
-    ]
+    reason: RefusalReason
     detail: str
 
 
