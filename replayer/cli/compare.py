@@ -57,7 +57,7 @@ def compare(
     max_steps: opts.MaxSteps = None,
     max_requests: opts.MaxRequests = None,
     max_tokens: opts.MaxTokens = None,
-    end_leftovers: opts.EndLeftovers = False,
+    end_leftovers: opts.EndLeftovers = None,
     idle_timeout: opts.IdleTimeout = None,
     model: opts.Model = None,
     agent_env: opts.AgentEnv = None,

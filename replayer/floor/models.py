@@ -408,7 +408,8 @@ class ContinueSettings(Frozen):
     compare or a batch, it spans all their continuations."""
     end_leftovers: bool | None = None
     """End the processes the prefix left running in the sandbox (listed in the result) before the agent
-    starts (default: end them with a real upstream; list them and leave them with the mock or a cassette)."""
+    starts (default: end them with a real upstream; list them and leave them with the mock or a cassette;
+    `--keep-leftovers`: False)."""
     idle_timeout_s: float | None = None
     """No agent output and no bridge traffic for this long ends the run (default: the adapter's, 300 s;
     OpenCode 600 s)."""

@@ -225,11 +225,10 @@ class RunOptions(ReplayOptions, total=False):
     end_leftovers: Annotated[
         bool | None,
         _opt(
-            "--end-leftovers",
-            help="End the processes the prefix left running (listed in the result) before the agent starts "
-            "(the default with a real upstream; end_leftovers = false keeps them).",
+            "--end-leftovers/--keep-leftovers",
+            help="End (or keep) the processes the prefix left running (listed in the result) before the agent "
+            "starts (default: end them with a real upstream, keep them with the mock or a cassette).",
             feeds=("continuation.end_leftovers",),
-            flag_type=bool,
         ),
     ]
     idle_timeout: Annotated[

@@ -277,7 +277,7 @@ def test_the_flags_types_are_the_declared_ones() -> None:
 def test_given_turns_flag_values_into_the_apis() -> None:
     values = {
         "agent_env": ["A=1", "B=x=y"],
-        "end_leftovers": False,
+        "end_leftovers": None,
         "limits": None,
         "model": None,
         "force": False,
@@ -290,6 +290,7 @@ def test_given_turns_flag_values_into_the_apis() -> None:
         "cassette": Path("tape"),
     }
     assert cli_options.given({"end_leftovers": True}, declared(RunOptions)) == {"end_leftovers": True}
+    assert cli_options.given({"end_leftovers": False}, declared(RunOptions)) == {"end_leftovers": False}
     with pytest.raises(typer.BadParameter, match="expected KEY=VALUE"):
         cli_options.given({"agent_env": ["novalue"]}, declared(RunOptions))
 
