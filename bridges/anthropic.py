@@ -16,8 +16,12 @@ Message = dict[str, Any]
 
 
 class AnthropicDialect:
-    usage_keys = UsageKeys("usage", "input_tokens", "output_tokens")
-    """Input tokens in `message_start`, the cumulative output tokens in `message_delta`."""
+    usage_keys = UsageKeys(
+        "usage",
+        ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"),
+        ("output_tokens",),
+    )
+    """In `message_start`, the cumulative counts in `message_delta`; `input_tokens` excludes both cache fields."""
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"x-api-key": key}

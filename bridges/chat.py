@@ -19,8 +19,9 @@ Message = dict[str, Any]
 
 
 class ChatDialect:
-    usage_keys = UsageKeys("usage", "prompt_tokens", "completion_tokens")
-    """In the last chunk of a stream, or in the body."""
+    usage_keys = UsageKeys("usage", ("prompt_tokens",), ("completion_tokens",))
+    """In the last chunk of a stream, or in the body; `prompt_tokens` includes `prompt_tokens_details.cached_tokens`,
+    `completion_tokens` includes `completion_tokens_details.reasoning_tokens`."""
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {key}"}

@@ -18,18 +18,21 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from replayer.bridges import loop, sidecalls
+from replayer.bridges import budget, loop, sidecalls
+from replayer.bridges.budget import Ledger
 from replayer.bridges.difference import Mismatch
 from replayer.bridges.playback import Answer, Exchange, Player, Recorder, Refusal, kept_headers
 from replayer.bridges.sidecalls import PROBE, SideCall
-from replayer.bridges.usage import AnswerEnds, UsageKeys
+from replayer.bridges.usage import AnswerEnds, Usage, UsageKeys
 from replayer.floor.io import remove_alias, short_alias
-from replayer.floor.models import BridgeCounters, BridgeRefusal
+from replayer.floor.models import BridgeCounters, BridgeRefusal, RefusalReason
 
 _HOP_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "x-api-key", "authorization"}
 )
 MAX_REFUSALS_KEPT = 100
+Spent = Literal["max_requests", "max_tokens"]
+Ended = Literal["max_requests", "max_tokens", "loop"]
 
 
 class Decision(BaseModel):
@@ -75,6 +78,8 @@ class LoggedExchange(BaseModel):
     request_bytes: int = 0
     response_bytes: int = 0
     first_byte_s: float | None = None
+    complete: bool = False
+    """The whole answer passed (or the upstream was never reached): its usage is known."""
 
 
 class BridgeConfig(BaseModel):
@@ -86,7 +91,17 @@ class BridgeConfig(BaseModel):
     max_requests: int | None = None
     """Every request forwarded, main-thread and side calls."""
     max_tokens: int | None = None
-    """Tokens (input and output) of every answer; nothing more is forwarded once they reach it."""
+    """Tokens every answer is billed (every usage field the protocol reports), bound before forwarding: a
+    request is forwarded only when its worst case fits (bridges/budget.py)."""
+    ledger: Path | None = None
+    """A file that holds the token budget for several continuations (a compare's variants, a batch's jobs);
+    None: the continuation's own."""
+    models: tuple[str, ...] | None = None
+    """The models the agent runs with: a side call naming any other (or one the main thread has not named)
+    is refused. None: any model."""
+    side_share: float = budget.SIDE_SHARE
+    """The share of `max_tokens` side calls may take together."""
+    max_side_calls_at_once: int = budget.MAX_SIDE_CALLS_AT_ONCE
     side_calls: tuple[SideCall, ...] = (PROBE,)
     """The side calls the adapter declares; any other is refused (bridges/sidecalls.py)."""
     kept_answer_headers: tuple[str, ...] = ()
@@ -127,6 +142,13 @@ class Bridge:
         """Which budget held a main-thread request (the engine then stops the agent)."""
         self.rounds = loop.Rounds()
         self.refusals: list[BridgeRefusal] = []
+        self.ledger = Ledger(config.max_tokens, config.ledger) if config.max_tokens is not None else None
+        self._models = set(config.models or ())
+        self._side_open = 0
+        self._side_charged = 0
+        self._side_reserved = 0
+        self._exchanges: set[asyncio.Task[Any]] = set()
+        """The exchanges under way: closing the bridge ends them, and so settles their reservations."""
         self.last_activity = time.monotonic()
         self._started = time.monotonic()
         self._loop = asyncio.new_event_loop()
@@ -170,42 +192,76 @@ class Bridge:
             self._release.set()
         if self._session is not None:
             await self._session.close()  # aborts exchanges still waiting on the upstream
+        for task in self._exchanges:
+            task.cancel()
+        await asyncio.gather(*self._exchanges, return_exceptions=True)
         if self._runner is not None:
             await self._runner.cleanup()
         if self._alias is not None:
             remove_alias(self._alias)
 
-    def _count_usage(self, ends: AnswerEnds, main: bool) -> None:
-        usage = ends.usage()
+    def _settle(self, reserved: int, usage: Usage, complete: bool, main: bool) -> None:
+        """An exchange ended: count the usage seen; one that ended early (abandoned, cut) also keeps the rest
+        of its reservation, since what it was billed cannot be known."""
         c = self.counters
         into = ("input_tokens", "output_tokens") if main else ("side_input_tokens", "side_output_tokens")
         for name, count in zip(into, (usage.input_tokens, usage.output_tokens), strict=True):
             if count is not None:
                 setattr(c, name, (getattr(c, name) or 0) + count)
+        kept = 0 if complete else max(0, reserved - usage.total())
+        c.kept_tokens += kept
+        if not main:
+            self._side_reserved -= reserved
+            self._side_charged += usage.total() + kept
+        if self.ledger is not None:
+            self.ledger.settle(reserved, usage.total() + kept)
 
     def tokens_used(self) -> int:
         c = self.counters
         counts = (c.input_tokens, c.output_tokens, c.side_input_tokens, c.side_output_tokens)
-        return sum(n or 0 for n in counts)
+        return sum(n or 0 for n in counts) + c.kept_tokens
 
-    def _over_budget(self) -> tuple[Literal["max_requests", "max_tokens"], str] | None:
+    def _over_requests(self) -> tuple[Spent, str] | None:
         c, limit = self.counters, self.config.max_requests
         if limit is not None and c.main_requests + c.side_requests >= limit:
             return "max_requests", f"the continuation's {limit} requests were forwarded (--max-requests)"
-        limit = self.config.max_tokens
-        if limit is not None and self.tokens_used() >= limit:
-            return (
-                "max_tokens",
-                f"{self.tokens_used()} of the continuation's {limit} tokens used (--max-tokens)",
-            )
         return None
 
-    def _refusal(
-        self,
-        entry: LoggedExchange,
-        reason: Literal["undeclared_side_call", "side_call_max_tokens", "max_requests", "max_tokens", "loop"],
-        detail: str,
-    ) -> None:
+    def _side_refusal(self, path: str, body: Any, reservation: int) -> tuple[RefusalReason, str] | None:
+        """Why a declared side call may not go now: a model the agent does not use, too many at once, or
+        its worst case past the side calls' share of the budget."""
+        model = sidecalls.model_of(path, body)
+        known = self.config.models is None or model is None
+        if not known and not any(sidecalls.same_model(str(model), m) for m in self._models):
+            used = ", ".join(sorted(self._models)) or "none yet"
+            return "side_call_model", f"names model {model}, not one the agent uses ({used})"
+        if self._side_open >= self.config.max_side_calls_at_once:
+            return "side_calls_at_once", f"{self._side_open} side calls are already forwarded"
+        limit = self.config.max_tokens
+        if limit is not None:
+            share = int(limit * self.config.side_share)
+            if self._side_charged + self._side_reserved + reservation > share:
+                return (
+                    "side_call_share",
+                    f"its worst case of {reservation} tokens does not fit the side calls' share "
+                    f"({self._side_charged} billed, {self._side_reserved} reserved of {share})",
+                )
+        return None
+
+    def _reserve(self, reservation: int) -> tuple[Spent, str] | None:
+        if self.ledger is None:
+            return None
+        fits, charged, reserved = self.ledger.reserve(reservation)
+        if fits:
+            return None
+        whose = "shared" if self.config.ledger is not None else "continuation's"
+        return (
+            "max_tokens",
+            f"a worst case of {reservation} tokens does not fit the {whose} {self.ledger.limit} "
+            f"(--max-tokens; {charged} billed, {reserved} reserved)",
+        )
+
+    def _refusal(self, entry: LoggedExchange, reason: RefusalReason, detail: str) -> None:
         """Record a request not forwarded although the gate let it pass (at most 100 kept, all counted)."""
         self.counters.refused_requests += 1
         entry.kind = f"refused:{reason}"
@@ -257,8 +313,16 @@ class Bridge:
                 entry.status = 403
                 message = f"sandbox-replayer bridge refused a side call: {why[1]}"
                 return web.json_response(self.dialect.error_body(message), status=403)
-        over: tuple[Literal["max_requests", "max_tokens", "loop"], str] | None = self._over_budget()
-        if decision.kind == "main":
+        main = decision.kind == "main"
+        data = raw if decision.body is None else orjson.dumps(decision.body)
+        cap = (
+            budget.DEFAULT_OUTPUT_CAP
+            if main
+            else sidecalls.output_cap(self.config.side_calls, request.method, request.path_qs, sent)
+        )
+        reservation = budget.worst_case(data, sent, cap)
+        over: tuple[Ended, str] | None = self._over_requests()
+        if main:
             limit = self.config.max_main_requests
             self.rounds = self.rounds.sent(raw)
             if over is None and self.rounds.looping(self.config.loop_limit):
@@ -266,8 +330,12 @@ class Bridge:
                     "loop",
                     f"the same request after the same answer {self.rounds.repeats} times (--loop-limit)",
                 )
+            if over is None:
+                over = self._reserve(reservation)
             if over is not None or (limit is not None and self.counters.main_requests >= limit):
                 # Over a budget: never forwarded; held until the engine stops the agent.
+                if over is None and self.ledger is not None:
+                    self.ledger.settle(reservation, 0)
                 self.counters.held_requests += 1
                 if over is not None:
                     self._refusal(entry, *over)
@@ -277,26 +345,45 @@ class Bridge:
                 await self._release.wait()
                 return web.Response(status=503)
             self.counters.main_requests += 1
-        elif over is not None:
-            self._refusal(entry, *over)
-            entry.status = 429
-            message = f"sandbox-replayer bridge refused: {over[1]}"
-            return web.json_response(self.dialect.error_body(message), status=429)
+            model = sidecalls.model_of(request.path, sent)
+            if model is not None:
+                self._models.add(model)
         else:
+            refused = (
+                over or self._side_refusal(request.path, sent, reservation) or self._reserve(reservation)
+            )
+            if refused is not None:
+                self._refusal(entry, *refused)
+                # a side call that may go later is 429 (retried); one that never may, 403
+                entry.status = (
+                    429 if refused[0] in ("side_calls_at_once", "max_requests", "max_tokens") else 403
+                )
+                message = f"sandbox-replayer bridge refused: {refused[1]}"
+                return web.json_response(self.dialect.error_body(message), status=entry.status)
             self.counters.side_requests += 1
-        if self.player is not None:
-            return await self._play(request, decision.kind, sent, entry)
-        data = raw if decision.body is None else orjson.dumps(decision.body)
-        return await self._forward(request, data, entry, sent)
+            self._side_open += 1
+            self._side_reserved += reservation
+        task = asyncio.current_task()
+        assert task is not None
+        self._exchanges.add(task)
+        try:
+            if self.player is not None:
+                return await self._play(request, decision.kind, sent, entry, reservation)
+            return await self._forward(request, data, entry, sent, reservation)
+        finally:
+            self._exchanges.discard(task)
+            if not main:
+                self._side_open -= 1
 
     async def _play(
-        self, request: web.Request, kind: str, body: Any, entry: LoggedExchange
+        self, request: web.Request, kind: str, body: Any, entry: LoggedExchange, reservation: int
     ) -> web.StreamResponse:
         assert self.player is not None and kind in ("main", "side")
         answer = self.player.answer(
             "main" if kind == "main" else "side", request.method, request.path_qs, body
         )
         if isinstance(answer, Refusal):
+            self._settle(reservation, Usage(), True, kind == "main")
             self.counters.refused_requests += 1
             if self.mismatch is None:
                 self.mismatch = answer.mismatch
@@ -312,40 +399,47 @@ class Bridge:
         entry.first_byte_s = 0.0
         entry.response_bytes = len(answer.body)
         self.counters.bytes_from_upstream += len(answer.body)
-        if answer.status < 300:
-            ends = AnswerEnds(self.dialect.usage_keys)
-            ends.add(answer.body)
-            self._count_usage(ends, kind == "main")
+        ends = AnswerEnds(self.dialect.usage_keys)
+        ends.add(answer.body)
+        self._settle(reservation, ends.usage(), True, kind == "main")
         self._touch()
         return web.Response(status=answer.status, body=answer.body, headers=answer.headers)
 
     async def _forward(
-        self, request: web.Request, data: bytes, entry: LoggedExchange, sent: Any
+        self, request: web.Request, data: bytes, entry: LoggedExchange, sent: Any, reservation: int
     ) -> web.StreamResponse:
-        """`sent`: the body forwarded, as JSON (what a recording keeps)."""
+        """`sent`: the body forwarded, as JSON (what a recording keeps). Whatever way the exchange ends (the
+        agent gone, the upstream cut, the bridge closing), its reservation is settled."""
+        assert self._session is not None
+        ends = AnswerEnds(self.dialect.usage_keys)
+        try:
+            return await self._relay(request, data, entry, sent, ends)
+        finally:
+            self._settle(reservation, ends.usage(), entry.complete, entry.kind == "main")
+
+    async def _relay(
+        self, request: web.Request, data: bytes, entry: LoggedExchange, sent: Any, ends: AnswerEnds
+    ) -> web.StreamResponse:
         assert self._session is not None
         seq = self.recorder.next_seq() if self.recorder is not None else 0
         recorded = bytearray()
         answer = bytearray()  # a main-thread answer, for the loop guard (bounded: longer is not compared)
-        complete = False
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
         headers.update(self.dialect.auth_headers(self.config.api_key))
         url = self.config.upstream.rstrip("/") + request.path_qs
         sent_at = time.monotonic()
         try:
             upstream = await self._session.request(request.method, url, data=data, headers=headers)
+        except aiohttp.ClientConnectorError as exc:
+            entry.complete = True  # never reached the upstream: nothing billed
+            return self._unreachable(entry, exc)
         except aiohttp.ClientError as exc:
-            self.counters.upstream_errors += 1
-            entry.status = 502
-            return web.json_response(
-                self.dialect.error_body(f"upstream unreachable: {type(exc).__name__}"), status=502
-            )
+            return self._unreachable(entry, exc)
         async with upstream:
             entry.status = upstream.status
             out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_HEADERS}
             response = web.StreamResponse(status=upstream.status, headers=out_headers)
             await response.prepare(request)
-            ends = AnswerEnds(self.dialect.usage_keys)
             try:
                 async for chunk in upstream.content.iter_any():
                     ends.add(chunk)
@@ -363,7 +457,9 @@ class Bridge:
                         answer += chunk
                     await response.write(chunk)
                 else:
-                    complete = True
+                    entry.complete = True
+            except ConnectionResetError:  # the agent went before the answer ended
+                return response
             except (TimeoutError, aiohttp.ClientError):
                 # The upstream failed mid-stream: end the agent's stream the same way, without a clean EOF.
                 self.counters.upstream_errors += 1
@@ -373,18 +469,30 @@ class Bridge:
             finally:
                 if self.recorder is not None:
                     self._record(
-                        seq, entry, request, sent, upstream.status, dict(upstream.headers), recorded, complete
+                        seq,
+                        entry,
+                        request,
+                        sent,
+                        upstream.status,
+                        dict(upstream.headers),
+                        recorded,
+                        entry.complete,
                     )
             if upstream.status >= 500:
                 self.counters.upstream_errors += 1
-            if upstream.status < 300:
-                self._count_usage(ends, entry.kind == "main")
             if entry.kind == "main":
                 self.rounds = self.rounds.answered(
-                    bytes(answer) if complete and upstream.status < 300 else None
+                    bytes(answer) if entry.complete and upstream.status < 300 else None
                 )
             await response.write_eof()
             return response
+
+    def _unreachable(self, entry: LoggedExchange, exc: Exception) -> web.StreamResponse:
+        self.counters.upstream_errors += 1
+        entry.status = 502
+        return web.json_response(
+            self.dialect.error_body(f"upstream unreachable: {type(exc).__name__}"), status=502
+        )
 
     def _record(
         self,

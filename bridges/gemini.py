@@ -31,8 +31,13 @@ THOUGHT_SIGNATURE = "c2NyaXB0ZWQtc2lnbmF0dXJl"
 
 
 class GeminiDialect:
-    usage_keys = UsageKeys("usageMetadata", "promptTokenCount", "candidatesTokenCount")
-    """In each chunk's `usageMetadata`."""
+    usage_keys = UsageKeys(
+        "usageMetadata",
+        ("promptTokenCount", "toolUsePromptTokenCount"),
+        ("candidatesTokenCount", "thoughtsTokenCount"),
+    )
+    """In each chunk's `usageMetadata`; `promptTokenCount` includes `cachedContentTokenCount`, thinking
+    (`thoughtsTokenCount`) and tool-use prompts are reported apart and billed."""
 
     def auth_headers(self, key: str) -> dict[str, str]:
         return {KEY_HEADER: key}

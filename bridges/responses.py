@@ -18,8 +18,9 @@ Item = dict[str, Any]
 class ResponsesDialect(ChatDialect):
     """Bearer key, OpenAI error bodies (shared with chat completions)."""
 
-    usage_keys = UsageKeys("usage", "input_tokens", "output_tokens")
-    """In `response.completed`."""
+    usage_keys = UsageKeys("usage", ("input_tokens",), ("output_tokens",))
+    """In `response.completed`; `input_tokens` includes `input_tokens_details.cached_tokens`, `output_tokens`
+    includes `output_tokens_details.reasoning_tokens`."""
 
     def to_chat(self, prefix: list[Item]) -> list[Item]:
         return to_chat(prefix)

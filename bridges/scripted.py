@@ -79,6 +79,10 @@ class Turn(BaseModel):
     """Wait this long before answering (a stalled upstream)."""
     repeat: bool = False
     """Serve this turn again for every later request (e.g. an upstream that always fails)."""
+    usage: dict[str, int] | None = None
+    """The usage the answer reports, in the protocol's own fields (Anthropic's cache fields, Responses'
+    `input_tokens`...): for Anthropic, all but `output_tokens` in `message_start`, `output_tokens` in
+    `message_delta`. None: 100 input and 20 output tokens."""
 
 
 class Script(BaseModel):
@@ -117,13 +121,15 @@ class ScriptedUpstream:
         fed: bool = False,
         closing: Callable[[Any], Turn] | None = None,
         main_thread: MainThread = every_request,
+        side_usage: dict[str, int] | None = None,
     ):
         """`by_model`: the script for requests naming that model (others get `script`). `fed`: main
         requests wait for `feed()` instead of taking the script's turns; `main_bodies` receives them.
         `closing`: the answer past the script's turns, from the request (default: the final text).
         `main_thread`: which requests take the script's turns (the agent's `Launcher.main_thread`); the others
-        are side calls and get a short text."""
+        are side calls and get a short text (reporting `side_usage`, as `Turn.usage`)."""
         self.main_thread = main_thread
+        self.side_turn = Turn(blocks=[TextBlock(text=SIDE_TEXT)], usage=side_usage)
         self.closing = closing
         self.expected_key = expected_key
         self.script = script
@@ -217,7 +223,7 @@ class ScriptedUpstream:
             entry.turn = self.next_turn
             return await self._responses(request, await self._next_turn(body), f"resp_{len(self.log):03d}")
         if request.path.endswith("/chat/completions") and not self.main_thread(request.path, body):
-            return await self._chat(request, body, Turn(blocks=[TextBlock(text=SIDE_TEXT)]), "chatcmpl-side")
+            return await self._chat(request, body, self.side_turn, "chatcmpl-side")
         if request.path.endswith("/chat/completions"):
             entry.main_thread = True
             entry.turn = self.next_turn
@@ -232,7 +238,7 @@ class ScriptedUpstream:
             entry.turn = self.next_turn
             turn = await self._next_turn(body)
         else:
-            turn = Turn(blocks=[TextBlock(text=SIDE_TEXT)])
+            turn = self.side_turn
         message_id = f"{self._script_for(body).message_id_prefix}_{len(self.log):03d}"
         if body.get("stream"):
             return await self._stream(request, turn, message_id)
@@ -273,6 +279,7 @@ class ScriptedUpstream:
         return _call_ids(body)
 
     def _message(self, turn: Turn, message_id: str) -> dict[str, Any]:
+        usage = turn.usage if turn.usage is not None else {"input_tokens": 100, "output_tokens": 20}
         return {
             "id": message_id,
             "type": "message",
@@ -281,7 +288,7 @@ class ScriptedUpstream:
             "content": [b.model_dump() for b in _portable(turn)],
             "stop_reason": _stop_reason(turn),
             "stop_sequence": None,
-            "usage": {"input_tokens": 100, "output_tokens": 20},
+            "usage": usage,
         }
 
     async def _stream(self, request: web.Request, turn: Turn, message_id: str) -> web.StreamResponse:
@@ -304,7 +311,8 @@ class ScriptedUpstream:
     def _events(self, turn: Turn, message_id: str) -> list[tuple[str, dict[str, Any]]]:
         start = self._message(Turn(blocks=[]), message_id)
         start["stop_reason"] = None
-        start["usage"] = {"input_tokens": 100, "output_tokens": 1}
+        usage = turn.usage if turn.usage is not None else {"input_tokens": 100, "output_tokens": 20}
+        start["usage"] = {**usage, "output_tokens": 1}
         events: list[tuple[str, dict[str, Any]]] = [
             ("message_start", {"type": "message_start", "message": start})
         ]
@@ -344,7 +352,7 @@ class ScriptedUpstream:
                 {
                     "type": "message_delta",
                     "delta": {"stop_reason": _stop_reason(turn), "stop_sequence": None},
-                    "usage": {"output_tokens": 20},
+                    "usage": {"output_tokens": usage.get("output_tokens", 20)},
                 },
             )
         )
@@ -370,7 +378,7 @@ class ScriptedUpstream:
                     {"type": "response.output_item.done", "output_index": index, "item": item},
                 )
             )
-        usage = {"input_tokens": 100, "output_tokens": 20, "total_tokens": 120}
+        usage = turn.usage or {"input_tokens": 100, "output_tokens": 20, "total_tokens": 120}
         events.append(
             ("response.completed", {"type": "response.completed", "response": {"id": rid, "usage": usage}})
         )
@@ -428,7 +436,7 @@ class ScriptedUpstream:
             "created": 1700000000,
             "model": self.script.model,
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+            "usage": turn.usage or {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
         }
 
     def _chat_chunks(self, turn: Turn, cid: str) -> list[dict[str, Any]]:
@@ -465,7 +473,7 @@ class ScriptedUpstream:
             {
                 **chunk({}),
                 "choices": [],
-                "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+                "usage": turn.usage or {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
             }
         )
         return chunks

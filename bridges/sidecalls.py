@@ -55,19 +55,45 @@ def _offers_tools(body: Any) -> bool:
 Why = Literal["undeclared_side_call", "side_call_max_tokens"]
 
 
-def refusal(
-    shapes: tuple[SideCall, ...], method: str, path: str, body: Any, raw: bytes
-) -> tuple[Why, str] | None:
-    """Why the bridge must not forward this side call, or None (it has a declared shape). A body that
-    states no output limit gets the upstream's default (the budget still counts it)."""
+def _fits(shapes: tuple[SideCall, ...], method: str, path: str, body: Any) -> list[SideCall]:
     bare = path.partition("?")[0]
-    fits = [
+    return [
         s
         for s in shapes
         if method in s.methods
         and re.fullmatch(s.path, bare)
         and (s.tools is None or s.tools == _offers_tools(body))
     ]
+
+
+def output_cap(shapes: tuple[SideCall, ...], method: str, path: str, body: Any) -> int:
+    """The most output a declared side call may ask for (what its budget reserves when it names no limit)."""
+    return max((s.max_tokens for s in _fits(shapes, method, path, body)), default=0)
+
+
+_MODEL_IN_PATH = re.compile(r"/models/([^/:?]+)")
+
+
+def model_of(path: str, body: Any) -> str | None:
+    """The model a request names: its body's `model`, else Gemini's `/models/NAME:method` path."""
+    named = body.get("model") if isinstance(body, dict) else None
+    if isinstance(named, str):
+        return named
+    found = _MODEL_IN_PATH.search(path)
+    return found.group(1) if found else None
+
+
+def same_model(a: str, b: str) -> bool:
+    """`provider/name` (OpenCode, Pi) and `models/name` (Gemini) name the same model as `name`."""
+    return a.rpartition("/")[2] == b.rpartition("/")[2]
+
+
+def refusal(
+    shapes: tuple[SideCall, ...], method: str, path: str, body: Any, raw: bytes
+) -> tuple[Why, str] | None:
+    """Why the bridge must not forward this side call, or None (it has a declared shape). A body that
+    states no output limit gets the upstream's default (the budget still counts it)."""
+    fits = _fits(shapes, method, path, body)
     if not fits:
         names = ", ".join(s.name for s in shapes) or "none"
         return "undeclared_side_call", f"a side call of no shape the adapter declares (declared: {names})"

@@ -1,7 +1,7 @@
 """Token usage, as the upstream reported it in an answer (streamed or not), where the protocol's dialect
 says it does (`UsageKeys`, each dialect's `usage_keys`): in a usage object, anywhere in the answer's
-documents or SSE events. Counts are cumulative within one answer, so the largest value of each kind is
-the answer's.
+documents or SSE events. Counts are cumulative within one answer, so the largest value of each field is
+the answer's; every billed field a dialect names is summed (docs/bridge.md, "What is counted").
 """
 
 from __future__ import annotations
@@ -23,16 +23,20 @@ class UsageKeys:
 
     container: str
     """The key of the usage object, at any depth of an answer's document or event."""
-    input: str
-    """The input (prompt) token count in it."""
-    output: str
-    """The output token count in it."""
+    input: tuple[str, ...]
+    """The billed input (prompt) token fields in it, disjoint (a count already inside another is left out)."""
+    output: tuple[str, ...]
+    """The billed output token fields in it, disjoint likewise."""
 
 
 class Usage(BaseModel):
     model_config = ConfigDict(extra="forbid")
     input_tokens: int | None = None
+    """The billed input fields summed (None: the answer reported none)."""
     output_tokens: int | None = None
+
+    def total(self) -> int:
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
 
 
 class AnswerEnds:
@@ -89,10 +93,15 @@ def _usages(value: Any, container: str) -> list[dict[str, Any]]:
 
 
 def usage_of(parts: list[bytes], keys: UsageKeys) -> Usage:
-    counts: dict[str, int] = {}
+    largest: dict[str, int] = {}
     for part in parts:
         for usage in (u for doc in _documents(part) for u in _usages(doc, keys.container)):
-            for side, name in (("input_tokens", keys.input), ("output_tokens", keys.output)):
+            for name in (*keys.input, *keys.output):
                 if type(usage.get(name)) is int:
-                    counts[side] = max(counts.get(side, 0), usage[name])
+                    largest[name] = max(largest.get(name, 0), usage[name])
+    counts = {
+        side: sum(largest[n] for n in names if n in largest)
+        for side, names in (("input_tokens", keys.input), ("output_tokens", keys.output))
+        if any(n in largest for n in names)
+    }
     return Usage(**counts)

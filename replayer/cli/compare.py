@@ -55,7 +55,7 @@ def compare(
     max_requests: opts.MaxRequests = None,
     max_tokens: opts.MaxTokens = None,
     loop_limit: opts.LoopLimit = None,
-    end_leftovers: opts.EndLeftovers = False,
+    end_leftovers: opts.EndLeftovers = None,
     idle_timeout: opts.IdleTimeout = None,
     model: opts.Model = None,
     agent_env: opts.AgentEnv = None,

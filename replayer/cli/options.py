@@ -125,7 +125,7 @@ MaxSteps = Annotated[int | None, flag("max_steps")]
 MaxRequests = Annotated[int | None, flag("max_requests")]
 MaxTokens = Annotated[int | None, flag("max_tokens")]
 LoopLimit = Annotated[int | None, flag("loop_limit")]
-EndLeftovers = Annotated[bool, flag("end_leftovers")]
+EndLeftovers = Annotated[bool | None, flag("end_leftovers")]
 IdleTimeout = Annotated[float | None, flag("idle_timeout")]
 Model = Annotated[str | None, flag("model")]
 AgentEnv = Annotated[list[str] | None, flag("agent_env")]
@@ -209,7 +209,6 @@ def _limits(spec: str | None) -> str | None:
 _FROM_FLAG: dict[str, Callable[[Any], Any]] = {
     "limits": _limits,
     "agent_env": _agent_env,
-    "end_leftovers": lambda ended: ended or None,  # a flag left off sets nothing
 }
 """A flag's value -> the API's, where they differ."""
 

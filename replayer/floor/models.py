@@ -438,7 +438,9 @@ def _empty_is_unset(value: object) -> object:
 
 DEFAULT_MAX_REQUESTS = 500
 """A continuation's request budget (main-thread and side calls), docs/bridge.md "Budgets"."""
-DEFAULT_MAX_TOKENS = 50_000_000
+DEFAULT_MAX_TOKENS = 2_000_000
+"""A continuation's token budget, every billed usage field counted (docs/bridge.md "Budgets": at Claude
+Sonnet's list prices, at most $6 if all were input, $30 if all were output)."""
 DEFAULT_LOOP_LIMIT = 5
 """Rounds in a row sending the same request after the same answer that end a continuation (bridges/loop.py)."""
 
@@ -464,14 +466,16 @@ class ContinueSettings(Frozen):
     max_requests: Count | None = None
     """Every request forwarded (main-thread and side calls) allowed through the bridge (default 500)."""
     max_tokens: Count | None = None
-    """Tokens (input and output, as the upstream reports them, of every answer) after which the bridge
-    forwards nothing more (default 50,000,000)."""
+    """Tokens billed (every usage field the upstream reports, cache and thinking included) the bridge lets
+    the continuation spend: a request goes only when its worst case fits (default 2,000,000). Set for a
+    compare or a batch, it spans all their continuations."""
     loop_limit: int | None = Field(default=None, ge=1)
     """Main-thread rounds in a row that send the same request again after the same answer, after which
     the continuation ends as `loop` (default 5; bridges/loop.py)."""
     end_leftovers: bool | None = None
     """End the processes the prefix left running in the sandbox (listed in the result) before the agent
-    starts (default: list them, leave them)."""
+    starts (default: end them with a real upstream; list them and leave them with the mock or a cassette;
+    `--keep-leftovers`: False)."""
     idle_timeout_s: Seconds | None = None
     """No agent output and no bridge traffic for this long ends the run (default: the adapter's, 300 s;
     OpenCode 600 s)."""
@@ -524,7 +528,15 @@ class ContinueRequest(ContinueSettings):
     max_requests: Count = DEFAULT_MAX_REQUESTS
     max_tokens: Count = DEFAULT_MAX_TOKENS
     loop_limit: Count = DEFAULT_LOOP_LIMIT
-    end_leftovers: bool = False
+    token_ledger: Path | None = None
+    """The file holding `max_tokens` for every continuation of one compare or batch (set by the verb, when
+    the user set a budget; never by a settings layer); None: the continuation's own."""
+
+    def ends_leftovers(self) -> bool:
+        """`end_leftovers`, by default true when a real upstream (not the mock, not a cassette) is paid."""
+        if self.end_leftovers is not None:
+            return self.end_leftovers
+        return bool(self.upstream) and self.upstream.partition(":")[0] != "mock"
 
 
 class ReplayRequest(Frozen):
@@ -682,6 +694,21 @@ class BridgeCounters(Strict):  # not frozen: the bridge counts as requests pass
     side_input_tokens: int | None = None
     """The same over the side calls' answers (counted against the token budget with the above)."""
     side_output_tokens: int | None = None
+    kept_tokens: int = 0
+    """Reserved tokens kept for exchanges that ended before their usage was known (an answer the agent
+    abandoned, or the upstream cut), counted against the budget with the above."""
+
+
+RefusalReason = Literal[
+    "undeclared_side_call",
+    "side_call_max_tokens",
+    "side_call_model",
+    "side_call_share",
+    "side_calls_at_once",
+    "max_requests",
+    "max_tokens",
+    "loop",
+]
 
 
 class BridgeRefusal(Frozen):
@@ -692,7 +719,7 @@ class BridgeRefusal(Frozen):
     """Seconds since the bridge started."""
     method: str
     path: str
-    reason: Literal["undeclared_side_call", "side_call_max_tokens", "max_requests", "max_tokens", "loop"]
+    reason: RefusalReason
     detail: str
 
 

@@ -220,7 +220,9 @@ class RunOptions(ReplayOptions, total=False):
             "--max-tokens",
             metavar="T",
             min=1,
-            help="Tokens (input and output) after which the bridge forwards nothing more (default 50000000).",
+            help="Tokens billed (every usage field, cache and thinking included) the bridge lets the continuation "
+            "spend; a request goes only when its worst case fits (default 2000000; set for compare, it spans all "
+            "variants).",
             feeds=("continuation.max_tokens",),
         ),
     ]
@@ -238,10 +240,10 @@ class RunOptions(ReplayOptions, total=False):
     end_leftovers: Annotated[
         bool | None,
         _opt(
-            "--end-leftovers",
-            help="End the processes the prefix left running (listed in the result) before the agent starts.",
+            "--end-leftovers/--keep-leftovers",
+            help="End (or keep) the processes the prefix left running (listed in the result) before the agent "
+            "starts (default: end them with a real upstream, keep them with the mock or a cassette).",
             feeds=("continuation.end_leftovers",),
-            flag_type=bool,
         ),
     ]
     idle_timeout: Annotated[

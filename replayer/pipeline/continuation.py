@@ -218,7 +218,7 @@ def _launch_plan(c: Continuing) -> _Launched:
     tape = cassette.load(request.cassette) if request.cassette else None
     player = Player(tape.exchanges, prompt) if tape else None
     recorder = Recorder() if request.record_cassette else None
-    left = leftovers.at_boundary(box, request.end_leftovers)
+    left = leftovers.at_boundary(box, request.ends_leftovers())
     if left.count:
         logger.debug("%d process(es) left by the prefix%s", left.count, ", ended" if left.ended else "")
     before = oracle.workspace_state(c.dirs.workspace, c.limits) if tape or recorder else None
@@ -244,6 +244,8 @@ def _run_agent(c: Continuing, launched: _Launched) -> _Ran:
             max_requests=request.max_requests,
             max_tokens=request.max_tokens,
             loop_limit=request.loop_limit,
+            ledger=request.token_ledger,
+            models=(model,) if model else None,
             side_calls=adapter.side_calls,
             kept_answer_headers=adapter.kept_answer_headers,
         )

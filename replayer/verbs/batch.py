@@ -127,9 +127,14 @@ class Job(NamedTuple):
     def mode(self) -> Mode:
         return self.entry.mode
 
-    def request(self, out: Path, labels: dict[str, str] | None = None, force: bool = False) -> ReplayRequest:
+    def request(
+        self, out: Path, labels: dict[str, str] | None = None, force: bool = False, batch: Path | None = None
+    ) -> ReplayRequest:
+        """`batch`: the batch's output folder; a `max_tokens` the line sets spans all its jobs there."""
         entry = self.entry
         cont = entry.continuation.request() if entry.continuation else None
+        if cont is not None and batch is not None and "max_tokens" in cont.model_fields_set:
+            cont = cont.model_copy(update={"token_ledger": batch / "ledgers" / f"line-{self.line}.json"})
         return ReplayRequest(
             mode="prepare" if entry.mode == "prepare" else "run",
             trajectory=entry.trajectory,
@@ -539,7 +544,7 @@ def run_job(job: Job, out: Path, labels: dict[str, str], node: str | None = None
         adapter, traj = _parsed(job.trajectory, job.entry.task, job.entry.cwd, job.entry.session)
         # a retried job that failed after writing its directory (its continuation) replaces it
         again = outcome_path(out, job.key).is_file()
-        request = job.request(directory, labels, force=again)
+        request = job.request(directory, labels, force=again, batch=out)
         result = execute(request, adapter=adapter, trajectory=traj, backend=_backend())
         failure = continuation_error(result.continuation, directory)
         if failure is not None:
@@ -588,7 +593,7 @@ def run_group(
 
     first = jobs[0]
     again = any(outcome_path(out, job.key).is_file() for job in jobs)
-    request = first.request(job_dir(out, first.key), labels, force=again)
+    request = first.request(job_dir(out, first.key), labels, force=again, batch=out)
     results: dict[int, ReplayResult | ReplayError | str]
     try:
         if first.image_id is not None:

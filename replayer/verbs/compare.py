@@ -64,6 +64,19 @@ def variant_continuation(defaults: ContinueRequest, variant: Variant) -> Continu
     return defaults.merge(variant.spec).request()
 
 
+TOKEN_LEDGER = "token-ledger.json"
+"""The compare's token budget, when the user set one, shared by its variants' runs (bridges/budget.py)."""
+
+
+def _shared_budget(defaults: ContinueRequest, variant: Variant, out: Path) -> ContinueRequest:
+    """A variant's continuation; a `max_tokens` the user set for the compare spans every run of every
+    variant that sets none of its own."""
+    cont = variant_continuation(defaults, variant)
+    if "max_tokens" not in defaults.model_fields_set or variant.spec.max_tokens is not None:
+        return cont
+    return cont.model_copy(update={"token_ledger": out / TOKEN_LEDGER})
+
+
 def _preflight(
     request: CompareRequest,
     adapter: Adapter,
@@ -214,7 +227,7 @@ def _jobs(
                     dir=rel,
                     variant=variant,
                     repeat=repeat,
-                    continuation=variant_continuation(request.defaults, variant),
+                    continuation=_shared_budget(request.defaults, variant, tmp),
                     check=request.check,
                     check_timeout_s=request.check_timeout_s,
                     limits=request.limits,

@@ -114,9 +114,8 @@ def test_no_central_module_names_an_agents_tools_or_a_protocols_usage_keys() -> 
     for adapter in adapters.all_adapters():
         declared.update({tool: f"{adapter.name}'s tool" for tool in adapter.walk_order_tools})
         keys = type(adapter.dialect()).usage_keys
-        declared.update(
-            {key: f"{type(adapter.dialect()).__name__}'s usage key" for key in vars(keys).values()}
-        )
+        names = [keys.container, *keys.input, *keys.output]
+        declared.update({key: f"{type(adapter.dialect()).__name__}'s usage key" for key in names})
     for own in Usage.model_fields:  # the replayer's own names for the counts (Anthropic's and Responses' too)
         declared.pop(own, None)
     assert {"Glob", "grep_search", "usageMetadata", "prompt_tokens"} <= set(declared)

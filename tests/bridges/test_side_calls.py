@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from replayer.adapters.claude_code import ClaudeCodeAdapter
+from replayer.bridges.budget import worst_case
 from replayer.bridges.chat import ChatDialect, ChatPrefixGate
 from replayer.bridges.core import Bridge, BridgeConfig
 from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
@@ -138,14 +139,23 @@ def test_the_request_budget_counts_side_calls_and_holds_the_main_thread(tmp_path
 
 
 def test_the_token_budget_counts_every_answer(tmp_path: Path) -> None:
-    upstream, bridge, unix, main = _bridge(tmp_path, max_tokens=100)
+    body = MINI.requests("toolcall")[3]["body"]
+    worst = worst_case(orjson.dumps(body), body)
+    upstream, bridge, unix, main = _bridge(tmp_path, max_tokens=worst + 100)
+    held: list[tuple[int, bytes]] = []
     try:
         assert asyncio.run(_send(unix, "POST", CHAT, main))[0] == 200  # 120 tokens reported
-        status, raw = asyncio.run(_send(unix, "GET", "/v1/models", None))
-        assert status == 429 and b"120 of the continuation's 100 tokens used" in raw
+        second = threading.Thread(target=lambda: held.append(asyncio.run(_send(unix, "POST", CHAT, main))))
+        second.start()
+        while bridge.budget is None and second.is_alive():
+            second.join(0.05)
+        assert bridge.budget == "max_tokens"
     finally:
         bridge.close()
         upstream.__exit__(None)
         remove_alias(Path(unix).parent)
+    second.join()
+    assert held and held[0][0] == 503
     assert len(upstream.log) == 1 and bridge.tokens_used() == 120
     assert [r.reason for r in bridge.refusals] == ["max_tokens"]
+    assert f"a worst case of {worst} tokens does not fit" in bridge.refusals[0].detail

@@ -6,6 +6,7 @@ import orjson
 
 from replayer.bridges.anthropic import AnthropicDialect
 from replayer.bridges.chat import ChatDialect
+from replayer.bridges.gemini import GeminiDialect
 from replayer.bridges.responses import ResponsesDialect
 from replayer.bridges.usage import TAIL_BYTES, AnswerEnds, Usage, usage_of
 
@@ -61,3 +62,41 @@ def test_a_long_answer_keeps_its_head_and_tail() -> None:
             ends.add(part[i : i + 7000])
     assert ends.size > TAIL_BYTES and len(ends.tail) == TAIL_BYTES
     assert ends.usage() == Usage(input_tokens=321, output_tokens=45)
+
+
+def test_every_billed_field_counts_once() -> None:
+    """Anthropic's cache fields are apart from `input_tokens`; Responses' cached and reasoning tokens are
+    inside `input_tokens` / `output_tokens`; Gemini's thinking and tool-use prompts are apart from its
+    prompt and candidates, its cached content inside the prompt."""
+    start = {
+        "type": "message_start",
+        "message": {
+            "usage": {
+                "input_tokens": 4,
+                "cache_creation_input_tokens": 2_000,
+                "cache_read_input_tokens": 30_000,
+                "output_tokens": 1,
+            }
+        },
+    }
+    assert usage_of([_sse(start, ANTHROPIC[2])], ANTHROPIC_KEYS) == Usage(
+        input_tokens=32_004, output_tokens=45
+    )
+    usage = {
+        "input_tokens": 900,
+        "input_tokens_details": {"cached_tokens": 800},
+        "output_tokens": 300,
+        "output_tokens_details": {"reasoning_tokens": 250},
+    }
+    done = {"type": "response.completed", "response": {"usage": usage}}
+    assert usage_of([_sse(done)], RESPONSES_KEYS) == Usage(input_tokens=900, output_tokens=300)
+    metadata = {
+        "promptTokenCount": 1_000,
+        "cachedContentTokenCount": 600,
+        "toolUsePromptTokenCount": 50,
+        "candidatesTokenCount": 70,
+        "thoughtsTokenCount": 400,
+        "totalTokenCount": 1_520,
+    }
+    chunk = b"data: " + orjson.dumps({"candidates": [], "usageMetadata": metadata}) + b"\r\n\r\n"
+    assert usage_of([chunk], GeminiDialect.usage_keys) == Usage(input_tokens=1_050, output_tokens=470)

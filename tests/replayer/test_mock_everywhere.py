@@ -76,3 +76,31 @@ def test_the_api_takes_the_mock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert result.continuation.agent_status == "completed"
     continued = tmp_path / "out" / result.continuation.files["continued_session"]
     assert FINAL_TEXT.encode() in continued.read_bytes()
+
+
+def test_a_budget_the_user_sets_spans_the_compares_variants(tmp_path: Path) -> None:
+    """The first variant's first answer bills 100,000 tokens of the 120,000 the user set: the second variant,
+    run after it (one at a time), has no room left for a request's worst case (at least the 32,000 output
+    Claude Code asks for), and its first request is held. (A bill past Claude Code's context window would
+    make it compact the conversation instead.)"""
+    script = tmp_path / "turns.json"
+    turns = [
+        {
+            "blocks": [{"type": "tool_use", "id": "toolu_b_1", "name": "Bash", "input": {"command": "ls"}}],
+            "usage": {"input_tokens": 100_000, "output_tokens": 20},
+        }
+    ]
+    script.write_bytes(orjson.dumps({"turns": turns}))
+    out = tmp_path / "cmp"
+    args = ["compare", str(SESSION), "-n", "1", "-w", str(FIXTURE / "workspace"), "-o", str(out), "-j", "1"]
+    args += ["--upstream", f"mock:{script}", "--max-tokens", "120000", "--variant", "a=", "--variant", "b="]
+    proc = replayer(*args, "--json", env=NO_KEY)
+    assert proc.returncode == 0, proc.stderr
+    runs = {
+        r["variant"]: r["continuation"] for r in orjson.loads((out / "compare.json").read_bytes())["runs"]
+    }
+    assert {n: (c["agent_status"], c["steps_used"]) for n, c in runs.items()} == {
+        "a": ("max_tokens", 1),
+        "b": ("max_tokens", 0),
+    }
+    assert orjson.loads((out / "token-ledger.json").read_bytes())["charged"] >= 100_000

@@ -166,7 +166,7 @@ def test_a_folder_not_trusted_may_set_what_its_declaration_allows(tmp_path: Path
 
 ARGUMENTS = {"trajectory", "after_step", "out", "workspace", "variants"}
 """Request fields the verbs' own arguments set (api.run(trajectory, after_step, workspace, out), compare's)."""
-ENGINE = {"mode", "budgets", "labels", "continuation", "defaults", "grace_s"}
+ENGINE = {"mode", "budgets", "labels", "continuation", "defaults", "grace_s", "token_ledger"}
 """Request fields no option sets: the verb or the engine does."""
 
 
@@ -282,7 +282,7 @@ def test_the_flags_types_are_the_declared_ones() -> None:
 def test_given_turns_flag_values_into_the_apis() -> None:
     values = {
         "agent_env": ["A=1", "B=x=y"],
-        "end_leftovers": False,
+        "end_leftovers": None,
         "limits": None,
         "model": None,
         "force": False,
@@ -295,6 +295,7 @@ def test_given_turns_flag_values_into_the_apis() -> None:
         "cassette": Path("tape"),
     }
     assert cli_options.given({"end_leftovers": True}, declared(RunOptions)) == {"end_leftovers": True}
+    assert cli_options.given({"end_leftovers": False}, declared(RunOptions)) == {"end_leftovers": False}
     with pytest.raises(typer.BadParameter, match="expected KEY=VALUE"):
         cli_options.given({"agent_env": ["novalue"]}, declared(RunOptions))
 

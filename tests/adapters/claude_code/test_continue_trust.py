@@ -82,7 +82,7 @@ def test_a_process_left_by_the_prefix_cannot_spend_the_key(tmp_path: Path) -> No
         Turn(blocks=[ToolUseBlock(id="toolu_trust_1", name="Bash", input={"command": WAIT_FOR_ROGUE})]),
         Turn(blocks=[TextBlock(text="Finished.")]),
     ]
-    code, result, log, err = _continue(tmp_path, turns)
+    code, result, log, err = _continue(tmp_path, turns, "--keep-leftovers")  # ended by default
     assert code == 0, err
     cont = result["continuation"]
     assert cont["agent_status"] == "completed" and cont["gate"] == "accepted"
