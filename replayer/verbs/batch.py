@@ -576,7 +576,7 @@ def run_group(
     if len(jobs) == 1:
         return [run_job(jobs[0], out, labels, node)]
     from replayer.floor.pins import load_pins
-    from replayer.pipeline.multiboundary import execute_many
+    from replayer.pipeline.engine import execute_many
     from replayer.pipeline.provision import ensure_image
 
     first = jobs[0]
