@@ -232,8 +232,8 @@ def run_boundaries(
     With `continue_agent`, each boundary's continuation forks from the boundary's snapshot once the
     replay is done, in a container of its own (`run(..., K, continue_agent=True)` for each K, at the cost
     of one replay); a continuation that was refused or failed still returns its result, as `run` does."""
-    from replayer.pipeline.engine import load
-    from replayer.pipeline.multiboundary import boundary_dir, execute_many
+    from replayer.pipeline.engine import execute_many, load
+    from replayer.pipeline.multiboundary import boundary_dir
     from replayer.verbs.batch import parse_boundaries, pick_boundaries
 
     merged = merge(options, user_settings.load(), RunOptions)

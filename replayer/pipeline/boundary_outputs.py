@@ -16,7 +16,7 @@ from pathlib import Path
 from replayer.floor.dedupe import share_prefixes
 from replayer.floor.models import SandboxLimits
 from replayer.floor.output_budget import Earlier, OutputBudget, SharedTotal, tree_bytes
-from replayer.floor.safecopy import CopyReport, Links, copy_untrusted
+from replayer.floor.safecopy import CopyReport, Holes, Links, copy_untrusted
 
 SHARED = ("state/workspace", "state/home")
 BATCH_TOTAL: ContextVar[SharedTotal | None] = ContextVar("batch_total", default=None)
@@ -43,16 +43,27 @@ class BoundaryOutputs:
         return cls(OutputBudget(limits.output_total(), BATCH_TOTAL.get()), hard_links=hard_links)
 
     def copy(
-        self, boundary: int, src: Path, tmp: Path, rel: str, *, links: Links, limits: SandboxLimits, what: str
+        self,
+        boundary: int,
+        src: Path,
+        tmp: Path,
+        rel: str,
+        *,
+        links: Links,
+        limits: SandboxLimits,
+        what: str,
+        holes: Holes = "keep",
     ) -> CopyReport:
         """`copy_untrusted` of `src` to `tmp`/`rel` in boundary `boundary`'s directory: into one of SHARED,
         each file shared with the last boundary's or charged before it is written; elsewhere charged when
         the boundary settles."""
         if rel not in SHARED:
-            return copy_untrusted(src, tmp / rel, links=links, limits=limits, what=what)
+            return copy_untrusted(src, tmp / rel, links=links, limits=limits, what=what, holes=holes)
         root = self.last / rel if self.last is not None else None
         with Earlier(root, self.budget, f"boundary {boundary}", self.hard_links) as earlier:
-            report = copy_untrusted(src, tmp / rel, links=links, limits=limits, what=what, earlier=earlier)
+            report = copy_untrusted(
+                src, tmp / rel, links=links, limits=limits, what=what, holes=holes, earlier=earlier
+            )
         written = self._written.setdefault(boundary, _Written())
         written.shared += report.shared_bytes
         written.charged += report.bytes - report.shared_bytes

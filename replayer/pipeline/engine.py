@@ -1,27 +1,24 @@
-"""execute(request) -> result: parse, then the named steps of replayer/pipeline/steps.py (plan, state, sandbox,
-rerun, rebuild, continue); owns the output directory, budgets and pins."""
+"""The replay's entry points: `execute` (`run -n K`, a prepare) and `execute_many` (`run -n a,b`) both
+`begin` (parse, version, each boundary planned, image, key, workspace, bundle), then hand the boundaries
+to the one replay (replayer/pipeline/multiboundary.py); `run -n K` is a list of one."""
 
 from __future__ import annotations
 
-import errno
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import orjson
 
 from replayer import adapters
 from replayer.adapters.base import Adapter
 from replayer.floor import bundles
 from replayer.floor.cwdinfer import is_absolute_cwd
 from replayer.floor.divergence import kept
-from replayer.floor.errors import BadInput, OutputError, ReplayError, SandboxError, WorkspaceError, excerpt
+from replayer.floor.errors import BadInput, ReplayError, WorkspaceError, excerpt
 from replayer.floor.events import Event, Installing, OnEvent, Stage, ignore
 from replayer.floor.heap import collector_paused
-from replayer.floor.io import OutputDir, write_bytes_atomic
+from replayer.floor.io import OutputDir
 from replayer.floor.models import (
     ASKS_FOR_CWD,
     CwdSource,
@@ -32,23 +29,17 @@ from replayer.floor.models import (
 )
 from replayer.floor.pins import running_version
 from replayer.floor.rundirs import RunDirs
-from replayer.floor.safecopy import copy_untrusted
-from replayer.pipeline import multisession, steps, workspaces
-from replayer.pipeline.context import RunContext
-from replayer.pipeline.continuation import Continuing
+from replayer.pipeline import multiboundary, multisession, steps, workspaces
 from replayer.pipeline.plan import Plan
-from replayer.pipeline.result import Done, Replayed, assemble, sandbox_record, used_up
-from replayer.pipeline.steps import JSON_OPTS, RERUNS
+from replayer.pipeline.result import Done, Outcome, Replayed, assemble, commit, os_error
 from replayer.sandboxes import engines
 from replayer.sandboxes.base import Backend, Sandbox
 
 logger = logging.getLogger(__name__)
 OnBoundary = Callable[[Sandbox, RunDirs, Path], None]
-"""Called in run mode with the sandbox, the run's state folders and the rebuilt native directory once the
-prefix is rebuilt, before any continuation (compare snapshots the boundary there)."""
+"""`multiboundary.OnPassed` of a replay of one boundary (compare snapshots the boundary there)."""
 
 
-_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EIO, errno.EFBIG}
 _DAMAGED = (
     KeyError,
     TypeError,
@@ -115,10 +106,6 @@ def _with_cwd(traj: Trajectory, cwd: str, source: CwdSource) -> Trajectory:
     """The trajectory with a working directory it does not record: the parse notes asking for one go."""
     notes = [n for n in traj.parse_notes if not n.endswith(ASKS_FOR_CWD)]
     return traj.model_copy(update={"cwd": cwd, "cwd_source": source, "parse_notes": notes})
-
-
-Outcome = ReplayResult | ReplayError
-"""A boundary's result, or why it has none (its output directory is then not there)."""
 
 
 @dataclass
@@ -201,44 +188,79 @@ def execute(
     on_event: OnEvent = ignore,
     backend: Backend | None = None,
 ) -> ReplayResult:
-    """`adapter` overrides detection (tests inject faults through it); `trajectory` is an earlier parse of
-    `request.trajectory` by that adapter (batches share one parse between the jobs of a trajectory);
-    `on_event` hears the progress (events.py); `backend` starts the sandbox (default: Docker)."""
+    """`run -n K` (a replay of one boundary, multiboundary.py) or a prepare. `adapter` overrides detection
+    (tests inject faults through it); `trajectory` is an earlier parse of `request.trajectory` by that
+    adapter (batches share one parse between the jobs of a trajectory); `on_boundary` hears the boundary
+    as the replay passes it (run mode, no continuation); `on_event` hears the progress (events.py);
+    `backend` starts the sandbox (default: Docker)."""
     logger.debug(
         "%s %s after step %d -> %s", request.mode, request.trajectory, request.after_step, request.out
     )
-    begun = begin(request, {request.after_step: request.out}, adapter, trajectory, on_event)
-    replayed, workspace, image = begun.replayed, begun.workspace, begun.replayed.image
-    adapter, traj, version = replayed.adapter, replayed.traj, replayed.version
-    request, plan = begun.plans[request.after_step]
-    key = begun.key
+    if request.mode != "run":
+        return _prepare(request, adapter, trajectory, on_event)
+    passed = None if on_boundary is None else lambda _k, box, dirs, native: on_boundary(box, dirs, native)
+    outcome = _execute(
+        request, {request.after_step: request.out}, adapter, trajectory, on_event, backend, passed
+    )
+    done = outcome[request.after_step]
+    if isinstance(done, ReplayError):
+        raise done
+    return done
+
+
+def execute_many(
+    request: ReplayRequest,
+    outs: dict[int, Path],
+    adapter: Adapter | None = None,
+    trajectory: Trajectory | None = None,
+    on_event: OnEvent = ignore,
+    backend: Backend | None = None,
+    on_passed: multiboundary.OnPassed | None = None,
+) -> dict[int, Outcome]:
+    """Run mode at every boundary of `outs` (boundary -> its output directory) in one replay; `request`
+    holds the options (its after_step and out are each boundary's own). With a continuation, each
+    boundary's continuation forks from its snapshot once the replay is done (fanout.py). Without one,
+    `on_passed` hears each boundary as the replay passes it."""
+    if request.mode != "run":
+        raise BadInput("one replay serves many boundaries in run mode")
     cont = request.continuation
-    tapes = [cont.cassette, cont.record_cassette] if cont else []
-    out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, workspace, *tapes])
-    job = _Job(request, adapter, traj, plan, out.tmp, key, on_event)
-    try:
-        with running_version(adapter.name, version.version):
-            if workspace is None:
-                done = _prepare(job)
-            else:
-                assert image is not None
-                done = _run(job, workspace, image, on_boundary, backend or engines.chosen())
-        result = assemble(request, plan, replayed, done, out.tmp)
-        write_bytes_atomic(
-            out.tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
-        )
-        out.commit()
-        logger.debug("wrote %s in %.2f s", request.out, result.timings.total_s)
-    except OSError as exc:
-        out.discard()
-        known = os_error(exc, request)
-        if known is not None:
-            raise known from None
-        raise
-    except BaseException:
-        out.discard()
-        raise
-    return result
+    if cont is not None and cont.record_cassette is not None and len(outs) > 1:
+        raise BadInput("--record-cassette records one continuation: give one boundary")
+    if not outs:
+        return {}
+    outcomes: dict[int, Outcome] = {}
+    _execute(request, outs, adapter, trajectory, on_event, backend, on_passed, outcomes)
+    return outcomes
+
+
+def _execute(
+    request: ReplayRequest,
+    outs: dict[int, Path],
+    adapter: Adapter | None,
+    trajectory: Trajectory | None,
+    on_event: OnEvent,
+    backend: Backend | None,
+    on_passed: multiboundary.OnPassed | None,
+    refused: dict[int, Outcome] | None = None,
+) -> dict[int, Outcome]:
+    """Begin, then the one replay of `outs`' boundaries; each boundary's outcome (a refusal before the
+    replay is raised, or kept in `refused` when given)."""
+    outcomes: dict[int, Outcome] = {} if refused is None else refused
+    begun = begin(request, outs, adapter, trajectory, on_event, refused)
+    if begun.workspace is None:
+        return outcomes
+    multiboundary.replay(
+        request,
+        begun.replayed,
+        begun.plans,
+        begun.workspace,
+        begun.key,
+        backend or engines.chosen(),
+        on_event,
+        on_passed,
+        outcomes,
+    )
+    return outcomes
 
 
 def hearing_installs(on_event: OnEvent, installed: list[InstalledBundle]) -> OnEvent:
@@ -260,91 +282,33 @@ def hearing_installs(on_event: OnEvent, installed: list[InstalledBundle]) -> OnE
     return heard
 
 
-def os_error(exc: OSError, request: ReplayRequest) -> ReplayError | None:
-    """The error a run that met `exc` ends with (a full quota, an unwritable output); None: not one of those."""
-    if exc.errno == errno.EDQUOT:
-        return SandboxError(
-            f"the sandbox used up its disk quota of {request.limits.disk_bytes} bytes, and the run "
-            "could not go on (see --limits disk=)"
-        )
-    if exc.errno in _OUTPUT_ERRNOS:
-        return OutputError(f"cannot write the output {request.out}: {exc.strerror}")
-    return None
-
-
-@dataclass
-class _Job:
-    """What every step of one execution reads."""
-
-    request: ReplayRequest
-    adapter: Adapter
-    traj: Trajectory
-    plan: Plan
-    out: Path
-    """The output's temporary directory (committed whole at the end)."""
-    key: str
-    """The upstream key a continuation sends ("" without one, or with a cassette)."""
-    on_event: OnEvent
-
-
-def _prepare(job: _Job) -> Done:
+def _prepare(
+    request: ReplayRequest, adapter: Adapter | None, trajectory: Trajectory | None, on_event: OnEvent
+) -> ReplayResult:
     """prepare: no sandbox; every call keeps its historical observation."""
-    divergences = [kept(p.step, p.call, p.kind) for p in job.plan.calls]
-    t0 = time.monotonic()
-    job.on_event(Stage("rebuild"))
-    made = steps.rebuild(job.adapter, job.traj, job.plan, {}, job.out)
-    return Done(made, divergences, time.monotonic() - t0)
-
-
-def _run(job: _Job, workspace: Path, image: str, on_boundary: OnBoundary | None, backend: Backend) -> Done:
-    """run: the state, the sandbox, the reruns, the rebuild, the continuation, the state exported."""
-    request, adapter, traj, tmp, on_event = job.request, job.adapter, job.traj, job.out, job.on_event
-    cont, limits = request.continuation, request.limits
-    skips = steps.Skips()
-    with RunContext() as ctx:
-        opened = steps.open_replay(
-            ctx,
-            backend,
-            adapter,
-            traj,
-            workspace,
-            image,
-            scratch=tmp,
-            skips=skips,
-            run_id=uuid.uuid4().hex[:12],
-            limits=limits,
-            labels=request.labels,
-            bridge=cont is not None,
-            on_event=on_event,
-        )
-        state, dirs, box = opened.state, opened.dirs, opened.box
-        t1 = time.monotonic()
-        observations, divergences = steps.rerun_prefix(adapter, traj, box, dirs, job.plan, request, on_event)
-        steps.write_reruns(tmp / RERUNS, job.plan, observations)
-        rerun_s, t2 = time.monotonic() - t1, time.monotonic()
-        on_event(Stage("rebuild"))
-        # side files the reruns left in the agent home (persisted outputs); the container could
-        # write there, so nothing in it is followed or trusted
-        native = tmp / "native"
-        side = copy_untrusted(
-            dirs.home, native / "home", links="skip", limits=limits, what="the agent home", holes="count"
-        )
-        skips.add(side, "home")
-        made = steps.rebuild(adapter, traj, job.plan, observations, tmp)
-        done = Done(
-            made, divergences, time.monotonic() - t2, opened.sandbox_s, rerun_s, box.image_id, box.name
-        )
-        if on_boundary is not None:
-            on_boundary(box, dirs, native)
-        if cont:
-            copy_untrusted(native / "home", dirs.home, links="skip", limits=limits, merge=True)
-            done.continued = steps.continue_agent(
-                Continuing(
-                    box, adapter, traj, made, cont, dirs, tmp, job.key, job.plan.after_step, limits, on_event
-                )
-            )
-        used = used_up(state.used_up, box)
-        ctx.release(box)
-        steps.export_state(dirs, tmp, limits, skips)
-        done.sandbox = sandbox_record(limits, box, state.limited, used, skips.listed, skips.count)
-    return done
+    begun = begin(request, {request.after_step: request.out}, adapter, trajectory, on_event)
+    replayed = begun.replayed
+    request, plan = begun.plans[request.after_step]
+    tapes = (
+        [request.continuation.cassette, request.continuation.record_cassette] if request.continuation else []
+    )
+    out = OutputDir(request.out, force=request.force, inputs=[request.trajectory, *tapes])
+    try:
+        with running_version(replayed.adapter.name, replayed.version.version):
+            divergences = [kept(p.step, p.call, p.kind) for p in plan.calls]
+            t0 = time.monotonic()
+            on_event(Stage("rebuild"))
+            made = steps.rebuild(replayed.adapter, replayed.traj, plan, {}, out.tmp)
+            done = Done(made, divergences, time.monotonic() - t0)
+        result = assemble(request, plan, replayed, done, out.tmp)
+        commit(out, result)
+    except OSError as exc:
+        out.discard()
+        known = os_error(exc, request)
+        if known is not None:
+            raise known from None
+        raise
+    except BaseException:
+        out.discard()
+        raise
+    return result

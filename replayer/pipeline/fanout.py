@@ -53,8 +53,9 @@ class Forked:
     plan: Plan
     done: Done
     """What the replay made for it (its result, without the continuation)."""
-    image: str
-    """The snapshot image of the replay's container at the boundary."""
+    image: str | None
+    """The snapshot image of the replay's container at the boundary (None: it continues in place, in the
+    replay's own container)."""
     state: StateDir
     """The boundary's own workspace and agent home (with the rebuilt session)."""
     skips: steps.Skips
@@ -111,6 +112,7 @@ def snapshot(box: Sandbox, tag: str, labels: dict[str, str]) -> str:
 def start(fork: Forked, adapter: Adapter, traj: Trajectory, backend: Backend) -> Sandbox:
     """The boundary's container, from its snapshot image over its own state, its bridge folder mounted
     (started ahead of its turn, while the boundary before it continues)."""
+    assert fork.image is not None, "a boundary that continues in place has no container of its own"
     return steps.start_sandbox(
         backend,
         adapter,

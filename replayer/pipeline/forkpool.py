@@ -122,8 +122,9 @@ class ForkPool:
                         if proc.poll() is None:
                             continue
                         del group[index]
-                        if proc.stdin is not None:
-                            proc.stdin.close()
+                        if proc.stdin is not None:  # a line it never read (it ended first) cannot flush
+                            with contextlib.suppress(OSError):
+                                proc.stdin.close()
                         record = self.records[index] = _collect(self.jobs[index], proc)
                         logger.debug("run %s/%d ended: %s", record.variant, record.repeat, record.status)
                         if on_run is not None:

@@ -1,16 +1,22 @@
-"""One replay, many boundaries: `run -n 3,7,12` (and a batch's boundaries of one trajectory) rerun the
-steps once, in one container, and write each boundary's own complete result directory as the replay
-passes it, equal to what `run -n k` writes alone.
+"""The one replay: every verb that reruns a prefix (`run -n K`, `run -n 3,7,12`, a compare, a batch's
+boundaries of one trajectory) reruns the steps once, in one container, up to the last boundary asked
+for, and hands each boundary it passes to a consumer; `run -n K` is a list of one.
 
 The reruns of steps 1..k do not depend on the cut. At each asked boundary (every step up to it rerun,
 none after it started: `steps.rerun_prefix`'s `on_step`) the boundary takes the replay's state: its
 fresh observations and divergences, the workspace and the agent home (the home as the rerunner's close
 would leave it, `StepwiseRerunner.clean_home_copy`), and rebuilds its prefix from them into its own
-atomic output directory. A boundary that is refused (its plan, its output) is its own outcome and does
-not stop the others; a replay that fails at step j leaves the boundaries before j done.
+atomic output directory. What is done then is the consumer's:
 
-With a continuation, each boundary also takes a snapshot as the replay passes it, and its continuation
-forks from it once the replay is done (replayer/pipeline/fanout.py): one replay, K continuations.
+- write its result (no continuation): its state/ copied, `on_passed` heard (a compare snapshots the
+  boundary there), result.json committed;
+- continue in place (one boundary with a continuation): once the rerunner has closed, the agent
+  continues in the replay's own container, through the bridge folder mounted from the start;
+- snapshot and fork (several boundaries with a continuation): a snapshot is taken as the replay passes
+  the boundary, and its continuation forks from it once the replay is done (replayer/pipeline/fanout.py).
+
+A boundary that is refused (its plan, its output) is its own outcome and does not stop the others; a
+replay that fails at step j leaves the boundaries before j done.
 """
 
 from __future__ import annotations
@@ -23,19 +29,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
-from replayer.adapters.base import Adapter, Rerunner, StepwiseRerunner
-from replayer.floor.errors import BadInput, ReplayError
-from replayer.floor.events import OnEvent, ignore
-from replayer.floor.io import OutputDir, write_bytes_atomic
-from replayer.floor.models import (
-    Divergence,
-    Observation,
-    ReplayRequest,
-    ReplayResult,
-    Trajectory,
-)
+from replayer.adapters.base import Rerunner, StepwiseRerunner
+from replayer.floor.errors import ReplayError
+from replayer.floor.events import OnEvent
+from replayer.floor.io import OutputDir
+from replayer.floor.models import Divergence, Observation, ReplayRequest, ReplayResult
 from replayer.floor.output_budget import OverBudget
 from replayer.floor.pins import running_version
 from replayer.floor.rundirs import RunDirs
@@ -43,10 +41,19 @@ from replayer.floor.safecopy import copy_untrusted
 from replayer.pipeline import fanout, steps
 from replayer.pipeline.boundary_outputs import BoundaryOutputs
 from replayer.pipeline.context import RunContext
-from replayer.pipeline.engine import Outcome, begin, os_error
 from replayer.pipeline.plan import Plan
-from replayer.pipeline.result import Done, Replayed, assemble, sandbox_record, used_up
-from replayer.pipeline.steps import JSON_OPTS, RERUNS
+from replayer.pipeline.result import (
+    Done,
+    Outcome,
+    Replayed,
+    assemble,
+    commit,
+    failed,
+    os_error,
+    sandbox_record,
+    used_up,
+)
+from replayer.pipeline.steps import RERUNS
 from replayer.sandboxes import engines
 from replayer.sandboxes.base import Ahead, Backend, Sandbox
 from replayer.sandboxes.quota import StateDir
@@ -55,7 +62,7 @@ logger = logging.getLogger(__name__)
 OnPassed = Callable[[int, Sandbox, RunDirs, Path], None]
 """Called, without a continuation, as the replay passes boundary K, before K's result is committed: the
 replay's sandbox, K's state as `run -n K` exports it (its `state/`: the workspace, the home as the
-rerunner's close leaves it) and K's rebuilt native directory (`compare -n a,b` snapshots K there). The
+rerunner's close leaves it) and K's rebuilt native directory (a compare snapshots K there). The
 sandbox goes on replaying after it: what the hook runs in it must not change its state."""
 
 
@@ -78,7 +85,9 @@ class _Replay:
     request: ReplayRequest
     replayed: Replayed
     pending: dict[int, _Boundary]
-    outcomes: dict[int, Outcome] = field(default_factory=dict)
+    outcomes: dict[int, Outcome]
+    in_place: bool
+    """One boundary with a continuation: it continues in the replay's container once the rerunner closes."""
     box: Sandbox | None = None
     dirs: RunDirs | None = None
     state: StateDir | None = None
@@ -99,39 +108,27 @@ class _Replay:
     """The run's total output budget, and the boundary committed last (boundary_outputs.py)."""
 
 
-def execute_many(
+def replay(
     request: ReplayRequest,
-    outs: dict[int, Path],
-    adapter: Adapter | None = None,
-    trajectory: Trajectory | None = None,
-    on_event: OnEvent = ignore,
-    backend: Backend | None = None,
-    on_passed: OnPassed | None = None,
-) -> dict[int, Outcome]:
-    """Run mode at every boundary of `outs` (boundary -> its output directory) in one replay; `request`
-    holds the options (its after_step and out are each boundary's own). With a continuation, each
-    boundary's continuation forks from its snapshot once the replay is done (fanout.py). Without one,
-    `on_passed` hears each boundary as the replay passes it."""
-    if request.mode != "run":
-        raise BadInput("one replay serves many boundaries in run mode")
-    cont = request.continuation
-    assert cont is None or on_passed is None, "a continued boundary is snapshotted by fanout.py"
-    if cont is not None and cont.record_cassette is not None and len(outs) > 1:
-        raise BadInput("--record-cassette records one continuation: give one boundary")
-    if not outs:
-        return {}
-    outcomes: dict[int, Outcome] = {}
-    begun = begin(request, outs, adapter, trajectory, on_event, outcomes)
-    replayed, workspace, key = begun.replayed, begun.workspace, begun.key
-    adapter, version = replayed.adapter, replayed.version
-    if workspace is None:
-        return outcomes
+    replayed: Replayed,
+    plans: dict[int, tuple[ReplayRequest, Plan]],
+    workspace: Path,
+    key: str,
+    backend: Backend,
+    on_event: OnEvent,
+    on_passed: OnPassed | None,
+    outcomes: dict[int, Outcome],
+) -> None:
+    """Each boundary of `plans` (its own request and plan) from one replay of the workspace, its outcome
+    added to `outcomes`: its output directories made, the prefix rerun once, each boundary consumed as the
+    replay passes it, then the continuations (in place, or forked from the snapshots)."""
     assert replayed.image is not None
+    assert request.continuation is None or on_passed is None, "a continued boundary is not snapshotted here"
     pending: dict[int, _Boundary] = {}
     forks: dict[int, fanout.Forked] = {}
     outputs = BoundaryOutputs.of(request.limits, hard_links=on_passed is None)  # compare forks from state/
     try:
-        for k, (one, plan) in begun.plans.items():
+        for k, (one, plan) in plans.items():
             tapes = [one.continuation.cassette, one.continuation.record_cassette] if one.continuation else []
             try:
                 made = OutputDir(one.out, force=one.force, inputs=[one.trajectory, workspace, *tapes])
@@ -139,22 +136,23 @@ def execute_many(
                 outcomes[k] = exc
                 continue
             pending[k] = _Boundary(one, plan, made)
-        replay = _Replay(
-            request, replayed, pending, outcomes, forks=forks, on_passed=on_passed, outputs=outputs
+        if not pending:
+            return
+        in_place = request.continuation is not None and len(pending) == 1
+        run = _Replay(
+            request, replayed, pending, outcomes, in_place, forks=forks, on_passed=on_passed, outputs=outputs
         )
-        if pending:
-            with running_version(adapter.name, version.version), RunContext() as keep:
-                replay.keep, replay.replay_id = keep, f"mb-{uuid.uuid4().hex[:10]}"
-                backend = backend or engines.chosen()
-                _run(replay, workspace, replayed.image, backend, on_event)
-                _continue_forks(replay, _fork_backend(backend), key, on_event)
+        agent, version = replayed.adapter.name, replayed.version.version
+        with running_version(agent, version), RunContext() as keep:
+            run.keep, run.replay_id = keep, f"mb-{uuid.uuid4().hex[:10]}"
+            _rerun(run, workspace, replayed.image, backend, key, on_event)
+            _continue_forks(run, _fork_backend(backend), key, on_event)
     finally:
         for left in pending.values():  # a replay that stopped before them
             left.out.discard()
         for fork in forks.values():  # continuations not carried out
             fork.out.discard()
         outputs.close()
-    return outcomes
 
 
 def _fork_backend(backend: Backend) -> Backend:
@@ -163,34 +161,42 @@ def _fork_backend(backend: Backend) -> Backend:
     return engines.chosen() if isinstance(backend, Ahead) else backend
 
 
-def _run(replay: _Replay, workspace: Path, image: str, backend: Backend, on_event: OnEvent) -> None:
-    request, adapter, traj = replay.request, replay.replayed.adapter, replay.replayed.traj
-    last = max(replay.pending)
-    full = replay.full = replay.pending[last].plan
-    replay.runtime_degradations = len(full.degradations)
+def _rerun(run: _Replay, workspace: Path, image: str, backend: Backend, key: str, on_event: OnEvent) -> None:
+    """The state and the sandbox, the reruns up to the last boundary (each boundary consumed as they pass
+    it), then the boundary that continues in place."""
+    request, adapter, traj = run.request, run.replayed.adapter, run.replayed.traj
+    last = max(run.pending)
+    full = run.full = run.pending[last].plan
+    run.runtime_degradations = len(full.degradations)
     with RunContext() as ctx:
-        opened = steps.open_replay(
-            ctx,
-            backend,
-            adapter,
-            traj,
-            workspace,
-            image,
-            # where an unlimited state goes: beside the outputs (hidden), never inside one that commits
-            # mid-replay
-            scratch=replay.pending[last].out.final.parent,
-            skips=replay.skips,
-            run_id=uuid.uuid4().hex[:12],
-            limits=request.limits,
-            labels=request.labels,
-            bridge=False,
-            on_event=on_event,
-        )
-        replay.dirs, replay.state = opened.dirs, opened.state
-        replay.box, replay.sandbox_s = opened.box, opened.sandbox_s
-        if replay.keep is not None and request.continuation is not None:
-            fanout.own_images(replay.keep, opened.box, replay.replay_id)
-        replay.rerun_started = time.monotonic()
+        try:
+            opened = steps.open_replay(
+                ctx,
+                backend,
+                adapter,
+                traj,
+                workspace,
+                image,
+                # where an unlimited state goes: beside the outputs (hidden), never inside one that commits
+                # mid-replay
+                scratch=run.pending[last].out.final.parent,
+                skips=run.skips,
+                run_id=uuid.uuid4().hex[:12],
+                limits=request.limits,
+                labels=request.labels,
+                bridge=run.in_place,
+                on_event=on_event,
+            )
+        except OSError as exc:  # a full quota, an unwritable state: the run's error
+            known = os_error(exc, request)
+            if known is None:
+                raise
+            raise known from None
+        run.dirs, run.state = opened.dirs, opened.state
+        run.box, run.sandbox_s = opened.box, opened.sandbox_s
+        if run.keep is not None and request.continuation is not None and not run.in_place:
+            fanout.own_images(run.keep, opened.box, run.replay_id)
+        run.rerun_started = time.monotonic()
         try:
             steps.rerun_prefix(
                 adapter,
@@ -200,32 +206,38 @@ def _run(replay: _Replay, workspace: Path, image: str, backend: Backend, on_even
                 full,
                 request,
                 on_event,
-                on_step=lambda *a: _passed(replay, *a),
+                on_step=lambda *a: _passed(run, *a),
             )
-        except ReplayError as exc:
-            for k in list(replay.pending):  # the boundaries the replay did not reach
-                replay.outcomes[k] = exc
-                replay.pending.pop(k).out.discard()
+        except (ReplayError, OSError) as exc:
+            for k in list(run.pending):  # the boundaries the replay did not reach
+                boundary = run.pending.pop(k)
+                run.outcomes[k] = failed(exc, boundary.out, boundary.request)
+            for k in list(run.forks) if run.in_place else ():  # it was to continue in this container
+                fork = run.forks.pop(k)
+                run.outcomes[k] = failed(exc, fork.out, fork.request)
+            return
+        if run.in_place:
+            _continue_in_place(run, key, on_event)
 
 
 def _passed(
-    replay: _Replay,
+    run: _Replay,
     step: int,
     rerunner: Rerunner,
     observations: dict[str, Observation],
     divergences: list[Divergence],
 ) -> None:
     """Every boundary up to `step` takes the replay's state now."""
-    for k in sorted(k for k in replay.pending if k <= step):
-        boundary = replay.pending.pop(k)
+    for k in sorted(k for k in run.pending if k <= step):
+        boundary = run.pending.pop(k)
         try:
-            written = _write(replay, boundary, rerunner, observations, divergences)
+            written = _write(run, boundary, rerunner, observations, divergences)
             if isinstance(written, fanout.Forked):
-                replay.forks[k] = written
+                run.forks[k] = written
             else:
-                replay.outcomes[k] = written
+                run.outcomes[k] = written
         except (ReplayError, OSError) as exc:
-            replay.outcomes[k] = _failed(exc, boundary.out, boundary.request)
+            run.outcomes[k] = failed(exc, boundary.out, boundary.request)
             if isinstance(exc, OverBudget):
                 raise  # the replay stops: the boundaries after this one are refused with it
         except BaseException:
@@ -233,116 +245,119 @@ def _passed(
             raise
 
 
-def _failed(exc: ReplayError | OSError, out: OutputDir, request: ReplayRequest) -> ReplayError:
-    """The outcome of a boundary that met `exc`, its output discarded: the refusal, or what a full quota or
-    an unwritable output means (`os_error`); any other OSError is raised again."""
-    out.discard()
-    if isinstance(exc, ReplayError):
-        return exc
-    known = os_error(exc, request)
-    if known is None:
-        raise exc
-    return known
-
-
 def _write(
-    replay: _Replay,
+    run: _Replay,
     boundary: _Boundary,
     rerunner: Rerunner,
     observations: dict[str, Observation],
     divergences: list[Divergence],
 ) -> ReplayResult | fanout.Forked:
-    """Boundary k's result directory, as `engine._run` writes it for `run -n k`; with a continuation, its
-    prefix written and its snapshot taken, the continuation to fork from it."""
-    assert replay.dirs is not None and replay.box is not None and replay.state is not None
-    assert replay.outputs is not None
-    request, adapter, traj, plan = (
-        boundary.request,
-        replay.replayed.adapter,
-        replay.replayed.traj,
-        boundary.plan,
-    )
-    tmp, limits, dirs, box = boundary.out.tmp, request.limits, replay.dirs, replay.box
-    rerun_s, t0 = time.monotonic() - replay.rerun_started, time.monotonic()
-    full = replay.full
+    """Boundary k's result directory; with a continuation, its prefix written (and, forking, its snapshot
+    taken), the continuation still to run."""
+    assert run.dirs is not None and run.box is not None and run.state is not None
+    assert run.outputs is not None
+    request, adapter, traj, plan = boundary.request, run.replayed.adapter, run.replayed.traj, boundary.plan
+    tmp, limits, dirs, box = boundary.out.tmp, request.limits, run.dirs, run.box
+    rerun_s, t0 = time.monotonic() - run.rerun_started, time.monotonic()
+    full = run.full
     if full is not None and plan is not full:  # degradations the reruns added (confinement waived) so far
-        runtime = full.degradations[replay.runtime_degradations :]
+        runtime = full.degradations[run.runtime_degradations :]
         plan.degradations.extend(d for d in runtime if (d.step or 0) <= plan.after_step)
     mine = {p.call.id for p in plan.calls}
     fresh = {cid: obs for cid, obs in observations.items() if cid in mine}
     steps.write_reruns(tmp / RERUNS, plan, fresh)
-    skips = steps.Skips(list(replay.skips.listed), replay.skips.count)
-    forking = request.continuation is not None
+    skips = steps.Skips(list(run.skips.listed), run.skips.count)
+    continuing = request.continuation is not None
     # the home as the rerunner's close leaves it, then the side files a rebuild starts from (a continued
-    # boundary exports its state after the continuation: its home goes straight to native/)
-    outputs, k, home_rel = replay.outputs, plan.after_step, "native/home" if forking else "state/home"
+    # boundary exports its state after the continuation: its home goes straight to native/); the host
+    # reads these files whole, so their holes count
+    outputs, k, home_rel = run.outputs, plan.after_step, "native/home" if continuing else "state/home"
     home_copy = tmp / home_rel
-    home = outputs.copy(k, dirs.home, tmp, home_rel, links="skip", limits=limits, what="the agent home")
+    home = outputs.copy(
+        k, dirs.home, tmp, home_rel, links="skip", limits=limits, what="the agent home", holes="count"
+    )
     if isinstance(rerunner, StepwiseRerunner):
         rerunner.clean_home_copy(home_copy)
     skips.add(home, "home")
-    if not forking:
+    if not continuing:
         copy_untrusted(tmp / "state" / "home", tmp / "native" / "home", links="skip", limits=limits)
     made = steps.rebuild(adapter, traj, plan, fresh, tmp)
-    if not forking:
+    if not continuing:
         copied = outputs.copy(
             k, dirs.workspace, tmp, "state/workspace", links="keep", limits=limits, what="the workspace"
         )
         skips.add(copied, "state/workspace")
         skips.add(home, "state/home")
     rebuild_s = time.monotonic() - t0
-    used = [] if forking else used_up(replay.state.used_up, box)  # a fork's, once it has continued
+    used = [] if continuing else used_up(run.state.used_up, box)  # a continued one's, once it has continued
     done = Done(
         made,
         divergences[: len(plan.calls)],
         rebuild_s,
-        replay.sandbox_s,
+        run.sandbox_s,
         rerun_s,
         box.image_id,
         box.name,
-        sandbox=sandbox_record(limits, box, replay.state.limited, used, skips.listed, skips.count),
+        sandbox=sandbox_record(limits, box, run.state.limited, used, skips.listed, skips.count),
     )
-    if forking:
-        assert replay.keep is not None
-        scratch = boundary.out.final.parent
+    if run.in_place:
+        return fanout.Forked(request, boundary.out, plan, done, None, run.state, skips)
+    if continuing:
+        assert run.keep is not None
         image, state = fanout.take(
-            replay.keep,
+            run.keep,
             box,
-            replay.replay_id,
+            run.replay_id,
             plan.after_step,
             dirs,
             tmp / "native" / "home",
-            scratch,
+            boundary.out.final.parent,
             limits,
         )
         return fanout.Forked(request, boundary.out, plan, done, image, state, skips)
-    if replay.on_passed is not None:
-        replay.on_passed(plan.after_step, box, RunDirs(root=tmp / "state"), tmp / "native")
-    result = assemble(request, plan, replay.replayed, done, tmp)
+    if run.on_passed is not None:
+        run.on_passed(plan.after_step, box, RunDirs(root=tmp / "state"), tmp / "native")
+    result = assemble(request, plan, run.replayed, done, tmp)
     outputs.settle(k, tmp)
-    _commit(boundary.out, result)
+    commit(boundary.out, result)
     outputs.committed(boundary.out.final)
     return result
 
 
-def _commit(out: OutputDir, result: ReplayResult) -> None:
-    write_bytes_atomic(
-        out.tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
-    )
-    out.commit()
-    logger.debug("boundary %d written to %s", result.after_step, result.request.out)
+def _continue_in_place(run: _Replay, key: str, on_event: OnEvent) -> None:
+    """The one boundary's continuation in the replay's own container, the rerunner closed: the rebuilt
+    session laid over the live agent home, the agent continued, the state exported after it."""
+    assert run.dirs is not None and run.box is not None
+    for k, fork in list(run.forks.items()):
+        del run.forks[k]
+        limits = fork.request.limits
+        try:
+            copy_untrusted(
+                fork.out.tmp / "native" / "home", run.dirs.home, links="skip", limits=limits, merge=True
+            )
+            result = fanout.continue_from(fork, run.box, run.replayed, key, on_event)
+            assert run.outputs is not None
+            run.outputs.settle(k, fork.out.tmp)
+            commit(fork.out, result)
+        except (ReplayError, OSError) as exc:
+            run.outcomes[k] = failed(exc, fork.out, fork.request)
+        except BaseException:
+            fork.out.discard()
+            raise
+        else:
+            run.outcomes[k] = result
 
 
-def _continue_forks(replay: _Replay, backend: Backend, key: str, on_event: OnEvent) -> None:
+def _continue_forks(run: _Replay, backend: Backend, key: str, on_event: OnEvent) -> None:
     """Each passed boundary's continuation, from its snapshot, in boundary order, the next one's
     container starting while one continues; a refused or failed one is that boundary's outcome (its
     directory not written), the others go on."""
-    order = sorted(replay.forks)
+    order = sorted(run.forks)
     with ThreadPoolExecutor(1, thread_name_prefix="boundary-ahead") as starter, RunContext() as ahead:
 
         def start(k: int) -> Future[Sandbox]:
             made = starter.submit(
-                fanout.start, replay.forks[k], replay.replayed.adapter, replay.replayed.traj, backend
+                fanout.start, run.forks[k], run.replayed.adapter, run.replayed.traj, backend
             )
             ahead.own(made, lambda: _stop_started(made), f"the container of boundary {k}")
             return made
@@ -351,23 +366,23 @@ def _continue_forks(replay: _Replay, backend: Backend, key: str, on_event: OnEve
         for i, k in enumerate(order):
             if i + 1 < len(order):
                 boxes[order[i + 1]] = start(order[i + 1])
-            fork = replay.forks[k]
+            fork = run.forks[k]
             try:
-                assert replay.outputs is not None
-                if replay.outputs.budget.refused is not None:  # the outputs are full: no more forks
-                    raise replay.outputs.budget.refused
+                assert run.outputs is not None
+                if run.outputs.budget.refused is not None:  # the outputs are full: no more forks
+                    raise run.outputs.budget.refused
                 box = boxes.pop(k).result()
-                result = fanout.continue_from(fork, box, replay.replayed, key, on_event)
-                replay.outputs.settle(k, fork.out.tmp)
-                _commit(fork.out, result)
+                result = fanout.continue_from(fork, box, run.replayed, key, on_event)
+                run.outputs.settle(k, fork.out.tmp)
+                commit(fork.out, result)
             except (ReplayError, OSError) as exc:
-                replay.outcomes[k] = _failed(exc, fork.out, fork.request)
+                run.outcomes[k] = failed(exc, fork.out, fork.request)
             else:
-                replay.outcomes[k] = result
+                run.outcomes[k] = result
             finally:
-                if replay.keep is not None:
-                    replay.keep.release(fork.state)  # its continuation is over: its state goes now
-            del replay.forks[k]
+                if run.keep is not None:
+                    run.keep.release(fork.state)  # its continuation is over: its state goes now
+            del run.forks[k]
 
 
 def _stop_started(made: Future[Sandbox]) -> None:

@@ -3,13 +3,19 @@ and a prepare all end here, so a result says the same things whichever way the r
 
 from __future__ import annotations
 
+import errno
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 from replayer.adapters.base import Adapter, Rebuild
 from replayer.floor.divergence import workspace_hint
+from replayer.floor.errors import OutputError, ReplayError, SandboxError
+from replayer.floor.io import OutputDir, write_bytes_atomic
 from replayer.floor.models import (
     ContinuationResult,
     Divergence,
@@ -27,7 +33,46 @@ from replayer.floor.models import (
 from replayer.floor.pins import load_pins
 from replayer.floor.release import __version__
 from replayer.pipeline.plan import Plan
+from replayer.pipeline.steps import JSON_OPTS
 from replayer.sandboxes.base import Sandbox
+
+logger = logging.getLogger(__name__)
+Outcome = ReplayResult | ReplayError
+"""A boundary's result, or why it has none (its output directory is then not there)."""
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EIO, errno.EFBIG}
+
+
+def commit(out: OutputDir, result: ReplayResult) -> None:
+    """`result` written as the output's result.json, and the output committed whole."""
+    write_bytes_atomic(
+        out.tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
+    )
+    out.commit()
+    logger.debug("boundary %d written to %s", result.after_step, result.request.out)
+
+
+def os_error(exc: OSError, request: ReplayRequest) -> ReplayError | None:
+    """The error a run that met `exc` ends with (a full quota, an unwritable output); None: not one of those."""
+    if exc.errno == errno.EDQUOT:
+        return SandboxError(
+            f"the sandbox used up its disk quota of {request.limits.disk_bytes} bytes, and the run "
+            "could not go on (see --limits disk=)"
+        )
+    if exc.errno in _OUTPUT_ERRNOS:
+        return OutputError(f"cannot write the output {request.out}: {exc.strerror}")
+    return None
+
+
+def failed(exc: ReplayError | OSError, out: OutputDir, request: ReplayRequest) -> ReplayError:
+    """The outcome of a boundary that met `exc`, its output discarded: the refusal, or what a full quota or
+    an unwritable output means (`os_error`); any other OSError is raised again."""
+    out.discard()
+    if isinstance(exc, ReplayError):
+        return exc
+    known = os_error(exc, request)
+    if known is None:
+        raise exc
+    return known
 
 
 def pins_for(adapter: Adapter) -> Pins:

@@ -588,7 +588,7 @@ def run_group(
         batch_output.charge(out, job_dir(out, jobs[0].key))
         return [outcome]
     from replayer.floor.pins import load_pins
-    from replayer.pipeline.multiboundary import execute_many
+    from replayer.pipeline.engine import execute_many
     from replayer.pipeline.provision import ensure_image
 
     first = jobs[0]

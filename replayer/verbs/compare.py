@@ -46,10 +46,11 @@ from replayer.floor.safecopy import copy_untrusted
 from replayer.pipeline import agent_version as versions
 from replayer.pipeline import boundary, fanout, rootfs, steps
 from replayer.pipeline.context import RunContext
-from replayer.pipeline.engine import JSON_OPTS, execute, load
+from replayer.pipeline.engine import execute, load
 from replayer.pipeline.fork import COMPARE_LABEL, ForkJob, run_check
 from replayer.pipeline.forkpool import ForkPool, OnRun
 from replayer.pipeline.result import pins_for
+from replayer.pipeline.steps import JSON_OPTS
 from replayer.sandboxes import engines
 from replayer.sandboxes.base import Backend, Engine, Layered, Sandbox
 from replayer.sandboxes.committable import escaped

@@ -32,8 +32,9 @@ from replayer.floor.models import (
 )
 from replayer.floor.rundirs import RunDirs
 from replayer.pipeline.context import RunContext
+from replayer.pipeline.engine import execute_many
 from replayer.pipeline.forkpool import OnRun
-from replayer.pipeline.multiboundary import boundary_dir, execute_many
+from replayer.pipeline.multiboundary import boundary_dir
 from replayer.pipeline.steps import JSON_OPTS
 from replayer.sandboxes import engines
 from replayer.sandboxes.base import Backend, Sandbox

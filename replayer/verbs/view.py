@@ -17,7 +17,7 @@ from replayer.floor.io import write_bytes_atomic
 from replayer.floor.models import ReplayResult, RerunRecord, TimelineEntry
 from replayer.floor.pins import pinned_version, running_version
 from replayer.pipeline import timeline
-from replayer.pipeline.engine import RERUNS
+from replayer.pipeline.steps import RERUNS
 from replayer.verbs.report import render_view
 
 PAGE = "report.html"

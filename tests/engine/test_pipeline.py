@@ -14,6 +14,7 @@ import re
 import shutil
 import tempfile
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -22,9 +23,16 @@ import pytest
 from replayer.adapters.base import Rebuild
 from replayer.adapters.claude_code import envelope
 from replayer.floor.errors import PlanRefused, SandboxError
-from replayer.floor.models import ContinueRequest, Observation, ReplayRequest, ReplayResult, ToolCall
-from replayer.pipeline.engine import execute, load
-from replayer.pipeline.multiboundary import execute_many
+from replayer.floor.models import (
+    ContinueRequest,
+    Observation,
+    ReplayRequest,
+    ReplayResult,
+    SandboxLimits,
+    ToolCall,
+)
+from replayer.floor.rundirs import RunDirs
+from replayer.pipeline.engine import execute, execute_many, load
 from replayer.sandboxes.base import ExecResult, SandboxSpec
 from replayer.sandboxes.fake import FakeBackend, FakeSandbox, Rule, answer
 from tests.adapters.claude_code.test_prefix_fidelity import _request_after as _claude_request_after
@@ -278,3 +286,73 @@ def test_a_boundary_of_one_replay_says_what_its_own_run_says(tmp_path: Path) -> 
     assert _said(many[last]) == _said(alone)  # type: ignore[arg-type]
     written = ReplayResult.model_validate_json((outs[last] / "result.json").read_bytes())
     assert _said(written) == _said(alone)
+
+
+def test_a_sparse_file_in_the_agent_home_counts_whole_at_every_boundary(tmp_path: Path) -> None:
+    """The host reads an agent home's files whole, so a boundary of `run -n 1,K` counts a sparse file's holes
+    against the disk bound as `run -n K` does: the same refusal, not a result that copied it."""
+    source, workspace = CODEX.fixture("exec") / "rollout.jsonl", CODEX.fixture("exec") / "workspace"
+    _, traj = load(source)
+    last = len(traj.steps)
+    limits = SandboxLimits(disk_bytes=64 * 1024 * 1024)
+
+    def sparse_home_backend() -> FakeBackend:
+        rules = _codex_rules(source)
+        first = rules[0].answer
+        backend = FakeBackend(rules)
+
+        def leaves_a_sparse_file(run: object) -> ExecResult:
+            home = backend.sandbox.spec.binds["/home/replay"][0]
+            with (home / "sparse.bin").open("wb") as f:
+                f.truncate(limits.disk_bytes * 4)  # no data: a hole the size of four disk bounds
+            return first(run) if callable(first) else first  # type: ignore[arg-type]
+
+        rules[0] = Rule(rules[0].pattern, leaves_a_sparse_file)
+        return backend
+
+    with pytest.raises(SandboxError, match="holes counted") as alone:
+        execute(
+            _request(source, workspace, last, tmp_path / "alone", limits=limits),
+            backend=sparse_home_backend(),
+        )
+    outs = {1: tmp_path / "many" / "after-1", last: tmp_path / "many" / f"after-{last}"}
+    many = execute_many(
+        _request(source, workspace, last, tmp_path / "many", limits=limits),
+        outs,
+        backend=sparse_home_backend(),
+    )
+    assert isinstance(many[last], SandboxError) and str(many[last]) == str(alone.value)
+    assert not outs[last].exists()
+
+
+def test_the_boundary_hook_of_one_boundary_sees_what_a_boundary_of_many_sees(tmp_path: Path) -> None:
+    """Compare snapshots a boundary through the replay's hook: `run -n K` hands it the state and rebuilt
+    session `run -n 1,K` hands it for K (the state as the result exports it), not the replay's live folders."""
+    source, workspace = CODEX.fixture("exec") / "rollout.jsonl", CODEX.fixture("exec") / "workspace"
+    _, traj = load(source)
+    last = len(traj.steps)
+    seen: dict[str, tuple[list[str], list[str]]] = {}
+
+    def listing(root: Path) -> list[str]:
+        return sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
+
+    def hook(name: str) -> Callable[[object, RunDirs, Path], None]:
+        def heard(_box: object, dirs: RunDirs, native: Path) -> None:
+            seen[name] = listing(dirs.root), listing(native)
+
+        return heard
+
+    execute(
+        _request(source, workspace, last, tmp_path / "alone"),
+        on_boundary=hook("alone"),
+        backend=FakeBackend(_codex_rules(source)),
+    )
+    outs = {1: tmp_path / "many" / "after-1", last: tmp_path / "many" / f"after-{last}"}
+    execute_many(
+        _request(source, workspace, last, tmp_path / "many"),
+        outs,
+        on_passed=lambda k, box, dirs, native: hook(f"many-{k}")(box, dirs, native),
+        backend=FakeBackend(_codex_rules(source)),
+    )
+    assert seen["alone"] == seen[f"many-{last}"]
+    assert seen["alone"][0] == listing(tmp_path / "alone" / "state"), "the state its result exports"
