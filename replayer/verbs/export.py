@@ -74,13 +74,13 @@ def _chat_record(job: Path, result: ReplayResult) -> dict[str, Any]:
     dialect = adapter.dialect()
     messages = dialect.to_chat(prefix)
     cont = result.continuation
-    with running_version(
-        result.agent, result.version.version if result.version else pinned_version(result.agent)
-    ):
+    ran = (
+        result.version.version if result.version else result.pins.cli_version or pinned_version(result.agent)
+    )
+    with running_version(result.agent, ran):
         continued = (
             adapter.continued_prefix(job, cont.model) if cont else None
         )  # as the version that ran sent it
-    ran = result.version.version if result.version else result.agent_version or pinned_version(result.agent)
     metadata = {
         "source_sha256": result.source_sha256,
         "boundary": result.after_step,
@@ -96,7 +96,8 @@ def _chat_record(job: Path, result: ReplayResult) -> dict[str, Any]:
         "image_id": result.image_id,
         "job": job.name,
     }
-    metadata["copied_context_messages"] = len(messages)
+    copied = len(messages)
+    metadata["copied_context_messages"] = copied
     if cont is not None:
         metadata["continuation"] = {
             "agent_status": cont.agent_status,
@@ -106,7 +107,7 @@ def _chat_record(job: Path, result: ReplayResult) -> dict[str, Any]:
         }
         if continued is not None:
             messages = dialect.to_chat(continued)  # the prefix, then what the agent did from the boundary
-    metadata["agent_messages"] = len(messages) - metadata["copied_context_messages"]
+    metadata["agent_messages"] = len(messages) - copied
     model = _session_model(result.request.trajectory)
     tools = _tools_source(result.agent, result.agent_version, adapter.tools_data_name(), model)
     with running_version(result.agent, tools.version):  # the definitions of the version that recorded it

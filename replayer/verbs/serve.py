@@ -78,10 +78,10 @@ def _handler(root_fd: int, landing: str) -> type[BaseHTTPRequestHandler]:
             if names == []:
                 names = [landing]
             data = read_below(root_fd, names) if names else None
-            if data is None:
+            if names is None or data is None:
                 self.send_error(HTTPStatus.NOT_FOUND, "not a file of this results folder")
                 return
-            page = len(names) >= 1 and names[-1] in PAGES
+            page = names[-1] in PAGES
             self.send_response(HTTPStatus.OK)
             self.send_header(
                 "Content-Type", "text/html; charset=utf-8" if page else "text/plain; charset=utf-8"
