@@ -11,6 +11,7 @@ from pathlib import Path
 
 from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
 
 FOLDERS = {
     "replayer": "replayer",
@@ -29,18 +30,34 @@ PROBES = "replayer/data/probes"
 
 
 def _probe_recordings() -> list[tuple[str, str]]:
-    """(pattern, native) of every adapter's probe, read from its class attributes without importing it
-    (the build has none of the dependencies)."""
+    """(pattern, native) of every adapter class's probe, read from its class attributes without importing
+    it (the build has none of the dependencies)."""
     found = []
-    for init in sorted(Path("adapters").glob("*/__init__.py")):
-        values = {}
-        for node in ast.walk(ast.parse(init.read_text())):
-            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
-            if isinstance(target, ast.Name) and target.id in ("probe_recordings", "probe_native"):
-                values[target.id] = ast.literal_eval(node.value)
-        if values.get("probe_native"):
-            found += [(pattern, values["probe_native"]) for pattern in values.get("probe_recordings", ())]
+    for module in sorted(Path("adapters").rglob("*.py")):
+        for cls in ast.walk(ast.parse(module.read_text())):
+            if not isinstance(cls, ast.ClassDef):
+                continue
+            values = {}
+            for node in cls.body:
+                target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+                if isinstance(target, ast.Name) and target.id in ("probe_recordings", "probe_native"):
+                    values[target.id] = ast.literal_eval(node.value)
+            if values.get("probe_native"):
+                found += [(pattern, values["probe_native"]) for pattern in values.get("probe_recordings", ())]
     return found
+
+
+def _probe_files() -> list[tuple[Path, Path]]:
+    """(file in the checkout, its name under PROBES) of every probe recording: meta.json, the native
+    session (a file or a folder), the workspace."""
+    files = []
+    for pattern, native in _probe_recordings():
+        for folder in sorted(FIXTURES.glob(pattern)):
+            for name in ("meta.json", native, "workspace"):
+                source = folder / name
+                found = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
+                files += [(f, f.relative_to(FIXTURES)) for f in found if f.is_file()]
+    return files
 
 
 class BuildWithProbes(build_py):
@@ -48,18 +65,22 @@ class BuildWithProbes(build_py):
         super().run()
         if self.editable_mode:  # an editable install reads them from the checkout
             return
-        recordings = [(f, n) for p, n in _probe_recordings() for f in sorted(FIXTURES.glob(p))]
-        if not recordings:
+        files = _probe_files()
+        if not files:
             raise SystemExit(f"no probe recordings under {FIXTURES}: build the wheel from a source checkout")
-        for folder, native in recordings:
-            into = Path(self.build_lib) / PROBES / folder.relative_to(FIXTURES)
-            into.mkdir(parents=True, exist_ok=True)
-            for name in ("meta.json", native, "workspace"):
-                source = folder / name
-                if source.is_dir():
-                    shutil.copytree(source, into / name, dirs_exist_ok=True)
-                elif source.is_file():
-                    shutil.copy2(source, into / name)
+        for source, name in files:
+            target = Path(self.build_lib) / PROBES / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
 
 
-setup(packages=PACKAGES, package_dir=FOLDERS, cmdclass={"build_py": BuildWithProbes})
+class SdistWithProbes(sdist):
+    """The source distribution keeps them under tests/fixtures, so a wheel built from it has them."""
+
+    def make_release_tree(self, base_dir: str, files: list[str]) -> None:
+        super().make_release_tree(base_dir, [*files, *(str(source) for source, _ in _probe_files())])
+
+
+setup(
+    packages=PACKAGES, package_dir=FOLDERS, cmdclass={"build_py": BuildWithProbes, "sdist": SdistWithProbes}
+)

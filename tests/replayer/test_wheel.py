@@ -101,6 +101,13 @@ def test_the_wheel_holds_every_file_of_the_packages(wheel: Path) -> None:
     assert {t for t in tops if not t.endswith((".dist-info", ".data"))} == {"replayer"}, tops  # one namespace
     assert any("/companion/" in name for name in expected)
     assert [name for name in expected if name not in members] == []
+    from replayer.adapters import REGISTRY, adapter_class
+
+    for agent in REGISTRY:  # the probe recordings verify and the export's tool capture start from
+        cls = adapter_class(agent)
+        if cls.probe_native is not None:
+            probe = f"replayer/data/probes/{cls.probe_recordings[0].replace('*', '')}"
+            assert any(n.startswith(probe) and n.endswith("/meta.json") for n in members), agent
     for name in expected:  # an executable (the companion `docker` shim, the setup scripts) stays one
         mode = members[name].external_attr >> 16
         assert bool(mode & 0o111) == os.access(_checkout_path(name), os.X_OK), name
