@@ -208,6 +208,10 @@ def atif_record(job: Path) -> dict[str, Any]:
     metadata = record["metadata"]
     steps = atif_steps(record["messages"], metadata["copied_context_messages"])
     copied = sum(bool(s.get("is_copied_context")) for s in steps)
+    model = (metadata.get("continuation") or {}).get("model")
+    for step in steps[copied:]:  # the continuation's own answers: the model that gave them
+        if step["source"] == "agent" and model:
+            step["model_name"] = model
     return {
         "schema_version": ATIF_VERSION,
         "trajectory_id": metadata["job"],

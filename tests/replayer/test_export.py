@@ -301,3 +301,6 @@ def test_a_continuation_is_the_agents_own_and_the_prefix_alone_is_copied_context
         c.tool_call_id == "call_own_1" for s in trajectory.steps[:split] for c in s.tool_calls or []
     )
     assert trajectory.agent.version == "2.1.196"
+    model = result["continuation"]["model"]
+    assert model and {s.model_name for s in own if s.source == "agent"} == {model}
+    assert all(s.model_name is None for s in trajectory.steps[:split])
