@@ -5,6 +5,7 @@ helpers they share."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
@@ -22,7 +23,7 @@ from replayer.bridges.core import Dialect, Gate
 from replayer.bridges.scripted import Script, ScriptedUpstream
 from replayer.bridges.sidecalls import PROBE, SideCall
 from replayer.floor.divergence import COMMON
-from replayer.floor.errors import BadInput, SandboxError
+from replayer.floor.errors import BadInput, SandboxError, excerpt, last_line
 from replayer.floor.foreign import Folder
 from replayer.floor.io import MAX_INPUT_BYTES, write_bytes_atomic
 from replayer.floor.models import (
@@ -36,7 +37,9 @@ from replayer.floor.models import (
 )
 from replayer.floor.pins import load_pins, pinned_version
 from replayer.floor.rundirs import RunDirs
-from replayer.sandboxes.base import Sandbox
+from replayer.sandboxes.base import RunningExec, Sandbox
+
+log = logging.getLogger(__name__)
 
 
 class Continuation(BaseModel):
@@ -427,6 +430,28 @@ class Adapter(Reader[NativeT], Rerunning, SessionWriter[ContT], Launcher[ContT],
 
 
 # helpers the adapters share ---------------------------------------------------------------------
+OUTPUT_LOG_CHARS = 8000
+"""How much of a silent CLI's stdout and stderr (each, its end) the debug log (`-v`) shows."""
+
+
+def no_request(handle: RunningExec, cli: str, what: str) -> SandboxError:
+    """The error of a CLI that sent no model request when one was due: its last error line, else the last
+    line of its stdout (where a CLI printing JSON events says why), and where the rest is: its whole
+    stdout and stderr go to the debug log, which `-v` prints."""
+    out = bytes(handle.stdout).decode(errors="replace")
+    err = bytes(handle.stderr).decode(errors="replace")
+    log.debug(
+        "%s sent no model request for %s; its stdout (%d chars, the end):\n%s\nits stderr (%d chars, the end):\n%s",
+        cli, what, len(out), out[-OUTPUT_LOG_CHARS:], len(err), err[-OUTPUT_LOG_CHARS:],
+    )  # fmt: skip
+    reason = handle.last_stderr_line() if err.strip() else None
+    if reason is None:
+        line = last_line(out)
+        reason = f"nothing on stderr; its stdout ends {excerpt(line, 300)}" if line else "no output at all"
+    ended = "it exited" if handle.wait(0) else "it is still running"
+    return SandboxError(f"{cli} sent no model request for {what} ({ended}): {reason} (its whole output: -v)")
+
+
 def stdout_events(stdout: bytes) -> list[dict[str, Any]]:
     """The JSON objects an agent printed one per line (other lines, such as warnings, are skipped)."""
     events = []

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from replayer.adapters.base import no_request
 from replayer.adapters.sandbox_paths import REPLAY_MODEL_PORT
 from replayer.bridges.scripted import MainThread, Script, ScriptedUpstream, Turn, every_request
-from replayer.floor.errors import SandboxError
 from replayer.floor.io import remove_alias, short_alias
 from replayer.sandboxes.base import RunningExec, Sandbox
 
@@ -53,7 +53,7 @@ class ReplayModel:
         """The body of the next main-thread request `handle`'s CLI sends; a clear error if none comes."""
         body = handle.await_item(self.upstream.main_bodies, timeout_s)
         if body is None:
-            raise SandboxError(f"{cli} sent no model request for {what}: {handle.last_stderr_line()}")
+            raise no_request(handle, cli, what)
         return body
 
     def answer_until_exit(self, handle: RunningExec, closing: Turn, timeout_s: float) -> bool:

@@ -16,11 +16,11 @@ import queue
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Discriminator, Tag
 
 MainThread = Callable[[str, Any], bool]
 """Whether a request (its path, its parsed body) belongs to the agent's main conversation."""
@@ -70,9 +70,26 @@ class ItemBlock(BaseModel):
     item: dict[str, Any]
 
 
+def _block_type(value: Any) -> str:
+    """A block's `type`, which says which block it is (a block written without one is text)."""
+    found = value.get("type", "text") if isinstance(value, dict) else getattr(value, "type", "text")
+    return str(found)
+
+
+Block = Annotated[
+    Annotated[TextBlock, Tag("text")]
+    | Annotated[ToolUseBlock, Tag("tool_use")]
+    | Annotated[CustomToolBlock, Tag("custom_tool")]
+    | Annotated[ItemBlock, Tag("item")],
+    Discriminator(_block_type),
+]
+"""One block of a turn, chosen by its `type`: a bad block is reported as that block (a tool_use without
+`id`), not as a mismatch with every other kind."""
+
+
 class Turn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    blocks: list[TextBlock | ToolUseBlock | CustomToolBlock | ItemBlock]
+    blocks: list[Block]
     fail_after_events: int | None = None
     """Drop the connection after this many SSE events (an upstream failing mid-stream)."""
     stall_s: float = 0.0

@@ -495,6 +495,19 @@ def view(directory: PathLike) -> ViewReport:
     return ViewReport(index=str(page.absolute()), runs=len(found.rows), skipped=found.skipped)
 
 
+VIEW_PORT = 7575
+"""`view --serve`'s port unless --port says."""
+
+
+def serve_view(directory: PathLike, port: int = VIEW_PORT, started: Callable[[str], None] = print) -> None:
+    """`view` DIR, then serve it read-only on 127.0.0.1:`port` (0: a free one) until Ctrl-C; `started` is
+    told the URL once it answers."""
+    from replayer.verbs.serve import serve
+
+    shown = view(directory)
+    serve(Path(directory), Path(shown.report or shown.index or "").name, port, started)
+
+
 def gc() -> GcReport:
     """Remove every container and snapshot image the replayer left behind, the state folders and fork
     slots of dead runs, and the slots' root once no slot is left; kill the port forwarders that removed

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from replayer.adapters.base import StepwiseRerunner, stdout_events
+from replayer.adapters.base import StepwiseRerunner, no_request, stdout_events
 from replayer.adapters.opencode import bundle, tools
 from replayer.adapters.opencode import home as agent_home
 from replayer.adapters.opencode.replay_model import Answer, ReplayModel
@@ -121,7 +121,7 @@ class OpenCodeRerunner(StepwiseRerunner):
         assert self.handle is not None
         body = self.handle.await_item(self.model.requests, _START_TIMEOUT_S)
         if body is None:
-            raise SandboxError(f"opencode sent no model request for {what}: {self._tail()}")
+            raise no_request(self.handle, "opencode", what)
         return body
 
     def _take(self, lines: bytes) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
@@ -49,7 +50,7 @@ def inspect(
         console.print(subagent_text(report.subagent_of), highlight=False, soft_wrap=True, markup=False)
     for sub in report.subagents:
         console.print(subagent_file_text(sub), highlight=False, soft_wrap=True, markup=False)
-    table = Table("step", "tools", "call ids", "observed", "kind")
+    table = Table("step", "tools", "call ids", "main argument", "observed", "kind")
     for step in report.steps:
         notes = (
             ("" if step.complete else " (incomplete)")
@@ -60,6 +61,7 @@ def inspect(
             f"{step.index}{notes}",
             escape(", ".join(c.tool for c in step.calls)),
             escape(", ".join(c.id for c in step.calls)),
+            escape("; ".join(main_argument(c.input) for c in step.calls)),
             ", ".join("yes" if c.has_observation else "NO" for c in step.calls),
             ", ".join(c.kind for c in step.calls),
         )
@@ -77,6 +79,24 @@ def inspect(
         )
     for note in report.parse_notes:
         console.print(f"note: {note}", markup=False, highlight=False)
+
+
+MAIN_KEYS = ("command", "cmd", "pattern", "query", "file_path", "filePath", "absolute_path", "path", "url")
+"""The inputs that say what a call does, in the order they are shown (an editor's `view` before its path)."""
+MAIN_CHARS = 60
+
+
+def main_argument(arguments: dict[str, Any]) -> str:
+    """A short one-line summary of what a call acts on: its command, pattern or path (at most two of them),
+    else its first text input; `-` when it has none. Enough to pick a boundary without --json."""
+    found = [arguments[k] for k in MAIN_KEYS if isinstance(arguments.get(k), str | list)][:2]
+    if not found:
+        found = [v for v in arguments.values() if isinstance(v, str)][:1]
+    words = [" ".join(str(w) for w in v) if isinstance(v, list) else v for v in found]
+    text = " ".join(" ".join(words).split())  # one line
+    if not text:
+        return "-"
+    return text if len(text) <= MAIN_CHARS else text[: MAIN_CHARS - 1] + "…"
 
 
 def inspect_header(report: InspectReport) -> str:

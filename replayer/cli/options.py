@@ -144,7 +144,12 @@ Quiet = Annotated[
 ]
 
 
-Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Debug log of the pipeline on stderr.")]
+Verbose = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", help="Debug log of the pipeline on stderr (and a failed CLI's whole output)."
+    ),
+]
 
 
 def _progress(json: bool, quiet: bool, verbose: bool) -> LiveProgress:

@@ -57,10 +57,24 @@ def load_script(upstream: str) -> Script:
     try:
         script = Script.model_validate_json(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "the file"
-        raise BadInput(f"--upstream mock:{path}: not a mock script: {where}: {first['msg']}") from None
+        raise BadInput(f"--upstream mock:{path}: not a mock script: {_problem(exc.errors()[0])}") from None
     return script
+
+
+def _problem(error: Any) -> str:
+    """A validation error of a script, said of the turn and block it is in (`tool_use block 2 of turn 1
+    has no id`), else of where it is in the file."""
+    loc = list(error["loc"])
+    if len(loc) >= 4 and loc[0] == "turns" and loc[2] == "blocks":
+        block = f"block {int(loc[3]) + 1} of turn {int(loc[1]) + 1}"
+        if error["type"] == "union_tag_invalid":
+            return f"{block} has an unknown type {error['input'].get('type')!r} (text, tool_use, custom_tool, item)"
+        if len(loc) == 6 and error["type"] == "missing":
+            return f"{loc[4]} {block} has no {loc[5]}"
+        if len(loc) >= 6:
+            return f"{loc[4]} {block}: {'.'.join(str(p) for p in loc[5:])}: {error['msg']}"
+    where = ".".join(str(p) for p in loc) or "the file"
+    return f"{where}: {error['msg']}"
 
 
 def closing_turn(adapter: Adapter, version: str, body: Any, text: str) -> Turn:

@@ -27,7 +27,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from replayer.floor import settings
-from replayer.floor.errors import BadInput, Interrupted, OutputError, ReplayError, excerpt
+from replayer.floor.errors import BadInput, Interrupted, OutputError, PlanRefused, ReplayError, excerpt
 from replayer.floor.foreign import MAX_FILE_BYTES, Folder
 from replayer.floor.io import open_input, write_bytes_atomic
 from replayer.floor.models import (
@@ -351,7 +351,8 @@ def parse_boundaries(text: str) -> Boundaries:
 
 
 def pick_boundaries(spec: Boundaries, traj: Trajectory) -> list[int]:
-    """The boundaries `spec` names, sorted; a named one the plan cannot accept is a BadInput."""
+    """The boundaries `spec` names, sorted; a named one the plan cannot accept is refused as the plan
+    refuses `-n K` (exit 4), whether it is named alone or in a list."""
     valid = valid_boundaries(traj)
     if spec == "all":
         return valid
@@ -360,14 +361,14 @@ def pick_boundaries(spec: Boundaries, traj: Trajectory) -> list[int]:
     for boundary in spec:
         if boundary not in valid:
             span = f"{valid[0]}..{valid[-1]}" if valid else "none"
-            raise BadInput(f"boundary {boundary} is not one of {span}")
+            raise PlanRefused(f"boundary {boundary} is not one of {span}")
     return sorted(set(spec))
 
 
 def _boundaries(entry: ManifestEntry, traj: Trajectory, number: int) -> list[int]:
     try:
         return pick_boundaries(entry.boundaries, traj)
-    except BadInput as exc:
+    except PlanRefused as exc:  # a manifest line is an input: the whole manifest is refused
         raise BadInput(f"manifest line {number}: {exc}") from None
 
 

@@ -105,9 +105,10 @@ def _chat_record(folder: Folder, result: ReplayResult) -> dict[str, Any]:
     dialect = adapter.dialect()
     messages = dialect.to_chat(prefix)
     cont = result.continuation
-    with running_version(
-        result.agent, result.version.version if result.version else pinned_version(result.agent)
-    ):
+    ran = (
+        result.version.version if result.version else result.pins.cli_version or pinned_version(result.agent)
+    )
+    with running_version(result.agent, ran):
         continued = (
             adapter.continued_prefix(job, cont.model) if cont else None
         )  # as the version that ran sent it
@@ -117,6 +118,7 @@ def _chat_record(folder: Folder, result: ReplayResult) -> dict[str, Any]:
         "agent": result.agent,
         "agent_version": result.agent_version,
         "pinned_version": result.pins.cli_version,
+        "ran_version": ran,
         "mode": "prepare" if result.request.mode == "prepare" else ("continue" if cont else "replay"),
         "input_condition": cont.input_condition if cont else "replayed_boundary_only",
         "divergences": sum(d.status == "different" for d in result.divergences),
@@ -125,6 +127,8 @@ def _chat_record(folder: Folder, result: ReplayResult) -> dict[str, Any]:
         "image_id": result.image_id,
         "job": job.name,
     }
+    copied = len(messages)
+    metadata["copied_context_messages"] = copied
     if cont is not None:
         metadata["continuation"] = {
             "agent_status": cont.agent_status,
@@ -140,6 +144,7 @@ def _chat_record(folder: Folder, result: ReplayResult) -> dict[str, Any]:
                 f"{job}: its continuation ({cont.steps_used} step(s)) cannot be read back ({why}): "
                 "the prefix alone is not the record"
             )
+    metadata["agent_messages"] = len(messages) - copied
     model = _session_model(result.request.trajectory, result.source_sha256)
     tools = _tools_source(result.agent, result.agent_version, adapter.tools_data_name(), model)
     with running_version(result.agent, tools.version):  # the definitions of the version that recorded it
@@ -187,11 +192,13 @@ def export_chat(root: Path, out: Path, force: bool = False) -> ExportSummary:
 ATIF_VERSION = "ATIF-v1.7"
 
 
-def atif_steps(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def atif_steps(messages: list[dict[str, Any]], copied: int) -> list[dict[str, Any]]:
     """Chat-form messages as ATIF steps: an agent step carries its tool calls and, as its observation,
-    the results that answer them. Every step of a replayed prefix is copied context (`is_copied_context`)."""
+    the results that answer them. The steps of the first `copied` messages (the replayed prefix) are copied
+    context (`is_copied_context: true`, which Harbor's model reads as "not for training"); the steps after
+    them are the continuation's own (`false`)."""
     steps: list[dict[str, Any]] = []
-    for message in messages:
+    for index, message in enumerate(messages):
         role = message.get("role")
         if role == "tool":
             owner = next((s for s in reversed(steps) if s["source"] == "agent" and s.get("tool_calls")), None)
@@ -205,7 +212,7 @@ def atif_steps(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "step_id": len(steps) + 1,
             "source": {"assistant": "agent", "system": "system"}.get(str(role), "user"),
             "message": message.get("content") or "",
-            "is_copied_context": True,
+            "is_copied_context": index < copied,
         }
         calls = message.get("tool_calls") or []
         if role == "assistant" and calls:
@@ -236,18 +243,26 @@ def atif_record(job: Folder) -> dict[str, Any]:
     result = _result(job)
     record = _chat_record(job, result)
     metadata = record["metadata"]
-    steps = atif_steps(record["messages"])
+    steps = atif_steps(record["messages"], metadata["copied_context_messages"])
+    copied = sum(bool(s.get("is_copied_context")) for s in steps)
+    model = (metadata.get("continuation") or {}).get("model")
+    for step in steps[copied:]:  # the continuation's own answers: the model that gave them
+        if step["source"] == "agent" and model:
+            step["model_name"] = model
     return {
         "schema_version": ATIF_VERSION,
         "trajectory_id": metadata["job"],
         "session_id": result.session_id,
         "agent": {
             "name": metadata["agent"],
-            "version": metadata["tools"]["version"],  # the version whose tool_definitions these are
+            "version": metadata["ran_version"],  # the version that ran (metadata.tools: whose definitions)
             "tool_definitions": record["tools"],
         },
         "steps": steps,
-        "notes": "A replayed prefix rebuilt by sandbox-replayer: every step is copied context.",
+        "notes": (
+            f"A prefix replayed by sandbox-replayer: steps 1-{copied} are copied context (the prefix), "
+            f"{len(steps) - copied} after them are the agent's own (its continuation at {metadata['ran_version']})."
+        ),
         "final_metrics": {"total_steps": len(steps)},
         "extra": {"sandbox_replayer": metadata},
     }

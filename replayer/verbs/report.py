@@ -72,6 +72,10 @@ const versionText = v => v ? `${v.version} (${v.source}, ${v.status})` : 'unknow
 const ranText = (v, pins) => !v ? `ran the pinned ${pins.cli_version}`
   : `ran ${versionText(v)}` + (v.version === pins.cli_version ? ', the pinned version' : `; pinned ${pins.cli_version}, not run`);
 
+// the model a continuation named, and that the mock answered when it did (continuation.mock)
+const MOCK_NOTE = 'the answers came from the built-in mock model (--upstream mock), not from a model service';
+const modelText = (c, none) => `model ${c && c.model ? c.model : none}` + (c && c.mock ? ` (${MOCK_NOTE})` : '');
+
 function degradations(list) {
   const box = el('div', {id: 'degradations'}, el('h2', {}, `Degradations (${list.length})`));
   if (!list.length) box.append(el('p', {class: 'meta'}, 'none: every call of the prefix was rerun'));
@@ -108,7 +112,7 @@ function run(r) {
     el('span', {class: 'badge'}, c ? `${c.steps_used} step(s)` : '-'), ' ', checkLine(r.check)));
   const pins = r.pins;
   card.append(el('p', {class: 'meta versions'},
-    `agent ${pins ? `${pins.adapter} ${pins.cli_version ?? '?'}` : '?'}; replayer ${pins ? pins.replayer : '?'}; model ${c && c.model ? c.model : '?'}`));
+    `agent ${pins ? `${pins.adapter} ${pins.cli_version ?? '?'}` : '?'}; replayer ${pins ? pins.replayer : '?'}; ${modelText(c, '?')}`));
   if (r.infrastructure_failure) card.append(el('p', {class: 'infra-note'},
     `infrastructure failure, not counted in the pass rate: ${r.infrastructure_failure}`));
   else if (r.status === 'failed') card.append(el('p', {class: 'fail error'}, `${r.error_kind}: ${r.error}`));
@@ -132,6 +136,9 @@ document.title = `compare: ${data.agent} after step ${data.after_step}`;
 root.append(el('h1', {}, `${data.agent} ${data.agent_version ?? ''}: ${req.variants.length} variant(s) from step ${data.after_step}`));
 root.append(el('p', {class: 'meta'}, `trajectory ${req.trajectory}; ${req.repeat} run(s) per variant`));
 root.append(el('p', {class: 'meta versions'}, `replay: agent ${data.agent} (${data.pins.cli_package}) ${ranText(data.version, data.pins)}; replayer ${data.pins.replayer}; model ${req.defaults.model ?? "(the trajectory's own)"}`));
+const mocked = data.runs.filter(r => r.continuation && r.continuation.mock).map(r => `${r.variant}/${r.repeat}`);
+if (mocked.length) root.append(el('p', {class: 'infra-note mock'},
+  `${mocked.length === data.runs.length ? 'every run' : `runs ${mocked.join(', ')}`}: ${MOCK_NOTE}`));
 root.append(el('p', {class: 'meta'}, 'prefix reruns: ' + (Object.entries(data.divergences).map(([k, v]) => `${v} ${k}`).join(', ') || 'none')
   + `; all runs share their first ${data.common_actions} action(s)`));
 if (data.boundary_check) root.append(el('p', {class: 'boundary-check'}, 'at the boundary: ', checkLine(data.boundary_check)));
@@ -189,7 +196,8 @@ function marked(text, other) {
 document.title = `replay: ${r.agent} after step ${r.after_step}`;
 root.append(el('h1', {}, `${r.agent} ${r.agent_version ?? ''}: replay after step ${r.after_step}`));
 root.append(el('p', {class: 'meta'}, `trajectory ${r.request.trajectory}; session ${r.session_id ?? '-'}; cwd ${r.cwd ?? '-'}`));
-root.append(el('p', {class: 'meta versions'}, `agent ${r.agent} (${r.pins.cli_package}) ${ranText(r.version, r.pins)}; replayer ${r.pins.replayer}; model ${c && c.model ? c.model : '-'}`));
+root.append(el('p', {class: 'meta versions'}, `agent ${r.agent} (${r.pins.cli_package}) ${ranText(r.version, r.pins)}; replayer ${r.pins.replayer}; ${modelText(c, '-')}`));
+if (c && c.mock) root.append(el('p', {class: 'infra-note mock'}, `continuation: ${MOCK_NOTE}`));
 const counts = {};
 for (const d of r.divergences) counts[d.status] = (counts[d.status] || 0) + 1;
 root.append(el('p', {class: 'meta'}, 'prefix reruns: ' + (Object.entries(counts).map(([k, v]) => `${v} ${k}`).join(', ') || 'none')));

@@ -37,8 +37,9 @@ from replayer.floor.release import __version__ as REPLAYER_VERSION
 from replayer.floor.verdicts import Check, Verdict
 from replayer.verbs.repeat import check_repeats, repeated, reruns_of
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT / "tests" / "fixtures"
+SHIPPED = Path(__file__).resolve().parents[1] / "data" / "probes"
+"""The probe recordings a wheel carries (setup.py copies them there from tests/fixtures)."""
+FIXTURES = SHIPPED if SHIPPED.is_dir() else Path(__file__).resolve().parents[2] / "tests" / "fixtures"
 PROBE_KEY_ENV = "REPLAYER_PROBE_KEY"
 PROBE_KEY = "sk-replayer-probe"
 PROMPT = "Run the replayer's probe."
@@ -56,7 +57,7 @@ class VerifyFailed(ReplayError):
 class Probe(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     recording: str
-    """A recording the probe can start from, under tests/fixtures."""
+    """A recording the probe can start from, under tests/fixtures (in a wheel: replayer/data/probes)."""
     native: str
     version: str
     """The version that recorded it (its meta.json)."""
@@ -131,7 +132,7 @@ def probe_for(agent: str, version: str) -> Probe:
             rel = str(folder.relative_to(FIXTURES))
             found.append(Probe(recording=rel, native=adapter.probe_native, version=meta["cli_version"]))
     if not found:
-        raise PlanRefused(f"the probe recordings of {agent} are not here: verify runs from a source checkout")
+        raise PlanRefused(f"the probe recordings of {agent} are not in {FIXTURES}")
     found.sort(key=lambda p: release(p.version))
     same = [p for p in found if release(p.version)[:2] == release(version)[:2]]  # the same minor line first
     pool = same or found

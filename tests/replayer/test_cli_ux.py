@@ -128,6 +128,35 @@ def test_an_error_quoting_brackets_prints_them_as_text() -> None:
     assert _one_line(proc.stderr) == "replayer: bad_input: /nonexistent/[/x] [bold]y.jsonl does not exist"
 
 
+# inspect shows what each call acts on ------------------------------------------------------------
+def test_inspect_shows_each_calls_command_or_path_so_a_boundary_is_picked_without_json() -> None:
+    from tests.conftest import CODEX
+
+    proc = replayer("inspect", str(CODEX.fixture("exec") / "rollout.jsonl"), env={"COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split("│")[1].strip(): line for line in proc.stdout.splitlines() if line.count("│") > 3}
+    assert "main argument" in proc.stdout and "cat a.txt" in rows["1"], proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("arguments", "shown"),
+    [
+        ({"command": "ls -la\n  && pwd", "description": "list"}, "ls -la && pwd"),
+        ({"command": ["bash", "-lc", "cat a.txt"]}, "bash -lc cat a.txt"),
+        ({"file_path": "/testbed/a.txt", "limit": 5}, "/testbed/a.txt"),
+        ({"command": "view", "path": "/workspace/x.py"}, "view /workspace/x.py"),
+        ({"pattern": "def main", "path": "src"}, "def main src"),
+        ({"subject": "Look at a.txt"}, "Look at a.txt"),
+        ({"timeout": 5}, "-"),
+        ({"command": "x" * 100}, "x" * 59 + "…"),
+    ],
+)
+def test_a_calls_main_argument_is_one_short_line(arguments: dict, shown: str) -> None:
+    from replayer.cli.inspect import main_argument
+
+    assert main_argument(arguments) == shown
+
+
 # export never overwrites silently ---------------------------------------------------------------
 def test_export_refuses_an_existing_file_unless_forced(tmp_path: Path) -> None:
     prefix, records = tmp_path / "prefix", tmp_path / "records.jsonl"

@@ -300,6 +300,32 @@ def test_infrastructure_failures_are_counted_apart_and_trajectory_text_stays_tex
     assert [e[2] for e in dom.find("li", class_="degradation")] == [f"historical_kept: {degraded.reason}"]
 
 
+@pytest.mark.agent
+def test_the_report_says_which_runs_the_mock_answered(two_variants: Compared, tmp_path: Path) -> None:
+    """Runs whose continuation.mock is true are said to have had the mock's answers, in the header and on
+    their cards; the others are not."""
+    from replayer.floor.models import CompareResult
+    from replayer.verbs.report import render_html
+
+    result = CompareResult.model_validate_json((two_variants.out / "compare.json").read_bytes())
+    runs = [
+        r.model_copy(update={"continuation": r.continuation.model_copy(update={"mock": True})})
+        if r.variant == "good" and r.continuation
+        else r
+        for r in result.runs
+    ]
+    page = tmp_path / "report.html"
+    page.write_text(render_html(result.model_copy(update={"runs": runs})))
+    dom, log = _render(page, tmp_path)
+    assert "Uncaught" not in log
+    said = "the answers came from the built-in mock model (--upstream mock), not from a model service"
+    mocked = sorted(f"{r.variant}/{r.repeat}" for r in runs if r.continuation and r.continuation.mock)
+    assert mocked and len(mocked) < len(runs)
+    assert [e[2] for e in dom.find("p", class_="mock")] == [f"runs {', '.join(mocked)}: {said}"]
+    for card in dom.find("div", class_="run"):
+        assert (said in card[2]) == (card[1]["data-run"] in mocked), card[1]["data-run"]
+
+
 PATCH_OK = """--- a/hello.py
 +++ b/hello.py
 @@ -1,4 +1 @@

@@ -260,3 +260,47 @@ def test_without_the_recording_versions_bundle_the_pinned_tools_stand_in_and_say
     assert summary["pinned_tools"] == 1
     assert [t["function"]["name"] for t in record["tools"]][:2] == ["exec_command", "write_stdin"]
     assert not list((tmp_path / "bundles").iterdir())  # nothing was installed or cached
+
+
+@pytest.mark.agent
+def test_a_continuation_is_the_agents_own_and_the_prefix_alone_is_copied_context(tmp_path: Path) -> None:
+    """ATIF: the prefix's steps are copied context (Harbor: not for training), the continuation's are not,
+    and `agent.version` is the version that ran it (here not the recorded one, nor the pin); the chat
+    record states the same split. Validated by Harbor's validator (tests/support/atif.py)."""
+    from tests.support.atif import Trajectory
+
+    turns = tmp_path / "turns.json"
+    call = {"type": "tool_use", "id": "call_own_1", "name": "Bash", "input": {"command": "echo own"}}
+    turns.write_bytes(orjson.dumps({"turns": [{"blocks": [{"type": "text", "text": "Mine."}, call]}]}))
+    single = CLAUDE.fixture("single")
+    out = tmp_path / "out"
+    replayer(
+        *("run", str(single / "session.jsonl"), "-n", "1", "-w", str(single / "workspace"), "-o", str(out)),
+        *("--agent-version", "2.1.196", "--continue", "--upstream", f"mock:{turns}"),
+        check=True,
+    )
+    result = orjson.loads((out / "result.json").read_bytes())
+    assert result["version"]["version"] == "2.1.196" and result["continuation"]["agent_status"] == "completed"
+    atif_path, chat_path = tmp_path / "atif.jsonl", tmp_path / "chat.jsonl"
+    replayer("export", str(out), "--format", "atif", "-o", str(atif_path), check=True)
+    replayer("export", str(out), "-o", str(chat_path), check=True)
+    trajectory = Trajectory.model_validate_json(atif_path.read_bytes())
+    chat = orjson.loads(chat_path.read_bytes())
+    copied = chat["metadata"]["copied_context_messages"]
+    assert copied == chat["metadata"]["continuation"]["prefix_messages"]
+    assert chat["metadata"]["agent_messages"] == len(chat["messages"]) - copied > 0
+    assert chat["metadata"]["ran_version"] == "2.1.196"
+    flags = [s.is_copied_context for s in trajectory.steps]
+    split = flags.index(False)
+    assert flags == [True] * split + [False] * (len(flags) - split), flags
+    own = trajectory.steps[split:]
+    assert [c.function_name for s in own for c in s.tool_calls or []] == ["Bash"]
+    assert any(s.source == "agent" and s.message == "Mine." for s in own)
+    assert "own" in str([r.content for s in own if s.observation for r in s.observation.results])
+    assert not any(
+        c.tool_call_id == "call_own_1" for s in trajectory.steps[:split] for c in s.tool_calls or []
+    )
+    assert trajectory.agent.version == "2.1.196"
+    model = result["continuation"]["model"]
+    assert model and {s.model_name for s in own if s.source == "agent"} == {model}
+    assert all(s.model_name is None for s in trajectory.steps[:split])

@@ -378,5 +378,5 @@ def test_compare_refuses_unreadable_or_invalid_boundaries_before_anything_starts
     usage = replayer(*base, "-n", "2-")
     assert usage.returncode == 2 and "--after-step" in usage.stderr
     beyond = replayer(*base, "-n", "2,99")
-    assert beyond.returncode == 3 and "boundary 99 is not one of" in beyond.stderr, beyond.stderr
+    assert beyond.returncode == 4 and "boundary 99 is not one of" in beyond.stderr, beyond.stderr
     assert len(beyond.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()

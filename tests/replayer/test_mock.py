@@ -140,6 +140,34 @@ def test_a_bad_script_is_refused(tmp_path: Path, content: bytes, said: str) -> N
         mock.load_script(f"mock:{tmp_path / 'absent.json'}")
 
 
+@pytest.mark.parametrize(
+    ("block", "said"),
+    [
+        ({"type": "tool_use", "name": "Bash", "input": {}}, "tool_use block 2 of turn 1 has no id"),
+        (
+            {"type": "tool_use", "id": "c", "name": 3, "input": {}},
+            "tool_use block 2 of turn 1: name: Input should",
+        ),
+        ({"type": "image"}, "block 2 of turn 1 has an unknown type 'image' (text, tool_use"),
+    ],
+)
+def test_a_bad_block_is_said_as_that_block(tmp_path: Path, block: dict, said: str) -> None:
+    """Not as a mismatch with another kind of block (`TextBlock.type: Input should be 'text'`)."""
+    path = tmp_path / "turns.json"
+    path.write_bytes(orjson.dumps({"turns": [{"blocks": [{"type": "text", "text": "Look."}, block]}]}))
+    with pytest.raises(BadInput) as refused:
+        mock.load_script(f"mock:{path}")
+    assert said in str(refused.value) and "TextBlock" not in str(refused.value)
+    single = CLAUDE.fixture("single")
+    proc = replayer(
+        *("run", str(single / "session.jsonl"), "-n", "1", "-w", str(single / "workspace")),
+        *("-o", str(tmp_path / "out")),
+        *("--continue", "--upstream", f"mock:{path}"),
+    )
+    assert proc.returncode == 3 and said in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
 def test_mock_is_not_a_url() -> None:
     assert mock.is_mock("mock") and mock.is_mock("mock:turns.json")
     assert not mock.is_mock("https://mock.example") and not mock.is_mock("") and not mock.is_mock(None)

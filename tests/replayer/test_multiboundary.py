@@ -13,7 +13,7 @@ import pytest
 
 from replayer import api
 from replayer.floor.divergence import NORMALIZERS
-from replayer.floor.errors import BadInput
+from replayer.floor.errors import BadInput, PlanRefused
 from replayer.floor.models import ReplayResult
 from replayer.pipeline.engine import load
 from replayer.verbs.batch import Sample, parse_boundaries, pick_boundaries
@@ -150,7 +150,7 @@ def test_picked_boundaries_are_valid_ones() -> None:
     sample = pick_boundaries(Sample(sample=3, seed=1), traj)
     assert len(sample) == 3 and sample == sorted(sample) and set(sample) <= {0, 1, 2, 3, 4, 5}
     assert pick_boundaries(Sample(sample=3, seed=1), traj) == sample, "a seed picks the same sample"
-    with pytest.raises(BadInput, match="boundary 6 is not one of 0..5"):
+    with pytest.raises(PlanRefused, match="boundary 6 is not one of 0..5"):
         pick_boundaries([2, 6], traj)
 
 
@@ -178,6 +178,18 @@ def test_the_command_writes_a_directory_a_boundary_and_refuses_what_it_cannot(tm
 
 def test_a_boundary_beyond_the_valid_ones_refuses_before_anything_starts(tmp_path: Path) -> None:
     source = FIXTURES / AGENTS["pi"][0]
-    with pytest.raises(BadInput, match="boundary 9"):
+    with pytest.raises(PlanRefused, match="boundary 9"):
         api.run_boundaries(source, [2, 9], source.parent / "workspace", tmp_path / "out")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir()), "nothing started"
+
+
+@pytest.mark.parametrize("boundaries", ["99", "1,99", "2-99"])
+def test_a_boundary_the_trajectory_lacks_exits_4_alone_or_in_a_list(tmp_path: Path, boundaries: str) -> None:
+    """One rule (docs/cli.md, exit 4): `-n 50` and `-n 3,99` are the same refusal, before anything starts."""
+    source = FIXTURES / AGENTS["pi"][0]
+    out = tmp_path / "out"
+    proc = replayer(
+        "run", str(source), "-n", boundaries, "-w", str(source.parent / "workspace"), "-o", str(out)
+    )
+    assert proc.returncode == 4 and "plan_refused: boundary" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not out.exists()

@@ -121,3 +121,27 @@ def test_view_refuses_what_is_not_a_replay_directory(
     assert proc.returncode == 3, proc.stderr
     assert proc.stderr.startswith("replayer: bad_input: ") and message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "report.html").exists()
+
+
+@pytest.mark.agent
+def test_the_page_says_when_the_answers_came_from_the_mock(replay_dir: Path, tmp_path: Path) -> None:
+    """A continuation answered by `--upstream mock` (continuation.mock) is said so, beside the model it
+    named; one answered by a model service is not."""
+    from replayer.verbs.report import render_view
+    from replayer.verbs.view import load
+
+    data = load(replay_dir)
+    cont = data.result.continuation
+    assert cont is not None and not cont.mock
+    mocked = data.result.model_copy(update={"continuation": cont.model_copy(update={"mock": True})})
+    for name, result in (("served", data.result), ("mocked", mocked)):
+        page = tmp_path / name / "report.html"
+        page.parent.mkdir()
+        page.write_text(render_view(data.model_copy(update={"result": result}).model_dump(mode="json")))
+        dom, log = render(page, tmp_path / name)
+        assert "Uncaught" not in log
+        versions = dom.find("p", class_="versions")[0][2]
+        said = "the answers came from the built-in mock model (--upstream mock), not from a model service"
+        assert (said in versions) == (name == "mocked"), versions
+        assert f"model {cont.model}" in versions
+        assert bool(dom.find("p", class_="mock")) == (name == "mocked")

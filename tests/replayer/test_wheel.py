@@ -1,7 +1,8 @@
 """Installed, not cloned: the wheel built from this checkout carries everything a run needs. It is
 installed into a fresh virtual environment outside the checkout and run from a folder outside it:
-`replayer --version`, `replayer setup` (which finds this machine ready and reuses all of it) and a
-replay of a recorded Claude Code session."""
+`replayer --version`, `replayer setup` (which finds this machine ready and reuses all of it), a
+replay of a recorded Claude Code session, and the export of a session of a version that is not the pin,
+with that version's own tools (captured from the probe recordings the wheel carries)."""
 
 from __future__ import annotations
 
@@ -50,9 +51,10 @@ def _checkout_path(member: str) -> Path:
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # built from a copy: an in-tree build leaves build/ and *.egg-info in the checkout
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "setup.py", "README.md", "docs", *FOLDERS):
+    for name in ("pyproject.toml", "setup.py", "README.md", "docs", "tests/fixtures", *FOLDERS):
         if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+            ignore = shutil.ignore_patterns("__pycache__", "field")
+            shutil.copytree(ROOT / name, src / name, ignore=ignore)
         else:
             shutil.copy2(ROOT / name, src / name)
     dist = tmp_path_factory.mktemp("dist")
@@ -99,6 +101,13 @@ def test_the_wheel_holds_every_file_of_the_packages(wheel: Path) -> None:
     assert {t for t in tops if not t.endswith((".dist-info", ".data"))} == {"replayer"}, tops  # one namespace
     assert any("/companion/" in name for name in expected)
     assert [name for name in expected if name not in members] == []
+    from replayer.adapters import REGISTRY, adapter_class
+
+    for agent in REGISTRY:  # the probe recordings verify and the export's tool capture start from
+        cls = adapter_class(agent)
+        if cls.probe_native is not None:
+            probe = f"replayer/data/probes/{cls.probe_recordings[0].replace('*', '')}"
+            assert any(n.startswith(probe) and n.endswith("/meta.json") for n in members), agent
     for name in expected:  # an executable (the companion `docker` shim, the setup scripts) stays one
         mode = members[name].external_attr >> 16
         assert bool(mode & 0o111) == os.access(_checkout_path(name), os.X_OK), name
@@ -185,3 +194,39 @@ def _replays(venv: Path, cwd: Path, trajectory: Path, agent: str) -> None:
     assert result["agent"] == agent
     assert [d["status"] for d in result["divergences"]] == ["exact"]
     assert all((out / name).is_file() for name in result["native_files"])
+
+
+@pytest.mark.agent
+def test_the_wheel_exports_an_older_versions_session_with_that_versions_tools(
+    venv: Path, tmp_path: Path
+) -> None:
+    """A real Claude Code 2.1.50 session (the oldest non-pinned version of the field files whose bundle the
+    machine holds): its record carries 2.1.50's own definitions, captured by 2.1.50's CLI from the probe
+    recordings in the wheel, not the pinned version's."""
+    from replayer.adapters import tool_definitions
+    from replayer.floor import bundles
+    from replayer.floor.pins import pinned_version
+
+    assert pinned_version("claude_code") != "2.1.50"
+    bundles.ensure("claude_code", "2.1.50")  # the project's own install (a no-op when it is there)
+    cache = tool_definitions.cache_path("claude_code", "2.1.50")
+    cache.unlink(missing_ok=True)  # captured now, by the installed wheel
+    session = ROOT / "tests" / "fixtures" / "field" / "claude_code" / "erk-2.1.50.jsonl"
+    prepared = _outside(venv, tmp_path, "prepare", str(session), "-n", "1", "-o", str(tmp_path / "prep"))
+    assert prepared.returncode == 0, prepared.stderr
+    out = tmp_path / "records.jsonl"
+    export = _outside(venv, tmp_path, "export", str(tmp_path / "prep"), "-o", str(out), "--json")
+    assert export.returncode == 0, export.stderr
+    record = orjson.loads(out.read_bytes())
+    tools = record["metadata"]["tools"]
+    assert (tools["version"], tools["source"]) == ("2.1.50", "captured"), tools
+    assert orjson.loads(export.stdout)["pinned_tools"] == 0
+    captured = tool_definitions.CapturedTools.model_validate_json(cache.read_bytes())
+    assert captured.version == "2.1.50" and captured.probe.startswith("claude_code/")
+    pinned = orjson.loads(
+        (
+            ROOT / "adapters" / "claude_code" / "data" / pinned_version("claude_code") / "tools.json"
+        ).read_bytes()
+    )
+    assert captured.tools != pinned
+    assert {t["function"]["name"] for t in record["tools"]} == {t["name"] for t in captured.tools}

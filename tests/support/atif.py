@@ -1,9 +1,18 @@
-"""A strict checker for the ATIF v1.7 fields this project writes, from the RFC's field tables (Harbor
-rfcs/0001-trajectory-format.md, v1.7 changelog): unknown fields are refused, step ids run from 1,
-agent-only fields appear only on agent steps, every observation result answers a call of its step."""
+"""A strict checker for the ATIF v1.7 fields this project writes: Harbor's own validator, ported (Harbor's
+`harbor` package is not on the package index this project installs from). Its source: Harbor's pydantic
+models, src/harbor/models/trajectories/{trajectory,step,agent,tool_call,observation}.py, and
+rfcs/0001-trajectory-format.md. Its rules, kept here under Harbor's names: unknown fields are refused
+(`extra: forbid`); `steps` is not empty and `validate_step_ids` (sequential from 1);
+`validate_agent_only_fields` (model_name, reasoning_effort, reasoning_content, tool_calls, metrics only on
+agent steps, even empty); `validate_llm_call_count_zero_fields`; `validate_timestamp` (ISO 8601);
+`validate_tool_call_references` (no duplicate tool_call_id in a step, every observation result's
+source_call_id a call of its step). `is_copied_context` (v1.5): "whether this step was copied from a
+previous trajectory for context ... Steps marked as copied context should not be included in training
+data"."""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -30,28 +39,38 @@ class Observation(_Strict):
     results: list[ObservationResult]
 
 
+AGENT_ONLY = ("model_name", "reasoning_effort", "reasoning_content", "tool_calls", "metrics")
+
+
 class Step(_Strict):
     step_id: int = Field(ge=1)
     timestamp: str | None = None
     source: Literal["system", "user", "agent"]
     model_name: str | None = None
+    reasoning_effort: str | float | None = None
     message: str | list[dict[str, Any]]
     reasoning_content: str | None = None
     tool_calls: list[ToolCall] | None = None
     observation: Observation | None = None
     metrics: dict[str, Any] | None = None
-    llm_call_count: int | None = None
+    llm_call_count: int | None = Field(default=None, ge=0)
     is_copied_context: bool | None = None
     extra: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _agent_fields(self) -> Step:
-        if self.source != "agent" and (
-            self.tool_calls or self.model_name or self.reasoning_content or self.metrics
-        ):
-            raise ValueError(f"step {self.step_id}: agent-only fields on a {self.source} step")
+        if self.timestamp is not None:
+            datetime.datetime.fromisoformat(self.timestamp.replace("Z", "+00:00"))
+        if self.source != "agent":
+            for name in AGENT_ONLY:
+                if getattr(self, name) is not None:
+                    raise ValueError(f"step {self.step_id}: {name} on a {self.source} step")
+        if self.llm_call_count == 0 and self.source == "agent" and (self.metrics or self.reasoning_content):
+            raise ValueError(f"step {self.step_id}: LLM fields on a step of no LLM call")
+        ids = [c.tool_call_id for c in self.tool_calls or []]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"step {self.step_id} has a duplicate tool_call_id")
         if self.observation is not None:
-            ids = {c.tool_call_id for c in self.tool_calls or []}
             for result in self.observation.results:
                 if result.source_call_id is not None and result.source_call_id not in ids:
                     raise ValueError(
@@ -82,7 +101,7 @@ class Trajectory(_Strict):
     session_id: str | None = None
     trajectory_id: str
     agent: Agent
-    steps: list[Step]
+    steps: list[Step] = Field(min_length=1)
     notes: str | None = None
     final_metrics: FinalMetrics | None = None
     extra: dict[str, Any] | None = None
