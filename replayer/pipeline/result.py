@@ -48,7 +48,7 @@ def commit(out: OutputDir, result: ReplayResult) -> None:
         out.tmp / "result.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
     )
     out.commit()
-    logger.debug("boundary %d written to %s", result.after_step, result.request.out)
+    logger.debug("wrote %s (boundary %d)", result.request.out, result.after_step)
 
 
 def os_error(exc: OSError, request: ReplayRequest) -> ReplayError | None:
