@@ -28,7 +28,7 @@ RECORD_TYPES = frozenset(
     {
         *CHAIN_TYPES, "system", "summary", "progress", "attachment", "file-history-snapshot", "queue-operation",
         "last-prompt", "custom-title", "ai-title", "agent-name", "agent-color", "agent-setting", "tag", "mode",
-        "permission-mode", "pr-link", "worktree-state", "content-replacement", "attribution-snapshot",
+        "permission-mode", "relocated", "pr-link", "worktree-state", "content-replacement", "attribution-snapshot",
         "speculation-accept", "marble-origami-commit", "marble-origami-snapshot", "marble-origami-reset",
     }
 )  # fmt: skip
