@@ -194,6 +194,14 @@ def parse(path: Path) -> Trajectory:
     return traj
 
 
+def foreign_actions(events: list[dict[str, Any]]) -> list[str]:
+    """The action types of `events` V0 does not define (a fork's), each once, quoted."""
+    found = {
+        e["action"]: None for e in events if e.get("action") is not None and e["action"] not in KNOWN_ACTIONS
+    }
+    return [excerpt(str(kind)) for kind in found]
+
+
 _GITHUB_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 

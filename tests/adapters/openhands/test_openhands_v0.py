@@ -289,6 +289,13 @@ def test_an_action_a_fork_adds_is_an_unknown_tool_kept_with_allow_degraded(tmp_p
     assert result["name"] == "chat" and result["content"] == [
         {"type": "text", "text": _events()[5]["content"]}
     ]
+    # the pinned openhands-ai cannot load the fork's action back: a continuation is refused before it starts
+    args = ["run", str(path), "-n", "1", "-w", str(FIXTURE / "workspace"), "-o", str(tmp_path / "run")]
+    proc = replayer(
+        *args, "--allow-degraded", "--continue", "--upstream", "mock", "--model", "openai/fake-model"
+    )
+    assert proc.returncode == 4 and "does not define ('chat')" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
 
 
 @pytest.mark.agent
