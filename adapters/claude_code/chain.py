@@ -24,6 +24,16 @@ from replayer.floor.io import read_input, sha256_soon
 
 Record = dict[str, Any]
 CHAIN_TYPES = ("user", "assistant")
+RECORD_TYPES = frozenset(
+    {
+        *CHAIN_TYPES, "system", "summary", "progress", "attachment", "file-history-snapshot", "queue-operation",
+        "last-prompt", "custom-title", "ai-title", "agent-name", "agent-color", "agent-setting", "tag", "mode",
+        "permission-mode", "relocated", "pr-link", "worktree-state", "content-replacement", "attribution-snapshot",
+        "speculation-accept", "marble-origami-commit", "marble-origami-snapshot", "marble-origami-reset",
+    }
+)  # fmt: skip
+"""The session record kinds the replayer knows (those the CLI of 2.1.197 writes and reads back, `mode` among
+them); a newer release's kind is carried as recorded, as the CLI carries one it does not know."""
 PARENT_REPAIR_WINDOW_MS = 5000
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,199}")
 """A session id becomes a file name and a command-line argument: no path separators, no leading dash."""

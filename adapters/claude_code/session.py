@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from replayer.adapters import carried
 from replayer.adapters.claude_code import chain, subagent
 from replayer.adapters.claude_code.chain import Record, Session
 from replayer.floor.errors import BadInput
@@ -55,6 +56,7 @@ def parse(path: Path) -> Trajectory:
     notes += [
         f"line {n} skipped, as Claude Code skips a line that is not JSON" for n in session.skipped_lines
     ]
+    notes += carried.note((r.get("type") for r in session.records), chain.RECORD_TYPES)
     leaf = chain.select_leaf(session)
     walked, boundary, repaired = chain.walk(session, leaf)
     items = chain.expand(session, walked)

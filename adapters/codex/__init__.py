@@ -106,6 +106,8 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
             return "pure", None  # the user interrupted it: the CLI's own "aborted" observation is kept
         if call.tool in tools.PURE_TOOLS:
             return "pure", None
+        if call.tool in tools.CODE_MODE_TOOLS and call.input.keys() <= {"input"}:
+            return "unknown", f"{call.tool!r}: {tools.CODE_MODE_REASON}"
         if self.drives(tools.version()):
             # the CLI of that version runs its own tools, those of its era included
             if call.tool in tools.DRIVEN_TOOLS:

@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict
 
+from replayer.adapters import carried
 from replayer.adapters.codex import bare
 from replayer.adapters.shapes import ORJSON_DEPTH, unwritable
 from replayer.floor.errors import EXCERPT_CHARS, BadInput, bad_record
@@ -36,6 +37,9 @@ keep in the rollout: the server's `rs_`/`fc_`/`msg_`/`ws_` ids are not sent back
 on the wire)."""
 KEPT_TYPES = {"session_meta", "world_state", "turn_context", "response_item", "compacted"}
 """What a rebuilt rollout holds: event_msg and token_usage_record are UI and telemetry, except a rollback."""
+KNOWN_TYPES = KEPT_TYPES | {"event_msg", "token_usage_record", bare.STATE}
+"""The record kinds of the releases the replayer knows; another (a newer release's) is carried as recorded
+(`adapters/carried.py`): codex-rs skips a rollout line it cannot read when it resumes."""
 ROLLED_BACK = "thread_rolled_back"
 """The event of a rollback (the Desktop app's and TUI's undo of the last turns, e.g. after an interrupt): the
 CLI drops those turns from the history it sends and rebuilds on resume, so a rebuilt rollout keeps it."""
@@ -230,6 +234,7 @@ def parse(path: Path) -> Trajectory:
         steps=steps,
         start=_start(meta.get("git")),
         runs_as=bare.RESUMED_BECAUSE if unversioned_bare else None,
+        parse_notes=[] if is_bare else carried.note((r.get("type") for r in records), KNOWN_TYPES),
     )
     # not validated again: the records were checked as read (validation would copy every record)
     traj.keep_native(
@@ -501,7 +506,8 @@ def wire_input(
 
 def kept_record(record: Record) -> bool:
     """Whether a rebuilt rollout holds the record."""
-    return record.get("type") in KEPT_TYPES or _rollback(record) is not None
+    kind = record.get("type")
+    return kind in KEPT_TYPES or kind not in KNOWN_TYPES or _rollback(record) is not None
 
 
 def rolled_back(records: list[Record]) -> bool:

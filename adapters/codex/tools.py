@@ -49,6 +49,15 @@ DRIVEN_TOOLS = RERUN_TOOLS | {
 SUBAGENT_TOOLS = {"spawn_agent", "send_input", "wait_agent", "close_agent", "resume_agent"}
 """The multi-agent tools (codex-rs feature `multi_agent`, on by default in 0.118): never rerun, since a rerun
 would start subagents whose own model requests no rollout of this thread holds."""
+CODE_MODE_TOOLS = {"exec", "wait", "exec_wait"}
+"""Code mode's freeform tools (codex-rs `tools/code_mode`, 0.14x): `exec` runs a JavaScript script in the CLI's
+isolated V8 runtime that calls the nested tools itself (`await tools.exec_command(...)`), `wait` (`exec_wait`
+in some releases) collects a script that yielded. The rollout holds the script and its output items, not the
+nested calls, so no call of its can be rerun one by one: unknown tools (kept as recorded with --allow-degraded)."""
+CODE_MODE_REASON = (
+    "a code-mode script (the CLI runs its JavaScript, which calls the nested tools; the rollout records "
+    "no nested call to rerun)"
+)
 PURE_TOOLS = {"update_plan", "get_goal", "create_goal", "update_goal", "request_user_input"}
 """Their output depends on nothing outside the conversation: the historical one is kept (`request_user_input`'s
 is the user's own answer, which no rerun can give again)."""

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from replayer.adapters.gemini_cli import backend, subagent
 from replayer.adapters.shapes import MAX_DEPTH, Open, check, deep_place
+from replayer.floor.cwdinfer import is_absolute_cwd
 from replayer.floor.errors import BadInput, bad_record, excerpt
 from replayer.floor.io import read_input
 from replayer.floor.models import ASKS_FOR_CWD, Observation, Step, ToolCall, Trajectory
@@ -334,12 +335,16 @@ def to_document(metadata: Record, messages: list[Record]) -> bytes:
 # the workspace -------------------------------------------------------------------------------------
 def project_root(native: Native) -> str | None:
     """The workspace folder: the one absolute path the file mentions (a workspace directory of the session
-    context, a tool's file path, or one of their parents) whose sha256 is the file's `projectHash`."""
+    context, a tool's file path, or one of their parents) whose sha256 is the file's `projectHash`; else the
+    first of the workspace `directories` a subagent's document records (its parent's workspace context,
+    the project's directory first), when it is an absolute path."""
     wanted = native.metadata.get("projectHash")
-    for candidate in _candidates(native.messages):
+    recorded = native.metadata.get("directories")
+    directories = [d for d in recorded if isinstance(d, str)] if isinstance(recorded, list) else []
+    for candidate in [*directories, *_candidates(native.messages)]:
         if hashlib.sha256(candidate.encode()).hexdigest() == wanted:
             return candidate
-    return None
+    return next((d for d in directories[:1] if is_absolute_cwd(d)), None)
 
 
 def _candidates(value: Any) -> list[str]:

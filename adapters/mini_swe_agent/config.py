@@ -17,6 +17,7 @@ from typing import Any
 
 from replayer.adapters.mini_swe_agent import bundle
 from replayer.adapters.mini_swe_agent.session import Native, recorded_config
+from replayer.floor.errors import PlanRefused
 from replayer.floor.pins import release
 
 LOCAL_ENV = "minisweagent.environments.local.LocalEnvironment"
@@ -158,6 +159,11 @@ LITELLM_1X = TOOLCALL
 def companion_config(native: Native, *, output_path: str | None) -> dict[str, Any]:
     """The recorded config with only what the sandbox needs changed (recorded in docs/adapters)."""
     config = copy.deepcopy(recorded(native))
+    if "environment_type" not in config:  # a bare list, a 1.x run before 1.10.0 (`save_traj` saved none)
+        raise PlanRefused(
+            "the trajectory records no config (its agent, model and environment classes): "
+            "the agent cannot be started to rerun or continue it"
+        )
     config["environment_type"] = extended_environment(config) or config["environment_type"]
     if own_1x(native):
         # 1.x parses and renders in the agent: the model class only queries; 1.x's litellm one is the

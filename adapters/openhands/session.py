@@ -238,17 +238,18 @@ class Native:
         return max(self.step_events[after_step - 1]) + 1
 
 
-def read_events(root: Path, digest: Any) -> list[dict[str, Any]]:
-    """The event files in order, each read without following a link (a link or special file is refused)."""
+def read_events(root: Path, digest: Any, early: list[str] | None = None) -> list[dict[str, Any]]:
+    """The event files in order, each read without following a link (a link or special file is refused);
+    the ids of actions stored in an early SDK's form are added to `early` (`current_tool_call`)."""
     try:
         folder = Folder.open(root / EVENTS)
     except BadInput:
         raise BadInput(f"{root}: no {EVENTS} directory (not an OpenHands conversation)") from None
     with folder:
-        return _read_events(root, folder, digest)
+        return _read_events(root, folder, digest, [] if early is None else early)
 
 
-def _read_events(root: Path, folder: Folder, digest: Any) -> list[dict[str, Any]]:
+def _read_events(root: Path, folder: Folder, digest: Any, early: list[str]) -> list[dict[str, Any]]:
     named: list[tuple[int, str, str]] = []
     try:
         names = folder.names()
@@ -276,6 +277,9 @@ def _read_events(root: Path, folder: Folder, digest: Any) -> list[dict[str, Any]
         if not isinstance(raw, dict):
             raise bad_record(entry, "event", "not an object", raw)
         kind = raw.get("kind")
+        if kind == "ActionEvent" and (current := current_tool_call(raw)) is not raw:
+            raw = current
+            early.append(str(raw.get("id")))
         model = _EVENT_MODELS.get(kind, _Event) if isinstance(kind, str) else _Event
         if not fits(model, raw):  # the model only explains a refusal: none is kept
             validated(model, raw, entry, "")
@@ -283,6 +287,29 @@ def _read_events(root: Path, folder: Folder, digest: Any) -> list[dict[str, Any]
             raise BadInput(f"{entry}: its id {excerpt(raw['id'])} differs from its file name")
         events.append(raw)
     return events
+
+
+EARLY_TOOL_CALL_NOTE = (
+    "actions store their tool calls in an early SDK's form (`tool_call.function.name`, the OpenAI shape): "
+    "read as the current one (`tool_call.name`)"
+)
+
+
+def current_tool_call(event: dict[str, Any]) -> dict[str, Any]:
+    """An action event with its tool call in the current form: early SDKs stored the OpenAI-shaped
+    `{id, type, function: {name, arguments}}` (litellm's ChatCompletionMessageToolCall), later ones
+    `MessageToolCall` `{id, name, arguments, origin}`; the rebuilt conversation is written in the latter."""
+    call = event.get("tool_call")
+    if not isinstance(call, dict) or "name" in call or not isinstance(call.get("function"), dict):
+        return event
+    function = call["function"]
+    mapped = {
+        "id": call.get("id"),
+        "name": function.get("name"),
+        "arguments": function.get("arguments"),
+        "origin": "completion",  # the chat completion API family, the only one early SDKs called
+    }
+    return {**event, "tool_call": mapped}
 
 
 def parse(path: Path) -> Trajectory:
@@ -300,11 +327,13 @@ def parse(path: Path) -> Trajectory:
     # --agent-version, or the pinned version runs by default). Earlier SDKs write a subset (1.26: no
     # leaf_event_id, head_is_empty, activated_path_rules), later ones more.
     version: str | None = pinned_version(bundle.NAME) if set(base) == BASE_STATE_KEYS else None
-    events = read_events(root, parts)
+    early: list[str] = []
+    events = read_events(root, parts, early)
     digest = sha256_soon(b"".join(parts))  # one update, on another core while the steps are built
     native = Native(root=root, base_state=base, events=events)
     steps = _steps(native, base_path)
-    return _trajectory(native, steps, version, str(path), digest())
+    traj = _trajectory(native, steps, version, str(path), digest())
+    return traj.model_copy(update={"parse_notes": [EARLY_TOOL_CALL_NOTE]}) if early else traj
 
 
 class _Parts(list[bytes]):

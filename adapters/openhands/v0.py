@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from replayer.adapters import held
+from replayer.adapters import carried, held
 from replayer.adapters.openhands import bundle
 from replayer.adapters.openhands.session import (
     MAX_DEPTH,
@@ -160,10 +160,7 @@ def parse(path: Path) -> Trajectory:
     native = NativeV0(events=events, wrapper=wrapper)
     version = None
     for e in events:
-        kind = e.get("action")
-        if kind is not None and kind not in KNOWN_ACTIONS:
-            raise BadInput(f"{path}: unknown V0 action {excerpt(kind)}")
-        if kind == "system":
+        if e.get("action") == "system":
             version = (e.get("args") or {}).get("openhands_version")
     steps = _steps(native, path)
     cwd = next(
@@ -190,9 +187,19 @@ def parse(path: Path) -> Trajectory:
         source_sha256=digest,
         steps=steps,
         start=_instance_start(wrapper),
+        # a fork's own action (`chat`): the agent's are steps of unknown tools, like any tool V0 lacks
+        parse_notes=carried.note((e.get("action") for e in events), KNOWN_ACTIONS, "actions", "a fork's?"),
     )
     traj.keep_native(native)
     return traj
+
+
+def foreign_actions(events: list[dict[str, Any]]) -> list[str]:
+    """The action types of `events` V0 does not define (a fork's), each once, quoted."""
+    found = {
+        e["action"]: None for e in events if e.get("action") is not None and e["action"] not in KNOWN_ACTIONS
+    }
+    return [excerpt(str(kind)) for kind in found]
 
 
 _GITHUB_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
@@ -320,8 +327,13 @@ def to_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     pending: dict[str, dict[str, Any]] = {}
     """response id -> the assistant message waiting for all its tool results."""
     results: dict[str, dict[str, Any]] = {}
+    foreign: set[Any] = set()
+    """Ids of actions V0 does not define (a fork's): their observations, of the fork's kinds too, are tool
+    results as every observation of a tool call is."""
     for e in events:
         kind = e.get("action")
+        if kind is not None and kind not in KNOWN_ACTIONS and isinstance(e.get("id"), int):
+            foreign.add(e["id"])
         if kind == "system":
             messages.append(
                 {"role": "system", "content": _text(str((e.get("args") or {}).get("content", "")))}
@@ -342,7 +354,7 @@ def to_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         for c in message.get("tool_calls") or []
                     ],
                 }
-        elif e.get("observation") in TOOL_OBSERVATIONS and _tcm(e):
+        elif (e.get("observation") in TOOL_OBSERVATIONS or e.get("cause") in foreign) and _tcm(e):
             tcm = _tcm(e) or {}
             if len(observation_text(e)) > MAX_MESSAGE_CHARS:
                 raise PlanRefused(

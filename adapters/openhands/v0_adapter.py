@@ -239,6 +239,13 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
     def continuation_refusal(self, trajectory: Trajectory, model: str | None) -> str | None:
         if not model:
             return "a V0 trajectory names no LiteLLM model; pass --model (e.g. openai/<model>)"
+        foreign = v0.foreign_actions(self.native(trajectory).events)
+        if foreign:
+            # observed: openhands-ai 1.6.0 fails loading the rebuilt list (LLMMalformedActionError)
+            return (
+                f"the trajectory holds actions upstream OpenHands V0 does not define ({', '.join(foreign)}): "
+                "the pinned openhands-ai cannot load them to continue (prepare and the reruns do not need it)"
+            )
         return None
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:

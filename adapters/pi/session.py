@@ -66,6 +66,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from replayer.adapters import carried
 from replayer.adapters.pi import schema
 from replayer.adapters.shapes import check, fits
 from replayer.floor.errors import BadInput, excerpt
@@ -235,7 +236,8 @@ def parse(path: Path, task: str | None = None) -> Trajectory:
         source=str(path),
         source_sha256=digest,
         steps=[s for s, _, _ in steps],
-        parse_notes=_skip_notes(unparsed),
+        parse_notes=_skip_notes(unparsed)
+        + (carried.note((r["type"] for _, r in records), ENTRY_TYPES | {"session"}) if not is_log else []),
     )
     traj.keep_native(native)
     return traj

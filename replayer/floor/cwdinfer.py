@@ -9,6 +9,11 @@ import shlex
 from collections.abc import Iterable
 
 _CD = re.compile(r"^\s*cd\s+(\S+)\s*(?:&&|;|\n)")
+_ABSOLUTE = re.compile(r"(?:^|(?<=[\s'\"`=:,(>]))(/[^\s'\"`;|&<>(),]*)")
+"""An absolute path where a word, a quoted string, an option's value or a redirection's target starts."""
+SYSTEM_DIRS = ("/dev", "/proc", "/sys", "/tmp", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc", "/opt", "/var",
+               "/run")  # fmt: skip
+"""The image's own directories: a path in them names no place of the workspace."""
 
 
 def absolute(path: object) -> str | None:
@@ -49,4 +54,25 @@ def cd_target(commands: Iterable[str]) -> str | None:
         target = absolute(words[0]) if len(words) == 1 else None
         if target is not None and target != "/":
             return target
+    return None
+
+
+def workspace_path(values: Iterable[object]) -> str | None:
+    """The first absolute path in `values` (call inputs: strings, nested in lists and dicts) that can name a
+    place in the workspace (not `/` alone, nor a path in the image's own `SYSTEM_DIRS`), or None: a file
+    whose calls name none runs in any directory that holds its workspace."""
+    stack = list(values)
+    stack.reverse()
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(reversed(list(value.values())))
+        elif isinstance(value, list):
+            stack.extend(reversed(value))
+        elif isinstance(value, str) and "/" in value:
+            for match in _ABSOLUTE.finditer(value):
+                path = match.group(1).rstrip(".:")
+                top = "/" + path.split("/")[1]
+                if path != "/" and top != "/" and top not in SYSTEM_DIRS:
+                    return path
     return None

@@ -161,9 +161,12 @@ class StartingState(Frozen):
         return cls(repository_url=values[0], commit=values[1], branch=values[2]) if any(values) else None
 
 
-CwdSource = Literal["recorded", "inferred", "stated"]
+CwdSource = Literal["recorded", "inferred", "stated", "default"]
 ASKS_FOR_CWD = ": give --cwd"
 """How a parse note that asks for the working directory ends: dropped once --cwd gives it or it is inferred."""
+DEFAULT_CWD = "/workspace"
+"""The working directory of a file that records none and whose calls name no absolute path in it (relative
+paths only: any directory holding the workspace would do), `cwd_source` `default`."""
 
 NativeT = TypeVar("NativeT")
 
@@ -211,7 +214,7 @@ class Trajectory(Frozen):
     session_id: str | None
     cwd: str | None
     cwd_source: CwdSource = "recorded"
-    """Where `cwd` came from: the file, its paths (`Reader.inferred_cwd`) or --cwd."""
+    """Where `cwd` came from: the file, its paths (`Reader.inferred_cwd`), --cwd or `DEFAULT_CWD`."""
     source: str
     source_sha256: str
     steps: list[Step]
@@ -299,7 +302,8 @@ class InspectReport(Frozen):
     session_id: str | None
     cwd: str | None
     cwd_source: CwdSource | None = None
-    """recorded (in the file), inferred (from the paths it names) or stated (--cwd); None without a cwd."""
+    """recorded (in the file), inferred (from the paths it names), stated (--cwd) or default (`DEFAULT_CWD`: the
+    file records none and its calls name only relative paths); None without a cwd."""
     environment_image: str | None = None
     start: StartingState | None = None
     """The repository, commit and branch the session started from, where the file records them."""
@@ -831,7 +835,8 @@ class ReplayResult(Frozen):
     session_id: str | None
     cwd: str | None
     cwd_source: CwdSource | None = None
-    """recorded (in the file), inferred (from the paths it names) or stated (--cwd); None without a cwd."""
+    """recorded (in the file), inferred (from the paths it names), stated (--cwd) or default (`DEFAULT_CWD`: the
+    file records none and its calls name only relative paths); None without a cwd."""
     source_sha256: str
     parse_notes: list[str] = Field(default_factory=list)
     """The trajectory's `parse_notes`: what the parser repaired or supplied, as the agent's loader does."""

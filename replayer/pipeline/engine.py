@@ -12,7 +12,7 @@ from pathlib import Path
 
 from replayer import adapters
 from replayer.adapters.base import Adapter
-from replayer.floor import bundles
+from replayer.floor import bundles, cwdinfer
 from replayer.floor.cwdinfer import is_absolute_cwd
 from replayer.floor.divergence import kept
 from replayer.floor.errors import BadInput, ReplayError, WorkspaceError, excerpt
@@ -21,6 +21,7 @@ from replayer.floor.heap import collector_paused
 from replayer.floor.io import OutputDir
 from replayer.floor.models import (
     ASKS_FOR_CWD,
+    DEFAULT_CWD,
     CwdSource,
     InstalledBundle,
     ReplayRequest,
@@ -89,8 +90,13 @@ def parse(adapter: Adapter, path: Path, task: str | None, cwd: str | None = None
             f"{path} is a damaged {adapter.name} file ({type(exc).__name__}: {excerpt(str(exc))})"
         ) from None
     if cwd is None:
-        found = adapter.inferred_cwd(traj) if traj.cwd is None else None
-        return traj if found is None else _with_cwd(traj, found, "inferred")
+        if traj.cwd is not None:
+            return traj
+        found = adapter.inferred_cwd(traj)
+        if found is not None:
+            return _with_cwd(traj, found, "inferred")
+        inputs = (c.input for s in traj.steps for c in s.calls)
+        return traj if cwdinfer.workspace_path(inputs) else _with_cwd(traj, DEFAULT_CWD, "default")
     parts = cwd.split("/")[1:]
     if not cwd.startswith("/") or "\x00" in cwd or (cwd != "/" and {"", ".", ".."} & set(parts)):
         raise BadInput(f"--cwd must be an absolute, normalized POSIX path, got {excerpt(cwd)}")

@@ -11,8 +11,9 @@ from replayer.floor.errors import PlanRefused
 from replayer.floor.heap import collector_paused
 from replayer.floor.models import Degradation, Step, ToolCall, ToolKind, Trajectory, quick_init
 
-NO_CWD = "the trajectory records no working directory: pass --cwd"
-"""Run mode mounts the workspace at the recorded cwd; without one there is nowhere to mount it."""
+NO_CWD = "the trajectory records no working directory"
+"""Run mode mounts the workspace at the recorded cwd; without one there is nowhere to mount it (a file whose
+calls name only relative paths runs in `models.DEFAULT_CWD`)."""
 
 
 @quick_init

@@ -14,6 +14,7 @@ from pathlib import Path
 import orjson
 
 from replayer.adapters.base import Adapter, Rebuild, Rerunner, StepwiseRerunner
+from replayer.floor import cwdinfer
 from replayer.floor.cwdinfer import is_absolute_cwd
 from replayer.floor.divergence import divergence_of, kept, model_text
 from replayer.floor.errors import BadInput, ConfinementError, PlanRefused, WorkspaceError, excerpt
@@ -54,7 +55,13 @@ replay takes the state of each boundary it passes (replayer/pipeline/multibounda
 # checks: every refusal before anything starts ------------------------------------------------------
 def check_cwd(traj: Trajectory) -> str:
     if not traj.cwd:
-        raise PlanRefused(NO_CWD)
+        named = cwdinfer.workspace_path(c.input for s in traj.steps for c in s.calls)
+        if named is None:
+            raise PlanRefused(f"{NO_CWD}: pass --cwd")
+        raise PlanRefused(
+            f"{NO_CWD}, and its calls name {excerpt(named)}, which a default directory would not hold: "
+            "pass --cwd DIR, the directory it ran in"
+        )
     if not is_absolute_cwd(traj.cwd):
         raise PlanRefused(
             f"the trajectory records the working directory {excerpt(traj.cwd)}, not an absolute path "

@@ -84,6 +84,7 @@ def test_run_refuses_it_in_one_line_for_want_of_a_cwd(tmp_path: Path) -> None:
     proc = replayer("run", str(path), "-n", "2", "-w", str(workspace), "-o", str(out))
     assert proc.returncode == 4, proc.stderr
     assert proc.stderr.strip().splitlines() == [
-        "replayer: plan_refused: the trajectory records no working directory: pass --cwd"
+        "replayer: plan_refused: the trajectory records no working directory, and its calls name "
+        "'/testbed/hello.py', which a default directory would not hold: pass --cwd DIR, the directory it ran in"
     ]
     assert not out.exists()

@@ -95,7 +95,8 @@ def test_the_oldest_bare_list_is_parsed_prepared_but_never_rerun(tmp_path: Path)
     proc = replayer(
         "run", str(BARE), "-n", "1", "-w", WORKSPACE, "-o", str(tmp_path / "r"), "--allow-degraded"
     )
-    _one_line_error(proc, 4, "records no working directory")
+    # its echo commands name no absolute path: the default directory; no config to start the agent with
+    _one_line_error(proc, 4, "records no config")
 
 
 def test_a_recorded_deepseek_model_continues_and_other_providers_are_refused() -> None:

@@ -153,3 +153,27 @@ def test_a_batch_prepares_a_conversation_directory_at_every_boundary(tmp_path: P
     replayer("export", str(out), "--format", "chat", "-o", str(records), check=True)
     lines = [orjson.loads(line) for line in records.read_bytes().splitlines()]
     assert len(lines) == steps and all(r["tools"] for r in lines)
+
+
+def test_an_early_sdk_s_openai_shaped_tool_calls_are_read_as_the_current_ones(tmp_path: Path) -> None:
+    """Early SDKs stored an action's `tool_call` as litellm's ChatCompletionMessageToolCall (`{id, type,
+    function: {name, arguments}}`); later ones as MessageToolCall (`{id, name, arguments, origin}`)."""
+    conv = _copy(tmp_path)
+    for path in sorted((conv / "events").glob("event-*.json")):
+        event = orjson.loads(path.read_bytes())
+        if event["kind"] == "ActionEvent":
+            call = event["tool_call"]
+            function = {"name": call["name"], "arguments": call["arguments"]}
+            event["tool_call"] = {"id": call["id"], "type": "function", "function": function}
+            path.write_bytes(orjson.dumps(event))
+    _, recorded = load(CONVERSATION)
+    _, traj = load(conv)
+    assert traj.steps == recorded.steps
+    assert any("`tool_call.function.name`" in n for n in traj.parse_notes)
+
+    out = tmp_path / "out"
+    replayer("prepare", str(conv), "-n", "1", "-o", str(out), check=True)
+    assert orjson.loads((out / "expected_prefix.json").read_bytes()) == requests()[1]["body"]["messages"]
+    [written] = (out / "native" / "home" / "conversations").iterdir()
+    rebuilt = [e for e in _events(written) if e["kind"] == "ActionEvent"]
+    assert rebuilt and all(set(e["tool_call"]) == {"id", "name", "arguments", "origin"} for e in rebuilt)

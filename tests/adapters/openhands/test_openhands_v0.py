@@ -25,9 +25,10 @@ from replayer.adapters.openhands.v0_adapter import (
 from replayer.bridges.chat import ChatPrefixGate
 from replayer.bridges.core import Decision
 from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
-from replayer.floor.errors import SandboxError
+from replayer.floor.errors import PlanRefused, SandboxError
 from replayer.floor.pins import load_pins
 from replayer.pipeline.engine import load
+from replayer.pipeline.plan import make_plan
 from tests.conftest import OPENHANDS, replayer
 from tests.support.continuing import KEY, files_containing
 
@@ -240,14 +241,61 @@ def test_a_v0_continuation_needs_a_litellm_model(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr and not (tmp_path / "out").exists()
 
 
-def test_damaged_and_unknown_v0_input_fails_in_one_line(tmp_path: Path) -> None:
+def _forked(tmp_path: Path) -> Path:
+    """The recording with its first tool call made by an action a fork adds (`chat`), answered by the fork's
+    own observation kind."""
     events = _events()
-    events[5] = {**events[5], "action": "teleport"}
-    path = tmp_path / "unknown.json"
+    action, observation = events[4], events[5]
+    tcm = action["tool_call_metadata"]
+    for call in tcm["model_response"]["choices"][0]["message"]["tool_calls"]:
+        if call["id"] == tcm["tool_call_id"]:
+            call["function"]["name"] = "chat"
+    events[4] = {**action, "action": "chat", "tool_call_metadata": {**tcm, "function_name": "chat"}}
+    events[5] = {
+        **observation,
+        "observation": "chat",
+        "tool_call_metadata": {**observation["tool_call_metadata"], "function_name": "chat"},
+    }
+    path = tmp_path / "forked.json"
     path.write_bytes(orjson.dumps(events))
-    proc = replayer("inspect", str(path))
-    assert proc.returncode == 3 and "unknown V0 action 'teleport'" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1
+    return path
+
+
+def test_an_action_a_fork_adds_is_an_unknown_tool_kept_with_allow_degraded(tmp_path: Path) -> None:
+    path = _forked(tmp_path)
+    inspected = replayer("inspect", str(path))
+    assert inspected.returncode == 0, inspected.stderr
+    assert (
+        "actions the replayer does not know (a fork's?), carried as recorded: 'chat' (1)" in inspected.stdout
+    )
+
+    adapter, traj = load(path)
+    _, recorded = load(TRAJECTORY)
+    assert [[c.id for c in s.calls] for s in traj.steps] == [[c.id for c in s.calls] for s in recorded.steps]
+    assert traj.steps[0].calls[0].tool == "chat" and traj.steps[0].complete
+    with pytest.raises(PlanRefused, match=r"unknown tool 'chat'.*--allow-degraded"):
+        make_plan(adapter, traj, 1, allow_degraded=False)
+    assert [d.action for d in make_plan(adapter, traj, 1, allow_degraded=True).degradations] == [
+        "historical_kept"
+    ]
+    # the fork's observation is the call's tool result in the prefix, as every tool call's is
+    out = tmp_path / "out"
+    replayer("prepare", str(path), "-n", "1", "-o", str(out), "--allow-degraded", check=True)
+    prefix = orjson.loads((out / "expected_prefix.json").read_bytes())
+    recorded_prefix = _requests()[1]["body"]["messages"]
+    assert [m["role"] for m in prefix] == [m["role"] for m in recorded_prefix]
+    call_id = traj.steps[0].calls[0].id
+    [result] = [m for m in prefix if m.get("tool_call_id") == call_id]
+    assert result["name"] == "chat" and result["content"] == [
+        {"type": "text", "text": _events()[5]["content"]}
+    ]
+    # the pinned openhands-ai cannot load the fork's action back: a continuation is refused before it starts
+    args = ["run", str(path), "-n", "1", "-w", str(FIXTURE / "workspace"), "-o", str(tmp_path / "run")]
+    proc = replayer(
+        *args, "--allow-degraded", "--continue", "--upstream", "mock", "--model", "openai/fake-model"
+    )
+    assert proc.returncode == 4 and "does not define ('chat')" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "run").exists()
 
 
 @pytest.mark.agent
