@@ -204,7 +204,10 @@ class Rerunning(Pinned):
     """Reruns at a version other than the pinned one drive that version's own CLI (the replay model)."""
     oldest_own_version: str | None = None
     """The oldest version whose own code the adapter drives (None: any); a file of an older version runs
-    the pinned one, and the result says so."""
+    `stand_in_version`, and the result says so."""
+    stand_in_version: str | None = None
+    """The release that runs a file older than `oldest_own_version`: the nearest one that drives its kind
+    of file (None: the pinned one)."""
     output_normalizers: tuple[str, ...] = COMMON
     """What any rerun's output may differ by from the historical one (names in replayer.divergence.NORMALIZERS)."""
 

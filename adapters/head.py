@@ -83,6 +83,29 @@ def loads_document(data: bytes) -> tuple[Any, bool]:
     return loads_within(data, MAX_DEPTH)
 
 
+_PREAMBLE_LINES = 3
+_PREAMBLE_LINE_BYTES = 512
+
+
+def preamble(data: bytes) -> int:
+    """How many bytes of text a CLI printed before a pretty-printed JSON document it wrote to the same stream
+    (`opencode export ID > f 2>&1` puts `Exporting session: ses_...` first): at most three short lines that
+    are not JSON, followed by a line that is `{` or `[` alone; 0 when `data` does not begin so."""
+    at = 0
+    for _ in range(_PREAMBLE_LINES):
+        end = data.find(b"\n", at, at + _PREAMBLE_LINE_BYTES)
+        if end < 0:
+            return 0
+        line = data[at:end].strip()
+        if not line or line[:1] in (b"{", b"[", b'"'):
+            return 0
+        at = end + 1
+        following = data.find(b"\n", at, at + _PREAMBLE_LINE_BYTES)
+        if following >= 0 and data[at:following].strip() in (b"{", b"["):
+            return at
+    return 0
+
+
 def read_head(path: Path) -> list[Any]:
     """The first parsed records of a JSONL file, [the top-level value] of a (pretty-printed) JSON file,
     or [SqliteFile(path)] for an SQLite database, [ConversationDir(path)] for a directory with base_state.json,
@@ -97,8 +120,9 @@ def read_head(path: Path) -> list[Any]:
                 return [SqliteFile(path)]
             fh.seek(0)
             lines, ended = _first_lines(fh, _HEAD_LINES)
-            if lines and lines[0].strip() in (b"{", b"["):
-                fh.seek(0)
+            skip = preamble(b"".join(lines[: _PREAMBLE_LINES + 1])) if lines else 0
+            if lines and (skip or lines[0].strip() in (b"{", b"[")):
+                fh.seek(skip)
                 whole = fh.read(MAX_INPUT_BYTES)
                 try:
                     _detected = (whole, *loads_within(whole, MAX_DEPTH))

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from replayer.adapters.base import COMMAND, Adapter, Continuation, Ended, Launch, Rebuild, continued_file
-from replayer.adapters.codex import continuation, patch, resume, tools
+from replayer.adapters.codex import bare, continuation, patch, resume, tools
 from replayer.adapters.codex import rerun as driven
 from replayer.adapters.codex import session as rollout
 from replayer.adapters.codex.continuation import config_toml
@@ -73,6 +73,11 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
     needs_nonce = True
     reruns_own_code = False
     drives_other_versions = True
+    oldest_own_version = "0.36.0"
+    """The first release with `codex exec resume`, which the driven rerun and the continuation call (0.34
+    has `exec` alone)."""
+    stand_in_version = bare.RESUMED_BY
+    """An older rollout is driven by the oldest verified release that resumes the rollouts of that time."""
     probe_native = "rollout.jsonl"
     probe_recordings = ("codex/turn_context/0.101.0/turn_context", "codex/exec", "codex/versions/*/probe")
     """0.101's workspace-write session (reasoning items, a web search call) heads the probes of 0.101 to 0.124:

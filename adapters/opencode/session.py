@@ -48,7 +48,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict
 
-from replayer.adapters.head import SQLITE_MAGIC, SqliteFile, loads_document
+from replayer.adapters.head import SQLITE_MAGIC, SqliteFile, loads_document, preamble
 from replayer.adapters.opencode import schema, server
 from replayer.adapters.opencode.server import record_name as _name
 from replayer.adapters.shapes import check, loads_within, too_deep
@@ -90,6 +90,9 @@ class Native(BaseModel):
     """Step i (1-based) -> index into `messages` of its assistant message."""
     prompts_missing: list[int] = []
     """The runs of an event log whose prompt is a stand-in (`STAND_IN_PROMPT`: the log stores none)."""
+    preamble: list[str] = []
+    """The lines the CLI printed before an export's JSON to the same stream (`Exporting session: ses_...`),
+    skipped as `opencode export ID > FILE 2>&1` writes them."""
 
 
 # detection -----------------------------------------------------------------------------------
@@ -146,10 +149,18 @@ def parse(path: Path, task: str | None = None) -> Trajectory:
         source_sha256=digest,
         steps=[s for s, _ in steps],
         prompt_missing=bool(native.prompts_missing),
-        parse_notes=[_stand_in_note(native.prompts_missing)] if native.prompts_missing else [],
+        parse_notes=[
+            *([_stand_in_note(native.prompts_missing)] if native.prompts_missing else []),
+            *([_preamble_note(native.preamble)] if native.preamble else []),
+        ],
     )
     traj.keep_native(native.model_copy(update={"step_messages": [at for _, at in steps]}))
     return traj
+
+
+def _preamble_note(lines: list[str]) -> str:
+    shown = excerpt(" / ".join(lines))
+    return f"the export begins with {len(lines)} line(s) the CLI printed to the same stream, skipped: {shown}"
 
 
 def _stand_in_note(runs: list[int]) -> str:
@@ -163,12 +174,17 @@ def _read(path: Path, task: str | None) -> tuple[Native, str]:
         return read_sqlite(path), input_sha256(path, _wal(path))  # the WAL is part of the store
     raw = read_input(path)
     digest = sha256_soon(raw)  # taken on another core meanwhile
+    skip = preamble(raw)
     try:
-        doc, deep = loads_document(raw)
+        doc, deep = loads_document(raw[skip:] if skip else raw)
     except orjson.JSONDecodeError:
         doc, deep = None, False  # JSONL (several lines) or damaged: the event reader names the line
     if isinstance(doc, dict) and "messages" in doc and "info" in doc:
-        return read_export(doc, path, deep), digest()
+        native = read_export(doc, path, deep)
+        if skip:  # what the CLI printed to the same stream (`opencode export ID > FILE 2>&1`)
+            said = raw[:skip].decode("utf-8", "replace").strip().splitlines()
+            native = native.model_copy(update={"preamble": said})
+        return native, digest()
     if server.looks_like_event_array(doc):
         return read_event_array(doc, path), digest()
     if isinstance(doc, list):
@@ -688,7 +704,8 @@ def sibling_session(path: Path, session_id: str) -> Native | None:
         return None
     for candidate in (p for p in candidates if p.suffix == ".json"):
         try:
-            doc, deep = loads_within(read_input(candidate), schema.MAX_DEPTH)
+            data = read_input(candidate)
+            doc, deep = loads_within(data[preamble(data) :], schema.MAX_DEPTH)
         except (BadInput, orjson.JSONDecodeError):
             continue
         if _is_export(doc) and doc["info"]["id"] == session_id:

@@ -32,10 +32,9 @@ def resolve(
         version, source = pinned, "default"
     oldest = adapter.oldest_own_version
     if oldest is not None and release(version) < release(oldest):
-        older = (
-            f"{adapter.name} {version} predates {oldest}, the oldest version its runner drives: {pinned} ran"
-        )
-        version, source = pinned, "default"
+        stand_in = adapter.stand_in_version or pinned
+        older = f"{adapter.name} {version} predates {oldest}, the oldest version its runner drives: {stand_in} ran"
+        version, source = stand_in, "default"
         note = "; ".join(n for n in (note, older) if n)
     note = "; ".join(n for n in (note, runs_as) if n) or None
     return VersionRecord(

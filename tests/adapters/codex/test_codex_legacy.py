@@ -106,7 +106,14 @@ def test_a_version_in_the_header_is_read_as_recorded(tmp_path: Path) -> None:
     assert _inspect(path)["cwd"] == "/work"
     replayer("prepare", str(path), "-n", "3", "-o", str(out), check=True)
     result = orjson.loads((out / "result.json").read_bytes())
-    assert (result["version"]["version"], result["version"]["source"]) == ("0.29.0", "recorded")
+    assert result["version"]["in_file"] == "0.29.0"
+    # issue 45: 0.29 has no `exec resume`, which the driven rerun calls (it ended in "unexpected argument
+    # '<thread id>' found"): the nearest release that drives such a rollout runs, and the result says so
+    assert (result["version"]["version"], result["version"]["source"]) == ("0.58.0", "default")
+    assert (
+        "codex 0.29.0 predates 0.36.0, the oldest version its runner drives: 0.58.0 ran"
+        in result["version"]["note"]
+    )
     assert result["divergences"][2]["kind"] == "rerun"
 
 

@@ -423,3 +423,23 @@ def test_inspect_takes_the_task_of_a_lone_event_log(tmp_path: Path) -> None:
     proc = replayer("inspect", str(path), "--task", _meta("tools")["task"], "--json", check=True)
     report = orjson.loads(proc.stdout)
     assert report["agent_version"] is None and len(report["steps"]) == len(_expected_steps("tools"))
+
+
+def test_an_export_saved_with_the_clis_status_line_parses_and_says_so(tmp_path: Path) -> None:
+    """Issue 45: `opencode export ID > f 2>&1` writes `Exporting session: ID` (stderr) before the JSON."""
+    export = FIXTURES / "tools" / "export.json"
+    saved = tmp_path / "export.json"
+    session_id = _export("tools")["info"]["id"]
+    saved.write_bytes(f"Exporting session: {session_id}\n".encode() + export.read_bytes())
+    traj = adapters.detect(saved).parse(saved)
+    plain = session.parse(export)
+    assert [s.calls for s in traj.steps] == [s.calls for s in plain.steps] and traj.session_id == session_id
+    assert traj.parse_notes == [
+        f"the export begins with 1 line(s) the CLI printed to the same stream, skipped: 'Exporting session: {session_id}'"
+    ]
+    shown = orjson.loads(replayer("inspect", str(saved), "--json", check=True).stdout)
+    assert shown["agent"] == "opencode" and len(shown["steps"]) == len(plain.steps)
+    # text before anything but a pretty-printed document stays what it was: not a trajectory
+    (tmp_path / "other.json").write_bytes(b"Exporting session: x\nnot json\n{\n}\n")
+    proc = replayer("inspect", str(tmp_path / "other.json"))
+    assert proc.returncode == 3 and len(proc.stderr.strip().splitlines()) == 1
