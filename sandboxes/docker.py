@@ -97,7 +97,8 @@ def _remove(client: docker.DockerClient, name: str) -> None:
         with engine_errors("container removal"):
             client.api.remove_container(name, force=True)
     except SandboxError as exc:
-        if "No such container" not in str(exc) and "already in progress" not in str(exc):
+        said = str(exc).lower()  # Docker says "No such container", Podman "no such container"
+        if "no such container" not in said and "already in progress" not in said:
             raise  # else removed already, or gc or a sweep is removing it
     _LIVE.pop(name, None)
     spawned = _SPAWNED.pop(name, None)
@@ -128,7 +129,7 @@ def _limit_writable_layer(container: Any, limit_bytes: int) -> Path | None:
 def missing_image(image: str, engine: str = "docker") -> SandboxError:
     setup = "replayer setup" + ("" if engine == "docker" else f" --engine {engine}")
     return SandboxError(
-        f"image {image!r} is not in the {engine} engine (the base image: run {setup}; "
+        f"image {image!r} is not in the {engine.capitalize()} engine (the base image: run {setup}; "
         f"any other: {engine} pull or {engine} load it)"
     )
 

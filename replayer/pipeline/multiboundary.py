@@ -31,7 +31,7 @@ from pathlib import Path
 
 from replayer.adapters.base import Rerunner, StepwiseRerunner
 from replayer.floor.errors import ReplayError
-from replayer.floor.events import OnEvent
+from replayer.floor.events import OnEvent, Stage, ignore
 from replayer.floor.io import OutputDir
 from replayer.floor.models import Divergence, Observation, ReplayRequest, ReplayResult
 from replayer.floor.output_budget import OverBudget
@@ -104,6 +104,7 @@ class _Replay:
     forks: dict[int, fanout.Forked] = field(default_factory=dict)
     """With a continuation: the boundaries passed, their continuations still to run."""
     on_passed: OnPassed | None = None
+    on_event: OnEvent = ignore
     outputs: BoundaryOutputs | None = None
     """The run's total output budget, and the boundary committed last (boundary_outputs.py)."""
 
@@ -140,7 +141,15 @@ def replay(
             return
         in_place = request.continuation is not None and len(pending) == 1
         run = _Replay(
-            request, replayed, pending, outcomes, in_place, forks=forks, on_passed=on_passed, outputs=outputs
+            request,
+            replayed,
+            pending,
+            outcomes,
+            in_place,
+            forks=forks,
+            on_passed=on_passed,
+            on_event=on_event,
+            outputs=outputs,
         )
         agent, version = replayed.adapter.name, replayed.version.version
         with running_version(agent, version), RunContext() as keep:
@@ -230,6 +239,8 @@ def _passed(
     """Every boundary up to `step` takes the replay's state now."""
     for k in sorted(k for k in run.pending if k <= step):
         boundary = run.pending.pop(k)
+        if not run.pending:  # the replay's last boundary: what follows is its rebuild (progress)
+            run.on_event(Stage("rebuild"))
         try:
             written = _write(run, boundary, rerunner, observations, divergences)
             if isinstance(written, fanout.Forked):

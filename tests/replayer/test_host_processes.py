@@ -163,22 +163,32 @@ def test_the_batch_pools_workers_import_nothing_from_the_working_directory(
     assert _ran(dataset) == []
 
 
-def test_ray_workers_import_nothing_from_the_working_directory(
-    dataset: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_ray_workers_import_nothing_from_the_working_directory(dataset: Path) -> None:
     """Ray puts the driver's working directory on every worker's path (a worker imported the folder's
-    `replayer/`); the batch starts Ray from a folder of its own."""
-    import ray
-
-    import replayer
-
-    monkeypatch.chdir(dataset)
-    hostproc.start_ray(ray, num_cpus=1, include_dashboard=False, log_to_driver=False)
-    try:
-        imported = ray.remote(lambda: __import__("replayer").__file__)
-        assert ray.get(imported.remote(), timeout=300) == replayer.__file__
-    finally:
-        ray.shutdown()
+    `replayer/`); the batch starts Ray from a folder of its own. The driver is a process of its own: Ray
+    keeps a cluster's auth token for the life of the process that started it, which would refuse the next
+    cluster a test of this worker connects to."""
+    driver = (
+        "import ray, replayer\n"
+        "from replayer.floor import hostproc\n"
+        "hostproc.start_ray(ray, num_cpus=1, include_dashboard=False, log_to_driver=False)\n"
+        "try:\n"
+        "    found = ray.get(ray.remote(lambda: __import__('replayer').__file__).remote(), timeout=300)\n"
+        "finally:\n"
+        "    ray.shutdown()\n"
+        "print(found == replayer.__file__, found)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", driver],
+        cwd=dataset,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[0] == "True", done.stdout
     assert _ran(dataset) == []
 
 

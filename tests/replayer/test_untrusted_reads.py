@@ -216,18 +216,19 @@ def test_a_failed_clone_says_gits_own_reason(url: str, cause: str, tmp_path: Pat
 
 
 def test_a_failed_npm_install_says_npms_reason(tmp_path: Path) -> None:
-    """npm (no registry answers on 127.0.0.1:9) prints its reason, then the error object, its stack, advice
-    and the path of its log: the reason is what the one line keeps."""
+    """npm (its proxy on 127.0.0.1:9 answers nothing; npm takes no registry setting but the replayer's)
+    prints its reason, then the error object, its stack, advice and the path of its log: the reason is
+    what the one line keeps."""
+    proxy = "http://127.0.0.1:9"
     proc = replayer(
         "bundles", "add", "opencode@1.0.0",
-        env={
-            "REPLAYER_BUNDLES": str(tmp_path / "bundles"),
-            "npm_config_registry": "http://127.0.0.1:9",
-            "npm_config_fetch_retries": "0",
-        },
+        env={"REPLAYER_BUNDLES": str(tmp_path / "bundles"), "HTTPS_PROXY": proxy, "https_proxy": proxy},
     )  # fmt: skip
     assert proc.returncode == 10 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert "request to http://127.0.0.1:9/opencode-ai failed, reason: connect ECONNREFUSED" in proc.stderr
+    assert (
+        "request to https://registry.npmjs.org/opencode-ai failed, reason: connect ECONNREFUSED"
+        in proc.stderr
+    )
 
 
 # --- the attacks through a real sandbox ---
@@ -295,7 +296,10 @@ def test_the_oracle_reads_the_live_workspace_by_descriptors(tmp_path: Path) -> N
         Turn(blocks=[TextBlock(text="Finished.")]),
     ]
     tape = tmp_path / "tape"
-    proc, result, _ = _hostile_run(tmp_path / "live", command, turns, "--record-cassette", str(tape))
+    # the swapping process must outlive the boundary (a real upstream ends leftovers by default)
+    proc, result, _ = _hostile_run(
+        tmp_path / "live", command, turns, "--record-cassette", str(tape), "--keep-leftovers"
+    )
     assert proc.returncode == 0, proc.stderr
     assert result["continuation"]["cassette"]["verdict"] == "recorded", result["continuation"]["cassette"]
     changes = orjson.loads((tape / "outcome.json").read_bytes())["workspace_changes"]

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from replayer.adapters.codex import tools as codex_tools
-from replayer.floor import bundles, settings
+from replayer.floor import bundles, registry, settings
 from replayer.floor.bundletrust import MANIFEST
 from tests.conftest import ROOT, replayer
 
@@ -160,9 +160,9 @@ def test_an_older_python_agent_resolves_its_dependencies_as_of_its_release() -> 
     daytona / grep-ast of its time rather than today's, which it cannot import."""
     assert bundles._released_after("openhands-ai", "0.35.0") == "2025-05-01"  # uploaded 2025-04-29
     assert bundles._released_after("openhands-ai", "0.0.0-never") is None
-    assert bundles._file_version("openhands_ai-0.35.0-py3-none-any.whl") == "0.35.0"
-    assert bundles._file_version("openhands_ai-0.35.0.tar.gz") == "0.35.0"
-    assert bundles._file_version("openhands_ai-0.35.0.tar.bz2") is None
+    assert registry.file_version("openhands_ai-0.35.0-py3-none-any.whl") == "0.35.0"
+    assert registry.file_version("openhands_ai-0.35.0.tar.gz") == "0.35.0"
+    assert registry.file_version("openhands_ai-0.35.0.tar.bz2") is None
 
 
 @pytest.mark.docker
@@ -227,7 +227,9 @@ def test_what_is_not_a_version_is_refused_in_one_line(tmp_path: Path, stated: st
     assert not out.exists()
 
 
-def test_a_bundle_is_named_by_its_release_only(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bundle_is_named_by_its_release_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "bundles"
+    cache.mkdir()
     proc = _bundles(cache, "rm", "claude_code@v2.0.64")
     assert proc.returncode == 0 and proc.stdout.strip() == "claude_code@2.0.64: not installed", proc.stdout
     folder = cache / "claude_code-latest"  # what an earlier replayer made of `--agent-version latest`

@@ -115,7 +115,10 @@ def test_the_run_completes_with_the_planted_home(hostile_run: dict) -> None:
     planting = next(d for d in result["divergences"] if d["call_id"] == PLANTING_CALL)
     assert planting["status"] == "different", "the replayed bash call ran the planting command"
     cont = result["continuation"]
-    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 2)
+    # the continuation's own bash call replaced its store by a link to a host path: the CLI inside cannot
+    # open it, so the continued session cannot be read back, and the result says so (not `completed`)
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "session_unreadable", 2)
+    assert "unable to open database file" in cont["files"]["continued_session_error"]
     ran = (hostile_run["out"] / "state" / "home" / "plugin-ran").read_text()
     assert "run" in ran, "the planted plugin is live: the CLI inside the container loaded it"
 
