@@ -52,6 +52,7 @@ if [ -f /var/run/docker.pid ]; then
 fi
 if ! pgrep -x dockerd >/dev/null 2>&1; then
   rm -f /var/run/docker.sock
+  cd /  # the launcher's private folder is removed when this script ends; a daemon outlives it
   nohup dockerd --bridge=none --iptables=false "${data_root[@]}" >"$log" 2>&1 &
 fi
 for _ in $(seq 1 120); do

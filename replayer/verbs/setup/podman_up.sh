@@ -25,6 +25,9 @@ if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
   :  # started, not answering yet
 else
   rm -f "$sock"
+  # from /, not the launcher's private folder: that folder is removed when this script ends, and conmon
+  # fails every container start from a service whose working directory is gone ("write child: broken pipe")
+  cd /
   nohup podman --runtime runc system service --time=0 "unix://$sock" >"$log" 2>&1 &
   echo $! >"$pidfile"
 fi
