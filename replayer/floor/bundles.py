@@ -9,6 +9,7 @@ import datetime
 import fcntl
 import json
 import os
+import re
 import shutil
 import stat
 import threading
@@ -32,6 +33,8 @@ the bundle read-only, so Python compiled every module again at every start (open
 starts four interpreters: a minute and more)."""
 _NPM_MISSING = ("E404", "ETARGET", "No matching version", "notarget")
 _PYPI_MISSING = ("No matching distribution", "No solution found", "not found in the package registry")
+_NO_WHEEL = re.compile(r"(\S+) (?:has|have) no usable wheels")
+"""uv's resolution that failed on a dependency with source distributions only (not a missing version)."""
 _OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "network", "Network")
 
 
@@ -462,6 +465,12 @@ def _run(
         return
     output = proc.stderr + proc.stdout
     last = last_line(proc.stderr) or last_line(proc.stdout) or "no output"
+    unbuilt = _NO_WHEEL.search(output)
+    if unbuilt:
+        raise BundleUnavailable(
+            f"installing {agent}@{version} failed: {unbuilt[1]} publishes no wheel that fits and the replayer "
+            f"builds no source distribution on the host except those the agent's pin names (`builds`)"
+        )
     if any(mark in output for mark in (*_NPM_MISSING, *_PYPI_MISSING)):
         raise BundleUnavailable(
             f"{agent} {version} is not in the {registry} registry: name a published version (`run` and "

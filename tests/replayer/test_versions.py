@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from replayer.adapters.codex import tools as codex_tools
-from replayer.floor import bundles, registry, settings
+from replayer.floor import bundles, hostproc, registry, settings
 from replayer.floor.bundletrust import MANIFEST
 from tests.conftest import ROOT, replayer
 
@@ -140,6 +140,23 @@ def test_an_unreachable_registry_names_the_offline_command(cache: Path, tmp_path
     proc = _bundles(tmp_path, "add", "opencode@1.0.1", env=env)
     assert proc.returncode == 10 and "cannot reach the npm registry" in proc.stderr, proc.stderr
     assert "replayer bundles add opencode@1.0.1" in proc.stderr and not list(tmp_path.glob("opencode-1.0.1*"))
+
+
+def test_a_dependency_with_no_wheel_is_not_called_a_missing_version(tmp_path: Path) -> None:
+    """uv says "No solution found" both for a version the index lacks and for a dependency published as a
+    source distribution only (the replayer builds none but those a pin names): the real uv, the real index."""
+    uv = str(bundles._uv(next(p.uv for p in bundles.load_pins().agents.values() if p.uv)))
+    env = {"UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(tmp_path / "cache"), **hostproc.passed(*hostproc.NETWORK)}
+    bundles._run("x", "1", "PyPI", [uv, "venv", "--no-config", "-q", str(tmp_path / "venv")], env=env)
+    venv = str(tmp_path / "venv")
+    install = [uv, "pip", "install", "--no-config", "--only-binary", ":all:", "--python", venv]
+    with pytest.raises(bundles.BundleUnavailable) as no_wheel:
+        bundles._run("openhands_v0", "0.35.0", "PyPI", [*install, "func-timeout==4.3.5"], env=env)
+    assert "func-timeout==4.3.5 publishes no wheel" in str(no_wheel.value)
+    assert "not in the PyPI registry" not in str(no_wheel.value) and "`builds`" in str(no_wheel.value)
+    with pytest.raises(bundles.BundleUnavailable) as missing:
+        bundles._run("openhands_v0", "99.0.0", "PyPI", [*install, "openhands-ai==99.0.0"], env=env)
+    assert "openhands_v0 99.0.0 is not in the PyPI registry" in str(missing.value)
 
 
 def test_a_uv_bundle_cached_without_bytecode_is_compiled_once(tmp_path: Path) -> None:
