@@ -3,10 +3,12 @@ the bundle cache that installs any version from npm / PyPI on demand, with the C
 
 from __future__ import annotations
 
+import http.server
 import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import orjson
@@ -157,6 +159,43 @@ def test_a_dependency_with_no_wheel_is_not_called_a_missing_version(tmp_path: Pa
     with pytest.raises(bundles.BundleUnavailable) as missing:
         bundles._run("openhands_v0", "99.0.0", "PyPI", [*install, "openhands-ai==99.0.0"], env=env)
     assert "openhands_v0 99.0.0 is not in the PyPI registry" in str(missing.value)
+
+
+def test_bundles_come_from_the_registry_the_users_settings_name(tmp_path: Path) -> None:
+    """A user behind a mirror names it once (REPLAYER_NPM_REGISTRY / REPLAYER_PYPI_INDEX, or their own
+    settings file): versions are asked of it and npm, uv and pip install from it. Here the mirror is an
+    empty one on loopback that answers 404 to everything (npm retries a refused connection for a minute)."""
+    asked: list[str] = []
+
+    class Empty(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_error(404)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Empty)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    mirror = f"http://127.0.0.1:{server.server_port}"
+    try:
+        npm = {"REPLAYER_NPM_REGISTRY": mirror + "/"}
+        tag = _bundles(tmp_path, "add", "claude_code@latest", env=npm)
+        assert tag.returncode == 3 and "the npm registry cannot be asked what latest names" in tag.stderr
+        added = _bundles(tmp_path, "add", "opencode@1.0.1", env=npm)
+        assert added.returncode == 10, added.stderr
+        assert f"opencode 1.0.1 is not in the npm registry at {mirror}:" in added.stderr
+        assert "/-/package/@anthropic-ai%2Fclaude-code/dist-tags" in asked and "/opencode-ai" in asked, asked
+    finally:
+        server.shutdown()
+    pypi = {"REPLAYER_PYPI_INDEX": "http://127.0.0.1:9/simple"}
+    agent, pin = next((a, p) for a, p in bundles.load_pins().agents.items() if p.uv)
+    (tmp_path / f".uv-{pin.uv}" / "bin").mkdir(parents=True)  # uv itself present: the agent's install asks
+    shutil.copy2(bundles.bundles_root() / f".uv-{pin.uv}" / "bin" / "uv", tmp_path / f".uv-{pin.uv}" / "bin")
+    added = _bundles(tmp_path, "add", f"{agent}@{pin.version}", env=pypi)
+    assert added.returncode == 10, added.stderr
+    assert f"cannot reach the PyPI registry at http://127.0.0.1:9/simple to install {agent}@" in added.stderr
+    assert len(added.stderr.strip().splitlines()) == 1 and not list(tmp_path.glob(f"{agent}-*"))
 
 
 def test_a_uv_bundle_cached_without_bytecode_is_compiled_once(tmp_path: Path) -> None:
