@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from replayer.adapters.forms import NativeForm, form_of
 from replayer.adapters.sandbox_paths import CONTINUE_SPEC
 from replayer.adapters.tool_definitions import shipped_path, wire_tools
 from replayer.bridges.chat import ChatDialect
@@ -170,10 +171,18 @@ class Reader(Pinned, Generic[NativeT]):
     takes_task: bool = False
     """The native format may lack the first prompt, which `task` then supplies (OpenCode's event log)."""
 
+    forms: ClassVar[tuple[NativeForm, ...]]
+    """The native forms this agent's trajectories come in (adapters/forms.py)."""
+
     @classmethod
-    @abstractmethod
     def detect(cls, head: list[Any]) -> bool:
-        """Whether the first parsed records of a file (`adapters.head.read_head`) belong to this format."""
+        """Whether the first parsed records of a file (`adapters.head.read_head`) are of one of its forms."""
+        return cls.form(head) is not None
+
+    @classmethod
+    def form(cls, head: list[Any]) -> NativeForm | None:
+        """Which of its forms the first parsed records of a file are of."""
+        return form_of(cls.forms, head)
 
     @abstractmethod
     def parse(self, path: Path, task: str | None = None) -> Trajectory:

@@ -75,6 +75,7 @@ def inspect(
         kinds = {c.id: adapter.classify(c, traj) for s in traj.steps for c in s.calls}
     return InspectReport(
         agent=traj.agent,
+        native_form=traj.native_form,
         agent_version=traj.agent_version,
         session_id=traj.session_id,
         cwd=traj.cwd,

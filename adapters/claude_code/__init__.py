@@ -19,6 +19,7 @@ from replayer.adapters.base import (
 from replayer.adapters.claude_code import chain, continuation, session, tools, wire
 from replayer.adapters.claude_code import rerun as driven
 from replayer.adapters.claude_code.gate import ClaudeCodeGate
+from replayer.adapters.forms import NativeForm
 from replayer.adapters.sandbox_paths import AGENT_HOME
 from replayer.bridges.anthropic import AnthropicDialect, tools_to_chat
 from replayer.bridges.sidecalls import PROBE, SideCall
@@ -62,9 +63,9 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
     probe_shell = {"Bash": {"command": COMMAND, "description": "Probe command"}}
     probe_read = {"Read": {"file_path": PATH}}
 
-    @classmethod
-    def detect(cls, head: list[Any]) -> bool:
-        return chain.looks_like_claude_code(head)
+    forms = (
+        NativeForm("session", chain.looks_like_claude_code, "every release: ~/.claude/projects/*/ID.jsonl"),
+    )
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return session.parse(path)

@@ -22,6 +22,7 @@ from replayer.adapters.base import (
     continued_file,
     copy_continued,
 )
+from replayer.adapters.forms import NativeForm
 from replayer.adapters.gemini_cli import backend, bundle, session, wire
 from replayer.adapters.gemini_cli.gate import GeminiResumeGate
 from replayer.adapters.gemini_cli.rerun import WORK_MOUNT, GeminiRerunner
@@ -143,9 +144,12 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
     probe_shell = {"run_shell_command": {"command": COMMAND, "description": "Probe command"}}
     probe_read = {"read_file": {"file_path": PATH}}
 
-    @classmethod
-    def detect(cls, head: list[Any]) -> bool:
-        return session.looks_like_gemini(head)
+    forms = (
+        NativeForm("chat log", session.looks_like_log, "the JSONL chat recording of the later releases"),
+        NativeForm(
+            "chat document", session.looks_like_document, "the JSON chat file of the earlier releases"
+        ),
+    )
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return session.parse(path)

@@ -18,6 +18,7 @@ from replayer.adapters.base import (
     last_event,
     write_continue_spec,
 )
+from replayer.adapters.forms import NativeForm
 from replayer.adapters.head import ConversationDir
 from replayer.adapters.openhands import bundle, rebuild
 from replayer.adapters.openhands import session as conversation
@@ -52,9 +53,13 @@ class OpenHandsAdapter(Adapter[conversation.Native, OpenHandsContinuation]):
     probe_read = {"file_editor": {"command": "view", "path": PATH}}
     probe_finish = ("finish", {"message": "done"})
 
-    @classmethod
-    def detect(cls, head: list[Any]) -> bool:
-        return bool(head) and isinstance(head[0], ConversationDir)
+    forms = (
+        NativeForm(
+            "conversation folder",
+            lambda head: bool(head) and isinstance(head[0], ConversationDir),
+            "the V1 SDK's persisted conversation: base_state.json and events/",
+        ),
+    )
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return conversation.parse(path)

@@ -21,6 +21,7 @@ from replayer.adapters.base import (
     stdout_events,
     write_continue_spec,
 )
+from replayer.adapters.forms import NativeForm
 from replayer.adapters.pi import bundle, session
 from replayer.adapters.pi.rerun import PiRerunner
 from replayer.adapters.pi.wire import js_json, to_wire
@@ -104,9 +105,14 @@ class PiAdapter(Adapter[session.Native, PiContinuation]):
     probe_shell = {"bash": {"command": COMMAND, "description": "Probe command"}}
     probe_read = {"read": {"path": PATH}}
 
-    @classmethod
-    def detect(cls, head: list[Any]) -> bool:
-        return session.looks_like_pi(head)
+    forms = (
+        NativeForm(
+            "session file",
+            session.looks_like_session,
+            "every release: ~/.pi/agent/sessions/*/*.jsonl (v1-v3)",
+        ),
+        NativeForm("event output", session.looks_like_events, "`pi --mode json` and `--mode rpc` output"),
+    )
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         traj = session.parse(path)

@@ -111,7 +111,8 @@ def inspect_header(report: InspectReport) -> str:
     if report.cwd and report.cwd_source not in (None, "recorded"):
         cwd = f"{report.cwd} ({report.cwd_source})"
     image = f"  image {report.environment_image}" if report.environment_image else ""
-    return f"{version}  session {session}  cwd {cwd}{image}"
+    form = f"  ({report.native_form})" if report.native_form else ""
+    return f"{version}{form}  session {session}  cwd {cwd}{image}"
 
 
 def subagent_text(of: SubagentOf) -> str:

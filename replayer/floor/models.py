@@ -208,6 +208,8 @@ class SubagentOf(Frozen):
 
 class Trajectory(Frozen):
     agent: str
+    native_form: str | None = None
+    """Which of the agent's native forms the file was read as (`adapters/forms.py`: `bare rollout`...)."""
     agent_version: str | None
     agent_version_inferred: bool = False
     """The parser read the version from the file's features, not from a version field."""
@@ -298,6 +300,8 @@ class InspectReport(Frozen):
     """`replayer inspect --json`."""
 
     agent: str
+    native_form: str | None = None
+    """Which of the agent's native forms the file was read as (`adapters/forms.py`)."""
     agent_version: str | None
     session_id: str | None
     cwd: str | None

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
+from replayer import adapters, api
 from replayer.adapters import by_name
 from replayer.bridges.gemini import ScriptedGemini
 from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
@@ -92,6 +93,23 @@ MULTI = {
 def test_every_field_file_is_listed() -> None:
     found = {str(p.relative_to(FIELD)) for p in FIELD.glob("*/*")}
     assert found == set(PREPARED) | set(REFUSED) | MULTI | set(DEGRADED)
+
+
+@pytest.mark.parametrize("name", sorted(PREPARED))
+def test_each_field_file_is_of_exactly_one_native_form_of_its_agent(name: str) -> None:
+    """Every agent declares its native forms (adapters/forms.py); a real file of another person's is claimed
+    by exactly one form of one agent: none would be 'unknown format', two would read it by chance of order."""
+    head = adapters.read_head(FIELD / name)
+    claims = [
+        (agent, form.name)
+        for agent in adapters.REGISTRY
+        for form in adapters.adapter_class(agent).forms
+        if form.detect(head)
+    ]
+    assert len(claims) == 1 and claims[0][0] == PREPARED[name][0], claims
+    adapter, form = adapters.detect_form(FIELD / name)
+    assert (adapter.name, form.name) == claims[0]
+    assert api.inspect(FIELD / name).native_form == form.name  # inspect says which form it read
 
 
 def _last_boundary(path: Path) -> int:
