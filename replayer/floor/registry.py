@@ -16,7 +16,7 @@ from replayer.floor.pins import AgentPin
 
 RELEASE = re.compile(r"^[0-9]+(\.[0-9]+)*([.+-]?[0-9A-Za-z][0-9A-Za-z.+-]*)?$")
 """A released version as npm (semver) and PyPI (PEP 440) spell them: digits first."""
-FINAL = re.compile(r"^[0-9]+(\.[0-9]+){0,5}$")
+FINAL = re.compile(r"^[0-9]{1,9}(\.[0-9]{1,9}){0,5}$")
 """A plain release: numbers only (no pre-release, build or post-release part) in both registries' spelling."""
 _TAG = re.compile(r"^[A-Za-z][0-9A-Za-z._-]*$")
 _MAX_LEN = 64

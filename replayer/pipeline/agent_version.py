@@ -11,7 +11,7 @@ import functools
 import threading
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, ValidationError
 
 from replayer.adapters.base import Adapter
 from replayer.floor import registry
@@ -123,8 +123,8 @@ class _Asked(BaseModel):
     """What the registry answered of an agent's publish times, and when (the cache's one file an agent)."""
 
     model_config = ConfigDict(extra="forbid")
-    asked: datetime.datetime
-    times: dict[str, datetime.datetime]
+    asked: AwareDatetime
+    times: dict[str, AwareDatetime]
 
 
 _MAX_CACHED = 4 << 20
@@ -141,10 +141,13 @@ def publish_times(agent: str, started: datetime.datetime) -> dict[str, datetime.
         kept = _kept(agent)
         if kept is not None and started <= kept.asked:
             return kept.times
-        with cache_lock("registry", agent):
-            kept = _kept(agent)  # another process may have asked meanwhile
-            if kept is not None and started <= kept.asked:
-                return kept.times
+        try:
+            with cache_lock("registry", agent):
+                kept = _kept(agent)  # another process may have asked meanwhile
+                if kept is not None and started <= kept.asked:
+                    return kept.times
+                return _ask(agent)
+        except OSError:  # a bundle cache that cannot be written: asked without keeping the answer
             return _ask(agent)
 
 

@@ -287,6 +287,15 @@ def test_a_registry_that_cannot_be_asked_runs_the_pin_and_says_so(tmp_path: Path
     assert not (tmp_path / ".registry" / "gemini_cli.json").exists()
 
 
+def test_a_damaged_or_oversized_kept_answer_is_asked_again(tmp_path: Path) -> None:
+    kept = tmp_path / ".registry" / "gemini_cli.json"
+    kept.parent.mkdir()
+    for damaged in (b'{"asked": "2099-01-01T00:00:00", "times": {"0.61.0": 1}}', b" " * (5 << 20)):
+        kept.write_bytes(damaged)
+        assert _inspected(AIM_034, tmp_path)["version"] == "0.34.0"
+        assert "0.34.0" in orjson.loads(kept.read_bytes())["times"]
+
+
 def test_a_stated_version_overrides_the_inferred_one(tmp_path: Path) -> None:
     inferred, stated = tmp_path / "inferred", tmp_path / "stated"
     replayer("prepare", str(RUN4), "-n", "1", "-o", str(inferred), check=True)
