@@ -298,7 +298,8 @@ def test_a_damaged_or_oversized_kept_answer_is_asked_again(tmp_path: Path) -> No
 
 def test_a_stated_version_overrides_the_inferred_one(tmp_path: Path) -> None:
     inferred, stated = tmp_path / "inferred", tmp_path / "stated"
-    replayer("prepare", str(RUN4), "-n", "1", "-o", str(inferred), check=True)
+    said = replayer("prepare", str(RUN4), "-n", "1", "-o", str(inferred), check=True).stdout
+    assert said.startswith("gemini_cli 0.35.0 (inferred as of 2026-03-26, unverified): boundary after step 1")
     replayer("prepare", str(RUN4), "-n", "1", "-o", str(stated), "--agent-version", "0.34.0", check=True)
     assert (
         _result(inferred)["version"]["version"] == "0.35.0" and _result(inferred)["version"]["registry_date"]
