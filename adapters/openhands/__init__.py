@@ -3,6 +3,7 @@ of the conversation directory, continuation of the pinned SDK through the chat b
 
 from __future__ import annotations
 
+import datetime
 import shutil
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from replayer.adapters.base import (
     Ended,
     Launch,
     Rebuild,
+    first_time,
     last_event,
     write_continue_spec,
 )
@@ -47,6 +49,7 @@ class OpenHandsAdapter(Adapter[conversation.Native, OpenHandsContinuation]):
     continuation_type = OpenHandsContinuation
     native_type = conversation.Native
     name = bundle.NAME
+    oldest_inferred_release = "1.26.0"
     probe_native = "conversation"
     probe_recordings = ("openhands/v1", "openhands/versions/*/probe")
     probe_shell = {"terminal": {"command": COMMAND}}
@@ -63,6 +66,9 @@ class OpenHandsAdapter(Adapter[conversation.Native, OpenHandsContinuation]):
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return conversation.parse(path)
+
+    def first_timestamp(self, trajectory: Trajectory) -> datetime.datetime | None:
+        return first_time(e.get("timestamp") for e in self.native(trajectory).events)
 
     def own_text(self, tool: str, text: str) -> str | None:
         return conversation.own_text(text)

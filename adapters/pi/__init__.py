@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import datetime
 import uuid
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from replayer.adapters.base import (
     Rebuild,
     continued_file,
     copy_continued,
+    first_time,
     provider_model_refusal,
     stdout_events,
     write_continue_spec,
@@ -100,6 +103,7 @@ class PiAdapter(Adapter[session.Native, PiContinuation]):
     continuation_type = PiContinuation
     native_type = session.Native
     name = bundle.NAME
+    oldest_inferred_release = "0.32.3"
     probe_native = "session.jsonl"
     probe_recordings = ("pi/tools", "pi/versions/*/probe")
     probe_shell = {"bash": {"command": COMMAND, "description": "Probe command"}}
@@ -123,6 +127,12 @@ class PiAdapter(Adapter[session.Native, PiContinuation]):
             traj = traj.model_copy(update={"session_id": sid})
             traj.keep_native(native)
         return traj
+
+    def first_timestamp(self, trajectory: Trajectory) -> datetime.datetime | None:
+        native = self.native(trajectory)
+        return first_time(
+            chain([native.header.get("timestamp")], (e.get("timestamp") for e in native.entries))
+        )
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         if call.tool in TOOLS:

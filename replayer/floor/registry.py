@@ -1,6 +1,7 @@
 """What an agent's package registry says of its releases: the concrete version a dist-tag (`latest`,
-`next`) names today, and when each release was uploaded. Only the registry of the agent's own pin is
-asked (npm or PyPI, or the mirror the user's own settings name); what it answers is bounded and read as data."""
+`next`) names today, when each release was uploaded, and so which release was current at a time. Only the
+registry of the agent's own pin is asked (npm or PyPI, or the mirror the user's own settings name); what it
+answers is bounded and read as data."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from replayer.floor.pins import AgentPin
 
 RELEASE = re.compile(r"^[0-9]+(\.[0-9]+)*([.+-]?[0-9A-Za-z][0-9A-Za-z.+-]*)?$")
 """A released version as npm (semver) and PyPI (PEP 440) spell them: digits first."""
+FINAL = re.compile(r"^[0-9]{1,9}(\.[0-9]{1,9}){0,5}$")
+"""A plain release: numbers only (no pre-release, build or post-release part) in both registries' spelling."""
 _TAG = re.compile(r"^[A-Za-z][0-9A-Za-z._-]*$")
 _MAX_LEN = 64
 _MAX_ANSWER = 64 << 20
@@ -100,7 +103,7 @@ def upload_times(pin: AgentPin) -> dict[str, datetime.datetime] | None:
         pairs = [(v, s[0]) for v, s in uploads.items()]
     times = {}
     for version, stamp in pairs:
-        when = _instant(stamp)
+        when = instant(stamp)
         if RELEASE.match(version) and when is not None:
             times[version] = when
     return times
@@ -123,7 +126,17 @@ def pypi_uploads(package: str) -> dict[str, list[str]] | None:
     return {v: sorted(s) for v, s in uploads.items()}
 
 
-def _instant(stamp: str) -> datetime.datetime | None:
+def current_at(times: dict[str, datetime.datetime], when: datetime.datetime) -> str | None:
+    """The release that was current at `when`: the highest plain release (`FINAL`, by version order, not a
+    pre-release) published at or before it; None when none was yet."""
+    published = [v for v, t in times.items() if FINAL.match(v) and t <= when]
+    return max(published, key=lambda v: tuple(int(n) for n in v.split("."))) if published else None
+
+
+def instant(stamp: str) -> datetime.datetime | None:
+    """An ISO 8601 time (`Z` or an offset; none: read as UTC), or None when it is not one."""
+    if len(stamp) > _MAX_LEN:
+        return None
     try:
         when = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
