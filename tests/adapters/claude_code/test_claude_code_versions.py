@@ -1,7 +1,9 @@
 """Claude Code sessions recorded by other versions than the pin (1.0.51, 1.0.108, 2.0.64, 2.1.332; recorded by
 tests/recorder.py --version V): rerun by that version's own CLI, driven by the replay model, every
 observation exact, and continued by that version through the gate. One scenario per version. 1.0.51 takes
-no --session-id: it is driven by the sessions it reports, and sends its first tool turn twice."""
+no --session-id: it is driven by the sessions it reports, and sends its first tool turn twice. The `reminders`
+scenario (--version V --reminders: 2.1.121, and the pin with claude-sonnet-4-5) runs long enough for the CLI's
+nag to be merged into a tool result on the wire."""
 
 from __future__ import annotations
 
@@ -27,7 +29,10 @@ def _probe(version: str) -> Path:
 
 
 def _run(version: str, out: Path, after_step: int, *extra: str, env: dict[str, str] | None = None) -> dict:
-    probe = _probe(version)
+    return _run_at(_probe(version), out, after_step, *extra, env=env)
+
+
+def _run_at(probe: Path, out: Path, after_step: int, *extra: str, env: dict[str, str] | None = None) -> dict:
     args = ["run", str(probe / "session.jsonl"), "-n", str(after_step), "-w", str(probe / "workspace")]
     proc = replayer(*args, "-o", str(out), "--json", *extra, env=env)
     assert proc.returncode == 0, proc.stderr
@@ -130,16 +135,13 @@ def test_a_boundary_after_the_cli_nag_continues_through_the_gate(
     results and merges it into that tool result on every later request, a resumed one too: the gate expects it
     there (boundary 12; 2.1.197 does so for the recorded claude-sonnet-4-5, not for its newer default models),
     and a prefix cut at 10 resumes without it."""
-    probe = VERSIONS / version / "reminders"
     out = tmp_path / "out"
     script = Script(turns=[Turn(blocks=[TextBlock(text="Done.")])])
     with scripted("claude_code", script, expected_key=KEY) as upstream:
-        args = ["run", str(probe / "session.jsonl"), "-n", str(after_step), "-w", str(probe / "workspace")]
-        args += ["-o", str(out), "--json", "--continue", "--upstream", upstream.url]
-        proc = replayer(*args, env={"ANTHROPIC_API_KEY": KEY})
+        reminders = VERSIONS / version / "reminders"
+        extra = ("--continue", "--upstream", upstream.url)
+        result = _run_at(reminders, out, after_step, *extra, env={"ANTHROPIC_API_KEY": KEY})
         log = list(upstream.log)
-    assert proc.returncode == 0, proc.stderr
-    result = orjson.loads((out / "result.json").read_bytes())
     assert result["continuation"]["gate"] == "accepted", result["continuation"]
     expected = orjson.loads((out / "expected_prefix.json").read_bytes())
     nagged = [b for m in expected for b in m["content"] if "<system-reminder>" in str(b.get("content"))]
