@@ -1,7 +1,8 @@
 """The reminders a session's attachment records put on the wire, per version, as the bundled CLI renders them.
 
 Between model turns the CLI computes attachments (a TodoWrite nag, the task list, a file changed on disk,
-...) and writes each as an `attachment` record on the chain (2.1.x). It never stores their wire text: every
+...) and writes each as an `attachment` record on the chain (2.1.121, 2.1.197; 2.0.64 and 2.1.50 keep the
+nag in memory only, so their resumes never send it). It never stores their wire text: every
 request renders each recorded attachment again, as an isMeta user text wrapped in `<system-reminder>`, and
 merges it into the user message before it. After a tool result whose content is a string, the text goes
 *into* that tool result: `[content, *texts]`, each trimmed, empties dropped, joined by a blank line (the
