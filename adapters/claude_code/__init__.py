@@ -127,7 +127,7 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
         )
         return Rebuild(
             native_files=[path],
-            expected_prefix=wire.to_messages(items, self.version()),
+            expected_prefix=wire.to_messages(items, self.version(), continuation.recorded_model(trajectory)),
             agent_home=home,
             continuation=ClaudeCodeContinuation(
                 session_id=trajectory.session_id,
@@ -140,7 +140,9 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
         with continued_file(result_dir, "session.jsonl") as path:
             if path is None:
                 return None
-            return wire.to_messages(self.native(session.parse(path)).items, self.version())
+            continued = session.parse(path)
+            model = model or continuation.recorded_model(continued)
+            return wire.to_messages(self.native(continued).items, self.version(), model)
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         return tools_to_chat(super().chat_tools(native))
