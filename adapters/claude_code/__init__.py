@@ -24,9 +24,11 @@ from replayer.bridges.anthropic import AnthropicDialect, tools_to_chat
 from replayer.bridges.sidecalls import PROBE, SideCall
 from replayer.floor import bundles
 from replayer.floor.divergence import COMMON
-from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.floor.limits import Budgets
 from replayer.floor.pins import load_pins
+from replayer.floor.results import AgentStatus
 from replayer.floor.rundirs import RunDirs
+from replayer.floor.trajectory import Observation, ToolCall, ToolKind, Trajectory
 from replayer.sandboxes.base import Sandbox
 
 _TOKEN_CAP_MARKS = ("[Truncated: PARTIAL view", "exceeds maximum allowed tokens")

@@ -23,8 +23,9 @@ from replayer.bridges.scripted import CustomToolBlock, TextBlock, ToolUseBlock, 
 from replayer.floor import bundles
 from replayer.floor.errors import PlanRefused, SandboxError
 from replayer.floor.io import remove_entry
-from replayer.floor.models import Budgets, Observation, Trajectory
+from replayer.floor.limits import Budgets
 from replayer.floor.pins import load_pins
+from replayer.floor.trajectory import Observation, Trajectory
 from replayer.sandboxes.base import RunningExec, Sandbox
 
 WORK_MOUNT = "/run/replayer-claude"

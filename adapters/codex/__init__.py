@@ -18,9 +18,11 @@ from replayer.bridges.scripted import ItemBlock
 from replayer.floor import bundles
 from replayer.floor.divergence import COMMON
 from replayer.floor.io import Workspace, write_bytes_atomic
-from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.floor.limits import Budgets
 from replayer.floor.pins import load_pins, pinned_version
+from replayer.floor.results import AgentStatus
 from replayer.floor.rundirs import RunDirs
+from replayer.floor.trajectory import Observation, ToolCall, ToolKind, Trajectory
 from replayer.sandboxes.base import Sandbox
 
 

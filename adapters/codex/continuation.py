@@ -12,7 +12,8 @@ from replayer.adapters.codex import tools
 from replayer.adapters.codex.resume import TurnSettings
 from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, PLACEHOLDER_KEY
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import AgentStatus, Trajectory
+from replayer.floor.results import AgentStatus
+from replayer.floor.trajectory import Trajectory
 
 KEY_ENV = "REPLAYER_CODEX_KEY"
 

@@ -35,7 +35,8 @@ from replayer.adapters.sandbox_paths import AGENT_HOME, REPLAY_MODEL_KEY, local_
 from replayer.bridges.scripted import CustomToolBlock, TextBlock, ToolUseBlock, Turn
 from replayer.floor.errors import ConfinementError, PlanRefused, SandboxError
 from replayer.floor.io import Workspace, remove_entry, write_bytes_atomic
-from replayer.floor.models import Budgets, Observation, ReadBudget, Trajectory
+from replayer.floor.limits import Budgets, ReadBudget
+from replayer.floor.trajectory import Observation, Trajectory
 from replayer.sandboxes.base import RunningExec, Sandbox
 
 WORK_MOUNT = "/run/replayer-codex"

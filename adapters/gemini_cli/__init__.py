@@ -29,8 +29,10 @@ from replayer.bridges.gemini import GeminiDialect, ScriptedGemini, tools_to_chat
 from replayer.bridges.sidecalls import PROBE, SideCall
 from replayer.floor.divergence import COMMON
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.floor.limits import Budgets
+from replayer.floor.results import AgentStatus
 from replayer.floor.rundirs import RunDirs
+from replayer.floor.trajectory import Observation, ToolCall, ToolKind, Trajectory
 from replayer.sandboxes.base import Sandbox
 
 TOOLS = frozenset(

@@ -25,7 +25,7 @@ from replayer.adapters.shapes import MAX_DEPTH, Open, check, deep_place
 from replayer.floor.cwdinfer import is_absolute_cwd
 from replayer.floor.errors import BadInput, bad_record, excerpt
 from replayer.floor.io import read_input
-from replayer.floor.models import ASKS_FOR_CWD, Observation, Step, ToolCall, Trajectory
+from replayer.floor.trajectory import ASKS_FOR_CWD, Observation, Step, ToolCall, Trajectory
 
 AGENT = "gemini_cli"
 Record = dict[str, Any]

@@ -31,16 +31,10 @@ from replayer.bridges.sidecalls import PROBE, SideCall
 from replayer.floor import cwdinfer
 from replayer.floor.errors import ReplayError
 from replayer.floor.io import read_input, write_bytes_atomic
-from replayer.floor.models import (
-    AgentStatus,
-    Budgets,
-    HeldSession,
-    Observation,
-    ToolCall,
-    ToolKind,
-    Trajectory,
-)
+from replayer.floor.limits import Budgets
+from replayer.floor.results import AgentStatus
 from replayer.floor.rundirs import RunDirs
+from replayer.floor.trajectory import HeldSession, Observation, ToolCall, ToolKind, Trajectory
 from replayer.sandboxes.base import Sandbox
 
 EXPORT = "export.json"

@@ -22,7 +22,7 @@ from replayer.adapters.opencode.session import Native
 from replayer.adapters.sandbox_paths import OPENCODE_REPLAY_PORT, local_url
 from replayer.floor.errors import SandboxError
 from replayer.floor.io import remove_alias, remove_entry, short_alias
-from replayer.floor.models import Observation, Trajectory
+from replayer.floor.trajectory import Observation, Trajectory
 from replayer.sandboxes.base import RunningExec, Sandbox
 
 PORT = OPENCODE_REPLAY_PORT

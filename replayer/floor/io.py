@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from replayer.floor.errors import BadInput, ConfinementError, OutputError
 from replayer.floor.foreign import kind_of, read_fd
-from replayer.floor.models import ReadBudget
+from replayer.floor.limits import ReadBudget
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 

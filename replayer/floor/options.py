@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict, get_args, get_type_hints
 
-from replayer.floor.models import SandboxLimits
+from replayer.floor.limits import SandboxLimits
 
 PathLike = str | os.PathLike[str]
 

@@ -8,9 +8,9 @@ import functools
 
 from replayer.adapters.base import Adapter
 from replayer.floor import registry
-from replayer.floor.models import VersionRecord, VersionSource
 from replayer.floor.pins import load_pins, pinned_version, release
 from replayer.floor.verdicts import is_verified
+from replayer.floor.versions import VersionRecord, VersionSource
 
 
 def resolve(
