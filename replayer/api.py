@@ -70,15 +70,9 @@ def inspect(
     with running_version(adapter.name, version.version):  # a driven version classifies its own tools
         kinds = {c.id: adapter.classify(c, traj) for s in traj.steps for c in s.calls}
     return InspectReport(
-        agent=traj.agent,
-        agent_version=traj.agent_version,
-        session_id=traj.session_id,
-        cwd=traj.cwd,
-        cwd_source=traj.cwd_source if traj.cwd else None,
+        **traj.reported(),
         environment_image=traj.environment_image,
         start=traj.start,
-        source_sha256=traj.source_sha256,
-        parse_notes=traj.parse_notes,
         version=version,
         subagent_of=traj.subagent_of,
         subagents=traj.subagents,

@@ -182,6 +182,20 @@ class Trajectory(Frozen):
         """Keep what the parse read of the native file beside the trajectory (a parser calls this once)."""
         self._native = native
 
+    def reported(self) -> dict[str, Any]:
+        """What every report of this trajectory repeats of it (`inspect`'s, a replay's result.json): the
+        agent and version it names, its session, its working directory and where that came from, the
+        file's hash and what the parse repaired."""
+        return {
+            "agent": self.agent,
+            "agent_version": self.agent_version,
+            "session_id": self.session_id,
+            "cwd": self.cwd,
+            "cwd_source": self.cwd_source if self.cwd else None,
+            "source_sha256": self.source_sha256,
+            "parse_notes": self.parse_notes,
+        }
+
     def native_as(self, kind: type[NativeT]) -> NativeT:
         """What the parse kept of the native file, which must be a `kind` (the reading adapter's own form)."""
         native = (self.__pydantic_private__ or {}).get("_native")  # `self._native` costs ~2 us a read
