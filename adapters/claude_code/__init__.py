@@ -16,7 +16,7 @@ from replayer.adapters.base import (
     Rebuild,
     continued_file,
 )
-from replayer.adapters.claude_code import chain, continuation, session, tools, wire
+from replayer.adapters.claude_code import bundle, chain, continuation, session, wire
 from replayer.adapters.claude_code import rerun as driven
 from replayer.adapters.claude_code.gate import ClaudeCodeGate
 from replayer.adapters.sandbox_paths import AGENT_HOME
@@ -72,11 +72,11 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
         return session.parse(path)
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
-        if call.tool in tools.PURE_TOOLS:
+        if call.tool in bundle.PURE_TOOLS:
             return "pure", None
-        if call.tool not in tools.RERUN_TOOLS:
+        if call.tool not in bundle.RERUN_TOOLS:
             return "unknown", f"unknown tool {call.tool!r}"
-        if call.tool in tools.FILE_TOOLS:
+        if call.tool in bundle.FILE_TOOLS:
             path = str(call.input.get("file_path", ""))
             cwd = (trajectory.cwd or "/").rstrip("/")
             if path.startswith("/") and not (posixpath.normpath(path) + "/").startswith(cwd + "/"):
@@ -98,7 +98,7 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
         version = pins.agents[self.name].version
         binds = {
             AGENT_HOME: (dirs.home, False),
-            tools.agent_mount(version): (pins.bundle_dir(self.name), True),
+            bundle.agent_mount(version): (pins.bundle_dir(self.name), True),
             driven.WORK_MOUNT: (dirs.work("claude-driven"), False),
         }
         if bundles.cli_path(self.name, version).needs_node:  # 2.1.112 and older: cli.js

@@ -22,7 +22,7 @@ from replayer.adapters.base import (
     continued_file,
     copy_continued,
 )
-from replayer.adapters.gemini_cli import backend, bundle, session, wire
+from replayer.adapters.gemini_cli import bundle, grep_backend, session, wire
 from replayer.adapters.gemini_cli.gate import GeminiResumeGate
 from replayer.adapters.gemini_cli.rerun import WORK_MOUNT, GeminiRerunner
 from replayer.bridges.gemini import GeminiDialect, ScriptedGemini, tools_to_chat
@@ -166,7 +166,9 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, dirs: RunDirs, budgets: Budgets
     ) -> GeminiRerunner:
-        bundle.write_settings(dirs.home, backend.settings(backend.recorded_backend(trajectory.steps)))
+        bundle.write_settings(
+            dirs.home, grep_backend.settings(grep_backend.recorded_backend(trajectory.steps))
+        )
         return GeminiRerunner(trajectory, sandbox, dirs.work(WORK), budgets)
 
     def rebuild(
@@ -188,7 +190,7 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
         write_bytes_atomic(
             home / ".gemini" / "projects.json", orjson.dumps(projects, option=orjson.OPT_INDENT_2)
         )
-        bundle.write_settings(home, backend.settings(backend.recorded_backend(trajectory.steps)))
+        bundle.write_settings(home, grep_backend.settings(grep_backend.recorded_backend(trajectory.steps)))
         return Rebuild(
             native_files=[path],
             expected_prefix=wire.resume_contents(messages, bundle.resume_rules()),

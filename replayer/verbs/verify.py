@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict
 
 from replayer.adapters import REGISTRY, Adapter, adapter_class, by_name
 from replayer.adapters.base import COMMAND, PATH, filled
+from replayer.bridges.request_tools import tool_names
 from replayer.bridges.scripted import LoggedRequest, Script, TextBlock, ToolUseBlock, Turn
-from replayer.bridges.tools import tool_names
 from replayer.floor.determinism import Determinism
 from replayer.floor.errors import PlanRefused, ReplayError
 from replayer.floor.pins import release
