@@ -32,6 +32,11 @@ os.environ["REPLAYER_WORKSPACES"] = _suite_dir("replayer-test-workspaces-")
 os.environ["XDG_CONFIG_HOME"] = _suite_dir("replayer-test-config-")
 for _name in ("UPSTREAM", "UPSTREAM_KEY_ENV", "IMAGE", "LIMITS", "WORKERS"):  # the bundle cache stays
     os.environ.pop(f"REPLAYER_{_name}", None)
+# The project's bytecode goes to a cache of the suite's own, out of the source tree: under
+# PYTHONDONTWRITEBYTECODE (which a sandboxed shell may set) every `replayer` a test starts compiled its 160
+# modules again, a quarter of its start.
+if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) and "PYTHONPYCACHEPREFIX" not in os.environ:
+    os.environ["PYTHONPYCACHEPREFIX"] = _suite_dir("replayer-test-bytecode-")
 
 
 @dataclass(frozen=True)

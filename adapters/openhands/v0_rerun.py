@@ -35,7 +35,7 @@ class OpenHandsV0Rerunner(ShellRerunner):
     name = "openhands V0"
     start_timeout_s = 600.0
     """The companion listens once the runtime is up: its imports, then the action execution server (which
-    the runtime itself waits up to 120 s for, and the companion starts once more when that wait expires),
+    the runtime itself waits up to 480 s for, and the companion starts once more when that wait expires),
     the kernel gateway and AgentSkills; ~30 s on an idle machine, past two minutes on a loaded one."""
 
     def __init__(self, trajectory: Trajectory, sandbox: Sandbox, work: Path, budgets: Budgets):

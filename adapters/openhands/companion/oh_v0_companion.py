@@ -71,6 +71,26 @@ def _serve_settled():
         return [*cmd[:at], f"{HERE}/v0_server.py", *cmd[at + 2 :]]
 
     local_runtime.get_action_execution_server_startup_command = through_v0_server
+    _patient_wait(local_runtime.LocalRuntime)
+
+
+SERVER_WAIT_S = 480
+"""How long the runtime waits for its action execution server, within the replayer's 600 s for the companion."""
+
+
+def _patient_wait(runtime_class):
+    """The local runtime asks its action execution server whether it is up every 2 s for 120 s (0.x: after
+    1 s, 2 s, 4 s, then every 10 s, ten times), and gives up while a loaded machine is still importing it,
+    when the companion starts a whole runtime again (`_connected_runtime`): asked every 0.2 s, for
+    SERVER_WAIT_S, and not again once the server has died."""
+    import tenacity
+    from openhands.utils.tenacity_stop import stop_if_should_exit
+
+    runtime_class._wait_until_alive = runtime_class._wait_until_alive.retry_with(
+        wait=tenacity.wait_fixed(0.2),
+        stop=tenacity.stop_after_delay(SERVER_WAIT_S) | stop_if_should_exit(),
+        retry=tenacity.retry_if_not_exception_type(RuntimeError),  # 'Server process died'
+    )
 
 
 def _execute(runtime, config, raw):
@@ -196,8 +216,8 @@ def request(config_file, cwd, messages_path):
 
 
 def _connected_runtime(config_file, cwd):
-    """The local runtime waits a fixed 120 s for its action execution server; on a loaded machine that wait
-    can expire (tenacity.RetryError) while the server is still importing. A fresh runtime gets one more try."""
+    """The local runtime waits SERVER_WAIT_S for its action execution server (`_patient_wait`); should that
+    wait expire (tenacity.RetryError) while the server is still importing, a fresh runtime gets one more try."""
     config, sid, runtime = _runtime(config_file, cwd)
     try:
         call_async_from_sync(runtime.connect)
