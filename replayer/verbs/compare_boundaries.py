@@ -8,7 +8,9 @@ boundary's runs start ahead of the replay, as a compare's do; a later boundary's
 the one before go on. What differs from `compare -n K` alone: the replay goes on after a boundary, so the
 check at the boundary runs in a container of its own, from the snapshot image over a copy of the boundary
 state; and a later boundary's runs start from its snapshot image, not pre-started (`RunRecord.fork_path`).
-A refused boundary does not stop the others.
+A refused boundary does not stop the others. The budgets span every boundary (`Spans` in OUT): the total
+output budget, drawn on by the one replay, every snapshot and every run, and the token budget the user set
+(OUT/token-ledger.json).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 import orjson
 
 from replayer.adapters.base import Adapter
-from replayer.floor.errors import Interrupted, ReplayError
+from replayer.floor.errors import Interrupted, OutputError, ReplayError
 from replayer.floor.events import OnEvent, ignore
 from replayer.floor.io import write_bytes_atomic
 from replayer.floor.models import (
@@ -38,7 +40,7 @@ from replayer.pipeline.multiboundary import boundary_dir
 from replayer.pipeline.steps import JSON_OPTS
 from replayer.sandboxes import engines
 from replayer.sandboxes.base import Backend, Sandbox
-from replayer.verbs.compare import Comparison, _preflight, loaded, replay_request
+from replayer.verbs.compare import Comparison, Spans, _preflight, loaded, replay_request
 
 Outcome = CompareResult | ReplayError
 SUMMARY = "summary.json"
@@ -69,11 +71,17 @@ def compare_boundaries(
             requests[k] = one
     replay_s = 0.0
     try:
+        request.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot write the output directory {request.out}: {exc.strerror}") from None
+    spans = Spans.make(request.out, request.limits.output_total())
+    try:
         with RunContext() as ctx:
+            ctx.own(spans, spans.remove, "the compare's total output budget")
             sides: dict[int, Comparison] = {}
             for k, one in requests.items():
                 try:
-                    sides[k] = Comparison(ctx, one, adapter, traj, version, check_here=False)
+                    sides[k] = Comparison(ctx, one, adapter, traj, version, check_here=False, spans=spans)
                 except ReplayError as exc:
                     outcomes[k] = exc
             if sides:
@@ -83,15 +91,16 @@ def compare_boundaries(
                 def passed(k: int, box: Sandbox, dirs: RunDirs, native: Path) -> None:
                     sides[k].snapshot(box, dirs, native)
 
-                replayed = execute_many(
-                    replay_request(request, request.out, order[-1]),
-                    {k: side.out.tmp / "replay" for k, side in sides.items()},
-                    adapter,
-                    traj,
-                    on_event=on_event,
-                    backend=backend,
-                    on_passed=passed,
-                )
+                with spans.drawing():
+                    replayed = execute_many(
+                        replay_request(request, request.out, order[-1]),
+                        {k: side.out.tmp / "replay" for k, side in sides.items()},
+                        adapter,
+                        traj,
+                        on_event=on_event,
+                        backend=backend,
+                        on_passed=passed,
+                    )
                 replay_s = time.monotonic() - started
                 for i, k in enumerate(order):
                     outcomes[k] = _finish(
@@ -149,11 +158,11 @@ def _summarize(
                     divergences=outcome.divergences,
                     boundary_check=outcome.boundary_check,
                     variants=outcome.variants,
+                    stopped=outcome.stopped,
                 )
             )
     summary = CompareBoundaries(
         request=request, boundaries=rows, replay_s=replay_s, total_s=time.monotonic() - started
     )
-    request.out.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(request.out / SUMMARY, orjson.dumps(summary.model_dump(mode="json"), option=JSON_OPTS))
     return summary
