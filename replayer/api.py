@@ -292,7 +292,7 @@ def compare(
     """Replay the prefix once, snapshot the boundary, run every variant (`NAME=SPEC` as `--variant` takes
     it, or a Variant) `repeat` times from the snapshot, `workers` at once, `check` (a shell command) in
     each run's container afterwards; compare.json and report.html in `out`."""
-    from replayer.verbs.compare import compare as run_compare
+    from replayer.verbs.compare_boundaries import compare as run_compare
 
     request = _compare_request(trajectory, after_step, workspace, out, variants, options)
     return run_compare(request, on_event=on_event)

@@ -1,6 +1,8 @@
-"""`replayer compare`: replay the prefix once, snapshot the container at the boundary, fork every
-variant R times from the snapshot (each run its own container and bridge, up to `parallel` at once),
-then one compare.json and one report.html.
+"""`replayer compare` at one boundary: replay the prefix once, snapshot the container at the boundary, fork
+every variant R times from the snapshot (each run its own container and bridge, up to `parallel` at once),
+then one compare.json and one report.html. The orchestration, for one boundary or several, is
+replayer/verbs/compare_boundaries.py; this module holds a boundary's parts: the checks before anything
+starts, the snapshot, the runs' pool and the result.
 
 OUT/replay/            the ordinary result directory of the one replay (no continuation)
 OUT/snapshot/          workspace/ and home/ at the boundary (the image holds the rest of the file system)
@@ -32,7 +34,7 @@ import orjson
 
 from replayer.adapters.base import Adapter
 from replayer.floor import bundles
-from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput, Interrupted, NoUpstream, ReplayError
+from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput, NoUpstream, ReplayError
 from replayer.floor.events import OnEvent, ignore
 from replayer.floor.io import OutputDir, write_bytes_atomic
 from replayer.floor.models import (
@@ -57,7 +59,7 @@ from replayer.pipeline import agent_version as versions
 from replayer.pipeline import boundary, fanout, rootfs, steps
 from replayer.pipeline.boundary_outputs import BATCH_TOTAL
 from replayer.pipeline.context import RunContext
-from replayer.pipeline.engine import execute, load
+from replayer.pipeline.engine import load
 from replayer.pipeline.fork import COMPARE_LABEL, ForkJob, run_check
 from replayer.pipeline.forkpool import ForkPool, OnRun, OutputLimit
 from replayer.pipeline.result import pins_for
@@ -411,29 +413,6 @@ def summaries(request: CompareRequest, runs: list[RunRecord]) -> list[VariantSum
             )
         )
     return out
-
-
-def compare(
-    request: CompareRequest, on_run: OnRun | None = None, on_event: OnEvent = ignore
-) -> CompareResult:
-    started = time.monotonic()
-    adapter, traj, version = loaded(request)
-    _preflight(request, adapter, traj, version, on_event)
-    try:
-        with RunContext() as ctx:
-            side = Comparison(ctx, request, adapter, traj, version)
-            side.pool.start_ahead()  # the runs' processes start up while the prefix replays
-            with side.spans.drawing():
-                replay = execute(
-                    replay_request(request, side.out.tmp / "replay"),
-                    adapter,
-                    traj,
-                    on_boundary=side.snapshot,
-                    on_event=on_event,
-                )
-            return side.finish(replay, time.monotonic() - started, started, on_run, on_event)
-    except KeyboardInterrupt:
-        raise Interrupted("SIGINT") from None
 
 
 def loaded(
