@@ -212,9 +212,10 @@ def test_a_batch_writes_within_its_total(big_workspace: Path, tmp_path: Path) ->
 @pytest.mark.docker
 @pytest.mark.agent
 def test_a_compare_whose_runs_would_pass_the_total_stops_and_says_so(tmp_path: Path) -> None:
-    """The replay, the snapshot and every run draw on one total: four runs of about 40 KB each (a
-    continuation with the mock, one at a time) after 25 KB of replay and snapshot pass 100 KB at the third
-    run, which is not kept; the one after it is not run. The records that say so are written besides."""
+    """The replay, the snapshot and every run draw on one total: four runs of about 28 KB each (a
+    continuation with the mock, one at a time) after the replay and the snapshot pass 100 KB before the
+    last; the run that would pass it is not kept, those after it are not run. The records that say so are
+    written besides."""
     fixture = ROOT / "tests" / "fixtures" / "claude_code" / "single"
     out = tmp_path / "cmp"
     args = [
@@ -245,4 +246,33 @@ def test_a_compare_whose_runs_would_pass_the_total_stops_and_says_so(tmp_path: P
         assert run["error"].startswith("not run: ") and not (out / run["dir"]).exists()
     records = [out / "compare.json", out / "report.html", *out.glob("runs/*/*/run.json")]
     assert _unique_bytes(out) - sum(p.stat().st_size for p in records) <= 100 * 1024
+    assert not (out / ".output-total").exists()
+
+
+@pytest.mark.docker
+@pytest.mark.agent
+def test_the_total_spans_every_boundary_of_a_compare(tmp_path: Path) -> None:
+    """`compare -n 1,2`: the one replay and both snapshots (about 87 KB written), boundary 1's run (about
+    29 KB) and its records (23 KB) fit 150 KB; boundary 2's run (about 32 KB) would pass it, with what
+    boundary 1 wrote."""
+    out = tmp_path / "cmp"
+    args = [
+        "compare",
+        str(WRITE_EDIT),
+        "-n",
+        "1,2",
+        "-w",
+        str(WRITE_EDIT.parent / "workspace"),
+        "-o",
+        str(out),
+    ]
+    args += ["--upstream", "mock", "-j", "1", "--limits", "output=150k", "--variant", "a=", "--json"]
+    proc = replayer(*args, env={"ANTHROPIC_API_KEY": "", "REPLAYER_UPSTREAM": ""})
+    assert proc.returncode == 7, proc.stderr
+    first, second = (orjson.loads((out / f"after-{k}" / "compare.json").read_bytes()) for k in (1, 2))
+    assert (first["stopped"], [r["status"] for r in first["runs"]]) == (None, ["ok"])
+    assert [(r["status"], r["error_kind"]) for r in second["runs"]] == [("failed", "output")]
+    assert "would pass the compare's total output budget" in second["stopped"]
+    rows = orjson.loads((out / "summary.json").read_bytes())["boundaries"]
+    assert [row["stopped"] is not None for row in rows] == [False, True]
     assert not (out / ".output-total").exists()
