@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from replayer.floor import settings as user_settings
 from replayer.floor.compare_results import CompareResult
-from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput, NoUpstream, ReplayError
+from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput, NoUpstream, OptionsConflict, ReplayError
 from replayer.floor.events import Building, JobEnded, OnEvent, Stage, ignore
 from replayer.floor.io import read_input
 from replayer.floor.merge import Merged, merge
@@ -162,8 +162,7 @@ def run(
     `continuation_error(result.continuation, out)` is the error the command exits with then."""
     from replayer.pipeline.engine import execute
 
-    merged = merge(options, user_settings.load(), RunOptions)
-    cont = _run_continuation(merged, options, continue_agent)
+    merged, cont = _run_continuation(options, continue_agent)
     request = ReplayRequest(
         mode="run",
         trajectory=Path(trajectory),
@@ -190,19 +189,43 @@ def determinism_of(out: PathLike) -> Determinism:
     return Determinism.model_validate_json((Path(out) / DETERMINISM).read_bytes())
 
 
-def _run_continuation(merged: Merged, options: RunOptions, continue_agent: bool) -> ContinueRequest | None:
-    """The continuation a run asks for (None without `continue_agent`), checked for an upstream."""
+CONTINUATION_ONLY = ("upstream", "boundary_prompt", "max_steps", "model")
+"""Options that mean nothing without a continuation (refused then for several boundaries)."""
+
+
+def check_run_options(options: RunOptions, continue_agent: bool, several: bool) -> None:
+    """The continuation and cassette options of a run that do not go together, refused before anything
+    starts, the same way (OptionsConflict, exit 2) from `replayer run` and from `run`/`run_boundaries`;
+    `several`: a run of several boundaries. (A cassette and an upstream: `merge` refuses them, in every
+    verb.)"""
+    if not continue_agent and (options.get("cassette") or options.get("record_cassette")):
+        raise OptionsConflict(
+            "a cassette is the traffic of a continuation: continue the agent (--continue, continue_agent=True)"
+        )
+    if several and continue_agent and options.get("record_cassette"):
+        raise OptionsConflict("--record-cassette records one continuation: give one boundary")
+    if several and not continue_agent and any(options.get(name) for name in CONTINUATION_ONLY):
+        raise OptionsConflict(
+            "continuation options without a continuation: continue the agent (--continue, continue_agent=True)"
+        )
+
+
+def _run_continuation(
+    options: RunOptions, continue_agent: bool, several: bool = False
+) -> tuple[Merged, ContinueRequest | None]:
+    """The options over the settings, and the continuation a run asks for (None without `continue_agent`),
+    its options checked (`check_run_options`) and its upstream found."""
+    check_run_options(options, continue_agent, several)
+    merged = merge(options, user_settings.load(), RunOptions)
     if not continue_agent:
-        if options.get("cassette") or options.get("record_cassette"):
-            raise BadInput("a cassette is the traffic of a continuation: continue the agent (--continue)")
-        return None
+        return merged, None
     cont = merged.continuation.request()
     if not cont.upstream and not cont.cassette:
         raise NoUpstream(
             f"continuing needs an upstream: {NO_UPSTREAM_HELP} (or REPLAYER_UPSTREAM, or upstream in "
             "replayer.toml)"
         )
-    return cont
+    return merged, cont
 
 
 def run_boundaries(
@@ -227,14 +250,7 @@ def run_boundaries(
     from replayer.pipeline.multiboundary import boundary_dir
     from replayer.verbs.batch import parse_boundaries, pick_boundaries
 
-    merged = merge(options, user_settings.load(), RunOptions)
-    cont = _run_continuation(merged, options, continue_agent)
-    if cont is None and any(
-        options.get(name) for name in ("upstream", "boundary_prompt", "max_steps", "model")
-    ):
-        raise BadInput(
-            "continuation options without a continuation: continue the agent (continue_agent=True)"
-        )
+    merged, cont = _run_continuation(options, continue_agent, several=True)
     spec = parse_boundaries(boundaries) if isinstance(boundaries, str) else list(boundaries)
     path = Path(trajectory)
     adapter, traj = load(path, options.get("task"), options.get("cwd"), options.get("session"))
@@ -267,7 +283,7 @@ def compare(
     """Replay the prefix once, snapshot the boundary, run every variant (`NAME=SPEC` as `--variant` takes
     it, or a Variant) `repeat` times from the snapshot, `workers` at once, `check` (a shell command) in
     each run's container afterwards; compare.json and report.html in `out`."""
-    from replayer.verbs.compare import compare as run_compare
+    from replayer.verbs.compare_boundaries import compare as run_compare
 
     request = _compare_request(trajectory, after_step, workspace, out, variants, options)
     return run_compare(request, on_event=on_event)

@@ -14,6 +14,7 @@ from replayer.cli.app import command, console
 from replayer.floor.compare_results import CompareResult
 from replayer.floor.errors import ReplayError
 from replayer.floor.options import CompareOptions, declared
+from replayer.floor.output_budget import OverBudget
 
 CompareAfterStep = Annotated[
     str,
@@ -99,8 +100,10 @@ def compare(
         return
     if json:
         opts.emit_json({"out": str(out.absolute()), **result.model_dump(mode="json")})
-        return
-    _report(result, out)
+    else:
+        _report(result, out)
+    if result.stopped is not None:
+        raise OverBudget(result.stopped)
 
 
 def _report(result: CompareResult, out: Path) -> None:
@@ -130,6 +133,8 @@ def _report(result: CompareResult, out: Path) -> None:
                 soft_wrap=True,
                 markup=False,
             )
+    if result.stopped is not None:
+        console.print(f"stopped: {opts.one_line(result.stopped)}", highlight=False, markup=False)
     console.print(f"report: {out.absolute() / 'report.html'}")
 
 
@@ -151,3 +156,6 @@ def _report_boundaries(outcomes: dict[int, CompareResult | ReplayError], out: Pa
     refused = next((r for r in outcomes.values() if isinstance(r, ReplayError)), None)
     if refused is not None:
         raise refused
+    stopped = next((r.stopped for r in outcomes.values() if isinstance(r, CompareResult) and r.stopped), None)
+    if stopped is not None:
+        raise OverBudget(stopped)

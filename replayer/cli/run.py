@@ -10,9 +10,7 @@ import typer
 from replayer import api
 from replayer.cli import options as opts
 from replayer.cli.app import command, console
-from replayer.floor import settings
 from replayer.floor.determinism import DETERMINISM, summary
-from replayer.floor.errors import NO_UPSTREAM_HELP
 from replayer.floor.options import RunOptions, declared
 from replayer.floor.results import ReplayResult
 
@@ -77,20 +75,8 @@ def run(
       replayer run session.jsonl -n all -w repo/ -o prefixes/   # one replay, prefixes/after-K/ each
       replayer run session.jsonl -n 5 -w repo/ -o replay/ --repeat 3   # + replay/determinism.json
     """
-    if (cassette or record_cassette) and not continue_:
-        raise typer.BadParameter(
-            "a cassette is the traffic of a continuation: add --continue", param_hint="--continue"
-        )
-    if continue_ and cassette and upstream:
-        raise typer.BadParameter("--cassette answers offline: give no --upstream", param_hint="--upstream")
-    if continue_ and not cassette and not (upstream or settings.load().upstream):
-        raise typer.BadParameter(
-            f"--continue needs an upstream: {NO_UPSTREAM_HELP} (or REPLAYER_UPSTREAM, or upstream in "
-            "replayer.toml)",
-            param_hint="--upstream",
-        )
     options = opts.given(locals(), declared(RunOptions))
-    one = opts.one_boundary(after_step)
+    one = opts.one_boundary(after_step)  # options that do not go together: api.check_run_options refuses
     if one is None:
         if repeat > 1:
             raise typer.BadParameter("--repeat takes one boundary", param_hint="--repeat")
@@ -138,8 +124,6 @@ def _run_boundaries(
 ) -> None:
     """`run -n 3,7,12` (several boundaries, one replay; with --continue, a continuation forked from each
     boundary): a line a boundary, the first error's exit code (a refused or failed continuation's too)."""
-    if continue_ and options.get("record_cassette"):
-        raise typer.BadParameter("--record-cassette records one boundary's continuation", param_hint="-n")
     with opts._progress(json, quiet, verbose) as progress:
         outcomes = api.run_boundaries(
             trajectory,

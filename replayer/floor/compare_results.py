@@ -126,6 +126,9 @@ class CompareResult(Frozen):
     variants: list[VariantSummary]
     runs: list[RunRecord]
     timings: CompareTimings
+    stopped: str | None = None
+    """Why runs were not carried out: the compare's outputs reached its total output budget (`--limits
+    output=`); those runs are failed with kind `output`. None: every run was carried out."""
 
 
 class BoundaryComparison(Frozen):
@@ -140,6 +143,8 @@ class BoundaryComparison(Frozen):
     divergences: dict[str, int] = Field(default_factory=dict)
     boundary_check: CheckResult | None = None
     variants: list[VariantSummary] = Field(default_factory=list)
+    stopped: str | None = None
+    """The comparison's `stopped`: runs not carried out for the compare's total output budget."""
 
 
 class CompareBoundaries(Frozen):

@@ -93,6 +93,14 @@ class ConfinementError(ReplayError):
     kind = "confinement"
 
 
+class OptionsConflict(ReplayError):
+    """Options of a run that do not go together (a cassette without a continuation, a cassette and an
+    upstream, one recording for several boundaries): a usage error, the same from the command and the API."""
+
+    exit_code = 2
+    kind = "usage"
+
+
 class NoUpstream(ReplayError):
     """A continuation with nowhere to take its answers from: no upstream and no cassette (a usage error)."""
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any, get_args, get_origin
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from replayer.floor.errors import BadInput
+from replayer.floor.errors import BadInput, OptionsConflict
 from replayer.floor.limits import SandboxLimits
 from replayer.floor.model_base import first_error
 from replayer.floor.options import Option, declared
@@ -47,7 +47,7 @@ def merge(given: Mapping[str, Any], found: Settings, takes: type) -> Merged:
     if unknown:
         raise TypeError(f"unexpected option(s): {', '.join(unknown)}")
     if given.get("cassette") and given.get("upstream"):
-        raise BadInput("a cassette answers offline: give no upstream")
+        raise OptionsConflict("a cassette answers offline: give no upstream")
     fields: dict[str, Any] = {}
     below: dict[str, Any] = {}  # the continuation's settings layer
     over: dict[str, Any] = {}  # the continuation's arguments layer

@@ -1,5 +1,5 @@
-"""Output bounded as a whole: what every boundary of one run (`run -n all`, a batch job's boundaries)
-writes to its outputs together, and the files they share.
+"""Output bounded as a whole: what every boundary of one run (`run -n all`, a batch job's boundaries), or
+every run of a compare, writes to its outputs together, and the files they share.
 
 Each boundary's result directory holds its own copy of the workspace and the agent home; without a bound
 on the whole, K boundaries of a 200 MiB workspace write K times 200 MiB, each copy within `disk` on its
@@ -43,17 +43,22 @@ class OverBudget(OutputError):
 
 
 class SharedTotal:
-    """A total that several processes draw on (a batch's workers, each a run of its own): a file of the
-    batch's own holding `USED TOTAL`, changed under an exclusive lock. A worker that dies keeps what it drew:
-    counted as written."""
+    """A total that several processes draw on (a batch's workers, each a run of its own; a compare and its
+    runs' processes): a file of the batch's (the compare's) own holding `USED TOTAL`, changed under an
+    exclusive lock. A worker that dies keeps what it drew: counted as written. `whose` and `see` name the
+    total and the option that sets it in a refusal."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, whose: str = "the batch's", see: str = "replayer batch --max-output"):
         self.path = path
+        self.whose = whose
+        self.see = see
 
     @classmethod
-    def create(cls, path: Path, total: int) -> SharedTotal:
+    def create(
+        cls, path: Path, total: int, whose: str = "the batch's", see: str = "replayer batch --max-output"
+    ) -> SharedTotal:
         path.write_text(f"0 {total}\n")
-        return cls(path)
+        return cls(path, whose, see)
 
     def _locked(self, change: Callable[[int, int], int | None]) -> tuple[int, int] | None:
         """Under the lock: (used, total) as found, `used` then replaced by what `change` returns (None: kept);
@@ -90,8 +95,10 @@ class OutputBudget:
     """The bytes a run may still write to its outputs; with `shared`, also within a batch's total, drawn
     from it SHARED_CHUNK at a time (what is not written is given back at `close`)."""
 
-    def __init__(self, total: int, shared: SharedTotal | None = None):
+    def __init__(self, total: int, shared: SharedTotal | None = None, after: str = "boundaries"):
         self.total = total
+        self.after = after
+        """What a refusal says is not written after the refused write (a compare's runs: "runs")."""
         self.used = 0
         self.shared = shared
         self.drawn = 0
@@ -103,7 +110,7 @@ class OutputBudget:
         if self.refused is None and self.used + nbytes > self.total:
             self.refused = OverBudget(
                 f"{where} would pass the run's total output budget of {self.total} bytes "
-                f"({self.used} written); it and the boundaries after it are not written "
+                f"({self.used} written); it and the {self.after} after it are not written "
                 "(see --limits output=)"
             )
         if self.refused is None and self.shared is not None and self.used + nbytes > self.drawn:
@@ -114,8 +121,8 @@ class OutputBudget:
                     break
             else:
                 self.refused = OverBudget(
-                    f"{where} would pass the batch's total output budget; it and the boundaries after it "
-                    "are not written (see replayer batch --max-output)"
+                    f"{where} would pass {self.shared.whose} total output budget; it and the "
+                    f"{self.after} after it are not written (see {self.shared.see})"
                 )
         if self.refused is not None:
             raise self.refused

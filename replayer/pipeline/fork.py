@@ -36,6 +36,7 @@ from replayer.floor.compare_results import CheckResult, RunRecord, RunStatus
 from replayer.floor.errors import Interrupted, PatchFailed, ReplayError, last_line
 from replayer.floor.io import write_bytes_atomic
 from replayer.floor.limits import SandboxLimits
+from replayer.floor.output_budget import Earlier, OutputBudget, OverBudget, SharedTotal, tree_bytes
 from replayer.floor.pins import running_version
 from replayer.floor.requests import ContinueRequest, Variant
 from replayer.floor.results import ContinuationResult, ReplayResult, TimelineEntry
@@ -95,6 +96,9 @@ class ForkJob(BaseModel):
     starts from it ahead, over a slot. None: it starts at the boundary, from the snapshot image."""
     rootfs_dir: Path | None = None
     """Where compare writes the boundary's own file-system changes (replayer/pipeline/rootfs.py)."""
+    output_total: Path | None = None
+    """The compare's total output budget, which the run draws on (`SharedTotal`) before it writes its
+    workspace and, once it ended, what else it wrote; None: not bounded as a whole."""
 
 
 class BoundaryReady(BaseModel):
@@ -371,16 +375,44 @@ def run(
     """The run, told by `boundary_line` that the snapshot is ready and by `turn_line` that it may go on;
     `backend` starts its sandbox (default: Docker)."""
     record = _Record(job.variant.name, job.repeat, job.dir)
+    budget = _budget(job)
     try:
         with RunContext() as ctx:
-            _carry_out(job, ctx, record, boundary_line, turn_line, backend)
+            _carry_out(job, ctx, record, boundary_line, turn_line, backend, budget)
     except Interrupted:
         raise
+    except OverBudget as exc:  # what it wrote is not kept: only its record says why
+        _drop_outputs(job.run_dir)
+        record.failed(exc.kind, str(exc))
     except ReplayError as exc:
         record.failed(exc.kind, str(exc))
     except Exception as exc:  # recorded, so that one broken run never stops the others
         record.failed("internal", f"{type(exc).__name__}: {exc}")
+    finally:
+        if budget is not None:
+            budget.close()
     return record.record()
+
+
+KEPT_FILES = ("fork.log", "job.json")
+"""What a run refused by the output budget keeps: its log, and the job its compare reads back."""
+
+
+def _budget(job: ForkJob) -> OutputBudget | None:
+    if job.output_total is None:
+        return None
+    shared = SharedTotal(job.output_total, "the compare's", "--limits output=")
+    return OutputBudget(job.limits.output_total(), shared, after="runs")
+
+
+def _drop_outputs(run_dir: Path) -> None:
+    for entry in run_dir.iterdir() if run_dir.is_dir() else ():
+        if entry.name in KEPT_FILES:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
 
 
 def _carry_out(
@@ -390,8 +422,11 @@ def _carry_out(
     boundary_line: Callable[[], BoundaryReady],
     turn_line: Callable[[], Turn],
     backend: Backend | None,
+    budget: OutputBudget | None = None,
 ) -> None:
-    """The run's steps, its resources owned by `ctx`, what it found in `record`."""
+    """The run's steps, its resources owned by `ctx`, what it found in `record`; what it writes to its
+    directory charged to `budget`, its copies before they are written, the rest before it says ok."""
+    where = f"run {job.variant.name}/{job.repeat}"
     from replayer.pipeline.engine import load
     from replayer.pipeline.result import pins_for
 
@@ -438,9 +473,7 @@ def _carry_out(
     if patch is not None:
         _apply_patch(box, patch, traj.cwd)
         # the agent's edits are diffed against this, the patch's own against the boundary
-        copy_untrusted(
-            state / "workspace", patched, links="keep", limits=job.limits, what="the patched workspace"
-        )
+        _copy_workspace(state, patched, job.limits, "the patched workspace", Earlier(None, budget, where))
         record.patch_diff, record.patch_diff_truncated = workspace_diff(
             job.boundary_state / "workspace", patched, job.limits
         )
@@ -457,13 +490,21 @@ def _carry_out(
         record.check = run_check(box, job.check, traj.cwd, job.check_timeout_s)
     ctx.release(pre if isinstance(pre, Prestarted) else box)
     exported = job.run_dir / "state" / "workspace"
-    copy_untrusted(state / "workspace", exported, links="keep", limits=job.limits, what="the workspace")
+    _copy_workspace(state, exported, job.limits, "the workspace", Earlier(None, budget, where))
     launched = record.continuation.model if record.continuation else None
     record.timeline = timeline.continued(adapter, job.run_dir, rebuild.expected_prefix, launched)
     record.workspace_diff, record.workspace_diff_truncated = workspace_diff(
         patched if patch is not None else job.boundary_state / "workspace", exported, job.limits
     )
+    if budget is not None:  # the rest: its logs, sessions, bridge log, a state kept in its directory
+        budget.take(tree_bytes(job.run_dir) - budget.used, where)
     record.status = "ok"
+
+
+def _copy_workspace(state: Path, dest: Path, limits: SandboxLimits, what: str, earlier: Earlier) -> None:
+    """The run's workspace copied out of its state, each file charged to `earlier`'s budget before it is
+    written."""
+    copy_untrusted(state / "workspace", dest, links="keep", limits=limits, what=what, earlier=earlier)
 
 
 def main(job_path: str, parent: int) -> int:

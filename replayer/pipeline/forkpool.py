@@ -5,6 +5,10 @@ is up while the prefix replays, and once the snapshot is ready each makes its co
 and starts its container while the runs before it go on. A run's turn is then a line on its stdin, and
 its fork costs nothing but that line (`RunRecord.fork_s`). Every process has its own session: a Ctrl-C
 reaches the compare only, which stops them all.
+
+The runs draw on the compare's total output budget (`OutputLimit`); once one of them is refused for its
+outputs (or the total is used up), no run is given its turn any more: the runs before go on, the rest are
+recorded as not run (kind `output`), and `stopped` says why.
 """
 
 from __future__ import annotations
@@ -12,10 +16,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -25,6 +31,7 @@ from replayer.floor.compare_results import RunRecord
 from replayer.floor.errors import last_line
 from replayer.floor.events import OnEvent, RunEnded, Stage, ignore
 from replayer.floor.io import write_bytes_atomic
+from replayer.floor.output_budget import SharedTotal
 from replayer.pipeline.fork import BoundaryReady, ForkJob, Turn
 from replayer.pipeline.rootfs import RootfsDiff
 
@@ -40,12 +47,16 @@ def _collect(job: ForkJob, proc: hostproc.Popen[bytes]) -> RunRecord:
     if path.is_file():
         return RunRecord.model_validate_json(path.read_bytes())
     last = last_line((job.run_dir / "fork.log").read_bytes()[-600:]) or ""
+    return _failed(job, "worker", f"the run's process exited {proc.returncode} without a record: {last}")
+
+
+def _failed(job: ForkJob, kind: str, error: str) -> RunRecord:
     return RunRecord(
         variant=job.variant.name,
         repeat=job.repeat,
         status="failed",
-        error_kind="worker",
-        error=f"the run's process exited {proc.returncode} without a record: {last}",
+        error_kind=kind,
+        error=error,
         dir=job.dir,
     )
 
@@ -57,10 +68,26 @@ def _send(proc: hostproc.Popen[bytes], line: BaseModel) -> None:
         proc.stdin.flush()
 
 
+@dataclass
+class OutputLimit:
+    """A compare's total output budget, shared by its pools (every boundary's, with `compare -n a,b`)."""
+
+    total: SharedTotal
+    stopped: str | None = None
+    """Why no run gets its turn any more (the first refused for its outputs, or the total used up)."""
+
+    def check(self, idle: bool) -> str | None:
+        """Why no more runs go on; `idle`: no run holds a draw of the total (what is left is exact)."""
+        if self.stopped is None and idle and self.total.left() <= 0:
+            self.stopped = "the compare's outputs reached its total output budget (see --limits output=)"
+        return self.stopped
+
+
 class ForkPool:
-    def __init__(self, jobs: list[ForkJob], parallel: int):
+    def __init__(self, jobs: list[ForkJob], parallel: int, limit: OutputLimit | None = None):
         self.jobs = jobs
         self.parallel = parallel
+        self.limit = limit
         self.queue = list(range(len(jobs)))
         self.waiting: dict[int, hostproc.Popen[bytes]] = {}
         """Started, not yet given their turn, in the order they get it."""
@@ -110,6 +137,8 @@ class ForkPool:
         on_event(Stage("runs", len(self.jobs)))
         try:
             while self.queue or self.waiting or self.running:
+                if self.limit is not None and self.limit.check(idle=not self.running):
+                    self._not_run(self.limit.stopped or "", on_run, on_event)
                 self.start_ahead()
                 while self.waiting and len(self.running) < self.parallel:
                     index = next(iter(self.waiting))
@@ -125,38 +154,64 @@ class ForkPool:
                         if proc.stdin is not None:  # a line it never read (it ended first) cannot flush
                             with contextlib.suppress(OSError):
                                 proc.stdin.close()
-                        record = self.records[index] = _collect(self.jobs[index], proc)
-                        logger.debug("run %s/%d ended: %s", record.variant, record.repeat, record.status)
-                        if on_run is not None:
-                            on_run(record)
-                        cont = record.continuation
-                        failed = record.status == "failed"
-                        outcome = (record.error or "") if failed else (cont.agent_status if cont else "-")
-                        total = len(self.jobs)
-                        on_event(
-                            RunEnded(record.variant, record.repeat, outcome, failed, len(self.records), total)
-                        )
+                        record = _collect(self.jobs[index], proc)
+                        if (
+                            self.limit is not None
+                            and record.error_kind == "output"
+                            and not self.limit.stopped
+                        ):
+                            self.limit.stopped = record.error
+                        self._ended(index, record, on_run, on_event)
                 time.sleep(_POLL_S)
         except BaseException:
             self.stop()
             raise
         return [self.records[i] for i in range(len(self.jobs))]
 
+    def _ended(self, index: int, record: RunRecord, on_run: OnRun | None, on_event: OnEvent) -> None:
+        self.records[index] = record
+        logger.debug("run %s/%d ended: %s", record.variant, record.repeat, record.status)
+        if on_run is not None:
+            on_run(record)
+        cont = record.continuation
+        failed = record.status == "failed"
+        outcome = (record.error or "") if failed else (cont.agent_status if cont else "-")
+        on_event(RunEnded(record.variant, record.repeat, outcome, failed, len(self.records), len(self.jobs)))
+
+    def _not_run(self, why: str, on_run: OnRun | None, on_event: OnEvent) -> None:
+        """Every run not given its turn yet is not carried out: its process stopped, its directory removed,
+        its record says `why`."""
+        left = [*self.waiting, *self.queue]
+        _stop(list(self.waiting.values()))
+        self.waiting.clear()
+        self.queue.clear()
+        for index in left:
+            job = self.jobs[index]
+            shutil.rmtree(job.run_dir, ignore_errors=True)
+            with contextlib.suppress(OSError):  # runs/NAME/, when none of its runs was carried out
+                job.run_dir.parent.rmdir()
+            self._ended(index, _failed(job, "output", f"not run: {why}"), on_run, on_event)
+
     def stop(self) -> None:
         """SIGTERM to every process (each removes its container and state), SIGKILL after a grace."""
         procs = [*self.waiting.values(), *self.running.values()]
         self.waiting.clear()
         self.running.clear()
-        for proc in procs:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + _STOP_GRACE_S
-        for proc in procs:
-            try:
-                proc.wait(max(deadline - time.monotonic(), 0.1))
-            except hostproc.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            if proc.stdin is not None:
-                with contextlib.suppress(OSError):
-                    proc.stdin.close()
+        _stop(procs)
+
+
+def _stop(procs: list[hostproc.Popen[bytes]]) -> None:
+    """SIGTERM to `procs`, SIGKILL to those that outlive the grace."""
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_GRACE_S
+    for proc in procs:
+        try:
+            proc.wait(max(deadline - time.monotonic(), 0.1))
+        except hostproc.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()

@@ -1,21 +1,32 @@
-"""`replayer compare`: replay the prefix once, snapshot the container at the boundary, fork every
-variant R times from the snapshot (each run its own container and bridge, up to `parallel` at once),
-then one compare.json and one report.html.
+"""`replayer compare` at one boundary: replay the prefix once, snapshot the container at the boundary, fork
+every variant R times from the snapshot (each run its own container and bridge, up to `parallel` at once),
+then one compare.json and one report.html. The orchestration, for one boundary or several, is
+replayer/verbs/compare_boundaries.py; this module holds a boundary's parts: the checks before anything
+starts, the snapshot, the runs' pool and the result.
 
 OUT/replay/            the ordinary result directory of the one replay (no continuation)
 OUT/snapshot/          workspace/ and home/ at the boundary (the image holds the rest of the file system)
 OUT/runs/NAME/K/       one run: run.json, agent/, bridge/, continued/, state/
 OUT/compare.json, OUT/report.html
+OUT/token-ledger.json  the token budget every run shares, when the user set one
+
+Everything the compare writes under OUT draws on one total output budget (`--limits output=`, `Spans`):
+the replay and the snapshot before each file is written, each run its workspace before it is written and
+the rest of its directory before it says ok. A run refused so is not kept (its record says why) and the
+runs not started yet are not run: compare.json's `stopped` says so.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +41,10 @@ from replayer.floor.compare_results import (
     RunRecord,
     VariantSummary,
 )
-from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput, Interrupted, NoUpstream, ReplayError
+from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput, NoUpstream, ReplayError
 from replayer.floor.events import OnEvent, ignore
 from replayer.floor.io import OutputDir, write_bytes_atomic
+from replayer.floor.output_budget import Earlier, OutputBudget, SharedTotal, tree_bytes
 from replayer.floor.pins import running_version
 from replayer.floor.requests import CompareRequest, ContinueRequest, ReplayRequest, Variant
 from replayer.floor.results import ReplayResult, TimelineEntry
@@ -41,10 +53,11 @@ from replayer.floor.safecopy import copy_untrusted
 from replayer.floor.trajectory import Trajectory
 from replayer.pipeline import agent_version as versions
 from replayer.pipeline import boundary, fanout, rootfs, steps
+from replayer.pipeline.boundary_outputs import BATCH_TOTAL
 from replayer.pipeline.context import RunContext
-from replayer.pipeline.engine import execute, load
+from replayer.pipeline.engine import load
 from replayer.pipeline.fork import COMPARE_LABEL, ForkJob, run_check
-from replayer.pipeline.forkpool import ForkPool, OnRun
+from replayer.pipeline.forkpool import ForkPool, OnRun, OutputLimit
 from replayer.pipeline.result import pins_for
 from replayer.pipeline.steps import JSON_OPTS
 from replayer.sandboxes import engines
@@ -63,15 +76,57 @@ def variant_continuation(defaults: ContinueRequest, variant: Variant) -> Continu
 
 TOKEN_LEDGER = "token-ledger.json"
 """The compare's token budget, when the user set one, shared by its variants' runs (bridges/budget.py)."""
+OUTPUT_TOTAL = ".output-total"
+"""The compare's total output budget as its runs draw on it (`SharedTotal`); gone once the compare ends."""
 
 
-def _shared_budget(defaults: ContinueRequest, variant: Variant, out: Path) -> ContinueRequest:
+@dataclass
+class Spans:
+    """The budgets that span a compare, every run of every variant (at every boundary of `compare -n a,b`),
+    kept in `folder`: its total output budget and, when the user set one, its token budget."""
+
+    folder: Path
+    limit: OutputLimit
+
+    @classmethod
+    def make(cls, folder: Path, total: int) -> Spans:
+        """Both anew in `folder` (a ledger an earlier compare left there is not this one's)."""
+        (folder / TOKEN_LEDGER).unlink(missing_ok=True)
+        shared = SharedTotal.create(folder / OUTPUT_TOTAL, total, "the compare's", "--limits output=")
+        return cls(folder, OutputLimit(shared))
+
+    @property
+    def ledger(self) -> Path:
+        return self.folder / TOKEN_LEDGER
+
+    def budget(self, total: int) -> OutputBudget:
+        """What one writer draws on the total through (close it after use)."""
+        return OutputBudget(total, self.limit.total, after="runs")
+
+    @contextlib.contextmanager
+    def drawing(self) -> Iterator[None]:
+        """The replay run in the block draws on the total."""
+        token = BATCH_TOTAL.set(self.limit.total)
+        try:
+            yield
+        finally:
+            BATCH_TOTAL.reset(token)
+
+    def charge(self, *written: Path) -> None:
+        """The records written after the runs (they say what happened: always written, counted)."""
+        self.limit.total.draw(sum(p.stat().st_size for p in written), force=True)
+
+    def remove(self) -> None:
+        self.limit.total.path.unlink(missing_ok=True)
+
+
+def _shared_budget(defaults: ContinueRequest, variant: Variant, ledger: Path) -> ContinueRequest:
     """A variant's continuation; a `max_tokens` the user set for the compare spans every run of every
-    variant that sets none of its own."""
+    variant that sets none of its own (the `ledger` file)."""
     cont = variant_continuation(defaults, variant)
     if "max_tokens" not in defaults.model_fields_set or variant.spec.max_tokens is not None:
         return cont
-    return cont.model_copy(update={"token_ledger": out / TOKEN_LEDGER})
+    return cont.model_copy(update={"token_ledger": ledger})
 
 
 def _preflight(
@@ -126,9 +181,11 @@ class Snapshot:
         dest: Path,
         cwd: str,
         pool: ForkPool,
+        spans: Spans,
         check_here: bool = True,
     ):
         self.pool = pool
+        self.spans = spans
         self.check_here = check_here
         """Run the check in the replay's container (False: the replay goes on after the boundary, and a
         check may write: `check_apart` runs it in a container of its own)."""
@@ -150,12 +207,25 @@ class Snapshot:
         )
         changes = self._rootfs(box, self.image)
         limits = self.limits
-        copy_untrusted(
-            dirs.workspace, self.dest / "workspace", links="keep", limits=limits, what="the workspace"
-        )
-        copy_untrusted(dirs.home, self.dest / "home", links="skip", limits=limits, what="the agent home")
-        # the rebuilt native session, as a continuation in place would see it
-        copy_untrusted(native / "home", self.dest / "home", links="skip", limits=limits, merge=True)
+        budget = self.spans.budget(limits.output_total())
+        try:
+            for src, rel, links, what in (
+                (dirs.workspace, "workspace", "keep", "the workspace"),
+                (dirs.home, "home", "skip", "the agent home"),
+                # the rebuilt native session, as a continuation in place would see it
+                (native / "home", "home", "skip", "the rebuilt agent home"),
+            ):
+                copy_untrusted(
+                    src,
+                    self.dest / rel,
+                    links=links,  # type: ignore[arg-type]
+                    limits=limits,
+                    what=what,
+                    merge=(self.dest / rel).is_dir(),
+                    earlier=Earlier(None, budget, "the boundary snapshot"),
+                )
+        finally:
+            budget.close()
         self.sealed = boundary.seal(self.dest, limits)
         self.seconds = time.monotonic() - started
         # the first runs make their state and start their container while the replay ends
@@ -198,14 +268,25 @@ class Snapshot:
             return "the engine starts no fork before its boundary (Docker only)"
         folder = self.dest.parent / "rootfs"
         try:
-            return rootfs.build(box, image, folder)
+            built = rootfs.build(box, image, folder)
         except (ReplayError, OSError, ValueError) as exc:
             why = escaped(os.fsencode(str(exc)))  # an OSError names the path, in whatever bytes it has
             return f"the boundary's file-system changes could not be read: {why}"
+        if not self.spans.limit.total.draw(tree_bytes(folder)):  # the runs start cold instead
+            for entry in folder.iterdir():
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+            return "the boundary's file-system changes would pass the compare's total output budget"
+        return built
 
 
 def _jobs(
-    request: CompareRequest, compare_id: str, tmp: Path, agent: str, version: str, image: str | None
+    request: CompareRequest,
+    compare_id: str,
+    tmp: Path,
+    agent: str,
+    version: str,
+    image: str | None,
+    spans: Spans,
 ) -> list[ForkJob]:
     jobs = []
     for repeat in range(1, request.repeat + 1):  # round-robin: every variant gets its first run early
@@ -224,7 +305,7 @@ def _jobs(
                     dir=rel,
                     variant=variant,
                     repeat=repeat,
-                    continuation=_shared_budget(request.defaults, variant, tmp),
+                    continuation=_shared_budget(request.defaults, variant, spans.ledger),
                     check=request.check,
                     check_timeout_s=request.check_timeout_s,
                     limits=request.limits,
@@ -235,6 +316,7 @@ def _jobs(
                     after_step=request.after_step,
                     prestart_image=image,
                     rootfs_dir=tmp / "rootfs",
+                    output_total=spans.limit.total.path,
                 )
             )
     return jobs
@@ -329,28 +411,6 @@ def summaries(request: CompareRequest, runs: list[RunRecord]) -> list[VariantSum
     return out
 
 
-def compare(
-    request: CompareRequest, on_run: OnRun | None = None, on_event: OnEvent = ignore
-) -> CompareResult:
-    started = time.monotonic()
-    adapter, traj, version = loaded(request)
-    _preflight(request, adapter, traj, version, on_event)
-    try:
-        with RunContext() as ctx:
-            side = Comparison(ctx, request, adapter, traj, version)
-            side.pool.start_ahead()  # the runs' processes start up while the prefix replays
-            replay = execute(
-                replay_request(request, side.out.tmp / "replay"),
-                adapter,
-                traj,
-                on_boundary=side.snapshot,
-                on_event=on_event,
-            )
-            return side.finish(replay, time.monotonic() - started, started, on_run, on_event)
-    except KeyboardInterrupt:
-        raise Interrupted("SIGINT") from None
-
-
 def loaded(
     request: CompareRequest, parsed: tuple[Adapter, Trajectory] | None = None
 ) -> tuple[Adapter, Trajectory, str]:
@@ -393,7 +453,10 @@ class Comparison:
         traj: Trajectory,
         version: str,
         check_here: bool = True,
+        spans: Spans | None = None,
     ):
+        """`spans`: the budgets this compare shares with others (the boundaries of `compare -n a,b`);
+        None: its own, in its output."""
         self.ctx = ctx
         self.request = request
         self.adapter = adapter
@@ -410,10 +473,12 @@ class Comparison:
         assert traj.cwd
         image = steps.sandbox_image(request.image, traj)
         (self.out.tmp / "rootfs").mkdir()
-        jobs = _jobs(request, compare_id, self.out.tmp, adapter.name, version, image)
-        self.pool = ForkPool(jobs, request.parallel)
+        self.own_spans = spans is None
+        self.spans = spans or Spans.make(self.out.tmp, request.limits.output_total())
+        jobs = _jobs(request, compare_id, self.out.tmp, adapter.name, version, image, self.spans)
+        self.pool = ForkPool(jobs, request.parallel, self.spans.limit)
         self.snapshot = Snapshot(
-            request, compare_id, self.out.tmp / "snapshot", traj.cwd, self.pool, check_here
+            request, compare_id, self.out.tmp / "snapshot", traj.cwd, self.pool, self.spans, check_here
         )
         ctx.own(self.snapshot, self.snapshot.remove, "the sealed boundary state")
         ctx.own(self.pool, self.pool.stop, "the runs' processes")  # each removes its container and state
@@ -455,6 +520,7 @@ class Comparison:
             boundary_check=self.snapshot.boundary_check,
             reference_run=reference,
             common_actions=common,
+            stopped=self.spans.limit.stopped if any(r.error_kind == "output" for r in runs) else None,
             variants=summaries(request, runs),
             runs=runs,
             timings=CompareTimings(
@@ -468,6 +534,11 @@ class Comparison:
             tmp / "compare.json", orjson.dumps(result.model_dump(mode="json"), option=JSON_OPTS)
         )
         write_bytes_atomic(tmp / "report.html", render_html(result).encode())
+        if self.own_spans:
+            self.spans.remove()
+        else:  # the records, once written, count against what the next boundary's runs may write
+            records = filter(Path.is_file, (tmp / r.dir / "run.json" for r in runs))  # a run not run has none
+            self.spans.charge(tmp / "compare.json", tmp / "report.html", *records)
         self.out.commit()
         self.kept = request.keep_snapshot
         return result

@@ -1,14 +1,18 @@
-"""`replayer compare -n a,b,...`: the prefix replayed once (replayer/pipeline/multiboundary.py), each boundary
-snapshotted as the replay passes it, every variant forked from every boundary. OUT/after-K/ holds what
-`compare -n K` writes alone; OUT/summary.json the tally of every boundary.
+"""`replayer compare`, at one boundary or several: the prefix replayed once (replayer/pipeline/multiboundary.py),
+each boundary snapshotted as the replay passes it, every variant forked from every boundary. `compare -n K`
+is a list of one, written into OUT itself; with `-n a,b,...`, OUT/after-K/ holds what `compare -n K` writes
+alone, and OUT/summary.json the tally of every boundary.
 
 Each boundary is a compare of its own (`Comparison`, verbs/compare.py): its output directory, its runs'
 pool, its snapshot (the retried commit of run -n a,b --continue, replayer/pipeline/fanout.py). The first
-boundary's runs start ahead of the replay, as a compare's do; a later boundary's start while the runs of
-the one before go on. What differs from `compare -n K` alone: the replay goes on after a boundary, so the
-check at the boundary runs in a container of its own, from the snapshot image over a copy of the boundary
-state; and a later boundary's runs start from its snapshot image, not pre-started (`RunRecord.fork_path`).
-A refused boundary does not stop the others.
+boundary's runs start ahead of the replay; a later boundary's start while the runs of the one before go on.
+What differs with several boundaries: the replay goes on after a boundary, so the check at the boundary
+runs in a container of its own, from the snapshot image over a copy of the boundary state (alone, in the
+replay's container); a later boundary's runs start from its snapshot image, not pre-started
+(`RunRecord.fork_path`); a refused boundary does not stop the others (alone, its refusal is raised). The
+budgets span every boundary (`Spans`, in OUT; alone, in the compare's own output): the total output budget,
+drawn on by the one replay, every snapshot and every run, and the token budget the user set
+(OUT/token-ledger.json).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import orjson
 
 from replayer.adapters.base import Adapter
 from replayer.floor.compare_results import BoundaryComparison, CompareBoundaries, CompareResult
-from replayer.floor.errors import Interrupted, ReplayError
+from replayer.floor.errors import Interrupted, OutputError, ReplayError
 from replayer.floor.events import OnEvent, ignore
 from replayer.floor.io import write_bytes_atomic
 from replayer.floor.requests import CompareRequest
@@ -34,10 +38,25 @@ from replayer.pipeline.multiboundary import boundary_dir
 from replayer.pipeline.steps import JSON_OPTS
 from replayer.sandboxes import engines
 from replayer.sandboxes.base import Backend, Sandbox
-from replayer.verbs.compare import Comparison, _preflight, loaded, replay_request
+from replayer.verbs.compare import Comparison, Spans, _preflight, loaded, replay_request
 
 Outcome = CompareResult | ReplayError
 SUMMARY = "summary.json"
+
+
+def compare(
+    request: CompareRequest, on_run: OnRun | None = None, on_event: OnEvent = ignore
+) -> CompareResult:
+    """`compare -n K`: the list of one, into `request.out`; its refusal is raised."""
+    started = time.monotonic()
+    adapter, traj, version = loaded(request)
+    _preflight(request, adapter, traj, version, on_event)
+    k = request.after_step
+    done, _ = _compare(request, {k: request}, None, started, (adapter, traj, version), on_run, on_event, None)
+    outcome = done[k]
+    if isinstance(outcome, ReplayError):
+        raise outcome
+    return outcome
 
 
 def compare_boundaries(
@@ -63,13 +82,45 @@ def compare_boundaries(
             outcomes[k] = exc
         else:
             requests[k] = one
+    try:
+        request.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"cannot write the output directory {request.out}: {exc.strerror}") from None
+    spans = Spans.make(request.out, request.limits.output_total())
+    try:
+        done, replay_s = _compare(
+            request, requests, spans, started, (adapter, traj, version), on_run, on_event, backend
+        )
+    finally:
+        spans.remove()
+    outcomes.update(done)
+    _summarize(request, outcomes, replay_s, started)
+    return dict(sorted(outcomes.items()))
+
+
+def _compare(
+    request: CompareRequest,
+    requests: dict[int, CompareRequest],
+    spans: Spans | None,
+    started: float,
+    parsed: tuple[Adapter, Trajectory, str],
+    on_run: OnRun | None,
+    on_event: OnEvent,
+    backend: Backend | None,
+) -> tuple[dict[int, Outcome], float]:
+    """Each boundary's comparison of `requests` (its own request, checked) from one replay, or why it has
+    none, and the replay's seconds from `started`. `spans`: the budgets the boundaries share (None: one
+    boundary, its own, in its output); `parsed`: the trajectory, its adapter and the replay's version."""
+    adapter, traj, version = parsed
+    alone = spans is None  # one boundary: the check runs in the replay's container
+    outcomes: dict[int, Outcome] = {}
     replay_s = 0.0
     try:
         with RunContext() as ctx:
             sides: dict[int, Comparison] = {}
             for k, one in requests.items():
                 try:
-                    sides[k] = Comparison(ctx, one, adapter, traj, version, check_here=False)
+                    sides[k] = Comparison(ctx, one, adapter, traj, version, check_here=alone, spans=spans)
                 except ReplayError as exc:
                     outcomes[k] = exc
             if sides:
@@ -79,15 +130,16 @@ def compare_boundaries(
                 def passed(k: int, box: Sandbox, dirs: RunDirs, native: Path) -> None:
                     sides[k].snapshot(box, dirs, native)
 
-                replayed = execute_many(
-                    replay_request(request, request.out, order[-1]),
-                    {k: side.out.tmp / "replay" for k, side in sides.items()},
-                    adapter,
-                    traj,
-                    on_event=on_event,
-                    backend=backend,
-                    on_passed=passed,
-                )
+                with (spans or sides[order[0]].spans).drawing():
+                    replayed = execute_many(
+                        replay_request(request, request.out, order[-1]),
+                        {k: side.out.tmp / "replay" for k, side in sides.items()},
+                        adapter,
+                        traj,
+                        on_event=on_event,
+                        backend=backend,
+                        on_passed=passed,
+                    )
                 replay_s = time.monotonic() - started
                 for i, k in enumerate(order):
                     outcomes[k] = _finish(
@@ -95,8 +147,7 @@ def compare_boundaries(
                     )
     except KeyboardInterrupt:
         raise Interrupted("SIGINT") from None
-    _summarize(request, outcomes, replay_s, started)
-    return dict(sorted(outcomes.items()))
+    return outcomes, replay_s
 
 
 def _finish(
@@ -145,11 +196,11 @@ def _summarize(
                     divergences=outcome.divergences,
                     boundary_check=outcome.boundary_check,
                     variants=outcome.variants,
+                    stopped=outcome.stopped,
                 )
             )
     summary = CompareBoundaries(
         request=request, boundaries=rows, replay_s=replay_s, total_s=time.monotonic() - started
     )
-    request.out.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(request.out / SUMMARY, orjson.dumps(summary.model_dump(mode="json"), option=JSON_OPTS))
     return summary

@@ -239,8 +239,9 @@ def test_compare_variants_share_the_budget_the_user_set(tmp_path: Path, given: d
     from replayer.verbs.variants import parse_variant
 
     defaults = ContinueSettings(upstream="http://127.0.0.1:9", **given).request()
-    runs = [_shared_budget(defaults, parse_variant(v), tmp_path) for v in ("a=model=m1", "b=model=m2")]
-    own = _shared_budget(defaults, parse_variant("c=max_tokens=7"), tmp_path)
+    ledger = tmp_path / TOKEN_LEDGER
+    runs = [_shared_budget(defaults, parse_variant(v), ledger) for v in ("a=model=m1", "b=model=m2")]
+    own = _shared_budget(defaults, parse_variant("c=max_tokens=7"), ledger)
     assert [r.token_ledger for r in runs] == [tmp_path / TOKEN_LEDGER if shared else None] * 2
     assert own.token_ledger is None and own.max_tokens == 7
 

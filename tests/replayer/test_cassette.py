@@ -270,10 +270,10 @@ def test_ids_in_file_names_are_the_ids_inside_and_content_digests_are_not_ids() 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["run", "--cassette", "tape"], "a cassette is the traffic of a continuation: add --continue"),
+        (["run", "--cassette", "tape"], "a cassette is the traffic of a continuation: continue the agent"),
         (
             ["run", "--continue", "--cassette", "tape", "--upstream", "http://127.0.0.1:9"],
-            "--cassette answers offline: give no --upstream",
+            "a cassette answers offline: give no upstream",
         ),
         (
             ["compare", "--upstream", "http://127.0.0.1:9", "--variant", "a=record_cassette=tape"],

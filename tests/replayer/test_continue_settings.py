@@ -11,7 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from replayer.floor import settings, trust
-from replayer.floor.errors import BadInput
+from replayer.floor.errors import BadInput, OptionsConflict
 from replayer.floor.merge import merge
 from replayer.floor.options import RunOptions
 from replayer.floor.requests import ContinueRequest, ContinueSettings, Variant, VariantSpec
@@ -73,7 +73,7 @@ def test_a_cassette_flag_answers_offline_whatever_upstream_the_settings_name(
     found = settings.load(*layered)
     offline = _continue_request(found, {"cassette": tmp_path / "tape"})
     assert (offline.upstream, offline.cassette) == ("", tmp_path / "tape")
-    with pytest.raises(BadInput, match="a cassette answers offline: give no upstream"):
+    with pytest.raises(OptionsConflict, match="a cassette answers offline: give no upstream"):
         _continue_request(found, {"cassette": tmp_path / "tape", "upstream": "https://flag.example"})
 
 

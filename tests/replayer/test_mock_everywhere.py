@@ -78,11 +78,8 @@ def test_the_api_takes_the_mock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert FINAL_TEXT.encode() in continued.read_bytes()
 
 
-def test_a_budget_the_user_sets_spans_the_compares_variants(tmp_path: Path) -> None:
-    """The first variant's first answer bills 100,000 tokens of the 120,000 the user set: the second variant,
-    run after it (one at a time), has no room left for a request's worst case (at least the 32,000 output
-    Claude Code asks for), and its first request is held. (A bill past Claude Code's context window would
-    make it compact the conversation instead.)"""
+def _billing_script(tmp_path: Path) -> Path:
+    """A mock script whose first answer (a tool call) bills 100,000 tokens."""
     script = tmp_path / "turns.json"
     turns = [
         {
@@ -91,6 +88,15 @@ def test_a_budget_the_user_sets_spans_the_compares_variants(tmp_path: Path) -> N
         }
     ]
     script.write_bytes(orjson.dumps({"turns": turns}))
+    return script
+
+
+def test_a_budget_the_user_sets_spans_the_compares_variants(tmp_path: Path) -> None:
+    """The first variant's first answer bills 100,000 tokens of the 120,000 the user set: the second variant,
+    run after it (one at a time), has no room left for a request's worst case (at least the 32,000 output
+    Claude Code asks for), and its first request is held. (A bill past Claude Code's context window would
+    make it compact the conversation instead.)"""
+    script = _billing_script(tmp_path)
     out = tmp_path / "cmp"
     args = ["compare", str(SESSION), "-n", "1", "-w", str(FIXTURE / "workspace"), "-o", str(out), "-j", "1"]
     args += ["--upstream", f"mock:{script}", "--max-tokens", "120000", "--variant", "a=", "--variant", "b="]
@@ -103,4 +109,31 @@ def test_a_budget_the_user_sets_spans_the_compares_variants(tmp_path: Path) -> N
         "a": ("max_tokens", 1),
         "b": ("max_tokens", 0),
     }
+    assert orjson.loads((out / "token-ledger.json").read_bytes())["charged"] >= 100_000
+
+
+def test_a_budget_the_user_sets_spans_every_boundary_of_a_compare(tmp_path: Path) -> None:
+    """`compare -n 1,2`: boundary 1's run bills 100,000 tokens of the 120,000 the user set, and boundary 2's
+    run (one variant, after it) has no room left for a request's worst case: one ledger for the compare."""
+    fixture = CLAUDE.fixture("write_edit")
+    script = _billing_script(tmp_path)
+    out = tmp_path / "cmp"
+    args = [
+        "compare",
+        str(fixture / "session.jsonl"),
+        "-n",
+        "1,2",
+        "-w",
+        str(fixture / "workspace"),
+        "-o",
+        str(out),
+    ]
+    args += ["-j", "1", "--upstream", f"mock:{script}", "--max-tokens", "120000", "--variant", "a="]
+    proc = replayer(*args, "--json", env=NO_KEY)
+    assert proc.returncode == 0, proc.stderr
+    ended = {}
+    for k in (1, 2):
+        [run] = orjson.loads((out / f"after-{k}" / "compare.json").read_bytes())["runs"]
+        ended[k] = (run["continuation"]["agent_status"], run["continuation"]["steps_used"])
+    assert ended == {1: ("max_tokens", 1), 2: ("max_tokens", 0)}
     assert orjson.loads((out / "token-ledger.json").read_bytes())["charged"] >= 100_000

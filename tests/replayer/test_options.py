@@ -19,12 +19,12 @@ from replayer import api
 from replayer.cli import app
 from replayer.cli import options as cli_options
 from replayer.floor import settings, trust
-from replayer.floor.errors import BadInput, SettingsError
+from replayer.floor.errors import BadInput, OptionsConflict, ReplayError, SettingsError
 from replayer.floor.limits import SandboxLimits
 from replayer.floor.merge import CONTINUATION, Merged, merge
 from replayer.floor.options import OPTIONS, CompareOptions, ReplayOptions, RunOptions, declared
 from replayer.floor.requests import CompareRequest, ContinueRequest, ReplayRequest
-from tests.conftest import ROOT
+from tests.conftest import ROOT, replayer
 
 LAYERS = ("flag", "env", "project", "user")
 """From the highest: a flag (or API argument), a REPLAYER_* variable, the project file, the user file."""
@@ -121,7 +121,7 @@ def test_a_cassette_argument_replaces_the_upstream_of_every_layer_below(tmp_path
     env["REPLAYER_UPSTREAM"] = "https://env.example"
     cont = merge({"cassette": tmp_path / "tape"}, settings.load(cwd, env), RunOptions).continuation.request()
     assert (cont.upstream, cont.cassette) == ("", tmp_path / "tape")
-    with pytest.raises(BadInput, match="a cassette answers offline: give no upstream"):
+    with pytest.raises(OptionsConflict, match="a cassette answers offline: give no upstream"):
         merge({"cassette": "tape", "upstream": "https://flag.example"}, settings.load(cwd, env), RunOptions)
 
 
@@ -321,3 +321,43 @@ def test_no_command_declares_a_declared_flag_again() -> None:
                 if named and path.name != "options.py":
                     again.append(f"{path.relative_to(ROOT)}:{node.lineno} {sorted(named)}")
     assert again == []
+
+
+SINGLE = ROOT / "tests" / "fixtures" / "claude_code" / "single"
+
+
+@pytest.mark.parametrize(
+    ("flags", "call"),
+    [
+        (["-n", "1", "--cassette", "tape"], {"after_step": 1, "cassette": "tape"}),
+        (
+            ["-n", "1", "--continue", "--cassette", "tape", "--upstream", "http://127.0.0.1:9"],
+            {"after_step": 1, "continue_agent": True, "cassette": "tape", "upstream": "http://127.0.0.1:9"},
+        ),
+        (["-n", "1", "--continue"], {"after_step": 1, "continue_agent": True}),
+        (
+            ["-n", "1,2", "--continue", "--upstream", "mock", "--record-cassette", "tape"],
+            {"after_step": "1,2", "continue_agent": True, "upstream": "mock", "record_cassette": "tape"},
+        ),
+        (["-n", "1,2", "--upstream", "mock"], {"after_step": "1,2", "upstream": "mock"}),
+    ],
+    ids=["cassette-alone", "cassette-and-upstream", "no-upstream", "one-tape-two-boundaries", "no-continue"],
+)
+def test_the_command_and_the_api_refuse_the_same_options_the_same_way(
+    flags: list[str], call: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One check of the continuation and cassette options (api.check_run_options, merge): the same line,
+    kind and exit code from `replayer run` and from `run` / `run_boundaries`, before anything starts."""
+    env = {"REPLAYER_UPSTREAM": "", "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    out = tmp_path / "out"
+    where = ["-w", str(SINGLE / "workspace"), "-o", str(out)]
+    proc = replayer("run", str(SINGLE / "session.jsonl"), *flags, *where, env=env)
+    after = call.pop("after_step")
+    verb = api.run_boundaries if isinstance(after, str) else api.run
+    with pytest.raises(ReplayError) as refused:
+        verb(SINGLE / "session.jsonl", after, SINGLE / "workspace", out, **call)
+    assert (proc.returncode, refused.value.exit_code, refused.value.kind) == (2, 2, "usage"), proc.stderr
+    assert f"replayer: usage: {refused.value}" in " ".join(proc.stderr.split()), proc.stderr
+    assert not out.exists()

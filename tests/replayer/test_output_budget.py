@@ -208,3 +208,72 @@ def test_a_batch_writes_within_its_total(big_workspace: Path, tmp_path: Path) ->
     assert sorted((o["boundary"], o["error_kind"]) for o in failed) == [(2, "output"), (3, "output")]
     assert all("total output budget" in o["error"] for o in failed), failed
     assert _unique_bytes(out) <= 300 * MIB
+
+
+@pytest.mark.docker
+@pytest.mark.agent
+def test_a_compare_whose_runs_would_pass_the_total_stops_and_says_so(tmp_path: Path) -> None:
+    """The replay, the snapshot and every run draw on one total: four runs of about 28 KB each (a
+    continuation with the mock, one at a time) after the replay and the snapshot pass 100 KB before the
+    last; the run that would pass it is not kept, those after it are not run. The records that say so are
+    written besides."""
+    fixture = ROOT / "tests" / "fixtures" / "claude_code" / "single"
+    out = tmp_path / "cmp"
+    args = [
+        "compare",
+        str(fixture / "session.jsonl"),
+        "-n",
+        "1",
+        "-w",
+        str(fixture / "workspace"),
+        "-o",
+        str(out),
+    ]
+    args += ["--upstream", "mock", "-j", "1", "--limits", "output=100k", "--json"]
+    for name in "abcd":
+        args += ["--variant", f"{name}="]
+    proc = replayer(*args, env={"ANTHROPIC_API_KEY": "", "REPLAYER_UPSTREAM": ""})
+    assert proc.returncode == 7, proc.stderr
+    assert "would pass the compare's total output budget" in proc.stderr
+    result = orjson.loads((out / "compare.json").read_bytes())
+    assert "would pass the compare's total output budget" in result["stopped"]
+    statuses = [(r["status"], r["error_kind"]) for r in result["runs"]]
+    refused = statuses.index(("failed", "output"))
+    assert refused >= 1 and statuses[:refused] == [("ok", None)] * refused, statuses
+    assert statuses[refused:] == [("failed", "output")] * (4 - refused), statuses
+    first, *later = result["runs"][refused:]
+    assert {p.name for p in (out / first["dir"]).iterdir()} <= {"run.json", "fork.log"}, "nothing else kept"
+    for run in later:
+        assert run["error"].startswith("not run: ") and not (out / run["dir"]).exists()
+    records = [out / "compare.json", out / "report.html", *out.glob("runs/*/*/run.json")]
+    assert _unique_bytes(out) - sum(p.stat().st_size for p in records) <= 100 * 1024
+    assert not (out / ".output-total").exists()
+
+
+@pytest.mark.docker
+@pytest.mark.agent
+def test_the_total_spans_every_boundary_of_a_compare(tmp_path: Path) -> None:
+    """`compare -n 1,2`: the one replay and both snapshots (about 87 KB written), boundary 1's run (about
+    29 KB) and its records (23 KB) fit 150 KB; boundary 2's run (about 32 KB) would pass it, with what
+    boundary 1 wrote."""
+    out = tmp_path / "cmp"
+    args = [
+        "compare",
+        str(WRITE_EDIT),
+        "-n",
+        "1,2",
+        "-w",
+        str(WRITE_EDIT.parent / "workspace"),
+        "-o",
+        str(out),
+    ]
+    args += ["--upstream", "mock", "-j", "1", "--limits", "output=150k", "--variant", "a=", "--json"]
+    proc = replayer(*args, env={"ANTHROPIC_API_KEY": "", "REPLAYER_UPSTREAM": ""})
+    assert proc.returncode == 7, proc.stderr
+    first, second = (orjson.loads((out / f"after-{k}" / "compare.json").read_bytes()) for k in (1, 2))
+    assert (first["stopped"], [r["status"] for r in first["runs"]]) == (None, ["ok"])
+    assert [(r["status"], r["error_kind"]) for r in second["runs"]] == [("failed", "output")]
+    assert "would pass the compare's total output budget" in second["stopped"]
+    rows = orjson.loads((out / "summary.json").read_bytes())["boundaries"]
+    assert [row["stopped"] is not None for row in rows] == [False, True]
+    assert not (out / ".output-total").exists()
