@@ -209,6 +209,39 @@ def scenarios() -> list[Scenario]:
     ]
 
 
+SUMMARY = (
+    "<analysis>The user asked to look at a.txt; it was shown and read.</analysis>\n"
+    "<summary>1. Primary Request: show a.txt (it says one). 2. Next: edit it when asked.</summary>"
+)
+"""What the scripted model answers the CLI's summary request with (a `/compact`)."""
+
+
+def compacted_scenario() -> Scenario:
+    """A manual compaction (`/compact` as a prompt, as `-p` takes it) between two prompts: the steps after
+    it read a file the steps before it read, and edit it (`--compacted VERSION`; kept apart from the
+    scenarios, whose every boundary the prefix tests hold to the request after it: here the request after
+    the last step before the compaction is the summary request)."""
+    s = "compacted"
+    return Scenario(
+        name=s,
+        files={"a.txt": "one\n"},
+        prompts=["Show a.txt.", "/compact", "Now change one to two in a.txt."],
+        script=Script(
+            message_id_prefix=f"msg_{s}",
+            turns=[
+                _turn(_tool(s, 1, "Bash", command="cat a.txt", description="Show")),
+                _turn(_tool(s, 2, "Read", file_path=f"{CWD}/a.txt")),
+                _turn(TextBlock(text="It says one.")),
+                _turn(TextBlock(text=SUMMARY)),
+                _turn(_tool(s, 3, "Read", file_path=f"{CWD}/a.txt")),
+                _turn(_tool(s, 4, "Edit", file_path=f"{CWD}/a.txt", old_string="one", new_string="two")),
+                _turn(_tool(s, 5, "Bash", command="cat a.txt", description="Show")),
+                _turn(TextBlock(text="It says two.")),
+            ],
+        ),
+    )
+
+
 def version_scenario() -> Scenario:
     """One scenario per extra CLI version (`--version V`): what differs between releases in one session,
     two prompts long (a driven rerun resumes the CLI for the second)."""
@@ -286,7 +319,15 @@ def main() -> None:
     parser.add_argument(
         "--version", help="record the version scenario with this CLI into versions/<version>/"
     )
+    parser.add_argument(
+        "--compacted", help="record the compacted scenario with this CLI into compaction/<version>/"
+    )
     args = parser.parse_args()
+    if args.compacted:
+        bundles.ensure("claude_code", args.compacted)
+        with running_version("claude_code", args.compacted):
+            print("recorded", record(compacted_scenario(), args.dest / "compaction" / args.compacted))
+        return
     if args.version:
         bundles.ensure("claude_code", args.version)
         with running_version("claude_code", args.version):

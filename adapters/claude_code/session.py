@@ -58,7 +58,8 @@ def parse(path: Path) -> Trajectory:
     ]
     notes += carried.note((r.get("type") for r in session.records), chain.RECORD_TYPES)
     leaf = chain.select_leaf(session)
-    walked, boundary, repaired = chain.walk(session, leaf)
+    links, kept = chain.preserved_links(session)
+    walked, boundary, repaired = chain.walk(session, leaf, links)
     items = chain.expand(session, walked)
     pre_steps: list[Step] = []
     pre_items: list[Record] = []
@@ -71,7 +72,8 @@ def parse(path: Path) -> Trajectory:
             repaired = {**pre_repaired, **repaired}
             pre_items = chain.expand(session, pre_walked)
             pre_steps, pre_spans = _steps(pre_items, start=1, before_compaction=True)
-    steps, spans = _steps(items, start=len(pre_steps) + 1, before_compaction=False)
+    # the segment a compaction kept is on both sides of it: its steps are the summarized history's
+    steps, spans = _steps(items, start=len(pre_steps) + 1, before_compaction=False, kept=set(kept))
     traj = Trajectory(
         agent="claude_code",
         agent_version=session.first("version"),
@@ -114,8 +116,11 @@ def _session_id(session: Session, path: Path) -> tuple[str, list[str]]:
     ]
 
 
-def _steps(items: list[Record], start: int, before_compaction: bool) -> tuple[list[Step], list[StepSpan]]:
-    """Each step is validated once, as a whole (one pydantic call, not one per call and observation)."""
+def _steps(
+    items: list[Record], start: int, before_compaction: bool, kept: set[str] | None = None
+) -> tuple[list[Step], list[StepSpan]]:
+    """Each step is validated once, as a whole (one pydantic call, not one per call and observation). The
+    records of `kept` (a segment a compaction kept) start no step."""
     steps: list[Step] = []
     spans: list[StepSpan] = []
     # message_id's, inline: a record of type assistant has a message object (chain.record_problem)
@@ -136,7 +141,7 @@ def _steps(items: list[Record], start: int, before_compaction: bool) -> tuple[li
             for b in content
             if b.get("type") == "tool_use"
         ]
-        if not uses:
+        if not uses or (kept and items[i].get("uuid") in kept):
             i = j
             continue
         results: dict[str, tuple[dict[str, Any], Record]] = {}

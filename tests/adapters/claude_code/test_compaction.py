@@ -1,0 +1,76 @@
+"""Claude Code past its compaction: a session the real pinned CLI compacted (`/compact` between two prompts,
+recorded by `python -m tests.recorder --compacted 2.1.197`) is rebuilt at every boundary as the CLI sends it
+after the compaction (its summary, the segment it kept, the turns after it), reruns through the compaction by
+the CLI itself, and continues from a boundary after it through the gate."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from replayer.adapters.claude_code import wire
+from replayer.pipeline.engine import load
+from tests.conftest import CLAUDE
+from tests.support.continuing import continue_run
+
+MANUAL = "compaction/2.1.197/compacted"
+"""Steps 1-2 (Bash, Read), the closing text "It says one.", `/compact` (2.1.197 keeps that text verbatim: its
+`preservedSegment`), then a prompt and steps 3-5 (Read of the file read before, Edit, Bash)."""
+SUMMARY = "This session is being continued from a previous conversation"
+
+
+def _requests() -> list[list[dict]]:
+    return [wire.normalize_request(r["body"]["messages"]) for r in CLAUDE.requests(MANUAL)]
+
+
+def _sent_after(boundary: int, call_ids: list[str]) -> list[dict]:
+    """The request the CLI sent right after step `boundary`'s results; for the last step before the
+    compaction, the first request after it (the one right after the results is the summary request)."""
+    requests = _requests()
+    if boundary == 0:
+        return requests[0]
+    if boundary == 2:
+        return next(m for m in requests if m[0]["content"][0]["text"].startswith(SUMMARY))
+    return next(
+        m
+        for m in requests
+        if [b.get("tool_use_id") for b in m[-1]["content"] if b.get("type") == "tool_result"] == call_ids
+    )
+
+
+def test_the_prefix_at_every_boundary_is_what_the_cli_sent_after_the_compaction(tmp_path: Path) -> None:
+    adapter, traj = load(CLAUDE.fixture(MANUAL) / "session.jsonl")
+    assert [s.before_compaction for s in traj.steps] == [True, True, False, False, False]
+    for boundary in range(len(traj.steps) + 1):
+        rebuild = adapter.rebuild(traj, boundary, {}, tmp_path / str(boundary))
+        calls = [c.id for c in traj.steps[boundary - 1].calls] if boundary else []
+        assert rebuild.expected_prefix == _sent_after(boundary, calls), boundary
+    kept = adapter.rebuild(traj, 3, {}, tmp_path / "kept").expected_prefix
+    assert kept[1] == {"role": "assistant", "content": [{"type": "text", "text": "It says one."}]}, (
+        "the segment the compaction kept follows the summary"
+    )
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_a_compacted_session_reruns_past_its_compaction_and_continues(tmp_path: Path) -> None:
+    """The CLI is driven through the compaction (not fed: the history it summarized goes on uncompacted), every
+    call reruns exact, the Read after the compaction included; the continuation resumes the rebuilt session,
+    which keeps the recorded summary, and its first request is what the CLI sends after a compaction."""
+    workspace = tmp_path / "ws"
+    shutil.copytree(CLAUDE.fixture(MANUAL) / "workspace", workspace)
+    code, result, log, err = continue_run(MANUAL, 4, tmp_path / "out", workspace)
+    assert code == 0, err
+    assert [(d["call_id"], d["status"]) for d in result["divergences"]] == [
+        (f"toolu_compacted_0{n}", "exact") for n in range(1, 5)
+    ]
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 1)
+    main = [r for r in log if r.main_thread]
+    body = orjson.dumps(main[0].body)
+    assert SUMMARY.encode() in body and b"It says one." in body
+    assert b"toolu_compacted_04" in body
+    assert b"toolu_compacted_01" not in body and b"toolu_compacted_02" not in body, "the summarized calls"
