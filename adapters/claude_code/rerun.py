@@ -85,7 +85,21 @@ def _prompt_text(rec: dict[str, Any]) -> str | None:
     return text
 
 
-def _driven_history(native: Native) -> tuple[list[dict[str, Any]], list[StepSpan]]:
+def run_prompts(items: list[dict[str, Any]], spans: list[StepSpan]) -> dict[int, int]:
+    """Step index -> the item index of the prompt whose run it belongs to."""
+    out, prompt = {}, -1
+    starts = {span.start: n for n, span in enumerate(spans, start=1)}
+    for at, rec in enumerate(items):
+        if _prompt_text(rec) is not None:
+            prompt = at
+        if at in starts:
+            if prompt < 0:
+                raise PlanRefused(f"step {starts[at]} has no user prompt before it to start the CLI with")
+            out[starts[at]] = prompt
+    return out
+
+
+def driven_history(native: Native) -> tuple[list[dict[str, Any]], list[StepSpan]]:
     """The chain the CLI is fed and each step's span in it: the history the last compaction summarized, then
     the chain after it (whose spans follow)."""
     if not native.pre_compaction_steps:
@@ -104,7 +118,7 @@ class DrivenRerunner(StepwiseRerunner):
         assert trajectory.session_id and trajectory.cwd
         super().__init__(trajectory)
         self.native = trajectory.native_as(Native)
-        self.items, self.spans = _driven_history(self.native)
+        self.items, self.spans = driven_history(self.native)
         self.sandbox = sandbox
         self.session_id = trajectory.session_id
         self.reported = trajectory.session_id
@@ -113,7 +127,7 @@ class DrivenRerunner(StepwiseRerunner):
         self.cwd = trajectory.cwd
         self.model_name = model
         self.step_timeout_s = budgets.max_command_timeout_s + STEP_MARGIN_S
-        self.prompt_of = self._prompts()
+        self.prompt_of = run_prompts(self.items, self.spans)
         self.fed: list[list[str]] = []
         """The tool call ids of every turn fed so far, in order."""
         self.work = work
@@ -122,19 +136,6 @@ class DrivenRerunner(StepwiseRerunner):
         self.handle: RunningExec | None = None
         self.prompt: int | None = None
         self.results: dict[str, tuple[dict[str, Any], Any]] = {}
-
-    def _prompts(self) -> dict[int, int]:
-        """Step index -> the item index of the prompt whose run it belongs to."""
-        out, prompt = {}, -1
-        starts = {span.start: n for n, span in enumerate(self.spans, start=1)}
-        for at, rec in enumerate(self.items):
-            if _prompt_text(rec) is not None:
-                prompt = at
-            if at in starts:
-                if prompt < 0:
-                    raise PlanRefused(f"step {starts[at]} has no user prompt before it to start the CLI with")
-                out[starts[at]] = prompt
-        return out
 
     def _model(self) -> ReplayModel:
         if self.model is None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.adapters.claude_code import wire
+from replayer.adapters.claude_code import session, wire
 from replayer.pipeline.engine import load
 from tests.conftest import CLAUDE
 from tests.support.continuing import continue_run
@@ -74,3 +74,31 @@ def test_a_compacted_session_reruns_past_its_compaction_and_continues(tmp_path: 
     assert SUMMARY.encode() in body and b"It says one." in body
     assert b"toolu_compacted_04" in body
     assert b"toolu_compacted_01" not in body and b"toolu_compacted_02" not in body, "the summarized calls"
+
+
+AUTO = (
+    Path(__file__).resolve().parents[2] / "fixtures" / "field" / "claude_code" / "erk-2.0.67-compacted.jsonl"
+)
+"""A real 2.0.67 session compacted automatically, mid-turn, after step 73 (tests/fixtures/field/SOURCES.md)."""
+
+
+def test_the_cli_is_fed_through_the_compaction_in_the_run_it_fell_in() -> None:
+    """An auto compaction (mid-turn) goes on in the same run: step 74 is fed to the CLI that ran step 73, not
+    started with the summary as its prompt; after a manual one, the prompt after `/compact` starts the next
+    run (not the summary, the `/compact` command or its output)."""
+    from replayer.adapters.claude_code import rerun
+
+    def prompts(path: Path) -> dict[int, str | None]:
+        _, traj = load(path)
+        items, spans = rerun.driven_history(traj.native_as(session.Native))
+        return {step: rerun._prompt_text(items[at]) for step, at in rerun.run_prompts(items, spans).items()}
+
+    auto = prompts(AUTO)
+    assert len(auto) == 74 and auto[74] == auto[73]
+    assert not any(SUMMARY in (text or "") for text in auto.values())
+    manual = prompts(CLAUDE.fixture(MANUAL) / "session.jsonl")
+    assert manual == {
+        1: "Show a.txt.",
+        2: "Show a.txt.",
+        **dict.fromkeys((3, 4, 5), "Now change one to two in a.txt."),
+    }
