@@ -216,11 +216,12 @@ SUMMARY = (
 """What the scripted model answers the CLI's summary request with (a `/compact`)."""
 
 
-def compacted_scenario() -> Scenario:
+def compacted_scenario(summary_on_main_thread: bool = True) -> Scenario:
     """A manual compaction (`/compact` as a prompt, as `-p` takes it) between two prompts: the steps after
     it read a file the steps before it read, and edit it (`--compacted VERSION`; kept apart from the
     scenarios, whose every boundary the prefix tests hold to the request after it: here the request after
-    the last step before the compaction is the summary request)."""
+    the last step before the compaction is the summary request). 1.0.x asks for the summary without tools, a
+    side call the scripted model answers with its side text: no turn of the script is its."""
     s = "compacted"
     return Scenario(
         name=s,
@@ -232,7 +233,7 @@ def compacted_scenario() -> Scenario:
                 _turn(_tool(s, 1, "Bash", command="cat a.txt", description="Show")),
                 _turn(_tool(s, 2, "Read", file_path=f"{CWD}/a.txt")),
                 _turn(TextBlock(text="It says one.")),
-                _turn(TextBlock(text=SUMMARY)),
+                *([_turn(TextBlock(text=SUMMARY))] if summary_on_main_thread else []),
                 _turn(_tool(s, 3, "Read", file_path=f"{CWD}/a.txt")),
                 _turn(_tool(s, 4, "Edit", file_path=f"{CWD}/a.txt", old_string="one", new_string="two")),
                 _turn(_tool(s, 5, "Bash", command="cat a.txt", description="Show")),
@@ -326,7 +327,8 @@ def main() -> None:
     if args.compacted:
         bundles.ensure("claude_code", args.compacted)
         with running_version("claude_code", args.compacted):
-            print("recorded", record(compacted_scenario(), args.dest / "compaction" / args.compacted))
+            scenario = compacted_scenario(summary_on_main_thread=not args.compacted.startswith("1."))
+            print("recorded", record(scenario, args.dest / "compaction" / args.compacted))
         return
     if args.version:
         bundles.ensure("claude_code", args.version)

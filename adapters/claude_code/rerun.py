@@ -67,10 +67,8 @@ LOCAL_COMMAND_STDOUT = "<local-command-stdout>"
 
 def _prompt_text(rec: dict[str, Any]) -> str | None:
     """A user record that starts a run (`claude -p`): its text; None for tool results, meta records and what
-    a compaction wrote (its summary, the `/compact` command and a local command's output)."""
-    if rec.get("type") != "user" or rec.get("isMeta") or rec.get("isCompactSummary"):
-        return None
-    if chain.tool_result_ids(rec):
+    a manual compaction wrote (the `/compact` command and a local command's output)."""
+    if rec.get("type") != "user" or rec.get("isMeta") or chain.tool_result_ids(rec):
         return None
     content = rec.get("message", {}).get("content")
     blocks = wire.as_blocks(content) if not isinstance(content, str) else []
@@ -86,11 +84,14 @@ def _prompt_text(rec: dict[str, Any]) -> str | None:
 
 
 def run_prompts(items: list[dict[str, Any]], spans: list[StepSpan]) -> dict[int, int]:
-    """Step index -> the item index of the prompt whose run it belongs to."""
+    """Step index -> the item index of the prompt whose run it belongs to. The summary under a compaction's
+    boundary is none (the steps after it go on in the run they fell in); one without a boundary before it
+    (1.0.108's bundled JavaScript writes none) stays the prompt of the chain it starts, as before."""
     out, prompt = {}, -1
     starts = {span.start: n for n, span in enumerate(spans, start=1)}
     for at, rec in enumerate(items):
-        if _prompt_text(rec) is not None:
+        under_boundary = at > 0 and chain.is_compact_boundary(items[at - 1])
+        if _prompt_text(rec) is not None and not (rec.get("isCompactSummary") and under_boundary):
             prompt = at
         if at in starts:
             if prompt < 0:

@@ -1,7 +1,7 @@
-"""Claude Code past its compaction: a session the real pinned CLI compacted (`/compact` between two prompts,
-recorded by `python -m tests.recorder --compacted 2.1.197`) is rebuilt at every boundary as the CLI sends it
-after the compaction (its summary, the segment it kept, the turns after it), reruns through the compaction by
-the CLI itself, and continues from a boundary after it through the gate."""
+"""Claude Code past its compaction: sessions the real CLI compacted (`/compact` between two prompts, recorded
+by `python -m tests.recorder --compacted VERSION`, 2.1.197 and 1.0.128) are rebuilt at every boundary as the
+CLI sends them after the compaction (its summary, the segment it kept, the turns after it), rerun through the
+compaction by the CLI itself, and continue from a boundary after it through the gate."""
 
 from __future__ import annotations
 
@@ -11,25 +11,43 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.adapters.claude_code import session, wire
+from replayer.adapters.claude_code import envelope, session, wire
+from replayer.floor.pins import running_version
 from replayer.pipeline.engine import load
 from tests.conftest import CLAUDE
 from tests.support.continuing import continue_run
 
-MANUAL = "compaction/2.1.197/compacted"
+VERSIONS = ("2.1.197", "1.0.128")
 """Steps 1-2 (Bash, Read), the closing text "It says one.", `/compact` (2.1.197 keeps that text verbatim: its
 `preservedSegment`), then a prompt and steps 3-5 (Read of the file read before, Edit, Bash)."""
 SUMMARY = "This session is being continued from a previous conversation"
 
 
-def _requests() -> list[list[dict]]:
-    return [wire.normalize_request(r["body"]["messages"]) for r in CLAUDE.requests(MANUAL)]
+def _manual(version: str) -> str:
+    return f"compaction/{version}/compacted"
 
 
-def _sent_after(boundary: int, call_ids: list[str]) -> list[dict]:
+def _requests(version: str) -> list[list[dict]]:
+    """The main-thread requests, without the `<system-reminder>` blocks 1.0.x puts before a prompt (the gate
+    compares without them too)."""
+    out = []
+    for request in CLAUDE.requests(_manual(version)):
+        messages = wire.normalize_request(request["body"]["messages"])
+        out.append(
+            [
+                {**m, "content": [b for b in m["content"] if not envelope.is_system_reminder(b)]}
+                if m["role"] == "user"
+                else m
+                for m in messages
+            ]
+        )
+    return out
+
+
+def _sent_after(version: str, boundary: int, call_ids: list[str]) -> list[dict]:
     """The request the CLI sent right after step `boundary`'s results; for the last step before the
     compaction, the first request after it (the one right after the results is the summary request)."""
-    requests = _requests()
+    requests = _requests(version)
     if boundary == 0:
         return requests[0]
     if boundary == 2:
@@ -41,28 +59,32 @@ def _sent_after(boundary: int, call_ids: list[str]) -> list[dict]:
     )
 
 
-def test_the_prefix_at_every_boundary_is_what_the_cli_sent_after_the_compaction(tmp_path: Path) -> None:
-    adapter, traj = load(CLAUDE.fixture(MANUAL) / "session.jsonl")
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_prefix_at_every_boundary_is_what_the_cli_sent_after_the_compaction(
+    version: str, tmp_path: Path
+) -> None:
+    adapter, traj = load(CLAUDE.fixture(_manual(version)) / "session.jsonl")
     assert [s.before_compaction for s in traj.steps] == [True, True, False, False, False]
-    for boundary in range(len(traj.steps) + 1):
-        rebuild = adapter.rebuild(traj, boundary, {}, tmp_path / str(boundary))
-        calls = [c.id for c in traj.steps[boundary - 1].calls] if boundary else []
-        assert rebuild.expected_prefix == _sent_after(boundary, calls), boundary
-    kept = adapter.rebuild(traj, 3, {}, tmp_path / "kept").expected_prefix
-    assert kept[1] == {"role": "assistant", "content": [{"type": "text", "text": "It says one."}]}, (
-        "the segment the compaction kept follows the summary"
-    )
+    with running_version("claude_code", version):
+        for boundary in range(len(traj.steps) + 1):
+            rebuild = adapter.rebuild(traj, boundary, {}, tmp_path / str(boundary))
+            calls = [c.id for c in traj.steps[boundary - 1].calls] if boundary else []
+            assert rebuild.expected_prefix == _sent_after(version, boundary, calls), boundary
+        after = adapter.rebuild(traj, 3, {}, tmp_path / "after").expected_prefix
+    kept = after[1] == {"role": "assistant", "content": [{"type": "text", "text": "It says one."}]}
+    assert kept == (version == "2.1.197"), "the segment 2.1.197 kept follows the summary"
 
 
 @pytest.mark.agent
 @pytest.mark.docker
-def test_a_compacted_session_reruns_past_its_compaction_and_continues(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_compacted_session_reruns_past_its_compaction_and_continues(version: str, tmp_path: Path) -> None:
     """The CLI is driven through the compaction (not fed: the history it summarized goes on uncompacted), every
     call reruns exact, the Read after the compaction included; the continuation resumes the rebuilt session,
     which keeps the recorded summary, and its first request is what the CLI sends after a compaction."""
     workspace = tmp_path / "ws"
-    shutil.copytree(CLAUDE.fixture(MANUAL) / "workspace", workspace)
-    code, result, log, err = continue_run(MANUAL, 4, tmp_path / "out", workspace)
+    shutil.copytree(CLAUDE.fixture(_manual(version)) / "workspace", workspace)
+    code, result, log, err = continue_run(_manual(version), 4, tmp_path / "out", workspace)
     assert code == 0, err
     assert [(d["call_id"], d["status"]) for d in result["divergences"]] == [
         (f"toolu_compacted_0{n}", "exact") for n in range(1, 5)
@@ -71,7 +93,7 @@ def test_a_compacted_session_reruns_past_its_compaction_and_continues(tmp_path: 
     assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 1)
     main = [r for r in log if r.main_thread]
     body = orjson.dumps(main[0].body)
-    assert SUMMARY.encode() in body and b"It says one." in body
+    assert SUMMARY.encode() in body and (b"It says one." in body) == (version == "2.1.197")
     assert b"toolu_compacted_04" in body
     assert b"toolu_compacted_01" not in body and b"toolu_compacted_02" not in body, "the summarized calls"
 
@@ -96,7 +118,7 @@ def test_the_cli_is_fed_through_the_compaction_in_the_run_it_fell_in() -> None:
     auto = prompts(AUTO)
     assert len(auto) == 74 and auto[74] == auto[73]
     assert not any(SUMMARY in (text or "") for text in auto.values())
-    manual = prompts(CLAUDE.fixture(MANUAL) / "session.jsonl")
+    manual = prompts(CLAUDE.fixture(_manual(VERSIONS[0])) / "session.jsonl")
     assert manual == {
         1: "Show a.txt.",
         2: "Show a.txt.",
