@@ -84,14 +84,13 @@ def _prompt_text(rec: dict[str, Any]) -> str | None:
 
 
 def run_prompts(items: list[dict[str, Any]], spans: list[StepSpan]) -> dict[int, int]:
-    """Step index -> the item index of the prompt whose run it belongs to. The summary under a compaction's
-    boundary is none (the steps after it go on in the run they fell in); one without a boundary before it
-    (1.0.108's bundled JavaScript writes none) stays the prompt of the chain it starts, as before."""
+    """Step index -> the item index of the prompt whose run it belongs to. A compaction's summary after a
+    prompt is none (the steps after it go on in the run they fell in); one that starts the history fed (an
+    earlier compaction's, or 1.0.108's, which writes no boundary) is the prompt of the chain it starts."""
     out, prompt = {}, -1
     starts = {span.start: n for n, span in enumerate(spans, start=1)}
     for at, rec in enumerate(items):
-        under_boundary = at > 0 and chain.is_compact_boundary(items[at - 1])
-        if _prompt_text(rec) is not None and not (rec.get("isCompactSummary") and under_boundary):
+        if _prompt_text(rec) is not None and not (rec.get("isCompactSummary") and prompt >= 0):
             prompt = at
         if at in starts:
             if prompt < 0:
