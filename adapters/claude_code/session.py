@@ -74,6 +74,8 @@ def parse(path: Path) -> Trajectory:
             pre_steps, pre_spans = _steps(pre_items, start=1, before_compaction=True)
     # the segment a compaction kept is on both sides of it: its steps are the summarized history's
     steps, spans = _steps(items, start=len(pre_steps) + 1, before_compaction=False, kept=set(kept))
+    if pre_steps:
+        notes.append(_compaction_note(boundary, len(pre_steps), len(kept)))
     traj = Trajectory(
         agent="claude_code",
         agent_version=session.first("version"),
@@ -100,6 +102,19 @@ def parse(path: Path) -> Trajectory:
         )
     )
     return traj
+
+
+def _compaction_note(boundary: Record | None, before: int, kept: int) -> str:
+    meta = boundary.get("compactMetadata") if boundary is not None else None
+    trigger = meta.get("trigger") if isinstance(meta, dict) else None
+    how = f" ({trigger})" if isinstance(trigger, str) else ""
+    note = (
+        f"compacted after step {before}{how}: from that boundary on the prefix is the recorded summary and what "
+        "follows it; the steps after it rerun by a CLI fed the summarized history uncompacted"
+    )
+    if kept:
+        note += f"; the {kept} record(s) the compaction kept verbatim follow the summary, as the CLI's loader puts them"
+    return note
 
 
 def _session_id(session: Session, path: Path) -> tuple[str, list[str]]:

@@ -65,6 +65,8 @@ def test_the_prefix_at_every_boundary_is_what_the_cli_sent_after_the_compaction(
 ) -> None:
     adapter, traj = load(CLAUDE.fixture(_manual(version)) / "session.jsonl")
     assert [s.before_compaction for s in traj.steps] == [True, True, False, False, False]
+    note = next(n for n in traj.parse_notes if n.startswith("compacted after step 2 (manual)"))
+    assert ("1 record(s) the compaction kept verbatim" in note) == (version == "2.1.197")
     with running_version("claude_code", version):
         for boundary in range(len(traj.steps) + 1):
             rebuild = adapter.rebuild(traj, boundary, {}, tmp_path / str(boundary))
