@@ -243,6 +243,33 @@ def compacted_scenario(summary_on_main_thread: bool = True) -> Scenario:
     )
 
 
+FULL_CONTEXT = {"input_tokens": 195_000, "output_tokens": 100}
+"""A usage near a 200k context window: a CLI that compacts on it does so before its next request."""
+
+
+def auto_compacted_scenario(summary_on_main_thread: bool = True) -> Scenario:
+    """An auto compaction mid-turn: the answer with step 2 reports a full context, so the CLI summarizes the
+    history before its next request and goes on in the same run with steps 3-4 (`--compacted VERSION
+    --auto`)."""
+    s = "auto_compacted"
+    return Scenario(
+        name=s,
+        files={"a.txt": "one\n"},
+        prompts=["Change one to two in a.txt."],
+        script=Script(
+            message_id_prefix=f"msg_{s}",
+            turns=[
+                _turn(_tool(s, 1, "Bash", command="cat a.txt", description="Show")),
+                Turn(blocks=[_tool(s, 2, "Read", file_path=f"{CWD}/a.txt")], usage=FULL_CONTEXT),
+                *([_turn(TextBlock(text=SUMMARY))] if summary_on_main_thread else []),
+                _turn(_tool(s, 3, "Edit", file_path=f"{CWD}/a.txt", old_string="one", new_string="two")),
+                _turn(_tool(s, 4, "Bash", command="cat a.txt", description="Show")),
+                _turn(TextBlock(text="It says two.")),
+            ],
+        ),
+    )
+
+
 def version_scenario() -> Scenario:
     """One scenario per extra CLI version (`--version V`): what differs between releases in one session,
     two prompts long (a driven rerun resumes the CLI for the second)."""
@@ -323,11 +350,14 @@ def main() -> None:
     parser.add_argument(
         "--compacted", help="record the compacted scenario with this CLI into compaction/<version>/"
     )
+    parser.add_argument("--auto", action="store_true", help="with --compacted: the auto compaction")
     args = parser.parse_args()
     if args.compacted:
         bundles.ensure("claude_code", args.compacted)
         with running_version("claude_code", args.compacted):
-            scenario = compacted_scenario(summary_on_main_thread=not args.compacted.startswith("1."))
+            main_thread = not args.compacted.startswith("1.")
+            make = auto_compacted_scenario if args.auto else compacted_scenario
+            scenario = make(summary_on_main_thread=main_thread)
             print("recorded", record(scenario, args.dest / "compaction" / args.compacted))
         return
     if args.version:
