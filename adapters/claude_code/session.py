@@ -34,7 +34,7 @@ class StepSpan:
 class Native:
     session: Session
     items: list[Record]
-    """The expanded active chain after the last compaction, root to leaf."""
+    """The expanded active chain after the last compaction, root to leaf (the segment it kept after its summary)."""
     on_chain: set[str]
     spans: list[StepSpan]
     """One per post-compaction step, in order."""
