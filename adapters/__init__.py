@@ -6,6 +6,7 @@ import importlib
 from pathlib import Path
 
 from replayer.adapters.base import Adapter, recorded_tools
+from replayer.adapters.forms import NativeForm
 from replayer.adapters.head import SqliteFile, read_head
 from replayer.floor.errors import BadInput
 from replayer.floor.io import open_input
@@ -47,13 +48,19 @@ def all_adapters() -> list[Adapter]:
 
 
 def detect(path: Path) -> Adapter:
+    return detect_form(path)[0]
+
+
+def detect_form(path: Path) -> tuple[Adapter, NativeForm]:
+    """The agent whose trajectory `path` is, and which of its native forms (adapters/forms.py)."""
     if not path.exists() and not path.is_symlink():
         raise BadInput(f"{path} does not exist")
     head = read_head(path)
     for name in REGISTRY:
         cls = adapter_class(name)
-        if cls.detect(head):
-            return cls()
+        form = cls.form(head)
+        if form is not None:
+            return cls(), form
     if not head and _blank(path):
         raise BadInput(f"{path} is empty: not a trajectory")
     raise BadInput(f"{path} is not a trajectory of a known agent (unknown format)")

@@ -5,10 +5,11 @@ helpers they share."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import logging
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
@@ -16,12 +17,14 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from replayer.adapters.forms import NativeForm, form_of
 from replayer.adapters.sandbox_paths import CONTINUE_SPEC
 from replayer.adapters.tool_definitions import shipped_path, wire_tools
 from replayer.bridges.chat import ChatDialect
 from replayer.bridges.core import Dialect, Gate
 from replayer.bridges.scripted import Script, ScriptedUpstream
 from replayer.bridges.sidecalls import PROBE, SideCall
+from replayer.floor import registry
 from replayer.floor.divergence import COMMON
 from replayer.floor.errors import BadInput, SandboxError, excerpt, last_line
 from replayer.floor.foreign import Folder
@@ -170,14 +173,27 @@ class Reader(Pinned, Generic[NativeT]):
     takes_task: bool = False
     """The native format may lack the first prompt, which `task` then supplies (OpenCode's event log)."""
 
+    forms: ClassVar[tuple[NativeForm, ...]]
+    """The native forms this agent's trajectories come in (adapters/forms.py)."""
+
     @classmethod
-    @abstractmethod
     def detect(cls, head: list[Any]) -> bool:
-        """Whether the first parsed records of a file (`adapters.head.read_head`) belong to this format."""
+        """Whether the first parsed records of a file (`adapters.head.read_head`) are of one of its forms."""
+        return cls.form(head) is not None
+
+    @classmethod
+    def form(cls, head: list[Any]) -> NativeForm | None:
+        """Which of its forms the first parsed records of a file are of."""
+        return form_of(cls.forms, head)
 
     @abstractmethod
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         """`task` is given only to an adapter that `takes_task`."""
+
+    def first_timestamp(self, trajectory: Trajectory) -> datetime.datetime | None:
+        """When the session began, as the file records it, for a format that names no agent version
+        (`oldest_inferred_release`); None: not recorded, or not asked."""
+        return None
 
     def inferred_cwd(self, trajectory: Trajectory) -> str | None:
         """The working directory a file that records none reveals (`replayer.cwdinfer`), or None."""
@@ -208,6 +224,10 @@ class Rerunning(Pinned):
     stand_in_version: str | None = None
     """The release that runs a file older than `oldest_own_version`: the nearest one that drives its kind
     of file (None: the pinned one)."""
+    oldest_inferred_release: str | None = None
+    """For a format that names no version: the oldest release a replay runs as the one current at the
+    session's first timestamp (the registry's publish times; the oldest the suite runs this agent's files
+    with); never newer than the pin. None: such a file runs the pinned version, the registry not asked."""
     output_normalizers: tuple[str, ...] = COMMON
     """What any rerun's output may differ by from the historical one (names in replayer.divergence.NORMALIZERS)."""
 
@@ -516,3 +536,11 @@ def continued_file(result_dir: Path, name: str) -> Iterator[Path | None]:
             return
         with folder.pinned(f"continued/{name}", MAX_INPUT_BYTES) as path:
             yield path
+
+
+def first_time(stamps: Iterable[Any]) -> datetime.datetime | None:
+    """The first of a file's recorded `stamps` that is an ISO time (`Reader.first_timestamp`), or None."""
+    for stamp in stamps:
+        if isinstance(stamp, str) and (when := registry.instant(stamp)) is not None:
+            return when
+    return None

@@ -70,11 +70,12 @@ def inspect(
     if held:
         return _sessions(path, held)
     adapter, traj = load(path, task, cwd, session)
-    version = versions.resolve(adapter, traj.agent_version, traj.agent_version_inferred, None)
+    version = versions.of_trajectory(adapter, traj, None)
     with running_version(adapter.name, version.version):  # a driven version classifies its own tools
         kinds = {c.id: adapter.classify(c, traj) for s in traj.steps for c in s.calls}
     return InspectReport(
         agent=traj.agent,
+        native_form=traj.native_form,
         agent_version=traj.agent_version,
         session_id=traj.session_id,
         cwd=traj.cwd,

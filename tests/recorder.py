@@ -30,6 +30,8 @@ class Scenario(BaseModel):
     prompts: list[str]
     """The first is the task; each further one continues the session once with --resume."""
     script: Script
+    model: str | None = None
+    """The CLI's --model (its default when None)."""
 
 
 def _tool(sid: str, n: int, name: str, **inp: object) -> ToolUseBlock:
@@ -296,6 +298,28 @@ def version_scenario() -> Scenario:
     )
 
 
+def reminder_scenario(model: str | None) -> Scenario:
+    """Long enough without TodoWrite (or the task tools) that the CLI puts its nag after a tool result
+    (`--version V --reminders [--model M]`): ten assistant turns since the last use (or since the start) and
+    since the last nag. The nag is an attachment record of the session, merged into that tool result on the
+    wire (or sent as a system message of its own: 2.1.196 on, with a model that takes them)."""
+    s = "reminders"
+    turns = [
+        _turn(_tool(s, n, "Bash", command=f"echo {n} >> log.txt", description="Log")) for n in range(1, 14)
+    ]
+    return Scenario(
+        name=s,
+        files={"log.txt": "start\n"},
+        prompts=["Log thirteen lines."],
+        script=Script(
+            message_id_prefix=f"msg_{s}",
+            turns=[*turns, _turn(TextBlock(text="Logged."))],
+            **({"model": model} if model else {}),
+        ),
+        model=model,
+    )
+
+
 def _run_scenario(scenario: Scenario, state: Path) -> tuple[Path, list[bytes], list[dict]]:
     """Run the scenario's prompts with the real CLI; returns (home, stdout per prompt, upstream log)."""
     session_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"sandbox-replayer/{scenario.name}"))
@@ -309,6 +333,7 @@ def _run_scenario(scenario: Scenario, state: Path) -> tuple[Path, list[bytes], l
         script=scenario.script,
         session_id=session_id,
         resume_first=False,
+        model=scenario.model,
     )
     return home, stdout, log
 
@@ -348,6 +373,10 @@ def main() -> None:
         "--version", help="record the version scenario with this CLI into versions/<version>/"
     )
     parser.add_argument(
+        "--reminders", action="store_true", help="with --version: record the reminder scenario instead"
+    )
+    parser.add_argument("--model", help="with --reminders: the CLI's --model")
+    parser.add_argument(
         "--compacted", help="record the compacted scenario with this CLI into compaction/<version>/"
     )
     parser.add_argument("--auto", action="store_true", help="with --compacted: the auto compaction")
@@ -362,8 +391,9 @@ def main() -> None:
         return
     if args.version:
         bundles.ensure("claude_code", args.version)
+        scenario = reminder_scenario(args.model) if args.reminders else version_scenario()
         with running_version("claude_code", args.version):
-            print("recorded", record(version_scenario(), args.dest / "versions" / args.version))
+            print("recorded", record(scenario, args.dest / "versions" / args.version))
         return
     for scenario in scenarios():
         if args.all or scenario.name in args.names:

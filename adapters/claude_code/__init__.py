@@ -19,6 +19,7 @@ from replayer.adapters.base import (
 from replayer.adapters.claude_code import chain, continuation, session, tools, wire
 from replayer.adapters.claude_code import rerun as driven
 from replayer.adapters.claude_code.gate import ClaudeCodeGate
+from replayer.adapters.forms import NativeForm
 from replayer.adapters.sandbox_paths import AGENT_HOME
 from replayer.bridges.anthropic import AnthropicDialect, tools_to_chat
 from replayer.bridges.sidecalls import PROBE, SideCall
@@ -62,9 +63,9 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
     probe_shell = {"Bash": {"command": COMMAND, "description": "Probe command"}}
     probe_read = {"Read": {"file_path": PATH}}
 
-    @classmethod
-    def detect(cls, head: list[Any]) -> bool:
-        return chain.looks_like_claude_code(head)
+    forms = (
+        NativeForm("session", chain.looks_like_claude_code, "every release: ~/.claude/projects/*/ID.jsonl"),
+    )
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return session.parse(path)
@@ -126,7 +127,7 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
         )
         return Rebuild(
             native_files=[path],
-            expected_prefix=wire.to_messages(items, self.version()),
+            expected_prefix=wire.to_messages(items, self.version(), continuation.recorded_model(trajectory)),
             agent_home=home,
             continuation=ClaudeCodeContinuation(
                 session_id=trajectory.session_id,
@@ -139,7 +140,9 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
         with continued_file(result_dir, "session.jsonl") as path:
             if path is None:
                 return None
-            return wire.to_messages(self.native(session.parse(path)).items, self.version())
+            continued = session.parse(path)
+            model = model or continuation.recorded_model(continued)
+            return wire.to_messages(self.native(continued).items, self.version(), model)
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
         return tools_to_chat(super().chat_tools(native))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from replayer.adapters.claude_code import reminders
 from replayer.adapters.claude_code.chain import Record, message_id
 from replayer.bridges.anthropic import as_blocks, normalize_messages
 from replayer.floor.pins import release
@@ -32,9 +33,12 @@ messages ends the earlier one's last text with a newline when the later one star
 slash command's line and its expanded prompt): `{...n, text: n.text + "\n"}` in the bundled JS."""
 
 
-def to_messages(items: list[Record], version: str) -> list[Message]:
-    """The model-visible conversation of the chain items as `version` sends it, in normalized form."""
+def to_messages(items: list[Record], version: str, model: str | None = None) -> list[Message]:
+    """The model-visible conversation of the chain items as `version` sends it to `model` (None: the CLI's
+    default), in normalized form: the recorded attachments' reminders merged where that version and model
+    merge them (reminders.py)."""
     messages: list[Message] = []
+    inline = reminders.merged_inline(version, model)
     last_mid: str | None = None
     seam = release(version) >= USER_SEAM
     for rec in items:
@@ -57,7 +61,13 @@ def to_messages(items: list[Record], version: str) -> list[Message]:
             else:
                 messages.append({"role": "user", "content": blocks})
             last_mid = None
-        # attachments become role:"system" messages on the wire; normalized form drops them
+        elif kind == "attachment" and inline:
+            for text in reminders.render(rec.get("attachment"), version) or []:
+                if messages and messages[-1]["role"] == "user":
+                    messages[-1]["content"] = reminders.merged(messages[-1]["content"], [text])
+                else:
+                    messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
+        # other attachments (or all, sent as role:"system" messages): not in the normalized conversation
     if release(version) >= DROPS_CALLER:
         messages = [_without_caller(m) if m["role"] == "assistant" else m for m in messages]
     return _repair(messages)

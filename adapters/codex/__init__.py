@@ -12,6 +12,7 @@ from replayer.adapters.codex import session as rollout
 from replayer.adapters.codex.continuation import config_toml
 from replayer.adapters.codex.exec import ExecCommand, own_text
 from replayer.adapters.codex.gate import CodexGate
+from replayer.adapters.forms import NativeForm
 from replayer.adapters.sandbox_paths import AGENT_HOME
 from replayer.bridges.responses import ResponsesDialect, tools_to_chat
 from replayer.bridges.scripted import ItemBlock
@@ -96,9 +97,14 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
         item["summary"] = [{"type": "summary_text", "text": f"Probe step {step}."}]
         return [ItemBlock(item={**item, "encrypted_content": f"gAAAAB-probe-{step:02d}"})]
 
-    @classmethod
-    def detect(cls, head: list[Any]) -> bool:
-        return rollout.looks_like_codex(head)
+    forms = (
+        NativeForm(
+            "rollout", rollout.looks_like_enveloped, "the {type, payload} records of the CLIs since mid 2025"
+        ),
+        NativeForm(
+            "bare rollout", bare.looks_bare, "the CLIs of mid 2025 before the envelope (up to about 0.33)"
+        ),
+    )
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return rollout.parse(path)

@@ -87,15 +87,14 @@ class Native(BaseModel):
     file_name: str
 
 
-def looks_like_codex(head: list[Any]) -> bool:
+def looks_like_enveloped(head: list[Any]) -> bool:
     first = head[0] if head else None
-    enveloped = (
+    return (
         isinstance(first, dict)
         and first.get("type") == "session_meta"
         and isinstance(first.get("payload"), dict)
         and "cli_version" in first["payload"]
     )
-    return enveloped or bare.looks_bare(head)
 
 
 def _read(path: Path) -> tuple[list[Record], list[int], str, bool]:

@@ -4,8 +4,10 @@ a release before 0.39 is given its session as one JSON document and resumes it i
 from __future__ import annotations
 
 import copy
+import datetime
 import re
 from collections.abc import Callable
+from itertools import chain
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -21,7 +23,9 @@ from replayer.adapters.base import (
     Rebuild,
     continued_file,
     copy_continued,
+    first_time,
 )
+from replayer.adapters.forms import NativeForm
 from replayer.adapters.gemini_cli import backend, bundle, session, wire
 from replayer.adapters.gemini_cli.gate import GeminiResumeGate
 from replayer.adapters.gemini_cli.rerun import WORK_MOUNT, GeminiRerunner
@@ -127,6 +131,7 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
     walk_order_tools = frozenset({"glob", "grep_search"})
     native_type = session.Native
     name = bundle.NAME
+    oldest_inferred_release = "0.34.0"
     key_env = "GEMINI_API_KEY"
     needs_nonce = True
     side_calls = (
@@ -143,12 +148,21 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
     probe_shell = {"run_shell_command": {"command": COMMAND, "description": "Probe command"}}
     probe_read = {"read_file": {"file_path": PATH}}
 
-    @classmethod
-    def detect(cls, head: list[Any]) -> bool:
-        return session.looks_like_gemini(head)
+    forms = (
+        NativeForm("chat log", session.looks_like_log, "the JSONL chat recording of the later releases"),
+        NativeForm(
+            "chat document", session.looks_like_document, "the JSON chat file of the earlier releases"
+        ),
+    )
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return session.parse(path)
+
+    def first_timestamp(self, trajectory: Trajectory) -> datetime.datetime | None:
+        native = self.native(trajectory)
+        return first_time(
+            chain([native.metadata.get("startTime")], (m.get("timestamp") for m in native.messages))
+        )
 
     def own_text(self, tool: str, text: str) -> str | None:
         return session.own_text(tool, text)

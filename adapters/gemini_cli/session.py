@@ -65,12 +65,14 @@ def is_metadata(value: Any) -> bool:
     )
 
 
-def looks_like_gemini(head: list[Any]) -> bool:
-    """A log's first line, or a document, with `sessionId` and `projectHash` (and, for a document, messages)."""
-    if not head or not is_metadata(head[0]):
-        return False
-    first = head[0]
-    return "messages" not in first or isinstance(first.get("messages"), list)
+def looks_like_log(head: list[Any]) -> bool:
+    """A log's first line: `sessionId` and `projectHash`, no messages."""
+    return bool(head) and is_metadata(head[0]) and "messages" not in head[0]
+
+
+def looks_like_document(head: list[Any]) -> bool:
+    """A document: `sessionId`, `projectHash` and its messages."""
+    return bool(head) and is_metadata(head[0]) and isinstance(head[0].get("messages"), list)
 
 
 # parse ---------------------------------------------------------------------------------------------

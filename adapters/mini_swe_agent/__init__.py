@@ -19,6 +19,7 @@ from replayer.adapters.base import (
     last_event,
     write_continue_spec,
 )
+from replayer.adapters.forms import NativeForm
 from replayer.adapters.mini_swe_agent import bundle, config
 from replayer.adapters.mini_swe_agent import session as native_format
 from replayer.adapters.mini_swe_agent.rerun import MiniRerunner, companion_argv
@@ -63,9 +64,14 @@ class MiniSweAgentAdapter(Adapter[native_format.Native, MiniSweAgentContinuation
         fence = "bash" if release(version) < (2,) else "mswea_bash_command"
         return f"THOUGHT: step {step}.\n\n```{fence}\n{command}\n```"
 
-    @classmethod
-    def detect(cls, head: list[Any]) -> bool:
-        return native_format.looks_like_mini(head)
+    forms = (
+        NativeForm(
+            "trajectory", native_format.looks_like_trajectory, "`save_traj`: *.traj.json of every release"
+        ),
+        NativeForm(
+            "message list", native_format.looks_like_messages, "a run's messages alone, saved as a list"
+        ),
+    )
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         traj = native_format.parse(path)

@@ -74,13 +74,13 @@ def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def looks_like_mini(records: list[Any]) -> bool:
-    if len(records) != 1:
-        return False
-    head = records[0]
-    if isinstance(head, dict):
-        fmt = head.get("trajectory_format")
-        return isinstance(fmt, str) and fmt.startswith("mini-swe-agent")
+def looks_like_trajectory(records: list[Any]) -> bool:
+    fmt = records[0].get("trajectory_format") if len(records) == 1 and isinstance(records[0], dict) else None
+    return isinstance(fmt, str) and fmt.startswith("mini-swe-agent")
+
+
+def looks_like_messages(records: list[Any]) -> bool:
+    head = records[0] if len(records) == 1 else None
     return (
         isinstance(head, list)
         and len(head) >= 2

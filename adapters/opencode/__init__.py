@@ -20,6 +20,7 @@ from replayer.adapters.base import (
     provider_model_refusal,
     stdout_events,
 )
+from replayer.adapters.forms import NativeForm
 from replayer.adapters.opencode import bundle, ids, server, session, tools, wire
 from replayer.adapters.opencode import home as agent_home
 from replayer.adapters.opencode.gate import opencode_gate
@@ -128,9 +129,18 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
     probe_shell = {"bash": {"command": COMMAND, "description": "Probe command"}}
     probe_read = {"read": {"filePath": PATH}}
 
-    @classmethod
-    def detect(cls, head: list[Any]) -> bool:
-        return session.looks_like_opencode(head)
+    forms = (
+        NativeForm(
+            "export", session.looks_like_export, "`opencode export ID` (a status line before it is skipped)"
+        ),
+        NativeForm("database", session.looks_like_database, "the CLI's own opencode.db (SQLite, 1.x)"),
+        NativeForm("messages", session.looks_like_message_list, "the server's /session/ID/message answer"),
+        NativeForm(
+            "event array", session.looks_like_event_array, "the server's bus events saved as one array"
+        ),
+        NativeForm("event stream", session.looks_like_stream, "the server's /event stream (SSE) saved as is"),
+        NativeForm("event log", session.looks_like_run_events, "`opencode run --format json` output"),
+    )
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return session.parse(path, task)

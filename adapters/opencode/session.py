@@ -96,15 +96,28 @@ class Native(BaseModel):
 
 
 # detection -----------------------------------------------------------------------------------
-def looks_like_opencode(head: list[Any]) -> bool:
-    first = head[0] if head else None
-    if isinstance(first, SqliteFile):
-        return _is_opencode_db(first.path)
-    if len(head) == 1 and (
-        _is_export(first) or server.looks_like_messages(first) or server.looks_like_event_array(first)
-    ):
-        return True
-    return server.looks_like_stream(first) or _is_event(first)
+def looks_like_export(head: list[Any]) -> bool:
+    return len(head) == 1 and _is_export(head[0])
+
+
+def looks_like_database(head: list[Any]) -> bool:
+    return bool(head) and isinstance(head[0], SqliteFile) and _is_opencode_db(head[0].path)
+
+
+def looks_like_message_list(head: list[Any]) -> bool:
+    return len(head) == 1 and server.looks_like_messages(head[0])
+
+
+def looks_like_event_array(head: list[Any]) -> bool:
+    return len(head) == 1 and server.looks_like_event_array(head[0])
+
+
+def looks_like_stream(head: list[Any]) -> bool:
+    return bool(head) and server.looks_like_stream(head[0])
+
+
+def looks_like_run_events(head: list[Any]) -> bool:
+    return bool(head) and _is_event(head[0])
 
 
 def _is_export(value: Any) -> bool:

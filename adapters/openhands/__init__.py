@@ -3,6 +3,7 @@ of the conversation directory, continuation of the pinned SDK through the chat b
 
 from __future__ import annotations
 
+import datetime
 import shutil
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,11 @@ from replayer.adapters.base import (
     Ended,
     Launch,
     Rebuild,
+    first_time,
     last_event,
     write_continue_spec,
 )
+from replayer.adapters.forms import NativeForm
 from replayer.adapters.head import ConversationDir
 from replayer.adapters.openhands import bundle, rebuild
 from replayer.adapters.openhands import session as conversation
@@ -46,18 +49,26 @@ class OpenHandsAdapter(Adapter[conversation.Native, OpenHandsContinuation]):
     continuation_type = OpenHandsContinuation
     native_type = conversation.Native
     name = bundle.NAME
+    oldest_inferred_release = "1.26.0"
     probe_native = "conversation"
     probe_recordings = ("openhands/v1", "openhands/versions/*/probe")
     probe_shell = {"terminal": {"command": COMMAND}}
     probe_read = {"file_editor": {"command": "view", "path": PATH}}
     probe_finish = ("finish", {"message": "done"})
 
-    @classmethod
-    def detect(cls, head: list[Any]) -> bool:
-        return bool(head) and isinstance(head[0], ConversationDir)
+    forms = (
+        NativeForm(
+            "conversation folder",
+            lambda head: bool(head) and isinstance(head[0], ConversationDir),
+            "the V1 SDK's persisted conversation: base_state.json and events/",
+        ),
+    )
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return conversation.parse(path)
+
+    def first_timestamp(self, trajectory: Trajectory) -> datetime.datetime | None:
+        return first_time(e.get("timestamp") for e in self.native(trajectory).events)
 
     def own_text(self, tool: str, text: str) -> str | None:
         return conversation.own_text(text)

@@ -32,6 +32,7 @@ from replayer.adapters.base import (
     recorded_tools,
     write_continue_spec,
 )
+from replayer.adapters.forms import NativeForm
 from replayer.adapters.openhands import bundle, v0
 from replayer.adapters.openhands import session as conversation
 from replayer.adapters.openhands.shell import SHELL_PATH
@@ -97,9 +98,13 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
     probe_finish = ("finish", {"message": "done"})
     probe_model = "openai/fake-model"  # a bare event list names no LiteLLM model
 
-    @classmethod
-    def detect(cls, head: list[Any]) -> bool:
-        return v0.looks_like_v0(head)
+    forms = (
+        NativeForm(
+            "event list",
+            v0.looks_like_v0,
+            "V0 (0.x): an event list, its export or an evaluation output's history",
+        ),
+    )
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         return v0.parse(path)

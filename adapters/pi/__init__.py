@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import datetime
 import uuid
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +19,12 @@ from replayer.adapters.base import (
     Rebuild,
     continued_file,
     copy_continued,
+    first_time,
     provider_model_refusal,
     stdout_events,
     write_continue_spec,
 )
+from replayer.adapters.forms import NativeForm
 from replayer.adapters.pi import bundle, session
 from replayer.adapters.pi.rerun import PiRerunner
 from replayer.adapters.pi.wire import js_json, to_wire
@@ -99,14 +103,20 @@ class PiAdapter(Adapter[session.Native, PiContinuation]):
     continuation_type = PiContinuation
     native_type = session.Native
     name = bundle.NAME
+    oldest_inferred_release = "0.32.3"
     probe_native = "session.jsonl"
     probe_recordings = ("pi/tools", "pi/versions/*/probe")
     probe_shell = {"bash": {"command": COMMAND, "description": "Probe command"}}
     probe_read = {"read": {"path": PATH}}
 
-    @classmethod
-    def detect(cls, head: list[Any]) -> bool:
-        return session.looks_like_pi(head)
+    forms = (
+        NativeForm(
+            "session file",
+            session.looks_like_session,
+            "every release: ~/.pi/agent/sessions/*/*.jsonl (v1-v3)",
+        ),
+        NativeForm("event output", session.looks_like_events, "`pi --mode json` and `--mode rpc` output"),
+    )
 
     def parse(self, path: Path, task: str | None = None) -> Trajectory:
         traj = session.parse(path)
@@ -117,6 +127,12 @@ class PiAdapter(Adapter[session.Native, PiContinuation]):
             traj = traj.model_copy(update={"session_id": sid})
             traj.keep_native(native)
         return traj
+
+    def first_timestamp(self, trajectory: Trajectory) -> datetime.datetime | None:
+        native = self.native(trajectory)
+        return first_time(
+            chain([native.header.get("timestamp")], (e.get("timestamp") for e in native.entries))
+        )
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         if call.tool in TOOLS:

@@ -155,11 +155,16 @@ class Native(BaseModel):
 
 
 # detection -----------------------------------------------------------------------------------
-def looks_like_pi(head: list[Any]) -> bool:
-    """A session header (v1 has no version, but a cwd), a v2+ entry (a damaged header line is skipped by
-    `read_head`), or a json/rpc event line."""
+def looks_like_session(head: list[Any]) -> bool:
+    """A session header (v1 has no version, but a cwd) or a v2+ entry (a damaged header line is skipped by
+    `read_head`)."""
     first = head[0] if head else None
-    return _is_header(first) or _is_entry(first) or _is_event(first)
+    return _is_header(first) or _is_entry(first)
+
+
+def looks_like_events(head: list[Any]) -> bool:
+    """A json/rpc event line."""
+    return bool(head) and _is_event(head[0])
 
 
 def _is_header(value: Any) -> bool:

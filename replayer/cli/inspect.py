@@ -70,14 +70,14 @@ def inspect(
     for reason in reasons[:20]:
         console.print(f"unknown: {reason}", highlight=False, soft_wrap=True, markup=False)
     version = report.version
-    if reasons and version is not None and version.source == "default":
+    if reasons and version is not None and (version.source == "default" or version.registry_date):
         console.print(
             f"the file records no version, so these are {report.agent} {version.version}'s tools; "
             "--agent-version V classifies at the version that recorded it",
             highlight=False,
             soft_wrap=True,
         )
-    for note in report.parse_notes:
+    for note in ([version.note] if version and version.note else []) + report.parse_notes:
         console.print(f"note: {note}", markup=False, highlight=False)
 
 
@@ -104,14 +104,18 @@ def inspect_header(report: InspectReport) -> str:
     is said so, with what stands in for it."""
     version = report.agent_version
     if version is None:
-        would = f": {report.agent} {report.version.version} would run" if report.version else ""
+        ran = report.version
+        would = f": {report.agent} {ran.version} would run" if ran else ""
+        if ran and ran.registry_date:
+            would += f", the release current on {ran.registry_date.date()}"
         version = f"(version not recorded{would})"
     session = report.session_id or "(not recorded)"
     cwd = report.cwd or "(not recorded: run needs --cwd)"
     if report.cwd and report.cwd_source not in (None, "recorded"):
         cwd = f"{report.cwd} ({report.cwd_source})"
     image = f"  image {report.environment_image}" if report.environment_image else ""
-    return f"{version}  session {session}  cwd {cwd}{image}"
+    form = f"  ({report.native_form})" if report.native_form else ""
+    return f"{version}{form}  session {session}  cwd {cwd}{image}"
 
 
 def subagent_text(of: SubagentOf) -> str:

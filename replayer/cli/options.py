@@ -26,6 +26,7 @@ from replayer.floor.models import (
     InstalledBundle,
     ReplayResult,
     SandboxLimits,
+    VersionRecord,
     workspace_spec,
 )
 from replayer.floor.options import OPTIONS
@@ -239,6 +240,12 @@ def emit_json(value: Any) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
+def source_text(version: VersionRecord) -> str:
+    """Where the version came from, with the day whose current release it is when the registry said so."""
+    dated = version.registry_date
+    return f"{version.source} as of {dated.date()}" if dated else version.source
+
+
 def _report(result: ReplayResult, out: Path, json: bool) -> None:
     if json:
         emit_json({"out": str(out.absolute()), **result.model_dump(mode="json")})
@@ -248,7 +255,7 @@ def _report(result: ReplayResult, out: Path, json: bool) -> None:
         counts[d.status] = counts.get(d.status, 0) + 1
     summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "no calls"
     ran = result.version
-    version = f"{ran.version} ({ran.source}, {ran.status})" if ran else result.agent_version
+    version = f"{ran.version} ({source_text(ran)}, {ran.status})" if ran else result.agent_version
     console.print(f"{result.agent} {version}: boundary after step {result.after_step}; {summary}")
     if ran and ran.note:
         console.print(f"  note: {ran.note}", markup=False, highlight=False)

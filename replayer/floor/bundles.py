@@ -9,10 +9,12 @@ import datetime
 import fcntl
 import json
 import os
+import re
 import shutil
 import stat
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
@@ -32,7 +34,20 @@ the bundle read-only, so Python compiled every module again at every start (open
 starts four interpreters: a minute and more)."""
 _NPM_MISSING = ("E404", "ETARGET", "No matching version", "notarget")
 _PYPI_MISSING = ("No matching distribution", "No solution found", "not found in the package registry")
-_OFFLINE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "network", "Network")
+_NO_WHEEL = re.compile(r"(\S+) (?:has|have) no usable wheels")
+"""uv's resolution that failed on a dependency with source distributions only (not a missing version)."""
+_UNREACHABLE = (
+    "ENOTFOUND",
+    "EAI_AGAIN",
+    "ECONNREFUSED",
+    "ETIMEDOUT",
+    "ECONNRESET",
+    "Connection refused",
+    "Failed to establish a new connection",
+    "dns error",
+)
+"""An installer's words for a registry it could not connect to (pip then also says the version is missing)."""
+_OFFLINE = ("network", "Network")
 
 
 class BundleUnavailable(ReplayError):
@@ -298,6 +313,8 @@ def _install_npm(agent: str, pin: AgentPin, version: str, path: Path) -> None:
                 str(empty),
                 "--cache",
                 str(bundles_root() / ".npm-cache"),
+                "--registry",
+                registry.npm() + "/",
                 requirement,
             ],
             env=hostproc.passed(*hostproc.NETWORK),
@@ -319,7 +336,7 @@ def _install_pypi(agent: str, pin: AgentPin, version: str, path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
     try:
         if pin.uv:
-            uv = _uv(pin.uv)
+            uv = _uv(pin.uv, agent, version)
             exclude = pin.exclude_newer if version == pin.version else _released_after(pin.pypi, version)
             env = _uv_env()
             _run(
@@ -339,6 +356,8 @@ def _install_pypi(agent: str, pin: AgentPin, version: str, path: Path) -> None:
                 *(f"--no-binary={name}" for name in pin.builds),
                 "-q",
                 "--compile-bytecode",
+                "--default-index",
+                registry.pypi(),
                 "--python",
                 str(path / "bin" / "python"),
             ]
@@ -386,6 +405,8 @@ def _pip(venv: Path) -> list[str]:
         "--disable-pip-version-check",
         "--only-binary",
         ":all:",
+        "--index-url",
+        registry.pypi(),
     )
 
 
@@ -404,16 +425,18 @@ def _seal(agent: str, version: str, path: Path) -> None:
         raise BundleUnavailable(f"installing {agent}@{version}: {exc}") from None
 
 
-def _uv(version: str) -> Path:
-    """uv itself, pinned, in a virtual environment of its own (a resolver that does not backtrack for minutes)."""
+def _uv(version: str, agent: str = "uv", agent_version: str = "") -> Path:
+    """uv itself, pinned, in a virtual environment of its own (a resolver that does not backtrack for minutes);
+    a failure names the agent install that needed it."""
+    agent_version = agent_version or version
     home = bundles_root() / f".uv-{version}"
     uv = home / "bin" / "uv"
     if not uv.is_file():
         with cache_lock("uv", version):
             if not uv.is_file():
                 shutil.rmtree(home, ignore_errors=True)
-                _run("uv", version, "PyPI", hostproc.python("python3", "-m", "venv", str(home)))
-                _run("uv", version, "PyPI", [*_pip(home), f"uv=={version}"], env=_pip_env())
+                _run(agent, agent_version, "PyPI", hostproc.python("python3", "-m", "venv", str(home)))
+                _run(agent, agent_version, "PyPI", [*_pip(home), f"uv=={version}"], env=_pip_env())
     problem = bundletrust.unsafe_owner(uv)  # it runs on the host, as the installer
     if problem:
         raise BundleUnavailable(f"uv {version}: {problem}, so it may be someone else's; remove {home}")
@@ -449,11 +472,12 @@ def _unpack_debs(agent: str, version: str, debs: list[str], path: Path) -> None:
 def _run(
     agent: str,
     version: str,
-    registry: str,
+    source: str,
     argv: list[str],
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
 ) -> None:
+    """Run an installer step; a failure is one line that says which of the kinds below it is."""
     try:
         proc = hostproc.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
     except FileNotFoundError:
@@ -462,17 +486,34 @@ def _run(
         return
     output = proc.stderr + proc.stdout
     last = last_line(proc.stderr) or last_line(proc.stdout) or "no output"
-    if any(mark in output for mark in (*_NPM_MISSING, *_PYPI_MISSING)):
+    unbuilt = _NO_WHEEL.search(output)
+    if unbuilt:
         raise BundleUnavailable(
-            f"{agent} {version} is not in the {registry} registry: name a published version (`run` and "
+            f"installing {agent}@{version} failed: {unbuilt[1]} publishes no wheel that fits and the replayer "
+            f"builds no source distribution on the host except those the agent's pin names (`builds`)"
+        )
+    unreachable = any(mark in output for mark in _UNREACHABLE)
+    if not unreachable and any(mark in output for mark in (*_NPM_MISSING, *_PYPI_MISSING)):
+        raise BundleUnavailable(
+            f"{agent} {version} is not in the {_named(source)}: name a published version (`run` and "
             f"`compare` take it as --agent-version) or a cached one (`replayer bundles list`)"
         )
-    if any(mark in output for mark in _OFFLINE):
+    if unreachable or any(mark in output for mark in _OFFLINE):
         raise BundleUnavailable(
-            f"cannot reach the {registry} registry to install {agent}@{version} ({excerpt(last, 120)}); "
+            f"cannot reach the {_named(source)} to install {agent}@{version} ({excerpt(last, 120)}); "
             f"where it can be reached run `replayer bundles add {agent}@{version}` and share the bundle folder"
         )
     raise BundleUnavailable(f"installing {agent}@{version} failed: {excerpt(last, 200)}")
+
+
+def _named(source: str) -> str:
+    """`npm registry`, or with the mirror the user set: `npm registry at https://mirror.example`."""
+    where = {"npm": (registry.npm(), registry.NPM), "PyPI": (registry.pypi(), registry.PYPI)}.get(source)
+    if where is None or where[0] == where[1]:
+        return f"{source} registry"
+    parts = urllib.parse.urlsplit(where[0])
+    port = f":{parts.port}" if parts.port else ""
+    return f"{source} registry at {parts.scheme}://{parts.hostname}{port}{parts.path}"
 
 
 class Cli(BaseModel):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -208,6 +209,8 @@ class SubagentOf(Frozen):
 
 class Trajectory(Frozen):
     agent: str
+    native_form: str | None = None
+    """Which of the agent's native forms the file was read as (`adapters/forms.py`: `bare rollout`...)."""
     agent_version: str | None
     agent_version_inferred: bool = False
     """The parser read the version from the file's features, not from a version field."""
@@ -298,6 +301,8 @@ class InspectReport(Frozen):
     """`replayer inspect --json`."""
 
     agent: str
+    native_form: str | None = None
+    """Which of the agent's native forms the file was read as (`adapters/forms.py`)."""
     agent_version: str | None
     session_id: str | None
     cwd: str | None
@@ -627,13 +632,17 @@ class VersionRecord(Frozen):
 
     version: str
     source: VersionSource
-    """recorded: the file's version field; inferred: from the file's features; stated: --agent-version;
-    default: the file tells nothing, so the pinned version ran."""
+    """recorded: the file's version field; inferred: from the file's features, or (`registry_date` set) the
+    release current at the session's first timestamp by the registry's publish times; stated:
+    --agent-version; default: neither the file nor the registry tells, so the pinned version ran."""
     status: Literal["verified", "unverified"]
     """verified: the pinned version, whose prefix, reruns and gate the test suite checks, or a version
     whose probe `replayer verify` passed (its verdict is stored)."""
     in_file: str | None = None
     """The version field of the file (None: it has none, or the version was inferred)."""
+    registry_date: datetime.datetime | None = None
+    """Inferred from the registry: the session's first timestamp, at which `version` was the newest plain
+    release by the registry's publish times (npm `time`, PyPI upload times). None: not asked of the registry."""
     reruns: str
     """Whose code reran the tools: the version's own, or the replayer's reimplementation of the pinned one."""
     note: str | None = None

@@ -8,16 +8,32 @@ from __future__ import annotations
 
 import functools
 import os
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict, get_args, get_type_hints
+
+from pydantic import AfterValidator
 
 from replayer.floor.models import SandboxLimits
 
 PathLike = str | os.PathLike[str]
 
 EngineName = Literal["docker", "podman"]
+
+
+def _registry_url(value: str) -> str:
+    parts = urllib.parse.urlsplit(value.strip())
+    if parts.scheme not in ("https", "http") or not parts.hostname or len(value) > 2048 or parts.query:
+        raise ValueError(
+            "a registry is an http(s) URL with a host and no query (e.g. https://registry.example)"
+        )
+    return value.strip().rstrip("/")
+
+
+RegistryUrl = Annotated[str, AfterValidator(_registry_url)]
+"""A package registry's base URL, without its trailing slash."""
 """The container engines (sandboxes/engines.py)."""
 
 Untrusted = Literal["may", "tighter", "never"]
@@ -374,6 +390,30 @@ class SettingOptions(TypedDict, total=False):
                 "REPLAYER_BUNDLES",
                 "never",
                 "it would choose the agent code the replayer runs, on the host too",
+            ),
+        ),
+    ]
+    npm_registry: Annotated[
+        RegistryUrl | None,
+        _opt(
+            help="The npm registry (or mirror) agent bundles install from and versions are asked of "
+            "(default: https://registry.npmjs.org).",
+            layers=Layers(
+                "REPLAYER_NPM_REGISTRY",
+                "never",
+                "it would choose where the host downloads the agent code it runs",
+            ),
+        ),
+    ]
+    pypi_index: Annotated[
+        RegistryUrl | None,
+        _opt(
+            help="The Python package index (or mirror, its simple API) agent bundles install from and versions "
+            "are asked of (default: https://pypi.org/simple).",
+            layers=Layers(
+                "REPLAYER_PYPI_INDEX",
+                "never",
+                "it would choose where the host downloads the agent code it runs",
             ),
         ),
     ]

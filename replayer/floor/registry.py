@@ -1,6 +1,7 @@
 """What an agent's package registry says of its releases: the concrete version a dist-tag (`latest`,
-`next`) names today, and when each release was uploaded. Only the registry of the agent's own pin is
-asked (npm or PyPI, by fixed https URLs); what it answers is bounded and read as data."""
+`next`) names today, when each release was uploaded, and so which release was current at a time. Only the
+registry of the agent's own pin is asked (npm or PyPI, or the mirror the user's own settings name); what it
+answers is bounded and read as data."""
 
 from __future__ import annotations
 
@@ -11,16 +12,33 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from replayer.floor import settings
 from replayer.floor.errors import BadInput, excerpt
 from replayer.floor.pins import AgentPin
 
 RELEASE = re.compile(r"^[0-9]+(\.[0-9]+)*([.+-]?[0-9A-Za-z][0-9A-Za-z.+-]*)?$")
 """A released version as npm (semver) and PyPI (PEP 440) spell them: digits first."""
+FINAL = re.compile(r"^[0-9]{1,9}(\.[0-9]{1,9}){0,5}$")
+"""A plain release: numbers only (no pre-release, build or post-release part) in both registries' spelling."""
 _TAG = re.compile(r"^[A-Za-z][0-9A-Za-z._-]*$")
 _MAX_LEN = 64
 _MAX_ANSWER = 64 << 20
 """The largest registry answer read (an npm package document with every release: ~1 MB for Claude Code)."""
 _TIMEOUT_S = 30
+
+
+NPM = "https://registry.npmjs.org"
+PYPI = "https://pypi.org/simple"
+
+
+def npm() -> str:
+    """The npm registry the user set (`npm_registry`: their flag, variable or own settings file), else npm's."""
+    return settings.load().npm_registry or NPM
+
+
+def pypi() -> str:
+    """The package index (its simple API) the user set (`pypi_index`), else PyPI's."""
+    return settings.load().pypi_index or PYPI
 
 
 class NotAVersion(BadInput):
@@ -47,9 +65,11 @@ def concrete(agent: str, pin: AgentPin, text: str) -> str:
 
 def _tagged(agent: str, pin: AgentPin, tag: str) -> str:
     if pin.npm:
-        tags = _get_json(f"https://registry.npmjs.org/-/package/{_quoted(pin.npm)}/dist-tags")
+        tags = _get_json(f"{npm()}/-/package/{_quoted(pin.npm)}/dist-tags")
     else:
-        info = _get_json(f"https://pypi.org/pypi/{_quoted(pin.package)}/json").get("info") or {}
+        info = (
+            _get_json(f"{pypi().removesuffix('/simple')}/pypi/{_quoted(pin.package)}/json").get("info") or {}
+        )
         # PyPI has one tag: its `latest` is the newest release that is not a pre-release.
         tags = {"latest": info.get("version")}
     if tags is None:
@@ -71,7 +91,7 @@ def upload_times(pin: AgentPin) -> dict[str, datetime.datetime] | None:
     """When each release of the pin's package was published (npm's `time`; PyPI's first file of the
     release), or None when the registry cannot be asked."""
     if pin.npm:
-        doc = _get_json(f"https://registry.npmjs.org/{_quoted(pin.npm)}")
+        doc = _get_json(f"{npm()}/{_quoted(pin.npm)}")
         stamps = doc.get("time") if isinstance(doc, dict) else None
         if not isinstance(stamps, dict):
             return None
@@ -83,7 +103,7 @@ def upload_times(pin: AgentPin) -> dict[str, datetime.datetime] | None:
         pairs = [(v, s[0]) for v, s in uploads.items()]
     times = {}
     for version, stamp in pairs:
-        when = _instant(stamp)
+        when = instant(stamp)
         if RELEASE.match(version) and when is not None:
             times[version] = when
     return times
@@ -93,9 +113,7 @@ def pypi_uploads(package: str) -> dict[str, list[str]] | None:
     """Each release's file upload times, sorted (the simple index's JSON form, PEP 691 with PEP 700's
     upload times: it answers where the older per-release JSON API is not reachable); None when the index
     cannot be asked."""
-    doc = _get_json(
-        f"https://pypi.org/simple/{_quoted(package)}/", accept="application/vnd.pypi.simple.v1+json"
-    )
+    doc = _get_json(f"{pypi()}/{_quoted(package)}/", accept="application/vnd.pypi.simple.v1+json")
     files = doc.get("files") if isinstance(doc, dict) else None
     if not isinstance(files, list):
         return None
@@ -108,7 +126,17 @@ def pypi_uploads(package: str) -> dict[str, list[str]] | None:
     return {v: sorted(s) for v, s in uploads.items()}
 
 
-def _instant(stamp: str) -> datetime.datetime | None:
+def current_at(times: dict[str, datetime.datetime], when: datetime.datetime) -> str | None:
+    """The release that was current at `when`: the highest plain release (`FINAL`, by version order, not a
+    pre-release) published at or before it; None when none was yet."""
+    published = [v for v, t in times.items() if FINAL.match(v) and t <= when]
+    return max(published, key=lambda v: tuple(int(n) for n in v.split("."))) if published else None
+
+
+def instant(stamp: str) -> datetime.datetime | None:
+    """An ISO 8601 time (`Z` or an offset; none: read as UTC), or None when it is not one."""
+    if len(stamp) > _MAX_LEN:
+        return None
     try:
         when = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     except ValueError:
@@ -139,7 +167,7 @@ def _get_json(url: str, accept: str = "application/json") -> Any:
     """The registry's JSON answer, or None when it cannot be had (no network, an error, over the bound)."""
     request = urllib.request.Request(url, headers={"Accept": accept})
     try:
-        with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:  # noqa: S310 (fixed https URLs)
+        with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:  # noqa: S310 (the registry's or the user's own)
             data = response.read(_MAX_ANSWER + 1)
     except (OSError, ValueError):
         return None

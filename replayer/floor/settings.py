@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from replayer.floor import pinned
 from replayer.floor.errors import SettingsError
 from replayer.floor.models import Count, Cpus, SandboxLimits, parse_size
-from replayer.floor.options import EngineName, layered
+from replayer.floor.options import EngineName, RegistryUrl, layered
 
 PROJECT_FILE = "replayer.toml"
 MAX_FILE_BYTES = 1 << 20
@@ -63,6 +63,8 @@ class Settings(BaseModel):
     """A `[limits]` table; a flag's keys replace these key by key."""
     workers: Count | None = None
     bundles: Path | None = None
+    npm_registry: RegistryUrl | None = None
+    pypi_index: RegistryUrl | None = None
     workspaces: Path | None = None
     verdicts: Path | None = None
     trusted: list[Path] | None = None

@@ -69,13 +69,14 @@ def _load(path: Path, task: str | None, cwd: str | None, session: str | None) ->
             f"{path} holds {len(held)} sessions: pass --session ID (`replayer inspect` lists them)"
         )
     source = multisession.extract(path, held, session) if held and session is not None else path
-    adapter = adapters.detect(source)
+    adapter, form = adapters.detect_form(source)
     if task is not None and not adapter.takes_task:
         raise BadInput(f"--task applies to formats that do not store the prompt; {adapter.name} stores it")
     traj = parse(adapter, source, task, cwd)
     if session is not None and not held and traj.session_id != session:
         raise BadInput(f"{path} holds one session, {traj.session_id}, not {excerpt(session)}")
-    return adapter, traj.model_copy(update={"source": str(path)}) if held else traj
+    kept = {"native_form": form.name, **({"source": str(path)} if held else {})}
+    return adapter, traj.model_copy(update=kept)
 
 
 def parse(adapter: Adapter, path: Path, task: str | None, cwd: str | None = None) -> Trajectory:

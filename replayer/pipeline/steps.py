@@ -124,9 +124,7 @@ def check_continuation(
 
 # version and plan ----------------------------------------------------------------------------------
 def resolve_version(adapter: Adapter, traj: Trajectory, request: ReplayRequest) -> VersionRecord:
-    version = versions.resolve(
-        adapter, traj.agent_version, traj.agent_version_inferred, request.agent_version, traj.runs_as
-    )
+    version = versions.of_trajectory(adapter, traj, request.agent_version)
     if request.require_verified and version.status != "verified":
         raise PlanRefused(
             f"{adapter.name} {version.version} ({version.source}) is not verified "

@@ -361,9 +361,7 @@ def loaded(
     """The trajectory (`parsed` earlier, else now), its adapter and the version the replay runs (as execute
     resolves it: the forks start before it)."""
     adapter, traj = parsed or load(request.trajectory, request.task, request.cwd, request.session)
-    version = versions.resolve(
-        adapter, traj.agent_version, traj.agent_version_inferred, request.agent_version, traj.runs_as
-    )
+    version = versions.of_trajectory(adapter, traj, request.agent_version)
     return adapter, traj, version.version
 
 

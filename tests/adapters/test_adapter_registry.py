@@ -35,6 +35,13 @@ def test_detection_is_a_class_method_and_claims_nothing_empty() -> None:
         assert adapters.adapter_class(name).detect([]) is False
 
 
+def test_every_agent_declares_named_forms_with_their_writers() -> None:
+    for name in adapters.REGISTRY:
+        forms = adapters.adapter_class(name).forms
+        assert forms and len({f.name for f in forms}) == len(forms), name
+        assert all(f.written_by for f in forms), name
+
+
 def _imported_modules(path: Path) -> set[str]:
     tree = ast.parse(path.read_text())
     names: set[str] = set()

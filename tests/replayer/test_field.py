@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
+from replayer import adapters, api
 from replayer.adapters import by_name
 from replayer.bridges.gemini import ScriptedGemini
 from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
@@ -43,33 +44,37 @@ PREPARED = {
     # a bare rollout from before the envelope records no version, and its CLI cannot resume it: the oldest
     # verified release that can and offers its `shell` tool runs (version.note says why)
     "codex/acidicsoil-legacy-rollout-2025-09-10.jsonl": ("codex", "0.58.0", "inferred"),
-    # Gemini CLI records no version in its sessions: the pin runs (0.61.0 reads the older documents too)
-    "gemini_cli/aim-0.34.0-session-2026-03-18T01-56-3afe7bdc.json": ("gemini_cli", "0.61.0", "default"),
+    # Gemini CLI records no version in its sessions: the release current at `startTime` runs (npm's publish
+    # times), no older than 0.34.0 (the pomodoro document's 0.8.2 is older) and no newer than the pin
+    "gemini_cli/aim-0.34.0-session-2026-03-18T01-56-3afe7bdc.json": ("gemini_cli", "0.34.0", "inferred"),
     # a subagent's own session: no step (tests/replayer/test_subagent_files.py)
     "gemini_cli/aim-0.34.0-subagent-session-2026-03-18T01-57-3afe7bdc.json": (
         "gemini_cli",
-        "0.61.0",
-        "default",
+        "0.34.0",
+        "inferred",
     ),
-    "gemini_cli/aim-benchmark-control-pro-run4.json": ("gemini_cli", "0.61.0", "default"),
-    "gemini_cli/aim-session-2026-03-18T01-58-b26e4930.json": ("gemini_cli", "0.61.0", "default"),
-    "gemini_cli/yoavf-pomodoro-2025-10-21.json": ("gemini_cli", "0.61.0", "default"),
+    "gemini_cli/aim-benchmark-control-pro-run4.json": ("gemini_cli", "0.35.0", "inferred"),
+    "gemini_cli/aim-session-2026-03-18T01-58-b26e4930.json": ("gemini_cli", "0.34.0", "inferred"),
+    "gemini_cli/yoavf-pomodoro-2025-10-21.json": ("gemini_cli", "0.34.0", "inferred"),
     "mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json": ("mini_swe_agent", "2.2.7", "recorded"),
     # 1.x: run by the 1.x release that wrote it
     "mini_swe_agent/gemini3pro-v1.15-django-16255.traj.json": ("mini_swe_agent", "1.15.0", "recorded"),
     "openhands/v0-replay-basic.json": ("openhands_v0", "1.6.0", "default"),
     "openhands/v0-replay-basic_gui_mode.json": ("openhands_v0", "1.6.0", "default"),
     "openhands/v0-replay-basic_interactions.json": ("openhands_v0", "1.6.0", "default"),
-    # an earlier SDK's directory (13 base-state keys; 1.34.0 writes 20): not inferred, the pin runs
-    "openhands/v1-sdk-gpt4omini-pwd": ("openhands", "1.34.0", "default"),
+    # an earlier SDK's directory (13 base-state keys; 1.34.0 writes 20): not read from its features; by its
+    # first event's time (SDK 1.11 was current), the oldest release inferred, 1.26.0, runs
+    "openhands/v1-sdk-gpt4omini-pwd": ("openhands", "1.26.0", "inferred"),
     # `opencode run --format json` output: no prompt, which only a continuation needs (test_opencode_logs.py)
     "opencode/sandcastle-run-format-json-stdout.jsonl": ("opencode", "1.18.33", "default"),
-    "pi/brunch-extension-tools-propose-graph-commit.jsonl": ("pi", "0.73.1", "default"),
+    # Pi names no CLI version: the release current at the header's timestamp runs; the pi-mono sessions are
+    # older than any release the registry lists, so the pin runs them (version.note says so)
+    "pi/brunch-extension-tools-propose-graph-commit.jsonl": ("pi", "0.73.0", "inferred"),
     "pi/pi-mono-before-compaction.jsonl": ("pi", "0.73.1", "default"),
     "pi/pi-mono-large-session.jsonl": ("pi", "0.73.1", "default"),
-    "pi/sandcastle-v3-resumed-0.73.1.jsonl": ("pi", "0.73.1", "default"),
+    "pi/sandcastle-v3-resumed-0.73.1.jsonl": ("pi", "0.73.0", "inferred"),
     # derived (SOURCES.md): two records on one line, skipped as Pi skips them (a parse note says so)
-    "pi/sandcastle-v3-resumed-0.73.1-lines-5-6-joined.jsonl": ("pi", "0.73.1", "default"),
+    "pi/sandcastle-v3-resumed-0.73.1-lines-5-6-joined.jsonl": ("pi", "0.73.0", "inferred"),
 }
 REFUSED = {
     # V1 events saved as a plain list by a benchmark harness, not a conversation directory
@@ -92,6 +97,23 @@ MULTI = {
 def test_every_field_file_is_listed() -> None:
     found = {str(p.relative_to(FIELD)) for p in FIELD.glob("*/*")}
     assert found == set(PREPARED) | set(REFUSED) | MULTI | set(DEGRADED)
+
+
+@pytest.mark.parametrize("name", sorted(PREPARED))
+def test_each_field_file_is_of_exactly_one_native_form_of_its_agent(name: str) -> None:
+    """Every agent declares its native forms (adapters/forms.py); a real file of another person's is claimed
+    by exactly one form of one agent: none would be 'unknown format', two would read it by chance of order."""
+    head = adapters.read_head(FIELD / name)
+    claims = [
+        (agent, form.name)
+        for agent in adapters.REGISTRY
+        for form in adapters.adapter_class(agent).forms
+        if form.detect(head)
+    ]
+    assert len(claims) == 1 and claims[0][0] == PREPARED[name][0], claims
+    adapter, form = adapters.detect_form(FIELD / name)
+    assert (adapter.name, form.name) == claims[0]
+    assert api.inspect(FIELD / name).native_form == form.name  # inspect says which form it read
 
 
 def _last_boundary(path: Path) -> int:
@@ -143,8 +165,17 @@ RUN = {
         b"total 0",
         ("--allow-degraded",),
     ),
-    # a session that records no version: the same user's CLI printed its banner, v0.34.0, in a shell output
-    # of another session eight days before (aim-0.34.0-session-…, SOURCES.md); 0.34.0 is stated
+    # a session that records no version: the release current at its `startTime` (npm's publish times) runs,
+    # inferred; it is 0.34.0, whose banner the same user's CLI printed in a shell output of that session
+    # (SOURCES.md). Its directory is not recorded (its read names a relative path): given
+    "gemini_cli/aim-0.34.0-session-2026-03-18T01-56-3afe7bdc.json": (
+        1,
+        "gemini_cli 0.34.0",
+        b"File not found",
+        ("--cwd", "/home/kingb/aim"),
+    ),
+    # inferred it would be 0.35.0 (current on its day); --agent-version overrides that: the banner the same
+    # user's CLI printed eight days before, v0.34.0, is stated
     "gemini_cli/aim-benchmark-control-pro-run4.json": (
         1,
         "gemini_cli 0.34.0",
@@ -166,7 +197,8 @@ RUN = {
         b"File not found",
         ("--task", "Summarize this repository."),
     ),
-    "openhands/v1-sdk-gpt4omini-pwd": (1, "openhands 1.34.0", None, ()),
+    # an earlier SDK's directory: the oldest SDK inferred, 1.26.0 (1.11 was current on its day)
+    "openhands/v1-sdk-gpt4omini-pwd": (1, "openhands 1.26.0", None, ()),
     # the first of three runs appended to one log: its prompt is not in the log (given), its directory is
     # where its write resolved a relative path
     "opencode/repo-explainer-kubernetes-3-runs-format-json.jsonl": (
@@ -321,11 +353,11 @@ def _pi_reads_back_what_it_sent(out: Path, received: list[dict[str, Any]]) -> No
 @pytest.mark.agent
 @pytest.mark.docker
 def test_the_pinned_gemini_cli_continues_a_published_session_of_an_older_version(tmp_path: Path) -> None:
-    """The pin (0.61) resumes the 0.34-era document rebuilt as its log: in the folder its registry names
+    """The pin (0.61, stated: 0.35.0 is inferred) resumes the 0.34-era document rebuilt as its log: in the folder its registry names
     (`django-control-pro`), not deleted by its cleanup for being months old, and without the recorded
     thoughts, which it does not send for a Gemini 3 model."""
     name = "gemini_cli/aim-benchmark-control-pro-run4.json"
-    proc, out, sent = _continue(name, 1, "gemini_cli", (), tmp_path)
+    proc, out, sent = _continue(name, 1, "gemini_cli", ("--agent-version", "0.61.0"), tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = orjson.loads((out / "result.json").read_bytes())
     assert result["version"]["version"] == "0.61.0" and result["continuation"]["gate"] == "accepted"

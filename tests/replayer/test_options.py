@@ -138,9 +138,13 @@ def test_a_verb_takes_only_its_options(tmp_path: Path) -> None:
 )
 def test_a_folder_not_trusted_may_not_set_what_its_declaration_forbids(tmp_path: Path, name: str) -> None:
     cwd, project, _, env = _places(tmp_path, trusted=False)
-    value = {"trusted": '["/x"]', "pinned": '{"/x" = "y"}', "engine": '"podman"'}.get(
-        name, '"x"'
-    )  # of its type
+    value = {
+        "trusted": '["/x"]',
+        "pinned": '{"/x" = "y"}',
+        "engine": '"podman"',
+        "npm_registry": '"https://x.example"',
+        "pypi_index": '"https://x.example/simple"',
+    }.get(name, '"x"')  # of its type
     project.write_text(f"{name} = {value}\n")
     with pytest.raises(SettingsError) as caught:
         settings.load(cwd, env)

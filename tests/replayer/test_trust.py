@@ -115,6 +115,8 @@ def test_a_planted_upstream_receives_nothing(planted: Path, tmp_path: Path) -> N
         ('workspaces = "/tmp/elsewhere"', ("bundles", "list"), "sets 'workspaces'"),
         ('image = "evil:latest"', ("prepare", "export.json", "-n", "1", "-o", "out"), "sets 'image'"),
         ('verdicts = "v"', ("verify", "opencode@1.0.0", "--json"), "sets 'verdicts'"),
+        ('npm_registry = "http://127.0.0.1:9"', ("bundles", "list"), "sets 'npm_registry'"),
+        ('pypi_index = "http://127.0.0.1:9/simple"', ("bundles", "list"), "sets 'pypi_index'"),
         ('[limits]\ndisk = "1000g"', ("view", "export.json"), "limits: disk 1000g is looser"),
         ('uptream = "x"', ("prepare", "export.json", "-n", "1", "-o", "out"), "unknown setting 'uptream'"),
     ],

@@ -3,17 +3,20 @@ the bundle cache that installs any version from npm / PyPI on demand, with the C
 
 from __future__ import annotations
 
+import datetime
+import http.server
 import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import orjson
 import pytest
 
 from replayer.adapters.codex import tools as codex_tools
-from replayer.floor import bundles, registry, settings
+from replayer.floor import bundles, hostproc, registry, settings
 from replayer.floor.bundletrust import MANIFEST
 from tests.conftest import ROOT, replayer
 
@@ -142,6 +145,60 @@ def test_an_unreachable_registry_names_the_offline_command(cache: Path, tmp_path
     assert "replayer bundles add opencode@1.0.1" in proc.stderr and not list(tmp_path.glob("opencode-1.0.1*"))
 
 
+def test_a_dependency_with_no_wheel_is_not_called_a_missing_version(tmp_path: Path) -> None:
+    """uv says "No solution found" both for a version the index lacks and for a dependency published as a
+    source distribution only (the replayer builds none but those a pin names): the real uv, the real index."""
+    uv = str(bundles._uv(next(p.uv for p in bundles.load_pins().agents.values() if p.uv)))
+    env = {"UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(tmp_path / "cache"), **hostproc.passed(*hostproc.NETWORK)}
+    bundles._run("x", "1", "PyPI", [uv, "venv", "--no-config", "-q", str(tmp_path / "venv")], env=env)
+    venv = str(tmp_path / "venv")
+    install = [uv, "pip", "install", "--no-config", "--only-binary", ":all:", "--python", venv]
+    with pytest.raises(bundles.BundleUnavailable) as no_wheel:
+        bundles._run("openhands_v0", "0.35.0", "PyPI", [*install, "func-timeout==4.3.5"], env=env)
+    assert "func-timeout==4.3.5 publishes no wheel" in str(no_wheel.value)
+    assert "not in the PyPI registry" not in str(no_wheel.value) and "`builds`" in str(no_wheel.value)
+    with pytest.raises(bundles.BundleUnavailable) as missing:
+        bundles._run("openhands_v0", "99.0.0", "PyPI", [*install, "openhands-ai==99.0.0"], env=env)
+    assert "openhands_v0 99.0.0 is not in the PyPI registry" in str(missing.value)
+
+
+def test_bundles_come_from_the_registry_the_users_settings_name(tmp_path: Path) -> None:
+    """A user behind a mirror names it once (REPLAYER_NPM_REGISTRY / REPLAYER_PYPI_INDEX, or their own
+    settings file): versions are asked of it and npm, uv and pip install from it. Here the mirror is an
+    empty one on loopback that answers 404 to everything (npm retries a refused connection for a minute)."""
+    asked: list[str] = []
+
+    class Empty(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_error(404)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Empty)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    mirror = f"http://127.0.0.1:{server.server_port}"
+    try:
+        npm = {"REPLAYER_NPM_REGISTRY": mirror + "/"}
+        tag = _bundles(tmp_path, "add", "claude_code@latest", env=npm)
+        assert tag.returncode == 3 and "the npm registry cannot be asked what latest names" in tag.stderr
+        added = _bundles(tmp_path, "add", "opencode@1.0.1", env=npm)
+        assert added.returncode == 10, added.stderr
+        assert f"opencode 1.0.1 is not in the npm registry at {mirror}:" in added.stderr
+        assert "/-/package/@anthropic-ai%2Fclaude-code/dist-tags" in asked and "/opencode-ai" in asked, asked
+    finally:
+        server.shutdown()
+    pypi = {"REPLAYER_PYPI_INDEX": "http://127.0.0.1:9/simple"}
+    agent, pin = next((a, p) for a, p in bundles.load_pins().agents.items() if p.uv)
+    (tmp_path / f".uv-{pin.uv}" / "bin").mkdir(parents=True)  # uv itself present: the agent's install asks
+    shutil.copy2(bundles.bundles_root() / f".uv-{pin.uv}" / "bin" / "uv", tmp_path / f".uv-{pin.uv}" / "bin")
+    added = _bundles(tmp_path, "add", f"{agent}@{pin.version}", env=pypi)
+    assert added.returncode == 10, added.stderr
+    assert f"cannot reach the PyPI registry at http://127.0.0.1:9/simple to install {agent}@" in added.stderr
+    assert len(added.stderr.strip().splitlines()) == 1 and not list(tmp_path.glob(f"{agent}-*"))
+
+
 def test_a_uv_bundle_cached_without_bytecode_is_compiled_once(tmp_path: Path) -> None:
     """The sandbox mounts a bundle read-only: modules not compiled in the cache are compiled at every start."""
     folder = tmp_path / "openhands_v0-0.0.1"
@@ -243,3 +300,88 @@ def test_a_bundle_is_named_by_its_release_only(tmp_path: Path, monkeypatch: pyte
         monkeypatch.undo()
         settings.forget()
     shutil.rmtree(folder)
+
+
+FIELD_GEMINI = ROOT / "tests" / "fixtures" / "field" / "gemini_cli"
+AIM_034 = FIELD_GEMINI / "aim-0.34.0-session-2026-03-18T01-56-3afe7bdc.json"
+"""Begun 2026-03-18T01:56Z: npm's publish times make 0.34.0 current then (the banner its user's CLI printed)."""
+RUN4 = FIELD_GEMINI / "aim-benchmark-control-pro-run4.json"
+"""Begun 2026-03-26: 0.35.0 was current then."""
+OFFLINE = {"HTTPS_PROXY": "http://127.0.0.1:9/", "https_proxy": "http://127.0.0.1:9/"}
+"""The registry cannot be asked (a proxy that refuses every connection)."""
+
+
+def _inspected(path: Path, cache: Path, env: dict[str, str] | None = None) -> dict:
+    env = {"REPLAYER_BUNDLES": str(cache), **(env or {})}
+    return orjson.loads(replayer("inspect", str(path), "--json", env=env, check=True).stdout)["version"]
+
+
+def test_a_file_naming_no_version_runs_the_release_current_at_its_first_timestamp(tmp_path: Path) -> None:
+    """The real npm registry is asked once; its answer is kept beside the bundle cache, and a later run
+    that cannot ask the registry reads the same release from it (the same version offline)."""
+    ran = _inspected(AIM_034, tmp_path)
+    assert (ran["version"], ran["source"], ran["registry_date"]) == (
+        "0.34.0",
+        "inferred",
+        "2026-03-18T01:56:54.213000Z",
+    )
+    assert "0.34.0 was gemini_cli's current release on 2026-03-18 (npm)" in ran["note"]
+    kept = orjson.loads((tmp_path / ".registry" / "gemini_cli.json").read_bytes())
+    assert "0.34.0" in kept["times"] and not [v for v in kept["times"] if not registry.FINAL.match(v)]
+    assert _inspected(AIM_034, tmp_path, OFFLINE) == ran
+    header = replayer("inspect", str(AIM_034), env={"REPLAYER_BUNDLES": str(tmp_path)}, check=True).stdout
+    assert "gemini_cli 0.34.0 would run, the release current on 2026-03-18" in " ".join(header.split())
+
+
+def test_a_registry_that_cannot_be_asked_runs_the_pin_and_says_so(tmp_path: Path) -> None:
+    ran = _inspected(AIM_034, tmp_path, OFFLINE)
+    assert (ran["version"], ran["source"], ran["registry_date"]) == ("0.61.0", "default", None)
+    assert ran["note"] == (
+        "the file records no version, and the npm registry cannot be asked which release was current on "
+        "2026-03-18: the pinned 0.61.0 ran"
+    )
+    assert not (tmp_path / ".registry" / "gemini_cli.json").exists()
+
+
+def test_a_damaged_or_oversized_kept_answer_is_asked_again(tmp_path: Path) -> None:
+    kept = tmp_path / ".registry" / "gemini_cli.json"
+    kept.parent.mkdir()
+    for damaged in (b'{"asked": "2099-01-01T00:00:00", "times": {"0.61.0": 1}}', b" " * (5 << 20)):
+        kept.write_bytes(damaged)
+        assert _inspected(AIM_034, tmp_path)["version"] == "0.34.0"
+        assert "0.34.0" in orjson.loads(kept.read_bytes())["times"]
+
+
+def test_a_stated_version_overrides_the_inferred_one(tmp_path: Path) -> None:
+    inferred, stated = tmp_path / "inferred", tmp_path / "stated"
+    said = replayer("prepare", str(RUN4), "-n", "1", "-o", str(inferred), check=True).stdout
+    assert said.startswith("gemini_cli 0.35.0 (inferred as of 2026-03-26, unverified): boundary after step 1")
+    replayer("prepare", str(RUN4), "-n", "1", "-o", str(stated), "--agent-version", "0.34.0", check=True)
+    assert (
+        _result(inferred)["version"]["version"] == "0.35.0" and _result(inferred)["version"]["registry_date"]
+    )
+    ran = _result(stated)["version"]
+    assert (ran["version"], ran["source"], ran["registry_date"], ran["note"]) == (
+        "0.34.0",
+        "stated",
+        None,
+        None,
+    )
+
+
+def test_the_current_release_is_the_highest_plain_one_published_by_then() -> None:
+    def at(day: str) -> datetime.datetime:
+        return datetime.datetime.fromisoformat(day).replace(tzinfo=datetime.UTC)
+
+    times = {
+        "0.9.0": at("2026-01-01"),
+        "0.10.0": at("2026-02-01"),  # 0.10 > 0.9 by version order, not by text
+        "0.11.0-preview.1": at("2026-02-02"),  # a pre-release is never current
+        "0.11.0rc1": at("2026-02-02"),
+        "0.8.5": at("2026-02-03"),  # a backport published later is not newer
+        "0.11.0": at("2026-03-01"),
+    }
+    assert registry.current_at(times, at("2025-12-31")) is None
+    assert registry.current_at(times, at("2026-01-01")) == "0.9.0"  # at the publish time itself
+    assert registry.current_at(times, at("2026-02-28")) == "0.10.0"
+    assert registry.current_at(times, at("2026-03-02")) == "0.11.0"

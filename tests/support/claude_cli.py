@@ -42,6 +42,7 @@ def run_claude(
     session_id: str,
     resume_first: bool,
     cwd: str = CWD,
+    model: str | None = None,
 ) -> tuple[list[bytes], list[dict]]:
     """Each prompt is one `claude -p` run; the first starts `session_id` unless `resume_first` (a version
     without --session-id starts its own), each further one resumes the session the last run reported."""
@@ -64,7 +65,7 @@ def run_claude(
             current = session_id
             for i, prompt in enumerate(prompts):
                 argv = [claude, "-p", prompt, "--output-format", "stream-json", "--verbose"]
-                argv += ["--dangerously-skip-permissions"]
+                argv += ["--dangerously-skip-permissions"] + (["--model", model] if model else [])
                 if i > 0 or resume_first:
                     argv += ["--resume", current]
                 elif tools.takes_session_id(version):

@@ -1,16 +1,19 @@
 """Claude Code sessions recorded by other versions than the pin (1.0.51, 1.0.108, 2.0.64, 2.1.332; recorded by
 tests/recorder.py --version V): rerun by that version's own CLI, driven by the replay model, every
 observation exact, and continued by that version through the gate. One scenario per version. 1.0.51 takes
-no --session-id: it is driven by the sessions it reports, and sends its first tool turn twice."""
+no --session-id: it is driven by the sessions it reports, and sends its first tool turn twice. The `reminders`
+scenario (--version V --reminders: 2.1.121, and the pin with claude-sonnet-4-5) runs long enough for the CLI's
+nag to be merged into a tool result on the wire."""
 
 from __future__ import annotations
 
+from itertools import takewhile
 from pathlib import Path
 
 import orjson
 import pytest
 
-from replayer.adapters.claude_code import envelope, wire
+from replayer.adapters.claude_code import continuation, envelope, session, wire
 from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer.floor.pins import running_version
 from replayer.pipeline.engine import load
@@ -26,7 +29,10 @@ def _probe(version: str) -> Path:
 
 
 def _run(version: str, out: Path, after_step: int, *extra: str, env: dict[str, str] | None = None) -> dict:
-    probe = _probe(version)
+    return _run_at(_probe(version), out, after_step, *extra, env=env)
+
+
+def _run_at(probe: Path, out: Path, after_step: int, *extra: str, env: dict[str, str] | None = None) -> dict:
     args = ["run", str(probe / "session.jsonl"), "-n", str(after_step), "-w", str(probe / "workspace")]
     proc = replayer(*args, "-o", str(out), "--json", *extra, env=env)
     assert proc.returncode == 0, proc.stderr
@@ -90,13 +96,18 @@ def test_the_pinned_cli_does_not_render_an_older_version(tmp_path: Path) -> None
     assert statuses["Bash"] == "exact" and statuses["Read"] == "different"
 
 
-@pytest.mark.parametrize("version", sorted(p.name for p in VERSIONS.iterdir()))
+@pytest.mark.parametrize(
+    "version, scenario", sorted((p.parent.name, p.name) for p in VERSIONS.glob("*/*") if p.is_dir())
+)
 def test_the_expected_prefix_is_what_that_version_sent_at_every_boundary(
-    version: str, tmp_path: Path
+    version: str, scenario: str, tmp_path: Path
 ) -> None:
     """No Docker: the rebuilt prefix at each boundary against the requests that version's CLI sent, as the
-    gate compares them (without the context reminders the CLI puts before prompts)."""
-    probe = _probe(version)
+    gate compares them (without the context reminders the CLI puts before prompts). The run's next request
+    also carries the attachments recorded right after the cut, which a prefix cut there does not hold: they
+    are compared with it. 2.1.121's `reminders` scenario: the TodoWrite nag its attachment record puts into
+    step 10's tool result, sent from the 11th request on."""
+    probe = VERSIONS / version / scenario
     lines = (probe / "upstream.jsonl").read_bytes().splitlines()
     sent = [
         _without_context(wire.normalize_request(r["body"]["messages"]))
@@ -104,7 +115,39 @@ def test_the_expected_prefix_is_what_that_version_sent_at_every_boundary(
         if r["main_thread"]
     ]
     adapter, traj = load(probe / "session.jsonl")
+    items = traj.native_as(session.Native).items
     with running_version("claude_code", version):
         for boundary in range(len(traj.steps) + 1):
             expected = adapter.rebuild(traj, boundary, {}, tmp_path / str(boundary)).expected_prefix
-            assert any(s[: len(expected)] == expected for s in sent), f"boundary {boundary}"
+            prefix = session.prefix_items(traj, boundary)
+            after = takewhile(lambda r: r.get("type") == "attachment", items[len(prefix) :])
+            next_request = wire.to_messages([*prefix, *after], version, continuation.recorded_model(traj))
+            assert any(s[: len(next_request)] == next_request for s in sent), f"boundary {boundary}"
+            assert len(next_request) == len(expected) and next_request[:-1] == expected[:-1]
+
+
+@pytest.mark.agent
+@pytest.mark.parametrize(("version", "after_step"), [("2.1.121", 10), ("2.1.121", 12), ("2.1.197", 12)])
+def test_a_boundary_after_the_cli_nag_continues_through_the_gate(
+    version: str, after_step: int, tmp_path: Path
+) -> None:
+    """2.1.121 writes its TodoWrite nag (2.1.197: the task tools' nag) as an attachment record after step 10's
+    results and merges it into that tool result on every later request, a resumed one too: the gate expects it
+    there (boundary 12; 2.1.197 does so for the recorded claude-sonnet-4-5, not for its newer default models).
+    A prefix cut at 10 ends before the record: resuming it, the CLI nags anew, before the prompt."""
+    out = tmp_path / "out"
+    script = Script(turns=[Turn(blocks=[TextBlock(text="Done.")])])
+    with scripted("claude_code", script, expected_key=KEY) as upstream:
+        reminders = VERSIONS / version / "reminders"
+        extra = ("--continue", "--upstream", upstream.url)
+        result = _run_at(reminders, out, after_step, *extra, env={"ANTHROPIC_API_KEY": KEY})
+        log = list(upstream.log)
+    assert result["continuation"]["gate"] == "accepted", result["continuation"]
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    nagged = [b for m in expected for b in m["content"] if "<system-reminder>" in str(b.get("content"))]
+    assert [b["tool_use_id"] for b in nagged] == (["toolu_reminders_10"] if after_step > 10 else [])
+    before_prompt = "1 context reminder(s) the CLI put before the prompt"
+    assert (before_prompt in result["continuation"]["gate_notes"]) == (after_step == 10)
+    main = [r for r in log if r.main_thread]
+    sent = _without_context(wire.normalize_request(main[0].body["messages"]))
+    assert sent == expected, "the model saw exactly the rebuilt prefix, its envelope stripped"

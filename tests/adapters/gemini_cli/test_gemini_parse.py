@@ -95,10 +95,14 @@ def test_a_published_session_with_notices_and_a_cancelled_call_reads_as_the_cli_
 def test_detect_takes_both_forms_and_nothing_else() -> None:
     from replayer import adapters
 
-    assert session.looks_like_gemini(adapters.read_head(LOG))
-    assert session.looks_like_gemini(adapters.read_head(DOCUMENT))
-    assert not session.looks_like_gemini(adapters.read_head(FIXTURES / "tools" / "output.jsonl"))
-    assert not session.looks_like_gemini(adapters.read_head(FIXTURES / "tools" / "upstream.jsonl"))
+    assert adapters.adapter_class("gemini_cli").detect(adapters.read_head(LOG))
+    assert adapters.adapter_class("gemini_cli").detect(adapters.read_head(DOCUMENT))
+    assert not adapters.adapter_class("gemini_cli").detect(
+        adapters.read_head(FIXTURES / "tools" / "output.jsonl")
+    )
+    assert not adapters.adapter_class("gemini_cli").detect(
+        adapters.read_head(FIXTURES / "tools" / "upstream.jsonl")
+    )
 
 
 @pytest.mark.parametrize("folder", [FIXTURES / "tools", DOCUMENT.parent], ids=["0.61.0", "0.30.0"])

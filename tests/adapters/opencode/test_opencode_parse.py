@@ -377,7 +377,7 @@ def test_a_damaged_part_row_is_named(tmp_path: Path) -> None:
 # detection ----------------------------------------------------------------------------------------
 def test_opencode_forms_are_detected_and_other_agents_are_not() -> None:
     for form in FORMS:
-        assert session.looks_like_opencode(adapters.read_head(FIXTURES / "tools" / form)), form
+        assert adapters.adapter_class("opencode").detect(adapters.read_head(FIXTURES / "tools" / form)), form
         assert adapters.detect(FIXTURES / "tools" / form).name == "opencode"
     others = [
         ROOT / "tests/fixtures/claude_code/single/session.jsonl",
@@ -387,7 +387,7 @@ def test_opencode_forms_are_detected_and_other_agents_are_not() -> None:
         FIXTURES / "tools" / "upstream.jsonl",
     ]
     for path in others:
-        assert not session.looks_like_opencode(adapters.read_head(path)), path
+        assert not adapters.adapter_class("opencode").detect(adapters.read_head(path)), path
     for path in others[:3]:
         assert adapters.detect(path).name != "opencode"
 
@@ -398,7 +398,7 @@ def test_an_sqlite_file_of_another_program_is_not_detected(tmp_path: Path) -> No
         db.execute("CREATE TABLE notes (id TEXT)")
     db.close()
     assert adapters.read_head(path) == [adapters.SqliteFile(path)]
-    assert not session.looks_like_opencode(adapters.read_head(path))
+    assert not adapters.adapter_class("opencode").detect(adapters.read_head(path))
     with pytest.raises(BadInput, match="unknown format"):
         adapters.detect(path)
 

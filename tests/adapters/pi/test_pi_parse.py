@@ -806,7 +806,7 @@ def test_a_damaged_event_line_is_named(name: str, tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="line 5 is not JSON") as caught:
         session.parse(path)
     assert caught.value.exit_code == 3 and "\n" not in str(caught.value)
-    assert session.looks_like_pi(adapters.read_head(path))
+    assert adapters.adapter_class("pi").detect(adapters.read_head(path))
 
 
 def test_broken_session_trees_are_refused(tmp_path: Path) -> None:
@@ -857,12 +857,12 @@ def test_pi_files_are_detected_and_other_agents_files_are_not() -> None:
     versions = list((FIXTURES / "versions").glob("*/probe"))  # tests/recorder_pi.py --version V
     assert len(pi_files) == 2 * len(SCENARIOS) + 6 + 2 * len(versions)
     for path in pi_files:
-        assert session.looks_like_pi(adapters.read_head(path)), path
+        assert adapters.adapter_class("pi").detect(adapters.read_head(path)), path
     meta = [FIXTURES / "tools" / "meta.json", FIXTURES / "tools" / "upstream.jsonl"]
     others = _other_files()
     assert len(others) > 20
     for path in [*others, *meta]:
-        assert not session.looks_like_pi(adapters.read_head(path)), path
+        assert not adapters.adapter_class("pi").detect(adapters.read_head(path)), path
 
 
 def test_other_adapters_do_not_claim_pi_files() -> None:

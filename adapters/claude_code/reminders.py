@@ -1,0 +1,133 @@
+"""The reminders a session's attachment records put on the wire, per version, as the bundled CLI renders them.
+
+Between model turns the CLI computes attachments (a TodoWrite nag, the task list, a file changed on disk,
+...) and writes each as an `attachment` record on the chain (2.1.121, 2.1.197; 2.0.64 and 2.1.50 keep the
+nag in memory only, so their resumes never send it). It never stores their wire text: every
+request renders each recorded attachment again, as an isMeta user text wrapped in `<system-reminder>`, and
+merges it into the user message before it. After a tool result whose content is a string, the text goes
+*into* that tool result: `[content, *texts]`, each trimmed, empties dropped, joined by a blank line (the
+merge read in the bundled JS of 1.0.51, 1.0.108, 2.0.64, 2.1.50, 2.1.121, 2.1.197). A resumed session's
+request therefore carries them too, so the expected prefix renders them (`wire.to_messages`).
+
+From 2.1.196 a model that takes mid-conversation system messages (the default for models newer than those
+listed in `MERGED_MODELS`) gets every attachment as a `role:"system"` message of its own instead, which the
+normalized form drops: nothing is merged then (`merged_inline`). So the prefix follows the model that
+continues (the recorded one, unless another is asked for). 2.1.332 decides this by model capabilities it
+looks up: not modelled, nothing merged (as before this module).
+
+Rendered here: the attachment kinds whose text the bundles read give, for the versions read, under the
+continuation's own mode (`claude -p`, not interactive). Any other kind renders nothing, as before: the gate
+then still refuses a difference it makes inside a tool result, and takes only whole `<system-reminder>`
+blocks beside the recorded ones (`ClaudeCodeGate.without_injected_context`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from replayer.floor.pins import release
+
+TODO_FIRST = (1, 0, 108)
+"""The oldest bundle read that renders `todo_reminder` (1.0.51 has no such kind)."""
+TODO_TASKS_ON = (2, 1, 332)
+"""From this version (read in 2.1.332) `todo_reminder` renders nothing while the task tools are on (the
+default): the todo tools are retired."""
+TASK_FIRST = (2, 1, 196)
+"""`task_reminder` renders only while the task tools are on: from 2.1.196 by default (read in 2.1.196 and
+2.1.197); 2.1.50 and 2.1.121 turn them on in an interactive session only, so `-p` renders nothing."""
+TASK_READ_UNTIL = (2, 1, 332)
+"""2.1.332's task reminder depends on the model and a status keeper: not modelled from there on."""
+NEVER_MENTION = ((2, 0, 64), (2, 1, 196))
+"""The versions (from, before) whose nags end with the line below: read in 2.0.64, 2.1.50 and 2.1.121;
+1.0.108 and 2.1.196 on do not have it."""
+NEVER_MENTION_LINE = " Make sure that you NEVER mention this reminder to the user"
+
+TODO_NAG = (
+    "The TodoWrite tool hasn't been used recently. If you're working on tasks that would benefit from "
+    "tracking progress, consider using the TodoWrite tool to track progress. Also consider cleaning up the "
+    "todo list if has become stale and no longer matches what you are working on. Only use it if it's "
+    "relevant to the current work. This is just a gentle reminder - ignore if not applicable."
+)
+TASK_NAG = (
+    "The task tools haven't been used recently. If you're working on tasks that would benefit from tracking "
+    "progress, consider using TaskCreate to add new tasks and TaskUpdate to update task status (set to "
+    "in_progress when starting, completed when done). Also consider cleaning up the task list if it has "
+    "become stale. Only use these if relevant to the current work. This is just a gentle reminder - ignore "
+    "if not applicable."
+)
+MID_CONVERSATION_SYSTEM = (2, 1, 196)
+"""The oldest bundle read with the `role:"system"` path for attachments (2.1.121 has none)."""
+MID_CONVERSATION_UNREAD = (2, 1, 332)
+MERGED_MODELS = frozenset(
+    {
+        "claude-opus-4-0", "claude-opus-4-1", "claude-opus-4-5", "claude-opus-4-6", "claude-opus-4-7",
+        "claude-sonnet-4-0", "claude-sonnet-4-5", "claude-sonnet-4-6", "claude-haiku-4-5",
+    }
+)  # fmt: skip
+"""The models 2.1.196 and 2.1.197 send attachments to merged into the user message (with every claude-3-*)."""
+_DATED = re.compile(r"(-\d{8})?(\[[^\]]*\])?\Z")
+_JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_JS_TRIM = re.compile(f"^[{_JS_SPACE}]+|[{_JS_SPACE}]+$")
+
+
+def js_trim(text: str) -> str:
+    """JavaScript's `String.prototype.trim` (Python's `strip` also takes \\x1c-\\x1f and \\x85)."""
+    return _JS_TRIM.sub("", text)
+
+
+def wrapped(text: str) -> str:
+    return f"<system-reminder>\n{text}\n</system-reminder>"
+
+
+def merged_inline(version: str, model: str | None) -> bool:
+    """Whether `version`, continuing with `model` (None: the CLI's default, a newer one), merges an attachment's
+    text into the user message before it (else it sends a system message the normalized form drops)."""
+    v = release(version)
+    if v < MID_CONVERSATION_SYSTEM:
+        return True
+    if v >= MID_CONVERSATION_UNREAD or model is None:
+        return False
+    name = _DATED.sub("", model.lower())
+    return "claude-3-" in name or name in MERGED_MODELS
+
+
+def render(attachment: Any, version: str) -> list[str] | None:
+    """The `<system-reminder>` texts `version` sends for one recorded attachment (one per message it makes),
+    or None when this kind is not modelled for that version."""
+    if not isinstance(attachment, dict):
+        return None
+    v = release(version)
+    kind, items = attachment.get("type"), attachment.get("content")
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        return None
+    tail = NEVER_MENTION_LINE if NEVER_MENTION[0] <= v < NEVER_MENTION[1] else ""
+    if kind == "todo_reminder" and v >= TODO_FIRST:
+        if v >= TODO_TASKS_ON:
+            return []
+        listed = "\n".join(f"{n}. [{i.get('status')}] {i.get('content')}" for n, i in enumerate(items, 1))
+        text = TODO_NAG + tail + "\n"
+        if listed:
+            text += f"\n\nHere are the existing contents of your todo list:\n\n[{listed}]"
+        return [wrapped(text)]
+    if kind == "task_reminder" and v < TASK_READ_UNTIL:
+        if v < TASK_FIRST:
+            return []
+        listed = "\n".join(f"#{i.get('id')}. [{i.get('status')}] {i.get('subject')}" for i in items)
+        text = TASK_NAG + tail + "\n"
+        if listed:
+            text += f"\n\nHere are the existing tasks:\n\n{listed}"
+        return [wrapped(text)]
+    return None
+
+
+def merged(blocks: list[dict[str, Any]], texts: list[str]) -> list[dict[str, Any]]:
+    """A user message's blocks with one attachment message's texts merged in, as the CLI merges them: into a
+    last tool result of string content, else appended; tool results first."""
+    last = blocks[-1] if blocks else None
+    if last is not None and last.get("type") == "tool_result" and isinstance(last.get("content"), str):
+        parts = [js_trim(p) for p in (last["content"], *texts)]
+        return [*blocks[:-1], {**last, "content": "\n\n".join(p for p in parts if p)}]
+    out = [*blocks, *({"type": "text", "text": t} for t in texts)]
+    results = [b for b in out if b.get("type") == "tool_result"]
+    return results + [b for b in out if b.get("type") != "tool_result"]
