@@ -602,7 +602,7 @@ def test_a_boundary_before_the_last_compaction_cuts_the_history_there(tmp_path: 
 def test_the_cli_resumes_the_whole_history_up_to_a_cut_before_the_compaction(tmp_path: Path) -> None:
     """The pinned CLI resumes the rebuilt session cut at step 1 of a compacted one: its first continuation
     request carries that history whole (the gate holds it to the prefix), not the summary. The file's own
-    2.0.67 is not driven for a compacted session yet, so the pin reruns it, stated."""
+    2.0.67 sends its stored tool_use blocks without `caller` (not modelled yet), so the pin runs it."""
     pin = by_name("claude_code").version()
     proc, out, sent = _continue(COMPACTED, 1, "claude_code", ("--agent-version", pin), tmp_path)
     assert proc.returncode == 0, proc.stderr
