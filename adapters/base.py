@@ -29,17 +29,11 @@ from replayer.floor.divergence import COMMON
 from replayer.floor.errors import BadInput, SandboxError, excerpt, last_line
 from replayer.floor.foreign import Folder
 from replayer.floor.io import MAX_INPUT_BYTES, write_bytes_atomic
-from replayer.floor.models import (
-    AgentStatus,
-    Budgets,
-    HeldSession,
-    Observation,
-    ToolCall,
-    ToolKind,
-    Trajectory,
-)
+from replayer.floor.limits import Budgets
 from replayer.floor.pins import load_pins, pinned_version
+from replayer.floor.results import AgentStatus
 from replayer.floor.rundirs import RunDirs
+from replayer.floor.trajectory import HeldSession, Observation, ToolCall, ToolKind, Trajectory
 from replayer.sandboxes.base import RunningExec, Sandbox
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ import orjson
 from replayer.adapters.base import StepwiseRerunner
 from replayer.floor.errors import SandboxError, last_line
 from replayer.floor.io import MAX_INPUT_BYTES, remove_alias, short_alias
-from replayer.floor.models import Observation, Step, Trajectory
+from replayer.floor.trajectory import Observation, Step, Trajectory
 from replayer.sandboxes.base import RunningExec, Sandbox
 
 _START_TIMEOUT_S = 120.0

@@ -12,7 +12,7 @@ import orjson
 
 from replayer.floor.errors import BadInput, excerpt
 from replayer.floor.io import read_input
-from replayer.floor.models import HeldSession
+from replayer.floor.trajectory import HeldSession
 
 SessionOf = Callable[[Any], "str | None"]
 """A parsed line -> the session it belongs to (None: not a line of this form)."""

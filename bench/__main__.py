@@ -56,9 +56,10 @@ from replayer.bridges.anthropic import AnthropicDialect
 from replayer.bridges.core import Bridge, BridgeConfig, Decision
 from replayer.floor.heap import collector_paused
 from replayer.floor.io import Workspace
-from replayer.floor.models import Budgets, Observation, Step, ToolCall, Trajectory
+from replayer.floor.limits import Budgets
 from replayer.floor.pins import load_pins
 from replayer.floor.rundirs import RunDirs
+from replayer.floor.trajectory import Observation, Step, ToolCall, Trajectory
 from replayer.pipeline.engine import load
 from replayer.pipeline.fork import BoundaryReady, ForkJob
 from replayer.pipeline.plan import make_plan
@@ -127,7 +128,7 @@ def _floor(
     adapter: Adapter, traj: Trajectory, after: int, session: long_sessions.LongSession
 ) -> dict[str, float]:
     """What any parse returning these steps spends besides the load: the steps built from plain values (the
-    slotted Step, ToolCall and Observation of floor/models.py; the collector paused, as the parse pauses it)
+    slotted Step, ToolCall and Observation of floor/trajectory.py; the collector paused, as the parse pauses it)
     and the plan on them, each timed beside the bare load, round by round; for a directory, reading its
     files too."""
     plain = [dataclasses.astuple(step) for step in traj.steps]
@@ -836,7 +837,7 @@ def _fork_before(session: Path, src: Path, image: str, tmp: Path) -> float:
 
 
 def _fork_job(session: Path, src: Path, tmp: Path, image: str | None, rootfs_dir: Path | None) -> ForkJob:
-    from replayer.floor.models import ContinueRequest, Variant
+    from replayer.floor.requests import ContinueRequest, Variant
 
     adapter, _ = load(session)
     return ForkJob(
@@ -932,7 +933,7 @@ def _compare_fork_s(tmp: Path, session: Path, runs: int) -> list[tuple[float, fl
 
 
 def bench_fork(tmp: Path, rounds: int = 7, compares: int = 2, runs: int = 4) -> dict[str, object]:
-    from replayer.floor.models import SandboxLimits
+    from replayer.floor.limits import SandboxLimits
     from replayer.pipeline.boundary import seal
 
     session = FIXTURES / "write_edit" / "session.jsonl"

@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import replayer.pipeline.fork  # noqa: F401  (the imports a fork process paid before it could do anything)
-from replayer.floor.models import SandboxLimits
+from replayer.floor.limits import SandboxLimits
 from replayer.floor.rundirs import RunDirs
 from replayer.pipeline.boundary import copy_places
 from replayer.pipeline.engine import load, pins_for

@@ -19,7 +19,7 @@ import orjson
 
 from bench import long_sessions
 from replayer import api
-from replayer.floor.models import ReplayResult
+from replayer.floor.results import ReplayResult
 from replayer.sandboxes.btrfs import FS_ROOT, is_btrfs
 
 OUTPUT_HEADING = "## Output of many boundaries: shared files and growth"

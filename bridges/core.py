@@ -25,7 +25,7 @@ from replayer.bridges.playback import Answer, Exchange, Player, Recorder, Refusa
 from replayer.bridges.sidecalls import PROBE, SideCall
 from replayer.bridges.usage import AnswerEnds, Usage, UsageKeys
 from replayer.floor.io import remove_alias, short_alias
-from replayer.floor.models import BridgeCounters, BridgeRefusal, RefusalReason
+from replayer.floor.results import BridgeCounters, BridgeRefusal, RefusalReason
 
 _HOP_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "x-api-key", "authorization"}

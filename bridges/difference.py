@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from replayer.floor.models import GateMismatch as Mismatch
+from replayer.floor.results import GateMismatch as Mismatch
 
 _EXCERPT = 240
 

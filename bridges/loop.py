@@ -18,7 +18,7 @@ import dataclasses
 import hashlib
 import re
 
-from replayer.floor.models import DEFAULT_LOOP_LIMIT
+from replayer.floor.requests import DEFAULT_LOOP_LIMIT
 
 DEFAULT_LIMIT = DEFAULT_LOOP_LIMIT
 """Rounds in a row the same as the one before them after which the continuation ends as `loop`."""

@@ -16,36 +16,32 @@ from typing import TYPE_CHECKING, Any, Unpack
 from pydantic import BaseModel, ConfigDict
 
 from replayer.floor import settings as user_settings
+from replayer.floor.compare_results import CompareResult
 from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput, NoUpstream, ReplayError
 from replayer.floor.events import Building, JobEnded, OnEvent, Stage, ignore
 from replayer.floor.io import read_input
 from replayer.floor.merge import Merged, merge
-from replayer.floor.models import (
-    CompareRequest,
-    CompareResult,
-    ContinuationResult,
-    ContinueRequest,
-    GitWorkspace,
-    HeldSessionSummary,
-    InspectCall,
-    InspectReport,
-    InspectStep,
-    ReplayRequest,
-    ReplayResult,
-    SetupReport,
-    Variant,
-    workspace_spec,
-)
 from replayer.floor.options import CompareOptions as CompareOptions
 from replayer.floor.options import PathLike as PathLike  # the options' types, declared once there
 from replayer.floor.options import ReplayOptions as ReplayOptions
 from replayer.floor.options import RunOptions as RunOptions
+from replayer.floor.requests import (
+    CompareRequest,
+    ContinueRequest,
+    GitWorkspace,
+    ReplayRequest,
+    Variant,
+    workspace_spec,
+)
+from replayer.floor.results import ContinuationResult, ReplayResult
+from replayer.floor.trajectory import HeldSessionSummary, InspectCall, InspectReport, InspectStep
+from replayer.floor.versions import SetupReport
 from replayer.verbs.batch import BatchCounts
 
 if TYPE_CHECKING:
     from replayer.floor.bundles import Bundle
     from replayer.floor.determinism import Determinism
-    from replayer.floor.models import HeldSession
+    from replayer.floor.trajectory import HeldSession
     from replayer.floor.verdicts import Verdict
     from replayer.verbs.export import ExportSummary
 
@@ -74,16 +70,10 @@ def inspect(
     with running_version(adapter.name, version.version):  # a driven version classifies its own tools
         kinds = {c.id: adapter.classify(c, traj) for s in traj.steps for c in s.calls}
     return InspectReport(
-        agent=traj.agent,
         native_form=traj.native_form,
-        agent_version=traj.agent_version,
-        session_id=traj.session_id,
-        cwd=traj.cwd,
-        cwd_source=traj.cwd_source if traj.cwd else None,
+        **traj.reported(),
         environment_image=traj.environment_image,
         start=traj.start,
-        source_sha256=traj.source_sha256,
-        parse_notes=traj.parse_notes,
         version=version,
         subagent_of=traj.subagent_of,
         subagents=traj.subagents,

@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict
 
 from replayer.floor.errors import last_line
-from replayer.floor.models import SandboxLimits
+from replayer.floor.limits import SandboxLimits
 
 LABEL = "sandbox-replayer"
 """On every container the replayer starts (with `LABEL.run`, the run's id), on every engine."""

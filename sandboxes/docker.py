@@ -22,7 +22,7 @@ from docker.types import LogConfig, Mount
 
 from replayer.floor import signals
 from replayer.floor.errors import SandboxError, last_line
-from replayer.floor.models import SandboxLimits
+from replayer.floor.limits import SandboxLimits
 from replayer.sandboxes import leftovers, seccomp, slots
 from replayer.sandboxes.base import (
     LABEL,

@@ -24,7 +24,7 @@ from docker.types import Ulimit
 
 from replayer.floor.errors import SandboxError
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import SandboxLimits
+from replayer.floor.limits import SandboxLimits
 from replayer.sandboxes import seccomp
 from replayer.sandboxes.base import SandboxSpec
 from replayer.sandboxes.docker import DockerEngine, DockerSandbox

@@ -316,7 +316,7 @@ SHELL_SET = ("PWD=", "OLDPWD=", "SHLVL=", "_=")
 
 def capture_env() -> Path:
     """Record the environment the pinned CLI gives exec_command commands, as data for the reruns."""
-    from replayer.adapters.codex.tools import env_path
+    from replayer.adapters.codex.bundle import env_path
 
     script = Script(model=MODEL, turns=[_turn(_exec("env", 1, ENV_CAPTURE)), _turn(TextBlock(text="ok"))])
     with tempfile.TemporaryDirectory(prefix="record-env-") as tmp:

@@ -36,7 +36,7 @@ ALLOWED = {
     "adapters/base.py": "continuation.json the rebuild wrote; the continued session while the engine copies it",
     "adapters/tool_definitions.py": "tool definitions shipped with the package or captured by the replayer",
     "adapters/python_bundle.py": "pyvenv.cfg of a bundle the replayer installed",
-    "adapters/codex/tools.py": "the tool definitions shipped with the adapter",
+    "adapters/codex/bundle.py": "the tool definitions shipped with the adapter",
     "adapters/codex/continuation.py": "the continued rollout the engine just copied out of the sandbox",
     "adapters/gemini_cli/__init__.py": "the continued session the engine just copied out of the sandbox "
     "(the agent-store read-back)",

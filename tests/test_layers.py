@@ -144,9 +144,9 @@ def test_no_cycle() -> None:
 
 def test_the_layer_rules_see_a_wrong_import(tmp_path: Path) -> None:
     """The checker itself: an upward import written into a floor module is found."""
-    floor = tmp_path / "models.py"
+    floor = tmp_path / "limits.py"
     floor.write_text("from replayer.pipeline import engine\n")
-    found = imports(floor, "replayer.floor.models", {**modules(), "replayer.floor.models": floor})
+    found = imports(floor, "replayer.floor.limits", {**modules(), "replayer.floor.limits": floor})
     assert "replayer.pipeline.engine" in found and layer("replayer.pipeline.engine") not in LAYERS["floor"]
 
 

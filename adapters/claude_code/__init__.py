@@ -16,7 +16,7 @@ from replayer.adapters.base import (
     Rebuild,
     continued_file,
 )
-from replayer.adapters.claude_code import chain, continuation, session, tools, wire
+from replayer.adapters.claude_code import bundle, chain, continuation, session, wire
 from replayer.adapters.claude_code import rerun as driven
 from replayer.adapters.claude_code.gate import ClaudeCodeGate
 from replayer.adapters.forms import NativeForm
@@ -25,9 +25,11 @@ from replayer.bridges.anthropic import AnthropicDialect, tools_to_chat
 from replayer.bridges.sidecalls import PROBE, SideCall
 from replayer.floor import bundles
 from replayer.floor.divergence import COMMON
-from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.floor.limits import Budgets
 from replayer.floor.pins import load_pins
+from replayer.floor.results import AgentStatus
 from replayer.floor.rundirs import RunDirs
+from replayer.floor.trajectory import Observation, ToolCall, ToolKind, Trajectory
 from replayer.sandboxes.base import Sandbox
 
 _TOKEN_CAP_MARKS = ("[Truncated: PARTIAL view", "exceeds maximum allowed tokens")
@@ -71,11 +73,11 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
         return session.parse(path)
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
-        if call.tool in tools.PURE_TOOLS:
+        if call.tool in bundle.PURE_TOOLS:
             return "pure", None
-        if call.tool not in tools.RERUN_TOOLS:
+        if call.tool not in bundle.RERUN_TOOLS:
             return "unknown", f"unknown tool {call.tool!r}"
-        if call.tool in tools.FILE_TOOLS:
+        if call.tool in bundle.FILE_TOOLS:
             path = str(call.input.get("file_path", ""))
             cwd = (trajectory.cwd or "/").rstrip("/")
             if path.startswith("/") and not (posixpath.normpath(path) + "/").startswith(cwd + "/"):
@@ -97,7 +99,7 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
         version = pins.agents[self.name].version
         binds = {
             AGENT_HOME: (dirs.home, False),
-            tools.agent_mount(version): (pins.bundle_dir(self.name), True),
+            bundle.agent_mount(version): (pins.bundle_dir(self.name), True),
             driven.WORK_MOUNT: (dirs.work("claude-driven"), False),
         }
         if bundles.cli_path(self.name, version).needs_node:  # 2.1.112 and older: cli.js

@@ -16,7 +16,8 @@ from replayer.adapters.claude_code.session import Native, project_dir_name
 from replayer.adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY
 from replayer.floor.errors import ConfinementError
 from replayer.floor.io import MAX_INPUT_BYTES, Workspace
-from replayer.floor.models import ReadBudget, Trajectory
+from replayer.floor.limits import ReadBudget
+from replayer.floor.trajectory import Trajectory
 
 
 def recorded_model(traj: Trajectory) -> str | None:

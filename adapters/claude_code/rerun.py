@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from replayer.adapters.base import StepwiseRerunner, stdout_events
-from replayer.adapters.claude_code import chain, tools, wire
+from replayer.adapters.claude_code import bundle, chain, wire
 from replayer.adapters.claude_code.session import Native, StepSpan, project_dir_name
 from replayer.adapters.driven import PORT, STEP_MARGIN_S, ReplayModel
 from replayer.adapters.sandbox_paths import AGENT_HOME, REPLAY_MODEL_KEY, local_url
@@ -30,8 +30,9 @@ from replayer.bridges.scripted import CustomToolBlock, TextBlock, ToolUseBlock, 
 from replayer.floor import bundles
 from replayer.floor.errors import PlanRefused, SandboxError
 from replayer.floor.io import remove_entry
-from replayer.floor.models import Budgets, Observation, Trajectory
+from replayer.floor.limits import Budgets
 from replayer.floor.pins import load_pins
+from replayer.floor.trajectory import Observation, Trajectory
 from replayer.sandboxes.base import RunningExec, Sandbox
 
 WORK_MOUNT = "/run/replayer-claude"
@@ -55,7 +56,7 @@ def cli_env(port: int, key: str) -> dict[str, str]:
 
 def cli_argv(prompt: str, session_args: list[str], model: str | None) -> list[str]:
     version = load_pins().agents["claude_code"].version
-    claude = f"{tools.agent_mount(version)}/{bundles.cli_path('claude_code', version).path}"
+    claude = f"{bundle.agent_mount(version)}/{bundles.cli_path('claude_code', version).path}"
     argv = [claude, *session_args, "-p", prompt, "--output-format", "stream-json", "--verbose"]
     argv += ["--dangerously-skip-permissions"]
     return argv + (["--model", model] if model else [])
@@ -185,7 +186,7 @@ class DrivenRerunner(StepwiseRerunner):
         assert text is not None
         if self.handle is not None:
             session = ["--resume", self.reported]
-        elif tools.takes_session_id(load_pins().agents["claude_code"].version):
+        elif bundle.takes_session_id(load_pins().agents["claude_code"].version):
             session = ["--session-id", self.session_id]
         else:
             session = []
@@ -221,7 +222,7 @@ class DrivenRerunner(StepwiseRerunner):
             if isinstance(m, dict) and m.get("role") == "assistant"
         ]
         sent = [ids for ids in sent if ids]
-        if tools.repeats_turns(load_pins().agents["claude_code"].version):
+        if bundle.repeats_turns(load_pins().agents["claude_code"].version):
             sent = [ids for at, ids in enumerate(sent) if at == 0 or ids != sent[at - 1]]
         expected = [ids for ids in self.fed if ids]
         if sent != expected:

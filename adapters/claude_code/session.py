@@ -16,7 +16,7 @@ from replayer.adapters import carried
 from replayer.adapters.claude_code import chain, subagent
 from replayer.adapters.claude_code.chain import Record, Session
 from replayer.floor.errors import BadInput
-from replayer.floor.models import Observation, StartingState, Step, ToolCall, Trajectory
+from replayer.floor.trajectory import Observation, StartingState, Step, ToolCall, Trajectory
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 """A session id `claude --resume` takes (the CLI's own check); it names the session's file `<id>.jsonl`."""

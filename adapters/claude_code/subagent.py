@@ -21,7 +21,7 @@ import orjson
 from replayer.adapters.claude_code.chain import Session, safe_id
 from replayer.floor.errors import BadInput, ReplayError
 from replayer.floor.foreign import Folder, read_beside
-from replayer.floor.models import Step, SubagentFile, SubagentOf, Trajectory
+from replayer.floor.trajectory import Step, SubagentFile, SubagentOf, Trajectory
 
 PARENT_MAX_BYTES = 256 * 1024 * 1024
 """The parent session read to name the call that started the subagent (a long session is tens of MB)."""

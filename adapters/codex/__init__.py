@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from replayer.adapters.base import COMMAND, Adapter, Continuation, Ended, Launch, Rebuild, continued_file
-from replayer.adapters.codex import bare, continuation, patch, resume, tools
+from replayer.adapters.codex import bare, bundle, continuation, patch, resume
 from replayer.adapters.codex import rerun as driven
 from replayer.adapters.codex import session as rollout
 from replayer.adapters.codex.continuation import config_toml
@@ -19,9 +19,11 @@ from replayer.bridges.scripted import ItemBlock
 from replayer.floor import bundles
 from replayer.floor.divergence import COMMON
 from replayer.floor.io import Workspace, write_bytes_atomic
-from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.floor.limits import Budgets
 from replayer.floor.pins import load_pins, pinned_version
+from replayer.floor.results import AgentStatus
 from replayer.floor.rundirs import RunDirs
+from replayer.floor.trajectory import Observation, ToolCall, ToolKind, Trajectory
 from replayer.sandboxes.base import Sandbox
 
 
@@ -35,7 +37,7 @@ class CodexRerunner:
         assert trajectory.cwd and trajectory.session_id
         self.workspace = workspace
         self.cwd = trajectory.cwd
-        self.exec = ExecCommand(sandbox, trajectory.cwd, tools.exec_env(trajectory.session_id))
+        self.exec = ExecCommand(sandbox, trajectory.cwd, bundle.exec_env(trajectory.session_id))
 
     def run(self, call: ToolCall) -> Observation:
         if call.tool == "exec_command":
@@ -70,7 +72,7 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
     continuation_type = CodexContinuation
     output_normalizers = (*COMMON, "random_ids")
     native_type = rollout.Native
-    name = tools.NAME
+    name = bundle.NAME
     needs_nonce = True
     reruns_own_code = False
     drives_other_versions = True
@@ -115,16 +117,16 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         if call.id in self.native(trajectory).aborted:
             return "pure", None  # the user interrupted it: the CLI's own "aborted" observation is kept
-        if call.tool in tools.PURE_TOOLS:
+        if call.tool in bundle.PURE_TOOLS:
             return "pure", None
-        if call.tool in tools.CODE_MODE_TOOLS and call.input.keys() <= {"input"}:
-            return "unknown", f"{call.tool!r}: {tools.CODE_MODE_REASON}"
-        if self.drives(tools.version()):
+        if call.tool in bundle.CODE_MODE_TOOLS and call.input.keys() <= {"input"}:
+            return "unknown", f"{call.tool!r}: {bundle.CODE_MODE_REASON}"
+        if self.drives(bundle.version()):
             # the CLI of that version runs its own tools, those of its era included
-            if call.tool in tools.DRIVEN_TOOLS:
+            if call.tool in bundle.DRIVEN_TOOLS:
                 return "rerun", None
             return "unknown", f"unknown tool {call.tool!r}"
-        if call.tool not in tools.RERUN_TOOLS:
+        if call.tool not in bundle.RERUN_TOOLS:
             return "unknown", f"unknown tool {call.tool!r}"
         if call.tool == "exec_command":
             if not isinstance(call.input.get("cmd"), str):
@@ -139,19 +141,19 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
         pinned = pinned_version(self.name)
         binds = {
             AGENT_HOME: (dirs.home, False),
-            tools.agent_mount(): (load_pins().bundle_dir(self.name), True),
-            tools.agent_mount(pinned): (bundles.bundle_dir(self.name, pinned), True),
+            bundle.agent_mount(): (load_pins().bundle_dir(self.name), True),
+            bundle.agent_mount(pinned): (bundles.bundle_dir(self.name, pinned), True),
         }
-        if tools.cli().needs_node:
+        if bundle.cli().needs_node:
             binds[bundles.NODE_MOUNT] = (bundles.host_node(), True)
-        if self.drives(tools.version()):
+        if self.drives(bundle.version()):
             binds[driven.WORK_MOUNT] = (dirs.work("codex-driven"), False)
         return binds
 
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, dirs: RunDirs, budgets: Budgets
     ) -> CodexRerunner | driven.DrivenRerunner:
-        if self.drives(tools.version()):
+        if self.drives(bundle.version()):
             home = Workspace(dirs.home, AGENT_HOME)
             return driven.DrivenRerunner(
                 trajectory, sandbox, dirs.work("codex-driven"), home, budgets, self.default_model(trajectory)
@@ -166,7 +168,7 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
         outputs = {call_id: obs.content for call_id, obs in observations.items()}
         records = rollout.prefix_records(native, after_step, outputs)
         turn = resume.recorded(records)
-        old_form = resume.sends_instructions_form(native, tools.version())  # the continuing version's form
+        old_form = resume.sends_instructions_form(native, bundle.version())  # the continuing version's form
         home = dest / "home"
         path = home / ".codex" / rollout.session_path(native.meta, native.file_name)
         write_bytes_atomic(path, rollout.to_jsonl(records))
@@ -195,7 +197,7 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
                 return None
             continued = self.native(rollout.parse(path))
         kept = [r for r in continued.records if rollout.kept_record(r)]
-        old_form = resume.sends_instructions_form(continued, tools.version())  # the version that continued
+        old_form = resume.sends_instructions_form(continued, bundle.version())  # the version that continued
         return rollout.wire_input(continued, kept, paginated_wire=not old_form)
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
@@ -219,7 +221,7 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
             instructions_form=cont.instructions_form,
             instructions=cont.instructions,
             outputs_rendered=cont.outputs_rendered,
-            insertions=resume.insertions(tools.version(), cont.turn, cont.launched_model),
+            insertions=resume.insertions(bundle.version(), cont.turn, cont.launched_model),
             model=cont.launched_model,
         )
 

@@ -7,12 +7,13 @@ from pathlib import Path
 import orjson
 
 from replayer.adapters.base import Launch, stdout_events
+from replayer.adapters.codex import bundle
 from replayer.adapters.codex import session as rollout
-from replayer.adapters.codex import tools
 from replayer.adapters.codex.resume import TurnSettings
 from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, PLACEHOLDER_KEY
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import AgentStatus, Trajectory
+from replayer.floor.results import AgentStatus
+from replayer.floor.trajectory import Trajectory
 
 KEY_ENV = "REPLAYER_CODEX_KEY"
 
@@ -59,7 +60,7 @@ def _toml_string(text: str) -> str:
 
 def command(traj: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
     assert traj.session_id and launch.prompt is not None
-    codex = f"{tools.agent_mount()}/{tools.cli().path}"
+    codex = f"{bundle.agent_mount()}/{bundle.cli().path}"
     # the options before `resume`: 0.58 takes none after it
     argv = [codex, "exec", "--json", "--skip-git-repo-check"]
     argv += ["--dangerously-bypass-approvals-and-sandbox"]  # the sandbox is the container
@@ -70,7 +71,7 @@ def command(traj: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": AGENT_HOME,
-        "CODEX_HOME": tools.CODEX_HOME,
+        "CODEX_HOME": bundle.CODEX_HOME,
         KEY_ENV: PLACEHOLDER_KEY,
         "CODEX_API_KEY": PLACEHOLDER_KEY,  # the built-in openai provider's key (codex exec)
         # where the built-in openai provider finds the bridge before config's openai_base_url (0.58)

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from replayer.floor.models import Observation
+from replayer.floor.trajectory import Observation
 from replayer.sandboxes.base import Sandbox
 
 DEFAULT_YIELD_MS = 10_000

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from replayer.floor.io import NotFound, NotRegular, Workspace
-from replayer.floor.models import ReadBudget
+from replayer.floor.limits import ReadBudget
 
 BEGIN, END = "*** Begin Patch", "*** End Patch"
 ADD, DELETE, UPDATE, MOVE = "*** Add File: ", "*** Delete File: ", "*** Update File: ", "*** Move to: "

@@ -27,15 +27,16 @@ from typing import Any
 import orjson
 
 from replayer.adapters.base import StepwiseRerunner
+from replayer.adapters.codex import bundle
 from replayer.adapters.codex import session as rollout
-from replayer.adapters.codex import tools
 from replayer.adapters.codex.continuation import KEY_ENV, config_toml
 from replayer.adapters.driven import PORT, STEP_MARGIN_S, ReplayModel
 from replayer.adapters.sandbox_paths import AGENT_HOME, REPLAY_MODEL_KEY, local_url
 from replayer.bridges.scripted import CustomToolBlock, TextBlock, ToolUseBlock, Turn
 from replayer.floor.errors import ConfinementError, PlanRefused, SandboxError
 from replayer.floor.io import Workspace, remove_entry, write_bytes_atomic
-from replayer.floor.models import Budgets, Observation, ReadBudget, Trajectory
+from replayer.floor.limits import Budgets, ReadBudget
+from replayer.floor.trajectory import Observation, Trajectory
 from replayer.sandboxes.base import RunningExec, Sandbox
 
 WORK_MOUNT = "/run/replayer-codex"
@@ -172,7 +173,7 @@ class DrivenRerunner(StepwiseRerunner):
         meta["payload"] = {**meta["payload"], "model_provider": "replayer"}
         write_bytes_atomic(work / "seed.jsonl", rollout.to_jsonl([meta]))
         config = config_toml(model, base_url=local_url(PORT))
-        if any(c.tool in tools.SUBAGENT_TOOLS for s in self.steps.values() for c in s.calls):
+        if any(c.tool in bundle.SUBAGENT_TOOLS for s in self.steps.values() for c in s.calls):
             # the CLI would start subagents of its own against the replay model: it answers their calls as
             # unsupported instead, and their recorded observations are kept (--allow-degraded)
             config += "\n[features]\nmulti_agent = false\n"
@@ -250,7 +251,7 @@ class DrivenRerunner(StepwiseRerunner):
             env={
                 "PATH": "/usr/local/bin:/usr/bin:/bin",
                 "HOME": AGENT_HOME,
-                "CODEX_HOME": tools.CODEX_HOME,
+                "CODEX_HOME": bundle.CODEX_HOME,
                 KEY_ENV: REPLAY_MODEL_KEY,
             },
         )
@@ -261,7 +262,7 @@ class DrivenRerunner(StepwiseRerunner):
         if not first:
             return 'exec "$@" </dev/null'
         rel = rollout.session_path(self.native.meta, self.native.file_name)
-        target = f"{tools.CODEX_HOME}/{rel}"
+        target = f"{bundle.CODEX_HOME}/{rel}"
         return (
             f"mkdir -p {shlex.quote(str(Path(target).parent))} && "
             f"cp {WORK_MOUNT}/seed.jsonl {shlex.quote(target)} && "
@@ -269,8 +270,8 @@ class DrivenRerunner(StepwiseRerunner):
         )
 
     def _argv(self, prompt: str) -> list[str]:
-        version = tools.version()
-        codex = f"{tools.agent_mount()}/{tools.cli(version).path}"
+        version = bundle.version()
+        codex = f"{bundle.agent_mount()}/{bundle.cli(version).path}"
         # the options before `resume`: 0.58 takes none after it
         argv = [codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox"]
         return argv + ["resume", self.thread_id, prompt]
@@ -307,7 +308,7 @@ class DrivenRerunner(StepwiseRerunner):
         """The outputs of `ids` as the CLI wrote them into its rollout (the form a rollout stores: some
         versions send the model another rendering), read from where the last read stopped. The agent
         home is the sandbox's: read the confined way (no links followed, regular files only, bounded)."""
-        path = f"{tools.CODEX_HOME}/{rollout.session_path(self.native.meta, self.native.file_name)}"
+        path = f"{bundle.CODEX_HOME}/{rollout.session_path(self.native.meta, self.native.file_name)}"
         deadline = time.monotonic() + _ROLLOUT_WAIT_S
         while True:
             try:
@@ -325,7 +326,7 @@ class DrivenRerunner(StepwiseRerunner):
             time.sleep(0.02)
 
     def clean_home_copy(self, home: Path) -> None:
-        remove_entry(home / Path(tools.CODEX_HOME).relative_to(AGENT_HOME))
+        remove_entry(home / Path(bundle.CODEX_HOME).relative_to(AGENT_HOME))
 
     def close(self) -> None:
         if self.handle is not None:
@@ -335,6 +336,6 @@ class DrivenRerunner(StepwiseRerunner):
         self.sandbox.exec(
             ["bash", "-c", 'rm -rf "$CODEX_HOME"'],
             workdir="/",
-            env={"HOME": AGENT_HOME, "CODEX_HOME": tools.CODEX_HOME},
+            env={"HOME": AGENT_HOME, "CODEX_HOME": bundle.CODEX_HOME},
             timeout_s=60,
         )

@@ -21,7 +21,7 @@ from replayer.adapters.codex import bare
 from replayer.adapters.shapes import ORJSON_DEPTH, unwritable
 from replayer.floor.errors import EXCERPT_CHARS, BadInput, bad_record
 from replayer.floor.io import read_input, sha256_soon
-from replayer.floor.models import Observation, StartingState, Step, ToolCall, Trajectory
+from replayer.floor.trajectory import Observation, StartingState, Step, ToolCall, Trajectory
 
 Record = dict[str, Any]
 CALL_TYPES = {"function_call": "function_call_output", "custom_tool_call": "custom_tool_call_output"}

@@ -26,15 +26,17 @@ from replayer.adapters.base import (
     first_time,
 )
 from replayer.adapters.forms import NativeForm
-from replayer.adapters.gemini_cli import backend, bundle, session, wire
+from replayer.adapters.gemini_cli import bundle, grep_backend, session, wire
 from replayer.adapters.gemini_cli.gate import GeminiResumeGate
 from replayer.adapters.gemini_cli.rerun import WORK_MOUNT, GeminiRerunner
 from replayer.bridges.gemini import GeminiDialect, ScriptedGemini, tools_to_chat
 from replayer.bridges.sidecalls import PROBE, SideCall
 from replayer.floor.divergence import COMMON
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.floor.limits import Budgets
+from replayer.floor.results import AgentStatus
 from replayer.floor.rundirs import RunDirs
+from replayer.floor.trajectory import Observation, ToolCall, ToolKind, Trajectory
 from replayer.sandboxes.base import Sandbox
 
 TOOLS = frozenset(
@@ -178,7 +180,9 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
     def rerunner(
         self, trajectory: Trajectory, sandbox: Sandbox, dirs: RunDirs, budgets: Budgets
     ) -> GeminiRerunner:
-        bundle.write_settings(dirs.home, backend.settings(backend.recorded_backend(trajectory.steps)))
+        bundle.write_settings(
+            dirs.home, grep_backend.settings(grep_backend.recorded_backend(trajectory.steps))
+        )
         return GeminiRerunner(trajectory, sandbox, dirs.work(WORK), budgets)
 
     def rebuild(
@@ -200,7 +204,7 @@ class GeminiCliAdapter(Adapter[session.Native, GeminiCliContinuation]):
         write_bytes_atomic(
             home / ".gemini" / "projects.json", orjson.dumps(projects, option=orjson.OPT_INDENT_2)
         )
-        bundle.write_settings(home, backend.settings(backend.recorded_backend(trajectory.steps)))
+        bundle.write_settings(home, grep_backend.settings(grep_backend.recorded_backend(trajectory.steps)))
         return Rebuild(
             native_files=[path],
             expected_prefix=wire.resume_contents(messages, bundle.resume_rules()),

@@ -132,6 +132,6 @@ def run_argv(prompt: str, resume: str | None = None, model: str | None = None) -
 
 
 def write_settings(home: Path, extra: dict[str, Any] | None = None) -> None:
-    """SETTINGS, and `extra`'s sections (the recording's grep backend: backend.py)."""
+    """SETTINGS, and `extra`'s sections (the recording's grep backend: grep_backend.py)."""
     found = {**SETTINGS, **(extra or {})}
     write_bytes_atomic(home / ".gemini" / "settings.json", orjson.dumps(found, option=orjson.OPT_INDENT_2))

@@ -18,7 +18,8 @@ from replayer.bridges.gemini import ScriptedGemini
 from replayer.bridges.scripted import TextBlock, ToolUseBlock, Turn
 from replayer.floor.errors import SandboxError
 from replayer.floor.io import remove_entry
-from replayer.floor.models import Budgets, ToolCall, Trajectory
+from replayer.floor.limits import Budgets
+from replayer.floor.trajectory import ToolCall, Trajectory
 from replayer.sandboxes.base import RunningExec, Sandbox
 
 WORK_MOUNT = "/run/replayer-gemini"

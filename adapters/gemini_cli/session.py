@@ -20,12 +20,12 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
-from replayer.adapters.gemini_cli import backend, subagent
+from replayer.adapters.gemini_cli import grep_backend, subagent
 from replayer.adapters.shapes import MAX_DEPTH, Open, check, deep_place
 from replayer.floor.cwdinfer import is_absolute_cwd
 from replayer.floor.errors import BadInput, bad_record, excerpt
 from replayer.floor.io import read_input
-from replayer.floor.models import ASKS_FOR_CWD, Observation, Step, ToolCall, Trajectory
+from replayer.floor.trajectory import ASKS_FOR_CWD, Observation, Step, ToolCall, Trajectory
 
 AGENT = "gemini_cli"
 Record = dict[str, Any]
@@ -92,7 +92,7 @@ def parse(path: Path) -> Trajectory:
     parent = subagent.subagent_of(native.metadata, native.messages, path, parse)
     if parent is not None and not steps:
         notes.append(subagent.NOTE)
-    notes += backend.note(backend.recorded_backend(steps))
+    notes += grep_backend.note(grep_backend.recorded_backend(steps))
     traj = Trajectory(
         agent=AGENT,
         agent_version=None,

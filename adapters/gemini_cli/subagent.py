@@ -19,7 +19,7 @@ import orjson
 
 from replayer.floor.errors import ReplayError
 from replayer.floor.foreign import read_beside
-from replayer.floor.models import SubagentOf, Trajectory
+from replayer.floor.trajectory import SubagentOf, Trajectory
 
 PARENT_MAX_BYTES = 64 * 1024 * 1024
 MAX_ENTRIES = 100_000

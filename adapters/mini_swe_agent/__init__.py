@@ -28,9 +28,11 @@ from replayer.bridges.chat import ChatPrefixGate
 from replayer.floor import cwdinfer
 from replayer.floor.foreign import Folder
 from replayer.floor.io import MAX_INPUT_BYTES, read_input, write_bytes_atomic
-from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.floor.limits import Budgets
 from replayer.floor.pins import release
+from replayer.floor.results import AgentStatus
 from replayer.floor.rundirs import RunDirs
+from replayer.floor.trajectory import Observation, ToolCall, ToolKind, Trajectory
 from replayer.sandboxes.base import Sandbox
 
 TRAJECTORY = "trajectory.traj.json"

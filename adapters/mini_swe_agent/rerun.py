@@ -18,7 +18,7 @@ from replayer.adapters.mini_swe_agent import bundle, config
 from replayer.adapters.mini_swe_agent.session import Native, calls_and_cost
 from replayer.floor.errors import PlanRefused
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import Observation, Step, Trajectory
+from replayer.floor.trajectory import Observation, Step, Trajectory
 from replayer.sandboxes.base import Sandbox
 
 

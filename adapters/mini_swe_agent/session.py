@@ -20,8 +20,8 @@ from replayer.adapters.head import loads_document
 from replayer.adapters.shapes import MAX_DEPTH, deep_place, fits, validated
 from replayer.floor.errors import BadInput, bad_record, excerpt
 from replayer.floor.io import read_input, sha256_soon
-from replayer.floor.models import Observation, Step, ToolCall, Trajectory
 from replayer.floor.pins import release
+from replayer.floor.trajectory import Observation, Step, ToolCall, Trajectory
 
 Message = dict[str, Any]
 Format = Literal["mini-swe-agent-1.1", "mini-swe-agent-1", "bare-list"]

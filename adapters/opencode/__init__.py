@@ -21,7 +21,7 @@ from replayer.adapters.base import (
     stdout_events,
 )
 from replayer.adapters.forms import NativeForm
-from replayer.adapters.opencode import bundle, ids, server, session, tools, wire
+from replayer.adapters.opencode import bundle, ids, server, session, tool_kinds, wire
 from replayer.adapters.opencode import home as agent_home
 from replayer.adapters.opencode.gate import opencode_gate
 from replayer.adapters.opencode.rerun import WORK_MOUNT, OpenCodeRerunner, provider_model
@@ -32,16 +32,10 @@ from replayer.bridges.sidecalls import PROBE, SideCall
 from replayer.floor import cwdinfer
 from replayer.floor.errors import ReplayError
 from replayer.floor.io import read_input, write_bytes_atomic
-from replayer.floor.models import (
-    AgentStatus,
-    Budgets,
-    HeldSession,
-    Observation,
-    ToolCall,
-    ToolKind,
-    Trajectory,
-)
+from replayer.floor.limits import Budgets
+from replayer.floor.results import AgentStatus
 from replayer.floor.rundirs import RunDirs
+from replayer.floor.trajectory import HeldSession, Observation, ToolCall, ToolKind, Trajectory
 from replayer.sandboxes.base import Sandbox
 
 EXPORT = "export.json"
@@ -166,12 +160,12 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
         return server.sessions_held(path, first_line)
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
-        return tools.classify(call)
+        return tool_kinds.classify(call)
 
     def inferred_cwd(self, trajectory: Trajectory) -> str | None:
         """An event log (`run --format json`) records no directory: the one holding every path its file
         tools name (a `read` of a directory names the directory itself, as its output says)."""
-        return cwdinfer.common_directory(tools.directories(s.calls for s in trajectory.steps))
+        return cwdinfer.common_directory(tool_kinds.directories(s.calls for s in trajectory.steps))
 
     def sandbox_binds(self, trajectory: Trajectory, dirs: RunDirs) -> dict[str, tuple[Path, bool]]:
         return {AGENT_HOME: (dirs.home, False), WORK_MOUNT: (dirs.work(WORK), False), **bundle.binds()}

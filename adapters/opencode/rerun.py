@@ -15,14 +15,14 @@ from typing import Any
 import orjson
 
 from replayer.adapters.base import StepwiseRerunner, no_request, stdout_events
-from replayer.adapters.opencode import bundle, tools
+from replayer.adapters.opencode import bundle, tool_kinds
 from replayer.adapters.opencode import home as agent_home
 from replayer.adapters.opencode.replay_model import Answer, ReplayModel
 from replayer.adapters.opencode.session import Native
 from replayer.adapters.sandbox_paths import OPENCODE_REPLAY_PORT, local_url
 from replayer.floor.errors import SandboxError
 from replayer.floor.io import remove_alias, remove_entry, short_alias
-from replayer.floor.models import Observation, Trajectory
+from replayer.floor.trajectory import Observation, Trajectory
 from replayer.sandboxes.base import RunningExec, Sandbox
 
 PORT = OPENCODE_REPLAY_PORT
@@ -91,7 +91,7 @@ class OpenCodeRerunner(StepwiseRerunner):
         turn = self.turn_of[index]
         if turn != self.turn:
             self._start_run(turn)
-        calls = [c for c in step.calls if tools.classify(c)[0] == "rerun"]
+        calls = [c for c in step.calls if tool_kinds.classify(c)[0] == "rerun"]
         self._next_request(f"step {index}")
         message = self.native.messages[self.native.step_messages[index - 1]]
         args = [(c.id, c.tool, orjson.dumps(c.input).decode()) for c in calls]

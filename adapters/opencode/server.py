@@ -33,7 +33,7 @@ from replayer.adapters.opencode import schema
 from replayer.adapters.shapes import check, too_deep
 from replayer.floor.errors import BadInput, bad_record, excerpt
 from replayer.floor.io import read_input
-from replayer.floor.models import HeldSession
+from replayer.floor.trajectory import HeldSession
 
 Record = dict[str, Any]
 Message = dict[str, Any]

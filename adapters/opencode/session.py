@@ -54,7 +54,7 @@ from replayer.adapters.opencode.server import record_name as _name
 from replayer.adapters.shapes import check, loads_within, too_deep
 from replayer.floor.errors import BadInput, bad_record, excerpt
 from replayer.floor.io import input_sha256, open_input, read_input, sha256_soon
-from replayer.floor.models import Observation, Step, ToolCall, Trajectory
+from replayer.floor.trajectory import Observation, Step, ToolCall, Trajectory
 
 Record = dict[str, Any]
 Message = dict[str, Any]

@@ -30,8 +30,10 @@ from replayer.adapters.openhands.wire import to_messages
 from replayer.adapters.sandbox_paths import AGENT_HOME, CONTINUE_SPEC_PATH, PLACEHOLDER_KEY, local_url
 from replayer.bridges.chat import ChatPrefixGate
 from replayer.floor.foreign import Folder
-from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.floor.limits import Budgets
+from replayer.floor.results import AgentStatus
 from replayer.floor.rundirs import RunDirs
+from replayer.floor.trajectory import Observation, ToolCall, ToolKind, Trajectory
 from replayer.sandboxes.base import Sandbox
 
 TOOLS = {"terminal", "file_editor", "task_tracker", "think"}

@@ -14,7 +14,7 @@ import orjson
 from replayer.adapters.openhands.session import BASE_STATE, EVENTS, OBSERVATION_KINDS, Native
 from replayer.adapters.sandbox_paths import AGENT_HOME
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import Observation, Trajectory
+from replayer.floor.trajectory import Observation, Trajectory
 
 CONVERSATIONS = "conversations"
 _OPTS = orjson.OPT_INDENT_2

@@ -21,7 +21,8 @@ from replayer.adapters.openhands.shell import ShellRerunner
 from replayer.adapters.openhands.wire import tool_text
 from replayer.floor.errors import SandboxError
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import Budgets, Observation, Step, Trajectory
+from replayer.floor.limits import Budgets
+from replayer.floor.trajectory import Observation, Step, Trajectory
 from replayer.sandboxes.base import Sandbox
 
 

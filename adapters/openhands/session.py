@@ -25,8 +25,8 @@ from replayer.adapters.shapes import MAX_DEPTH, Member, deep_place, fits, shallo
 from replayer.floor.errors import BadInput, bad_record, excerpt
 from replayer.floor.foreign import Folder
 from replayer.floor.io import MAX_INPUT_BYTES, read_input, sha256_soon
-from replayer.floor.models import Observation, Step, ToolCall, Trajectory
 from replayer.floor.pins import pinned_version
+from replayer.floor.trajectory import Observation, Step, ToolCall, Trajectory
 
 BASE_STATE = "base_state.json"
 EVENTS = "events"

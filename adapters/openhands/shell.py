@@ -22,7 +22,7 @@ from replayer.adapters.companion import STEP_MARGIN_S, StepRerunner
 from replayer.adapters.sandbox_paths import AGENT_HOME
 from replayer.floor.errors import ConfinementError, SandboxError
 from replayer.floor.io import remove_entry, write_bytes_atomic
-from replayer.floor.models import Trajectory
+from replayer.floor.trajectory import Trajectory
 from replayer.sandboxes.base import Sandbox
 
 SHELL_FILE = ".replayer/shell.json"

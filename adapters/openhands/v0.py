@@ -30,7 +30,7 @@ from replayer.adapters.openhands.session import (
 from replayer.adapters.shapes import fits
 from replayer.floor.errors import BadInput, PlanRefused, bad_record, excerpt
 from replayer.floor.io import read_input, sha256_hex
-from replayer.floor.models import HeldSession, Observation, StartingState, Step, ToolCall, Trajectory
+from replayer.floor.trajectory import HeldSession, Observation, StartingState, Step, ToolCall, Trajectory
 
 KNOWN_ACTIONS = {
     "system", "message", "recall", "run", "read", "edit", "think", "finish", "change_agent_state", "null",

@@ -42,16 +42,10 @@ from replayer.bridges.chat import ChatPrefixGate
 from replayer.floor import cwdinfer
 from replayer.floor.errors import PlanRefused, SandboxError, excerpt, last_line
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import (
-    AgentStatus,
-    Budgets,
-    HeldSession,
-    Observation,
-    ToolCall,
-    ToolKind,
-    Trajectory,
-)
+from replayer.floor.limits import Budgets
+from replayer.floor.results import AgentStatus
 from replayer.floor.rundirs import RunDirs
+from replayer.floor.trajectory import HeldSession, Observation, ToolCall, ToolKind, Trajectory
 from replayer.sandboxes.base import Sandbox
 
 TRAJECTORY = "trajectory.json"

@@ -14,7 +14,8 @@ from typing import Any
 from replayer.adapters.companion import SOCKET, STEP_MARGIN_S
 from replayer.adapters.openhands import bundle, v0
 from replayer.adapters.openhands.shell import ShellRerunner
-from replayer.floor.models import Budgets, Observation, Step, Trajectory
+from replayer.floor.limits import Budgets
+from replayer.floor.trajectory import Observation, Step, Trajectory
 from replayer.sandboxes.base import Sandbox
 
 

@@ -31,8 +31,10 @@ from replayer.adapters.pi.wire import js_json, to_wire
 from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, CONTINUE_SPEC_PATH, local_url
 from replayer.bridges.chat import SystemPerRequestGate
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import AgentStatus, Budgets, Observation, ToolCall, ToolKind, Trajectory
+from replayer.floor.limits import Budgets
+from replayer.floor.results import AgentStatus
 from replayer.floor.rundirs import RunDirs
+from replayer.floor.trajectory import Observation, ToolCall, ToolKind, Trajectory
 from replayer.sandboxes.base import Sandbox
 
 TOOLS = frozenset({"read", "bash", "edit", "write"})

@@ -71,7 +71,7 @@ from replayer.adapters.pi import schema
 from replayer.adapters.shapes import check, fits
 from replayer.floor.errors import BadInput, excerpt
 from replayer.floor.io import read_input, sha256_soon
-from replayer.floor.models import Observation, Step, ToolCall, Trajectory
+from replayer.floor.trajectory import Observation, Step, ToolCall, Trajectory
 
 Record = dict[str, Any]
 Form = Literal["session", "events", "rpc"]

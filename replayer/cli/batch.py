@@ -10,7 +10,7 @@ import typer
 from replayer import api
 from replayer.cli.app import command, console
 from replayer.cli.options import JsonOpt, Quiet, Verbose, _progress, emit_json, flag
-from replayer.floor.models import parse_size
+from replayer.floor.limits import parse_size
 
 
 @command()

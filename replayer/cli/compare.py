@@ -11,8 +11,8 @@ from rich.table import Table
 from replayer import api
 from replayer.cli import options as opts
 from replayer.cli.app import command, console
+from replayer.floor.compare_results import CompareResult
 from replayer.floor.errors import ReplayError
-from replayer.floor.models import CompareResult
 from replayer.floor.options import CompareOptions, declared
 
 CompareAfterStep = Annotated[

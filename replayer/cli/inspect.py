@@ -11,12 +11,7 @@ from rich.table import Table
 from replayer import api
 from replayer.cli.app import command, console
 from replayer.cli.options import Cwd, JsonOpt, Session, Task, TrajectoryArg, emit_json
-from replayer.floor.models import (
-    InspectReport,
-    StartingState,
-    SubagentFile,
-    SubagentOf,
-)
+from replayer.floor.trajectory import InspectReport, StartingState, SubagentFile, SubagentOf
 
 
 @command()

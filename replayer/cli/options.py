@@ -20,16 +20,11 @@ from replayer.cli.app import console, err_console
 from replayer.cli.live import LiveProgress, megabytes
 from replayer.floor import divergence, settings
 from replayer.floor.errors import BadInput, ReplayError
-from replayer.floor.models import (
-    ContinuationResult,
-    GitWorkspace,
-    InstalledBundle,
-    ReplayResult,
-    SandboxLimits,
-    VersionRecord,
-    workspace_spec,
-)
+from replayer.floor.limits import SandboxLimits
 from replayer.floor.options import OPTIONS
+from replayer.floor.requests import GitWorkspace, workspace_spec
+from replayer.floor.results import ContinuationResult, ReplayResult
+from replayer.floor.versions import InstalledBundle, VersionRecord
 
 TrajectoryArg = Annotated[
     Path,

@@ -13,8 +13,8 @@ from replayer.cli.app import command, console
 from replayer.floor import settings
 from replayer.floor.determinism import DETERMINISM, summary
 from replayer.floor.errors import NO_UPSTREAM_HELP
-from replayer.floor.models import ReplayResult
 from replayer.floor.options import RunOptions, declared
+from replayer.floor.results import ReplayResult
 
 RunAfterStep = Annotated[
     str,

@@ -10,9 +10,7 @@ from replayer import api
 from replayer.cli.app import command, console, err_console
 from replayer.cli.live import megabytes
 from replayer.cli.options import JsonOpt, _progress, emit_json
-from replayer.floor.models import (
-    ImageStatus,
-)
+from replayer.floor.versions import ImageStatus
 
 
 @command()

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from replayer.floor.divergence import NORMALIZERS, PROCESS_IDS
-from replayer.floor.models import RerunRecord
+from replayer.floor.results import RerunRecord
 
 DETERMINISM = "determinism.json"
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import orjson
 
-from replayer.floor.models import Divergence, Observation, ToolCall, ToolKind
+from replayer.floor.results import Divergence
+from replayer.floor.trajectory import Observation, ToolCall, ToolKind
 
 _EXCERPT = 160
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
-    from replayer.floor.models import ContinuationResult, GateMismatch
+    from replayer.floor.results import ContinuationResult, GateMismatch
 
 EXCERPT_CHARS = 80
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from replayer.floor.models import AgentStatus, DivergenceStatus
+from replayer.floor.results import AgentStatus, DivergenceStatus
 
 StageName = Literal["parse", "sandbox", "rerun", "rebuild", "continue", "runs"]
 

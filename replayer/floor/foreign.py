@@ -197,13 +197,9 @@ class Folder:
     def read(self, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes:
         """The whole of the regular file `name`; BadInput when it is anything else or passes `max_bytes`."""
         fd, size = self._open(name, max_bytes)
-        try:
-            data = read_fd(fd, size, max_bytes)
-        finally:
-            os.close(fd)
-        if len(data) > max_bytes:
-            raise BadInput(f"cannot read {self.path / name}: it grew past the {max_bytes}-byte bound")
-        return data
+        return read_whole(
+            fd, size, max_bytes, f"cannot read {self.path / name}: it grew past the {max_bytes}-byte bound"
+        )
 
     def maybe_read(self, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes | None:
         """`read`, or None when `name` is missing, not a regular file, unreadable or too large (a file that
@@ -261,6 +257,18 @@ def read_fd(fd: int, size: int, max_bytes: int) -> bytes:
             break
         want = 1 << 20
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def read_whole(fd: int, size: int, max_bytes: int, grew: str) -> bytes:
+    """The whole of the open file `fd` of `size` bytes, closed once read (`read_fd`); BadInput `grew` when it
+    grew past `max_bytes` while it was read."""
+    try:
+        data = read_fd(fd, size, max_bytes)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise BadInput(grew)
+    return data
 
 
 def _why(exc: OSError, where: Path, dir_fd: int | None = None, name: str | None = None) -> str:

@@ -22,8 +22,8 @@ from typing import BinaryIO
 from pydantic import BaseModel, ConfigDict
 
 from replayer.floor.errors import BadInput, ConfinementError, OutputError
-from replayer.floor.foreign import kind_of, read_fd
-from replayer.floor.models import ReadBudget
+from replayer.floor.foreign import kind_of, read_fd, read_whole
+from replayer.floor.limits import ReadBudget
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -128,17 +128,9 @@ class Workspace:
         try:
             st = os.fstat(fd)
             os.lseek(fd, offset, os.SEEK_SET)
-            chunks: list[bytes] = []
-            remaining = budget.max_scan_bytes + 1  # one extra byte tells a cut from an exact fit
-            while remaining > 0:
-                chunk = os.read(fd, min(remaining, 1 << 20))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                remaining -= len(chunk)
+            data = read_fd(fd, max(st.st_size - offset, 0), budget.max_scan_bytes)  # one byte over: a cut
         finally:
             os.close(fd)
-        data = b"".join(chunks)
         truncated = len(data) > budget.max_scan_bytes
         return ReadResult(
             data=data[: budget.max_scan_bytes], size=st.st_size, truncated=truncated, mtime_ns=st.st_mtime_ns
@@ -211,13 +203,7 @@ def open_input(path: Path, max_bytes: int = MAX_INPUT_BYTES) -> Iterator[BinaryI
 def read_input(path: Path | str, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
     """The whole of a user's input file (see `open_input`), reading at most `max_bytes` even if it grows."""
     fd, size = _open_input(path, max_bytes)
-    try:
-        data = read_fd(fd, size, max_bytes)
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:
-        raise BadInput(f"{path} grew past the {max_bytes}-byte limit while it was read")
-    return data
+    return read_whole(fd, size, max_bytes, f"{path} grew past the {max_bytes}-byte limit while it was read")
 
 
 def sha256_hex(data: bytes) -> str:

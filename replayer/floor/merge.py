@@ -15,8 +15,10 @@ from typing import Annotated, Any, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from replayer.floor.errors import BadInput
-from replayer.floor.models import CompareRequest, ContinueSettings, ReplayRequest, SandboxLimits, first_error
+from replayer.floor.limits import SandboxLimits
+from replayer.floor.model_base import first_error
 from replayer.floor.options import Option, declared
+from replayer.floor.requests import CompareRequest, ContinueSettings, ReplayRequest
 from replayer.floor.settings import Settings
 
 CONTINUATION = "continuation."

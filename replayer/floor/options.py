@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, TypedDict, get_args, get_type_hints
 
 from pydantic import AfterValidator
 
-from replayer.floor.models import SandboxLimits
+from replayer.floor.limits import SandboxLimits
 
 PathLike = str | os.PathLike[str]
 

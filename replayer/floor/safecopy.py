@@ -24,7 +24,7 @@ from typing import Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from replayer.floor.errors import SandboxError
-from replayer.floor.models import SandboxLimits
+from replayer.floor.limits import SandboxLimits
 from replayer.floor.output_budget import Earlier
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from replayer.floor import pinned
 from replayer.floor.errors import SettingsError
-from replayer.floor.models import Count, Cpus, SandboxLimits, parse_size
+from replayer.floor.limits import Count, Cpus, SandboxLimits, parse_size
 from replayer.floor.options import EngineName, RegistryUrl, layered
 
 PROJECT_FILE = "replayer.toml"

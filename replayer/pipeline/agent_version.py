@@ -18,9 +18,10 @@ from replayer.floor import registry
 from replayer.floor.bundles import cache_lock
 from replayer.floor.errors import BadInput
 from replayer.floor.io import read_input, write_bytes_atomic
-from replayer.floor.models import Trajectory, VersionRecord, VersionSource
 from replayer.floor.pins import bundles_root, load_pins, pinned_version, release
+from replayer.floor.trajectory import Trajectory
 from replayer.floor.verdicts import is_verified
+from replayer.floor.versions import VersionRecord, VersionSource
 
 
 def of_trajectory(adapter: Adapter, traj: Trajectory, stated: str | None) -> VersionRecord:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from replayer.floor.models import SandboxLimits
+from replayer.floor.limits import SandboxLimits
 from replayer.floor.safecopy import copy_untrusted
 from replayer.sandboxes.quota import StateDir
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from replayer.floor.dedupe import share_prefixes
-from replayer.floor.models import SandboxLimits
+from replayer.floor.limits import SandboxLimits
 from replayer.floor.output_budget import Earlier, OutputBudget, SharedTotal, tree_bytes
 from replayer.floor.safecopy import CopyReport, Holes, Links, copy_untrusted
 

@@ -23,10 +23,11 @@ from replayer.bridges.playback import Answer, Exchange, Kind
 from replayer.floor.errors import BadInput, CassetteError, SandboxError, excerpt
 from replayer.floor.foreign import Folder
 from replayer.floor.io import OutputDir, sha256_hex, write_bytes_atomic
-from replayer.floor.models import Frozen, Trajectory
+from replayer.floor.model_base import Frozen
 from replayer.floor.redact import redact, redact_text
 from replayer.floor.release import __version__
 from replayer.floor.safecopy import shown, walk
+from replayer.floor.trajectory import Trajectory
 
 SCHEMA = 1
 MANIFEST = "cassette.json"

@@ -21,23 +21,23 @@ from replayer.bridges.playback import Player, Recorder
 from replayer.floor.errors import PlanRefused, ReplayError, continuation_failure
 from replayer.floor.events import AgentEnded, BridgeTraffic, OnEvent, ignore
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import (
+from replayer.floor.limits import SandboxLimits
+from replayer.floor.pins import load_pins
+from replayer.floor.requests import ContinueRequest
+from replayer.floor.results import (
     AgentStatus,
     BridgeCounters,
     BridgeRefusal,
     CassetteCheck,
     ContinuationResult,
-    ContinueRequest,
     GateMismatch,
     GateVerdict,
     InputCondition,
     Leftovers,
-    SandboxLimits,
-    Trajectory,
 )
-from replayer.floor.pins import load_pins
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
+from replayer.floor.trajectory import Trajectory
 from replayer.pipeline import cassette, leftovers, mock, oracle
 from replayer.pipeline.context import RunContext
 from replayer.sandboxes.base import MAX_OUTPUT_BYTES, ExecResult, RunningExec, Sandbox

@@ -19,17 +19,12 @@ from replayer.floor.errors import BadInput, ReplayError, WorkspaceError, excerpt
 from replayer.floor.events import Event, Installing, OnEvent, Stage, ignore
 from replayer.floor.heap import collector_paused
 from replayer.floor.io import OutputDir
-from replayer.floor.models import (
-    ASKS_FOR_CWD,
-    DEFAULT_CWD,
-    CwdSource,
-    InstalledBundle,
-    ReplayRequest,
-    ReplayResult,
-    Trajectory,
-)
 from replayer.floor.pins import running_version
+from replayer.floor.requests import ReplayRequest
+from replayer.floor.results import ReplayResult
 from replayer.floor.rundirs import RunDirs
+from replayer.floor.trajectory import ASKS_FOR_CWD, DEFAULT_CWD, CwdSource, Trajectory
+from replayer.floor.versions import InstalledBundle
 from replayer.pipeline import multiboundary, multisession, steps, workspaces
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.result import Done, Outcome, Replayed, assemble, commit, os_error

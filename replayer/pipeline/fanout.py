@@ -26,9 +26,12 @@ from replayer.adapters.base import Adapter
 from replayer.floor.errors import SandboxError
 from replayer.floor.events import OnEvent
 from replayer.floor.io import OutputDir
-from replayer.floor.models import ReplayRequest, ReplayResult, SandboxLimits, Trajectory
+from replayer.floor.limits import SandboxLimits
+from replayer.floor.requests import ReplayRequest
+from replayer.floor.results import ReplayResult
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
+from replayer.floor.trajectory import Trajectory
 from replayer.pipeline import steps
 from replayer.pipeline.context import RunContext
 from replayer.pipeline.continuation import Continuing

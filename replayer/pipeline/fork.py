@@ -32,24 +32,17 @@ from pydantic import BaseModel, ConfigDict
 
 from replayer.adapters.base import Adapter, Rebuild
 from replayer.floor import hostproc, signals
+from replayer.floor.compare_results import CheckResult, RunRecord, RunStatus
 from replayer.floor.errors import Interrupted, PatchFailed, ReplayError, last_line
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import (
-    CheckResult,
-    ContinuationResult,
-    ContinueRequest,
-    Pins,
-    ReplayResult,
-    RunRecord,
-    RunStatus,
-    SandboxLimits,
-    TimelineEntry,
-    Trajectory,
-    Variant,
-)
+from replayer.floor.limits import SandboxLimits
 from replayer.floor.pins import running_version
+from replayer.floor.requests import ContinueRequest, Variant
+from replayer.floor.results import ContinuationResult, ReplayResult, TimelineEntry
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted, shown
+from replayer.floor.trajectory import Trajectory
+from replayer.floor.versions import Pins
 from replayer.pipeline import steps, timeline
 from replayer.pipeline.boundary import fork_state
 from replayer.pipeline.context import RunContext

@@ -21,10 +21,10 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from replayer.floor import hostproc
+from replayer.floor.compare_results import RunRecord
 from replayer.floor.errors import last_line
 from replayer.floor.events import OnEvent, RunEnded, Stage, ignore
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import RunRecord
 from replayer.pipeline.fork import BoundaryReady, ForkJob, Turn
 from replayer.pipeline.rootfs import RootfsDiff
 

@@ -16,7 +16,7 @@ import signal
 from typing import NamedTuple
 
 from replayer.floor.errors import SandboxError
-from replayer.floor.models import LeftoverProcess, Leftovers
+from replayer.floor.results import LeftoverProcess, Leftovers
 from replayer.sandboxes.base import Runtime
 
 MAX_LISTED = 100

@@ -81,8 +81,8 @@ def closing_turn(adapter: Adapter, version: str, body: Any, text: str) -> Turn:
     """The answer that ends the agent's session, for the request `body`: its finish tool when offered,
     else its submit command (as a shell call, or as a text action), else `text`."""
     from replayer.adapters.base import COMMAND, filled
+    from replayer.bridges.request_tools import tool_names
     from replayer.bridges.scripted import TextBlock, ToolUseBlock, Turn
-    from replayer.bridges.tools import tool_names
 
     offered = tool_names(body)
     finish = adapter.probe_finish

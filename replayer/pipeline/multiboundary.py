@@ -33,11 +33,13 @@ from replayer.adapters.base import Rerunner, StepwiseRerunner
 from replayer.floor.errors import ReplayError
 from replayer.floor.events import OnEvent, Stage, ignore
 from replayer.floor.io import OutputDir
-from replayer.floor.models import Divergence, Observation, ReplayRequest, ReplayResult
 from replayer.floor.output_budget import OverBudget
 from replayer.floor.pins import running_version
+from replayer.floor.requests import ReplayRequest
+from replayer.floor.results import Divergence, ReplayResult
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
+from replayer.floor.trajectory import Observation
 from replayer.pipeline import fanout, steps
 from replayer.pipeline.boundary_outputs import BoundaryOutputs
 from replayer.pipeline.context import RunContext

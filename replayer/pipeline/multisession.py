@@ -14,7 +14,7 @@ from pathlib import Path
 from replayer import adapters
 from replayer.floor.errors import BadInput, excerpt
 from replayer.floor.io import open_input, read_input
-from replayer.floor.models import HeldSession
+from replayer.floor.trajectory import HeldSession
 
 _FIRST_LINE_BYTES = 64 * 1024 * 1024
 _EXTRACTED: dict[tuple[str, int, int, str], Path] = {}

@@ -23,7 +23,7 @@ import orjson
 
 from replayer.bridges.difference import Mismatch, first_difference
 from replayer.bridges.playback import normalized
-from replayer.floor.models import SandboxLimits
+from replayer.floor.limits import SandboxLimits
 from replayer.floor.redact import redact
 from replayer.floor.safecopy import Entry, data_extents, shown, walk
 

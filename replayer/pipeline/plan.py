@@ -9,11 +9,12 @@ from pydantic import BaseModel, ConfigDict
 from replayer.adapters.base import Adapter
 from replayer.floor.errors import PlanRefused
 from replayer.floor.heap import collector_paused
-from replayer.floor.models import Degradation, Step, ToolCall, ToolKind, Trajectory, quick_init
+from replayer.floor.results import Degradation
+from replayer.floor.trajectory import Step, ToolCall, ToolKind, Trajectory, quick_init
 
 NO_CWD = "the trajectory records no working directory"
 """Run mode mounts the workspace at the recorded cwd; without one there is nowhere to mount it (a file whose
-calls name only relative paths runs in `models.DEFAULT_CWD`)."""
+calls name only relative paths runs in `trajectory.DEFAULT_CWD`)."""
 
 
 @quick_init

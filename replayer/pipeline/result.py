@@ -16,22 +16,13 @@ from replayer.adapters.base import Adapter, Rebuild
 from replayer.floor.divergence import workspace_hint
 from replayer.floor.errors import OutputError, ReplayError, SandboxError
 from replayer.floor.io import OutputDir, write_bytes_atomic
-from replayer.floor.models import (
-    ContinuationResult,
-    Divergence,
-    GitCheckout,
-    InstalledBundle,
-    Pins,
-    ReplayRequest,
-    ReplayResult,
-    SandboxLimits,
-    SandboxRecord,
-    Timings,
-    Trajectory,
-    VersionRecord,
-)
+from replayer.floor.limits import SandboxLimits
 from replayer.floor.pins import load_pins
 from replayer.floor.release import __version__
+from replayer.floor.requests import GitCheckout, ReplayRequest
+from replayer.floor.results import ContinuationResult, Divergence, ReplayResult, SandboxRecord, Timings
+from replayer.floor.trajectory import Trajectory
+from replayer.floor.versions import InstalledBundle, Pins, VersionRecord
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.steps import JSON_OPTS
 from replayer.sandboxes.base import Sandbox
@@ -167,13 +158,7 @@ def assemble(request: ReplayRequest, plan: Plan, replayed: Replayed, done: Done,
     return ReplayResult(
         request=request,
         pins=pins_for(replayed.adapter),
-        agent=traj.agent,
-        agent_version=traj.agent_version,
-        session_id=traj.session_id,
-        cwd=traj.cwd,
-        cwd_source=traj.cwd_source if traj.cwd else None,
-        source_sha256=traj.source_sha256,
-        parse_notes=traj.parse_notes,
+        **traj.reported(),
         image=replayed.image,
         image_id=done.image_id,
         container=done.container,

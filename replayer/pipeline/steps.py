@@ -20,21 +20,14 @@ from replayer.floor.divergence import divergence_of, kept, model_text
 from replayer.floor.errors import BadInput, ConfinementError, PlanRefused, WorkspaceError, excerpt
 from replayer.floor.events import CallRerun, OnEvent, Stage
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import (
-    ContinuationResult,
-    ContinueRequest,
-    Degradation,
-    Divergence,
-    Observation,
-    ReplayRequest,
-    RerunRecord,
-    SandboxLimits,
-    Trajectory,
-    VersionRecord,
-)
+from replayer.floor.limits import SandboxLimits
 from replayer.floor.pins import load_pins, pinned_version, running_version
+from replayer.floor.requests import ContinueRequest, ReplayRequest
+from replayer.floor.results import ContinuationResult, Degradation, Divergence, RerunRecord
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import CopyReport, Links, copy_untrusted
+from replayer.floor.trajectory import Observation, Trajectory
+from replayer.floor.versions import VersionRecord
 from replayer.pipeline import agent_version as versions
 from replayer.pipeline import cassette, continuation
 from replayer.pipeline.context import RunContext

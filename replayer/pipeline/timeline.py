@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from replayer.adapters.base import Adapter
-from replayer.floor.models import TimelineCall, TimelineEntry
+from replayer.floor.results import TimelineCall, TimelineEntry
 
 TEXT_CHARS = 4000
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from replayer.floor import hostproc, settings
 from replayer.floor.errors import WorkspaceError, excerpt, last_line
-from replayer.floor.models import GitCheckout, GitWorkspace, SandboxLimits
+from replayer.floor.limits import SandboxLimits
 from replayer.floor.pins import bundles_root
+from replayer.floor.requests import GitCheckout, GitWorkspace
 
 _FULL_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _GIT_ENV = {

@@ -30,15 +30,10 @@ from replayer.floor import settings
 from replayer.floor.errors import BadInput, Interrupted, OutputError, PlanRefused, ReplayError, excerpt
 from replayer.floor.foreign import MAX_FILE_BYTES, Folder
 from replayer.floor.io import open_input, write_bytes_atomic
-from replayer.floor.models import (
-    Budgets,
-    ContinueSettings,
-    GitWorkspace,
-    ReplayRequest,
-    ReplayResult,
-    Trajectory,
-    WorkspaceSpec,
-)
+from replayer.floor.limits import Budgets
+from replayer.floor.requests import ContinueSettings, GitWorkspace, ReplayRequest, WorkspaceSpec
+from replayer.floor.results import ReplayResult
+from replayer.floor.trajectory import Trajectory
 from replayer.pipeline.mock import MOCK
 from replayer.verbs import batch_output
 

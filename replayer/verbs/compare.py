@@ -23,26 +23,22 @@ import orjson
 
 from replayer.adapters.base import Adapter
 from replayer.floor import bundles
+from replayer.floor.compare_results import (
+    CheckResult,
+    CompareResult,
+    CompareTimings,
+    RunRecord,
+    VariantSummary,
+)
 from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput, Interrupted, NoUpstream, ReplayError
 from replayer.floor.events import OnEvent, ignore
 from replayer.floor.io import OutputDir, write_bytes_atomic
-from replayer.floor.models import (
-    CheckResult,
-    CompareRequest,
-    CompareResult,
-    CompareTimings,
-    ContinueRequest,
-    ReplayRequest,
-    ReplayResult,
-    RunRecord,
-    TimelineEntry,
-    Trajectory,
-    Variant,
-    VariantSummary,
-)
 from replayer.floor.pins import running_version
+from replayer.floor.requests import CompareRequest, ContinueRequest, ReplayRequest, Variant
+from replayer.floor.results import ReplayResult, TimelineEntry
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
+from replayer.floor.trajectory import Trajectory
 from replayer.pipeline import agent_version as versions
 from replayer.pipeline import boundary, fanout, rootfs, steps
 from replayer.pipeline.context import RunContext

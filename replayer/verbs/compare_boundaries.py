@@ -19,18 +19,14 @@ from pathlib import Path
 import orjson
 
 from replayer.adapters.base import Adapter
+from replayer.floor.compare_results import BoundaryComparison, CompareBoundaries, CompareResult
 from replayer.floor.errors import Interrupted, ReplayError
 from replayer.floor.events import OnEvent, ignore
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import (
-    BoundaryComparison,
-    CompareBoundaries,
-    CompareRequest,
-    CompareResult,
-    ReplayResult,
-    Trajectory,
-)
+from replayer.floor.requests import CompareRequest
+from replayer.floor.results import ReplayResult
 from replayer.floor.rundirs import RunDirs
+from replayer.floor.trajectory import Trajectory
 from replayer.pipeline.context import RunContext
 from replayer.pipeline.engine import execute_many
 from replayer.pipeline.forkpool import OnRun

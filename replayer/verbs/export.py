@@ -23,9 +23,9 @@ from replayer import adapters
 from replayer.floor.errors import BadInput, OutputError, ReplayError
 from replayer.floor.foreign import Folder
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import ReplayResult
 from replayer.floor.pins import pinned_version, running_version
 from replayer.floor.redact import redact
+from replayer.floor.results import ReplayResult
 from replayer.verbs import tool_capture
 
 

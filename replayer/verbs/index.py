@@ -17,10 +17,11 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from replayer.floor.compare_results import CompareResult
 from replayer.floor.errors import BadInput, OutputError, ReplayError
 from replayer.floor.foreign import Folder
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import CompareResult, ReplayResult
+from replayer.floor.results import ReplayResult
 
 PAGE = "index.html"
 MAX_DEPTH = 6

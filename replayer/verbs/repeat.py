@@ -18,7 +18,8 @@ from replayer.floor.determinism import DETERMINISM, Determinism, determinism
 from replayer.floor.errors import BadInput
 from replayer.floor.events import OnEvent, ignore
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import ReplayRequest, RerunRecord
+from replayer.floor.requests import ReplayRequest
+from replayer.floor.results import RerunRecord
 
 _RECORDS = TypeAdapter(list[RerunRecord])
 MAX_REPEATS = 100

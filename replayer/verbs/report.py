@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from replayer.floor.models import CompareResult
+from replayer.floor.compare_results import CompareResult
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#1d1d1f;background:#fafafa}

@@ -4,7 +4,9 @@ from pathlib import Path
 
 import orjson
 
-from replayer.floor.models import CompareResult, InspectReport, ReplayResult
+from replayer.floor.compare_results import CompareResult
+from replayer.floor.results import ReplayResult
+from replayer.floor.trajectory import InspectReport
 
 if __name__ == "__main__":
     docs = Path(__file__).resolve().parents[2] / "docs"

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from replayer.floor.models import Variant, VariantSpec
+from replayer.floor.requests import Variant, VariantSpec
 
 KEYS = {
     "agent_version": "version",

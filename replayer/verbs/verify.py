@@ -27,13 +27,14 @@ from pydantic import BaseModel, ConfigDict
 
 from replayer.adapters import REGISTRY, Adapter, adapter_class, by_name
 from replayer.adapters.base import COMMAND, PATH, filled
+from replayer.bridges.request_tools import tool_names
 from replayer.bridges.scripted import LoggedRequest, Script, TextBlock, ToolUseBlock, Turn
-from replayer.bridges.tools import tool_names
 from replayer.floor.determinism import Determinism
 from replayer.floor.errors import PlanRefused, ReplayError
-from replayer.floor.models import ContinueRequest, ReplayRequest, ReplayResult
 from replayer.floor.pins import release
 from replayer.floor.release import __version__ as REPLAYER_VERSION
+from replayer.floor.requests import ContinueRequest, ReplayRequest
+from replayer.floor.results import ReplayResult
 from replayer.floor.verdicts import Check, Verdict
 from replayer.verbs.repeat import check_repeats, repeated, reruns_of
 

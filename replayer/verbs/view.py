@@ -14,8 +14,8 @@ from replayer.adapters.base import Adapter
 from replayer.floor.errors import BadInput, OutputError
 from replayer.floor.foreign import Folder
 from replayer.floor.io import write_bytes_atomic
-from replayer.floor.models import ReplayResult, RerunRecord, TimelineEntry
 from replayer.floor.pins import pinned_version, running_version
+from replayer.floor.results import ReplayResult, RerunRecord, TimelineEntry
 from replayer.pipeline import timeline
 from replayer.pipeline.steps import RERUNS
 from replayer.verbs.report import render_view

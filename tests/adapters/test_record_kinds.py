@@ -13,7 +13,7 @@ import pytest
 
 from replayer.adapters.codex import session as rollout
 from replayer.floor.errors import PlanRefused
-from replayer.floor.models import Trajectory
+from replayer.floor.trajectory import Trajectory
 from replayer.pipeline.engine import load
 from replayer.pipeline.plan import make_plan
 from tests.conftest import CLAUDE, CODEX, PI, ROOT

@@ -20,7 +20,7 @@ from replayer.bridges.anthropic import AnthropicDialect
 from replayer.bridges.core import Bridge, BridgeConfig, Decision
 from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
 from replayer.floor.io import remove_alias, short_alias
-from replayer.floor.models import DEFAULT_MAX_TOKENS
+from replayer.floor.requests import DEFAULT_MAX_TOKENS
 
 KEY = "sk-budget-test-key"
 MODEL = "claude-sonnet-5"
@@ -234,7 +234,7 @@ def test_a_budget_spans_every_bridge_of_its_ledger(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("given", "shared"), [({"max_tokens": 50_000}, True), ({}, False)])
 def test_compare_variants_share_the_budget_the_user_set(tmp_path: Path, given: dict, shared: bool) -> None:
-    from replayer.floor.models import ContinueSettings
+    from replayer.floor.requests import ContinueSettings
     from replayer.verbs.compare import TOKEN_LEDGER, _shared_budget
     from replayer.verbs.variants import parse_variant
 
@@ -247,7 +247,7 @@ def test_compare_variants_share_the_budget_the_user_set(tmp_path: Path, given: d
 
 @pytest.mark.parametrize(("given", "shared"), [({"max_tokens": 50_000}, True), ({}, False)])
 def test_a_batch_lines_budget_spans_its_jobs(tmp_path: Path, given: dict, shared: bool) -> None:
-    from replayer.floor.models import ContinueSettings
+    from replayer.floor.requests import ContinueSettings
     from replayer.verbs.batch import Job, ManifestEntry
 
     entry = ManifestEntry(

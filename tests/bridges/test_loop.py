@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from pathlib import Path
 
 import orjson
 
 from replayer.bridges import loop
-from replayer.floor.io import remove_alias
-from tests.bridges.test_side_calls import CHAT, _bridge, _send
+from tests.bridges.conftest import CHAT, Held, scripted_bridge, send
 
 
 def _chat(*contents: str) -> bytes:
@@ -65,21 +62,11 @@ def test_rounds_that_differ_do_not_repeat() -> None:
 def test_the_bridge_holds_the_request_that_loops(tmp_path: Path) -> None:
     """The scripted upstream says "Done." every time; the agent sends the same request again: the request
     after `loop_limit` repeats is held, never forwarded, and the bridge says why."""
-    upstream, bridge, unix, main = _bridge(tmp_path, loop_limit=2)
-    held: list[tuple[int, bytes]] = []
-    try:
+    with scripted_bridge(tmp_path, loop_limit=2) as on:
         for _ in range(3):
-            assert asyncio.run(_send(unix, "POST", CHAT, main))[0] == 200
-        fourth = threading.Thread(target=lambda: held.append(asyncio.run(_send(unix, "POST", CHAT, main))))
-        fourth.start()
-        while bridge.budget is None and fourth.is_alive():
-            fourth.join(0.05)
-        assert bridge.budget == "loop"
-    finally:
-        bridge.close()
-        upstream.__exit__(None)
-        remove_alias(Path(unix).parent)
-    fourth.join()
-    assert held and held[0][0] == 503 and len(upstream.log) == 3
-    [refusal] = bridge.refusals
+            assert send(on.unix, "POST", CHAT, on.main)[0] == 200
+        fourth = Held(on)
+        assert on.bridge.budget == "loop"
+    assert fourth.answer()[0] == 503 and len(on.upstream.log) == 3
+    [refusal] = on.bridge.refusals
     assert refusal.reason == "loop" and "the same request after the same answer 2 times" in refusal.detail

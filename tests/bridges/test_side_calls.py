@@ -4,26 +4,18 @@ of a continuation; what is refused never reaches the upstream and is recorded.""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from pathlib import Path
 
-import aiohttp
 import orjson
 import pytest
 
 from replayer.adapters.claude_code import ClaudeCodeAdapter
 from replayer.bridges.budget import worst_case
-from replayer.bridges.chat import ChatDialect, ChatPrefixGate
-from replayer.bridges.core import Bridge, BridgeConfig
-from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
-from replayer.bridges.sidecalls import PROBE, SideCall, refusal
-from replayer.floor.io import remove_alias, short_alias
+from replayer.bridges.sidecalls import SideCall, refusal
+from tests.bridges.conftest import CHAT, Held, scripted_bridge, send
 from tests.conftest import MINI
 
-KEY = "sk-side-call-test-key"
 SHAPES = ClaudeCodeAdapter.side_calls
-CHAT = "/v1/chat/completions"
 
 
 @pytest.mark.parametrize(
@@ -69,93 +61,45 @@ def test_gemini_asks_in_its_generation_config() -> None:
     )
 
 
-async def _send(unix: str, method: str, path: str, body: dict | None) -> tuple[int, bytes]:
-    async with aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=unix)) as session:
-        data = orjson.dumps(body) if body is not None else None
-        headers = {"authorization": "Bearer sk-placeholder", "content-type": "application/json"}
-        async with session.request(method, "http://bridge" + path, data=data, headers=headers) as r:
-            return r.status, await r.read()
-
-
-def _bridge(tmp_path: Path, **budget: int) -> tuple[ScriptedUpstream, Bridge, str, dict]:
-    body = MINI.requests("toolcall")[3]["body"]
-    (tmp_path / "sock").mkdir()
-    upstream = ScriptedUpstream(
-        Script(turns=[Turn(blocks=[TextBlock(text="Done.")], repeat=True)], model="fake-model"),
-        expected_key=KEY,
-    ).__enter__()
-    config = BridgeConfig(upstream=upstream.url, api_key=KEY, side_calls=(PROBE,), **budget)
-    bridge = Bridge(
-        ChatPrefixGate(body["messages"]), ChatDialect(), config, tmp_path / "sock" / "bridge.sock"
-    )
-    bridge.__enter__()
-    return upstream, bridge, str(short_alias(tmp_path / "sock") / "bridge.sock"), body
-
-
 def test_a_side_call_of_no_declared_shape_is_refused_recorded_and_not_forwarded(tmp_path: Path) -> None:
-    upstream, bridge, unix, main = _bridge(tmp_path)
-    try:
+    with scripted_bridge(tmp_path) as on:
         rogue = {
             "model": "claude-opus-4-8",
             "max_tokens": 64000,
             "messages": [{"role": "user", "content": "hi"}],
         }
-        status, raw = asyncio.run(_send(unix, "POST", "/v1/messages", rogue))
+        status, raw = send(on.unix, "POST", "/v1/messages", rogue)
         assert status == 403 and b"no shape the adapter declares" in raw
-        assert asyncio.run(_send(unix, "GET", "/v1/models", None))[0] == 200  # a declared probe
-        assert asyncio.run(_send(unix, "POST", CHAT, main))[0] == 200
-    finally:
-        bridge.close()
-        upstream.__exit__(None)
-        remove_alias(Path(unix).parent)
-    assert [(r.method, r.path) for r in upstream.log] == [("GET", "/v1/models"), ("POST", CHAT)]
-    assert [(r.reason, r.path) for r in bridge.refusals] == [("undeclared_side_call", "/v1/messages")]
-    assert bridge.mismatch is None, "a refused side call does not end the continuation"
-    assert (bridge.counters.side_requests, bridge.counters.refused_requests) == (1, 1)
+        assert send(on.unix, "GET", "/v1/models", None)[0] == 200  # a declared probe
+        assert send(on.unix, "POST", CHAT, on.main)[0] == 200
+    assert [(r.method, r.path) for r in on.upstream.log] == [("GET", "/v1/models"), ("POST", CHAT)]
+    assert [(r.reason, r.path) for r in on.bridge.refusals] == [("undeclared_side_call", "/v1/messages")]
+    assert on.bridge.mismatch is None, "a refused side call does not end the continuation"
+    assert (on.bridge.counters.side_requests, on.bridge.counters.refused_requests) == (1, 1)
 
 
 def test_the_request_budget_counts_side_calls_and_holds_the_main_thread(tmp_path: Path) -> None:
-    upstream, bridge, unix, main = _bridge(tmp_path, max_requests=2)
-    held: list[tuple[int, bytes]] = []
-    try:
-        assert asyncio.run(_send(unix, "POST", CHAT, main))[0] == 200
-        assert asyncio.run(_send(unix, "GET", "/v1/models", None))[0] == 200
-        status, raw = asyncio.run(_send(unix, "GET", "/v1/models", None))
+    with scripted_bridge(tmp_path, max_requests=2) as on:
+        assert send(on.unix, "POST", CHAT, on.main)[0] == 200
+        assert send(on.unix, "GET", "/v1/models", None)[0] == 200
+        status, raw = send(on.unix, "GET", "/v1/models", None)
         assert status == 429 and b"2 requests were forwarded (--max-requests)" in raw
-        third = threading.Thread(target=lambda: held.append(asyncio.run(_send(unix, "POST", CHAT, main))))
-        third.start()
-        while bridge.budget is None and third.is_alive():
-            third.join(0.05)
-        assert bridge.budget == "max_requests"
-    finally:
-        bridge.close()  # releases the held request
-        upstream.__exit__(None)
-        remove_alias(Path(unix).parent)
-    third.join()
-    assert held and held[0][0] == 503
-    assert len(upstream.log) == 2
-    assert [r.reason for r in bridge.refusals] == ["max_requests", "max_requests"]
-    assert bridge.counters.held_requests == 1
+        third = Held(on)
+        assert on.bridge.budget == "max_requests"
+    assert third.answer()[0] == 503
+    assert len(on.upstream.log) == 2
+    assert [r.reason for r in on.bridge.refusals] == ["max_requests", "max_requests"]
+    assert on.bridge.counters.held_requests == 1
 
 
 def test_the_token_budget_counts_every_answer(tmp_path: Path) -> None:
     body = MINI.requests("toolcall")[3]["body"]
     worst = worst_case(orjson.dumps(body), body)
-    upstream, bridge, unix, main = _bridge(tmp_path, max_tokens=worst + 100)
-    held: list[tuple[int, bytes]] = []
-    try:
-        assert asyncio.run(_send(unix, "POST", CHAT, main))[0] == 200  # 120 tokens reported
-        second = threading.Thread(target=lambda: held.append(asyncio.run(_send(unix, "POST", CHAT, main))))
-        second.start()
-        while bridge.budget is None and second.is_alive():
-            second.join(0.05)
-        assert bridge.budget == "max_tokens"
-    finally:
-        bridge.close()
-        upstream.__exit__(None)
-        remove_alias(Path(unix).parent)
-    second.join()
-    assert held and held[0][0] == 503
-    assert len(upstream.log) == 1 and bridge.tokens_used() == 120
-    assert [r.reason for r in bridge.refusals] == ["max_tokens"]
-    assert f"a worst case of {worst} tokens does not fit" in bridge.refusals[0].detail
+    with scripted_bridge(tmp_path, max_tokens=worst + 100) as on:
+        assert send(on.unix, "POST", CHAT, on.main)[0] == 200  # 120 tokens reported
+        second = Held(on)
+        assert on.bridge.budget == "max_tokens"
+    assert second.answer()[0] == 503
+    assert len(on.upstream.log) == 1 and on.bridge.tokens_used() == 120
+    assert [r.reason for r in on.bridge.refusals] == ["max_tokens"]
+    assert f"a worst case of {worst} tokens does not fit" in on.bridge.refusals[0].detail

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from replayer.floor.errors import Interrupted, SandboxError
-from replayer.floor.models import SandboxLimits
+from replayer.floor.limits import SandboxLimits
 from replayer.pipeline import steps
 from replayer.pipeline.context import RunContext
 from replayer.sandboxes.fake import FakeBackend

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from replayer.floor.models import ContinueRequest, RunRecord, Variant, VariantSpec
+from replayer.floor.compare_results import RunRecord
+from replayer.floor.requests import ContinueRequest, Variant, VariantSpec
 from replayer.pipeline.engine import execute, load
 from replayer.pipeline.fork import PATCH_MOUNT, BoundaryReady, ForkJob, Turn, run
 from replayer.sandboxes.fake import FakeBackend, Rule, answer

@@ -23,15 +23,11 @@ import pytest
 from replayer.adapters.base import Rebuild
 from replayer.adapters.claude_code import envelope
 from replayer.floor.errors import PlanRefused, SandboxError
-from replayer.floor.models import (
-    ContinueRequest,
-    Observation,
-    ReplayRequest,
-    ReplayResult,
-    SandboxLimits,
-    ToolCall,
-)
+from replayer.floor.limits import SandboxLimits
+from replayer.floor.requests import ContinueRequest, ReplayRequest
+from replayer.floor.results import ReplayResult
 from replayer.floor.rundirs import RunDirs
+from replayer.floor.trajectory import Observation, ToolCall
 from replayer.pipeline.engine import execute, execute_many, load
 from replayer.sandboxes.base import ExecResult, SandboxSpec
 from replayer.sandboxes.fake import FakeBackend, FakeSandbox, Rule, answer

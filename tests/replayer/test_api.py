@@ -11,7 +11,8 @@ import pytest
 import replayer
 from replayer.floor.errors import OutputError, PlanRefused
 from replayer.floor.events import CallRerun, Event, JobEnded, Stage
-from replayer.floor.models import InspectReport, ReplayResult
+from replayer.floor.results import ReplayResult
+from replayer.floor.trajectory import InspectReport
 from replayer.pipeline.engine import load
 from tests.conftest import CLAUDE
 

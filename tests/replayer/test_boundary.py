@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from replayer.floor.models import SandboxLimits
+from replayer.floor.limits import SandboxLimits
 from replayer.floor.pins import load_pins
 from replayer.pipeline.boundary import fork_state, seal
 from replayer.sandboxes.docker import DockerSandbox

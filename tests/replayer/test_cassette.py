@@ -11,7 +11,7 @@ import pytest
 
 from replayer.bridges.playback import Answer, Exchange, Player, Refusal, normalized
 from replayer.floor.errors import CassetteError
-from replayer.floor.models import Trajectory
+from replayer.floor.trajectory import Trajectory
 from replayer.pipeline import cassette, oracle
 from tests.conftest import CLAUDE, replayer
 

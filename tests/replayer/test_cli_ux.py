@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from replayer.cli import app
 from replayer.floor.errors import AgentError, BridgeRefused, continuation_failure
-from replayer.floor.models import BridgeCounters, ContinuationResult, GateMismatch
 from replayer.floor.pins import load_pins
 from replayer.floor.release import __version__
+from replayer.floor.results import BridgeCounters, ContinuationResult, GateMismatch
 from replayer.verbs.batch import ManifestEntry
 from replayer.verbs.variants import parse_variant
 from tests.conftest import CLAUDE, MINI, replayer

@@ -230,7 +230,8 @@ def test_infrastructure_failures_are_counted_apart_and_trajectory_text_stays_tex
 ) -> None:
     """The report of the module's compare, with one run's container lost, markup in a tool output and a
     degradation: the tally and the page from models, no container."""
-    from replayer.floor.models import CompareResult, Degradation, RunRecord
+    from replayer.floor.compare_results import CompareResult, RunRecord
+    from replayer.floor.results import Degradation
     from replayer.verbs.compare import infrastructure_failure, summaries, with_differences
     from replayer.verbs.report import render_html
 
@@ -304,7 +305,7 @@ def test_infrastructure_failures_are_counted_apart_and_trajectory_text_stays_tex
 def test_the_report_says_which_runs_the_mock_answered(two_variants: Compared, tmp_path: Path) -> None:
     """Runs whose continuation.mock is true are said to have had the mock's answers, in the header and on
     their cards; the others are not."""
-    from replayer.floor.models import CompareResult
+    from replayer.floor.compare_results import CompareResult
     from replayer.verbs.report import render_html
 
     result = CompareResult.model_validate_json((two_variants.out / "compare.json").read_bytes())

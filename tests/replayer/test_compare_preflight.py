@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from replayer.floor.errors import PlanRefused
-from replayer.floor.models import CompareRequest, ContinueRequest, Variant, VariantSpec
 from replayer.floor.pins import pinned_version
+from replayer.floor.requests import CompareRequest, ContinueRequest, Variant, VariantSpec
 from replayer.pipeline.engine import load
 from replayer.verbs.compare import _preflight
 from tests.conftest import MINI

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from replayer.floor import settings, trust
 from replayer.floor.errors import BadInput
 from replayer.floor.merge import merge
-from replayer.floor.models import ContinueRequest, ContinueSettings, Variant, VariantSpec
 from replayer.floor.options import RunOptions
+from replayer.floor.requests import ContinueRequest, ContinueSettings, Variant, VariantSpec
 from replayer.verbs.batch import _continuation_key, expand, read_manifest
 from replayer.verbs.compare import variant_continuation
 from replayer.verbs.variants import parse_variant

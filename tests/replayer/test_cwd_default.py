@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 
 from replayer.floor.cwdinfer import workspace_path
-from replayer.floor.models import DEFAULT_CWD
+from replayer.floor.trajectory import DEFAULT_CWD
 from replayer.pipeline.engine import load
 from tests.conftest import MINI, ROOT, replayer
 

@@ -19,7 +19,8 @@ from replayer.floor.determinism import (
     varying,
 )
 from replayer.floor.divergence import model_text
-from replayer.floor.models import ReplayResult, RerunRecord, ToolCall
+from replayer.floor.results import ReplayResult, RerunRecord
+from replayer.floor.trajectory import ToolCall
 from replayer.floor.verdicts import shipped
 from replayer.pipeline.engine import load
 from replayer.verbs.compatibility import table

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from replayer import adapters
 from replayer.floor.divergence import COMMON, divergence_of, model_text, workspace_hint
-from replayer.floor.models import Divergence, Observation, ToolCall
+from replayer.floor.results import Divergence
+from replayer.floor.trajectory import Observation, ToolCall
 
 LISTING = "/w/a.py\n/w/sub/b.py\n/w/c.py"
 REORDERED = "/w/c.py\n/w/a.py\n/w/sub/b.py"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import orjson
 
+from replayer.floor.compare_results import CompareResult
 from replayer.floor.errors import ReplayError
-from replayer.floor.models import CompareResult, InspectReport, ReplayResult
+from replayer.floor.results import ReplayResult
+from replayer.floor.trajectory import InspectReport
 from tests.conftest import ROOT
 
 

@@ -815,8 +815,8 @@ def test_the_pin_continues_an_older_form_rollout_in_its_own_form(tmp_path: Path)
     and plugins revoked (the container has neither). The gate accepts exactly that, and the recorded
     version's own form still holds for the recorded version."""
     from replayer.adapters.codex import resume
-    from replayer.floor.models import Observation
     from replayer.floor.pins import running_version
+    from replayer.floor.trajectory import Observation
 
     body = orjson.loads(OLDER_FORM_RESUMED.read_bytes())
     nonce = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "nonce"}]}

@@ -22,8 +22,9 @@ import docker
 import pytest
 
 from replayer.adapters.sandbox_paths import AGENT_HOME
-from replayer.floor.models import ContinueRequest, SandboxLimits, Variant
+from replayer.floor.limits import SandboxLimits
 from replayer.floor.pins import load_pins
+from replayer.floor.requests import ContinueRequest, Variant
 from replayer.pipeline import rootfs
 from replayer.pipeline.boundary import fork_state, seal
 from replayer.pipeline.engine import load

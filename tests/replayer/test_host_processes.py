@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from replayer.floor import bundles, hostproc
-from replayer.floor.models import ContinueRequest, RunRecord, Variant
+from replayer.floor.compare_results import RunRecord
+from replayer.floor.requests import ContinueRequest, Variant
 from replayer.pipeline.fork import ForkJob
 from replayer.pipeline.forkpool import ForkPool
 from replayer.verbs import executors

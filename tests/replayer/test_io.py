@@ -21,7 +21,7 @@ from replayer.floor.io import (
     remove_alias,
     short_alias,
 )
-from replayer.floor.models import ReadBudget
+from replayer.floor.limits import ReadBudget
 from tests.conftest import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures"

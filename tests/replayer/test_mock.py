@@ -13,8 +13,8 @@ import pytest
 
 from replayer.adapters import by_name
 from replayer.floor.errors import BadInput, NoUpstream
-from replayer.floor.models import ContinueRequest
 from replayer.floor.pins import load_pins
+from replayer.floor.requests import ContinueRequest
 from replayer.pipeline import mock, steps
 from tests.conftest import CLAUDE, replayer
 

@@ -14,7 +14,7 @@ import pytest
 from replayer import api
 from replayer.floor.divergence import NORMALIZERS
 from replayer.floor.errors import BadInput, PlanRefused
-from replayer.floor.models import ReplayResult
+from replayer.floor.results import ReplayResult
 from replayer.pipeline.engine import load
 from replayer.verbs.batch import Sample, parse_boundaries, pick_boundaries
 from tests.conftest import ROOT, replayer

@@ -20,9 +20,10 @@ from replayer.cli import app
 from replayer.cli import options as cli_options
 from replayer.floor import settings, trust
 from replayer.floor.errors import BadInput, SettingsError
+from replayer.floor.limits import SandboxLimits
 from replayer.floor.merge import CONTINUATION, Merged, merge
-from replayer.floor.models import CompareRequest, ContinueRequest, ReplayRequest, SandboxLimits
 from replayer.floor.options import OPTIONS, CompareOptions, ReplayOptions, RunOptions, declared
+from replayer.floor.requests import CompareRequest, ContinueRequest, ReplayRequest
 from tests.conftest import ROOT
 
 LAYERS = ("flag", "env", "project", "user")

@@ -14,8 +14,9 @@ import orjson
 import pytest
 
 from replayer import api
-from replayer.floor.models import ReplayResult, SandboxLimits
+from replayer.floor.limits import SandboxLimits
 from replayer.floor.output_budget import OverBudget
+from replayer.floor.results import ReplayResult
 from replayer.pipeline.boundary_outputs import BoundaryOutputs
 from replayer.sandboxes.btrfs import FS_ROOT, is_btrfs
 from tests.conftest import ROOT, replayer

@@ -13,7 +13,7 @@ import pytest
 from replayer.floor import settings, trust
 from replayer.floor.bundles import INSTALLED
 from replayer.floor.errors import SettingsError
-from replayer.floor.models import SandboxLimits
+from replayer.floor.limits import SandboxLimits
 from tests.conftest import CLAUDE, ROOT, replayer
 
 SESSION = CLAUDE.fixture("write_edit") / "session.jsonl"

@@ -23,7 +23,7 @@ from replayer.floor import settings
 from replayer.floor import trust as trusting
 from replayer.floor.bundletrust import MANIFEST
 from replayer.floor.errors import SettingsError
-from replayer.floor.models import SandboxLimits
+from replayer.floor.limits import SandboxLimits
 from replayer.floor.pins import load_pins, pinned_version
 from tests.conftest import CLAUDE, OPENCODE, ROOT
 

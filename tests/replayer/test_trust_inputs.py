@@ -20,7 +20,7 @@ from replayer import api
 from replayer.floor import settings
 from replayer.floor import trust as trusting
 from replayer.floor.errors import BadInput, SettingsError
-from replayer.floor.models import SandboxLimits
+from replayer.floor.limits import SandboxLimits
 from replayer.verbs.batch import read_manifest
 from tests.conftest import MINI, ROOT, replayer
 

@@ -19,7 +19,8 @@ import pytest
 
 from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer.floor.errors import WorkspaceError
-from replayer.floor.models import GitWorkspace, SandboxLimits
+from replayer.floor.limits import SandboxLimits
+from replayer.floor.requests import GitWorkspace
 from replayer.floor.safecopy import walk
 from replayer.pipeline.fork import workspace_diff
 from replayer.pipeline.oracle import workspace_state

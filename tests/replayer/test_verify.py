@@ -12,8 +12,8 @@ import pytest
 
 from replayer import adapters
 from replayer.adapters.base import recorded_tools
+from replayer.bridges.request_tools import tool_names
 from replayer.bridges.scripted import ItemBlock, ToolUseBlock
-from replayer.bridges.tools import tool_names
 from replayer.floor.release import __version__
 from replayer.floor.verdicts import Check, Verdict, is_verified, shipped, store
 from replayer.verbs.compatibility import DOC, rendered

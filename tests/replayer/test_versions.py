@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.adapters.codex import tools as codex_tools
+from replayer.adapters.codex import bundle as codex_bundle
 from replayer.floor import bundles, hostproc, registry, settings
 from replayer.floor.bundletrust import MANIFEST
 from tests.conftest import ROOT, replayer
@@ -101,7 +101,7 @@ def test_any_version_installs_and_its_cli_is_found_where_that_release_put_it(
     assert {"agent": agent, "version": version} in [{k: b[k] for k in ("agent", "version")} for b in listed]
     os.environ["REPLAYER_BUNDLES"] = str(cache)
     try:
-        found = codex_tools.cli(version) if agent == "codex" else bundles.cli_path(agent, version)
+        found = codex_bundle.cli(version) if agent == "codex" else bundles.cli_path(agent, version)
     finally:
         del os.environ["REPLAYER_BUNDLES"]
     assert (found.path, found.needs_node) == (cli, needs_node)

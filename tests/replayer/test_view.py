@@ -83,7 +83,7 @@ def test_view_shows_prefix_reruns_side_by_side_and_continuation(replay_dir: Path
 @pytest.mark.agent
 def test_view_of_a_directory_without_reruns_json_shows_the_excerpts(replay_dir: Path, tmp_path: Path) -> None:
     """A directory written before reruns.json existed; its degradations shown as recorded."""
-    from replayer.floor.models import Degradation, ReplayResult
+    from replayer.floor.results import Degradation, ReplayResult
     from replayer.verbs.report import render_view
     from replayer.verbs.view import load
 

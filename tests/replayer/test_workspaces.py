@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from replayer.floor.errors import WorkspaceError
-from replayer.floor.models import GitWorkspace, ReplayRequest
+from replayer.floor.requests import GitWorkspace, ReplayRequest
 from replayer.pipeline.workspaces import checkout
 from tests.conftest import CLAUDE, ROOT, replayer
 

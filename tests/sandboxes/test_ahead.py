@@ -17,7 +17,8 @@ import orjson
 import pytest
 
 from replayer import api
-from replayer.floor.models import ReplayRequest, SandboxLimits
+from replayer.floor.limits import SandboxLimits
+from replayer.floor.requests import ReplayRequest
 from replayer.pipeline.engine import execute
 from replayer.sandboxes.ahead import AheadBackend
 from replayer.sandboxes.docker import DockerBackend, DockerSandbox

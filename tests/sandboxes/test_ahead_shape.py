@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from replayer.floor.models import SandboxLimits
+from replayer.floor.limits import SandboxLimits
 from replayer.sandboxes.ahead import _shape
 from replayer.sandboxes.base import SandboxSpec
 

@@ -21,18 +21,6 @@ from tests.conftest import CLAUDE, ROOT, replayer
 pytestmark = pytest.mark.docker
 
 
-@pytest.fixture
-def box(docker_client, tmp_path: Path):
-    with DockerSandbox.start(
-        docker_client,
-        load_pins().base_image.tag,
-        binds={"/testbed": (tmp_path, False)},
-        workdir="/testbed",
-        run_id=f"test-{uuid.uuid4().hex[:8]}",
-    ) as sandbox:
-        yield sandbox
-
-
 def test_container_has_no_network_and_limits(box: DockerSandbox) -> None:
     attrs = box.client.api.inspect_container(box.container.id)
     host = attrs["HostConfig"]

@@ -3,14 +3,11 @@ log), and io_uring, each tried from inside a real container as root (issue 42, i
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from replayer.floor.models import SandboxLimits
-from replayer.floor.pins import load_pins
+from replayer.floor.limits import SandboxLimits
 from replayer.sandboxes.docker import DockerSandbox
 
 pytestmark = pytest.mark.docker
@@ -19,16 +16,9 @@ LOG_WRITE = 200 << 20
 
 
 @pytest.fixture
-def box(docker_client, tmp_path: Path) -> Iterator[DockerSandbox]:
-    with DockerSandbox.start(
-        docker_client,
-        load_pins().base_image.tag,
-        binds={"/testbed": (tmp_path, False)},
-        workdir="/testbed",
-        run_id=f"test-{uuid.uuid4().hex[:8]}",
-        limits=SandboxLimits(disk_bytes=64 << 20),
-    ) as started:
-        yield started
+def box_limits() -> SandboxLimits:
+    """The shared `box` (tests/sandboxes/conftest.py) with a small disk quota."""
+    return SandboxLimits(disk_bytes=64 << 20)
 
 
 def _sh(box: DockerSandbox, script: str) -> str:

@@ -20,7 +20,7 @@ import pytest
 
 from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer.floor.errors import SandboxError
-from replayer.floor.models import SandboxLimits
+from replayer.floor.limits import SandboxLimits
 from replayer.floor.pins import load_pins
 from replayer.sandboxes.committable import PATH_MAX, engine_refusal
 from replayer.sandboxes.docker import SNAPSHOT_LABEL, DockerSandbox, remove_images

@@ -6,7 +6,7 @@ import uuid
 from pathlib import Path
 
 from replayer.adapters.base import stdout_events
-from replayer.adapters.claude_code import tools
+from replayer.adapters.claude_code import bundle
 from replayer.adapters.claude_code.rerun import cli_env
 from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
 from replayer.bridges.scripted import Script
@@ -48,7 +48,7 @@ def run_claude(
     without --session-id starts its own), each further one resumes the session the last run reported."""
     pins = load_pins()
     version = pins.agents["claude_code"].version  # the pinned one, or the one `running_version` set
-    mount = tools.agent_mount(version)
+    mount = bundle.agent_mount(version)
     cli = bundles.cli_path("claude_code", version)
     claude = f"{mount}/{cli.path}"
     stdout: list[bytes] = []
@@ -68,7 +68,7 @@ def run_claude(
                 argv += ["--dangerously-skip-permissions"] + (["--model", model] if model else [])
                 if i > 0 or resume_first:
                     argv += ["--resume", current]
-                elif tools.takes_session_id(version):
+                elif bundle.takes_session_id(version):
                     argv += ["--session-id", session_id]
                 res = box.exec(argv, workdir=cwd, env=claude_env(), timeout_s=180)
                 if res.exit_code != 0:

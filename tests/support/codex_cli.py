@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 
 from replayer.adapters import sandbox_paths
-from replayer.adapters.codex import tools
+from replayer.adapters.codex import bundle
 from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
 from replayer.bridges.scripted import Script, ScriptedUpstream
 from replayer.floor.pins import load_pins
@@ -53,7 +53,7 @@ BYPASS = ("--dangerously-bypass-approvals-and-sandbox",)
 
 
 def codex_argv(*args: str, options: tuple[str, ...] = BYPASS) -> list[str]:
-    cli = tools.cli(load_pins().agents["codex"].version)
+    cli = bundle.cli(load_pins().agents["codex"].version)
     return [f"{agent_mount()}/{cli.path}", "exec", "--json", "--skip-git-repo-check", *options, *args]
 
 

@@ -26,8 +26,8 @@ from typing import Literal
 from replayer.floor import bundles, hostproc
 from replayer.floor.errors import ReplayError, SandboxError, last_line, unknown_agent
 from replayer.floor.events import OnEvent, ignore
-from replayer.floor.models import BundleStatus, ImageStatus
 from replayer.floor.pins import bundles_root, load_pins
+from replayer.floor.versions import BundleStatus, ImageStatus
 from replayer.sandboxes.base import Engine
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the base sandbox image offline: debootstrap minbase + docker (or podman) import.
-# Run by `replayer setup` (replayer/setup/__init__.py), which reads the pins and reuses an image present:
+# Run by `replayer setup` (replayer/verbs/setup/__init__.py), which reads the pins and reuses an image present:
 #   build_base_image.sh TAG SUITE MIRROR PACKAGE,PACKAGE,... [docker|podman]
 set -euo pipefail
 tag=$1 suite=$2 mirror=$3 include=$4 importer=${5:-docker}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Start a Docker engine idempotently (no default bridge, no iptables) and wait until it answers.
-# Run by `replayer setup` (replayer/setup/__init__.py), which checks first that it can (root, apt-get).
+# Run by `replayer setup` (replayer/verbs/setup/__init__.py), which checks first that it can (root, apt-get).
 # Its data root lives on a btrfs file system with quotas (a loop image under /var/lib/sandbox-replayer),
 # where each run's state and each container's writable layer get a disk quota (sandboxes/quota.py);
 # without loop devices the engine uses its default data root and runs are not disk-limited.

@@ -15,7 +15,7 @@ from replayer.adapters.claude_code import continuation as cc_continuation
 from replayer.adapters.claude_code.gate import ClaudeCodeGate
 from replayer.bridges.difference import first_difference
 from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
-from replayer.floor.models import ContinueRequest, ReplayRequest
+from replayer.floor.requests import ContinueRequest, ReplayRequest
 from replayer.pipeline.engine import execute
 from replayer.sandboxes.docker import LABEL
 from tests.conftest import CLAUDE

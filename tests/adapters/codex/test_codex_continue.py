@@ -16,8 +16,8 @@ import pytest
 from replayer.adapters.codex import CodexAdapter, config_toml
 from replayer.adapters.codex.gate import CodexGate
 from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
-from replayer.floor.models import ContinueRequest, ReplayRequest
 from replayer.floor.pins import load_pins
+from replayer.floor.requests import ContinueRequest, ReplayRequest
 from replayer.pipeline.engine import execute
 from replayer.sandboxes.docker import DockerSandbox, connect
 from tests.conftest import CODEX, replayer

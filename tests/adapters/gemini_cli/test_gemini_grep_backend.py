@@ -1,5 +1,5 @@
 """Gemini CLI's grep_search runs on ripgrep when the CLI finds it, else on its own grep fallback, and the
-observation's wording says which (adapters/gemini_cli/backend.py). Both recordings are the real CLI 0.61.0's:
+observation's wording says which (adapters/gemini_cli/grep_backend.py). Both recordings are the real CLI 0.61.0's:
 tests/fixtures/gemini_cli/shell with ripgrep (`in path "."`), grep_fallback with `tools.useRipgrep` false
 (`in the workspace directory`, and a file given as dir_path refused as not a directory)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.adapters.gemini_cli.backend import recorded_backend, wording
+from replayer.adapters.gemini_cli.grep_backend import recorded_backend, wording
 from replayer.bridges.gemini import ScriptedGemini
 from replayer.bridges.scripted import Script, TextBlock, Turn
 from replayer.floor.divergence import model_text

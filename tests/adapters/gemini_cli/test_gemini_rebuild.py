@@ -23,8 +23,8 @@ from replayer.adapters.gemini_cli import GeminiCliAdapter, boundary, session, wi
 from replayer.adapters.gemini_cli.gate import GeminiResumeGate
 from replayer.bridges.scripted import TextBlock, ToolUseBlock
 from replayer.floor.divergence import divergence_of
-from replayer.floor.models import Observation, Trajectory
 from replayer.floor.pins import running_version
+from replayer.floor.trajectory import Observation, Trajectory
 from tests.conftest import GEMINI, ROOT
 
 FIXTURES = GEMINI.root

@@ -14,7 +14,7 @@ import pytest
 
 from replayer.adapters.mini_swe_agent import MiniSweAgentAdapter
 from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
-from replayer.floor.models import ContinueRequest, ReplayRequest
+from replayer.floor.requests import ContinueRequest, ReplayRequest
 from replayer.pipeline.engine import execute
 from replayer.sandboxes.docker import LABEL
 from tests.conftest import MINI, replayer

@@ -1,4 +1,5 @@
-"""Which Claude Code tools are rerun (by the CLI itself, driven: `driven.py`) and which are pure."""
+"""The pinned Claude Code CLI: where it is mounted, what each version takes, and which of its tools are rerun
+(by the CLI itself, driven: `rerun.py`) and which are pure."""
 
 from __future__ import annotations
 

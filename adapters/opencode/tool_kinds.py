@@ -5,7 +5,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable, Iterator
 
-from replayer.floor.models import ToolCall, ToolKind
+from replayer.floor.trajectory import ToolCall, ToolKind
 
 RERUN_TOOLS = frozenset({"bash", "read", "write", "edit", "glob", "grep", "list"})
 """Executed again by the pinned CLI in the sandbox (its own implementation, its own output)."""

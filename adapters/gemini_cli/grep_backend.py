@@ -20,7 +20,7 @@ import re
 from typing import Literal
 
 from replayer.floor.divergence import model_text
-from replayer.floor.models import Step
+from replayer.floor.trajectory import Step
 
 Backend = Literal["ripgrep", "grep"]
 GREP = "grep_search"

@@ -1,4 +1,4 @@
-"""Where the pinned Codex CLI and its recorded data live, and the tools' classification."""
+"""The pinned Codex CLI: where it and its recorded data live, and which of its tools are rerun."""
 
 from __future__ import annotations
 
