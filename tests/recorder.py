@@ -211,6 +211,67 @@ def scenarios() -> list[Scenario]:
     ]
 
 
+SUMMARY = (
+    "<analysis>The user asked to look at a.txt; it was shown and read.</analysis>\n"
+    "<summary>1. Primary Request: show a.txt (it says one). 2. Next: edit it when asked.</summary>"
+)
+"""What the scripted model answers the CLI's summary request with (a `/compact`)."""
+
+
+def compacted_scenario(summary_on_main_thread: bool = True) -> Scenario:
+    """A manual compaction (`/compact` as a prompt, as `-p` takes it) between two prompts: the steps after
+    it read a file the steps before it read, and edit it (`--compacted VERSION`; kept apart from the
+    scenarios, whose every boundary the prefix tests hold to the request after it: here the request after
+    the last step before the compaction is the summary request). 1.0.x asks for the summary without tools, a
+    side call the scripted model answers with its side text: no turn of the script is its."""
+    s = "compacted"
+    return Scenario(
+        name=s,
+        files={"a.txt": "one\n"},
+        prompts=["Show a.txt.", "/compact", "Now change one to two in a.txt."],
+        script=Script(
+            message_id_prefix=f"msg_{s}",
+            turns=[
+                _turn(_tool(s, 1, "Bash", command="cat a.txt", description="Show")),
+                _turn(_tool(s, 2, "Read", file_path=f"{CWD}/a.txt")),
+                _turn(TextBlock(text="It says one.")),
+                *([_turn(TextBlock(text=SUMMARY))] if summary_on_main_thread else []),
+                _turn(_tool(s, 3, "Read", file_path=f"{CWD}/a.txt")),
+                _turn(_tool(s, 4, "Edit", file_path=f"{CWD}/a.txt", old_string="one", new_string="two")),
+                _turn(_tool(s, 5, "Bash", command="cat a.txt", description="Show")),
+                _turn(TextBlock(text="It says two.")),
+            ],
+        ),
+    )
+
+
+FULL_CONTEXT = {"input_tokens": 195_000, "output_tokens": 100}
+"""A usage near a 200k context window: a CLI that compacts on it does so before its next request."""
+
+
+def auto_compacted_scenario(summary_on_main_thread: bool = True) -> Scenario:
+    """An auto compaction mid-turn: the answer with step 2 reports a full context, so the CLI summarizes the
+    history before its next request and goes on in the same run with steps 3-4 (`--compacted VERSION
+    --auto`)."""
+    s = "auto_compacted"
+    return Scenario(
+        name=s,
+        files={"a.txt": "one\n"},
+        prompts=["Change one to two in a.txt."],
+        script=Script(
+            message_id_prefix=f"msg_{s}",
+            turns=[
+                _turn(_tool(s, 1, "Bash", command="cat a.txt", description="Show")),
+                Turn(blocks=[_tool(s, 2, "Read", file_path=f"{CWD}/a.txt")], usage=FULL_CONTEXT),
+                *([_turn(TextBlock(text=SUMMARY))] if summary_on_main_thread else []),
+                _turn(_tool(s, 3, "Edit", file_path=f"{CWD}/a.txt", old_string="one", new_string="two")),
+                _turn(_tool(s, 4, "Bash", command="cat a.txt", description="Show")),
+                _turn(TextBlock(text="It says two.")),
+            ],
+        ),
+    )
+
+
 def version_scenario() -> Scenario:
     """One scenario per extra CLI version (`--version V`): what differs between releases in one session,
     two prompts long (a driven rerun resumes the CLI for the second)."""
@@ -315,7 +376,19 @@ def main() -> None:
         "--reminders", action="store_true", help="with --version: record the reminder scenario instead"
     )
     parser.add_argument("--model", help="with --reminders: the CLI's --model")
+    parser.add_argument(
+        "--compacted", help="record the compacted scenario with this CLI into compaction/<version>/"
+    )
+    parser.add_argument("--auto", action="store_true", help="with --compacted: the auto compaction")
     args = parser.parse_args()
+    if args.compacted:
+        bundles.ensure("claude_code", args.compacted)
+        with running_version("claude_code", args.compacted):
+            main_thread = not args.compacted.startswith("1.")
+            make = auto_compacted_scenario if args.auto else compacted_scenario
+            scenario = make(summary_on_main_thread=main_thread)
+            print("recorded", record(scenario, args.dest / "compaction" / args.compacted))
+        return
     if args.version:
         bundles.ensure("claude_code", args.version)
         scenario = reminder_scenario(args.model) if args.reminders else version_scenario()

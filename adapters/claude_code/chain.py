@@ -291,8 +291,52 @@ def select_leaf(session: Session) -> Record:
     return chain_records[-1]
 
 
-def walk(session: Session, leaf: Record) -> tuple[list[Record], Record | None, dict[str, str]]:
-    """Root-to-leaf chain; the compact_boundary that stopped it (if any); repaired links child->parent."""
+def is_compact_boundary(rec: Record) -> bool:
+    return rec.get("type") == "system" and rec.get("subtype") == "compact_boundary"
+
+
+def preserved_links(session: Session) -> tuple[dict[str, str], list[str]]:
+    """The links the CLI rewrites when it loads a session whose last compaction kept a segment of the history
+    verbatim (2.1.x: `compactMetadata.preservedMessages`, or `preservedSegment` walked from its tail to its
+    head): the kept records hang in order off the anchor (the summary), and what hung off the anchor hangs
+    off the last kept one. Returns (child -> parent links, the kept uuids in order). Read in the pinned
+    binary's bundled JavaScript (its transcript loader) and observed with a `/compact` of 2.1.197."""
+    boundaries = [r for r in session.records if is_compact_boundary(r)]
+    meta = boundaries[-1].get("compactMetadata") if boundaries else None
+    if not isinstance(meta, dict):
+        return {}, []
+    listed, segment = meta.get("preservedMessages"), meta.get("preservedSegment")
+    anchor: Any = None
+    kept: list[str] = []
+    if isinstance(listed, dict):
+        anchor, uuids = listed.get("anchorUuid"), listed.get("uuids")
+        kept = [u for u in uuids if isinstance(u, str)] if isinstance(uuids, list) else []
+    elif isinstance(segment, dict):
+        anchor, current = segment.get("anchorUuid"), session.by_uuid.get(segment.get("tailUuid") or "")
+        while current is not None and current["uuid"] not in kept:
+            kept.append(current["uuid"])
+            if current["uuid"] == segment.get("headUuid"):
+                break
+            current = session.by_uuid.get(current.get("parentUuid") or "")
+        else:
+            kept = []  # the walk never reached the head: the CLI relinks nothing
+        kept.reverse()
+    if not isinstance(anchor, str) or not kept or any(u not in session.by_uuid for u in kept):
+        return {}, []
+    links = dict(zip(kept, [anchor, *kept[:-1]], strict=True))
+    for rec in session.records:
+        uid = rec.get("uuid")
+        if rec.get("parentUuid") == anchor and isinstance(uid, str) and uid != kept[0]:
+            links[uid] = kept[-1]
+    return links, kept
+
+
+def walk(
+    session: Session, leaf: Record, links: dict[str, str] | None = None
+) -> tuple[list[Record], Record | None, dict[str, str]]:
+    """Root-to-leaf chain; the compact_boundary that stopped it (if any); repaired links child->parent.
+    `links` overrides a record's parentUuid (`preserved_links`)."""
+    links = links or {}
     chain: list[Record] = []
     visited: set[str] = set()
     repaired: dict[str, str] = {}
@@ -301,10 +345,10 @@ def walk(session: Session, leaf: Record) -> tuple[list[Record], Record | None, d
     while current is not None and current["uuid"] not in visited:
         visited.add(current["uuid"])
         chain.append(current)
-        if current.get("type") == "system" and current.get("subtype") == "compact_boundary":
+        if is_compact_boundary(current):
             boundary = current
             break
-        parent_id = current.get("parentUuid")
+        parent_id = links.get(current["uuid"], current.get("parentUuid"))
         if parent_id is None:
             break
         parent = session.by_uuid.get(parent_id)

@@ -7,6 +7,13 @@ rendered exactly as that version renders it (its stream-json `user` events carry
 model would see and the structured `tool_use_result`). A later prompt of the session resumes it
 (`--resume`). Each request is checked against the replay so far: it must carry every turn fed, in
 order, so a CLI that goes its own way is caught at the step where it does.
+
+A compaction is not fed (as for Codex): it replaced the history the recording's CLI sent the model, not what
+any tool did. The steps after it are fed as the steps before it, the history the compaction summarized
+first: an auto compaction (mid-turn) goes on in the same run, a manual one (`/compact`, then a prompt)
+resumes with the next prompt. The replay model reports a small usage, so the CLI never compacts on its own;
+its requests after that point carry the history uncompacted. What the continuation resumes is the rebuilt
+session, which keeps the compaction's boundary and summary as recorded.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ from typing import Any
 
 from replayer.adapters.base import StepwiseRerunner, stdout_events
 from replayer.adapters.claude_code import bundle, chain, wire
-from replayer.adapters.claude_code.session import Native, project_dir_name
+from replayer.adapters.claude_code.session import Native, StepSpan, project_dir_name
 from replayer.adapters.driven import PORT, STEP_MARGIN_S, ReplayModel
 from replayer.adapters.sandbox_paths import AGENT_HOME, REPLAY_MODEL_KEY, local_url
 from replayer.bridges.scripted import CustomToolBlock, TextBlock, ToolUseBlock, Turn
@@ -55,17 +62,52 @@ def cli_argv(prompt: str, session_args: list[str], model: str | None) -> list[st
     return argv + (["--model", model] if model else [])
 
 
+COMPACT_COMMAND = "<command-name>/compact</command-name>"
+LOCAL_COMMAND_STDOUT = "<local-command-stdout>"
+
+
 def _prompt_text(rec: dict[str, Any]) -> str | None:
-    """A user record that starts a run (`claude -p`): its text; None for tool results and meta records."""
+    """A user record that starts a run (`claude -p`): its text; None for tool results, meta records and what
+    a manual compaction wrote (the `/compact` command and a local command's output)."""
     if rec.get("type") != "user" or rec.get("isMeta") or chain.tool_result_ids(rec):
         return None
     content = rec.get("message", {}).get("content")
+    blocks = wire.as_blocks(content) if not isinstance(content, str) else []
     if isinstance(content, str):
-        return content
-    blocks = wire.as_blocks(content)
-    if blocks and all(b.get("type") == "text" for b in blocks):
-        return "".join(str(b.get("text", "")) for b in blocks)
-    return None
+        text = content
+    elif blocks and all(b.get("type") == "text" for b in blocks):
+        text = "".join(str(b.get("text", "")) for b in blocks)
+    else:
+        return None
+    if COMPACT_COMMAND in text or text.startswith(LOCAL_COMMAND_STDOUT):
+        return None
+    return text
+
+
+def run_prompts(items: list[dict[str, Any]], spans: list[StepSpan]) -> dict[int, int]:
+    """Step index -> the item index of the prompt whose run it belongs to. A compaction's summary after a
+    prompt is none (the steps after it go on in the run they fell in); one that starts the history fed (an
+    earlier compaction's, or 1.0.108's, which writes no boundary) is the prompt of the chain it starts."""
+    out, prompt = {}, -1
+    starts = {span.start: n for n, span in enumerate(spans, start=1)}
+    for at, rec in enumerate(items):
+        if _prompt_text(rec) is not None and not (rec.get("isCompactSummary") and prompt >= 0):
+            prompt = at
+        if at in starts:
+            if prompt < 0:
+                raise PlanRefused(f"step {starts[at]} has no user prompt before it to start the CLI with")
+            out[starts[at]] = prompt
+    return out
+
+
+def driven_history(native: Native) -> tuple[list[dict[str, Any]], list[StepSpan]]:
+    """The chain the CLI is fed and each step's span in it: the history the last compaction summarized, then
+    the chain after it (whose spans follow)."""
+    if not native.pre_compaction_steps:
+        return native.items, native.spans
+    offset = len(native.pre_items)
+    after = [StepSpan(start=s.start + offset, end=s.end + offset) for s in native.spans]
+    return [*native.pre_items, *native.items], [*native.pre_spans, *after]
 
 
 class DrivenRerunner(StepwiseRerunner):
@@ -77,11 +119,7 @@ class DrivenRerunner(StepwiseRerunner):
         assert trajectory.session_id and trajectory.cwd
         super().__init__(trajectory)
         self.native = trajectory.native_as(Native)
-        compacted = self.native.pre_compaction_steps
-        # before the compaction the CLI is fed the whole history it summarized; after it, not yet
-        self.items = self.native.pre_items if compacted else self.native.items
-        self.spans = self.native.pre_spans if compacted else self.native.spans
-        self.compacted_after = compacted or None
+        self.items, self.spans = driven_history(self.native)
         self.sandbox = sandbox
         self.session_id = trajectory.session_id
         self.reported = trajectory.session_id
@@ -90,7 +128,7 @@ class DrivenRerunner(StepwiseRerunner):
         self.cwd = trajectory.cwd
         self.model_name = model
         self.step_timeout_s = budgets.max_command_timeout_s + STEP_MARGIN_S
-        self.prompt_of = self._prompts()
+        self.prompt_of = run_prompts(self.items, self.spans)
         self.fed: list[list[str]] = []
         """The tool call ids of every turn fed so far, in order."""
         self.work = work
@@ -99,19 +137,6 @@ class DrivenRerunner(StepwiseRerunner):
         self.handle: RunningExec | None = None
         self.prompt: int | None = None
         self.results: dict[str, tuple[dict[str, Any], Any]] = {}
-
-    def _prompts(self) -> dict[int, int]:
-        """Step index -> the item index of the prompt whose run it belongs to."""
-        out, prompt = {}, -1
-        starts = {span.start: n for n, span in enumerate(self.spans, start=1)}
-        for at, rec in enumerate(self.items):
-            if _prompt_text(rec) is not None:
-                prompt = at
-            if at in starts:
-                if prompt < 0:
-                    raise PlanRefused(f"step {starts[at]} has no user prompt before it to start the CLI with")
-                out[starts[at]] = prompt
-        return out
 
     def _model(self) -> ReplayModel:
         if self.model is None:
@@ -125,12 +150,6 @@ class DrivenRerunner(StepwiseRerunner):
         return self.model
 
     def run_step(self, index: int) -> None:
-        if self.compacted_after is not None and index > self.compacted_after:
-            raise PlanRefused(
-                f"step {index} follows the compaction after step {self.compacted_after}: a compacted session "
-                f"is driven through its CLI up to the compaction only; choose a boundary of "
-                f"{self.compacted_after} or before"
-            )
         prompt = self.prompt_of[index]
         if prompt != self.prompt:
             self._start_run(prompt)
@@ -181,7 +200,8 @@ class DrivenRerunner(StepwiseRerunner):
     def _closing_text(self, next_prompt: int) -> str:
         """The historical last text before the next prompt (the turn that ended the run)."""
         for rec in reversed(self.items[:next_prompt]):
-            if rec.get("type") == "assistant":
+            # not the synthetic reply of a resume the recording made (a compaction's records precede it)
+            if rec.get("type") == "assistant" and rec.get("message", {}).get("model") != "<synthetic>":
                 texts = [
                     b.get("text", "")
                     for b in wire.as_blocks(rec["message"].get("content"))

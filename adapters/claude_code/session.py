@@ -34,7 +34,7 @@ class StepSpan:
 class Native:
     session: Session
     items: list[Record]
-    """The expanded active chain after the last compaction, root to leaf."""
+    """The expanded active chain after the last compaction, root to leaf (the segment it kept after its summary)."""
     on_chain: set[str]
     spans: list[StepSpan]
     """One per post-compaction step, in order."""
@@ -58,7 +58,8 @@ def parse(path: Path) -> Trajectory:
     ]
     notes += carried.note((r.get("type") for r in session.records), chain.RECORD_TYPES)
     leaf = chain.select_leaf(session)
-    walked, boundary, repaired = chain.walk(session, leaf)
+    links, kept = chain.preserved_links(session)
+    walked, boundary, repaired = chain.walk(session, leaf, links)
     items = chain.expand(session, walked)
     pre_steps: list[Step] = []
     pre_items: list[Record] = []
@@ -71,7 +72,10 @@ def parse(path: Path) -> Trajectory:
             repaired = {**pre_repaired, **repaired}
             pre_items = chain.expand(session, pre_walked)
             pre_steps, pre_spans = _steps(pre_items, start=1, before_compaction=True)
-    steps, spans = _steps(items, start=len(pre_steps) + 1, before_compaction=False)
+    # the segment a compaction kept is on both sides of it: its steps are the summarized history's
+    steps, spans = _steps(items, start=len(pre_steps) + 1, before_compaction=False, kept=set(kept))
+    if pre_steps:
+        notes.append(_compaction_note(boundary, len(pre_steps), len(kept)))
     traj = Trajectory(
         agent="claude_code",
         agent_version=session.first("version"),
@@ -100,6 +104,19 @@ def parse(path: Path) -> Trajectory:
     return traj
 
 
+def _compaction_note(boundary: Record | None, before: int, kept: int) -> str:
+    meta = boundary.get("compactMetadata") if boundary is not None else None
+    trigger = meta.get("trigger") if isinstance(meta, dict) else None
+    how = f" ({trigger})" if isinstance(trigger, str) else ""
+    note = (
+        f"compacted after step {before}{how}: from that boundary on the prefix is the recorded summary and what "
+        "follows it; the steps after it rerun by a CLI fed the summarized history uncompacted"
+    )
+    if kept:
+        note += f"; the {kept} record(s) the compaction kept verbatim follow the summary, as the CLI's loader puts them"
+    return note
+
+
 def _session_id(session: Session, path: Path) -> tuple[str, list[str]]:
     """The recorded sessionId; without one (the CLI resumes a session whose lines name none), the file
     name the CLI gives a session, `<uuid>.jsonl`, else an id derived from the file's content."""
@@ -114,8 +131,11 @@ def _session_id(session: Session, path: Path) -> tuple[str, list[str]]:
     ]
 
 
-def _steps(items: list[Record], start: int, before_compaction: bool) -> tuple[list[Step], list[StepSpan]]:
-    """Each step is validated once, as a whole (one pydantic call, not one per call and observation)."""
+def _steps(
+    items: list[Record], start: int, before_compaction: bool, kept: set[str] | None = None
+) -> tuple[list[Step], list[StepSpan]]:
+    """Each step is validated once, as a whole (one pydantic call, not one per call and observation). The
+    records of `kept` (a segment a compaction kept) start no step."""
     steps: list[Step] = []
     spans: list[StepSpan] = []
     # message_id's, inline: a record of type assistant has a message object (chain.record_problem)
@@ -136,7 +156,7 @@ def _steps(items: list[Record], start: int, before_compaction: bool) -> tuple[li
             for b in content
             if b.get("type") == "tool_use"
         ]
-        if not uses:
+        if not uses or (kept and items[i].get("uuid") in kept):
             i = j
             continue
         results: dict[str, tuple[dict[str, Any], Record]] = {}

@@ -602,7 +602,7 @@ def test_a_boundary_before_the_last_compaction_cuts_the_history_there(tmp_path: 
 def test_the_cli_resumes_the_whole_history_up_to_a_cut_before_the_compaction(tmp_path: Path) -> None:
     """The pinned CLI resumes the rebuilt session cut at step 1 of a compacted one: its first continuation
     request carries that history whole (the gate holds it to the prefix), not the summary. The file's own
-    2.0.67 is not driven for a compacted session yet, so the pin reruns it, stated."""
+    2.0.67 sends its stored tool_use blocks without `caller` (not modelled yet), so the pin runs it."""
     pin = by_name("claude_code").version()
     proc, out, sent = _continue(COMPACTED, 1, "claude_code", ("--agent-version", pin), tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -615,6 +615,30 @@ def test_the_cli_resumes_the_whole_history_up_to_a_cut_before_the_compaction(tmp
     assert SUMMARY not in body
     inspect = orjson.loads(replayer("inspect", str(FIELD / COMPACTED), "--json", check=True).stdout)
     assert not any(c["id"].encode() in body for s in inspect["steps"][1:] for c in s["calls"])
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_the_cli_reruns_an_auto_compaction_and_resumes_the_session_compacted(tmp_path: Path) -> None:
+    """The session compacted itself mid-turn after step 73: the CLI reruns steps 1-74 in one run, fed through
+    the compaction (tests/adapters/claude_code/test_compaction.py: the manual one), and the continuation from
+    74 resumes the rebuilt session compacted: its first request carries the recorded summary and step 74,
+    none of the calls it summarized."""
+    pin = by_name("claude_code").version()
+    options = ("--agent-version", pin, "--allow-degraded")
+    proc, out, sent = _continue(COMPACTED, 74, "claude_code", options, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = orjson.loads((out / "result.json").read_bytes())
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 1)
+    steps = orjson.loads(replayer("inspect", str(FIELD / COMPACTED), "--json", check=True).stdout)["steps"]
+    rerun = {d["call_id"] for d in result["divergences"] if d["kind"] == "rerun"}
+    assert {c["id"] for c in steps[73]["calls"]} <= rerun, (
+        "the step after the compaction was rerun by the CLI"
+    )
+    body = orjson.dumps(sent[0].body)
+    assert SUMMARY in body and steps[73]["calls"][0]["id"].encode() in body
+    assert not any(c["id"].encode() in body for s in steps[:73] for c in s["calls"])
 
 
 CASEWARE_117 = FIELD / "codex" / "caseware-0.117.0-alpha.12-rollout-2026-03-28.jsonl"
