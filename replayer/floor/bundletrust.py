@@ -5,6 +5,7 @@ every file as the digest manifest written at installation says. Links are never 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -14,8 +15,14 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from replayer.floor.io import write_bytes_atomic
+
 MANIFEST = ".manifest.json"
 """In a bundle folder: the digest of every file in it, written when it was installed."""
+STAMP = ".verified.json"
+"""In a bundle folder: the identity, size and change times of each file when it last matched the manifest,
+so that a later process hashes only what changed since (as git's index does). A file changed since has a
+new change time, which no one can set back; whoever could write the stamp could write the manifest too."""
 MAX_MANIFEST_BYTES = 64 << 20
 _VERIFIED: dict[tuple[str, int, int, int, int, int], str] = {}
 """This process's digests of files it hashed, keyed by (path, device, inode, size, mtime, ctime): a file
@@ -110,20 +117,56 @@ def mismatch(root: Path) -> str | None:
             manifest = Manifest.model_validate(orjson.loads(fh.read(MAX_MANIFEST_BYTES + 1)))
     except (OSError, orjson.JSONDecodeError, ValidationError) as exc:
         return f"its digest manifest {MANIFEST} cannot be read ({type(exc).__name__})"
-    seen = 0
+    seen, identities = 0, {}
+    stamped = _stamp(root, manifest)
     try:
         for name, st in _entries(root):
             seen += 1
-            problem = _unsafe(st) or (
-                None if _as_listed(root, name, st, manifest) else "is not what was installed"
-            )
+            identities[name] = _identity(st)
+            listed = stamped.get(name) == identities[name] or _as_listed(root, name, st, manifest)
+            problem = _unsafe(st) or (None if listed else "is not what was installed")
             if problem:
                 return f"{name} {problem}"
     except (OSError, ValueError) as exc:
         return f"it cannot be read whole ({exc})"
     if seen != len(manifest.files) + len(manifest.links) + len(manifest.dirs):
         return "files that were installed are missing"
+    if identities != stamped:
+        _write_stamp(root, manifest, identities)
     return None
+
+
+def _identity(st: os.stat_result) -> list[int]:
+    return [st.st_dev, st.st_ino, st.st_mode, st.st_uid, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _manifest_digest(manifest: Manifest) -> str:
+    return hashlib.sha256(orjson.dumps(manifest.model_dump(), option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _stamp(root: Path, manifest: Manifest) -> dict[str, list[int]]:
+    """The identities the stamp holds, when it is this manifest's and is a regular file no one else can
+    change ({} otherwise: every file is hashed)."""
+    try:
+        fd = os.open(root / STAMP, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or _unsafe(st):
+                return {}
+            data = orjson.loads(fh.read(MAX_MANIFEST_BYTES + 1))
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    if not isinstance(data, dict) or data.get("manifest") != _manifest_digest(manifest):
+        return {}
+    files = data.get("files")
+    return files if isinstance(files, dict) else {}
+
+
+def _write_stamp(root: Path, manifest: Manifest, identities: dict[str, list[int]]) -> None:
+    """Best effort: a bundle folder this process may not write is hashed again by the next one."""
+    text = orjson.dumps({"manifest": _manifest_digest(manifest), "files": identities})
+    with contextlib.suppress(OSError):
+        write_bytes_atomic(root / STAMP, text)
 
 
 def _as_listed(root: Path, name: str, st: os.stat_result, manifest: Manifest) -> bool:
@@ -139,7 +182,7 @@ def _as_listed(root: Path, name: str, st: os.stat_result, manifest: Manifest) ->
 
 def unlisted(name: str) -> bool:
     """An entry of the bundle folder the manifest does not cover: itself and the completion marker."""
-    return name in (MANIFEST, ".installed")
+    return name in (MANIFEST, STAMP, ".installed")
 
 
 def _entries(root: Path) -> Iterator[tuple[str, os.stat_result]]:

@@ -21,7 +21,7 @@ import pytest
 
 from replayer.floor import settings
 from replayer.floor import trust as trusting
-from replayer.floor.bundletrust import MANIFEST
+from replayer.floor.bundletrust import MANIFEST, STAMP
 from replayer.floor.errors import SettingsError
 from replayer.floor.limits import SandboxLimits
 from replayer.floor.pins import load_pins, pinned_version
@@ -258,13 +258,51 @@ def test_a_bundle_runs_on_the_host_only_as_its_manifest_says(
     assert code == 0 and (bundle / MANIFEST).is_file(), err
     code, err = _prepare(tmp_path, env)
     assert code == 6 and ran.read_text() == "ran\n", err  # the stand-in ran (and failed as an import)
-    # tampered: the same size, other bytes; nothing of it runs
+    assert (bundle / STAMP).is_file()  # verified: the next process hashes only what changed since
+    # tampered: the same size, other bytes, the modification time set back; nothing of it runs (the change
+    # time moved, so the stamp does not vouch for it)
     binary = bundle / OPENCODE_BIN
+    before = binary.stat()
     binary.write_text(binary.read_text().replace("ran", "RAN"))
+    os.utime(binary, ns=(before.st_atime_ns, before.st_mtime_ns))
     code, err = _prepare(tmp_path, env)
     assert code == 10 and len(err.splitlines()) == 1, err
     assert "is not what was installed" in err and f"`replayer bundles rm {OPENCODE_AT}`" in err
     assert ran.read_text() == "ran\n"
+
+
+def test_a_verified_bundle_is_not_read_again_by_the_next_process(
+    cache: tuple[Path, Path, dict[str, str]], tmp_path: Path
+) -> None:
+    """Each OpenCode run checks its bundle (hundreds of MB) before it runs anything from it on the host: a
+    process after the first reads the manifest and the stamp, and hashes only what changed since (the bytes
+    each process read while it checked, from its /proc/self/io)."""
+    root, _, env = cache
+    bundle = root / f"opencode-{pinned_version('opencode')}"
+    (bundle / "node_modules").mkdir(exist_ok=True)
+    (bundle / "node_modules" / "big.bin").write_bytes(os.urandom(8 << 20))
+    assert _cli("bundles", "add", OPENCODE_AT, cwd=tmp_path, config=tmp_path, env=env)[0] == 0
+    check = (
+        "import pathlib, re, sys\n"
+        "from replayer.floor import bundletrust\n"
+        "io = pathlib.Path('/proc/self/io')\n"
+        "start = int(re.search(r'rchar: (\\d+)', io.read_text())[1])\n"
+        "problem = bundletrust.mismatch(pathlib.Path(sys.argv[1]))\n"
+        "print(int(re.search(r'rchar: (\\d+)', io.read_text())[1]) - start, problem)\n"
+    )
+
+    def checked() -> tuple[int, str]:
+        argv = [sys.executable, "-c", check, str(bundle)]
+        read, problem = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split(" ", 1)
+        return int(read), problem.strip()
+
+    (bundle / STAMP).unlink(missing_ok=True)
+    assert checked()[0] > 8 << 20  # every file hashed, the stamp written
+    read, problem = checked()
+    assert problem == "None" and read < 1 << 20 and (bundle / STAMP).is_file()
+    (bundle / "node_modules" / "big.bin").write_bytes(os.urandom(8 << 20))  # changed: hashed, and refused
+    read, problem = checked()
+    assert read > 8 << 20 and problem == "node_modules/big.bin is not what was installed"
 
 
 @pytest.mark.parametrize("where", ["bundle", "cache", "added file"])
