@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from replayer.floor import settings
+from replayer.floor import settings, signals
 from replayer.floor.errors import BadInput, Interrupted, OutputError, PlanRefused, ReplayError, excerpt
 from replayer.floor.foreign import MAX_FILE_BYTES, Folder
 from replayer.floor.io import open_input, write_bytes_atomic
@@ -823,10 +823,11 @@ def interrupted(todo: list[Job], tally: Tally, out: Path, containers: bool) -> N
         if job.key not in ended:
             why = "the batch was stopped before the job ended; the next start runs it"
             tally.add(outcome_of(job, "interrupted", "interrupted", why))
-    clean_partials(out)
-    if containers:
-        with contextlib.suppress(ReplayError, OSError):  # the engine gone too: the next start removes them
-            remove_left(out)
+    with signals.deferred():  # a second Ctrl-C does not cut the cleanup short
+        clean_partials(out)
+        if containers:
+            with contextlib.suppress(ReplayError, OSError):  # no engine: the next start removes them
+                remove_left(out)
 
 
 class Tally:
