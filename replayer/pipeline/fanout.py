@@ -75,14 +75,12 @@ def take(
     native_home: Path,
     scratch: Path,
     limits: SandboxLimits,
-    labels: dict[str, str],
 ) -> tuple[str, StateDir]:
     """The boundary's snapshot image and its own state: the workspace as the replay has it now, the agent
     home as rebuilt (`native_home`); the state owned by `keep`, the context of the whole replay (an
-    unlimited state goes under `scratch`). The image carries the run's `labels` too: a batch killed before
-    `keep` ends removes its snapshots by its label (replayer/verbs/batch.py, `remove_left`)."""
+    unlimited state goes under `scratch`)."""
     tag = f"sandbox-replayer/snapshot:{replay_id}-after-{after_step}"
-    image = snapshot(box, tag, {**labels, FANOUT_LABEL: replay_id})
+    image = snapshot(box, tag, {FANOUT_LABEL: replay_id})
     state = StateDir.create(limits.disk_bytes, fallback_parent=scratch)
     keep.own(state, state.remove, f"the state of boundary {after_step}")
     mine = RunDirs(root=state.path)

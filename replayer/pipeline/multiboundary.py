@@ -324,7 +324,6 @@ def _write(
             tmp / "native" / "home",
             boundary.out.final.parent,
             limits,
-            request.labels,
         )
         return fanout.Forked(request, boundary.out, plan, done, image, state, skips)
     if run.on_passed is not None:
