@@ -307,9 +307,11 @@ def _check_inside(path: Path, number: int, entry: ManifestEntry) -> None:
             if name.is_absolute() or ".." in name.parts:
                 why = "an absolute name" if name.is_absolute() else "a name that leaves the folder (`..`)"
             else:
-                why = {"link": "a link, or a link on the way", "other": "not a file or folder"}.get(
-                    folder.kind(str(name)), ""
-                )
+                try:
+                    kind = folder.kind(str(name))
+                except BadInput:  # "." and the like: no file of the folder
+                    kind = "other"
+                why = {"link": "a link, or a link on the way", "other": "not a file or folder"}.get(kind, "")
             if why:
                 raise BadInput(
                     f"manifest line {number}: {field}: {name}: {why}; a manifest you have not trusted names only "
