@@ -50,6 +50,8 @@ class Ledger:
         self.limit = limit
         self.path = path
         self.outer = outer
+        self.limit_in_file = False
+        """The limit is the one the file holds, read with its counts (`opened`)."""
         self._lock = threading.Lock()
         self._charged = 0
         self._reserved = 0
@@ -64,13 +66,11 @@ class Ledger:
 
     @classmethod
     def opened(cls, path: Path) -> Ledger:
-        """The ledger file `create` wrote, its limit read from it; a missing or unreadable one is a limit of
-        0 (fails closed)."""
-        try:
-            limit = int(orjson.loads(path.read_bytes()[:4096])["limit"])
-        except (OSError, ValueError, KeyError, TypeError):
-            limit = 0
-        return cls(limit, path)
+        """The ledger file `create` wrote, its limit the file's own; a missing file is a limit of 0 (fails
+        closed)."""
+        ledger = cls(0, path)
+        ledger.limit_in_file = True
+        return ledger
 
     def reserve(self, tokens: int) -> tuple[Ledger | None, int, int]:
         """Take `tokens` if the charged and reserved tokens leave room for them, here and in `outer`.
@@ -125,6 +125,8 @@ class _State:
             if data:
                 saved = orjson.loads(data)
                 self.values = [int(saved["charged"]), int(saved["reserved"])]
+                if self.ledger.limit_in_file:
+                    self.ledger.limit = int(saved.get("limit", 0))
             else:
                 self.values = [0, 0]
         return self.values
