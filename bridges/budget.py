@@ -43,27 +43,57 @@ def worst_case(raw: bytes, body: Any, output_cap: int = DEFAULT_OUTPUT_CAP) -> i
 
 class Ledger:
     """Tokens charged and reserved against `limit`, shared by every bridge that holds this ledger (and, with
-    `path`, by every process that opens that file)."""
+    `path`, by every process that opens that file). `outer`: a budget this one is inside (a batch's, which
+    its jobs' own budgets are part of): a reservation must fit both."""
 
-    def __init__(self, limit: int, path: Path | None = None) -> None:
+    def __init__(self, limit: int, path: Path | None = None, outer: Ledger | None = None) -> None:
         self.limit = limit
         self.path = path
+        self.outer = outer
+        self.limit_in_file = False
+        """The limit is the one the file holds, read with its counts (`opened`)."""
         self._lock = threading.Lock()
         self._charged = 0
         self._reserved = 0
 
-    def reserve(self, tokens: int) -> tuple[bool, int, int]:
-        """Take `tokens` if the charged and reserved tokens leave room for them. Returns whether it did, and
-        the charged and reserved tokens before."""
+    @classmethod
+    def create(cls, path: Path, limit: int) -> None:
+        """A new ledger file of `limit` tokens, none charged (a batch's, written anew at each start)."""
+        path.unlink(missing_ok=True)
+        ledger = cls(limit, path)
+        with ledger._state():
+            pass
+
+    @classmethod
+    def opened(cls, path: Path) -> Ledger:
+        """The ledger file `create` wrote, its limit the file's own; a missing file is a limit of 0 (fails
+        closed)."""
+        ledger = cls(0, path)
+        ledger.limit_in_file = True
+        return ledger
+
+    def reserve(self, tokens: int) -> tuple[Ledger | None, int, int]:
+        """Take `tokens` if the charged and reserved tokens leave room for them, here and in `outer`.
+        Returns the ledger that had no room (None: taken), and its charged and reserved tokens before."""
         with self._lock, self._state() as state:
             charged, reserved = state
-            fits = charged + reserved + tokens <= self.limit
-            if fits:
-                state[1] = reserved + tokens
-            return fits, charged, reserved
+            if charged + reserved + tokens > self.limit:
+                return self, charged, reserved
+            state[1] = reserved + tokens
+        if self.outer is not None:
+            refused = self.outer.reserve(tokens)
+            if refused[0] is not None:
+                self._settle(tokens, 0)
+                return refused
+        return None, charged, reserved
 
     def settle(self, reserved: int, charged: int) -> None:
         """A reservation ends: `charged` tokens are billed, the rest of it is free again."""
+        self._settle(reserved, charged)
+        if self.outer is not None:
+            self.outer.settle(reserved, charged)
+
+    def _settle(self, reserved: int, charged: int) -> None:
         with self._lock, self._state() as state:
             state[0] += charged
             state[1] = max(0, state[1] - reserved)
@@ -95,6 +125,8 @@ class _State:
             if data:
                 saved = orjson.loads(data)
                 self.values = [int(saved["charged"]), int(saved["reserved"])]
+                if self.ledger.limit_in_file:
+                    self.ledger.limit = int(saved.get("limit", 0))
             else:
                 self.values = [0, 0]
         return self.values

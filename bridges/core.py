@@ -96,6 +96,9 @@ class BridgeConfig(BaseModel):
     ledger: Path | None = None
     """A file that holds the token budget for several continuations (a compare's variants, a batch's jobs);
     None: the continuation's own."""
+    batch_ledger: Path | None = None
+    """The ledger file of a batch's own budget (`replayer batch --max-tokens`), its limit in it: every request
+    fits it as well as `max_tokens` (bridges/budget.py, `Ledger.outer`)."""
     models: tuple[str, ...] | None = None
     """The models the agent runs with: a side call naming any other (or one the main thread has not named)
     is refused. None: any model."""
@@ -142,7 +145,10 @@ class Bridge:
         """Which budget held a main-thread request (the engine then stops the agent)."""
         self.rounds = loop.Rounds()
         self.refusals: list[BridgeRefusal] = []
-        self.ledger = Ledger(config.max_tokens, config.ledger) if config.max_tokens is not None else None
+        outer = Ledger.opened(config.batch_ledger) if config.batch_ledger is not None else None
+        self.ledger = (
+            Ledger(config.max_tokens, config.ledger, outer) if config.max_tokens is not None else outer
+        )
         self._models = set(config.models or ())
         self._side_open = 0
         self._side_charged = 0
@@ -251,14 +257,17 @@ class Bridge:
     def _reserve(self, reservation: int) -> tuple[Spent, str] | None:
         if self.ledger is None:
             return None
-        fits, charged, reserved = self.ledger.reserve(reservation)
-        if fits:
+        refuser, charged, reserved = self.ledger.reserve(reservation)
+        if refuser is None:
             return None
-        whose = "shared" if self.config.ledger is not None else "continuation's"
+        if refuser.path is not None and refuser.path == self.config.batch_ledger:
+            whose, flag = "batch's", "replayer batch --max-tokens"
+        else:
+            whose, flag = ("shared" if self.config.ledger is not None else "continuation's"), "--max-tokens"
         return (
             "max_tokens",
-            f"a worst case of {reservation} tokens does not fit the {whose} {self.ledger.limit} "
-            f"(--max-tokens; {charged} billed, {reserved} reserved)",
+            f"a worst case of {reservation} tokens does not fit the {whose} {refuser.limit} "
+            f"({flag}; {charged} billed, {reserved} reserved)",
         )
 
     def _refusal(self, entry: LoggedExchange, reason: RefusalReason, detail: str) -> None:

@@ -6,6 +6,7 @@ docs/api.md."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -267,7 +268,14 @@ def run_boundaries(
         **merged.fields,
     )
     outs = {k: boundary_dir(Path(out), k) for k in picked}
-    return execute_many(request, outs, adapter, traj, on_event=on_event)
+    made = not Path(out).exists()
+    try:
+        return execute_many(request, outs, adapter, traj, on_event=on_event)
+    except BaseException:
+        if made:  # an interrupted run leaves no empty OUT/ behind (a boundary that was written keeps it)
+            with contextlib.suppress(OSError):
+                Path(out).rmdir()
+        raise
 
 
 def compare(
@@ -356,6 +364,7 @@ def batch(
     on_event: OnEvent = ignore,
     containers_ahead: bool = True,
     max_output: int | None = None,
+    max_tokens: int | None = None,
 ) -> BatchCounts:
     """Every job of a JSONL manifest into `out` (resumable: finished jobs are never recomputed); `ray`: an
     address, 'auto' or 'local'. The counts are also in out/batch.json, with every job's outcome.
@@ -363,7 +372,8 @@ def batch(
     while a job runs. `trust_manifest`: the manifest is the caller's own, and may choose the upstream, key
     variable, image and git workspaces of its jobs (else only a manifest trusted with `replayer trust` may).
     `max_output`: the bytes every job together may write (default: the `[limits] output`
-    setting, else 4 times `disk`; replayer/verbs/batch_output.py)."""
+    setting, else 4 times `disk`; replayer/verbs/batch_output.py). `max_tokens`: the tokens every job's
+    continuation together may be billed (one ledger, DIR/token-ledger.json); a job it ends is `cut`."""
     from replayer.verbs import batch_output
     from replayer.verbs.batch import (
         JobOutcome,
@@ -372,11 +382,13 @@ def batch(
         clean_partials,
         expand,
         groups,
+        interrupted,
         locked,
         pending,
         prepare_dir,
         read_manifest,
-        remove_containers,
+        remove_left,
+        start_token_budget,
     )
     from replayer.verbs.executors import run_local, run_ray
 
@@ -384,6 +396,8 @@ def batch(
     found = user_settings.load()  # a bad or untrusted settings file refuses a batch before anything starts
     if workers is not None and workers < 1:
         raise BadInput(f"workers: at least 1 (got {workers})")
+    if max_tokens is not None and max_tokens < 1:
+        raise BadInput(f"max_tokens: at least 1 (got {max_tokens})")
     entries = read_manifest(Path(manifest), trusted=trust_manifest)
     images = {e.image for _, e in entries if e.mode != "prepare"}  # None: the default image
     jobs = expand(entries, _image_ids(images))
@@ -392,11 +406,12 @@ def batch(
     tally = Tally(entries)
     with locked(out):
         if containers:  # those of a dead run on this DIR (its workers died with it; none of ours runs now)
-            left = remove_containers(out)
+            left = remove_left(out)
             if left:
-                logger.warning("removed %d container(s) a killed batch left", len(left))
+                logger.warning("removed %d container(s) and snapshot image(s) a killed batch left", len(left))
         clean_partials(out)
         batch_output.start(out, max_output or found.sandbox_limits().output_total())
+        start_token_budget(out, max_tokens)
         todo = pending(jobs, out, retry_failed, tally)
         workers = workers or found.workers or os.cpu_count() or 1
         labels = batch_labels(out)
@@ -416,10 +431,13 @@ def batch(
                 run_ray(units, out.absolute(), ray, workers, on_done, labels, containers_ahead)
             else:
                 run_local(units, out.absolute(), workers, on_done, labels, containers_ahead)
+        except BaseException:  # Ctrl-C, SIGTERM: the executors ended the workers and removed their containers
+            interrupted(todo, tally, out, containers)
+            raise
         finally:
             tally.write(out / "batch.json")
         if containers:  # those of jobs whose worker died mid-job
-            remove_containers(out)
+            remove_left(out)
     return tally.counts
 
 

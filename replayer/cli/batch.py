@@ -57,6 +57,14 @@ def batch(
             "the jobs past it fail with kind output.",
         ),
     ] = None,
+    max_tokens: Annotated[
+        int | None,
+        flag(
+            "max_tokens",
+            help="Tokens every job's continuation together may be billed (one budget for the whole batch, "
+            "besides each line's own); a continuation it ends is counted as cut.",
+        ),
+    ] = None,
     json: JsonOpt = False,
     quiet: Quiet = False,
     verbose: Verbose = False,
@@ -77,6 +85,7 @@ def batch(
             trust_manifest=trust_manifest,
             on_event=progress,
             max_output=_size(max_output),
+            max_tokens=max_tokens,
         )
     if json:
         emit_json({"out": str(out.absolute()), **summary.model_dump(mode="json")})
@@ -84,7 +93,10 @@ def batch(
     refused = sum(summary.refused.values())
     console.print(
         f"{summary.jobs} job(s): {summary.done} done, {summary.skipped} skipped, {refused} refused, "
-        f"{summary.failed} failed; summary: {out / 'batch.json'}"
+        f"{summary.failed} failed"
+        + (f", {summary.cut} cut by a token budget" if summary.cut else "")
+        + (f", {summary.interrupted} interrupted" if summary.interrupted else "")
+        + f"; summary: {out / 'batch.json'}"
     )
     for reason, count in sorted(summary.refused.items()):
         console.print(f"  refused x{count}: {reason}", highlight=False, markup=False)

@@ -151,6 +151,9 @@ class ContinueRequest(ContinueSettings):
     token_ledger: Path | None = None
     """The file holding `max_tokens` for every continuation of one compare or batch (set by the verb, when
     the user set a budget; never by a settings layer); None: the continuation's own."""
+    batch_ledger: Path | None = None
+    """The ledger file of the batch's own budget (`replayer batch --max-tokens`, set by the batch; its limit in
+    the file), which this continuation's requests fit as well as `max_tokens`."""
 
     def ends_leftovers(self) -> bool:
         """`end_leftovers`, by default true when a real upstream (not the mock, not a cassette) is paid."""

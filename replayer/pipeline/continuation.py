@@ -245,6 +245,7 @@ def _run_agent(c: Continuing, launched: _Launched) -> _Ran:
             max_tokens=request.max_tokens,
             loop_limit=request.loop_limit,
             ledger=request.token_ledger,
+            batch_ledger=request.batch_ledger,
             models=(model,) if model else None,
             side_calls=adapter.side_calls,
             kept_answer_headers=adapter.kept_answer_headers,

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from replayer.floor import settings
+from replayer.floor import settings, signals
 from replayer.floor.errors import BadInput, Interrupted, OutputError, PlanRefused, ReplayError, excerpt
 from replayer.floor.foreign import MAX_FILE_BYTES, Folder
 from replayer.floor.io import open_input, write_bytes_atomic
@@ -41,11 +41,16 @@ if TYPE_CHECKING:
     from replayer.sandboxes.base import Ahead
 
 Mode = Literal["prepare", "replay", "continue"]
-JobStatus = Literal["done", "skipped", "refused", "failed"]
+JobStatus = Literal["done", "skipped", "refused", "failed", "cut", "interrupted"]
+"""`cut`: a continuation a token budget ended (the batch's, or its own), its result complete; `interrupted`:
+a job the batch was stopped (Ctrl-C, SIGTERM) before it ended, run again by the next start."""
 REFUSALS = ("bad_input", "plan_refused", "confinement", "workspace", "cassette")
 """Error kinds that are refusals (the input asks for something impossible), not failures."""
 BATCH_LABEL = "sandbox-replayer.batch"
 """The container label of a batch's jobs; its value is `batch_id(DIR)`."""
+TOKEN_LEDGER = "token-ledger.json"
+"""DIR's ledger of the batch's own token budget (`--max-tokens`), written anew at each start that sets one
+(bridges/budget.py): every job's continuation fits its requests within it."""
 CRASH = "crash"
 """The error kind of a job that raised something unexpected (a bug, not a refusal of its input)."""
 
@@ -130,6 +135,8 @@ class Job(NamedTuple):
         cont = entry.continuation.request() if entry.continuation else None
         if cont is not None and batch is not None and "max_tokens" in cont.model_fields_set:
             cont = cont.model_copy(update={"token_ledger": batch / "ledgers" / f"line-{self.line}.json"})
+        if cont is not None and batch is not None and (batch / TOKEN_LEDGER).is_file():
+            cont = cont.model_copy(update={"batch_ledger": batch / TOKEN_LEDGER})
         return ReplayRequest(
             mode="prepare" if entry.mode == "prepare" else "run",
             trajectory=entry.trajectory,
@@ -173,6 +180,10 @@ class BatchCounts(BaseModel):
     refused: dict[str, int]
     """Refused jobs by reason (the error text without job-specific numbers)."""
     failed: int
+    cut: int = 0
+    """Continuations a token budget ended (`--max-tokens`: the batch's, or a line's own)."""
+    interrupted: int = 0
+    """Jobs in flight or not started when the batch was stopped."""
 
 
 class BatchSummary(BatchCounts):
@@ -227,6 +238,8 @@ def _read_manifest(path: Path, lines: Iterator[bytes], trusted: bool) -> list[tu
                 f"trust the file with `replayer trust {path}` or pass --trust-manifest if it is yours"
             )
         base = path.parent
+        if not trusted:
+            _check_inside(path, number, entry)
         entry.trajectory = (base / entry.trajectory).absolute()
         if isinstance(entry.workspace, Path):
             entry.workspace = (base / entry.workspace).absolute()
@@ -271,6 +284,34 @@ _WHY = {
     "workspace": "a git+URL workspace is cloned with your git credentials",
     "budgets": "only a tighter one",
 }
+
+
+def _check_inside(path: Path, number: int, entry: ManifestEntry) -> None:
+    """The files an untrusted manifest names are its own: relative names inside its folder, reached without
+    a link (the foreign-folder rules, floor/foreign.py), else a one-line BadInput naming --trust-manifest. A
+    downloaded manifest must not pick a host file (a workspace of ~/.ssh copied into the sandbox and shown
+    to the model, a trajectory of /etc/shadow quoted in a report)."""
+    cont = entry.continuation
+    named = [("trajectory", entry.trajectory)]
+    if isinstance(entry.workspace, Path):
+        named.append(("workspace", entry.workspace))
+    if cont is not None and cont.cassette is not None:
+        named.append(("continuation.cassette", cont.cassette))
+    with Folder.open(path.parent, given=True) as folder:
+        for field, name in named:
+            if name.is_absolute() or ".." in name.parts:
+                why = "an absolute name" if name.is_absolute() else "a name that leaves the folder (`..`)"
+            else:
+                try:
+                    kind = folder.kind(str(name))
+                except BadInput:  # "." and the like: no file of the folder
+                    kind = "other"
+                why = {"link": "a link, or a link on the way", "other": "not a file or folder"}.get(kind, "")
+            if why:
+                raise BadInput(
+                    f"manifest line {number}: {field}: {name}: {why}; a manifest you have not trusted names only "
+                    f"files inside its own folder (pass --trust-manifest if it is yours)"
+                )
 
 
 def untrusted_field(entry: ManifestEntry) -> str | None:
@@ -552,8 +593,9 @@ def run_job(job: Job, out: Path, labels: dict[str, str], node: str | None = None
     except Exception as exc:
         outcome = outcome_of(job, "failed", CRASH, crash_reason(exc), node)
     else:
-        outcome_path(out, job.key).unlink(missing_ok=True)
-        return outcome_of(job, "done", node=node)
+        outcome = _ended(job, result, out, node)
+        if outcome.status == "done":
+            return outcome
     with contextlib.suppress(OSError):  # not stored: the summary still has it, and the next run retries it
         write_bytes_atomic(outcome_path(out, job.key), orjson.dumps(outcome.model_dump(mode="json")))
     return outcome
@@ -623,11 +665,24 @@ def _recorded(
     elif isinstance(result, str):
         outcome = outcome_of(job, "failed", CRASH, result, node)
     else:
-        outcome_path(out, job.key).unlink(missing_ok=True)
-        return outcome_of(job, "done", node=node)
+        outcome = _ended(job, result, out, node)
+        if outcome.status == "done":
+            return outcome
     with contextlib.suppress(OSError):
         write_bytes_atomic(outcome_path(out, job.key), orjson.dumps(outcome.model_dump(mode="json")))
     return outcome
+
+
+def _ended(job: Job, result: ReplayResult | None, out: Path, node: str | None) -> JobOutcome:
+    """A job whose result directory is complete: `done`, or `cut` when a token budget ended its continuation
+    (kept as an outcome, so that a resumed batch reports it again and `--retry-failed` runs it again)."""
+    cont = result.continuation if result is not None else None
+    if cont is None or cont.agent_status != "max_tokens":
+        outcome_path(out, job.key).unlink(missing_ok=True)
+        return outcome_of(job, "done", node=node)
+    said = [r.detail for r in cont.refusals if r.reason == "max_tokens"]
+    why = said[-1] if said else "the continuation's token budget was used up"
+    return outcome_of(job, "cut", "max_tokens", f"{why}; the result is complete up to there", node)
 
 
 def crash_reason(exc: BaseException) -> str:
@@ -725,12 +780,14 @@ def batch_labels(out: Path) -> dict[str, str]:
     return {BATCH_LABEL: batch_id(out)}
 
 
-def remove_containers(out: Path) -> list[str]:
-    """Remove every container carrying DIR's label; returns their names. Called with the lock held and no job
-    of DIR in flight, so that they are what a killed batch, or a worker that died mid-job, left behind."""
+def remove_left(out: Path) -> list[str]:
+    """Remove every container and snapshot image carrying DIR's label; returns their names. Called with the
+    lock held and no job of DIR in flight, so that they are what a killed batch, or a worker that died
+    mid-job, left behind."""
     from replayer.sandboxes import engines
 
-    return engines.chosen().remove_containers(f"{BATCH_LABEL}={batch_id(out)}")
+    engine, label = engines.chosen(), f"{BATCH_LABEL}={batch_id(out)}"
+    return engine.remove_containers(label) + engine.remove_images(label)
 
 
 def clean_partials(out: Path) -> None:
@@ -740,6 +797,34 @@ def clean_partials(out: Path) -> None:
         for entry in jobs.iterdir():
             if entry.name.startswith("."):
                 shutil.rmtree(entry, ignore_errors=True)
+
+
+def start_token_budget(out: Path, max_tokens: int | None) -> None:
+    """DIR's ledger of the batch's token budget written anew (none charged), or removed when this start sets
+    none: a budget spans one `replayer batch` run, as the output total does."""
+    from replayer.bridges.budget import Ledger
+
+    if max_tokens is None:
+        (out / TOKEN_LEDGER).unlink(missing_ok=True)
+    else:
+        Ledger.create(out / TOKEN_LEDGER, max_tokens)
+
+
+def interrupted(todo: list[Job], tally: Tally, out: Path, containers: bool) -> None:
+    """A batch stopped (Ctrl-C, SIGTERM) once its workers are ended: every job of `todo` without an outcome
+    counts as `interrupted` (in flight or not started; not stored, so the next start runs it), and what
+    the ended workers left (half-written result directories; containers and snapshot images, which the
+    executors remove too) is removed now rather than at the next start."""
+    ended = {row[2] for row in tally.rows}
+    for job in todo:
+        if job.key not in ended:
+            why = "the batch was stopped before the job ended; the next start runs it"
+            tally.add(outcome_of(job, "interrupted", "interrupted", why))
+    with signals.deferred():  # a second Ctrl-C does not cut the cleanup short
+        clean_partials(out)
+        if containers:
+            with contextlib.suppress(ReplayError, OSError):  # no engine: the next start removes them
+                remove_left(out)
 
 
 class Tally:

@@ -106,8 +106,9 @@ def run_local(
 
 
 def _end(pool: Executor, labels: dict[str, str]) -> None:
-    """At an interruption: end the workers now, then remove what they held (their jobs' containers and the
-    containers ahead, by the batch's label; their slots and states, whose owners are gone), so that nothing
+    """At an interruption: end the workers now, then remove what they held (their jobs' containers, the
+    containers ahead and the snapshot images of continue jobs, by the batch's label; their slots and states,
+    whose owners are gone), so that nothing
     waits for the next batch or `replayer gc`."""
     from replayer.sandboxes import engines
     from replayer.sandboxes.quota import sweep_states
@@ -122,6 +123,7 @@ def _end(pool: Executor, labels: dict[str, str]) -> None:
         with contextlib.suppress(ReplayError, OSError):  # the engine gone too: the next batch removes them
             for key, value in labels.items():
                 engines.chosen().remove_containers(f"{key}={value}")
+                engines.chosen().remove_images(f"{key}={value}")  # the snapshots of continue jobs
             sweep_states()
 
 
@@ -362,6 +364,7 @@ def _clean_node(owners: list[str], labels: dict[str, str]) -> None:
     with contextlib.suppress(ReplayError, OSError):
         for key, value in labels.items():
             engines.chosen().remove_containers(f"{key}={value}")
+            engines.chosen().remove_images(f"{key}={value}")
         sweep_states()
 
 

@@ -232,6 +232,42 @@ def test_a_budget_spans_every_bridge_of_its_ledger(tmp_path: Path) -> None:
     assert sum(r.bridge.tokens_used() for r in rigs) == billed * 11_000
 
 
+def test_a_batch_budget_binds_over_each_continuations_own(tmp_path: Path) -> None:
+    """A continuation of a batch with `--max-tokens 50000`, its own budget far larger: each request's worst
+    case (12,000) must fit the batch's ledger too. Four are billed (44,000); the fifth is held, the refusal
+    names the batch's budget, and the reservation the continuation's own ledger took for it is given back."""
+    batch = tmp_path / "out" / "token-ledger.json"
+    budget.Ledger.create(batch, 50_000)
+    turn = Turn(blocks=[TextBlock(text="ok")], usage={"input_tokens": 9_000, "output_tokens": 2_000})
+    rig = Rig(tmp_path, turn, max_tokens=1_000_000, batch_ledger=batch)
+
+    def send() -> None:  # until one is held (answered 503 when the bridge closes)
+        for _ in range(6):
+            if _post_all(rig.unix, [_body(30_000, 2_000)])[0][0] != 200:
+                return
+
+    sender = threading.Thread(target=send)
+    try:
+        sender.start()
+        while sender.is_alive() and rig.bridge.budget is None:
+            sender.join(0.05)
+    finally:
+        rig.close()
+    sender.join()
+    assert rig.billed() == 4 and rig.bridge.budget == "max_tokens"
+    [refusal] = rig.bridge.refusals
+    assert (
+        "does not fit the batch's 50000 (replayer batch --max-tokens; 44000 billed, 0 reserved)"
+        in refusal.detail
+    )
+    assert rig.bridge.ledger is not None and rig.bridge.ledger.used() == (44_000, 0)
+    assert orjson.loads(batch.read_bytes()) | {"reserved": 0} == {
+        "charged": 44_000,
+        "reserved": 0,
+        "limit": 50_000,
+    }
+
+
 @pytest.mark.parametrize(("given", "shared"), [({"max_tokens": 50_000}, True), ({}, False)])
 def test_compare_variants_share_the_budget_the_user_set(tmp_path: Path, given: dict, shared: bool) -> None:
     from replayer.floor.requests import ContinueSettings

@@ -77,7 +77,9 @@ def test_batch_returns_the_counts_and_tells_each_job(tmp_path: Path) -> None:
     manifest = tmp_path / "manifest.jsonl"
     manifest.write_bytes(orjson.dumps({"trajectory": str(SESSION), "mode": "prepare", "boundaries": [1, 2]}))
     events: list[Event] = []
-    counts = replayer.batch(manifest, tmp_path / "batch", workers=1, on_event=events.append)
+    counts = replayer.batch(
+        manifest, tmp_path / "batch", workers=1, on_event=events.append, trust_manifest=True
+    )
     assert (counts.jobs, counts.done, counts.failed) == (2, 2, 0)
     assert orjson.loads((tmp_path / "batch" / "batch.json").read_bytes())["done"] == 2
     assert events[0] == Stage("runs", 2)
@@ -85,5 +87,7 @@ def test_batch_returns_the_counts_and_tells_each_job(tmp_path: Path) -> None:
         (1, 2, "done"),
         (2, 2, "done"),
     ]
-    again = replayer.batch(manifest, tmp_path / "batch", on_event=events.append)  # nothing left to do
+    again = replayer.batch(
+        manifest, tmp_path / "batch", on_event=events.append, trust_manifest=True
+    )  # nothing left to do
     assert (again.jobs, again.done, again.skipped) == (2, 0, 2) and events[-1] == Stage("runs", 0)

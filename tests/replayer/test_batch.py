@@ -49,7 +49,7 @@ def clean(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     """One uninterrupted local batch of every source, its output and summary: what the other runs equal."""
     tmp = tmp_path_factory.mktemp("clean")
     manifest, _ = _all_sources(tmp)
-    proc = replayer("batch", str(manifest), "-o", str(tmp / "out"), "-j", "2", "--json")
+    proc = replayer("batch", "--trust-manifest", str(manifest), "-o", str(tmp / "out"), "-j", "2", "--json")
     assert proc.returncode == 0, proc.stderr
     return tmp / "out", orjson.loads(proc.stdout)
 
@@ -72,7 +72,7 @@ def test_every_boundary_of_every_agent_once(clean: tuple[Path, dict], tmp_path: 
     args = ["prepare", result["request"]["trajectory"], "-n", str(result["after_step"]), "-o", str(direct)]
     replayer(*args, "--allow-degraded", check=True)
     assert (job / "expected_prefix.json").read_bytes() == (direct / "expected_prefix.json").read_bytes()
-    again = replayer("batch", str(manifest), "-o", str(out), "--json")
+    again = replayer("batch", "--trust-manifest", str(manifest), "-o", str(out), "--json")
     assert orjson.loads(again.stdout)["skipped"] == expected, "nothing is recomputed"
 
 
@@ -80,7 +80,18 @@ def test_an_interrupted_batch_resumes_without_duplicates(clean: tuple[Path, dict
     manifest, expected = _all_sources(tmp_path)
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "replayer.cli", "batch", str(manifest), "-o", str(out), "-j", "1"],
+        [
+            sys.executable,
+            "-m",
+            "replayer.cli",
+            "batch",
+            "--trust-manifest",
+            str(manifest),
+            "-o",
+            str(out),
+            "-j",
+            "1",
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -94,7 +105,7 @@ def test_an_interrupted_batch_resumes_without_duplicates(clean: tuple[Path, dict
     assert proc.returncode == 130, err
     partial = len(list((out / "jobs").glob("[!.]*")))
     assert 5 <= partial < expected, "interrupted midway"
-    resumed = replayer("batch", str(manifest), "-o", str(out), "-j", "2", "--json")
+    resumed = replayer("batch", "--trust-manifest", str(manifest), "-o", str(out), "-j", "2", "--json")
     summary = orjson.loads(resumed.stdout)
     assert (summary["done"], summary["skipped"]) == (expected - partial, partial)
     assert _prefixes(out) == _prefixes(clean[0]), "same jobs, same bytes"
@@ -133,7 +144,7 @@ def test_invalid_manifests_are_refused_before_anything_starts(
     traj = str(MINI.fixture("toolcall") / "trajectory.traj.json")
     path = tmp_path / "manifest.jsonl"
     path.write_text(f'{{"trajectory": "{traj}"}}\n' + line.replace("TRAJ", traj) + "\n")
-    proc = replayer("batch", str(path), "-o", str(tmp_path / "out"))
+    proc = replayer("batch", "--trust-manifest", str(path), "-o", str(tmp_path / "out"))
     assert proc.returncode == 3, proc.stderr
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "out").exists()
@@ -152,7 +163,9 @@ def _replay_manifest(tmp_path: Path) -> Path:
 @pytest.mark.agent
 def test_the_replay_jobs_of_a_trajectory_are_one_replay_and_resume_where_it_stopped(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    proc = replayer("batch", str(_replay_manifest(tmp_path)), "-o", str(out), "-j", "2", "--json")
+    proc = replayer(
+        "batch", "--trust-manifest", str(_replay_manifest(tmp_path)), "-o", str(out), "-j", "2", "--json"
+    )
     assert proc.returncode == 0, proc.stderr
     assert orjson.loads(proc.stdout)["done"] == 3
     dirs = {d.name: d for d in (out / "jobs").iterdir()}
@@ -164,7 +177,11 @@ def test_the_replay_jobs_of_a_trajectory_are_one_replay_and_resume_where_it_stop
     missing = sorted(results, key=lambda n: results[n]["after_step"])[1:]
     for name in missing:
         shutil.rmtree(dirs[name])
-    again = orjson.loads(replayer("batch", str(_replay_manifest(tmp_path)), "-o", str(out), "--json").stdout)
+    again = orjson.loads(
+        replayer(
+            "batch", "--trust-manifest", str(_replay_manifest(tmp_path)), "-o", str(out), "--json"
+        ).stdout
+    )
     assert (again["done"], again["skipped"]) == (2, 1)
     redone = [orjson.loads((dirs[n] / "result.json").read_bytes()) for n in missing]
     assert [r["after_step"] for r in redone] == [2, 3]
@@ -176,7 +193,9 @@ def test_the_replay_jobs_of_a_trajectory_are_one_replay_and_resume_where_it_stop
 def test_a_refused_boundary_does_not_sink_the_others_of_its_replay(tmp_path: Path) -> None:
     out = tmp_path / "out"
     manifest = _replay_manifest(tmp_path)
-    first = orjson.loads(replayer("batch", str(manifest), "-o", str(out), "--json").stdout)
+    first = orjson.loads(
+        replayer("batch", "--trust-manifest", str(manifest), "-o", str(out), "--json").stdout
+    )
     assert first["done"] == 3
     # boundary 2's directory replaced by a file: its job is refused, 1 and 3 are replayed together
     for d in (out / "jobs").iterdir():
@@ -184,7 +203,9 @@ def test_a_refused_boundary_does_not_sink_the_others_of_its_replay(tmp_path: Pat
         shutil.rmtree(d)
         if after == 2:
             d.write_text("in the way\n")
-    again = orjson.loads(replayer("batch", str(manifest), "-o", str(out), "--json").stdout)
+    again = orjson.loads(
+        replayer("batch", "--trust-manifest", str(manifest), "-o", str(out), "--json").stdout
+    )
     assert again["done"] == 2 and again["failed"] + sum(again["refused"].values()) == 1, again
     outcomes = orjson.loads((out / "batch.json").read_bytes())["outcomes"]
     failed = [o for o in outcomes if o["status"] != "done"]
@@ -195,7 +216,16 @@ def test_the_same_batch_on_a_local_ray_cluster(clean: tuple[Path, dict], tmp_pat
     manifest, expected = _all_sources(tmp_path)
     local = clean[0]
     proc = replayer(
-        "batch", str(manifest), "-o", str(tmp_path / "ray"), "--ray", "local", "-j", "2", "--json"
+        "batch",
+        "--trust-manifest",
+        str(manifest),
+        "-o",
+        str(tmp_path / "ray"),
+        "--ray",
+        "local",
+        "-j",
+        "2",
+        "--json",
     )
     assert proc.returncode == 0, proc.stderr
     assert orjson.loads(proc.stdout)["done"] == expected
@@ -208,7 +238,19 @@ def test_a_killed_worker_loses_only_its_job_and_refusals_are_retried_on_request(
     manifest, expected = _all_sources(tmp_path)
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "replayer.cli", "batch", str(manifest), "-o", str(out), "-j", "1", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "replayer.cli",
+            "batch",
+            "--trust-manifest",
+            str(manifest),
+            "-o",
+            str(out),
+            "-j",
+            "1",
+            "--json",
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -229,19 +271,27 @@ def test_a_killed_worker_loses_only_its_job_and_refusals_are_retried_on_request(
     assert not (out / "outcomes").exists() or not any(
         b"worker" in p.read_bytes() for p in (out / "outcomes").iterdir()
     ), "jobs the dead worker never finished are not recorded as failed on disk"
-    resumed = orjson.loads(replayer("batch", str(manifest), "-o", str(out), "--json").stdout)
+    resumed = orjson.loads(
+        replayer("batch", "--trust-manifest", str(manifest), "-o", str(out), "--json").stdout
+    )
     assert resumed["done"] + resumed["skipped"] == expected and resumed["failed"] == 0
     # a refusal is kept, and rerun only with --retry-failed
     session = str(CLAUDE.fixture("single") / "session.jsonl")
     line = {"trajectory": session, "boundaries": [1], "agent_version": "2.0.64", "require_verified": True}
     refused = _manifest(tmp_path, [line])  # an unverified version, refused when asked
-    first = orjson.loads(replayer("batch", str(refused), "-o", str(tmp_path / "r"), "--json").stdout)
+    first = orjson.loads(
+        replayer("batch", "--trust-manifest", str(refused), "-o", str(tmp_path / "r"), "--json").stdout
+    )
     assert sum(first["refused"].values()) == 1
     outcome = next((tmp_path / "r" / "outcomes").iterdir())
     before = outcome.stat().st_mtime_ns
-    again = orjson.loads(replayer("batch", str(refused), "-o", str(tmp_path / "r"), "--json").stdout)
+    again = orjson.loads(
+        replayer("batch", "--trust-manifest", str(refused), "-o", str(tmp_path / "r"), "--json").stdout
+    )
     assert sum(again["refused"].values()) == 1 and outcome.stat().st_mtime_ns == before, "not rerun"
     retried = orjson.loads(
-        replayer("batch", str(refused), "-o", str(tmp_path / "r"), "--json", "--retry-failed").stdout
+        replayer(
+            "batch", "--trust-manifest", str(refused), "-o", str(tmp_path / "r"), "--json", "--retry-failed"
+        ).stdout
     )
     assert sum(retried["refused"].values()) == 1 and outcome.stat().st_mtime_ns > before, "rerun on request"

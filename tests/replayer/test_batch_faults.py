@@ -63,7 +63,18 @@ def test_a_killed_batch_takes_its_workers_and_its_resume_removes_its_containers(
     out = tmp_path / "out"
     with (tmp_path / "batch.log").open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "replayer.cli", "batch", str(manifest), "-o", str(out), "-j", "1"],
+            [
+                sys.executable,
+                "-m",
+                "replayer.cli",
+                "batch",
+                "--trust-manifest",
+                str(manifest),
+                "-o",
+                str(out),
+                "-j",
+                "1",
+            ],
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -76,7 +87,7 @@ def test_a_killed_batch_takes_its_workers_and_its_resume_removes_its_containers(
             assert time.monotonic() < deadline, "no container of the batch appeared"
             time.sleep(0.1)
         # while it runs, a second batch on the same directory is refused
-        second = replayer("batch", str(manifest), "-o", str(out))
+        second = replayer("batch", "--trust-manifest", str(manifest), "-o", str(out))
         assert second.returncode == 7, second.stderr
         assert "another batch" in second.stderr and str(out) in second.stderr, second.stderr
         descendants = psutil.Process(proc.pid).children(recursive=True)
@@ -92,7 +103,7 @@ def test_a_killed_batch_takes_its_workers_and_its_resume_removes_its_containers(
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert _containers(docker_client, out), "the killed job's container is left for the resume to remove"
-    resumed = replayer("batch", str(manifest), "-o", str(out), "--json")
+    resumed = replayer("batch", "--trust-manifest", str(manifest), "-o", str(out), "--json")
     assert resumed.returncode == 0, resumed.stderr
     summary = orjson.loads(resumed.stdout)
     assert (summary["jobs"], summary["done"], summary["failed"]) == (1, 1, 0)
@@ -109,7 +120,7 @@ def _limited_batch(*args: str, max_file_bytes: int) -> subprocess.CompletedProce
         resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
 
     return subprocess.run(
-        [sys.executable, "-m", "replayer.cli", "batch", *args],
+        [sys.executable, "-m", "replayer.cli", "batch", "--trust-manifest", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -136,7 +147,7 @@ def test_a_crashing_job_is_recorded_as_failed_and_the_batch_goes_on(tmp_path: Pa
     # kept as it is on a rerun, run again (and done, the limit gone) with --retry-failed
     again = _limited_batch(str(manifest), "-o", str(out), "--json", max_file_bytes=64 << 10)
     assert (orjson.loads(again.stdout)["failed"], orjson.loads(again.stdout)["skipped"]) == (1, 2)
-    retried = replayer("batch", str(manifest), "-o", str(out), "--json", "--retry-failed")
+    retried = replayer("batch", "--trust-manifest", str(manifest), "-o", str(out), "--json", "--retry-failed")
     assert retried.returncode == 0, retried.stderr
     assert (orjson.loads(retried.stdout)["done"], orjson.loads(retried.stdout)["failed"]) == (1, 0)
     assert not list((out / "outcomes").iterdir())
@@ -146,7 +157,7 @@ def test_a_crashing_job_is_recorded_as_failed_and_the_batch_goes_on(tmp_path: Pa
 def test_a_fifo_manifest_is_refused_without_waiting(tmp_path: Path) -> None:
     fifo = tmp_path / "manifest.jsonl"
     os.mkfifo(fifo)
-    proc = replayer("batch", str(fifo), "-o", str(tmp_path / "out"))
+    proc = replayer("batch", "--trust-manifest", str(fifo), "-o", str(tmp_path / "out"))
     assert proc.returncode == 3, proc.stderr
     assert "FIFO" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not (tmp_path / "out").exists()
@@ -158,7 +169,7 @@ def test_a_fifo_trajectory_is_refused_without_waiting(tmp_path: Path) -> None:
     os.mkfifo(fifo)
     good = {"trajectory": str(MINI_TOOLCALL / "trajectory.traj.json")}
     manifest = _manifest(tmp_path, [good, {"trajectory": str(fifo)}])
-    proc = replayer("batch", str(manifest), "-o", str(tmp_path / "out"))
+    proc = replayer("batch", "--trust-manifest", str(manifest), "-o", str(tmp_path / "out"))
     assert proc.returncode == 3, proc.stderr
     assert f"manifest line 2: trajectory {fifo} is a FIFO" in proc.stderr, proc.stderr
     assert not (tmp_path / "out").exists()
@@ -168,7 +179,9 @@ def test_a_fifo_trajectory_is_refused_without_waiting(tmp_path: Path) -> None:
 def test_a_trajectory_that_became_a_fifo_is_that_jobs_refusal(tmp_path: Path) -> None:
     traj = tmp_path / "trajectory.traj.json"
     traj.write_bytes((MINI_TOOLCALL / "trajectory.traj.json").read_bytes())
-    (job,) = expand(read_manifest(_manifest(tmp_path, [{"trajectory": str(traj), "boundaries": [1]}])), {})
+    (job,) = expand(
+        read_manifest(_manifest(tmp_path, [{"trajectory": str(traj), "boundaries": [1]}]), trusted=True), {}
+    )
     traj.unlink()
     os.mkfifo(traj)  # between the expansion and the job's run
     outcome = run_job(job, tmp_path / "out", {})
@@ -192,7 +205,7 @@ def test_a_file_in_the_way_of_the_batch_directory_is_refused(where: str, tmp_pat
         out.mkdir()
         (out / where).write_text("a file\n")
         blocked = out / where
-    proc = replayer("batch", str(manifest), "-o", str(out))
+    proc = replayer("batch", "--trust-manifest", str(manifest), "-o", str(out))
     assert proc.returncode == 7, proc.stderr
     assert f"{blocked} exists and is not a" in proc.stderr.replace("\n", ""), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
@@ -205,9 +218,9 @@ def test_a_second_batch_on_a_held_directory_is_refused(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     with locked(out):
-        held = replayer("batch", str(manifest), "-o", str(out))
+        held = replayer("batch", "--trust-manifest", str(manifest), "-o", str(out))
     assert held.returncode == 7, held.stderr
     assert f"another batch (pid {os.getpid()}) is running on {out}" in held.stderr, held.stderr
     assert not (out / "jobs").exists() or not list((out / "jobs").iterdir()), "nothing ran"
-    free = replayer("batch", str(manifest), "-o", str(out), "--json")
+    free = replayer("batch", "--trust-manifest", str(manifest), "-o", str(out), "--json")
     assert free.returncode == 0 and orjson.loads(free.stdout)["done"] == 1, free.stderr

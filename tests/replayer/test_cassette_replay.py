@@ -280,7 +280,17 @@ def test_batch_replays_every_cassette_of_a_folder(claude: Recording, tmp_path: P
     manifest.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
 
     def batch(*extra: str) -> dict:
-        args = ("batch", str(manifest), "-o", str(tmp_path / "out"), "-j", "1", "--json", *extra)
+        args = (
+            "batch",
+            "--trust-manifest",
+            str(manifest),
+            "-o",
+            str(tmp_path / "out"),
+            "-j",
+            "1",
+            "--json",
+            *extra,
+        )
         proc = replayer(*args, env=OFFLINE)
         assert proc.returncode == 0, proc.stderr
         return orjson.loads(proc.stdout)

@@ -240,7 +240,7 @@ def test_the_manifest_mode_run_is_replay() -> None:
 def test_a_manifest_says_run_as_the_verb_does(mode: str, message: str, tmp_path: Path) -> None:
     manifest = tmp_path / "manifest.jsonl"
     manifest.write_text(orjson.dumps({"trajectory": str(MINI_TRAJECTORY), "mode": mode}).decode() + "\n")
-    proc = replayer("batch", str(manifest), "-o", str(tmp_path / "out"))
+    proc = replayer("batch", "--trust-manifest", str(manifest), "-o", str(tmp_path / "out"))
     assert proc.returncode == 3 and message in _one_line(proc.stderr)
 
 

@@ -16,7 +16,7 @@ from tests.replayer.test_batch import _all_sources, _manifest
 
 
 def _batch_and_export(tmp_path: Path, manifest: Path) -> tuple[Path, list[dict]]:
-    replayer("batch", str(manifest), "-o", str(tmp_path / "out"), "-j", "2", check=True)
+    replayer("batch", "--trust-manifest", str(manifest), "-o", str(tmp_path / "out"), "-j", "2", check=True)
     records = tmp_path / "records.jsonl"
     replayer("export", str(tmp_path / "out"), "--format", "chat", "-o", str(records), check=True)
     return records, [orjson.loads(line) for line in records.read_bytes().splitlines()]
@@ -27,7 +27,7 @@ def batch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     """A batch of every boundary of every recorded source, made once for the module's exports; its count."""
     tmp = tmp_path_factory.mktemp("batch")
     manifest, expected = _all_sources(tmp)
-    replayer("batch", str(manifest), "-o", str(tmp / "out"), "-j", "2", check=True)
+    replayer("batch", "--trust-manifest", str(manifest), "-o", str(tmp / "out"), "-j", "2", check=True)
     return tmp / "out", expected
 
 
@@ -154,6 +154,7 @@ def test_continued_jobs_export_the_prefix_and_what_followed(tmp_path: Path) -> N
         manifest = _manifest(tmp_path, lines)
         proc = replayer(
             "batch",
+            "--trust-manifest",
             str(manifest),
             "-o",
             str(tmp_path / "out"),

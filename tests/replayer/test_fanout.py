@@ -240,7 +240,7 @@ def test_a_batch_continues_the_boundaries_of_a_trajectory_from_one_replay(tmp_pa
     }
     manifest.write_bytes(orjson.dumps(line) + b"\n")
     out = tmp_path / "out"
-    proc = replayer("batch", str(manifest), "-o", str(out), "--json", env=NO_KEY)
+    proc = replayer("batch", "--trust-manifest", str(manifest), "-o", str(out), "--json", env=NO_KEY)
     assert proc.returncode == 0, proc.stderr
     assert orjson.loads(proc.stdout)["done"] == len(BOUNDARIES)
     jobs = sorted((out / "jobs").iterdir())
@@ -251,7 +251,7 @@ def test_a_batch_continues_the_boundaries_of_a_trajectory_from_one_replay(tmp_pa
     # a batch that lost one boundary's directory redoes that boundary only
     lost = next(j for j, r in zip(jobs, results, strict=True) if r["after_step"] == BOUNDARIES[0])
     shutil.rmtree(lost)
-    again = replayer("batch", str(manifest), "-o", str(out), "--json", env=NO_KEY)
+    again = replayer("batch", "--trust-manifest", str(manifest), "-o", str(out), "--json", env=NO_KEY)
     assert again.returncode == 0, again.stderr
     summary = orjson.loads(again.stdout)
     assert (summary["done"], summary["skipped"]) == (1, len(BOUNDARIES) - 1)

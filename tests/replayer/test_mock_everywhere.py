@@ -31,7 +31,9 @@ def test_a_batch_manifest_continues_with_the_mock(tmp_path: Path) -> None:
         "continuation": {"upstream": "mock"},
     }
     manifest.write_bytes(orjson.dumps(line) + b"\n")
-    proc = replayer("batch", str(manifest), "-o", str(tmp_path / "out"), "--json", env=NO_KEY)
+    proc = replayer(
+        "batch", "--trust-manifest", str(manifest), "-o", str(tmp_path / "out"), "--json", env=NO_KEY
+    )
     assert proc.returncode == 0, proc.stderr
     assert orjson.loads(proc.stdout)["done"] == 1
     [job] = list((tmp_path / "out" / "jobs").iterdir())
@@ -137,3 +139,48 @@ def test_a_budget_the_user_sets_spans_every_boundary_of_a_compare(tmp_path: Path
         ended[k] = (run["continuation"]["agent_status"], run["continuation"]["steps_used"])
     assert ended == {1: ("max_tokens", 1), 2: ("max_tokens", 0)}
     assert orjson.loads((out / "token-ledger.json").read_bytes())["charged"] >= 100_000
+
+
+def test_a_budget_the_user_sets_spans_the_batch(tmp_path: Path) -> None:
+    """Two continue jobs of one batch (boundaries 1 and 2 of one replay) under `batch --max-tokens 120000`:
+    the first answer bills 100,000 tokens, so no other request's worst case fits what is left, whichever job
+    sends it. Both jobs are `cut` (not `done`), each with the batch's budget named, and the batch's one
+    ledger holds what was billed. (Without it, each continuation has its own budget and both complete.)"""
+    script = tmp_path / "turns.json"
+    turns = [
+        {
+            "blocks": [{"type": "tool_use", "id": "toolu_b_1", "name": "Bash", "input": {"command": "ls"}}],
+            "usage": {"input_tokens": 100_000, "output_tokens": 20},
+        }
+    ]
+    script.write_bytes(orjson.dumps({"turns": turns}))
+    line = {
+        "trajectory": str(SESSION),
+        "boundaries": [1, 2],
+        "mode": "continue",
+        "workspace": str(FIXTURE / "workspace"),
+        "continuation": {"upstream": f"mock:{script}"},
+    }
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_bytes(orjson.dumps(line) + b"\n")
+    out = tmp_path / "out"
+    args = ["batch", str(manifest), "-o", str(out), "--trust-manifest", "-j", "1", "--max-tokens", "120000"]
+    proc = replayer(*args, "--json", env=NO_KEY)
+    assert proc.returncode == 0, proc.stderr
+    summary = orjson.loads((out / "batch.json").read_bytes())
+    assert (summary["jobs"], summary["done"], summary["cut"]) == (2, 0, 2), summary
+    for outcome in summary["outcomes"]:
+        assert outcome["status"] == "cut" and outcome["error_kind"] == "max_tokens"
+        assert "does not fit the batch's 120000 (replayer batch --max-tokens" in outcome["error"]
+    conts = [
+        orjson.loads((job / "result.json").read_bytes())["continuation"] for job in (out / "jobs").iterdir()
+    ]
+    assert sorted((c["agent_status"], c["steps_used"]) for c in conts) == [
+        ("max_tokens", 0),
+        ("max_tokens", 1),
+    ]
+    ledger = orjson.loads((out / "token-ledger.json").read_bytes())
+    assert 100_000 <= ledger["charged"] <= ledger["limit"] == 120_000
+    # a resumed batch reports them cut again, without running them
+    again = replayer(*args, "--json", env=NO_KEY)
+    assert again.returncode == 0 and orjson.loads(again.stdout)["cut"] == 2, again.stderr

@@ -77,7 +77,7 @@ def test_a_manifest_entry_without_a_session_stands_for_every_session(tmp_path: P
         {"trajectory": str(OUTPUT), "boundaries": [2], "session": INSTANCES[2]},
     ]
     manifest.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
-    jobs = expand(read_manifest(manifest), {})
+    jobs = expand(read_manifest(manifest, trusted=True), {})
     assert sorted((j.entry.session, j.boundary) for j in jobs) == sorted(
         [(i, 1) for i in INSTANCES] + [(INSTANCES[2], 2)]
     )

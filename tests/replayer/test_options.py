@@ -171,7 +171,7 @@ def test_a_folder_not_trusted_may_set_what_its_declaration_allows(tmp_path: Path
 
 ARGUMENTS = {"trajectory", "after_step", "out", "workspace", "variants"}
 """Request fields the verbs' own arguments set (api.run(trajectory, after_step, workspace, out), compare's)."""
-ENGINE = {"mode", "budgets", "labels", "continuation", "defaults", "grace_s", "token_ledger"}
+ENGINE = {"mode", "budgets", "labels", "continuation", "defaults", "grace_s", "token_ledger", "batch_ledger"}
 """Request fields no option sets: the verb or the engine does."""
 
 
@@ -250,7 +250,7 @@ def _commands() -> dict[str, Any]:
     return dict(group.commands)  # type: ignore[attr-defined]
 
 
-OTHERWISE = {("run", "after_step"), ("run", "repeat"), ("batch", "workers")}
+OTHERWISE = {("run", "after_step"), ("run", "repeat"), ("batch", "workers"), ("batch", "max_tokens")}
 """Flags one command describes otherwise (run's -n takes several boundaries, its --repeat reruns the prefix;
 batch's -j counts jobs)."""
 

@@ -200,7 +200,18 @@ def test_a_batch_writes_within_its_total(big_workspace: Path, tmp_path: Path) ->
     manifest = tmp_path / "manifest.jsonl"
     manifest.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
     out = tmp_path / "out"
-    proc = replayer("batch", str(manifest), "-o", str(out), "-j", "1", "--max-output", "300m", "--json")
+    proc = replayer(
+        "batch",
+        "--trust-manifest",
+        str(manifest),
+        "-o",
+        str(out),
+        "-j",
+        "1",
+        "--max-output",
+        "300m",
+        "--json",
+    )
     summary = orjson.loads(proc.stdout)
     assert (summary["done"], summary["failed"]) == (1, 2), (summary, proc.stderr)
     outcomes = orjson.loads((out / "batch.json").read_bytes())["outcomes"]

@@ -36,7 +36,15 @@ def test_a_batch_spreads_over_ray_nodes(tmp_path: Path, docker_client) -> None:
     cache_b = tmp_path / "bundles-b"  # node_b's own bundle cache, empty: what it needs it installs itself
     with ray_nodes(node_env={"node_b": {"REPLAYER_BUNDLES": str(cache_b)}}) as cluster:
         proc = replayer(
-            "batch", str(manifest), "-o", str(out), "--ray", cluster.address, "--json", env=cluster.env
+            "batch",
+            "--trust-manifest",
+            str(manifest),
+            "-o",
+            str(out),
+            "--ray",
+            cluster.address,
+            "--json",
+            env=cluster.env,
         )
     assert proc.returncode == 0, proc.stderr
     summary = orjson.loads((out / "batch.json").read_bytes())

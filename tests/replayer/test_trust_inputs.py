@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -41,10 +42,14 @@ def server() -> Iterator[socket.socket]:
 
 
 def _manifest(folder: Path, **fields: object) -> Path:
-    """A downloaded manifest: one continue line over the mini-swe-agent fixture, with `fields` over it."""
-    line = {"trajectory": str(TRAJ), "boundaries": [1], "mode": "continue", "workspace": str(WORKSPACE)}
+    """A downloaded manifest: one continue line over the mini-swe-agent fixture (copied beside it, named
+    relatively as a downloaded folder names its files), with `fields` over it."""
+    line = {"trajectory": TRAJ.name, "boundaries": [1], "mode": "continue", "workspace": "workspace"}
     line["continuation"] = {"upstream": "mock"}
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / TRAJ.name).write_bytes(TRAJ.read_bytes())
+    if not (folder / "workspace").exists():
+        shutil.copytree(WORKSPACE, folder / "workspace", symlinks=True)
     path = folder / "manifest.jsonl"
     path.write_bytes(orjson.dumps(line | fields) + b"\n")
     return path
@@ -93,6 +98,44 @@ def test_an_untrusted_manifest_chooses_no_image_repository_or_looser_budget(
         read_manifest(manifest)
     assert str(caught.value).startswith(f"manifest line 1: {named}") and "\n" not in str(caught.value)
     read_manifest(manifest, trusted=True)  # the user's own (--trust-manifest): taken as it says
+
+
+@pytest.mark.parametrize(
+    ("fields", "why"),
+    [
+        ({"workspace": "SECRET"}, "an absolute name"),
+        ({"workspace": "../secret"}, "a name that leaves the folder (`..`)"),
+        ({"workspace": "linked"}, "a link, or a link on the way"),
+        ({"trajectory": "linked/id_ed25519"}, "a link, or a link on the way"),
+        ({"trajectory": "SECRET/id_ed25519"}, "an absolute name"),
+    ],
+)
+def test_an_untrusted_manifest_names_only_files_in_its_own_folder(
+    tmp_path: Path, fields: dict[str, str], why: str
+) -> None:
+    """A downloaded manifest naming a host folder (~/.ssh) as its workspace would have it copied into the
+    sandbox and shown to the model: an untrusted one names only files inside its own folder, no `..`, no
+    link out; refused in one line, exit 3; the user's own (--trust-manifest) keeps absolute names."""
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "id_ed25519").write_text("PRIVATE KEY")
+    folder = tmp_path / "downloaded"
+    folder.mkdir()
+    (folder / "linked").symlink_to(secret)
+    fields = {k: v.replace("SECRET", str(secret)) for k, v in fields.items()}
+    manifest = _manifest(folder, **fields)
+    out = tmp_path / "out"
+    proc = replayer("batch", str(manifest), "-o", str(out), env=_config(tmp_path))
+    err = proc.stderr.strip()
+    assert proc.returncode == 3 and len(err.splitlines()) == 1, err
+    field = next(iter(fields))
+    assert f"manifest line 1: {field}: {fields[field]}: {why}; " in err, err
+    assert "--trust-manifest" in err and not out.exists()
+    [(_, entry)] = read_manifest(manifest, trusted=True)  # the user's own: taken as it says
+    assert str(secret) in str(getattr(entry, field).resolve())
+    # relative names inside the folder are what a downloaded manifest uses
+    [(_, entry)] = read_manifest(_manifest(tmp_path / "plain"))
+    assert entry.workspace == tmp_path / "plain" / "workspace"
 
 
 def test_a_manifest_trusted_by_replayer_trust_is_pinned_to_its_content(

@@ -36,7 +36,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     manifest.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
     root = tmp / "results"
     root.mkdir()
-    replayer("batch", str(manifest), "-o", str(root / "batch"), check=True)
+    replayer("batch", "--trust-manifest", str(manifest), "-o", str(root / "batch"), check=True)
     codex_job = next(
         d for d in (root / "batch" / "jobs").iterdir() if b'"codex"' in (d / "result.json").read_bytes()
     )

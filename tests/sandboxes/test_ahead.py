@@ -137,7 +137,7 @@ def test_a_batch_with_containers_ahead_gives_the_same_results_and_leaves_nothing
     slots_before = set(orphans(SLOT_ROOT)) if SLOT_ROOT.is_dir() else set()
     outs = {ahead: tmp_path / f"out-{ahead}" for ahead in (False, True)}
     for ahead, out in outs.items():
-        counts = api.batch(manifest, out, workers=1, containers_ahead=ahead)
+        counts = api.batch(manifest, out, workers=1, containers_ahead=ahead, trust_manifest=True)
         assert (counts.jobs, counts.done) == (4, 4), counts
         assert not _batch_containers(docker_client, out), "no container of the batch is left"
     assert _by_trajectory(outs[True]) == _by_trajectory(outs[False])
@@ -151,7 +151,18 @@ def test_an_interrupted_batch_removes_its_containers_at_once(tmp_path: Path, doc
     manifest = _manifest(tmp_path, 6)
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "replayer.cli", "batch", str(manifest), "-o", str(out), "-j", "1"],
+        [
+            sys.executable,
+            "-m",
+            "replayer.cli",
+            "batch",
+            "--trust-manifest",
+            str(manifest),
+            "-o",
+            str(out),
+            "-j",
+            "1",
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -168,7 +179,17 @@ def test_an_interrupted_batch_removes_its_containers_at_once(tmp_path: Path, doc
     assert not _batch_containers(docker_client, out), "nothing left for the next batch to remove"
     resumed = orjson.loads(
         subprocess.run(
-            [sys.executable, "-m", "replayer.cli", "batch", str(manifest), "-o", str(out), "--json"],
+            [
+                sys.executable,
+                "-m",
+                "replayer.cli",
+                "batch",
+                "--trust-manifest",
+                str(manifest),
+                "-o",
+                str(out),
+                "--json",
+            ],
             cwd=ROOT,
             capture_output=True,
             check=True,

@@ -62,7 +62,9 @@ def test_ray_actors_take_their_spares_with_equal_results_and_leave_nothing(
     for ahead, out in outs.items():
         caplog.clear()
         with caplog.at_level(logging.DEBUG, logger="replayer.verbs.executors"):
-            counts = api.batch(manifest, out, ray=cluster.address, containers_ahead=ahead)
+            counts = api.batch(
+                manifest, out, ray=cluster.address, containers_ahead=ahead, trust_manifest=True
+            )
         assert (counts.jobs, counts.done) == (6, 6), counts
         assert not _batch_containers(docker_client, out), "no container of the batch is left"
         found = {m[1]: (int(m[2]), int(m[3])) for m in _COUNTS.finditer(caplog.text)}
@@ -80,7 +82,7 @@ def test_ray_actors_take_their_spares_with_equal_results_and_leave_nothing(
 
 def _driver(manifest: Path, out: Path, address: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "replayer.cli", "batch", str(manifest), "-o", str(out), "--ray", address,
+        [sys.executable, "-m", "replayer.cli", "batch", "--trust-manifest", str(manifest), "-o", str(out), "--ray", address,
          "--json"],
         cwd=ROOT,
         stdout=subprocess.PIPE,

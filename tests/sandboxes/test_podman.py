@@ -86,7 +86,9 @@ def test_a_batch_pass_on_podman(podman: object, tmp_path: Path) -> None:
     line = {"trajectory": TRAJ, "workspace": WORKSPACE, "mode": "replay", "boundaries": [1, 2]}
     manifest.write_bytes(orjson.dumps(line) + b"\n")
     out = tmp_path / "out"
-    proc = replayer("batch", str(manifest), "-o", str(out), "-j", "2", "--json", "--engine", "podman")
+    proc = replayer(
+        "batch", "--trust-manifest", str(manifest), "-o", str(out), "-j", "2", "--json", "--engine", "podman"
+    )
     assert proc.returncode == 0, proc.stderr
     assert orjson.loads(proc.stdout)["done"] == 2
     results = [orjson.loads(p.read_bytes()) for p in (out / "jobs").glob("*/result.json")]

@@ -241,7 +241,7 @@ def test_a_batch_of_prefixes_exports_as_chat_and_atif_records(tmp_path: Path) ->
     sources = [FIXTURES / "tools" / "session.jsonl", FIXTURES / "shell" / "session.jsonl"]
     manifest = tmp_path / "manifest.jsonl"
     manifest.write_bytes(b"".join(orjson.dumps({"trajectory": str(p)}) + b"\n" for p in sources))
-    replayer("batch", str(manifest), "-o", str(tmp_path / "out"), check=True)
+    replayer("batch", "--trust-manifest", str(manifest), "-o", str(tmp_path / "out"), check=True)
     chat, atif = tmp_path / "chat.jsonl", tmp_path / "atif.jsonl"
     replayer("export", str(tmp_path / "out"), "-o", str(chat), check=True)
     replayer("export", str(tmp_path / "out"), "--format", "atif", "-o", str(atif), check=True)

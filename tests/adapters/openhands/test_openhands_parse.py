@@ -146,7 +146,9 @@ def test_a_batch_prepares_a_conversation_directory_at_every_boundary(tmp_path: P
     manifest = tmp_path / "manifest.jsonl"
     manifest.write_bytes(orjson.dumps({"trajectory": str(CONVERSATION)}) + b"\n")
     out = tmp_path / "batch"
-    summary = orjson.loads(replayer("batch", str(manifest), "-o", str(out), "--json", check=True).stdout)
+    summary = orjson.loads(
+        replayer("batch", "--trust-manifest", str(manifest), "-o", str(out), "--json", check=True).stdout
+    )
     steps = len(load(CONVERSATION)[1].steps)
     assert summary["done"] == steps and summary["failed"] == 0  # 0..steps-1: the last step finishes
     records = tmp_path / "chat.jsonl"
