@@ -451,17 +451,18 @@ OUTPUT_LOG_CHARS = 8000
 """How much of a silent CLI's stdout and stderr (each, its end) the debug log (`-v`) shows."""
 
 
-def no_request(handle: RunningExec, cli: str, what: str) -> SandboxError:
-    """The error of a CLI that sent no model request when one was due: its last error line, else the last
-    line of its stdout (where a CLI printing JSON events says why), and where the rest is: its whole
-    stdout and stderr go to the debug log, which `-v` prints."""
+def no_request(handle: RunningExec, cli: str, what: str, reason: str | None = None) -> SandboxError:
+    """The error of a CLI that sent no model request when one was due: `reason` (the adapter's reading of its
+    output) or its last error line, else the last line of its stdout (where a CLI printing JSON events says
+    why), and where the rest is: its whole stdout and stderr go to the debug log, which `-v` prints."""
     out = bytes(handle.stdout).decode(errors="replace")
     err = bytes(handle.stderr).decode(errors="replace")
     log.debug(
         "%s sent no model request for %s; its stdout (%d chars, the end):\n%s\nits stderr (%d chars, the end):\n%s",
         cli, what, len(out), out[-OUTPUT_LOG_CHARS:], len(err), err[-OUTPUT_LOG_CHARS:],
     )  # fmt: skip
-    reason = handle.last_stderr_line() if err.strip() else None
+    if reason is None:
+        reason = handle.last_stderr_line() if err.strip() else None
     if reason is None:
         line = last_line(out)
         reason = f"nothing on stderr; its stdout ends {excerpt(line, 300)}" if line else "no output at all"

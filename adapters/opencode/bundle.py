@@ -65,8 +65,18 @@ def base_env(home: str = AGENT_HOME) -> dict[str, str]:
     return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": home, "TERM": "dumb", **ENV}
 
 
+RETAINED_STATUS = "beta"
+"""The model's catalogue status in the config. Each release bundles a models.dev catalogue and deletes every
+model it marks `deprecated`, a model the config declares too (merged over the catalogue's entry): the pinned
+1.18.33 on a session of an older release whose model it retired (OpenCode Zen's `opencode/grok-code`) failed
+every run with "Model not found" ("Unexpected server error" on stdout) before any model request. `beta` is the
+one status every release's config takes (alpha, beta, deprecated) that no release deletes; it changes no
+request."""
+
+
 def config(provider: str, model: str, base_url: str) -> dict:
-    """opencode.json: one OpenAI-compatible provider (the bridge or the replay model), nothing fetched."""
+    """opencode.json: one OpenAI-compatible provider (the bridge or the replay model), nothing fetched, its
+    model kept whatever the running release's catalogue says of it (`RETAINED_STATUS`)."""
     return {
         "$schema": "https://opencode.ai/config.json",
         "autoupdate": False,
@@ -86,6 +96,7 @@ def config(provider: str, model: str, base_url: str) -> dict:
                         "tool_call": True,
                         "reasoning": False,
                         "limit": {"context": 128000, "output": 8192},
+                        "status": RETAINED_STATUS,
                     }
                 },
             }

@@ -137,14 +137,27 @@ def import_session(
         if not (private / bundle.DB).is_file() and (private / bundle.STORAGE).is_dir():
             return _place_storage(private, home, info)
         with contextlib.closing(sqlite3.connect(private / bundle.DB)) as db:
-            db.execute(
-                "UPDATE session SET directory = ?, path = ? WHERE id = ?",
-                (info.get("directory"), info.get("path"), info.get("id")),
-            )
-            db.commit()
+            _write_back(db, info)
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         place(home, bundle.DB, (private / bundle.DB).read_bytes())
         return bundle.DB
+
+
+WRITTEN_BACK = ("directory", "path")
+"""The session columns the import files under the importing process and the rebuild writes back. `path`
+came with 1.14 (migration `add_session_path`): a store of 1.2-1.3 has no such column."""
+
+
+def _write_back(db: sqlite3.Connection, info: dict[str, Any]) -> None:
+    """The recorded directory (and path) into the imported session's row: only the columns the store of
+    the importing version has (its `session` table, as that version's migrations left it)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(session)")}
+    kept = [name for name in WRITTEN_BACK if name in columns]
+    assignments = ", ".join(f"{name} = ?" for name in kept)
+    db.execute(
+        f"UPDATE session SET {assignments} WHERE id = ?", (*(info.get(k) for k in kept), info.get("id"))
+    )
+    db.commit()
 
 
 def _place_storage(private: Path, home: Path, info: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ side call gets the recorded title. It listens on a unix socket mounted into the 
 
 from __future__ import annotations
 
+import logging
 import queue
 import socketserver
 import threading
@@ -19,6 +20,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict
 
 from replayer.adapters.opencode.wire import is_title_request
+
+log = logging.getLogger(__name__)
 
 
 class Answer(BaseModel):
@@ -109,6 +112,11 @@ class ReplayModel:
 
         class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             daemon_threads = True
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                """To the debug log, not a traceback on the user's terminal: the usual one is a request held
+                when the rerun ended, answered after its CLI was stopped (a broken pipe)."""
+                log.debug("replay model: a request ended in an error", exc_info=True)
 
         self._server = Server(str(socket_path), Handler)
         socket_path.chmod(0o777)

@@ -9,6 +9,7 @@ an edit) built up as in the original run.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from replayer.adapters.opencode import home as agent_home
 from replayer.adapters.opencode.replay_model import Answer, ReplayModel
 from replayer.adapters.opencode.session import Native
 from replayer.adapters.sandbox_paths import OPENCODE_REPLAY_PORT, local_url
-from replayer.floor.errors import SandboxError
+from replayer.floor.errors import SandboxError, excerpt
 from replayer.floor.io import remove_alias, remove_entry, short_alias
 from replayer.floor.trajectory import Observation, Trajectory
 from replayer.sandboxes.base import RunningExec, Sandbox
@@ -28,6 +29,11 @@ from replayer.sandboxes.base import RunningExec, Sandbox
 PORT = OPENCODE_REPLAY_PORT
 WORK_MOUNT = "/run/replayer-opencode"
 SOCKET = "replay-model.sock"
+ERRORS_ON_STDERR = ("--print-logs", "--log-level", "ERROR")
+"""The CLI's logged errors on stderr, nothing else: an error its server hides from `run` behind "Unexpected
+server error" (the stdout event) is logged with its cause (a model the release retired: "Model not found"),
+and the log file in the home may not have it yet when the CLI exits. Every release since 1.1 takes both."""
+_LOGGED_ERROR = re.compile(r'level=ERROR .*?error="((?:[^"\\]|\\.)*)"')
 _START_TIMEOUT_S = 120.0
 _POLL_S = 0.05
 
@@ -49,6 +55,12 @@ def provider_model(native: Native) -> tuple[str, str]:
             return str(model["providerID"]), str(model["modelID"])
     model = native.info.get("model") or {}
     return str(model.get("providerID") or "replayer"), str(model.get("id") or "replayed-model")
+
+
+def logged_error(stderr: bytes) -> str | None:
+    """The last error the CLI logged (`ERRORS_ON_STDERR`), as its log says it."""
+    found = _LOGGED_ERROR.findall(stderr.decode(errors="replace"))
+    return f"its log: {excerpt(found[-1], 300)}" if found else None
 
 
 class OpenCodeRerunner(StepwiseRerunner):
@@ -107,7 +119,7 @@ class OpenCodeRerunner(StepwiseRerunner):
             self._take_session()
         prompt = text_of(self.native.messages[turn]) if turn >= 0 else ""
         env = {**bundle.base_env(), "REPLAYER_PROMPT": prompt}
-        argv = bundle.with_stdin_prompt(bundle.run_argv(self.session))
+        argv = bundle.with_stdin_prompt([*bundle.run_argv(self.session), *ERRORS_ON_STDERR])
         self.handle = self.sandbox.start_exec(argv, workdir=self.cwd, env=env)
         self.parts = {}
         self.turn = turn
@@ -121,7 +133,7 @@ class OpenCodeRerunner(StepwiseRerunner):
         assert self.handle is not None
         body = self.handle.await_item(self.model.requests, _START_TIMEOUT_S)
         if body is None:
-            raise no_request(self.handle, "opencode", what)
+            raise no_request(self.handle, "opencode", what, logged_error(bytes(self.handle.stderr)))
         return body
 
     def _take(self, lines: bytes) -> None:

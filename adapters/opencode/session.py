@@ -478,12 +478,7 @@ def session_info(row: sqlite3.Row, path: Path) -> Record:
         "version": cols.get("version"),
         "summary": summary,
         "cost": _js_number(cols.get("cost")),
-        "tokens": {
-            "input": cols.get("tokens_input"),
-            "output": cols.get("tokens_output"),
-            "reasoning": cols.get("tokens_reasoning"),
-            "cache": {"read": cols.get("tokens_cache_read"), "write": cols.get("tokens_cache_write")},
-        },
+        "tokens": _tokens(cols),
         "share": {"url": cols["share_url"]} if cols.get("share_url") else None,
         "metadata": _json_column(cols.get("metadata"), source, where, "metadata"),
         "revert": _revert(revert),
@@ -496,6 +491,19 @@ def session_info(row: sqlite3.Row, path: Path) -> Record:
         },
     }
     return _drop_none(info)
+
+
+def _tokens(cols: Record) -> Record | None:
+    """The session's token counts: none in a store before 1.15 (its `session` table has no such columns,
+    and that version's export prints no `tokens`)."""
+    if "tokens_input" not in cols:
+        return None
+    return {
+        "input": cols.get("tokens_input"),
+        "output": cols.get("tokens_output"),
+        "reasoning": cols.get("tokens_reasoning"),
+        "cache": {"read": cols.get("tokens_cache_read"), "write": cols.get("tokens_cache_write")},
+    }
 
 
 def _revert(revert: Any) -> Record | None:

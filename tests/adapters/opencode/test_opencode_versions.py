@@ -53,6 +53,7 @@ def _cli(
         args += ["-w", str(_probe(version) / "workspace")]
     proc = replayer(*args, *extra, env=env)
     assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
     return orjson.loads((out / "result.json").read_bytes())
 
 
