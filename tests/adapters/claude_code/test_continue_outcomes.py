@@ -87,7 +87,7 @@ def test_refusal_exit_code_and_one_line(tmp_path: Path, monkeypatch) -> None:
     from replayer import adapters
     from replayer.cli import app
 
-    monkeypatch.setattr(adapters, "detect", lambda path: TamperingAdapter())
+    monkeypatch.setattr(adapters, "detect_form", lambda path: (TamperingAdapter(), TamperingAdapter.forms[0]))
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     with scripted("claude_code", Script(turns=[]), expected_key=KEY) as upstream:
         args = [
