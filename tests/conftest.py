@@ -75,14 +75,17 @@ OPENHANDS_V0 = AgentFixtures("openhands", "trajectory.json")
 OPENCODE_FORMS = {"export": "export.json", "events": "events.jsonl", "sqlite": "opencode.db"}
 
 
+def replayer_argv(*args: str) -> list[str]:
+    """The argv of the real console entry point (for a test that starts it and signals it)."""
+    return [sys.executable, "-m", "replayer.cli", *args]
+
+
 def replayer(
     *args: str, env: dict[str, str] | None = None, check: bool = False
 ) -> subprocess.CompletedProcess[str]:
     """The real console entry point, as a user runs it."""
     full_env = {**os.environ, **(env or {})}
-    proc = subprocess.run(
-        [sys.executable, "-m", "replayer.cli", *args], capture_output=True, text=True, env=full_env, cwd=ROOT
-    )
+    proc = subprocess.run(replayer_argv(*args), capture_output=True, text=True, env=full_env, cwd=ROOT)
     if check and proc.returncode != 0:
         raise AssertionError(f"replayer {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
     return proc

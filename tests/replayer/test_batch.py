@@ -8,7 +8,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 
 from replayer.pipeline.engine import load
 from replayer.verbs.batch import valid_boundaries
-from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, PI, ROOT, replayer
+from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, PI, ROOT, replayer, replayer_argv
 
 SOURCES = (
     [CLAUDE.fixture(n) / "session.jsonl" for n in CLAUDE.scenarios]
@@ -80,18 +79,7 @@ def test_an_interrupted_batch_resumes_without_duplicates(clean: tuple[Path, dict
     manifest, expected = _all_sources(tmp_path)
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "replayer.cli",
-            "batch",
-            "--trust-manifest",
-            str(manifest),
-            "-o",
-            str(out),
-            "-j",
-            "1",
-        ],
+        replayer_argv("batch", "--trust-manifest", str(manifest), "-o", str(out), "-j", "1"),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -238,19 +226,7 @@ def test_a_killed_worker_loses_only_its_job_and_refusals_are_retried_on_request(
     manifest, expected = _all_sources(tmp_path)
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "replayer.cli",
-            "batch",
-            "--trust-manifest",
-            str(manifest),
-            "-o",
-            str(out),
-            "-j",
-            "1",
-            "--json",
-        ],
+        replayer_argv("batch", "--trust-manifest", str(manifest), "-o", str(out), "-j", "1", "--json"),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from replayer.verbs.batch import BATCH_LABEL, batch_id, expand, locked, read_manifest, run_job
-from tests.conftest import CLAUDE, MINI, ROOT, replayer
+from tests.conftest import CLAUDE, MINI, ROOT, replayer, replayer_argv
 
 MINI_TOOLCALL = MINI.fixture("toolcall")
 
@@ -63,18 +63,7 @@ def test_a_killed_batch_takes_its_workers_and_its_resume_removes_its_containers(
     out = tmp_path / "out"
     with (tmp_path / "batch.log").open("wb") as log:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "replayer.cli",
-                "batch",
-                "--trust-manifest",
-                str(manifest),
-                "-o",
-                str(out),
-                "-j",
-                "1",
-            ],
+            replayer_argv("batch", "--trust-manifest", str(manifest), "-o", str(out), "-j", "1"),
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -25,7 +24,7 @@ from replayer.sandboxes.docker import DockerBackend, DockerSandbox
 from replayer.sandboxes.owner import orphans
 from replayer.sandboxes.slots import SLOT_ROOT
 from replayer.verbs.batch import BATCH_LABEL, batch_id
-from tests.conftest import CODEX, ROOT
+from tests.conftest import CODEX, ROOT, replayer_argv
 
 pytestmark = pytest.mark.docker
 
@@ -151,18 +150,7 @@ def test_an_interrupted_batch_removes_its_containers_at_once(tmp_path: Path, doc
     manifest = _manifest(tmp_path, 6)
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "replayer.cli",
-            "batch",
-            "--trust-manifest",
-            str(manifest),
-            "-o",
-            str(out),
-            "-j",
-            "1",
-        ],
+        replayer_argv("batch", "--trust-manifest", str(manifest), "-o", str(out), "-j", "1"),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -179,17 +167,7 @@ def test_an_interrupted_batch_removes_its_containers_at_once(tmp_path: Path, doc
     assert not _batch_containers(docker_client, out), "nothing left for the next batch to remove"
     resumed = orjson.loads(
         subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "replayer.cli",
-                "batch",
-                "--trust-manifest",
-                str(manifest),
-                "-o",
-                str(out),
-                "--json",
-            ],
+            replayer_argv("batch", "--trust-manifest", str(manifest), "-o", str(out), "--json"),
             cwd=ROOT,
             capture_output=True,
             check=True,

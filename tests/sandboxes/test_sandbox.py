@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 from replayer.floor.errors import SandboxError
 from replayer.floor.pins import load_pins
 from replayer.sandboxes.docker import LABEL, DockerSandbox
-from tests.conftest import CLAUDE, ROOT, replayer
+from tests.conftest import CLAUDE, ROOT, replayer, replayer_argv
 
 pytestmark = pytest.mark.docker
 
@@ -54,15 +53,7 @@ def test_ctrl_c_leaves_no_container_and_no_output(docker_client, tmp_path: Path)
     before = _labelled(docker_client)
     out = tmp_path / "o"
     name = "shell_state"  # its step 13 runs three seconds in the background; step 8 waits one
-    cmd = [
-        sys.executable,
-        "-m",
-        "replayer.cli",
-        "run",
-        str(CLAUDE.fixture(name) / "session.jsonl"),
-        "-n",
-        "13",
-    ]
+    cmd = replayer_argv("run", str(CLAUDE.fixture(name) / "session.jsonl"), "-n", "13")
     cmd += ["-w", str(CLAUDE.fixture(name) / "workspace"), "-o", str(out)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
