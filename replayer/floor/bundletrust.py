@@ -114,11 +114,13 @@ def mismatch(root: Path) -> str | None:
         with os.fdopen(fd, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return f"{MANIFEST} is not a regular file"
-            manifest = Manifest.model_validate(orjson.loads(fh.read(MAX_MANIFEST_BYTES + 1)))
+            raw = fh.read(MAX_MANIFEST_BYTES + 1)
+            manifest = Manifest.model_validate(orjson.loads(raw))
     except (OSError, orjson.JSONDecodeError, ValidationError) as exc:
         return f"its digest manifest {MANIFEST} cannot be read ({type(exc).__name__})"
     seen, identities = 0, {}
-    stamped = _stamp(root, manifest)
+    digest = hashlib.sha256(raw).hexdigest()
+    stamped = _stamp(root, digest)
     try:
         for name, st in _entries(root):
             seen += 1
@@ -132,7 +134,7 @@ def mismatch(root: Path) -> str | None:
     if seen != len(manifest.files) + len(manifest.links) + len(manifest.dirs):
         return "files that were installed are missing"
     if identities != stamped:
-        _write_stamp(root, manifest, identities)
+        _write_stamp(root, digest, identities)
     return None
 
 
@@ -140,11 +142,7 @@ def _identity(st: os.stat_result) -> list[int]:
     return [st.st_dev, st.st_ino, st.st_mode, st.st_uid, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def _manifest_digest(manifest: Manifest) -> str:
-    return hashlib.sha256(orjson.dumps(manifest.model_dump(), option=orjson.OPT_SORT_KEYS)).hexdigest()
-
-
-def _stamp(root: Path, manifest: Manifest) -> dict[str, list[int]]:
+def _stamp(root: Path, manifest_digest: str) -> dict[str, list[int]]:
     """The identities the stamp holds, when it is this manifest's and is a regular file no one else can
     change ({} otherwise: every file is hashed)."""
     try:
@@ -156,15 +154,15 @@ def _stamp(root: Path, manifest: Manifest) -> dict[str, list[int]]:
             data = orjson.loads(fh.read(MAX_MANIFEST_BYTES + 1))
     except (OSError, orjson.JSONDecodeError):
         return {}
-    if not isinstance(data, dict) or data.get("manifest") != _manifest_digest(manifest):
+    if not isinstance(data, dict) or data.get("manifest") != manifest_digest:
         return {}
     files = data.get("files")
     return files if isinstance(files, dict) else {}
 
 
-def _write_stamp(root: Path, manifest: Manifest, identities: dict[str, list[int]]) -> None:
+def _write_stamp(root: Path, manifest_digest: str, identities: dict[str, list[int]]) -> None:
     """Best effort: a bundle folder this process may not write is hashed again by the next one."""
-    text = orjson.dumps({"manifest": _manifest_digest(manifest), "files": identities})
+    text = orjson.dumps({"manifest": manifest_digest, "files": identities})
     with contextlib.suppress(OSError):
         write_bytes_atomic(root / STAMP, text)
 
