@@ -35,10 +35,14 @@ def podman() -> Iterator[object]:
 
 
 def created_on_podman(client: object, since: float) -> set[str]:
-    """The names of the replayer's containers Podman created since `since`."""
-    events = client.events(  # type: ignore[attr-defined]
-        since=int(since) - 1, until=int(time.time()) + 1, filters={"type": "container"}, decode=True
-    )
+    """The names of the replayer's containers Podman created since `since`. Asked with `stream=false` and no
+    `until`: Podman's file event log stops reading at `until` even when it has not yet reached the end of the
+    file, which lost the newest events on a loaded machine."""
+    api = client.api  # type: ignore[attr-defined]
+    params = {"since": int(since) - 1, "stream": "false", "filters": orjson.dumps({"type": ["container"]})}
+    reply = api._get(api._url("/events"), params=params)
+    reply.raise_for_status()
+    events = [orjson.loads(line) for line in reply.content.splitlines() if line.strip()]
     return {
         e["Actor"]["Attributes"].get("name", "")
         for e in events
