@@ -129,7 +129,11 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
         )
         return Rebuild(
             native_files=[path],
-            expected_prefix=wire.to_messages(items, self.version(), continuation.recorded_model(trajectory)),
+            expected_prefix=wire.to_messages(
+                wire.as_loaded(items, session.prefix_leaf(native, items), self.version()),
+                self.version(),
+                continuation.recorded_model(trajectory),
+            ),
             agent_home=home,
             continuation=ClaudeCodeContinuation(
                 session_id=trajectory.session_id,

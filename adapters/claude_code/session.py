@@ -248,6 +248,13 @@ def with_observations(
     return out
 
 
+def prefix_leaf(native: Native, items: list[Record]) -> Record | None:
+    """The rebuilt session's leaf (its last-prompt names it): the last prefix record on the walked chain."""
+    chain_like = [r for r in items if r.get("type") in chain.CHAIN_TYPES]
+    on_chain = [r for r in chain_like if r["uuid"] in native.on_chain]
+    return (on_chain or chain_like)[-1] if chain_like else None
+
+
 def write_prefix(traj: Trajectory, items: list[Record], home: Path) -> Path:
     """The rebuilt session file: the prefix records in file order, then one last-prompt naming the leaf."""
     native = traj.native_as(Native)
@@ -262,9 +269,7 @@ def write_prefix(traj: Trajectory, items: list[Record], home: Path) -> Path:
             records.extend(pending_queue)
             pending_queue = []
             records.append(by_uuid[rec["uuid"]])
-    chain_like = [r for r in items if r.get("type") in chain.CHAIN_TYPES]
-    on_chain = [r for r in chain_like if r["uuid"] in native.on_chain]
-    leaf = (on_chain or chain_like)[-1] if chain_like else None
+    leaf = prefix_leaf(native, items)
     if leaf is not None:
         records = [_latest(leaf, records) if r is leaf else r for r in records]
         records.append(

@@ -27,10 +27,31 @@ NO_CONTENT = [{"type": "text", "text": "(no content)"}]
 DROPS_CALLER = (2, 0, 77)
 """The first version whose request drops a stored tool_use's `caller` while tool search is off (it is off
 in the sandbox: no deferred tools); 2.0.76 and older send the block as stored. Read in the bundled JS."""
-USER_SEAM = (2, 1, 196)
-"""A version (the oldest bundle read: 2.0.64 does not, 2.1.196 does) whose merge of consecutive user
+USER_SEAM = (2, 1, 79)
+"""A version (the oldest bundle read: 2.1.50 does not, 2.1.79 does) whose merge of consecutive user
 messages ends the earlier one's last text with a newline when the later one starts with text (e.g. a
 slash command's line and its expanded prompt): `{...n, text: n.text + "\n"}` in the bundled JS."""
+
+
+PARALLEL_RESULTS = (2, 1, 121)
+"""The oldest bundle read whose resume recovers the calls of a split API message whose results hang on
+sibling branches (`tengu_chain_parallel_tr_recovered`: 2.1.79 has none, 2.1.121 has it). An older CLI walks
+the leaf's parents only: a call of the message off that path is left out with its result."""
+
+
+def as_loaded(items: list[Record], leaf: Record | None, version: str) -> list[Record]:
+    """The chain items a resume of `version` loads from a session file holding `items` and naming `leaf`."""
+    if release(version) >= PARALLEL_RESULTS:
+        return items
+    by_uuid = {r["uuid"]: r for r in items if isinstance(r.get("uuid"), str)}
+    path: set[str] = set()
+    while leaf is not None and leaf["uuid"] not in path:
+        path.add(leaf["uuid"])
+        leaf = by_uuid.get(leaf.get("parentUuid"))
+    on_path = {message_id(by_uuid[u]) for u in path} - {None}
+    off = {u for u, r in by_uuid.items() if u not in path and message_id(r) in on_path}
+    off |= {u for u, r in by_uuid.items() if r.get("type") == "user" and r.get("parentUuid") in off}
+    return [r for r in items if r.get("uuid") not in off]
 
 
 def to_messages(items: list[Record], version: str, model: str | None = None) -> list[Message]:

@@ -119,6 +119,8 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
             return "pure", None  # the user interrupted it: the CLI's own "aborted" observation is kept
         if call.tool in bundle.PURE_TOOLS:
             return "pure", None
+        if trajectory.recorded_on == "windows" and call.tool in bundle.WINDOWS_SHELL_TOOLS:
+            return "unknown", f"{call.tool!r}: {bundle.WINDOWS_SHELL_REASON}"
         if call.tool in bundle.CODE_MODE_TOOLS and call.input.keys() <= {"input"}:
             return "unknown", f"{call.tool!r}: {bundle.CODE_MODE_REASON}"
         if self.drives(bundle.version()):

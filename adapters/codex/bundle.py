@@ -46,6 +46,13 @@ DRIVEN_TOOLS = RERUN_TOOLS | {
 }
 """The CLI's built-in tools across versions (`shell` with an argv array until about 0.6x,
 `shell_command`, the experimental file tools): a driven CLI of a version reruns its own."""
+WINDOWS_SHELL_TOOLS = {"shell", "shell_command", "exec_command", "write_stdin"}
+"""The shell tools of a session recorded on Windows: Codex ran their commands in PowerShell (the shell its
+`<environment_context>` names there), which no Linux container runs; kept as recorded with --allow-degraded.
+Its `apply_patch` and file tools name the mapped paths and rerun."""
+WINDOWS_SHELL_REASON = (
+    "a PowerShell command recorded on Windows (the container has no PowerShell to rerun it)"
+)
 SUBAGENT_TOOLS = {"spawn_agent", "send_input", "wait_agent", "close_agent", "resume_agent"}
 """The multi-agent tools (codex-rs feature `multi_agent`, on by default in 0.118): never rerun, since a rerun
 would start subagents whose own model requests no rollout of this thread holds."""

@@ -557,6 +557,8 @@ def drop_last_turns(history: list[dict[str, Any]], turns: int) -> list[dict[str,
 
 def _wire_item(payload: dict[str, Any], first_party: bool, unknown_kinds: bool = False) -> dict[str, Any]:
     out = {k: v for k, v in payload.items() if k != PASSTHROUGH}
+    if out.get("type") == "reasoning":
+        out.setdefault("content", None)  # a 0.142.5 rollout omits a null content the CLI sends (observed)
     passthrough = payload.get(PASSTHROUGH)
     content = payload.get("content")
     if (

@@ -7,6 +7,7 @@ the opened inode is checked with fstat, so FIFOs, devices and directories are re
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
@@ -204,6 +205,27 @@ def read_input(path: Path | str, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
     """The whole of a user's input file (see `open_input`), reading at most `max_bytes` even if it grows."""
     fd, size = _open_input(path, max_bytes)
     return read_whole(fd, size, max_bytes, f"{path} grew past the {max_bytes}-byte limit while it was read")
+
+
+_PRIVATE: dict[str, Path] = {}
+_PRIVATE_DIR: list[Path] = []
+
+
+def private_copy(name: str, data: bytes) -> Path:
+    """`data` in a private file named `name`, made once for the same name and bytes in this process and
+    removed when it ends: what the replay reads in place of a user's file it derived (one session of a
+    file that holds several, a Windows session's paths mapped)."""
+    digest = sha256_hex(data)
+    key = f"{digest}/{name}"
+    if key not in _PRIVATE:
+        if not _PRIVATE_DIR:
+            _PRIVATE_DIR.append(Path(tempfile.mkdtemp(prefix="replayer-derived-")))
+            atexit.register(shutil.rmtree, _PRIVATE_DIR[0], True)
+        folder = _PRIVATE_DIR[0] / digest[:16]
+        folder.mkdir(exist_ok=True)
+        (folder / name).write_bytes(data)
+        _PRIVATE[key] = folder / name
+    return _PRIVATE[key]
 
 
 def sha256_hex(data: bytes) -> str:

@@ -10,7 +10,7 @@ from pydantic import Field
 from replayer.floor.limits import SandboxLimits
 from replayer.floor.model_base import SCHEMA_VERSION, Frozen, Strict
 from replayer.floor.requests import GitCheckout, ReplayRequest
-from replayer.floor.trajectory import CwdSource, ToolCall, ToolKind
+from replayer.floor.trajectory import CwdSource, RecordedOn, ToolCall, ToolKind
 from replayer.floor.versions import InstalledBundle, Pins, VersionRecord
 
 DivergenceStatus = Literal["exact", "normalized_equal", "different", "historical_kept"]
@@ -235,6 +235,10 @@ class ReplayResult(Frozen):
     cwd_source: CwdSource | None = None
     """recorded (in the file), inferred (from the paths it names), stated (--cwd) or default (`DEFAULT_CWD`: the
     file records none and its calls name only relative paths); None without a cwd."""
+    recorded_on: RecordedOn | None = None
+    """The platform the session was recorded on, where it is not the container's (Windows: its paths were
+    mapped to their Git Bash form, `recorded_cwd` is the working directory as recorded); None for POSIX."""
+    recorded_cwd: str | None = None
     source_sha256: str
     parse_notes: list[str] = Field(default_factory=list)
     """The trajectory's `parse_notes`: what the parser repaired or supplied, as the agent's loader does."""

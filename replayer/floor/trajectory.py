@@ -101,6 +101,7 @@ class StartingState(Frozen):
 
 
 CwdSource = Literal["recorded", "inferred", "stated", "default"]
+RecordedOn = Literal["windows"]
 ASKS_FOR_CWD = ": give --cwd"
 """How a parse note that asks for the working directory ends: dropped once --cwd gives it or it is inferred."""
 DEFAULT_CWD = "/workspace"
@@ -156,6 +157,10 @@ class Trajectory(Frozen):
     cwd: str | None
     cwd_source: CwdSource = "recorded"
     """Where `cwd` came from: the file, its paths (`Reader.inferred_cwd`), --cwd or `DEFAULT_CWD`."""
+    recorded_on: RecordedOn | None = None
+    """The platform the session was recorded on, where it is not the container's (Windows: its paths were
+    mapped to their Git Bash form, `recorded_cwd` is the working directory as recorded); None for POSIX."""
+    recorded_cwd: str | None = None
     source: str
     source_sha256: str
     steps: list[Step]
@@ -194,6 +199,8 @@ class Trajectory(Frozen):
             "session_id": self.session_id,
             "cwd": self.cwd,
             "cwd_source": self.cwd_source if self.cwd else None,
+            "recorded_on": self.recorded_on,
+            "recorded_cwd": self.recorded_cwd,
             "source_sha256": self.source_sha256,
             "parse_notes": self.parse_notes,
         }
@@ -261,6 +268,10 @@ class InspectReport(Frozen):
     cwd_source: CwdSource | None = None
     """recorded (in the file), inferred (from the paths it names), stated (--cwd) or default (`DEFAULT_CWD`: the
     file records none and its calls name only relative paths); None without a cwd."""
+    recorded_on: RecordedOn | None = None
+    """The platform the session was recorded on, where it is not the container's (Windows: its paths were
+    mapped to their Git Bash form, `recorded_cwd` is the working directory as recorded); None for POSIX."""
+    recorded_cwd: str | None = None
     environment_image: str | None = None
     start: StartingState | None = None
     """The repository, commit and branch the session started from, where the file records them."""

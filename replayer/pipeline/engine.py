@@ -25,7 +25,7 @@ from replayer.floor.results import ReplayResult
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.trajectory import ASKS_FOR_CWD, DEFAULT_CWD, CwdSource, Trajectory
 from replayer.floor.versions import InstalledBundle
-from replayer.pipeline import multiboundary, multisession, steps, workspaces
+from replayer.pipeline import multiboundary, multisession, steps, windows, workspaces
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.result import Done, Outcome, Replayed, assemble, commit, os_error
 from replayer.sandboxes import engines
@@ -68,9 +68,12 @@ def _load(path: Path, task: str | None, cwd: str | None, session: str | None) ->
     if task is not None and not adapter.takes_task:
         raise BadInput(f"--task applies to formats that do not store the prompt; {adapter.name} stores it")
     traj = parse(adapter, source, task, cwd)
+    if windows.recorded_on_windows(traj, source):
+        traj = windows.mapped(source, traj, lambda copy: parse(adapter, copy, task, cwd))
     if session is not None and not held and traj.session_id != session:
         raise BadInput(f"{path} holds one session, {traj.session_id}, not {excerpt(session)}")
-    kept = {"native_form": form.name, **({"source": str(path)} if held else {})}
+    derived = held or traj.recorded_on is not None
+    kept = {"native_form": form.name, **({"source": str(path)} if derived else {})}
     return adapter, traj.model_copy(update=kept)
 
 

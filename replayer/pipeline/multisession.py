@@ -5,22 +5,17 @@ then reads like any other file of its kind."""
 
 from __future__ import annotations
 
-import atexit
-import hashlib
-import shutil
-import tempfile
 from pathlib import Path
 
 from replayer import adapters
 from replayer.floor.errors import BadInput, excerpt
-from replayer.floor.io import open_input, read_input
+from replayer.floor.io import open_input, private_copy, read_input
 from replayer.floor.trajectory import HeldSession
 
 _FIRST_LINE_BYTES = 64 * 1024 * 1024
 _EXTRACTED: dict[tuple[str, int, int, str], Path] = {}
 _HELD: dict[tuple[str, int, int], list[HeldSession]] = {}
 _HELD_MAX = 64
-_DIR: Path | None = None
 
 
 def held(path: Path) -> list[HeldSession]:
@@ -61,16 +56,5 @@ def extract(path: Path, sessions: list[HeldSession], session: str) -> Path:
         lines = read_input(path).splitlines()
         wanted = set(chosen.lines)
         data = b"".join(line + chosen.event_end for number, line in enumerate(lines, 1) if number in wanted)
-        folder = _private_dir() / hashlib.sha256(repr(key).encode()).hexdigest()[:16]
-        folder.mkdir()
-        (folder / path.name).write_bytes(data)
-        _EXTRACTED[key] = folder / path.name
+        _EXTRACTED[key] = private_copy(path.name, data)
     return _EXTRACTED[key]
-
-
-def _private_dir() -> Path:
-    global _DIR
-    if _DIR is None:
-        _DIR = Path(tempfile.mkdtemp(prefix="replayer-sessions-"))
-        atexit.register(shutil.rmtree, _DIR, True)
-    return _DIR

@@ -18,6 +18,7 @@ from replayer.adapters import by_name
 from replayer.bridges.gemini import ScriptedGemini
 from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from tests.conftest import ROOT, replayer
+from tests.replayer.test_field_windows import WINDOWS
 from tests.support.continuing import KEY
 
 FIELD = ROOT / "tests" / "fixtures" / "field"
@@ -96,7 +97,7 @@ MULTI = {
 
 def test_every_field_file_is_listed() -> None:
     found = {str(p.relative_to(FIELD)) for p in FIELD.glob("*/*")}
-    assert found == set(PREPARED) | set(REFUSED) | MULTI | set(DEGRADED)
+    assert found == set(PREPARED) | set(REFUSED) | MULTI | set(DEGRADED) | WINDOWS
 
 
 @pytest.mark.parametrize("name", sorted(PREPARED))
