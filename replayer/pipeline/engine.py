@@ -12,7 +12,7 @@ from pathlib import Path
 
 from replayer import adapters
 from replayer.adapters.base import Adapter
-from replayer.floor import bundles, cwdinfer
+from replayer.floor import bundles, cwdinfer, winpaths
 from replayer.floor.cwdinfer import is_absolute_cwd
 from replayer.floor.divergence import kept
 from replayer.floor.errors import BadInput, ReplayError, WorkspaceError, excerpt
@@ -99,8 +99,10 @@ def parse(adapter: Adapter, path: Path, task: str | None, cwd: str | None = None
     parts = cwd.split("/")[1:]
     if not cwd.startswith("/") or "\x00" in cwd or (cwd != "/" and {"", ".", ".."} & set(parts)):
         raise BadInput(f"--cwd must be an absolute, normalized POSIX path, got {excerpt(cwd)}")
-    # a recorded cwd that is no absolute path (a publisher anonymised it) is overridden
-    if traj.cwd is not None and traj.cwd != cwd and is_absolute_cwd(traj.cwd):
+    # a recorded cwd that is no absolute path (a publisher anonymised it) is overridden; a Windows one is
+    # read in its Git Bash form (windows.py), which another directory would contradict as any recorded one
+    recorded = traj.cwd is not None and (is_absolute_cwd(traj.cwd) or winpaths.is_windows_path(traj.cwd))
+    if recorded and traj.cwd != cwd:
         raise BadInput(
             f"the trajectory records the working directory {traj.cwd}; --cwd is for files that record none"
         )

@@ -65,6 +65,17 @@ def test_inspect_says_where_a_session_was_recorded_and_reads_its_paths_mapped(na
     assert (FIELD / name).read_bytes().count(b"Users\\\\yyash") > 0, "the user's file is not changed"
 
 
+def test_cwd_is_refused_for_a_session_recorded_on_windows() -> None:
+    """Its Windows directory is a recorded one (read as /c/...): --cwd would contradict it, as for any file
+    that records its directory, instead of leaving its calls' paths in the Windows form."""
+    proc = replayer("inspect", str(FIELD / CLAUDE), "--cwd", "/work/polydot")
+    assert proc.returncode == 3 and len(proc.stderr.strip().splitlines()) == 1
+    assert (
+        "c:\\Users\\yyash\\Coding\\polydot" in proc.stderr
+        and "--cwd is for files that record none" in proc.stderr
+    )
+
+
 def test_a_windows_powershell_call_is_unknown_and_the_git_bash_and_file_calls_rerun() -> None:
     codex = api.inspect(FIELD / CODEX)
     kinds = {c.kind for s in codex.steps for c in s.calls}
