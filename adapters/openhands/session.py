@@ -71,7 +71,7 @@ _Block = Annotated[
     Discriminator(Member("type", frozenset({"text"}), "block")),
 ]
 """A content block: a text block has its text (a schema, not a validator of its own, so that the events
-are checked as typed dicts: `shapes.fits`)."""
+are checked by their compiled check: `shapes.fits`)."""
 
 
 class _Event(Record):
