@@ -26,7 +26,7 @@ from replayer.floor.errors import bad_record
 class Open(BaseModel):
     """A record's typed fields (strict: no coercion, as JavaScript reads JSON); other fields pass."""
 
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(extra="allow", strict=True, defer_build=True)
 
 
 def check(model: Any, value: Any, source: str, where: str, field: str = "") -> None:

@@ -54,7 +54,7 @@ BASE_STATE_KEYS = {
 
 # The fields the replayer reads, typed: records of another version may carry any others.
 class Record(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(extra="allow", strict=True, defer_build=True)
 
 
 class _OtherBlock(Record):
