@@ -276,10 +276,11 @@ check does not accept goes to the model, as before). Plain closures interpreting
 measured first: on the records of the property test the checks took 46.5 ms against 27.8 ms compiled (1.7x;
 1.3 to 3x per record kind), and in this measurement (one run, load about 12 on 2 cores, CPU time) OpenCode
 2.58, Pi 4.68, mini-swe-agent 2.71, OpenHands 6.87; so the compiled back end stays, fed by the annotations
-(29.0 ms on the same records). Side by side with the code before it (two runs each, alternated, load 7 to 13;
-CPU time, the mean of the two): OpenCode 2.44 -> 2.23, Pi 4.28 -> 4.15, mini-swe-agent 2.53 -> 2.72,
-OpenHands 6.12 -> 6.11, Claude Code 1.63 -> 1.64 and Codex 2.40 -> 2.24 (no record checks; what they move
-is the machine's load).
+(29.0 ms on the same records). Side by side with the code before it (three runs of it and two of this
+round's, alternated, load 7 to 23; CPU time, the means): OpenCode 2.51 -> 2.23, Pi 4.01 -> 4.15,
+mini-swe-agent 2.39 -> 2.72, OpenHands 6.02 -> 6.11, Claude Code 1.61 -> 1.64 and Codex 2.35 -> 2.24 (no
+record checks: what they move is the machine's load). mini-swe-agent's parse alone, 2,000 copies, the least
+CPU time of 9, the two alternated twice: 741 and 764 ms before, 703 and 770 ms after.
 This round (issue 34, item 6, continued): a JSON document's nesting is told by its load,
 not by a second pass. orjson reads at most 1,024 levels, so the document inside 1,024 - 100 lists loads only
 if it nests at most 100 levels; each of those lists must hold one value (a text such as `1],[2` would close
