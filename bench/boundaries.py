@@ -24,7 +24,7 @@ from replayer.verbs.batch import (
     groups,
     prepare_dir,
     read_manifest,
-    remove_containers,
+    remove_left,
     valid_boundaries,
 )
 from replayer.verbs.executors import run_local
@@ -52,7 +52,7 @@ def _batch(manifest: Path, out: Path, grouped: bool) -> dict[str, float]:
     started = time.monotonic()
     run_local(units, out.absolute(), WORKERS, outcomes.append, batch_labels(out))
     wall = time.monotonic() - started
-    remove_containers(out)
+    remove_left(out)
     assert all(o.status == "done" for o in outcomes), [o for o in outcomes if o.status != "done"][:1]
     results = [orjson.loads((out / "jobs" / o.key / "result.json").read_bytes()) for o in outcomes]
     reruns = [sum(1 for d in r["divergences"] if d["kind"] == "rerun") for r in results]
@@ -365,7 +365,7 @@ def bench_boundaries_ray_per_job(tmp: Path) -> dict[str, object]:
             [[job] for job in jobs], out.absolute(), cluster.address, 2, outcomes.append, batch_labels(out)
         )
         wall = time.monotonic() - started
-    remove_containers(out)
+    remove_left(out)
     assert all(o.status == "done" for o in outcomes), [o for o in outcomes if o.status != "done"][:1]
     results = [orjson.loads((out / "jobs" / o.key / "result.json").read_bytes()) for o in outcomes]
     return {

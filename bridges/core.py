@@ -11,11 +11,9 @@ import asyncio
 import threading
 import time
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import aiohttp
 import orjson
-from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from replayer.bridges import budget, loop, sidecalls
@@ -26,6 +24,10 @@ from replayer.bridges.sidecalls import PROBE, SideCall
 from replayer.bridges.usage import AnswerEnds, Usage, UsageKeys
 from replayer.floor.io import remove_alias, short_alias
 from replayer.floor.results import BridgeCounters, BridgeRefusal, RefusalReason
+
+if TYPE_CHECKING:
+    import aiohttp
+    from aiohttp import web
 
 _HOP_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "x-api-key", "authorization"}
@@ -180,6 +182,9 @@ class Bridge:
         self._thread.join(10)
 
     async def _start(self) -> None:
+        import aiohttp
+        from aiohttp import web
+
         self._release = asyncio.Event()
         self._session = aiohttp.ClientSession(
             auto_decompress=False, timeout=aiohttp.ClientTimeout(total=None, sock_connect=30)
@@ -285,6 +290,8 @@ class Bridge:
         self.last_activity = time.monotonic()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
         self._touch()
         raw = await request.read()
         self.counters.bytes_from_agent += len(raw)
@@ -387,6 +394,8 @@ class Bridge:
     async def _play(
         self, request: web.Request, kind: str, body: Any, entry: LoggedExchange, reservation: int
     ) -> web.StreamResponse:
+        from aiohttp import web
+
         assert self.player is not None and kind in ("main", "side")
         answer = self.player.answer(
             "main" if kind == "main" else "side", request.method, request.path_qs, body
@@ -429,6 +438,9 @@ class Bridge:
     async def _relay(
         self, request: web.Request, data: bytes, entry: LoggedExchange, sent: Any, ends: AnswerEnds
     ) -> web.StreamResponse:
+        import aiohttp
+        from aiohttp import web
+
         assert self._session is not None
         seq = self.recorder.next_seq() if self.recorder is not None else 0
         recorded = bytearray()
@@ -497,6 +509,8 @@ class Bridge:
             return response
 
     def _unreachable(self, entry: LoggedExchange, exc: Exception) -> web.StreamResponse:
+        from aiohttp import web
+
         self.counters.upstream_errors += 1
         entry.status = 502
         return web.json_response(

@@ -9,10 +9,9 @@ of a driven rerun), side calls get the first answer their schema allows.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from aiohttp import web
 
 from replayer.bridges.scripted import (
     SIDE_TEXT,
@@ -23,6 +22,10 @@ from replayer.bridges.scripted import (
     Turn,
 )
 from replayer.bridges.usage import UsageKeys
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
 
 Content = dict[str, Any]
 KEY_HEADER = "x-goog-api-key"
@@ -201,6 +204,8 @@ class ScriptedGemini(ScriptedUpstream):
         return {r["id"] for r in responses if isinstance(r, dict) and isinstance(r.get("id"), str)}
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
         method, path = request.method, request.path_qs
         if not (is_stream(method, path) or is_generate(method, path)):
             return await super()._handle(request)

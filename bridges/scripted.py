@@ -16,11 +16,14 @@ import queue
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import orjson
-from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Discriminator, Tag
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
 
 MainThread = Callable[[str, Any], bool]
 """Whether a request (its path, its parsed body) belongs to the agent's main conversation."""
@@ -185,6 +188,8 @@ class ScriptedUpstream:
         self._loop.call_soon_threadsafe(self._turns.put_nowait, turn)
 
     async def _next_turn(self, body: Any) -> Turn:
+        from aiohttp import web
+
         if not self.fed:
             return self._take_turn(body)
         assert self._turns is not None
@@ -195,6 +200,8 @@ class ScriptedUpstream:
         return turn
 
     async def _start(self) -> None:
+        from aiohttp import web
+
         self._turns = asyncio.Queue()
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
@@ -219,6 +226,8 @@ class ScriptedUpstream:
 
     # handling --------------------------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        from aiohttp import web
+
         raw = await request.read()
         body: Any = orjson.loads(raw) if raw else None
         headers = {
@@ -309,6 +318,8 @@ class ScriptedUpstream:
         }
 
     async def _stream(self, request: web.Request, turn: Turn, message_id: str) -> web.StreamResponse:
+        from aiohttp import web
+
         if turn.stall_s:
             await asyncio.sleep(turn.stall_s)
         response = web.StreamResponse(
@@ -378,6 +389,8 @@ class ScriptedUpstream:
 
     # Responses (streamed: one output_item.done per item, then response.completed) ---------------
     async def _responses(self, request: web.Request, turn: Turn, rid: str) -> web.StreamResponse:
+        from aiohttp import web
+
         if turn.stall_s:
             await asyncio.sleep(turn.stall_s)
         response = web.StreamResponse(
@@ -411,6 +424,8 @@ class ScriptedUpstream:
 
     # chat completions ------------------------------------------------------------------------
     async def _chat(self, request: web.Request, body: Any, turn: Turn, cid: str) -> web.StreamResponse:
+        from aiohttp import web
+
         if turn.stall_s:
             await asyncio.sleep(turn.stall_s)
         if not body.get("stream"):

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Unpack
 from pydantic import BaseModel, ConfigDict
 
 from replayer.floor import settings as user_settings
-from replayer.floor.compare_results import CompareResult
 from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput, NoUpstream, OptionsConflict, ReplayError
 from replayer.floor.events import Building, JobEnded, OnEvent, Stage, ignore
 from replayer.floor.io import read_input
@@ -37,13 +36,14 @@ from replayer.floor.requests import (
 from replayer.floor.results import ContinuationResult, ReplayResult
 from replayer.floor.trajectory import HeldSessionSummary, InspectCall, InspectReport, InspectStep
 from replayer.floor.versions import SetupReport
-from replayer.verbs.batch import BatchCounts
 
 if TYPE_CHECKING:
     from replayer.floor.bundles import Bundle
+    from replayer.floor.compare_results import CompareResult
     from replayer.floor.determinism import Determinism
     from replayer.floor.trajectory import HeldSession
     from replayer.floor.verdicts import Verdict
+    from replayer.verbs.batch import BatchCounts
     from replayer.verbs.export import ExportSummary
 
 logger = logging.getLogger(__name__)

@@ -91,7 +91,7 @@ def looks_like_messages(records: list[Any]) -> bool:
 
 # The fields the replayer reads, typed: a document of another version may carry any others.
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(extra="allow", strict=True, defer_build=True)
 
 
 class _Action(_Record):

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Discriminator, Field, GetPydanticSchema, Tag
+from pydantic import BeforeValidator, Discriminator, Field, Tag
 from pydantic_core import core_schema as cs
 
-from replayer.adapters.shapes import Member, Open
+from replayer.adapters.shapes import Check, Member, Open, Prefix, Rule
 
 MAX_DEPTH = 100
 """Nesting levels a record may have: far more than OpenCode writes, and few enough that the rebuilt export
@@ -31,21 +31,23 @@ def optional() -> Any:
     return Field(default=None)
 
 
-def _compiled(schema: cs.CoreSchema, problem: str) -> GetPydanticSchema:
-    """A check run by pydantic-core itself (no Python call per value: a long export has tens of thousands
-    of ids and numbers), refusing with `problem`."""
-    refusal = cs.custom_error_schema(schema, "shape", custom_error_message=problem)
-    return GetPydanticSchema(lambda _type, _handler: refusal)
+def _compiled(schema: cs.CoreSchema, problem: str, test: Check | frozenset[type]) -> Rule:
+    """A check run by pydantic-core itself when a record is validated (refusing with `problem`), and as
+    `test` by the record checks (a long export has tens of thousands of ids and numbers)."""
+    return Rule(test, cs.custom_error_schema(schema, "shape", custom_error_message=problem))
 
 
-def _prefixed(prefix: str) -> GetPydanticSchema:
+def _prefixed(prefix: str) -> Rule:
     """A string, then one that starts with `prefix` (orjson and sqlite3 read no lone surrogate, which the
     pattern would refuse)."""
     starts = cs.str_schema(pattern=f"^{prefix}")
     refusal = cs.custom_error_schema(
         starts, "shape", custom_error_message=f"should be an id starting with {prefix!r}"
     )
-    return GetPydanticSchema(lambda _type, _handler: cs.chain_schema([cs.str_schema(strict=True), refusal]))
+    return Rule(
+        Prefix(prefix),
+        cs.chain_schema([cs.str_schema(strict=True), refusal]),
+    )
 
 
 _NUMBER = cs.union_schema([cs.int_schema(strict=True), cs.float_schema(strict=True)], mode="left_to_right")
@@ -60,6 +62,16 @@ def _count(value: Any) -> Any:
     return value
 
 
+def _is_count(value: Any) -> bool:
+    if type(value) is int:
+        return 0 <= value <= _SAFE
+    try:
+        _count(value)
+    except Exception:
+        return False
+    return True
+
+
 def _non_negative(value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError("should be a number")
@@ -71,7 +83,7 @@ def _non_negative(value: Any) -> Any:
 SessionID = Annotated[str, _prefixed("ses")]
 MessageID = Annotated[str, _prefixed("msg")]
 PartID = Annotated[str, _prefixed("prt")]
-Number = Annotated[Any, _compiled(_NUMBER, "should be a number")]
+Number = Annotated[Any, _compiled(_NUMBER, "should be a number", frozenset({int, float}))]
 Count = Annotated[
     Any,
     _compiled(
@@ -81,6 +93,7 @@ Count = Annotated[
             mode="left_to_right",
         ),
         "should be a non-negative integer",
+        _is_count,
     ),
 ]
 NonNegative = Annotated[Any, BeforeValidator(_non_negative)]

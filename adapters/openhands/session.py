@@ -54,7 +54,7 @@ BASE_STATE_KEYS = {
 
 # The fields the replayer reads, typed: records of another version may carry any others.
 class Record(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True)
+    model_config = ConfigDict(extra="allow", strict=True, defer_build=True)
 
 
 class _OtherBlock(Record):
@@ -71,7 +71,7 @@ _Block = Annotated[
     Discriminator(Member("type", frozenset({"text"}), "block")),
 ]
 """A content block: a text block has its text (a schema, not a validator of its own, so that the events
-are checked as typed dicts: `shapes.fits`)."""
+are checked by their compiled check: `shapes.fits`)."""
 
 
 class _Event(Record):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import typing
 from collections.abc import Callable
@@ -13,7 +14,6 @@ from rich.console import Console
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from replayer.cli import docs
-from replayer.floor import settings
 from replayer.floor.options import EngineName
 from replayer.floor.release import __version__
 
@@ -42,6 +42,8 @@ class Command(TyperCommand):
         # the one place every command reads the settings before it starts: a bad file, or a project file
         # that sets what its folder may not, refuses them all alike (`trust` reads only the user's file)
         if self.name != "trust":
+            from replayer.floor import settings  # not for `--version` or help
+
             settings.load()
         return super().invoke(ctx)
 
@@ -51,7 +53,45 @@ class Group(TyperGroup):
         return _plain_flags(super().get_params(ctx))
 
 
-app = typer.Typer(
+VERBS = (
+    "batch",
+    "bundles",
+    "compare",
+    "export",
+    "gc",
+    "inspect",
+    "prepare",
+    "run",
+    "setup",
+    "trust",
+    "verify",
+    "view",
+)
+"""The commands, each registered on `app` by importing its module `replayer.cli.<verb>`."""
+
+
+class _App(typer.Typer):
+    """The typer app. A command is registered by importing its module, which imports what the command runs
+    (the engine, the bridges, the adapters): the entry point imports only the one a command line names
+    (`main.register`); whoever else reads the commands (a test's CliRunner) gets every one."""
+
+    every_command = True
+    """Import every command's module when the commands are first read (`main.register` says otherwise)."""
+
+    @property
+    def registered_commands(self) -> list[Any]:
+        if self.every_command:
+            self.every_command = False
+            for verb in VERBS:
+                importlib.import_module(f"replayer.cli.{verb}")
+        return self._commands
+
+    @registered_commands.setter
+    def registered_commands(self, commands: list[Any]) -> None:
+        self._commands = commands
+
+
+app = _App(
     cls=Group,
     add_completion=True,
     no_args_is_help=True,
@@ -104,6 +144,15 @@ console = Console(soft_wrap=True)  # a path or a command line is never broken ac
 
 
 err_console = Console(stderr=True, soft_wrap=True)
+
+
+_MESSAGE_CHARS = 500
+
+
+def one_line(message: str) -> str:
+    """An error message as one bounded line: a refusal never echoes a huge input back."""
+    line = " ".join(message.split())
+    return line if len(line) <= _MESSAGE_CHARS else line[: _MESSAGE_CHARS - 1] + "…"
 
 
 def _print_version(wanted: bool) -> None:

@@ -2,28 +2,30 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
+import os
 import sys
 
-from replayer import api
-from replayer.cli import (
-    batch,  # noqa: F401  (registers the command)
-    bundles,  # noqa: F401  (registers the command)
-    compare,  # noqa: F401  (registers the command)
-    export,  # noqa: F401  (registers the command)
-    gc,  # noqa: F401  (registers the command)
-    inspect,  # noqa: F401  (registers the command)
-    prepare,  # noqa: F401  (registers the command)
-    run,  # noqa: F401  (registers the command)
-    setup,  # noqa: F401  (registers the command)
-    trust,  # noqa: F401  (registers the command)
-    verify,  # noqa: F401  (registers the command)
-    view,  # noqa: F401  (registers the command)
-)
-from replayer.cli.app import app, err_console
-from replayer.cli.options import one_line
+from replayer.cli.app import VERBS, app, err_console, one_line
 from replayer.floor import signals
 from replayer.floor.errors import Interrupted, ReplayError
+
+
+def register(argv: list[str]) -> None:
+    """Import the command modules this command line needs: the verb's alone (its module imports what it
+    runs: the engine, the bridges, the adapters), none for `--version` alone, every one otherwise (help, a
+    usage error that lists the commands, shell completion)."""
+    words = [a for a in argv if not a.startswith("-")]
+    if words and words[0] in VERBS and not os.environ.get("_REPLAYER_COMPLETE"):
+        verbs: tuple[str, ...] = (words[0],)
+    elif not words and "--version" in argv and "--help" not in argv:
+        verbs = ()
+    else:
+        return  # typer reads the commands: every one is registered
+    app.every_command = False
+    for verb in verbs:
+        importlib.import_module(f"replayer.cli.{verb}")
 
 
 def main() -> None:
@@ -35,11 +37,14 @@ def main() -> None:
     # interruption); the bridge records what matters, and stderr keeps its one line per error
     logging.getLogger("aiohttp").addHandler(logging.NullHandler())
     logging.getLogger("aiohttp").propagate = False
+    register(sys.argv[1:])
     try:
         app(
             prog_name="replayer"
         )  # standalone: usage errors exit 2 with click's message; our errors propagate to here
     except Interrupted:
+        from replayer import api
+
         with signals.deferred():
             api.stop_sandboxes()
         err_console.print("replayer: interrupted", highlight=False)

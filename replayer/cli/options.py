@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from replayer import api
 from replayer.cli.app import console, err_console
+from replayer.cli.app import one_line as one_line
 from replayer.cli.live import LiveProgress, megabytes
 from replayer.floor import divergence, settings
 from replayer.floor.errors import BadInput, ReplayError
@@ -318,15 +319,6 @@ def continuation_line(cont: ContinuationResult) -> str:
         if check.where is not None:
             line += f" (the {check.where} differs)"
     return line
-
-
-_MESSAGE_CHARS = 500
-
-
-def one_line(message: str) -> str:
-    """An error message as one bounded line: a refusal never echoes a huge input back."""
-    line = " ".join(message.split())
-    return line if len(line) <= _MESSAGE_CHARS else line[: _MESSAGE_CHARS - 1] + "…"
 
 
 Repeat = Annotated[

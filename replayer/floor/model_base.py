@@ -11,7 +11,7 @@ SCHEMA_VERSION = 1
 class Strict(BaseModel):
     """Unknown fields refused; fields assignable (a record filled in as things happen)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Frozen(Strict):

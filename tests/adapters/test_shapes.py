@@ -1,6 +1,6 @@
-"""The record checks validate first with the models read as typed dicts (`shapes.fits`) and refuse only
-what the models refuse: on recorded records and on mutations of them, what fits is valid, and `check`
-refuses exactly the invalid."""
+"""The record checks validate first by each model's plain-Python check (`shapes.fits`, `record_checks`) and
+refuse only what the models refuse: on recorded records and on mutations of them, what fits is valid, and
+`check` refuses exactly the invalid."""
 
 from __future__ import annotations
 
@@ -11,14 +11,15 @@ import orjson
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from pydantic import BaseModel, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, model_validator
 
 from replayer.adapters.mini_swe_agent.session import _Message
 from replayer.adapters.opencode import schema as opencode
 from replayer.adapters.openhands.session import _EVENT_MODELS, _Event
 from replayer.adapters.openhands.v0 import _V0Event
 from replayer.adapters.pi import schema as pi
-from replayer.adapters.shapes import MAX_DEPTH, _compiled, _dicts, check, fits, loads_within, too_deep
+from replayer.adapters.record_checks import record_check
+from replayer.adapters.shapes import MAX_DEPTH, check, fits, loads_within, too_deep
 from replayer.floor.errors import BadInput
 from tests.fuzzing import FUZZ_SETTINGS, mutated_json
 
@@ -72,7 +73,7 @@ def test_recorded_records_fit() -> None:
 
 @FUZZ_SETTINGS
 @given(data=st.data())
-def test_typed_dicts_accept_only_what_the_models_accept(data: st.DataObject) -> None:
+def test_what_fits_is_what_the_models_accept(data: st.DataObject) -> None:
     """A value with a tag no member names (an "other" member's) does not fit, and the model decides."""
     model, value = data.draw(st.sampled_from(RECORDS))
     mutated = data.draw(mutated_json(value))
@@ -87,24 +88,24 @@ def test_typed_dicts_accept_only_what_the_models_accept(data: st.DataObject) -> 
         assert valid
 
 
-def test_every_record_kind_is_compiled_and_its_records_pass_it() -> None:
-    """The compiled check is what `fits` tries first: a kind it does not compile is checked by the validator
-    alone, as many times slower as it copies every object."""
+def test_every_record_kind_has_a_check_and_its_records_pass_it() -> None:
+    """The plain check is what `fits` tries first: a kind without one is checked by the model alone, as
+    many times slower as it copies every object."""
     for model, value in RECORDS:
-        compiled = _compiled(model)
-        assert compiled is not None, model
-        assert compiled(value), (model, value)
+        checked = record_check(model)
+        assert checked is not None, model
+        assert checked(value), (model, value)
 
 
 @FUZZ_SETTINGS
 @given(data=st.data())
-def test_the_compiled_check_accepts_only_what_the_validator_accepts(data: st.DataObject) -> None:
+def test_the_plain_check_accepts_only_what_the_model_accepts(data: st.DataObject) -> None:
     model, value = data.draw(st.sampled_from(RECORDS))
     mutated = data.draw(mutated_json(value))
-    compiled, validator = _compiled(model), _dicts(model)
-    assert compiled is not None and validator is not None
-    if compiled(mutated):
-        validator.validate_python(mutated)
+    checked = record_check(model)
+    assert checked is not None
+    if checked(mutated):
+        TypeAdapter(model).validate_python(mutated)
 
 
 def test_refusal_names_the_field_as_the_model_does() -> None:
@@ -131,6 +132,20 @@ def test_a_model_with_its_own_validator_is_never_read_as_a_typed_dict() -> None:
     check(_Checked, {"text": "a"}, "file", "record")
     with pytest.raises(BadInput, match="no text"):
         check(_Checked, {}, "file", "record")
+
+
+class _Outer(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    name: str
+    inner: _Checked | None = None
+
+
+def test_a_model_with_its_own_validator_inside_a_record_is_checked_by_that_model() -> None:
+    """The record's other fields are checked in plain Python; the field's model runs its own code."""
+    assert fits(_Outer, {"name": "a", "inner": {"text": "b"}})
+    assert fits(_Outer, {"name": "a"})
+    assert not fits(_Outer, {"name": "a", "inner": {}})
+    assert not fits(_Outer, {"name": 1, "inner": {"text": "b"}})
 
 
 def _told_as_load_then_walk(text: bytes) -> None:
