@@ -51,6 +51,9 @@ BATCH_LABEL = "sandbox-replayer.batch"
 TOKEN_LEDGER = "token-ledger.json"
 """DIR's ledger of the batch's own token budget (`--max-tokens`), written anew at each start that sets one
 (bridges/budget.py): every job's continuation fits its requests within it."""
+LINE_LEDGERS = "ledgers"
+"""DIR's folder of the ledgers of lines that set their own `continuation.max_tokens` (line-N.json): a line's
+budget spans its jobs, across starts too."""
 CRASH = "crash"
 """The error kind of a job that raised something unexpected (a bug, not a refusal of its input)."""
 
@@ -134,7 +137,7 @@ class Job(NamedTuple):
         entry = self.entry
         cont = entry.continuation.request() if entry.continuation else None
         if cont is not None and batch is not None and "max_tokens" in cont.model_fields_set:
-            cont = cont.model_copy(update={"token_ledger": batch / "ledgers" / f"line-{self.line}.json"})
+            cont = cont.model_copy(update={"token_ledger": batch / LINE_LEDGERS / f"line-{self.line}.json"})
         if cont is not None and batch is not None and (batch / TOKEN_LEDGER).is_file():
             cont = cont.model_copy(update={"batch_ledger": batch / TOKEN_LEDGER})
         return ReplayRequest(
@@ -621,6 +624,10 @@ def run_group(
     refused = batch_output.refusal(out)
     if refused is not None:
         return [_recorded(job, refused, out, node) for job in jobs]
+    if jobs[0].mode == "continue":  # a unit's jobs share a mode; the others spend no tokens
+        used_up = _tokens_used_up(out)
+        if used_up is not None:
+            return [outcome_of(job, "cut", "max_tokens", used_up, node) for job in jobs]
     if len(jobs) == 1:
         outcome = run_job(jobs[0], out, labels, node)
         batch_output.charge(out, job_dir(out, jobs[0].key))
@@ -799,15 +806,40 @@ def clean_partials(out: Path) -> None:
                 shutil.rmtree(entry, ignore_errors=True)
 
 
-def start_token_budget(out: Path, max_tokens: int | None) -> None:
+def start_token_budget(out: Path, max_tokens: int | None) -> int:
     """DIR's ledger of the batch's token budget written anew (none charged), or removed when this start sets
-    none: a budget spans one `replayer batch` run, as the output total does."""
+    none: a budget spans one `replayer batch` run, as the output total does. The lines' own ledgers
+    (DIR/ledgers/, a line's budget spans its jobs across starts) keep what was charged and give back what the
+    processes of a killed batch had reserved (called with DIR's lock held: none of its jobs is in flight).
+    Returns the tokens given back."""
     from replayer.bridges.budget import Ledger
 
     if max_tokens is None:
         (out / TOKEN_LEDGER).unlink(missing_ok=True)
     else:
         Ledger.create(out / TOKEN_LEDGER, max_tokens)
+    lines = out / LINE_LEDGERS
+    return sum(
+        Ledger(0, path).release_dead() for path in (lines.glob("line-*.json") if lines.is_dir() else ())
+    )
+
+
+def _tokens_used_up(out: Path) -> str | None:
+    """Why a continue job may not start: the batch's token budget is used up (`Ledger.used_up`), so its
+    first model request would be held after its whole replay ran. Not stored: the next start runs it."""
+    from replayer.bridges.budget import Ledger
+
+    path = out / TOKEN_LEDGER
+    if not path.is_file():  # no budget, or a Ray node that does not see DIR
+        return None
+    ledger = Ledger.opened(path)
+    if not ledger.used_up():
+        return None
+    charged, _ = ledger.used()
+    return (
+        f"the batch's token budget of {ledger.limit} was used up before the job started ({charged} billed; "
+        "replayer batch --max-tokens): it did not run, and the next start runs it"
+    )
 
 
 def interrupted(todo: list[Job], tally: Tally, out: Path, containers: bool) -> None:

@@ -265,7 +265,10 @@ def test_a_batch_budget_binds_over_each_continuations_own(tmp_path: Path) -> Non
         "charged": 44_000,
         "reserved": 0,
         "limit": 50_000,
+        "smallest_refused": 12_054,
+        "holders": {},
     }
+    assert budget.Ledger.opened(batch).used_up()  # 6,000 left: no worst case of 12,054 can fit again
 
 
 @pytest.mark.parametrize(("given", "shared"), [({"max_tokens": 50_000}, True), ({}, False)])

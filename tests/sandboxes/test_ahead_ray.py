@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from replayer import api
-from replayer.sandboxes.owner import orphans
+from replayer.floor.owner import orphans
 from replayer.sandboxes.quota import STATE_ROOT
 from replayer.sandboxes.slots import SLOT_ROOT
 from tests.conftest import ROOT
