@@ -211,3 +211,56 @@ def test_run_and_compare_take_the_budget_setting_too() -> None:
     assert merged.continuation.request().max_tokens == 12_345
     assert "max_tokens" in merged.continuation.request().model_fields_set
     assert merge({"max_tokens": 7}, Settings(max_tokens=12_345), CompareOptions).continuation.max_tokens == 7
+
+
+@pytest.mark.parametrize("swapped", ["folder", "file"])
+def test_a_name_an_untrusted_manifest_gives_swapped_for_a_link_after_the_check_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swapped: str
+) -> None:
+    """A real race made deterministic: the batch checks the downloaded manifest's names (inside its folder,
+    no link), and the hook it calls before any job runs (`on_event`, the runs stage) swaps, on the real file
+    system, the trajectory's folder (or the file itself) for a link to a host file. The job reads what was
+    checked (a folder swapped later is not on its way) or refuses the link in one line; it never reads the
+    host file."""
+    import hashlib
+    import shutil
+
+    import replayer as api
+    from replayer.floor.events import Stage
+
+    folder = tmp_path / "downloaded"
+    (folder / "t").mkdir(parents=True)
+    shutil.copyfile(SESSION, folder / "t" / "session.jsonl")
+    host = tmp_path / "host"  # stands for a host file: another real session, so that reading it would pass
+    host.mkdir()
+    shutil.copyfile(CLAUDE.fixture("write_edit") / "session.jsonl", host / "session.jsonl")
+    manifest = folder / "manifest.jsonl"
+    manifest.write_bytes(orjson.dumps({"trajectory": "t/session.jsonl", "boundaries": [1]}) + b"\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    settings.forget()
+
+    def swap(event: object) -> None:
+        if not (isinstance(event, Stage) and event.name == "runs"):
+            return
+        if swapped == "folder":
+            os.rename(folder / "t", folder / "t.checked")
+            (folder / "t").symlink_to(host)
+        else:
+            os.rename(folder / "t" / "session.jsonl", folder / "t" / "checked.jsonl")
+            (folder / "t" / "session.jsonl").symlink_to(host / "session.jsonl")
+
+    out = tmp_path / "out"
+    counts = api.batch(manifest, out, on_event=swap, workers=1)
+    assert (folder / "t").is_symlink() or (folder / "t" / "session.jsonl").is_symlink()  # the hook ran
+    summary = orjson.loads((out / "batch.json").read_bytes())
+    [outcome] = summary["outcomes"]
+    assert outcome["trajectory"] == str(folder / "t" / "session.jsonl")  # the name the manifest gave
+    results = list((out / "jobs").glob("*/result.json"))
+    read = {orjson.loads(r.read_bytes())["source_sha256"] for r in results}
+    assert hashlib.sha256((host / "session.jsonl").read_bytes()).hexdigest() not in read
+    if swapped == "folder":
+        assert counts.done == 1
+        assert read == {hashlib.sha256(SESSION.read_bytes()).hexdigest()}
+    else:
+        assert (counts.done, results) == (0, [])
+        assert "Too many levels of symbolic links" in outcome["error"], outcome
