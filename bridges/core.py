@@ -102,6 +102,10 @@ class BridgeConfig(BaseModel):
     models: tuple[str, ...] | None = None
     """The models the agent runs with: a side call naming any other (or one the main thread has not named)
     is refused. None: any model."""
+    side_models: tuple[str, ...] = ()
+    """Models a side call may name besides the main thread's: the CLI's own small model (the adapter's
+    `side_call_models`), served within the side calls' share, their cap at once and the ledger, through the
+    same upstream and key."""
     side_share: float = budget.SIDE_SHARE
     """The share of `max_tokens` side calls may take together."""
     max_side_calls_at_once: int = budget.MAX_SIDE_CALLS_AT_ONCE
@@ -238,7 +242,9 @@ class Bridge:
         its worst case past the side calls' share of the budget."""
         model = sidecalls.model_of(path, body)
         known = self.config.models is None or model is None
-        if not known and not any(sidecalls.same_model(str(model), m) for m in self._models):
+        if not known and not any(
+            sidecalls.same_model(str(model), m) for m in (*self._models, *self.config.side_models)
+        ):
             used = ", ".join(sorted(self._models)) or "none yet"
             return "side_call_model", f"names model {model}, not one the agent uses ({used})"
         if self._side_open >= self.config.max_side_calls_at_once:

@@ -298,3 +298,59 @@ def test_a_batch_lines_budget_spans_its_jobs(tmp_path: Path, given: dict, shared
     jobs = [Job(key=f"k{n}", line=3, boundary=n, entry=entry) for n in (1, 2)]
     ledgers = {j.request(tmp_path / j.key, batch=tmp_path).continuation.token_ledger for j in jobs}  # type: ignore[union-attr]
     assert ledgers == {tmp_path / "ledgers" / "line-3.json" if shared else None}
+
+
+SMALL = "claude-3-5-haiku-20241022"
+
+
+def test_the_clis_own_small_model_is_served_within_the_side_share(tmp_path: Path) -> None:
+    """Claude Code 1.0.128's titles and summaries name its small model, which the main thread never names:
+    with the adapter's `side_call_models` the bridge forwards them (through the same upstream and key), and
+    the side calls' share still binds them; a side call naming another model is still refused."""
+    rig = Rig(
+        tmp_path,
+        Turn(blocks=[TextBlock(text="ok")]),
+        upstream={
+            "side_usage": {"input_tokens": 10_000, "output_tokens": 20},
+            "main_thread": lambda path, body: bool(body.get("tools")),
+        },
+        max_tokens=DEFAULT_MAX_TOKENS,
+        side_models=ClaudeCodeAdapter().side_call_models("1.0.128"),
+    )
+    title = {**_body(3_000, 512, tools=False), "model": SMALL}
+    big = {**_body(60_000, 8_000, tools=False), "model": SMALL}  # a worst case of 28,000
+    try:
+        served = _post_all(rig.unix, [title])[0]
+        shared = [_post_all(rig.unix, [big])[0] for _ in range(12)]
+        refused_model = _post_all(rig.unix, [{**title, "model": "claude-opus-4-8"}])[0]
+    finally:
+        rig.close()
+    assert served[0] == 200 and b"message_stop" in served[1]
+    assert all(r.key_ok for r in rig.upstream.log if r.method == "POST")  # the same key, the same upstream
+    assert 200 in {s for s, _ in shared} and 403 in {s for s, _ in shared}  # the share binds
+    assert rig.billed() * 10_020 <= DEFAULT_MAX_TOKENS * budget.SIDE_SHARE
+    assert refused_model[0] == 403 and b"not one the agent uses" in refused_model[1]
+    assert {r.reason for r in rig.bridge.refusals} == {"side_call_share", "side_call_model"}
+
+
+def test_the_small_models_are_the_ones_each_recorded_version_sends_side_calls_to() -> None:
+    """From the recordings of the real CLI (tests/fixtures/claude_code): every model a recorded side call
+    without tools names is a main-thread model of the recording or the version's `side_call_models`, and
+    each of those is named by a recording of that version."""
+    root = Path(__file__).parents[1] / "fixtures" / "claude_code"
+    adapter = ClaudeCodeAdapter()
+    seen: dict[str, set[str]] = {}
+    for path in sorted(root.glob("*/*/*/upstream.jsonl")):
+        version = next(p for p in path.parts if p[:1].isdigit() and "." in p)
+        main, side = set(), set()
+        for line in path.read_bytes().splitlines():
+            body = orjson.loads(line).get("body")
+            if isinstance(body, dict) and body.get("model"):
+                (main if body.get("tools") else side).add(body["model"])
+        assert side <= main | set(adapter.side_call_models(version)), (path, side - main)
+        seen.setdefault(version, set()).update(side - main)
+    assert seen["1.0.128"] == {SMALL} and seen["2.0.64"] == {"claude-haiku-4-5-20251001"}
+    for version, models in seen.items():
+        assert set(adapter.side_call_models(version)) <= models | set(
+            adapter.side_call_models("1.0.51") if version.startswith("1.") else ()
+        ), version
