@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -242,8 +243,10 @@ class Bridge:
         its worst case past the side calls' share of the budget."""
         model = sidecalls.model_of(path, body)
         known = self.config.models is None or model is None
-        if not known and not any(
-            sidecalls.same_model(str(model), m) for m in (*self._models, *self.config.side_models)
+        if (
+            not known
+            and not self._agents_model(str(model))
+            and not self._same(str(model), self.config.side_models)
         ):
             used = ", ".join(sorted(self._models)) or "none yet"
             return "side_call_model", f"names model {model}, not one the agent uses ({used})"
@@ -259,6 +262,14 @@ class Bridge:
                     f"({self._side_charged} billed, {self._side_reserved} reserved of {share})",
                 )
         return None
+
+    def _agents_model(self, model: str) -> bool:
+        """`model` is the continuation's, or one a main-thread request has named."""
+        return self._same(model, self._models)
+
+    @staticmethod
+    def _same(model: str, models: Iterable[str]) -> bool:
+        return any(sidecalls.same_model(model, m) for m in models)
 
     def _reserve(self, reservation: int) -> tuple[Spent, str] | None:
         if self.ledger is None:
@@ -399,6 +410,17 @@ class Bridge:
         )
         if isinstance(answer, Refusal):
             self._settle(reservation, Usage(), True, kind == "main")
+            model = sidecalls.model_of(request.path, body)
+            small = model is not None and self._same(str(model), self.config.side_models)
+            if kind == "side" and small and not self._agents_model(str(model)):
+                # the CLI's small model, which a cassette recorded before it was served does not hold: refused
+                # as it was then (the agent goes on without it), not a difference from the recording
+                self._refusal(
+                    entry, "side_call_model", f"names model {model}, which the cassette does not hold"
+                )
+                entry.status = 403
+                message = f"sandbox-replayer bridge refused a side call: names model {model}"
+                return web.json_response(self.dialect.error_body(message), status=403)
             self.counters.refused_requests += 1
             if self.mismatch is None:
                 self.mismatch = answer.mismatch

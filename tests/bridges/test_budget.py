@@ -354,3 +354,33 @@ def test_the_small_models_are_the_ones_each_recorded_version_sends_side_calls_to
         assert set(adapter.side_call_models(version)) <= models | set(
             adapter.side_call_models("1.0.51") if version.startswith("1.") else ()
         ), version
+
+
+def test_a_cassette_without_the_small_models_side_calls_still_replays(tmp_path: Path) -> None:
+    """A cassette recorded before the small model was served holds none of its side calls (they were
+    refused then): replayed, such a call is refused as it was (403, `side_call_model`), not a difference
+    from the recording; a side call of the agent's own model the cassette lacks still is one."""
+    from replayer.bridges.playback import Player
+
+    folder = tmp_path / "sock"
+    folder.mkdir()
+    config = BridgeConfig(
+        upstream="http://127.0.0.1:9",
+        api_key=KEY,
+        side_calls=ClaudeCodeAdapter.side_calls,
+        models=(MODEL,),
+        side_models=ClaudeCodeAdapter().side_call_models("1.0.128"),
+    )
+    bridge = Bridge(
+        ToolsAreTheMainThread(), AnthropicDialect(), config, folder / "bridge.sock", player=Player([], None)
+    ).__enter__()
+    unix = str(short_alias(folder) / "bridge.sock")
+    try:
+        small = _post_all(unix, [{**_body(300, 512, tools=False), "model": SMALL}])[0]
+        assert small[0] == 403 and bridge.mismatch is None, small
+        assert [r.reason for r in bridge.refusals] == ["side_call_model"]
+        own = _post_all(unix, [_body(300, 512, tools=False)])[0]
+        assert own[0] == 400 and bridge.mismatch is not None and bridge.refused_by == "cassette"
+    finally:
+        bridge.close()
+        remove_alias(Path(unix).parent)
