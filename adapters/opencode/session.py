@@ -38,6 +38,7 @@ not decode is refused here, naming the message, row or line and the field, with 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sqlite3
 import tempfile
@@ -348,7 +349,8 @@ def _open_db(path: Path) -> Iterator[sqlite3.Connection]:
             else:
                 copy = Path(tmp) / "opencode.db"
                 for source, name in zip(files, ("opencode.db", "opencode.db-wal"), strict=True):
-                    with (Path(tmp) / name).open("wb") as dest:
+                    fd = os.open(Path(tmp) / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+                    with os.fdopen(fd, "wb") as dest:
                         shutil.copyfileobj(source, dest)
                 uri = f"{copy.as_uri()}?mode=ro"
             db = sqlite3.connect(uri, uri=True)
