@@ -321,6 +321,12 @@ class Launcher(ABC, Generic[ContT]):
     bridge refuses any other, and any asking for more output than its shape allows (bridges/sidecalls.py).
     Default: bodiless GET/HEAD probes only."""
 
+    def side_call_models(self, version: str) -> tuple[str, ...]:
+        """The models this version of the CLI sends its own side calls to besides the main thread's (a small
+        model for titles and summaries), as its recordings show: the bridge serves side calls naming them,
+        within the side calls' share of the budget (`BridgeConfig.side_models`). Default: none."""
+        return ()
+
     @staticmethod
     def main_thread(path: str, body: Any) -> bool:
         """Whether a request to the model (its path, its parsed body) is the agent's main conversation rather

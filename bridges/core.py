@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -104,6 +105,10 @@ class BridgeConfig(BaseModel):
     models: tuple[str, ...] | None = None
     """The models the agent runs with: a side call naming any other (or one the main thread has not named)
     is refused. None: any model."""
+    side_models: tuple[str, ...] = ()
+    """Models a side call may name besides the main thread's: the CLI's own small model (the adapter's
+    `side_call_models`), served within the side calls' share, their cap at once and the ledger, through the
+    same upstream and key."""
     side_share: float = budget.SIDE_SHARE
     """The share of `max_tokens` side calls may take together."""
     max_side_calls_at_once: int = budget.MAX_SIDE_CALLS_AT_ONCE
@@ -243,7 +248,11 @@ class Bridge:
         its worst case past the side calls' share of the budget."""
         model = sidecalls.model_of(path, body)
         known = self.config.models is None or model is None
-        if not known and not any(sidecalls.same_model(str(model), m) for m in self._models):
+        if (
+            not known
+            and not self._agents_model(str(model))
+            and not self._same(str(model), self.config.side_models)
+        ):
             used = ", ".join(sorted(self._models)) or "none yet"
             return "side_call_model", f"names model {model}, not one the agent uses ({used})"
         if self._side_open >= self.config.max_side_calls_at_once:
@@ -258,6 +267,14 @@ class Bridge:
                     f"({self._side_charged} billed, {self._side_reserved} reserved of {share})",
                 )
         return None
+
+    def _agents_model(self, model: str) -> bool:
+        """`model` is the continuation's, or one a main-thread request has named."""
+        return self._same(model, self._models)
+
+    @staticmethod
+    def _same(model: str, models: Iterable[str]) -> bool:
+        return any(sidecalls.same_model(model, m) for m in models)
 
     def _reserve(self, reservation: int) -> tuple[Spent, str] | None:
         if self.ledger is None:
@@ -402,6 +419,17 @@ class Bridge:
         )
         if isinstance(answer, Refusal):
             self._settle(reservation, Usage(), True, kind == "main")
+            model = sidecalls.model_of(request.path, body)
+            small = model is not None and self._same(str(model), self.config.side_models)
+            if kind == "side" and small and not self._agents_model(str(model)):
+                # the CLI's small model, which a cassette recorded before it was served does not hold: refused
+                # as it was then (the agent goes on without it), not a difference from the recording
+                self._refusal(
+                    entry, "side_call_model", f"names model {model}, which the cassette does not hold"
+                )
+                entry.status = 403
+                message = f"sandbox-replayer bridge refused a side call: names model {model}"
+                return web.json_response(self.dialect.error_body(message), status=403)
             self.counters.refused_requests += 1
             if self.mismatch is None:
                 self.mismatch = answer.mismatch

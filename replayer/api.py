@@ -373,7 +373,8 @@ def batch(
     variable, image and git workspaces of its jobs (else only a manifest trusted with `replayer trust` may).
     `max_output`: the bytes every job together may write (default: the `[limits] output`
     setting, else 4 times `disk`; replayer/verbs/batch_output.py). `max_tokens`: the tokens every job's
-    continuation together may be billed (one ledger, DIR/token-ledger.json); a job it ends is `cut`."""
+    continuation together may be billed (default: the `max_tokens` setting; one ledger, DIR/token-ledger.json);
+    a job it ends is `cut`."""
     from replayer.verbs import batch_output
     from replayer.verbs.batch import (
         JobOutcome,
@@ -398,6 +399,7 @@ def batch(
         raise BadInput(f"workers: at least 1 (got {workers})")
     if max_tokens is not None and max_tokens < 1:
         raise BadInput(f"max_tokens: at least 1 (got {max_tokens})")
+    max_tokens = max_tokens or found.max_tokens  # the max_tokens setting, REPLAYER_MAX_TOKENS
     entries = read_manifest(Path(manifest), trusted=trust_manifest)
     images = {e.image for _, e in entries if e.mode != "prepare"}  # None: the default image
     jobs = expand(entries, _image_ids(images))
@@ -411,7 +413,9 @@ def batch(
                 logger.warning("removed %d container(s) and snapshot image(s) a killed batch left", len(left))
         clean_partials(out)
         batch_output.start(out, max_output or found.sandbox_limits().output_total())
-        start_token_budget(out, max_tokens)
+        released = start_token_budget(out, max_tokens)
+        if released:
+            logger.warning("released %d token(s) of the lines' budgets a killed batch had reserved", released)
         todo = pending(jobs, out, retry_failed, tally)
         workers = workers or found.workers or os.cpu_count() or 1
         labels = batch_labels(out)

@@ -23,6 +23,7 @@ from docker.types import LogConfig, Mount
 from replayer.floor import signals
 from replayer.floor.errors import SandboxError, last_line
 from replayer.floor.limits import SandboxLimits
+from replayer.floor.owner import owner, owner_alive
 from replayer.sandboxes import leftovers, seccomp, slots
 from replayer.sandboxes.base import (
     LABEL,
@@ -36,7 +37,6 @@ from replayer.sandboxes.base import (
     WatchedExec,
 )
 from replayer.sandboxes.committable import engine_refusal, refusal
-from replayer.sandboxes.owner import owner, owner_alive
 from replayer.sandboxes.quota import limit_layer, used_up
 
 RUN_DIR = "/run/replayer"

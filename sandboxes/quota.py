@@ -20,8 +20,8 @@ import uuid
 from pathlib import Path
 
 from replayer.floor import hostproc
+from replayer.floor.owner import orphans, owner
 from replayer.sandboxes.btrfs import FS_ROOT, is_btrfs
-from replayer.sandboxes.owner import orphans, owner
 from replayer.sandboxes.slots import sweep_slots
 
 STATE_ROOT = FS_ROOT / "runs"

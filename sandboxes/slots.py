@@ -26,8 +26,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from replayer.floor.owner import orphans, owner
 from replayer.sandboxes.btrfs import FS_ROOT, is_btrfs
-from replayer.sandboxes.owner import orphans, owner
 
 SLOT_ROOT = FS_ROOT / "slots"
 CONTROL_MOUNT = "/run/replayer-slot"

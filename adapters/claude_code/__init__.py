@@ -26,7 +26,7 @@ from replayer.bridges.sidecalls import PROBE, SideCall
 from replayer.floor import bundles
 from replayer.floor.divergence import COMMON
 from replayer.floor.limits import Budgets
-from replayer.floor.pins import load_pins
+from replayer.floor.pins import load_pins, release
 from replayer.floor.results import AgentStatus
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.trajectory import Observation, ToolCall, ToolKind, Trajectory
@@ -41,6 +41,15 @@ class ClaudeCodeContinuation(Continuation):
     """The prefix ends with a user message whose content is a string (the nonce is appended to it)."""
     background_calls: list[str] = []
     """Bash calls of the prefix the CLI moved to the background."""
+
+
+SMALL_MODELS = (
+    (release("2.0.0"), "claude-3-5-haiku-20241022"),
+    (release("2.1.0"), "claude-haiku-4-5-20251001"),
+)
+"""(first release not using it, the small model): the model Claude Code sends its titles, summaries and
+checks to (no tools) by default, as the recordings of each version show (tests/fixtures/claude_code/versions:
+1.0.x name claude-3-5-haiku-20241022, 2.0.x claude-haiku-4-5-20251001); the 2.1.x recordings send none."""
 
 
 class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
@@ -170,6 +179,12 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
 
     def default_model(self, trajectory: Trajectory) -> str | None:
         return continuation.recorded_model(trajectory)
+
+    def side_call_models(self, version: str) -> tuple[str, ...]:
+        for last, model in SMALL_MODELS:
+            if release(version) < last:
+                return (model,)
+        return ()
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.prompt is not None

@@ -24,7 +24,7 @@ from replayer.adapters.forms import NativeForm
 from replayer.adapters.opencode import bundle, ids, server, session, tool_kinds, wire
 from replayer.adapters.opencode import home as agent_home
 from replayer.adapters.opencode.gate import opencode_gate
-from replayer.adapters.opencode.rerun import WORK_MOUNT, OpenCodeRerunner, provider_model
+from replayer.adapters.opencode.rerun import ERRORS_ON_STDERR, WORK_MOUNT, OpenCodeRerunner, provider_model
 from replayer.adapters.opencode.wire import to_wire
 from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_URL, local_url
 from replayer.bridges.chat import SystemPerRequestGate
@@ -229,7 +229,8 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
         assert launch.model and launch.prompt is not None and trajectory.session_id
         provider, model = _split_model(launch.model)
         config = bundle.config(provider, model, local_url(launch.port))
-        argv = [*bundle.run_argv(trajectory.session_id), "--model", launch.model]
+        # its logged errors on stderr, as the rerun has them: what `run` hides behind "Unexpected server error"
+        argv = [*bundle.run_argv(trajectory.session_id), "--model", launch.model, *ERRORS_ON_STDERR]
         env = {
             **bundle.base_env(),
             "REPLAYER_PROMPT": launch.prompt,

@@ -9,7 +9,6 @@ an edit) built up as in the original run.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from replayer.adapters.opencode import home as agent_home
 from replayer.adapters.opencode.replay_model import Answer, ReplayModel
 from replayer.adapters.opencode.session import Native
 from replayer.adapters.sandbox_paths import OPENCODE_REPLAY_PORT, local_url
+from replayer.floor import errors
 from replayer.floor.errors import SandboxError, excerpt
 from replayer.floor.io import remove_alias, remove_entry, short_alias
 from replayer.floor.trajectory import Observation, Trajectory
@@ -33,7 +33,6 @@ ERRORS_ON_STDERR = ("--print-logs", "--log-level", "ERROR")
 """The CLI's logged errors on stderr, nothing else: an error its server hides from `run` behind "Unexpected
 server error" (the stdout event) is logged with its cause (a model the release retired: "Model not found"),
 and the log file in the home may not have it yet when the CLI exits. Every release since 1.1 takes both."""
-_LOGGED_ERROR = re.compile(r'level=ERROR .*?error="((?:[^"\\]|\\.)*)"')
 _START_TIMEOUT_S = 120.0
 _POLL_S = 0.05
 
@@ -59,8 +58,8 @@ def provider_model(native: Native) -> tuple[str, str]:
 
 def logged_error(stderr: bytes) -> str | None:
     """The last error the CLI logged (`ERRORS_ON_STDERR`), as its log says it."""
-    found = _LOGGED_ERROR.findall(stderr.decode(errors="replace"))
-    return f"its log: {excerpt(found[-1], 300)}" if found else None
+    found = errors.logged_error(stderr.decode(errors="replace"))
+    return f"its log: {excerpt(found, 300)}" if found else None
 
 
 class OpenCodeRerunner(StepwiseRerunner):

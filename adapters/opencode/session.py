@@ -37,6 +37,8 @@ not decode is refused here, naming the message, row or line and the field, with 
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import sqlite3
 import tempfile
@@ -338,18 +340,18 @@ def _open_db(path: Path) -> Iterator[sqlite3.Connection]:
     and its WAL are refused first when they are no regular files or too large (SQLite would block on a
     FIFO)."""
     wal = _wal(path)
-    for file in (path, wal):
-        if file is not None:
-            with open_input(file):
-                pass
-    with tempfile.TemporaryDirectory(prefix="replayer-opencode-") as tmp:
+    with contextlib.ExitStack() as opened, tempfile.TemporaryDirectory(prefix="replayer-opencode-") as tmp:
+        # each file read through the descriptor its check opened: what is checked is what SQLite reads
+        files = [opened.enter_context(open_input(f)) for f in (path, wal) if f is not None]
         try:
             if wal is None:
-                uri = f"{path.absolute().as_uri()}?mode=ro&immutable=1"
+                uri = f"{Path(f'/proc/self/fd/{files[0].fileno()}').as_uri()}?mode=ro&immutable=1"
             else:
                 copy = Path(tmp) / "opencode.db"
-                shutil.copyfile(path, copy)
-                shutil.copyfile(wal, Path(tmp) / "opencode.db-wal")
+                for source, name in zip(files, ("opencode.db", "opencode.db-wal"), strict=True):
+                    fd = os.open(Path(tmp) / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+                    with os.fdopen(fd, "wb") as dest:
+                        shutil.copyfileobj(source, dest)
                 uri = f"{copy.as_uri()}?mode=ro"
             db = sqlite3.connect(uri, uri=True)
         except (OSError, sqlite3.Error) as exc:

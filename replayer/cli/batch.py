@@ -62,7 +62,7 @@ def batch(
         flag(
             "max_tokens",
             help="Tokens every job's continuation together may be billed (one budget for the whole batch, "
-            "besides each line's own); a continuation it ends is counted as cut.",
+            "besides each line's own; default: the max_tokens setting); a continuation it ends is counted as cut.",
         ),
     ] = None,
     json: JsonOpt = False,

@@ -192,9 +192,23 @@ def last_line(output: bytes | str) -> str | None:
     return None
 
 
+_LOGGED_ERROR = re.compile(r'\blevel=ERROR\b.*?\berror="((?:[^"\\]|\\.)*)"')
+"""A logfmt line's error (OpenCode's `--print-logs`: `timestamp=... level=ERROR ... error="..."`)."""
+
+
+def logged_error(text: str) -> str | None:
+    """The last error a logfmt log in `text` holds (`level=ERROR ... error="..."`), unquoted; None if none."""
+    found = _LOGGED_ERROR.findall(text)
+    return found[-1].replace('\\"', '"') if found else None
+
+
 def said(line: str) -> str:
     """What an output line says: a JSON event's own message (`message`, `result`, `error`, as the agents'
-    JSON streams put it, e.g. Claude Code's failed `result`, Codex's `turn.failed`), else the line."""
+    JSON streams put it, e.g. Claude Code's failed `result`, Codex's `turn.failed`), a logged error's text
+    (`level=ERROR ... error="..."`), else the line."""
+    logged = logged_error(line)
+    if logged is not None:
+        return logged
     if not line.startswith("{"):
         return line
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -72,8 +73,9 @@ class Folder:
         """`path` as a folder: a link there is refused, unless `given`: the user named `path` themselves (an
         argument, a flag), and a link they typed is theirs, followed as for their input files. Nothing
         below the folder is ever followed."""
+        follow = given or pinned_folder(path)  # a folder held open, reached without a link
         try:
-            return cls(os.open(path, _DIR & ~os.O_NOFOLLOW if given else _DIR), path)
+            return cls(os.open(path, _DIR & ~os.O_NOFOLLOW if follow else _DIR), path)
         except OSError as exc:
             raise BadInput(f"cannot read {path} as a folder: {_why(exc, path)}") from None
 
@@ -229,6 +231,46 @@ class Folder:
             raise BadInput(str(exc).replace(pinned, str(self.path / name))) from None
         finally:
             os.close(fd)
+
+
+_HELD: dict[tuple[int, int], int] = {}
+"""The folders `hold` keeps open for this process, by (device, inode): one descriptor each, however often
+they are named, so that what is held is bounded by the folders there are."""
+
+
+def hold(folder: Folder, name: str, *, itself: bool = False) -> Path:
+    """A path to `name` in `folder` that stays bound to what is there now: the folder holding it, reached
+    without a link, is kept open (`/proc/PID/fd/N/NAME`), so a folder on the way swapped for a link later is
+    never followed; its readers follow no link at its end either (`pinned_name`; safecopy and `Folder.open`
+    never do). `itself`: a folder `name` is held itself (`/proc/PID/fd/N`), for a reader that opens names
+    below it by path (an OpenHands conversation). The path stays good in this process's children and in
+    other processes of its user on this host (a pool's workers), not on another host (a Ray node): there it
+    does not exist."""
+    names = folder._names(name)
+    target = folder.sub(name) if itself and folder.kind(name) == "dir" else None
+    holder = target or (
+        folder.sub("/".join(names[:-1])) if len(names) > 1 else Folder(os.dup(folder.fd), folder.path)
+    )
+    st = os.fstat(holder.fd)
+    fd = _HELD.setdefault((st.st_dev, st.st_ino), holder.fd)
+    if fd != holder.fd:
+        holder.close()
+    base = Path(f"/proc/{os.getpid()}/fd/{fd}")
+    return base if target is not None else base / names[-1]
+
+
+_PROC_FD = re.compile(r"/proc/\d+/fd/\d+")
+
+
+def pinned_folder(path: Path | str) -> bool:
+    """`path` is a folder `hold` keeps open (`/proc/PID/fd/N`)."""
+    return _PROC_FD.fullmatch(str(path)) is not None
+
+
+def pinned_name(path: Path | str) -> bool:
+    """`path` is a name in a folder `hold` keeps open: opened, it follows no link at its end."""
+    head, _, last = str(path).rpartition("/")
+    return pinned_folder(head) and last not in ("", ".", "..")
 
 
 def read_beside(folder: Path, name: str, max_bytes: int = MAX_FILE_BYTES) -> bytes | None:

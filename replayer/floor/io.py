@@ -23,7 +23,7 @@ from typing import BinaryIO
 from pydantic import BaseModel, ConfigDict
 
 from replayer.floor.errors import BadInput, ConfinementError, OutputError
-from replayer.floor.foreign import kind_of, read_fd, read_whole
+from replayer.floor.foreign import kind_of, pinned_name, read_fd, read_whole
 from replayer.floor.limits import ReadBudget
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -171,8 +171,10 @@ def _open_input(path: Path | str, max_bytes: int) -> tuple[int, int]:
     """The descriptor and size of a user's input file: a regular file of at most `max_bytes`, else refused
     before any read (a FIFO would block, a device never ends). O_NONBLOCK (a FIFO's open would block) stays
     set: a regular file's reads ignore it, and a conversation opens thousands (two fcntl calls each)."""
+    # a name in a folder held for a foreign manifest (foreign.hold) is someone else's: no link at its end
+    nofollow = os.O_NOFOLLOW if pinned_name(path) else 0
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | nofollow)
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror}") from None
     try:

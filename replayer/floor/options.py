@@ -239,6 +239,7 @@ class RunOptions(ReplayOptions, total=False):
             help="Tokens billed (every usage field, cache and thinking included) the bridge lets the continuation "
             "spend; a request goes only when its worst case fits (default 2000000; set for compare, it spans all "
             "variants).",
+            layers=Layers("REPLAYER_MAX_TOKENS", "tighter"),
             feeds=("continuation.max_tokens",),
         ),
     ]

@@ -6,7 +6,7 @@ project file > the user file > the built-in default. docs/cli.md, "Settings".
 A project file is someone else's until the user trusts it (`replayer trust DIR`: its folder in `trusted`,
 its content pinned in `pinned` of the user's file; `pinned.py` says when a trusted file is honoured): until
 then it may set only what can neither run nor write anything on the host, send traffic or the key
-elsewhere, nor loosen a limit (`PROJECT_KEYS`: tighter `[limits]`, fewer `workers`); any other key refuses
+elsewhere, nor loosen a limit (`PROJECT_KEYS`: tighter `[limits]`, fewer `workers`, a lower `max_tokens`); any other key refuses
 every command (exit 13). docs/reliability.md, "Trust model"."""
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from replayer.floor import pinned
 from replayer.floor.errors import SettingsError
 from replayer.floor.limits import Count, Cpus, SandboxLimits, parse_size
 from replayer.floor.options import EngineName, RegistryUrl, layered
+from replayer.floor.requests import DEFAULT_MAX_TOKENS
 
 PROJECT_FILE = "replayer.toml"
 MAX_FILE_BYTES = 1 << 20
@@ -62,6 +63,8 @@ class Settings(BaseModel):
     limits: LimitSettings = Field(default_factory=LimitSettings)
     """A `[limits]` table; a flag's keys replace these key by key."""
     workers: Count | None = None
+    max_tokens: Count | None = None
+    """`run`'s and `compare`'s continuation budget, and the whole batch's (`replayer batch --max-tokens`)."""
     bundles: Path | None = None
     npm_registry: RegistryUrl | None = None
     pypi_index: RegistryUrl | None = None
@@ -220,6 +223,14 @@ def _check_untrusted(path: Path, theirs: Settings, mine: Settings) -> None:
     if theirs.workers is not None and theirs.workers > ceiling:
         raise SettingsError(
             f"{path}: workers {theirs.workers} is more than the {ceiling} in force without it; a folder you "
+            f"have not trusted may only lower it; {hint}"
+        )
+    most = (
+        mine.max_tokens or DEFAULT_MAX_TOKENS
+    )  # a batch sets none by default: it may only go below this too
+    if theirs.max_tokens is not None and theirs.max_tokens > most:
+        raise SettingsError(
+            f"{path}: max_tokens {theirs.max_tokens} is more than the {most} in force without it; a folder you "
             f"have not trusted may only lower it; {hint}"
         )
     below, asked = mine.sandbox_limits(), theirs.sandbox_limits()

@@ -248,6 +248,7 @@ def _run_agent(c: Continuing, launched: _Launched) -> _Ran:
             batch_ledger=request.batch_ledger,
             models=(model,) if model else None,
             side_calls=adapter.side_calls,
+            side_models=adapter.side_call_models(load_pins().agents[adapter.name].version),
             kept_answer_headers=adapter.kept_answer_headers,
         )
         bridge = ctx.enter(

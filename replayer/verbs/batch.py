@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from replayer.floor import settings, signals
 from replayer.floor.errors import BadInput, Interrupted, OutputError, PlanRefused, ReplayError, excerpt
-from replayer.floor.foreign import MAX_FILE_BYTES, Folder
+from replayer.floor.foreign import MAX_FILE_BYTES, Folder, hold
 from replayer.floor.io import open_input, write_bytes_atomic
 from replayer.floor.limits import Budgets
 from replayer.floor.requests import ContinueSettings, GitWorkspace, ReplayRequest, WorkspaceSpec
@@ -51,6 +51,9 @@ BATCH_LABEL = "sandbox-replayer.batch"
 TOKEN_LEDGER = "token-ledger.json"
 """DIR's ledger of the batch's own token budget (`--max-tokens`), written anew at each start that sets one
 (bridges/budget.py): every job's continuation fits its requests within it."""
+LINE_LEDGERS = "ledgers"
+"""DIR's folder of the ledgers of lines that set their own `continuation.max_tokens` (line-N.json): a line's
+budget spans its jobs, across starts too."""
 CRASH = "crash"
 """The error kind of a job that raised something unexpected (a bug, not a refusal of its input)."""
 
@@ -102,6 +105,18 @@ class ManifestEntry(BaseModel):
     agent_version: str | None = None
     """As `--agent-version`: the version to run instead of the one the file records or implies."""
     require_verified: bool = False
+    _names: dict[str, Path] = PrivateAttr(default_factory=dict)
+    """Each path field (`trajectory`, `workspace`, `continuation.cassette`) as the manifest names it, where
+    the field holds the name held for it (`_check_inside`): what the user sees and the job keys hold."""
+
+    def named(self, field: str, held: Any) -> Any:
+        """`held` (the value of `field`), or the name the manifest gave for it."""
+        return self._names.get(field, held)
+
+    @property
+    def shown(self) -> Path:
+        """The trajectory's name for the user."""
+        return Path(self.named("trajectory", self.trajectory))
 
 
 class Job(NamedTuple):
@@ -134,7 +149,7 @@ class Job(NamedTuple):
         entry = self.entry
         cont = entry.continuation.request() if entry.continuation else None
         if cont is not None and batch is not None and "max_tokens" in cont.model_fields_set:
-            cont = cont.model_copy(update={"token_ledger": batch / "ledgers" / f"line-{self.line}.json"})
+            cont = cont.model_copy(update={"token_ledger": batch / LINE_LEDGERS / f"line-{self.line}.json"})
         if cont is not None and batch is not None and (batch / TOKEN_LEDGER).is_file():
             cont = cont.model_copy(update={"batch_ledger": batch / TOKEN_LEDGER})
         return ReplayRequest(
@@ -252,11 +267,13 @@ def _read_manifest(path: Path, lines: Iterator[bytes], trusted: bool) -> list[tu
                 "record one with `run --record-cassette`"
             )
         if not entry.trajectory.exists():  # a file, or a directory (an OpenHands V1 conversation)
-            raise BadInput(f"manifest line {number}: trajectory {entry.trajectory} does not exist")
+            raise BadInput(f"manifest line {number}: trajectory {entry.shown} does not exist")
         try:
             _check_trajectory(entry.trajectory)
         except BadInput as exc:
-            raise BadInput(f"manifest line {number}: trajectory {exc}") from None
+            raise BadInput(
+                f"manifest line {number}: trajectory {exc}".replace(str(entry.trajectory), str(entry.shown))
+            ) from None
         if entry.mode != "prepare" and (
             entry.workspace is None or isinstance(entry.workspace, Path) and not entry.workspace.is_dir()
         ):
@@ -290,13 +307,16 @@ def _check_inside(path: Path, number: int, entry: ManifestEntry) -> None:
     """The files an untrusted manifest names are its own: relative names inside its folder, reached without
     a link (the foreign-folder rules, floor/foreign.py), else a one-line BadInput naming --trust-manifest. A
     downloaded manifest must not pick a host file (a workspace of ~/.ssh copied into the sandbox and shown
-    to the model, a trajectory of /etc/shadow quoted in a report)."""
+    to the model, a trajectory of /etc/shadow quoted in a report). Each is then named through the folder
+    that holds it, kept open as it was checked (`foreign.hold`): a file or folder swapped for a link after
+    this check is never followed when a job reads it."""
     cont = entry.continuation
     named = [("trajectory", entry.trajectory)]
     if isinstance(entry.workspace, Path):
         named.append(("workspace", entry.workspace))
     if cont is not None and cont.cassette is not None:
         named.append(("continuation.cassette", cont.cassette))
+    held: dict[str, Path] = {}
     with Folder.open(path.parent, given=True) as folder:
         for field, name in named:
             if name.is_absolute() or ".." in name.parts:
@@ -312,6 +332,18 @@ def _check_inside(path: Path, number: int, entry: ManifestEntry) -> None:
                     f"manifest line {number}: {field}: {name}: {why}; a manifest you have not trusted names only "
                     f"files inside its own folder (pass --trust-manifest if it is yours)"
                 )
+            if kind == "missing":
+                continue  # said below, by its name
+            try:
+                held[field] = hold(folder, str(name), itself=field == "trajectory")
+            except BadInput as exc:  # swapped while it was checked
+                raise BadInput(f"manifest line {number}: {field}: {exc}") from None
+    entry._names = {field: (path.parent / name).absolute() for field, name in named if field in held}
+    entry.trajectory = held.get("trajectory", entry.trajectory)
+    if "workspace" in held:
+        entry.workspace = held["workspace"]
+    if cont is not None and "continuation.cassette" in held:
+        entry.continuation = cont.model_copy(update={"cassette": held["continuation.cassette"]})
 
 
 def untrusted_field(entry: ManifestEntry) -> str | None:
@@ -447,12 +479,14 @@ def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) 
                     **({"task": entry.task} if entry.task is not None else {}),
                     **({"cwd": entry.cwd} if entry.cwd is not None else {}),
                     **({"session": entry.session} if entry.session is not None else {}),
-                    "workspace": _workspace_key(entry.workspace),
+                    "workspace": _workspace_key(entry.named("workspace", entry.workspace)),
                     "allow_degraded": entry.allow_degraded,
                     **({"agent_version": entry.agent_version} if entry.agent_version else {}),
                     **({"require_verified": True} if entry.require_verified else {}),
                     "budgets": entry.budgets.model_dump(),
-                    "continuation": _continuation_key(entry.continuation),
+                    "continuation": _continuation_key(
+                        entry.continuation, entry.named("continuation.cassette", None)
+                    ),
                 },
             }
             key = hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
@@ -475,12 +509,15 @@ _KEYED_CONTINUATION = (
 """The continuation fields a manifest had before ContinueSettings: always in a job's key."""
 
 
-def _continuation_key(cont: ContinueSettings | None) -> dict[str, Any] | None:
+def _continuation_key(cont: ContinueSettings | None, cassette: Path | None = None) -> dict[str, Any] | None:
     """The continuation as job keys have always held it, so that a batch directory resumes across versions:
-    no upstream is "", a setting added since is in the key only when it is set."""
+    no upstream is "", a setting added since is in the key only when it is set. `cassette`: the name the
+    manifest gave the one held."""
     if cont is None:
         return None
     fields = cont.model_dump(mode="json")
+    if cassette is not None:
+        fields["cassette"] = str(cassette)
     fields["upstream"] = fields["upstream"] or ""
     return {k: v for k, v in fields.items() if k in _KEYED_CONTINUATION or v is not None}
 
@@ -506,7 +543,7 @@ def outcome_of(
     return JobOutcome(
         key=job.key,
         line=job.line,
-        trajectory=str(job.trajectory),
+        trajectory=str(job.entry.shown),
         boundary=job.boundary,
         mode=job.mode,
         status=status,
@@ -621,6 +658,10 @@ def run_group(
     refused = batch_output.refusal(out)
     if refused is not None:
         return [_recorded(job, refused, out, node) for job in jobs]
+    if jobs[0].mode == "continue":  # a unit's jobs share a mode; the others spend no tokens
+        used_up = _tokens_used_up(out)
+        if used_up is not None:
+            return [outcome_of(job, "cut", "max_tokens", used_up, node) for job in jobs]
     if len(jobs) == 1:
         outcome = run_job(jobs[0], out, labels, node)
         batch_output.charge(out, job_dir(out, jobs[0].key))
@@ -799,15 +840,40 @@ def clean_partials(out: Path) -> None:
                 shutil.rmtree(entry, ignore_errors=True)
 
 
-def start_token_budget(out: Path, max_tokens: int | None) -> None:
+def start_token_budget(out: Path, max_tokens: int | None) -> int:
     """DIR's ledger of the batch's token budget written anew (none charged), or removed when this start sets
-    none: a budget spans one `replayer batch` run, as the output total does."""
+    none: a budget spans one `replayer batch` run, as the output total does. The lines' own ledgers
+    (DIR/ledgers/, a line's budget spans its jobs across starts) keep what was charged and give back what the
+    processes of a killed batch had reserved (called with DIR's lock held: none of its jobs is in flight).
+    Returns the tokens given back."""
     from replayer.bridges.budget import Ledger
 
     if max_tokens is None:
         (out / TOKEN_LEDGER).unlink(missing_ok=True)
     else:
         Ledger.create(out / TOKEN_LEDGER, max_tokens)
+    lines = out / LINE_LEDGERS
+    return sum(
+        Ledger(0, path).release_dead() for path in (lines.glob("line-*.json") if lines.is_dir() else ())
+    )
+
+
+def _tokens_used_up(out: Path) -> str | None:
+    """Why a continue job may not start: the batch's token budget is used up (`Ledger.used_up`), so its
+    first model request would be held after its whole replay ran. Not stored: the next start runs it."""
+    from replayer.bridges.budget import Ledger
+
+    path = out / TOKEN_LEDGER
+    if not path.is_file():  # no budget, or a Ray node that does not see DIR
+        return None
+    ledger = Ledger.opened(path)
+    if not ledger.used_up():
+        return None
+    charged, _ = ledger.used()
+    return (
+        f"the batch's token budget of {ledger.limit} was used up before the job started ({charged} billed; "
+        "replayer batch --max-tokens): it did not run, and the next start runs it"
+    )
 
 
 def interrupted(todo: list[Job], tally: Tally, out: Path, containers: bool) -> None:
@@ -860,7 +926,7 @@ class Tally:
                 outcome = JobOutcome(
                     key=key,
                     line=line,
-                    trajectory=str(entry.trajectory),
+                    trajectory=str(entry.shown),
                     boundary=boundary,
                     mode=entry.mode,
                     status=status,

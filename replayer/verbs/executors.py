@@ -242,7 +242,7 @@ class _NodeWorker:
 
     def where(self) -> tuple[str, str]:
         """Its node, and itself as an owner (host, pid, start time: sandboxes/owner.py)."""
-        from replayer.sandboxes.owner import owner
+        from replayer.floor.owner import owner
 
         return self.node, owner()
 
@@ -351,8 +351,8 @@ def _clean_node(owners: list[str], labels: dict[str, str]) -> None:
     """A Ray task on a node the batch's actors ran on, once they were ended: wait for their processes to be
     gone (SIGKILL past a grace, each checked to be the same process by its start time), then remove the
     batch's containers on this node's engine and the slots and states their dead owners left."""
+    from replayer.floor.owner import owner_alive
     from replayer.sandboxes import engines
-    from replayer.sandboxes.owner import owner_alive
     from replayer.sandboxes.quota import sweep_states
 
     deadline = time.monotonic() + _ACTOR_EXIT_S

@@ -265,7 +265,10 @@ def test_a_batch_budget_binds_over_each_continuations_own(tmp_path: Path) -> Non
         "charged": 44_000,
         "reserved": 0,
         "limit": 50_000,
+        "smallest_refused": 12_054,
+        "holders": {},
     }
+    assert budget.Ledger.opened(batch).used_up()  # 6,000 left: no worst case of 12,054 can fit again
 
 
 @pytest.mark.parametrize(("given", "shared"), [({"max_tokens": 50_000}, True), ({}, False)])
@@ -295,3 +298,89 @@ def test_a_batch_lines_budget_spans_its_jobs(tmp_path: Path, given: dict, shared
     jobs = [Job(key=f"k{n}", line=3, boundary=n, entry=entry) for n in (1, 2)]
     ledgers = {j.request(tmp_path / j.key, batch=tmp_path).continuation.token_ledger for j in jobs}  # type: ignore[union-attr]
     assert ledgers == {tmp_path / "ledgers" / "line-3.json" if shared else None}
+
+
+SMALL = "claude-3-5-haiku-20241022"
+
+
+def test_the_clis_own_small_model_is_served_within_the_side_share(tmp_path: Path) -> None:
+    """Claude Code 1.0.128's titles and summaries name its small model, which the main thread never names:
+    with the adapter's `side_call_models` the bridge forwards them (through the same upstream and key), and
+    the side calls' share still binds them; a side call naming another model is still refused."""
+    rig = Rig(
+        tmp_path,
+        Turn(blocks=[TextBlock(text="ok")]),
+        upstream={
+            "side_usage": {"input_tokens": 10_000, "output_tokens": 20},
+            "main_thread": lambda path, body: bool(body.get("tools")),
+        },
+        max_tokens=DEFAULT_MAX_TOKENS,
+        side_models=ClaudeCodeAdapter().side_call_models("1.0.128"),
+    )
+    title = {**_body(3_000, 512, tools=False), "model": SMALL}
+    big = {**_body(60_000, 8_000, tools=False), "model": SMALL}  # a worst case of 28,000
+    try:
+        served = _post_all(rig.unix, [title])[0]
+        shared = [_post_all(rig.unix, [big])[0] for _ in range(12)]
+        refused_model = _post_all(rig.unix, [{**title, "model": "claude-opus-4-8"}])[0]
+    finally:
+        rig.close()
+    assert served[0] == 200 and b"message_stop" in served[1]
+    assert all(r.key_ok for r in rig.upstream.log if r.method == "POST")  # the same key, the same upstream
+    assert 200 in {s for s, _ in shared} and 403 in {s for s, _ in shared}  # the share binds
+    assert rig.billed() * 10_020 <= DEFAULT_MAX_TOKENS * budget.SIDE_SHARE
+    assert refused_model[0] == 403 and b"not one the agent uses" in refused_model[1]
+    assert {r.reason for r in rig.bridge.refusals} == {"side_call_share", "side_call_model"}
+
+
+def test_the_small_models_are_the_ones_each_recorded_version_sends_side_calls_to() -> None:
+    """From the recordings of the real CLI (tests/fixtures/claude_code): every model a recorded side call
+    without tools names is a main-thread model of the recording or the version's `side_call_models`, and
+    each of those is named by a recording of that version."""
+    root = Path(__file__).parents[1] / "fixtures" / "claude_code"
+    adapter = ClaudeCodeAdapter()
+    seen: dict[str, set[str]] = {}
+    for path in sorted(root.glob("*/*/*/upstream.jsonl")):
+        version = next(p for p in path.parts if p[:1].isdigit() and "." in p)
+        main, side = set(), set()
+        for line in path.read_bytes().splitlines():
+            body = orjson.loads(line).get("body")
+            if isinstance(body, dict) and body.get("model"):
+                (main if body.get("tools") else side).add(body["model"])
+        assert side <= main | set(adapter.side_call_models(version)), (path, side - main)
+        seen.setdefault(version, set()).update(side - main)
+    assert seen["1.0.128"] == {SMALL} and seen["2.0.64"] == {"claude-haiku-4-5-20251001"}
+    for version, models in seen.items():
+        assert set(adapter.side_call_models(version)) <= models | set(
+            adapter.side_call_models("1.0.51") if version.startswith("1.") else ()
+        ), version
+
+
+def test_a_cassette_without_the_small_models_side_calls_still_replays(tmp_path: Path) -> None:
+    """A cassette recorded before the small model was served holds none of its side calls (they were
+    refused then): replayed, such a call is refused as it was (403, `side_call_model`), not a difference
+    from the recording; a side call of the agent's own model the cassette lacks still is one."""
+    from replayer.bridges.playback import Player
+
+    folder = tmp_path / "sock"
+    folder.mkdir()
+    config = BridgeConfig(
+        upstream="http://127.0.0.1:9",
+        api_key=KEY,
+        side_calls=ClaudeCodeAdapter.side_calls,
+        models=(MODEL,),
+        side_models=ClaudeCodeAdapter().side_call_models("1.0.128"),
+    )
+    bridge = Bridge(
+        ToolsAreTheMainThread(), AnthropicDialect(), config, folder / "bridge.sock", player=Player([], None)
+    ).__enter__()
+    unix = str(short_alias(folder) / "bridge.sock")
+    try:
+        small = _post_all(unix, [{**_body(300, 512, tools=False), "model": SMALL}])[0]
+        assert small[0] == 403 and bridge.mismatch is None, small
+        assert [r.reason for r in bridge.refusals] == ["side_call_model"]
+        own = _post_all(unix, [_body(300, 512, tools=False)])[0]
+        assert own[0] == 400 and bridge.mismatch is not None and bridge.refused_by == "cassette"
+    finally:
+        bridge.close()
+        remove_alias(Path(unix).parent)

@@ -135,7 +135,8 @@ def test_an_untrusted_manifest_names_only_files_in_its_own_folder(
     assert str(secret) in str(getattr(entry, field).resolve())
     # relative names inside the folder are what a downloaded manifest uses
     [(_, entry)] = read_manifest(_manifest(tmp_path / "plain"))
-    assert entry.workspace == tmp_path / "plain" / "workspace"
+    assert entry.named("workspace", None) == tmp_path / "plain" / "workspace"
+    assert os.path.samefile(entry.workspace, tmp_path / "plain" / "workspace")  # through its held folder
 
 
 def test_a_manifest_trusted_by_replayer_trust_is_pinned_to_its_content(

@@ -17,11 +17,11 @@ import pytest
 
 from replayer import api
 from replayer.floor.limits import SandboxLimits
+from replayer.floor.owner import orphans
 from replayer.floor.requests import ReplayRequest
 from replayer.pipeline.engine import execute
 from replayer.sandboxes.ahead import AheadBackend
 from replayer.sandboxes.docker import DockerBackend, DockerSandbox
-from replayer.sandboxes.owner import orphans
 from replayer.sandboxes.slots import SLOT_ROOT
 from replayer.verbs.batch import BATCH_LABEL, batch_id
 from tests.conftest import CODEX, ROOT, replayer_argv

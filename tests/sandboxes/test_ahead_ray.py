@@ -21,9 +21,10 @@ import psutil
 import pytest
 
 from replayer import api
-from replayer.sandboxes.owner import orphans
+from replayer.floor.owner import orphans
 from replayer.sandboxes.quota import STATE_ROOT
 from replayer.sandboxes.slots import SLOT_ROOT
+from replayer.verbs.batch import BATCH_LABEL, batch_id
 from tests.conftest import ROOT
 from tests.sandboxes.test_ahead import _batch_containers, _by_trajectory, _manifest
 from tests.support.ray_cluster import RayCluster, ray_nodes
@@ -153,3 +154,43 @@ def test_a_killed_ray_actor_loses_only_its_jobs_and_leaves_nothing(
     assert not _left() - before, "slots or states left by the actors"
     again = _resumed(manifest, out, cluster)
     assert again["done"] == first["failed"] and again["failed"] == 0, again
+
+
+@pytest.mark.agent
+@pytest.mark.timeout(900)
+def test_ctrl_c_of_a_ray_batch_with_continuations_in_flight_leaves_nothing_and_says_so(
+    cluster: RayCluster, tmp_path: Path, docker_client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 43, item 7, on Ray: Ctrl-C of the driver (its process group) while a continue job's
+    continuation runs from its boundary's snapshot on an actor: exit 130, no container or snapshot image of
+    the batch left, no partial folder, and batch.json counts both jobs `interrupted`; the next start on the
+    directory runs them."""
+    from tests.replayer import test_batch_interrupt as local
+
+    for key, value in cluster.env.items():
+        monkeypatch.setenv(key, value)
+    local._setup(tmp_path)
+    manifest = local._manifest(tmp_path, f"mock:{local._busy_script(tmp_path)}")
+    out = tmp_path / "out"
+    label = f"{BATCH_LABEL}={batch_id(out)}"
+    before = _left()
+
+    def continuing(_: int) -> bool:  # both boundaries snapshotted, a continuation runs from one
+        containers, images = local._left(docker_client, label)
+        return len(images) == 2 and local._from_snapshot(docker_client, containers)
+
+    args = ["batch", str(manifest), "-o", str(out), "--trust-manifest", "--ray", cluster.address]
+    log = tmp_path / "batch.log"
+    code = local._signalled(args, log, continuing, signal.SIGINT, group=True)
+    assert code == 130, log.read_text()
+    assert local._left(docker_client, label) == ([], []), (
+        "no container or snapshot image of the batch is left"
+    )
+    assert not [p.name for p in (out / "jobs").iterdir() if p.name.startswith(".")], "no partial folder left"
+    summary = orjson.loads((out / "batch.json").read_bytes())
+    assert (summary["jobs"], summary["done"], summary["interrupted"]) == (2, 0, 2), summary
+    assert not _left() - before, "slots or states left by the actors"
+    quick = local._manifest(tmp_path, "mock")  # the next start: jobs that end at once
+    proc = _driver(quick, out, cluster.address, {**cluster.env, **local.NO_KEY})
+    stdout, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0 and orjson.loads(stdout)["done"] == 2, err

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 
-from replayer.sandboxes.owner import owner, owner_alive
+from replayer.floor.owner import owner, owner_alive
 
 
 def _value(pid: int, started: int) -> str:
