@@ -25,8 +25,8 @@ from replayer.verbs.batch import (
     prepare_dir,
     read_manifest,
     remove_containers,
-    valid_boundaries,
 )
+from replayer.verbs.boundaries import valid_boundaries
 from replayer.verbs.executors import run_local
 
 ROOT = Path(__file__).resolve().parent.parent

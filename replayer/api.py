@@ -249,7 +249,7 @@ def run_boundaries(
     of one replay); a continuation that was refused or failed still returns its result, as `run` does."""
     from replayer.pipeline.engine import execute_many, load
     from replayer.pipeline.multiboundary import boundary_dir
-    from replayer.verbs.batch import parse_boundaries, pick_boundaries
+    from replayer.verbs.boundaries import parse_boundaries, pick_boundaries
 
     merged, cont = _run_continuation(options, continue_agent, several=True)
     spec = parse_boundaries(boundaries) if isinstance(boundaries, str) else list(boundaries)
@@ -313,7 +313,7 @@ def compare_boundaries(
     list, or `-n`'s text forms (`3,7,10-12`, `all`, `sample:K[:SEED]`). Returns each boundary's
     comparison, or the error it was refused or failed with (the others go on)."""
     from replayer.pipeline.engine import load
-    from replayer.verbs.batch import parse_boundaries, pick_boundaries
+    from replayer.verbs.boundaries import parse_boundaries, pick_boundaries
     from replayer.verbs.compare_boundaries import compare_boundaries as run_compares
 
     spec = parse_boundaries(boundaries) if isinstance(boundaries, str) else list(boundaries)
@@ -670,7 +670,7 @@ def continuation_error(cont: ContinuationResult | None, out: PathLike) -> Replay
 
 def parse_boundaries(spec: str) -> Any:
     """`-n`'s several-boundary forms (`3,7,10-12`, `all`, `sample:K[:SEED]`), checked (BadInput if not one)."""
-    from replayer.verbs.batch import parse_boundaries as parsed
+    from replayer.verbs.boundaries import parse_boundaries as parsed
 
     return parsed(spec)
 

@@ -16,7 +16,6 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import random
 import re
 import shutil
 from collections.abc import Iterator
@@ -36,6 +35,7 @@ from replayer.floor.results import ReplayResult
 from replayer.floor.trajectory import Trajectory
 from replayer.pipeline.mock import MOCK
 from replayer.verbs import batch_output
+from replayer.verbs.boundaries import Sample, pick_boundaries
 
 if TYPE_CHECKING:
     from replayer.sandboxes.base import Ahead
@@ -53,12 +53,6 @@ TOKEN_LEDGER = "token-ledger.json"
 (bridges/budget.py): every job's continuation fits its requests within it."""
 CRASH = "crash"
 """The error kind of a job that raised something unexpected (a bug, not a refusal of its input)."""
-
-
-class Sample(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    sample: int = Field(ge=1)
-    seed: int = 0
 
 
 class ManifestEntry(BaseModel):
@@ -346,59 +340,6 @@ def _check_trajectory(path: Path) -> os.stat_result:
         return path.stat()
     with open_input(path) as fh:
         return os.fstat(fh.fileno())
-
-
-def valid_boundaries(traj: Trajectory) -> list[int]:
-    """Boundaries the plan can accept: up to the last complete batch before the end (one before a compaction
-    cuts it off, as a cut anywhere does)."""
-    last = 0
-    for step in traj.steps:
-        if not step.complete or step.final:
-            break
-        last = step.index
-    return list(range(0, last + 1))
-
-
-Boundaries = Literal["all"] | list[int] | Sample
-"""Which boundaries of a trajectory: every valid one, a list, or a seeded sample of the valid ones."""
-
-
-def parse_boundaries(text: str) -> Boundaries:
-    """`run -n`'s forms beyond one number: `all`, `sample:K[:SEED]`, or numbers and ranges `3,7,10-12`."""
-    text = text.strip()
-    if text == "all":
-        return "all"
-    try:
-        if text.startswith("sample:"):
-            count, _, seed = text.removeprefix("sample:").partition(":")
-            return Sample(sample=int(count), seed=int(seed) if seed else 0)
-        picked: list[int] = []
-        for part in text.split(","):
-            low, dash, high = part.strip().partition("-")
-            first, last = int(low), int(high) if dash else int(low)
-            if first < 0 or last < first:
-                raise ValueError(part)
-            picked.extend(range(first, last + 1))
-        return picked
-    except (ValueError, ValidationError):
-        raise BadInput(
-            f"-n {excerpt(text)}: give a boundary N, a list and ranges (3,7,10-12), all, or sample:K[:SEED]"
-        ) from None
-
-
-def pick_boundaries(spec: Boundaries, traj: Trajectory) -> list[int]:
-    """The boundaries `spec` names, sorted; a named one the plan cannot accept is refused as the plan
-    refuses `-n K` (exit 4), whether it is named alone or in a list."""
-    valid = valid_boundaries(traj)
-    if spec == "all":
-        return valid
-    if isinstance(spec, Sample):
-        return sorted(random.Random(spec.seed).sample(valid, min(spec.sample, len(valid))))
-    for boundary in spec:
-        if boundary not in valid:
-            span = f"{valid[0]}..{valid[-1]}" if valid else "none"
-            raise PlanRefused(f"boundary {boundary} is not one of {span}")
-    return sorted(set(spec))
 
 
 def _boundaries(entry: ManifestEntry, traj: Trajectory, number: int) -> list[int]:
