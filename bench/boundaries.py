@@ -23,9 +23,9 @@ from replayer.verbs.batch import (
     expand,
     groups,
     prepare_dir,
-    read_manifest,
     remove_containers,
 )
+from replayer.verbs.batch_manifest import read_manifest
 from replayer.verbs.boundaries import valid_boundaries
 from replayer.verbs.executors import run_local
 

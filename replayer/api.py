@@ -386,10 +386,10 @@ def batch(
         locked,
         pending,
         prepare_dir,
-        read_manifest,
         remove_left,
         start_token_budget,
     )
+    from replayer.verbs.batch_manifest import read_manifest
     from replayer.verbs.executors import run_local, run_ray
 
     out = Path(out)
