@@ -20,11 +20,11 @@ from replayer.pipeline.engine import load
 from replayer.verbs.batch import (
     JobOutcome,
     batch_labels,
-    expand,
     groups,
     prepare_dir,
     remove_containers,
 )
+from replayer.verbs.batch_jobs import expand
 from replayer.verbs.batch_manifest import read_manifest
 from replayer.verbs.boundaries import valid_boundaries
 from replayer.verbs.executors import run_local

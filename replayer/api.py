@@ -380,7 +380,6 @@ def batch(
         Tally,
         batch_labels,
         clean_partials,
-        expand,
         groups,
         interrupted,
         locked,
@@ -389,6 +388,7 @@ def batch(
         remove_left,
         start_token_budget,
     )
+    from replayer.verbs.batch_jobs import expand
     from replayer.verbs.batch_manifest import read_manifest
     from replayer.verbs.executors import run_local, run_ray
 

@@ -19,7 +19,6 @@ from replayer.floor.errors import ReplayError, SandboxError
 from replayer.floor.signals import die_with_parent
 from replayer.verbs.batch import (
     CRASH,
-    Job,
     JobOutcome,
     crash_reason,
     keep_containers_ahead,
@@ -27,6 +26,7 @@ from replayer.verbs.batch import (
     run_group,
     stop_containers_ahead,
 )
+from replayer.verbs.batch_jobs import Job
 
 OnDone = Callable[[JobOutcome], None]
 logger = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import orjson
 
-from replayer.verbs.batch import expand
+from replayer.verbs.batch_jobs import expand
 from replayer.verbs.batch_manifest import read_manifest
 from tests.conftest import ROOT, replayer
 
