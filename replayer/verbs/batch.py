@@ -31,12 +31,12 @@ from replayer.floor.foreign import Folder
 from replayer.floor.io import write_bytes_atomic
 from replayer.floor.results import ReplayResult
 from replayer.floor.trajectory import Trajectory
-from replayer.verbs import batch_output
+from replayer.verbs import batch_output, containers_ahead
 from replayer.verbs.batch_jobs import TOKEN_LEDGER, Job
 from replayer.verbs.batch_manifest import ManifestEntry, Mode, check_trajectory
 
 if TYPE_CHECKING:
-    from replayer.sandboxes.base import Ahead
+    pass
 
 JobStatus = Literal["done", "skipped", "refused", "failed", "cut", "interrupted"]
 """`cut`: a continuation a token budget ended (the batch's, or its own), its result complete; `interrupted`:
@@ -108,36 +108,6 @@ def outcome_of(
     )
 
 
-_AHEAD: list[Ahead] = []
-"""This worker's Ahead backend (sandboxes/ahead.py), once `keep_containers_ahead` made it."""
-
-
-def keep_containers_ahead() -> None:
-    """From now on this process's jobs start their containers through an AheadBackend: the next job's container
-    starts while the current job runs. Its spare is removed as the process exits (multiprocessing runs the
-    finalizer in a pool worker; a SIGKILL leaves it to the sweeps of the dead owner's containers and slots)."""
-    import multiprocessing.util
-
-    from replayer.sandboxes import engines
-
-    if not _AHEAD and (ahead := engines.chosen().ahead()) is not None:  # None: an engine without (Podman)
-        _AHEAD.append(ahead)
-        multiprocessing.util.Finalize(None, _AHEAD[0].close, exitpriority=10)
-
-
-def stop_containers_ahead() -> tuple[int, int]:
-    """This process's spare removed (none is started after); how many job starts took a spare and how many
-    started their own container. (0, 0) when it kept none."""
-    if not _AHEAD:
-        return 0, 0
-    _AHEAD[0].close()
-    return _AHEAD[0].served, _AHEAD[0].started
-
-
-def _backend() -> Ahead | None:
-    return _AHEAD[0] if _AHEAD else None
-
-
 _PARSED: dict[tuple[str, int, int, str | None, str | None, str | None], tuple[Any, Trajectory]] = {}
 """This process's last parses: the jobs of one trajectory that land in one worker share its parse."""
 _PARSED_MAX = 2
@@ -174,7 +144,7 @@ def run_job(job: Job, out: Path, labels: dict[str, str], node: str | None = None
         # a retried job that failed after writing its directory (its continuation) replaces it
         again = outcome_path(out, job.key).is_file()
         request = job.request(directory, labels, force=again, batch=out)
-        result = execute(request, adapter=adapter, trajectory=traj, backend=_backend())
+        result = execute(request, adapter=adapter, trajectory=traj, backend=containers_ahead.backend())
         failure = continuation_error(result.continuation, directory)
         if failure is not None:
             raise failure
@@ -231,7 +201,7 @@ def run_group(
         adapter, traj = _parsed(first.trajectory, first.entry.task, first.entry.cwd, first.entry.session)
         outs = {job.boundary: job_dir(out, job.key) for job in jobs}
         with batch_output.drawing(out):
-            results = dict(execute_many(request, outs, adapter, traj, backend=_backend()))
+            results = dict(execute_many(request, outs, adapter, traj, backend=containers_ahead.backend()))
     except Interrupted:
         raise
     except ReplayError as exc:

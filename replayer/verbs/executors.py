@@ -21,12 +21,11 @@ from replayer.verbs.batch import (
     CRASH,
     JobOutcome,
     crash_reason,
-    keep_containers_ahead,
     outcome_of,
     run_group,
-    stop_containers_ahead,
 )
 from replayer.verbs.batch_jobs import Job
+from replayer.verbs.containers_ahead import keep_containers_ahead, stop_containers_ahead
 
 OnDone = Callable[[JobOutcome], None]
 logger = logging.getLogger(__name__)
