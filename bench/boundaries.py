@@ -17,15 +17,11 @@ import orjson
 from bench import long_sessions
 from replayer import api
 from replayer.pipeline.engine import load
-from replayer.verbs.batch import (
-    JobOutcome,
-    batch_labels,
-    groups,
-    prepare_dir,
-    remove_containers,
-)
+from replayer.verbs.batch import groups
+from replayer.verbs.batch_dir import batch_labels, prepare_dir, remove_left
 from replayer.verbs.batch_jobs import expand
 from replayer.verbs.batch_manifest import read_manifest
+from replayer.verbs.batch_tally import JobOutcome
 from replayer.verbs.boundaries import valid_boundaries
 from replayer.verbs.executors import run_local
 
@@ -52,7 +48,7 @@ def _batch(manifest: Path, out: Path, grouped: bool) -> dict[str, float]:
     started = time.monotonic()
     run_local(units, out.absolute(), WORKERS, outcomes.append, batch_labels(out))
     wall = time.monotonic() - started
-    remove_containers(out)
+    remove_left(out)
     assert all(o.status == "done" for o in outcomes), [o for o in outcomes if o.status != "done"][:1]
     results = [orjson.loads((out / "jobs" / o.key / "result.json").read_bytes()) for o in outcomes]
     reruns = [sum(1 for d in r["divergences"] if d["kind"] == "rerun") for r in results]
@@ -365,7 +361,7 @@ def bench_boundaries_ray_per_job(tmp: Path) -> dict[str, object]:
             [[job] for job in jobs], out.absolute(), cluster.address, 2, outcomes.append, batch_labels(out)
         )
         wall = time.monotonic() - started
-    remove_containers(out)
+    remove_left(out)
     assert all(o.status == "done" for o in outcomes), [o for o in outcomes if o.status != "done"][:1]
     results = [orjson.loads((out / "jobs" / o.key / "result.json").read_bytes()) for o in outcomes]
     return {

@@ -37,7 +37,7 @@ from replayer.floor.requests import (
 from replayer.floor.results import ContinuationResult, ReplayResult
 from replayer.floor.trajectory import HeldSessionSummary, InspectCall, InspectReport, InspectStep
 from replayer.floor.versions import SetupReport
-from replayer.verbs.batch import BatchCounts
+from replayer.verbs.batch_tally import BatchCounts
 
 if TYPE_CHECKING:
     from replayer.floor.bundles import Bundle
@@ -375,21 +375,11 @@ def batch(
     setting, else 4 times `disk`; replayer/verbs/batch_output.py). `max_tokens`: the tokens every job's
     continuation together may be billed (one ledger, DIR/token-ledger.json); a job it ends is `cut`."""
     from replayer.verbs import batch_output
-    from replayer.verbs.batch import (
-        JobOutcome,
-        Tally,
-        batch_labels,
-        clean_partials,
-        groups,
-        interrupted,
-        locked,
-        pending,
-        prepare_dir,
-        remove_left,
-        start_token_budget,
-    )
+    from replayer.verbs.batch import groups, interrupted, pending, start_token_budget
+    from replayer.verbs.batch_dir import batch_labels, clean_partials, locked, prepare_dir, remove_left
     from replayer.verbs.batch_jobs import expand
     from replayer.verbs.batch_manifest import read_manifest
+    from replayer.verbs.batch_tally import JobOutcome, Tally
     from replayer.verbs.executors import run_local, run_ray
 
     out = Path(out)

@@ -1,111 +1,35 @@
-"""`replayer batch`: a manifest of job sources, expanded to (trajectory, boundary, mode) jobs, each run by
-the ordinary engine into its own result directory, keyed by content so that nothing is computed twice.
-
-DIR/jobs/<key>/        the ordinary result directory of one job (present only when complete)
-DIR/outcomes/<key>.json  a refused or failed job: why (a done job needs no outcome file)
-DIR/batch.json         the summary of the last run
-DIR/.lock              held (flock) by the batch running on DIR: one batch per directory at a time
-
-Every container a job starts carries the label `sandbox-replayer.batch=<batch_id(DIR)>`: a batch that was
-killed (even by SIGKILL) leaves no worker behind, and the next batch on DIR removes its containers.
+"""`replayer batch`'s jobs run: each by the ordinary engine into its own result directory (the replay and
+continue jobs of one trajectory and options as one replay), whatever it raises kept as its outcome; the
+jobs still to run, the batch's token budget, and a stopped batch's jobs counted. The manifest
+(batch_manifest.py), the jobs and their keys (batch_jobs.py), DIR (batch_dir.py) and the tally
+(batch_tally.py) are apart; the executors (executors.py) run the units this module gives them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
-import os
-import re
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from replayer.floor import signals
-from replayer.floor.errors import BadInput, Interrupted, OutputError, ReplayError, excerpt
+from replayer.floor.errors import BadInput, Interrupted, ReplayError, excerpt
 from replayer.floor.foreign import Folder
 from replayer.floor.io import write_bytes_atomic
 from replayer.floor.results import ReplayResult
 from replayer.floor.trajectory import Trajectory
 from replayer.verbs import batch_output, containers_ahead
+from replayer.verbs.batch_dir import clean_partials, job_dir, outcome_path, remove_left
 from replayer.verbs.batch_jobs import TOKEN_LEDGER, Job
-from replayer.verbs.batch_manifest import ManifestEntry, Mode, check_trajectory
+from replayer.verbs.batch_manifest import check_trajectory
+from replayer.verbs.batch_tally import JobOutcome, JobStatus, Tally, outcome_of
 
-if TYPE_CHECKING:
-    pass
-
-JobStatus = Literal["done", "skipped", "refused", "failed", "cut", "interrupted"]
-"""`cut`: a continuation a token budget ended (the batch's, or its own), its result complete; `interrupted`:
-a job the batch was stopped (Ctrl-C, SIGTERM) before it ended, run again by the next start."""
 REFUSALS = ("bad_input", "plan_refused", "confinement", "workspace", "cassette")
 """Error kinds that are refusals (the input asks for something impossible), not failures."""
-BATCH_LABEL = "sandbox-replayer.batch"
-"""The container label of a batch's jobs; its value is `batch_id(DIR)`."""
 CRASH = "crash"
 """The error kind of a job that raised something unexpected (a bug, not a refusal of its input)."""
-
-
-class JobOutcome(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    key: str
-    line: int
-    trajectory: str
-    boundary: int
-    mode: Mode
-    status: JobStatus
-    error_kind: str | None = None
-    error: str | None = None
-    node: str | None = None
-    """The Ray node that ran the job (its node id); None in the local pool and for a skipped job."""
-
-
-class BatchCounts(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    jobs: int
-    done: int
-    skipped: int
-    refused: dict[str, int]
-    """Refused jobs by reason (the error text without job-specific numbers)."""
-    failed: int
-    cut: int = 0
-    """Continuations a token budget ended (`--max-tokens`: the batch's, or a line's own)."""
-    interrupted: int = 0
-    """Jobs in flight or not started when the batch was stopped."""
-
-
-class BatchSummary(BatchCounts):
-    """DIR/batch.json (written by `Tally.write`, one outcome at a time)."""
-
-    outcomes: list[JobOutcome]
-
-
-# running -------------------------------------------------------------------------------------
-def job_dir(out: Path, key: str) -> Path:
-    return out / "jobs" / key
-
-
-def outcome_path(out: Path, key: str) -> Path:
-    return out / "outcomes" / f"{key}.json"
-
-
-def outcome_of(
-    job: Job, status: JobStatus, kind: str | None = None, error: str | None = None, node: str | None = None
-) -> JobOutcome:
-    return JobOutcome(
-        key=job.key,
-        line=job.line,
-        trajectory=str(job.trajectory),
-        boundary=job.boundary,
-        mode=job.mode,
-        status=status,
-        error_kind=kind,
-        error=error,
-        node=node,
-    )
 
 
 _PARSED: dict[tuple[str, int, int, str | None, str | None, str | None], tuple[Any, Trajectory]] = {}
@@ -292,75 +216,6 @@ def _has_result(out: Path, key: str) -> bool:
         return False
 
 
-# the batch directory ----------------------------------------------------------------------------
-def prepare_dir(out: Path) -> None:
-    """DIR, DIR/jobs and DIR/outcomes as directories, or an OutputError naming the one in the way (a file
-    there would otherwise fail every job, one by one)."""
-    for path in (out, out / "jobs", out / "outcomes"):
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except FileExistsError:
-            raise OutputError(f"{path} exists and is not a directory") from None
-        except OSError as exc:
-            raise OutputError(f"cannot create {path}: {exc.strerror}") from None
-    summary = out / "batch.json"
-    if summary.exists() and not summary.is_file():
-        raise OutputError(f"{summary} exists and is not a file")
-
-
-@contextlib.contextmanager
-def locked(out: Path) -> Iterator[None]:
-    """DIR held exclusively (flock on DIR/.lock) while the block runs: a second batch on DIR is refused.
-    The kernel drops the lock when the holder dies, so a killed batch never blocks the next one."""
-    path = out / ".lock"
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise OutputError(f"cannot open the batch lock {path}: {exc.strerror}") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
-            who = f" (pid {holder})" if holder.isdigit() else ""
-            raise OutputError(
-                f"another batch{who} is running on {out}; wait for it or use another --out"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield
-    finally:
-        os.close(fd)
-
-
-def batch_id(out: Path) -> str:
-    """A stable id of DIR (its real path, hashed): the value of its containers' BATCH_LABEL."""
-    return hashlib.sha256(os.fsencode(os.path.realpath(out))).hexdigest()[:16]
-
-
-def batch_labels(out: Path) -> dict[str, str]:
-    return {BATCH_LABEL: batch_id(out)}
-
-
-def remove_left(out: Path) -> list[str]:
-    """Remove every container and snapshot image carrying DIR's label; returns their names. Called with the
-    lock held and no job of DIR in flight, so that they are what a killed batch, or a worker that died
-    mid-job, left behind."""
-    from replayer.sandboxes import engines
-
-    engine, label = engines.chosen(), f"{BATCH_LABEL}={batch_id(out)}"
-    return engine.remove_containers(label) + engine.remove_images(label)
-
-
-def clean_partials(out: Path) -> None:
-    """Result directories a killed worker left half-written never count: remove them."""
-    jobs = out / "jobs"
-    if jobs.is_dir():
-        for entry in jobs.iterdir():
-            if entry.name.startswith("."):
-                shutil.rmtree(entry, ignore_errors=True)
-
-
 def start_token_budget(out: Path, max_tokens: int | None) -> None:
     """DIR's ledger of the batch's token budget written anew (none charged), or removed when this start sets
     none: a budget spans one `replayer batch` run, as the output total does."""
@@ -387,66 +242,3 @@ def interrupted(todo: list[Job], tally: Tally, out: Path, containers: bool) -> N
         if containers:
             with contextlib.suppress(ReplayError, OSError):  # no engine: the next start removes them
                 remove_left(out)
-
-
-class Tally:
-    """The outcomes of a run as they arrive, counted. A done or skipped job is kept as a small tuple (its
-    trajectory and mode are its manifest line's), a refused or failed one with its outcome: a batch of a
-    million jobs does not hold a million outcome models, and batch.json is written one outcome at a time."""
-
-    def __init__(self, entries: list[tuple[int, ManifestEntry]]) -> None:
-        self.entries = dict(entries)
-        self.rows: list[tuple[int, int, str, JobStatus, str | None, JobOutcome | None]] = []
-        self.counts = BatchCounts(jobs=0, done=0, skipped=0, refused={}, failed=0)
-
-    def add(self, o: JobOutcome) -> None:
-        plain = o.status in ("done", "skipped") and o.error_kind is None and o.error is None
-        self.rows.append((o.line, o.boundary, o.key, o.status, o.node, None if plain else o))
-        c = self.counts
-        c.jobs += 1
-        if o.status == "refused":
-            reason = _reason(o.error or "")
-            c.refused[reason] = c.refused.get(reason, 0) + 1
-        else:
-            setattr(c, o.status, getattr(c, o.status) + 1)
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def outcomes(self) -> Iterator[JobOutcome]:
-        """Sorted by manifest line, boundary and key."""
-        self.rows.sort(key=lambda row: row[:3])
-        for line, boundary, key, status, node, outcome in self.rows:
-            if outcome is None:
-                entry = self.entries[line]
-                outcome = JobOutcome(
-                    key=key,
-                    line=line,
-                    trajectory=str(entry.trajectory),
-                    boundary=boundary,
-                    mode=entry.mode,
-                    status=status,
-                    node=node,
-                )
-            yield outcome
-
-    def write(self, path: Path) -> None:
-        """DIR/batch.json: the bytes of `orjson.dumps(BatchSummary, OPT_INDENT_2)`, written atomically."""
-        write_bytes_atomic(path, self._chunks())
-
-    def _chunks(self) -> Iterator[bytes]:
-        head = orjson.dumps({**self.counts.model_dump(), "outcomes": []}, option=orjson.OPT_INDENT_2)
-        if not self.rows:
-            yield head
-            return
-        yield head.removesuffix(b"[]\n}") + b"[\n"
-        for n, outcome in enumerate(self.outcomes()):
-            body = orjson.dumps(outcome.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
-            yield (b",\n    " if n else b"    ") + body.replace(b"\n", b"\n    ")
-        yield b"\n  ]\n}"
-
-
-def _reason(error: str) -> str:
-    """The refusal without its job-specific details (numbers, call ids), so that reasons group."""
-    text = re.sub(r"\b(steps?|boundary|call|line) [\w.-]+", r"\1 N", error.split(";")[0])
-    return re.sub(r"\(\d+(; last complete: \d+)?\)", "(N)", text)
