@@ -38,6 +38,7 @@ from replayer.floor.results import ContinuationResult, ReplayResult
 from replayer.floor.trajectory import HeldSessionSummary, InspectCall, InspectReport, InspectStep
 from replayer.floor.versions import SetupReport
 from replayer.verbs.batch_tally import BatchCounts
+from replayer.verbs.gc import GcReport
 
 if TYPE_CHECKING:
     from replayer.floor.bundles import Bundle
@@ -377,7 +378,7 @@ def batch(
     from replayer.verbs import batch_output
     from replayer.verbs.batch import groups, interrupted, pending, start_token_budget
     from replayer.verbs.batch_dir import batch_labels, clean_partials, locked, prepare_dir, remove_left
-    from replayer.verbs.batch_jobs import expand
+    from replayer.verbs.batch_jobs import expand, image_ids
     from replayer.verbs.batch_manifest import read_manifest
     from replayer.verbs.batch_tally import JobOutcome, Tally
     from replayer.verbs.executors import run_local, run_ray
@@ -390,7 +391,7 @@ def batch(
         raise BadInput(f"max_tokens: at least 1 (got {max_tokens})")
     entries = read_manifest(Path(manifest), trusted=trust_manifest)
     images = {e.image for _, e in entries if e.mode != "prepare"}  # None: the default image
-    jobs = expand(entries, _image_ids(images))
+    jobs = expand(entries, image_ids(images))
     containers = any(e.mode != "prepare" for _, e in entries)  # prepare-only batches need no Docker
     prepare_dir(out)
     tally = Tally(entries)
@@ -441,42 +442,8 @@ def _workspace(spec: Workspace) -> Path | GitWorkspace:
     return parsed if isinstance(parsed, GitWorkspace) else Path(spec)
 
 
-def _image_ids(tags: set[str | None]) -> dict[str, str]:
-    """Image tag -> id, for the job keys of replay and continue jobs (the default image when None)."""
-    if not tags:
-        return {}
-    from replayer.floor.pins import load_pins
-    from replayer.sandboxes import engines
-
-    engine = engines.chosen()
-    engine.check()
-    ids = {}
-    for tag in tags - {"auto"}:  # auto: the image each trajectory names; the trajectory's hash keys it
-        name = tag or load_pins().base_image.tag
-        found = engine.image_attrs(name)
-        if found is None:
-            raise engine.missing_image(name)
-        ids[name] = str(found["Id"])
-    return ids
-
-
 # ---------------------------------------------------------------------------------------------------------
 # The verbs around the runs: their results, views and the machine they run on.
-
-
-class GcReport(BaseModel):
-    """`replayer gc --json`."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    removed: list[str]
-    """The containers removed."""
-    removed_images: list[str]
-    """The snapshot images removed."""
-    removed_states: list[str]
-    """The state folders of dead runs removed."""
-    unmounted_slot_root: bool
-    killed_forwarders: list[int] = []
-    """The pids of port forwarders a removed container left running on the host."""
 
 
 class ViewReport(BaseModel):
@@ -527,20 +494,9 @@ def gc() -> GcReport:
     """Remove every container and snapshot image the replayer left behind, the state folders and fork
     slots of dead runs, and the slots' root once no slot is left; kill the port forwarders that removed
     containers left on the host."""
-    from replayer.sandboxes import engines
-    from replayer.sandboxes.quota import sweep_states
-    from replayer.sandboxes.slots import unmount_root
+    from replayer.verbs.gc import collect
 
-    engine = engines.chosen()
-    removed, images = engine.gc()
-    states = sweep_states()
-    return GcReport(
-        removed=removed,
-        removed_images=images,
-        removed_states=states,
-        unmounted_slot_root=unmount_root(),
-        killed_forwarders=engine.sweep_forwarders(),
-    )
+    return collect()
 
 
 def verify(

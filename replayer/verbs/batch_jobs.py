@@ -163,3 +163,22 @@ def _workspace_key(workspace: Path | GitWorkspace | None) -> str | None:
     if isinstance(workspace, GitWorkspace):
         return workspace.spec
     return str(workspace) if workspace else None
+
+
+def image_ids(tags: set[str | None]) -> dict[str, str]:
+    """Image tag -> id, for the job keys of replay and continue jobs (the default image when None)."""
+    if not tags:
+        return {}
+    from replayer.floor.pins import load_pins
+    from replayer.sandboxes import engines
+
+    engine = engines.chosen()
+    engine.check()
+    ids = {}
+    for tag in tags - {"auto"}:  # auto: the image each trajectory names; the trajectory's hash keys it
+        name = tag or load_pins().base_image.tag
+        found = engine.image_attrs(name)
+        if found is None:
+            raise engine.missing_image(name)
+        ids[name] = str(found["Id"])
+    return ids
