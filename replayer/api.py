@@ -542,6 +542,7 @@ def bundles_add(
 ) -> list[tuple[str, Path]]:
     """Install AGENT@VERSION bundles (and, with `pinned`, every pinned one) the cache lacks; a bundle an
     earlier replayer installed without a digest manifest gets one, if nothing in it is someone else's."""
+    from replayer import installer
     from replayer.floor import bundles
 
     wanted = [bundles.parse_spec(spec) for spec in specs]
@@ -550,7 +551,7 @@ def bundles_add(
     if not wanted:
         raise ValueError("name AGENT@VERSION or give pinned=True")
     return [
-        (f"{agent}@{version}", bundles.ensure(agent, version, adopt=True, on_event=on_event))
+        (f"{agent}@{version}", installer.ensure(agent, version, adopt=True, on_event=on_event))
         for agent, version in wanted
     ]
 
