@@ -1,6 +1,6 @@
 """Fixture recorder: run the real pinned `claude` CLI in the sandbox against the scripted upstream.
 
-`python -m tests.recorder --all` (or `make record`) re-records every scenario into
+`python -m tests.recorder_claude_code --all` (or `make record`) re-records every scenario into
 tests/fixtures/claude_code/<scenario>/: the initial workspace, the native session JSONL the CLI
 wrote, its stream-json stdout and the upstream's log of every request it received.
 """
