@@ -610,7 +610,7 @@ def stop_sandboxes() -> None:
 
 def continuation_error(cont: ContinuationResult | None, out: PathLike) -> ReplayError | None:
     """The error a refused or failed continuation exits with, its cause in one line; None otherwise."""
-    from replayer.pipeline.continuation import continuation_error as error
+    from replayer.pipeline.continue_run import continuation_error as error
 
     return error(cont, out)
 

@@ -32,7 +32,7 @@ ALLOWED = {
     "replayer/pipeline/forkpool.py": "run.json and fork.log the fork process of this compare wrote",
     "replayer/pipeline/oracle.py": "continued/ the engine itself just wrote, and a tree walked by safecopy.walk "
     "(descriptors, no link)",
-    "replayer/pipeline/continuation.py": "the agent output the engine just copied into its own output",
+    "replayer/pipeline/continue_run.py": "the agent output the engine just copied into its own output",
     "adapters/base.py": "continuation.json the rebuild wrote; the continued session while the engine copies it",
     "adapters/tool_definitions.py": "tool definitions shipped with the package or captured by the replayer",
     "adapters/python_bundle.py": "pyvenv.cfg of a bundle the replayer installed",

@@ -56,7 +56,7 @@ def run_job(job: Job, out: Path, labels: dict[str, str], node: str | None = None
     Whatever the job raises is its outcome, never the batch's end: a ReplayError is a refusal or a failure of
     its kind, anything else (a bug the job's input hit) a failure of kind `crash` with a one-line reason."""
     from replayer.floor.pins import load_pins
-    from replayer.pipeline.continuation import continuation_error
+    from replayer.pipeline.continue_run import continuation_error
     from replayer.pipeline.engine import execute
     from replayer.pipeline.provision import ensure_image
 
@@ -142,7 +142,7 @@ def _recorded(
     if not isinstance(result, ReplayResult) and _has_result(out, job.key):
         result = None  # written before the replay stopped
     if isinstance(result, ReplayResult):  # a continuation refused or failed: its directory is complete
-        from replayer.pipeline.continuation import continuation_error
+        from replayer.pipeline.continue_run import continuation_error
 
         result = continuation_error(result.continuation, job_dir(out, job.key)) or result
     if isinstance(result, ReplayError):

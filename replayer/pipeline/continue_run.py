@@ -1,4 +1,5 @@
-"""Continue the pinned agent inside the sandbox through the bridge, with step and idle budgets."""
+"""The continue stage run: the pinned agent continued inside the sandbox through the bridge, with step and idle
+budgets (the adapter says how to launch it: its continue_launch.py)."""
 
 from __future__ import annotations
 
