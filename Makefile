@@ -40,7 +40,7 @@ bench: setup
 	$(PY) -m bench
 
 record: setup
-	$(PY) -m tests.recorder --all
+	$(PY) -m tests.recorder_claude_code --all
 	$(PY) -m tests.recorder_codex --all
 	$(PY) -m tests.recorder_mini --all
 	$(PY) -m tests.recorder_opencode --all

@@ -66,7 +66,7 @@ from replayer.pipeline.fork import BoundaryReady, ForkJob
 from replayer.pipeline.plan import make_plan
 from replayer.pipeline.rootfs import RootfsDiff
 from replayer.sandboxes.docker import DockerBackend, DockerSandbox, connect
-from replayer.verbs.batch import valid_boundaries
+from replayer.verbs.boundaries import valid_boundaries
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "claude_code"

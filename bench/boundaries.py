@@ -17,16 +17,12 @@ import orjson
 from bench import long_sessions
 from replayer import api
 from replayer.pipeline.engine import load
-from replayer.verbs.batch import (
-    JobOutcome,
-    batch_labels,
-    expand,
-    groups,
-    prepare_dir,
-    read_manifest,
-    remove_left,
-    valid_boundaries,
-)
+from replayer.verbs.batch import groups
+from replayer.verbs.batch_dir import batch_labels, prepare_dir, remove_left
+from replayer.verbs.batch_jobs import expand, image_ids
+from replayer.verbs.batch_manifest import read_manifest
+from replayer.verbs.batch_tally import JobOutcome
+from replayer.verbs.boundaries import valid_boundaries
 from replayer.verbs.executors import run_local
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,7 +41,7 @@ SESSIONS = (
 def _batch(manifest: Path, out: Path, grouped: bool) -> dict[str, float]:
     """The manifest's jobs through the batch's local pool, one unit per replay (`grouped`) or per job."""
     entries = read_manifest(manifest)
-    jobs = expand(entries, api._image_ids({None}))
+    jobs = expand(entries, image_ids({None}))
     prepare_dir(out)
     units = groups(jobs) if grouped else [[job] for job in jobs]
     outcomes: list[JobOutcome] = []
@@ -356,7 +352,7 @@ def bench_boundaries_ray_per_job(tmp: Path) -> dict[str, object]:
         api.run(session, last, workspace, folder / "floor")
         floor = time.monotonic() - t0
         os.environ.update(cluster.env)  # the driver joins with the cluster's token
-        jobs = expand(read_manifest(manifest), api._image_ids({None}))
+        jobs = expand(read_manifest(manifest), image_ids({None}))
         out = folder / "per-job"
         prepare_dir(out)
         outcomes: list[JobOutcome] = []

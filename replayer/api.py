@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
@@ -18,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from replayer.floor import settings as user_settings
 from replayer.floor.errors import NO_UPSTREAM_HELP, BadInput, NoUpstream, OptionsConflict, ReplayError
-from replayer.floor.events import Building, JobEnded, OnEvent, Stage, ignore
+from replayer.floor.events import Building, OnEvent, ignore
 from replayer.floor.io import read_input
 from replayer.floor.merge import Merged, merge
 from replayer.floor.options import CompareOptions as CompareOptions
@@ -36,6 +35,8 @@ from replayer.floor.requests import (
 from replayer.floor.results import ContinuationResult, ReplayResult
 from replayer.floor.trajectory import HeldSessionSummary, InspectCall, InspectReport, InspectStep
 from replayer.floor.versions import SetupReport
+from replayer.verbs.batch_tally import BatchCounts
+from replayer.verbs.gc import GcReport
 
 if TYPE_CHECKING:
     from replayer.floor.bundles import Bundle
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from replayer.floor.determinism import Determinism
     from replayer.floor.trajectory import HeldSession
     from replayer.floor.verdicts import Verdict
-    from replayer.verbs.batch import BatchCounts
     from replayer.verbs.export import ExportSummary
 
 logger = logging.getLogger(__name__)
@@ -249,7 +249,7 @@ def run_boundaries(
     of one replay); a continuation that was refused or failed still returns its result, as `run` does."""
     from replayer.pipeline.engine import execute_many, load
     from replayer.pipeline.multiboundary import boundary_dir
-    from replayer.verbs.batch import parse_boundaries, pick_boundaries
+    from replayer.verbs.boundaries import parse_boundaries, pick_boundaries
 
     merged, cont = _run_continuation(options, continue_agent, several=True)
     spec = parse_boundaries(boundaries) if isinstance(boundaries, str) else list(boundaries)
@@ -313,7 +313,7 @@ def compare_boundaries(
     list, or `-n`'s text forms (`3,7,10-12`, `all`, `sample:K[:SEED]`). Returns each boundary's
     comparison, or the error it was refused or failed with (the others go on)."""
     from replayer.pipeline.engine import load
-    from replayer.verbs.batch import parse_boundaries, pick_boundaries
+    from replayer.verbs.boundaries import parse_boundaries, pick_boundaries
     from replayer.verbs.compare_boundaries import compare_boundaries as run_compares
 
     spec = parse_boundaries(boundaries) if isinstance(boundaries, str) else list(boundaries)
@@ -375,74 +375,20 @@ def batch(
     setting, else 4 times `disk`; replayer/verbs/batch_output.py). `max_tokens`: the tokens every job's
     continuation together may be billed (default: the `max_tokens` setting; one ledger, DIR/token-ledger.json);
     a job it ends is `cut`."""
-    from replayer.verbs import batch_output
-    from replayer.verbs.batch import (
-        JobOutcome,
-        Tally,
-        batch_labels,
-        clean_partials,
-        expand,
-        groups,
-        interrupted,
-        locked,
-        pending,
-        prepare_dir,
-        read_manifest,
-        remove_left,
-        start_token_budget,
+    from replayer.verbs.run_batch import run_batch
+
+    return run_batch(
+        Path(manifest),
+        Path(out),
+        workers=workers,
+        ray=ray,
+        retry_failed=retry_failed,
+        trust_manifest=trust_manifest,
+        on_event=on_event,
+        containers_ahead=containers_ahead,
+        max_output=max_output,
+        max_tokens=max_tokens,
     )
-    from replayer.verbs.executors import run_local, run_ray
-
-    out = Path(out)
-    found = user_settings.load()  # a bad or untrusted settings file refuses a batch before anything starts
-    if workers is not None and workers < 1:
-        raise BadInput(f"workers: at least 1 (got {workers})")
-    if max_tokens is not None and max_tokens < 1:
-        raise BadInput(f"max_tokens: at least 1 (got {max_tokens})")
-    max_tokens = max_tokens or found.max_tokens  # the max_tokens setting, REPLAYER_MAX_TOKENS
-    entries = read_manifest(Path(manifest), trusted=trust_manifest)
-    images = {e.image for _, e in entries if e.mode != "prepare"}  # None: the default image
-    jobs = expand(entries, _image_ids(images))
-    containers = any(e.mode != "prepare" for _, e in entries)  # prepare-only batches need no Docker
-    prepare_dir(out)
-    tally = Tally(entries)
-    with locked(out):
-        if containers:  # those of a dead run on this DIR (its workers died with it; none of ours runs now)
-            left = remove_left(out)
-            if left:
-                logger.warning("removed %d container(s) and snapshot image(s) a killed batch left", len(left))
-        clean_partials(out)
-        batch_output.start(out, max_output or found.sandbox_limits().output_total())
-        released = start_token_budget(out, max_tokens)
-        if released:
-            logger.warning("released %d token(s) of the lines' budgets a killed batch had reserved", released)
-        todo = pending(jobs, out, retry_failed, tally)
-        workers = workers or found.workers or os.cpu_count() or 1
-        labels = batch_labels(out)
-        logger.debug("batch: %d job(s), %d to run, %d worker(s)", len(jobs), len(todo), workers)
-        on_event(Stage("runs", len(todo)))
-        ran = 0
-
-        def on_done(outcome: JobOutcome) -> None:
-            nonlocal ran
-            tally.add(outcome)
-            ran += 1
-            on_event(JobEnded(outcome.key, outcome.status, ran, len(todo)))
-
-        try:
-            units = groups(todo)  # the boundaries of one trajectory: one replay
-            if ray:
-                run_ray(units, out.absolute(), ray, workers, on_done, labels, containers_ahead)
-            else:
-                run_local(units, out.absolute(), workers, on_done, labels, containers_ahead)
-        except BaseException:  # Ctrl-C, SIGTERM: the executors ended the workers and removed their containers
-            interrupted(todo, tally, out, containers)
-            raise
-        finally:
-            tally.write(out / "batch.json")
-        if containers:  # those of jobs whose worker died mid-job
-            remove_left(out)
-    return tally.counts
 
 
 def _workspace(spec: Workspace) -> Path | GitWorkspace:
@@ -455,42 +401,8 @@ def _workspace(spec: Workspace) -> Path | GitWorkspace:
     return parsed if isinstance(parsed, GitWorkspace) else Path(spec)
 
 
-def _image_ids(tags: set[str | None]) -> dict[str, str]:
-    """Image tag -> id, for the job keys of replay and continue jobs (the default image when None)."""
-    if not tags:
-        return {}
-    from replayer.floor.pins import load_pins
-    from replayer.sandboxes import engines
-
-    engine = engines.chosen()
-    engine.check()
-    ids = {}
-    for tag in tags - {"auto"}:  # auto: the image each trajectory names; the trajectory's hash keys it
-        name = tag or load_pins().base_image.tag
-        found = engine.image_attrs(name)
-        if found is None:
-            raise engine.missing_image(name)
-        ids[name] = str(found["Id"])
-    return ids
-
-
 # ---------------------------------------------------------------------------------------------------------
 # The verbs around the runs: their results, views and the machine they run on.
-
-
-class GcReport(BaseModel):
-    """`replayer gc --json`."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    removed: list[str]
-    """The containers removed."""
-    removed_images: list[str]
-    """The snapshot images removed."""
-    removed_states: list[str]
-    """The state folders of dead runs removed."""
-    unmounted_slot_root: bool
-    killed_forwarders: list[int] = []
-    """The pids of port forwarders a removed container left running on the host."""
 
 
 class ViewReport(BaseModel):
@@ -541,20 +453,9 @@ def gc() -> GcReport:
     """Remove every container and snapshot image the replayer left behind, the state folders and fork
     slots of dead runs, and the slots' root once no slot is left; kill the port forwarders that removed
     containers left on the host."""
-    from replayer.sandboxes import engines
-    from replayer.sandboxes.quota import sweep_states
-    from replayer.sandboxes.slots import unmount_root
+    from replayer.verbs.gc import collect
 
-    engine = engines.chosen()
-    removed, images = engine.gc()
-    states = sweep_states()
-    return GcReport(
-        removed=removed,
-        removed_images=images,
-        removed_states=states,
-        unmounted_slot_root=unmount_root(),
-        killed_forwarders=engine.sweep_forwarders(),
-    )
+    return collect()
 
 
 def verify(
@@ -600,6 +501,7 @@ def bundles_add(
 ) -> list[tuple[str, Path]]:
     """Install AGENT@VERSION bundles (and, with `pinned`, every pinned one) the cache lacks; a bundle an
     earlier replayer installed without a digest manifest gets one, if nothing in it is someone else's."""
+    from replayer import installer
     from replayer.floor import bundles
 
     wanted = [bundles.parse_spec(spec) for spec in specs]
@@ -608,7 +510,7 @@ def bundles_add(
     if not wanted:
         raise ValueError("name AGENT@VERSION or give pinned=True")
     return [
-        (f"{agent}@{version}", bundles.ensure(agent, version, adopt=True, on_event=on_event))
+        (f"{agent}@{version}", installer.ensure(agent, version, adopt=True, on_event=on_event))
         for agent, version in wanted
     ]
 
@@ -667,14 +569,14 @@ def stop_sandboxes() -> None:
 
 def continuation_error(cont: ContinuationResult | None, out: PathLike) -> ReplayError | None:
     """The error a refused or failed continuation exits with, its cause in one line; None otherwise."""
-    from replayer.pipeline.continuation import continuation_error as error
+    from replayer.pipeline.continue_run import continuation_error as error
 
     return error(cont, out)
 
 
 def parse_boundaries(spec: str) -> Any:
     """`-n`'s several-boundary forms (`3,7,10-12`, `all`, `sample:K[:SEED]`), checked (BadInput if not one)."""
-    from replayer.verbs.batch import parse_boundaries as parsed
+    from replayer.verbs.boundaries import parse_boundaries as parsed
 
     return parsed(spec)
 

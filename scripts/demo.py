@@ -1,7 +1,7 @@
 """`make demo`: replay the bundled real Claude Code trajectory in a fresh container, continue the real
 pinned CLI from the boundary through the bridge, and say where the result is.
 
-The trajectory is the `write_edit` recording (made by tests/recorder.py with the pinned CLI). Its
+The trajectory is the `write_edit` recording (made by tests/recorder_claude_code.py with the pinned CLI). Its
 workspace is copied and one file is changed, so the rerun shows a divergence at that call. The model is
 the replayer's built-in mock (`--upstream mock:FILE`, no key): it answers the continuation with one Bash
 call and a final text, from the script written below (docs/cli.md, "The mock model").

@@ -123,13 +123,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """What `replayer setup` (`make test` runs it first) does for bundles an earlier replayer installed
     without a digest manifest: record their digests (refused for a bundle with someone else's files), so
     that the suite runs on a machine set up before manifests as on a bare one."""
+    from replayer import installer
     from replayer.floor import bundles, bundletrust
 
     for agent, version in bundles.installed_specs():
         path = bundles.bundle_dir(agent, version)
         if not bundletrust.has_manifest(path) and os.access(path, os.W_OK):
             with contextlib.suppress(bundles.BundleUnavailable):  # a test using it says why, exit 10
-                bundles.ensure(agent, version, adopt=True)
+                installer.ensure(agent, version, adopt=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

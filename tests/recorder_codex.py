@@ -12,8 +12,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from replayer import installer
 from replayer.bridges.scripted import CustomToolBlock, ItemBlock, Script, TextBlock, ToolUseBlock, Turn
-from replayer.floor import bundles
 from replayer.floor.pins import load_pins, running_version
 from tests.support.codex_cli import BYPASS, MODEL, run_codex
 from tests.support.recording import first_request, seed, write_fixture
@@ -352,13 +352,13 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.turn_context:
-        bundles.ensure("codex", args.turn_context)
+        installer.ensure("codex", args.turn_context)
         with running_version("codex", args.turn_context):
             scenario = turn_context_scenario(offered_tools())
             print("recorded", record(scenario, args.dest / "turn_context" / args.turn_context))
         return
     if args.version:
-        bundles.ensure("codex", args.version)
+        installer.ensure("codex", args.version)
         with running_version("codex", args.version):
             print(
                 "recorded", record(version_scenario(offered_tools()), args.dest / "versions" / args.version)

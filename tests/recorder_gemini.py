@@ -14,8 +14,8 @@ from pathlib import Path
 
 import orjson
 
+from replayer import installer
 from replayer.bridges.scripted import Script, TextBlock
-from replayer.floor import bundles
 from replayer.floor.pins import running_version
 from tests.support import recording
 from tests.support.gemini_cli import MODEL, run_gemini
@@ -137,7 +137,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.version:
-        bundles.ensure("gemini_cli", args.version)
+        installer.ensure("gemini_cli", args.version)
         with running_version("gemini_cli", args.version):
             tools = scenarios()[0]
             print("recorded", record(tools, args.dest / "versions" / args.version))

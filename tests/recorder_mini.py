@@ -16,8 +16,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from replayer import installer
 from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
-from replayer.floor import bundles
 from replayer.floor.pins import load_pins, running_version
 from tests.support.mini_cli import run_mini
 from tests.support.recording import record_selected, recorder_parser, seed, write_fixture
@@ -216,7 +216,7 @@ def main() -> None:
     parser.add_argument("--version", help="record the probe scenario with this 2.x into versions/<version>/")
     args: argparse.Namespace = parser.parse_args()
     if args.version:
-        bundles.ensure("mini_swe_agent", args.version)
+        installer.ensure("mini_swe_agent", args.version)
         with running_version("mini_swe_agent", args.version):
             print("recorded", record(version_scenario(), args.dest / "versions" / args.version))
         return

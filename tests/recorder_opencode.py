@@ -20,9 +20,9 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
+from replayer import installer
 from replayer.adapters.opencode import bundle
 from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
-from replayer.floor import bundles
 from replayer.floor.pins import running_version
 from tests.support.opencode_cli import MODEL, run_opencode
 from tests.support.opencode_server import STREAMS, run_opencode_server
@@ -265,7 +265,7 @@ def main() -> None:
         print("recorded", record_server(two_sessions_scenario(), args.dest / "server", one_session_each=True))
         return
     if args.version:
-        bundles.ensure(bundle.NAME, args.version)
+        installer.ensure(bundle.NAME, args.version)
         with running_version(bundle.NAME, args.version):
             scenario = version_scenario(offered_tools())
             print("recorded", record(scenario, args.dest / "versions" / args.version))

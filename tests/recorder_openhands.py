@@ -16,9 +16,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from replayer import installer
 from replayer.adapters.openhands.bundle import NAME, NAME_V0, version
 from replayer.bridges.scripted import Script, TextBlock
-from replayer.floor import bundles
 from replayer.floor.pins import running_version
 from tests.support.openhands_cli import run_sdk, run_v0
 from tests.support.recording import call, record_selected, recorder_parser, seed, turn, write_fixture
@@ -194,7 +194,7 @@ def main() -> None:
     parser.add_argument("--version", help="record the probe scenario with this SDK into versions/<version>/")
     args: argparse.Namespace = parser.parse_args()
     if args.version:
-        bundles.ensure(NAME, args.version)
+        installer.ensure(NAME, args.version)
         with running_version(NAME, args.version):
             print("recorded", record(version_scenario(), args.dest / "versions" / args.version))
         return

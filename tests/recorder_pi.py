@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from replayer import installer
 from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock
-from replayer.floor import bundles
 from replayer.floor.pins import running_version
 from tests.support import recording
 from tests.support.pi_cli import run_pi
@@ -184,7 +184,7 @@ def main() -> None:
     parser.add_argument("--version", help="record the version scenario with this Pi into versions/<version>/")
     args = parser.parse_args()
     if args.version:
-        bundles.ensure("pi", args.version)
+        installer.ensure("pi", args.version)
         with running_version("pi", args.version):
             print(
                 "recorded", record(version_scenario(offered_tools()), args.dest / "versions" / args.version)

@@ -32,15 +32,15 @@ ALLOWED = {
     "replayer/pipeline/forkpool.py": "run.json and fork.log the fork process of this compare wrote",
     "replayer/pipeline/oracle.py": "continued/ the engine itself just wrote, and a tree walked by safecopy.walk "
     "(descriptors, no link)",
-    "replayer/pipeline/continuation.py": "the agent output the engine just copied into its own output",
+    "replayer/pipeline/continue_run.py": "the agent output the engine just copied into its own output",
     "adapters/base.py": "continuation.json the rebuild wrote; the continued session while the engine copies it",
     "adapters/tool_definitions.py": "tool definitions shipped with the package or captured by the replayer",
     "adapters/python_bundle.py": "pyvenv.cfg of a bundle the replayer installed",
     "adapters/codex/bundle.py": "the tool definitions shipped with the adapter",
-    "adapters/codex/continuation.py": "the continued rollout the engine just copied out of the sandbox",
+    "adapters/codex/continue_launch.py": "the continued rollout the engine just copied out of the sandbox",
     "adapters/gemini_cli/__init__.py": "the continued session the engine just copied out of the sandbox "
     "(the agent-store read-back)",
-    "adapters/claude_code/continuation.py": "the prefix file the rebuild just wrote",
+    "adapters/claude_code/continue_launch.py": "the prefix file the rebuild just wrote",
     "adapters/opencode/__init__.py": "the export and rebuilt session the engine just wrote",
     "adapters/opencode/home.py": "the agent home the rebuild wrote, walked by descriptors",
     "sandboxes/fake.py": "the in-process test runtime's own state folder",

@@ -16,7 +16,7 @@ from replayer.adapters.base import (
     Rebuild,
     continued_file,
 )
-from replayer.adapters.claude_code import bundle, chain, continuation, session, wire
+from replayer.adapters.claude_code import bundle, chain, continue_launch, session, wire
 from replayer.adapters.claude_code import rerun as driven
 from replayer.adapters.claude_code.gate import ClaudeCodeGate
 from replayer.adapters.forms import NativeForm
@@ -120,7 +120,7 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
     ) -> driven.DrivenRerunner:
         work = dirs.work("claude-driven")
         return driven.DrivenRerunner(
-            trajectory, sandbox, work, budgets, continuation.recorded_model(trajectory)
+            trajectory, sandbox, work, budgets, continue_launch.recorded_model(trajectory)
         )
 
     def rebuild(
@@ -141,7 +141,7 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
             expected_prefix=wire.to_messages(
                 wire.as_loaded(items, session.prefix_leaf(native, items), self.version()),
                 self.version(),
-                continuation.recorded_model(trajectory),
+                continue_launch.recorded_model(trajectory),
             ),
             agent_home=home,
             continuation=ClaudeCodeContinuation(
@@ -156,7 +156,7 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
             if path is None:
                 return None
             continued = session.parse(path)
-            model = model or continuation.recorded_model(continued)
+            model = model or continue_launch.recorded_model(continued)
             return wire.to_messages(self.native(continued).items, self.version(), model)
 
     def chat_tools(self, native: Path) -> list[dict[str, Any]]:
@@ -178,7 +178,7 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
         )
 
     def default_model(self, trajectory: Trajectory) -> str | None:
-        return continuation.recorded_model(trajectory)
+        return continue_launch.recorded_model(trajectory)
 
     def side_call_models(self, version: str) -> tuple[str, ...]:
         for last, model in SMALL_MODELS:
@@ -188,13 +188,13 @@ class ClaudeCodeAdapter(Adapter[session.Native, ClaudeCodeContinuation]):
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
         assert launch.prompt is not None
-        return continuation.command(trajectory, launch.prompt, launch.port, launch.model)
+        return continue_launch.command(trajectory, launch.prompt, launch.port, launch.model)
 
     def finish_continuation(self, ended: Ended[ClaudeCodeContinuation]) -> dict[str, str]:
         prompt, keep_prompt = ended.launch.prompt, ended.launch.keep_prompt
         assert prompt is not None
         native = ended.rebuild.native_files[0]
-        return continuation.finish(ended.trajectory, native, ended.home, ended.dest, prompt, keep_prompt)
+        return continue_launch.finish(ended.trajectory, native, ended.home, ended.dest, prompt, keep_prompt)
 
     def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
-        return "agent_error" if continuation.reported_failure(stdout) else "completed"
+        return "agent_error" if continue_launch.reported_failure(stdout) else "completed"

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from replayer.adapters.base import COMMAND, Adapter, Continuation, Ended, Launch, Rebuild, continued_file
-from replayer.adapters.codex import bare, bundle, continuation, patch, resume
+from replayer.adapters.codex import bare, bundle, continue_launch, patch, resume
 from replayer.adapters.codex import rerun as driven
 from replayer.adapters.codex import session as rollout
-from replayer.adapters.codex.continuation import config_toml
+from replayer.adapters.codex.continue_launch import config_toml
 from replayer.adapters.codex.exec import ExecCommand, own_text
 from replayer.adapters.codex.gate import CodexGate
 from replayer.adapters.forms import NativeForm
@@ -249,7 +249,7 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
         return rebuild.model_copy(update={"continuation": cont})
 
     def continue_command(self, trajectory: Trajectory, launch: Launch) -> tuple[list[str], dict[str, str]]:
-        return continuation.command(trajectory, launch)
+        return continue_launch.command(trajectory, launch)
 
     def continuation_metadata(self, launch: Launch, rebuild: Rebuild[CodexContinuation]) -> dict[str, Any]:
         """The model the CLI was launched with (`-m`) against the boundary turn's (another one: the CLI inserts
@@ -259,12 +259,12 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
         return {"codex_model": {"launched": launch.model, "boundary_turn": rebuild.continuation.turn.model}}
 
     def reported_status(self, trajectory: Trajectory, stdout: bytes, continued: Path) -> AgentStatus:
-        return continuation.status(trajectory, stdout)
+        return continue_launch.status(trajectory, stdout)
 
     def finish_continuation(self, ended: Ended[CodexContinuation]) -> dict[str, str]:
         rebuild, launch = ended.rebuild, ended.launch
         assert launch.prompt is not None and rebuild.agent_home is not None
-        return continuation.finish(
+        return continue_launch.finish(
             rebuild.native_files[0],
             ended.home,
             rebuild.agent_home,

@@ -29,7 +29,7 @@ import orjson
 from replayer.adapters.base import StepwiseRerunner
 from replayer.adapters.codex import bundle
 from replayer.adapters.codex import session as rollout
-from replayer.adapters.codex.continuation import KEY_ENV, config_toml
+from replayer.adapters.codex.continue_launch import KEY_ENV, config_toml
 from replayer.adapters.driven import PORT, STEP_MARGIN_S, ReplayModel
 from replayer.adapters.sandbox_paths import AGENT_HOME, REPLAY_MODEL_KEY, local_url
 from replayer.bridges.scripted import CustomToolBlock, TextBlock, ToolUseBlock, Turn

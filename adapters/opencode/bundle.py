@@ -8,6 +8,7 @@ from pathlib import Path
 
 import orjson
 
+from replayer import installer
 from replayer.adapters import sandbox_paths
 from replayer.adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY
 from replayer.floor import bundles, hostproc
@@ -53,7 +54,7 @@ def binary(root: str | Path | None = None) -> str:
 def host_binary() -> Path:
     """Installed first when missing: a prepare (no sandbox) imports the rebuilt session with it too. It runs
     on the host: every file of the bundle is checked against its digest manifest first."""
-    bundles.for_host(NAME, version())
+    installer.for_host(NAME, version())
     return Path(binary(load_pins().bundle_dir(NAME)))
 
 

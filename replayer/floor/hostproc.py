@@ -12,7 +12,7 @@ started here:
   directory);
 - when it is Python, is isolated: `python(...)` adds `-I` (no working directory, no user site, no
   PYTHON* variables on its path), and `process_pool` starts multiprocessing's children the same way.
-Package tools also get their no-configuration switches from their callers (bundles.py): uv `--no-config`,
+Package tools also get their no-configuration switches from their callers (installer.py): uv `--no-config`,
 pip `--isolated`, npm its own user and global config files.
 """
 

@@ -28,7 +28,7 @@ class RunDirs(BaseModel):
 
     @property
     def bridge(self) -> Path:
-        """The bridge's unix socket folder (mounted at continuation.BRIDGE_MOUNT)."""
+        """The bridge's unix socket folder (mounted at continue_run.BRIDGE_MOUNT)."""
         return self.root / "bridge"
 
     def work(self, name: str) -> Path:

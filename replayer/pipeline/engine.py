@@ -10,9 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from replayer import adapters
+from replayer import adapters, installer
 from replayer.adapters.base import Adapter
-from replayer.floor import bundles, cwdinfer, winpaths
+from replayer.floor import cwdinfer, winpaths
 from replayer.floor.cwdinfer import is_absolute_cwd
 from replayer.floor.divergence import kept
 from replayer.floor.errors import BadInput, ReplayError, WorkspaceError, excerpt
@@ -182,7 +182,7 @@ def begin(
     workspace, replayed.checkout = workspaces.materialize(request.workspace, request.limits)
     steps.check_workspace(workspace)
     replayed.workspace_s = time.monotonic() - began
-    bundles.ensure(adapter.name, version.version, on_event=hearing_installs(on_event, replayed.installed))
+    installer.ensure(adapter.name, version.version, on_event=hearing_installs(on_event, replayed.installed))
     replayed.install_s = time.monotonic() - began - replayed.workspace_s
     return Begun(replayed, plans, key, workspace)
 

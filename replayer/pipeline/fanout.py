@@ -34,7 +34,7 @@ from replayer.floor.safecopy import copy_untrusted
 from replayer.floor.trajectory import Trajectory
 from replayer.pipeline import steps
 from replayer.pipeline.context import RunContext
-from replayer.pipeline.continuation import Continuing
+from replayer.pipeline.continue_run import Continuing
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.result import Done, Replayed, assemble, sandbox_record, used_up
 from replayer.sandboxes.base import LABEL, Backend, Sandbox

@@ -47,7 +47,7 @@ from replayer.floor.versions import Pins
 from replayer.pipeline import steps, timeline
 from replayer.pipeline.boundary import fork_state
 from replayer.pipeline.context import RunContext
-from replayer.pipeline.continuation import Continuing
+from replayer.pipeline.continue_run import Continuing
 from replayer.pipeline.oracle import is_file, workspace_changes, workspace_state
 from replayer.pipeline.rootfs import ROOTFS_MOUNT, WAITER, RootfsDiff
 from replayer.sandboxes import engines

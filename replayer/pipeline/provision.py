@@ -1,5 +1,5 @@
 """A job's sandbox image made present on the node that runs it. On a cluster every node has its own container
-engine (and its own bundle cache, which the engine fills on demand: `replayer.floor.bundles.ensure`), so a batch
+engine (and its own bundle cache, which the engine fills on demand: `replayer.installer.ensure`), so a batch
 keyed by the image id its driver saw runs a job only where the node's image has that id.
 
 DIR/images/<id>.tar  an image archive (`docker save`) a node without the image loads; else it pulls the tag

@@ -29,7 +29,7 @@ from replayer.floor.safecopy import CopyReport, Links, copy_untrusted
 from replayer.floor.trajectory import Observation, Trajectory
 from replayer.floor.versions import VersionRecord
 from replayer.pipeline import agent_version as versions
-from replayer.pipeline import cassette, continuation
+from replayer.pipeline import cassette, continue_run
 from replayer.pipeline.context import RunContext
 from replayer.pipeline.plan import NO_CWD, Plan, make_plan
 from replayer.sandboxes.base import Backend, Sandbox, SandboxSpec
@@ -101,7 +101,7 @@ def check_cassettes(cont: ContinueRequest, traj: Trajectory, after_step: int) ->
 
 def upstream_key(cont: ContinueRequest, adapter: Adapter) -> str:
     """The upstream key the continuation sends ("" when a cassette answers)."""
-    return "" if cont.cassette else continuation.upstream_key(cont, adapter)
+    return "" if cont.cassette else continue_run.upstream_key(cont, adapter)
 
 
 def check_continuation(
@@ -208,7 +208,7 @@ def sandbox_binds(
     binds = {check_cwd(traj): (dirs.workspace, False), **adapter.sandbox_binds(traj, dirs)}
     if bridge:
         dirs.bridge.mkdir(exist_ok=True)
-        binds[continuation.BRIDGE_MOUNT] = (dirs.bridge, False)
+        binds[continue_run.BRIDGE_MOUNT] = (dirs.bridge, False)
     binds.update(extra_binds or {})
     return binds
 
@@ -347,11 +347,11 @@ def rebuild(
     return made
 
 
-def continue_agent(c: continuation.Continuing) -> ContinuationResult:
+def continue_agent(c: continue_run.Continuing) -> ContinuationResult:
     """The pinned agent, continued in the sandbox through the bridge."""
     c.on_event(Stage("continue"))
     logger.debug("continuing %s through the bridge to %s", c.adapter.name, c.request.upstream)
-    return continuation.run(c)
+    return continue_run.run(c)
 
 
 def export_state(dirs: RunDirs, out: Path, limits: SandboxLimits, skips: Skips) -> None:

@@ -1,586 +1,35 @@
-"""`replayer batch`: a manifest of job sources, expanded to (trajectory, boundary, mode) jobs, each run by
-the ordinary engine into its own result directory, keyed by content so that nothing is computed twice.
-
-DIR/jobs/<key>/        the ordinary result directory of one job (present only when complete)
-DIR/outcomes/<key>.json  a refused or failed job: why (a done job needs no outcome file)
-DIR/batch.json         the summary of the last run
-DIR/.lock              held (flock) by the batch running on DIR: one batch per directory at a time
-
-Every container a job starts carries the label `sandbox-replayer.batch=<batch_id(DIR)>`: a batch that was
-killed (even by SIGKILL) leaves no worker behind, and the next batch on DIR removes its containers.
+"""`replayer batch`'s jobs run: each by the ordinary engine into its own result directory (the replay and
+continue jobs of one trajectory and options as one replay), whatever it raises kept as its outcome; the
+jobs still to run, the batch's token budget, and a stopped batch's jobs counted. The manifest
+(batch_manifest.py), the jobs and their keys (batch_jobs.py), DIR (batch_dir.py) and the tally
+(batch_tally.py) are apart; the executors (executors.py) run the units this module gives them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
-import os
-import random
-import re
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import ValidationError
 
-from replayer.floor import settings, signals
-from replayer.floor.errors import BadInput, Interrupted, OutputError, PlanRefused, ReplayError, excerpt
-from replayer.floor.foreign import MAX_FILE_BYTES, Folder, hold
-from replayer.floor.io import open_input, write_bytes_atomic
-from replayer.floor.limits import Budgets
-from replayer.floor.requests import ContinueSettings, GitWorkspace, ReplayRequest, WorkspaceSpec
+from replayer.floor import signals
+from replayer.floor.errors import BadInput, Interrupted, ReplayError, excerpt
+from replayer.floor.foreign import Folder
+from replayer.floor.io import write_bytes_atomic
 from replayer.floor.results import ReplayResult
 from replayer.floor.trajectory import Trajectory
-from replayer.pipeline.mock import MOCK
-from replayer.verbs import batch_output
+from replayer.verbs import batch_output, containers_ahead
+from replayer.verbs.batch_dir import clean_partials, job_dir, outcome_path, remove_left
+from replayer.verbs.batch_jobs import LINE_LEDGERS, TOKEN_LEDGER, Job
+from replayer.verbs.batch_manifest import check_trajectory
+from replayer.verbs.batch_tally import JobOutcome, JobStatus, Tally, outcome_of
 
-if TYPE_CHECKING:
-    from replayer.sandboxes.base import Ahead
-
-Mode = Literal["prepare", "replay", "continue"]
-JobStatus = Literal["done", "skipped", "refused", "failed", "cut", "interrupted"]
-"""`cut`: a continuation a token budget ended (the batch's, or its own), its result complete; `interrupted`:
-a job the batch was stopped (Ctrl-C, SIGTERM) before it ended, run again by the next start."""
 REFUSALS = ("bad_input", "plan_refused", "confinement", "workspace", "cassette")
 """Error kinds that are refusals (the input asks for something impossible), not failures."""
-BATCH_LABEL = "sandbox-replayer.batch"
-"""The container label of a batch's jobs; its value is `batch_id(DIR)`."""
-TOKEN_LEDGER = "token-ledger.json"
-"""DIR's ledger of the batch's own token budget (`--max-tokens`), written anew at each start that sets one
-(bridges/budget.py): every job's continuation fits its requests within it."""
-LINE_LEDGERS = "ledgers"
-"""DIR's folder of the ledgers of lines that set their own `continuation.max_tokens` (line-N.json): a line's
-budget spans its jobs, across starts too."""
 CRASH = "crash"
 """The error kind of a job that raised something unexpected (a bug, not a refusal of its input)."""
-
-
-class Sample(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    sample: int = Field(ge=1)
-    seed: int = 0
-
-
-class ManifestEntry(BaseModel):
-    """One line of the manifest."""
-
-    model_config = ConfigDict(extra="forbid")
-    trajectory: Path
-    boundaries: Literal["all"] | list[int] | Sample = "all"
-    """"all" (every valid boundary), a list, or {"sample": k, "seed": s}."""
-
-    @field_validator("boundaries", mode="wrap")
-    @classmethod
-    def _one_of(cls, value: Any, handler: Any) -> Any:
-        if isinstance(value, dict):
-            return Sample.model_validate(value)  # its own errors name the bad field
-        if value == "all" or (isinstance(value, list) and all(type(v) is int and v >= 0 for v in value)):
-            return handler(value)
-        raise ValueError('must be "all", a list of boundaries (integers >= 0), or {"sample": k, "seed": s}')
-
-    @field_validator("mode", mode="before")
-    @classmethod
-    def _verb(cls, value: Any) -> Any:
-        return "replay" if value == "run" else value
-
-    mode: Mode = "prepare"
-    """`replay` may be written `run`, the verb it runs (the job key and results say `replay`)."""
-    task: str | None = None
-    """The first user prompt, for a native form that does not store it (an OpenCode event log)."""
-    cwd: str | None = None
-    """The working directory, for a file that records none (--cwd); refused when the file records another."""
-    session: str | None = None
-    """The session to replay, for a file that holds several (an OpenHands evaluation output's instance_id,
-    an OpenCode session id); for any other file, its own session id or nothing."""
-    workspace: WorkspaceSpec | None = None
-    image: str | None = None
-    allow_degraded: bool = False
-    budgets: Budgets = Field(default_factory=Budgets)
-    continuation: ContinueSettings | None = None
-    """The options of `run --continue` (docs/cli.md, "One vocabulary"); `cassette`: a cassette, or a folder
-    of them (each job takes the one recorded from its trajectory and boundary)."""
-    agent_version: str | None = None
-    """As `--agent-version`: the version to run instead of the one the file records or implies."""
-    require_verified: bool = False
-    _names: dict[str, Path] = PrivateAttr(default_factory=dict)
-    """Each path field (`trajectory`, `workspace`, `continuation.cassette`) as the manifest names it, where
-    the field holds the name held for it (`_check_inside`): what the user sees and the job keys hold."""
-
-    def named(self, field: str, held: Any) -> Any:
-        """`held` (the value of `field`), or the name the manifest gave for it."""
-        return self._names.get(field, held)
-
-    @property
-    def shown(self) -> Path:
-        """The trajectory's name for the user."""
-        return Path(self.named("trajectory", self.trajectory))
-
-
-class Job(NamedTuple):
-    """One boundary of one manifest line. Its options are the line's entry, shared by the line's jobs, not
-    copied into each: a batch holds every job until it has run, so a job is kept small."""
-
-    key: str
-    line: int
-    boundary: int
-    entry: ManifestEntry
-    image_id: str | None = None
-    """The id of the sandbox image the key was computed with (replay and continue jobs of a named image): a
-    node of a cluster runs the job only with that image (`replayer.provision`)."""
-    replay: str = ""
-    """The key of what the job shares with the other boundaries of its trajectory and options (its key
-    without the boundary): replay jobs of one replay key run as one replay (`groups`)."""
-
-    @property
-    def trajectory(self) -> Path:
-        return self.entry.trajectory
-
-    @property
-    def mode(self) -> Mode:
-        return self.entry.mode
-
-    def request(
-        self, out: Path, labels: dict[str, str] | None = None, force: bool = False, batch: Path | None = None
-    ) -> ReplayRequest:
-        """`batch`: the batch's output folder; a `max_tokens` the line sets spans all its jobs there."""
-        entry = self.entry
-        cont = entry.continuation.request() if entry.continuation else None
-        if cont is not None and batch is not None and "max_tokens" in cont.model_fields_set:
-            cont = cont.model_copy(update={"token_ledger": batch / LINE_LEDGERS / f"line-{self.line}.json"})
-        if cont is not None and batch is not None and (batch / TOKEN_LEDGER).is_file():
-            cont = cont.model_copy(update={"batch_ledger": batch / TOKEN_LEDGER})
-        return ReplayRequest(
-            mode="prepare" if entry.mode == "prepare" else "run",
-            trajectory=entry.trajectory,
-            after_step=self.boundary,
-            out=out,
-            workspace=entry.workspace,
-            image=entry.image,
-            allow_degraded=entry.allow_degraded,
-            budgets=entry.budgets,
-            continuation=cont,
-            agent_env=cont.agent_env if cont else {},
-            task=entry.task,
-            cwd=entry.cwd,
-            session=entry.session,
-            labels=labels or {},
-            agent_version=entry.agent_version,
-            require_verified=entry.require_verified,
-            force=force,
-        )
-
-
-class JobOutcome(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    key: str
-    line: int
-    trajectory: str
-    boundary: int
-    mode: Mode
-    status: JobStatus
-    error_kind: str | None = None
-    error: str | None = None
-    node: str | None = None
-    """The Ray node that ran the job (its node id); None in the local pool and for a skipped job."""
-
-
-class BatchCounts(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    jobs: int
-    done: int
-    skipped: int
-    refused: dict[str, int]
-    """Refused jobs by reason (the error text without job-specific numbers)."""
-    failed: int
-    cut: int = 0
-    """Continuations a token budget ended (`--max-tokens`: the batch's, or a line's own)."""
-    interrupted: int = 0
-    """Jobs in flight or not started when the batch was stopped."""
-
-
-class BatchSummary(BatchCounts):
-    """DIR/batch.json (written by `Tally.write`, one outcome at a time)."""
-
-    outcomes: list[JobOutcome]
-
-
-# manifest ------------------------------------------------------------------------------------
-def read_manifest(path: Path, trusted: bool = False) -> list[tuple[int, ManifestEntry]]:
-    """Every line validated up front; the first invalid one is a one-line BadInput naming it. A manifest is
-    someone else's (a downloaded one) unless the user says it is theirs (`trusted`: `--trust-manifest`) or
-    trusted it (`replayer trust MANIFEST`: its folder trusted and its content pinned, `floor/pinned.py`):
-    until then none of its lines may choose where traffic or the key goes, the image, a repository to clone
-    with the user's credentials, or looser budgets (`untrusted_field`). docs/batch.md, "Trust"."""
-    if not trusted:
-        content = settings.read_if_trusted(path, MAX_FILE_BYTES)
-        if content is not None:
-            return _read_manifest(path, iter(content.splitlines(keepends=True)), trusted=True)
-    with contextlib.ExitStack() as stack:
-        try:  # a FIFO or a device is refused before any read, never waited on
-            fh = stack.enter_context(open_input(path))
-        except BadInput as exc:
-            reason = str(exc).removesuffix(", not a trajectory file")
-            raise BadInput(f"the manifest: {reason}") from None
-        try:
-            entries = _read_manifest(path, fh, trusted)
-        except OSError as exc:
-            raise BadInput(f"cannot read the manifest {path}: {exc.strerror}") from None
-    return entries
-
-
-def _read_manifest(path: Path, lines: Iterator[bytes], trusted: bool) -> list[tuple[int, ManifestEntry]]:
-    entries: list[tuple[int, ManifestEntry]] = []
-    budgets: dict[bytes, Budgets] = {}  # lines with the same budgets share one (most lines: the default)
-    for number, raw in enumerate(lines, 1):
-        if not raw.strip() or raw.lstrip().startswith(b"#"):
-            continue
-        try:
-            entry = ManifestEntry.model_validate(orjson.loads(raw))
-        except orjson.JSONDecodeError as exc:
-            raise BadInput(f"manifest line {number}: not JSON ({exc})") from None
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "line"
-            raise BadInput(f"manifest line {number}: {where}: {first['msg']}") from None
-        field = None if trusted else untrusted_field(entry)
-        if field is not None:
-            why = _WHY.get(field, _WHY["budgets"])
-            raise BadInput(
-                f"manifest line {number}: {field}: a manifest you have not trusted may not set it ({why}); "
-                f"trust the file with `replayer trust {path}` or pass --trust-manifest if it is yours"
-            )
-        base = path.parent
-        if not trusted:
-            _check_inside(path, number, entry)
-        entry.trajectory = (base / entry.trajectory).absolute()
-        if isinstance(entry.workspace, Path):
-            entry.workspace = (base / entry.workspace).absolute()
-        if entry.continuation is not None and entry.continuation.cassette is not None:
-            tape = (base / entry.continuation.cassette).absolute()
-            entry.continuation = entry.continuation.model_copy(update={"cassette": tape})
-        if entry.continuation is not None and entry.continuation.record_cassette is not None:
-            raise BadInput(
-                f"manifest line {number}: continuation.record_cassette: a batch replays cassettes; "
-                "record one with `run --record-cassette`"
-            )
-        if not entry.trajectory.exists():  # a file, or a directory (an OpenHands V1 conversation)
-            raise BadInput(f"manifest line {number}: trajectory {entry.shown} does not exist")
-        try:
-            _check_trajectory(entry.trajectory)
-        except BadInput as exc:
-            raise BadInput(
-                f"manifest line {number}: trajectory {exc}".replace(str(entry.trajectory), str(entry.shown))
-            ) from None
-        if entry.mode != "prepare" and (
-            entry.workspace is None or isinstance(entry.workspace, Path) and not entry.workspace.is_dir()
-        ):
-            raise BadInput(
-                f"manifest line {number}: mode {entry.mode} needs an existing workspace directory or git+URL@REV"
-            )
-        if entry.mode == "continue" and (
-            entry.continuation is None or not (entry.continuation.upstream or entry.continuation.cassette)
-        ):
-            raise BadInput(
-                f"manifest line {number}: mode continue needs continuation.upstream (a URL, or mock for the "
-                "built-in offline model) or .cassette"
-            )
-        entry.budgets = budgets.setdefault(orjson.dumps(entry.budgets.model_dump()), entry.budgets)
-        entries.append((number, entry))
-    if not entries:
-        raise BadInput(f"the manifest {path} has no job sources")
-    return entries
-
-
-_WHY = {
-    "continuation.upstream": "it would choose where traffic and the key go; only `mock` is allowed",
-    "continuation.upstream_key_env": "it would choose which host variable is sent as the key",
-    "image": "it would choose the image that runs (and is pulled)",
-    "workspace": "a git+URL workspace is cloned with your git credentials",
-    "budgets": "only a tighter one",
-}
-
-
-def _check_inside(path: Path, number: int, entry: ManifestEntry) -> None:
-    """The files an untrusted manifest names are its own: relative names inside its folder, reached without
-    a link (the foreign-folder rules, floor/foreign.py), else a one-line BadInput naming --trust-manifest. A
-    downloaded manifest must not pick a host file (a workspace of ~/.ssh copied into the sandbox and shown
-    to the model, a trajectory of /etc/shadow quoted in a report). Each is then named through the folder
-    that holds it, kept open as it was checked (`foreign.hold`): a file or folder swapped for a link after
-    this check is never followed when a job reads it."""
-    cont = entry.continuation
-    named = [("trajectory", entry.trajectory)]
-    if isinstance(entry.workspace, Path):
-        named.append(("workspace", entry.workspace))
-    if cont is not None and cont.cassette is not None:
-        named.append(("continuation.cassette", cont.cassette))
-    held: dict[str, Path] = {}
-    with Folder.open(path.parent, given=True) as folder:
-        for field, name in named:
-            if name.is_absolute() or ".." in name.parts:
-                why = "an absolute name" if name.is_absolute() else "a name that leaves the folder (`..`)"
-            else:
-                try:
-                    kind = folder.kind(str(name))
-                except BadInput:  # "." and the like: no file of the folder
-                    kind = "other"
-                why = {"link": "a link, or a link on the way", "other": "not a file or folder"}.get(kind, "")
-            if why:
-                raise BadInput(
-                    f"manifest line {number}: {field}: {name}: {why}; a manifest you have not trusted names only "
-                    f"files inside its own folder (pass --trust-manifest if it is yours)"
-                )
-            if kind == "missing":
-                continue  # said below, by its name
-            try:
-                held[field] = hold(folder, str(name), itself=field == "trajectory")
-            except BadInput as exc:  # swapped while it was checked
-                raise BadInput(f"manifest line {number}: {field}: {exc}") from None
-    entry._names = {field: (path.parent / name).absolute() for field, name in named if field in held}
-    entry.trajectory = held.get("trajectory", entry.trajectory)
-    if "workspace" in held:
-        entry.workspace = held["workspace"]
-    if cont is not None and "continuation.cassette" in held:
-        entry.continuation = cont.model_copy(update={"cassette": held["continuation.cassette"]})
-
-
-def untrusted_field(entry: ManifestEntry) -> str | None:
-    """The first field of `entry` a manifest the user has not trusted may not set (None: it sets none)."""
-    cont = entry.continuation
-    if cont is not None and cont.upstream is not None and cont.upstream != MOCK:
-        return "continuation.upstream"
-    if cont is not None and cont.upstream_key_env is not None:
-        return "continuation.upstream_key_env"
-    if entry.image is not None:
-        return "image"
-    if isinstance(entry.workspace, GitWorkspace):
-        return "workspace"
-    looser = _looser(entry.budgets, Budgets())
-    return f"budgets.{looser}" if looser else None
-
-
-def _looser(given: BaseModel, default: BaseModel) -> str | None:
-    """The first budget of `given` above `default`'s (dotted), or None."""
-    for name in type(given).model_fields:
-        mine, base = getattr(given, name), getattr(default, name)
-        found = _looser(mine, base) if isinstance(mine, BaseModel) else (name if mine > base else None)
-        if found:
-            return f"{name}.{found}" if isinstance(mine, BaseModel) else found
-    return None
-
-
-def _check_trajectory(path: Path) -> os.stat_result:
-    """The trajectory's stat, opened the way user input is: a FIFO or a device is a BadInput, never a hang
-    (a directory is an OpenHands V1 conversation, which its adapter reads file by file)."""
-    if path.is_dir():
-        return path.stat()
-    with open_input(path) as fh:
-        return os.fstat(fh.fileno())
-
-
-def valid_boundaries(traj: Trajectory) -> list[int]:
-    """Boundaries the plan can accept: up to the last complete batch before the end (one before a compaction
-    cuts it off, as a cut anywhere does)."""
-    last = 0
-    for step in traj.steps:
-        if not step.complete or step.final:
-            break
-        last = step.index
-    return list(range(0, last + 1))
-
-
-Boundaries = Literal["all"] | list[int] | Sample
-"""Which boundaries of a trajectory: every valid one, a list, or a seeded sample of the valid ones."""
-
-
-def parse_boundaries(text: str) -> Boundaries:
-    """`run -n`'s forms beyond one number: `all`, `sample:K[:SEED]`, or numbers and ranges `3,7,10-12`."""
-    text = text.strip()
-    if text == "all":
-        return "all"
-    try:
-        if text.startswith("sample:"):
-            count, _, seed = text.removeprefix("sample:").partition(":")
-            return Sample(sample=int(count), seed=int(seed) if seed else 0)
-        picked: list[int] = []
-        for part in text.split(","):
-            low, dash, high = part.strip().partition("-")
-            first, last = int(low), int(high) if dash else int(low)
-            if first < 0 or last < first:
-                raise ValueError(part)
-            picked.extend(range(first, last + 1))
-        return picked
-    except (ValueError, ValidationError):
-        raise BadInput(
-            f"-n {excerpt(text)}: give a boundary N, a list and ranges (3,7,10-12), all, or sample:K[:SEED]"
-        ) from None
-
-
-def pick_boundaries(spec: Boundaries, traj: Trajectory) -> list[int]:
-    """The boundaries `spec` names, sorted; a named one the plan cannot accept is refused as the plan
-    refuses `-n K` (exit 4), whether it is named alone or in a list."""
-    valid = valid_boundaries(traj)
-    if spec == "all":
-        return valid
-    if isinstance(spec, Sample):
-        return sorted(random.Random(spec.seed).sample(valid, min(spec.sample, len(valid))))
-    for boundary in spec:
-        if boundary not in valid:
-            span = f"{valid[0]}..{valid[-1]}" if valid else "none"
-            raise PlanRefused(f"boundary {boundary} is not one of {span}")
-    return sorted(set(spec))
-
-
-def _boundaries(entry: ManifestEntry, traj: Trajectory, number: int) -> list[int]:
-    try:
-        return pick_boundaries(entry.boundaries, traj)
-    except PlanRefused as exc:  # a manifest line is an input: the whole manifest is refused
-        raise BadInput(f"manifest line {number}: {exc}") from None
-
-
-def _each_session(entries: list[tuple[int, ManifestEntry]]) -> Iterator[tuple[int, ManifestEntry]]:
-    """An entry without a session, of a file that holds several, stands for one entry per session."""
-    from replayer.pipeline import multisession
-
-    for number, entry in entries:
-        try:
-            held = multisession.held(entry.trajectory) if entry.session is None else []
-        except ReplayError as exc:
-            raise BadInput(f"manifest line {number}: {exc}") from None
-        if not held:
-            yield number, entry
-        for one in held:
-            yield number, entry.model_copy(update={"session": one.id})
-
-
-def expand(entries: list[tuple[int, ManifestEntry]], image_ids: dict[str, str]) -> list[Job]:
-    """Every job, keyed by a content hash of what determines its result."""
-    from replayer.floor.pins import load_pins
-    from replayer.pipeline.engine import load
-    from replayer.pipeline.result import pins_for
-
-    unique: dict[str, Job] = {}  # the same job listed twice runs once
-    for number, entry in _each_session(entries):
-        try:
-            adapter, traj = load(entry.trajectory, entry.task, entry.cwd, entry.session)
-        except ReplayError as exc:
-            raise BadInput(f"manifest line {number}: {exc}") from None
-        image = entry.image or load_pins().base_image.tag
-        for boundary in _boundaries(entry, traj, number):
-            identity: dict[str, Any] = {
-                "trajectory": traj.source_sha256,
-                "boundary": boundary,
-                "mode": entry.mode,
-                "image": image_ids.get(image) if entry.mode != "prepare" else None,
-                "pins": pins_for(adapter).model_dump(),
-                "options": {
-                    **({"task": entry.task} if entry.task is not None else {}),
-                    **({"cwd": entry.cwd} if entry.cwd is not None else {}),
-                    **({"session": entry.session} if entry.session is not None else {}),
-                    "workspace": _workspace_key(entry.named("workspace", entry.workspace)),
-                    "allow_degraded": entry.allow_degraded,
-                    **({"agent_version": entry.agent_version} if entry.agent_version else {}),
-                    **({"require_verified": True} if entry.require_verified else {}),
-                    "budgets": entry.budgets.model_dump(),
-                    "continuation": _continuation_key(
-                        entry.continuation, entry.named("continuation.cassette", None)
-                    ),
-                },
-            }
-            key = hashlib.sha256(orjson.dumps(identity, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
-            shared = {k: v for k, v in identity.items() if k != "boundary"}
-            replay = hashlib.sha256(orjson.dumps(shared, option=orjson.OPT_SORT_KEYS)).hexdigest()[:24]
-            unique[key] = Job(key, number, boundary, entry, identity["image"], replay)
-    return list(unique.values())
-
-
-_KEYED_CONTINUATION = (
-    "upstream",
-    "cassette",
-    "upstream_key_env",
-    "boundary_prompt",
-    "max_steps",
-    "idle_timeout_s",
-    "model",
-    "agent_env",
-)
-"""The continuation fields a manifest had before ContinueSettings: always in a job's key."""
-
-
-def _continuation_key(cont: ContinueSettings | None, cassette: Path | None = None) -> dict[str, Any] | None:
-    """The continuation as job keys have always held it, so that a batch directory resumes across versions:
-    no upstream is "", a setting added since is in the key only when it is set. `cassette`: the name the
-    manifest gave the one held."""
-    if cont is None:
-        return None
-    fields = cont.model_dump(mode="json")
-    if cassette is not None:
-        fields["cassette"] = str(cassette)
-    fields["upstream"] = fields["upstream"] or ""
-    return {k: v for k, v in fields.items() if k in _KEYED_CONTINUATION or v is not None}
-
-
-def _workspace_key(workspace: Path | GitWorkspace | None) -> str | None:
-    if isinstance(workspace, GitWorkspace):
-        return workspace.spec
-    return str(workspace) if workspace else None
-
-
-# running -------------------------------------------------------------------------------------
-def job_dir(out: Path, key: str) -> Path:
-    return out / "jobs" / key
-
-
-def outcome_path(out: Path, key: str) -> Path:
-    return out / "outcomes" / f"{key}.json"
-
-
-def outcome_of(
-    job: Job, status: JobStatus, kind: str | None = None, error: str | None = None, node: str | None = None
-) -> JobOutcome:
-    return JobOutcome(
-        key=job.key,
-        line=job.line,
-        trajectory=str(job.entry.shown),
-        boundary=job.boundary,
-        mode=job.mode,
-        status=status,
-        error_kind=kind,
-        error=error,
-        node=node,
-    )
-
-
-_AHEAD: list[Ahead] = []
-"""This worker's Ahead backend (sandboxes/ahead.py), once `keep_containers_ahead` made it."""
-
-
-def keep_containers_ahead() -> None:
-    """From now on this process's jobs start their containers through an AheadBackend: the next job's container
-    starts while the current job runs. Its spare is removed as the process exits (multiprocessing runs the
-    finalizer in a pool worker; a SIGKILL leaves it to the sweeps of the dead owner's containers and slots)."""
-    import multiprocessing.util
-
-    from replayer.sandboxes import engines
-
-    if not _AHEAD and (ahead := engines.chosen().ahead()) is not None:  # None: an engine without (Podman)
-        _AHEAD.append(ahead)
-        multiprocessing.util.Finalize(None, _AHEAD[0].close, exitpriority=10)
-
-
-def stop_containers_ahead() -> tuple[int, int]:
-    """This process's spare removed (none is started after); how many job starts took a spare and how many
-    started their own container. (0, 0) when it kept none."""
-    if not _AHEAD:
-        return 0, 0
-    _AHEAD[0].close()
-    return _AHEAD[0].served, _AHEAD[0].started
-
-
-def _backend() -> Ahead | None:
-    return _AHEAD[0] if _AHEAD else None
 
 
 _PARSED: dict[tuple[str, int, int, str | None, str | None, str | None], tuple[Any, Trajectory]] = {}
@@ -591,7 +40,7 @@ _PARSED_MAX = 2
 def _parsed(path: Path, task: str | None, cwd: str | None, session: str | None) -> tuple[Any, Trajectory]:
     from replayer.pipeline.engine import load
 
-    st = _check_trajectory(path)  # replaced by a FIFO since the expansion: a refusal, not a hang
+    st = check_trajectory(path)  # replaced by a FIFO since the expansion: a refusal, not a hang
     key = (str(path), st.st_size, st.st_mtime_ns, task, cwd, session)
     if key not in _PARSED:
         while len(_PARSED) >= _PARSED_MAX:
@@ -607,7 +56,7 @@ def run_job(job: Job, out: Path, labels: dict[str, str], node: str | None = None
     Whatever the job raises is its outcome, never the batch's end: a ReplayError is a refusal or a failure of
     its kind, anything else (a bug the job's input hit) a failure of kind `crash` with a one-line reason."""
     from replayer.floor.pins import load_pins
-    from replayer.pipeline.continuation import continuation_error
+    from replayer.pipeline.continue_run import continuation_error
     from replayer.pipeline.engine import execute
     from replayer.pipeline.provision import ensure_image
 
@@ -619,7 +68,7 @@ def run_job(job: Job, out: Path, labels: dict[str, str], node: str | None = None
         # a retried job that failed after writing its directory (its continuation) replaces it
         again = outcome_path(out, job.key).is_file()
         request = job.request(directory, labels, force=again, batch=out)
-        result = execute(request, adapter=adapter, trajectory=traj, backend=_backend())
+        result = execute(request, adapter=adapter, trajectory=traj, backend=containers_ahead.backend())
         failure = continuation_error(result.continuation, directory)
         if failure is not None:
             raise failure
@@ -680,7 +129,7 @@ def run_group(
         adapter, traj = _parsed(first.trajectory, first.entry.task, first.entry.cwd, first.entry.session)
         outs = {job.boundary: job_dir(out, job.key) for job in jobs}
         with batch_output.drawing(out):
-            results = dict(execute_many(request, outs, adapter, traj, backend=_backend()))
+            results = dict(execute_many(request, outs, adapter, traj, backend=containers_ahead.backend()))
     except Interrupted:
         raise
     except ReplayError as exc:
@@ -697,7 +146,7 @@ def _recorded(
     if not isinstance(result, ReplayResult) and _has_result(out, job.key):
         result = None  # written before the replay stopped
     if isinstance(result, ReplayResult):  # a continuation refused or failed: its directory is complete
-        from replayer.pipeline.continuation import continuation_error
+        from replayer.pipeline.continue_run import continuation_error
 
         result = continuation_error(result.continuation, job_dir(out, job.key)) or result
     if isinstance(result, ReplayError):
@@ -771,75 +220,6 @@ def _has_result(out: Path, key: str) -> bool:
         return False
 
 
-# the batch directory ----------------------------------------------------------------------------
-def prepare_dir(out: Path) -> None:
-    """DIR, DIR/jobs and DIR/outcomes as directories, or an OutputError naming the one in the way (a file
-    there would otherwise fail every job, one by one)."""
-    for path in (out, out / "jobs", out / "outcomes"):
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-        except FileExistsError:
-            raise OutputError(f"{path} exists and is not a directory") from None
-        except OSError as exc:
-            raise OutputError(f"cannot create {path}: {exc.strerror}") from None
-    summary = out / "batch.json"
-    if summary.exists() and not summary.is_file():
-        raise OutputError(f"{summary} exists and is not a file")
-
-
-@contextlib.contextmanager
-def locked(out: Path) -> Iterator[None]:
-    """DIR held exclusively (flock on DIR/.lock) while the block runs: a second batch on DIR is refused.
-    The kernel drops the lock when the holder dies, so a killed batch never blocks the next one."""
-    path = out / ".lock"
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise OutputError(f"cannot open the batch lock {path}: {exc.strerror}") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
-            who = f" (pid {holder})" if holder.isdigit() else ""
-            raise OutputError(
-                f"another batch{who} is running on {out}; wait for it or use another --out"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield
-    finally:
-        os.close(fd)
-
-
-def batch_id(out: Path) -> str:
-    """A stable id of DIR (its real path, hashed): the value of its containers' BATCH_LABEL."""
-    return hashlib.sha256(os.fsencode(os.path.realpath(out))).hexdigest()[:16]
-
-
-def batch_labels(out: Path) -> dict[str, str]:
-    return {BATCH_LABEL: batch_id(out)}
-
-
-def remove_left(out: Path) -> list[str]:
-    """Remove every container and snapshot image carrying DIR's label; returns their names. Called with the
-    lock held and no job of DIR in flight, so that they are what a killed batch, or a worker that died
-    mid-job, left behind."""
-    from replayer.sandboxes import engines
-
-    engine, label = engines.chosen(), f"{BATCH_LABEL}={batch_id(out)}"
-    return engine.remove_containers(label) + engine.remove_images(label)
-
-
-def clean_partials(out: Path) -> None:
-    """Result directories a killed worker left half-written never count: remove them."""
-    jobs = out / "jobs"
-    if jobs.is_dir():
-        for entry in jobs.iterdir():
-            if entry.name.startswith("."):
-                shutil.rmtree(entry, ignore_errors=True)
-
-
 def start_token_budget(out: Path, max_tokens: int | None) -> int:
     """DIR's ledger of the batch's token budget written anew (none charged), or removed when this start sets
     none: a budget spans one `replayer batch` run, as the output total does. The lines' own ledgers
@@ -891,66 +271,3 @@ def interrupted(todo: list[Job], tally: Tally, out: Path, containers: bool) -> N
         if containers:
             with contextlib.suppress(ReplayError, OSError):  # no engine: the next start removes them
                 remove_left(out)
-
-
-class Tally:
-    """The outcomes of a run as they arrive, counted. A done or skipped job is kept as a small tuple (its
-    trajectory and mode are its manifest line's), a refused or failed one with its outcome: a batch of a
-    million jobs does not hold a million outcome models, and batch.json is written one outcome at a time."""
-
-    def __init__(self, entries: list[tuple[int, ManifestEntry]]) -> None:
-        self.entries = dict(entries)
-        self.rows: list[tuple[int, int, str, JobStatus, str | None, JobOutcome | None]] = []
-        self.counts = BatchCounts(jobs=0, done=0, skipped=0, refused={}, failed=0)
-
-    def add(self, o: JobOutcome) -> None:
-        plain = o.status in ("done", "skipped") and o.error_kind is None and o.error is None
-        self.rows.append((o.line, o.boundary, o.key, o.status, o.node, None if plain else o))
-        c = self.counts
-        c.jobs += 1
-        if o.status == "refused":
-            reason = _reason(o.error or "")
-            c.refused[reason] = c.refused.get(reason, 0) + 1
-        else:
-            setattr(c, o.status, getattr(c, o.status) + 1)
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def outcomes(self) -> Iterator[JobOutcome]:
-        """Sorted by manifest line, boundary and key."""
-        self.rows.sort(key=lambda row: row[:3])
-        for line, boundary, key, status, node, outcome in self.rows:
-            if outcome is None:
-                entry = self.entries[line]
-                outcome = JobOutcome(
-                    key=key,
-                    line=line,
-                    trajectory=str(entry.shown),
-                    boundary=boundary,
-                    mode=entry.mode,
-                    status=status,
-                    node=node,
-                )
-            yield outcome
-
-    def write(self, path: Path) -> None:
-        """DIR/batch.json: the bytes of `orjson.dumps(BatchSummary, OPT_INDENT_2)`, written atomically."""
-        write_bytes_atomic(path, self._chunks())
-
-    def _chunks(self) -> Iterator[bytes]:
-        head = orjson.dumps({**self.counts.model_dump(), "outcomes": []}, option=orjson.OPT_INDENT_2)
-        if not self.rows:
-            yield head
-            return
-        yield head.removesuffix(b"[]\n}") + b"[\n"
-        for n, outcome in enumerate(self.outcomes()):
-            body = orjson.dumps(outcome.model_dump(mode="json"), option=orjson.OPT_INDENT_2)
-            yield (b",\n    " if n else b"    ") + body.replace(b"\n", b"\n    ")
-        yield b"\n  ]\n}"
-
-
-def _reason(error: str) -> str:
-    """The refusal without its job-specific details (numbers, call ids), so that reasons group."""
-    text = re.sub(r"\b(steps?|boundary|call|line) [\w.-]+", r"\1 N", error.split(";")[0])
-    return re.sub(r"\(\d+(; last complete: \d+)?\)", "(N)", text)

@@ -32,8 +32,8 @@ from typing import Any
 
 import orjson
 
+from replayer import installer
 from replayer.adapters.base import Adapter
-from replayer.floor import bundles
 from replayer.floor.compare_results import (
     CheckResult,
     CompareResult,
@@ -158,7 +158,7 @@ def _preflight(
             )
         version = versions.concrete(adapter.name, variant.spec.version) if variant.spec.version else None
         if version:
-            bundles.ensure(adapter.name, version, on_event=on_event)
+            installer.ensure(adapter.name, version, on_event=on_event)
         with running_version(adapter.name, version or replay_version):
             steps.check_continuable(adapter, traj, cont, f"variant {variant.name}: ")
         if cont.cassette is None:

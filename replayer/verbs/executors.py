@@ -17,16 +17,10 @@ from typing import Any
 from replayer.floor import hostproc, signals
 from replayer.floor.errors import ReplayError, SandboxError
 from replayer.floor.signals import die_with_parent
-from replayer.verbs.batch import (
-    CRASH,
-    Job,
-    JobOutcome,
-    crash_reason,
-    keep_containers_ahead,
-    outcome_of,
-    run_group,
-    stop_containers_ahead,
-)
+from replayer.verbs.batch import CRASH, crash_reason, run_group
+from replayer.verbs.batch_jobs import Job
+from replayer.verbs.batch_tally import JobOutcome, outcome_of
+from replayer.verbs.containers_ahead import keep_containers_ahead, stop_containers_ahead
 
 OnDone = Callable[[JobOutcome], None]
 logger = logging.getLogger(__name__)

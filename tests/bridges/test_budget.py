@@ -288,7 +288,8 @@ def test_compare_variants_share_the_budget_the_user_set(tmp_path: Path, given: d
 @pytest.mark.parametrize(("given", "shared"), [({"max_tokens": 50_000}, True), ({}, False)])
 def test_a_batch_lines_budget_spans_its_jobs(tmp_path: Path, given: dict, shared: bool) -> None:
     from replayer.floor.requests import ContinueSettings
-    from replayer.verbs.batch import Job, ManifestEntry
+    from replayer.verbs.batch_jobs import Job
+    from replayer.verbs.batch_manifest import ManifestEntry
 
     entry = ManifestEntry(
         trajectory=tmp_path / "t.jsonl",

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from replayer.pipeline.engine import load
-from replayer.verbs.batch import valid_boundaries
+from replayer.verbs.boundaries import valid_boundaries
 from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, PI, ROOT, replayer, replayer_argv
 
 SOURCES = (

@@ -17,7 +17,10 @@ import orjson
 import psutil
 import pytest
 
-from replayer.verbs.batch import BATCH_LABEL, batch_id, expand, locked, read_manifest, run_job
+from replayer.verbs.batch import run_job
+from replayer.verbs.batch_dir import BATCH_LABEL, batch_id, locked
+from replayer.verbs.batch_jobs import expand
+from replayer.verbs.batch_manifest import read_manifest
 from tests.conftest import CLAUDE, MINI, ROOT, replayer, replayer_argv
 
 MINI_TOOLCALL = MINI.fixture("toolcall")

@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from replayer.sandboxes.base import OWNER_LABEL, SNAPSHOT_LABEL
-from replayer.verbs.batch import BATCH_LABEL, batch_id
+from replayer.verbs.batch_dir import BATCH_LABEL, batch_id
 from tests.conftest import CLAUDE, ROOT, replayer
 
 pytestmark = [pytest.mark.docker, pytest.mark.agent]

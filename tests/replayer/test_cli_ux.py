@@ -17,7 +17,7 @@ from replayer.floor.errors import AgentError, BridgeRefused, continuation_failur
 from replayer.floor.pins import load_pins
 from replayer.floor.release import __version__
 from replayer.floor.results import BridgeCounters, ContinuationResult, GateMismatch
-from replayer.verbs.batch import ManifestEntry
+from replayer.verbs.batch_manifest import ManifestEntry
 from replayer.verbs.variants import parse_variant
 from tests.conftest import CLAUDE, MINI, replayer
 

@@ -15,7 +15,8 @@ from replayer.floor.errors import BadInput, OptionsConflict
 from replayer.floor.merge import merge
 from replayer.floor.options import RunOptions
 from replayer.floor.requests import ContinueRequest, ContinueSettings, Variant, VariantSpec
-from replayer.verbs.batch import _continuation_key, expand, read_manifest
+from replayer.verbs.batch_jobs import _continuation_key, expand
+from replayer.verbs.batch_manifest import read_manifest
 from replayer.verbs.compare import variant_continuation
 from replayer.verbs.variants import parse_variant
 from tests.conftest import MINI

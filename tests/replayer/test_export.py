@@ -216,10 +216,10 @@ def _prepared_export(tmp_path: Path, trajectory: Path, fmt: str = "chat", **env:
 def test_a_session_of_an_older_version_is_exported_with_that_versions_tools(tmp_path: Path) -> None:
     """Claude Code 2.0.64's session: its own CLI's definitions (Glob, Grep, TodoWrite), captured once from
     that version's bundle in the sandbox and cached; not the pinned version's (Agent, CronCreate...)."""
+    from replayer import installer
     from replayer.adapters import tool_definitions
-    from replayer.floor import bundles
 
-    bundles.ensure("claude_code", "2.0.64")  # the project's own install (a no-op when it is there)
+    installer.ensure("claude_code", "2.0.64")  # the project's own install (a no-op when it is there)
     cache = tool_definitions.cache_path("claude_code", "2.0.64")
     cache.unlink(missing_ok=True)
     record, summary = _prepared_export(tmp_path, CLAUDE.fixture("versions/2.0.64/probe") / "session.jsonl")

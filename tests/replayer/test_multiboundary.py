@@ -16,7 +16,7 @@ from replayer.floor.divergence import NORMALIZERS
 from replayer.floor.errors import BadInput, PlanRefused
 from replayer.floor.results import ReplayResult
 from replayer.pipeline.engine import load
-from replayer.verbs.batch import Sample, parse_boundaries, pick_boundaries
+from replayer.verbs.boundaries import Sample, parse_boundaries, pick_boundaries
 from tests.conftest import ROOT, replayer
 
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import orjson
 
-from replayer.verbs.batch import expand, read_manifest
+from replayer.verbs.batch_jobs import expand
+from replayer.verbs.batch_manifest import read_manifest
 from tests.conftest import ROOT, replayer
 
 OUTPUT = ROOT / "tests" / "fixtures" / "field" / "openhands" / "multi-swe-bench-example-output.jsonl"

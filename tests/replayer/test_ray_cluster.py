@@ -16,7 +16,7 @@ import pytest
 from replayer.floor.errors import SandboxError
 from replayer.floor.pins import load_pins
 from replayer.pipeline.provision import archive_path, ensure_image
-from replayer.verbs.batch import BATCH_LABEL, batch_id
+from replayer.verbs.batch_dir import BATCH_LABEL, batch_id
 from tests.conftest import CLAUDE, replayer
 from tests.support.ray_cluster import ray_nodes
 

@@ -22,7 +22,7 @@ from replayer.floor import settings
 from replayer.floor import trust as trusting
 from replayer.floor.errors import BadInput, SettingsError
 from replayer.floor.limits import SandboxLimits
-from replayer.verbs.batch import read_manifest
+from replayer.verbs.batch_manifest import read_manifest
 from tests.conftest import MINI, ROOT, replayer
 
 TRAJ = MINI.fixture("toolcall") / "trajectory.traj.json"

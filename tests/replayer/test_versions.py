@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from replayer import installer
 from replayer.adapters.codex import bundle as codex_bundle
 from replayer.floor import bundles, hostproc, registry, settings
 from replayer.floor.bundletrust import MANIFEST
@@ -94,7 +95,7 @@ def test_any_version_installs_and_its_cli_is_found_where_that_release_put_it(
     assert proc.returncode == 0, proc.stderr
     agent, version = spec.split("@")
     # piped, the install is told in one line once it is in place (what, from where, size)
-    package = bundles._pin(agent).npm
+    package = bundles.agent_pin(agent).npm
     [told] = proc.stderr.splitlines()
     assert told.startswith(f"installed {agent} {version} from npm {package} (") and " MB, " in told
     listed = orjson.loads(_bundles(cache, "list", "--json").stdout)
@@ -148,17 +149,17 @@ def test_an_unreachable_registry_names_the_offline_command(cache: Path, tmp_path
 def test_a_dependency_with_no_wheel_is_not_called_a_missing_version(tmp_path: Path) -> None:
     """uv says "No solution found" both for a version the index lacks and for a dependency published as a
     source distribution only (the replayer builds none but those a pin names): the real uv, the real index."""
-    uv = str(bundles._uv(next(p.uv for p in bundles.load_pins().agents.values() if p.uv)))
+    uv = str(installer._uv(next(p.uv for p in bundles.load_pins().agents.values() if p.uv)))
     env = {"UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(tmp_path / "cache"), **hostproc.passed(*hostproc.NETWORK)}
-    bundles._run("x", "1", "PyPI", [uv, "venv", "--no-config", "-q", str(tmp_path / "venv")], env=env)
+    installer._run("x", "1", "PyPI", [uv, "venv", "--no-config", "-q", str(tmp_path / "venv")], env=env)
     venv = str(tmp_path / "venv")
     install = [uv, "pip", "install", "--no-config", "--only-binary", ":all:", "--python", venv]
     with pytest.raises(bundles.BundleUnavailable) as no_wheel:
-        bundles._run("openhands_v0", "0.35.0", "PyPI", [*install, "func-timeout==4.3.5"], env=env)
+        installer._run("openhands_v0", "0.35.0", "PyPI", [*install, "func-timeout==4.3.5"], env=env)
     assert "func-timeout==4.3.5 publishes no wheel" in str(no_wheel.value)
     assert "not in the PyPI registry" not in str(no_wheel.value) and "`builds`" in str(no_wheel.value)
     with pytest.raises(bundles.BundleUnavailable) as missing:
-        bundles._run("openhands_v0", "99.0.0", "PyPI", [*install, "openhands-ai==99.0.0"], env=env)
+        installer._run("openhands_v0", "99.0.0", "PyPI", [*install, "openhands-ai==99.0.0"], env=env)
     assert "openhands_v0 99.0.0 is not in the PyPI registry" in str(missing.value)
 
 
@@ -215,8 +216,8 @@ def test_a_uv_bundle_cached_without_bytecode_is_compiled_once(tmp_path: Path) ->
 def test_an_older_python_agent_resolves_its_dependencies_as_of_its_release() -> None:
     """The upload day comes from the index itself (its JSON form), so an old openhands-ai gets the
     daytona / grep-ast of its time rather than today's, which it cannot import."""
-    assert bundles._released_after("openhands-ai", "0.35.0") == "2025-05-01"  # uploaded 2025-04-29
-    assert bundles._released_after("openhands-ai", "0.0.0-never") is None
+    assert installer._released_after("openhands-ai", "0.35.0") == "2025-05-01"  # uploaded 2025-04-29
+    assert installer._released_after("openhands-ai", "0.0.0-never") is None
     assert registry.file_version("openhands_ai-0.35.0-py3-none-any.whl") == "0.35.0"
     assert registry.file_version("openhands_ai-0.35.0.tar.gz") == "0.35.0"
     assert registry.file_version("openhands_ai-0.35.0.tar.bz2") is None
@@ -244,7 +245,7 @@ def test_a_run_that_installs_says_so_and_counts_the_install_in_its_timings(tmp_p
     result = _result(out)
     [installed] = result["installed"]
     assert (installed["agent"], installed["version"]) == ("claude_code", "2.0.64")
-    assert installed["bytes"] == bundles._size(cache / "claude_code-2.0.64") > 1_000_000
+    assert installed["bytes"] == bundles.tree_size(cache / "claude_code-2.0.64") > 1_000_000
     timings = result["timings"]
     assert timings["install_s"] >= installed["seconds"] > 0
     parts = ("parse_s", "install_s", "workspace_s", "sandbox_start_s", "rerun_s", "rebuild_s", "continue_s")

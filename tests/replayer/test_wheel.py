@@ -203,12 +203,12 @@ def test_the_wheel_exports_an_older_versions_session_with_that_versions_tools(
     """A real Claude Code 2.1.50 session (the oldest non-pinned version of the field files whose bundle the
     machine holds): its record carries 2.1.50's own definitions, captured by 2.1.50's CLI from the probe
     recordings in the wheel, not the pinned version's."""
+    from replayer import installer
     from replayer.adapters import tool_definitions
-    from replayer.floor import bundles
     from replayer.floor.pins import pinned_version
 
     assert pinned_version("claude_code") != "2.1.50"
-    bundles.ensure("claude_code", "2.1.50")  # the project's own install (a no-op when it is there)
+    installer.ensure("claude_code", "2.1.50")  # the project's own install (a no-op when it is there)
     cache = tool_definitions.cache_path("claude_code", "2.1.50")
     cache.unlink(missing_ok=True)  # captured now, by the installed wheel
     session = ROOT / "tests" / "fixtures" / "field" / "claude_code" / "erk-2.1.50.jsonl"

@@ -167,7 +167,8 @@ def test_image_auto_runs_the_image_the_trajectory_names(docker_client, tmp_path:
 
 
 def test_a_batch_manifest_names_a_repository_as_workspace(tmp_path: Path) -> None:
-    from replayer.verbs.batch import expand, read_manifest
+    from replayer.verbs.batch_jobs import expand
+    from replayer.verbs.batch_manifest import read_manifest
 
     lines = [
         {

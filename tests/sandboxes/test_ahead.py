@@ -23,7 +23,7 @@ from replayer.pipeline.engine import execute
 from replayer.sandboxes.ahead import AheadBackend
 from replayer.sandboxes.docker import DockerBackend, DockerSandbox
 from replayer.sandboxes.slots import SLOT_ROOT
-from replayer.verbs.batch import BATCH_LABEL, batch_id
+from replayer.verbs.batch_dir import BATCH_LABEL, batch_id
 from tests.conftest import CODEX, ROOT, replayer_argv
 
 pytestmark = pytest.mark.docker

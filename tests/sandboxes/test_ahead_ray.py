@@ -24,7 +24,7 @@ from replayer import api
 from replayer.floor.owner import orphans
 from replayer.sandboxes.quota import STATE_ROOT
 from replayer.sandboxes.slots import SLOT_ROOT
-from replayer.verbs.batch import BATCH_LABEL, batch_id
+from replayer.verbs.batch_dir import BATCH_LABEL, batch_id
 from tests.conftest import ROOT
 from tests.sandboxes.test_ahead import _batch_containers, _by_trajectory, _manifest
 from tests.support.ray_cluster import RayCluster, ray_nodes

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
+from replayer import installer
 from replayer.floor import bundles, hostproc
 from replayer.floor.errors import ReplayError, SandboxError, last_line, unknown_agent
 from replayer.floor.events import OnEvent, ignore
@@ -85,7 +86,7 @@ def install_bundles(wanted: list[tuple[str, str]], on_event: OnEvent = ignore) -
         _need_writable(bundles_root(), "installing agent bundles")
     for agent, version in wanted:
         present = bundles.installed(agent, version)
-        path = bundles.ensure(agent, version, adopt=True, on_event=on_event)
+        path = installer.ensure(agent, version, adopt=True, on_event=on_event)
         yield BundleStatus(
             agent=agent, version=version, path=path, status="present" if present else "installed"
         )

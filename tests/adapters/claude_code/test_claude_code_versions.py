@@ -1,5 +1,5 @@
 """Claude Code sessions recorded by other versions than the pin (1.0.51, 1.0.108, 2.0.64, 2.1.332; recorded by
-tests/recorder.py --version V): rerun by that version's own CLI, driven by the replay model, every
+tests/recorder_claude_code.py --version V): rerun by that version's own CLI, driven by the replay model, every
 observation exact, and continued by that version through the gate. One scenario per version. 1.0.51 takes
 no --session-id: it is driven by the sessions it reports, and sends its first tool turn twice. The `reminders`
 scenario (--version V --reminders: 2.1.121, and the pin with claude-sonnet-4-5) runs long enough for the CLI's
@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.adapters.claude_code import continuation, envelope, session, wire
+from replayer.adapters.claude_code import continue_launch, envelope, session, wire
 from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer.floor.pins import running_version
 from replayer.pipeline.engine import load
@@ -121,7 +121,7 @@ def test_the_expected_prefix_is_what_that_version_sent_at_every_boundary(
             expected = adapter.rebuild(traj, boundary, {}, tmp_path / str(boundary)).expected_prefix
             prefix = session.prefix_items(traj, boundary)
             after = takewhile(lambda r: r.get("type") == "attachment", items[len(prefix) :])
-            next_request = wire.to_messages([*prefix, *after], version, continuation.recorded_model(traj))
+            next_request = wire.to_messages([*prefix, *after], version, continue_launch.recorded_model(traj))
             assert any(s[: len(next_request)] == next_request for s in sent), f"boundary {boundary}"
             assert len(next_request) == len(expected) and next_request[:-1] == expected[:-1]
 

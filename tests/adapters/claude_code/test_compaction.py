@@ -1,4 +1,4 @@
-"""Claude Code past its compaction: sessions the real CLI compacted, recorded by `python -m tests.recorder
+"""Claude Code past its compaction: sessions the real CLI compacted, recorded by `python -m tests.recorder_claude_code
 --compacted VERSION [--auto]` (a `/compact` between two prompts with 2.1.197 and 1.0.128, an auto compaction
 mid-turn with 1.0.128), are rebuilt at every boundary as the CLI sends them after the compaction (its summary,
 the segment it kept, the turns after it), rerun through the compaction by the CLI itself, and continue from a

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from replayer.adapters.claude_code import ClaudeCodeAdapter, wire
-from replayer.adapters.claude_code import continuation as cc_continuation
+from replayer.adapters.claude_code import continue_launch as cc_continuation
 from replayer.adapters.claude_code.gate import ClaudeCodeGate
 from replayer.bridges.difference import first_difference
 from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn

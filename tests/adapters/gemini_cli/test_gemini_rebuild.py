@@ -234,7 +234,7 @@ def test_the_chat_form_pairs_every_call_with_one_result(tmp_path: Path) -> None:
 
 def test_a_batch_of_prefixes_exports_as_chat_and_atif_records(tmp_path: Path) -> None:
     """`replayer batch` (prepare: no container) over both recordings, then `export` in both formats."""
-    from replayer.verbs.batch import valid_boundaries
+    from replayer.verbs.boundaries import valid_boundaries
     from tests.conftest import replayer
     from tests.support.atif import Trajectory as Atif
 

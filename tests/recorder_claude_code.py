@@ -1,6 +1,6 @@
 """Fixture recorder: run the real pinned `claude` CLI in the sandbox against the scripted upstream.
 
-`python -m tests.recorder --all` (or `make record`) re-records every scenario into
+`python -m tests.recorder_claude_code --all` (or `make record`) re-records every scenario into
 tests/fixtures/claude_code/<scenario>/: the initial workspace, the native session JSONL the CLI
 wrote, its stream-json stdout and the upstream's log of every request it received.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from replayer import installer
 from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
-from replayer.floor import bundles
 from replayer.floor.pins import running_version
 from tests.support.claude_cli import CWD, run_claude
 from tests.support.recording import seed, write_fixture
@@ -382,7 +382,7 @@ def main() -> None:
     parser.add_argument("--auto", action="store_true", help="with --compacted: the auto compaction")
     args = parser.parse_args()
     if args.compacted:
-        bundles.ensure("claude_code", args.compacted)
+        installer.ensure("claude_code", args.compacted)
         with running_version("claude_code", args.compacted):
             main_thread = not args.compacted.startswith("1.")
             make = auto_compacted_scenario if args.auto else compacted_scenario
@@ -390,7 +390,7 @@ def main() -> None:
             print("recorded", record(scenario, args.dest / "compaction" / args.compacted))
         return
     if args.version:
-        bundles.ensure("claude_code", args.version)
+        installer.ensure("claude_code", args.version)
         scenario = reminder_scenario(args.model) if args.reminders else version_scenario()
         with running_version("claude_code", args.version):
             print("recorded", record(scenario, args.dest / "versions" / args.version))

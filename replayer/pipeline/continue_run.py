@@ -1,4 +1,5 @@
-"""Continue the pinned agent inside the sandbox through the bridge, with step and idle budgets."""
+"""The continue stage run: the pinned agent continued inside the sandbox through the bridge, with step and idle
+budgets (the adapter says how to launch it: its continue_launch.py)."""
 
 from __future__ import annotations
 
@@ -168,16 +169,7 @@ def run(c: Continuing) -> ContinuationResult:
     launched = _launch_plan(c)
     ran = _run_agent(c, launched)
     files = _read_back(c, launched, ran)
-    status = ran.status
-    if status is None:
-        continued = c.out / "continued"
-        status = (
-            c.adapter.reported_status(c.traj, ran.result.stdout, continued)
-            if ran.result.exit_code == 0
-            else "agent_error"
-        )
-    if status == "completed" and any(name.endswith("_error") for name in files):
-        status = "session_unreadable"  # what it did cannot be shown: not `completed` (files says why)
+    status = _status(c, ran, files)
     logger.debug(
         "agent ended: %s (exit %s), %d request(s)", status, ran.result.exit_code, ran.counters.main_requests
     )
@@ -202,6 +194,22 @@ def run(c: Continuing) -> ContinuationResult:
         refusals=ran.refusals,
         leftovers=launched.left,
     )
+
+
+def _status(c: Continuing, ran: _Ran, files: dict[str, str]) -> AgentStatus:
+    """How the agent ended: as it was ended, else as the adapter reads its output (an exit that is not 0:
+    `agent_error`); a `completed` run whose continued session cannot be read is `session_unreadable`."""
+    status = ran.status
+    if status is None:
+        continued = c.out / "continued"
+        status = (
+            c.adapter.reported_status(c.traj, ran.result.stdout, continued)
+            if ran.result.exit_code == 0
+            else "agent_error"
+        )
+    if status == "completed" and any(name.endswith("_error") for name in files):
+        status = "session_unreadable"  # what it did cannot be shown: not `completed` (files says why)
+    return status
 
 
 def _launch_plan(c: Continuing) -> _Launched:
@@ -237,31 +245,7 @@ def _run_agent(c: Continuing, launched: _Launched) -> _Ran:
             upstream = ctx.enter(
                 mock.serve(upstream, adapter, load_pins().agents[adapter.name].version), "the mock model"
             )
-        config = BridgeConfig(
-            upstream=upstream,
-            api_key=c.key,
-            max_main_requests=request.max_steps,
-            max_requests=request.max_requests,
-            max_tokens=request.max_tokens,
-            loop_limit=request.loop_limit,
-            ledger=request.token_ledger,
-            batch_ledger=request.batch_ledger,
-            models=(model,) if model else None,
-            side_calls=adapter.side_calls,
-            side_models=adapter.side_call_models(load_pins().agents[adapter.name].version),
-            kept_answer_headers=adapter.kept_answer_headers,
-        )
-        bridge = ctx.enter(
-            Bridge(
-                gate,
-                adapter.dialect(),
-                config,
-                c.dirs.bridge / "bridge.sock",
-                recorder=launched.recorder,
-                player=launched.player,
-            ),
-            "the bridge",
-        )
+        bridge = ctx.enter(_bridge(c, launched, upstream), "the bridge")
         box.forward_port(BRIDGE_PORT, f"{BRIDGE_MOUNT}/bridge.sock")
         launch = Launch(
             prompt=prompt,
@@ -283,11 +267,6 @@ def _run_agent(c: Continuing, launched: _Launched) -> _Ran:
         _traffic(bridge, heard, c.on_event)
         log = b"".join(orjson.dumps(e.model_dump()) + b"\n" for e in bridge.log)
         refused_by = bridge.refused_by
-        gate_verdict: GateVerdict = (
-            "refused"
-            if refused_by == "gate"
-            else ("accepted" if counters.main_requests or refused_by else "not_reached")
-        )
         return _Ran(
             launch,
             result,
@@ -298,8 +277,44 @@ def _run_agent(c: Continuing, launched: _Launched) -> _Ran:
             list(bridge.refusals),
             refused_by,
             list(gate.notes),
-            gate_verdict,
+            _gate_verdict(refused_by, counters),
         )
+
+
+def _bridge(c: Continuing, launched: _Launched, upstream: str | None) -> Bridge:
+    """The bridge between the agent and `upstream` (the model service, or the mock model serving): the
+    gate over the prefix, the budgets of the request, the cassette's player or recorder."""
+    request, adapter, model = c.request, c.adapter, launched.model
+    config = BridgeConfig(
+        upstream=upstream,
+        api_key=c.key,
+        max_main_requests=request.max_steps,
+        max_requests=request.max_requests,
+        max_tokens=request.max_tokens,
+        loop_limit=request.loop_limit,
+        ledger=request.token_ledger,
+        batch_ledger=request.batch_ledger,
+        models=(model,) if model else None,
+        side_calls=adapter.side_calls,
+        side_models=adapter.side_call_models(load_pins().agents[adapter.name].version),
+        kept_answer_headers=adapter.kept_answer_headers,
+    )
+    return Bridge(
+        launched.gate,
+        adapter.dialect(),
+        config,
+        c.dirs.bridge / "bridge.sock",
+        recorder=launched.recorder,
+        player=launched.player,
+    )
+
+
+def _gate_verdict(refused_by: Literal["gate", "cassette"] | None, counters: BridgeCounters) -> GateVerdict:
+    """The gate refused the first request, accepted it (a request went on, or the cassette refused one
+    after), or was never reached."""
+    if refused_by == "gate":
+        return "refused"
+    return "accepted" if counters.main_requests or refused_by else "not_reached"
 
 
 def _read_back(c: Continuing, launched: _Launched, ran: _Ran) -> dict[str, str]:
