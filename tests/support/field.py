@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -134,73 +133,26 @@ def steps(path: Path, *, cwd: str | None = None) -> list[dict[str, Any]]:
     return api.inspect(path, cwd=cwd).model_dump(mode="json")["steps"]
 
 
-@dataclass(frozen=True)
-class Continued:
-    """A field file rerun and continued against the scripted upstream: the exit, the replay's result and
-    directory, the continuation the scripted upstream answered, what it received."""
-
-    proc: subprocess.CompletedProcess[str]
-    result: dict[str, Any]
-    replay: Path
-    continuation: dict[str, Any]
-    sent: list[LoggedRequest]
-    mocked: dict[str, Any] | None = None
-    """The continuation of the same replay that bare `mock` answered (a compare's second fork), if made."""
-
-
-def continued_alone(name: str, tmp_path: Path) -> Continued:
-    """`run -n K --continue` of a RUN file, at its own version."""
-    boundary, reruns, _, options = RUN[name]
+def check_runs_at_its_own_version(name: str, tmp_path: Path) -> None:
+    """Its workspace is not published, so the calls that read it differ; they are rerun all the same, by
+    the agent of the version that recorded them, which then continues through the gate."""
+    boundary, reruns, fresh, options = RUN[name]
     proc, out, sent = continue_field(name, boundary, reruns.split()[0], options, tmp_path)
     assert proc.returncode == 0, proc.stderr
     result = orjson.loads((out / "result.json").read_bytes())
-    return Continued(proc, result, out, result["continuation"], sent)
-
-
-def continued_and_mocked(agent: str, tmp_path: Path) -> Continued:
-    """The agent's MOCK_ENDS file (a RUN file, its version and options) replayed once by `compare`, continued
-    from that one replay twice: against the scripted upstream (variant `one`) and against bare `mock`
-    (variant `mock`), so that one replay serves both the run-at-its-own-version and the mock's checks."""
-    name, boundary, options = MOCK_ENDS[agent]
-    variants = ("one=", "mock=upstream=mock")
-    flags = (*options, "--max-requests", "20")
-    proc, out, sent = continue_field(name, boundary, agent, flags, tmp_path, fork=True, variants=variants)
-    assert proc.returncode == 0, proc.stderr
-    runs = {r["variant"]: r for r in orjson.loads((out / "compare.json").read_bytes())["runs"]}
-    assert all(r["status"] == "ok" for r in runs.values()), runs
-    result = orjson.loads((out / "replay" / "result.json").read_bytes())
-    return Continued(
-        proc, result, out / "replay", runs["one"]["continuation"], sent, runs["mock"]["continuation"]
-    )
-
-
-def at_its_own_version(name: str, request: Any, tmp_path: Path) -> Continued:
-    """A RUN file rerun and continued: its agent's MOCK_ENDS file from the module's `continued` fixture
-    (`continued_and_mocked`, shared with the mock's check), any other alone."""
-    if name == MOCK_ENDS[name.split("/")[0]][0]:
-        return request.getfixturevalue("continued")
-    return continued_alone(name, tmp_path)
-
-
-def check_runs_at_its_own_version(name: str, run: Continued) -> None:
-    """Its workspace is not published, so the calls that read it differ; they are rerun all the same, by
-    the agent of the version that recorded them, which then continues through the gate."""
-    _, reruns, fresh, _ = RUN[name]
-    result = run.result
     assert result["version"]["reruns"] == f"{reruns}, its own code"
     statuses = [d["status"] for d in result["divergences"] if d["kind"] == "rerun"]
     assert statuses and "different" in statuses, result["divergences"]
     if fresh is not None:
-        out = run.replay
         rebuilt = b"".join((out / f).read_bytes() for f in result["native_files"] if (out / f).is_file())
         assert fresh in rebuilt, "the fresh observation is in the rebuilt session"
     if name.startswith("claude_code"):
         assert statuses == ["different", "exact", "different"]
-    cont = run.continuation
+    cont = result["continuation"]
     assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 1)
-    assert len(run.sent) == 1 and run.sent[0].key_ok, "the first continuation request reached the upstream"
+    assert len(sent) == 1 and sent[0].key_ok, "the first continuation request reached the upstream"
     if fresh is not None:
-        assert fresh in orjson.dumps(run.sent[0].body), "the model is sent the fresh observation"
+        assert fresh in orjson.dumps(sent[0].body), "the model is sent the fresh observation"
 
 
 def _as_run(name: str) -> tuple[str, int, tuple[str, ...]]:
@@ -228,9 +180,11 @@ A_FEW = 3
 """Main-thread requests a continuation the bare mock ends may take (its first answer ends it)."""
 
 
-def check_the_bare_mock_ends_it(cont: dict[str, Any]) -> None:
-    """A real field file at the version that reruns it, continued against bare `mock` (whose first answer
-    ends the session the agent's way): `completed` in a few requests, its session read back."""
+def check_the_bare_mock_ends_it(agent: str, tmp_path: Path) -> None:
+    """For every agent, a real field file at the version that reruns it, continued against bare `mock`
+    (whose first answer ends the session the agent's way): `completed` in a few requests, its session read
+    back."""
+    cont = continue_against_the_mock(*MOCK_ENDS[agent], tmp_path)["continuation"]
     assert (cont["gate"], cont["agent_status"]) == ("accepted", "completed"), cont
     assert 1 <= cont["steps_used"] <= A_FEW and cont["mock"]
     assert not [f for f in cont["files"] if f.endswith("_error")], cont["files"]
@@ -306,33 +260,24 @@ def check_allow_degraded_keeps_the_historical_observation(name: str, tmp_path: P
     return out, sent[0].body
 
 
-def own_version_tests(agent: str) -> tuple[Callable[..., Any], ...]:
-    """An agent's field module's `continued` fixture (`continued_and_mocked`) and the two tests that read it:
-    its RUN files at their own version, its MOCK_ENDS file against bare `mock`. The module assigns them to
-    those names (pytest collects them there)."""
-
-    @pytest.fixture(scope="module")
-    def continued(tmp_path_factory: pytest.TempPathFactory) -> Continued:
-        return continued_and_mocked(agent, tmp_path_factory.mktemp("continued"))
+def own_version_tests(agent: str) -> tuple[Callable[..., None], Callable[..., None]]:
+    """An agent's field module's two tests: its RUN files at their own version, its MOCK_ENDS file against
+    bare `mock`. The module assigns them to those names (pytest collects them there)."""
 
     @pytest.mark.agent
     @pytest.mark.docker
     @pytest.mark.parametrize("name", run_files(agent))
-    def test_a_field_trajectory_runs_at_its_own_version(
-        name: str, request: pytest.FixtureRequest, tmp_path: Path
-    ) -> None:
-        check_runs_at_its_own_version(name, at_its_own_version(name, request, tmp_path))
+    def test_a_field_trajectory_runs_at_its_own_version(name: str, tmp_path: Path) -> None:
+        check_runs_at_its_own_version(name, tmp_path)
 
     @pytest.mark.agent
     @pytest.mark.docker
-    def test_a_field_continuation_ends_when_the_bare_mock_ends_it(continued: Continued) -> None:
-        assert continued.mocked is not None
-        check_the_bare_mock_ends_it(continued.mocked)
+    def test_a_field_continuation_ends_when_the_bare_mock_ends_it(tmp_path: Path) -> None:
+        check_the_bare_mock_ends_it(agent, tmp_path)
 
     test_a_field_trajectory_runs_at_its_own_version.__doc__ = check_runs_at_its_own_version.__doc__
     test_a_field_continuation_ends_when_the_bare_mock_ends_it.__doc__ = check_the_bare_mock_ends_it.__doc__
     return (
-        continued,
         test_a_field_trajectory_runs_at_its_own_version,
         test_a_field_continuation_ends_when_the_bare_mock_ends_it,
     )

@@ -1,5 +1,5 @@
 """Claude Code's files of the field corpus (tests/support/field.py): rerun at their own version and continued
-through the gate, against the scripted upstream and bare `mock` from one replay; a compacted session cut
+through the gate, against the scripted upstream and bare `mock`; a compacted session cut
 before and after its compaction."""
 
 from __future__ import annotations
@@ -14,11 +14,9 @@ from tests.conftest import replayer
 from tests.support import field
 from tests.support.field import FIELD
 
-(
-    continued,
-    test_a_field_trajectory_runs_at_its_own_version,
-    test_a_field_continuation_ends_when_the_bare_mock_ends_it,
-) = field.own_version_tests("claude_code")
+test_a_field_trajectory_runs_at_its_own_version, test_a_field_continuation_ends_when_the_bare_mock_ends_it = (
+    field.own_version_tests("claude_code")
+)
 
 
 COMPACTED = "claude_code/erk-2.0.67-compacted.jsonl"  # 73 steps, a compaction, 1 step

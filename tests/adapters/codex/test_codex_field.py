@@ -1,5 +1,5 @@
 """Codex's files of the field corpus (tests/support/field.py): rerun at their own version and continued
-through the gate (against the scripted upstream and bare `mock` from one replay), MCP tools kept historical, a
+through the gate (against the scripted upstream and bare `mock`), MCP tools kept historical, a
 rollback, a model switch, a remote compaction, and the pin continuing an older form of rollout."""
 
 from __future__ import annotations
@@ -17,11 +17,9 @@ from tests.conftest import ROOT
 from tests.support import field
 from tests.support.field import FIELD
 
-(
-    continued,
-    test_a_field_trajectory_runs_at_its_own_version,
-    test_a_field_continuation_ends_when_the_bare_mock_ends_it,
-) = field.own_version_tests("codex")
+test_a_field_trajectory_runs_at_its_own_version, test_a_field_continuation_ends_when_the_bare_mock_ends_it = (
+    field.own_version_tests("codex")
+)
 
 
 test_allow_degraded_keeps_the_historical_observation_of_a_tool_no_rerun_has = field.degraded_test("codex")

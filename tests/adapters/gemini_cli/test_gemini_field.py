@@ -1,5 +1,5 @@
 """Gemini CLI's files of the field corpus (tests/support/field.py): rerun at the version inferred or stated
-and continued through the gate (against the scripted upstream and bare `mock` from one replay), its cli_help
+and continued through the gate (against the scripted upstream and bare `mock`), its cli_help
 subagent kept historical, the pin resuming an older version's session, and the note asking for --cwd."""
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ from tests.conftest import replayer
 from tests.support import field
 from tests.support.field import AIM_034, FIELD
 
-(
-    continued,
-    test_a_field_trajectory_runs_at_its_own_version,
-    test_a_field_continuation_ends_when_the_bare_mock_ends_it,
-) = field.own_version_tests("gemini_cli")
+test_a_field_trajectory_runs_at_its_own_version, test_a_field_continuation_ends_when_the_bare_mock_ends_it = (
+    field.own_version_tests("gemini_cli")
+)
 
 
 test_allow_degraded_keeps_the_historical_observation_of_a_tool_no_rerun_has = field.degraded_test(

@@ -1,5 +1,5 @@
 """mini-swe-agent's files of the field corpus (tests/support/field.py): a 2.x SWE-bench run rerun at its own
-version and continued through the gate (against the scripted upstream and bare `mock` from one replay), a 1.x
+version and continued through the gate (against the scripted upstream and bare `mock`), a 1.x
 run rerun and continued by its own release, and the recording's environment reaching the reruns."""
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ from tests.conftest import replayer
 from tests.support import field
 from tests.support.field import FIELD
 
-(
-    continued,
-    test_a_field_trajectory_runs_at_its_own_version,
-    test_a_field_continuation_ends_when_the_bare_mock_ends_it,
-) = field.own_version_tests("mini_swe_agent")
+test_a_field_trajectory_runs_at_its_own_version, test_a_field_continuation_ends_when_the_bare_mock_ends_it = (
+    field.own_version_tests("mini_swe_agent")
+)
 
 
 @pytest.mark.agent

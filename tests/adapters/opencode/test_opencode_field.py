@@ -1,6 +1,5 @@
 """OpenCode's files of the field corpus (tests/support/field.py): `opencode run --format json` logs rerun at
-their own version and continued through the gate (against the scripted upstream and bare `mock` from one
-replay), three runs appended to one log, and a session recorded before OpenCode's time ids wrapped."""
+their own version and continued through the gate (against the scripted upstream and bare `mock`), three runs appended to one log, and a session recorded before OpenCode's time ids wrapped."""
 
 from __future__ import annotations
 
@@ -13,11 +12,9 @@ from tests.conftest import replayer
 from tests.support import field
 from tests.support.field import FIELD
 
-(
-    continued,
-    test_a_field_trajectory_runs_at_its_own_version,
-    test_a_field_continuation_ends_when_the_bare_mock_ends_it,
-) = field.own_version_tests("opencode")
+test_a_field_trajectory_runs_at_its_own_version, test_a_field_continuation_ends_when_the_bare_mock_ends_it = (
+    field.own_version_tests("opencode")
+)
 
 
 APPENDED = FIELD / "opencode" / "repo-explainer-kubernetes-3-runs-format-json.jsonl"

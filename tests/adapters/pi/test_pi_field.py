@@ -1,5 +1,5 @@
 """Pi's files of the field corpus (tests/support/field.py): a pi-mono session rerun at its version and
-continued through the gate (against the scripted upstream and bare `mock` from one replay), an extension's
+continued through the gate (against the scripted upstream and bare `mock`), an extension's
 tools kept historical, and continued sessions read back as they were sent."""
 
 from __future__ import annotations
@@ -14,11 +14,9 @@ from replayer.adapters import by_name
 from tests.support import field
 from tests.support.field import FIELD
 
-(
-    continued,
-    test_a_field_trajectory_runs_at_its_own_version,
-    test_a_field_continuation_ends_when_the_bare_mock_ends_it,
-) = field.own_version_tests("pi")
+test_a_field_trajectory_runs_at_its_own_version, test_a_field_continuation_ends_when_the_bare_mock_ends_it = (
+    field.own_version_tests("pi")
+)
 
 
 @pytest.mark.agent
