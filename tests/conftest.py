@@ -2,11 +2,13 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,6 +101,23 @@ def first_and_last(boundaries: list[tuple[str, int]], every: tuple[str, ...] = (
     for name, n in boundaries:
         last[name] = max(n, last.get(name, 0))
     return [(name, n) for name, n in boundaries if name in every or n in (min(1, last[name]), last[name])]
+
+
+def made_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
+    """A folder `make` fills once per test run, for every module that asks (the parallel run's workers share
+    it: the first makes it under a lock while the others wait for it). Read it, never write in it."""
+    base = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # each worker's is a folder of the run's own, which they share
+        base = base.parent
+    folder, made = base / name, base / f"{name}.made"
+    with (base / f"{name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not made.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
+            made.touch()
+    return folder
 
 
 @pytest.fixture(autouse=True)

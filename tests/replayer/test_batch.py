@@ -14,29 +14,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.pipeline.engine import load
-from replayer.verbs.boundaries import valid_boundaries
-from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, PI, ROOT, replayer, replayer_argv
-
-SOURCES = (
-    [CLAUDE.fixture(n) / "session.jsonl" for n in CLAUDE.scenarios]
-    + [CODEX.fixture(n) / "rollout.jsonl" for n in CODEX.scenarios]
-    + [MINI.fixture(n) / "trajectory.traj.json" for n in MINI.scenarios]
-    + [OPENCODE.fixture(n) / "export.json" for n in OPENCODE.scenarios]
-    + [PI.fixture(n) / "session.jsonl" for n in PI.scenarios]
-)
-
-
-def _manifest(tmp_path: Path, lines: list[dict]) -> Path:
-    path = tmp_path / "manifest.jsonl"
-    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
-    return path
-
-
-def _all_sources(tmp_path: Path) -> tuple[Path, int]:
-    lines = [{"trajectory": str(p)} for p in SOURCES]
-    expected = sum(len(valid_boundaries(load(p)[1])) for p in SOURCES)
-    return _manifest(tmp_path, lines), expected
+from tests.conftest import CLAUDE, MINI, ROOT, replayer, replayer_argv
+from tests.support import batches
+from tests.support.batches import all_sources, every_source_batch, every_source_records
 
 
 def _prefixes(out: Path) -> dict[str, bytes]:
@@ -45,16 +25,13 @@ def _prefixes(out: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    """One uninterrupted local batch of every source, its output and summary: what the other runs equal."""
-    tmp = tmp_path_factory.mktemp("clean")
-    manifest, _ = _all_sources(tmp)
-    proc = replayer("batch", "--trust-manifest", str(manifest), "-o", str(tmp / "out"), "-j", "2", "--json")
-    assert proc.returncode == 0, proc.stderr
-    return tmp / "out", orjson.loads(proc.stdout)
+    """One uninterrupted local batch of every source, its output and summary: what the other runs equal (made
+    once for the test run: test_export.py exports it)."""
+    return every_source_batch(tmp_path_factory)
 
 
 def test_every_boundary_of_every_agent_once(clean: tuple[Path, dict], tmp_path: Path) -> None:
-    manifest, expected = _all_sources(tmp_path)
+    manifest, expected = all_sources(tmp_path)
     out, summary = clean
     assert (summary["jobs"], summary["done"], summary["failed"], summary["refused"]) == (
         expected,
@@ -71,12 +48,15 @@ def test_every_boundary_of_every_agent_once(clean: tuple[Path, dict], tmp_path: 
     args = ["prepare", result["request"]["trajectory"], "-n", str(result["after_step"]), "-o", str(direct)]
     replayer(*args, "--allow-degraded", check=True)
     assert (job / "expected_prefix.json").read_bytes() == (direct / "expected_prefix.json").read_bytes()
-    again = replayer("batch", "--trust-manifest", str(manifest), "-o", str(out), "--json")
+    kept = shutil.copytree(out, tmp_path / "kept")  # the clean output is shared: resumed in a copy
+    again = replayer("batch", "--trust-manifest", str(manifest), "-o", str(kept), "--json")
     assert orjson.loads(again.stdout)["skipped"] == expected, "nothing is recomputed"
 
 
-def test_an_interrupted_batch_resumes_without_duplicates(clean: tuple[Path, dict], tmp_path: Path) -> None:
-    manifest, expected = _all_sources(tmp_path)
+def test_an_interrupted_batch_resumes_without_duplicates(
+    clean: tuple[Path, dict], tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    manifest, expected = all_sources(tmp_path)
     out = tmp_path / "out"
     proc = subprocess.Popen(
         replayer_argv("batch", "--trust-manifest", str(manifest), "-o", str(out), "-j", "1"),
@@ -97,9 +77,8 @@ def test_an_interrupted_batch_resumes_without_duplicates(clean: tuple[Path, dict
     summary = orjson.loads(resumed.stdout)
     assert (summary["done"], summary["skipped"]) == (expected - partial, partial)
     assert _prefixes(out) == _prefixes(clean[0]), "same jobs, same bytes"
-    for name, folder in (("clean", clean[0]), ("out", out)):
-        replayer("export", str(folder), "-o", str(tmp_path / f"{name}.jsonl"), check=True)
-    assert (tmp_path / "out.jsonl").read_bytes() == (tmp_path / "clean.jsonl").read_bytes(), (
+    replayer("export", str(out), "-o", str(tmp_path / "out.jsonl"), check=True)
+    assert (tmp_path / "out.jsonl").read_bytes() == every_source_records(tmp_path_factory).read_bytes(), (
         "byte-identical export"
     )
     assert not [p for p in (out / "jobs").iterdir() if p.name.startswith(".")], "no partial result left"
@@ -145,7 +124,7 @@ def _replay_manifest(tmp_path: Path) -> Path:
         "mode": "replay",
         "workspace": str(MINI.fixture("toolcall") / "workspace"),
     }
-    return _manifest(tmp_path, [line])
+    return batches.manifest(tmp_path, [line])
 
 
 @pytest.mark.agent
@@ -201,7 +180,7 @@ def test_a_refused_boundary_does_not_sink_the_others_of_its_replay(tmp_path: Pat
 
 
 def test_the_same_batch_on_a_local_ray_cluster(clean: tuple[Path, dict], tmp_path: Path) -> None:
-    manifest, expected = _all_sources(tmp_path)
+    manifest, expected = all_sources(tmp_path)
     local = clean[0]
     proc = replayer(
         "batch",
@@ -223,7 +202,7 @@ def test_the_same_batch_on_a_local_ray_cluster(clean: tuple[Path, dict], tmp_pat
 def test_a_killed_worker_loses_only_its_job_and_refusals_are_retried_on_request(tmp_path: Path) -> None:
     import psutil
 
-    manifest, expected = _all_sources(tmp_path)
+    manifest, expected = all_sources(tmp_path)
     out = tmp_path / "out"
     proc = subprocess.Popen(
         replayer_argv("batch", "--trust-manifest", str(manifest), "-o", str(out), "-j", "1", "--json"),
@@ -254,7 +233,7 @@ def test_a_killed_worker_loses_only_its_job_and_refusals_are_retried_on_request(
     # a refusal is kept, and rerun only with --retry-failed
     session = str(CLAUDE.fixture("single") / "session.jsonl")
     line = {"trajectory": session, "boundaries": [1], "agent_version": "2.0.64", "require_verified": True}
-    refused = _manifest(tmp_path, [line])  # an unverified version, refused when asked
+    refused = batches.manifest(tmp_path, [line])  # an unverified version, refused when asked
     first = orjson.loads(
         replayer("batch", "--trust-manifest", str(refused), "-o", str(tmp_path / "r"), "--json").stdout
     )

@@ -12,7 +12,8 @@ import pytest
 from replayer.adapters import recorded_tools
 from replayer.pipeline.engine import load
 from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, replayer
-from tests.replayer.test_batch import _all_sources, _manifest
+from tests.support import batches
+from tests.support.batches import every_source_batch, every_source_records
 
 
 def _batch_and_export(tmp_path: Path, manifest: Path) -> tuple[Path, list[dict]]:
@@ -24,19 +25,24 @@ def _batch_and_export(tmp_path: Path, manifest: Path) -> tuple[Path, list[dict]]
 
 @pytest.fixture(scope="module")
 def batch(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
-    """A batch of every boundary of every recorded source, made once for the module's exports; its count."""
-    tmp = tmp_path_factory.mktemp("batch")
-    manifest, expected = _all_sources(tmp)
-    replayer("batch", "--trust-manifest", str(manifest), "-o", str(tmp / "out"), "-j", "2", check=True)
-    return tmp / "out", expected
+    """A batch of every boundary of every recorded source, made once for the test run (test_batch.py reads
+    it too); its count."""
+    out, summary = every_source_batch(tmp_path_factory)
+    return out, summary["jobs"]
 
 
-def test_every_prefix_is_a_record_that_datasets_loads(batch: tuple[Path, int], tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def chat(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """That batch exported in the chat form, once for the test run (test_batch.py compares a resumed batch's
+    export with it)."""
+    return every_source_records(tmp_path_factory)
+
+
+def test_every_prefix_is_a_record_that_datasets_loads(batch: tuple[Path, int], chat: Path) -> None:
     import datasets
 
-    out, expected = batch
-    path = tmp_path / "records.jsonl"
-    replayer("export", str(out), "--format", "chat", "-o", str(path), check=True)
+    _, expected = batch
+    path = chat
     records = [orjson.loads(line) for line in path.read_bytes().splitlines()]
     assert len(records) == expected
     table = datasets.load_dataset("json", data_files=str(path), split="train")
@@ -88,14 +94,16 @@ def test_secrets_are_redacted_and_counted(tmp_path: Path) -> None:
     traj = tmp_path / "secret.traj.json"
     traj.write_text(json.dumps(doc, indent=2))
     path, records = _batch_and_export(
-        tmp_path, _manifest(tmp_path, [{"trajectory": str(traj), "boundaries": [1]}])
+        tmp_path, batches.manifest(tmp_path, [{"trajectory": str(traj), "boundaries": [1]}])
     )
     assert secret.encode() not in path.read_bytes() and b"hunter2" not in path.read_bytes()
     assert records[0]["metadata"]["redactions"] == 2
     assert "[REDACTED]" in records[0]["messages"][3]["content"]
 
 
-def test_atif_records_are_valid_v1_7_trajectories(batch: tuple[Path, int], tmp_path: Path) -> None:
+def test_atif_records_are_valid_v1_7_trajectories(
+    batch: tuple[Path, int], chat: Path, tmp_path: Path
+) -> None:
     import datasets
 
     from tests.support.atif import Trajectory
@@ -117,8 +125,6 @@ def test_atif_records_are_valid_v1_7_trajectories(batch: tuple[Path, int], tmp_p
     assert calls == results > 0, "every call is answered in its own step"
     assert all(s.is_copied_context for t in trajectories for s in t.steps)
     assert datasets.load_dataset("json", data_files=str(path), split="train").num_rows == expected
-    chat = tmp_path / "chat.jsonl"
-    replayer("export", str(out), "-o", str(chat), check=True)
     for line, trajectory in zip(chat.read_bytes().splitlines(), trajectories, strict=True):
         record = orjson.loads(line)
         assert trajectory.trajectory_id == record["metadata"]["job"], "the same order in both formats"
@@ -151,7 +157,7 @@ def test_continued_jobs_export_the_prefix_and_what_followed(tmp_path: Path) -> N
             }
             for t, w in sources
         ]
-        manifest = _manifest(tmp_path, lines)
+        manifest = batches.manifest(tmp_path, lines)
         proc = replayer(
             "batch",
             "--trust-manifest",

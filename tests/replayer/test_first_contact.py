@@ -101,7 +101,7 @@ def _compacted_claude_session(dest: Path) -> Path:
 
 def test_claude_code_takes_a_boundary_before_the_compaction_as_pi_does(tmp_path: Path) -> None:
     """The cut drops the compaction: the CLI resumes the history up to the cut whole (issue 35 proves it
-    with the CLI at the gate, tests/replayer/test_field.py); no agent refuses such a boundary any more."""
+    with the CLI at the gate, tests/adapters/claude_code/test_claude_code_field.py); no agent refuses such a boundary any more."""
     session = _compacted_claude_session(tmp_path)
     replayer("prepare", str(session), "-n", "1", "-o", str(tmp_path / "p"), check=True)
     prefix = (tmp_path / "p" / "expected_prefix.json").read_text()

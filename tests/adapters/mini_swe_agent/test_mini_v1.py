@@ -1,7 +1,7 @@
 """mini-swe-agent 1.x run by the 1.x release that wrote the file: its own agent parses and renders, its own
 environment class executes, its own litellm model class talks to the bridge, and its own `save_traj`
 writes the continued file. The recording is tests/fixtures/mini_swe_agent/v1 (the `mini` CLI of 1.17.5);
-the real SWE-bench run of 1.15.0 is tested in tests/replayer/test_field.py. A fork's environment subclass
+the real SWE-bench run of 1.15.0 is tested in tests/adapters/mini_swe_agent/test_mini_field.py. A fork's environment subclass
 runs as the built-in class it extends only with --allow-degraded, recorded."""
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def test_a_changed_workspace_reaches_the_rebuilt_session(tmp_path: Path) -> None
 
 
 def test_an_unknown_tool_is_refused_before_any_container(tmp_path: Path) -> None:
-    """Without --allow-degraded (which keeps its historical observation: tests/replayer/test_field.py)."""
+    """Without --allow-degraded (which keeps its historical observation: tests/adapters/pi/test_pi_field.py)."""
     source = _source("unknown_tool", "session")
     ws = PI.fixture("unknown_tool") / "workspace"
     proc = replayer("run", str(source), "-n", "1", "-w", str(ws), "-o", str(tmp_path / "o"))
