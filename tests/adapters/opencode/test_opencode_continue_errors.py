@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.pipeline.continuation import continuation_error
+from replayer.pipeline.continue_run import continuation_error
 from tests.conftest import OPENCODE, replayer
 
 pytestmark = [pytest.mark.docker, pytest.mark.agent]
