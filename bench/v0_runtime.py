@@ -84,7 +84,7 @@ def v0_runtime_section(m: dict[str, dict[str, float]]) -> str:
     load = os.getloadavg()[1]
     return f"""{V0_RUNTIME_HEADING}
 
-`python -m bench v0-runtime` (`bench/v0_runtime.py`): openhands-ai 1.6.0's local runtime started in a fresh
+`python -m bench v0-runtime` (or `python -m bench.v0_runtime`, printed only): openhands-ai 1.6.0's local runtime started in a fresh
 container from the replayed config by the companion's own code, connected and one command run, as each V0
 rerun and each V0 continuation starts it; {ROUNDS} alternating rounds, medians, load average {load:.1f} over
 5 minutes at the end (a shared machine). CPU is the container's, all its processes.
@@ -97,3 +97,8 @@ rerun and each V0 continuation starts it; {ROUNDS} alternating rounds, medians, 
 A `run --continue` starts this runtime twice (the reruns, then the continuation) and the interpreter once
 more to ask the running version for its first request (`request`: imports and the agent, no runtime).
 """
+
+
+if __name__ == "__main__":  # `python -m bench.v0_runtime`: this section alone, printed
+    with tempfile.TemporaryDirectory() as tmp:
+        print(v0_runtime_section(bench_v0_runtime(Path(tmp))))
