@@ -170,8 +170,25 @@ def _agent(config_file, cwd):
     return config, sid, llm_registry, create_agent(config, llm_registry)
 
 
+def _without_jupyter_unless_used(config, agent):
+    """CodeActAgent asks every runtime for a Jupyter kernel (its class's `sandbox_plugins`) whether or not
+    the agent has the IPython tool. With `[agent] enable_jupyter` off (the replayed configuration) no action
+    ever reaches the kernel: the runtime starts without it, which is about half of the CPU a runtime start
+    costs (the kernel gateway, its kernel, AgentSkills imported into it). Bash, the editor and their
+    observations do not go through it."""
+    from openhands.runtime.plugins import JupyterRequirement
+
+    if getattr(config.get_agent_config(config.default_agent), "enable_jupyter", True):
+        return
+    agent_class = type(agent)
+    agent_class.sandbox_plugins = [
+        p for p in agent_class.sandbox_plugins if not isinstance(p, JupyterRequirement)
+    ]
+
+
 def _runtime(config_file, cwd):
     config, sid, llm_registry, agent = _agent(config_file, cwd)
+    _without_jupyter_unless_used(config, agent)
     if BEFORE_1:
         return config, sid, create_runtime(config, sid=sid, headless_mode=True, agent=agent)
     runtime = create_runtime(config, llm_registry, sid=sid, headless_mode=True, agent=agent)

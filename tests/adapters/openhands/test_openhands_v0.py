@@ -186,12 +186,19 @@ def _bash(n: int, command: str) -> ToolUseBlock:
     )
 
 
+KERNELS = "ps -eo args | grep -c '[k]ernelgateway\\|[i]pykernel'"
+"""How many Jupyter processes (kernel gateway, kernel) run in the sandbox."""
+
+
 @pytest.fixture(scope="module")
 def continued(tmp_path_factory: pytest.TempPathFactory) -> Continued:
     """One run for the module: the reruns of steps 1-4 by the V0 runtime, then the agent goes on to finish
     (each V0 run starts the runtime twice, for the reruns and for the continuation)."""
     finish = ToolUseBlock(id="call_cont_2", name="finish", input={"message": "done"})
-    turns = [Turn(blocks=[TextBlock(text="Check again."), _bash(1, "cat calc.py")]), Turn(blocks=[finish])]
+    turns = [
+        Turn(blocks=[TextBlock(text="Check again."), _bash(1, f"cat calc.py; {KERNELS}")]),
+        Turn(blocks=[finish]),
+    ]
     root = tmp_path_factory.mktemp("v0")
     return _continue(root / "out", 4, turns, *FAKE_MODEL)
 
@@ -315,6 +322,15 @@ def test_continues_after_the_replayed_prefix_to_finish(continued: Continued) -> 
     calls = [(e.get("tool_call_metadata") or {}).get("tool_call_id") for e in events if "action" in e]
     assert calls[-2:] == ["call_cont_1", "call_cont_2"]
     assert files_containing(out, KEY.encode()) == []
+
+
+@pytest.mark.agent
+def test_no_jupyter_kernel_runs_for_an_agent_without_the_ipython_tool(continued: Continued) -> None:
+    """CodeActAgent asks each runtime for a Jupyter kernel whatever its tools; with `enable_jupyter` off
+    (the replayed configuration) neither the reruns' runtime nor the continuation's starts one."""
+    assert continued.code == 0, continued.stderr
+    output = continued.log[1].body["messages"][-1]["content"][0]["text"]
+    assert "\n0\n[The command completed with exit code 1.]" in output, output
 
 
 SHELL_STATE = "ls; export FOO=from-prefix; cd /tmp; (exit 3)"
