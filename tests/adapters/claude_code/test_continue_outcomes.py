@@ -214,9 +214,9 @@ def test_boundary_prompt_is_kept(tmp_path: Path) -> None:
     assert not any(r.get("message", {}).get("model") == "<synthetic>" for r in records)
 
 
-def test_a_tool_use_caller_is_sent_by_2_0_77_and_later_only() -> None:
-    """The API's `caller` on a stored tool_use: 2.0.77 on rebuild every tool_use of that message from its id,
-    name and input (tool search is off in the sandbox); 2.0.76 and older send the block as stored."""
+def test_a_stored_tool_use_is_sent_as_stored_by_2_0_64_only() -> None:
+    """The API's `caller` on a stored tool_use (2.0.67 on store it): 2.0.65 on send every tool_use rebuilt
+    from its id, name and input (tool search is off in the sandbox); 2.0.64 sends the block as stored."""
     call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}
     records = [
         {"type": "user", "uuid": "u", "message": {"role": "user", "content": "task"}},
@@ -242,9 +242,9 @@ def test_a_tool_use_caller_is_sent_by_2_0_77_and_later_only() -> None:
             },
         },
     ]
-    assert wire.to_messages(records, "2.0.77")[1]["content"] == [call, {**call, "id": "t2"}]
-    assert wire.to_messages(records, "2.1.197")[1]["content"] == [call, {**call, "id": "t2"}]
-    kept = wire.to_messages(records, "2.0.76")[1]["content"]
+    for version in ("2.0.65", "2.0.67", "2.0.76", "2.0.77", "2.1.197"):
+        assert wire.to_messages(records, version)[1]["content"] == [call, {**call, "id": "t2"}], version
+    kept = wire.to_messages(records, "2.0.64")[1]["content"]
     assert kept == [{**call, "caller": {"type": "direct"}}, {**call, "id": "t2", "extra": 1}]
 
 
