@@ -59,9 +59,10 @@ PREPARED = {
     "mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json": ("mini_swe_agent", "2.2.7", "recorded"),
     # 1.x: run by the 1.x release that wrote it
     "mini_swe_agent/gemini3pro-v1.15-django-16255.traj.json": ("mini_swe_agent", "1.15.0", "recorded"),
-    "openhands/v0-replay-basic.json": ("openhands_v0", "1.6.0", "default"),
-    "openhands/v0-replay-basic_gui_mode.json": ("openhands_v0", "1.6.0", "default"),
-    "openhands/v0-replay-basic_interactions.json": ("openhands_v0", "1.6.0", "default"),
+    # V0 lists of January 2025 (openhands-ai 0.21 was current): the oldest release inferred, 0.35.0, runs
+    "openhands/v0-replay-basic.json": ("openhands_v0", "0.35.0", "inferred"),
+    "openhands/v0-replay-basic_gui_mode.json": ("openhands_v0", "0.35.0", "inferred"),
+    "openhands/v0-replay-basic_interactions.json": ("openhands_v0", "0.35.0", "inferred"),
     # an earlier SDK's directory (13 base-state keys; 1.34.0 writes 20): not read from its features; by its
     # first event's time (SDK 1.11 was current), the oldest release inferred, 1.26.0, runs
     "openhands/v1-sdk-gpt4omini-pwd": ("openhands", "1.26.0", "inferred"),
@@ -416,7 +417,8 @@ def test_a_recorded_cwd_that_is_not_absolute_is_refused_before_anything_starts(t
 @pytest.mark.docker
 def test_a_v0_list_without_a_system_event_continues_through_the_gate(tmp_path: Path) -> None:
     """The file records no system message; the agent sends its own first, which the gate takes as the
-    agent's and reports, holding the rest of the request to the rebuilt prefix exactly."""
+    agent's and reports, holding the rest of the request to the rebuilt prefix exactly. The pin runs it (the
+    inferred 0.35.0 sends fake-model its text form, which the prefix compared here is not)."""
     from replayer.bridges.scripted import Script, ScriptedUpstream, ToolUseBlock, Turn
     from tests.support.continuing import KEY
 
@@ -425,7 +427,15 @@ def test_a_v0_list_without_a_system_event_continues_through_the_gate(tmp_path: P
     finish = Turn(blocks=[ToolUseBlock(id="call_field_1", name="finish", input={"message": "done"})])
     with ScriptedUpstream(Script(turns=[finish], model="fake-model"), expected_key=KEY) as upstream:
         args = ["run", str(V0_LIST), "-n", "1", "--cwd", "/workspace", "-w", str(empty), "-o", str(out)]
-        args += ["--continue", "--upstream", upstream.url, "--model", "openai/fake-model"]
+        args += [
+            "--continue",
+            "--upstream",
+            upstream.url,
+            "--model",
+            "openai/fake-model",
+            "--agent-version",
+            "1.6.0",
+        ]
         proc = replayer(*args, env={"OPENAI_API_KEY": KEY})
         log = list(upstream.log)
     assert proc.returncode == 0, proc.stderr
