@@ -104,7 +104,8 @@ class SystemPerRequestGate:
     reported in the notes, not gated; the rest of the first request must be exactly `prefix`, then
     `appended` (the resume prompt) when given. A later request must begin the same way. With
     `strip_appended` the prompt message (a nonce) is removed from every request before forwarding.
-    Requests `is_side` says are side calls (a title request) are forwarded ungated."""
+    Requests `is_side` says are side calls (a title request) are forwarded ungated. `systems`: how many
+    system messages the agent builds per request (all reported, none gated)."""
 
     def __init__(
         self,
@@ -113,9 +114,11 @@ class SystemPerRequestGate:
         *,
         strip_appended: bool,
         is_side: Callable[[Any], bool] = lambda body: False,
+        systems: int = 1,
     ):
         self.expected = [*prefix, *([appended] if appended is not None else [])]
-        self.strip_at = 1 + len(prefix) if appended is not None and strip_appended else None
+        self.systems = systems
+        self.strip_at = systems + len(prefix) if appended is not None and strip_appended else None
         self.is_side = is_side
         self.passed = False
         self.notes: list[str] = []
@@ -124,27 +127,29 @@ class SystemPerRequestGate:
         if not is_completion(method, path) or self.is_side(body):
             return Decision(kind="side")
         messages = messages_of(body)
-        if (
-            not messages
-            or not isinstance(messages[0], dict)
-            or messages[0].get("role") not in ("system", "developer")
+        k = self.systems
+        if not messages or not all(
+            isinstance(m, dict) and m.get("role") in ("system", "developer") for m in messages[:k]
         ):
             found = Mismatch(
-                path="messages[0]", expected="the agent's system message", actual=str(messages)[:200]
+                path="messages[0]" if k == 1 else f"messages[:{k}]",
+                expected="the agent's system message",
+                actual=str(messages)[:200],
             )
             return Decision(kind="refuse", mismatch=found)
-        history = messages[1:]
+        history = messages[k:]
         n = len(self.expected)
+        where = f"messages[{k}:]"
         if not self.passed:
-            diff = first_difference(self.expected, history, "messages[1:]")
+            diff = first_difference(self.expected, history, where)
             if diff is not None:
-                if len(history) > n and diff.path.startswith(f"messages[1:][{n}]"):
+                if len(history) > n and diff.path.startswith(f"{where}[{n}]"):
                     diff = mismatch_at(diff.path, "<the end of the request>", history[n])
                 return Decision(kind="refuse", mismatch=diff)
             self.passed = True
-            self.notes.append(_system_note(messages[0]))
+            self.notes += [_system_note(m, i) for i, m in enumerate(messages[:k])]
         else:
-            diff = first_difference(self.expected, history[:n], "messages[1:]")
+            diff = first_difference(self.expected, history[:n], where)
             if diff is not None:
                 diff.reason = "a later request no longer carries the rebuilt prefix and its prompt"
                 return Decision(kind="refuse", mismatch=diff)
@@ -164,7 +169,7 @@ def _length(message: Message) -> int:
     return sum(len(str(p.get("text", ""))) for p in parts if isinstance(p, dict))
 
 
-def _system_note(system: Message) -> str:
+def _system_note(system: Message, index: int = 0) -> str:
     content = system.get("content", "")
     text = content if isinstance(content, str) else orjson.dumps(content).decode()
     dated = [
@@ -173,4 +178,4 @@ def _system_note(system: Message) -> str:
         if line.strip().startswith(("Today's date:", "Current date:"))
     ]
     where = f", {dated[0]}" if dated else ""
-    return f"messages[0]: the agent's own system message ({len(text)} chars{where}) is built per request and not gated"
+    return f"messages[{index}]: the agent's own system message ({len(text)} chars{where}) is built per request and not gated"

@@ -320,6 +320,29 @@ def reminder_scenario(model: str | None) -> Scenario:
     )
 
 
+def memory_scenario(model: str | None) -> Scenario:
+    """A file read below a folder with its own CLAUDE.md (`--version V --memory [--model M]`): before its next
+    request the CLI records a `nested_memory` attachment with that CLAUDE.md, merged on the wire into the Read's
+    tool result (as the nag is: `reminder_scenario`)."""
+    s = "memory"
+    return Scenario(
+        name=s,
+        files={"notes.txt": "one\n", "sub/CLAUDE.md": "Keep sub/ tidy.\n", "sub/x.txt": "x\n"},
+        prompts=["Look at sub/x.txt."],
+        script=Script(
+            message_id_prefix=f"msg_{s}",
+            turns=[
+                _turn(_tool(s, 1, "Bash", command="cat notes.txt", description="Show")),
+                _turn(_tool(s, 2, "Read", file_path=f"{CWD}/sub/x.txt")),
+                _turn(_tool(s, 3, "Bash", command="true", description="Nothing")),
+                _turn(TextBlock(text="Done.")),
+            ],
+            **({"model": model} if model else {}),
+        ),
+        model=model,
+    )
+
+
 def _run_scenario(scenario: Scenario, state: Path) -> tuple[Path, list[bytes], list[dict]]:
     """Run the scenario's prompts with the real CLI; returns (home, stdout per prompt, upstream log)."""
     session_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"sandbox-replayer/{scenario.name}"))
@@ -375,7 +398,10 @@ def main() -> None:
     parser.add_argument(
         "--reminders", action="store_true", help="with --version: record the reminder scenario instead"
     )
-    parser.add_argument("--model", help="with --reminders: the CLI's --model")
+    parser.add_argument(
+        "--memory", action="store_true", help="with --version: record the nested-memory scenario instead"
+    )
+    parser.add_argument("--model", help="with --reminders or --memory: the CLI's --model")
     parser.add_argument(
         "--compacted", help="record the compacted scenario with this CLI into compaction/<version>/"
     )
@@ -391,7 +417,13 @@ def main() -> None:
         return
     if args.version:
         installer.ensure("claude_code", args.version)
-        scenario = reminder_scenario(args.model) if args.reminders else version_scenario()
+        scenario = (
+            reminder_scenario(args.model)
+            if args.reminders
+            else memory_scenario(args.model)
+            if args.memory
+            else version_scenario()
+        )
         with running_version("claude_code", args.version):
             print("recorded", record(scenario, args.dest / "versions" / args.version))
         return

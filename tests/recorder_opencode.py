@@ -258,11 +258,26 @@ def main() -> None:
     parser.add_argument(
         "--version", help="record the version scenario with this CLI into versions/<version>/"
     )
+    parser.add_argument(
+        "--unanswered",
+        help="record with this CLI a prompt it sends no model (1.0.x before 1.0.152) into unanswered/<version>/",
+    )
     parser.add_argument("--server", action="store_true", help="record the server API scenario into server/")
     args = parser.parse_args()
     if args.server:
         print("recorded", record_server(server_scenario(), args.dest / "server"))
         print("recorded", record_server(two_sessions_scenario(), args.dest / "server", one_session_each=True))
+        return
+    if args.unanswered:
+        installer.ensure(bundle.NAME, args.unanswered)
+        with running_version(bundle.NAME, args.unanswered):
+            scenario = Scenario(
+                name="probe",
+                files={"a.txt": "alpha\n"},
+                prompts=["Show a.txt."],
+                script=Script(model=MODEL, turns=[turn(TextBlock(text="Done."))]),
+            )
+            print("recorded", record(scenario, args.dest / "unanswered" / args.unanswered))
         return
     if args.version:
         installer.ensure(bundle.NAME, args.version)

@@ -16,7 +16,10 @@ continues (the recorded one, unless another is asked for). 2.1.332 decides this 
 looks up: not modelled, nothing merged (as before this module).
 
 Rendered here: the attachment kinds whose text the bundles read give, for the versions read, under the
-continuation's own mode (`claude -p`, not interactive). Any other kind renders nothing, as before: the gate
+continuation's own mode (`claude -p`, not interactive): the nags, and the notices a headless run can record
+(`NOTICES`): a CLAUDE.md of a folder below the working directory, loaded when a file in it is read
+(`nested_memory`, recorded by 2.1.121 and 2.1.197), a file changed on disk since it was read
+(`edited_text_file`) and a session that runs past midnight (`date_change`). Any other kind renders nothing, as before: the gate
 then still refuses a difference it makes inside a tool result, and takes only whole `<system-reminder>`
 blocks beside the recorded ones (`ClaudeCodeGate.without_injected_context`).
 """
@@ -98,7 +101,12 @@ def render(attachment: Any, version: str) -> list[str] | None:
     if not isinstance(attachment, dict):
         return None
     v = release(version)
-    kind, items = attachment.get("type"), attachment.get("content")
+    kind = attachment.get("type")
+    if kind in NOTICES:
+        first, notice = NOTICES[kind]
+        text = notice(attachment, v) if first <= v < NOTICES_READ_UNTIL else None
+        return None if text is None else [wrapped(text)]
+    items = attachment.get("content")
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
         return None
     tail = NEVER_MENTION_LINE if NEVER_MENTION[0] <= v < NEVER_MENTION[1] else ""
@@ -119,6 +127,61 @@ def render(attachment: Any, version: str) -> list[str] | None:
             text += f"\n\nHere are the existing tasks:\n\n{listed}"
         return [wrapped(text)]
     return None
+
+
+def _texts(record: dict[str, Any], *names: str) -> list[Any] | None:
+    """The string fields `names` of a recorded attachment, or None when one is missing or not a string."""
+    values = [record.get(n) for n in names]
+    return values if all(isinstance(x, str) for x in values) else None
+
+
+def _nested_memory(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None:
+    memory = attachment.get("content")
+    fields = _texts(memory, "path", "content") if isinstance(memory, dict) else None
+    return None if fields is None else f"Contents of {fields[0]}:\n\n{fields[1]}"
+
+
+def _edited_text_file(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None:
+    fields = _texts(attachment, "filename", "snippet")
+    if fields is None:
+        return None
+    filename, snippet = fields
+    note = f"Note: {filename} was modified, either by the user or by a linter. {EDITED_NOTE}"
+    if snippet == "" and v >= EDIT_OMITTED_FROM:
+        return f"{note} {EDIT_OMITTED}"
+    return f"{note} Here are the relevant changes (shown with line numbers):\n{snippet}"
+
+
+def _date_change(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None:
+    fields = _texts(attachment, "newDate")
+    return None if fields is None else DATE_CHANGED.format(fields[0])
+
+
+EDITED_NOTE = (
+    "This change was intentional, so make sure to take it into account as you proceed (ie. don't revert it "
+    "unless the user asks you to). Don't tell the user this, since they are already aware."
+)
+EDIT_OMITTED = (
+    "The diff was omitted because other modified files in this turn already exceeded the snippet budget; use "
+    "the Read tool if you need the current content."
+)
+EDIT_OMITTED_FROM = (2, 1, 196)
+"""The oldest bundle read with the text of an omitted snippet (2.1.121 has none)."""
+DATE_CHANGED = (
+    "The date has changed. Today's date is now {}. DO NOT mention this to the user explicitly because they are "
+    "already aware."
+)
+NOTICES_READ_UNTIL = (2, 1, 332)
+"""2.1.332 words the file notice anew and marks a memory file's worktree: not modelled (it sends no attachment
+merged anyway: `merged_inline`)."""
+NOTICES = {
+    "nested_memory": ((1, 0, 108), _nested_memory),
+    "edited_text_file": ((1, 0, 128), _edited_text_file),
+    "date_change": ((2, 1, 50), _date_change),
+}
+"""The notices by kind: the oldest bundle read that sends the text (1.0.108 words the file notice otherwise;
+2.0.67 has no `date_change`), and the text from the recorded attachment (read in 1.0.108, 1.0.128, 2.0.64, 2.0.67,
+2.1.50, 2.1.121, 2.1.196, 2.1.197)."""
 
 
 def merged(blocks: list[dict[str, Any]], texts: list[str]) -> list[dict[str, Any]]:

@@ -24,9 +24,11 @@ CURRENT_DATE_REMINDER = re.compile(
     r"task\.\n</system-reminder>\n\n?\Z"
 )
 NO_CONTENT = [{"type": "text", "text": "(no content)"}]
-DROPS_CALLER = (2, 0, 77)
-"""The first version whose request drops a stored tool_use's `caller` while tool search is off (it is off
-in the sandbox: no deferred tools); 2.0.76 and older send the block as stored. Read in the bundled JS."""
+DROPS_CALLER = (2, 0, 65)
+"""The first version that sends every stored tool_use rebuilt from its `type`, `id`, `name` and `input` while
+tool search is off (it is off in the sandbox: no deferred tools), which drops the API's `caller` (stored by
+2.0.67 on): read in the bundled JS of 2.0.65, 2.0.67, 2.0.76, 2.0.77, 2.1.50 and the pin's `{type:"tool_use",
+id,name,input}`; 2.0.64 sends the block as stored (`{...block, input}`)."""
 USER_SEAM = (2, 1, 79)
 """A version (the oldest bundle read: 2.1.50 does not, 2.1.79 does) whose merge of consecutive user
 messages ends the earlier one's last text with a newline when the later one starts with text (e.g. a
@@ -90,21 +92,17 @@ def to_messages(items: list[Record], version: str, model: str | None = None) -> 
                     messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
         # other attachments (or all, sent as role:"system" messages): not in the normalized conversation
     if release(version) >= DROPS_CALLER:
-        messages = [_without_caller(m) if m["role"] == "assistant" else m for m in messages]
+        messages = [_rebuilt_tool_uses(m) if m["role"] == "assistant" else m for m in messages]
     return _repair(messages)
 
 
-def _without_caller(message: Message) -> Message:
-    """An assistant message as the CLI sends it: when a tool_use carries a `caller` (the API's, kept in the
-    session), every tool_use of the message is rebuilt from its id, name and input alone."""
-    blocks = message["content"]
-    if not any(b.get("type") == "tool_use" and b.get("caller") is not None for b in blocks):
-        return message
+def _rebuilt_tool_uses(message: Message) -> Message:
+    """An assistant message as the CLI sends it: each tool_use rebuilt from its id, name and input alone."""
     rebuilt = [
         {"type": "tool_use", "id": b.get("id"), "name": b.get("name"), "input": b.get("input")}
         if b.get("type") == "tool_use"
         else b
-        for b in blocks
+        for b in message["content"]
     ]
     return {**message, "content": rebuilt}
 

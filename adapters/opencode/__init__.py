@@ -117,6 +117,13 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
     )
     main_thread = staticmethod(wire.main_thread)
     takes_task = True
+    oldest_own_version = "1.0.152"
+    """The oldest release read that carries the OpenAI-compatible provider its config names: 1.0.0, 1.0.61 and
+    1.0.98 install `@ai-sdk/openai-compatible` from npm when a run starts, which fails in the sandbox (no
+    network): the run ends without a model request (`Command failed with exit code 1`). The npm mirror read
+    has no release between 1.0.98 and 1.0.152."""
+    stand_in_version = "1.0.152"
+    """Runs an older session: the nearest release read that runs offline (JSON storage, as 1.0.x keeps)."""
     idle_timeout_s = 600.0
     probe_native = "export.json"
     probe_recordings = ("opencode/tools", "opencode/versions/*/probe")

@@ -11,6 +11,7 @@ before the agent starts, and in the text form renders the first request with the
 from __future__ import annotations
 
 import copy
+import datetime
 import posixpath
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from replayer.adapters.base import (
     Rebuild,
     continued_file,
     copy_continued,
+    first_time,
     last_event,
     recorded_tools,
     write_continue_spec,
@@ -85,6 +87,7 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
     continuation_type = V0Continuation
     native_type = v0.NativeV0
     name = bundle.NAME_V0
+    oldest_inferred_release = "0.35.0"
     probe_native = "trajectory.json"
     probe_recordings = ("openhands/v0",)
     probe_shell = {"execute_bash": {"command": COMMAND, "security_risk": "LOW"}}
@@ -106,6 +109,10 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
     @classmethod
     def sessions_held(cls, path: Path, first_line: bytes) -> list[HeldSession] | None:
         return v0.sessions_held(path, first_line)
+
+    def first_timestamp(self, trajectory: Trajectory) -> datetime.datetime | None:
+        """V0 writes its event times without a zone (the host's local time): read as UTC."""
+        return first_time(e.get("timestamp") for e in self.native(trajectory).events)
 
     def own_text(self, tool: str, text: str) -> str | None:
         return conversation.own_text(text)

@@ -56,9 +56,10 @@ PREPARED = {
     "mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json": ("mini_swe_agent", "2.2.7", "recorded"),
     # 1.x: run by the 1.x release that wrote it
     "mini_swe_agent/gemini3pro-v1.15-django-16255.traj.json": ("mini_swe_agent", "1.15.0", "recorded"),
-    "openhands/v0-replay-basic.json": ("openhands_v0", "1.6.0", "default"),
-    "openhands/v0-replay-basic_gui_mode.json": ("openhands_v0", "1.6.0", "default"),
-    "openhands/v0-replay-basic_interactions.json": ("openhands_v0", "1.6.0", "default"),
+    # V0 lists of January 2025 (openhands-ai 0.21 was current): the oldest release inferred, 0.35.0, runs
+    "openhands/v0-replay-basic.json": ("openhands_v0", "0.35.0", "inferred"),
+    "openhands/v0-replay-basic_gui_mode.json": ("openhands_v0", "0.35.0", "inferred"),
+    "openhands/v0-replay-basic_interactions.json": ("openhands_v0", "0.35.0", "inferred"),
     # an earlier SDK's directory (13 base-state keys; 1.34.0 writes 20): not read from its features; by its
     # first event's time (SDK 1.11 was current), the oldest release inferred, 1.26.0, runs
     "openhands/v1-sdk-gpt4omini-pwd": ("openhands", "1.26.0", "inferred"),

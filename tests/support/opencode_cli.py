@@ -25,9 +25,13 @@ MODEL = "fake-model"
 
 def _session_id(stdout: bytes, home: Path) -> str:
     """The run's session: its first event names it. Some versions (1.14, 1.15) return from `run` before their
-    event loop has printed anything; then the store's only session (a recorder's home: its own)."""
+    event loop has printed anything, 1.0.98 prints nothing when it cannot load its provider; then the store's
+    only session (a recorder's home: its own), in its SQLite store or JSON files."""
     if stdout.strip():
         return str(orjson.loads(stdout.splitlines()[0])["sessionID"])
+    if not (home / bundle.DB).is_file():
+        (found,) = (home / bundle.STORAGE / "session").glob("*/ses_*.json")
+        return found.stem
     with contextlib.closing(sqlite3.connect(f"file:{home / bundle.DB}?mode=ro", uri=True)) as db:
         (found,) = db.execute("SELECT id FROM session").fetchall()
     return str(found[0])

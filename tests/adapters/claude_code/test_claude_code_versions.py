@@ -151,3 +151,45 @@ def test_a_boundary_after_the_cli_nag_continues_through_the_gate(
     main = [r for r in log if r.main_thread]
     sent = _without_context(wire.normalize_request(main[0].body["messages"]))
     assert sent == expected, "the model saw exactly the rebuilt prefix, its envelope stripped"
+
+
+@pytest.mark.agent
+@pytest.mark.parametrize("version", ["2.1.121", "2.1.197"])
+def test_a_boundary_after_a_nested_claude_md_continues_through_the_gate(version: str, tmp_path: Path) -> None:
+    """Reading sub/x.txt loads sub/CLAUDE.md: the CLI records a `nested_memory` attachment after step 2's
+    results and merges its text into that Read's tool result on every later request, a resumed one too (2.1.197
+    for the recorded claude-sonnet-4-5): the gate expects it there from boundary 3."""
+    out = tmp_path / "out"
+    script = Script(turns=[Turn(blocks=[TextBlock(text="Done.")])])
+    with scripted("claude_code", script, expected_key=KEY) as upstream:
+        extra = ("--continue", "--upstream", upstream.url)
+        result = _run_at(VERSIONS / version / "memory", out, 3, *extra, env={"ANTHROPIC_API_KEY": KEY})
+        log = list(upstream.log)
+    assert result["continuation"]["gate"] == "accepted", result["continuation"]
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    loaded = [b for m in expected for b in m["content"] if "Contents of /testbed/sub/CLAUDE.md" in str(b)]
+    assert [b.get("tool_use_id") for b in loaded] == ["toolu_memory_02"]
+    sent = _without_context(wire.normalize_request([r for r in log if r.main_thread][0].body["messages"]))
+    assert sent == expected, "the model saw exactly the rebuilt prefix, its envelope stripped"
+
+
+FIELD_2_0_67 = ROOT / "tests" / "fixtures" / "field" / "claude_code" / "erk-2.0.67-compacted.jsonl"
+
+
+@pytest.mark.agent
+def test_a_field_session_of_2_0_67_continues_at_its_own_version_through_the_gate(tmp_path: Path) -> None:
+    """A real 2.0.67 session stores the API's `caller` on its tool_use blocks, and its CLI sends them rebuilt
+    without it (`wire.DROPS_CALLER`): cut at step 1, rerun and continued by 2.0.67 itself against the mock."""
+    out, empty = tmp_path / "out", tmp_path / "workspace"
+    empty.mkdir()
+    args = ["run", str(FIELD_2_0_67), "-n", "1", "-w", str(empty), "-o", str(out), "--continue"]
+    proc = replayer(*args, "--upstream", "mock", "--max-requests", "20")
+    assert proc.returncode == 0, proc.stderr
+    result = orjson.loads((out / "result.json").read_bytes())
+    assert (result["version"]["version"], result["version"]["source"]) == ("2.0.67", "recorded")
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"]) == ("accepted", "completed"), cont
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    calls = [b for m in expected for b in m["content"] if b.get("type") == "tool_use"]
+    assert calls and all(set(b) == {"type", "id", "name", "input"} for b in calls)
+    assert b'"caller"' in FIELD_2_0_67.read_bytes()

@@ -10,7 +10,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.adapters.claude_code import ClaudeCodeAdapter, wire
+from replayer.adapters.claude_code import ClaudeCodeAdapter, reminders, wire
 from replayer.adapters.claude_code import continue_launch as cc_continuation
 from replayer.adapters.claude_code.gate import ClaudeCodeGate
 from replayer.bridges.difference import first_difference
@@ -214,9 +214,9 @@ def test_boundary_prompt_is_kept(tmp_path: Path) -> None:
     assert not any(r.get("message", {}).get("model") == "<synthetic>" for r in records)
 
 
-def test_a_tool_use_caller_is_sent_by_2_0_77_and_later_only() -> None:
-    """The API's `caller` on a stored tool_use: 2.0.77 on rebuild every tool_use of that message from its id,
-    name and input (tool search is off in the sandbox); 2.0.76 and older send the block as stored."""
+def test_a_stored_tool_use_is_sent_as_stored_by_2_0_64_only() -> None:
+    """The API's `caller` on a stored tool_use (2.0.67 on store it): 2.0.65 on send every tool_use rebuilt
+    from its id, name and input (tool search is off in the sandbox); 2.0.64 sends the block as stored."""
     call = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}
     records = [
         {"type": "user", "uuid": "u", "message": {"role": "user", "content": "task"}},
@@ -242,10 +242,33 @@ def test_a_tool_use_caller_is_sent_by_2_0_77_and_later_only() -> None:
             },
         },
     ]
-    assert wire.to_messages(records, "2.0.77")[1]["content"] == [call, {**call, "id": "t2"}]
-    assert wire.to_messages(records, "2.1.197")[1]["content"] == [call, {**call, "id": "t2"}]
-    kept = wire.to_messages(records, "2.0.76")[1]["content"]
+    for version in ("2.0.65", "2.0.67", "2.0.76", "2.0.77", "2.1.197"):
+        assert wire.to_messages(records, version)[1]["content"] == [call, {**call, "id": "t2"}], version
+    kept = wire.to_messages(records, "2.0.64")[1]["content"]
     assert kept == [{**call, "caller": {"type": "direct"}}, {**call, "id": "t2", "extra": 1}]
+
+
+def test_a_file_notice_is_merged_into_the_tool_result_before_it_as_each_version_words_it() -> None:
+    """`edited_text_file` and `date_change` as the bundled JS renders them (no -p recording made the CLI notice
+    a change: read, not recorded): into the tool result of string content before the record; 2.1.196 on word
+    an omitted snippet; the versions that have no such text (or 2.1.332's other one) render nothing."""
+    edited = {"type": "edited_text_file", "filename": "/w/a.txt", "snippet": "2\tTWO"}
+    records = [
+        {"type": "user", "uuid": "u", "message": {"role": "user", "content": "task"}},
+        {"type": "assistant", "uuid": "a", "message": {"id": "m1", "content": [{"type": "tool_use", "id": "t1"}]}},
+        {"type": "user", "uuid": "r", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "done\n"}]}},
+        {"type": "attachment", "uuid": "e", "attachment": edited},
+        {"type": "attachment", "uuid": "d", "attachment": {"type": "date_change", "newDate": "2026-01-02"}},
+    ]  # fmt: skip
+    result = wire.to_messages(records, "2.1.121")[2]["content"][0]["content"]
+    assert result.startswith("done\n\n<system-reminder>\nNote: /w/a.txt was modified, either by the user")
+    assert result.count("<system-reminder>") == 2 and "now 2026-01-02." in result
+    assert "changes (shown with line numbers):\n2\tTWO\n</system-reminder>" in result
+    omitted = reminders.render({**edited, "snippet": ""}, "2.1.197")
+    assert omitted is not None and "The diff was omitted" in omitted[0]
+    assert reminders.render(edited, "1.0.108") is None and reminders.render(edited, "2.1.332") is None
+    assert reminders.render(records[-1]["attachment"], "2.0.67") is None
 
 
 def test_first_difference_paths() -> None:

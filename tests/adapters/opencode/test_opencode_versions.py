@@ -5,6 +5,7 @@ through the gate (before 1.15.0 the CLI makes "\\n" + prompt of a prompt on stdi
 
 from __future__ import annotations
 
+from itertools import dropwhile
 from pathlib import Path
 
 import orjson
@@ -33,9 +34,10 @@ def _steps(version: str) -> int:
 
 
 def _histories(version: str) -> list[list[dict]]:
-    """The main requests' messages after the system message, as that version sent them."""
+    """The main requests' messages after the system messages (two before 1.0.162), as that version sent them."""
     lines = (_probe(version) / "upstream.jsonl").read_bytes().splitlines()
-    return [r["body"]["messages"][1:] for r in map(orjson.loads, lines) if r["main_thread"]]
+    sent = [r["body"]["messages"] for r in map(orjson.loads, lines) if r["main_thread"]]
+    return [list(dropwhile(lambda m: m["role"] == "system", messages)) for messages in sent]
 
 
 def _cli(
@@ -130,7 +132,31 @@ def test_each_version_continues_through_the_gate(version: str, tmp_path: Path) -
     assert (cont["gate"], cont["agent_status"]) == ("accepted", "completed"), cont
     assert result["version"]["version"] == version
     expected = orjson.loads((out / "expected_prefix.json").read_bytes())
-    assert log and log[0].body["messages"][1:] == expected, "the nonce was stripped: exactly the prefix"
+    history = list(dropwhile(lambda m: m["role"] == "system", log[0].body["messages"])) if log else None
+    assert history == expected, "the nonce was stripped: exactly the prefix"
     continued = orjson.loads((out / cont["files"]["continued_session"]).read_bytes())
     assert continued["info"]["version"] == version and b"replayer-nonce" not in orjson.dumps(continued)
     assert files_containing(out, KEY.encode()) == []
+
+
+UNANSWERED = ROOT / "tests" / "fixtures" / "opencode" / "unanswered" / "1.0.98" / "probe"
+"""A prompt the real 1.0.98 stored and exported without asking the model: it installs its provider package
+from npm when a run starts (tests/recorder_opencode.py --unanswered 1.0.98)."""
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_an_export_of_a_release_that_cannot_run_offline_runs_by_the_nearest_that_can(tmp_path: Path) -> None:
+    """1.0.98 (as 1.0.0 and 1.0.61) cannot load its model provider in the sandbox: 1.0.152 runs its export,
+    the result says why, and it continues through the gate (two system messages before 1.0.162)."""
+    out = tmp_path / "out"
+    args = ["run", str(UNANSWERED / "export.json"), "-n", "0", "-w", str(UNANSWERED / "workspace")]
+    proc = replayer(*args, "-o", str(out), "--continue", "--upstream", "mock")
+    assert proc.returncode == 0, proc.stderr
+    result = orjson.loads((out / "result.json").read_bytes())
+    ran = result["version"]
+    assert (ran["version"], ran["in_file"]) == ("1.0.152", "1.0.98")
+    assert "opencode 1.0.98 predates 1.0.152" in ran["note"]
+    cont = result["continuation"]
+    assert (cont["gate"], cont["agent_status"]) == ("accepted", "completed"), cont
+    assert [n for n in cont["gate_notes"] if "system message" in n][1].startswith("messages[1]")

@@ -27,7 +27,8 @@ def test_a_field_continuation_ends_when_the_bare_mock_ends_it(tmp_path: Path) ->
 @pytest.mark.docker
 def test_a_v0_list_without_a_system_event_continues_through_the_gate(tmp_path: Path) -> None:
     """The file records no system message; the agent sends its own first, which the gate takes as the
-    agent's and reports, holding the rest of the request to the rebuilt prefix exactly."""
+    agent's and reports, holding the rest of the request to the rebuilt prefix exactly. The pin runs it (the
+    inferred 0.35.0 sends fake-model its text form, which the prefix compared here is not)."""
     from replayer.bridges.scripted import Script, ScriptedUpstream, ToolUseBlock, Turn
     from tests.support.continuing import KEY
 
@@ -37,6 +38,7 @@ def test_a_v0_list_without_a_system_event_continues_through_the_gate(tmp_path: P
     with ScriptedUpstream(Script(turns=[finish], model="fake-model"), expected_key=KEY) as upstream:
         args = ["run", str(V0_LIST), "-n", "1", "--cwd", "/workspace", "-w", str(empty), "-o", str(out)]
         args += ["--continue", "--upstream", upstream.url, "--model", "openai/fake-model"]
+        args += ["--agent-version", "1.6.0"]
         proc = replayer(*args, env={"OPENAI_API_KEY": KEY})
         log = list(upstream.log)
     assert proc.returncode == 0, proc.stderr
