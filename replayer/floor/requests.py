@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, ConfigDict, Field
+from pydantic import BeforeValidator, ConfigDict, Field, PrivateAttr
 
 from replayer.floor.limits import Budgets, Count, GraceSeconds, SandboxLimits, Seconds
 from replayer.floor.model_base import Frozen
@@ -191,6 +191,18 @@ class ReplayRequest(Frozen):
     agent_env: dict[str, str] = Field(default_factory=dict)
     """The recording's environment (--agent-env) for every rerun command; the continuation gets it
     through `continuation.agent_env`."""
+    _named: dict[str, object] = PrivateAttr(default_factory=dict)
+    """Fields read through a held folder (an untrusted manifest's names, `/proc/PID/fd/N/NAME`: live only
+    while the batch runs) as the user named them: what the result reports (`reported`)."""
+
+    def naming(self, named: dict[str, object]) -> ReplayRequest:
+        """This request, reported with `named`'s values for its fields."""
+        self._named = named
+        return self
+
+    def reported(self) -> ReplayRequest:
+        """The request as the result says it: the names the user gave, not the held paths read."""
+        return self.model_copy(update=self._named) if self._named else self
 
 
 class VariantSpec(ContinueSettings):

@@ -156,7 +156,7 @@ def assemble(request: ReplayRequest, plan: Plan, replayed: Replayed, done: Done,
     used = done.sandbox.disk_used_up if done.sandbox is not None else []
     hints = [workspace_hint(done.divergences), disk_hint(used, request.limits)]
     return ReplayResult(
-        request=request,
+        request=request.reported(),
         pins=pins_for(replayed.adapter),
         **traj.reported(),
         image=replayed.image,

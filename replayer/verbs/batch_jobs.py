@@ -57,6 +57,14 @@ class Job(NamedTuple):
             cont = cont.model_copy(update={"token_ledger": batch / LINE_LEDGERS / f"line-{self.line}.json"})
         if cont is not None and batch is not None and (batch / TOKEN_LEDGER).is_file():
             cont = cont.model_copy(update={"batch_ledger": batch / TOKEN_LEDGER})
+        named: dict[str, object] = {
+            field: entry.named(field, None)
+            for field in ("trajectory", "workspace")
+            if entry.named(field, None)
+        }
+        cassette = entry.named("continuation.cassette", None)
+        if cont is not None and cassette is not None:
+            named["continuation"] = cont.model_copy(update={"cassette": cassette})
         return ReplayRequest(
             mode="prepare" if entry.mode == "prepare" else "run",
             trajectory=entry.trajectory,
@@ -75,7 +83,7 @@ class Job(NamedTuple):
             agent_version=entry.agent_version,
             require_verified=entry.require_verified,
             force=force,
-        )
+        ).naming(named)
 
 
 def _boundaries(entry: ManifestEntry, traj: Trajectory, number: int) -> list[int]:

@@ -261,6 +261,10 @@ def test_a_name_an_untrusted_manifest_gives_swapped_for_a_link_after_the_check_i
     if swapped == "folder":
         assert counts.done == 1
         assert read == {hashlib.sha256(SESSION.read_bytes()).hexdigest()}
+        [result] = results  # it says the name the manifest gave, not the held one it read
+        assert orjson.loads(result.read_bytes())["request"]["trajectory"] == str(
+            folder / "t" / "session.jsonl"
+        )
     else:
         assert (counts.done, results) == (0, [])
         assert "Too many levels of symbolic links" in outcome["error"], outcome
