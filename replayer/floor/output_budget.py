@@ -42,6 +42,13 @@ class OverBudget(OutputError):
     written."""
 
 
+def _record(used: int, total: int) -> bytes:
+    """`USED TOTAL` of one fixed length, so that an update is one write over the last, never a truncation
+    first: a worker SIGKILLed between a truncation and its write left an empty file, which reads as a total
+    used up, and every later job of the batch failed with kind `output`."""
+    return f"{used:020d} {total:020d}\n".encode()
+
+
 class SharedTotal:
     """A total that several processes draw on (a batch's workers, each a run of its own; a compare and its
     runs' processes): a file of the batch's (the compare's) own holding `USED TOTAL`, changed under an
@@ -57,7 +64,7 @@ class SharedTotal:
     def create(
         cls, path: Path, total: int, whose: str = "the batch's", see: str = "replayer batch --max-output"
     ) -> SharedTotal:
-        path.write_text(f"0 {total}\n")
+        path.write_bytes(_record(0, total))
         return cls(path, whose, see)
 
     def _locked(self, change: Callable[[int, int], int | None]) -> tuple[int, int] | None:
@@ -71,9 +78,8 @@ class SharedTotal:
             except ValueError:
                 return None
             new = change(used, total)
-            if new is not None:
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, f"{new} {total}\n".encode(), 0)
+            if new is not None:  # one write of the same length: a process killed here leaves old or new
+                os.pwrite(fd, _record(new, total), 0)
             return used, total
         finally:
             os.close(fd)

@@ -288,3 +288,33 @@ def test_the_total_spans_every_boundary_of_a_compare(tmp_path: Path) -> None:
     rows = orjson.loads((out / "summary.json").read_bytes())["boundaries"]
     assert [row["stopped"] is not None for row in rows] == [False, True]
     assert not (out / ".output-total").exists()
+
+
+def test_a_worker_killed_while_it_draws_leaves_the_shared_total_readable(tmp_path: Path) -> None:
+    """A batch's workers draw on one total (`SharedTotal`); one SIGKILLed in the middle of an update (the
+    batch test that kills a worker found it) left an empty file, which reads as the total used up: every
+    later job of that batch failed with kind `output`. Real processes killed at random moments while they
+    draw; after each kill the total reads, and holds at least what was drawn before it."""
+    import random
+    import signal
+    import time
+
+    from replayer.floor.output_budget import SharedTotal
+
+    path = tmp_path / ".output-total"
+    total = SharedTotal.create(path, 10**12)
+    left = total.left()
+    for _ in range(200):
+        pid = os.fork()
+        if pid == 0:  # the worker: draws until it is killed
+            try:
+                while True:
+                    total.draw(1, force=True)
+            finally:
+                os._exit(0)
+        time.sleep(random.uniform(0, 0.003))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        now = total.left()
+        assert 0 < now <= left, path.read_bytes()
+        left = now
