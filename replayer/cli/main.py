@@ -37,8 +37,8 @@ def main() -> None:
     # interruption); the bridge records what matters, and stderr keeps its one line per error
     logging.getLogger("aiohttp").addHandler(logging.NullHandler())
     logging.getLogger("aiohttp").propagate = False
-    register(sys.argv[1:])
     try:
+        register(sys.argv[1:])  # an interruption while the verb's modules import is one too
         app(
             prog_name="replayer"
         )  # standalone: usage errors exit 2 with click's message; our errors propagate to here
