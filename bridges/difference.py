@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import orjson
@@ -44,8 +45,13 @@ def first_difference(expected: Any, actual: Any, path: str = "") -> Mismatch | N
 def mismatch_at(path: str, expected: Any, actual: Any) -> Mismatch:
     """A mismatch at `path` with both sides shown as truncated excerpts."""
 
-    def show(v: Any) -> str:
-        text = v if isinstance(v, str) else orjson.dumps(v).decode()
-        return text if len(text) <= _EXCERPT else text[:_EXCERPT] + f"... ({len(text)} chars)"
+    texts = [v if isinstance(v, str) else orjson.dumps(v).decode() for v in (expected, actual)]
+    # two long texts that differ far in are shown from a little before where they differ
+    long = max(map(len, texts)) > _EXCERPT
+    start = max(0, len(os.path.commonprefix(texts)) - _EXCERPT // 4) if long else 0
 
-    return Mismatch(path=path.lstrip("."), expected=show(expected), actual=show(actual))
+    def show(text: str) -> str:
+        rest = f"... ({len(text)} chars)" if start + _EXCERPT < len(text) else ""
+        return ("…" if start else "") + text[start : start + _EXCERPT] + rest
+
+    return Mismatch(path=path.lstrip("."), expected=show(texts[0]), actual=show(texts[1]))

@@ -45,6 +45,9 @@ _ID_KEY = re.compile(r"(?i)^id$|_id$|[a-z]Id$")
 _ID_VALUE = re.compile(r"^[0-9A-Za-z_:.-]{6,}$")
 """An id key's value is an id whatever its shape (Pi's 8-hex entry ids and parentIds)."""
 _PID_KEY = re.compile(r"(?i)^(pid|process_?id)$")
+_SKILLS = re.compile(r"(<available_skills>\n)(.*?)(</available_skills>)", re.S)
+_SKILL = re.compile(r"[ \t]*<skill>.*?</skill>\n", re.S)
+"""Gemini CLI lists its skills in the order its file glob found them, which changes from run to run."""
 
 
 class Normalizer:
@@ -59,6 +62,8 @@ class Normalizer:
         self.ids: dict[str, str] = {}
         self.used: set[str] = set()
         """What the normalizations changed in this document (`ids`, `times`, `listing times`...)."""
+        self.skill_orders: list[list[str]] = []
+        """The skill lists as found, so that a sorted order is said only where the two orders differed."""
 
     def _id(self, match: re.Match[str]) -> str:
         return self.ids.setdefault(match.group(0), f"<id-{len(self.ids) + 1}>")
@@ -68,6 +73,13 @@ class Normalizer:
         if changed != value:
             self.used.add(kind)
         return changed
+
+    def _skills_sorted(self, match: re.Match[str]) -> str:
+        skills = _SKILL.findall(match.group(2))
+        if "".join(skills) != match.group(2):
+            return match.group(0)
+        self.skill_orders.append(skills)
+        return match.group(1) + "".join(sorted(skills)) + match.group(3)
 
     def text(self, value: str) -> str:
         if self.nonce and self.nonce in value:
@@ -79,6 +91,8 @@ class Normalizer:
         value = self._sub("process ids", PROCESS_IDS, r"\1<pid>", value)
         value = self._sub("durations", _DURATION, r"\1<time>", value)
         value = self._sub("listing times", LISTING_TIME, "<time>", value)
+        if "<available_skills>" in value:
+            value = self._sub("skill order", _SKILLS, self._skills_sorted, value)
         return self._sub("times", _TIMESTAMP, "<time>", value)
 
     def __call__(self, value: Any) -> Any:
@@ -227,7 +241,8 @@ class Player:
         theirs, ours = Normalizer(), Normalizer(self.nonce)
         found = first_difference(theirs(redact(recorded.body)[0]), ours(redact(body)[0]))
         if found is None and recorded.body != redact(body)[0]:
-            self.normalized |= (theirs.used | ours.used) - {"nonce"}
+            same_order = theirs.skill_orders == ours.skill_orders
+            self.normalized |= (theirs.used | ours.used) - {"nonce", *(["skill order"] if same_order else [])}
         return found
 
     def _main(self, method: str, path: str, body: Any) -> Answer | Refusal:

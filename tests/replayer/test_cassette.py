@@ -366,3 +366,33 @@ def test_the_exchange_and_parse_bounds_hold_for_the_writer_and_the_loader(
     with pytest.raises(CassetteError, match="bytes of JSON to parse"):
         cassette.load(tape)
     assert not (tmp_path / "again").exists()
+
+
+def test_gemini_skills_found_in_another_order_match_and_a_long_difference_is_shown_where_it_is() -> None:
+    """CI: Gemini CLI lists its skills in its file glob's order, which a loaded machine changes."""
+    skill = "  <skill>\n    <name>{0}</name>\n    <location>/b/{0}/SKILL.md</location>\n  </skill>\n"
+    intro = "You are an agent. " * 40
+
+    def asked(*names: str) -> dict:
+        listing = "".join(skill.format(n) for n in names)
+        return {"systemInstruction": f"{intro}<available_skills>\n{listing}</available_skills>\n# Hooks"}
+
+    recorded = [_exchange(1, "main", asked("skill-creator", "antigravity-support"), b"data: one\n\n")]
+    player = Player(recorded, nonce=None)
+    found = player.answer("main", "POST", "/v1/messages", asked("antigravity-support", "skill-creator"))
+    assert found == recorded[0].answer and player.normalized == {"skill order"}
+    same = Player(recorded, nonce=None)
+    body = asked("skill-creator", "antigravity-support")
+    body["when"] = "2026-12-06"
+    recorded_with_time = [
+        _exchange(1, "main", {**asked("skill-creator", "antigravity-support"), "when": "2025-01-01"}, b"")
+    ]
+    same = Player(recorded_with_time, nonce=None)
+    assert same.answer("main", "POST", "/v1/messages", body) == recorded_with_time[0].answer
+    assert same.normalized == {"times"}, "the same order is not said to be normalized"
+    other = Player(recorded, nonce=None).answer(
+        "main", "POST", "/v1/messages", asked("skill-creator", "other")
+    )
+    assert isinstance(other, Refusal) and other.mismatch.path == "systemInstruction"
+    assert "antigravity" in other.mismatch.expected and "other" in other.mismatch.actual, other.mismatch
+    assert other.mismatch.expected.startswith("…"), "shown from near the difference, not the text's start"
