@@ -16,11 +16,12 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 from replayer.floor.errors import OutputError
+from replayer.floor.io import remove_entry
+from replayer.verbs.batch_jobs import LINE_LEDGERS
 
 BATCH_LABEL = "sandbox-replayer.batch"
 """The container label of a batch's jobs; its value is `batch_id(DIR)`."""
@@ -36,7 +37,12 @@ def outcome_path(out: Path, key: str) -> Path:
 
 def prepare_dir(out: Path) -> None:
     """DIR, DIR/jobs and DIR/outcomes as directories, or an OutputError naming the one in the way (a file
-    there would otherwise fail every job, one by one)."""
+    there would otherwise fail every job, one by one). DIR may be a folder from elsewhere, resumed: a folder
+    of its own that is a link is refused, since a start writes there and removes the hidden entries a killed
+    worker left (through a link to a home, its `.ssh`)."""
+    for name in ("jobs", "outcomes", LINE_LEDGERS):
+        if (out / name).is_symlink():
+            raise OutputError(f"{out / name} is a link: a batch writes only into DIR's own folders")
     for path in (out, out / "jobs", out / "outcomes"):
         try:
             path.mkdir(parents=True, exist_ok=True)
@@ -99,4 +105,4 @@ def clean_partials(out: Path) -> None:
     if jobs.is_dir():
         for entry in jobs.iterdir():
             if entry.name.startswith("."):
-                shutil.rmtree(entry, ignore_errors=True)
+                remove_entry(entry)

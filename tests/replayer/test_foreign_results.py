@@ -267,3 +267,24 @@ def test_a_folder_of_cassettes_is_read_without_links(tmp_path: Path, linked: str
     with pytest.raises(CassetteError) as refused:
         cassette.select(folder, adapter.parse(ROOT / TRAJECTORY), 1)
     assert "a link" in str(refused.value) and MARKER not in str(refused.value)
+
+
+@pytest.mark.parametrize("inner", ["jobs", "outcomes", "ledgers"])
+def test_a_batch_folder_whose_own_folders_link_elsewhere_is_refused_and_the_target_untouched(
+    tmp_path: Path, inner: str
+) -> None:
+    """A downloaded batch DIR resumed with `jobs` linked to the user's home: the start removes the hidden
+    folders a killed worker left in `jobs` (`.partial-*`), which through the link were the home's `.ssh`."""
+    victim = tmp_path / "home"
+    (victim / ".ssh").mkdir(parents=True)
+    (victim / ".ssh" / "id_ed25519").write_text(MARKER)
+    out = tmp_path / "batch"
+    out.mkdir()
+    (out / inner).symlink_to(victim)
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_bytes(orjson.dumps({"trajectory": str(TRAJECTORY), "mode": "prepare", "boundaries": [1]}))
+    proc = replayer("batch", str(manifest), "-o", str(out), "--trust-manifest")
+    assert proc.returncode == 7, proc.stderr
+    assert proc.stderr.count("\n") == 1 and f"{out / inner} is a link" in proc.stderr, proc.stderr
+    assert sorted(p.name for p in victim.iterdir()) == [".ssh"], "nothing written into the link's target"
+    assert (victim / ".ssh" / "id_ed25519").read_text() == MARKER
