@@ -44,7 +44,7 @@ PREPARED = {
     # Gemini CLI records no version in its sessions: the release current at `startTime` runs (npm's publish
     # times), no older than 0.34.0 (the pomodoro document's 0.8.2 is older) and no newer than the pin
     "gemini_cli/aim-0.34.0-session-2026-03-18T01-56-3afe7bdc.json": ("gemini_cli", "0.34.0", "inferred"),
-    # a subagent's own session: no step (tests/replayer/test_subagent_files.py)
+    # a subagent's own session: no step (tests/replayer/pipeline/test_subagent_files.py)
     "gemini_cli/aim-0.34.0-subagent-session-2026-03-18T01-57-3afe7bdc.json": (
         "gemini_cli",
         "0.34.0",
@@ -83,9 +83,9 @@ REFUSED = {
 
 
 MULTI = {
-    # an OpenHands evaluation output of three instances (tests/replayer/test_multisession.py)
+    # an OpenHands evaluation output of three instances (tests/replayer/pipeline/test_multisession.py)
     "openhands/multi-swe-bench-example-output.jsonl",
-    # a session and its subagent's file, where the CLI keeps them (tests/replayer/test_subagent_files.py)
+    # a session and its subagent's file, where the CLI keeps them (tests/replayer/pipeline/test_subagent_files.py)
     "claude_code/spotter-2.1.39",
     # three `opencode run --format json` runs appended to one log (below)
     "opencode/repo-explainer-kubernetes-3-runs-format-json.jsonl",

@@ -14,7 +14,7 @@ import orjson
 from replayer.cli.app import VERBS
 from tests.conftest import replayer_argv
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIXTURE = ROOT / "tests" / "fixtures" / "claude_code" / "failing" / "session.jsonl"
 
 _AT_EXIT = """

@@ -79,7 +79,7 @@ def test_only_the_normalizers_the_difference_needs_are_named() -> None:
     assert d.status == "normalized_equal" and d.normalizers == ["trailing_whitespace", "walk_order"]
 
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SHELL_CALLS = {
     "claude_code": ("claude_code/parallel/session.jsonl", "Bash"),
     "codex": ("codex/exec/rollout.jsonl", "exec_command"),

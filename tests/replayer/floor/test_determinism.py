@@ -27,7 +27,7 @@ from replayer.verbs.compatibility import table
 from replayer.verbs.repeat import reruns_of
 from tests.conftest import CODEX, replayer
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FAILING = "echo out; sleep 0.2; echo err >&2; exit 3"
 
 

@@ -17,7 +17,7 @@ from replayer.pipeline.engine import execute, load
 from replayer.pipeline.fork import PATCH_MOUNT, BoundaryReady, ForkJob, Turn, run
 from replayer.sandboxes.fake import FakeBackend, Rule, answer
 from tests.conftest import CLAUDE
-from tests.engine.test_pipeline import _request
+from tests.replayer.pipeline.test_pipeline import _request
 
 SOURCE = CLAUDE.fixture("single") / "session.jsonl"
 

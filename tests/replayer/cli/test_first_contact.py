@@ -12,7 +12,7 @@ from replayer.floor.pins import load_pins
 from tests.conftest import CLAUDE, CODEX, ROOT, replayer
 from tests.support.chromium import render
 
-FIELD = Path(__file__).resolve().parents[1] / "fixtures" / "field"
+FIELD = Path(__file__).resolve().parents[2] / "fixtures" / "field"
 
 
 def _one_line(stderr: str) -> str:
@@ -23,7 +23,7 @@ def _one_line(stderr: str) -> str:
 
 # inspect -----------------------------------------------------------------------------------------
 def test_inspect_says_what_the_file_does_not_record() -> None:
-    pi = replayer("inspect", str(Path(__file__).resolve().parents[1] / "fixtures/pi/rpc/session.jsonl"))
+    pi = replayer("inspect", str(Path(__file__).resolve().parents[2] / "fixtures/pi/rpc/session.jsonl"))
     header = pi.stdout.splitlines()[0]
     assert "None" not in header
     assert header.startswith("agent pi (version not recorded: pi ") and "would run)" in header
