@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import resource
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -238,6 +239,26 @@ _HELD: dict[tuple[int, int], int] = {}
 they are named, so that what is held is bounded by the folders there are."""
 
 
+_KEPT_FREE = 256
+"""Descriptors left to the run itself (its sockets, pipes, output files) however many folders are held."""
+
+
+def _room_to_hold() -> None:
+    """Room for one more held folder: the soft limit on open files raised to the hard one first (a desktop's
+    soft 1,024 would stop a manifest of a thousand conversation folders midway), else a one-line BadInput."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and len(_HELD) + min(_KEPT_FREE, soft // 2) >= soft and soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    if soft != resource.RLIM_INFINITY and len(_HELD) + min(_KEPT_FREE, soft // 2) >= soft:
+        raise BadInput(
+            f"the manifest names files in more folders than this process may hold open (open files are "
+            f"limited to {soft}, {min(_KEPT_FREE, soft // 2)} of them kept for the run): raise `ulimit -n`, "
+            "split the manifest, or pass --trust-manifest if it is yours"
+        )
+
+
 def hold(folder: Folder, name: str, *, itself: bool = False) -> Path:
     """A path to `name` in `folder` that stays bound to what is there now: the folder holding it, reached
     without a link, is kept open (`/proc/PID/fd/N/NAME`), so a folder on the way swapped for a link later is
@@ -246,6 +267,7 @@ def hold(folder: Folder, name: str, *, itself: bool = False) -> Path:
     below it by path (an OpenHands conversation). The path stays good in this process's children and in
     other processes of its user on this host (a pool's workers), not on another host (a Ray node): there it
     does not exist."""
+    _room_to_hold()
     names = folder._names(name)
     target = folder.sub(name) if itself and folder.kind(name) == "dir" else None
     holder = target or (

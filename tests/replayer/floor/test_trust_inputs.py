@@ -336,3 +336,39 @@ def test_a_timeout_or_count_flag_is_checked_as_the_model_checks_it(
     err = proc.stderr.strip()
     assert proc.returncode == 3 and err == f"replayer: bad_input: {named}" + err.partition(named)[2], err
     assert len(err.splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_a_manifest_of_many_folders_is_held_within_the_open_files_limit_or_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """An untrusted manifest's files are reached through their folders, held open (one descriptor a folder):
+    a thousand conversation folders passed a desktop's soft limit of 1,024 midway, an internal error. The
+    soft limit is raised to the hard one; beyond that, one line naming the ways out."""
+    folder = tmp_path / "downloaded"
+    lines = []
+    for i in range(100):
+        (folder / f"t{i}").mkdir(parents=True)
+        (folder / f"t{i}" / TRAJ.name).write_bytes(TRAJ.read_bytes())
+        lines.append(orjson.dumps({"trajectory": f"t{i}/{TRAJ.name}", "boundaries": [1], "mode": "prepare"}))
+    manifest = folder / "manifest.jsonl"
+    manifest.write_bytes(b"\n".join(lines) + b"\n")
+
+    def batch(soft: int, hard: int, out: Path) -> subprocess.CompletedProcess[str]:
+        import resource
+
+        def limited() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+        argv = [sys.executable, "-m", "replayer.cli", "batch", str(manifest), "-o", str(out)]
+        env = {**os.environ, **_config(tmp_path)}
+        return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, preexec_fn=limited)
+
+    raised = batch(64, 4096, tmp_path / "raised")
+    assert raised.returncode == 0, raised.stderr
+    done = orjson.loads((tmp_path / "raised" / "batch.json").read_bytes())["done"]
+    assert done == 1, "one content, one job"
+    refused = batch(64, 64, tmp_path / "refused")
+    err = refused.stderr.strip()
+    assert refused.returncode == 3 and len(err.splitlines()) == 1, err
+    assert "more folders than this process may hold open (open files are limited to 64" in err, err
+    assert "ulimit -n" in err and not (tmp_path / "refused").exists()
