@@ -47,6 +47,9 @@ class RunRecord(Frozen):
     first_difference: int | None = None
     """Timeline index of this run's first action (assistant message) that differs from the reference
     run's; None when its actions equal the reference's. Tool results are not compared (volatile)."""
+    continuation_error: str | None = None
+    """Why the continuation was refused or failed (an agent that exited with an error: its last output
+    line), as `run` says it; None for a continuation that ended as it may."""
     infrastructure_failure: str | None = None
     """Why the run tells nothing about the variant (its container, bridge, install or worker failed, or the
     gate refused the rebuilt prefix); None for a run the agent or the check decided. Such runs are counted

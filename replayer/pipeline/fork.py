@@ -47,7 +47,7 @@ from replayer.floor.versions import Pins
 from replayer.pipeline import steps, timeline
 from replayer.pipeline.boundary import fork_state
 from replayer.pipeline.context import RunContext
-from replayer.pipeline.continue_run import Continuing
+from replayer.pipeline.continue_run import Continuing, continuation_error
 from replayer.pipeline.oracle import is_file, workspace_changes, workspace_state
 from replayer.pipeline.rootfs import ROOTFS_MOUNT, WAITER, RootfsDiff
 from replayer.sandboxes import engines
@@ -350,6 +350,7 @@ class _Record:
     patch_diff_truncated: bool = False
     fork_s: float | None = None
     continuation: ContinuationResult | None = None
+    continuation_error: str | None = None
     check: CheckResult | None = None
     timeline: list[TimelineEntry] = field(default_factory=list)
     workspace_diff: str = ""
@@ -486,6 +487,9 @@ def _carry_out(
             box, adapter, traj, rebuild, job.continuation, dirs, job.run_dir, key, job.after_step, job.limits
         )
     )
+    failure = continuation_error(record.continuation, job.run_dir)
+    if failure is not None:  # its paths named from the compare's output, where the run dir ends up
+        record.continuation_error = f"{failure.kind}: {failure}".replace(str(job.run_dir), record.dir)
     if job.check:
         record.check = run_check(box, job.check, traj.cwd, job.check_timeout_s)
     ctx.release(pre if isinstance(pre, Prestarted) else box)

@@ -116,6 +116,7 @@ function run(r) {
   if (r.infrastructure_failure) card.append(el('p', {class: 'infra-note'},
     `infrastructure failure, not counted in the pass rate: ${r.infrastructure_failure}`));
   else if (r.status === 'failed') card.append(el('p', {class: 'fail error'}, `${r.error_kind}: ${r.error}`));
+  else if (r.continuation_error) card.append(el('p', {class: 'fail error'}, r.continuation_error));
   if (r.status === 'ok') card.append(el('p', {class: 'meta first-difference'},
     `${r.variant}/${r.repeat}` === data.reference_run ? 'the reference run' :
     r.first_difference === null ? `same actions as the reference run ${data.reference_run}` : `differs from the reference run ${data.reference_run} at action ${r.first_difference + 1}`));

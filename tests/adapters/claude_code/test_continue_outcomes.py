@@ -18,7 +18,7 @@ from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolU
 from replayer.floor.requests import ContinueRequest, ReplayRequest
 from replayer.pipeline.engine import execute
 from replayer.sandboxes.docker import LABEL
-from tests.conftest import CLAUDE
+from tests.conftest import CLAUDE, replayer
 from tests.support.continuing import KEY, changed_workspace, continue_run, files_containing, scripted
 
 
@@ -147,6 +147,36 @@ def test_upstream_failing_mid_stream_is_an_agent_error(tmp_path: Path, docker_cl
     assert result["request"]["continuation"]["agent_env"] == {"CLAUDE_CODE_MAX_RETRIES": "0"}
     assert _gone(docker_client, result["container"])
     assert files_containing(tmp_path / "out", KEY.encode()) == []
+
+
+@pytest.mark.agent
+def test_a_compare_run_whose_agent_failed_says_why_in_compare_json_and_the_report(tmp_path: Path) -> None:
+    """A run whose agent exited with an error is a run the variant decided (not an infrastructure failure),
+    but compare.json and report.html named only its status: now its cause, as `run` says it."""
+    failing = Turn(blocks=[TextBlock(text="This answer breaks.")], fail_after_events=4, repeat=True)
+    out = tmp_path / "cmp"
+    with scripted("claude_code", Script(turns=[failing]), expected_key=KEY) as upstream:
+        proc = replayer(
+            "compare", str(CLAUDE.fixture("parallel") / "session.jsonl"), "-n", "2",
+            "-w", str(CLAUDE.fixture("parallel") / "workspace"), "-o", str(out), "--upstream", upstream.url,
+            "--variant", "shared=", "--agent-env", "CLAUDE_CODE_MAX_RETRIES=0",
+            env={"ANTHROPIC_API_KEY": KEY},
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    [run] = orjson.loads((out / "compare.json").read_bytes())["runs"]
+    assert (run["status"], run["continuation"]["agent_status"], run["infrastructure_failure"]) == (
+        "ok",
+        "agent_error",
+        None,
+    )
+    why = run["continuation_error"]
+    assert why.startswith("agent_error: the continued agent failed (exit 1): "), why
+    assert why.endswith(f"(see {run['dir']}/agent/stdout.jsonl)"), "named from the compare's output"
+    assert (
+        why in (out / "report.html").read_text()
+        or why.replace("'", "&#x27;") in (out / "report.html").read_text()
+    )
+    assert f"run shared/1: {why.split(' (see ')[0]}" in proc.stdout, proc.stdout
 
 
 @pytest.mark.agent
