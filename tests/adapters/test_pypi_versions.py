@@ -104,22 +104,12 @@ def test_mini_wire_prefix_is_what_that_version_sent_at_every_boundary(version: s
 @pytest.mark.agent
 @pytest.mark.docker
 @pytest.mark.parametrize("version", MINI_VERSIONS)
-def test_mini_rerun_by_that_version_reproduces_every_observation(version: str, tmp_path: Path) -> None:
+def test_mini_that_version_reruns_every_observation_and_continues_through_the_gate(
+    version: str, tmp_path: Path
+) -> None:
+    """One run a version (`run -n LAST --continue`): reruns by that version's own package, then its
+    continuation."""
     native, last = _mini_last_boundary(version)
-    folder = _mini(version)
-    code, result, stderr = _run(folder / "trajectory.traj.json", folder / "workspace", tmp_path / "out", last)
-    assert code == 0, stderr
-    calls = sum(1 for m in mini_format.prefix_messages(native, last) if m.get("role") == "tool")
-    _reruns_exactly(result, "mini_swe_agent", version, "recorded", calls)
-    rebuilt = json.loads((tmp_path / "out" / result["native_files"][0]).read_text())
-    assert rebuilt["info"]["mini_version"] == version
-
-
-@pytest.mark.agent
-@pytest.mark.docker
-@pytest.mark.parametrize("version", MINI_VERSIONS)
-def test_mini_that_version_continues_through_the_gate(version: str, tmp_path: Path) -> None:
-    _, last = _mini_last_boundary(version)
     folder, out = _mini(version), tmp_path / "out"
     submit = ToolUseBlock(id="call_cont_1", name="bash", input={"command": SUBMIT})
     turns = [Turn(blocks=[TextBlock(text="Submitting."), submit])]
@@ -127,9 +117,12 @@ def test_mini_that_version_continues_through_the_gate(version: str, tmp_path: Pa
         folder / "trajectory.traj.json", folder / "workspace", out, last, turns
     )
     assert code == 0, stderr
+    calls = sum(1 for m in mini_format.prefix_messages(native, last) if m.get("role") == "tool")
+    _reruns_exactly(result, "mini_swe_agent", version, "recorded", calls)
+    rebuilt = json.loads((out / result["native_files"][0]).read_text())
+    assert rebuilt["info"]["mini_version"] == version
     cont = result["continuation"]
     assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 1), cont
-    assert result["version"]["version"] == version
     expected = orjson.loads((out / "expected_prefix.json").read_bytes())
     assert log[0].body["messages"] == expected and all(r.key_ok for r in log)
     continued = json.loads((out / cont["files"]["continued_trajectory"]).read_text())
@@ -166,6 +159,9 @@ def _openhands_last(version: str) -> tuple[conversation.Native, int]:
 @pytest.mark.docker
 @pytest.mark.parametrize("version", OPENHANDS_VERSIONS)
 def test_openhands_rerun_by_that_version_reproduces_every_observation(version: str, tmp_path: Path) -> None:
+    """A plain run, apart from the continuation's (not one `run --continue` as mini's): once in four such
+    runs at load 7-9 the reruns of the two commands that exit non-zero (calls 2 and 3) came back different,
+    which no plain run has shown yet; until that is understood, this assertion holds a plain run's reruns."""
     native, last = _openhands_last(version)
     folder, out = _openhands(version), tmp_path / "out"
     args = (folder / "conversation", folder / "workspace", out, last, "--agent-version", version)

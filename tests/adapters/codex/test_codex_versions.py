@@ -158,27 +158,22 @@ def test_the_recorded_provider_name_is_kept() -> None:
 @pytest.mark.agent
 @pytest.mark.docker
 @pytest.mark.parametrize("version", RECORDED)
-def test_rerun_by_that_version_reproduces_every_observation(version: str, tmp_path: Path) -> None:
-    steps = len(rollout.parse(_probe(version) / "rollout.jsonl").steps)
-    result = _run(_probe(version), tmp_path / "out", steps)
+def test_an_openai_provider_rollout_of_another_version_reruns_and_continues_through_the_gate(
+    version: str, tmp_path: Path
+) -> None:
+    """One run a version (`run -n LAST --continue`): reruns by that version's own CLI (the replay model's
+    provider whatever the rollout records), then its continuation under the `openai` provider. Both send the
+    base instructions as `instructions` (0.58 does not record them: noted, not checked); 0.125.0 tries a
+    WebSocket first (426: HTTP); 0.58.0 finds the bridge through OPENAI_BASE_URL."""
+    folder = _with_provider(_probe(version), tmp_path / "openai", "openai")
+    steps = len(rollout.parse(folder / "rollout.jsonl").steps)
+    result, log = _continue(folder, tmp_path / "out", steps)
     assert result["version"]["version"] == version and result["version"]["source"] == "recorded"
     assert result["version"]["status"] == "unverified"
     assert result["version"]["reruns"] == f"codex {version}, its own code"
     statuses = [d["status"] for d in result["divergences"]]
     assert len(statuses) >= steps and set(statuses) <= {"exact", "normalized_equal"}, result["divergences"]
     assert "exact" in statuses
-
-
-@pytest.mark.agent
-@pytest.mark.docker
-@pytest.mark.parametrize("version", RECORDED)
-def test_an_openai_provider_rollout_of_another_version_continues_through_the_gate(
-    version: str, tmp_path: Path
-) -> None:
-    """Both send the base instructions as `instructions` (0.58 does not record them: noted, not checked);
-    0.125.0 tries a WebSocket first (426: HTTP); 0.58.0 finds the bridge through OPENAI_BASE_URL."""
-    folder = _with_provider(_probe(version), tmp_path / "openai", "openai")
-    result, log = _continue(folder, tmp_path / "out", 3)
     cont = result["continuation"]
     assert cont["gate"] == "accepted" and cont["agent_status"] == "completed", cont
     assert any("`instructions`" in note for note in cont["gate_notes"])

@@ -98,29 +98,13 @@ def _stream_race(divergence: dict, out: Path) -> bool:
 @pytest.mark.agent
 @pytest.mark.docker
 @pytest.mark.parametrize("version", RECORDED)
-def test_rerun_by_that_version_reproduces_every_observation(version: str, tmp_path: Path) -> None:
-    steps = _steps(version)
-    result = _cli("run", version, "export", steps, tmp_path / "out")
-    assert result["version"]["version"] == version and result["version"]["source"] == "recorded"
-    assert result["version"]["status"] == "unverified"
-    assert result["version"]["reruns"] == f"opencode {version}, its own code"
-    divergences = result["divergences"]
-    assert len(divergences) >= steps and "exact" in {d["status"] for d in divergences}
-    for d in divergences:
-        walk = d["status"] == "normalized_equal" and "walk_order" in d.get("normalizers", [])
-        assert (
-            d["status"] == "exact"
-            or (walk and d["tool"] in ("glob", "grep"))
-            or _stream_race(d, tmp_path / "out")
-        ), d
-
-
-@pytest.mark.agent
-@pytest.mark.docker
-@pytest.mark.parametrize("version", RECORDED)
-def test_each_version_continues_through_the_gate(version: str, tmp_path: Path) -> None:
-    """1.15.13 exits before printing its last events (the model answers at once): the status then comes
-    from the continued session the CLI exported."""
+def test_that_version_reruns_every_observation_and_continues_through_the_gate(
+    version: str, tmp_path: Path
+) -> None:
+    """One run a version (`run -n LAST --continue`): its reruns are the replay a plain `run` makes (the same
+    rerun_prefix; the bridge folder is mounted besides), then its continuation. 1.15.13 exits before printing
+    its last events (the model answers at once): the status then comes from the continued session the CLI
+    exported."""
     out = tmp_path / "out"
     steps = _steps(version)
     script = Script(turns=[Turn(blocks=[TextBlock(text="Finished.")])], model="fake-model")
@@ -128,9 +112,16 @@ def test_each_version_continues_through_the_gate(version: str, tmp_path: Path) -
         cont_args = ("--continue", "--upstream", upstream.url)
         result = _cli("run", version, "export", steps, out, *cont_args, env={"OPENAI_API_KEY": KEY})
         log = [r for r in upstream.log if r.main_thread]
+    assert result["version"]["version"] == version and result["version"]["source"] == "recorded"
+    assert result["version"]["status"] == "unverified"
+    assert result["version"]["reruns"] == f"opencode {version}, its own code"
+    divergences = result["divergences"]
+    assert len(divergences) >= steps and "exact" in {d["status"] for d in divergences}
+    for d in divergences:
+        walk = d["status"] == "normalized_equal" and "walk_order" in d.get("normalizers", [])
+        assert d["status"] == "exact" or (walk and d["tool"] in ("glob", "grep")) or _stream_race(d, out), d
     cont = result["continuation"]
     assert (cont["gate"], cont["agent_status"]) == ("accepted", "completed"), cont
-    assert result["version"]["version"] == version
     expected = orjson.loads((out / "expected_prefix.json").read_bytes())
     history = list(dropwhile(lambda m: m["role"] == "system", log[0].body["messages"])) if log else None
     assert history == expected, "the nonce was stripped: exactly the prefix"

@@ -69,24 +69,28 @@ def test_before_0_58_assistant_text_goes_as_text_parts() -> None:
 
 
 # Docker and the real CLIs --------------------------------------------------------------------------------
-@pytest.mark.agent
-@pytest.mark.docker
-@pytest.mark.parametrize("version", RECORDED)
-def test_rerun_by_that_version_reproduces_every_observation(version: str, tmp_path: Path) -> None:
-    steps = len(PiAdapter().parse(_probe(version) / "session.jsonl").steps)
-    result = _run(version, tmp_path / "out", steps)
+def _reruns_exactly(result: dict, version: str, steps: int, out: Path) -> None:
     assert result["version"]["version"] == version and result["version"]["source"] == "stated"
     assert result["version"]["status"] == "unverified" and result["version"]["in_file"] is None
     assert result["version"]["reruns"] == f"pi {version}, its own code"
     statuses = [d["status"] for d in result["divergences"]]
     assert len(statuses) >= steps and set(statuses) <= {"exact", "normalized_equal"}, result["divergences"]
-    expected = orjson.loads((tmp_path / "out" / "expected_prefix.json").read_bytes())
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
     assert expected in _sent(version)
 
 
 @pytest.mark.agent
 @pytest.mark.docker
-def test_the_oldest_version_continues_through_the_gate(tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [v for v in RECORDED if v != OLDEST])
+def test_rerun_by_that_version_reproduces_every_observation(version: str, tmp_path: Path) -> None:
+    """The oldest's reruns are checked on its continued run (one scenario per version)."""
+    steps = len(PiAdapter().parse(_probe(version) / "session.jsonl").steps)
+    _reruns_exactly(_run(version, tmp_path / "out", steps), version, steps, tmp_path / "out")
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_the_oldest_version_reruns_every_observation_and_continues_through_the_gate(tmp_path: Path) -> None:
     steps = len(PiAdapter().parse(_probe(OLDEST) / "session.jsonl").steps)
     turns = [
         Turn(blocks=[ToolUseBlock(id="call_cont_1", name="bash", input={"command": "cat calc.py"})]),
@@ -98,7 +102,7 @@ def test_the_oldest_version_continues_through_the_gate(tmp_path: Path) -> None:
             OLDEST, out, steps, "--continue", "--upstream", upstream.url, env={"OPENAI_API_KEY": KEY}
         )
         log = [r for r in upstream.log if r.main_thread]
-    assert result["version"]["version"] == OLDEST
+    _reruns_exactly(result, OLDEST, steps, out)
     cont = result["continuation"]
     assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 2), cont
     expected = orjson.loads((out / "expected_prefix.json").read_bytes())
