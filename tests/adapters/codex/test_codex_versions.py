@@ -173,7 +173,10 @@ def test_an_openai_provider_rollout_of_another_version_reruns_and_continues_thro
     assert result["version"]["reruns"] == f"codex {version}, its own code"
     statuses = [d["status"] for d in result["divergences"]]
     assert len(statuses) >= steps and set(statuses) <= {"exact", "normalized_equal"}, result["divergences"]
-    assert "exact" in statuses
+    # what may differ is what a run measures or draws (0.58.0's `duration_seconds`, 0.125.0's chunk ids and
+    # wall times): on a loaded machine no shell call's duration need be the recorded one
+    used = {n for d in result["divergences"] if d["status"] == "normalized_equal" for n in d["normalizers"]}
+    assert used <= {"durations", "random_ids"}, result["divergences"]
     cont = result["continuation"]
     assert cont["gate"] == "accepted" and cont["agent_status"] == "completed", cont
     assert any("`instructions`" in note for note in cont["gate_notes"])
