@@ -23,6 +23,7 @@ from replayer.adapters.openhands.v0_adapter import (
     OpenHandsV0Adapter,
     V0Continuation,
     _request_answer,
+    _request_answer_line,
     _RequestAnswer,
     text_form_refusal,
 )
@@ -501,6 +502,22 @@ def test_a_companion_answer_that_is_not_one_request_line_fails_in_one_line() -> 
         with pytest.raises(SandboxError) as err:
             _request_answer(stdout, b"Traceback\nValueError: boom\n", code)
         assert len(str(err.value).splitlines()) == 1 and "ValueError: boom" in str(err.value)
+
+
+def test_the_reruns_companions_answer_that_is_not_one_request_fails_in_one_line() -> None:
+    """The reruns' companion answers {"request": ...} on its socket, or {"error": ...} when telling it
+    raised; anything but one valid answer is a one-line error naming why."""
+    good = orjson.loads(
+        b'{"type": "request", "model": "m", "function_calling": true, "messages": [], "error": null}'
+    )
+    assert _request_answer_line({"request": good}).function_calling is True
+    both = {**good, "error": "x"}
+    for line in ({"error": "ValueError: boom\nmore"}, {"request": both}, {"request": "text"}, {}):
+        with pytest.raises(SandboxError) as err:
+            _request_answer_line(line)
+        assert len(str(err.value).splitlines()) == 1 and "did not tell the first request" in str(err.value)
+    with pytest.raises(SandboxError, match="ValueError: boom"):
+        _request_answer_line({"error": "ValueError: boom"})
 
 
 @pytest.mark.agent
