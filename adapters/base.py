@@ -374,6 +374,19 @@ class Launcher(ABC, Generic[ContT]):
         appended); by default the rebuild as made."""
         return rebuild
 
+    def gate_facts_at_boundary(
+        self,
+        rerunner: Rerunner,
+        trajectory: Trajectory,
+        rebuild: Rebuild[ContT],
+        model: str | None,
+        boundary_prompt: str | None = None,
+    ) -> Rebuild[ContT]:
+        """`gate_facts` told as the replay passes the boundary, by the reruns' own process while it lives
+        (one start of the agent's code less); `gate_facts` then keeps facts told for the same model and
+        prompt. By default the rebuild as made (`gate_facts` asks)."""
+        return rebuild
+
     def continuation_metadata(self, launch: Launch, rebuild: Rebuild[ContT]) -> dict[str, Any]:
         """Facts about how the continuation runs, recorded in the result (e.g. who enforces the step budget)."""
         return {}

@@ -94,8 +94,9 @@ rerun and each V0 continuation starts it; {ROUNDS} alternating rounds, medians, 
 | baseline: the plugins CodeActAgent asks for (AgentSkills, Jupyter: the kernel gateway and its kernel) | {old["wall_s"]:.1f} s | {old["cpu_s"]:.1f} s | 1.00 |
 | the replayer: no Jupyter kernel while the agent has no IPython tool | {new["wall_s"]:.1f} s | {new["cpu_s"]:.1f} s | **{new["cpu_s"] / old["cpu_s"]:.2f}** |
 
-A `run --continue` starts this runtime twice (the reruns, then the continuation) and the interpreter once
-more to ask the running version for its first request (`request`: imports and the agent, no runtime).
+A `run --continue` starts this runtime twice (the reruns, then the continuation); the running version's
+first request is told by the reruns' companion (a compare's variant starts the interpreter once more for it:
+"the first-request question" below).
 """
 
 

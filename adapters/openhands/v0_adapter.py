@@ -27,6 +27,7 @@ from replayer.adapters.base import (
     Ended,
     Launch,
     Rebuild,
+    Rerunner,
     continued_file,
     copy_continued,
     first_time,
@@ -70,6 +71,8 @@ class V0Continuation(Continuation):
     companion was asked, before the agent starts)."""
     request: list[dict[str, Any]] | None = None
     """Function calling off: the first request's messages in the text form, by the version's converter."""
+    told_for: tuple[str, str | None] | None = None
+    """The model and boundary prompt the facts were told for (None: not told yet)."""
 
 
 class _RequestAnswer(BaseModel):
@@ -212,16 +215,48 @@ class OpenHandsV0Adapter(Adapter[v0.NativeV0, V0Continuation]):
         the first request it would send over the rebuilt prefix and the boundary prompt (its converter's
         text form)."""
         assert model and trajectory.cwd
+        if rebuild.continuation.told_for == (model, boundary_prompt):  # told by the reruns' companion
+            return rebuild
         messages = rebuild.expected_prefix + _prompted(boundary_prompt)
         box.write_file(f"{AGENT_HOME}/{PREFIX}", orjson.dumps(messages))
         argv = companion_argv("request", trajectory.cwd, f"{AGENT_HOME}/{PREFIX}")
         env = self._agent_env(trajectory, model)
         done = box.exec(argv, workdir=trajectory.cwd, env=env, timeout_s=REQUEST_TIMEOUT_S)
         answer = _request_answer(done.stdout, done.stderr, done.exit_code)
+        return self._told(rebuild, answer, env, model, boundary_prompt)
+
+    def gate_facts_at_boundary(
+        self,
+        rerunner: Rerunner,
+        trajectory: Trajectory,
+        rebuild: Rebuild[V0Continuation],
+        model: str | None,
+        boundary_prompt: str | None = None,
+    ) -> Rebuild[V0Continuation]:
+        """The reruns' companion has the version imported and its agent made: it tells the first request
+        with the continuation's environment, as `gate_facts`'s `request` process would (one start of the
+        version's interpreter less per continuation)."""
+        if not isinstance(rerunner, OpenHandsV0Rerunner) or not model:
+            return rebuild
+        env = self._agent_env(trajectory, model)
+        messages = rebuild.expected_prefix + _prompted(boundary_prompt)
+        answer = _request_answer_line(rerunner.tell_request(messages, env, REQUEST_TIMEOUT_S))
+        return self._told(rebuild, answer, env, model, boundary_prompt)
+
+    def _told(
+        self,
+        rebuild: Rebuild[V0Continuation],
+        answer: _RequestAnswer,
+        env: dict[str, str],
+        model: str,
+        boundary_prompt: str | None,
+    ) -> Rebuild[V0Continuation]:
         if answer.error is not None:
             raise PlanRefused(text_form_refusal(self.version(), answer, env["REPLAYER_NATIVE_TOOL_CALLING"]))
         request = None if answer.function_calling else answer.messages
-        facts = V0Continuation(function_calling=answer.function_calling, request=request)
+        facts = V0Continuation(
+            function_calling=answer.function_calling, request=request, told_for=(model, boundary_prompt)
+        )
         return rebuild.model_copy(update={"continuation": facts})
 
     def gate(self, rebuild: Rebuild[V0Continuation], prompt: str | None, keep_prompt: bool) -> ChatPrefixGate:
@@ -300,15 +335,32 @@ def _prompted(prompt: str | None) -> list[dict[str, Any]]:
 
 def _request_answer(stdout: bytes, stderr: bytes, exit_code: int | None) -> _RequestAnswer:
     event = last_event(stdout, "request") if exit_code == 0 else None
-    try:
-        answer = _RequestAnswer.model_validate(event) if event is not None else None
-    except ValidationError:
-        answer = None
-    if answer is None or (answer.messages is None) == (answer.error is None):
+    answer = _valid_answer(event)
+    if answer is None:
         tail = last_line(stderr) or "no output"
         raise SandboxError(
             f"the V0 companion did not tell the first request (exit {exit_code}): {excerpt(tail)}"
         )
+    return answer
+
+
+def _request_answer_line(line: dict[str, Any]) -> _RequestAnswer:
+    """The reruns' companion's answer to {"request": ...} (its "error": what it raised telling it)."""
+    answer = _valid_answer(line.get("request"))
+    if answer is None:
+        why = line.get("error") or "a malformed answer"
+        raise SandboxError(f"the V0 companion did not tell the first request: {excerpt(str(why))}")
+    return answer
+
+
+def _valid_answer(event: Any) -> _RequestAnswer | None:
+    """A `request` answer written in the sandbox, validated: one of messages and error; None if not."""
+    try:
+        answer = _RequestAnswer.model_validate(event) if event is not None else None
+    except ValidationError:
+        return None
+    if answer is None or (answer.messages is None) == (answer.error is None):
+        return None
     return answer
 
 

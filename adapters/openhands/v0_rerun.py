@@ -11,12 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from replayer.adapters.companion import SOCKET, STEP_MARGIN_S
 from replayer.adapters.openhands import bundle, v0
 from replayer.adapters.openhands.shell import ShellRerunner
 from replayer.floor.limits import Budgets
 from replayer.floor.trajectory import Observation, Step, Trajectory
 from replayer.sandboxes.base import Sandbox
+
+FIRST_REQUEST = "first-request.json"
+"""The messages the reruns' companion tells the first request over, in the work folder."""
 
 
 def companion_argv(mode: str, cwd: str, *args: str) -> list[str]:
@@ -44,6 +49,18 @@ class OpenHandsV0Rerunner(ShellRerunner):
         argv = companion_argv("serve", trajectory.cwd, f"{bundle.WORK_MOUNT}/{SOCKET}")
         super().__init__(trajectory, sandbox, work, argv, bundle.v0_env())
         self.timeout_s = budgets.max_command_timeout_s + STEP_MARGIN_S
+        self.sandbox = sandbox
+
+    def tell_request(
+        self, messages: list[dict[str, Any]], env: dict[str, str], timeout_s: float
+    ) -> dict[str, Any]:
+        """The companion's answer line to {"request": ...}: the first request over `messages`, told with
+        `env` over its environment (oh_v0_companion.py `first_request`)."""
+        path = f"{bundle.WORK_MOUNT}/{FIRST_REQUEST}"
+        self.sandbox.write_file(path, orjson.dumps(messages))
+        return self.companion.request(
+            {"request": {"messages": path, "env": env}}, timeout_s, "the first request"
+        )
 
     def request(self, step: Step) -> tuple[dict[str, Any], float]:
         events = self.native.events

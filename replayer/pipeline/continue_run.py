@@ -15,7 +15,7 @@ from typing import Literal
 
 import orjson
 
-from replayer.adapters.base import Adapter, Ended, Launch, Rebuild
+from replayer.adapters.base import Adapter, Ended, Launch, Rebuild, Rerunner
 from replayer.adapters.sandbox_paths import BRIDGE_PORT
 from replayer.bridges.core import Bridge, BridgeConfig, Gate
 from replayer.bridges.playback import Player, Recorder
@@ -220,7 +220,7 @@ def _launch_plan(c: Continuing) -> _Launched:
     prompt = request.boundary_prompt
     if prompt is None and adapter.needs_nonce:
         prompt = f"replayer-nonce-{secrets.token_hex(12)}"
-    model = request.model or c.rebuild.model or adapter.default_model(traj)
+    model = continuation_model(request, c.rebuild, adapter, traj)
     rebuild = adapter.gate_facts(box, traj, c.rebuild, model, request.boundary_prompt)
     gate = adapter.gate(rebuild, prompt, keep_prompt)
     tape = cassette.load(request.cassette) if request.cassette else None
@@ -231,6 +231,22 @@ def _launch_plan(c: Continuing) -> _Launched:
         logger.debug("%d process(es) left by the prefix%s", left.count, ", ended" if left.ended else "")
     before = oracle.workspace_state(c.dirs.workspace, c.limits) if tape or recorder else None
     return _Launched(prompt, keep_prompt, model, rebuild, gate, tape, player, recorder, left, before)
+
+
+def continuation_model(
+    request: ContinueRequest, rebuild: Rebuild, adapter: Adapter, traj: Trajectory
+) -> str | None:
+    """The model the continuation asks for: the request's, else the boundary's, else the adapter's default."""
+    return request.model or rebuild.model or adapter.default_model(traj)
+
+
+def facts_at_boundary(
+    adapter: Adapter, rerunner: Rerunner, traj: Trajectory, rebuild: Rebuild, request: ContinueRequest
+) -> Rebuild:
+    """The gate's facts told by the reruns' live process as the replay passes the boundary, where the
+    adapter can (`Adapter.gate_facts_at_boundary`); `_launch_plan`'s `gate_facts` keeps them."""
+    model = continuation_model(request, rebuild, adapter, traj)
+    return adapter.gate_facts_at_boundary(rerunner, traj, rebuild, model, request.boundary_prompt)
 
 
 def _run_agent(c: Continuing, launched: _Launched) -> _Ran:

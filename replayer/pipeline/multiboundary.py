@@ -40,7 +40,7 @@ from replayer.floor.results import Divergence, ReplayResult
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.safecopy import copy_untrusted
 from replayer.floor.trajectory import Observation
-from replayer.pipeline import fanout, steps
+from replayer.pipeline import continue_run, fanout, steps
 from replayer.pipeline.boundary_outputs import BoundaryOutputs
 from replayer.pipeline.context import RunContext
 from replayer.pipeline.plan import Plan
@@ -295,6 +295,8 @@ def _write(
     if not continuing:
         copy_untrusted(tmp / "state" / "home", tmp / "native" / "home", links="skip", limits=limits)
     made = steps.rebuild(adapter, traj, plan, fresh, tmp)
+    if request.continuation is not None:  # asked of the reruns' process while it lives
+        made = continue_run.facts_at_boundary(adapter, rerunner, traj, made, request.continuation)
     if not continuing:
         copied = outputs.copy(
             k, dirs.workspace, tmp, "state/workspace", links="keep", limits=limits, what="the workspace"

@@ -7,7 +7,9 @@ every action deserialized as ReplayManager does (`event_from_dict`) and executed
 `Runtime._handle_action` executes a replayed action (default hard timeout, `run_action`, the observation
 caused by the action and carrying its tool_call_metadata), serialized as `save_trajectory_path` does.
 {"shell": true or PATH} is answered {"shell": what the reruns changed in the runtime's shell
-(shell_state.changes)}, also written to PATH when given.
+(shell_state.changes)}, also written to PATH when given. {"request": {"messages": PATH, "env": {...}}} is
+answered {"request": what `request` prints}, told with ENV over the companion's environment as a `request`
+process started with it would tell it (one interpreter start less per continuation).
 
 continue CONFIG CWD SPEC MAX_STEPS [PROMPT]: run the controller over the rebuilt (cut) trajectory as `replay_trajectory_path`
 (ReplayManager feeds it the recorded actions), with the runtime answering each replayed action with its
@@ -125,6 +127,8 @@ def main(config_file, cwd, socket_path):
         start = shell_state.query(_shell(runtime, config), query)
 
         def handle(request):
+            if "request" in request:
+                return {"request": _told(config_file, cwd, request["request"])}
             if request.get("shell"):
                 state = shell_state.changes(start, shell_state.query(_shell(runtime, config), query))
                 shell_state.keep(request["shell"], state)
@@ -200,6 +204,25 @@ class _Captured(Exception):
 
 
 def request(config_file, cwd, messages_path):
+    print(json.dumps(first_request(config_file, cwd, messages_path), default=str), flush=True)
+
+
+def _told(config_file, cwd, ask):
+    """`first_request` with ask["env"] over this process's environment while it is told (the reruns'
+    companion: the continuation's model and tool calling setting, as a `request` process gets them)."""
+    saved = {name: os.environ.get(name) for name in ask["env"]}
+    os.environ.update(ask["env"])
+    try:
+        return first_request(config_file, cwd, ask["messages"])
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def first_request(config_file, cwd, messages_path):
     from openhands.core.message import Message
 
     _, _, _, agent = _agent(config_file, cwd)
@@ -229,7 +252,7 @@ def request(config_file, cwd, messages_path):
         answer.update(messages=sent.args[0], error=None)
     except Exception as exc:  # the version's own converter refusing the prefix (FunctionCallConversionError)
         answer.update(messages=None, error=f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
-    print(json.dumps(answer, default=str), flush=True)
+    return answer
 
 
 def _connected_runtime(config_file, cwd):

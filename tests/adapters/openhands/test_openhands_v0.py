@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
+import docker
 import orjson
 import pytest
 
@@ -19,6 +23,7 @@ from replayer.adapters.openhands.v0_adapter import (
     OpenHandsV0Adapter,
     V0Continuation,
     _request_answer,
+    _request_answer_line,
     _RequestAnswer,
     text_form_refusal,
 )
@@ -165,6 +170,32 @@ class Continued(NamedTuple):
     result: dict
     log: list[LoggedRequest]
     stderr: str
+    execs: list[str]
+    """Every command the engine started in the run's container, as Docker reports each exec it starts."""
+
+
+@contextmanager
+def _exec_starts() -> Iterator[list[tuple[str, str]]]:
+    """(container name, command) of each exec Docker starts meanwhile, on any container: its event stream
+    heard live (its kept backlog is short on a shared engine)."""
+    heard: list[tuple[str, str]] = []
+    stream = docker.from_env().events(filters={"event": "exec_start"}, decode=True)
+
+    def listen() -> None:
+        try:
+            for event in stream:
+                name = event.get("Actor", {}).get("Attributes", {}).get("name", "")
+                heard.append((name, event.get("Action", "").removeprefix("exec_start: ")))
+        except Exception:  # the stream closed
+            pass
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    try:
+        yield heard
+    finally:
+        stream.close()
+        thread.join(10)
 
 
 def _continue(
@@ -174,10 +205,18 @@ def _continue(
         ws = str(FIXTURE / "workspace")
         args = ["run", str(trajectory), "-n", str(after_step), "-w", ws, "-o", str(out), "--json"]
         args += ["--continue", "--upstream", upstream.url, *extra]
-        proc = replayer(*args, env={"OPENAI_API_KEY": KEY})
+        with _exec_starts() as heard:
+            proc = replayer(*args, env={"OPENAI_API_KEY": KEY})
         log = list(upstream.log)
     result = orjson.loads((out / "result.json").read_bytes()) if (out / "result.json").exists() else {}
-    return Continued(out, proc.returncode, result, log, proc.stderr)
+    execs = [command for name, command in heard if name == result.get("container")]
+    return Continued(out, proc.returncode, result, log, proc.stderr, execs)
+
+
+def _companion_modes(run: Continued) -> list[str]:
+    """The modes the V0 companion was started in, in the run's container, in order."""
+    marker = "oh_v0_companion.py "
+    return [c.split(marker, 1)[1].split()[0] for c in run.execs if marker in c]
 
 
 def _bash(n: int, command: str) -> ToolUseBlock:
@@ -325,6 +364,19 @@ def test_continues_after_the_replayed_prefix_to_finish(continued: Continued) -> 
 
 
 @pytest.mark.agent
+def test_the_reruns_companion_tells_the_first_request_no_interpreter_started_for_it(
+    continued: Continued,
+) -> None:
+    """The continuation's first request (function calling native or not) is told by the reruns' companion,
+    which has the version imported and its runtime up: no `request` process is started, and what it told
+    is what the gate held the agent's request to (the native form: the expected prefix)."""
+    assert continued.code == 0, continued.stderr
+    assert _companion_modes(continued) == ["serve", "continue"], continued.execs
+    cont = continued.result["continuation"]
+    assert cont["gate"] == "accepted" and cont["metadata"]["function_calling"] == "native"
+
+
+@pytest.mark.agent
 def test_no_jupyter_kernel_runs_for_an_agent_without_the_ipython_tool(continued: Continued) -> None:
     """CodeActAgent asks each runtime for a Jupyter kernel whatever its tools; with `enable_jupyter` off
     (the replayed configuration) neither the reruns' runtime nor the continuation's starts one."""
@@ -452,6 +504,22 @@ def test_a_companion_answer_that_is_not_one_request_line_fails_in_one_line() -> 
         assert len(str(err.value).splitlines()) == 1 and "ValueError: boom" in str(err.value)
 
 
+def test_the_reruns_companions_answer_that_is_not_one_request_fails_in_one_line() -> None:
+    """The reruns' companion answers {"request": ...} on its socket, or {"error": ...} when telling it
+    raised; anything but one valid answer is a one-line error naming why."""
+    good = orjson.loads(
+        b'{"type": "request", "model": "m", "function_calling": true, "messages": [], "error": null}'
+    )
+    assert _request_answer_line({"request": good}).function_calling is True
+    both = {**good, "error": "x"}
+    for line in ({"error": "ValueError: boom\nmore"}, {"request": both}, {"request": "text"}, {}):
+        with pytest.raises(SandboxError) as err:
+            _request_answer_line(line)
+        assert len(str(err.value).splitlines()) == 1 and "did not tell the first request" in str(err.value)
+    with pytest.raises(SandboxError, match="ValueError: boom"):
+        _request_answer_line({"error": "ValueError: boom"})
+
+
 @pytest.mark.agent
 def test_the_versions_own_llm_renders_the_native_form_and_refuses_two_calls_in_text(tmp_path: Path) -> None:
     """The companion's `request` mode (it makes the agent and its LLM, no runtime), run by the pinned V0
@@ -504,6 +572,7 @@ def test_a_text_form_continuation_passes_the_gate_and_is_parsed_back(tmp_path: P
     ]
     run = _continue(tmp_path / "out", 2, turns, trajectory=path)
     assert run.code == 0, run.stderr
+    assert _companion_modes(run) == ["serve", "continue"], "the reruns' companion told the text form"
     cont = run.result["continuation"]
     assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 2)
     assert (cont["model"], cont["metadata"]["function_calling"]) == (
