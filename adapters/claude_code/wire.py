@@ -118,6 +118,8 @@ def to_messages(items: list[Record], version: str, model: str | None = None) -> 
     merge them (reminders.py)."""
     messages: list[Message] = []
     inline = reminders.merged_inline(version, model)
+    if inline:
+        items = _attachments_moved_up(items)
     last_mid: str | None = None
     seam = release(version) >= USER_SEAM
     for rec in items:
@@ -152,6 +154,28 @@ def to_messages(items: list[Record], version: str, model: str | None = None) -> 
     if release(version) >= DROPS_TOOL_REFERENCES:
         messages = [_without_tool_references(m) if m["role"] == "user" else m for m in messages]
     return _repair(messages)
+
+
+def _attachments_moved_up(items: list[Record]) -> list[Record]:
+    """The CLI's order before it merges (read in 1.0.108, 2.0.64, 2.1.50, 2.1.79, 2.1.121, 2.1.177, 2.1.197):
+    each run of attachment records moves up to just after the nearest assistant record or tool-result user
+    record before it, past the texts between (a Skill's expanded prompt after its result), so its reminder
+    is merged into that tool result."""
+    moved: list[Record] = []
+    pending: list[Record] = []
+    for rec in reversed(items):
+        if rec.get("type") == "attachment":
+            pending.append(rec)
+            continue
+        content = rec.get("message", {}).get("content") if rec.get("type") == "user" else None
+        first = content[0] if isinstance(content, list) and content else None
+        result_first = isinstance(first, dict) and first.get("type") == "tool_result"
+        if pending and (rec.get("type") == "assistant" or result_first):
+            moved.extend(pending)
+            pending = []
+        moved.append(rec)
+    moved.extend(pending)
+    return moved[::-1]
 
 
 def _rebuilt_tool_uses(message: Message) -> Message:

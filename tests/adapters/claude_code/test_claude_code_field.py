@@ -155,3 +155,16 @@ def test_a_real_date_change_is_merged_into_the_tool_result_before_it(tmp_path: P
     assert (
         b"[REDACTED_PAT]" in (FIELD / LOKAL).read_bytes() and b"eyJhbGci" not in (FIELD / LOKAL).read_bytes()
     )
+
+
+def test_a_nag_after_a_skill_prompt_is_merged_into_the_skill_result(tmp_path: Path) -> None:
+    """The CLI moves attachment records up to just after the tool result before them, past the Skill's
+    expanded prompt (an isMeta user text) written between: 2.1.177 merged the task nag after step 8 into the
+    Skill's result `Launching skill: ...` (its continuation from boundary 81 was refused there before)."""
+    prefix = _prefix(BHAVANA, 9, tmp_path)
+    launched = _result(prefix, "toolu_bdrk_01Ffg7UacPf2NnykdH2Yxdjf")["content"]
+    assert launched.startswith(
+        "Launching skill: roast-my-product\n\n<system-reminder>\n" + reminders.TASK_NAG
+    )
+    message = next(m for m in prefix if any(b.get("content") is launched for b in m["content"]))
+    assert message["content"][-1]["text"].startswith("Base directory for this skill:")
