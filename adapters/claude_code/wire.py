@@ -40,10 +40,11 @@ messages ends the earlier one's last text with a newline when the later one star
 slash command's line and its expanded prompt): `{...n, text: n.text + "\n"}` in the bundled JS."""
 
 
-PARALLEL_RESULTS = (2, 1, 121)
-"""The oldest bundle read whose resume recovers the calls of a split API message whose results hang on
-sibling branches (`tengu_chain_parallel_tr_recovered`: 2.1.79 has none, 2.1.121 has it). An older CLI walks
-the leaf's parents only: a call of the message off that path is left out with its result."""
+PARALLEL_RESULTS = (2, 1, 80)
+"""The first release whose resume recovers the calls of a split API message whose results hang on sibling
+branches (`tengu_chain_parallel_tr_recovered`: 2.1.79 has none; 2.1.80, 2.1.81, 2.1.83, 2.1.88, 2.1.96,
+2.1.112 and 2.1.121 have it, in the same form). An older CLI walks the leaf's parents only: a call of the
+message off that path is left out with its result."""
 
 
 def as_loaded(items: list[Record], leaf: Record | None, version: str) -> list[Record]:
@@ -63,7 +64,7 @@ def as_loaded(items: list[Record], leaf: Record | None, version: str) -> list[Re
 
 def _results_as_loaded(items: list[Record], leaf: Record | None) -> list[Record]:
     """`items` (each API message's records, then its tool results) with each run of tool results in the order
-    a resume that recovers split calls loads them (read in 2.1.121 and 2.1.177): the leaf's path, and after
+    a resume that recovers split calls loads them (read in 2.1.80, 2.1.121 and 2.1.177): the leaf's path, and after
     the last record on it of each API message, that message's records off the path, then the tool results
     hanging off any of its records off the path, each by timestamp. So a result off the path is sent before
     one on it, whatever the order of their tool_use blocks (the CLI merges the message's parts as before)."""

@@ -24,6 +24,7 @@ PREPARED = {
     "claude_code/erk-2.1.50.jsonl": ("claude_code", "2.1.50", "recorded"),
     "claude_code/bhavana-2.1.177-task-nag-tool-reference.jsonl": ("claude_code", "2.1.177", "recorded"),
     "claude_code/lokal-2.1.126-date-change-pat-redacted.jsonl": ("claude_code", "2.1.126", "recorded"),
+    "claude_code/posthog-2.1.112-auto-compacted.jsonl": ("claude_code", "2.1.112", "recorded"),
     "codex/soul-0.128.0-codex-tui-rollout.jsonl": ("codex", "0.128.0", "recorded"),
     "claude_code/erk-2.1.63.jsonl": ("claude_code", "2.1.63", "recorded"),
     "codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl": ("codex", "0.58.0", "recorded"),

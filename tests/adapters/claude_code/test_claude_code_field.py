@@ -168,3 +168,18 @@ def test_a_nag_after_a_skill_prompt_is_merged_into_the_skill_result(tmp_path: Pa
     )
     message = next(m for m in prefix if any(b.get("content") is launched for b in m["content"]))
     assert message["content"][-1]["text"].startswith("Base directory for this skill:")
+
+
+POSTHOG = "claude_code/posthog-2.1.112-auto-compacted.jsonl"  # 80 steps, an auto compaction, 19 steps
+
+
+def test_a_2_1_112_resume_recovers_a_split_call_off_the_leafs_path(tmp_path: Path) -> None:
+    """After its compaction, step 97's WebFetch and TaskUpdate were one API message split over two lines,
+    the WebFetch result on the leaf's path and the TaskUpdate's on a sibling branch: 2.1.112 sent both calls
+    (its continuation from boundary 98 was refused there before: recovery is 2.1.80's, not 2.1.121's)."""
+    prefix = _prefix(POSTHOG, 98, tmp_path)
+    calls = [
+        b["id"] for m in prefix if m["role"] == "assistant" for b in m["content"] if b["type"] == "tool_use"
+    ]
+    assert {"toolu_01YCbspje1LQ5zoMiExAUZGr", "toolu_01JWKupTYGmEHmdbtTexQRUK"} <= set(calls)
+    assert _result(prefix, "toolu_01YCbspje1LQ5zoMiExAUZGr")
