@@ -9,7 +9,7 @@ merges it into the user message before it. After a tool result whose content is 
 merge read in the bundled JS of 1.0.51, 1.0.108, 2.0.64, 2.1.50, 2.1.121, 2.1.197). A resumed session's
 request therefore carries them too, so the expected prefix renders them (`wire.to_messages`).
 
-From 2.1.196 a model that takes mid-conversation system messages (the default for models newer than those
+From 2.1.154 a model that takes mid-conversation system messages (the default for models newer than those
 listed in `MERGED_MODELS`) gets every attachment as a `role:"system"` message of its own instead, which the
 normalized form drops: nothing is merged then (`merged_inline`). So the prefix follows the model that
 continues (the recorded one, unless another is asked for). 2.1.332 decides this by model capabilities it
@@ -36,14 +36,15 @@ TODO_FIRST = (1, 0, 108)
 TODO_TASKS_ON = (2, 1, 332)
 """From this version (read in 2.1.332) `todo_reminder` renders nothing while the task tools are on (the
 default): the todo tools are retired."""
-TASK_FIRST = (2, 1, 196)
-"""`task_reminder` renders only while the task tools are on: from 2.1.196 by default (read in 2.1.196 and
-2.1.197); 2.1.50 and 2.1.121 turn them on in an interactive session only, so `-p` renders nothing."""
+TASK_FIRST = (2, 1, 142)
+"""`task_reminder` renders only while the task tools are on: from 2.1.142 by default (read in 2.1.142, 2.1.177,
+2.1.196 and 2.1.197); 2.1.50 to 2.1.141 turn them on in an interactive session only, so `-p` renders nothing
+(read in 2.1.50, 2.1.121, 2.1.126 and 2.1.141)."""
 TASK_READ_UNTIL = (2, 1, 332)
 """2.1.332's task reminder depends on the model and a status keeper: not modelled from there on."""
-NEVER_MENTION = ((2, 0, 64), (2, 1, 196))
-"""The versions (from, before) whose nags end with the line below: read in 2.0.64, 2.1.50 and 2.1.121;
-1.0.108 and 2.1.196 on do not have it."""
+NEVER_MENTION = ((2, 0, 64), (2, 1, 139))
+"""The versions (from, before) whose nags end with the line below: read in 2.0.64, 2.1.50, 2.1.121 and 2.1.138;
+1.0.108 and 2.1.139 on do not have it."""
 NEVER_MENTION_LINE = " Make sure that you NEVER mention this reminder to the user"
 
 TODO_NAG = (
@@ -59,8 +60,9 @@ TASK_NAG = (
     "become stale. Only use these if relevant to the current work. This is just a gentle reminder - ignore "
     "if not applicable."
 )
-MID_CONVERSATION_SYSTEM = (2, 1, 196)
-"""The oldest bundle read with the `role:"system"` path for attachments (2.1.121 has none)."""
+MID_CONVERSATION_SYSTEM = (2, 1, 154)
+"""The oldest release with the `role:"system"` path for attachments (read in 2.1.154, 2.1.160, 2.1.177 and on,
+with the model list below; 2.1.153 has none)."""
 MID_CONVERSATION_UNREAD = (2, 1, 332)
 MERGED_MODELS = frozenset(
     {
@@ -68,7 +70,7 @@ MERGED_MODELS = frozenset(
         "claude-sonnet-4-0", "claude-sonnet-4-5", "claude-sonnet-4-6", "claude-haiku-4-5",
     }
 )  # fmt: skip
-"""The models 2.1.196 and 2.1.197 send attachments to merged into the user message (with every claude-3-*)."""
+"""The models 2.1.154 to 2.1.197 send attachments to merged into the user message (with every claude-3-*)."""
 _DATED = re.compile(r"(-\d{8})?(\[[^\]]*\])?\Z")
 _JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 _JS_TRIM = re.compile(f"^[{_JS_SPACE}]+|[{_JS_SPACE}]+$")
@@ -165,8 +167,8 @@ EDIT_OMITTED = (
     "The diff was omitted because other modified files in this turn already exceeded the snippet budget; use "
     "the Read tool if you need the current content."
 )
-EDIT_OMITTED_FROM = (2, 1, 196)
-"""The oldest bundle read with the text of an omitted snippet (2.1.121 has none)."""
+EDIT_OMITTED_FROM = (2, 1, 126)
+"""The oldest bundle read with the text of an omitted snippet (2.1.123 has none)."""
 DATE_CHANGED = (
     "The date has changed. Today's date is now {}. DO NOT mention this to the user explicitly because they are "
     "already aware."

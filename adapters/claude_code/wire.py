@@ -29,22 +29,28 @@ DROPS_CALLER = (2, 0, 65)
 tool search is off (it is off in the sandbox: no deferred tools), which drops the API's `caller` (stored by
 2.0.67 on): read in the bundled JS of 2.0.65, 2.0.67, 2.0.76, 2.0.77, 2.1.50 and the pin's `{type:"tool_use",
 id,name,input}`; 2.0.64 sends the block as stored (`{...block, input}`)."""
+DROPS_TOOL_REFERENCES = (2, 0, 67)
+"""The oldest bundle read (2.0.67, 2.1.50, 2.1.121, 2.1.177, 2.1.197) that, while tool search is off (as in the
+sandbox), takes the `tool_reference` blocks a ToolSearch result holds out of every tool result it sends, and
+sends a result left empty as one text block (`TOOL_REFERENCES_REMOVED`); 2.0.64 knows no such block."""
+TOOL_REFERENCES_REMOVED = "[Tool references removed - tool search not enabled]"
 USER_SEAM = (2, 1, 79)
 """A version (the oldest bundle read: 2.1.50 does not, 2.1.79 does) whose merge of consecutive user
 messages ends the earlier one's last text with a newline when the later one starts with text (e.g. a
 slash command's line and its expanded prompt): `{...n, text: n.text + "\n"}` in the bundled JS."""
 
 
-PARALLEL_RESULTS = (2, 1, 121)
-"""The oldest bundle read whose resume recovers the calls of a split API message whose results hang on
-sibling branches (`tengu_chain_parallel_tr_recovered`: 2.1.79 has none, 2.1.121 has it). An older CLI walks
-the leaf's parents only: a call of the message off that path is left out with its result."""
+PARALLEL_RESULTS = (2, 1, 80)
+"""The first release whose resume recovers the calls of a split API message whose results hang on sibling
+branches (`tengu_chain_parallel_tr_recovered`: 2.1.79 has none; 2.1.80, 2.1.81, 2.1.83, 2.1.88, 2.1.96,
+2.1.112 and 2.1.121 have it, in the same form). An older CLI walks the leaf's parents only: a call of the
+message off that path is left out with its result."""
 
 
 def as_loaded(items: list[Record], leaf: Record | None, version: str) -> list[Record]:
     """The chain items a resume of `version` loads from a session file holding `items` and naming `leaf`."""
     if release(version) >= PARALLEL_RESULTS:
-        return items
+        return _results_as_loaded(items, leaf)
     by_uuid = {r["uuid"]: r for r in items if isinstance(r.get("uuid"), str)}
     path: set[str] = set()
     while leaf is not None and leaf["uuid"] not in path:
@@ -56,12 +62,65 @@ def as_loaded(items: list[Record], leaf: Record | None, version: str) -> list[Re
     return [r for r in items if r.get("uuid") not in off]
 
 
+def _results_as_loaded(items: list[Record], leaf: Record | None) -> list[Record]:
+    """`items` (each API message's records, then its tool results) with each run of tool results in the order
+    a resume that recovers split calls loads them (read in 2.1.80, 2.1.121 and 2.1.177): the leaf's path, and after
+    the last record on it of each API message, that message's records off the path, then the tool results
+    hanging off any of its records off the path, each by timestamp. So a result off the path is sent before
+    one on it, whatever the order of their tool_use blocks (the CLI merges the message's parts as before)."""
+    by_uuid = {r["uuid"]: r for r in items if isinstance(r.get("uuid"), str)}
+    path: list[Record] = []
+    seen: set[str] = set()
+    while leaf is not None and leaf["uuid"] not in seen:
+        seen.add(leaf["uuid"])
+        path.insert(0, leaf)
+        leaf = by_uuid.get(leaf.get("parentUuid"))
+    last_of = {message_id(r): r["uuid"] for r in path if message_id(r) is not None}
+    after: dict[str, list[Record]] = {}
+    for mid, last in last_of.items():
+        group = [r for r in items if message_id(r) == mid]
+        off = sorted((r for r in group if r["uuid"] not in seen), key=_timestamp)
+        parents = {r["uuid"] for r in group}
+        results = [r for r in items if r.get("type") == "user" and r.get("parentUuid") in parents]
+        off += sorted((r for r in results if r["uuid"] not in seen), key=_timestamp)
+        seen |= {r["uuid"] for r in off}
+        after[last] = off
+    position = {x["uuid"]: n for n, x in enumerate(x for r in path for x in (r, *after.get(r["uuid"], ())))}
+    if len(position) != len(items):
+        return items
+    out: list[Record] = []
+    run: list[Record] = []
+    for rec in [*items, None]:
+        if rec is not None and rec.get("type") == "user" and _has_result(rec):
+            run.append(rec)
+            continue
+        out.extend(sorted(run, key=lambda r: position[r["uuid"]]))
+        run = []
+        if rec is not None:
+            out.append(rec)
+    return out
+
+
+def _has_result(record: Record) -> bool:
+    content = record.get("message", {}).get("content")
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+    )
+
+
+def _timestamp(record: Record) -> str:
+    stamp = record.get("timestamp")
+    return stamp if isinstance(stamp, str) else ""
+
+
 def to_messages(items: list[Record], version: str, model: str | None = None) -> list[Message]:
     """The model-visible conversation of the chain items as `version` sends it to `model` (None: the CLI's
     default), in normalized form: the recorded attachments' reminders merged where that version and model
     merge them (reminders.py)."""
     messages: list[Message] = []
     inline = reminders.merged_inline(version, model)
+    if inline:
+        items = _attachments_moved_up(items)
     last_mid: str | None = None
     seam = release(version) >= USER_SEAM
     for rec in items:
@@ -93,7 +152,31 @@ def to_messages(items: list[Record], version: str, model: str | None = None) -> 
         # other attachments (or all, sent as role:"system" messages): not in the normalized conversation
     if release(version) >= DROPS_CALLER:
         messages = [_rebuilt_tool_uses(m) if m["role"] == "assistant" else m for m in messages]
+    if release(version) >= DROPS_TOOL_REFERENCES:
+        messages = [_without_tool_references(m) if m["role"] == "user" else m for m in messages]
     return _repair(messages)
+
+
+def _attachments_moved_up(items: list[Record]) -> list[Record]:
+    """The CLI's order before it merges (read in 1.0.108, 2.0.64, 2.1.50, 2.1.79, 2.1.121, 2.1.177, 2.1.197):
+    each run of attachment records moves up to just after the nearest assistant record or tool-result user
+    record before it, past the texts between (a Skill's expanded prompt after its result), so its reminder
+    is merged into that tool result."""
+    moved: list[Record] = []
+    pending: list[Record] = []
+    for rec in reversed(items):
+        if rec.get("type") == "attachment":
+            pending.append(rec)
+            continue
+        content = rec.get("message", {}).get("content") if rec.get("type") == "user" else None
+        first = content[0] if isinstance(content, list) and content else None
+        result_first = isinstance(first, dict) and first.get("type") == "tool_result"
+        if pending and (rec.get("type") == "assistant" or result_first):
+            moved.extend(pending)
+            pending = []
+        moved.append(rec)
+    moved.extend(pending)
+    return moved[::-1]
 
 
 def _rebuilt_tool_uses(message: Message) -> Message:
@@ -105,6 +188,19 @@ def _rebuilt_tool_uses(message: Message) -> Message:
         for b in message["content"]
     ]
     return {**message, "content": rebuilt}
+
+
+def _without_tool_references(message: Message) -> Message:
+    """A user message as the CLI sends it with tool search off: no `tool_reference` block in a tool result."""
+    blocks = []
+    for b in message["content"]:
+        content = b.get("content")
+        if b.get("type") == "tool_result" and isinstance(content, list):
+            kept = [x for x in content if not (isinstance(x, dict) and x.get("type") == "tool_reference")]
+            if len(kept) != len(content):
+                b = {**b, "content": kept or [{"type": "text", "text": TOOL_REFERENCES_REMOVED}]}
+        blocks.append(b)
+    return {**message, "content": blocks}
 
 
 def _repair(messages: list[Message]) -> list[Message]:

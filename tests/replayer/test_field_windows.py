@@ -98,7 +98,7 @@ def test_a_windows_powershell_call_is_refused_in_one_line_naming_allow_degraded(
 
 def test_the_expected_prefix_is_what_a_2_1_79_resume_loads(tmp_path: Path) -> None:
     """Step 1's two calls are split over two lines whose results hang on sibling branches; 2.1.79's resume
-    walks the leaf's parents only (no recovery of such calls before 2.1.121), so the Glob call and its
+    walks the leaf's parents only (no recovery of such calls before 2.1.80), so the Glob call and its
     result are not in what it sends; and it joins the slash command's consecutive user texts with a
     newline (as 2.1.196 does; 2.1.50 does not)."""
     out = tmp_path / "out"

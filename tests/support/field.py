@@ -199,6 +199,35 @@ def continue_against_the_mock(name: str, boundary: int, options: tuple[str, ...]
     return orjson.loads((out / "result.json").read_bytes())
 
 
+MOCK_RUNS = {
+    # file: (boundary, options, the version that reruns it): continued against bare `mock` at its own version
+    # Claude Code 2.1.177 (Bedrock ids): a task nag merged into a tool result under -p, a ToolSearch result of
+    # tool_reference blocks, a split message whose results hang on sibling branches; its Skill calls kept
+    "claude_code/bhavana-2.1.177-task-nag-tool-reference.jsonl": (6, ("--allow-degraded",), "2.1.177"),
+    # Claude Code 2.1.126: @-mentioned files, hook contexts and a date change merged into step 2's result
+    "claude_code/lokal-2.1.126-date-change-pat-redacted.jsonl": (3, ("--allow-degraded",), "2.1.126"),
+    # a codex-tui rollout of 0.128.0
+    "codex/soul-0.128.0-codex-tui-rollout.jsonl": (1, (), "0.128.0"),
+}
+
+
+def mock_run_test(agent: str) -> Callable[..., None]:
+    """An agent's field module's test of its MOCK_RUNS files (assigned to that name in the module)."""
+
+    @pytest.mark.agent
+    @pytest.mark.docker
+    @pytest.mark.parametrize("name", sorted(n for n in MOCK_RUNS if n.split("/")[0] == agent))
+    def test_a_field_file_continues_against_the_mock_at_its_own_version(name: str, tmp_path: Path) -> None:
+        boundary, options, version = MOCK_RUNS[name]
+        result = continue_against_the_mock(name, boundary, options, tmp_path)
+        assert result["version"]["reruns"] == f"{agent} {version}, its own code"
+        cont = result["continuation"]
+        assert (cont["gate"], cont["agent_status"]) == ("accepted", "completed"), cont
+        assert [d["status"] for d in result["divergences"] if d["kind"] == "rerun"], "its calls were rerun"
+
+    return test_a_field_file_continues_against_the_mock_at_its_own_version
+
+
 AIM_034 = "gemini_cli/aim-0.34.0-session-2026-03-18T01-56-3afe7bdc.json"
 LOCALPUSH = "codex/localpush-0.104.0-alpha.1-sanitized-rollout-2026-02-23.jsonl"
 DEGRADED = {

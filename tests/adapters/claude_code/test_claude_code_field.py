@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from replayer.adapters import by_name
+from replayer.adapters.claude_code import reminders, wire
 from tests.conftest import replayer
 from tests.support import field
 from tests.support.field import FIELD
@@ -80,3 +81,105 @@ def test_the_cli_reruns_an_auto_compaction_and_resumes_the_session_compacted(tmp
     body = orjson.dumps(sent[0].body)
     assert SUMMARY in body and steps[73]["calls"][0]["id"].encode() in body
     assert not any(c["id"].encode() in body for s in steps[:73] for c in s["calls"])
+
+
+test_a_field_file_continues_against_the_mock_at_its_own_version = field.mock_run_test("claude_code")
+
+BHAVANA = "claude_code/bhavana-2.1.177-task-nag-tool-reference.jsonl"
+LOKAL = "claude_code/lokal-2.1.126-date-change-pat-redacted.jsonl"
+
+
+def _prefix(name: str, boundary: int, tmp_path: Path) -> list[dict]:
+    out = tmp_path / "out"
+    replayer(
+        "prepare", str(FIELD / name), "-n", str(boundary), "-o", str(out), "--allow-degraded", check=True
+    )
+    return orjson.loads((out / "expected_prefix.json").read_bytes())
+
+
+def _result(prefix: list[dict], call_id: str) -> dict:
+    return next(
+        b
+        for m in prefix
+        for b in m["content"]
+        if b.get("type") == "tool_result" and b["tool_use_id"] == call_id
+    )
+
+
+def test_a_2_1_177_prefix_is_what_its_resume_sends(tmp_path: Path) -> None:
+    """A real 2.1.177 session, as the 2.1.177 CLI resumed it under -p (its continuation was refused at each
+    of these before): the task tools are on by default from 2.1.142, so the recorded task nag is merged into
+    the tool result before it, without the `NEVER mention` line (gone from 2.1.139); with tool search off
+    the ToolSearch result's tool_reference blocks are taken out (left empty: one text); and the results of
+    a split message's parallel calls come in the order the resume loads them: those off the leaf's path
+    first, by timestamp, then the one on it (not the order of the tool_use blocks)."""
+    prefix = _prefix(BHAVANA, 6, tmp_path)
+    nagged = _result(prefix, "toolu_bdrk_01KvE1J6fGuSY8zKnvN7ERSc")["content"]
+    assert nagged.count(reminders.TASK_NAG) == 1 and reminders.NEVER_MENTION_LINE not in nagged
+    searched = _result(prefix, "toolu_bdrk_01LSyCCxhJ32UZ4jbeY1aqp5")["content"]
+    assert searched == [{"type": "text", "text": wire.TOOL_REFERENCES_REMOVED}]
+    results = [
+        b["tool_use_id"][-6:]
+        for m in prefix
+        for b in m["content"]
+        if b.get("type") == "tool_result" and b["tool_use_id"][-6:] in {"M7pjgv", "npAh8j", "Zch8rP"}
+    ]
+    assert results == ["npAh8j", "M7pjgv", "Zch8rP"]
+
+
+def test_which_release_renders_which_nag_and_merges_it_inline() -> None:
+    """Read in the bundles of 2.1.126 to 2.1.177 (bisected): the `NEVER mention` line up to 2.1.138, the
+    task nag under -p from 2.1.142, a system message instead of the merge from 2.1.154 (for a model that
+    takes one), the omitted-snippet wording from 2.1.126."""
+    todo = {"type": "todo_reminder", "content": []}
+    task = {"type": "task_reminder", "content": [], "itemCount": 0}
+    assert reminders.NEVER_MENTION_LINE in (reminders.render(todo, "2.1.138") or [""])[0]
+    assert reminders.NEVER_MENTION_LINE not in (reminders.render(todo, "2.1.139") or [""])[0]
+    assert reminders.render(task, "2.1.141") == [] and reminders.render(task, "2.1.142")
+    assert reminders.merged_inline("2.1.153", "claude-opus-4-8")
+    assert not reminders.merged_inline("2.1.154", "claude-opus-4-8")
+    assert reminders.merged_inline("2.1.177", "claude-opus-4-6")
+    edited = {"type": "edited_text_file", "filename": "/w/a", "snippet": ""}
+    assert "The diff was omitted" in (reminders.render(edited, "2.1.126") or [""])[0]
+    assert "The diff was omitted" not in (reminders.render(edited, "2.1.121") or [""])[0]
+
+
+def test_a_real_date_change_is_merged_into_the_tool_result_before_it(tmp_path: Path) -> None:
+    """A 2.1.126 session that ran past midnight: its `date_change` record, after step 2, is in that step's
+    tool result; the files @-mentioned in its first prompt (`file` attachments) and its hook contexts are
+    whole `<system-reminder>` blocks the gate takes off, so they are not in the prefix."""
+    prefix = _prefix(LOKAL, 3, tmp_path)
+    steps = field.steps(FIELD / LOKAL)
+    changed = _result(prefix, steps[1]["calls"][0]["id"])["content"]
+    assert changed.endswith(reminders.wrapped(reminders.DATE_CHANGED.format("2026-05-02")))
+    assert (
+        b"[REDACTED_PAT]" in (FIELD / LOKAL).read_bytes() and b"eyJhbGci" not in (FIELD / LOKAL).read_bytes()
+    )
+
+
+def test_a_nag_after_a_skill_prompt_is_merged_into_the_skill_result(tmp_path: Path) -> None:
+    """The CLI moves attachment records up to just after the tool result before them, past the Skill's
+    expanded prompt (an isMeta user text) written between: 2.1.177 merged the task nag after step 8 into the
+    Skill's result `Launching skill: ...` (its continuation from boundary 81 was refused there before)."""
+    prefix = _prefix(BHAVANA, 9, tmp_path)
+    launched = _result(prefix, "toolu_bdrk_01Ffg7UacPf2NnykdH2Yxdjf")["content"]
+    assert launched.startswith(
+        "Launching skill: roast-my-product\n\n<system-reminder>\n" + reminders.TASK_NAG
+    )
+    message = next(m for m in prefix if any(b.get("content") is launched for b in m["content"]))
+    assert message["content"][-1]["text"].startswith("Base directory for this skill:")
+
+
+POSTHOG = "claude_code/posthog-2.1.112-auto-compacted.jsonl"  # 80 steps, an auto compaction, 19 steps
+
+
+def test_a_2_1_112_resume_recovers_a_split_call_off_the_leafs_path(tmp_path: Path) -> None:
+    """After its compaction, step 97's WebFetch and TaskUpdate were one API message split over two lines,
+    the WebFetch result on the leaf's path and the TaskUpdate's on a sibling branch: 2.1.112 sent both calls
+    (its continuation from boundary 98 was refused there before: recovery is 2.1.80's, not 2.1.121's)."""
+    prefix = _prefix(POSTHOG, 98, tmp_path)
+    calls = [
+        b["id"] for m in prefix if m["role"] == "assistant" for b in m["content"] if b["type"] == "tool_use"
+    ]
+    assert {"toolu_01YCbspje1LQ5zoMiExAUZGr", "toolu_01JWKupTYGmEHmdbtTexQRUK"} <= set(calls)
+    assert _result(prefix, "toolu_01YCbspje1LQ5zoMiExAUZGr")

@@ -24,6 +24,8 @@ test_a_field_trajectory_runs_at_its_own_version, test_a_field_continuation_ends_
 
 test_allow_degraded_keeps_the_historical_observation_of_a_tool_no_rerun_has = field.degraded_test("codex")
 
+test_a_field_file_continues_against_the_mock_at_its_own_version = field.mock_run_test("codex")
+
 
 CASEWARE_117 = FIELD / "codex" / "caseware-0.117.0-alpha.12-rollout-2026-03-28.jsonl"
 CASEWARE_118 = FIELD / "codex" / "caseware-0.118.0-alpha.2-rollout-2026-03-29-email-redacted.jsonl"
