@@ -92,6 +92,12 @@ _FRESH_IDS = (
 bytes), Pi's session entries'. Numbered by first appearance, so that what refers to what still counts."""
 
 
+_ECHO = re.compile(r'\\u001b\[\?2004h\\n\\n[^"]*?\\n\\u001b\[\?2004l')
+"""OpenHands' terminal echoing the command it was sent (bracketed paste off, on, two line breaks, the command)
+or not: whether the shell had drawn its prompt when the command arrived, either way in a fork or a
+standalone run (JSON text, its escapes as written)."""
+
+
 def _numbered(pattern: re.Pattern[str], text: str) -> str:
     seen: dict[str, str] = {}
     return pattern.sub(lambda m: m.group(1) + seen.setdefault(m.group(2), f"<ID{len(seen)}>"), text)
@@ -127,7 +133,7 @@ def _continued(data: bytes) -> Any:
     """A file of the continuation as compared: `_content`, without answer ids, nonces, fresh ids, file times
     and what the agent measures."""
     text = _ANSWER_IDS.sub(r"\1<N>", data.decode("utf-8", "replace"))
-    text = _NONCE.sub("<NONCE>", text)
+    text = _NONCE.sub("<NONCE>", _ECHO.sub("", text))
     for pattern in _FRESH_IDS:
         text = _numbered(pattern, text)
     return _unmeasured(_content(text.encode()))
