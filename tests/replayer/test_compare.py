@@ -17,7 +17,7 @@ import pytest
 from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from replayer.sandboxes.docker import LABEL, SNAPSHOT_LABEL
 from replayer.sandboxes.slots import SLOT_ROOT, mounted_under
-from tests.conftest import CLAUDE, CODEX, MINI, OPENCODE, OPENHANDS, PI, ROOT, replayer
+from tests.conftest import CLAUDE, MINI, OPENCODE, OPENHANDS, PI, ROOT, replayer
 from tests.support.chromium import render as _render
 from tests.support.continuing import KEY, scripted
 
@@ -540,8 +540,6 @@ def _bash_turn(tool: str, arguments: dict[str, str]) -> Script:
 
 
 AGENTS = {
-    "codex": (CODEX.fixture("exec") / "rollout.jsonl", CODEX.fixture("exec") / "workspace", 1,
-              _bash_turn("exec_command", {"cmd": "echo made > made.txt"}), []),
     "mini_swe_agent": (MINI.fixture("toolcall") / "trajectory.traj.json", MINI.fixture("toolcall") / "workspace", 1,
                        _bash_turn("bash", {"command": "echo made > made.txt"}), []),
     "opencode": (OPENCODE.fixture("tools") / "export.json", OPENCODE.fixture("tools") / "workspace", 1,
@@ -570,7 +568,17 @@ def test_every_agent_that_continues_compares(agent: str, tmp_path: Path) -> None
             *extra, env={"OPENAI_API_KEY": KEY},
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+    made_in_every_run(out, agent)
+
+
+def made_in_every_run(out: Path, agent: str) -> None:
+    """`agent`'s compare in `out` (one variant, `--check "test -f made.txt"`, each run's agent writing made.txt
+    with its shell tool): the check fails at the boundary and passes in every run, each run's timeline (read
+    from its continued session) shows the call, its workspace diff the file, its tokens in the agent's
+    protocol; every run started ahead of the boundary where slots can be made. (Codex's compare is
+    test_fanout's, at its first boundary.)"""
     result = orjson.loads((out / "compare.json").read_bytes())
+    repeat = len(result["runs"])
     assert result["agent"] == agent and result["boundary_check"]["passed"] is False
     for run in result["runs"]:
         assert run["status"] == "ok", run["error"]
@@ -579,7 +587,7 @@ def test_every_agent_that_continues_compares(agent: str, tmp_path: Path) -> None
         assert "+made" in run["workspace_diff"]
         calls = [c for e in run["timeline"] for c in e["tool_calls"]]
         assert calls and "made.txt" in calls[0]["arguments"]
-    # both runs started ahead of the boundary, their containers pre-started and given the boundary's
+    # every run started ahead of the boundary, its container pre-started and given the boundary's
     # own file-system changes (where slots can be made: as root over a btrfs, like limited states)
     if orjson.loads((out / "replay" / "result.json").read_bytes())["sandbox"]["state_disk_limited"]:
         assert [(r["fork_path"], r["fork_fallback"]) for r in result["runs"]] == [

@@ -1,8 +1,11 @@
 """Many continuations, one prefix (replayer/pipeline/fanout.py): `run -n a,b --continue` replays once and
 continues each boundary in a container forked from its snapshot, each result equal to what `run -n k
---continue` writes alone (gate, prefix, rebuilt session, reruns, continued session, state), for every agent
-that continues; and a batch's continue jobs of one trajectory use one replay, resume only the missing
-boundaries. Real containers, the real pinned CLIs, the scripted model (or the built-in mock) upstream."""
+--continue` writes alone (gate, prefix, rebuilt session, the home at the boundary, reruns, continued
+session, state), for every agent that continues: each agent's one test of a boundary taken mid-replay
+against its own run (test_multiboundary's, without a continuation, is Claude Code's), whose standalone run
+records the cassette that is then replayed offline (`TAPED`); `compare -n a,b` against a compare at each;
+and a batch's continue jobs of one trajectory use one replay, resume only the missing boundaries. Real
+containers, the real pinned CLIs, the scripted model (or the built-in mock) upstream."""
 
 from __future__ import annotations
 
@@ -20,11 +23,13 @@ from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer.pipeline.fanout import FANOUT_LABEL
 from replayer.pipeline.fork import COMPARE_LABEL
 from tests.conftest import CLAUDE, ROOT, replayer
+from tests.replayer.test_cassette_replay import Recording, _verified
 from tests.replayer.test_compare import AGENTS as COMPARED
 from tests.replayer.test_compare import CHECK as CLAUDE_CHECK
 from tests.replayer.test_compare import SCRIPTS as CLAUDE_SCRIPTS
+from tests.replayer.test_compare import made_in_every_run
 from tests.replayer.test_multiboundary import AGENTS as PASSED
-from tests.replayer.test_multiboundary import _content, _renewed, _same_result, _tree
+from tests.replayer.test_multiboundary import _content, _renewed, _same_result, _tree, same_names
 from tests.support.continuing import KEY, scripted
 
 pytestmark = [pytest.mark.docker, pytest.mark.agent]
@@ -52,6 +57,9 @@ def _ends(tool: str, arguments: dict[str, str]) -> Turn:
 
 
 MADE = "echo made > made.txt"
+"""One write, no output: what the continuation streams does not depend on timing (a command printing twice,
+as test_cassette_replay's MAKE does, streams Pi's partial results and OpenHands' terminal echo in an order
+that differs from run to run)."""
 FIXTURES = ROOT / "tests" / "fixtures"
 AGENTS: dict[str, tuple[Path, tuple[int, ...], Script, list[str]]] = {
     "claude_code": (SESSION, BOUNDARIES, _made("Bash", {"command": MADE, "description": "make"}, "claude-sonnet-5"), []),
@@ -82,6 +90,12 @@ _FRESH_IDS = (
 )
 """Ids of what the continuation adds, random per run: OpenCode's (`msg_`, `prt_`: the clock and random
 bytes), Pi's session entries'. Numbered by first appearance, so that what refers to what still counts."""
+
+
+_ECHO = re.compile(r'\\u001b\[\?2004h\\n\\n[^"]*?\\n\\u001b\[\?2004l')
+"""OpenHands' terminal echoing the command it was sent (bracketed paste off, on, two line breaks, the command)
+or not: whether the shell had drawn its prompt when the command arrived, either way in a fork or a
+standalone run (JSON text, its escapes as written)."""
 
 
 def _numbered(pattern: re.Pattern[str], text: str) -> str:
@@ -119,7 +133,7 @@ def _continued(data: bytes) -> Any:
     """A file of the continuation as compared: `_content`, without answer ids, nonces, fresh ids, file times
     and what the agent measures."""
     text = _ANSWER_IDS.sub(r"\1<N>", data.decode("utf-8", "replace"))
-    text = _NONCE.sub("<NONCE>", text)
+    text = _NONCE.sub("<NONCE>", _ECHO.sub("", text))
     for pattern in _FRESH_IDS:
         text = _numbered(pattern, text)
     return _unmeasured(_content(text.encode()))
@@ -140,13 +154,15 @@ def _run(source: Path, *args: str, env: dict[str, str] = NO_KEY) -> dict:
     return orjson.loads(proc.stdout)
 
 
-def _same_continuation(alone: Path, forked: Path) -> None:
+def _same_continuation(alone: Path, forked: Path, agent: str) -> None:
     """What `run -n K --continue` wrote in `alone`, the fork of the many-boundary run in `forked`: equal but
     for what any two runs of the same continuation differ by (`_renewed`: timestamps, durations, fresh
     uuids, epoch times, process ids; `_continued`: the scripted model's answer ids, the bridge's nonce,
     OpenCode's and Pi's fresh ids, OpenHands V0's runtime ports, `ls -l` times and directory sizes, the times and process ids the agent and the
     bridge measure), and `continuation.leftovers` (a fork has none of the prefix's processes,
-    docs/cli.md)."""
+    docs/cli.md). The prefix as test_multiboundary's `_same_result` compares it: the boundary taken
+    mid-replay (the fork's) is the one a replay ending there takes, the agent's home by its names in
+    native/ (its rerunner's, as taken at the boundary) and the rebuilt session in it."""
     one = orjson.loads((alone / "result.json").read_bytes())
     many = orjson.loads((forked / "result.json").read_bytes())
     for field in ("after_step", "boundary_call_ids", "degradations", "hints"):
@@ -154,7 +170,8 @@ def _same_continuation(alone: Path, forked: Path) -> None:
     assert [(d["call_id"], d["status"], d["kind"]) for d in many["divergences"]] == [
         (d["call_id"], d["status"], d["kind"]) for d in one["divergences"]
     ]
-    assert many["request"]["continuation"] == one["request"]["continuation"]
+    # a standalone run may record a cassette (`TAPED`): the continuation is the same
+    assert many["request"]["continuation"] == {**one["request"]["continuation"], "record_cassette": None}
     a, b = one["continuation"], many["continuation"]
     for field in (
         "gate",
@@ -175,6 +192,8 @@ def _same_continuation(alone: Path, forked: Path) -> None:
     for native in one["native_files"]:  # the rebuilt session
         mine = next(n for n in many["native_files"] if _renewed(n) == _renewed(native))
         assert _content((forked / mine).read_bytes()) == _content((alone / native).read_bytes()), native
+    same_names(alone / "native", forked / "native", agent)  # the home at the boundary
+    assert many["sandbox"]["skipped"] == one["sandbox"]["skipped"]
     # the continued session and the agent's output files (its stderr log by name only: diagnostics, which
     # OpenHands writes from several threads in their own order), the state as the continuation left it
     for rel in a["files"].values():
@@ -196,6 +215,12 @@ V0_COST = (
 )
 
 
+TAPED = {"codex", "mini_swe_agent", "opencode", "openhands", "pi"}
+"""The agents whose standalone continuation (at the first boundary) records a cassette, replayed offline
+after the comparison (test_cassette_replay's `_verified`: that module records Claude Code's own, whose
+continuation also lists a file's time, which the oracle normalizes in any agent's requests alike)."""
+
+
 def _alone(agent: str, boundaries: tuple[int, ...]) -> tuple[int, ...]:
     """The boundaries a standalone run is made for, to compare with the one replay's: every one for Claude
     Code; for the other agents only the first, whose snapshot is taken while the replay goes on (the harder
@@ -214,19 +239,27 @@ def _alone(agent: str, boundaries: tuple[int, ...]) -> tuple[int, ...]:
 )
 def test_each_continuation_of_one_replay_equals_its_own_run(agent: str, tmp_path: Path) -> None:
     source, boundaries, script, extra = AGENTS[agent]
+    taped = tmp_path / "tape"
     with scripted(agent, script, expected_key=KEY) as upstream:
         flags = ["--continue", "--upstream", upstream.url, *extra]
         n = ",".join(map(str, boundaries))
         many = _run(source, "-n", n, "-o", str(tmp_path / "many"), *flags, env=KEYS)
         for k in _alone(agent, boundaries):
-            _run(source, "-n", str(k), "-o", str(tmp_path / f"alone-{k}"), *flags, env=KEYS)
+            tape = ["--record-cassette", str(taped)] if agent in TAPED and k == boundaries[0] else []
+            _run(source, "-n", str(k), "-o", str(tmp_path / f"alone-{k}"), *flags, *tape, env=KEYS)
     shown = many["boundaries"]
     assert sorted(shown) == sorted(str(k) for k in boundaries)
     assert len({r["container"] for r in shown.values()}) == 1, "one replay, in one container"
+    assert any(d["kind"] == "rerun" for r in shown.values() for d in r["divergences"]), "it reran calls"
     for k in _alone(agent, boundaries):
-        _same_continuation(tmp_path / f"alone-{k}", tmp_path / "many" / f"after-{k}")
+        _same_continuation(tmp_path / f"alone-{k}", tmp_path / "many" / f"after-{k}", agent)
     # the boundaries' snapshot images are gone with the run
     assert not docker.from_env().images.list(filters={"label": FANOUT_LABEL})
+    if agent in TAPED:  # the standalone continuation's cassette replays offline, verified
+        k = boundaries[0]
+        recorded = orjson.loads((tmp_path / f"alone-{k}" / "result.json").read_bytes())
+        recording = Recording(source, k, source.parent / "workspace", taped, recorded, tuple(extra))
+        _verified(recording, tmp_path / "offline", listing=False)
 
 
 def test_a_batch_continues_the_boundaries_of_a_trajectory_from_one_replay(tmp_path: Path) -> None:
@@ -248,6 +281,7 @@ def test_a_batch_continues_the_boundaries_of_a_trajectory_from_one_replay(tmp_pa
     assert sorted(r["after_step"] for r in results) == list(BOUNDARIES), "a directory a job"
     assert len({r["container"] for r in results}) == 1, "one replay for the trajectory's continue jobs"
     assert all(r["continuation"]["agent_status"] == "completed" for r in results)
+    assert all(r["continuation"]["mock"] is True for r in results), "the manifest's upstream: the mock"
     # a batch that lost one boundary's directory redoes that boundary only
     lost = next(j for j, r in zip(jobs, results, strict=True) if r["after_step"] == BOUNDARIES[0])
     shutil.rmtree(lost)
@@ -355,6 +389,8 @@ def test_compare_at_several_boundaries_equals_a_compare_at_each(
     assert len({r["container"] for r in replays}) == 1, "one replay, in one container"
     for k in _alone(agent, boundaries):
         _same_compare(tmp_path / f"alone-{k}", tmp_path / "many" / f"after-{k}", agent)
+    if agent == "codex":  # test_compare's check of every agent's compare, Codex's here
+        made_in_every_run(tmp_path / f"alone-{boundaries[0]}", agent)
     summary = orjson.loads((tmp_path / "many" / "summary.json").read_bytes())
     assert [(b["after_step"], b["dir"], b["error"]) for b in summary["boundaries"]] == [
         (k, f"after-{k}", None) for k in boundaries

@@ -1,6 +1,7 @@
-"""The built-in mock model wherever an upstream is taken, with no key: a batch manifest's continuation,
-compare's variants (bare `mock` and a script file), and the Python API. Real containers, the real pinned
-Claude Code CLI (run --continue and cassette recording with the mock: tests/adapters/claude_code)."""
+"""The built-in mock model wherever an upstream is taken, with no key: compare's variants (bare `mock` and a
+script file), the Python API, and the token budgets it bills against. Real containers, the real pinned Claude
+Code CLI (run --continue and cassette recording with the mock: tests/adapters/claude_code; a batch manifest's
+continuation with the mock: test_fanout's batch test)."""
 
 from __future__ import annotations
 
@@ -19,26 +20,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.agent]
 FIXTURE = CLAUDE.fixture("single")
 SESSION = FIXTURE / "session.jsonl"
 NO_KEY = {"ANTHROPIC_API_KEY": "", "REPLAYER_UPSTREAM": ""}
-
-
-def test_a_batch_manifest_continues_with_the_mock(tmp_path: Path) -> None:
-    manifest = tmp_path / "manifest.jsonl"
-    line = {
-        "trajectory": str(SESSION),
-        "boundaries": [1],
-        "mode": "continue",
-        "workspace": str(FIXTURE / "workspace"),
-        "continuation": {"upstream": "mock"},
-    }
-    manifest.write_bytes(orjson.dumps(line) + b"\n")
-    proc = replayer(
-        "batch", "--trust-manifest", str(manifest), "-o", str(tmp_path / "out"), "--json", env=NO_KEY
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert orjson.loads(proc.stdout)["done"] == 1
-    [job] = list((tmp_path / "out" / "jobs").iterdir())
-    cont = orjson.loads((job / "result.json").read_bytes())["continuation"]
-    assert (cont["agent_status"], cont["mock"]) == ("completed", True)
 
 
 def test_compare_variants_take_the_mock_and_a_script(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
-"""One replay, many boundaries (`run -n a,b`, replayer/pipeline/multiboundary.py): for every agent, each boundary of
-one replay writes what `run -n k` of the same file writes alone (divergences, fresh outputs, the rebuilt
-session, the expected prefix, the state), from one container; and the `-n` forms."""
+"""One replay, many boundaries (`run -n a,b`, replayer/pipeline/multiboundary.py): each boundary of one replay
+writes what `run -n k` of the same file writes alone (divergences, fresh outputs, the rebuilt session, the
+expected prefix, the state), from one container; and the `-n` forms. Every agent's boundaries are compared
+with their own runs in test_fanout (continued: the same replay, with `--continue`), one run for both."""
 
 from __future__ import annotations
 
@@ -105,19 +106,29 @@ def _same_result(alone: Path, passed: Path, agent: str) -> None:
         mine = next(n for n in many["native_files"] if _renewed(n) == renewed)
         assert _content((passed / mine).read_bytes()) == _content((alone / native).read_bytes()), native
     assert _tree(passed / "state" / "workspace") == _tree(alone / "state" / "workspace")
-    # the homes by their names (their logs and locks are the CLI's own, renewed every run); OpenHands'
-    # companion shell writes its .bash_history when it exits, after the last boundary: a boundary that a
-    # replay passes has none yet
     for home in ("native", "state/home"):
-        names = _tree(alone / home, contents=False)
-        if agent == "openhands":
-            names = {n: v for n, v in names.items() if not n.endswith(".bash_history")}
-        assert _tree(passed / home, contents=False) == names, home
+        same_names(alone / home, passed / home, agent)
+
+
+def same_names(alone: Path, passed: Path, agent: str) -> None:
+    """The entries under `passed` by their names, as under `alone` (a home's logs and locks are the CLI's
+    own, renewed every run); OpenHands' companion shell writes its .bash_history when it exits, after the
+    last boundary: a boundary that a replay passes has none yet."""
+    names = _tree(alone, contents=False)
+    if agent == "openhands":
+        names = {n: v for n, v in names.items() if not n.endswith(".bash_history")}
+    assert _tree(passed, contents=False) == names, passed
 
 
 @pytest.mark.agent
-@pytest.mark.parametrize("agent", sorted(AGENTS))
-def test_each_boundary_of_one_replay_equals_its_own_run(agent: str, tmp_path: Path) -> None:
+def test_each_boundary_of_one_replay_equals_its_own_run(tmp_path: Path) -> None:
+    """The one replay writing results (no continuation), with Claude Code: every boundary equal to its own
+    run, the first taken mid-replay, the last where the replay ends. What is each agent's at a boundary (its
+    rerunner's home as taken mid-replay, its rebuild from the fresh outputs so far, its reruns) is the same
+    in a continued replay, whose boundaries test_fanout compares with their own runs for every agent
+    (`_same_continuation` checks what `_same_result` checks of the prefix); what this run adds, the state
+    copied at each boundary and the result committed mid-replay, is the engine's alone."""
+    agent = "claude_code"
     rel, boundaries = AGENTS[agent]
     source = FIXTURES / rel
     workspace = source.parent / "workspace"
