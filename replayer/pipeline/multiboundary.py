@@ -155,7 +155,7 @@ def replay(
         )
         agent, version = replayed.adapter.name, replayed.version.version
         with running_version(agent, version), RunContext() as keep:
-            run.keep, run.replay_id = keep, f"mb-{uuid.uuid4().hex[:10]}"
+            run.keep, run.replay_id = keep, f"mb-{uuid.uuid4().hex[:12]}"
             _rerun(run, workspace, replayed.image, backend, key, on_event)
             _continue_forks(run, _fork_backend(backend), key, on_event)
     finally:
@@ -192,7 +192,7 @@ def _rerun(run: _Replay, workspace: Path, image: str, backend: Backend, key: str
                 # mid-replay
                 scratch=run.pending[last].out.final.parent,
                 skips=run.skips,
-                run_id=uuid.uuid4().hex[:12],
+                run_id=run.replay_id.removeprefix("mb-") or uuid.uuid4().hex[:12],  # its snapshots name it
                 limits=request.limits,
                 labels=request.labels,
                 bridge=run.in_place,
