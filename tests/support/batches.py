@@ -1,5 +1,5 @@
 """The batch of every recorded source (every valid boundary of each agent's recordings that `prepare` reads),
-which tests/replayer/test_batch.py and test_export.py both read: made once for the whole test run."""
+which tests/replayer/verbs/test_batch.py and test_export.py both read: made once for the whole test run."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The field corpus (tests/fixtures/field/, sources in its SOURCES.md) as the tests run it: the files each agent
 reruns and continues, and the checks the agents' field modules (tests/adapters/<agent>/test_*_field.py) share.
-The corpus-wide tests (every file listed, read by one form, prepared or refused) are tests/replayer/test_field.py."""
+The corpus-wide tests (every file listed, read by one form, prepared or refused) are tests/replayer/pipeline/test_field.py."""
 
 from __future__ import annotations
 

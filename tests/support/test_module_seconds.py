@@ -14,7 +14,7 @@ LOG = """
 73.43s call     tests/adapters/openhands/test_openhands_v0.py::test_max_steps[a-b]
 67.04s setup    tests/adapters/openhands/test_openhands_v0.py::test_rerun
 0.50s teardown tests/replayer/floor/test_io.py::test_write
-12.00s call     tests/replayer/test_compare.py::test_every_agent_that_continues_compares[openhands_v0]
+12.00s call     tests/replayer/verbs/test_compare.py::test_every_agent_that_continues_compares[openhands_v0]
 (1 durations < 0.005s hidden.  Use -vv to show these durations.)
 2 failed, 1010 passed in 1580.65s (0:26:20)
 """
@@ -24,7 +24,7 @@ def test_a_modules_seconds_are_the_sum_of_its_tests_phases() -> None:
     seconds = module_seconds(LOG)
     assert seconds == {
         "tests/adapters/openhands/test_openhands_v0.py": 140.5,
-        "tests/replayer/test_compare.py": 12.0,
+        "tests/replayer/verbs/test_compare.py": 12.0,
         "tests/replayer/floor/test_io.py": 0.5,
     }
     assert list(seconds) == sorted(seconds, key=lambda m: -seconds[m])

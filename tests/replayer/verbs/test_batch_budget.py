@@ -16,7 +16,7 @@ import pytest
 from replayer.bridges.budget import Ledger
 from replayer.floor import settings
 from tests.conftest import CLAUDE, replayer
-from tests.replayer.test_mock_everywhere import _billing_script
+from tests.replayer.verbs.test_mock_everywhere import _billing_script
 
 FIXTURE = CLAUDE.fixture("single")
 SESSION = FIXTURE / "session.jsonl"

@@ -21,7 +21,7 @@ FIELD = ROOT / "tests" / "fixtures" / "field"
 CLAUDE = "claude_code/solsmile-2.1.79-windows-vscode.jsonl"
 CODEX = "codex/solsmile-0.142.5-windows-rollout.jsonl"
 WINDOWS = {CLAUDE, CODEX}
-"""The field files recorded on Windows (tests/replayer/test_field.py lists them with the others)."""
+"""The field files recorded on Windows (tests/replayer/pipeline/test_field.py lists them with the others)."""
 CLAUDE_CWD = "/c/Users/yyash/Coding/polydot"
 CODEX_CWD = "/c/Users/yyash/Coding/Solsmile"
 DRIVE_PATH = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z]:[\\/]")

@@ -15,7 +15,7 @@ import pytest
 
 from replayer import adapters, api
 from tests.conftest import replayer
-from tests.replayer.test_field_windows import WINDOWS
+from tests.replayer.pipeline.test_field_windows import WINDOWS
 from tests.support.field import DEGRADED, FIELD, MOCK_ENDS, V0_LIST
 
 PREPARED = {

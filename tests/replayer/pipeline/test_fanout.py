@@ -23,13 +23,13 @@ from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer.pipeline.fanout import FANOUT_LABEL
 from replayer.pipeline.fork import COMPARE_LABEL
 from tests.conftest import CLAUDE, ROOT, replayer
-from tests.replayer.test_cassette_replay import Recording, _verified
-from tests.replayer.test_compare import AGENTS as COMPARED
-from tests.replayer.test_compare import CHECK as CLAUDE_CHECK
-from tests.replayer.test_compare import SCRIPTS as CLAUDE_SCRIPTS
-from tests.replayer.test_compare import made_in_every_run
-from tests.replayer.test_multiboundary import AGENTS as PASSED
-from tests.replayer.test_multiboundary import _content, _renewed, _same_result, _tree, same_names
+from tests.replayer.pipeline.test_multiboundary import AGENTS as PASSED
+from tests.replayer.pipeline.test_multiboundary import _content, _renewed, _same_result, _tree, same_names
+from tests.replayer.verbs.test_cassette_replay import Recording, _verified
+from tests.replayer.verbs.test_compare import AGENTS as COMPARED
+from tests.replayer.verbs.test_compare import CHECK as CLAUDE_CHECK
+from tests.replayer.verbs.test_compare import SCRIPTS as CLAUDE_SCRIPTS
+from tests.replayer.verbs.test_compare import made_in_every_run
 from tests.support.continuing import KEY, scripted
 
 pytestmark = [pytest.mark.docker, pytest.mark.agent]
