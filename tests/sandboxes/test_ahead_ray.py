@@ -165,7 +165,7 @@ def test_ctrl_c_of_a_ray_batch_with_continuations_in_flight_leaves_nothing_and_s
     continuation runs from its boundary's snapshot on an actor: exit 130, no container or snapshot image of
     the batch left, no partial folder, and batch.json counts both jobs `interrupted`; the next start on the
     directory runs them."""
-    from tests.replayer import test_batch_interrupt as local
+    from tests.replayer.verbs import test_batch_interrupt as local
 
     for key, value in cluster.env.items():
         monkeypatch.setenv(key, value)
