@@ -241,8 +241,10 @@ class Player:
         theirs, ours = Normalizer(), Normalizer(self.nonce)
         found = first_difference(theirs(redact(recorded.body)[0]), ours(redact(body)[0]))
         if found is None and recorded.body != redact(body)[0]:
-            same_order = theirs.skill_orders == ours.skill_orders
-            self.normalized |= (theirs.used | ours.used) - {"nonce", *(["skill order"] if same_order else [])}
+            used = (theirs.used | ours.used) - {"nonce"}
+            if theirs.skill_orders == ours.skill_orders:  # sorted on both sides, but never out of order
+                used.discard("skill order")
+            self.normalized |= used
         return found
 
     def _main(self, method: str, path: str, body: Any) -> Answer | Refusal:

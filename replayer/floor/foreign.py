@@ -251,10 +251,13 @@ def _room_to_hold() -> None:
         with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
             soft = hard
-    if soft != resource.RLIM_INFINITY and len(_HELD) + min(_KEPT_FREE, soft // 2) >= soft:
+    if soft == resource.RLIM_INFINITY:  # -1 here: no limit
+        return
+    kept = min(_KEPT_FREE, soft // 2)
+    if len(_HELD) + kept >= soft:
         raise BadInput(
             f"the manifest names files in more folders than this process may hold open (open files are "
-            f"limited to {soft}, {min(_KEPT_FREE, soft // 2)} of them kept for the run): raise `ulimit -n`, "
+            f"limited to {soft}, {kept} of them kept for the run): raise `ulimit -n`, "
             "split the manifest, or pass --trust-manifest if it is yours"
         )
 
