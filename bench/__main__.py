@@ -1,7 +1,7 @@
 """`make bench`: every number is a ratio against a baseline measured side by side in this run.
 
 Writes docs/benchmarks.md. `python -m bench parse` and `python -m bench memory` (no Docker needed),
-`python -m bench compare`, `python -m bench fork`, `python -m bench driven`, `python -m bench boundaries`, `python -m bench compare-boundaries`, `python -m bench ahead`, `python -m bench engines` (Docker and Podman), `python -m bench startup` (the CLI's start-up), `python -m bench v0-runtime`, `python -m bench v0-request` and `python -m bench scale` (Ray
+`python -m bench compare`, `python -m bench fork`, `python -m bench driven`, `python -m bench boundaries`, `python -m bench compare-boundaries`, `python -m bench ahead`, `python -m bench engines` (Docker and Podman), `python -m bench startup` (the CLI's start-up), `python -m bench v0-runtime`, `python -m bench v0-request`, `python -m bench name-lookups` and `python -m bench scale` (Ray
 clusters on this machine) run only that benchmark and replace only its section of docs/benchmarks.md.
 """
 
@@ -46,6 +46,7 @@ from bench.boundaries import (
     continuations_section,
 )
 from bench.engines import ENGINES_HEADING, bench_engines, engines_section
+from bench.name_lookups import NAME_LOOKUPS_HEADING, bench_name_lookups, name_lookups_section
 from bench.output_bytes import OUTPUT_HEADING, bench_output, output_section
 from bench.scale import SCALE_HEADING, bench_scale, scale_section
 from bench.startup import STARTUP_HEADING, bench_startup, startup_section
@@ -1155,6 +1156,7 @@ def main(argv: list[str]) -> None:
     only["engines"] = (ENGINES_HEADING, lambda t: engines_section(bench_engines(t)))
     only["v0-runtime"] = (V0_RUNTIME_HEADING, lambda t: v0_runtime_section(bench_v0_runtime(t)))
     only["v0-request"] = (V0_REQUEST_HEADING, lambda t: v0_request_section(bench_v0_request(t)))
+    only["name-lookups"] = (NAME_LOOKUPS_HEADING, lambda t: name_lookups_section(bench_name_lookups(t)))
     only["output"] = (OUTPUT_HEADING, lambda t: output_section(bench_output(t)))
     only["startup"] = (STARTUP_HEADING, lambda t: startup_section(bench_startup(t)))
     only["compare-boundaries"] = (COMPARES_HEADING, lambda t: compares_section(bench_compares(t)))
@@ -1175,7 +1177,7 @@ def main(argv: list[str]) -> None:
         return
     if argv:
         raise SystemExit(
-            "usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|boundaries-ray|compare-boundaries|ahead|engines|output|startup|v0-runtime|v0-request]"
+            "usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|boundaries-ray|compare-boundaries|ahead|engines|output|startup|v0-runtime|v0-request|name-lookups]"
         )
     with tempfile.TemporaryDirectory() as tmp:
         parse = bench_parse(Path(tmp))

@@ -58,6 +58,22 @@ def test_root_cannot_write_the_hosts_files(docker_client, box: DockerSandbox) ->
     assert _bytes_under(_engine_dir(docker_client, box)) - before < 1 << 20
 
 
+def test_a_name_lookup_fails_as_before_with_no_wait_for_an_absent_server(box: DockerSandbox) -> None:
+    """No name server, and the resolvers' options that give up at once: musl (Codex is a musl binary) sends
+    its look-ups unconnected and waited out 2 x 5 s for an answer on every start (`python -m bench
+    name-lookups`); glibc's fail as before (localhost from the hosts file, anything else not found)."""
+    out = _sh(
+        box,
+        "grep -v '^#' /etc/resolv.conf; getent hosts api.github.com; echo lookup $?; "
+        "getent hosts localhost | cut -d' ' -f1",
+    )
+    lines = out.splitlines()
+    assert lines[0].split() == ["options", "timeout:0", "attempts:1"], out
+    assert not any(line.startswith("nameserver") for line in lines), out
+    assert "lookup 2" in lines, "no name resolves but the hosts file's"
+    assert lines[-1] in ("127.0.0.1", "::1"), out
+
+
 def test_root_writing_to_the_container_output_grows_no_log(docker_client, box: DockerSandbox) -> None:
     folder = _engine_dir(docker_client, box)
     before = _bytes_under(folder)
