@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -33,12 +33,13 @@ from replayer.floor.requests import (
     workspace_spec,
 )
 from replayer.floor.results import ContinuationResult, ReplayResult
-from replayer.floor.trajectory import HeldSessionSummary, InspectCall, InspectReport, InspectStep
+from replayer.floor.trajectory import HeldSessionSummary, InspectCall, InspectReport, InspectStep, Trajectory
 from replayer.floor.versions import SetupReport
 from replayer.verbs.batch_tally import BatchCounts
 from replayer.verbs.gc import GcReport
 
 if TYPE_CHECKING:
+    from replayer.adapters.base import Adapter
     from replayer.floor.bundles import Bundle
     from replayer.floor.compare_results import CompareResult
     from replayer.floor.determinism import Determinism
@@ -247,34 +248,73 @@ def run_boundaries(
     With `continue_agent`, each boundary's continuation forks from the boundary's snapshot once the
     replay is done, in a container of its own (`run(..., K, continue_agent=True)` for each K, at the cost
     of one replay); a continuation that was refused or failed still returns its result, as `run` does."""
-    from replayer.pipeline.engine import execute_many, load
+    from replayer.pipeline.engine import execute_many
+
+    merged, cont = _run_continuation(options, continue_agent, several=True)
+    adapter, traj, outs = _boundary_dirs(trajectory, boundaries, Path(out), options)
+    request = ReplayRequest(
+        mode="run",
+        trajectory=Path(trajectory),
+        after_step=max(outs),
+        out=Path(out),
+        workspace=_workspace(workspace),
+        continuation=cont,
+        **merged.fields,
+    )
+    with _no_empty_out(Path(out)):
+        return execute_many(request, outs, adapter, traj, on_event=on_event)
+
+
+def prepare_boundaries(
+    trajectory: PathLike,
+    boundaries: str | Sequence[int],
+    out: PathLike,
+    *,
+    on_event: OnEvent = ignore,
+    **options: Unpack[ReplayOptions],
+) -> dict[int, ReplayResult | ReplayError]:
+    """`prepare` at several boundaries from one parse: each boundary K gets its own complete directory
+    `out`/after-K/, equal to what `prepare(..., K, ...)` writes (training prefixes of a whole file in one
+    go). `boundaries` as `run_boundaries` takes them. Returns each boundary's result, or the error it was
+    refused or failed with (the others go on)."""
+    from replayer.pipeline.engine import prepare_many
+
+    merged = merge(options, user_settings.load(), ReplayOptions)
+    adapter, traj, outs = _boundary_dirs(trajectory, boundaries, Path(out), options)
+    request = ReplayRequest(
+        mode="prepare", trajectory=Path(trajectory), after_step=max(outs), out=Path(out), **merged.fields
+    )
+    with _no_empty_out(Path(out)):
+        return prepare_many(request, outs, adapter, traj, on_event=on_event)
+
+
+def _boundary_dirs(
+    trajectory: PathLike, boundaries: str | Sequence[int], out: Path, options: Mapping[str, Any]
+) -> tuple[Adapter, Trajectory, dict[int, Path]]:
+    """The one parse of a several-boundary command, and each boundary's directory OUT/after-K/."""
+    from replayer.pipeline.engine import load
     from replayer.pipeline.multiboundary import boundary_dir
     from replayer.verbs.boundaries import parse_boundaries, pick_boundaries
 
-    merged, cont = _run_continuation(options, continue_agent, several=True)
     spec = parse_boundaries(boundaries) if isinstance(boundaries, str) else list(boundaries)
     path = Path(trajectory)
     adapter, traj = load(path, options.get("task"), options.get("cwd"), options.get("session"))
     picked = pick_boundaries(spec, traj)
     if not picked:
         raise BadInput(f"{path} has no boundary to replay")
-    request = ReplayRequest(
-        mode="run",
-        trajectory=path,
-        after_step=picked[-1],
-        out=Path(out),
-        workspace=_workspace(workspace),
-        continuation=cont,
-        **merged.fields,
-    )
-    outs = {k: boundary_dir(Path(out), k) for k in picked}
-    made = not Path(out).exists()
+    return adapter, traj, {k: boundary_dir(out, k) for k in picked}
+
+
+@contextlib.contextmanager
+def _no_empty_out(out: Path) -> Iterator[None]:
+    """An interrupted several-boundary command leaves no empty OUT/ behind (a boundary written keeps it)."""
+    made = not out.exists()
     try:
-        return execute_many(request, outs, adapter, traj, on_event=on_event)
+        yield
     except BaseException:
-        if made:  # an interrupted run leaves no empty OUT/ behind (a boundary that was written keeps it)
+        if made:
             with contextlib.suppress(OSError):
-                Path(out).rmdir()
+                out.rmdir()
         raise
 
 

@@ -58,6 +58,36 @@ def one_boundary(spec: str) -> int | None:
     return None
 
 
+def report_boundaries(out: Path, outcomes: Mapping[int, ReplayResult | ReplayError], json: bool) -> None:
+    """What a command at several boundaries prints (`--json`: `emit_boundaries`), then the first error's
+    exit: a line a boundary, a refused boundary's or a refused or failed continuation's error."""
+    if json:
+        emit_boundaries(out, outcomes)
+    for k, r in sorted(outcomes.items()):
+        if json:
+            break
+        if isinstance(r, ReplayResult):
+            counts: dict[str, int] = {}
+            for d in r.divergences:
+                counts[d.status] = counts.get(d.status, 0) + 1
+            summary = ", ".join(f"{v} {s}" for s, v in sorted(counts.items())) or "no calls"
+            ended = f", agent {r.continuation.agent_status}" if r.continuation else ""
+            console.print(
+                f"after {k}: {summary}{ended}; {api.boundary_dir(out.absolute(), k)}", highlight=False
+            )
+        else:
+            console.print(f"after {k}: {r.kind}: {r}", highlight=False, markup=False)
+    failed = [
+        r
+        if not isinstance(r, ReplayResult)
+        else api.continuation_error(r.continuation, api.boundary_dir(out, k))
+        for k, r in sorted(outcomes.items())
+    ]
+    first = next((f for f in failed if f is not None), None)
+    if first is not None:
+        raise first
+
+
 def emit_boundaries(out: Path, outcomes: Mapping[int, BaseModel | ReplayError]) -> None:
     """`--json` of a command at several boundaries: `{"out", "boundaries": {"K": its result and "out", or
     {"error_kind", "error"}}}`."""

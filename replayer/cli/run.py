@@ -12,7 +12,6 @@ from replayer.cli import options as opts
 from replayer.cli.app import command, console
 from replayer.floor.determinism import DETERMINISM, summary
 from replayer.floor.options import RunOptions, declared
-from replayer.floor.results import ReplayResult
 
 RunAfterStep = Annotated[
     str,
@@ -134,28 +133,4 @@ def _run_boundaries(
             on_event=progress,
             **options,
         )
-    if json:
-        opts.emit_boundaries(out, outcomes)
-    for k, r in sorted(outcomes.items()):
-        if json:
-            break
-        if isinstance(r, ReplayResult):
-            counts: dict[str, int] = {}
-            for d in r.divergences:
-                counts[d.status] = counts.get(d.status, 0) + 1
-            summary = ", ".join(f"{v} {s}" for s, v in sorted(counts.items())) or "no calls"
-            ended = f", agent {r.continuation.agent_status}" if r.continuation else ""
-            console.print(
-                f"after {k}: {summary}{ended}; {api.boundary_dir(out.absolute(), k)}", highlight=False
-            )
-        else:
-            console.print(f"after {k}: {r.kind}: {r}", highlight=False, markup=False)
-    failed = [
-        r
-        if not isinstance(r, ReplayResult)
-        else api.continuation_error(r.continuation, api.boundary_dir(out, k))
-        for k, r in sorted(outcomes.items())
-    ]
-    first = next((f for f in failed if f is not None), None)
-    if first is not None:
-        raise first
+    opts.report_boundaries(out, outcomes, json)

@@ -294,8 +294,34 @@ def _prepare(
 ) -> ReplayResult:
     """prepare: no sandbox; every call keeps its historical observation."""
     begun = begin(request, {request.after_step: request.out}, adapter, trajectory, on_event)
-    replayed = begun.replayed
-    request, plan = begun.plans[request.after_step]
+    one, plan = begun.plans[request.after_step]
+    return _prepared(one, plan, begun.replayed, on_event)
+
+
+def prepare_many(
+    request: ReplayRequest,
+    outs: dict[int, Path],
+    adapter: Adapter | None = None,
+    trajectory: Trajectory | None = None,
+    on_event: OnEvent = ignore,
+) -> dict[int, Outcome]:
+    """prepare at every boundary of `outs` (boundary -> its output directory) from one parse: each its own
+    complete directory, as a prepare of that boundary alone writes it; a boundary refused or failed keeps
+    its error (the others go on)."""
+    if request.mode != "prepare":
+        raise BadInput("prepare_many prepares")
+    outcomes: dict[int, Outcome] = {}
+    begun = begin(request, outs, adapter, trajectory, on_event, outcomes)
+    for k, (one, plan) in sorted(begun.plans.items()):
+        try:
+            outcomes[k] = _prepared(one, plan, begun.replayed, on_event)
+        except ReplayError as exc:
+            outcomes[k] = exc
+    return outcomes
+
+
+def _prepared(request: ReplayRequest, plan: Plan, replayed: Replayed, on_event: OnEvent) -> ReplayResult:
+    """One boundary's prefix with the historical observations, written atomically into `request.out`."""
     tapes = (
         [request.continuation.cassette, request.continuation.record_cassette] if request.continuation else []
     )

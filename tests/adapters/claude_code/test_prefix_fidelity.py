@@ -10,7 +10,8 @@ import pytest
 
 from replayer.adapters.claude_code import session, wire
 from replayer.pipeline.engine import load
-from tests.conftest import CLAUDE, replayer
+from tests.conftest import CLAUDE
+from tests.support.prefixes import prepared
 
 
 def _request_after(name: str, call_ids: list[str]) -> list[dict]:
@@ -32,17 +33,10 @@ def _boundaries() -> list[tuple[str, int]]:
 
 
 @pytest.mark.parametrize(("name", "after_step"), _boundaries())
-def test_expected_prefix_equals_the_request_the_cli_sent(name: str, after_step: int, tmp_path) -> None:
-    out = tmp_path / "out"
-    replayer(
-        "prepare",
-        str(CLAUDE.fixture(name) / "session.jsonl"),
-        "--after-step",
-        str(after_step),
-        "--out",
-        str(out),
-        check=True,
-    )
+def test_expected_prefix_equals_the_request_the_cli_sent(
+    name: str, after_step: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    out = prepared(tmp_path_factory, CLAUDE.fixture(name) / "session.jsonl", after_step)
     expected = orjson.loads((out / "expected_prefix.json").read_bytes())
     _, traj = load(CLAUDE.fixture(name) / "session.jsonl")
     if after_step == 0:

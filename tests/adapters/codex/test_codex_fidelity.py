@@ -16,6 +16,7 @@ import pytest
 from replayer.adapters.codex import session as rollout
 from replayer.pipeline.engine import load
 from tests.conftest import CODEX, first_and_last, replayer
+from tests.support.prefixes import prepared
 
 VOLATILE = {"durations", "random_ids", "trailing_whitespace"}
 
@@ -60,9 +61,12 @@ def _cli(verb: str, name: str, after_step: int, out: Path, *extra: str) -> dict:
 
 
 @pytest.mark.parametrize(("name", "after_step"), _boundaries())
-def test_prepared_prefix_is_the_input_codex_sent(name: str, after_step: int, tmp_path: Path) -> None:
-    result = _cli("prepare", name, after_step, tmp_path / "out")
-    expected = orjson.loads((tmp_path / "out" / "expected_prefix.json").read_bytes())
+def test_prepared_prefix_is_the_input_codex_sent(
+    name: str, after_step: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    out = prepared(tmp_path_factory, _rollout(name), after_step)
+    result = orjson.loads((out / "result.json").read_bytes())
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
     _same_prefix(expected, _request_after(name, after_step))
     assert all(d["status"] == "historical_kept" for d in result["divergences"])
 

@@ -68,6 +68,12 @@ def test_a_call_without_its_output_splits_its_step(tmp_path: Path) -> None:
     _one_line_error(
         replayer("prepare", str(path), "-n", "3", "-o", str(tmp_path / "p")), 4, "would split step 2"
     )
+    # several boundaries (one parse): a boundary past the split is refused before any is written
+    several = replayer("prepare", str(path), "-n", "1,3", "-o", str(tmp_path / "both"))
+    _one_line_error(several, 4, "boundary 3 is not one of 0..1")
+    assert not (tmp_path / "both").exists()
+    replayer("prepare", str(path), "-n", "all", "-o", str(tmp_path / "all"), check=True)
+    assert sorted(p.name for p in (tmp_path / "all").iterdir()) == ["after-0", "after-1"]
 
 
 @pytest.mark.agent

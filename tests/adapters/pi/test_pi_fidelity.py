@@ -13,6 +13,7 @@ import pytest
 
 from replayer.pipeline.engine import load
 from tests.conftest import PI, first_and_last, replayer
+from tests.support.prefixes import prepared
 
 SCENARIOS = ["tools", "two_runs", "rpc"]
 
@@ -41,12 +42,14 @@ def _cli(verb: str, source: Path, after_step: int, out: Path, *extra: str) -> di
 
 
 @pytest.mark.parametrize(("name", "after_step"), _boundaries())
-def test_prepared_prefix_is_the_request_pi_sent(name: str, after_step: int, tmp_path: Path) -> None:
+def test_prepared_prefix_is_the_request_pi_sent(
+    name: str, after_step: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     forms = ["session", "rpc" if name == "rpc" else "events"]
     prefixes = []
     for form in forms:
-        _cli("prepare", _source(name, form), after_step, tmp_path / form)
-        prefixes.append(orjson.loads((tmp_path / form / "expected_prefix.json").read_bytes()))
+        out = prepared(tmp_path_factory, _source(name, form), after_step)
+        prefixes.append(orjson.loads((out / "expected_prefix.json").read_bytes()))
     assert prefixes[0] and prefixes[0] == _request_after(name, prefixes[0])
     assert prefixes[1] == prefixes[0], "the event log gives the same prefix as the session file"
 
