@@ -104,6 +104,9 @@ def render(attachment: Any, version: str) -> list[str] | None:
         return None
     v = release(version)
     kind = attachment.get("type")
+    if kind == "queued_command":
+        text = _queued_command(attachment, v)
+        return None if text is None else [wrapped(text)]
     if kind in NOTICES:
         first, notice = NOTICES[kind]
         text = notice(attachment, v) if first <= v < NOTICES_READ_UNTIL else None
@@ -131,6 +134,26 @@ def render(attachment: Any, version: str) -> list[str] | None:
     return None
 
 
+SENDS_TEXT = frozenset(
+    {
+        "file", "directory", "opened_file_in_ide", "compact_file_reference", "selected_lines_in_ide",
+        "queued_command", "nested_memory", "edited_text_file", "date_change",
+    }
+)  # fmt: skip
+"""Attachment kinds every version read (1.0.108 to 2.1.197) sends as text whenever it records one (`file` as a
+Read call and its result), with `skill_listing` and `hook_additional_context` when their content is not empty."""
+
+
+def sends_text(attachment: Any) -> bool:
+    """Whether the CLI sends text for this recorded attachment, rendered here or not."""
+    if not isinstance(attachment, dict):
+        return False
+    kind = attachment.get("type")
+    if kind in ("skill_listing", "hook_additional_context"):
+        return bool(attachment.get("content"))
+    return kind in SENDS_TEXT
+
+
 def _texts(record: dict[str, Any], *names: str) -> list[Any] | None:
     """The string fields `names` of a recorded attachment, or None when one is missing or not a string."""
     values = [record.get(n) for n in names]
@@ -154,6 +177,57 @@ def _edited_text_file(attachment: dict[str, Any], v: tuple[int, ...]) -> str | N
     return f"{note} Here are the relevant changes (shown with line numbers):\n{snippet}"
 
 
+def _compact_file_reference(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None:
+    fields = _texts(attachment, "filename")
+    return None if fields is None else COMPACT_FILE.format(fields[0])
+
+
+def _selected_lines_in_ide(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None:
+    fields = _texts(attachment, "filename", "content")
+    lines = [attachment.get("lineStart"), attachment.get("lineEnd")]
+    if fields is None or not all(isinstance(n, int) and not isinstance(n, bool) for n in lines):
+        return None
+    filename, content = fields
+    units = content.encode("utf-16-le")
+    if len(units) > 2 * SELECTION_KEPT:
+        try:
+            content = units[: 2 * SELECTION_KEPT].decode("utf-16-le") + "\n... (truncated)"
+        except UnicodeDecodeError:
+            return None  # JavaScript's cut leaves half a surrogate pair, which the prefix file cannot hold
+    return SELECTED_LINES.format(lines[0], lines[1], filename, content)
+
+
+def _queued_command(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None:
+    """A prompt queued while the agent worked (a user's message, or a background task's notification), as
+    the version words it; None for what is not modelled: another origin (a coordinator, channel or peer),
+    images, the bound-thread and batched relays of 2.1.196 on, and releases not read."""
+    prompt = attachment.get("prompt")
+    if isinstance(prompt, list) and v >= QUEUED_BLOCKS_FROM:
+        texts = [b.get("text") for b in prompt if isinstance(b, dict)]
+        if len(texts) != len(prompt) or not all(
+            b.get("type") == "text" and isinstance(t, str) for b, t in zip(prompt, texts, strict=True)
+        ):
+            return None
+        prompt = "\n".join(str(t) for t in texts)
+    if not isinstance(prompt, str) or not QUEUED_FIRST <= v < QUEUED_READ_UNTIL:
+        return None
+    if any(attachment.get(k) for k in QUEUED_UNMODELLED):
+        return None
+    origin = attachment.get("origin")
+    kind = origin.get("kind") if isinstance(origin, dict) else None
+    if origin is None and attachment.get("commandMode") == "task-notification":
+        kind = "task-notification"
+    if v < QUEUED_BY_ORIGIN:
+        kind = None  # one wording for every queued prompt
+    elif (origin is not None and not isinstance(origin, dict)) or kind not in QUEUED_ORIGINS:
+        return None
+    if kind == "task-notification":
+        wording = TASK_NOTIFICATION if v >= TASK_NOTIFICATION_FROM else TASK_DONE
+    else:
+        wording = QUEUED_WHILE_WORKING if v >= QUEUED_WHILE_WORKING_FROM else QUEUED_MESSAGE
+    return wording.format(prompt)
+
+
 def _date_change(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None:
     fields = _texts(attachment, "newDate")
     return None if fields is None else DATE_CHANGED.format(fields[0])
@@ -173,6 +247,43 @@ DATE_CHANGED = (
     "The date has changed. Today's date is now {}. DO NOT mention this to the user explicitly because they are "
     "already aware."
 )
+COMPACT_FILE = (
+    "Note: {} was read before the last conversation was summarized, but the contents are too large to include. "
+    "Use Read tool if you need to access it."
+)
+SELECTED_LINES = (
+    "The user selected the lines {} to {} from {}:\n{}\n\nThis may or may not be related to the current task."
+)
+SELECTION_KEPT = 2000
+"""A selection longer than this (in UTF-16 units) is cut there and marked truncated (read in 1.0.108 to 2.1.197)."""
+QUEUED_FIRST = (1, 0, 108)
+"""The oldest bundle read that renders `queued_command` (1.0.51 has no such kind)."""
+QUEUED_BLOCKS_FROM = (1, 0, 128)
+"""From here a prompt of content blocks is sent as its texts joined by newlines (1.0.108 takes a string only)."""
+QUEUED_ORIGINS = (None, "human", "task-notification")
+QUEUED_UNMODELLED = ("renderedByBatchHead", "batchedRelayPrompts", "verifiedSlackHumanTurn")
+"""2.1.196's fields for a prompt another's message renders, relayed prompts, a bound thread's turn."""
+QUEUED_MESSAGE = (
+    "The user sent the following message:\n{}\n\nPlease address this message and continue with your tasks."
+)
+QUEUED_WHILE_WORKING_FROM = (2, 1, 50)
+"""The oldest bundle read with the wording below (2.0.67 has the one above)."""
+QUEUED_WHILE_WORKING = (
+    "The user sent a new message while you were working:\n{}\n\nIMPORTANT: After completing your current task, "
+    "you MUST address the user's message above. Do not ignore it."
+)
+QUEUED_BY_ORIGIN = (2, 1, 79)
+"""The oldest bundle read that words a queued prompt by its origin (a background task's notification: the
+recorded `origin`, else `commandMode: task-notification`); 2.1.50 words every one alike."""
+TASK_DONE = "A background agent completed a task:\n{}"
+TASK_NOTIFICATION_FROM = (2, 1, 112)
+"""The oldest bundle read with the notification's wording below (2.1.79 has the one above); the same to 2.1.197."""
+TASK_NOTIFICATION = (
+    "[SYSTEM NOTIFICATION - NOT USER INPUT]\nThis is an automated background-task event, NOT a message from the "
+    "user.\nDo NOT interpret this as user acknowledgement, confirmation, or response to any pending question.\n\n{}"
+)
+QUEUED_READ_UNTIL = (2, 1, 332)
+"""2.1.332 words queued prompts anew (by source, with images and tool deltas): not modelled."""
 NOTICES_READ_UNTIL = (2, 1, 332)
 """2.1.332 words the file notice anew and marks a memory file's worktree: not modelled (it sends no attachment
 merged anyway: `merged_inline`)."""
@@ -180,6 +291,8 @@ NOTICES = {
     "nested_memory": ((1, 0, 108), _nested_memory),
     "edited_text_file": ((1, 0, 128), _edited_text_file),
     "date_change": ((2, 1, 50), _date_change),
+    "compact_file_reference": ((1, 0, 108), _compact_file_reference),
+    "selected_lines_in_ide": ((1, 0, 108), _selected_lines_in_ide),
 }
 """The notices by kind: the oldest bundle read that sends the text (1.0.108 words the file notice otherwise;
 2.0.67 has no `date_change`), and the text from the recorded attachment (read in 1.0.108, 1.0.128, 2.0.64, 2.0.67,

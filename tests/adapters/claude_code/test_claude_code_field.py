@@ -183,3 +183,49 @@ def test_a_2_1_112_resume_recovers_a_split_call_off_the_leafs_path(tmp_path: Pat
     ]
     assert {"toolu_01YCbspje1LQ5zoMiExAUZGr", "toolu_01JWKupTYGmEHmdbtTexQRUK"} <= set(calls)
     assert _result(prefix, "toolu_01YCbspje1LQ5zoMiExAUZGr")
+
+
+def test_a_queued_task_notification_is_merged_into_the_tool_result_before_it(tmp_path: Path) -> None:
+    """2.1.112 sends a background task's notification queued during a turn (a `queued_command` record, 170 in
+    this session) in the tool result before it, worded as a system notification (its continuation from
+    boundary 14 was refused there before)."""
+    prefix = _prefix(POSTHOG, 14, tmp_path)
+    notified = _result(prefix, "toolu_01J3hz1ocUyZZ5mpBfmYeHo2")["content"]
+    lines = (FIELD / POSTHOG).read_bytes().splitlines()
+    queued = next(orjson.loads(x) for x in lines if b'"uuid":"29ec17af' in x.replace(b" ", b""))
+    notice = reminders.wrapped(reminders.TASK_NOTIFICATION.format(queued["attachment"]["prompt"]))
+    assert notified.startswith("Window: 2026-01-26T22:16:12Z") and notified.endswith("\n\n" + notice)
+
+
+def test_which_release_words_a_queued_prompt_and_a_selection_how() -> None:
+    """Read in the bundles: one wording for every queued prompt up to 2.0.67 and another from 2.1.50; by origin
+    from 2.1.79 (a task's notification reworded from 2.1.112); 2.1.332 not modelled. An IDE selection is cut
+    at 2000 UTF-16 units, as JavaScript's substring cuts it."""
+    task = {"type": "queued_command", "prompt": "<task-notification>x</task-notification>"}
+    task["commandMode"] = "task-notification"
+    words = {
+        v: (reminders.render(task, v) or [""])[0]
+        for v in ("1.0.108", "2.0.67", "2.1.50", "2.1.79", "2.1.197")
+    }
+    assert "The user sent the following message:" in words["1.0.108"] and words["1.0.108"] == words["2.0.67"]
+    assert "while you were working" in words["2.1.50"]
+    assert "A background agent completed a task:" in words["2.1.79"]
+    assert "[SYSTEM NOTIFICATION - NOT USER INPUT]" in words["2.1.197"]
+    assert reminders.render(task, "1.0.51") is None and reminders.render(task, "2.1.332") is None
+    assert reminders.render({**task, "origin": {"kind": "peer"}}, "2.1.197") is None
+    selected = {"type": "selected_lines_in_ide", "filename": "/w/a", "lineStart": 1, "lineEnd": 2}
+    cut = (reminders.render({**selected, "content": "\U0001f600" * 1000 + "a"}, "2.1.112") or [""])[0]
+    assert "\U0001f600" * 1000 + "\n... (truncated)\n\nThis may" in cut
+    assert reminders.render({**selected, "content": "a" + "\U0001f600" * 1000}, "2.1.112") is None
+
+
+def test_a_compacted_sessions_file_note_comes_first_and_the_seam_goes_after_its_files(tmp_path: Path) -> None:
+    """After 2.1.112's auto compaction, the note on a file too large to keep (`compact_file_reference`) opens
+    the first message, before the summary: the CLI moves the attachments up past it. The `file` attachments
+    after the note (restored files, not rendered here) end that run, so the newline the CLI adds where the
+    summary joins goes on the last of them, which the gate takes off whole, not on the note (the
+    continuation from boundary 81 was refused there before)."""
+    first = _prefix(POSTHOG, 81, tmp_path)[0]["content"]
+    note = reminders.COMPACT_FILE.format("/Users/linhungfan/personal_project/weave/src/analyze.py")
+    assert first[0] == {"type": "text", "text": reminders.wrapped(note)}
+    assert first[1]["text"].startswith(SUMMARY.decode())
