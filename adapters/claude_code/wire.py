@@ -158,7 +158,7 @@ def to_messages(items: list[Record], version: str, model: str | None = None) -> 
             texts = reminders.render(rec.get("attachment"), version)
             if texts:
                 unmodelled_last = False
-            elif texts is None and reminders.sends_text(rec.get("attachment")):
+            elif texts is None and reminders.sends_text(rec.get("attachment"), version):
                 unmodelled_last = True
             for text in texts or []:
                 if messages and messages[-1]["role"] == "user":

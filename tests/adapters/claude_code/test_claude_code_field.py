@@ -89,11 +89,10 @@ BHAVANA = "claude_code/bhavana-2.1.177-task-nag-tool-reference.jsonl"
 LOKAL = "claude_code/lokal-2.1.126-date-change-pat-redacted.jsonl"
 
 
-def _prefix(name: str, boundary: int, tmp_path: Path) -> list[dict]:
+def _prefix(name: str, boundary: int, tmp_path: Path, *options: str) -> list[dict]:
     out = tmp_path / "out"
-    replayer(
-        "prepare", str(FIELD / name), "-n", str(boundary), "-o", str(out), "--allow-degraded", check=True
-    )
+    args = ("prepare", str(FIELD / name), "-n", str(boundary), "-o", str(out), "--allow-degraded", *options)
+    replayer(*args, check=True)
     return orjson.loads((out / "expected_prefix.json").read_bytes())
 
 
@@ -155,6 +154,20 @@ def test_a_real_date_change_is_merged_into_the_tool_result_before_it(tmp_path: P
     assert (
         b"[REDACTED_PAT]" in (FIELD / LOKAL).read_bytes() and b"eyJhbGci" not in (FIELD / LOKAL).read_bytes()
     )
+
+
+def test_2_1_332_merges_for_the_models_before_opus_4_8_and_rewords_the_date_change(tmp_path: Path) -> None:
+    """2.1.332 asks for system messages by model capabilities, except for claude-3-* and the models before
+    claude-opus-4-8 in its list: the same line as 2.1.154 to 2.1.197 (its recording with claude-sonnet-4-5 merges:
+    test_claude_code_versions.py). So the 2.1.126 session's claude-sonnet-4-6, continued by 2.1.332, gets the date
+    change merged into the tool result, in 2.1.332's words (read in its bundle; no `-p` run crosses midnight)."""
+    assert reminders.merged_inline("2.1.332", "claude-sonnet-4-5-20250929")
+    assert not reminders.merged_inline("2.1.332", "claude-opus-4-8") and not reminders.merged_inline(
+        "2.1.332", None
+    )
+    prefix = _prefix(LOKAL, 3, tmp_path, "--agent-version", "2.1.332")
+    changed = _result(prefix, field.steps(FIELD / LOKAL)[1]["calls"][0]["id"])["content"]
+    assert changed.endswith(reminders.wrapped(reminders.DATE_CHANGED_2_1_332.format("2026-05-02")))
 
 
 def test_a_nag_after_a_skill_prompt_is_merged_into_the_skill_result(tmp_path: Path) -> None:
