@@ -43,8 +43,9 @@ TASK_FIRST = (2, 1, 142)
 """`task_reminder` renders only while the task tools are on: from 2.1.142 by default (read in 2.1.142, 2.1.177,
 2.1.196 and 2.1.197); 2.1.50 to 2.1.141 turn them on in an interactive session only, so `-p` renders nothing
 (read in 2.1.50, 2.1.121, 2.1.126 and 2.1.141)."""
-TASK_READ_UNTIL = (2, 1, 332)
-"""2.1.332's task reminder depends on the model and a status keeper: not modelled from there on."""
+TASK_KEEPER_FROM = (2, 1, 332)
+"""From here a task reminder that names its `statusKeeper` (the app, or Claude) is worded otherwise: not modelled;
+without one 2.1.332 sends the nag as before (read; recorded with claude-sonnet-4-5)."""
 NEVER_MENTION = ((2, 0, 64), (2, 1, 139))
 """The versions (from, before) whose nags end with the line below: read in 2.0.64, 2.1.50, 2.1.121 and 2.1.138;
 1.0.108 and 2.1.139 on do not have it."""
@@ -128,7 +129,7 @@ def render(attachment: Any, version: str) -> list[str] | None:
         if listed:
             text += f"\n\nHere are the existing contents of your todo list:\n\n[{listed}]"
         return [wrapped(text)]
-    if kind == "task_reminder" and v < TASK_READ_UNTIL:
+    if kind == "task_reminder" and not (v >= TASK_KEEPER_FROM and "statusKeeper" in attachment):
         if v < TASK_FIRST:
             return []
         listed = "\n".join(f"#{i.get('id')}. [{i.get('status')}] {i.get('subject')}" for i in items)
