@@ -12,14 +12,17 @@ request therefore carries them too, so the expected prefix renders them (`wire.t
 From 2.1.154 a model that takes mid-conversation system messages (the default for models newer than those
 listed in `MERGED_MODELS`) gets every attachment as a `role:"system"` message of its own instead, which the
 normalized form drops: nothing is merged then (`merged_inline`). So the prefix follows the model that
-continues (the recorded one, unless another is asked for). 2.1.332 decides this by model capabilities it
-looks up: not modelled, nothing merged (as before this module).
+continues (the recorded one, unless another is asked for). 2.1.332 decides this by model capabilities, which
+come to the same line for the models it knows (`MERGED_MODELS`; recorded with claude-sonnet-4-5: it merges).
 
 Rendered here: the attachment kinds whose text the bundles read give, for the versions read, under the
 continuation's own mode (`claude -p`, not interactive): the nags, and the notices a headless run can record
 (`NOTICES`): a CLAUDE.md of a folder below the working directory, loaded when a file in it is read
 (`nested_memory`, recorded by 2.1.121 and 2.1.197), a file changed on disk since it was read
-(`edited_text_file`) and a session that runs past midnight (`date_change`). Any other kind renders nothing, as before: the gate
+(`edited_text_file`), a session that runs past midnight (`date_change`), the token budget left
+(`total_tokens_reminder`, after every tool result from 2.1.177, recorded by 2.1.332), a prompt queued while the
+agent worked (`queued_command`), a file too large to keep over a compaction (`compact_file_reference`) and a
+selection in the IDE (`selected_lines_in_ide`). Any other kind renders nothing, as before: the gate
 then still refuses a difference it makes inside a tool result, and takes only whole `<system-reminder>`
 blocks beside the recorded ones (`ClaudeCodeGate.without_injected_context`).
 """
@@ -40,8 +43,9 @@ TASK_FIRST = (2, 1, 142)
 """`task_reminder` renders only while the task tools are on: from 2.1.142 by default (read in 2.1.142, 2.1.177,
 2.1.196 and 2.1.197); 2.1.50 to 2.1.141 turn them on in an interactive session only, so `-p` renders nothing
 (read in 2.1.50, 2.1.121, 2.1.126 and 2.1.141)."""
-TASK_READ_UNTIL = (2, 1, 332)
-"""2.1.332's task reminder depends on the model and a status keeper: not modelled from there on."""
+TASK_KEEPER_FROM = (2, 1, 332)
+"""From here a task reminder that names its `statusKeeper` (the app, or Claude) is worded otherwise: not modelled;
+without one 2.1.332 sends the nag as before (read; recorded with claude-sonnet-4-5)."""
 NEVER_MENTION = ((2, 0, 64), (2, 1, 139))
 """The versions (from, before) whose nags end with the line below: read in 2.0.64, 2.1.50, 2.1.121 and 2.1.138;
 1.0.108 and 2.1.139 on do not have it."""
@@ -63,14 +67,16 @@ TASK_NAG = (
 MID_CONVERSATION_SYSTEM = (2, 1, 154)
 """The oldest release with the `role:"system"` path for attachments (read in 2.1.154, 2.1.160, 2.1.177 and on,
 with the model list below; 2.1.153 has none)."""
-MID_CONVERSATION_UNREAD = (2, 1, 332)
 MERGED_MODELS = frozenset(
     {
         "claude-opus-4-0", "claude-opus-4-1", "claude-opus-4-5", "claude-opus-4-6", "claude-opus-4-7",
         "claude-sonnet-4-0", "claude-sonnet-4-5", "claude-sonnet-4-6", "claude-haiku-4-5",
     }
 )  # fmt: skip
-"""The models 2.1.154 to 2.1.197 send attachments to merged into the user message (with every claude-3-*)."""
+"""The models 2.1.154 on send attachments to merged into the user message (with every claude-3-*): listed in 2.1.154
+to 2.1.197; 2.1.332 asks for a system message by model capabilities, but not for claude-3-* or a model before
+claude-opus-4-8 in its own list, which is this set (read; recorded: it merges for claude-sonnet-4-5); the rest
+default to system messages unless a capability override the sandbox does not set says otherwise."""
 _DATED = re.compile(r"(-\d{8})?(\[[^\]]*\])?\Z")
 _JS_SPACE = "\t\n\v\f\r \u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 _JS_TRIM = re.compile(f"^[{_JS_SPACE}]+|[{_JS_SPACE}]+$")
@@ -91,7 +97,7 @@ def merged_inline(version: str, model: str | None) -> bool:
     v = release(version)
     if v < MID_CONVERSATION_SYSTEM:
         return True
-    if v >= MID_CONVERSATION_UNREAD or model is None:
+    if model is None:
         return False
     name = _DATED.sub("", model.lower())
     return "claude-3-" in name or name in MERGED_MODELS
@@ -104,9 +110,12 @@ def render(attachment: Any, version: str) -> list[str] | None:
         return None
     v = release(version)
     kind = attachment.get("type")
+    if kind == "queued_command":
+        text = _queued_command(attachment, v)
+        return None if text is None else [wrapped(text)]
     if kind in NOTICES:
         first, notice = NOTICES[kind]
-        text = notice(attachment, v) if first <= v < NOTICES_READ_UNTIL else None
+        text = notice(attachment, v) if first <= v else None
         return None if text is None else [wrapped(text)]
     items = attachment.get("content")
     if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
@@ -120,7 +129,7 @@ def render(attachment: Any, version: str) -> list[str] | None:
         if listed:
             text += f"\n\nHere are the existing contents of your todo list:\n\n[{listed}]"
         return [wrapped(text)]
-    if kind == "task_reminder" and v < TASK_READ_UNTIL:
+    if kind == "task_reminder" and not (v >= TASK_KEEPER_FROM and "statusKeeper" in attachment):
         if v < TASK_FIRST:
             return []
         listed = "\n".join(f"#{i.get('id')}. [{i.get('status')}] {i.get('subject')}" for i in items)
@@ -129,6 +138,46 @@ def render(attachment: Any, version: str) -> list[str] | None:
             text += f"\n\nHere are the existing tasks:\n\n{listed}"
         return [wrapped(text)]
     return None
+
+
+SENDS_TEXT = frozenset(
+    {
+        "file", "directory", "opened_file_in_ide", "compact_file_reference", "selected_lines_in_ide",
+        "queued_command", "nested_memory", "edited_text_file", "date_change",
+    }
+)  # fmt: skip
+"""Attachment kinds every version read (1.0.108 to 2.1.197) sends as text whenever it records one (`file` as a
+Read call and its result), with `skill_listing` and `hook_additional_context` when their content is not empty."""
+
+
+SILENT_2_1_332 = frozenset(
+    {
+        "advisor_stripped", "already_read_file", "async_hook_response_batch", "batching_reminder_sent",
+        "command_permissions", "credential_org", "deferred_tools_record", "edited_image_file", "goal_status",
+        "goals", "hook_cancelled", "hook_deferred_tool", "hook_error_during_execution", "hook_non_blocking_error",
+        "hook_permission_decision", "hook_system_message", "max_turns_reached", "message_pdf_reads",
+        "progress_reminder_sent", "project_doc_reads", "projects_thread_ask", "prompt_as_file",
+        "prompt_render_point", "prompt_snapshot", "secondary_reminder_sent", "session_cron_carry",
+        "structured_output", "teammate_shutdown_batch", "thinking_drop", "thinking_stripped",
+        "tool_host_result_lines", "tool_offer_record", "tool_results_cut", "whole_texts_withdrawn",
+        "withheld_memory",
+    }
+)  # fmt: skip
+"""The kinds 2.1.332 renders as nothing, whatever they hold (`kind: () => []` in its renderer table); it renders
+nearly every other kind as text (its environment, model, date and attribution notices ...)."""
+
+
+def sends_text(attachment: Any, version: str) -> bool:
+    """Whether `version` sends text for this recorded attachment, rendered here or not (before 2.1.332: only the
+    kinds known to; from it: any kind but the silent ones)."""
+    if not isinstance(attachment, dict):
+        return False
+    kind = attachment.get("type")
+    if release(version) >= REWORDED:
+        return kind not in SILENT_2_1_332
+    if kind in ("skill_listing", "hook_additional_context"):
+        return bool(attachment.get("content"))
+    return kind in SENDS_TEXT
 
 
 def _texts(record: dict[str, Any], *names: str) -> list[Any] | None:
@@ -140,12 +189,23 @@ def _texts(record: dict[str, Any], *names: str) -> list[Any] | None:
 def _nested_memory(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None:
     memory = attachment.get("content")
     fields = _texts(memory, "path", "content") if isinstance(memory, dict) else None
-    return None if fields is None else f"Contents of {fields[0]}:\n\n{fields[1]}"
+    if fields is None:
+        return None
+    if v < REWORDED:
+        return f"Contents of {fields[0]}:\n\n{fields[1]}"
+    replaces = attachment.get("replacesPath")
+    text = (
+        f"Contents of {fields[0]}{'' if replaces is None else f' (in its worktree it replaces {replaces})'}:"
+    )
+    text += f"\n\n{fields[1]}"
+    # 2.1.332 neutralizes markup in the text and words an unverified memory otherwise: not modelled
+    unmodelled = "<" in text or "\\u" in text or (isinstance(memory, dict) and memory.get("unverified"))
+    return None if unmodelled or not isinstance(replaces, str | None) else text
 
 
 def _edited_text_file(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None:
     fields = _texts(attachment, "filename", "snippet")
-    if fields is None:
+    if fields is None or v >= REWORDED:
         return None
     filename, snippet = fields
     note = f"Note: {filename} was modified, either by the user or by a linter. {EDITED_NOTE}"
@@ -154,9 +214,73 @@ def _edited_text_file(attachment: dict[str, Any], v: tuple[int, ...]) -> str | N
     return f"{note} Here are the relevant changes (shown with line numbers):\n{snippet}"
 
 
+def _compact_file_reference(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None:
+    fields = _texts(attachment, "filename")
+    return None if fields is None or v >= REWORDED else COMPACT_FILE.format(fields[0])
+
+
+def _selected_lines_in_ide(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None:
+    fields = _texts(attachment, "filename", "content")
+    lines = [attachment.get("lineStart"), attachment.get("lineEnd")]
+    if (
+        fields is None
+        or v >= REWORDED
+        or not all(isinstance(n, int) and not isinstance(n, bool) for n in lines)
+    ):
+        return None
+    filename, content = fields
+    units = content.encode("utf-16-le")
+    if len(units) > 2 * SELECTION_KEPT:
+        try:
+            content = units[: 2 * SELECTION_KEPT].decode("utf-16-le") + "\n... (truncated)"
+        except UnicodeDecodeError:
+            return None  # JavaScript's cut leaves half a surrogate pair, which the prefix file cannot hold
+    return SELECTED_LINES.format(lines[0], lines[1], filename, content)
+
+
+def _queued_command(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None:
+    """A prompt queued while the agent worked (a user's message, or a background task's notification), as
+    the version words it; None for what is not modelled: another origin (a coordinator, channel or peer),
+    images, the bound-thread and batched relays of 2.1.196 on, and releases not read."""
+    prompt = attachment.get("prompt")
+    if isinstance(prompt, list) and v >= QUEUED_BLOCKS_FROM:
+        texts = [b.get("text") for b in prompt if isinstance(b, dict)]
+        if len(texts) != len(prompt) or not all(
+            b.get("type") == "text" and isinstance(t, str) for b, t in zip(prompt, texts, strict=True)
+        ):
+            return None
+        prompt = "\n".join(str(t) for t in texts)
+    if not isinstance(prompt, str) or not QUEUED_FIRST <= v < REWORDED:
+        return None
+    if any(attachment.get(k) for k in QUEUED_UNMODELLED):
+        return None
+    origin = attachment.get("origin")
+    kind = origin.get("kind") if isinstance(origin, dict) else None
+    if origin is None and attachment.get("commandMode") == "task-notification":
+        kind = "task-notification"
+    if v < QUEUED_BY_ORIGIN:
+        kind = None  # one wording for every queued prompt
+    elif (origin is not None and not isinstance(origin, dict)) or kind not in QUEUED_ORIGINS:
+        return None
+    if kind == "task-notification":
+        wording = TASK_NOTIFICATION if v >= TASK_NOTIFICATION_FROM else TASK_DONE
+    else:
+        wording = QUEUED_WHILE_WORKING if v >= QUEUED_WHILE_WORKING_FROM else QUEUED_MESSAGE
+    return wording.format(prompt)
+
+
 def _date_change(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None:
     fields = _texts(attachment, "newDate")
-    return None if fields is None else DATE_CHANGED.format(fields[0])
+    return (
+        None
+        if fields is None
+        else (DATE_CHANGED_2_1_332 if v >= REWORDED else DATE_CHANGED).format(fields[0])
+    )
+
+
+def _total_tokens(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None:
+    fields = _texts(attachment, "text")
+    return None if fields is None else fields[0]
 
 
 EDITED_NOTE = (
@@ -173,17 +297,61 @@ DATE_CHANGED = (
     "The date has changed. Today's date is now {}. DO NOT mention this to the user explicitly because they are "
     "already aware."
 )
-NOTICES_READ_UNTIL = (2, 1, 332)
-"""2.1.332 words the file notice anew and marks a memory file's worktree: not modelled (it sends no attachment
-merged anyway: `merged_inline`)."""
+COMPACT_FILE = (
+    "Note: {} was read before the last conversation was summarized, but the contents are too large to include. "
+    "Use Read tool if you need to access it."
+)
+SELECTED_LINES = (
+    "The user selected the lines {} to {} from {}:\n{}\n\nThis may or may not be related to the current task."
+)
+SELECTION_KEPT = 2000
+"""A selection longer than this (in UTF-16 units) is cut there and marked truncated (read in 1.0.108 to 2.1.197)."""
+QUEUED_FIRST = (1, 0, 108)
+"""The oldest bundle read that renders `queued_command` (1.0.51 has no such kind)."""
+QUEUED_BLOCKS_FROM = (1, 0, 128)
+"""From here a prompt of content blocks is sent as its texts joined by newlines (1.0.108 takes a string only)."""
+QUEUED_ORIGINS = (None, "human", "task-notification")
+QUEUED_UNMODELLED = ("renderedByBatchHead", "batchedRelayPrompts", "verifiedSlackHumanTurn")
+"""2.1.196's fields for a prompt another's message renders, relayed prompts, a bound thread's turn."""
+QUEUED_MESSAGE = (
+    "The user sent the following message:\n{}\n\nPlease address this message and continue with your tasks."
+)
+QUEUED_WHILE_WORKING_FROM = (2, 1, 50)
+"""The oldest bundle read with the wording below (2.0.67 has the one above)."""
+QUEUED_WHILE_WORKING = (
+    "The user sent a new message while you were working:\n{}\n\nIMPORTANT: After completing your current task, "
+    "you MUST address the user's message above. Do not ignore it."
+)
+QUEUED_BY_ORIGIN = (2, 1, 79)
+"""The oldest bundle read that words a queued prompt by its origin (a background task's notification: the
+recorded `origin`, else `commandMode: task-notification`); 2.1.50 words every one alike."""
+TASK_DONE = "A background agent completed a task:\n{}"
+TASK_NOTIFICATION_FROM = (2, 1, 112)
+"""The oldest bundle read with the notification's wording below (2.1.79 has the one above); the same to 2.1.197."""
+TASK_NOTIFICATION = (
+    "[SYSTEM NOTIFICATION - NOT USER INPUT]\nThis is an automated background-task event, NOT a message from the "
+    "user.\nDo NOT interpret this as user acknowledgement, confirmation, or response to any pending question.\n\n{}"
+)
+DATE_CHANGED_2_1_332 = (
+    "The date has changed. Today's date is now {}. No need to announce the new date \u2014 the user's own clock "
+    "shows it."
+)
+REWORDED = (2, 1, 332)
+"""2.1.332 (the newest release; read) words the date change as above, names a memory file's worktree, and words
+the file notices, the compacted-file note, the IDE selection and queued prompts anew through path and text
+filters: those four are not rendered from there on."""
 NOTICES = {
     "nested_memory": ((1, 0, 108), _nested_memory),
     "edited_text_file": ((1, 0, 128), _edited_text_file),
     "date_change": ((2, 1, 50), _date_change),
+    "compact_file_reference": ((1, 0, 108), _compact_file_reference),
+    "selected_lines_in_ide": ((1, 0, 108), _selected_lines_in_ide),
+    "total_tokens_reminder": ((2, 1, 177), _total_tokens),
 }
 """The notices by kind: the oldest bundle read that sends the text (1.0.108 words the file notice otherwise;
 2.0.67 has no `date_change`), and the text from the recorded attachment (read in 1.0.108, 1.0.128, 2.0.64, 2.0.67,
-2.1.50, 2.1.121, 2.1.196, 2.1.197)."""
+2.1.50, 2.1.121, 2.1.196, 2.1.197, 2.1.332; the token budget's wrapped text as recorded, read in 2.1.177 to
+2.1.332, absent from 2.1.126)."""
 
 
 def merged(blocks: list[dict[str, Any]], texts: list[str]) -> list[dict[str, Any]]:

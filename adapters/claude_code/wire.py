@@ -123,6 +123,10 @@ def to_messages(items: list[Record], version: str, model: str | None = None) -> 
         items = _attachments_moved_up(items)
     last_mid: str | None = None
     seam = release(version) >= USER_SEAM
+    unmodelled_last = False
+    """Whether an attachment that the CLI sends as text but this module does not render (`file`, ...) ends the
+    last user message: the CLI's seam newline then goes on that block (which the gate takes off whole), not on
+    the one before it."""
     for rec in items:
         kind = rec.get("type")
         if kind == "assistant":
@@ -137,14 +141,26 @@ def to_messages(items: list[Record], version: str, model: str | None = None) -> 
             blocks = as_blocks(rec.get("message", {}).get("content"))
             if messages and messages[-1]["role"] == "user":
                 before = messages[-1]["content"]
-                if seam and before and blocks and before[-1].get("type") == blocks[0].get("type") == "text":
+                if (
+                    seam
+                    and not unmodelled_last
+                    and before
+                    and blocks
+                    and before[-1].get("type") == blocks[0].get("type") == "text"
+                ):
                     before[-1] = {**before[-1], "text": str(before[-1].get("text", "")) + "\n"}
                 before.extend(blocks)
             else:
                 messages.append({"role": "user", "content": blocks})
             last_mid = None
+            unmodelled_last = False
         elif kind == "attachment" and inline:
-            for text in reminders.render(rec.get("attachment"), version) or []:
+            texts = reminders.render(rec.get("attachment"), version)
+            if texts:
+                unmodelled_last = False
+            elif texts is None and reminders.sends_text(rec.get("attachment"), version):
+                unmodelled_last = True
+            for text in texts or []:
                 if messages and messages[-1]["role"] == "user":
                     messages[-1]["content"] = reminders.merged(messages[-1]["content"], [text])
                 else:

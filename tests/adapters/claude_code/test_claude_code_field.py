@@ -89,11 +89,10 @@ BHAVANA = "claude_code/bhavana-2.1.177-task-nag-tool-reference.jsonl"
 LOKAL = "claude_code/lokal-2.1.126-date-change-pat-redacted.jsonl"
 
 
-def _prefix(name: str, boundary: int, tmp_path: Path) -> list[dict]:
+def _prefix(name: str, boundary: int, tmp_path: Path, *options: str) -> list[dict]:
     out = tmp_path / "out"
-    replayer(
-        "prepare", str(FIELD / name), "-n", str(boundary), "-o", str(out), "--allow-degraded", check=True
-    )
+    args = ("prepare", str(FIELD / name), "-n", str(boundary), "-o", str(out), "--allow-degraded", *options)
+    replayer(*args, check=True)
     return orjson.loads((out / "expected_prefix.json").read_bytes())
 
 
@@ -157,6 +156,20 @@ def test_a_real_date_change_is_merged_into_the_tool_result_before_it(tmp_path: P
     )
 
 
+def test_2_1_332_merges_for_the_models_before_opus_4_8_and_rewords_the_date_change(tmp_path: Path) -> None:
+    """2.1.332 asks for system messages by model capabilities, except for claude-3-* and the models before
+    claude-opus-4-8 in its list: the same line as 2.1.154 to 2.1.197 (its recording with claude-sonnet-4-5 merges:
+    test_claude_code_versions.py). So the 2.1.126 session's claude-sonnet-4-6, continued by 2.1.332, gets the date
+    change merged into the tool result, in 2.1.332's words (read in its bundle; no `-p` run crosses midnight)."""
+    assert reminders.merged_inline("2.1.332", "claude-sonnet-4-5-20250929")
+    assert not reminders.merged_inline("2.1.332", "claude-opus-4-8") and not reminders.merged_inline(
+        "2.1.332", None
+    )
+    prefix = _prefix(LOKAL, 3, tmp_path, "--agent-version", "2.1.332")
+    changed = _result(prefix, field.steps(FIELD / LOKAL)[1]["calls"][0]["id"])["content"]
+    assert changed.endswith(reminders.wrapped(reminders.DATE_CHANGED_2_1_332.format("2026-05-02")))
+
+
 def test_a_nag_after_a_skill_prompt_is_merged_into_the_skill_result(tmp_path: Path) -> None:
     """The CLI moves attachment records up to just after the tool result before them, past the Skill's
     expanded prompt (an isMeta user text) written between: 2.1.177 merged the task nag after step 8 into the
@@ -183,3 +196,49 @@ def test_a_2_1_112_resume_recovers_a_split_call_off_the_leafs_path(tmp_path: Pat
     ]
     assert {"toolu_01YCbspje1LQ5zoMiExAUZGr", "toolu_01JWKupTYGmEHmdbtTexQRUK"} <= set(calls)
     assert _result(prefix, "toolu_01YCbspje1LQ5zoMiExAUZGr")
+
+
+def test_a_queued_task_notification_is_merged_into_the_tool_result_before_it(tmp_path: Path) -> None:
+    """2.1.112 sends a background task's notification queued during a turn (a `queued_command` record, 170 in
+    this session) in the tool result before it, worded as a system notification (its continuation from
+    boundary 14 was refused there before)."""
+    prefix = _prefix(POSTHOG, 14, tmp_path)
+    notified = _result(prefix, "toolu_01J3hz1ocUyZZ5mpBfmYeHo2")["content"]
+    lines = (FIELD / POSTHOG).read_bytes().splitlines()
+    queued = next(orjson.loads(x) for x in lines if b'"uuid":"29ec17af' in x.replace(b" ", b""))
+    notice = reminders.wrapped(reminders.TASK_NOTIFICATION.format(queued["attachment"]["prompt"]))
+    assert notified.startswith("Window: 2026-01-26T22:16:12Z") and notified.endswith("\n\n" + notice)
+
+
+def test_which_release_words_a_queued_prompt_and_a_selection_how() -> None:
+    """Read in the bundles: one wording for every queued prompt up to 2.0.67 and another from 2.1.50; by origin
+    from 2.1.79 (a task's notification reworded from 2.1.112); 2.1.332 not modelled. An IDE selection is cut
+    at 2000 UTF-16 units, as JavaScript's substring cuts it."""
+    task = {"type": "queued_command", "prompt": "<task-notification>x</task-notification>"}
+    task["commandMode"] = "task-notification"
+    words = {
+        v: (reminders.render(task, v) or [""])[0]
+        for v in ("1.0.108", "2.0.67", "2.1.50", "2.1.79", "2.1.197")
+    }
+    assert "The user sent the following message:" in words["1.0.108"] and words["1.0.108"] == words["2.0.67"]
+    assert "while you were working" in words["2.1.50"]
+    assert "A background agent completed a task:" in words["2.1.79"]
+    assert "[SYSTEM NOTIFICATION - NOT USER INPUT]" in words["2.1.197"]
+    assert reminders.render(task, "1.0.51") is None and reminders.render(task, "2.1.332") is None
+    assert reminders.render({**task, "origin": {"kind": "peer"}}, "2.1.197") is None
+    selected = {"type": "selected_lines_in_ide", "filename": "/w/a", "lineStart": 1, "lineEnd": 2}
+    cut = (reminders.render({**selected, "content": "\U0001f600" * 1000 + "a"}, "2.1.112") or [""])[0]
+    assert "\U0001f600" * 1000 + "\n... (truncated)\n\nThis may" in cut
+    assert reminders.render({**selected, "content": "a" + "\U0001f600" * 1000}, "2.1.112") is None
+
+
+def test_a_compacted_sessions_file_note_comes_first_and_the_seam_goes_after_its_files(tmp_path: Path) -> None:
+    """After 2.1.112's auto compaction, the note on a file too large to keep (`compact_file_reference`) opens
+    the first message, before the summary: the CLI moves the attachments up past it. The `file` attachments
+    after the note (restored files, not rendered here) end that run, so the newline the CLI adds where the
+    summary joins goes on the last of them, which the gate takes off whole, not on the note (the
+    continuation from boundary 81 was refused there before)."""
+    first = _prefix(POSTHOG, 81, tmp_path)[0]["content"]
+    note = reminders.COMPACT_FILE.format("/Users/linhungfan/personal_project/weave/src/analyze.py")
+    assert first[0] == {"type": "text", "text": reminders.wrapped(note)}
+    assert first[1]["text"].startswith(SUMMARY.decode())
