@@ -96,6 +96,21 @@ def importable(native: session.Native, messages: list[dict[str, Any]], cwd: str 
     return {"info": info, "messages": messages}
 
 
+def rebuilt_document(
+    trajectory: Trajectory, after_step: int, observations: dict[str, Observation]
+) -> dict[str, Any]:
+    """The export document the rebuild imports, before its ids move (`ids.py`): the messages through the
+    boundary, each rerun tool part's state the fresh one. Its messages' wire form is the expected prefix."""
+    native = trajectory.native_as(session.Native)
+    messages = copy.deepcopy(native.messages[: _cut(native, after_step)])
+    for message in messages:
+        for part in message["parts"]:
+            fresh = observations.get(part.get("callID", "")) if part.get("type") == "tool" else None
+            if fresh is not None and isinstance(fresh.structured, dict):
+                part["state"] = fresh.structured
+    return importable(native, messages, trajectory.cwd)
+
+
 class OpenCodeContinuation(Continuation):
     session_id: str | None
     model: str
@@ -187,13 +202,8 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
         self, trajectory: Trajectory, after_step: int, observations: dict[str, Observation], dest: Path
     ) -> Rebuild[OpenCodeContinuation]:
         native = self.native(trajectory)
-        messages = copy.deepcopy(native.messages[: _cut(native, after_step)])
-        for message in messages:
-            for part in message["parts"]:
-                fresh = observations.get(part.get("callID", "")) if part.get("type") == "tool" else None
-                if fresh is not None and isinstance(fresh.structured, dict):
-                    part["state"] = fresh.structured
-        document = importable(native, messages, trajectory.cwd)
+        document = rebuilt_document(trajectory, after_step, observations)
+        messages = document["messages"]
         moved = ids.move_before_now(document)
         export = dest / EXPORT
         write_bytes_atomic(export, orjson.dumps(document, option=orjson.OPT_INDENT_2))

@@ -6,12 +6,14 @@ container (`run`), where every observation is reproduced exactly; the rebuilt st
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pytest
 
-from replayer.adapters.opencode import OpenCodeAdapter, bundle
+from replayer.adapters.opencode import OpenCodeAdapter, bundle, rebuilt_document
+from replayer.adapters.opencode.wire import to_wire
 from replayer.pipeline.engine import load
 from tests.conftest import CLAUDE, OPENCODE, OPENCODE_FORMS, first_and_last, replayer
 
@@ -54,6 +56,10 @@ def _cli(verb: str, source: Path, after_step: int, out: Path, *extra: str) -> di
     return orjson.loads((out / "result.json").read_bytes())
 
 
+RUN_AT = first_and_last(_boundaries())
+"""Where `prepare` and `run` run for real: each scenario's first and last boundary."""
+
+
 def _prepared_matrix() -> list[tuple[str, str, int]]:
     """Every boundary from the export; the store and the event log at their first and last (they parse into
     the export's messages, test_opencode_parse.py, and each prepare runs the CLI's import on the host)."""
@@ -70,7 +76,14 @@ def _prepared_matrix() -> list[tuple[str, str, int]]:
 def test_prepared_prefix_is_the_request_the_cli_sent(
     form: str, name: str, after_step: int, tmp_path: Path
 ) -> None:
+    """`prepare` itself (its host import included) at each scenario's first and last boundary; between them
+    the rebuild's own document, whose wire form is what `prepare` writes as the expected prefix."""
     source = OPENCODE.fixture(name) / OPENCODE_FORMS[form]
+    if (name, after_step) not in RUN_AT:
+        _, traj = load(source)
+        expected = to_wire(rebuilt_document(traj, after_step, {})["messages"])
+        assert expected and expected == _request_after(name, expected)
+        return
     result = _cli("prepare", source, after_step, tmp_path / "out")
     expected = orjson.loads((tmp_path / "out" / "expected_prefix.json").read_bytes())
     assert expected and expected == _request_after(name, expected)
@@ -94,14 +107,34 @@ def seeded_workspace(name: str, dest: Path) -> Path:
     return dest
 
 
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, int], Path]:
+    """The result directory of `run -n K` of a scenario: one replay a scenario (`run -n 1,LAST`, each
+    boundary's `after-K/` what `run -n K` writes), made when a test first asks for it."""
+    made: dict[str, Path] = {}
+
+    def after(name: str, after_step: int) -> Path:
+        if name not in made:
+            root = tmp_path_factory.mktemp(f"replayed-{name}")
+            workspace = seeded_workspace(name, root / "ws")
+            boundaries = ",".join(str(n) for scenario, n in RUN_AT if scenario == name)
+            source = OPENCODE.fixture(name) / "export.json"
+            args = ["run", str(source), "-n", boundaries, "-o", str(root / "out"), "-w", str(workspace)]
+            replayer(*args, "--json", check=True)
+            made[name] = root / "out"
+        several = sum(scenario == name for scenario, _ in RUN_AT) > 1
+        return made[name] / f"after-{after_step}" if several else made[name]
+
+    return after
+
+
 @pytest.mark.agent
-@pytest.mark.parametrize(("name", "after_step"), first_and_last(_boundaries()))
-def test_rerun_by_the_cli_reproduces_every_observation(name: str, after_step: int, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    workspace = seeded_workspace(name, tmp_path / "ws")
-    result = _cli(
-        "run", OPENCODE.fixture(name) / "export.json", after_step, out, "--workspace", str(workspace)
-    )
+@pytest.mark.parametrize(("name", "after_step"), RUN_AT)
+def test_rerun_by_the_cli_reproduces_every_observation(
+    name: str, after_step: int, replayed: Callable[[str, int], Path], tmp_path: Path
+) -> None:
+    out = replayed(name, after_step)
+    result = orjson.loads((out / "result.json").read_bytes())
     expected = orjson.loads((out / "expected_prefix.json").read_bytes())
     assert _walk_order_free(expected) == _walk_order_free(_request_after(name, expected))
     reran = [d for d in result["divergences"] if d["kind"] == "rerun"]

@@ -11,6 +11,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from replayer.adapters.opencode import rebuilt_document
+from replayer.adapters.opencode.wire import to_wire
 from replayer.bridges.scripted import Script, TextBlock, Turn
 from replayer.pipeline.engine import load
 from tests.conftest import OPENCODE_FORMS, ROOT, replayer
@@ -69,18 +71,23 @@ def test_every_version_is_recorded_with_its_own_cli() -> None:
 # pure: the wire form of each version, from its own recorded requests ----------------------------------
 @pytest.mark.parametrize("version", RECORDED)
 def test_the_wire_prefix_is_what_that_version_sent_at_every_boundary(version: str, tmp_path: Path) -> None:
-    """Every boundary from the export; the other forms it wrote (event log, store) at the last."""
+    """Every boundary from the export, by the rebuild's own document (what `prepare` writes the wire form
+    of); at the last, `prepare` itself from each form that version wrote (export, event log, store), which
+    imports the session with the pinned CLI on the host."""
     histories = _histories(version)
-    steps = _steps(version)
-    cases = [("export", n) for n in range(steps + 1)]
-    cases += [(form, steps) for form in _forms(version) if form != "export"]
-    assert len(cases) > steps + 1, "an event log at least besides the export"
-    for form, boundary in cases:
-        out = tmp_path / f"{form}-{boundary}"
-        result = _cli("prepare", version, form, boundary, out)
+    _, traj = load(_probe(version) / "export.json")
+    steps = len(traj.steps)
+    for boundary in range(steps):
+        expected = to_wire(rebuilt_document(traj, boundary, {})["messages"])
+        assert expected in histories, f"export boundary {boundary}: {version} sent no such request"
+    forms = _forms(version)
+    assert len(forms) > 1, "an event log at least besides the export"
+    for form in forms:
+        out = tmp_path / f"{form}-{steps}"
+        result = _cli("prepare", version, form, steps, out)
         assert result["version"]["version"] == version, (form, result["version"])
         expected = orjson.loads((out / "expected_prefix.json").read_bytes())
-        assert expected in histories, f"{form} boundary {boundary}: {version} sent no such request"
+        assert expected in histories, f"{form} boundary {steps}: {version} sent no such request"
 
 
 # Docker and the real CLIs --------------------------------------------------------------------------------
