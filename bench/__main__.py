@@ -1,7 +1,7 @@
 """`make bench`: every number is a ratio against a baseline measured side by side in this run.
 
 Writes docs/benchmarks.md. `python -m bench parse` and `python -m bench memory` (no Docker needed),
-`python -m bench compare`, `python -m bench fork`, `python -m bench driven`, `python -m bench boundaries`, `python -m bench compare-boundaries`, `python -m bench ahead`, `python -m bench engines` (Docker and Podman), `python -m bench startup` (the CLI's start-up), `python -m bench v0-runtime`, `python -m bench v0-request`, `python -m bench name-lookups` and `python -m bench scale` (Ray
+`python -m bench compare`, `python -m bench fork`, `python -m bench driven`, `python -m bench boundaries`, `python -m bench compare-boundaries`, `python -m bench ahead`, `python -m bench engines` (Docker and Podman), `python -m bench startup` (the CLI's start-up), `python -m bench v0-runtime`, `python -m bench v0-request`, `python -m bench name-lookups`, `python -m bench verify-boundaries` and `python -m bench scale` (Ray
 clusters on this machine) run only that benchmark and replace only its section of docs/benchmarks.md.
 """
 
@@ -52,6 +52,11 @@ from bench.scale import SCALE_HEADING, bench_scale, scale_section
 from bench.startup import STARTUP_HEADING, bench_startup, startup_section
 from bench.v0_request import V0_REQUEST_HEADING, bench_v0_request, v0_request_section
 from bench.v0_runtime import V0_RUNTIME_HEADING, bench_v0_runtime, v0_runtime_section
+from bench.verify_boundaries import (
+    VERIFY_BOUNDARIES_HEADING,
+    bench_verify_boundaries,
+    verify_boundaries_section,
+)
 from replayer.adapters import adapter_class
 from replayer.adapters.base import Adapter
 from replayer.adapters.claude_code import wire
@@ -1157,6 +1162,10 @@ def main(argv: list[str]) -> None:
     only["v0-runtime"] = (V0_RUNTIME_HEADING, lambda t: v0_runtime_section(bench_v0_runtime(t)))
     only["v0-request"] = (V0_REQUEST_HEADING, lambda t: v0_request_section(bench_v0_request(t)))
     only["name-lookups"] = (NAME_LOOKUPS_HEADING, lambda t: name_lookups_section(bench_name_lookups(t)))
+    only["verify-boundaries"] = (
+        VERIFY_BOUNDARIES_HEADING,
+        lambda t: verify_boundaries_section(bench_verify_boundaries(t)),
+    )
     only["output"] = (OUTPUT_HEADING, lambda t: output_section(bench_output(t)))
     only["startup"] = (STARTUP_HEADING, lambda t: startup_section(bench_startup(t)))
     only["compare-boundaries"] = (COMPARES_HEADING, lambda t: compares_section(bench_compares(t)))
@@ -1177,7 +1186,7 @@ def main(argv: list[str]) -> None:
         return
     if argv:
         raise SystemExit(
-            "usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|boundaries-ray|compare-boundaries|ahead|engines|output|startup|v0-runtime|v0-request|name-lookups]"
+            "usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|boundaries-ray|compare-boundaries|ahead|engines|output|startup|v0-runtime|v0-request|name-lookups|verify-boundaries]"
         )
     with tempfile.TemporaryDirectory() as tmp:
         parse = bench_parse(Path(tmp))

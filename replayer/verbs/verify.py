@@ -8,8 +8,9 @@ start from):
    checks VERSION's first request, and the request says which tools VERSION offers;
 2. the same, but the scripted model now calls those tools (a shell command, a file read where VERSION
    has a read tool, a failing command): VERSION runs them and writes its own native session;
-3. that session is replayed at VERSION at every boundary and continued through the gate each time:
-   every observation must come back exact (or normalized-equal), and every gate must accept.
+3. that session is replayed at VERSION once, and continued through the gate at every boundary (each
+   forked from the replay's snapshot there, as `run -n 1,2,3 --continue` does): every observation must
+   come back exact (or normalized-equal), and every gate must accept.
 """
 
 from __future__ import annotations
@@ -149,6 +150,40 @@ def _probed(agent: str) -> Adapter:
     return by_name(agent)
 
 
+def _request(
+    adapter: Adapter,
+    version: str,
+    workspace: Path,
+    out: Path,
+    trajectory: Path,
+    after: int,
+    upstream: str,
+    prompt: str | None,
+    max_steps: int = 12,
+    model: str | None = None,
+) -> ReplayRequest:
+    """A run of `trajectory` at `version` to `after`, continued against the probe's scripted model at
+    `upstream` (named `model`; None: the one the trajectory records)."""
+    os.environ[PROBE_KEY_ENV] = PROBE_KEY
+    cont = ContinueRequest(
+        upstream=upstream,
+        upstream_key_env=PROBE_KEY_ENV,
+        boundary_prompt=prompt,
+        max_steps=max_steps,
+        idle_timeout_s=120,
+        model=model or adapter.probe_model,
+    )
+    return ReplayRequest(
+        mode="run",
+        trajectory=trajectory,
+        after_step=after,
+        out=out,
+        workspace=workspace,
+        agent_version=version,
+        continuation=cont,
+    )
+
+
 def _replay(
     adapter: Adapter,
     version: str,
@@ -161,31 +196,44 @@ def _replay(
     max_steps: int = 12,
     model: str | None = None,
 ) -> tuple[ReplayResult, list[LoggedRequest]]:
-    """Replay `trajectory` at `version` to `after` and continue it against the probe's scripted model
-    (named `model`; None: the one the trajectory records)."""
+    """Replay `trajectory` at `version` to `after` and continue it against the probe's scripted model."""
     from replayer.pipeline.engine import execute
 
-    os.environ[PROBE_KEY_ENV] = PROBE_KEY
     with adapter.scripted_upstream(script, expected_key=PROBE_KEY) as upstream:
-        cont = ContinueRequest(
-            upstream=upstream.url,
-            upstream_key_env=PROBE_KEY_ENV,
-            boundary_prompt=prompt,
-            max_steps=max_steps,
-            idle_timeout_s=120,
-            model=model or adapter.probe_model,
-        )
-        request = ReplayRequest(
-            mode="run",
-            trajectory=trajectory,
-            after_step=after,
-            out=out,
-            workspace=workspace,
-            agent_version=version,
-            continuation=cont,
+        request = _request(
+            adapter, version, workspace, out, trajectory, after, upstream.url, prompt, max_steps, model
         )
         result = execute(request)
     return result, upstream.log
+
+
+def _every_boundary(
+    adapter: Adapter,
+    version: str,
+    workspace: Path,
+    root: Path,
+    trajectory: Path,
+    boundaries: list[int],
+    final: list[Turn],
+) -> dict[int, ReplayResult]:
+    """`trajectory` replayed once at `version` and continued at each of `boundaries` (each forked from its
+    snapshot, `run -n a,b --continue`; result in `root`/boundary-K), every continuation answered with
+    `final` (by its own conversation: the forks share the scripted model)."""
+    from replayer.pipeline.engine import execute_many
+
+    script = Script(turns=final, by_history=True)
+    outs = {k: root / f"boundary-{k}" for k in boundaries}
+    with adapter.scripted_upstream(script, expected_key=PROBE_KEY) as upstream:
+        last = boundaries[-1]
+        request = _request(adapter, version, workspace, outs[last], trajectory, last, upstream.url, None)
+        outcomes = execute_many(request, outs)
+    results = {}
+    for k in boundaries:
+        outcome = outcomes[k]
+        if isinstance(outcome, ReplayError):
+            raise outcome
+        results[k] = outcome
+    return results
 
 
 def first_request(
@@ -217,14 +265,6 @@ def verify(agent: str, version: str, work: Path | None = None, repeats: int = 1)
     with tempfile.TemporaryDirectory(prefix="replayer-verify-", dir=work) as tmp:
         root = Path(tmp)
 
-        def replay(
-            trajectory: Path, after: int, name: str, script: Script, prompt: str | None, max_steps: int = 12
-        ) -> tuple[ReplayResult, list[LoggedRequest]]:
-            return _replay(
-                adapter, version, source / "workspace", root / name, trajectory, after, script, prompt,
-                max_steps,
-            )  # fmt: skip
-
         # one request only: what the agent does with a bare answer is not asked here (mini-swe-agent
         # wants an action, OpenHands a finish call), and the tools it offers are not known yet
         _, first, main = first_request(agent, version, work)
@@ -234,7 +274,10 @@ def verify(agent: str, version: str, work: Path | None = None, repeats: int = 1)
             return verdict_of(agent, version, probe, checks, offered, [], [])
         cwd = first.cwd or "/"
         script = probe_script(adapter, version, offered, cwd)
-        recorded, _ = replay(source / probe.native, 1, "record", Script(turns=script.turns), PROMPT)
+        recorded, _ = _replay(
+            adapter, version, source / "workspace", root / "record", source / probe.native, 1,
+            Script(turns=script.turns), PROMPT,
+        )  # fmt: skip
         checks.append(_continued("probe recorded by the version's own CLI", recorded))
         session = _continued_native(root / "record", recorded)
         boundaries: list[int] = []
@@ -251,12 +294,17 @@ def verify(agent: str, version: str, work: Path | None = None, repeats: int = 1)
             kept = root / "probe" / session.name
             kept.parent.mkdir()
             _copy(session, kept)
+            results = (
+                _every_boundary(adapter, version, source / "workspace", root, kept, boundaries, script.final)
+                if boundaries
+                else {}
+            )
             for k in boundaries:
-                result, _ = replay(kept, k, f"boundary-{k}", Script(turns=script.final), None)
-                checks.append(_continued(f"boundary {k}: gate and continuation", result))
-                checks.append(_exact(f"boundary {k}: reruns", result))
+                checks.append(_continued(f"boundary {k}: gate and continuation", results[k]))
+                checks.append(_exact(f"boundary {k}: reruns", results[k]))
             if repeats > 1 and boundaries:
-                rate = repeated(result.request, reruns_of(root / f"boundary-{boundaries[-1]}"), repeats, root)
+                last = boundaries[-1]
+                rate = repeated(results[last].request, reruns_of(root / f"boundary-{last}"), repeats, root)
         else:
             checks.append(Check(name="the version's own probe session", passed=False, detail="not written"))
     return verdict_of(agent, version, probe, checks, offered, script.turns, boundaries, rate)

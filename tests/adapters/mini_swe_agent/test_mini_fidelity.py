@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -14,6 +15,7 @@ import pytest
 
 from replayer.adapters.mini_swe_agent import session as native_format
 from replayer.pipeline.engine import load
+from replayer.pipeline.multiboundary import boundary_dir
 from tests.conftest import MINI, first_and_last, replayer
 
 
@@ -52,11 +54,33 @@ def test_prepared_prefix_is_the_request_mini_sent(name: str, after_step: int, tm
     assert all(d["status"] == "historical_kept" for d in result["divergences"])
 
 
+RERUN = first_and_last(_boundaries())
+"""Each recording's first and last boundary, both from one replay of it (`run -n first,last`)."""
+
+
+@pytest.fixture(scope="module")
+def reran(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """The replay of a recording at its `RERUN` boundaries (each boundary's result in after-K/), made once
+    per module when a test first asks for it."""
+    made: dict[str, Path] = {}
+
+    def of(name: str) -> Path:
+        if name not in made:
+            out = tmp_path_factory.mktemp(f"rerun-{name}") / "out"
+            boundaries = ",".join(str(k) for n, k in RERUN if n == name)
+            workspace = str(MINI.fixture(name) / "workspace")
+            replayer("run", str(_traj(name)), "-n", boundaries, "-o", str(out), "-w", workspace, check=True)
+            made[name] = out
+        return made[name]
+
+    return of
+
+
 @pytest.mark.agent
-@pytest.mark.parametrize(("name", "after_step"), first_and_last(_boundaries()))
-def test_rerun_reproduces_every_observation(name: str, after_step: int, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    result = _cli("run", name, after_step, out, "--workspace", str(MINI.fixture(name) / "workspace"))
+@pytest.mark.parametrize(("name", "after_step"), RERUN)
+def test_rerun_reproduces_every_observation(name: str, after_step: int, reran: Callable[[str], Path]) -> None:
+    out = boundary_dir(reran(name), after_step)
+    result = orjson.loads((out / "result.json").read_bytes())
     assert [d["status"] for d in result["divergences"]] == ["exact"] * len(result["divergences"])
     assert orjson.loads((out / "expected_prefix.json").read_bytes()) == _request_after(name, after_step)
     rebuilt = json.loads((out / result["native_files"][0]).read_text())
@@ -97,11 +121,12 @@ def test_a_changed_workspace_lands_in_the_rebuilt_trajectory(tmp_path: Path) -> 
 
 
 @pytest.mark.agent
-def test_the_timeout_and_the_truncation_are_mini_swe_agents_own(tmp_path: Path) -> None:
-    result = _cli(
-        "run", "toolcall", 4, tmp_path / "out", "--workspace", str(MINI.fixture("toolcall") / "workspace")
-    )
-    rebuilt = json.loads((tmp_path / "out" / result["native_files"][0]).read_text())
+def test_the_timeout_and_the_truncation_are_mini_swe_agents_own(reran: Callable[[str], Path]) -> None:
+    """Calls 5 and 6 (step 4), as the replay to toolcall's last boundary reran them."""
+    last = max(k for n, k in RERUN if n == "toolcall")
+    out = boundary_dir(reran("toolcall"), last)
+    result = orjson.loads((out / "result.json").read_bytes())
+    rebuilt = json.loads((out / result["native_files"][0]).read_text())
     by_id = {m.get("tool_call_id"): m for m in rebuilt["messages"]}
     long, slow = by_id["call_toolcall_05"], by_id["call_toolcall_06"]
     assert '"elided_chars": 3893' in long["content"] and long["content"].count("\\n") > 2000
