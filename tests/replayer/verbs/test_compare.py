@@ -55,6 +55,13 @@ def _labelled(docker_client, label: str) -> list[str]:
     return [c.name for c in docker_client.containers.list(all=True, filters={"label": label})]
 
 
+def _compare_id(result: dict) -> str:
+    """A compare's id, which its containers' names carry (replayer-<compare id>-<run>): the engine is shared
+    with other modules' compares."""
+    run = next(r for r in result["runs"] if r["container"])
+    return str(run["container"]).removeprefix("replayer-").rsplit("-", 1)[0]
+
+
 def _snapshots(docker_client) -> list[str]:
     return [i.id for i in docker_client.images.list(filters={"label": SNAPSHOT_LABEL})]
 
@@ -140,9 +147,7 @@ def test_two_variants_two_repeats_one_replay_and_the_report_shows_it(
     assert (summary["good"]["input_tokens"], summary["good"]["output_tokens"]) == (400, 80)
     assert summary["bad"]["agent_status"] == {"completed": 2} and summary["bad"]["steps_used"] == [2, 2]
     # containers and the snapshot image are gone; the key never reached a file
-    # this compare's (its id names its containers: replayer-<compare id>-<run>); the engine is shared
-    compare_id = result["runs"][0]["container"].removeprefix("replayer-").rsplit("-", 1)[0]
-    assert _labelled(docker_client, f"{LABEL}.compare={compare_id}") == []
+    assert _labelled(docker_client, f"{LABEL}.compare={_compare_id(result)}") == []
     assert result["snapshot_image"] not in _snapshots(docker_client)
     assert not [p for p in out.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]
 
@@ -377,7 +382,7 @@ def test_a_failing_run_never_stops_the_others_and_patches_apply_at_the_boundary(
     summary = {v["name"]: v for v in result["variants"]}
     assert summary["stale"]["failed_runs"] == 1 and summary["stale"]["check_pass_rate"] == 0.0
     assert "run stale/1: patch_failed: the patch" in proc.stdout
-    assert _labelled(docker_client, f"{LABEL}.compare") == []
+    assert _labelled(docker_client, f"{LABEL}.compare={_compare_id(result)}") == [], "this compare's only"
     dom, _ = _render(out / "report.html", tmp_path)
     stale = [e for e in dom.find("div", class_="run") if e[1]["data-run"] == "stale/1"]
     assert len(stale) == 1 and "failed" in stale[0][1]["class"].split()
