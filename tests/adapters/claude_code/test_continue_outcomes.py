@@ -298,7 +298,9 @@ def test_a_file_notice_is_merged_into_the_tool_result_before_it_as_each_version_
     omitted = reminders.render({**edited, "snippet": ""}, "2.1.197")
     assert omitted is not None and "The diff was omitted" in omitted[0]
     assert reminders.render(edited, "1.0.108") is None
-    assert "/w/a.txt changed on disk since you last read it." in (reminders.render(edited, "2.1.332") or [""])[0]
+    assert (
+        "/w/a.txt changed on disk since you last read it." in (reminders.render(edited, "2.1.332") or [""])[0]
+    )
     assert reminders.render(records[-1]["attachment"], "2.0.67") is None
 
 
