@@ -244,14 +244,20 @@ def test_a_compacted_sessions_file_note_comes_first_and_the_seam_goes_after_its_
     assert first[1]["text"].startswith(SUMMARY.decode())
 
 
-def test_2_1_332_words_a_changed_file_and_a_compacted_files_note_through_its_filters(tmp_path: Path) -> None:
+def test_2_1_332_words_a_changed_file_and_a_compacted_files_note_and_keeps_tool_references(
+    tmp_path: Path,
+) -> None:
     """Re-stamped at 2.1.332 (its renderer table, read): the 2.1.177 session's changed `package.json`
     (`edited_text_file`, before the prompt of step 81) is worded anew, and the 2.1.112 session's note on a file
     too large to keep over its compaction (`compact_file_reference`) opens the first message as before, each
-    path through 2.1.332's markup filter (both were unrendered there, so the gate refused the session)."""
+    path through 2.1.332's markup filter (both were unrendered there, so the gate refused the session). 2.1.332
+    searches tools in the sandbox: the ToolSearch result keeps its `tool_reference` blocks, with `Tool loaded.`
+    after it. The real 2.1.332 CLI resuming the first at boundary 81 sends exactly this prefix (the gate accepts,
+    25 s by hand; refused before at the ToolSearch result, then at the changed file)."""
     lines = (FIELD / BHAVANA).read_bytes().splitlines()
     edited = next(orjson.loads(x) for x in lines if b'"uuid":"4d3595f9' in x.replace(b" ", b""))["attachment"]
-    prompt = _prefix(BHAVANA, 81, tmp_path / "b", "--agent-version", "2.1.332")[174]["content"]
+    restamped = _prefix(BHAVANA, 81, tmp_path / "b", "--agent-version", "2.1.332")
+    prompt = restamped[174]["content"]
     opening = f"<system-reminder>\nNote: {edited['filename']} changed on disk since you last read it."
     tail = (
         f" Here are the relevant changes (shown with line numbers):\n{edited['snippet']}\n</system-reminder>"
@@ -259,6 +265,10 @@ def test_2_1_332_words_a_changed_file_and_a_compacted_files_note_through_its_fil
     text = prompt[0]["text"]
     assert text.startswith(opening) and text.endswith(tail + "\n")  # the seam newline
     assert prompt[1]["text"].startswith('claude "help me apply for the agentic engineering grant')
+    loaded = "toolu_bdrk_01LSyCCxhJ32UZ4jbeY1aqp5"
+    searched = next(m["content"] for m in restamped if m["role"] == "user" and loaded in str(m["content"]))
+    assert {x["type"] for x in searched[0]["content"]} == {"tool_reference"}
+    assert searched[1:] == [{"type": "text", "text": wire.TOOL_LOADED}]
     first = _prefix(POSTHOG, 81, tmp_path / "p", "--agent-version", "2.1.332")[0]["content"]
     compacted = reminders.COMPACT_FILE.format("/Users/linhungfan/personal_project/weave/src/analyze.py")
     assert first[0] == {"type": "text", "text": reminders.wrapped(compacted)}
