@@ -205,9 +205,19 @@ def _nested_memory(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None
 
 def _edited_text_file(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None:
     fields = _texts(attachment, "filename", "snippet")
-    if fields is None or v >= REWORDED:
+    if fields is None:
         return None
     filename, snippet = fields
+    if v >= REWORDED:
+        shown = _path_2_1_332(attachment, filename)
+        if shown is None:
+            return None
+        note = EDITED_2_1_332.format(shown)
+        if snippet == "":
+            return f"{note} {EDIT_NOT_SHOWN_2_1_332}"
+        escaped = _closing_tags_escaped(snippet)
+        tail = "" if escaped == snippet else "\n" + ESCAPED_NOTE.format(shown)
+        return f"{note} Here are the relevant changes (shown with line numbers):\n{escaped}{tail}"
     note = f"Note: {filename} was modified, either by the user or by a linter. {EDITED_NOTE}"
     if snippet == "" and v >= EDIT_OMITTED_FROM:
         return f"{note} {EDIT_OMITTED}"
@@ -216,26 +226,58 @@ def _edited_text_file(attachment: dict[str, Any], v: tuple[int, ...]) -> str | N
 
 def _compact_file_reference(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None:
     fields = _texts(attachment, "filename")
-    return None if fields is None or v >= REWORDED else COMPACT_FILE.format(fields[0])
+    if fields is None:
+        return None
+    shown = _path_2_1_332(attachment, fields[0]) if v >= REWORDED else fields[0]
+    return None if shown is None else COMPACT_FILE.format(shown)
 
 
 def _selected_lines_in_ide(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None:
     fields = _texts(attachment, "filename", "content")
     lines = [attachment.get("lineStart"), attachment.get("lineEnd")]
-    if (
-        fields is None
-        or v >= REWORDED
-        or not all(isinstance(n, int) and not isinstance(n, bool) for n in lines)
-    ):
+    if fields is None or not all(isinstance(n, int) and not isinstance(n, bool) for n in lines):
         return None
     filename, content = fields
-    units = content.encode("utf-16-le")
+    shown = _path_2_1_332(attachment, filename) if v >= REWORDED else filename
+    if shown is None:
+        return None
+    units = content.encode("utf-16-le", "surrogatepass")
     if len(units) > 2 * SELECTION_KEPT:
+        kept = units[: 2 * SELECTION_KEPT]
+        if v >= REWORDED and 0xD800 <= int.from_bytes(kept[-2:], "little") <= 0xDBFF:
+            kept = kept[:-2]  # 2.1.332 drops half a surrogate pair at the cut
         try:
-            content = units[: 2 * SELECTION_KEPT].decode("utf-16-le") + "\n... (truncated)"
+            content = kept.decode("utf-16-le") + "\n... (truncated)"
         except UnicodeDecodeError:
             return None  # JavaScript's cut leaves half a surrogate pair, which the prefix file cannot hold
-    return SELECTED_LINES.format(lines[0], lines[1], filename, content)
+    return SELECTED_LINES.format(lines[0], lines[1], shown, content)
+
+
+_PATH_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_UNMODELLED_PATH = re.compile(r"download|\.[0-9a-f]{16}(?:[\\/]|\Z)", re.IGNORECASE)
+_CLOSING_TAG = re.compile(
+    f"<(?=[{_JS_SPACE}]*/[{_JS_SPACE}]*system-reminder(?![A-Za-z0-9_]))", re.IGNORECASE | re.ASCII
+)
+
+
+def _path_2_1_332(attachment: dict[str, Any], path: str) -> str | None:
+    """A file's path as 2.1.332 shows it in a notice (`<` and `>` as entities, then control characters as
+    numeric ones), or None where it shows another text or marks the file's text as a download: a file that may
+    be a download (`mayHoldDownload`, or a path through a downloads folder or a session's own folder)."""
+    if attachment.get("mayHoldDownload") is not None or _UNMODELLED_PATH.search(_ascii(path)):
+        return None
+    shown = path.replace("<", "&lt;").replace(">", "&gt;")
+    return _PATH_CONTROLS.sub(lambda m: f"&#{ord(m.group())};", shown)
+
+
+def _ascii(text: str) -> str:
+    """`text` without what is not ASCII (the bundle also finds a folder name with invisible marks in it)."""
+    return text.encode("ascii", "ignore").decode()
+
+
+def _closing_tags_escaped(text: str) -> str:
+    """2.1.332's guard for a file's text in a reminder: a closing `system-reminder` tag's `<` becomes `&lt;`."""
+    return _CLOSING_TAG.sub("&lt;", text)
 
 
 def _queued_command(attachment: dict[str, Any], v: tuple[int, ...]) -> str | None:
@@ -293,6 +335,17 @@ EDIT_OMITTED = (
 )
 EDIT_OMITTED_FROM = (2, 1, 126)
 """The oldest bundle read with the text of an omitted snippet (2.1.123 has none)."""
+EDITED_2_1_332 = (
+    "Note: {} changed on disk since you last read it. That's usually deliberate, so take it as the current state "
+    "rather than reverting it; if the change looks wrong, say so rather than undoing it yourself \u2014 otherwise no "
+    "need to call it out."
+)
+EDIT_NOT_SHOWN_2_1_332 = "The changes are not shown here; use Read if you need the current content."
+ESCAPED_NOTE = (
+    "Note: {} is not shown exactly as it is on disk. Each closing system-reminder tag in it starts with `<` on disk "
+    "and is shown above with `&lt;` instead, so that it cannot end the reminder around the text."
+)
+"""2.1.332's note after a snippet whose closing `system-reminder` tags it escaped (read in its bundle)."""
 DATE_CHANGED = (
     "The date has changed. Today's date is now {}. DO NOT mention this to the user explicitly because they are "
     "already aware."
@@ -337,9 +390,10 @@ DATE_CHANGED_2_1_332 = (
     "shows it."
 )
 REWORDED = (2, 1, 332)
-"""2.1.332 (the newest release; read) words the date change as above, names a memory file's worktree, and words
-the file notices, the compacted-file note, the IDE selection and queued prompts anew through path and text
-filters: those four are not rendered from there on."""
+"""2.1.332 (the newest release; read) words the date change and the file notice as above, names a memory file's
+worktree, shows the path in the file notice, the compacted-file note and the IDE selection through its markup
+filter (`_path_2_1_332`) and escapes closing tags in a changed file's snippet; its queued prompts go through
+origin and relay filters not worked out: not rendered from there on."""
 NOTICES = {
     "nested_memory": ((1, 0, 108), _nested_memory),
     "edited_text_file": ((1, 0, 128), _edited_text_file),

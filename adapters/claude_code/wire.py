@@ -34,6 +34,13 @@ DROPS_TOOL_REFERENCES = (2, 0, 67)
 sandbox), takes the `tool_reference` blocks a ToolSearch result holds out of every tool result it sends, and
 sends a result left empty as one text block (`TOOL_REFERENCES_REMOVED`); 2.0.64 knows no such block."""
 TOOL_REFERENCES_REMOVED = "[Tool references removed - tool search not enabled]"
+SEARCHES_TOOLS = (2, 1, 332)
+"""From here (read in 2.1.332) the CLI searches tools in the sandbox too (its recordings hold the deferred tools'
+notice) and keeps a result's `tool_reference` blocks, dropping only those of a tool it lacks (not modelled: a
+session that names one is refused at the gate); seen: a real 2.1.332 resume of the 2.1.177 session with
+claude-opus-4-6 sends its ToolSearch result's blocks as stored, and after them, in the same message, the text
+below (`TOOL_LOADED`) unless a text there starts with it."""
+TOOL_LOADED = "Tool loaded."
 USER_SEAM = (2, 1, 79)
 """A version (the oldest bundle read: 2.1.50 does not, 2.1.79 does) whose merge of consecutive user
 messages ends the earlier one's last text with a newline when the later one starts with text (e.g. a
@@ -139,6 +146,8 @@ def to_messages(items: list[Record], version: str, model: str | None = None) -> 
             last_mid = mid
         elif kind == "user":
             blocks = as_blocks(rec.get("message", {}).get("content"))
+            if release(version) >= SEARCHES_TOOLS:
+                blocks = _tool_loaded(blocks)
             if messages and messages[-1]["role"] == "user":
                 before = messages[-1]["content"]
                 if (
@@ -168,7 +177,7 @@ def to_messages(items: list[Record], version: str, model: str | None = None) -> 
         # other attachments (or all, sent as role:"system" messages): not in the normalized conversation
     if release(version) >= DROPS_CALLER:
         messages = [_rebuilt_tool_uses(m) if m["role"] == "assistant" else m for m in messages]
-    if release(version) >= DROPS_TOOL_REFERENCES:
+    if DROPS_TOOL_REFERENCES <= release(version) < SEARCHES_TOOLS:
         messages = [_without_tool_references(m) if m["role"] == "user" else m for m in messages]
     return _repair(messages)
 
@@ -217,6 +226,19 @@ def _without_tool_references(message: Message) -> Message:
                 b = {**b, "content": kept or [{"type": "text", "text": TOOL_REFERENCES_REMOVED}]}
         blocks.append(b)
     return {**message, "content": blocks}
+
+
+def _tool_loaded(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A user record's blocks as 2.1.332 sends them with tool search on: a `Tool loaded.` text after a tool
+    result that holds `tool_reference` blocks, unless a text of the record starts with it."""
+    loads = any(
+        b.get("type") == "tool_result"
+        and isinstance(b.get("content"), list)
+        and any(isinstance(x, dict) and x.get("type") == "tool_reference" for x in b["content"])
+        for b in blocks
+    )
+    said = any(b.get("type") == "text" and str(b.get("text", "")).startswith(TOOL_LOADED) for b in blocks)
+    return [*blocks, {"type": "text", "text": TOOL_LOADED}] if loads and not said else blocks
 
 
 def _repair(messages: list[Message]) -> list[Message]:

@@ -242,3 +242,60 @@ def test_a_compacted_sessions_file_note_comes_first_and_the_seam_goes_after_its_
     note = reminders.COMPACT_FILE.format("/Users/linhungfan/personal_project/weave/src/analyze.py")
     assert first[0] == {"type": "text", "text": reminders.wrapped(note)}
     assert first[1]["text"].startswith(SUMMARY.decode())
+
+
+def test_2_1_332_words_a_changed_file_and_a_compacted_files_note_and_keeps_tool_references(
+    tmp_path: Path,
+) -> None:
+    """Re-stamped at 2.1.332 (its renderer table, read): the 2.1.177 session's changed `package.json`
+    (`edited_text_file`, before the prompt of step 81) is worded anew, and the 2.1.112 session's note on a file
+    too large to keep over its compaction (`compact_file_reference`) opens the first message as before, each
+    path through 2.1.332's markup filter (both were unrendered there, so the gate refused the session). 2.1.332
+    searches tools in the sandbox: the ToolSearch result keeps its `tool_reference` blocks, with `Tool loaded.`
+    after it. The real 2.1.332 CLI resuming the first at boundary 81 sends exactly this prefix (the gate accepts,
+    25 s by hand; refused before at the ToolSearch result, then at the changed file)."""
+    lines = (FIELD / BHAVANA).read_bytes().splitlines()
+    edited = next(orjson.loads(x) for x in lines if b'"uuid":"4d3595f9' in x.replace(b" ", b""))["attachment"]
+    restamped = _prefix(BHAVANA, 81, tmp_path / "b", "--agent-version", "2.1.332")
+    prompt = restamped[174]["content"]
+    opening = f"<system-reminder>\nNote: {edited['filename']} changed on disk since you last read it."
+    tail = (
+        f" Here are the relevant changes (shown with line numbers):\n{edited['snippet']}\n</system-reminder>"
+    )
+    text = prompt[0]["text"]
+    assert text.startswith(opening) and text.endswith(tail + "\n")  # the seam newline
+    assert prompt[1]["text"].startswith('claude "help me apply for the agentic engineering grant')
+    loaded = "toolu_bdrk_01LSyCCxhJ32UZ4jbeY1aqp5"
+    searched = next(m["content"] for m in restamped if m["role"] == "user" and loaded in str(m["content"]))
+    assert {x["type"] for x in searched[0]["content"]} == {"tool_reference"}
+    assert searched[1:] == [{"type": "text", "text": wire.TOOL_LOADED}]
+    first = _prefix(POSTHOG, 81, tmp_path / "p", "--agent-version", "2.1.332")[0]["content"]
+    compacted = reminders.COMPACT_FILE.format("/Users/linhungfan/personal_project/weave/src/analyze.py")
+    assert first[0] == {"type": "text", "text": reminders.wrapped(compacted)}
+
+
+def test_2_1_332_escapes_paths_and_closing_tags_as_its_bundle_does() -> None:
+    """The texts below are what 2.1.332's own renderer functions (its table's entries, its path and closing-tag
+    filters, run with node) return: a path's `<`, `>` and control characters as entities; a closing
+    `system-reminder` tag in a snippet escaped, with a note after it; a selection cut at 2000 UTF-16 units
+    without the half of a surrogate pair (older releases leave it, not rendered). A file that may be a
+    download is shown otherwise: not rendered."""
+    edited = {"type": "edited_text_file", "filename": "/w/<a>\x07", "snippet": "1\t</system-reminder>"}
+    assert reminders.render(edited, "2.1.332") == [
+        "<system-reminder>\nNote: /w/&lt;a&gt;&#7; changed on disk since you last read it. That's usually "
+        "deliberate, so take it as the current state rather than reverting it; if the change looks wrong, say so "
+        "rather than undoing it yourself \u2014 otherwise no need to call it out. Here are the relevant changes "
+        "(shown with line numbers):\n1\t&lt;/system-reminder>\nNote: /w/&lt;a&gt;&#7; is not shown exactly as it "
+        "is on disk. Each closing system-reminder tag in it starts with `<` on disk and is shown above with "
+        "`&lt;` instead, so that it cannot end the reminder around the text.\n</system-reminder>"
+    ]
+    selected = {"type": "selected_lines_in_ide", "filename": "/w/s", "lineStart": 1, "lineEnd": 2}
+    cut = reminders.render({**selected, "content": "a" * 1999 + "\U0001f600b"}, "2.1.332")
+    assert cut == [
+        "<system-reminder>\nThe user selected the lines 1 to 2 from /w/s:\n"
+        + "a" * 1999
+        + "\n... (truncated)\n\nThis may or may not be related to the current task.\n</system-reminder>"
+    ]
+    for odd in ({"filename": "/w/connector-downloads/x"}, {"mayHoldDownload": True}):
+        assert reminders.render({**edited, **odd}, "2.1.332") is None
+        assert reminders.render({**selected, "content": "x", **odd}, "2.1.332") is None

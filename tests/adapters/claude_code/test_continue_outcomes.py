@@ -281,7 +281,7 @@ def test_a_stored_tool_use_is_sent_as_stored_by_2_0_64_only() -> None:
 def test_a_file_notice_is_merged_into_the_tool_result_before_it_as_each_version_words_it() -> None:
     """`edited_text_file` and `date_change` as the bundled JS renders them (no -p recording made the CLI notice
     a change: read, not recorded): into the tool result of string content before the record; 2.1.196 on word
-    an omitted snippet; the versions that have no such text (or 2.1.332's other one) render nothing."""
+    an omitted snippet; 2.1.332 words the notice anew; the versions that have no such text render nothing."""
     edited = {"type": "edited_text_file", "filename": "/w/a.txt", "snippet": "2\tTWO"}
     records = [
         {"type": "user", "uuid": "u", "message": {"role": "user", "content": "task"}},
@@ -297,7 +297,10 @@ def test_a_file_notice_is_merged_into_the_tool_result_before_it_as_each_version_
     assert "changes (shown with line numbers):\n2\tTWO\n</system-reminder>" in result
     omitted = reminders.render({**edited, "snippet": ""}, "2.1.197")
     assert omitted is not None and "The diff was omitted" in omitted[0]
-    assert reminders.render(edited, "1.0.108") is None and reminders.render(edited, "2.1.332") is None
+    assert reminders.render(edited, "1.0.108") is None
+    assert (
+        "/w/a.txt changed on disk since you last read it." in (reminders.render(edited, "2.1.332") or [""])[0]
+    )
     assert reminders.render(records[-1]["attachment"], "2.0.67") is None
 
 
