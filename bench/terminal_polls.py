@@ -21,7 +21,7 @@ from replayer import api
 from replayer.adapters.openhands import bundle
 
 TERMINAL_POLLS_HEADING = "## OpenHands: the terminal's look interval"
-ROUNDS = 3
+ROUNDS = 2
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "openhands"
 RUNS = {
     "V1 (openhands-sdk 1.34.0)": (FIXTURES / "v1" / "conversation", "terminal"),
