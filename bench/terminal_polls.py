@@ -24,9 +24,10 @@ TERMINAL_POLLS_HEADING = "## OpenHands: the terminal's look interval"
 ROUNDS = 2
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "openhands"
 RUNS = {
-    "V1 (openhands-sdk 1.34.0)": (FIXTURES / "v1" / "conversation", "terminal"),
-    "V0 (openhands-ai 1.6.0)": (FIXTURES / "v0" / "trajectory.json", "execute_bash"),
+    "V1 (openhands-sdk 1.34.0)": (FIXTURES / "v1" / "conversation", "terminal", None),
+    "V0 (openhands-ai 1.6.0)": (FIXTURES / "v0" / "trajectory.json", "execute_bash", "openai/fake-model"),
 }
+"""label: (the recording, its shell tool, the model to pass: a V0 list names none)"""
 BEFORE = {
     "oh_companion.py": (r"POLL_INTERVAL = 0\.05\b", "POLL_INTERVAL = 0.5"),
     "v0_settled_shell.py": (r"LOOK_S = 0\.05\b", "LOOK_S = 0.5"),
@@ -45,16 +46,28 @@ def _before_companion(tmp: Path) -> Path:
     return folder
 
 
-def _continue(tmp: Path, source: Path, tool: str, companion: Path) -> float:
+def _continue(tmp: Path, source: Path, tool: str, model: str | None, companion: Path) -> float:
     script = tmp / f"{tool}.json"
     turn = {"blocks": [{"type": "tool_use", "id": "call_bench_1", "name": tool, "input": {"command": "ls"}}]}
     script.write_bytes(orjson.dumps({"turns": [turn]}))
     out = Path(tempfile.mkdtemp(dir=tmp)) / "out"
     with mock.patch.object(bundle, "COMPANION_DIR", companion):
         t0 = time.perf_counter()
-        result = api.run(
-            source, 3, source.parent / "workspace", out, continue_agent=True, upstream=f"mock:{script}"
-        )
+        upstream = f"mock:{script}"
+        if model is None:
+            result = api.run(
+                source, 3, source.parent / "workspace", out, continue_agent=True, upstream=upstream
+            )
+        else:
+            result = api.run(
+                source,
+                3,
+                source.parent / "workspace",
+                out,
+                continue_agent=True,
+                upstream=upstream,
+                model=model,
+            )
         wall = time.perf_counter() - t0
     status = result.continuation and result.continuation.agent_status
     assert status == "completed", f"{source}: the continuation ended {status}"
@@ -64,11 +77,11 @@ def _continue(tmp: Path, source: Path, tool: str, companion: Path) -> float:
 def bench_terminal_polls(tmp: Path) -> dict[str, dict[str, float]]:
     before = _before_companion(tmp)
     out: dict[str, dict[str, float]] = {}
-    for label, (source, tool) in RUNS.items():
+    for label, (source, tool, model) in RUNS.items():
         samples: dict[str, list[float]] = {"before": [], "now": []}
         for _ in range(ROUNDS):
-            samples["before"].append(_continue(tmp, source, tool, before))
-            samples["now"].append(_continue(tmp, source, tool, bundle.COMPANION_DIR))
+            samples["before"].append(_continue(tmp, source, tool, model, before))
+            samples["now"].append(_continue(tmp, source, tool, model, bundle.COMPANION_DIR))
         out[label] = {way: statistics.median(s) for way, s in samples.items()}
     return out
 

@@ -187,6 +187,7 @@ def test_max_steps_is_the_sdk_iteration_budget_in_the_prefixs_shell(tmp_path: Pa
     code, result, log, stderr = _continue(
         out, turns, "--max-steps", "2", conversation=conversation, after_step=1
     )
+    assert "continuation" in result, f"exit {code}: {stderr}"
     cont = result["continuation"]
     assert cont["agent_status"] == "max_steps", stderr
     assert cont["metadata"] == {"max_iterations": 2}
