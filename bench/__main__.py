@@ -50,7 +50,6 @@ from bench.name_lookups import NAME_LOOKUPS_HEADING, bench_name_lookups, name_lo
 from bench.output_bytes import OUTPUT_HEADING, bench_output, output_section
 from bench.scale import SCALE_HEADING, bench_scale, scale_section
 from bench.startup import STARTUP_HEADING, bench_startup, startup_section
-from bench.terminal_polls import TERMINAL_POLLS_HEADING, bench_terminal_polls, terminal_polls_section
 from bench.v0_request import V0_REQUEST_HEADING, bench_v0_request, v0_request_section
 from bench.v0_runtime import V0_RUNTIME_HEADING, bench_v0_runtime, v0_runtime_section
 from replayer.adapters import adapter_class
@@ -1158,10 +1157,6 @@ def main(argv: list[str]) -> None:
     only["v0-runtime"] = (V0_RUNTIME_HEADING, lambda t: v0_runtime_section(bench_v0_runtime(t)))
     only["v0-request"] = (V0_REQUEST_HEADING, lambda t: v0_request_section(bench_v0_request(t)))
     only["name-lookups"] = (NAME_LOOKUPS_HEADING, lambda t: name_lookups_section(bench_name_lookups(t)))
-    only["terminal-polls"] = (
-        TERMINAL_POLLS_HEADING,
-        lambda t: terminal_polls_section(bench_terminal_polls(t)),
-    )
     only["output"] = (OUTPUT_HEADING, lambda t: output_section(bench_output(t)))
     only["startup"] = (STARTUP_HEADING, lambda t: startup_section(bench_startup(t)))
     only["compare-boundaries"] = (COMPARES_HEADING, lambda t: compares_section(bench_compares(t)))

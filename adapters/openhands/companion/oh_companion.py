@@ -25,14 +25,7 @@ from openhands.sdk.conversation.state import ConversationState
 from openhands.sdk.event import ActionEvent, LLMConvertibleEvent
 from openhands.tools.preset.default import register_default_tools
 from openhands.tools.terminal import TerminalAction
-from openhands.tools.terminal.terminal import terminal_session
 from pydantic import SecretStr
-
-# The terminal looks at its screen right after typing a command, then every POLL_INTERVAL (0.5 s) until
-# the prompt comes back: nearly every command cost a whole interval of waiting. Looking sooner ends the
-# same loop on the same screen (its timeouts count wall time, not looks; the screen is the reader thread's
-# buffer, no process per look), so what the agent sees is the same.
-terminal_session.POLL_INTERVAL = 0.05
 
 
 def _agent(base_state_path, llm_update=None):

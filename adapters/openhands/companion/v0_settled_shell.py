@@ -13,7 +13,6 @@ unseen. The recorded run had a model call between two commands and did not lose 
 types the next command at once, on a machine that may be loaded. Here the clear waits until the prompt
 is redrawn alone before clearing the history, and a command typed at the prompt is first looked at once
 the pane shows it: V0's own steps, in V0's order, each wait bounded (past it, V0 goes on as it would).
-The pane is looked at every LOOK_S rather than every 0.5 s: the same loop ends on the same screen, sooner.
 """
 
 import time
@@ -26,9 +25,6 @@ REDRAW_S = 10.0
 TAKEN_S = 30.0
 """How long a command typed at the prompt waits for the pane to show it."""
 POLL_S = 0.01
-LOOK_S = 0.05
-"""How often V0 looks at the pane while a command runs (its POLL_INTERVAL, 0.5 s, cost nearly every command
-a whole interval of waiting after its prompt came back; its timeouts count wall time, not looks)."""
 
 
 def _until(done, bound_s):
@@ -73,6 +69,5 @@ def _initialize_taken(self):
 
 
 def install():
-    bash.BashSession.POLL_INTERVAL = LOOK_S
     bash.BashSession._clear_screen = _clear_screen
     bash.BashSession.initialize = _initialize_taken
