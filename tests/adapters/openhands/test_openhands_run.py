@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import NamedTuple
 
 import orjson
 import pytest
@@ -24,10 +25,29 @@ def _run(after_step: int, out: Path, workspace: Path = FIXTURE / "workspace", *e
     return orjson.loads((out / "result.json").read_bytes())
 
 
+class Replayed(NamedTuple):
+    folder: Path
+    """The agent server's `<id>` folder holding the recorded conversation as `event_service/`."""
+    out: Path
+    """`OUT` of `run FOLDER -n 0,1,2,3,4`: `OUT/after-K/` is what `run FOLDER -n K` writes."""
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory: pytest.TempPathFactory) -> Replayed:
+    """One replay for every boundary, of the conversation in the agent server's folder (`<id>/event_service/`)."""
+    root = tmp_path_factory.mktemp("v1")
+    folder = root / "0123456789abcdef0123456789abcdef"
+    shutil.copytree(CONVERSATION, folder / "event_service")
+    out = root / "out"
+    args = ["run", str(folder), "-n", "0,1,2,3,4", "-w", str(FIXTURE / "workspace"), "-o", str(out)]
+    replayer(*args, "--json", check=True)
+    return Replayed(folder, out)
+
+
 @pytest.mark.parametrize("after_step", range(5))
-def test_rerun_reproduces_every_observation(after_step: int, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    result = _run(after_step, out)
+def test_rerun_reproduces_every_observation(after_step: int, replayed: Replayed) -> None:
+    out = replayed.out / f"after-{after_step}"
+    result = orjson.loads((out / "result.json").read_bytes())
     calls = [1, 2, 3, 4, 5][:after_step]
     assert len(result["divergences"]) == [0, 2, 3, 4, 5][after_step] or calls == []
     assert [d["status"] for d in result["divergences"]] == ["exact"] * len(result["divergences"])
@@ -79,27 +99,59 @@ def _terminal(n: int, command: str) -> Turn:
     return Turn(blocks=[ToolUseBlock(id=f"call_cont_{n}", name="terminal", input={"command": command})])
 
 
-def test_continues_the_resumed_conversation_to_finish(tmp_path: Path) -> None:
-    out = tmp_path / "out"
+PROMPT = "Now add a docstring."
+
+
+class Continued(NamedTuple):
+    out: Path
+    code: int
+    result: dict
+    log: list[LoggedRequest]
+    stderr: str
+
+
+@pytest.fixture(scope="module")
+def continued(tmp_path_factory: pytest.TempPathFactory) -> Continued:
+    """One continuation for the module: the reruns of steps 1-3, a boundary prompt, then the agent runs one
+    command and finishes."""
     turns = [
         Turn(blocks=[TextBlock(text="Check again."), *_terminal(1, "cat calc.py").blocks]),
         Turn(blocks=[ToolUseBlock(id="call_cont_2", name="finish", input={"message": "done"})]),
     ]
-    code, result, log, stderr = _continue(out, turns)
-    assert code == 0, stderr
+    out = tmp_path_factory.mktemp("v1-continued") / "out"
+    return Continued(out, *_continue(out, turns, "--boundary-prompt", PROMPT))
+
+
+def test_continues_the_resumed_conversation_to_finish(continued: Continued) -> None:
+    out, result, log = continued.out, continued.result, continued.log
+    assert continued.code == 0, continued.stderr
     cont = result["continuation"]
     assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 2)
     assert cont["model"] == "openai/fake-model"
     expected = orjson.loads((out / "expected_prefix.json").read_bytes())
-    assert log[0].body["messages"] == expected and all(r.key_ok for r in log)
+    assert all(r.key_ok for r in log)
     assert log[1].body["messages"][: len(expected)] == expected
     assert "return a + b" in log[1].body["messages"][-1]["content"][0]["text"]
-    continued = _events(out / "continued" / "conversation")
-    assert [e["tool_call_id"] for e in continued if e["kind"] == "ActionEvent"][-2:] == [
+    events = _events(out / "continued" / "conversation")
+    assert [e["tool_call_id"] for e in events if e["kind"] == "ActionEvent"][-2:] == [
         "call_cont_1",
         "call_cont_2",
     ]
     assert files_containing(out, KEY.encode()) == []
+
+
+def test_a_boundary_prompt_is_the_user_message_after_the_prefix(continued: Continued) -> None:
+    assert continued.code == 0, continued.stderr
+    cont = continued.result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["input_condition"]) == (
+        "accepted",
+        "completed",
+        "boundary_user_prompt_appended",
+    )
+    expected = orjson.loads((continued.out / "expected_prefix.json").read_bytes())
+    first = [r for r in continued.log if r.main_thread][0].body["messages"]
+    assert first[: len(expected)] == expected and len(first) == len(expected) + 1
+    assert first[-1]["role"] == "user" and first[-1]["content"][0]["text"] == PROMPT
 
 
 SHELL_STATE = "ls; export FOO=from-prefix; cd /tmp; (exit 3)"
@@ -135,11 +187,14 @@ def test_max_steps_is_the_sdk_iteration_budget_in_the_prefixs_shell(tmp_path: Pa
     code, result, log, stderr = _continue(
         out, turns, "--max-steps", "2", conversation=conversation, after_step=1
     )
+    assert "continuation" in result, f"exit {code}: {stderr}"
     cont = result["continuation"]
     assert cont["agent_status"] == "max_steps", stderr
     assert cont["metadata"] == {"max_iterations": 2}
     main = [r for r in log if r.main_thread]
     assert len(main) == 2
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    assert main[0].body["messages"] == expected, "without a prompt the first request is the prefix alone"
     assert main[1].body["messages"][-1]["content"][0]["text"] == (
         "\x1b[?2004lstatus=3\n/tmp\nFOO=from-prefix\n\x1b[?2004h\n"
         "[The command completed with exit code 0.]\n[Current working directory: /tmp]\n"
@@ -147,33 +202,11 @@ def test_max_steps_is_the_sdk_iteration_budget_in_the_prefixs_shell(tmp_path: Pa
     )
 
 
-def test_a_boundary_prompt_is_the_user_message_after_the_prefix(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    finish = Turn(blocks=[ToolUseBlock(id="call_cont_1", name="finish", input={"message": "done"})])
-    code, result, log, stderr = _continue(out, [finish], "--boundary-prompt", "Now add a docstring.")
-    assert code == 0, stderr
-    cont = result["continuation"]
-    assert (cont["gate"], cont["agent_status"], cont["input_condition"]) == (
-        "accepted",
-        "completed",
-        "boundary_user_prompt_appended",
-    )
-    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
-    first = [r for r in log if r.main_thread][0].body["messages"]
-    assert first[: len(expected)] == expected and len(first) == len(expected) + 1
-    assert first[-1]["role"] == "user" and first[-1]["content"][0]["text"] == "Now add a docstring."
-
-
-def test_the_agent_server_folder_reruns_like_the_conversation(tmp_path: Path) -> None:
+def test_the_agent_server_folder_reruns_like_the_conversation(replayed: Replayed) -> None:
     """`<id>/event_service/` (the agent server's place of the conversation): every call reruns exact."""
-    folder = tmp_path / "0123456789abcdef0123456789abcdef"
-    shutil.copytree(CONVERSATION, folder / "event_service")
-    out = tmp_path / "out"
-    args = ["run", str(folder), "-n", "4", "-w", str(FIXTURE / "workspace"), "-o", str(out), "--json"]
-    replayer(*args, check=True)
-    result = orjson.loads((out / "result.json").read_bytes())
+    result = orjson.loads((replayed.out / "after-4" / "result.json").read_bytes())
     assert [d["status"] for d in result["divergences"]] == ["exact"] * 5  # the calls of steps 1-4
-    assert result["request"]["trajectory"] == str(folder)
+    assert result["request"]["trajectory"] == str(replayed.folder)
 
 
 def test_each_boundary_of_one_replay_continues_in_its_own_prefixs_shell(tmp_path: Path) -> None:

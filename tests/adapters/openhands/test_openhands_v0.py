@@ -225,21 +225,22 @@ def _bash(n: int, command: str) -> ToolUseBlock:
     )
 
 
+PROMPT = "Now add a docstring."
 KERNELS = "ps -eo args | grep -c '[k]ernelgateway\\|[i]pykernel'"
 """How many Jupyter processes (kernel gateway, kernel) run in the sandbox."""
 
 
 @pytest.fixture(scope="module")
 def continued(tmp_path_factory: pytest.TempPathFactory) -> Continued:
-    """One run for the module: the reruns of steps 1-4 by the V0 runtime, then the agent goes on to finish
-    (each V0 run starts the runtime twice, for the reruns and for the continuation)."""
+    """One run for the module: the reruns of steps 1-4 by the V0 runtime, a boundary prompt, then the agent
+    goes on to finish (each V0 run starts the runtime twice, for the reruns and for the continuation)."""
     finish = ToolUseBlock(id="call_cont_2", name="finish", input={"message": "done"})
     turns = [
         Turn(blocks=[TextBlock(text="Check again."), _bash(1, f"cat calc.py; {KERNELS}")]),
         Turn(blocks=[finish]),
     ]
     root = tmp_path_factory.mktemp("v0")
-    return _continue(root / "out", 4, turns, *FAKE_MODEL)
+    return _continue(root / "out", 4, turns, *FAKE_MODEL, "--boundary-prompt", PROMPT)
 
 
 @pytest.mark.agent
@@ -255,28 +256,23 @@ def test_rerun_by_the_v0_runtime_reproduces_every_observation(continued: Continu
 
 
 @pytest.mark.agent
-def test_a_boundary_prompt_is_a_user_message_replayed_after_the_prefix(tmp_path: Path) -> None:
+def test_a_boundary_prompt_is_a_user_message_replayed_after_the_prefix(continued: Continued) -> None:
     """The prompt is appended to the replayed list as a user message event; ReplayManager replays it last,
     and the agent's first request is the prefix and that message, as ConversationMemory renders it."""
-    finish = ToolUseBlock(id="call_cont_1", name="finish", input={"message": "done"})
-    run = _continue(
-        tmp_path / "out", 2, [Turn(blocks=[finish])], *FAKE_MODEL, "--boundary-prompt", "Now add a docstring."
-    )
-    assert run.code == 0, run.stderr
-    cont = run.result["continuation"]
-    assert (cont["gate"], cont["agent_status"], cont["input_condition"], cont["steps_used"]) == (
+    assert continued.code == 0, continued.stderr
+    cont = continued.result["continuation"]
+    assert (cont["gate"], cont["agent_status"], cont["input_condition"]) == (
         "accepted",
         "completed",
         "boundary_user_prompt_appended",
-        1,
     )
-    expected = orjson.loads((run.out / "expected_prefix.json").read_bytes())
-    first = run.log[0].body["messages"]
-    assert first[:-1] == expected == _requests()[2]["body"]["messages"]
-    assert first[-1] == {"content": [{"type": "text", "text": "Now add a docstring."}], "role": "user"}
-    events = orjson.loads((run.out / "continued" / "trajectory.json").read_bytes())
+    expected = orjson.loads((continued.out / "expected_prefix.json").read_bytes())
+    first = continued.log[0].body["messages"]
+    assert first[:-1] == expected == _requests()[4]["body"]["messages"]
+    assert first[-1] == {"content": [{"type": "text", "text": PROMPT}], "role": "user"}
+    events = orjson.loads((continued.out / "continued" / "trajectory.json").read_bytes())
     prompt = [e for e in events if e.get("source") == "user" and e.get("action") == "message"][-1]
-    assert prompt["args"]["content"] == "Now add a docstring."
+    assert prompt["args"]["content"] == PROMPT
 
 
 def test_a_v0_continuation_needs_a_litellm_model(tmp_path: Path) -> None:
@@ -352,7 +348,7 @@ def test_continues_after_the_replayed_prefix_to_finish(continued: Continued) -> 
     assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 2)
     assert cont["gate_notes"] == [], "the file records the system message: the gate holds it too"
     expected = orjson.loads((out / "expected_prefix.json").read_bytes())
-    assert log[0].body["messages"] == expected == _requests()[4]["body"]["messages"]
+    assert log[0].body["messages"][:-1] == expected == _requests()[4]["body"]["messages"]  # + the prompt
     assert log[1].body["messages"][: len(expected)] == expected and all(r.key_ok for r in log)
     assert "return a + b" in log[1].body["messages"][-1]["content"][0]["text"], (
         "the edit was not applied twice"
@@ -403,6 +399,8 @@ def test_max_steps_counts_model_turns_after_the_replay_in_the_prefixs_shell(tmp_
     assert run.result["continuation"]["agent_status"] == "max_steps", run.stderr
     main = [r for r in run.log if r.main_thread]
     assert len(main) == 2
+    expected = orjson.loads((run.out / "expected_prefix.json").read_bytes())
+    assert main[0].body["messages"] == expected, "without a prompt the first request is the prefix alone"
     assert (
         main[1]
         .body["messages"][-1]["content"][0]["text"]
