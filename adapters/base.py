@@ -436,6 +436,8 @@ class Probing:
     probe_submit: str | None = None
     """A shell command that ends the session (a submit command); None: the session ends with a text
     answer."""
+    answer_pause_s: float = 0.0
+    """How long the built-in mock and the probe's scripted model wait before each answer they make up."""
     probe_model: str | None = None
     """The model the probe's continuations name when the probe recording names none the agent can run with
     (OpenHands V0's bare event lists); None: the one the recording names."""

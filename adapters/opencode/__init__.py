@@ -132,6 +132,8 @@ class OpenCodeAdapter(Adapter[session.Native, OpenCodeContinuation]):
     )
     main_thread = staticmethod(wire.main_thread)
     takes_task = True
+    answer_pause_s = 0.5
+    """OpenCode 1.3 to 1.15 lose their last events when a model answers at once."""
     oldest_own_version = "1.0.152"
     """The oldest release read that carries the OpenAI-compatible provider its config names: 1.0.0, 1.0.61 and
     1.0.98 install `@ai-sdk/openai-compatible` from npm when a run starts, which fails in the sandbox (no

@@ -29,8 +29,6 @@ MOCK_KEY = "replayer-mock-key"
 """The key the bridge sends to the mock (nothing checks it; no host variable is read)."""
 MAX_SCRIPT_BYTES = 16 * 1024 * 1024
 FINAL_TEXT = "Mock model: done."
-STALL_S = 0.5
-"""Each answer waits this long (OpenCode 1.3 to 1.15 lose their last events when a model answers at once)."""
 
 
 def is_mock(upstream: str | None) -> bool:
@@ -88,19 +86,20 @@ def closing_turn(adapter: Adapter, version: str, body: Any, text: str) -> Turn:
     finish = adapter.probe_finish
     if finish is not None and finish[0] in offered:
         block = ToolUseBlock(id="call_mock_finish", name=finish[0], input=dict(finish[1]))
-        return Turn(blocks=[block], stall_s=STALL_S)
+        return Turn(blocks=[block], stall_s=adapter.answer_pause_s)
     submit = adapter.probe_submit
     if submit:
         shell = next((name for name in adapter.probe_shell if name in offered), None)
         if shell is not None:
             command = filled(adapter.probe_shell[shell], COMMAND, submit)
             return Turn(
-                blocks=[ToolUseBlock(id="call_mock_submit", name=shell, input=command)], stall_s=STALL_S
+                blocks=[ToolUseBlock(id="call_mock_submit", name=shell, input=command)],
+                stall_s=adapter.answer_pause_s,
             )
         action = adapter.probe_text_action(version, 0, submit)
         if action is not None:
-            return Turn(blocks=[TextBlock(text=action)], stall_s=STALL_S)
-    return Turn(blocks=[TextBlock(text=text)], stall_s=STALL_S)
+            return Turn(blocks=[TextBlock(text=action)], stall_s=adapter.answer_pause_s)
+    return Turn(blocks=[TextBlock(text=text)], stall_s=adapter.answer_pause_s)
 
 
 @contextlib.contextmanager

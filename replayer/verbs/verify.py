@@ -46,7 +46,6 @@ PROBE_KEY_ENV = "REPLAYER_PROBE_KEY"
 PROBE_KEY = "sk-replayer-probe"
 PROMPT = "Run the replayer's probe."
 FILE = "probe.txt"
-STALL_S = 0.5
 
 
 class VerifyFailed(ReplayError):
@@ -90,7 +89,9 @@ def probe_script(adapter: Adapter, version: str, offered: list[str], cwd: str) -
             raise PlanRefused(
                 f"no probe for {adapter.name} {version}: it offers none of its shell tools ({tools})"
             )
-        turns = [Turn(blocks=[TextBlock(text=t)], stall_s=STALL_S) for t in texts if t is not None]
+        turns = [
+            Turn(blocks=[TextBlock(text=t)], stall_s=adapter.answer_pause_s) for t in texts if t is not None
+        ]
         return ProbeScript(turns=turns, final=turns[-1:], finishing=True)
     read = next((name for name in adapter.probe_read if name in offered), None)
 
@@ -115,8 +116,8 @@ def probe_script(adapter: Adapter, version: str, offered: list[str], cwd: str) -
     else:
         final = Turn(blocks=[TextBlock(text="The probe is done.")])
     turns = [*steps, final]
-    for each in turns:  # no model answers at once (OpenCode 1.3 to 1.15 lose their last events if it does)
-        each.stall_s = STALL_S
+    for each in turns:
+        each.stall_s = adapter.answer_pause_s
     return ProbeScript(turns=turns, final=[final], finishing=isinstance(final.blocks[0], ToolUseBlock))
 
 

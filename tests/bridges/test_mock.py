@@ -106,6 +106,8 @@ def test_closing_turn_submits_for_mini_swe_agent() -> None:
 def test_claude_code_closes_with_text() -> None:
     turn = mock.closing_turn(by_name("claude_code"), "2.0.64", {"tools": BASH}, "bye")
     assert [b.model_dump() for b in turn.blocks] == [{"type": "text", "text": "bye"}]
+    assert turn.stall_s == 0, "an answer at once: only OpenCode's wait (it loses its last events otherwise)"
+    assert mock.closing_turn(by_name("opencode"), "1.15.13", {}, "bye").stall_s == 0.5
 
 
 # the script file ---------------------------------------------------------------------------------
