@@ -352,16 +352,10 @@ def compare_boundaries(
     what `compare(..., K, ...)` writes, `out`/summary.json the tally of every boundary. `boundaries`: a
     list, or `-n`'s text forms (`3,7,10-12`, `all`, `sample:K[:SEED]`). Returns each boundary's
     comparison, or the error it was refused or failed with (the others go on)."""
-    from replayer.pipeline.engine import load
-    from replayer.verbs.boundaries import parse_boundaries, pick_boundaries
     from replayer.verbs.compare_boundaries import compare_boundaries as run_compares
 
-    spec = parse_boundaries(boundaries) if isinstance(boundaries, str) else list(boundaries)
-    path = Path(trajectory)
-    adapter, traj = load(path, options.get("task"), options.get("cwd"), options.get("session"))
-    picked = pick_boundaries(spec, traj)
-    if not picked:
-        raise BadInput(f"{path} has no boundary to replay")
+    adapter, traj, outs = _boundary_dirs(trajectory, boundaries, Path(out), options)
+    picked = sorted(outs)
     request = _compare_request(trajectory, picked[-1], workspace, out, variants, options)
     return run_compares(request, picked, on_event=on_event, parsed=(adapter, traj))
 
