@@ -598,7 +598,7 @@ def stop_sandboxes() -> None:
     not have run for a sandbox caught between its creation and its owner's `try`)."""
     from replayer.sandboxes import engines
 
-    engines.chosen().stop_live()
+    engines.stop_live()
 
 
 def continuation_error(cont: ContinuationResult | None, out: PathLike) -> ReplayError | None:

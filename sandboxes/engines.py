@@ -5,6 +5,7 @@ replayer asks `chosen()` and never names an engine module (tests/test_seam.py)."
 from __future__ import annotations
 
 import os
+import sys
 from typing import get_args
 
 from replayer.floor import settings
@@ -41,3 +42,12 @@ def select(name: str) -> None:
 def chosen() -> Engine:
     """The engine in use (see the module's docstring)."""
     return by_name(_SELECTED[0] if _SELECTED else settings.load().engine or DEFAULT)
+
+
+def stop_live() -> None:
+    """Remove every sandbox this process started and still holds (at an interruption). Every engine keeps
+    them in sandboxes/docker.py (Podman through the same client); while that module is not loaded this
+    process started none, and it is not imported then: an interruption may have cut a library's import
+    short (urllib3 under the Docker SDK), and importing a half-imported library again fails."""
+    if "replayer.sandboxes.docker" in sys.modules:
+        chosen().stop_live()

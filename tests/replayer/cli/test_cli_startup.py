@@ -64,3 +64,33 @@ def test_inspect_imports_its_command_alone_and_no_bridge(tmp_path: Path) -> None
     assert "aiohttp" not in modules and "replayer.verbs.batch" not in modules
     assert "replayer.adapters.opencode.schema" in modules  # asked whether the file holds several sessions
     assert built == []  # its record models are built when a record first fails their check
+
+
+_SIGNAL_DURING_IMPORT = """
+import os, signal, sys
+class _Signal:  # a real SIGTERM to this process while the Docker SDK's urllib3 imports its response module
+    def find_spec(self, name, path=None, target=None):
+        if name == "urllib3.response":
+            sys.stderr.write("signalled\\n")
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGTERM)
+        return None
+sys.meta_path.insert(0, _Signal())
+sys.argv = ["replayer", *sys.argv[1:]]
+import runpy
+runpy.run_module("replayer.cli", run_name="__main__")
+"""
+
+
+def test_a_signal_while_the_engine_library_imports_ends_as_one_interruption(tmp_path: Path) -> None:
+    """An interruption that cuts the Docker SDK's import short (urllib3 half-imported) is one interruption:
+    exit 130 and its one line. The sweep of live sandboxes does not import the engine again (this process
+    started none): a second import of the half-imported library failed, a traceback and exit 1."""
+    single = FIXTURE.parent.parent / "single"
+    args = ["run", str(single / "session.jsonl"), "-n", "1", "-w", str(single / "workspace")]
+    argv = [replayer_argv()[0], "-c", _SIGNAL_DURING_IMPORT, *args, "-o", str(tmp_path / "out")]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.stderr.startswith("signalled\n"), proc.stderr
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "replayer: interrupted"
+    assert not (tmp_path / "out").exists()
