@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from replayer import installer
-from replayer.adapters.opencode import bundle
+from replayer.adapters.opencode import OpenCodeAdapter, bundle
 from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer.floor.pins import running_version
 from tests.support.opencode_cli import MODEL, run_opencode
@@ -40,7 +40,6 @@ from tests.support.recording import (
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "opencode"
 CWD = "/testbed"
 CALC = "def add(a, b):\n    return a - b\n"
-STALL_S = 0.5
 
 
 def checkpointed_db(home: Path, dest: Path) -> None:
@@ -144,7 +143,7 @@ def version_scenario(offered: set[str]) -> Scenario:
         turn(TextBlock(text="Shown.")),
     ]
     for each in turns:  # 1.14-1.15 print a run's events only if it outlasts their event subscription
-        each.stall_s = STALL_S
+        each.stall_s = OpenCodeAdapter.answer_pause_s
     return Scenario(
         name=s,
         files={"calc.py": CALC, "notes.txt": "one\ntwo\n", "sub/more.txt": "more\n"},

@@ -130,6 +130,7 @@ def to_messages(items: list[Record], version: str, model: str | None = None) -> 
         items = _attachments_moved_up(items)
     last_mid: str | None = None
     seam = release(version) >= USER_SEAM
+    searches = release(version) >= SEARCHES_TOOLS
     unmodelled_last = False
     """Whether an attachment that the CLI sends as text but this module does not render (`file`, ...) ends the
     last user message: the CLI's seam newline then goes on that block (which the gate takes off whole), not on
@@ -146,7 +147,7 @@ def to_messages(items: list[Record], version: str, model: str | None = None) -> 
             last_mid = mid
         elif kind == "user":
             blocks = as_blocks(rec.get("message", {}).get("content"))
-            if release(version) >= SEARCHES_TOOLS:
+            if searches:
                 blocks = _tool_loaded(blocks)
             if messages and messages[-1]["role"] == "user":
                 before = messages[-1]["content"]
