@@ -26,6 +26,7 @@ from replayer.floor.rundirs import RunDirs
 from replayer.floor.trajectory import ASKS_FOR_CWD, DEFAULT_CWD, CwdSource, Trajectory
 from replayer.floor.versions import InstalledBundle
 from replayer.pipeline import multiboundary, multisession, steps, windows, workspaces
+from replayer.pipeline.boundary_outputs import BoundaryOutputs
 from replayer.pipeline.plan import Plan
 from replayer.pipeline.result import Done, Outcome, Replayed, assemble, commit, os_error
 from replayer.sandboxes import engines
@@ -312,16 +313,29 @@ def prepare_many(
         raise BadInput("prepare_many prepares")
     outcomes: dict[int, Outcome] = {}
     begun = begin(request, outs, adapter, trajectory, on_event, outcomes)
-    for k, (one, plan) in sorted(begun.plans.items()):
-        try:
-            outcomes[k] = _prepared(one, plan, begun.replayed, on_event)
-        except ReplayError as exc:
-            outcomes[k] = exc
+    outputs = BoundaryOutputs.of(request.limits)  # the boundaries' outputs bounded as a whole, as a run's
+    try:
+        for k, (one, plan) in sorted(begun.plans.items()):
+            try:
+                if outputs.budget.refused is not None:  # the outputs are full: nothing more is written
+                    raise outputs.budget.refused
+                outcomes[k] = _prepared(one, plan, begun.replayed, on_event, (outputs, k))
+            except ReplayError as exc:
+                outcomes[k] = exc
+    finally:
+        outputs.close()
     return outcomes
 
 
-def _prepared(request: ReplayRequest, plan: Plan, replayed: Replayed, on_event: OnEvent) -> ReplayResult:
-    """One boundary's prefix with the historical observations, written atomically into `request.out`."""
+def _prepared(
+    request: ReplayRequest,
+    plan: Plan,
+    replayed: Replayed,
+    on_event: OnEvent,
+    bounded: tuple[BoundaryOutputs, int] | None = None,
+) -> ReplayResult:
+    """One boundary's prefix with the historical observations, written atomically into `request.out`;
+    `bounded`: the outputs of several boundaries it counts against, and its boundary."""
     tapes = (
         [request.continuation.cassette, request.continuation.record_cassette] if request.continuation else []
     )
@@ -334,7 +348,11 @@ def _prepared(request: ReplayRequest, plan: Plan, replayed: Replayed, on_event: 
             made = steps.rebuild(replayed.adapter, replayed.traj, plan, {}, out.tmp)
             done = Done(made, divergences, time.monotonic() - t0)
         result = assemble(request, plan, replayed, done, out.tmp)
+        if bounded is not None:
+            bounded[0].settle(bounded[1], out.tmp)
         commit(out, result)
+        if bounded is not None:
+            bounded[0].committed(out.final)
     except OSError as exc:
         out.discard()
         known = os_error(exc, request)

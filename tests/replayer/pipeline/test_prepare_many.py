@@ -14,6 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from replayer.floor.results import ReplayResult
 from tests.conftest import CLAUDE, OPENCODE, replayer
 
 SOURCES = {  # the file, and the boundaries asked (each OpenCode boundary runs its `import`)
@@ -69,3 +70,28 @@ def test_every_boundary_from_one_parse_is_what_a_prepare_of_it_alone_writes(
                 assert rows == _rows(alone / name, since_ms, until_ms), f"after-{k}/{name}"
             else:
                 assert made[name] == data, f"after-{k}/{name}"
+
+
+def test_the_boundaries_are_written_within_one_output_total(tmp_path: Path) -> None:
+    """A file's prefixes grow with every boundary (K of them, each up to the whole session): `prepare` at
+    several boundaries writes them within the output total a run's boundaries share (`--limits output=`
+    of `run`); once it is used up, the boundaries after are refused, not written, and said so."""
+    from replayer.floor.limits import SandboxLimits
+    from replayer.floor.output_budget import OverBudget
+    from replayer.floor.requests import ReplayRequest
+    from replayer.pipeline.engine import prepare_many
+
+    path = CLAUDE.fixture("parallel") / "session.jsonl"
+    outs = {k: tmp_path / "out" / f"after-{k}" for k in range(3)}
+    alone = prepare_many(
+        ReplayRequest(mode="prepare", trajectory=path, after_step=2, out=tmp_path / "o"), outs
+    )
+    sizes = [sum(f.stat().st_size for f in outs[k].rglob("*") if f.is_file()) for k in range(3)]
+    assert all(isinstance(r, ReplayResult) for r in alone.values())
+    limits = SandboxLimits(output_bytes=sizes[0] + sizes[1] // 2)  # the first boundary fits, not the second
+    bounded = {k: tmp_path / "bounded" / f"after-{k}" for k in range(3)}
+    request = ReplayRequest(mode="prepare", trajectory=path, after_step=2, out=tmp_path / "b", limits=limits)
+    outcomes = prepare_many(request, bounded)
+    assert isinstance(outcomes[0], ReplayResult)
+    assert all(isinstance(outcomes[k], OverBudget) for k in (1, 2)), outcomes
+    assert sorted(p.name for p in (tmp_path / "bounded").iterdir()) == ["after-0"]
