@@ -93,9 +93,15 @@ def parse(path: Path) -> Trajectory:
     if parent is not None and not steps:
         notes.append(subagent.NOTE)
     notes += grep_backend.note(grep_backend.recorded_backend(steps))
+    version = noticed_version(native.messages)
+    if version is not None:
+        notes.append(
+            f"gemini_cli {version[0]}: the version the CLI's own update notice in the file names ({version[1]!r})"
+        )
     traj = Trajectory(
         agent=AGENT,
-        agent_version=None,
+        agent_version=version and version[0],
+        agent_version_inferred=version is not None,
         session_id=sid,
         cwd=cwd,
         source=str(path),
@@ -106,6 +112,26 @@ def parse(path: Path) -> Trajectory:
     )
     traj.keep_native(native)
     return traj
+
+
+_UPDATE_NOTICE = re.compile(
+    r"\A(?:Gemini CLI update available!|A new version of Gemini CLI is available!) "
+    r"(\d{1,4}\.\d{1,4}\.\d{1,4}(?:-[0-9A-Za-z.]{1,40})?) → [^\n]{1,60}"
+)
+
+
+def noticed_version(messages: list[Record]) -> tuple[str, str] | None:
+    """The version that ran, from the CLI's own update notice (`Gemini CLI update available! 0.23.0 → 0.24.0`,
+    an `info` message the CLI saves, worded so in its `updateCheck`), and the notice; None without one."""
+    for message in messages:
+        if message.get("type") != "info":
+            continue
+        texts = [p.get("text") for p in parts(message.get("content"))]
+        for text in texts:
+            found = _UPDATE_NOTICE.match(text) if isinstance(text, str) else None
+            if found:
+                return found.group(1), found.group(0)
+    return None
 
 
 def load(raw: bytes, path: Path) -> Native:

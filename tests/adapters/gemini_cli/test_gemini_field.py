@@ -51,3 +51,31 @@ def test_the_note_asking_for_the_cwd_goes_once_it_is_given(tmp_path: Path) -> No
     out = tmp_path / "out"
     replayer("prepare", path, "-n", "1", "--cwd", "/home/kingb/aim", "-o", str(out), check=True)
     assert not any("--cwd" in n for n in orjson.loads((out / "result.json").read_bytes())["parse_notes"])
+
+
+NOTICED = FIELD / "gemini_cli" / "entire-0.23.0-update-notice-2026-01-15.json"
+
+
+def test_the_version_its_own_update_notice_names_runs_and_no_other_text_is_taken(tmp_path: Path) -> None:
+    """A document that records no version but keeps the CLI's update notice (`Gemini CLI update available!
+    0.23.0 -> 0.24.0`): 0.23.0 ran, not npm's 0.24.0 of its day; a notice whose version is no version, or
+    another message's text, is not read (the date then infers it)."""
+    report = orjson.loads(replayer("inspect", str(NOTICED), "--json", check=True).stdout)
+    assert (report["agent_version"], report["version"]["version"], report["version"]["source"]) == (
+        "0.23.0",
+        "0.23.0",
+        "inferred",
+    )
+    assert any("update notice" in n and "0.23.0 \u2192 0.24.0" in n for n in report["parse_notes"])
+    document = orjson.loads(NOTICED.read_bytes())
+    notice = next(m for m in document["messages"] if m["type"] == "info")
+    for text in (
+        "Gemini CLI update available! ../../x \u2192 0.24.0",
+        "Update available! 0.23.0 \u2192 0.24.0",
+    ):
+        notice["content"] = text
+        forged = tmp_path / "forged.json"
+        forged.write_bytes(orjson.dumps(document))
+        other = orjson.loads(replayer("inspect", str(forged), "--json", check=True).stdout)
+        assert other["agent_version"] is None and other["version"]["version"] != "0.23.0"
+        assert not any("update notice" in n for n in other["parse_notes"])

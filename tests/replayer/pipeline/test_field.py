@@ -55,6 +55,8 @@ PREPARED = {
         "inferred",
     ),
     "gemini_cli/aim-benchmark-control-pro-run4.json": ("gemini_cli", "0.35.0", "inferred"),
+    # its CLI's own update notice names the version that ran, 0.23.0 (not the 0.24.0 current on its day)
+    "gemini_cli/entire-0.23.0-update-notice-2026-01-15.json": ("gemini_cli", "0.23.0", "inferred"),
     "gemini_cli/aim-session-2026-03-18T01-58-b26e4930.json": ("gemini_cli", "0.34.0", "inferred"),
     "gemini_cli/yoavf-pomodoro-2025-10-21.json": ("gemini_cli", "0.34.0", "inferred"),
     "mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json": ("mini_swe_agent", "2.2.7", "recorded"),
