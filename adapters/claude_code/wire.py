@@ -41,6 +41,13 @@ session that names one is refused at the gate); seen: a real 2.1.332 resume of t
 claude-opus-4-6 sends its ToolSearch result's blocks as stored, and after them, in the same message, the text
 below (`TOOL_LOADED`) unless a text there starts with it."""
 TOOL_LOADED = "Tool loaded."
+HEAD_ORPHANS_REMOVED = (2, 1, 79)
+"""From here (the oldest bundle read with it: 2.1.50 does not, 2.1.79, 2.1.121, 2.1.177, 2.1.197 and 2.1.332 do)
+the CLI's pairing repair takes the tool results out of a user message no assistant message precedes (its first
+message holds the CLI's context block before them, so it is kept, and its normalized form is empty); before it
+such results are sent as stored (a real 2.1.12 and a real 2.1.29 resume of a transcript cut after a tool call,
+Entire's checkpoint slices, sent the first message's tool_result; 2.1.50's repair looks only at the message after
+an assistant message)."""
 USER_SEAM = (2, 1, 79)
 """A version (the oldest bundle read: 2.1.50 does not, 2.1.79 does) whose merge of consecutive user
 messages ends the earlier one's last text with a newline when the later one starts with text (e.g. a
@@ -51,7 +58,9 @@ PARALLEL_RESULTS = (2, 1, 80)
 """The first release whose resume recovers the calls of a split API message whose results hang on sibling
 branches (`tengu_chain_parallel_tr_recovered`: 2.1.79 has none; 2.1.80, 2.1.81, 2.1.83, 2.1.88, 2.1.96,
 2.1.112 and 2.1.121 have it, in the same form). An older CLI walks the leaf's parents only: a call of the
-message off that path is left out with its result."""
+message off that path is left out with its result, and so is a result off it that hangs off a call on it (a real
+2.1.12 resume of a session whose split message's second call hangs off its first, each result off its own
+call, sent the second call and its result only)."""
 
 
 def as_loaded(items: list[Record], leaf: Record | None, version: str) -> list[Record]:
@@ -66,6 +75,8 @@ def as_loaded(items: list[Record], leaf: Record | None, version: str) -> list[Re
     on_path = {message_id(by_uuid[u]) for u in path} - {None}
     off = {u for u, r in by_uuid.items() if u not in path and message_id(r) in on_path}
     off |= {u for u, r in by_uuid.items() if r.get("type") == "user" and r.get("parentUuid") in off}
+    # a result hanging off a call on the path while the path goes on through a later call's result
+    off |= {u for u, r in by_uuid.items() if u not in path and r.get("parentUuid") in path and _has_result(r)}
     return [r for r in items if r.get("uuid") not in off]
 
 
@@ -180,7 +191,7 @@ def to_messages(items: list[Record], version: str, model: str | None = None) -> 
         messages = [_rebuilt_tool_uses(m) if m["role"] == "assistant" else m for m in messages]
     if DROPS_TOOL_REFERENCES <= release(version) < SEARCHES_TOOLS:
         messages = [_without_tool_references(m) if m["role"] == "user" else m for m in messages]
-    return _repair(messages)
+    return _repair(messages, release(version) >= HEAD_ORPHANS_REMOVED)
 
 
 def _attachments_moved_up(items: list[Record]) -> list[Record]:
@@ -242,8 +253,9 @@ def _tool_loaded(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [*blocks, {"type": "text", "text": TOOL_LOADED}] if loads and not said else blocks
 
 
-def _repair(messages: list[Message]) -> list[Message]:
-    """The CLI's silent repairs: unanswered tool_use, orphan tool_result, duplicate tool_use ids."""
+def _repair(messages: list[Message], head_orphans_removed: bool) -> list[Message]:
+    """The CLI's silent repairs: unanswered tool_use, orphan tool_result, duplicate tool_use ids; the tool
+    results of a first user message before any assistant one as the version sends them (`HEAD_ORPHANS_REMOVED`)."""
     answered = {
         b.get("tool_use_id")
         for m in messages
@@ -268,6 +280,9 @@ def _repair(messages: list[Message]) -> list[Message]:
             if kept:
                 out.append({"role": "assistant", "content": kept})
             continue
+        if not out and not head_orphans_removed:
+            out.append({"role": "user", "content": m["content"]})
+            continue
         kept = []
         for b in m["content"]:
             if b.get("type") == "tool_result":
@@ -275,6 +290,9 @@ def _repair(messages: list[Message]) -> list[Message]:
                     continue
                 results_seen.add(b.get("tool_use_id"))
             kept.append(b)
+        if not out:
+            out.append({"role": "user", "content": kept})
+            continue
         out.append({"role": "user", "content": kept or [dict(x) for x in NO_CONTENT]})
     return out
 

@@ -198,6 +198,44 @@ def test_a_2_1_112_resume_recovers_a_split_call_off_the_leafs_path(tmp_path: Pat
     assert _result(prefix, "toolu_01YCbspje1LQ5zoMiExAUZGr")
 
 
+SPLIT = "claude_code/entire-2.1.12-split-calls.jsonl"  # steps 2 and 3: one API message's two calls a step
+SLICE = (
+    "claude_code/entire-2.1.12-slice-lines-1-41.jsonl"  # begins with the result of a call cut off before it
+)
+
+
+def _calls(prefix: list[dict]) -> list[str]:
+    return [
+        b["id"] for m in prefix if m["role"] == "assistant" for b in m["content"] if b["type"] == "tool_use"
+    ]
+
+
+def test_before_2_1_80_a_resume_leaves_out_a_split_call_whose_result_is_off_the_leafs_path(
+    tmp_path: Path,
+) -> None:
+    """2.1.12 wrote step 2's second Read under its first, each result under its own call: the leaf's path runs
+    through the second call's result, so 2.1.12 (no recovery before 2.1.80) sends the second call and its result
+    only (its continuation from boundary 4 passes the gate; refused before at the first call); 2.1.121 sends both."""
+    first, second = "toolu_012nuPqfEidhQ9wCkrnMsT3w", "toolu_017PQ7JuQt9J2HZNYZcGLUFb"
+    old = _prefix(SPLIT, 4, tmp_path / "old")
+    assert second in _calls(old) and first not in _calls(old) and _result(old, second)
+    assert not any(b.get("tool_use_id") == first for m in old for b in m["content"])
+    new = _prefix(SPLIT, 4, tmp_path / "new", "--agent-version", "2.1.121")
+    assert {first, second} <= set(_calls(new)) and _result(new, first) and _result(new, second)
+
+
+def test_a_transcript_that_begins_with_a_result_is_sent_as_each_version_sends_it(tmp_path: Path) -> None:
+    """Entire's checkpoint kept a slice of a 2.1.12 session whose root is the result of a call before the slice
+    (derived here: its first 41 lines): 2.1.12 sends it as stored (its continuation from boundary 16 of the whole
+    slice passes the gate; refused before, the prefix had `(no content)`), 2.1.79 on take it out of the first
+    message, which keeps only the CLI's own context block (2.1.121's continuation passes the gate too)."""
+    head = orjson.loads((FIELD / SLICE).read_bytes().splitlines()[0])["message"]["content"][0]
+    recorded = _prefix(SLICE, 3, tmp_path / "recorded")
+    assert recorded[0]["content"] == [head] and recorded[1]["role"] == "assistant"
+    removed = _prefix(SLICE, 3, tmp_path / "removed", "--agent-version", "2.1.121")
+    assert removed[0] == {"role": "user", "content": []} and removed[1] == recorded[1]
+
+
 def test_a_queued_task_notification_is_merged_into_the_tool_result_before_it(tmp_path: Path) -> None:
     """2.1.112 sends a background task's notification queued during a turn (a `queued_command` record, 170 in
     this session) in the tool result before it, worded as a system notification (its continuation from

@@ -27,6 +27,11 @@ PREPARED = {
     "claude_code/posthog-2.1.112-auto-compacted.jsonl": ("claude_code", "2.1.112", "recorded"),
     "codex/soul-0.128.0-codex-tui-rollout.jsonl": ("codex", "0.128.0", "recorded"),
     "claude_code/erk-2.1.63.jsonl": ("claude_code", "2.1.63", "recorded"),
+    # Entire's checkpoint transcripts: one API message's calls split over records, and a slice of a session
+    "claude_code/entire-2.1.12-split-calls.jsonl": ("claude_code", "2.1.12", "recorded"),
+    "claude_code/entire-2.1.29-transcript-slice.jsonl": ("claude_code", "2.1.29", "recorded"),
+    # derived: the first 41 lines of a slice whose root is the result of a call before it (SOURCES.md)
+    "claude_code/entire-2.1.12-slice-lines-1-41.jsonl": ("claude_code", "2.1.12", "recorded"),
     "codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl": ("codex", "0.58.0", "recorded"),
     "codex/acidicsoil-0.63.0-session-meta-only.jsonl": ("codex", "0.63.0", "recorded"),
     # Codex Desktop rollouts of alpha builds (npm has no such release: `run` takes --agent-version, stated)
