@@ -1,7 +1,8 @@
 """The tool definitions an agent version offers the model, as they went on the wire: the pinned versions'
 ship with each adapter (adapters/AGENT/data/VERSION/tools.json, captured by tests/capture_tools.py);
 another version's, once captured from its own CLI (replayer/verbs/tool_capture.py), are kept beside the bundles
-(BUNDLES/tool-definitions/AGENT@VERSION.json)."""
+(BUNDLES/tool-definitions/AGENT@VERSION.json), and so is a version's CLI that sends no tools
+(AGENT@VERSION.none.json: mini-swe-agent 1.x, text-based)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,20 @@ class CapturedTools(BaseModel):
     captured_at: str
 
 
+class NoTools(BaseModel):
+    """What BUNDLES/tool-definitions/AGENT@VERSION.none.json holds: the version's CLI ran and its first
+    request offered no tools, which running it again would not change (for this replayer's probe)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    agent: str
+    version: str
+    why: str
+    """The capture's error, as an export's note gives it."""
+    replayer: str
+    probe: str
+    captured_at: str
+
+
 def shipped_path(agent: str, version: str) -> Path:
     return Path(__file__).resolve().parent / agent / "data" / version / "tools.json"
 
@@ -53,6 +68,26 @@ def cached(agent: str, version: str) -> CapturedTools | None:
 def keep(found: CapturedTools) -> None:
     """Cache a capture (atomically)."""
     path = cache_path(found.agent, found.version)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(path, orjson.dumps(found.model_dump(mode="json"), option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def no_tools_path(agent: str, version: str) -> Path:
+    return bundles_root() / CACHE / f"{agent}@{version}.none.json"
+
+
+def no_tools(agent: str, version: str, replayer: str) -> NoTools | None:
+    """The kept finding that `version`'s CLI sends no tools, made by this `replayer` version (another's
+    probe may differ: it captures again)."""
+    try:
+        found = NoTools.model_validate_json(no_tools_path(agent, version).read_bytes())
+    except (OSError, ValidationError):
+        return None
+    return found if (found.agent, found.version, found.replayer) == (agent, version, replayer) else None
+
+
+def keep_no_tools(found: NoTools) -> None:
+    path = no_tools_path(found.agent, found.version)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(path, orjson.dumps(found.model_dump(mode="json"), option=orjson.OPT_INDENT_2) + b"\n")
 

@@ -6,7 +6,8 @@ The pinned versions' definitions ship with the adapters, and captured ones are k
 probe's head recording in the sandbox against the scripted model, and the tools of its first request are
 kept in the bundle cache (BUNDLES/tool-definitions/AGENT@VERSION.json). When they cannot be had (the bundle
 is not installed, the probe recordings are not here, the CLI sent no request) the pinned set is used, and
-the export says so.
+the export says so. A CLI whose first request offers no tools (mini-swe-agent 1.x) is kept as such
+(AGENT@VERSION.none.json), so that the next export does not run it again to learn the same.
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from replayer.adapters.tool_definitions import CapturedTools, cached, keep, shipped_path
+from replayer.adapters.tool_definitions import (
+    CapturedTools,
+    NoTools,
+    cached,
+    keep,
+    keep_no_tools,
+    no_tools,
+    shipped_path,
+)
 from replayer.floor import bundles
 from replayer.floor.errors import ReplayError
 from replayer.floor.pins import pinned_version
@@ -49,10 +58,23 @@ def capture(agent: str, version: str, model: str | None = None) -> CapturedTools
         )
     probe, result, body = first_request(agent, version, model=model)
     tools = body.get("tools") if isinstance(body, dict) else None
+    now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     if not isinstance(tools, list):
         cont = result.continuation
         why = f"gate {cont.gate}, agent {cont.agent_status}" if cont else "no continuation"
-        raise ReplayError(f"{agent} {version} sent no request with tools ({why})")
+        error = ReplayError(f"{agent} {version} sent no request with tools ({why})")
+        if isinstance(body, dict):  # it sent its request, without tools: so it will again
+            keep_no_tools(
+                NoTools(
+                    agent=agent,
+                    version=version,
+                    why=str(error),
+                    replayer=REPLAYER_VERSION,
+                    probe=f"{probe.recording} ({probe.version})",
+                    captured_at=now,
+                )
+            )
+        raise error
     found = CapturedTools(
         agent=agent,
         version=version,
@@ -60,7 +82,7 @@ def capture(agent: str, version: str, model: str | None = None) -> CapturedTools
         model=body.get("model") if isinstance(body.get("model"), str) else model,
         replayer=REPLAYER_VERSION,
         probe=f"{probe.recording} ({probe.version})",
-        captured_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        captured_at=now,
     )
     keep(found)
     return found
@@ -82,6 +104,9 @@ def source_for(
     found = cached(data, recorded)
     if found is not None:
         return ToolsSource(version=recorded, source="captured", model=found.model)
+    none = no_tools(data, recorded, REPLAYER_VERSION)
+    if none is not None:  # as the capture that found it says it
+        return ToolsSource(version=pinned, source="pinned_fallback", note=f"{agent} {recorded}: {none.why}")
     if data != agent:
         note = f"no definitions of {agent} {recorded} are here, and its CLI is not captured by this adapter"
         return ToolsSource(version=pinned, source="pinned_fallback", note=note)

@@ -4,11 +4,11 @@ built-in scripted model, check it, and store the verdict. A passing verdict make
 The probe starts from one of the suite's recordings, by the newest version not newer than VERSION, cut
 after its first tool batch (each agent's CLI can only resume a session, and a recording needs one to
 start from):
-1. the head is rerun at VERSION and continued through the gate with the final answer only: the gate
-   checks VERSION's first request, and the request says which tools VERSION offers;
-2. the same, but the scripted model now calls those tools (a shell command, a file read where VERSION
-   has a read tool, a failing command): VERSION runs them and writes its own native session;
-3. that session is replayed at VERSION once, and continued through the gate at every boundary (each
+1. the head is rerun at VERSION and continued through the gate: the gate checks VERSION's first request,
+   which says which tools VERSION offers, and the scripted model's answers then call those tools (a shell
+   command, a file read where VERSION has a read tool, a failing command; the script is made from that
+   first request, in the same run): VERSION runs them and writes its own native session;
+2. that session is replayed at VERSION once, and continued through the gate at every boundary (each
    forked from the replay's snapshot there, as `run -n 1,2,3 --continue` does): every observation must
    come back exact (or normalized-equal), and every gate must accept.
 """
@@ -16,6 +16,7 @@ start from):
 from __future__ import annotations
 
 import datetime
+import itertools
 import os
 import shutil
 import tempfile
@@ -254,6 +255,40 @@ def first_request(
     return probe, result, next((r.body for r in log if r.main_thread), None)
 
 
+def _record(
+    adapter: Adapter, version: str, source: Path, out: Path, head: Path
+) -> tuple[ReplayResult, Any, ProbeScript | None]:
+    """The head recording rerun at `version` and continued against the probe, whose script is made from the
+    tools the CLI's first main request offers (one run both asks what the version offers and records the
+    probe): the result, that request's body (None: none came) and the script (None: no request came)."""
+    from replayer.pipeline.engine import load
+
+    cwd = load(head)[1].cwd or "/"
+    made: list[ProbeScript] = []
+    failed: list[Exception] = []
+    answered = itertools.count()
+
+    def answer(body: Any) -> Turn:
+        if not made and not failed:
+            try:
+                made.append(probe_script(adapter, version, tool_names(body), cwd))
+            except Exception as exc:  # raised after the run, as before it when the script came first
+                failed.append(exc)
+        n = next(answered)
+        turns = made[0].turns if made else []
+        return turns[n] if n < len(turns) else Turn(blocks=[TextBlock(text="Done.")])
+
+    with adapter.scripted_upstream(Script(turns=[]), expected_key=PROBE_KEY, closing=answer) as upstream:
+        request = _request(adapter, version, source / "workspace", out, head, 1, upstream.url, PROMPT)
+        from replayer.pipeline.engine import execute
+
+        result = execute(request)
+    if failed:
+        raise failed[0]
+    main = next((r.body for r in upstream.log if r.main_thread), None)
+    return result, main, made[0] if made else None
+
+
 def verify(agent: str, version: str, work: Path | None = None, repeats: int = 1) -> Verdict:
     """Run the probe at `version` and return its verdict (`verdicts.store` keeps it). With `repeats` > 1,
     the probe session's longest prefix is rerun that many times in fresh containers (the last boundary's
@@ -266,19 +301,11 @@ def verify(agent: str, version: str, work: Path | None = None, repeats: int = 1)
     with tempfile.TemporaryDirectory(prefix="replayer-verify-", dir=work) as tmp:
         root = Path(tmp)
 
-        # one request only: what the agent does with a bare answer is not asked here (mini-swe-agent
-        # wants an action, OpenHands a finish call), and the tools it offers are not known yet
-        _, first, main = first_request(agent, version, work)
-        checks.append(_gate("the head recording's prefix through the gate", first))
+        recorded, main, script = _record(adapter, version, source, root / "record", source / probe.native)
+        checks.append(_gate("the head recording's prefix through the gate", recorded))
         offered = tool_names(main)
-        if not checks[0].passed:  # no request was answered: no tools to probe with, nothing to record
+        if not checks[0].passed or script is None:  # no request answered: no tools, nothing recorded
             return verdict_of(agent, version, probe, checks, offered, [], [])
-        cwd = first.cwd or "/"
-        script = probe_script(adapter, version, offered, cwd)
-        recorded, _ = _replay(
-            adapter, version, source / "workspace", root / "record", source / probe.native, 1,
-            Script(turns=script.turns), PROMPT,
-        )  # fmt: skip
         checks.append(_continued("probe recorded by the version's own CLI", recorded))
         session = _continued_native(root / "record", recorded)
         boundaries: list[int] = []

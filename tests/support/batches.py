@@ -21,16 +21,21 @@ SOURCES = (
 )
 
 
+CHEAP_SOURCES = [p for p in SOURCES if not p.is_relative_to(OPENCODE.fixture(""))]
+"""The sources whose `prepare` runs no agent CLI (OpenCode's imports each boundary's session with its CLI on
+the host, ~3 CPU-s a job): the runs that test a batch's mechanics, not an agent, read these."""
+
+
 def manifest(tmp_path: Path, lines: list[dict]) -> Path:
     path = tmp_path / "manifest.jsonl"
     path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
     return path
 
 
-def all_sources(tmp_path: Path) -> tuple[Path, int]:
-    """A manifest of every source, every valid boundary; its number of jobs."""
-    lines = [{"trajectory": str(p)} for p in SOURCES]
-    expected = sum(len(valid_boundaries(load(p)[1])) for p in SOURCES)
+def all_sources(tmp_path: Path, sources: list[Path] = SOURCES) -> tuple[Path, int]:
+    """A manifest of every source (or of `sources`), every valid boundary; its number of jobs."""
+    lines = [{"trajectory": str(p)} for p in sources]
+    expected = sum(len(valid_boundaries(load(p)[1])) for p in sources)
     return manifest(tmp_path, lines), expected
 
 

@@ -70,6 +70,20 @@ def test_every_prefix_is_a_record_that_datasets_loads(batch: tuple[Path, int], c
         assert calls == results, record["metadata"]
     texts = {r["metadata"]["source_sha256"] for r in records if not r["tools"]}
     assert texts, "text-mode mini-swe-agent trajectories offer no tools"
+    # mini-swe-agent 1.x's CLI sent its request without tools: kept, so that no export runs it again
+    from replayer.adapters.tool_definitions import NoTools, no_tools_path
+
+    ones = {
+        r["metadata"]["agent_version"]: r["metadata"]["tools"]
+        for r in records
+        if r["metadata"]["agent_version"] in ("1.17.5", "1.15.0")
+    }
+    assert set(ones) == {"1.17.5", "1.15.0"}, ones
+    for version, tools in ones.items():
+        kept = NoTools.model_validate_json(no_tools_path("mini_swe_agent", version).read_bytes())
+        assert (
+            tools["source"] == "pinned_fallback" and tools["note"] == f"mini_swe_agent {version}: {kept.why}"
+        )
 
 
 def test_tool_definitions_are_the_ones_the_cli_sent() -> None:
@@ -83,6 +97,40 @@ def test_tool_definitions_are_the_ones_the_cli_sent() -> None:
         "body"
     ]["tools"]
     assert recorded_tools("mini_swe_agent", "2.4.6") == mini_sent
+
+
+def test_a_version_whose_cli_sends_no_tools_is_not_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A capture that found the version's CLI offering no tools (mini-swe-agent 1.x, text-based) is kept, so
+    the next export gives the same note without running that CLI: here its bundle is not even installed (an
+    empty bundle cache), so only the kept finding can say it. One kept by another replayer is not read."""
+    from replayer.adapters.tool_definitions import NoTools, keep_no_tools, no_tools_path
+    from replayer.floor import settings
+    from replayer.floor.release import __version__
+    from replayer.verbs.tool_capture import source_for
+
+    monkeypatch.setenv("REPLAYER_BUNDLES", str(tmp_path))
+    settings.forget()
+    try:
+        assert "is not installed" in str(source_for("mini_swe_agent", "1.17.5").note)
+        why = "mini_swe_agent 1.17.5 sent no request with tools (gate accepted, agent max_steps)"
+        kept = NoTools(
+            agent="mini_swe_agent",
+            version="1.17.5",
+            why=why,
+            replayer=__version__,
+            probe="p",
+            captured_at="t",
+        )
+        keep_no_tools(kept.model_copy(update={"replayer": "0.0.1"}))
+        assert "is not installed" in str(source_for("mini_swe_agent", "1.17.5").note)
+        keep_no_tools(kept)
+        assert no_tools_path("mini_swe_agent", "1.17.5").parent == tmp_path / "tool-definitions"
+        found = source_for("mini_swe_agent", "1.17.5")
+        assert (found.source, found.note) == ("pinned_fallback", f"mini_swe_agent 1.17.5: {why}")
+    finally:
+        settings.forget()  # read once per process: the next tests read the real bundle cache
 
 
 def test_secrets_are_redacted_and_counted(tmp_path: Path) -> None:

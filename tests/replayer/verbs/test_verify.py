@@ -3,7 +3,12 @@ continued at every boundary; a passing verdict makes the version verified, and o
 
 from __future__ import annotations
 
+import contextlib
 import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +21,11 @@ from replayer.bridges.request_tools import tool_names
 from replayer.bridges.scripted import ItemBlock, ToolUseBlock
 from replayer.floor.release import __version__
 from replayer.floor.verdicts import Check, Verdict, is_verified, shipped, store
+from replayer.sandboxes.base import OWNER_LABEL
 from replayer.verbs.compatibility import DOC, rendered
 from replayer.verbs.verify import FIXTURES, not_verified, probe_for, probe_script, verdict_of
-from tests.conftest import CLAUDE, replayer
+from tests.conftest import CLAUDE, ROOT, replayer, replayer_argv
+from tests.replayer.verbs.test_batch_interrupt import owner_of
 
 VERSION = "2.0.64"  # installed by the suite's Claude Code version tests already
 SINGLE = CLAUDE.fixture("single") / "session.jsonl"
@@ -31,13 +38,47 @@ def _status(tmp_path: Path, name: str, env: dict[str, str]) -> str:
     return str(orjson.loads((out / "result.json").read_bytes())["version"]["status"])
 
 
+@contextlib.contextmanager
+def _created(client) -> Iterator[list[dict[str, str]]]:
+    """The labels of every container the engine creates while the block runs (read as they come: the
+    engine keeps few past events)."""
+    seen: list[dict[str, str]] = []
+    stream = client.events(filters={"type": "container", "event": "create"}, decode=True)
+
+    def read() -> None:
+        with contextlib.suppress(Exception):  # the stream closed
+            for event in stream:
+                seen.append(event["Actor"]["Attributes"])
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        yield seen
+    finally:
+        time.sleep(1)  # the last events on their way
+        stream.close()
+        reader.join(10)
+
+
 @pytest.mark.agent
-def test_a_passing_probe_verifies_the_version_and_only_in_its_verdict_folder(tmp_path: Path) -> None:
+def test_a_passing_probe_verifies_the_version_and_only_in_its_verdict_folder(
+    tmp_path: Path, docker_client
+) -> None:
     env = {"REPLAYER_VERDICTS": str(tmp_path / "verdicts")}
     assert _status(tmp_path, "before", env) == "unverified"
-    proc = replayer("verify", f"claude_code@{VERSION}", "--json", env=env)
-    assert proc.returncode == 0, proc.stderr
-    [verdict] = orjson.loads(proc.stdout)
+    with _created(docker_client) as created:
+        proc = subprocess.Popen(
+            replayer_argv("verify", f"claude_code@{VERSION}", "--json"),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **env},
+        )
+        owner = owner_of(proc.pid)  # while the process is there
+        stdout, stderr = proc.communicate(timeout=900)
+    assert proc.returncode == 0, stderr
+    [verdict] = orjson.loads(stdout)
     assert verdict["passed"] and verdict["version"] == VERSION and verdict["replayer"] == __version__
     assert verdict["probe"] == f"claude_code/versions/{VERSION}/probe ({VERSION})"
     assert verdict["probe_tools"] == ["Bash", "Read"] and "Edit" in verdict["tools_offered"]
@@ -50,6 +91,9 @@ def test_a_passing_probe_verifies_the_version_and_only_in_its_verdict_folder(tmp
     assert orjson.loads(stored.read_bytes()) == verdict
     assert _status(tmp_path, "after", env) == "verified"
     assert _status(tmp_path, "elsewhere", {}) == "unverified"  # the suite's own (empty) verdict folder
+    # the head ran once: its first request both checked and answered by the probe (it was a run of its
+    # own, answered with a bare text, before the probe's run: 7 containers)
+    assert sum(labels.get(OWNER_LABEL) == owner for labels in created) <= 6, created
 
 
 @pytest.mark.agent
