@@ -16,7 +16,7 @@ import pytest
 from replayer.adapters.codex import session as rollout
 from replayer.pipeline.engine import load
 from tests.conftest import CODEX, first_and_last, replayer
-from tests.support.prefixes import prepared
+from tests.support.prefixes import prepared, replayed
 
 VOLATILE = {"durations", "random_ids", "trailing_whitespace"}
 
@@ -80,11 +80,25 @@ def _volatile_free(items: list[dict]) -> list[dict]:
     return [{**i, "output": clean(i["output"])} if isinstance(i.get("output"), str) else i for i in items]
 
 
+RERUN = first_and_last(_boundaries())
+
+
+def _rerun(factory: pytest.TempPathFactory, name: str, after_step: int) -> Path:
+    """`run -n K` of the recording in its own workspace, of the one replay to its RERUN boundaries (and 4 of
+    `patch`, which test_patches_land_in_the_workspace_copy_only reads)."""
+    boundaries = sorted({n for s, n in RERUN if s == name} | ({4} if name == "patch" else set()))
+    return replayed(
+        factory, _rollout(name), boundaries, after_step, "-w", str(CODEX.fixture(name) / "workspace")
+    )
+
+
 @pytest.mark.agent
-@pytest.mark.parametrize(("name", "after_step"), first_and_last(_boundaries()))
-def test_rerun_reproduces_every_observation(name: str, after_step: int, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    result = _cli("run", name, after_step, out, "--workspace", str(CODEX.fixture(name) / "workspace"))
+@pytest.mark.parametrize(("name", "after_step"), RERUN)
+def test_rerun_reproduces_every_observation(
+    name: str, after_step: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    out = _rerun(tmp_path_factory, name, after_step)
+    result = orjson.loads((out / "result.json").read_bytes())
     for d in result["divergences"]:
         assert d["status"] in ("exact", "normalized_equal"), d
         assert set(d["normalizers"]) <= VOLATILE, d
@@ -127,12 +141,11 @@ def test_an_empty_workspace_is_pointed_at_from_the_outputs_first_character(tmp_p
 
 
 @pytest.mark.agent
-def test_patches_land_in_the_workspace_copy_only(tmp_path: Path) -> None:
-    result = _cli(
-        "run", "patch", 4, tmp_path / "out", "--workspace", str(CODEX.fixture("patch") / "workspace")
-    )
+def test_patches_land_in_the_workspace_copy_only(tmp_path_factory: pytest.TempPathFactory) -> None:
+    out = _rerun(tmp_path_factory, "patch", 4)
+    result = orjson.loads((out / "result.json").read_bytes())
     assert result["after_step"] == 4
-    state = tmp_path / "out" / "state" / "workspace"
+    state = out / "state" / "workspace"
     assert (state / "new.txt").read_text() == "first\nsecond\n"
     assert "goodbye" in (state / "hello.py").read_text()
     assert not (state / "old.txt").exists() and (state / "moved" / "mv.txt").read_text() == "moved\n"

@@ -13,7 +13,7 @@ import pytest
 
 from replayer.pipeline.engine import load
 from tests.conftest import PI, first_and_last, replayer
-from tests.support.prefixes import prepared
+from tests.support.prefixes import prepared, replayed
 
 SCENARIOS = ["tools", "two_runs", "rpc"]
 
@@ -54,12 +54,19 @@ def test_prepared_prefix_is_the_request_pi_sent(
     assert prefixes[1] == prefixes[0], "the event log gives the same prefix as the session file"
 
 
+RERUN = first_and_last([b for b in _boundaries() if b[0] != "rpc"])
+
+
 @pytest.mark.agent
-@pytest.mark.parametrize(("name", "after_step"), first_and_last([b for b in _boundaries() if b[0] != "rpc"]))
-def test_rerun_by_pi_reproduces_every_observation(name: str, after_step: int, tmp_path: Path) -> None:
-    out = tmp_path / "out"
+@pytest.mark.parametrize(("name", "after_step"), RERUN)
+def test_rerun_by_pi_reproduces_every_observation(
+    name: str, after_step: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The recording's RERUN boundaries of one replay (`run -n 1,5`), each as `run -n K` writes it."""
     workspace = PI.fixture(name) / "workspace"
-    result = _cli("run", _source(name, "session"), after_step, out, "--workspace", str(workspace))
+    boundaries = [n for s, n in RERUN if s == name]
+    out = replayed(tmp_path_factory, _source(name, "session"), boundaries, after_step, "-w", str(workspace))
+    result = orjson.loads((out / "result.json").read_bytes())
     expected = orjson.loads((out / "expected_prefix.json").read_bytes())
     assert expected == _request_after(name, expected)
     assert all(d["kind"] == "rerun" and d["status"] == "exact" for d in result["divergences"]), result[
