@@ -7,6 +7,7 @@ nag to be merged into a tool result on the wire."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import takewhile
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import orjson
 import pytest
 
 from replayer.adapters.claude_code import continue_launch, envelope, session, wire
-from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
+from replayer.bridges.scripted import LoggedRequest, Script, TextBlock, ToolUseBlock, Turn
 from replayer.floor.pins import running_version
 from replayer.pipeline.engine import load
 from tests.conftest import ROOT, replayer
@@ -127,34 +128,61 @@ def test_the_expected_prefix_is_what_that_version_sent_at_every_boundary(
             assert len(next_request) == len(expected) and next_request[:-1] == expected[:-1]
 
 
+NAGGED = [("2.1.121", 10), ("2.1.121", 12), ("2.1.197", 12), ("2.1.332", 12)]
+
+
+@pytest.fixture(scope="module")
+def nagged(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[str], tuple[Path, dict, list[LoggedRequest]]]:
+    """A version's `reminders` scenario continued at its NAGGED boundaries by one `run -n 10,12 --continue`
+    (one replay, a continuation forked at each), made once for the module: (OUT, the --json output, the
+    upstream log of every continuation)."""
+    made: dict[str, tuple[Path, dict, list[LoggedRequest]]] = {}
+
+    def of(version: str) -> tuple[Path, dict, list[LoggedRequest]]:
+        if version not in made:
+            out = tmp_path_factory.mktemp(f"nagged-{version}") / "out"
+            boundaries = ",".join(str(n) for v, n in NAGGED if v == version)
+            script = Script(turns=[Turn(blocks=[TextBlock(text="Done.")])], by_history=True)
+            with scripted("claude_code", script, expected_key=KEY) as upstream:
+                probe = VERSIONS / version / "reminders"
+                args = ["run", str(probe / "session.jsonl"), "-n", boundaries, "-w", str(probe / "workspace")]
+                args += ["-o", str(out), "--json", "--continue", "--upstream", upstream.url]
+                proc = replayer(*args, env={"ANTHROPIC_API_KEY": KEY})
+                log = list(upstream.log)
+            assert proc.returncode == 0, proc.stderr
+            made[version] = (out, orjson.loads(proc.stdout), log)
+        return made[version]
+
+    return of
+
+
 @pytest.mark.agent
-@pytest.mark.parametrize(
-    ("version", "after_step"), [("2.1.121", 10), ("2.1.121", 12), ("2.1.197", 12), ("2.1.332", 12)]
-)
+@pytest.mark.parametrize(("version", "after_step"), NAGGED)
 def test_a_boundary_after_the_cli_nag_continues_through_the_gate(
-    version: str, after_step: int, tmp_path: Path
+    version: str, after_step: int, nagged: Callable[[str], tuple[Path, dict, list[LoggedRequest]]]
 ) -> None:
     """2.1.121 writes its TodoWrite nag (2.1.197: the task tools' nag) as an attachment record after step 10's
     results and merges it into that tool result on every later request, a resumed one too: the gate expects it
     there (boundary 12; 2.1.197 and 2.1.332 do so for the recorded claude-sonnet-4-5, not for their newer default
     models; 2.1.332 with its token budget after every result).
     A prefix cut at 10 ends before the record: resuming it, the CLI nags anew, before the prompt."""
-    out = tmp_path / "out"
-    script = Script(turns=[Turn(blocks=[TextBlock(text="Done.")])])
-    with scripted("claude_code", script, expected_key=KEY) as upstream:
-        reminders = VERSIONS / version / "reminders"
-        extra = ("--continue", "--upstream", upstream.url)
-        result = _run_at(reminders, out, after_step, *extra, env={"ANTHROPIC_API_KEY": KEY})
-        log = list(upstream.log)
+    run, printed, log = nagged(version)
+    several = "boundaries" in printed
+    out = run / f"after-{after_step}" if several else run
+    result = orjson.loads((out / "result.json").read_bytes())
     assert result["continuation"]["gate"] == "accepted", result["continuation"]
     expected = orjson.loads((out / "expected_prefix.json").read_bytes())
-    nagged = [b for m in expected for b in m["content"] if "used recently" in str(b.get("content"))]
-    assert [b["tool_use_id"] for b in nagged] == (["toolu_reminders_10"] if after_step > 10 else [])
+    nagged_results = [b for m in expected for b in m["content"] if "used recently" in str(b.get("content"))]
+    assert [b["tool_use_id"] for b in nagged_results] == (["toolu_reminders_10"] if after_step > 10 else [])
     before_prompt = "1 context reminder(s) the CLI put before the prompt"
     assert (before_prompt in result["continuation"]["gate_notes"]) == (after_step == 10)
+    # each continuation sends one request (its answer ends it): the one of this boundary is the rebuilt prefix
     main = [r for r in log if r.main_thread]
-    sent = _without_context(wire.normalize_request(main[0].body["messages"]))
-    assert sent == _without_context(expected), (
+    assert len(main) == (len(printed["boundaries"]) if several else 1)
+    sent = [_without_context(wire.normalize_request(r.body["messages"])) for r in main]
+    assert _without_context(expected) in sent, (
         "the model saw exactly the rebuilt prefix, its envelope stripped"
     )
 
