@@ -129,16 +129,26 @@ class StepRerunner(StepwiseRerunner):
         be in `work` before."""
         assert trajectory.cwd
         super().__init__(trajectory)
-        self.companion = SocketCompanion(
-            sandbox,
-            argv,
-            workdir=trajectory.cwd,
-            env=env,
-            work=work,
-            socket_name=SOCKET,
-            name=self.name,
-            start_timeout_s=self.start_timeout_s,
-        )
+        self._start = (sandbox, argv, trajectory.cwd, env, work)
+        self._companion: SocketCompanion | None = None
+
+    @property
+    def companion(self) -> SocketCompanion:
+        """The companion, started when first asked for: a replay that reruns no call (every call of its
+        prefix kept historical, or none) starts none, and does not wait for one it never spoke to to stop."""
+        if self._companion is None:
+            sandbox, argv, cwd, env, work = self._start
+            self._companion = SocketCompanion(
+                sandbox,
+                argv,
+                workdir=cwd,
+                env=env,
+                work=work,
+                socket_name=SOCKET,
+                name=self.name,
+                start_timeout_s=self.start_timeout_s,
+            )
+        return self._companion
 
     @abstractmethod
     def request(self, step: Step) -> tuple[dict[str, Any], float]:
@@ -163,4 +173,5 @@ class StepRerunner(StepwiseRerunner):
             ) from None
 
     def close(self) -> None:
-        self.companion.close()
+        if self._companion is not None:
+            self._companion.close()

@@ -45,6 +45,7 @@ from bench.boundaries import (
     compares_section,
     continuations_section,
 )
+from bench.companion_start import COMPANION_HEADING, bench_companion_start, companion_start_section
 from bench.engines import ENGINES_HEADING, bench_engines, engines_section
 from bench.name_lookups import NAME_LOOKUPS_HEADING, bench_name_lookups, name_lookups_section
 from bench.no_tools import NO_TOOLS_HEADING, bench_no_tools, no_tools_section
@@ -1164,6 +1165,7 @@ def main(argv: list[str]) -> None:
     only["v0-request"] = (V0_REQUEST_HEADING, lambda t: v0_request_section(bench_v0_request(t)))
     only["name-lookups"] = (NAME_LOOKUPS_HEADING, lambda t: name_lookups_section(bench_name_lookups(t)))
     only["no-tools"] = (NO_TOOLS_HEADING, lambda t: no_tools_section(bench_no_tools(t)))
+    only["companion-start"] = (COMPANION_HEADING, lambda t: companion_start_section(bench_companion_start(t)))
     only["verify-boundaries"] = (
         VERIFY_BOUNDARIES_HEADING,
         lambda t: verify_boundaries_section(bench_verify_boundaries(t)),
@@ -1188,7 +1190,7 @@ def main(argv: list[str]) -> None:
         return
     if argv:
         raise SystemExit(
-            "usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|boundaries-ray|compare-boundaries|ahead|engines|output|startup|v0-runtime|v0-request|name-lookups|no-tools|verify-boundaries]"
+            "usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|boundaries-ray|compare-boundaries|ahead|engines|output|startup|v0-runtime|v0-request|name-lookups|no-tools|companion-start|verify-boundaries]"
         )
     with tempfile.TemporaryDirectory() as tmp:
         parse = bench_parse(Path(tmp))
