@@ -12,6 +12,7 @@ import pytest
 
 from replayer.pipeline.engine import load
 from tests.conftest import CLAUDE, replayer
+from tests.support.prefixes import replayed
 
 pytestmark = pytest.mark.agent
 
@@ -27,10 +28,22 @@ def _run(name: str, after_step: int, out: Path, workspace: Path | None = None, *
     return orjson.loads((out / "result.json").read_bytes())
 
 
-@pytest.mark.parametrize("name", CLAUDE.scenarios)
-def test_rerun_reproduces_every_observation(name: str, tmp_path: Path) -> None:
+def _in_its_workspace(factory: pytest.TempPathFactory, name: str, after_step: int) -> Path:
+    """`run -n K --allow-degraded` of the recording in its own workspace: one replay to its last boundary
+    (and to 3 of write_edit, which test_writes_land_in_the_workspace_copy_not_the_input reads; its calls are
+    all rerun, so --allow-degraded changes nothing there), each boundary as `run -n K` writes it alone."""
     _, traj = load(CLAUDE.fixture(name) / "session.jsonl")
-    result = _run(name, len(traj.steps), tmp_path / "out", None, "--allow-degraded")
+    boundaries = sorted({len(traj.steps), *([3] if name == "write_edit" else [])})
+    workspace = CLAUDE.fixture(name) / "workspace"
+    source = CLAUDE.fixture(name) / "session.jsonl"
+    return replayed(factory, source, boundaries, after_step, "-w", str(workspace), "--allow-degraded")
+
+
+@pytest.mark.parametrize("name", CLAUDE.scenarios)
+def test_rerun_reproduces_every_observation(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    _, traj = load(CLAUDE.fixture(name) / "session.jsonl")
+    out = _in_its_workspace(tmp_path_factory, name, len(traj.steps))
+    result = orjson.loads((out / "result.json").read_bytes())
     assert len(result["divergences"]) == sum(len(s.calls) for s in traj.steps)
     for d in result["divergences"]:
         if d["kind"] != "rerun":
@@ -43,8 +56,8 @@ def test_rerun_reproduces_every_observation(name: str, tmp_path: Path) -> None:
     original = {
         r.get("uuid"): r.get("toolUseResult") for r in _records(CLAUDE.fixture(name) / "session.jsonl")
     }
-    rebuilt = _records(tmp_path / "out" / result["native_files"][0])
-    home = tmp_path / "out" / "state" / "home"
+    rebuilt = _records(out / result["native_files"][0])
+    home = out / "state" / "home"
     for rec in rebuilt:
         if "toolUseResult" in rec:
             fresh, recorded = rec["toolUseResult"], original[rec["uuid"]]
@@ -87,10 +100,11 @@ def test_a_changed_file_diverges_and_lands_in_the_rebuilt_session(tmp_path: Path
     assert (workspace / "a.txt").stat().st_mtime_ns == before
 
 
-def test_writes_land_in_the_workspace_copy_not_the_input(tmp_path: Path) -> None:
-    result = _run("write_edit", 3, tmp_path / "out")
+def test_writes_land_in_the_workspace_copy_not_the_input(tmp_path_factory: pytest.TempPathFactory) -> None:
+    out = _in_its_workspace(tmp_path_factory, "write_edit", 3)
+    result = orjson.loads((out / "result.json").read_bytes())
     assert result["after_step"] == 3
-    state = tmp_path / "out" / "state" / "workspace"
+    state = out / "state" / "workspace"
     assert (state / "b.txt").read_text() == "new file\nsecond line\n"
     assert "goodbye" in (state / "hello.py").read_text()
     assert not (CLAUDE.fixture("write_edit") / "workspace" / "b.txt").exists()
