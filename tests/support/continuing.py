@@ -40,23 +40,44 @@ def continue_run(
     *extra: str,
 ) -> tuple[int, dict, list[LoggedRequest], str]:
     """(exit code, result.json, upstream log, stderr)."""
+    code, results, log, err = continue_runs(name, [after_step], out, workspace, turns, *extra)
+    return code, results[after_step], log, err
+
+
+def continue_runs(
+    name: str,
+    boundaries: list[int],
+    out: Path,
+    workspace: Path,
+    turns: list[Turn] | None = None,
+    *extra: str,
+) -> tuple[int, dict[int, dict], list[LoggedRequest], str]:
+    """One `run -n a,b,... --continue` (one replay, a continuation forked at each boundary, each getting the
+    whole script: `by_history`): (exit code, each boundary's result.json, the upstream log of them all,
+    stderr). One boundary is `run -n K`: its result directory is `out` itself, else `out/after-K`."""
     script = Script(
-        turns=turns or [Turn(blocks=[TextBlock(text="Finished.")])], message_id_prefix=f"msg_cont_{name}"
+        turns=turns or [Turn(blocks=[TextBlock(text="Finished.")])],
+        message_id_prefix=f"msg_cont_{name}",
+        by_history=len(boundaries) > 1,
     )
     with scripted("claude_code", script, expected_key=KEY) as upstream:
         args = [
             "run",
             str(CLAUDE.fixture(name) / "session.jsonl"),
             "-n",
-            str(after_step),
+            ",".join(map(str, boundaries)),
             "-w",
             str(workspace),
         ]
         args += ["-o", str(out), "--continue", "--upstream", upstream.url, "--json", *extra]
         proc = replayer(*args, env={"ANTHROPIC_API_KEY": KEY})
         log = list(upstream.log)
-    result = orjson.loads((out / "result.json").read_bytes()) if (out / "result.json").exists() else {}
-    return proc.returncode, result, log, proc.stderr
+    dirs = {k: out if len(boundaries) == 1 else out / f"after-{k}" for k in boundaries}
+    results = {
+        k: orjson.loads((d / "result.json").read_bytes()) if (d / "result.json").exists() else {}
+        for k, d in dirs.items()
+    }
+    return proc.returncode, results, log, proc.stderr
 
 
 def files_containing(root: Path, needle: bytes) -> list[Path]:
