@@ -75,8 +75,7 @@ openhands-ai 1.6.0's interpreter, the continuation's companion's (`openhands.age
 
 | | wall | CPU | ratio (CPU) |
 |---|---|---|---|
-{rows("companion")}
-{rows("server")}
+{chr(10).join(rows(process) for process in IMPORTS)}
 
 jsonschema (imported through mcp by both) imports rfc3987_syntax for its `iri` formats, which builds an
 Earley parser of RFC 3987 as it is imported, whether or not an IRI is ever checked. A `run --continue`
