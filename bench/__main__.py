@@ -1,7 +1,7 @@
 """`make bench`: every number is a ratio against a baseline measured side by side in this run.
 
 Writes docs/benchmarks.md. `python -m bench parse` and `python -m bench memory` (no Docker needed),
-`python -m bench compare`, `python -m bench fork`, `python -m bench driven`, `python -m bench boundaries`, `python -m bench compare-boundaries`, `python -m bench ahead`, `python -m bench engines` (Docker and Podman), `python -m bench startup` (the CLI's start-up), `python -m bench v0-runtime`, `python -m bench v0-request`, `python -m bench name-lookups`, `python -m bench no-tools`, `python -m bench verify-boundaries` and `python -m bench scale` (Ray
+`python -m bench compare`, `python -m bench fork`, `python -m bench driven`, `python -m bench boundaries`, `python -m bench compare-boundaries`, `python -m bench ahead`, `python -m bench engines` (Docker and Podman), `python -m bench startup` (the CLI's start-up), `python -m bench v0-runtime`, `python -m bench v0-request`, `python -m bench v0-imports`, `python -m bench name-lookups`, `python -m bench no-tools`, `python -m bench verify-boundaries` and `python -m bench scale` (Ray
 clusters on this machine) run only that benchmark and replace only its section of docs/benchmarks.md.
 """
 
@@ -52,6 +52,7 @@ from bench.no_tools import NO_TOOLS_HEADING, bench_no_tools, no_tools_section
 from bench.output_bytes import OUTPUT_HEADING, bench_output, output_section
 from bench.scale import SCALE_HEADING, bench_scale, scale_section
 from bench.startup import STARTUP_HEADING, bench_startup, startup_section
+from bench.v0_imports import V0_IMPORTS_HEADING, bench_v0_imports, v0_imports_section
 from bench.v0_request import V0_REQUEST_HEADING, bench_v0_request, v0_request_section
 from bench.v0_runtime import V0_RUNTIME_HEADING, bench_v0_runtime, v0_runtime_section
 from bench.verify_boundaries import (
@@ -1163,6 +1164,7 @@ def main(argv: list[str]) -> None:
     only["engines"] = (ENGINES_HEADING, lambda t: engines_section(bench_engines(t)))
     only["v0-runtime"] = (V0_RUNTIME_HEADING, lambda t: v0_runtime_section(bench_v0_runtime(t)))
     only["v0-request"] = (V0_REQUEST_HEADING, lambda t: v0_request_section(bench_v0_request(t)))
+    only["v0-imports"] = (V0_IMPORTS_HEADING, lambda t: v0_imports_section(bench_v0_imports(t)))
     only["name-lookups"] = (NAME_LOOKUPS_HEADING, lambda t: name_lookups_section(bench_name_lookups(t)))
     only["no-tools"] = (NO_TOOLS_HEADING, lambda t: no_tools_section(bench_no_tools(t)))
     only["companion-start"] = (COMPANION_HEADING, lambda t: companion_start_section(bench_companion_start(t)))
@@ -1190,7 +1192,7 @@ def main(argv: list[str]) -> None:
         return
     if argv:
         raise SystemExit(
-            "usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|boundaries-ray|compare-boundaries|ahead|engines|output|startup|v0-runtime|v0-request|name-lookups|no-tools|companion-start|verify-boundaries]"
+            "usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|boundaries-ray|compare-boundaries|ahead|engines|output|startup|v0-runtime|v0-request|v0-imports|name-lookups|no-tools|companion-start|verify-boundaries]"
         )
     with tempfile.TemporaryDirectory() as tmp:
         parse = bench_parse(Path(tmp))

@@ -32,6 +32,10 @@ def companion_argv(*args: str) -> list[str]:
 
 class OpenHandsRerunner(ShellRerunner):
     name = "openhands"
+    start_timeout_s = 600.0
+    """The companion listens once the SDK is imported and its terminal is up: seconds on an idle machine,
+    past the companions' default 120 s on a loaded one (load ~25: "did not start: no output", still
+    importing), as V0's companion (OpenHandsV0Rerunner.start_timeout_s)."""
 
     def __init__(self, trajectory: Trajectory, sandbox: Sandbox, work: Path, budgets: Budgets):
         self.native = trajectory.native_as(Native)

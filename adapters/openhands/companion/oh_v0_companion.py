@@ -41,6 +41,7 @@ import os
 import sys
 from datetime import datetime
 
+import deferred_iri  # noqa: F401  (first: rfc3987_syntax imported where first used)
 import openhands.agenthub  # noqa: F401  (registers the agents)
 import shell_state
 from line_server import run_then_exit, serve_lines

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shlex
+import time
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MANAGED = {"_", "PWD", "PS1"}
@@ -25,16 +26,28 @@ _KEEP_STATUS = 'eval "unset __oh_status; history -d -1 2>/dev/null; (exit $__oh_
 """The end of both commands: this line out of the shell's history, its exit status the one before it."""
 
 
+QUERY_WAIT_S = 60.0
+"""How long reading a query waits for its file: a shell may answer a command before it ran it (a loaded
+machine's tmux pane still showing the screen before, as V0's did: v0_settled_shell), and run it then."""
+
+
 def query_command(path):
-    """Writes `status NUL cwd NUL` and `env -0` to `path`, leaving `$?` and the history as they were."""
+    """Writes `status NUL cwd NUL` and `env -0` to `path` (whole: written beside it, then renamed), leaving
+    `$?` and the history as they were."""
+    part = shlex.quote(f"{path}.part")
     return (
         "__oh_status=$?; "
-        f'{{ printf "%s\\0%s\\0" "$__oh_status" "$(pwd)"; env -0; }} > {shlex.quote(path)}; ' + _KEEP_STATUS
+        f'{{ printf "%s\\0%s\\0" "$__oh_status" "$(pwd)"; env -0; }} > {part}; '
+        f"mv -f -- {part} {shlex.quote(path)}; " + _KEEP_STATUS
     )
 
 
 def read_query(path):
-    """The query's file as {"status": int, "cwd": str, "env": {name: value}}, removed once read."""
+    """The query's file as {"status": int, "cwd": str, "env": {name: value}}, removed once read; waited for
+    (QUERY_WAIT_S) while its command has not run yet."""
+    deadline = time.monotonic() + QUERY_WAIT_S
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
     with open(path, "rb") as fh:
         data = fh.read()
     os.unlink(path)

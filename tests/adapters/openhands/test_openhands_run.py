@@ -176,24 +176,49 @@ def _with_call_1(conversation: Path, command: str) -> Path:
     return conversation
 
 
-def test_max_steps_is_the_sdk_iteration_budget_in_the_prefixs_shell(tmp_path: Path) -> None:
-    """The resumed conversation's terminal is a new shell: it is given the prefix's working directory and
-    exports (adapters/openhands/shell.py) before the agent's first command, which sees them, and sees
-    nothing of that in its output."""
-    out = tmp_path / "out"
+class Forked(NamedTuple):
+    out: Path
+    """`OUT` of `run CONVERSATION -n 1,2 --continue --max-steps 2`: `OUT/after-K/` is boundary K's."""
+    code: int
+    stderr: str
+    log: list[LoggedRequest]
+    """The main thread's requests of both continuations."""
+
+
+@pytest.fixture(scope="module")
+def forked(tmp_path_factory: pytest.TempPathFactory) -> Forked:
+    """One replay of the conversation with SHELL_STATE as call 1, continued at boundaries 1 and 2 (each from
+    the state the replay passed there), two model turns each: the first shows the shell, the second runs
+    `echo again`; the script answers each conversation by its history."""
+    root = tmp_path_factory.mktemp("v1-forked")
+    conversation = _with_call_1(root / "conversation", SHELL_STATE)
     turns = [_terminal(1, 'echo "status=$?"; pwd; echo "FOO=$FOO"')]
     turns += [_terminal(n, "echo again") for n in range(2, 6)]
-    conversation = _with_call_1(tmp_path / "conversation", SHELL_STATE)
-    code, result, log, stderr = _continue(
-        out, turns, "--max-steps", "2", conversation=conversation, after_step=1
-    )
-    assert "continuation" in result, f"exit {code}: {stderr}"
+    out = root / "out"
+    with ScriptedUpstream(
+        Script(by_history=True, model="fake-model", turns=turns), expected_key=KEY
+    ) as upstream:
+        args = ["run", str(conversation), "-n", "1,2", "-w", str(FIXTURE / "workspace"), "-o", str(out)]
+        args += ["--json", "--continue", "--upstream", upstream.url, "--max-steps", "2"]
+        proc = replayer(*args, env={"OPENAI_API_KEY": KEY})
+        log = [r for r in upstream.log if r.main_thread]
+    return Forked(out, proc.returncode, proc.stderr, log)
+
+
+def test_max_steps_is_the_sdk_iteration_budget_in_the_prefixs_shell(forked: Forked) -> None:
+    """The resumed conversation's terminal is a new shell: it is given the prefix's working directory and
+    exports (adapters/openhands/shell.py) before the agent's first command, which sees them, and sees
+    nothing of that in its output (boundary 1 of the forked run)."""
+    out = forked.out / "after-1"
+    result = orjson.loads((out / "result.json").read_bytes()) if (out / "result.json").exists() else {}
+    assert "continuation" in result, f"exit {forked.code}: {forked.stderr}"
     cont = result["continuation"]
-    assert cont["agent_status"] == "max_steps", stderr
+    assert cont["agent_status"] == "max_steps", forked.stderr
     assert cont["metadata"] == {"max_iterations": 2}
-    main = [r for r in log if r.main_thread]
-    assert len(main) == 2
     expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    at_2 = orjson.loads((forked.out / "after-2" / "expected_prefix.json").read_bytes())
+    main = [r for r in forked.log if r.body["messages"][: len(at_2)] != at_2]  # boundary 1's
+    assert len(main) == 2
     assert main[0].body["messages"] == expected, "without a prompt the first request is the prefix alone"
     assert main[1].body["messages"][-1]["content"][0]["text"] == (
         "\x1b[?2004lstatus=3\n/tmp\nFOO=from-prefix\n\x1b[?2004h\n"
@@ -209,23 +234,14 @@ def test_the_agent_server_folder_reruns_like_the_conversation(replayed: Replayed
     assert result["request"]["trajectory"] == str(replayed.folder)
 
 
-def test_each_boundary_of_one_replay_continues_in_its_own_prefixs_shell(tmp_path: Path) -> None:
+def test_each_boundary_of_one_replay_continues_in_its_own_prefixs_shell(forked: Forked) -> None:
     """`run -n 1,2 --continue` forks each boundary's continuation from the state the one replay passed
     there: each fresh terminal is given the shell as that boundary left it (the replay's shell went on)."""
-    conversation = _with_call_1(tmp_path / "conversation", SHELL_STATE)
-    first = ToolUseBlock(id="call_cont_1", name="terminal", input={"command": 'pwd; echo "FOO=$FOO"'})
-    finish = ToolUseBlock(id="call_cont_2", name="finish", input={"message": "done"})
-    script = Script(by_history=True, model="fake-model", turns=[Turn(blocks=[first]), Turn(blocks=[finish])])
-    out = tmp_path / "out"
-    with ScriptedUpstream(script, expected_key=KEY) as upstream:
-        args = ["run", str(conversation), "-n", "1,2", "-w", str(FIXTURE / "workspace"), "-o", str(out)]
-        proc = replayer(
-            *args, "--json", "--continue", "--upstream", upstream.url, env={"OPENAI_API_KEY": KEY}
-        )
-        log = list(upstream.log)
-    assert proc.returncode == 0, proc.stderr
+    assert forked.code == 0, forked.stderr
     seen = [
-        r.body["messages"][-1]["content"][0]["text"] for r in log if r.body["messages"][-1]["role"] == "tool"
+        r.body["messages"][-1]["content"][0]["text"]
+        for r in forked.log
+        if r.body["messages"][-1]["role"] == "tool"
     ]
     answers = [t for t in seen if "FOO=" in t]
     assert len(answers) == 2 and all("/tmp\nFOO=from-prefix\n" in t for t in answers), answers

@@ -68,6 +68,26 @@ def test_a_fresh_shell_that_did_not_take_the_state_is_named(tmp_path: Path) -> N
     )
 
 
+def test_a_query_its_shell_runs_late_is_read_once_written_whole(tmp_path: Path) -> None:
+    """A shell may answer a command before it ran it (a loaded machine's tmux pane still showing the screen
+    before, then running the command unseen: seen of V1's terminal, whose continuation then read the query's
+    file empty): the file is written beside its name and renamed, and reading waits for it."""
+    env = {"PATH": os.environ["PATH"]}
+    late: list[subprocess.Popen[bytes]] = []
+
+    def run(command: str) -> None:  # answers at once; the shell runs the command a second later
+        late.append(
+            subprocess.Popen(
+                ["bash", "--norc", "--noprofile", "-c", f"sleep 1; {command}"], cwd=tmp_path, env=env
+            )
+        )
+
+    state = shell_state.query(run, str(tmp_path / "q"))
+    late[0].wait()
+    assert state is not None and (state["cwd"], state["status"]) == (str(tmp_path), 0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "read, removed, nothing left beside it"
+
+
 PLANTED = [
     {"cwd": None, "status": 0, "set": {"A=1; touch MARK; B": "x"}, "unset": []},
     {"cwd": None, "status": 0, "set": {}, "unset": ["GONE; touch MARK"]},

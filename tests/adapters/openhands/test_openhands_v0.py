@@ -5,8 +5,10 @@ the reruns by the V0 runtime in the sandbox, the continuation through the chat b
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -199,10 +201,15 @@ def _exec_starts() -> Iterator[list[tuple[str, str]]]:
 
 
 def _continue(
-    out: Path, after_step: int, turns: list[Turn], *extra: str, trajectory: Path = TRAJECTORY
+    out: Path,
+    after_step: int,
+    turns: list[Turn],
+    *extra: str,
+    trajectory: Path = TRAJECTORY,
+    workspace: Path = FIXTURE / "workspace",
 ) -> Continued:
     with ScriptedUpstream(Script(turns=turns, model="fake-model"), expected_key=KEY) as upstream:
-        ws = str(FIXTURE / "workspace")
+        ws = str(workspace)
         args = ["run", str(trajectory), "-n", str(after_step), "-w", ws, "-o", str(out), "--json"]
         args += ["--continue", "--upstream", upstream.url, *extra]
         with _exec_starts() as heard:
@@ -393,7 +400,8 @@ def test_max_steps_counts_model_turns_after_the_replay_in_the_prefixs_shell(tmp_
     nothing of that in its output."""
     turns = [Turn(blocks=[_bash(1, 'echo "status=$?"; pwd; echo "FOO=$FOO"')])]
     turns += [Turn(blocks=[_bash(n, "echo again")]) for n in range(2, 6)]
-    path = _with_call_1(tmp_path / "shell.json", SHELL_STATE)
+    path = tmp_path / "shell.json"
+    path.write_bytes(orjson.dumps(_with_call_1(SHELL_STATE)))
     run = _continue(tmp_path / "out", 1, turns, *FAKE_MODEL, "--max-steps", "2", trajectory=path)
     assert "continuation" in run.result, f"exit {run.code}: {run.stderr}"
     assert run.result["continuation"]["agent_status"] == "max_steps", run.stderr
@@ -435,10 +443,14 @@ def test_a_gui_export_with_environment_and_state_events_has_the_same_steps(tmp_p
     assert orjson.loads((out / "expected_prefix.json").read_bytes()) == _requests()[2]["body"]["messages"]
 
 
-def _one_call_per_response(path: Path, native_tool_calling: bool | None) -> Path:
-    """The fixture as an evaluation output of a run whose responses each made one call (step 1 without
-    its second call, `call_v0_02`), recording its LLM config: V0's text form carries one call per message."""
-    events = [e for e in _events() if (e.get("tool_call_metadata") or {}).get("tool_call_id") != "call_v0_02"]
+def _one_call_per_response(
+    path: Path, native_tool_calling: bool | None, recorded: list[dict] | None = None
+) -> Path:
+    """The fixture (or `recorded`, events of it) as an evaluation output of a run whose responses each made
+    one call (step 1 without its second call, `call_v0_02`), recording its LLM config: V0's text form carries
+    one call per message."""
+    recorded = _events() if recorded is None else recorded
+    events = [e for e in recorded if (e.get("tool_call_metadata") or {}).get("tool_call_id") != "call_v0_02"]
     for e in events:
         for choice in (e.get("tool_call_metadata") or {}).get("model_response", {}).get("choices", []):
             message = choice["message"]
@@ -547,18 +559,90 @@ def test_the_versions_own_llm_renders_the_native_form_and_refuses_two_calls_in_t
     assert len(refusal.splitlines()) == 1
 
 
+IRI_PROBE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import deferred_iri, jsonschema
+imported = "rfc3987_syntax.syntax_helpers" in sys.modules
+checker = jsonschema.FormatChecker()
+checks = [checker.conforms(*c) for c in (("http://\u4f8b.jp/\u00fc", "iri"), ("no iri", "iri"), ("a b", "iri-reference"))]
+print(json.dumps([imported, checks, "rfc3987_syntax.syntax_helpers" in sys.modules]))
+"""
+"""With the companion's folder on the path: whether jsonschema's import built the IRI parser, what its `iri`
+checks answer, and whether checking built it."""
+
+
+@pytest.mark.agent
+def test_the_v0_processes_build_the_iri_parser_where_it_is_first_used() -> None:
+    """rfc3987_syntax (jsonschema's `iri` formats in openhands-ai 1.6.0) builds its parser as it is imported,
+    in every V0 process: the companion and its action execution server import the stand-in first
+    (companion/deferred_iri.py), with which jsonschema's import does not build it and its first check does,
+    answering as the real module does."""
+    python = load_pins().bundle_dir(bundle.NAME_V0) / "bin" / "python"
+    proc = subprocess.run(
+        [str(python), "-c", IRI_PROBE, str(bundle.COMPANION_DIR)], capture_output=True, text=True
+    )
+    assert orjson.loads(proc.stdout) == [False, [True, False, False], True], proc.stderr
+    for name in ("oh_v0_companion.py", "v0_server.py"):
+        imported = []
+        for node in ast.parse((bundle.COMPANION_DIR / name).read_text()).body:
+            if isinstance(node, ast.Import):
+                imported += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                imported.append(node.module or "")
+        ours = [m for m in imported if m.split(".")[0] not in sys.stdlib_module_names]
+        assert ours[0] == "deferred_iri", f"{name} imports {ours[0]} first"
+
+
 def _text_call(tool: str, **params: str) -> TextBlock:
     """A tool call as V0's text form writes it (fn_call_converter's format, parsed back by the version)."""
     lines = [f"<parameter={k}>{v}</parameter>" for k, v in params.items()]
     return TextBlock(text="\n".join([f"<function={tool}>", *lines, "</function>"]))
 
 
+PAUSE_SHELL = "ls; (python3 .pause_shell.py $$ >.pause_shell.log 2>&1 &)"
+"""Call 1 (`ls`) with the same output and exit code, which also stops V0's shell (bash in its tmux pane)
+for 4 s as soon as V0 has cleared the pane after it (data/pause_shell.py, put in the workspace unlisted):
+call 3 is typed into a shell that does not take it at once, as a loaded machine's shell does now and
+then."""
+
+
+def _with_call_1(command: str) -> list[dict]:
+    """The fixture's events with `command` in place of call 1's `ls`, in every event that records it."""
+    events = _events()
+    for event in events[4:6]:  # call 1's action and observation
+        event["message"] = event["message"].replace("ls", command, 1)
+        event.get("args", event.get("extras"))["command"] = command
+    for event in events:  # the response, in each of its actions' and observations' metadata
+        response = (event.get("tool_call_metadata") or {}).get("model_response") or {}
+        for choice in response.get("choices", []):
+            for call in choice["message"].get("tool_calls") or []:
+                if call["id"] == "call_v0_01":
+                    call["function"]["arguments"] = orjson.dumps(
+                        {"command": command, "security_risk": "LOW"}
+                    ).decode()
+    return events
+
+
 @pytest.mark.agent
-def test_a_text_form_continuation_passes_the_gate_and_is_parsed_back(tmp_path: Path) -> None:
+def test_a_text_form_continuation_passes_the_gate_and_is_parsed_back_after_a_shell_slow_to_take_a_command(
+    tmp_path: Path,
+) -> None:
     """native_tool_calling recorded unset and a model 1.6.0 does not take for a function caller: the version
     itself (asked by the companion) calls functions in its text form, its converter renders the first
-    request, the gate holds the real one to it exactly, and the scripted text answers are parsed back."""
-    path = _one_call_per_response(tmp_path / "output.json", None)
+    request, the gate holds the real one to it exactly, and the scripted text answers are parsed back.
+
+    The same run's reruns: V0's shell types a command into its tmux pane and takes the first screen that ends
+    in a prompt for the command's end: a shell that has not yet echoed the command (or not yet redrawn its
+    prompt after V0's Ctrl-L) answers with the screen and exit code of the command before, behind "[Previous
+    command outputs are truncated...]" or not. The recorded run never lost that race (a model call came
+    between commands); the rerun waits for the pane as that run had it, so call 3, typed while the shell is
+    stopped (call 1 is PAUSE_SHELL), still answers with its own traceback, and every call after it as
+    recorded."""
+    path = _one_call_per_response(tmp_path / "output.json", None, _with_call_1(PAUSE_SHELL))
+    workspace = tmp_path / "workspace"
+    shutil.copytree(FIXTURE / "workspace", workspace)
+    shutil.copy(Path(__file__).parent / "data" / "pause_shell.py", workspace / ".pause_shell.py")
     turns = [
         Turn(
             blocks=[
@@ -568,8 +652,13 @@ def test_a_text_form_continuation_passes_the_gate_and_is_parsed_back(tmp_path: P
         ),
         Turn(blocks=[_text_call("finish", message="done")]),
     ]
-    run = _continue(tmp_path / "out", 2, turns, trajectory=path)
+    run = _continue(tmp_path / "out", 4, turns, trajectory=path, workspace=workspace)
     assert run.code == 0, run.stderr
+    # the slow shell: every call of steps 1-4 (call_v0_02 is not in this file) reruns as recorded
+    assert (run.out / "state" / "workspace" / ".pause_shell.log").read_text() == "", "the shell was stopped"
+    reruns = orjson.loads((run.out / "reruns.json").read_bytes())
+    assert [d["status"] for d in run.result["divergences"]] == ["exact"] * 4, reruns
+    # the text form
     assert _companion_modes(run) == ["serve", "continue"], "the reruns' companion told the text form"
     cont = run.result["continuation"]
     assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 2)
@@ -585,11 +674,13 @@ def test_a_text_form_continuation_passes_the_gate_and_is_parsed_back(tmp_path: P
         task["content"].startswith("Here's a running example") and "Fix add() in calc.py." in task["content"]
     )
     assert rest[0]["content"].endswith(
-        "<parameter=command>ls</parameter>\n<parameter=security_risk>LOW</parameter>\n</function>"
+        f"<parameter=command>{PAUSE_SHELL}</parameter>\n<parameter=security_risk>LOW</parameter>\n</function>"
     )
-    assert rest[-1]["content"].startswith("EXECUTION RESULT of [execute_bash]:\nTraceback")
+    bash = "EXECUTION RESULT of [execute_bash]:\n"
+    results = [m["content"] for m in rest if str(m["content"]).startswith(bash)]  # calls 1, 3 and 5
+    assert len(results) == 3 and results[1].startswith(f"{bash}Traceback"), results
     assert second["messages"][: len(first["messages"])] == first["messages"]
-    assert second["messages"][-1]["content"].startswith("EXECUTION RESULT of [execute_bash]:\ndef add(a, b):")
+    assert second["messages"][-1]["content"].startswith(f"{bash}def add(a, b):")
     events = orjson.loads((run.out / "continued" / "trajectory.json").read_bytes())
     continued = [e for e in events if "action" in e][-2:]
     assert [(e["action"], e["tool_call_metadata"]["function_name"]) for e in continued] == [
@@ -597,49 +688,3 @@ def test_a_text_form_continuation_passes_the_gate_and_is_parsed_back(tmp_path: P
         ("finish", "finish"),
     ]
     assert continued[0]["args"]["command"] == "cat calc.py"
-
-
-PAUSE_SHELL = "ls; (python3 .pause_shell.py $$ >.pause_shell.log 2>&1 &)"
-"""Call 1 (`ls`) with the same output and exit code, which also stops V0's shell (bash in its tmux pane)
-for 4 s as soon as V0 has cleared the pane after it (data/pause_shell.py, put in the workspace unlisted):
-call 3 is typed into a shell that does not take it at once, as a loaded machine's shell does now and
-then."""
-
-
-def _with_call_1(path: Path, command: str) -> Path:
-    """The fixture with `command` in place of call 1's `ls`, in every event that records it."""
-    events = _events()
-    for event in events[4:6]:  # call 1's action and observation
-        event["message"] = event["message"].replace("ls", command, 1)
-        event.get("args", event.get("extras"))["command"] = command
-    for event in events:  # the response, in each of its actions' and observations' metadata
-        response = (event.get("tool_call_metadata") or {}).get("model_response") or {}
-        for choice in response.get("choices", []):
-            for call in choice["message"].get("tool_calls") or []:
-                if call["id"] == "call_v0_01":
-                    call["function"]["arguments"] = orjson.dumps(
-                        {"command": command, "security_risk": "LOW"}
-                    ).decode()
-    path.write_bytes(orjson.dumps(events))
-    return path
-
-
-@pytest.mark.agent
-def test_a_shell_slow_to_take_a_command_still_answers_it_as_recorded(tmp_path: Path) -> None:
-    """V0's shell types a command into its tmux pane and takes the first screen that ends in a prompt for the
-    command's end: a shell that has not yet echoed the command (or not yet redrawn its prompt after V0's
-    Ctrl-L) answers with the screen and exit code of the command before, behind "[Previous command outputs
-    are truncated...]" or not. The recorded run never lost that race (a model call came between commands);
-    the rerun waits for the pane as that run had it, so call 3, typed while the shell is stopped, still
-    answers with its own traceback."""
-    path = _with_call_1(tmp_path / "paused.json", PAUSE_SHELL)
-    workspace = tmp_path / "workspace"
-    shutil.copytree(FIXTURE / "workspace", workspace)
-    shutil.copy(Path(__file__).parent / "data" / "pause_shell.py", workspace / ".pause_shell.py")
-    out = tmp_path / "out"
-    args = ["run", str(path), "-n", "4", "-w", str(workspace), "-o", str(out), "--json"]
-    replayer(*args, check=True)
-    result = orjson.loads((out / "result.json").read_bytes())
-    reruns = orjson.loads((out / "reruns.json").read_bytes())
-    assert (out / "state" / "workspace" / ".pause_shell.log").read_text() == "", "the shell was stopped"
-    assert [d["status"] for d in result["divergences"]] == ["exact"] * 5, reruns
