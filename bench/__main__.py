@@ -1,7 +1,7 @@
 """`make bench`: every number is a ratio against a baseline measured side by side in this run.
 
 Writes docs/benchmarks.md. `python -m bench parse` and `python -m bench memory` (no Docker needed),
-`python -m bench compare`, `python -m bench fork`, `python -m bench driven`, `python -m bench boundaries`, `python -m bench compare-boundaries`, `python -m bench ahead`, `python -m bench engines` (Docker and Podman), `python -m bench startup` (the CLI's start-up), `python -m bench v0-runtime`, `python -m bench v0-request`, `python -m bench v0-imports`, `python -m bench name-lookups`, `python -m bench no-tools`, `python -m bench verify-boundaries` and `python -m bench scale` (Ray
+`python -m bench compare`, `python -m bench fork`, `python -m bench driven`, `python -m bench boundaries`, `python -m bench compare-boundaries`, `python -m bench ahead`, `python -m bench engines` (Docker and Podman), `python -m bench startup` (the CLI's start-up), `python -m bench v0-runtime`, `python -m bench v0-request`, `python -m bench v0-imports`, `python -m bench name-lookups`, `python -m bench no-tools`, `python -m bench companion-start`, `python -m bench verify-boundaries` and `python -m bench scale` (Ray
 clusters on this machine) run only that benchmark and replace only its section of docs/benchmarks.md.
 """
 
