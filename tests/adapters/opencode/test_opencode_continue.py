@@ -9,7 +9,6 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
-from typing import NamedTuple
 
 import orjson
 import pytest
@@ -44,12 +43,8 @@ def _continue(
     return proc.returncode, result, log, proc.stderr
 
 
-class Continued(NamedTuple):
-    out: Path
-    code: int
-    result: dict
-    log: list[LoggedRequest]
-    stderr: str
+Continued = tuple[Path, int, dict, list[LoggedRequest], str]
+"""The result directory, then `_continue`'s exit code, result.json, upstream log and stderr."""
 
 
 LISTING = 'seq -f "line %g of a long listing {n}" 1 8000'
@@ -61,7 +56,7 @@ def to_the_end(tmp_path_factory: pytest.TempPathFactory) -> Continued:
     each (32,000 lines; the CLI keeps what its own bash tool keeps), then it finishes."""
     out = tmp_path_factory.mktemp("opencode-continue") / "out"
     turns = [_bash(0, "cat calc.py")] + [_bash(n + 1, LISTING.format(n=n)) for n in range(4)]
-    return Continued(out, *_continue(2, out, [*turns, Turn(blocks=[TextBlock(text="Listed.")])]))
+    return (out, *_continue(2, out, [*turns, Turn(blocks=[TextBlock(text="Listed.")])]))
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +65,7 @@ def prompted_to_the_budget(tmp_path_factory: pytest.TempPathFactory) -> Continue
     while the model still calls tools."""
     out = tmp_path_factory.mktemp("opencode-budget") / "out"
     turns = [_bash(1, "ls"), _bash(2, "ls"), _bash(3, "ls"), Turn(blocks=[TextBlock(text="never")])]
-    return Continued(out, *_continue(0, out, turns, "--boundary-prompt", PROMPT, "--max-steps", "2"))
+    return (out, *_continue(0, out, turns, "--boundary-prompt", PROMPT, "--max-steps", "2"))
 
 
 PROMPT = "Now also add a docstring."
