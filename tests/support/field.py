@@ -166,7 +166,12 @@ MOCK_ENDS = {
     "codex": _as_run("codex/acidicsoil-0.58.0-rollout-2025-11-17.jsonl"),
     "gemini_cli": _as_run("gemini_cli/aim-benchmark-control-pro-run4.json"),
     "mini_swe_agent": _as_run("mini_swe_agent/deepseek-v2.2.7-sqlfluff-2419.traj.json"),
-    "opencode": _as_run("opencode/sandcastle-run-format-json-stdout.jsonl"),
+    # 1.17.18 stated: the same run is test_opencode_field's session recorded before its ids wrapped
+    "opencode": (
+        "opencode/sandcastle-run-format-json-stdout.jsonl",
+        1,
+        ("--task", "Summarize this repository.", "--agent-version", "1.17.18"),
+    ),
     "openhands": _as_run("openhands/v1-sdk-gpt4omini-pwd"),
     # V0 lists name no model: one LiteLLM takes is given
     "openhands_v0": (
@@ -184,7 +189,11 @@ def check_the_bare_mock_ends_it(agent: str, tmp_path: Path) -> None:
     """For every agent, a real field file at the version that reruns it, continued against bare `mock`
     (whose first answer ends the session the agent's way): `completed` in a few requests, its session read
     back."""
-    cont = continue_against_the_mock(*MOCK_ENDS[agent], tmp_path)["continuation"]
+    check_the_bare_mock_ended(continue_against_the_mock(*MOCK_ENDS[agent], tmp_path)["continuation"])
+
+
+def check_the_bare_mock_ended(cont: dict) -> None:
+    """What check_the_bare_mock_ends_it asserts of the continuation (for a module that shares its run)."""
     assert (cont["gate"], cont["agent_status"]) == ("accepted", "completed"), cont
     assert 1 <= cont["steps_used"] <= A_FEW and cont["mock"]
     assert not [f for f in cont["files"] if f.endswith("_error")], cont["files"]

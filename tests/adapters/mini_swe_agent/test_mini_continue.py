@@ -74,11 +74,22 @@ def test_continues_from_the_fresh_prefix_to_a_submission(tmp_path: Path) -> None
     _no_key_anywhere(out)
 
 
-@pytest.mark.agent
-def test_max_steps_is_mini_swe_agents_own_step_limit(tmp_path: Path) -> None:
-    out = tmp_path / "out"
+PROMPT = "Run the tests too."
+
+
+@pytest.fixture(scope="module")
+def prompted_to_the_budget(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, int, dict, list[LoggedRequest], str]:
+    """One continuation after step 2 with a boundary prompt, stopped by `--max-steps 1` (mini's own limit)."""
+    out = tmp_path_factory.mktemp("mini-budget") / "out"
     turns = [_bash(1, "ls"), _bash(2, "ls"), _bash(3, SUBMIT)]
-    code, result, log, stderr = _continue(2, out, turns, "--max-steps", "1")
+    return (out, *_continue(2, out, turns, "--max-steps", "1", "--boundary-prompt", PROMPT))
+
+
+@pytest.mark.agent
+def test_max_steps_is_mini_swe_agents_own_step_limit(prompted_to_the_budget) -> None:
+    out, code, result, log, stderr = prompted_to_the_budget
     assert code == 0, stderr
     cont = result["continuation"]
     assert (cont["agent_status"], cont["steps_used"], cont["counters"]["held_requests"]) == (
@@ -92,15 +103,12 @@ def test_max_steps_is_mini_swe_agents_own_step_limit(tmp_path: Path) -> None:
 
 
 @pytest.mark.agent
-def test_a_boundary_prompt_is_appended_and_kept(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    code, result, log, stderr = _continue(
-        1, out, [_bash(1, SUBMIT)], "--boundary-prompt", "Run the tests too."
-    )
+def test_a_boundary_prompt_is_appended_and_kept(prompted_to_the_budget) -> None:
+    out, code, result, log, stderr = prompted_to_the_budget
     assert code == 0, stderr
     assert result["continuation"]["input_condition"] == "boundary_user_prompt_appended"
     expected = orjson.loads((out / "expected_prefix.json").read_bytes())
-    assert log[0].body["messages"] == [*expected, {"role": "user", "content": "Run the tests too."}]
+    assert log[0].body["messages"] == [*expected, {"role": "user", "content": PROMPT}]
 
 
 class TamperingAdapter(MiniSweAgentAdapter):

@@ -43,50 +43,69 @@ def _continue(
     return proc.returncode, result, log, proc.stderr
 
 
+Continued = tuple[Path, int, dict, list[LoggedRequest], str]
+"""The result directory, then `_continue`'s exit code, result.json, upstream log and stderr."""
+
+
+LISTING = 'seq -f "line %g of a long listing {n}" 1 8000'
+
+
+@pytest.fixture(scope="module")
+def to_the_end(tmp_path_factory: pytest.TempPathFactory) -> Continued:
+    """One continuation after step 2 that runs to its end: it reads calc.py, then four tools print 8,000 lines
+    each (32,000 lines; the CLI keeps what its own bash tool keeps), then it finishes."""
+    out = tmp_path_factory.mktemp("opencode-continue") / "out"
+    turns = [_bash(0, "cat calc.py")] + [_bash(n + 1, LISTING.format(n=n)) for n in range(4)]
+    return (out, *_continue(2, out, [*turns, Turn(blocks=[TextBlock(text="Listed.")])]))
+
+
+@pytest.fixture(scope="module")
+def prompted_to_the_budget(tmp_path_factory: pytest.TempPathFactory) -> Continued:
+    """One continuation from the prompt alone (`-n 0`) with a boundary prompt, stopped by `--max-steps 2`
+    while the model still calls tools."""
+    out = tmp_path_factory.mktemp("opencode-budget") / "out"
+    turns = [_bash(1, "ls"), _bash(2, "ls"), _bash(3, "ls"), Turn(blocks=[TextBlock(text="never")])]
+    return (out, *_continue(0, out, turns, "--boundary-prompt", PROMPT, "--max-steps", "2"))
+
+
+PROMPT = "Now also add a docstring."
+
+
 @pytest.mark.agent
-def test_continues_from_the_rebuilt_session_to_the_end(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    code, result, log, stderr = _continue(
-        2, out, [_bash(1, "cat calc.py"), Turn(blocks=[TextBlock(text="Finished.")])]
-    )
+def test_continues_from_the_rebuilt_session_to_the_end(to_the_end: Continued) -> None:
+    out, code, result, log, stderr = to_the_end
     assert code == 0, stderr
     cont = result["continuation"]
-    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 2)
+    assert (cont["gate"], cont["agent_status"], cont["steps_used"]) == ("accepted", "completed", 6)
     assert cont["input_condition"] == "replayed_boundary_only" and cont["model"] == "fake/fake-model"
     assert any("system message" in note for note in cont["gate_notes"])
     expected = orjson.loads((out / "expected_prefix.json").read_bytes())
     assert log[0].body["messages"][1:] == expected, "the nonce was stripped: exactly the rebuilt prefix"
     assert not any("replayer-nonce" in orjson.dumps(r.body).decode() for r in log)
-    assert all(r.key_ok for r in log) and len(log) == 2
+    assert all(r.key_ok for r in log) and len(log) == 6
     tool = log[1].body["messages"][-1]
     assert tool["role"] == "tool" and "a + b" in tool["content"], "the continued CLI ran in the rerun sandbox"
     continued = json.loads((out / cont["files"]["continued_session"]).read_text())
     wire = to_wire(continued["messages"])
     assert wire[: len(expected)] == expected
-    assert [m["role"] for m in wire[len(expected) :]] == ["assistant", "tool", "assistant"]
+    assert [m["role"] for m in wire[len(expected) :]] == ["assistant", "tool"] * 5 + ["assistant"]
     assert files_containing(out, KEY.encode()) == []
 
 
 @pytest.mark.agent
-def test_a_boundary_prompt_is_kept(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    prompt = "Now also add a docstring."
-    code, result, log, stderr = _continue(
-        1, out, [Turn(blocks=[TextBlock(text="Ok.")])], "--boundary-prompt", prompt
-    )
+def test_a_boundary_prompt_is_kept(prompted_to_the_budget: Continued) -> None:
+    out, code, result, log, stderr = prompted_to_the_budget
     assert code == 0, stderr
     cont = result["continuation"]
     assert cont["input_condition"] == "boundary_user_prompt_appended" and cont["gate"] == "accepted"
-    assert log[0].body["messages"][-1] == {"role": "user", "content": prompt}
+    assert log[0].body["messages"][-1] == {"role": "user", "content": PROMPT}
     continued = json.loads((out / cont["files"]["continued_session"]).read_text())
-    assert {"role": "user", "content": prompt} in to_wire(continued["messages"])
+    assert {"role": "user", "content": PROMPT} in to_wire(continued["messages"])
 
 
 @pytest.mark.agent
-def test_the_replayer_enforces_the_step_budget(tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    turns = [_bash(1, "ls"), _bash(2, "ls"), _bash(3, "ls"), Turn(blocks=[TextBlock(text="never")])]
-    code, result, log, stderr = _continue(1, out, turns, "--max-steps", "2")
+def test_the_replayer_enforces_the_step_budget(prompted_to_the_budget: Continued) -> None:
+    _out, code, result, log, stderr = prompted_to_the_budget
     assert code == 0, stderr
     cont = result["continuation"]
     assert (cont["agent_status"], cont["steps_used"]) == ("max_steps", 2)
@@ -98,7 +117,7 @@ def test_the_replayer_enforces_the_step_budget(tmp_path: Path) -> None:
 def test_a_stalled_upstream_hits_the_idle_timeout(tmp_path: Path) -> None:
     out = tmp_path / "out"
     code, result, _, stderr = _continue(
-        1, out, [Turn(blocks=[TextBlock(text="late")], stall_s=60)], "--idle-timeout", "3"
+        0, out, [Turn(blocks=[TextBlock(text="late")], stall_s=60)], "--idle-timeout", "3"
     )
     assert code == 0, stderr
     assert result["continuation"]["agent_status"] == "idle_timeout"
@@ -185,27 +204,26 @@ def test_the_gate_refuses_a_request_without_the_exact_prefix(change, path: str) 
 def _against_mock_turns(
     turns: list[Turn], out: Path, *extra: str
 ) -> tuple[subprocess.CompletedProcess[str], dict]:
-    """`run -n 1 --continue --upstream mock:FILE` of the tools export, FILE holding `turns` (beside `out`)."""
+    """`run -n 0 --continue --upstream mock:FILE` of the tools export (its prompt alone: no rerun), FILE
+    holding `turns` (beside `out`)."""
     script = out.parent / "turns.json"
     script.write_bytes(orjson.dumps(Script(turns=turns, model="fake-model").model_dump(mode="json")))
-    args = ["run", str(EXPORT), "-n", "1", "-w", str(OPENCODE.fixture("tools") / "workspace"), "-o", str(out)]
+    args = ["run", str(EXPORT), "-n", "0", "-w", str(OPENCODE.fixture("tools") / "workspace"), "-o", str(out)]
     proc = replayer(*args, "--continue", "--upstream", f"mock:{script}", *extra)
     assert proc.returncode == 0, proc.stderr
     return proc, orjson.loads((out / "result.json").read_bytes())["continuation"]
 
 
 @pytest.mark.agent
-def test_a_long_continuation_is_read_back_and_exported_whole(tmp_path: Path) -> None:
-    """Four tools printing 8,000 lines each (32,000 lines; the CLI keeps what its own bash tool keeps): the
-    continued session is read back whole (once cut at the 64 KiB of a pipe, which lost it), and `export`
-    writes the prefix and all that followed it."""
+def test_a_long_continuation_is_read_back_and_exported_whole(to_the_end: Continued, tmp_path: Path) -> None:
+    """The continuation's four long listings: the continued session is read back whole (once cut at the
+    64 KiB of a pipe, which lost it), and `export` writes the prefix and all that followed it."""
     from replayer.adapters import by_name
 
-    listing = 'seq -f "line %g of a long listing {n}" 1 8000'
-    turns = [_bash(n, listing.format(n=n)) for n in range(4)] + [Turn(blocks=[TextBlock(text="Listed.")])]
-    out = tmp_path / "out"
-    proc, cont = _against_mock_turns(turns, out)
-    assert (cont["agent_status"], cont["steps_used"]) == ("completed", 5), cont["files"]
+    out, code, result, _log, stderr = to_the_end
+    assert code == 0, stderr
+    cont = result["continuation"]
+    assert (cont["agent_status"], cont["steps_used"]) == ("completed", 6), cont["files"]
     continued = out / cont["files"]["continued_session"]
     assert continued.stat().st_size > 64 * 1024
     record = tmp_path / "chat.jsonl"

@@ -1,7 +1,8 @@
 """A failed OpenCode continuation says why: `opencode run` prints only "Unexpected server error" for what its
 server fails on (a model no enabled provider has), the cause is in its log; the continuation runs with the
 rerun's `--print-logs --log-level ERROR` (adapters/opencode/rerun.py, ERRORS_ON_STDERR), so the failure is
-quoted from it. A compare variant breaks only the continuation (its agent_env is the continuation's)."""
+quoted from it. A compare variant breaks only the continuation (its agent_env is the continuation's). The
+compare starts at the prompt alone (-n 0): no step is rerun before the variant continues."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.agent]
 
 NO_PROVIDER = 'broken=agent_env.OPENCODE_CONFIG_CONTENT={"enabled_providers": ["nothing"]}'
 """The continuation's config with no provider enabled: the real CLI fails at once, its log says "Model not
-found"; the reruns (run before the variants fork) are untouched."""
+found"; reruns (run before the variants fork) would be untouched."""
 
 
 def test_a_failed_continuation_quotes_the_error_the_cli_logged(tmp_path: Path) -> None:
@@ -27,7 +28,7 @@ def test_a_failed_continuation_quotes_the_error_the_cli_logged(tmp_path: Path) -
         "compare",
         str(fixture / "export.json"),
         "-n",
-        "1",
+        "0",
         "-w",
         str(fixture / "workspace"),
         "-o",

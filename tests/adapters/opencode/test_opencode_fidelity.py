@@ -72,9 +72,27 @@ def _prepared_matrix() -> list[tuple[str, str, int]]:
     ]
 
 
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str, int], Path]:
+    """The result directory of `prepare -n K` of a form of a scenario: one `prepare -n 1,LAST` a form and
+    scenario (each boundary's `after-K/` what `prepare -n K` writes), made when a test first asks for it."""
+    made: dict[tuple[str, str], Path] = {}
+
+    def after(form: str, name: str, after_step: int) -> Path:
+        if (form, name) not in made:
+            out = tmp_path_factory.mktemp(f"prepared-{form}-{name}") / "out"
+            boundaries = ",".join(str(n) for scenario, n in RUN_AT if scenario == name)
+            source = OPENCODE.fixture(name) / OPENCODE_FORMS[form]
+            replayer("prepare", str(source), "-n", boundaries, "-o", str(out), "--json", check=True)
+            made[(form, name)] = out
+        return made[(form, name)] / f"after-{after_step}"
+
+    return after
+
+
 @pytest.mark.parametrize(("form", "name", "after_step"), _prepared_matrix())
 def test_prepared_prefix_is_the_request_the_cli_sent(
-    form: str, name: str, after_step: int, tmp_path: Path
+    form: str, name: str, after_step: int, prepared: Callable[[str, str, int], Path]
 ) -> None:
     """`prepare` itself (its host import included) at each scenario's first and last boundary; between them
     the rebuild's own document, whose wire form is what `prepare` writes as the expected prefix."""
@@ -84,8 +102,9 @@ def test_prepared_prefix_is_the_request_the_cli_sent(
         expected = to_wire(rebuilt_document(traj, after_step, {})["messages"])
         assert expected and expected == _request_after(name, expected)
         return
-    result = _cli("prepare", source, after_step, tmp_path / "out")
-    expected = orjson.loads((tmp_path / "out" / "expected_prefix.json").read_bytes())
+    out = prepared(form, name, after_step)
+    result = orjson.loads((out / "result.json").read_bytes())
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
     assert expected and expected == _request_after(name, expected)
     assert all(d["status"] == "historical_kept" for d in result["divergences"])
 
@@ -107,10 +126,15 @@ def seeded_workspace(name: str, dest: Path) -> Path:
     return dest
 
 
+REPLAYED_FROM = {"two_runs": "sqlite"}
+"""The form a scenario's replay reads (else its export)."""
+
+
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, int], Path]:
     """The result directory of `run -n K` of a scenario: one replay a scenario (`run -n 1,LAST`, each
-    boundary's `after-K/` what `run -n K` writes), made when a test first asks for it."""
+    boundary's `after-K/` what `run -n K` writes), made when a test first asks for it. two_runs is replayed
+    from its SQLite store (REPLAYED_FROM): that replay is also test_rerun_from_the_other_forms[sqlite]."""
     made: dict[str, Path] = {}
 
     def after(name: str, after_step: int) -> Path:
@@ -118,7 +142,7 @@ def replayed(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, int], P
             root = tmp_path_factory.mktemp(f"replayed-{name}")
             workspace = seeded_workspace(name, root / "ws")
             boundaries = ",".join(str(n) for scenario, n in RUN_AT if scenario == name)
-            source = OPENCODE.fixture(name) / "export.json"
+            source = OPENCODE.fixture(name) / OPENCODE_FORMS[REPLAYED_FROM.get(name, "export")]
             args = ["run", str(source), "-n", boundaries, "-o", str(root / "out"), "-w", str(workspace)]
             replayer(*args, "--json", check=True)
             made[name] = root / "out"
@@ -174,11 +198,17 @@ def test_a_changed_workspace_reaches_the_rebuilt_session(tmp_path: Path) -> None
 
 @pytest.mark.agent
 @pytest.mark.parametrize("form", ["events", "sqlite"])
-def test_rerun_from_the_other_forms(form: str, tmp_path: Path) -> None:
-    source = OPENCODE.fixture("two_runs") / OPENCODE_FORMS[form]
-    workspace = OPENCODE.fixture("two_runs") / "workspace"
-    result = _cli("run", source, 3, tmp_path / "out", "--workspace", str(workspace))
-    expected = orjson.loads((tmp_path / "out" / "expected_prefix.json").read_bytes())
+def test_rerun_from_the_other_forms(form: str, replayed: Callable[[str, int], Path], tmp_path: Path) -> None:
+    if REPLAYED_FROM["two_runs"] == form:
+        out = replayed("two_runs", 3)
+    else:
+        source = OPENCODE.fixture("two_runs") / OPENCODE_FORMS[form]
+        workspace = OPENCODE.fixture("two_runs") / "workspace"
+        out = tmp_path / "out"
+        _cli("run", source, 3, out, "--workspace", str(workspace))
+    result = orjson.loads((out / "result.json").read_bytes())
+    assert Path(result["request"]["trajectory"]).name == OPENCODE_FORMS[form], "the replay read that form"
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
     assert expected == _request_after("two_runs", expected)
     assert [d["status"] for d in result["divergences"]] == ["exact"] * 3
 

@@ -12,9 +12,24 @@ from tests.conftest import replayer
 from tests.support import field
 from tests.support.field import FIELD
 
-test_a_field_trajectory_runs_at_its_own_version, test_a_field_continuation_ends_when_the_bare_mock_ends_it = (
-    field.own_version_tests("opencode")
-)
+test_a_field_trajectory_runs_at_its_own_version, _ = field.own_version_tests("opencode")
+
+
+@pytest.fixture(scope="module")
+def against_the_mock(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """OpenCode's MOCK_ENDS run (the sandcastle log at 1.17.18, continued against bare `mock`): the result
+    directory and its result."""
+    tmp_path = tmp_path_factory.mktemp("opencode-mock-ends")
+    return tmp_path / "out", field.continue_against_the_mock(*field.MOCK_ENDS["opencode"], tmp_path)
+
+
+@pytest.mark.agent
+@pytest.mark.docker
+def test_a_field_continuation_ends_when_the_bare_mock_ends_it(against_the_mock: tuple[Path, dict]) -> None:
+    field.check_the_bare_mock_ended(against_the_mock[1]["continuation"])
+
+
+test_a_field_continuation_ends_when_the_bare_mock_ends_it.__doc__ = field.check_the_bare_mock_ends_it.__doc__
 
 
 APPENDED = FIELD / "opencode" / "repo-explainer-kubernetes-3-runs-format-json.jsonl"
@@ -45,19 +60,21 @@ def test_appended_opencode_runs_are_listed_and_each_prepares(tmp_path: Path) -> 
 
 @pytest.mark.agent
 @pytest.mark.docker
-def test_an_opencode_session_recorded_before_its_ids_wrapped_continues_to_its_end(tmp_path: Path) -> None:
+def test_an_opencode_session_recorded_before_its_ids_wrapped_continues_to_its_end(
+    against_the_mock: tuple[Path, dict],
+) -> None:
     """The sandcastle log's ids were made in May 2026, before OpenCode's 48-bit time ids wrapped (2026-08-14):
     those 1.17.18 (the version of issue 43's export) makes now sort before them, and it asked the model
     again after every final answer. The rebuild moves the prefix's ids before now: the mock's first answer
     ends it, and what the continuation made sorts after everything recorded."""
-    name = "opencode/sandcastle-run-format-json-stdout.jsonl"
-    options = ("--task", "Summarize this repository.", "--agent-version", "1.17.18")
-    result = field.continue_against_the_mock(name, 1, options, tmp_path)
+    out, result = against_the_mock
+    assert field.MOCK_ENDS["opencode"][0] == "opencode/sandcastle-run-format-json-stdout.jsonl"
+    assert result["version"]["version"] == "1.17.18"
     cont = result["continuation"]
     assert (cont["gate"], cont["agent_status"]) == ("accepted", "completed"), cont
     assert cont["steps_used"] <= 5 and cont["metadata"]["opencode_ids_moved"]["count"] > 0
-    rebuilt = orjson.loads((tmp_path / "out" / "native" / "export.json").read_bytes())["messages"]
-    continued = orjson.loads((tmp_path / "out" / cont["files"]["continued_session"]).read_bytes())["messages"]
+    rebuilt = orjson.loads((out / "native" / "export.json").read_bytes())["messages"]
+    continued = orjson.loads((out / cont["files"]["continued_session"]).read_bytes())["messages"]
     recorded = {m["info"]["id"] for m in rebuilt}
     made = [m["info"]["id"] for m in continued if m["info"]["id"] not in recorded]
     assert made and min(made) > max(recorded), "the continuation's messages sort after the prefix's"
