@@ -17,7 +17,7 @@ import pytest
 from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from replayer.sandboxes.docker import LABEL, SNAPSHOT_LABEL
 from replayer.sandboxes.slots import SLOT_ROOT, mounted_under
-from tests.conftest import CLAUDE, MINI, OPENCODE, OPENHANDS, PI, ROOT, replayer
+from tests.conftest import CLAUDE, OPENHANDS, ROOT, replayer
 from tests.support.chromium import render as _render
 from tests.support.continuing import KEY, scripted
 
@@ -545,18 +545,13 @@ def _bash_turn(tool: str, arguments: dict[str, str]) -> Script:
 
 
 AGENTS = {
-    "mini_swe_agent": (MINI.fixture("toolcall") / "trajectory.traj.json", MINI.fixture("toolcall") / "workspace", 1,
-                       _bash_turn("bash", {"command": "echo made > made.txt"}), []),
-    "opencode": (OPENCODE.fixture("tools") / "export.json", OPENCODE.fixture("tools") / "workspace", 1,
-                 _bash_turn("bash", {"command": "echo made > made.txt", "description": "make"}), []),
-    "pi": (PI.fixture("tools") / "session.jsonl", PI.fixture("tools") / "workspace", 1,
-           _bash_turn("bash", {"command": "echo made > made.txt"}), ["--allow-degraded"]),
-    "openhands": (OPENHANDS.root / "v1" / "conversation", OPENHANDS.root / "v1" / "workspace", 1,
-                  _bash_turn("terminal", {"command": "echo made > made.txt"}), []),
     "openhands_v0": (OPENHANDS.root / "v0" / "trajectory.json", OPENHANDS.root / "v0" / "workspace", 1,
                      _bash_turn("execute_bash", {"command": "echo made > made.txt", "security_risk": "LOW"}),
                      ["--model", "openai/fake-model"]),
 }  # fmt: skip
+"""The agents whose compare this module runs: every other agent's is test_fanout's (Codex's at its first
+boundary of `compare -n a,b`; mini-swe-agent's, OpenCode's, OpenHands V1's and Pi's from the cassette their
+standalone continuation recorded, offline), each checked by `made_in_every_run`."""
 
 
 @pytest.mark.agent
@@ -564,7 +559,7 @@ AGENTS = {
 def test_every_agent_that_continues_compares(agent: str, tmp_path: Path) -> None:
     source, workspace, after_step, script, extra = AGENTS[agent]
     # one run: the repeats are the fork pool's, whose runs started ahead Claude Code's two variants' two
-    # repeats prove (`two_variants`); here each agent's own continuation, check and timeline in a fork
+    # repeats prove (`two_variants`); here the agent's own continuation, check and timeline in a fork
     out = tmp_path / "cmp"
     with scripted(agent, script, expected_key=KEY) as upstream:
         proc = replayer(
@@ -580,8 +575,8 @@ def made_in_every_run(out: Path, agent: str) -> None:
     """`agent`'s compare in `out` (one variant, `--check "test -f made.txt"`, each run's agent writing made.txt
     with its shell tool): the check fails at the boundary and passes in every run, each run's timeline (read
     from its continued session) shows the call, its workspace diff the file, its tokens in the agent's
-    protocol; every run started ahead of the boundary where slots can be made. (Codex's compare is
-    test_fanout's, at its first boundary.)"""
+    protocol; every run started ahead of the boundary where slots can be made. (Every agent's but OpenHands
+    V0's compare is test_fanout's, `AGENTS`.)"""
     result = orjson.loads((out / "compare.json").read_bytes())
     repeat = len(result["runs"])
     assert result["agent"] == agent and result["boundary_check"]["passed"] is False
