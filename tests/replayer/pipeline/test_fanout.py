@@ -25,7 +25,7 @@ from replayer.pipeline.fork import COMPARE_LABEL
 from tests.conftest import CLAUDE, ROOT, replayer
 from tests.replayer.pipeline.test_multiboundary import AGENTS as PASSED
 from tests.replayer.pipeline.test_multiboundary import _content, _renewed, _same_result, _tree, same_names
-from tests.replayer.verbs.test_cassette_replay import Recording, _verified
+from tests.replayer.verbs.test_cassette_replay import OFFLINE, Recording, _verified, verified_replay
 from tests.replayer.verbs.test_compare import AGENTS as COMPARED
 from tests.replayer.verbs.test_compare import CHECK as CLAUDE_CHECK
 from tests.replayer.verbs.test_compare import SCRIPTS as CLAUDE_SCRIPTS
@@ -217,8 +217,9 @@ V0_COST = (
 
 TAPED = {"codex", "mini_swe_agent", "opencode", "openhands", "pi"}
 """The agents whose standalone continuation (at the first boundary) records a cassette, replayed offline
-after the comparison (test_cassette_replay's `_verified`: that module records Claude Code's own, whose
-continuation also lists a file's time, which the oracle normalizes in any agent's requests alike)."""
+after the comparison (test_cassette_replay's `verified_replay`, in a `run` or a compare: that module records
+Claude Code's own, whose continuation also lists a file's time, which the oracle normalizes in any agent's
+requests alike)."""
 
 
 def _alone(agent: str, boundaries: tuple[int, ...]) -> tuple[int, ...]:
@@ -267,7 +268,31 @@ def test_each_continuation_of_one_replay_equals_its_own_run(agent: str, tmp_path
         k = boundaries[0]
         recorded = orjson.loads((tmp_path / f"alone-{k}" / "result.json").read_bytes())
         recording = Recording(source, k, source.parent / "workspace", taped, recorded, tuple(extra))
-        _verified(recording, tmp_path / "offline", listing=False)
+        if agent in COMPARED_OFFLINE:
+            _compared_offline(recording, tmp_path / "offline", agent)
+        else:
+            _verified(recording, tmp_path / "offline", listing=False)
+
+
+COMPARED_OFFLINE = TAPED - {"codex"}
+"""The agents whose cassette replays in a compare (test_compare's check of every agent's compare, here at the
+first boundary from the cassette, offline; Codex's compare is `test_compare_at_several_boundaries_...`'s,
+and its cassette replays in a `run`)."""
+
+
+def _compared_offline(recording: Recording, out: Path, agent: str) -> None:
+    """`compare -n K` of one variant, `--check "test -f made.txt"`, from `recording`'s cassette without an
+    upstream or a key: its run's continuation verified (test_cassette_replay's `verified_replay`) and the
+    compare as test_compare's `made_in_every_run` checks every agent's."""
+    proc = replayer(
+        "compare", str(recording.trajectory), "-n", str(recording.after_step), "-w", str(recording.workspace),
+        "-o", str(out), "--cassette", str(recording.tape), "--variant", "shared=", "--check", "test -f made.txt",
+        *recording.extra, "--json", env=OFFLINE,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    made_in_every_run(out, agent)
+    [run] = orjson.loads((out / "compare.json").read_bytes())["runs"]
+    verified_replay(recording, run["continuation"], out / run["dir"] / "state" / "workspace", listing=False)
 
 
 def test_a_batch_continues_the_boundaries_of_a_trajectory_from_one_replay(tmp_path: Path) -> None:

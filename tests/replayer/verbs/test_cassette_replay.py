@@ -1,6 +1,6 @@
 """Cassettes with the real pinned CLIs: a continuation recorded once against the scripted upstream replays
-offline (no upstream, no key) and is verified by the oracle (`_verified`: Claude Code's here; every other
-agent's is its standalone continuation in test_fanout, which records a cassette); on Claude Code, a tampered
+offline (no upstream, no key) and is verified by the oracle (`verified_replay`: Claude Code's here, in a
+compare; every other agent's is its standalone continuation in test_fanout, which records a cassette); on Claude Code, a tampered
 cassette and an extra file are refused before anything starts, a changed request and another agent version
 are reported at their first differing path; `compare` and `batch` take cassettes."""
 
@@ -115,12 +115,19 @@ def claude(tmp_path_factory: pytest.TempPathFactory) -> Recording:
 
 
 def _verified(recording: Recording, out: Path, listing: bool = True) -> dict:
-    """`recording` replayed offline into `out`: verified (after normalizing the listing times of MAKE's output,
-    with `listing`; else it wrote made.txt alone, and nothing but ids and times may be normalized), with the
-    agent's own work in the outcome and no key in the cassette."""
+    """`recording` replayed offline into `out` by `run`, verified (`verified_replay`)."""
     proc, result = recording.replay(out)
     assert proc.returncode == 0, proc.stderr
-    recorded, replayed = recording.result["continuation"], result["continuation"]
+    verified_replay(recording, result["continuation"], out / "state" / "workspace", listing)
+    return result
+
+
+def verified_replay(recording: Recording, replayed: dict, workspace: Path, listing: bool) -> None:
+    """The continuation `replayed` of `recording`'s cassette offline (a run's, or a compare run's), its
+    workspace after it in `workspace`: verified (after normalizing the listing times of MAKE's output, with
+    `listing`; else it wrote made.txt alone, and nothing but ids and times may be normalized), with the
+    agent's own work in the outcome and no key in the cassette."""
+    recorded = recording.result["continuation"]
     assert recorded["cassette"]["verdict"] == "recorded" and recorded["agent_status"] == "completed"
     assert replayed["cassette"]["verdict"] == "verified", replayed["cassette"]
     notes = replayed["cassette"]["notes"]
@@ -132,13 +139,8 @@ def _verified(recording: Recording, out: Path, listing: bool = True) -> dict:
     outcome = orjson.loads((recording.tape / "outcome.json").read_bytes())
     assert list(outcome["workspace_changes"]) == ["made.txt"], "the agent's own work is in the outcome"
     assert outcome["session"], "so is its continued native session"
-    assert (out / "state" / "workspace" / "made.txt").read_text() == "made\n"
+    assert (workspace / "made.txt").read_text() == "made\n"
     assert files_containing(recording.tape, KEY.encode()) == []
-    return result
-
-
-def test_claude_code_replays_offline_verified(claude: Recording, tmp_path: Path) -> None:
-    _verified(claude, tmp_path / "again")
 
 
 @pytest.mark.parametrize(
@@ -157,20 +159,6 @@ def test_a_changed_cassette_is_refused_before_anything_starts(
     proc, _ = claude.replay(tmp_path / "out", tape=tape)
     assert proc.returncode == 14 and "replayer: cassette:" in proc.stderr and says in proc.stderr, proc.stderr
     assert not (tmp_path / "out").exists()
-
-
-def test_a_changed_request_stops_the_replay_at_its_first_differing_path(
-    claude: Recording, tmp_path: Path
-) -> None:
-    ws = Path(shutil.copytree(claude.workspace, tmp_path / "ws"))
-    (ws / "a.txt").write_text("another environment\n")
-    proc, result = claude.replay(tmp_path / "out", workspace=ws)
-    assert proc.returncode == 15, proc.stderr
-    check = result["continuation"]["cassette"]
-    assert (check["verdict"], check["where"]) == ("differs", "request")
-    assert "another environment" in check["difference"]["actual"]
-    assert "main request 1 of 2 differs from the cassette's at messages[" in proc.stderr
-    assert result["continuation"]["gate"] == "accepted", "the prefix gate passed: the cassette refused"
 
 
 def test_another_agent_version_is_reported_where_its_requests_diverge(
@@ -204,7 +192,10 @@ def test_compare_variants_against_one_cassette(claude: Recording, tmp_path: Path
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     runs = {r["variant"]: r for r in orjson.loads((out / "compare.json").read_bytes())["runs"]}
-    assert runs["base"]["continuation"]["cassette"]["verdict"] == "verified"
+    # Claude Code's cassette replays offline, verified (every other agent's: test_fanout)
+    verified_replay(
+        claude, runs["base"]["continuation"], out / runs["base"]["dir"] / "state" / "workspace", True
+    )
     patched = runs["patched"]["continuation"]["cassette"]
     # the environment changed the `ls` the agent ran: its second request differs, in the tool result
     assert (patched["verdict"], patched["where"]) == ("differs", "request")
@@ -257,10 +248,17 @@ def test_batch_replays_every_cassette_of_a_folder(claude: Recording, tmp_path: P
     verdicts = sorted(r["continuation"]["cassette"]["verdict"] for r in results)
     assert len(jobs) == 2 and verdicts == ["differs", "verified"], verdicts
     assert {r["request"]["continuation"]["cassette"] for r in results} == {str(folder / "single-1")}
+    # a changed request (the workspace's a.txt, in the agent's first request) stops the replay at its first
+    # differing path; the prefix gate passed: the cassette refused
+    differs = next(
+        r["continuation"] for r in results if r["continuation"]["cassette"]["verdict"] == "differs"
+    )
+    assert differs["cassette"]["where"] == "request" and differs["gate"] == "accepted"
+    assert "another environment" in differs["cassette"]["difference"]["actual"]
     summary = orjson.loads((tmp_path / "out" / "batch.json").read_bytes())
     failed = [o for o in summary["outcomes"] if o["status"] == "failed"]
     assert [o["error_kind"] for o in failed] == ["not_verified"], failed
-    assert "differs from the cassette's at messages[" in failed[0]["error"]
+    assert "main request 1 of 2 differs from the cassette's at messages[" in failed[0]["error"]
     resumed = batch()
     assert (resumed["done"], resumed["failed"], resumed["skipped"]) == (0, 1, 1), resumed
     retried = batch("--retry-failed")

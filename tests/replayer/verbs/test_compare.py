@@ -17,7 +17,7 @@ import pytest
 from replayer.bridges.scripted import LoggedRequest, Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
 from replayer.sandboxes.docker import LABEL, SNAPSHOT_LABEL
 from replayer.sandboxes.slots import SLOT_ROOT, mounted_under
-from tests.conftest import CLAUDE, MINI, OPENCODE, OPENHANDS, PI, ROOT, replayer
+from tests.conftest import CLAUDE, OPENHANDS, ROOT, replayer
 from tests.support.chromium import render as _render
 from tests.support.continuing import KEY, scripted
 
@@ -345,21 +345,58 @@ PATCH_STALE = PATCH_OK.replace("goodbye", "hello")
 """Written against the recording's start, not the boundary: it does not apply there."""
 
 
+@dataclass(frozen=True)
+class Variants:
+    out: Path
+    stdout: str
+    log: list[LoggedRequest]
+    """The module upstream's main-thread requests."""
+    moved: list[LoggedRequest]
+    """The other upstream's (variant `elsewhere`)."""
+    other: str
+    """The other agent version (variant `other`)."""
+
+
+HINT = "Please print hello, world."
+
+
+@pytest.fixture(scope="module")
+def variants(tmp_path_factory: pytest.TempPathFactory) -> Variants:
+    """One compare whose variants the tests below read, three at a time: an environment patch that does not
+    apply (`stale`), one that does (`patched`; `both`, the bad fix after it), the bad fix (`bad`), a boundary
+    prompt (`hint`), another upstream (`elsewhere`), a step budget of one (`short`), the pinned version and
+    another (`pinned`, `other`: the good fix). A model no script names gets `quiet`'s answer."""
+    from replayer.floor.pins import load_pins
+
+    root = tmp_path_factory.mktemp("variants")
+    (root / "ok.diff").write_text(PATCH_OK)
+    (root / "stale.diff").write_text(PATCH_STALE)
+    other = load_pins().agents["claude_code"].also[0]
+    hint = orjson.dumps({"prompt": HINT, "model": "claude-bad"}).decode()
+    quiet = Script(by_history=True, turns=[Turn(blocks=[TextBlock(text="Nothing to do.")])])
+    with (
+        scripted("claude_code", quiet, expected_key=KEY, by_model=SCRIPTS) as upstream,
+        scripted("claude_code", SCRIPTS["claude-good"], expected_key=KEY) as elsewhere,
+    ):
+        proc = _compare(
+            root / "cmp", upstream, "--variant", f"stale=patch={root / 'stale.diff'}",
+            "--variant", f"patched=patch={root / 'ok.diff'}", "--variant", "bad=model=claude-bad",
+            "--variant", f"both=patch={root / 'ok.diff'},model=claude-bad", "--variant", f"hint={hint}",
+            "--variant", f"elsewhere=upstream={elsewhere.url},model=claude-bad",
+            "--variant", "short=max_steps=1,model=claude-bad", "--variant", "pinned=model=claude-good",
+            "--variant", f"other=model=claude-good,version={other}", "--check", CHECK, "--workers", "3",
+        )  # fmt: skip
+        log = [r for r in upstream.log if r.main_thread]
+        moved = [r for r in elsewhere.log if r.main_thread]
+    assert proc.returncode == 0, proc.stderr
+    return Variants(root / "cmp", proc.stdout, log, moved, other)
+
+
 @pytest.mark.agent
 def test_a_failing_run_never_stops_the_others_and_patches_apply_at_the_boundary(
-    tmp_path: Path, docker_client
+    variants: Variants, tmp_path: Path, docker_client
 ) -> None:
-    (tmp_path / "ok.diff").write_text(PATCH_OK)
-    (tmp_path / "stale.diff").write_text(PATCH_STALE)
-    quiet = Script(by_history=True, turns=[Turn(blocks=[TextBlock(text="Nothing to do.")])])
-    out = tmp_path / "cmp"
-    with scripted("claude_code", quiet, expected_key=KEY, by_model=SCRIPTS) as upstream:
-        proc = _compare(
-            out, upstream, "--variant", f"stale=patch={tmp_path / 'stale.diff'}",
-            "--variant", f"patched=patch={tmp_path / 'ok.diff'}", "--variant", "bad=model=claude-bad",
-            "--variant", f"both=patch={tmp_path / 'ok.diff'},model=claude-bad", "--check", CHECK, "--workers", "3",
-        )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    out = variants.out
     result = orjson.loads((out / "compare.json").read_bytes())
     runs = {r["variant"]: r for r in result["runs"]}
     assert runs["stale"]["status"] == "failed" and runs["stale"]["error_kind"] == "patch_failed"
@@ -381,7 +418,7 @@ def test_a_failing_run_never_stops_the_others_and_patches_apply_at_the_boundary(
     assert runs["bad"]["status"] == "ok" and runs["bad"]["check"]["passed"] is False
     summary = {v["name"]: v for v in result["variants"]}
     assert summary["stale"]["failed_runs"] == 1 and summary["stale"]["check_pass_rate"] == 0.0
-    assert "run stale/1: patch_failed: the patch" in proc.stdout
+    assert "run stale/1: patch_failed: the patch" in variants.stdout
     assert _labelled(docker_client, f"{LABEL}.compare={_compare_id(result)}") == [], "this compare's only"
     dom, _ = _render(out / "report.html", tmp_path)
     stale = [e for e in dom.find("div", class_="run") if e[1]["data-run"] == "stale/1"]
@@ -392,25 +429,15 @@ def test_a_failing_run_never_stops_the_others_and_patches_apply_at_the_boundary(
     patch_diffs = {e[2] for e in dom.find("details", class_="patch-diff")}
     agent_diffs = {e[2] for e in dom.find("details", class_="agent-diff")}
     assert len(patch_diffs) == 1 and "+print('hello, world')" in patch_diffs.pop()
+    # the bad fix's edits (bad's, hint's and short's alike) and both's, after the patch
     edits = [d for d in agent_diffs if "+print('hello world')" in d]
     assert len(edits) == 2 and any("-print('hello, world')" in d and "(after the patch)" in d for d in edits)
 
 
 @pytest.mark.agent
-def test_prompt_upstream_and_budget_variants(tmp_path: Path) -> None:
-    out = tmp_path / "cmp"
-    hint = "Please print hello, world."
-    with (
-        scripted("claude_code", Script(turns=[]), expected_key=KEY, by_model=SCRIPTS) as upstream,
-        scripted("claude_code", SCRIPTS["claude-good"], expected_key=KEY) as elsewhere,
-    ):
-        proc = _compare(
-            out, upstream, "--model", "claude-bad", "--variant", f"hint={orjson.dumps({'prompt': hint}).decode()}",
-            "--variant", f"elsewhere=upstream={elsewhere.url}", "--variant", "short=max_steps=1", "--check", CHECK,
-        )  # fmt: skip
-        moved = [r for r in elsewhere.log if r.main_thread]
-    assert proc.returncode == 0, proc.stderr
-    result = orjson.loads((out / "compare.json").read_bytes())
+def test_prompt_upstream_and_budget_variants(variants: Variants) -> None:
+    hint, moved = HINT, variants.moved
+    result = orjson.loads((variants.out / "compare.json").read_bytes())
     runs = {r["variant"]: r for r in result["runs"]}
     # the boundary prompt is kept: the first thing after the boundary is that user message
     hinted = runs["hint"]["continuation"]
@@ -545,18 +572,13 @@ def _bash_turn(tool: str, arguments: dict[str, str]) -> Script:
 
 
 AGENTS = {
-    "mini_swe_agent": (MINI.fixture("toolcall") / "trajectory.traj.json", MINI.fixture("toolcall") / "workspace", 1,
-                       _bash_turn("bash", {"command": "echo made > made.txt"}), []),
-    "opencode": (OPENCODE.fixture("tools") / "export.json", OPENCODE.fixture("tools") / "workspace", 1,
-                 _bash_turn("bash", {"command": "echo made > made.txt", "description": "make"}), []),
-    "pi": (PI.fixture("tools") / "session.jsonl", PI.fixture("tools") / "workspace", 1,
-           _bash_turn("bash", {"command": "echo made > made.txt"}), ["--allow-degraded"]),
-    "openhands": (OPENHANDS.root / "v1" / "conversation", OPENHANDS.root / "v1" / "workspace", 1,
-                  _bash_turn("terminal", {"command": "echo made > made.txt"}), []),
     "openhands_v0": (OPENHANDS.root / "v0" / "trajectory.json", OPENHANDS.root / "v0" / "workspace", 1,
                      _bash_turn("execute_bash", {"command": "echo made > made.txt", "security_risk": "LOW"}),
                      ["--model", "openai/fake-model"]),
 }  # fmt: skip
+"""The agents whose compare this module runs: every other agent's is test_fanout's (Codex's at its first
+boundary of `compare -n a,b`; mini-swe-agent's, OpenCode's, OpenHands V1's and Pi's from the cassette their
+standalone continuation recorded, offline), each checked by `made_in_every_run`."""
 
 
 @pytest.mark.agent
@@ -564,7 +586,7 @@ AGENTS = {
 def test_every_agent_that_continues_compares(agent: str, tmp_path: Path) -> None:
     source, workspace, after_step, script, extra = AGENTS[agent]
     # one run: the repeats are the fork pool's, whose runs started ahead Claude Code's two variants' two
-    # repeats prove (`two_variants`); here each agent's own continuation, check and timeline in a fork
+    # repeats prove (`two_variants`); here the agent's own continuation, check and timeline in a fork
     out = tmp_path / "cmp"
     with scripted(agent, script, expected_key=KEY) as upstream:
         proc = replayer(
@@ -580,8 +602,8 @@ def made_in_every_run(out: Path, agent: str) -> None:
     """`agent`'s compare in `out` (one variant, `--check "test -f made.txt"`, each run's agent writing made.txt
     with its shell tool): the check fails at the boundary and passes in every run, each run's timeline (read
     from its continued session) shows the call, its workspace diff the file, its tokens in the agent's
-    protocol; every run started ahead of the boundary where slots can be made. (Codex's compare is
-    test_fanout's, at its first boundary.)"""
+    protocol; every run started ahead of the boundary where slots can be made. (Every agent's but OpenHands
+    V0's compare is test_fanout's, `AGENTS`.)"""
     result = orjson.loads((out / "compare.json").read_bytes())
     repeat = len(result["runs"])
     assert result["agent"] == agent and result["boundary_check"]["passed"] is False
@@ -606,24 +628,14 @@ def made_in_every_run(out: Path, agent: str) -> None:
 
 
 @pytest.mark.agent
-def test_an_agent_version_variant_continues_with_that_version(tmp_path: Path) -> None:
+def test_an_agent_version_variant_continues_with_that_version(variants: Variants) -> None:
     from replayer.floor.pins import load_pins
 
-    pin = load_pins().agents["claude_code"]
-    other = pin.also[0]
-    out = tmp_path / "cmp"
-    with scripted("claude_code", Script(turns=[]), expected_key=KEY, by_model=SCRIPTS) as upstream:
-        proc = _compare(
-            out, upstream, "--variant", "pinned=model=claude-good",
-            "--variant", f"other=model=claude-good,version={other}", "--check", CHECK,
-        )  # fmt: skip
-        versions = sorted(
-            {r.headers.get("user-agent", "").split(" ")[0] for r in upstream.log if r.main_thread}
-        )
-    assert proc.returncode == 0, proc.stderr
+    pin, other, out = load_pins().agents["claude_code"], variants.other, variants.out
+    versions = sorted({r.headers.get("user-agent", "").split(" ")[0] for r in variants.log})
     assert versions == sorted({f"claude-cli/{pin.version}", f"claude-cli/{other}"})
     result = orjson.loads((out / "compare.json").read_bytes())
-    runs = {r["variant"]: r for r in result["runs"]}
+    runs = {r["variant"]: r for r in result["runs"] if r["variant"] in ("pinned", "other")}
     assert (
         runs["pinned"]["pins"]["cli_version"] == pin.version and runs["other"]["pins"]["cli_version"] == other
     )

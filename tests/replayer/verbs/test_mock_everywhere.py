@@ -74,51 +74,32 @@ def _billing_script(tmp_path: Path) -> Path:
     return script
 
 
-def test_a_budget_the_user_sets_spans_the_compares_variants(tmp_path: Path) -> None:
-    """The first variant's first answer bills 100,000 tokens of the 120,000 the user set: the second variant,
-    run after it (one at a time), has no room left for a request's worst case (at least the 32,000 output
-    Claude Code asks for), and its first request is held. (A bill past Claude Code's context window would
-    make it compact the conversation instead.)"""
-    script = _billing_script(tmp_path)
-    out = tmp_path / "cmp"
-    args = ["compare", str(SESSION), "-n", "1", "-w", str(FIXTURE / "workspace"), "-o", str(out), "-j", "1"]
-    args += ["--upstream", f"mock:{script}", "--max-tokens", "120000", "--variant", "a=", "--variant", "b="]
-    proc = replayer(*args, "--json", env=NO_KEY)
-    assert proc.returncode == 0, proc.stderr
-    runs = {
-        r["variant"]: r["continuation"] for r in orjson.loads((out / "compare.json").read_bytes())["runs"]
-    }
-    assert {n: (c["agent_status"], c["steps_used"]) for n, c in runs.items()} == {
-        "a": ("max_tokens", 1),
-        "b": ("max_tokens", 0),
-    }
-    assert orjson.loads((out / "token-ledger.json").read_bytes())["charged"] >= 100_000
-
-
-def test_a_budget_the_user_sets_spans_every_boundary_of_a_compare(tmp_path: Path) -> None:
-    """`compare -n 1,2`: boundary 1's run bills 100,000 tokens of the 120,000 the user set, and boundary 2's
-    run (one variant, after it) has no room left for a request's worst case: one ledger for the compare."""
+def test_a_budget_the_user_sets_spans_the_compares_variants_and_boundaries(tmp_path: Path) -> None:
+    """`compare -n 1,2` of two variants, one run at a time: boundary 1's first variant's first answer bills
+    100,000 tokens of the 120,000 the user set, and every run after it, the second variant's at that boundary
+    and both at boundary 2, has no room left for a request's worst case (at least the 32,000 output Claude Code
+    asks for): its first request is held. One ledger for the compare, across its variants and its boundaries.
+    (A bill past Claude Code's context window would make it compact the conversation instead.)"""
     fixture = CLAUDE.fixture("write_edit")
     script = _billing_script(tmp_path)
     out = tmp_path / "cmp"
-    args = [
-        "compare",
-        str(fixture / "session.jsonl"),
-        "-n",
-        "1,2",
-        "-w",
-        str(fixture / "workspace"),
-        "-o",
-        str(out),
-    ]
-    args += ["-j", "1", "--upstream", f"mock:{script}", "--max-tokens", "120000", "--variant", "a="]
-    proc = replayer(*args, "--json", env=NO_KEY)
+    args = ["compare", str(fixture / "session.jsonl"), "-n", "1,2", "-w", str(fixture / "workspace")]
+    args += ["-o", str(out), "-j", "1", "--upstream", f"mock:{script}", "--max-tokens", "120000"]
+    proc = replayer(*args, "--variant", "a=", "--variant", "b=", "--json", env=NO_KEY)
     assert proc.returncode == 0, proc.stderr
     ended = {}
     for k in (1, 2):
-        [run] = orjson.loads((out / f"after-{k}" / "compare.json").read_bytes())["runs"]
-        ended[k] = (run["continuation"]["agent_status"], run["continuation"]["steps_used"])
-    assert ended == {1: ("max_tokens", 1), 2: ("max_tokens", 0)}
+        for run in orjson.loads((out / f"after-{k}" / "compare.json").read_bytes())["runs"]:
+            ended[k, run["variant"]] = (
+                run["continuation"]["agent_status"],
+                run["continuation"]["steps_used"],
+            )
+    assert ended == {
+        (1, "a"): ("max_tokens", 1),
+        (1, "b"): ("max_tokens", 0),  # the variants share the budget
+        (2, "a"): ("max_tokens", 0),  # so do the boundaries
+        (2, "b"): ("max_tokens", 0),
+    }
     assert orjson.loads((out / "token-ledger.json").read_bytes())["charged"] >= 100_000
 
 
