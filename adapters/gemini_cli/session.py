@@ -116,7 +116,7 @@ def parse(path: Path) -> Trajectory:
 
 _UPDATE_NOTICE = re.compile(
     r"\A(?:Gemini CLI update available!|A new version of Gemini CLI is available!) "
-    r"(\d{1,4}\.\d{1,4}\.\d{1,4}(?:-[0-9A-Za-z.]{1,40})?) → [^\n]{1,60}"
+    r"(\d{1,4}\.\d{1,4}\.\d{1,4}(?:-[0-9A-Za-z]{1,20}(?:\.[0-9A-Za-z]{1,20}){0,4})?) → [^\n]{1,60}"
 )
 
 

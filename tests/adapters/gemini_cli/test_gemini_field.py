@@ -71,6 +71,7 @@ def test_the_version_its_own_update_notice_names_runs_and_no_other_text_is_taken
     notice = next(m for m in document["messages"] if m["type"] == "info")
     for text in (
         "Gemini CLI update available! ../../x \u2192 0.24.0",
+        "Gemini CLI update available! 0.23.0-.. \u2192 0.24.0",
         "Update available! 0.23.0 \u2192 0.24.0",
     ):
         notice["content"] = text
