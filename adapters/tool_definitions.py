@@ -67,7 +67,10 @@ def cached(agent: str, version: str) -> CapturedTools | None:
 
 def keep(found: CapturedTools) -> None:
     """Cache a capture (atomically)."""
-    path = cache_path(found.agent, found.version)
+    _kept(cache_path(found.agent, found.version), found)
+
+
+def _kept(path: Path, found: BaseModel) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(path, orjson.dumps(found.model_dump(mode="json"), option=orjson.OPT_INDENT_2) + b"\n")
 
@@ -87,9 +90,7 @@ def no_tools(agent: str, version: str, replayer: str) -> NoTools | None:
 
 
 def keep_no_tools(found: NoTools) -> None:
-    path = no_tools_path(found.agent, found.version)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_bytes_atomic(path, orjson.dumps(found.model_dump(mode="json"), option=orjson.OPT_INDENT_2) + b"\n")
+    _kept(no_tools_path(found.agent, found.version), found)
 
 
 def wire_tools(agent: str, version: str) -> list[Any] | None:
