@@ -27,8 +27,9 @@ from replayer.adapters.tool_definitions import (
     shipped_path,
 )
 from replayer.floor import bundles
-from replayer.floor.errors import ReplayError
+from replayer.floor.errors import ReplayError, excerpt
 from replayer.floor.pins import pinned_version
+from replayer.floor.registry import RELEASE
 from replayer.floor.release import __version__ as REPLAYER_VERSION
 
 
@@ -88,6 +89,9 @@ def capture(agent: str, version: str, model: str | None = None) -> CapturedTools
     return found
 
 
+MAX_VERSION = 64
+
+
 def source_for(
     agent: str, recorded: str | None, data_agent: str | None = None, model: str | None = None
 ) -> ToolsSource:
@@ -99,6 +103,9 @@ def source_for(
     pinned = pinned_version(agent)
     if recorded is None:
         return ToolsSource(version=pinned, source="pinned_fallback", note="the session names no version")
+    if len(recorded) > MAX_VERSION or not RELEASE.match(recorded):  # it names the files looked up below
+        note = f"the recorded version {excerpt(recorded)} is not a release"
+        return ToolsSource(version=pinned, source="pinned_fallback", note=note)
     if shipped_path(data, recorded).is_file():
         return ToolsSource(version=recorded, source="shipped")
     found = cached(data, recorded)

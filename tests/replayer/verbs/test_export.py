@@ -359,3 +359,16 @@ def test_a_continuation_is_the_agents_own_and_the_prefix_alone_is_copied_context
     model = result["continuation"]["model"]
     assert model and {s.model_name for s in own if s.source == "agent"} == {model}
     assert all(s.model_name is None for s in trajectory.steps[:split])
+
+
+def test_a_recorded_version_that_is_no_release_names_no_file_the_export_reads(tmp_path: Path) -> None:
+    """A results folder is someone else's: its `agent_version` is put in the paths of the tool definitions the
+    export looks up, so one that is no release (`../..`) finds none of them, and the pinned set stands in."""
+    from replayer.verbs import tool_capture
+
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "tools.json").write_bytes(b"[]")
+    hostile = "../" * 12 + str(planted).lstrip("/")
+    found = tool_capture.source_for("claude_code", hostile)
+    assert found.source == "pinned_fallback" and "is not a release" in (found.note or "")
