@@ -261,7 +261,7 @@ def _record(
     """The head recording rerun at `version` and continued against the probe, whose script is made from the
     tools the CLI's first main request offers (one run both asks what the version offers and records the
     probe): the result, that request's body (None: none came) and the script (None: no request came)."""
-    from replayer.pipeline.engine import load
+    from replayer.pipeline.engine import execute, load
 
     cwd = load(head)[1].cwd or "/"
     made: list[ProbeScript] = []
@@ -280,8 +280,6 @@ def _record(
 
     with adapter.scripted_upstream(Script(turns=[]), expected_key=PROBE_KEY, closing=answer) as upstream:
         request = _request(adapter, version, source / "workspace", out, head, 1, upstream.url, PROMPT)
-        from replayer.pipeline.engine import execute
-
         result = execute(request)
     if failed:
         raise failed[0]
