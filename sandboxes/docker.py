@@ -231,6 +231,9 @@ class DockerSandbox:
         self.layer: Path | None = None
         """The limited subvolume that holds its overlay layer, when disk_limited."""
         self.limits = SandboxLimits()
+        self.ended_pgid_files: list[str] = []
+        """The process-group files of execs that ended: the next exec's wrapper removes them (one exec
+        fewer per command than removing each by its own exec)."""
 
     @classmethod
     def start(
@@ -364,7 +367,9 @@ class DockerSandbox:
     ) -> ExecHandle:
         """Start argv in its own process group (setsid) and return at once; output is collected as it comes."""
         pgid_file = f"{RUN_DIR}/{uuid.uuid4().hex}.pgid"
-        wrapped = ["setsid", "-w", "bash", "-c", 'echo $$ > "$0"; exec "$@"', pgid_file, *argv]
+        ended, self.ended_pgid_files = self.ended_pgid_files, []
+        remove = f"rm -f {' '.join(ended)}; " if ended else ""  # our own names: RUN_DIR/<hex>.pgid
+        wrapped = ["setsid", "-w", "bash", "-c", remove + 'echo $$ > "$0"; exec "$@"', pgid_file, *argv]
         api = self.client.api
         with engine_errors("exec"):
             exec_id = api.exec_create(
@@ -545,7 +550,7 @@ class ExecHandle(WatchedExec):
                 else None
             )
         if cleanup:
-            self.box._run_quiet(["rm", "-f", self.pgid_file])
+            self.box.ended_pgid_files.append(self.pgid_file)
         return ExecResult(
             exit_code=exit_code,
             stdout=bytes(self.stdout),

@@ -44,6 +44,19 @@ def test_exit_code_and_streams(box: DockerSandbox) -> None:
     assert (res.exit_code, res.stdout, res.stderr, res.timed_out) == (7, b"out\n", b"err\n", False)
 
 
+def test_a_command_is_one_exec_and_the_ended_ones_files_are_gone_before_the_next_runs(
+    box: DockerSandbox,
+) -> None:
+    since = time.time()
+    for _ in range(3):
+        assert box.exec(["true"], workdir="/", timeout_s=30).exit_code == 0
+    seen = box.exec(["ls", "/run/replayer"], workdir="/", timeout_s=30)
+    filters = {"container": box.container.id, "event": "exec_create"}
+    created = list(box.client.events(since=since, until=time.time(), filters=filters, decode=True))
+    assert len(created) == 4  # no exec of its own to remove a command's process-group file
+    assert len(seen.stdout.split()) == 1  # its own: the three ended ones' were removed before it ran
+
+
 def _labelled(docker_client) -> set[str]:
     return {c.name for c in docker_client.containers.list(all=True, filters={"label": LABEL})}
 
