@@ -26,10 +26,14 @@ lint: $(STAMP)
 # the few tests marked `serial`, which look at everything on the engine, alone. Both always run. Podman, the
 # second engine, is set up by its own test module (tests/sandboxes/test_podman.py runs `replayer setup
 # --engine podman`, as a user does), so a machine that never runs those tests never installs it.
+# The suite's processes (pytest's, its workers', every `replayer` a test starts) share one bytecode cache out of
+# the source tree, also where the shell sets PYTHONDONTWRITEBYTECODE: each would otherwise compile the project
+# and rewrite the test modules' asserts again (about 6 CPU-s a pytest process).
+BYTECODE := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache
 test: setup lint
 	scripts/install_test_tools.sh
-	$(PY) -m pytest -q --durations=0 --durations-min=0.5 -n 2 --dist loadfile --no-loadscope-reorder -m "not serial"; parallel=$$?; \
-	$(PY) -m pytest -q --durations=10 -m serial; serial=$$?; \
+	$(BYTECODE) $(PY) -m pytest -q --durations=0 --durations-min=0.5 -n 2 --dist loadfile --no-loadscope-reorder -m "not serial"; parallel=$$?; \
+	$(BYTECODE) $(PY) -m pytest -q --durations=10 -m serial; serial=$$?; \
 	test $$parallel -eq 0 && test $$serial -eq 0
 
 # The parsers' fuzz suite with a long random budget (make test runs a short fixed one).
