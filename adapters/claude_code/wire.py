@@ -137,6 +137,7 @@ def to_messages(items: list[Record], version: str, model: str | None = None) -> 
     merge them (reminders.py)."""
     messages: list[Message] = []
     inline = reminders.merged_inline(version, model)
+    human_turns = reminders.human_turns(items)
     if inline:
         items = _attachments_moved_up(items)
     last_mid: str | None = None
@@ -176,7 +177,9 @@ def to_messages(items: list[Record], version: str, model: str | None = None) -> 
             last_mid = None
             unmodelled_last = False
         elif kind == "attachment" and inline:
-            texts = reminders.render(rec.get("attachment"), version)
+            texts = reminders.render(
+                rec.get("attachment"), version, rec, human_turns.get(str(rec.get("uuid")))
+            )
             if texts:
                 unmodelled_last = False
             elif texts is None and reminders.sends_text(rec.get("attachment"), version):

@@ -250,8 +250,8 @@ def test_a_queued_task_notification_is_merged_into_the_tool_result_before_it(tmp
 
 def test_which_release_words_a_queued_prompt_and_a_selection_how() -> None:
     """Read in the bundles: one wording for every queued prompt up to 2.0.67 and another from 2.1.50; by origin
-    from 2.1.79 (a task's notification reworded from 2.1.112); 2.1.332 not modelled. An IDE selection is cut
-    at 2000 UTF-16 units, as JavaScript's substring cuts it."""
+    from 2.1.79 (a task's notification reworded from 2.1.112, again in 2.1.332). An IDE selection is cut at 2000
+    UTF-16 units, as JavaScript's substring cuts it."""
     task = {"type": "queued_command", "prompt": "<task-notification>x</task-notification>"}
     task["commandMode"] = "task-notification"
     words = {
@@ -262,7 +262,10 @@ def test_which_release_words_a_queued_prompt_and_a_selection_how() -> None:
     assert "while you were working" in words["2.1.50"]
     assert "A background agent completed a task:" in words["2.1.79"]
     assert "[SYSTEM NOTIFICATION - NOT USER INPUT]" in words["2.1.197"]
-    assert reminders.render(task, "1.0.51") is None and reminders.render(task, "2.1.332") is None
+    assert reminders.render(task, "1.0.51") is None
+    assert (reminders.render(task, "2.1.332") or [""])[0].startswith(
+        "<system-reminder>\n" + reminders.NOTIFIED
+    )
     assert reminders.render({**task, "origin": {"kind": "peer"}}, "2.1.197") is None
     selected = {"type": "selected_lines_in_ide", "filename": "/w/a", "lineStart": 1, "lineEnd": 2}
     cut = (reminders.render({**selected, "content": "\U0001f600" * 1000 + "a"}, "2.1.112") or [""])[0]
@@ -337,3 +340,46 @@ def test_2_1_332_escapes_paths_and_closing_tags_as_its_bundle_does() -> None:
     for odd in ({"filename": "/w/connector-downloads/x"}, {"mayHoldDownload": True}):
         assert reminders.render({**edited, **odd}, "2.1.332") is None
         assert reminders.render({**selected, "content": "x", **odd}, "2.1.332") is None
+
+
+def test_2_1_332_words_a_queued_prompt_by_its_origin(tmp_path: Path) -> None:
+    """2.1.332's `queued_command` renderer and its wording by origin, read and run with node on these records:
+    the 2.1.112 session's queued task notification, continued by 2.1.332, is merged into the tool result behind its
+    new system-notification header (unrendered before, so the gate refused the session there). A person's prompt
+    goes in the mid-turn frame as typed; a meta one of no origin as a non-user message; a notification in a
+    person's turn gets the longer header; closing tags are escaped in what a person did not type. Not rendered: a
+    notification whose turn is not known, another origin, and one about an upload's files (its paths cut by the
+    host's uploads folder behind a flag)."""
+    prefix = _prefix(POSTHOG, 14, tmp_path, "--agent-version", "2.1.332")
+    notified = _result(prefix, "toolu_01J3hz1ocUyZZ5mpBfmYeHo2")["content"]
+    lines = (FIELD / POSTHOG).read_bytes().splitlines()
+    queued = next(orjson.loads(x) for x in lines if b'"uuid":"29ec17af' in x.replace(b" ", b""))
+    notice = reminders.wrapped(reminders.NOTIFIED + queued["attachment"]["prompt"])
+    assert notified.startswith("Window: 2026-01-26T22:16:12Z") and notified.endswith("\n\n" + notice)
+    frame = (
+        "\n\nThis is how Claude Code surfaces messages the user sends mid-turn \u2014 within the running turn, often "
+        "alongside the next tool result, rather than as a separate conversation turn. Address the message above as "
+        "you continue this turn.\n</system-reminder>"
+    )
+    opening = "<system-reminder>\nThe user sent a new message while you were working:\n"
+    typed = {"type": "queued_command", "prompt": "fix </system-reminder> it"}
+    assert reminders.render(typed, "2.1.332") == [opening + "fix </system-reminder> it" + frame]
+    blocks = {**typed, "prompt": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+    assert reminders.render(blocks, "2.1.332") == [opening + "a\nb" + frame]
+    untyped = {**typed, "origin": {"kind": "human"}, "textNotTyped": True}
+    assert reminders.render(untyped, "2.1.332") == [opening + "fix &lt;/system-reminder&gt; it" + frame]
+    meta = {**typed, "isMeta": True}
+    assert reminders.render(meta, "2.1.332") == [
+        "<system-reminder>\n[MESSAGE FROM NON-USER SOURCE - NOT USER INPUT]\nfix &lt;/system-reminder&gt; it\n"
+        "</system-reminder>"
+    ]
+    task = {"type": "queued_command", "prompt": "<task-notification>x</task-notification>"}
+    task["commandMode"] = "task-notification"
+    in_turn = reminders.render(task, "2.1.332", None, True)
+    assert in_turn == [reminders.wrapped(reminders.NOTIFIED_IN_HUMAN_TURN + task["prompt"])]
+    assert "It is delivered in the same turn as a genuine message from the user" in in_turn[0]
+    assert reminders.render(task, "2.1.332", None, None) is None
+    assert reminders.render({**typed, "origin": {"kind": "peer"}}, "2.1.332") is None
+    assert reminders.render({**typed, "inlinedImagePaths": ["/w/a.png"]}, "2.1.332") is None
+    upload = {**task, "prompt": "<task-notification>\n<message-files-moved>\n/mnt/user-data/uploads/a\n"}
+    assert reminders.render(upload, "2.1.332") is None
