@@ -4,6 +4,7 @@ before and after its compaction."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -383,3 +384,79 @@ def test_2_1_332_words_a_queued_prompt_by_its_origin(tmp_path: Path) -> None:
     assert reminders.render({**typed, "inlinedImagePaths": ["/w/a.png"]}, "2.1.332") is None
     upload = {**task, "prompt": "<task-notification>\n<message-files-moved>\n/mnt/user-data/uploads/a\n"}
     assert reminders.render(upload, "2.1.332") is None
+
+
+REMINDED_2_1_332 = FIELD.parent / "claude_code" / "versions" / "2.1.332" / "reminders" / "session.jsonl"
+
+
+def _derived(tmp_path: Path, kind: str, change: Callable[[dict], dict]) -> Path:
+    """The recorded 2.1.332 reminders session with its `kind` attachment record changed by `change`."""
+    lines = []
+    for line in REMINDED_2_1_332.read_bytes().splitlines():
+        record = orjson.loads(line)
+        if record.get("type") == "attachment" and record["attachment"]["type"] == kind:
+            record = change(record)
+        lines.append(orjson.dumps(record))
+    path = tmp_path / "derived.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def _prepared(path: Path, boundary: int, out: Path) -> list[dict]:
+    replayer("prepare", str(path), "-n", str(boundary), "-o", str(out), check=True)
+    return orjson.loads((out / "expected_prefix.json").read_bytes())
+
+
+def test_2_1_332_words_a_task_reminder_by_its_status_keeper_and_sends_a_recorded_rendering(
+    tmp_path: Path,
+) -> None:
+    """2.1.332's `task_reminder` renderer (run with node on 8 records: alike) words the nag by the record's
+    `statusKeeper`: `app` (the app checks the items off) and `claude` (the app cannot); another keeper or none gets
+    the nag as before. Its resume sends a record's own `rendered` text where it fits its schema, else renders anew:
+    the recorded reminders session with the nag after step 10 given a keeper (derived) has the keeper's wording in
+    step 10's tool result when its rendering is dropped, and the recorded nag when it is kept (before, a keeper was
+    not rendered: the gate refused the session there)."""
+    items = [{"id": "1", "status": "pending", "subject": "Log"}]
+    app = reminders.render({"type": "task_reminder", "content": items, "statusKeeper": "app"}, "2.1.332")
+    assert app == [
+        "<system-reminder>\nIf new work would benefit from tracking progress, add it with TaskCreate. The app marks these "
+        "items in progress and checks them off by itself as the work gets done, so you don't need to call TaskUpdate "
+        "to change their status. Use it to rename or delete an item.\n\n\nHere are the existing tasks:\n\n#1. [pending] "
+        "Log\n</system-reminder>"
+    ]
+    other = reminders.render({"type": "task_reminder", "content": [], "statusKeeper": "x"}, "2.1.332")
+    assert other == [reminders.wrapped(reminders.TASK_NAG + "\n")]
+
+    def kept_by_claude(record: dict) -> dict:
+        return {**record, "attachment": {**record["attachment"], "statusKeeper": "claude"}}
+
+    def unrendered(record: dict) -> dict:
+        return {k: v for k, v in kept_by_claude(record).items() if k != "rendered"}
+
+    fresh = _prepared(_derived(tmp_path, "task_reminder", unrendered), 12, tmp_path / "fresh")
+    nagged = _result(fresh, "toolu_reminders_10")["content"]
+    assert nagged.count(reminders.wrapped(reminders.KEPT_BY["claude"] + "\n")) == 1
+    recorded = _prepared(_derived(tmp_path, "task_reminder", kept_by_claude), 12, tmp_path / "recorded")
+    nagged = _result(recorded, "toolu_reminders_10")["content"]
+    assert nagged.count(reminders.wrapped(reminders.TASK_NAG + "\n")) == 1
+    assert reminders.KEPT_BY["claude"] not in nagged
+
+
+def test_2_1_332_sends_a_download_notice_as_recorded_and_refuses_one_it_would_render_anew() -> None:
+    """2.1.332 words a notice on a file that may be a download otherwise (its path through its download filter, the
+    text neutralized: `eO`, `A_`, which read the host's downloads and markup rules): not rendered anew. A 2.1.332
+    record carries its own rendering, which the CLI sends (derived records: a `rendered` of one text; one that does
+    not fit its schema, an extra key, is rendered anew and so refused; a rendering of text blocks is not modelled)."""
+    edited = {
+        "type": "edited_text_file",
+        "filename": "/w/Downloads/a.txt",
+        "snippet": "1\tx",
+        "mayHoldDownload": True,
+    }
+    text = "<system-reminder>\nNote: /w/Downloads/(a file that a connector named) changed on disk.\n</system-reminder>"
+    assert reminders.render(edited, "2.1.332", {"rendered": [{"content": text}]}) == [text]
+    assert reminders.render(edited, "2.1.332", {"rendered": [{"content": text, "x": 1}]}) is None
+    assert reminders.render(edited, "2.1.332", {}) is None
+    blocks = {"rendered": [{"content": [{"type": "text", "text": text}]}]}
+    assert reminders.render(edited, "2.1.332", blocks) is None
+    assert reminders.render(edited, "2.1.197", {"rendered": [{"content": text}]}) != [text]
