@@ -230,3 +230,32 @@ def test_a_field_session_of_2_0_67_continues_at_its_own_version_through_the_gate
     calls = [b for m in expected for b in m["content"] if b.get("type") == "tool_use"]
     assert calls and all(set(b) == {"type", "id", "name", "input"} for b in calls)
     assert b'"caller"' in FIELD_2_0_67.read_bytes()
+
+
+NOTIFIED, NOTIFIED_IN = 3, "toolu_notify_02"
+"""The boundary after the notification, and the tool result it is merged into."""
+
+
+@pytest.mark.agent
+def test_a_boundary_after_a_queued_notification_continues_through_the_gate(tmp_path: Path) -> None:
+    """2.1.332 (claude-sonnet-4-5) records the notification of a command it ran in the background, which ended while
+    it worked, as a `queued_command` attachment after the next tool result (`versions/2.1.332/notify`) and merges
+    it into that result on every later request, a resumed one too: its recorded rendering, the notification behind
+    2.1.332's header (refused at that result before)."""
+    out = tmp_path / "out"
+    script = Script(turns=[Turn(blocks=[TextBlock(text="Done.")])])
+    with scripted("claude_code", script, expected_key=KEY) as upstream:
+        extra = ("--continue", "--upstream", upstream.url)
+        result = _run_at(
+            VERSIONS / "2.1.332" / "notify", out, NOTIFIED, *extra, env={"ANTHROPIC_API_KEY": KEY}
+        )
+        log = list(upstream.log)
+    assert result["continuation"]["gate"] == "accepted", result["continuation"]
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    header = "[SYSTEM NOTIFICATION - NOT USER INPUT]"
+    notified = [b for m in expected for b in m["content"] if header in str(b.get("content"))]
+    assert [b["tool_use_id"] for b in notified] == [NOTIFIED_IN]
+    sent = _without_context(wire.normalize_request([r for r in log if r.main_thread][0].body["messages"]))
+    assert sent == _without_context(expected), (
+        "the model saw exactly the rebuilt prefix, its envelope stripped"
+    )
