@@ -350,13 +350,17 @@ def test_2_1_332_words_a_queued_prompt_by_its_origin(tmp_path: Path) -> None:
     goes in the mid-turn frame as typed; a meta one of no origin as a non-user message; a notification in a
     person's turn gets the longer header; closing tags are escaped in what a person did not type. Not rendered: a
     notification whose turn is not known, another origin, and one about an upload's files (its paths cut by the
-    host's uploads folder behind a flag)."""
+    host's uploads folder behind a flag). With tool search on, 2.1.332 sends the stored tool_use blocks as stored,
+    `caller` too (the real 2.1.332 resume of this session at 14 passes the gate with both, by hand: refused at the
+    notification, then at the first `caller`, before)."""
     prefix = _prefix(POSTHOG, 14, tmp_path, "--agent-version", "2.1.332")
     notified = _result(prefix, "toolu_01J3hz1ocUyZZ5mpBfmYeHo2")["content"]
     lines = (FIELD / POSTHOG).read_bytes().splitlines()
     queued = next(orjson.loads(x) for x in lines if b'"uuid":"29ec17af' in x.replace(b" ", b""))
     notice = reminders.wrapped(reminders.NOTIFIED + queued["attachment"]["prompt"])
     assert notified.startswith("Window: 2026-01-26T22:16:12Z") and notified.endswith("\n\n" + notice)
+    calls = [b for m in prefix for b in m["content"] if b.get("type") == "tool_use"]
+    assert calls and all(b["caller"] == {"type": "direct"} for b in calls), "2.1.332 sends a stored caller"
     frame = (
         "\n\nThis is how Claude Code surfaces messages the user sends mid-turn \u2014 within the running turn, often "
         "alongside the next tool result, rather than as a separate conversation turn. Address the message above as "
