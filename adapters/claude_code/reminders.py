@@ -22,7 +22,8 @@ continuation's own mode (`claude -p`, not interactive): the nags, and the notice
 (`edited_text_file`), a session that runs past midnight (`date_change`), the token budget left
 (`total_tokens_reminder`, after every tool result from 2.1.177, recorded by 2.1.332), a prompt queued while the
 agent worked (`queued_command`), a file too large to keep over a compaction (`compact_file_reference`) and a
-selection in the IDE (`selected_lines_in_ide`). Any other kind renders nothing, as before: the gate
+selection in the IDE (`selected_lines_in_ide`). From 2.1.332 the CLI writes each attachment's rendering into its
+record and sends that (`RECORDED_RENDERING`): taken for these kinds. Any other kind renders nothing, as before: the gate
 then still refuses a difference it makes inside a tool result, and takes only whole `<system-reminder>`
 blocks beside the recorded ones (`ClaudeCodeGate.without_injected_context`).
 """
