@@ -343,6 +343,34 @@ def memory_scenario(model: str | None) -> Scenario:
     )
 
 
+def notify_scenario(model: str | None) -> Scenario:
+    """A background command that ends while the agent works (`--version V --notify [--model M]`): the CLI queues
+    its task notification and records it as a `queued_command` attachment after the next tool result, merged on
+    the wire into that result (as the nag is: `reminder_scenario`)."""
+    s = "notify"
+    return Scenario(
+        name=s,
+        files={"log.txt": "start\n"},
+        prompts=["Log in the background, then in front."],
+        script=Script(
+            message_id_prefix=f"msg_{s}",
+            turns=[
+                _turn(
+                    _tool(
+                        s, 1, "Bash", command="echo bg >> log.txt", description="Log", run_in_background=True
+                    )
+                ),
+                _turn(_tool(s, 2, "Bash", command="sleep 3", description="Wait")),
+                _turn(_tool(s, 3, "Bash", command="echo 3 >> log.txt", description="Log")),
+                _turn(_tool(s, 4, "Bash", command="cat log.txt", description="Show")),
+                _turn(TextBlock(text="Logged.")),
+            ],
+            **({"model": model} if model else {}),
+        ),
+        model=model,
+    )
+
+
 def _run_scenario(scenario: Scenario, state: Path) -> tuple[Path, list[bytes], list[dict]]:
     """Run the scenario's prompts with the real CLI; returns (home, stdout per prompt, upstream log)."""
     session_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"sandbox-replayer/{scenario.name}"))
@@ -401,7 +429,12 @@ def main() -> None:
     parser.add_argument(
         "--memory", action="store_true", help="with --version: record the nested-memory scenario instead"
     )
-    parser.add_argument("--model", help="with --reminders or --memory: the CLI's --model")
+    parser.add_argument(
+        "--notify",
+        action="store_true",
+        help="with --version: record the background-notification scenario instead",
+    )
+    parser.add_argument("--model", help="with --reminders, --memory or --notify: the CLI's --model")
     parser.add_argument(
         "--compacted", help="record the compacted scenario with this CLI into compaction/<version>/"
     )
@@ -422,6 +455,8 @@ def main() -> None:
             if args.reminders
             else memory_scenario(args.model)
             if args.memory
+            else notify_scenario(args.model)
+            if args.notify
             else version_scenario()
         )
         with running_version("claude_code", args.version):

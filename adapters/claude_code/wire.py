@@ -39,7 +39,9 @@ SEARCHES_TOOLS = (2, 1, 332)
 notice) and keeps a result's `tool_reference` blocks, dropping only those of a tool it lacks (not modelled: a
 session that names one is refused at the gate); seen: a real 2.1.332 resume of the 2.1.177 session with
 claude-opus-4-6 sends its ToolSearch result's blocks as stored, and after them, in the same message, the text
-below (`TOOL_LOADED`) unless a text there starts with it."""
+below (`TOOL_LOADED`) unless a text there starts with it. With tool search on it sends a stored tool_use block as
+stored, its `caller` too (read: the caller is dropped only with tool search off or for a `withoutCaller` request;
+seen: a real 2.1.332 resume of the 2.1.112 session sends the stored `caller: {type: "direct"}`)."""
 TOOL_LOADED = "Tool loaded."
 HEAD_ORPHANS_REMOVED = (2, 1, 79)
 """From here (the oldest bundle read with it: 2.1.50 does not, 2.1.79, 2.1.121, 2.1.177, 2.1.197 and 2.1.332 do)
@@ -137,6 +139,7 @@ def to_messages(items: list[Record], version: str, model: str | None = None) -> 
     merge them (reminders.py)."""
     messages: list[Message] = []
     inline = reminders.merged_inline(version, model)
+    human_turns = reminders.human_turns(items)
     if inline:
         items = _attachments_moved_up(items)
     last_mid: str | None = None
@@ -176,7 +179,9 @@ def to_messages(items: list[Record], version: str, model: str | None = None) -> 
             last_mid = None
             unmodelled_last = False
         elif kind == "attachment" and inline:
-            texts = reminders.render(rec.get("attachment"), version)
+            texts = reminders.render(
+                rec.get("attachment"), version, rec, human_turns.get(str(rec.get("uuid")))
+            )
             if texts:
                 unmodelled_last = False
             elif texts is None and reminders.sends_text(rec.get("attachment"), version):
@@ -187,7 +192,7 @@ def to_messages(items: list[Record], version: str, model: str | None = None) -> 
                 else:
                     messages.append({"role": "user", "content": [{"type": "text", "text": text}]})
         # other attachments (or all, sent as role:"system" messages): not in the normalized conversation
-    if release(version) >= DROPS_CALLER:
+    if DROPS_CALLER <= release(version) < SEARCHES_TOOLS:
         messages = [_rebuilt_tool_uses(m) if m["role"] == "assistant" else m for m in messages]
     if DROPS_TOOL_REFERENCES <= release(version) < SEARCHES_TOOLS:
         messages = [_without_tool_references(m) if m["role"] == "user" else m for m in messages]

@@ -4,6 +4,7 @@ before and after its compaction."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -250,8 +251,8 @@ def test_a_queued_task_notification_is_merged_into_the_tool_result_before_it(tmp
 
 def test_which_release_words_a_queued_prompt_and_a_selection_how() -> None:
     """Read in the bundles: one wording for every queued prompt up to 2.0.67 and another from 2.1.50; by origin
-    from 2.1.79 (a task's notification reworded from 2.1.112); 2.1.332 not modelled. An IDE selection is cut
-    at 2000 UTF-16 units, as JavaScript's substring cuts it."""
+    from 2.1.79 (a task's notification reworded from 2.1.112, again in 2.1.332). An IDE selection is cut at 2000
+    UTF-16 units, as JavaScript's substring cuts it."""
     task = {"type": "queued_command", "prompt": "<task-notification>x</task-notification>"}
     task["commandMode"] = "task-notification"
     words = {
@@ -262,7 +263,10 @@ def test_which_release_words_a_queued_prompt_and_a_selection_how() -> None:
     assert "while you were working" in words["2.1.50"]
     assert "A background agent completed a task:" in words["2.1.79"]
     assert "[SYSTEM NOTIFICATION - NOT USER INPUT]" in words["2.1.197"]
-    assert reminders.render(task, "1.0.51") is None and reminders.render(task, "2.1.332") is None
+    assert reminders.render(task, "1.0.51") is None
+    assert (reminders.render(task, "2.1.332") or [""])[0].startswith(
+        "<system-reminder>\n" + reminders.NOTIFIED
+    )
     assert reminders.render({**task, "origin": {"kind": "peer"}}, "2.1.197") is None
     selected = {"type": "selected_lines_in_ide", "filename": "/w/a", "lineStart": 1, "lineEnd": 2}
     cut = (reminders.render({**selected, "content": "\U0001f600" * 1000 + "a"}, "2.1.112") or [""])[0]
@@ -337,3 +341,126 @@ def test_2_1_332_escapes_paths_and_closing_tags_as_its_bundle_does() -> None:
     for odd in ({"filename": "/w/connector-downloads/x"}, {"mayHoldDownload": True}):
         assert reminders.render({**edited, **odd}, "2.1.332") is None
         assert reminders.render({**selected, "content": "x", **odd}, "2.1.332") is None
+
+
+def test_2_1_332_words_a_queued_prompt_by_its_origin(tmp_path: Path) -> None:
+    """2.1.332's `queued_command` renderer and its wording by origin, read and run with node on these records:
+    the 2.1.112 session's queued task notification, continued by 2.1.332, is merged into the tool result behind its
+    new system-notification header (unrendered before, so the gate refused the session there). A person's prompt
+    goes in the mid-turn frame as typed; a meta one of no origin as a non-user message; a notification in a
+    person's turn gets the longer header; closing tags are escaped in what a person did not type. Not rendered: a
+    notification whose turn is not known, another origin, and one about an upload's files (its paths cut by the
+    host's uploads folder behind a flag). With tool search on, 2.1.332 sends the stored tool_use blocks as stored,
+    `caller` too (the real 2.1.332 resume of this session at 14 passes the gate with both, by hand: refused at the
+    notification, then at the first `caller`, before)."""
+    prefix = _prefix(POSTHOG, 14, tmp_path, "--agent-version", "2.1.332")
+    notified = _result(prefix, "toolu_01J3hz1ocUyZZ5mpBfmYeHo2")["content"]
+    lines = (FIELD / POSTHOG).read_bytes().splitlines()
+    queued = next(orjson.loads(x) for x in lines if b'"uuid":"29ec17af' in x.replace(b" ", b""))
+    notice = reminders.wrapped(reminders.NOTIFIED + queued["attachment"]["prompt"])
+    assert notified.startswith("Window: 2026-01-26T22:16:12Z") and notified.endswith("\n\n" + notice)
+    calls = [b for m in prefix for b in m["content"] if b.get("type") == "tool_use"]
+    assert calls and all(b["caller"] == {"type": "direct"} for b in calls), "2.1.332 sends a stored caller"
+    frame = (
+        "\n\nThis is how Claude Code surfaces messages the user sends mid-turn \u2014 within the running turn, often "
+        "alongside the next tool result, rather than as a separate conversation turn. Address the message above as "
+        "you continue this turn.\n</system-reminder>"
+    )
+    opening = "<system-reminder>\nThe user sent a new message while you were working:\n"
+    typed = {"type": "queued_command", "prompt": "fix </system-reminder> it"}
+    assert reminders.render(typed, "2.1.332") == [opening + "fix </system-reminder> it" + frame]
+    blocks = {**typed, "prompt": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+    assert reminders.render(blocks, "2.1.332") == [opening + "a\nb" + frame]
+    untyped = {**typed, "origin": {"kind": "human"}, "textNotTyped": True}
+    assert reminders.render(untyped, "2.1.332") == [opening + "fix &lt;/system-reminder&gt; it" + frame]
+    meta = {**typed, "isMeta": True}
+    assert reminders.render(meta, "2.1.332") == [
+        "<system-reminder>\n[MESSAGE FROM NON-USER SOURCE - NOT USER INPUT]\nfix &lt;/system-reminder&gt; it\n"
+        "</system-reminder>"
+    ]
+    task = {"type": "queued_command", "prompt": "<task-notification>x</task-notification>"}
+    task["commandMode"] = "task-notification"
+    in_turn = reminders.render(task, "2.1.332", None, True)
+    assert in_turn == [reminders.wrapped(reminders.NOTIFIED_IN_HUMAN_TURN + task["prompt"])]
+    assert "It is delivered in the same turn as a genuine message from the user" in in_turn[0]
+    assert reminders.render(task, "2.1.332", None, None) is None
+    assert reminders.render({**typed, "origin": {"kind": "peer"}}, "2.1.332") is None
+    assert reminders.render({**typed, "inlinedImagePaths": ["/w/a.png"]}, "2.1.332") is None
+    upload = {**task, "prompt": "<task-notification>\n<message-files-moved>\n/mnt/user-data/uploads/a\n"}
+    assert reminders.render(upload, "2.1.332") is None
+
+
+REMINDED_2_1_332 = FIELD.parent / "claude_code" / "versions" / "2.1.332" / "reminders" / "session.jsonl"
+
+
+def _derived(tmp_path: Path, kind: str, change: Callable[[dict], dict]) -> Path:
+    """The recorded 2.1.332 reminders session with its `kind` attachment record changed by `change`."""
+    lines = []
+    for line in REMINDED_2_1_332.read_bytes().splitlines():
+        record = orjson.loads(line)
+        if record.get("type") == "attachment" and record["attachment"]["type"] == kind:
+            record = change(record)
+        lines.append(orjson.dumps(record))
+    path = tmp_path / "derived.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def _prepared(path: Path, boundary: int, out: Path) -> list[dict]:
+    replayer("prepare", str(path), "-n", str(boundary), "-o", str(out), check=True)
+    return orjson.loads((out / "expected_prefix.json").read_bytes())
+
+
+def test_2_1_332_words_a_task_reminder_by_its_status_keeper_and_sends_a_recorded_rendering(
+    tmp_path: Path,
+) -> None:
+    """2.1.332's `task_reminder` renderer (run with node on 8 records: alike) words the nag by the record's
+    `statusKeeper`: `app` (the app checks the items off) and `claude` (the app cannot); another keeper or none gets
+    the nag as before. Its resume sends a record's own `rendered` text where it fits its schema, else renders anew:
+    the recorded reminders session with the nag after step 10 given a keeper (derived) has the keeper's wording in
+    step 10's tool result when its rendering is dropped, and the recorded nag when it is kept (before, a keeper was
+    not rendered: the gate refused the session there)."""
+    items = [{"id": "1", "status": "pending", "subject": "Log"}]
+    app = reminders.render({"type": "task_reminder", "content": items, "statusKeeper": "app"}, "2.1.332")
+    assert app == [
+        "<system-reminder>\nIf new work would benefit from tracking progress, add it with TaskCreate. The app marks these "
+        "items in progress and checks them off by itself as the work gets done, so you don't need to call TaskUpdate "
+        "to change their status. Use it to rename or delete an item.\n\n\nHere are the existing tasks:\n\n#1. [pending] "
+        "Log\n</system-reminder>"
+    ]
+    other = reminders.render({"type": "task_reminder", "content": [], "statusKeeper": "x"}, "2.1.332")
+    assert other == [reminders.wrapped(reminders.TASK_NAG + "\n")]
+
+    def kept_by_claude(record: dict) -> dict:
+        return {**record, "attachment": {**record["attachment"], "statusKeeper": "claude"}}
+
+    def unrendered(record: dict) -> dict:
+        return {k: v for k, v in kept_by_claude(record).items() if k != "rendered"}
+
+    fresh = _prepared(_derived(tmp_path, "task_reminder", unrendered), 12, tmp_path / "fresh")
+    nagged = _result(fresh, "toolu_reminders_10")["content"]
+    assert nagged.count(reminders.wrapped(reminders.KEPT_BY["claude"] + "\n")) == 1
+    recorded = _prepared(_derived(tmp_path, "task_reminder", kept_by_claude), 12, tmp_path / "recorded")
+    nagged = _result(recorded, "toolu_reminders_10")["content"]
+    assert nagged.count(reminders.wrapped(reminders.TASK_NAG + "\n")) == 1
+    assert reminders.KEPT_BY["claude"] not in nagged
+
+
+def test_2_1_332_sends_a_download_notice_as_recorded_and_refuses_one_it_would_render_anew() -> None:
+    """2.1.332 words a notice on a file that may be a download otherwise (its path through its download filter, the
+    text neutralized: `eO`, `A_`, which read the host's downloads and markup rules): not rendered anew. A 2.1.332
+    record carries its own rendering, which the CLI sends (derived records: a `rendered` of one text; one that does
+    not fit its schema, an extra key, is rendered anew and so refused; a rendering of text blocks is not modelled)."""
+    edited = {
+        "type": "edited_text_file",
+        "filename": "/w/Downloads/a.txt",
+        "snippet": "1\tx",
+        "mayHoldDownload": True,
+    }
+    text = "<system-reminder>\nNote: /w/Downloads/(a file that a connector named) changed on disk.\n</system-reminder>"
+    assert reminders.render(edited, "2.1.332", {"rendered": [{"content": text}]}) == [text]
+    assert reminders.render(edited, "2.1.332", {"rendered": [{"content": text, "x": 1}]}) is None
+    assert reminders.render(edited, "2.1.332", {}) is None
+    blocks = {"rendered": [{"content": [{"type": "text", "text": text}]}]}
+    assert reminders.render(edited, "2.1.332", blocks) is None
+    assert reminders.render(edited, "2.1.197", {"rendered": [{"content": text}]}) != [text]

@@ -230,3 +230,94 @@ def test_a_field_session_of_2_0_67_continues_at_its_own_version_through_the_gate
     calls = [b for m in expected for b in m["content"] if b.get("type") == "tool_use"]
     assert calls and all(set(b) == {"type", "id", "name", "input"} for b in calls)
     assert b'"caller"' in FIELD_2_0_67.read_bytes()
+
+
+NOTIFIED, NOTIFIED_IN = 3, "toolu_notify_02"
+"""The boundary after the notification, and the tool result it is merged into."""
+
+
+@pytest.mark.agent
+def test_a_boundary_after_a_queued_notification_continues_through_the_gate(tmp_path: Path) -> None:
+    """2.1.332 (claude-sonnet-4-5) records the notification of a command it ran in the background, which ended while
+    it worked, as a `queued_command` attachment after the next tool result (`versions/2.1.332/notify`) and merges
+    it into that result on every later request, a resumed one too: its recorded rendering, the notification behind
+    2.1.332's header (refused at that result before)."""
+    out = tmp_path / "out"
+    script = Script(turns=[Turn(blocks=[TextBlock(text="Done.")])])
+    with scripted("claude_code", script, expected_key=KEY) as upstream:
+        extra = ("--continue", "--upstream", upstream.url)
+        result = _run_at(
+            VERSIONS / "2.1.332" / "notify", out, NOTIFIED, *extra, env={"ANTHROPIC_API_KEY": KEY}
+        )
+        log = list(upstream.log)
+    assert result["continuation"]["gate"] == "accepted", result["continuation"]
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    header = "[SYSTEM NOTIFICATION - NOT USER INPUT]"
+    notified = [b for m in expected for b in m["content"] if header in str(b.get("content"))]
+    assert [b["tool_use_id"] for b in notified] == [NOTIFIED_IN]
+    sent = _without_context(wire.normalize_request([r for r in log if r.main_thread][0].body["messages"]))
+    assert sent == _without_context(expected), (
+        "the model saw exactly the rebuilt prefix, its envelope stripped"
+    )
+
+
+def _derived_reminders(tmp: Path) -> Path:
+    """The 2.1.332 reminders recording with its nag after step 10 naming the `claude` status keeper, its rendering
+    dropped (an older record's shape: rendered anew), and the token budget after step 5 replaced by a notice on a
+    file that may be a download with its own rendering (what 2.1.332 writes: sent as recorded)."""
+    lines, after_5, replaced = [], False, False
+    for line in (VERSIONS / "2.1.332" / "reminders" / "session.jsonl").read_bytes().splitlines():
+        record = orjson.loads(line)
+        kind = record.get("attachment", {}).get("type")
+        after_5 = after_5 or "toolu_reminders_05" in str(record.get("message", {}).get("content"))
+        if kind == "task_reminder":
+            record = {k: v for k, v in record.items() if k != "rendered"}
+            record["attachment"] = {**record["attachment"], "statusKeeper": "claude"}
+        elif kind == "total_tokens_reminder" and after_5 and not replaced:
+            record["attachment"] = {"type": "edited_text_file", "filename": DOWNLOAD, "snippet": "1\tx"}
+            record["attachment"]["mayHoldDownload"] = True
+            record["rendered"] = [{"content": DOWNLOAD_NOTICE}]
+            replaced = True
+        lines.append(orjson.dumps(record))
+    path = tmp / "session.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+DOWNLOAD = "/testbed/Downloads/report.txt"
+DOWNLOAD_NOTICE = (
+    f"<system-reminder>\nNote: {DOWNLOAD} changed on disk (its recorded rendering).\n</system-reminder>"
+)
+
+
+@pytest.mark.agent
+def test_2_1_332_sends_a_recorded_rendering_and_words_a_status_keeper_through_the_gate(
+    tmp_path: Path,
+) -> None:
+    """The real 2.1.332 CLI resuming a derived session: it sends the download notice's recorded rendering in step
+    5's tool result (not the notice it would render anew) and the nag naming the `claude` keeper, which has none,
+    rendered anew in its wording in step 10's; the gate accepts boundary 12 (refused before at step 5's result)."""
+    out = tmp_path / "out"
+    script = Script(turns=[Turn(blocks=[TextBlock(text="Done.")])])
+    session = _derived_reminders(tmp_path)
+    with scripted("claude_code", script, expected_key=KEY) as upstream:
+        args = ["run", str(session), "-n", "12", "-w", str(VERSIONS / "2.1.332" / "reminders" / "workspace")]
+        args += ["-o", str(out), "--json", "--continue", "--upstream", upstream.url]
+        proc = replayer(*args, env={"ANTHROPIC_API_KEY": KEY})
+        log = list(upstream.log)
+    assert proc.returncode == 0, proc.stderr
+    result = orjson.loads((out / "result.json").read_bytes())
+    assert result["continuation"]["gate"] == "accepted", result["continuation"]
+    expected = orjson.loads((out / "expected_prefix.json").read_bytes())
+    results = {
+        b["tool_use_id"]: b["content"]
+        for m in expected
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    }
+    assert DOWNLOAD_NOTICE in results["toolu_reminders_05"]
+    assert "The app can't update the task list right now" in results["toolu_reminders_10"]
+    sent = _without_context(wire.normalize_request([r for r in log if r.main_thread][0].body["messages"]))
+    assert sent == _without_context(expected), (
+        "the model saw exactly the rebuilt prefix, its envelope stripped"
+    )
