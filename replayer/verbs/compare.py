@@ -354,9 +354,11 @@ def infrastructure_failure(run: RunRecord) -> str | None:
         return f"{run.error_kind}: {run.error}"
     cont = run.continuation
     if cont is not None and cont.agent_status == "bridge_refused":
-        return "bridge_refused: the gate refused the rebuilt prefix" + (
-            f" at {cont.mismatch.path}" if cont.mismatch and cont.mismatch.path else ""
-        )
+        at = f" at {cont.mismatch.path}" if cont.mismatch and cont.mismatch.path else ""
+        if cont.gate == "refused":
+            return f"bridge_refused: the gate refused the rebuilt prefix{at}"
+        # the gate accepted the first request: a cassette refused a later one it does not hold
+        return f"bridge_refused: the cassette holds no such request{at}"
     return None
 
 

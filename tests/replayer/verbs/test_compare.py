@@ -270,10 +270,14 @@ def test_infrastructure_failures_are_counted_apart_and_trajectory_text_stays_tex
     assert infrastructure_failure(lost.model_copy(update={"error_kind": "patch_failed"})) is None
     ok = next(r for r in runs if r.status == "ok")
     assert ok.continuation is not None and infrastructure_failure(ok) is None
-    refused = ok.model_copy(
-        update={"continuation": ok.continuation.model_copy(update={"agent_status": "bridge_refused"})}
-    )
-    assert (infrastructure_failure(refused) or "").startswith("bridge_refused")
+    for gate, why in (
+        ("refused", "the gate refused the rebuilt prefix"),
+        ("accepted", "the cassette holds no such request"),
+    ):
+        cont = ok.continuation.model_copy(update={"agent_status": "bridge_refused", "gate": gate})
+        assert (
+            infrastructure_failure(ok.model_copy(update={"continuation": cont})) == f"bridge_refused: {why}"
+        )
     degraded = Degradation(reason="Task call toolu_9 in step 2: not rerun", action="historical_kept", step=2)
     page = tmp_path / "report.html"
     page.write_text(
