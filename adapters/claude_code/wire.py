@@ -139,7 +139,8 @@ def to_messages(items: list[Record], version: str, model: str | None = None) -> 
     merge them (reminders.py)."""
     messages: list[Message] = []
     inline = reminders.merged_inline(version, model)
-    human_turns = reminders.human_turns(items)
+    # read by 2.1.332's wording of a queued notification only (older releases word it one way in any turn)
+    human_turns = reminders.human_turns(items) if inline and release(version) >= reminders.REWORDED else {}
     if inline:
         items = _attachments_moved_up(items)
     last_mid: str | None = None
