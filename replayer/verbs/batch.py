@@ -196,6 +196,15 @@ def pending(jobs: list[Job], out: Path, retry_failed: bool, tally: Tally) -> lis
     return todo
 
 
+def landed(job: Job, out: Path) -> JobOutcome | None:
+    """What a job whose worker died in flight left on disk, as the next run reads it: the outcome it stored,
+    else `done` when its result landed (written just before the worker died); None when nothing landed."""
+    stored = _stored_outcome(out, job.key)
+    if stored is None and _has_result(out, job.key):
+        return outcome_of(job, "done")
+    return stored
+
+
 def _stored_outcome(out: Path, key: str) -> JobOutcome | None:
     """A refusal or failure recorded before; an unreadable record counts as none (the job runs again). DIR
     may be a copy from elsewhere: read the foreign way (no link, a regular file, bounded)."""

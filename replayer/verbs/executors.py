@@ -17,7 +17,7 @@ from typing import Any
 from replayer.floor import hostproc, signals
 from replayer.floor.errors import ReplayError, SandboxError
 from replayer.floor.signals import die_with_parent
-from replayer.verbs.batch import CRASH, crash_reason, run_group
+from replayer.verbs.batch import CRASH, crash_reason, landed, run_group
 from replayer.verbs.batch_jobs import Job
 from replayer.verbs.batch_tally import JobOutcome, outcome_of
 from replayer.verbs.containers_ahead import keep_containers_ahead, stop_containers_ahead
@@ -26,8 +26,9 @@ OnDone = Callable[[JobOutcome], None]
 logger = logging.getLogger(__name__)
 
 
-def _died(job: Job, why: str) -> JobOutcome:
-    return outcome_of(job, "failed", "worker", why)
+def _died(job: Job, out: Path, why: str) -> JobOutcome:
+    """A job in flight on a worker that died: failed, unless it landed before the worker died."""
+    return landed(job, out) or outcome_of(job, "failed", "worker", why)
 
 
 def _pool(workers: int, ahead: bool) -> Executor:
@@ -44,12 +45,12 @@ Unit = list[Job]
 """What a worker runs at once: one job, or the boundaries of one replay (`replayer.batch.groups`)."""
 
 
-def _outcome(future: Future[list[JobOutcome]], unit: Unit) -> tuple[list[JobOutcome], bool]:
+def _outcome(future: Future[list[JobOutcome]], unit: Unit, out: Path) -> tuple[list[JobOutcome], bool]:
     """The unit's outcomes, and whether the pool broke (a worker process died while it was in flight)."""
     try:
         return future.result(), False
     except BrokenExecutor:
-        return [_died(job, "a worker process died while the job was in flight") for job in unit], True
+        return [_died(job, out, "a worker process died while the job was in flight") for job in unit], True
     except Exception as exc:  # run_group returns every outcome; this is a failure to ship them back
         return [outcome_of(job, "failed", CRASH, crash_reason(exc)) for job in unit], False
 
@@ -63,7 +64,7 @@ def run_local(
     ahead: bool = True,
 ) -> None:
     """Units of jobs are submitted as workers free up, two per worker at a time, so that the parent holds no future
-    per job. A worker that dies fails the jobs in flight (not on disk: the next run retries them) and the
+    per job. A worker that dies fails the jobs in flight that had not landed (not on disk: the next run retries them) and the
     batch goes on in a new pool. Ctrl-C cancels what has not started; jobs in flight are interrupted and
     leave no result. `ahead`: each worker keeps the next job's container started (sandboxes/ahead.py)."""
     pool = _pool(workers, ahead)
@@ -83,13 +84,13 @@ def run_local(
                 break
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
-                outcomes, died = _outcome(future, running.pop(future))
+                outcomes, died = _outcome(future, running.pop(future), out)
                 broken |= died
                 for outcome in outcomes:
                     on_done(outcome)
             if broken:  # every job still in flight fails with the pool: record them, then start a new pool
                 for future in wait(running)[0]:
-                    for outcome in _outcome(future, running.pop(future))[0]:
+                    for outcome in _outcome(future, running.pop(future), out)[0]:
                         on_done(outcome)
                 pool.shutdown(wait=True)
                 pool = _pool(workers, ahead)
@@ -212,9 +213,9 @@ class _Dispatch:
             outcomes = ray.get(done[0])
         except ray.exceptions.RayActorError:
             pool.drop(actor)
-            outcomes = [_died(one, "the Ray actor running it died") for one in unit]
+            outcomes = [_died(one, self.out, "the Ray actor running it died") for one in unit]
         except ray.exceptions.RayError as exc:
-            outcomes = [_died(one, f"the Ray task failed: {type(exc).__name__}") for one in unit]
+            outcomes = [_died(one, self.out, f"the Ray task failed: {type(exc).__name__}") for one in unit]
         for outcome in outcomes:
             self.on_done(outcome)
         return True

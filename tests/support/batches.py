@@ -46,7 +46,14 @@ def _batch(folder: Path) -> None:
     (folder / "summary.json").write_text(proc.stdout)
 
 
+CAPTURED = ("mini_swe_agent@1.15.0", "mini_swe_agent@1.17.5")
+"""The recorded versions whose tool definitions the export captures by running their CLI (mini-swe-agent 1.x
+sends none: test_export checks the finding is kept): installed first, so that what the export finds does not
+depend on whether another module installed them already."""
+
+
 def _export(folder: Path, batch: Path) -> None:
+    replayer("bundles", "add", *CAPTURED, check=True)
     replayer("export", str(batch), "--format", "chat", "-o", str(folder / "records.jsonl"), check=True)
 
 

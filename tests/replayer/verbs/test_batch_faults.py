@@ -145,6 +145,26 @@ def test_a_crashing_job_is_recorded_as_failed_and_the_batch_goes_on(tmp_path: Pa
     assert not list((out / "outcomes").iterdir())
 
 
+def test_a_job_that_landed_before_its_worker_died_is_what_landed(tmp_path: Path) -> None:
+    """A worker killed after a job's result landed but before it said so: the job is what the next run would
+    read on disk (done; a stored outcome as stored), not failed; one that left nothing failed (`worker`)."""
+    from replayer.verbs.batch_tally import outcome_of
+    from replayer.verbs.executors import _died
+
+    lines = [_replay_line(1), _replay_line(2), _replay_line(3)]
+    done, cut, lost = expand(read_manifest(_manifest(tmp_path, lines), trusted=True), {})
+    out = tmp_path / "out"
+    (out / "jobs" / done.key).mkdir(parents=True)
+    (out / "jobs" / done.key / "result.json").write_bytes(b"{}")
+    (out / "outcomes").mkdir()
+    stored = outcome_of(cut, "cut", "max_tokens", "the budget")
+    (out / "outcomes" / f"{cut.key}.json").write_bytes(stored.model_dump_json().encode())
+    assert _died(done, out, "gone").status == "done"
+    assert _died(cut, out, "gone") == stored
+    failed = _died(lost, out, "gone")
+    assert (failed.status, failed.error_kind, failed.error) == ("failed", "worker", "gone")
+
+
 @pytest.mark.timeout(60)
 def test_a_fifo_manifest_is_refused_without_waiting(tmp_path: Path) -> None:
     fifo = tmp_path / "manifest.jsonl"
