@@ -15,6 +15,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.support import forkserver
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -82,12 +84,19 @@ def replayer_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "replayer.cli", *args]
 
 
+_FORKS = forkserver.Client(ROOT, Path(_suite_dir("replayer-test-forks-")))
+
+
 def replayer(
     *args: str, env: dict[str, str] | None = None, check: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """The real console entry point, as a user runs it."""
+    """The real console entry point, as a user runs it: a process of its own, forked from an interpreter
+    that has imported the libraries (tests/support/forkserver.py; REPLAYER_TEST_EXEC=1: a fresh one)."""
     full_env = {**os.environ, **(env or {})}
-    proc = subprocess.run(replayer_argv(*args), capture_output=True, text=True, env=full_env, cwd=ROOT)
+    if os.environ.get("REPLAYER_TEST_EXEC"):
+        proc = subprocess.run(replayer_argv(*args), capture_output=True, text=True, env=full_env, cwd=ROOT)
+    else:
+        proc = _FORKS.run(args, full_env)
     if check and proc.returncode != 0:
         raise AssertionError(f"replayer {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
     return proc
