@@ -3,9 +3,9 @@ pipeline, as a fork of it: each is its own process (its argv, environment, worki
 streams, exit code), running the console entry point from `python -m replayer.cli` on, without paying
 the ~0.45 CPU-s of imports a fresh interpreter pays (about a fifth of the suite's CPU, ~1,100 commands).
 
-Not imported beforehand: `replayer.cli`, whose consoles read the terminal's environment when they are made;
-every function cache stays empty (`_unfilled`), so nothing a command reads from its environment or files
-was read before it. The tests that signal a command or look at its process tree start it with
+Imported beforehand: every module of the project but `replayer.cli` (whose consoles read the terminal's
+environment when they are made), and the libraries it imports lazily; every function cache stays empty
+(`_unfilled`), so nothing a command reads from its environment or files was read before it. The tests that signal a command or look at its process tree start it with
 `replayer_argv` (a fresh interpreter), and test_wheel runs the installed console script.
 
     python -m tests.support.forkserver SOCKET PARENT_PID
@@ -28,20 +28,26 @@ import threading
 import time
 from pathlib import Path
 
-PRELOADED = (
-    "aiohttp.web",
-    "docker",
-    "typer",
-    "rich.progress",
-    "replayer.api",
-    "replayer.adapters",
-    "replayer.pipeline.engine",
-    "replayer.bridges.core",
-    "replayer.bridges.scripted",
-    "replayer.verbs.batch",
-    "replayer.verbs.compare",
-    "replayer.verbs.export",
-)
+LIBRARIES = ("aiohttp.web", "typer", "rich.progress")
+"""Imported lazily by the project (the bridge's server and client), eagerly by the CLI."""
+NOT_PRELOADED = ("replayer.cli", "replayer.__main__")
+
+
+def _preload(name: str) -> None:
+    """Every module of the package `name` and below, but NOT_PRELOADED."""
+    import importlib
+    import pkgutil
+
+    package = importlib.import_module(name)
+    for found in pkgutil.iter_modules(package.__path__, f"{name}."):
+        if found.name in NOT_PRELOADED:
+            continue
+        if found.ispkg:
+            _preload(found.name)
+        else:
+            importlib.import_module(found.name)
+
+
 _MESSAGE_BYTES = 1 << 20
 FILLED_AT_IMPORT = {"replayer.floor.options.declared"}
 """Caches the project fills as it imports, from its own code only (the options a type declares)."""
@@ -110,8 +116,12 @@ def main(argv: list[str]) -> None:
     from replayer.floor.signals import die_with_parent
 
     die_with_parent(int(parent), signal.SIGKILL)
-    for name in PRELOADED:
+    from scripts.namespace_tree import MAPPED
+
+    for name in LIBRARIES:
         __import__(name)
+    for name in ("replayer", *(f"replayer.{each}" for each in MAPPED)):  # the mapped ones are not found below
+        _preload(name)
     _unfilled()
     assert threading.active_count() == 1, "a fork copies only the thread that forks"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
