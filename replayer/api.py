@@ -563,18 +563,22 @@ def setup(
     """Make this machine ready to run, reusing every part already there: the container engine in use
     (`use_engine`), the pinned base image in it (`image`), the pinned agent bundles (`bundles`; `agents`:
     only theirs). `on_event` hears the image build (`Building`) and each install (`Installing`)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from replayer.sandboxes import engines
     from replayer.verbs import setup as machine
 
     wanted = machine.pinned_bundles(list(agents) if agents is not None else None) if bundles else []
     container_engine = engines.chosen()
     engine, notes = machine.engine(container_engine)
-    built = (
-        machine.base_image(container_engine, on_build=lambda what: on_event(Building(what)))
-        if image
-        else None
-    )
-    found = list(machine.install_bundles(wanted, on_event=on_event))
+    with ThreadPoolExecutor(1) as beside:  # the image builds while the bundles install
+        building = (
+            beside.submit(machine.base_image, container_engine, lambda what: on_event(Building(what)))
+            if image
+            else None
+        )
+        found = machine.install_bundles(wanted, on_event=on_event)
+        built = building.result() if building else None
     return SetupReport(engine=engine, image=built, bundles=found, notes=notes)
 
 

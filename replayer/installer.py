@@ -341,6 +341,11 @@ def _released_after(package: str, version: str) -> str | None:
     return (day + datetime.timedelta(days=2)).isoformat()
 
 
+APT = ("apt", "host")
+"""The cache lock (`cache_lock(*APT)`) held while this machine's apt runs: an `apt-get update` fails while
+another apt holds its lists, and `replayer setup` builds the base image while it installs bundles."""
+
+
 def _unpack_debs(agent: str, version: str, debs: list[str], path: Path) -> None:
     """Tools the agent's runtime calls that the base image lacks: unpacked into debs/, never installed."""
     download = path / "debs.download"
@@ -348,9 +353,10 @@ def _unpack_debs(agent: str, version: str, debs: list[str], path: Path) -> None:
     try:
         argv = ["apt-get", "download", "-q", *debs]
         env = hostproc.passed(*hostproc.NETWORK)
-        if hostproc.run(argv, env=env, cwd=download, capture_output=True).returncode != 0:
-            hostproc.run(["apt-get", "update", "-qq"], env=env, capture_output=True)
-            _run(agent, version, "Debian", argv, env=env, cwd=download)
+        with cache_lock(*APT):
+            if hostproc.run(argv, env=env, cwd=download, capture_output=True).returncode != 0:
+                hostproc.run(["apt-get", "update", "-qq"], env=env, capture_output=True)
+                _run(agent, version, "Debian", argv, env=env, cwd=download)
         for deb in sorted(download.glob("*.deb")):
             _run(agent, version, "Debian", ["dpkg-deb", "-x", str(deb), str(path / "debs")])
     finally:

@@ -129,6 +129,30 @@ def test_concurrent_adds_install_once_and_both_succeed(cache: Path) -> None:
     assert _bundles(cache, "rm", "pi@0.70.0").returncode == 0 and not (cache / "pi-0.70.0").exists()
 
 
+def test_setup_installs_two_bundles_at_once_and_reports_them_in_order(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from replayer.floor.events import Installing
+    from replayer.verbs import setup as machine
+
+    wanted = [("codex", "0.171.0"), ("codex", "0.142.5")]  # one native binary each: quick to unpack
+    heard: list[tuple[str, str]] = []
+    monkeypatch.setenv("REPLAYER_BUNDLES", str(cache))
+    settings.forget()
+    try:
+        found = machine.install_bundles(
+            wanted, on_event=lambda e: heard.append((e.version, e.phase)) if isinstance(e, Installing) else None
+        )
+        assert [(b.agent, b.version, b.status) for b in found] == [(a, v, "installed") for a, v in wanted]
+        began = {v: heard.index((v, "start")) for _, v in wanted}
+        ended = {v: heard.index((v, "done")) for _, v in wanted}
+        assert max(began.values()) < min(ended.values()), ("one began before the other ended", heard)
+        again = machine.install_bundles(wanted)
+        assert [b.status for b in again] == ["present", "present"]
+    finally:
+        settings.forget()
+
+
 def test_a_version_the_registry_lacks_is_refused_naming_the_ways_out(cache: Path) -> None:
     proc = _bundles(cache, "add", "claude_code@0.0.999")
     assert proc.returncode == 10 and "not in the npm registry" in proc.stderr
