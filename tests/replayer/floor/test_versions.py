@@ -141,7 +141,8 @@ def test_setup_installs_two_bundles_at_once_and_reports_them_in_order(
     settings.forget()
     try:
         found = machine.install_bundles(
-            wanted, on_event=lambda e: heard.append((e.version, e.phase)) if isinstance(e, Installing) else None
+            wanted,
+            on_event=lambda e: heard.append((e.version, e.phase)) if isinstance(e, Installing) else None,
         )
         assert [(b.agent, b.version, b.status) for b in found] == [(a, v, "installed") for a, v in wanted]
         began = {v: heard.index((v, "start")) for _, v in wanted}
