@@ -129,8 +129,8 @@ def test_an_interrupted_batch_resumes_without_duplicates_and_a_killed_worker_los
     assert len(_prefixes(out)) == expected and _prefixes(out) == _clean_prefixes(clean[0], out), (
         "same jobs, same bytes"
     )
+    records = every_source_records(tmp_path_factory)  # first: it installs the versions the export captures
     replayer("export", str(out), "-o", str(tmp_path / "out.jsonl"), check=True)
-    records = every_source_records(tmp_path_factory)
     assert (tmp_path / "out.jsonl").read_bytes() == _clean_records(records, set(_prefixes(out))), (
         "byte-identical export"
     )
