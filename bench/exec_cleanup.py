@@ -18,7 +18,7 @@ ROUNDS = 3
 COMMANDS = 40
 
 
-def _busy_ticks() -> int:
+def busy_ticks() -> int:
     """The machine's busy CPU ticks so far (user, nice, system, irq, softirq): the engine's daemons too."""
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
     return sum(int(fields[i]) for i in (1, 2, 3, 6, 7))
@@ -26,14 +26,14 @@ def _busy_ticks() -> int:
 
 def _commands(box: DockerSandbox, own_exec: bool) -> tuple[float, float]:
     """Wall and machine CPU seconds per command."""
-    ticks, t0 = _busy_ticks(), time.perf_counter()
+    ticks, t0 = busy_ticks(), time.perf_counter()
     for _ in range(COMMANDS):
         box.exec(["true"], workdir="/", timeout_s=30)
         if own_exec:  # the baseline: the file removed at once, by an exec of its own
             ended, box.ended_pgid_files = box.ended_pgid_files, []
             box._run_quiet(["rm", "-f", *ended])
     wall = time.perf_counter() - t0
-    return wall / COMMANDS, (_busy_ticks() - ticks) / os.sysconf("SC_CLK_TCK") / COMMANDS
+    return wall / COMMANDS, (busy_ticks() - ticks) / os.sysconf("SC_CLK_TCK") / COMMANDS
 
 
 def bench_exec_cleanup(tmp: Path) -> dict[str, float]:
@@ -46,6 +46,11 @@ def bench_exec_cleanup(tmp: Path) -> dict[str, float]:
         for _ in range(ROUNDS):
             samples["before"].append(_commands(box, own_exec=True))
             samples["now"].append(_commands(box, own_exec=False))
+    return medians(samples)
+
+
+def medians(samples: dict[str, list[tuple[float, float]]]) -> dict[str, float]:
+    """`WAY_wall` and `WAY_cpu`: the medians of each way's (wall, CPU) rounds."""
     out: dict[str, float] = {}
     for way, s in samples.items():
         out[f"{way}_wall"] = statistics.median(w for w, _ in s)

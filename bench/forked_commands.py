@@ -6,12 +6,13 @@ the start (the suite runs about 1,100 commands)."""
 from __future__ import annotations
 
 import os
-import statistics
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from bench.exec_cleanup import busy_ticks, medians
 
 FORKED_HEADING = "## The test suite's commands, forked"
 ROUNDS = 3
@@ -20,20 +21,14 @@ ROOT = Path(__file__).resolve().parents[1]
 SESSION = ROOT / "tests" / "fixtures" / "claude_code" / "write_edit" / "session.jsonl"
 
 
-def _busy_ticks() -> int:
-    """The machine's busy CPU ticks so far: a forked command is not a child of this process."""
-    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
-    return sum(int(fields[i]) for i in (1, 2, 3, 6, 7))
-
-
 def _commands(run: Callable[..., subprocess.CompletedProcess[str]]) -> tuple[float, float]:
-    """Wall and machine CPU seconds per command."""
-    ticks, t0 = _busy_ticks(), time.perf_counter()
+    """Wall and machine CPU seconds per command (the machine's: a forked command is not a child of this one)."""
+    ticks, t0 = busy_ticks(), time.perf_counter()
     for _ in range(COMMANDS):
         proc = run("inspect", str(SESSION))
         assert proc.returncode == 0, proc.stderr
     wall = time.perf_counter() - t0
-    return wall / COMMANDS, (_busy_ticks() - ticks) / os.sysconf("SC_CLK_TCK") / COMMANDS
+    return wall / COMMANDS, (busy_ticks() - ticks) / os.sysconf("SC_CLK_TCK") / COMMANDS
 
 
 def bench_forked_commands(tmp: Path) -> dict[str, float]:
@@ -53,11 +48,7 @@ def bench_forked_commands(tmp: Path) -> dict[str, float]:
     for _ in range(ROUNDS):
         samples["before"].append(_commands(fresh))
         samples["now"].append(_commands(forked))
-    out: dict[str, float] = {}
-    for way, s in samples.items():
-        out[f"{way}_wall"] = statistics.median(w for w, _ in s)
-        out[f"{way}_cpu"] = statistics.median(c for _, c in s)
-    return out
+    return medians(samples)
 
 
 def forked_commands_section(m: dict[str, float]) -> str:

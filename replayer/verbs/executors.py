@@ -64,8 +64,8 @@ def run_local(
     ahead: bool = True,
 ) -> None:
     """Units of jobs are submitted as workers free up, two per worker at a time, so that the parent holds no future
-    per job. A worker that dies fails the jobs in flight that had not landed (not on disk: the next run retries them) and the
-    batch goes on in a new pool. Ctrl-C cancels what has not started; jobs in flight are interrupted and
+    per job. A worker that dies fails the jobs in flight that had not landed (not on disk: the next run retries
+    them) and the batch goes on in a new pool. Ctrl-C cancels what has not started; jobs in flight are interrupted and
     leave no result. `ahead`: each worker keeps the next job's container started (sandboxes/ahead.py)."""
     pool = _pool(workers, ahead)
     queue: Iterator[Unit] = iter(jobs)

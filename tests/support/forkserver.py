@@ -5,13 +5,14 @@ the ~0.45 CPU-s of imports a fresh interpreter pays (about a fifth of the suite'
 
 Imported beforehand: every module of the project but `replayer.cli` (whose consoles read the terminal's
 environment when they are made), and the libraries it imports lazily; every function cache stays empty
-(`_unfilled`), so nothing a command reads from its environment or files was read before it. The tests that signal a command or look at its process tree start it with
-`replayer_argv` (a fresh interpreter), and test_wheel runs the installed console script.
+(`_unfilled`), so nothing a command reads from its environment or files was read before it. The tests that
+signal a command or look at its process tree start it with `replayer_argv` (a fresh interpreter), and
+test_wheel runs the installed console script.
 
-    python -m tests.support.forkserver SOCKET PARENT_PID
+    python -m tests.support.forkserver SOCKET PARENT_PID   (in the working directory of the commands)
 
-One request a connection (SOCK_SEQPACKET): a JSON message {argv, env, cwd} carrying the command's stdin,
-stdout and stderr; the answers are the command's pid, then its exit code (negative: the signal)."""
+One request a connection (SOCK_SEQPACKET): a JSON message {argv, env} carrying the command's stdin, stdout
+and stderr; the answer is its exit code (negative: the signal)."""
 
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def _serve(listener: socket.socket) -> tuple[dict, list[int]]:
         except OSError:
             conn.close()
             continue
-        if os.fork() == 0:  # the waiter: starts the command, says its pid, then its exit code
+        if os.fork() == 0:  # the waiter: starts the command, then says its exit code
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             listener.close()
             pid = os.fork()
@@ -88,7 +89,6 @@ def _serve(listener: socket.socket) -> tuple[dict, list[int]]:
             for fd in fds:
                 os.close(fd)
             with contextlib.suppress(OSError):
-                conn.send(str(pid).encode())
                 _, status = os.waitpid(pid, 0)
                 conn.send(str(os.waitstatus_to_exitcode(status)).encode())
             os._exit(0)
@@ -98,13 +98,12 @@ def _serve(listener: socket.socket) -> tuple[dict, list[int]]:
 
 
 def _become(request: dict, fds: list[int]) -> None:
-    """This process as `python -m replayer.cli ARGV` started in `cwd` with `env` and the given streams."""
+    """This process as `python -m replayer.cli ARGV` started with `env` and the given streams."""
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
     os.environ.clear()
     os.environ.update(request["env"])
-    os.chdir(request["cwd"])
     import random
 
     random.seed()
@@ -166,11 +165,10 @@ class Client:
         stdin = os.open(os.devnull, os.O_RDONLY)
         with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
             conn.connect(str(self.path))
-            request = json.dumps({"argv": list(args), "env": env, "cwd": str(self.root)}).encode()
+            request = json.dumps({"argv": list(args), "env": env}).encode()
             socket.send_fds(conn, [request], [stdin, out_w, err_w])
             for fd in (stdin, out_w, err_w):
                 os.close(fd)
-            conn.recv(64)  # its pid
             with os.fdopen(out_r, "rb") as out, os.fdopen(err_r, "rb") as err:
                 stderr: list[bytes] = []
                 reader = threading.Thread(target=lambda: stderr.append(err.read()))
