@@ -28,7 +28,11 @@ from tests.conftest import CODEX, ROOT, replayer_argv
 
 pytestmark = pytest.mark.docker
 
-SOURCE = CODEX.fixture("exec")
+SOURCE = CODEX.fixture("patch")
+"""Its first four steps are patches the CLI applies in its own process (added, updated, deleted, moved files of
+the workspace): their outputs do not depend on the machine's load. An `exec_command`'s may: the CLI waits at most
+50 ms after the command's exit for its output, and on a busy machine reports it empty (seen in CI)."""
+AFTER = 4
 
 
 def _copies(tmp_path: Path, n: int) -> list[Path]:
@@ -45,7 +49,7 @@ def _copies(tmp_path: Path, n: int) -> list[Path]:
 
 def _request(source: Path, out: Path, **extra: Any) -> ReplayRequest:
     return ReplayRequest(
-        mode="run", trajectory=source, after_step=2, out=out, workspace=SOURCE / "workspace", **extra
+        mode="run", trajectory=source, after_step=AFTER, out=out, workspace=SOURCE / "workspace", **extra
     )
 
 
@@ -108,7 +112,12 @@ def test_the_next_run_gets_the_container_started_ahead(tmp_path: Path, docker_cl
 
 def _manifest(tmp_path: Path, n: int) -> Path:
     lines = [
-        {"trajectory": str(p), "mode": "replay", "boundaries": [2], "workspace": str(SOURCE / "workspace")}
+        {
+            "trajectory": str(p),
+            "mode": "replay",
+            "boundaries": [AFTER],
+            "workspace": str(SOURCE / "workspace"),
+        }
         for p in _copies(tmp_path, n)
     ]
     path = tmp_path / "manifest.jsonl"
