@@ -19,6 +19,10 @@ import pytest
 from replayer.floor.pins import load_pins
 from tests.conftest import CLAUDE, MINI, ROOT
 
+UV = Path(sys.executable).with_name("uv")
+"""The development environment's uv (pyproject's dev extra): it builds the wheel (the same members as `pip
+wheel`) and installs its dependencies in well under a second where pip took about fifteen."""
+
 pytestmark = [pytest.mark.docker, pytest.mark.agent]
 
 FOLDERS = {
@@ -58,9 +62,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         else:
             shutil.copy2(ROOT / name, src / name)
     dist = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(src)], check=True
-    )
+    subprocess.run([str(UV), "build", "-q", "--wheel", "--no-config", "-o", str(dist), str(src)], check=True)
     return next(dist.glob("sandbox_replayer-*.whl"))
 
 
@@ -68,15 +70,16 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh environment holding the wheel and its dependencies (from PyPI, through pip's cache)."""
     root = tmp_path_factory.mktemp("venv")
-    subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
+    subprocess.run([str(UV), "venv", "-q", "--no-config", "--python", sys.executable, str(root)], check=True)
     subprocess.run(
         [
-            str(root / "bin" / "python"),
-            "-m",
+            str(UV),
             "pip",
             "install",
             "-q",
-            "--disable-pip-version-check",
+            "--no-config",
+            "--python",
+            str(root / "bin" / "python"),
             str(wheel),
         ],
         check=True,
