@@ -31,7 +31,7 @@ from replayer.floor.foreign import Folder
 from replayer.floor.io import MAX_INPUT_BYTES, write_bytes_atomic
 from replayer.floor.limits import Budgets
 from replayer.floor.pins import load_pins, pinned_version
-from replayer.floor.results import AgentStatus
+from replayer.floor.results import AgentStatus, Divergence
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.trajectory import HeldSession, Observation, ToolCall, ToolKind, Trajectory
 from replayer.sandboxes.base import RunningExec, Sandbox
@@ -250,6 +250,11 @@ class Rerunning(Pinned):
         """The observation's own text (what the command or tool printed) inside the model-visible `text` of
         a `tool` call, without the agent's wrapper (exit code, ids, timings); divergence positions are
         measured on it. None: the whole text is its own (the default)."""
+        return None
+
+    def rerun_hint(self, divergences: list[Divergence]) -> str | None:
+        """A word on differences this agent's CLI is known to make by itself (the result's hints), so that a
+        reader can tell them from a difference of the sandbox. None: nothing known (the default)."""
         return None
 
     @abstractmethod

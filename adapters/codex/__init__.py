@@ -10,7 +10,7 @@ from replayer.adapters.codex import bare, bundle, continue_launch, patch, resume
 from replayer.adapters.codex import rerun as driven
 from replayer.adapters.codex import session as rollout
 from replayer.adapters.codex.continue_launch import config_toml
-from replayer.adapters.codex.exec import ExecCommand, own_text
+from replayer.adapters.codex.exec import ExecCommand, cut_output_hint, own_text
 from replayer.adapters.codex.gate import CodexGate
 from replayer.adapters.forms import NativeForm
 from replayer.adapters.sandbox_paths import AGENT_HOME
@@ -21,7 +21,7 @@ from replayer.floor.divergence import COMMON
 from replayer.floor.io import Workspace, write_bytes_atomic
 from replayer.floor.limits import Budgets
 from replayer.floor.pins import load_pins, pinned_version
-from replayer.floor.results import AgentStatus
+from replayer.floor.results import AgentStatus, Divergence
 from replayer.floor.rundirs import RunDirs
 from replayer.floor.trajectory import Observation, ToolCall, ToolKind, Trajectory
 from replayer.sandboxes.base import Sandbox
@@ -113,6 +113,9 @@ class CodexAdapter(Adapter[rollout.Native, CodexContinuation]):
 
     def own_text(self, tool: str, text: str) -> str | None:
         return own_text(text)
+
+    def rerun_hint(self, divergences: list[Divergence]) -> str | None:
+        return cut_output_hint(divergences)
 
     def classify(self, call: ToolCall, trajectory: Trajectory) -> tuple[ToolKind, str | None]:
         if call.id in self.native(trajectory).aborted:

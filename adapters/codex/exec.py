@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from replayer.floor.results import Divergence
 from replayer.floor.trajectory import Observation
 from replayer.sandboxes.base import Sandbox
 
@@ -42,6 +43,36 @@ def own_text(text: str) -> str | None:
         return None
     output = parsed.get("output") if isinstance(parsed, dict) else None
     return re.sub(r"\ATotal output lines: \d+\n\n?", "", output) if isinstance(output, str) else None
+
+
+UNIFIED_EXEC_TOOLS = frozenset({"exec_command", "write_stdin"})
+POST_EXIT_WAIT_MS = 50
+"""After a command's exit the CLI waits this long for the rest of its output, then reports what came (its
+`collect_output_until_deadline`); a busy machine cuts it, down to nothing (seen in CI, and under load here)."""
+
+
+def cut_output_hint(divergences: list[Divergence]) -> str | None:
+    """A word when an exec rerun printed nothing where the recording shows output: on a busy machine the CLI
+    reports a command's output cut, by its own code, not the sandbox's."""
+    cut = [
+        d.call_id
+        for d in divergences
+        if d.kind == "rerun"
+        and d.tool in UNIFIED_EXEC_TOOLS
+        and d.status == "different"
+        and not d.in_wrapper
+        and d.first_difference == 0
+        and d.fresh_excerpt == ""
+        and d.historical_excerpt
+    ]
+    if not cut:
+        return None
+    return (
+        f"{len(cut)} exec rerun(s) printed nothing where the recording shows output ({', '.join(cut[:5])}"
+        f"{', ...' if len(cut) > 5 else ''}): Codex waits at most {POST_EXIT_WAIT_MS} ms after a command's "
+        "exit for its output, and on a busy machine reports it cut; a rerun on a quieter machine (fewer batch "
+        "workers) tells this from a real difference"
+    )
 
 
 def approx_tokens(n_bytes: int) -> int:

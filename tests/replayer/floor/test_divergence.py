@@ -167,6 +167,34 @@ def test_a_difference_in_the_wrapper_alone_is_said_so_and_is_no_workspace_sign()
     assert workspace_hint([d, d, d]) is None
 
 
+def test_a_codex_exec_rerun_that_printed_nothing_is_said_to_be_the_clis_cut() -> None:
+    """Codex reports a command's output cut when it comes more than 50 ms after the exit (a busy machine: seen
+    in CI): the result's hint names those calls; outputs that differ otherwise, or another agent's empty
+    reruns, are no such sign."""
+    adapter, calls = _recorded("codex")
+    own = partial(adapter.own_text, "exec_command")
+    recorded = [model_text(c.historical) for c in calls]  # type: ignore[arg-type]
+    late = ["".join(text.partition("\nOutput:\n")[:2]) for text in recorded]  # the header, no output
+    reruns = [
+        divergence_of(1, c, "rerun", Observation(content=text), adapter.normalizers("exec_command"), own)
+        for c, text in zip(calls, late, strict=True)
+    ]
+    printed = [d.call_id for d, text in zip(reruns, recorded, strict=True) if own(text)]
+    assert len(printed) >= 3
+    hint = adapter.rerun_hint(reruns)
+    assert hint is not None and hint.startswith(f"{len(printed)} exec rerun(s) printed nothing"), hint
+    assert printed[0] in hint and "50 ms" in hint
+    assert adapter.rerun_hint(_empty_workspace_reruns(adapter, calls)) is None
+    mini, mini_calls = _recorded("mini_swe_agent")
+    empty = [
+        divergence_of(
+            1, c, "rerun", Observation(content=""), mini.normalizers("bash"), partial(mini.own_text, "bash")
+        )
+        for c in mini_calls
+    ]
+    assert any(d.status == "different" for d in empty) and mini.rerun_hint(empty) is None
+
+
 def test_a_later_difference_has_its_line_and_column_in_the_output() -> None:
     adapter, calls = _recorded("mini_swe_agent")
     recorded = model_text(calls[0].historical)  # type: ignore[arg-type]
