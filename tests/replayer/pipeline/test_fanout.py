@@ -42,7 +42,7 @@ KEYS = {name: KEY for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_AP
 
 
 def _made(tool: str, arguments: dict[str, str], model: str = "fake-model", end: Turn | None = None) -> Script:
-    """One shell call writing made.txt, then the agent's end (`end`, else a final answer): per conversation
+    """One call writing made.txt (a shell's but OpenHands'), then the agent's end (`end`, else a final answer): per conversation
     (`by_history`), so every continuation of the module's upstream gets the whole script."""
     call = ToolUseBlock(id="call_fan_1", name=tool, input=arguments)
     return Script(
@@ -70,7 +70,10 @@ AGENTS: dict[str, tuple[Path, tuple[int, ...], Script, list[str]]] = {
                        _made("bash", {"command": MADE}, end=_ends("bash", {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"})), []),
     "opencode": (FIXTURES / PASSED["opencode"][0], PASSED["opencode"][1],
                  _made("bash", {"command": MADE, "description": "make"}), []),
-    "openhands": (FIXTURES / PASSED["openhands"][0], PASSED["openhands"][1], _made("terminal", {"command": MADE}), []),
+    # its file editor: the terminal's observation of MADE holds the echoed command line in some runs, not in
+    # others (a busy machine), and the cassette recorded from one run then lacks the next run's request
+    "openhands": (FIXTURES / PASSED["openhands"][0], PASSED["openhands"][1],
+                  _made("file_editor", {"command": "create", "path": "/testbed/made.txt", "file_text": "made\n"}), []),
     # not step 4: its rerun is the flaky call 5 (docs/compatibility.md)
     "openhands_v0": (COMPARED["openhands_v0"][0], (1, 3),
                      _made("execute_bash", {"command": MADE, "security_risk": "LOW"},
