@@ -154,11 +154,11 @@ def assemble(request: ReplayRequest, plan: Plan, replayed: Replayed, done: Done,
     """Boundary `plan.after_step`'s result (`out`: its output's directory, which native files are named in)."""
     traj = replayed.traj
     used = done.sandbox.disk_used_up if done.sandbox is not None else []
-    hints = [
-        workspace_hint(done.divergences),
-        replayed.adapter.rerun_hint(done.divergences),
-        disk_hint(used, request.limits),
-    ]
+    workspace = workspace_hint(done.divergences)
+    # what the agent's CLI does by itself, unless the workspace already explains the differences (an `ls` of
+    # an empty folder prints nothing, as an output the CLI cut would)
+    cli = None if workspace else replayed.adapter.rerun_hint(done.divergences)
+    hints = [workspace, cli, disk_hint(used, request.limits)]
     return ReplayResult(
         request=request.reported(),
         pins=pins_for(replayed.adapter),
