@@ -68,7 +68,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh environment holding the wheel and its dependencies (from PyPI, through pip's cache)."""
+    """A fresh environment holding the wheel and its dependencies (from PyPI, through uv's cache)."""
     root = tmp_path_factory.mktemp("venv")
     subprocess.run([str(UV), "venv", "-q", "--no-config", "--python", sys.executable, str(root)], check=True)
     subprocess.run(
