@@ -21,7 +21,19 @@ def python_home(bundle: Path) -> Path:
     home = next((line.split("=", 1)[1].strip() for line in lines if line.startswith("home")), None)
     if not home:
         raise SandboxError(f"{cfg} names no base interpreter")
-    return Path(home).parent
+    base = Path(home).parent
+    if base in SYSTEM_PREFIXES:
+        spec = bundle.name.replace("-", "@", 1)
+        raise SandboxError(
+            f"{spec} was made with the host system's Python ({home}), whose {base} cannot be mounted over "
+            f"the sandbox's own: put a Python with a prefix of its own (pyenv, a python.org build) first on "
+            f"PATH, then `replayer bundles rm {spec}` (a run installs it again)"
+        )
+    return base
+
+
+SYSTEM_PREFIXES = (Path("/"), Path("/usr"))
+"""A base interpreter's prefix the sandbox's own system lives in (Debian's python3 has /usr)."""
 
 
 def venv_binds(

@@ -117,11 +117,12 @@ def _adopt(agent: str, version: str, path: Path) -> None:
 
 
 def _compiled(agent: str, path: Path) -> bool:
-    return not agent_pin(agent).uv or (path / BYTECODE).is_file()
+    return bool(agent_pin(agent).npm) or (path / BYTECODE).is_file()
 
 
 def _compile(path: Path) -> None:
-    """Compile a cached bundle's modules once (pip compiles as it installs; uv with --compile-bytecode).
+    """Compile a cached bundle's modules once (uv installs with --compile-bytecode; an older replayer's
+    uv did not).
     A module that does not compile (a test file in an older syntax) is left as it is, as both do."""
     hostproc.run(
         hostproc.python(path / "bin" / "python", "-m", "compileall", "-q", "-j", "0", str(path / "lib")),
@@ -218,45 +219,43 @@ def _install_npm(agent: str, pin: AgentPin, version: str, path: Path) -> None:
 
 
 def _install_pypi(agent: str, pin: AgentPin, version: str, path: Path) -> None:
-    assert pin.pypi and pin.python
+    """uv's virtual environment and install, wheels only but for the pin's `builds`, compiled; a version
+    other than the pin resolved as of its release (`_released_after`)."""
+    assert pin.pypi and pin.python and pin.uv
     requirement = f"{pin.pypi}=={version}"
     extra = [f"{name}=={version}" for name in pin.with_] + pin.undeclared
     shutil.rmtree(path, ignore_errors=True)
     try:
-        if pin.uv:
-            uv = _uv(pin.uv, agent, version)
-            exclude = pin.exclude_newer if version == pin.version else _released_after(pin.pypi, version)
-            env = _uv_env()
-            _run(
-                agent,
-                version,
-                "PyPI",
-                [str(uv), "venv", "--no-config", "-q", "--python", pin.python, str(path)],
-                env=env,
-            )
-            argv = [
-                str(uv),
-                "pip",
-                "install",
-                "--no-config",
-                "--only-binary",
-                ":all:",
-                *(f"--no-binary={name}" for name in pin.builds),
-                "-q",
-                "--compile-bytecode",
-                "--default-index",
-                registry.pypi(),
-                "--python",
-                str(path / "bin" / "python"),
-            ]
-            if exclude:
-                argv += ["--exclude-newer", exclude]
-            _run(agent, version, "PyPI", [*argv, requirement, *extra], env=env)
-            (path / BYTECODE).touch()
-        else:
-            _run(agent, version, "PyPI", hostproc.python(pin.python, "-m", "venv", str(path)))
-            builds = [f"--no-binary={name}" for name in pin.builds]
-            _run(agent, version, "PyPI", [*_pip(path), *builds, requirement, *extra], env=_pip_env())
+        uv = _uv(pin.uv, agent, version)
+        exclude = pin.exclude_newer if version == pin.version else _released_after(pin.pypi, version)
+        env = _uv_env()
+        _run(
+            agent,
+            version,
+            "PyPI",
+            # the interpreter the user's PATH names (uv's own search, in the fixed PATH, finds the system's)
+            [str(uv), "venv", "--no-config", "-q", "--python", hostproc.program(pin.python), str(path)],
+            env=env,
+        )
+        argv = [
+            str(uv),
+            "pip",
+            "install",
+            "--no-config",
+            "--only-binary",
+            ":all:",
+            *(f"--no-binary={name}" for name in pin.builds),
+            "-q",
+            "--compile-bytecode",
+            "--default-index",
+            registry.pypi(),
+            "--python",
+            str(path / "bin" / "python"),
+        ]
+        if exclude:
+            argv += ["--exclude-newer", exclude]
+        _run(agent, version, "PyPI", [*argv, requirement, *extra], env=env)
+        (path / BYTECODE).touch()
         if pin.debs:
             _unpack_debs(agent, version, pin.debs, path)
         _seal(agent, version, path)
@@ -281,7 +280,7 @@ def _pip_env() -> dict[str, str]:
 
 
 def _pip(venv: Path) -> list[str]:
-    """pip of the virtual environment `venv`, reading no configuration, installing wheels only."""
+    """pip of the virtual environment `venv` (uv's own), reading no configuration, installing wheels only."""
     python = venv / "bin" / "python"
     return hostproc.python(
         python,

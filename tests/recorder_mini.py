@@ -10,7 +10,6 @@ tests/fixtures/mini_swe_agent/versions/<V>/probe/.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from replayer import installer
 from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
-from replayer.floor.pins import load_pins, running_version
+from replayer.floor.pins import running_version
 from tests.support.mini_cli import run_mini
 from tests.support.recording import record_selected, recorder_parser, seed, write_fixture
 
@@ -52,17 +51,6 @@ def _text_action(thought: str, command: str) -> Turn:
 
 def _v1_action(thought: str, command: str) -> Turn:
     return _turn(TextBlock(text=f"THOUGHT: {thought}\n\n```bash\n{command}\n```"))
-
-
-def older_venv(version: str) -> Path:
-    """A virtual environment with mini-swe-agent `version`, made once (recording only; never pinned)."""
-    venv = Path(load_pins().bundles["root"]).parent / "recorder" / f"mini_swe_agent-{version}"
-    if not (venv / ".installed").exists():
-        subprocess.run(["python3.11", "-m", "venv", str(venv)], check=True)
-        pip = [str(venv / "bin/python"), "-m", "pip", "install", "-q", f"mini-swe-agent=={version}"]
-        subprocess.run(pip, check=True, stderr=subprocess.DEVNULL)
-        (venv / ".installed").write_text(version)
-    return venv
 
 
 def scenarios() -> list[Scenario]:
@@ -203,7 +191,9 @@ def record(scenario: Scenario, dest: Path) -> Path:
             work=paths["work"],
             sockets=paths["sock"],
             script=scenario.script,
-            v1_venv=older_venv(scenario.mini_version) if scenario.mini_version else None,
+            v1_venv=installer.ensure("mini_swe_agent", scenario.mini_version)
+            if scenario.mini_version
+            else None,
         )
         files = {"trajectory.traj.json": (paths["work"] / "out.traj.json").read_bytes(), "stdout.log": stdout}
         version = {"cli_version": scenario.mini_version} if scenario.mini_version else {}

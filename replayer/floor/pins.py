@@ -10,7 +10,7 @@ import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from replayer.floor import settings
 
@@ -39,14 +39,24 @@ class AgentPin(BaseModel):
     """PyPI: distributions the agent's own runtime starts but its package does not declare (a development
     install's), installed unversioned into the same environment, resolved with it (as of its release)."""
     uv: str | None = None
-    """PyPI: install with this uv version (a resolver that does not backtrack for minutes)."""
+    """PyPI: install with this uv version (a resolver that does not backtrack for minutes; its install
+    takes about a third of pip's CPU)."""
     exclude_newer: str | None = None
-    """PyPI with uv: ignore releases after this date, so a resolution made today is made again later."""
+    """PyPI: ignore releases after this date, so a resolution made today is made again later (another
+    version than the pin is resolved as of its own release)."""
     builds: list[str] = []
     """PyPI: the only distributions built from source (they publish no wheel); every other one is installed
     from a wheel, so that no build backend runs on the host but these."""
     debs: list[str] = []
     """Debian packages (name=version) unpacked into the bundle's debs/ folder: tools the agent calls."""
+
+    @model_validator(mode="after")
+    def _one_registry(self) -> AgentPin:
+        if bool(self.npm) == bool(self.pypi):
+            raise ValueError("a pin names its npm or its PyPI package, not both")
+        if self.pypi and not (self.python and self.uv):
+            raise ValueError(f"{self.pypi}: a PyPI pin names its python and the uv that installs it")
+        return self
 
     @property
     def package(self) -> str:
