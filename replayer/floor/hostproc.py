@@ -22,6 +22,7 @@ import atexit
 import contextlib
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -57,15 +58,43 @@ CompletedProcess = subprocess.CompletedProcess
 _FOLDER: dict[int, Path] = {}
 
 
+FOLDER_PREFIX = "replayer-proc-"
+
+
 def folder() -> Path:
     """This process's folder for the processes it starts: private (0700), empty, made at first use and
-    removed at exit (a process of its own, e.g. a pool worker, makes its own)."""
+    removed at exit (a process of its own, e.g. a pool worker, makes its own). A process killed (a Ray
+    actor at the batch's end) leaves its folder: the next one made removes those of processes gone."""
     path = _FOLDER.get(os.getpid())
     if path is None or not path.is_dir():
-        path = Path(tempfile.mkdtemp(prefix="replayer-proc-"))
+        path = Path(tempfile.mkdtemp(prefix=f"{FOLDER_PREFIX}{os.getpid()}-"))
         atexit.register(shutil.rmtree, path, True)
         _FOLDER[os.getpid()] = path
+        _remove_folders_of_processes_gone(path.parent)
     return path
+
+
+def _remove_folders_of_processes_gone(temp: Path) -> None:
+    """The folders in `temp` named by `folder()` for a process that no longer runs, this user's own
+    directories only (not a link, not another user's)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(temp):
+            pid = entry.name.removeprefix(FOLDER_PREFIX).split("-", 1)[0]
+            if entry.name.startswith(FOLDER_PREFIX) and pid.isdigit() and not _runs(int(pid)):
+                with contextlib.suppress(OSError):
+                    st = entry.stat(follow_symlinks=False)
+                    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():
+                        shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
 
 
 def passed(*names: str) -> dict[str, str]:

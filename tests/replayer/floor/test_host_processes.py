@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -207,3 +209,37 @@ def test_a_host_process_runs_in_a_private_folder_with_only_the_named_environment
     assert where == str(hostproc.folder()) != str(tmp_path)
     assert hostproc.folder().stat().st_mode & 0o777 == 0o700 and not any(hostproc.folder().iterdir())
     assert not (tmp_path / "MARK").exists()
+
+
+def test_the_folders_of_processes_gone_are_removed_by_the_next_one_made(tmp_path: Path) -> None:
+    """A Ray actor killed at a batch's end never runs its exit: its folder stays until a process of the
+    replayer makes its own. A live process's folder, a link and another name are left alone."""
+    temp = Path(tempfile.gettempdir())
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    dead = int(gone.stdout)
+    left = temp / f"{hostproc.FOLDER_PREFIX}{dead}-left"
+    (left / "sub").mkdir(parents=True)
+    (left / "sub" / "file").write_text("x")
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "kept").write_text("x")
+    link = temp / f"{hostproc.FOLDER_PREFIX}{dead}-link"
+    link.symlink_to(target)
+    alive = temp / f"{hostproc.FOLDER_PREFIX}{os.getpid()}-alive"
+    alive.mkdir()
+    try:
+        made = subprocess.run(
+            [sys.executable, "-c", "from replayer.floor import hostproc; print(hostproc.folder())"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        assert not left.exists()
+        assert link.is_symlink() and (target / "kept").is_file() and alive.is_dir()
+        assert not Path(made).exists(), "its own is gone at its exit"
+    finally:
+        shutil.rmtree(left, ignore_errors=True)
+        link.unlink(missing_ok=True)
+        alive.rmdir()
