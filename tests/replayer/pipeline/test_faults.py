@@ -9,6 +9,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,8 +23,9 @@ from replayer.sandboxes.quota import STATE_ROOT
 from tests.conftest import CLAUDE, ROOT, replayer
 from tests.support.sessions import patched_session
 
-# It counts every container and state folder on the engine: nothing else may run beside it.
-pytestmark = [pytest.mark.docker, pytest.mark.serial]
+# Each test looks at what the processes it started left (their containers and state folders, by the owner
+# they carry); the orphan's test alone runs with nothing beside it (any run sweeps every orphan).
+pytestmark = [pytest.mark.docker]
 
 
 def _slow_session(dest: Path, seconds: float) -> Path:
@@ -38,6 +40,21 @@ def _workspace(dest: Path) -> Path:
 
 def _states() -> set[str]:
     return set(os.listdir(STATE_ROOT)) if STATE_ROOT.is_dir() else set()
+
+
+def _states_of(pid: int) -> list[str]:
+    """The state folders of the replayer process `pid` still there (their names carry their owner)."""
+    return [s for s in _states() if s.startswith(f"{socket.gethostname()}_{pid}_")]
+
+
+def _left_by(client: docker.DockerClient, pid: int) -> list[str]:
+    """The containers (by their owner label) and state folders of the replayer process `pid` still there."""
+    containers = [
+        c.name
+        for c in client.containers.list(all=True, filters={"label": LABEL})
+        if c.labels.get(OWNER_LABEL, "").split(":")[1:2] == [str(pid)]
+    ]
+    return containers + _states_of(pid)
 
 
 def _start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
@@ -67,11 +84,10 @@ def _wait_for_container(client: docker.DockerClient, pid: int, timeout_s: float 
     raise AssertionError("no container started")
 
 
-def _assert_clean(parent: Path, out: Path, client: docker.DockerClient, states: set[str]) -> None:
-    assert _our_containers(client) == []  # the suite's other tests leave none either
+def _assert_clean(parent: Path, out: Path, client: docker.DockerClient, pid: int) -> None:
+    assert _left_by(client, pid) == []
     assert [p.name for p in parent.iterdir() if ".partial-" in p.name or ".old-" in p.name] == []
     assert not out.exists() or (out / "result.json").is_file()
-    assert _states() <= states
 
 
 def test_interrupted_at_random_moments_leaves_nothing(
@@ -79,7 +95,6 @@ def test_interrupted_at_random_moments_leaves_nothing(
 ) -> None:
     session = _slow_session(tmp_path / "session.jsonl", 2)
     workspace = _workspace(tmp_path / "ws")
-    states = _states()
     rng = random.Random(16)
     outcomes = []
     for attempt in range(10):
@@ -96,7 +111,7 @@ def test_interrupted_at_random_moments_leaves_nothing(
         if proc.returncode == 130:
             assert stderr.strip().splitlines()[-1] == "replayer: interrupted"
             assert "Traceback" not in stderr
-        _assert_clean(tmp_path, out, docker_client, states)
+        _assert_clean(tmp_path, out, docker_client, proc.pid)
     assert 130 in outcomes  # the loop did interrupt runs (not only finished ones)
     assert (workspace / "a.txt").read_text() == (CLAUDE.fixture("single") / "workspace" / "a.txt").read_text()
 
@@ -117,7 +132,6 @@ def test_a_container_killed_under_a_rerun_fails_cleanly(
 ) -> None:
     session = _slow_session(tmp_path / "session.jsonl", 60)
     out = tmp_path / "out"
-    states = _states()
     proc = _start("run", str(session), "-n", "3", "-w", str(_workspace(tmp_path / "ws")), "-o", str(out))
     name = _wait_for_container(docker_client, proc.pid)
     _wait_for_process(docker_client, name, "sleep 60")
@@ -125,7 +139,7 @@ def test_a_container_killed_under_a_rerun_fails_cleanly(
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 6, stderr
     assert stderr.startswith("replayer: sandbox: ") and stderr.count("\n") == 1
-    _assert_clean(tmp_path, out, docker_client, states)
+    _assert_clean(tmp_path, out, docker_client, proc.pid)
 
 
 class _PrivateEngine:
@@ -187,13 +201,13 @@ class _PrivateEngine:
 
 def test_the_engine_killed_under_a_run(tmp_path: Path) -> None:
     """SIGKILL of the Docker engine mid-rerun: a one-line sandbox error, no partial output, no state left
-    (the container the run could not remove is swept by a later run: the next test)."""
+    (the container the run could not remove goes with the private engine; on the engine, a later run
+    sweeps it: the orphan's test)."""
     engine = _PrivateEngine(Path("/tmp") / f"replayer-engine-{os.getpid()}")
     engine.root.mkdir()
     session = _slow_session(tmp_path / "session.jsonl", 60)
     workspace = _workspace(tmp_path / "ws")
     out = tmp_path / "out"
-    states = _states()
     try:
         engine.start()
         engine.load_base_image()
@@ -204,12 +218,13 @@ def test_the_engine_killed_under_a_run(tmp_path: Path) -> None:
         _, stderr = proc.communicate(timeout=120)
         assert proc.returncode == 6, stderr
         assert stderr.startswith("replayer: sandbox: ") and stderr.count("\n") == 1
-        assert not out.exists() and _states() <= states
+        assert not out.exists() and _states_of(proc.pid) == []
         assert [p.name for p in tmp_path.iterdir() if ".partial-" in p.name] == []
     finally:
         engine.stop()
 
 
+@pytest.mark.serial  # the next run sweeps every orphan: another test's run could sweep this one first
 def test_an_orphan_of_a_dead_process_is_swept_by_the_next_run(
     tmp_path: Path, docker_client: docker.DockerClient
 ) -> None:
@@ -245,21 +260,13 @@ def test_a_full_output_disk_is_an_output_error(tmp_path: Path, docker_client: do
     try:
         workspace = _workspace(tmp_path / "ws")
         (workspace / "big.bin").write_bytes(os.urandom(3 << 20))
-        states = _states()
-        proc = replayer(
-            "run",
-            str(CLAUDE.fixture("single") / "session.jsonl"),
-            "-n",
-            "1",
-            "-w",
-            str(workspace),
-            "-o",
-            str(small / "out"),
-        )
-        assert proc.returncode == 7, proc.stderr
-        assert "No space left on device" in proc.stderr and proc.stderr.count("\n") == 1
+        single = str(CLAUDE.fixture("single") / "session.jsonl")
+        proc = _start("run", single, "-n", "1", "-w", str(workspace), "-o", str(small / "out"))
+        _, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 7, stderr
+        assert "No space left on device" in stderr and stderr.count("\n") == 1
         assert list(small.iterdir()) == []
-        assert _states() <= states and _our_containers(docker_client) == []
+        assert _left_by(docker_client, proc.pid) == []
         assert (workspace / "big.bin").stat().st_size == 3 << 20
     finally:
         subprocess.run(["umount", str(small)], check=True)
