@@ -32,15 +32,21 @@ lint: $(STAMP)
 # the source tree, also where the shell sets PYTHONDONTWRITEBYTECODE: each would otherwise compile the project
 # and rewrite the test modules' asserts again (about 6 CPU-s a pytest process).
 BYTECODE := env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache
-# The checks run while the test tools install (apt's downloads and dpkg leave a core free). The versions the
-# tests install on demand are installed ahead of them beside the parallel part (tests/support/prefetch.py).
-test: setup
-	scripts/install_test_tools.sh & tools=$$!; $(MAKE) --no-print-directory lint; lint=$$?; wait $$tools && test $$lint -eq 0
+# The versions the tests install on demand are installed ahead of them from the start (tests/support/prefetch.py):
+# beside `replayer setup` (which waits on apt, debootstrap and the registries as much as it computes), the checks
+# and the parallel part; it ends with the parallel part. The checks run while the test tools install (apt's
+# downloads and dpkg leave a core free), under the installer's apt lock, as setup's apt-get and a bundle's
+# Debian packages are.
+test: $(STAMP)
 	$(BYTECODE) $(PY) -m tests.support.prefetch & prefetch=$$!; \
-	$(BYTECODE) $(PY) -m pytest -q --durations=0 --durations-min=0.5 -n 2 --dist loadfile --no-loadscope-reorder -m "not serial"; parallel=$$?; \
-	kill $$prefetch 2>/dev/null; wait $$prefetch; \
-	$(BYTECODE) $(PY) -m pytest -q --durations=10 -m serial; serial=$$?; \
-	test $$parallel -eq 0 && test $$serial -eq 0
+	$(VENV)/bin/replayer setup && \
+	{ $(PY) -m tests.support.apt_locked scripts/install_test_tools.sh & tools=$$!; \
+	  $(MAKE) --no-print-directory lint; lint=$$?; wait $$tools && test $$lint -eq 0; } && \
+	{ $(BYTECODE) $(PY) -m pytest -q --durations=0 --durations-min=0.5 -n 2 --dist loadfile --no-loadscope-reorder -m "not serial"; parallel=$$?; \
+	  kill $$prefetch 2>/dev/null; wait $$prefetch; \
+	  $(BYTECODE) $(PY) -m pytest -q --durations=10 -m serial; serial=$$?; \
+	  test $$parallel -eq 0 && test $$serial -eq 0; }; \
+	status=$$?; kill $$prefetch 2>/dev/null; wait $$prefetch; exit $$status
 
 # The parsers' fuzz suite with a long random budget (make test runs a short fixed one).
 fuzz: $(STAMP)

@@ -49,7 +49,8 @@ def engine(chosen: Engine) -> tuple[Literal["running", "started"], list[str]]:
     doing = f"starting the {chosen.label} engine"
     _need_root(doing)
     _need_tools(doing, chosen.tools)
-    notes = _run_script(chosen.up_script, chosen.up_args, doing)
+    with cache_lock(*installer.APT):  # its apt-get, while a run may unpack a bundle's Debian packages
+        notes = _run_script(chosen.up_script, chosen.up_args, doing)
     if not _reachable(chosen):
         raise SetupError(f"{doing}: the engine started but the replayer cannot reach it (DOCKER_HOST?)")
     return "started", notes
