@@ -121,9 +121,9 @@ def _compiled(agent: str, path: Path) -> bool:
 
 
 def _compile(path: Path) -> None:
-    """Compile a cached bundle's modules once (uv installs with --compile-bytecode; an older replayer's
-    uv did not).
-    A module that does not compile (a test file in an older syntax) is left as it is, as both do."""
+    """Compile a cached bundle's modules once (uv installs them compiled; a bundle an older replayer cached
+    may not be). A module that does not compile (a test file in an older syntax) is left as it is, as uv
+    leaves it."""
     hostproc.run(
         hostproc.python(path / "bin" / "python", "-m", "compileall", "-q", "-j", "0", str(path / "lib")),
         capture_output=True,
@@ -229,12 +229,15 @@ def _install_pypi(agent: str, pin: AgentPin, version: str, path: Path) -> None:
         uv = _uv(pin.uv, agent, version)
         exclude = pin.exclude_newer if version == pin.version else _released_after(pin.pypi, version)
         env = _uv_env()
+        try:  # the interpreter the user's PATH names (uv's own search, in the fixed PATH, finds the system's)
+            python = hostproc.program(pin.python)
+        except FileNotFoundError:
+            raise _not_installed(agent, version, pin.python) from None
         _run(
             agent,
             version,
             "PyPI",
-            # the interpreter the user's PATH names (uv's own search, in the fixed PATH, finds the system's)
-            [str(uv), "venv", "--no-config", "-q", "--python", hostproc.program(pin.python), str(path)],
+            [str(uv), "venv", "--no-config", "-q", "--python", python, str(path)],
             env=env,
         )
         argv = [
@@ -362,6 +365,10 @@ def _unpack_debs(agent: str, version: str, debs: list[str], path: Path) -> None:
         shutil.rmtree(download, ignore_errors=True)
 
 
+def _not_installed(agent: str, version: str, program: str) -> BundleUnavailable:
+    return BundleUnavailable(f"cannot install {agent}@{version}: {program} is not installed")
+
+
 def _run(
     agent: str,
     version: str,
@@ -374,7 +381,7 @@ def _run(
     try:
         proc = hostproc.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
     except FileNotFoundError:
-        raise BundleUnavailable(f"cannot install {agent}@{version}: {argv[0]} is not installed") from None
+        raise _not_installed(agent, version, argv[0]) from None
     if proc.returncode == 0:
         return
     output = proc.stderr + proc.stdout
