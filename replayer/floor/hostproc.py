@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -59,6 +60,9 @@ _FOLDER: dict[int, Path] = {}
 
 
 FOLDER_PREFIX = "replayer-proc-"
+_FOLDER_NAME = re.compile(rf"{FOLDER_PREFIX}([0-9]{{1,9}})-")
+"""A folder's name and its process's pid: ASCII digits, no more than a pid has (anyone can name an entry of
+/tmp: `int` must not fail on it, nor `os.kill` overflow)."""
 
 
 def folder() -> Path:
@@ -79,8 +83,8 @@ def _remove_folders_of_processes_gone(temp: Path) -> None:
     directories only (not a link, not another user's)."""
     with contextlib.suppress(OSError):
         for entry in os.scandir(temp):
-            pid = entry.name.removeprefix(FOLDER_PREFIX).split("-", 1)[0]
-            if entry.name.startswith(FOLDER_PREFIX) and pid.isdigit() and not _runs(int(pid)):
+            named = _FOLDER_NAME.match(entry.name)
+            if named and not _runs(int(named[1])):
                 with contextlib.suppress(OSError):
                     st = entry.stat(follow_symlinks=False)
                     if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():

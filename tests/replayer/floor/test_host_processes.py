@@ -229,6 +229,10 @@ def test_the_folders_of_processes_gone_are_removed_by_the_next_one_made(tmp_path
     link.symlink_to(target)
     alive = temp / f"{hostproc.FOLDER_PREFIX}{os.getpid()}-alive"
     alive.mkdir()
+    # anyone names entries of /tmp: numbers no pid has, digits int() does not take
+    odd = [temp / f"{hostproc.FOLDER_PREFIX}{n}-odd-{os.getpid()}" for n in ("9" * 30, "\u00b2")]
+    for folder in odd:
+        folder.mkdir()
     try:
         made = subprocess.run(
             [sys.executable, "-c", "from replayer.floor import hostproc; print(hostproc.folder())"],
@@ -238,8 +242,11 @@ def test_the_folders_of_processes_gone_are_removed_by_the_next_one_made(tmp_path
         ).stdout.strip()
         assert not left.exists()
         assert link.is_symlink() and (target / "kept").is_file() and alive.is_dir()
+        assert all(folder.is_dir() for folder in odd)
         assert not Path(made).exists(), "its own is gone at its exit"
     finally:
         shutil.rmtree(left, ignore_errors=True)
         link.unlink(missing_ok=True)
         alive.rmdir()
+        for folder in odd:
+            folder.rmdir()
