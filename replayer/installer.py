@@ -190,6 +190,9 @@ def _install_npm(agent: str, pin: AgentPin, version: str, path: Path) -> None:
                 "--no-fund",
                 "--no-update-notifier",
                 "--loglevel=error",
+                # no package's install script runs on the host: the version is the trajectory's choice (the
+                # CLIs' own scripts only copy or link the platform package's binary, which cli_path finds)
+                "--ignore-scripts",
                 # npm's own two retries, after 1 s and 4 s rather than 10 s and 60 s: a registry that cannot
                 # be reached is said in 5 s, not 70
                 "--fetch-retry-mintimeout=1000",

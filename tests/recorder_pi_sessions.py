@@ -4,8 +4,7 @@ compaction, each by a real Pi CLI in the sandbox against the scripted chat upstr
 
 `python -m tests.recorder_pi_sessions --all` records into tests/fixtures/pi/sessions/<scenario>/ the
 initial workspace, Pi's stdout (`rpc.jsonl`), the session file it wrote (`session.jsonl`) and the
-upstream's log. A scenario's Pi version other than the pin is installed once with npm into
-<bundles root>/../recorder/pi-<version> (recording only, never pinned). Every scenario drives
+upstream's log. A scenario's Pi version is the bundle a run would install. Every scenario drives
 `pi --mode rpc`: a prompt, an rpc `compact` (its summary request takes the next scripted turn; a tiny
 `compaction.keepRecentTokens` makes Pi keep only the last turn), and a second prompt.
 """
@@ -14,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import shlex
-import subprocess
 import tempfile
 import uuid
 from pathlib import Path
@@ -22,6 +20,7 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel, ConfigDict
 
+from replayer import installer
 from replayer.adapters.pi import bundle
 from replayer.adapters.sandbox_paths import AGENT_HOME, BRIDGE_PORT
 from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, ToolUseBlock, Turn
@@ -111,18 +110,8 @@ def scenarios() -> list[Scenario]:
 
 
 def package_root(version: str) -> Path:
-    """node_modules holding @mariozechner/pi-coding-agent `version`: the pinned bundle, or one installed
-    once for recording."""
-    pins = load_pins()
-    if version == pins.agents[bundle.NAME].version:
-        return pins.bundle_dir(bundle.NAME) / "node_modules"
-    folder = Path(pins.bundles["root"]).parent / "recorder" / f"pi-{version}"
-    if not (folder / ".installed").exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        npm = ["npm", "install", "--no-audit", "--no-fund", f"{pins.agents[bundle.NAME].npm}@{version}"]
-        subprocess.run(npm, cwd=folder, check=True, stdout=subprocess.DEVNULL)
-        (folder / ".installed").write_text(version)
-    return folder / "node_modules"
+    """node_modules holding @mariozechner/pi-coding-agent `version`: its bundle, installed as a run would."""
+    return installer.ensure(bundle.NAME, version) / "node_modules"
 
 
 def _config(home: Path) -> None:

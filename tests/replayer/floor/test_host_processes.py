@@ -114,6 +114,30 @@ def test_a_cached_bundles_compile_imports_nothing_from_the_working_directory(
     assert _ran(dataset) == []
 
 
+SCRIPTED = "2.1.121"
+"""A Claude Code release whose `postinstall` (`node install.cjs`) hard-links its 247 MB native binary over
+the package's `bin/claude.exe`, a 500-byte stub as published."""
+
+
+def test_an_npm_install_runs_no_install_script(
+    dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The version is the trajectory's choice: nothing of the release runs on the host when it is installed,
+    not even when the folder's `.npmrc` asks for scripts; the CLI is found in the platform package."""
+    (dataset / ".npmrc").write_text("ignore-scripts=false\n")
+    cache = tmp_path / "bundles"
+    cache.mkdir()
+    (cache / ".npm-cache").symlink_to(bundles.bundles_root() / ".npm-cache")  # the suite's, warm
+    proc = _replayer(dataset, "bundles", "add", f"claude_code@{SCRIPTED}", cache=cache)
+    assert proc.returncode == 0, proc.stderr
+    package = cache / f"claude_code-{SCRIPTED}" / "node_modules" / "@anthropic-ai"
+    assert (package / "claude-code" / "bin" / "claude.exe").stat().st_size < 1000
+    monkeypatch.setenv("REPLAYER_BUNDLES", str(cache))
+    cli = bundles.cli_path("claude_code", SCRIPTED)
+    assert (cli.path, cli.needs_node) == ("node_modules/@anthropic-ai/claude-code-linux-x64/claude", False)
+    assert _ran(dataset) == []
+
+
 def test_compares_runs_import_nothing_from_the_working_directory(
     dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
