@@ -1,6 +1,6 @@
 """Processes a removed container left on the host, found by the cgroup that names it.
 
-A process started in a container by `docker exec -d` (the port forwarders, `DockerSandbox.spawn`) is the
+A process started in a container by an exec (the port forwarders of `DockerSandbox.forward_port`) is the
 child of the engine's shim, not of the container's init. When the container goes, everything in its PID
 namespace is killed with its init; a process that is not in that namespace survives the removal, with the
 container's cgroup, mount and network namespaces, reparented to the host's PID 1. Such `socat`s were seen

@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -126,6 +127,25 @@ def made_once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path],
             folder.mkdir()
             make(folder)
             made.touch()
+    return folder
+
+
+def importing(param: str) -> Any:
+    """A test parameter naming an OpenCode trajectory, marked `docker`: its rebuild imports the session with
+    the CLI in a sandbox (adapters/opencode/cli_box.py). Any other, as it is."""
+    return pytest.param(param, marks=pytest.mark.docker) if "opencode" in param else param
+
+
+def bundle_cache(folder: Path) -> Path:
+    """An empty bundle cache of a test's own (every install into it a real one, from the registry) whose npm
+    downloads are the suite's: npm's cache, content-addressed and safe to share, holds the tarballs the
+    prefetch fetched, so that an install into it unpacks rather than downloads them again."""
+    from replayer.floor.pins import bundles_root
+
+    shared = bundles_root() / ".npm-cache"
+    shared.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ".npm-cache").symlink_to(shared)
     return folder
 
 

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from replayer import installer
-from replayer.adapters.opencode import OpenCodeAdapter, bundle
+from replayer.adapters.opencode import OpenCodeAdapter, bundle, cli_box
 from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from replayer.floor.pins import running_version
 from tests.support.opencode_cli import MODEL, run_opencode
@@ -51,6 +51,13 @@ def checkpointed_db(home: Path, dest: Path) -> None:
         contextlib.closing(sqlite3.connect(dest)) as out,
     ):
         src.backup(out)
+
+
+def _export(home: Path, session: str) -> bytes:
+    """`opencode export SESSION` of the recorded home, by the CLI in its own sandbox."""
+    with cli_box.cli_home(seed=home) as cli:
+        cli.run("export", session)
+        return cli.stdout()
 
 
 def scenarios() -> list[Scenario]:
@@ -220,7 +227,7 @@ def record_server(scenario: Scenario, dest: Path, one_session_each: bool = False
             suffix = f"-{n}" if one_session_each else ""
             if not one_session_each:
                 files["messages.json"] = messages
-            files[f"export{suffix}.json"] = bundle.host_cli(paths["home"], "export", session)
+            files[f"export{suffix}.json"] = _export(paths["home"], session)
         ids = [session for session, _ in recorded]
         meta: dict = {"task": scenario.prompts[0], "prompts": scenario.prompts}
         meta |= {"session_ids": ids} if one_session_each else {"session_id": ids[0]}
@@ -242,7 +249,7 @@ def record(scenario: Scenario, dest: Path) -> Path:
         )
         files = {
             "events.jsonl": b"".join(stdout),
-            "export.json": bundle.host_cli(paths["home"], "export", session),
+            "export.json": _export(paths["home"], session),
         }
         if (paths["home"] / bundle.DB).is_file():  # versions before the SQLite store keep JSON files
             checkpointed_db(paths["home"], state / "opencode.db")

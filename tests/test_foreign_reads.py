@@ -42,7 +42,8 @@ ALLOWED = {
     "(the agent-store read-back)",
     "adapters/claude_code/continue_launch.py": "the prefix file the rebuild just wrote",
     "adapters/opencode/__init__.py": "the export and rebuilt session the engine just wrote",
-    "adapters/opencode/home.py": "the agent home the rebuild wrote, walked by descriptors",
+    "adapters/opencode/home.py": "the CLI's home as safecopy copied it out of its sandbox (no link in it), "
+    "and the agent home the rebuild wrote, walked by descriptors",
     "sandboxes/fake.py": "the in-process test runtime's own state folder",
     "sandboxes/leftovers.py": "/proc of processes the replayer started",
     "sandboxes/slots.py": "the slots' own lock, control FIFOs and /proc/self/mountinfo",

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import shlex
-import tempfile
 from pathlib import Path
 
 import orjson
 
-from replayer import installer
 from replayer.adapters import sandbox_paths
 from replayer.adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY
-from replayer.floor import bundles, hostproc
-from replayer.floor.errors import SandboxError, last_line
+from replayer.floor import bundles
 from replayer.floor.io import write_bytes_atomic
 from replayer.floor.pins import load_pins, release
 
@@ -49,13 +46,6 @@ def mount() -> str:
 def binary(root: str | Path | None = None) -> str:
     """The binary under `root` (default: its mount in the sandbox)."""
     return f"{root if root is not None else mount()}/{bundles.cli_path(NAME, version(), BINARY_PLACES).path}"
-
-
-def host_binary() -> Path:
-    """Installed first when missing: a prepare (no sandbox) imports the rebuilt session with it too. It runs
-    on the host: every file of the bundle is checked against its digest manifest first."""
-    installer.for_host(NAME, version())
-    return Path(binary(load_pins().bundle_dir(NAME)))
 
 
 def binds() -> dict[str, tuple[Path, bool]]:
@@ -129,32 +119,3 @@ def with_stdin_prompt(argv: list[str]) -> list[str]:
 def run_argv(session: str | None) -> list[str]:
     argv = [binary(), "run", "--format", "json"]
     return argv + (["--session", session] if session else [])
-
-
-def host_cli(home: Path, *args: str, timeout_s: float = 120.0) -> bytes:
-    """Run the pinned binary on the host with `home` as its whole home.
-
-    Only ever with a home that no sandbox could write (a fresh one the replayer made, a recorder's): the
-    CLI loads plugins and config from its home and follows a symlinked store; see `home.py`."""
-    tmp = home / ".cache" / "replayer-tmp"
-    tmp.mkdir(parents=True, exist_ok=True)
-    env = {**base_env(str(home)), "TMPDIR": str(tmp), "OPENCODE_DISABLE_PROJECT_CONFIG": "1"}
-    # stdout into a file: into a pipe, what the CLI wrote past 64 KiB may be lost when it exits (`export`)
-    with tempfile.TemporaryFile(dir=tmp) as out:
-        try:
-            done = hostproc.run(
-                [str(host_binary()), *args],
-                env=env,
-                cwd=home,
-                stdout=out,
-                stderr=hostproc.PIPE,
-                timeout=timeout_s,
-            )
-        except (OSError, hostproc.TimeoutExpired) as exc:
-            raise SandboxError(f"opencode {args[0]} failed: {exc}") from None
-        if done.returncode != 0:
-            raise SandboxError(
-                f"opencode {args[0]} exited {done.returncode}: {last_line(done.stderr) or 'no output'}"
-            )
-        out.seek(0)
-        return out.read()

@@ -5,9 +5,10 @@ be hostile: a symlink in place of `opencode.db` (SQLite and the CLI follow it to
 folder with a plugin (code any `opencode` process using that home runs), a crafted database. Hence:
 
 - the rerun's store is removed and the continued session exported by the CLI *inside the container*;
-- the rebuilt session is imported by the host CLI into a fresh private home holding only what the
-  replayer wrote (its config and the import), and the resulting store and config are then placed into
-  the home with directory-FD walks that replace, never follow, whatever the sandbox left on the way.
+- the rebuilt session is imported by the CLI in a sandbox of its own (`cli_box`) into a fresh home holding
+  only what the replayer wrote (its config and the import); that home is copied out without following a
+  link, and the resulting store and config are then placed into the home with directory-FD walks that
+  replace, never follow, whatever the sandbox left on the way.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from replayer.adapters.opencode import bundle
+from replayer.adapters.opencode import bundle, cli_box
 from replayer.adapters.sandbox_paths import AGENT_HOME
 from replayer.floor.errors import SandboxError, last_line
 from replayer.sandboxes.base import Sandbox
@@ -118,25 +119,30 @@ def place_config(home: Path, provider: str, model: str, base_url: str) -> None:
 def import_session(
     home: Path, export: Path, info: dict[str, Any], provider: str, model: str, base_url: str
 ) -> str:
-    """`opencode import` into a fresh private home, then its store and config placed into `home`; returns
-    the store's path relative to `home` (`bundle.DB`, or the session's file in `bundle.STORAGE`).
+    """`opencode import` into a fresh home in the CLI's own sandbox (`cli_box`), then its store and config
+    placed into `home`; returns the store's path relative to `home` (`bundle.DB`, or the session's file in
+    `bundle.STORAGE`).
 
-    The host CLI sees only what the replayer wrote: never `home`, which may hold the sandbox's files. The
-    pinned CLI files an imported session under the importing process's directory: the recorded directory
-    (where the continuation runs, in the sandbox) is written back; the WAL is folded in so that the store
-    is one self-contained file (any store already in `home` is removed, a stale WAL included). A version
-    before the SQLite store (1.1 and older) imports into JSON files under `bundle.STORAGE`: those are
-    placed, the session file's directory written back the same way."""
-    with tempfile.TemporaryDirectory(prefix="replayer-opencode-import-") as tmp:
-        private = Path(tmp)
-        place_config(private, provider, model, base_url)
-        bundle.host_cli(private, "import", str(export))
+    The CLI runs in a sandbox, never on the host (its version is the trajectory's choice), and sees only what
+    the replayer wrote: never `home`, which may hold the sandbox's files. What it wrote is copied out without
+    following a link before the host opens any of it. The pinned CLI files an imported session under the
+    importing process's directory: the recorded directory (where the continuation runs, in the sandbox) is
+    written back; the WAL is folded in so that the store is one self-contained file (any store already in
+    `home` is removed, a stale WAL included). A version before the SQLite store (1.1 and older) imports into
+    JSON files under `bundle.STORAGE`: those are placed, the session file's directory written back the same
+    way."""
+    with cli_box.cli_home() as cli, tempfile.TemporaryDirectory(prefix="replayer-opencode-import-") as tmp:
+        place_config(cli.home, provider, model, base_url)
+        cli.run("import", cli.give(export))
+        private = Path(tmp) / "home"
+        cli.copy_out(private)
         for rel in STORE_PATHS:
             remove(home, rel)
         place_config(home, provider, model, base_url)
         if not (private / bundle.DB).is_file() and (private / bundle.STORAGE).is_dir():
             return _place_storage(private, home, info)
         with contextlib.closing(sqlite3.connect(private / bundle.DB)) as db:
+            db.execute("PRAGMA trusted_schema = OFF")  # what the sandbox wrote: no schema-run functions
             _write_back(db, info)
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         place(home, bundle.DB, (private / bundle.DB).read_bytes())
@@ -161,8 +167,8 @@ def _write_back(db: sqlite3.Connection, info: dict[str, Any]) -> None:
 
 
 def _place_storage(private: Path, home: Path, info: dict[str, Any]) -> str:
-    """The JSON-file storage the CLI's import wrote into `private` (a folder only the replayer and that CLI
-    wrote), placed file by file into `home`; returns the session file's path relative to `home`."""
+    """The JSON-file storage the CLI's import wrote into `private` (its home as copied out of its sandbox, no
+    link in it), placed file by file into `home`; returns the session file's path relative to `home`."""
     root = private / bundle.STORAGE
     session = f"{info.get('id')}.json"
     found = ""

@@ -82,6 +82,7 @@ def test_damaged_store(scenario: str, data: st.DataObject, tmp_path: Path) -> No
     _check(path)
 
 
+@pytest.mark.docker  # an OpenCode import runs in a sandbox
 @settings(FUZZ_SETTINGS, max_examples=max(EXAMPLES // 8, 5))
 @given(data=st.data())
 def test_what_a_parse_accepts_the_pinned_cli_imports(data: st.DataObject, tmp_path: Path) -> None:

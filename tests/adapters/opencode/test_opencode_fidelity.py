@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.adapters.opencode import OpenCodeAdapter, bundle, rebuilt_document
+from replayer.adapters.opencode import OpenCodeAdapter, cli_box, rebuilt_document
 from replayer.adapters.opencode.wire import to_wire
 from replayer.pipeline.engine import load
 from tests.conftest import CLAUDE, OPENCODE, OPENCODE_FORMS, first_and_last, replayer
@@ -90,6 +90,7 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str, in
     return after
 
 
+@pytest.mark.docker  # an OpenCode import runs in a sandbox
 @pytest.mark.parametrize(("form", "name", "after_step"), _prepared_matrix())
 def test_prepared_prefix_is_the_request_the_cli_sent(
     form: str, name: str, after_step: int, prepared: Callable[[str, str, int], Path]
@@ -175,9 +176,9 @@ def test_rerun_by_the_cli_reproduces_every_observation(
     kept = [d for d in result["divergences"] if d["kind"] != "rerun"]
     assert all(d["status"] == "historical_kept" and d["tool"] == "invalid" for d in kept)
     # The rebuilt store is the pinned CLI's own, holding only the rebuilt session.
-    home = tmp_path / "home"
-    shutil.copytree(out / "native" / "home", home)
-    listed = bundle.host_cli(home, "session", "list", "--format", "json")
+    with cli_box.cli_home(seed=out / "native" / "home") as cli:
+        cli.run("session", "list", "--format", "json")
+        listed = cli.stdout()
     assert [s["id"] for s in orjson.loads(listed)] == [result["session_id"]]
 
 
@@ -213,6 +214,7 @@ def test_rerun_from_the_other_forms(form: str, replayed: Callable[[str, int], Pa
     assert [d["status"] for d in result["divergences"]] == ["exact"] * 3
 
 
+@pytest.mark.docker  # an OpenCode import runs in a sandbox
 def test_an_event_log_alone_takes_its_prompt_from_task(tmp_path: Path) -> None:
     lone = tmp_path / "run.jsonl"
     shutil.copyfile(OPENCODE.fixture("tools") / "events.jsonl", lone)

@@ -36,6 +36,7 @@ APPENDED = FIELD / "opencode" / "repo-explainer-kubernetes-3-runs-format-json.js
 KUBERNETES = "/Users/saadkhalid/Projects/repo-explainer/tmp/kubernetes/kubernetes"
 
 
+@pytest.mark.docker  # an OpenCode import runs in a sandbox
 def test_appended_opencode_runs_are_listed_and_each_prepares(tmp_path: Path) -> None:
     """Three `opencode run --format json` runs one after another in one file: listed as sessions; each one
     chosen reads alone, in the folder its write resolved its relative path in (`metadata.filepath`); the

@@ -121,6 +121,7 @@ def test_inspect_lists_the_steps_of_the_export(shape: str) -> None:
     assert listed(API / shape) == listed(API / "export.json")
 
 
+@pytest.mark.docker  # an OpenCode import runs in a sandbox
 def test_prepare_writes_the_session_and_prefix_of_the_export(tmp_path: Path) -> None:
     """At the last boundary, default settings: the prefix is the request the CLI sent right after it."""
     last = len(_steps(API / "export.json"))
@@ -267,6 +268,7 @@ def test_a_stream_of_two_sessions_is_split_into_their_exports(shape: str) -> Non
             )
 
 
+@pytest.mark.docker  # an OpenCode import runs in a sandbox
 def test_the_cli_lists_and_selects_the_sessions_of_a_stream(tmp_path: Path) -> None:
     meta = orjson.loads((TWO / "meta.json").read_bytes())
     report = orjson.loads(replayer("inspect", str(TWO / "event.sse"), "--json", check=True).stdout)

@@ -69,6 +69,7 @@ def test_every_version_is_recorded_with_its_own_cli() -> None:
 
 
 # pure: the wire form of each version, from its own recorded requests ----------------------------------
+@pytest.mark.docker  # an OpenCode import runs in a sandbox
 @pytest.mark.parametrize("version", RECORDED)
 def test_the_wire_prefix_is_what_that_version_sent_at_every_boundary(version: str, tmp_path: Path) -> None:
     """Every boundary from the export, by the rebuild's own document (what `prepare` writes the wire form

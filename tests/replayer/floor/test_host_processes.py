@@ -24,6 +24,7 @@ from replayer.floor.requests import ContinueRequest, Variant
 from replayer.pipeline.fork import ForkJob
 from replayer.pipeline.forkpool import ForkPool
 from replayer.verbs import executors
+from tests.conftest import bundle_cache
 
 PLANTED = ("replayer", "multiprocessing", "venv", "pip", "compileall")
 ABSENT = "0.0.2"
@@ -125,9 +126,7 @@ def test_an_npm_install_runs_no_install_script(
     """The version is the trajectory's choice: nothing of the release runs on the host when it is installed,
     not even when the folder's `.npmrc` asks for scripts; the CLI is found in the platform package."""
     (dataset / ".npmrc").write_text("ignore-scripts=false\n")
-    cache = tmp_path / "bundles"
-    cache.mkdir()
-    (cache / ".npm-cache").symlink_to(bundles.bundles_root() / ".npm-cache")  # the suite's, warm
+    cache = bundle_cache(tmp_path / "bundles")
     proc = _replayer(dataset, "bundles", "add", f"claude_code@{SCRIPTED}", cache=cache)
     assert proc.returncode == 0, proc.stderr
     package = cache / f"claude_code-{SCRIPTED}" / "node_modules" / "@anthropic-ai"

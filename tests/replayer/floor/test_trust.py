@@ -2,7 +2,8 @@
 has not trusted sets only `workers` and tighter limits (else every command refuses, exit 13); `replayer trust`
 and the user's `trusted` list lift that; a bundle runs on the host only if it is owned by root or the user,
 writable by nobody else, and every file is as its digest manifest says (else exit 10, nothing of it runs).
-Real files and the real CLI; OpenCode's host-side `opencode import` is the host run. Without Docker."""
+Real files and the real CLI; OpenCode's `opencode import` (in a sandbox of its own) is what runs of a bundle
+outside a run's sandbox. The bundle tests that reach that import need Docker."""
 
 from __future__ import annotations
 
@@ -45,12 +46,17 @@ def _cli(*args: str, cwd: Path, config: Path, env: dict[str, str] | None = None)
     return proc.returncode, proc.stdout, proc.stderr.strip()
 
 
-def _fake_opencode(root: Path, marker: Path) -> Path:
-    """A bundle folder of the pinned OpenCode under `root` whose binary is a script that leaves `marker`."""
+RAN = "the stand-in ran"
+"""What the stand-in binary says before it fails: the import's one-line error then carries it."""
+
+
+def _fake_opencode(root: Path) -> Path:
+    """A bundle folder of the pinned OpenCode under `root` whose binary is a script that says RAN, leaves
+    `root`/on-the-host where it runs (only the host has that folder), and fails."""
     bundle = root / f"opencode-{pinned_version('opencode')}"
     binary = bundle / OPENCODE_BIN
     binary.parent.mkdir(parents=True)
-    binary.write_text(f"#!/bin/sh\necho ran >> {marker}\nexit 1\n")
+    binary.write_text(f"#!/bin/sh\necho {RAN} >&2\ntouch {root / 'on-the-host'} 2>/dev/null\nexit 1\n")
     binary.chmod(0o755)
     (bundle / ".installed").write_text("opencode-ai@planted\n")
     return bundle
@@ -65,11 +71,8 @@ def planted(tmp_path: Path) -> Path:
     return folder
 
 
-def test_a_planted_folder_cannot_choose_the_bundle_that_runs_on_the_host(
-    planted: Path, tmp_path: Path
-) -> None:
-    ran = tmp_path / "ran"
-    _fake_opencode(planted / "evil", ran)
+def test_a_planted_folder_cannot_choose_the_bundle_that_runs(planted: Path, tmp_path: Path) -> None:
+    _fake_opencode(planted / "evil")
     (planted / "replayer.toml").write_text('bundles = "evil"\n')
     prepare = ("prepare", "export.json", "-n", "1", "-o", str(tmp_path / "out"))
     env = {"REPLAYER_BUNDLES": ""}  # the suite's own bundle cache setting would hide the planted one
@@ -81,7 +84,7 @@ def test_a_planted_folder_cannot_choose_the_bundle_that_runs_on_the_host(
     assert _cli("trust", str(planted), cwd=tmp_path, config=tmp_path / "config")[0] == 0
     code, _, err = _cli(*prepare, cwd=planted, config=tmp_path / "config", env=env)
     assert code == 10 and "without a digest manifest" in err and f"replayer bundles rm {OPENCODE_AT}" in err
-    assert not ran.exists() and not (tmp_path / "out").exists()
+    assert RAN not in err and not (tmp_path / "out").exists()
 
 
 def test_a_planted_upstream_receives_nothing(planted: Path, tmp_path: Path) -> None:
@@ -231,10 +234,10 @@ def test_replayer_trust_adds_lists_and_removes_a_folder_keeping_the_users_file(
 @pytest.fixture
 def cache(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
     """A bundle cache with an OpenCode bundle installed before manifests, its binary a script leaving
-    `ran`; the environment naming the cache."""
+    says RAN; the environment naming the cache."""
     root = tmp_path / "cache"
-    _fake_opencode(root, tmp_path / "ran")
-    return root, tmp_path / "ran", {"REPLAYER_BUNDLES": str(root)}
+    _fake_opencode(root)
+    return root, {"REPLAYER_BUNDLES": str(root)}
 
 
 def _prepare(tmp_path: Path, env: dict[str, str]) -> tuple[int, str]:
@@ -246,38 +249,40 @@ def _prepare(tmp_path: Path, env: dict[str, str]) -> tuple[int, str]:
     return code, err
 
 
-def test_a_bundle_runs_on_the_host_only_as_its_manifest_says(
-    cache: tuple[Path, Path, dict[str, str]], tmp_path: Path
+@pytest.mark.docker
+def test_a_bundle_runs_outside_a_runs_sandbox_only_as_its_manifest_says(
+    cache: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
-    root, ran, env = cache
+    root, env = cache
     bundle = root / f"opencode-{pinned_version('opencode')}"
     code, err = _prepare(tmp_path, env)
-    assert code == 10 and f"replayer bundles add {OPENCODE_AT}" in err and not ran.exists(), err
+    assert code == 10 and f"replayer bundles add {OPENCODE_AT}" in err and RAN not in err, err
     # the user says it is theirs: its digests are recorded, and it runs
     code, _, err = _cli("bundles", "add", OPENCODE_AT, cwd=tmp_path, config=tmp_path, env=env)
     assert code == 0 and (bundle / MANIFEST).is_file(), err
     code, err = _prepare(tmp_path, env)
-    assert code == 6 and ran.read_text() == "ran\n", err  # the stand-in ran (and failed as an import)
+    assert code == 6 and err.endswith(RAN), err  # the stand-in ran (and failed as an import)...
+    assert not (root / "on-the-host").exists()  # ...in its sandbox, not on the host
     assert (bundle / STAMP).is_file()  # verified: the next process hashes only what changed since
     # tampered: the same size, other bytes, the modification time set back; nothing of it runs (the change
     # time moved, so the stamp does not vouch for it)
     binary = bundle / OPENCODE_BIN
     before = binary.stat()
-    binary.write_text(binary.read_text().replace("ran", "RAN"))
+    binary.write_text(binary.read_text().replace(RAN, RAN.replace("ran", "RUN")))
     os.utime(binary, ns=(before.st_atime_ns, before.st_mtime_ns))
     code, err = _prepare(tmp_path, env)
     assert code == 10 and len(err.splitlines()) == 1, err
     assert "is not what was installed" in err and f"`replayer bundles rm {OPENCODE_AT}`" in err
-    assert ran.read_text() == "ran\n"
+    assert RAN not in err and "RUN" not in err
 
 
 def test_a_verified_bundle_is_not_read_again_by_the_next_process(
-    cache: tuple[Path, Path, dict[str, str]], tmp_path: Path
+    cache: tuple[Path, dict[str, str]], tmp_path: Path
 ) -> None:
     """Each OpenCode run checks its bundle (hundreds of MB) before it runs anything from it on the host: a
     process after the first reads the manifest and the stamp, and hashes only what changed since (the bytes
     each process read while it checked, from its /proc/self/io)."""
-    root, _, env = cache
+    root, env = cache
     bundle = root / f"opencode-{pinned_version('opencode')}"
     (bundle / "node_modules").mkdir(exist_ok=True)
     (bundle / "node_modules" / "big.bin").write_bytes(os.urandom(8 << 20))
@@ -307,9 +312,9 @@ def test_a_verified_bundle_is_not_read_again_by_the_next_process(
 
 @pytest.mark.parametrize("where", ["bundle", "cache", "added file"])
 def test_a_bundle_others_could_change_is_refused(
-    cache: tuple[Path, Path, dict[str, str]], tmp_path: Path, where: str
+    cache: tuple[Path, dict[str, str]], tmp_path: Path, where: str
 ) -> None:
-    root, ran, env = cache
+    root, env = cache
     bundle = root / f"opencode-{pinned_version('opencode')}"
     assert _cli("bundles", "add", OPENCODE_AT, cwd=tmp_path, config=tmp_path, env=env)[0] == 0
     if where == "added file":
@@ -318,5 +323,5 @@ def test_a_bundle_others_could_change_is_refused(
         folder = bundle if where == "bundle" else root
         folder.chmod(folder.stat().st_mode | stat.S_IWOTH)
     code, err = _prepare(tmp_path, env)
-    assert code == 10 and len(err.splitlines()) == 1 and not ran.exists(), err
+    assert code == 10 and len(err.splitlines()) == 1 and RAN not in err, err
     assert ("writable by group or others" in err) == (where != "added file"), err

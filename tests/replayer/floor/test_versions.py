@@ -19,7 +19,7 @@ from replayer import installer
 from replayer.adapters.codex import bundle as codex_bundle
 from replayer.floor import bundles, hostproc, registry, settings
 from replayer.floor.bundletrust import MANIFEST
-from tests.conftest import ROOT, replayer
+from tests.conftest import ROOT, bundle_cache, replayer
 
 CLAUDE_SINGLE = ROOT / "tests" / "fixtures" / "claude_code" / "single" / "session.jsonl"
 PI_SESSION = next((ROOT / "tests" / "fixtures" / "pi" / "two_runs").glob("*.jsonl"))
@@ -28,7 +28,7 @@ PI_SESSION = next((ROOT / "tests" / "fixtures" / "pi" / "two_runs").glob("*.json
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A bundle cache of its own: every install below is a real one, from the registry."""
-    return tmp_path_factory.mktemp("bundles")
+    return bundle_cache(tmp_path_factory.mktemp("bundles"))
 
 
 def _bundles(cache: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from replayer import adapters, api
-from tests.conftest import replayer
+from tests.conftest import importing, replayer
 from tests.replayer.pipeline.test_field_windows import WINDOWS
 from tests.support.field import DEGRADED, FIELD, MOCK_ENDS, V0_LIST
 
@@ -134,7 +134,7 @@ def _last_boundary(path: Path) -> int:
     return last
 
 
-@pytest.mark.parametrize("name", sorted(PREPARED))
+@pytest.mark.parametrize("name", [importing(n) for n in sorted(PREPARED)])
 def test_a_field_trajectory_is_prepared_at_default_settings(name: str, tmp_path: Path) -> None:
     path, out = FIELD / name, tmp_path / "out"
     replayer("prepare", str(path), "-n", str(_last_boundary(path)), "-o", str(out), check=True)

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from replayer.floor.results import ReplayResult
-from tests.conftest import CLAUDE, OPENCODE, replayer
+from tests.conftest import CLAUDE, OPENCODE, importing, replayer
 
 SOURCES = {  # the file, and the boundaries asked (each OpenCode boundary runs its `import`)
     "claude_code": (CLAUDE.fixture("parallel") / "session.jsonl", "all"),
@@ -41,7 +41,7 @@ def _rows(path: Path, since_ms: int, until_ms: int) -> list[str]:
     return [re.sub(r"\b\d{13}\b", now, line) for line in lines]
 
 
-@pytest.mark.parametrize("agent", sorted(SOURCES))
+@pytest.mark.parametrize("agent", [importing(a) for a in sorted(SOURCES)])
 def test_every_boundary_from_one_parse_is_what_a_prepare_of_it_alone_writes(
     agent: str, tmp_path: Path
 ) -> None:

@@ -44,6 +44,7 @@ def clean(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return every_source_batch(tmp_path_factory)
 
 
+@pytest.mark.docker  # an OpenCode import runs in a sandbox
 def test_every_boundary_of_every_agent_once(clean: tuple[Path, dict], tmp_path: Path) -> None:
     manifest, expected = all_sources(tmp_path)
     out, summary = clean

@@ -38,6 +38,7 @@ def chat(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return every_source_records(tmp_path_factory)
 
 
+@pytest.mark.docker  # an OpenCode import runs in a sandbox
 def test_every_prefix_is_a_record_that_datasets_loads(batch: tuple[Path, int], chat: Path) -> None:
     import datasets
 
@@ -149,6 +150,7 @@ def test_secrets_are_redacted_and_counted(tmp_path: Path) -> None:
     assert "[REDACTED]" in records[0]["messages"][3]["content"]
 
 
+@pytest.mark.docker  # an OpenCode import runs in a sandbox
 def test_atif_records_are_valid_v1_7_trajectories(
     batch: tuple[Path, int], chat: Path, tmp_path: Path
 ) -> None:

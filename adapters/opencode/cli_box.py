@@ -1,0 +1,136 @@
+"""The OpenCode CLI outside a run's sandbox (the rebuild's `opencode import`, which `prepare` runs too): in a
+sandbox of its own, never on the host. The version is the trajectory's choice, so its code is someone else's:
+it runs as a rerun does, without network, seeing its bundle (read-only) and a folder of this process's own.
+
+One sandbox per version for the life of the process (a prepare of many boundaries imports at each: an exec
+each, not a container each), removed at exit, with the sandboxes of an interrupted run, or by the next start's
+sweep of a killed process's containers. Each use gets a fresh home in that folder; what the CLI wrote there is
+read back only by `copy_out` (descriptors, no link followed, bounded) and `stdout` (`cat` in the sandbox)."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from replayer import installer
+from replayer.adapters.opencode import bundle
+from replayer.floor.errors import SandboxError, last_line
+from replayer.floor.pins import load_pins
+from replayer.floor.safecopy import copy_untrusted
+from replayer.sandboxes import engines
+from replayer.sandboxes.base import Sandbox, SandboxSpec
+
+MOUNT = "/run/replayer-opencode-cli"
+"""Where the process's folder is in the CLI's sandbox."""
+STDOUT_BYTES = 256 * 1024 * 1024
+"""The most of the CLI's standard output read back (an export of a long session)."""
+_TIMEOUT_S = 120.0
+_BOXES: dict[str, tuple[int, Sandbox, Path]] = {}
+"""Version -> (the process that started it, its sandbox, the host folder mounted at MOUNT)."""
+_LOCK = threading.Lock()
+
+
+def _box(version: str) -> tuple[Sandbox, Path]:
+    with _LOCK:
+        held = _BOXES.get(version)
+        if held is not None and held[0] == os.getpid():  # not one a forked parent started
+            return held[1], held[2]
+        installer.for_host(bundle.NAME, version)  # every file as installed, before any of it runs
+        folder = Path(tempfile.mkdtemp(prefix="replayer-opencode-cli-"))
+        spec = SandboxSpec(
+            image=load_pins().base_image.tag,
+            binds={MOUNT: (folder, False), **bundle.binds()},
+            workdir=MOUNT,
+            run_id=f"opencode-cli-{uuid.uuid4().hex[:12]}",
+        )
+        try:
+            box = engines.chosen().start(spec)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+        if not _BOXES:
+            atexit.register(_close_all)
+        _BOXES[version] = (os.getpid(), box, folder)
+        return box, folder
+
+
+def _close_all() -> None:
+    for version, (pid, box, folder) in list(_BOXES.items()):
+        if pid == os.getpid():
+            with contextlib.suppress(Exception):
+                box.stop()
+            shutil.rmtree(folder, ignore_errors=True)
+        del _BOXES[version]
+
+
+@dataclass(frozen=True)
+class CliHome:
+    """A fresh folder of the CLI's sandbox, `work` on the host and `inside` there: the CLI's home in it
+    (`home`: the sandbox writes into it, never read it directly) and what the CLI is given (`give`)."""
+
+    box: Sandbox
+    work: Path
+    inside: str
+
+    @property
+    def home(self) -> Path:
+        return self.work / "home"
+
+    def give(self, source: Path) -> str:
+        """A copy of `source` (a file the replayer wrote) for the CLI: its path in the sandbox."""
+        shutil.copyfile(source, self.work / source.name)
+        return f"{self.inside}/{source.name}"
+
+    def run(self, *args: str, timeout_s: float = _TIMEOUT_S) -> None:
+        """`opencode ARGS` with this home as its whole home and folder; its stdout kept for `stdout`.
+
+        Into a file, not a pipe: what the CLI wrote into a pipe past 64 KiB may be lost when it exits."""
+        home = f"{self.inside}/home"
+        env = {
+            **bundle.base_env(home),
+            "TMPDIR": f"{home}/.cache/replayer-tmp",
+            "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
+            "REPLAYER_STDOUT": self._stdout,
+        }
+        script = 'mkdir -p "$TMPDIR" && exec "$0" "$@" > "$REPLAYER_STDOUT"'
+        done = self.box.exec(
+            ["sh", "-c", script, bundle.binary(), *args], workdir=home, env=env, timeout_s=timeout_s
+        )
+        if done.timed_out or done.exit_code != 0:
+            why = "timed out" if done.timed_out else f"exited {done.exit_code}"
+            raise SandboxError(f"opencode {args[0]} {why}: {last_line(done.stderr) or 'no output'}")
+
+    def stdout(self) -> bytes:
+        return self.box.read_file(self._stdout, max_bytes=STDOUT_BYTES)
+
+    def copy_out(self, dest: Path) -> None:
+        """What the home holds now, copied to `dest` (created) without following a link (links skipped)."""
+        copy_untrusted(self.home, dest, links="skip", what="the OpenCode CLI's home", holes="count")
+
+    @property
+    def _stdout(self) -> str:
+        return f"{self.inside}/stdout"
+
+
+@contextlib.contextmanager
+def cli_home(seed: Path | None = None) -> Iterator[CliHome]:
+    """A fresh home for the running version's CLI in its sandbox (a copy of `seed`, files the replayer
+    wrote, links kept as links), removed after."""
+    box, root = _box(bundle.version())
+    work = Path(tempfile.mkdtemp(dir=root))
+    try:
+        cli = CliHome(box, work, f"{MOUNT}/{work.name}")
+        if seed is not None:
+            shutil.copytree(seed, cli.home, symlinks=True)
+        cli.home.mkdir(exist_ok=True)
+        yield cli
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
