@@ -42,6 +42,7 @@ ALLOWED = {
     "(the agent-store read-back)",
     "adapters/claude_code/continue_launch.py": "the prefix file the rebuild just wrote",
     "adapters/opencode/__init__.py": "the export and rebuilt session the engine just wrote",
+    "adapters/opencode/cli_box.py": "the export the rebuild wrote, given to the CLI in its sandbox",
     "adapters/opencode/home.py": "the CLI's home as safecopy copied it out of its sandbox (no link in it), "
     "and the agent home the rebuild wrote, walked by descriptors",
     "sandboxes/fake.py": "the in-process test runtime's own state folder",

@@ -85,8 +85,16 @@ class CliHome:
         return self.work / "home"
 
     def give(self, source: Path) -> str:
-        """A copy of `source` (a file the replayer wrote) for the CLI: its path in the sandbox."""
-        shutil.copyfile(source, self.work / source.name)
+        """A copy of `source` (a file the replayer wrote) for the CLI: its path in the sandbox. Created anew,
+        following no link: a process the sandbox kept could plant one in the folder meanwhile."""
+        folder = os.open(self.work, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            out = os.open(source.name, flags, 0o644, dir_fd=folder)
+        finally:
+            os.close(folder)
+        with os.fdopen(out, "wb") as copy, source.open("rb") as original:
+            shutil.copyfileobj(original, copy)
         return f"{self.inside}/{source.name}"
 
     def run(self, *args: str, timeout_s: float = _TIMEOUT_S) -> None:

@@ -7,7 +7,8 @@ that the pinned CLI loads it: code run by any `opencode` process using that home
 `opencode.db` by a symlink to a host database holding the same session. A host CLI or a host SQLite
 connection on that home would run the plugin on the host (it writes a marker there) and read or write the
 host database (its content would reach the output). Neither may happen: the store is removed and the
-continued session exported inside the container, and the rebuild imports into a fresh private home."""
+continued session exported inside the container, and the rebuild imports into a fresh home in the CLI's
+own sandbox (never on the host), which a planted link there cannot lead a host write through either."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from replayer.adapters.opencode import bundle
+from replayer.adapters.opencode import bundle, cli_box
 from replayer.adapters.sandbox_paths import AGENT_HOME
 from replayer.bridges.scripted import Script, TextBlock, ToolUseBlock, Turn
 from tests.conftest import OPENCODE, replayer
@@ -145,3 +146,18 @@ def test_the_rebuilt_store_is_the_replayers_own(hostile_run: dict) -> None:
     assert not (out / "native" / "home" / (bundle.DB + "-wal")).exists()
     files = hostile_run["result"]["continuation"]["files"]
     assert "continued_session" in files or "continued_session_error" in files
+
+
+@pytest.mark.docker
+def test_what_the_cli_is_given_is_written_through_no_link_its_sandbox_planted(tmp_path: Path) -> None:
+    """The import's sandbox lives on for the process: a process it kept could plant a link where the next
+    import's export is written; the copy refuses it, and the link's target is untouched."""
+    target = tmp_path / "host-file"
+    target.write_text(SECRET)
+    export = tmp_path / "export.json"
+    export.write_text("{}")
+    with cli_box.cli_home() as cli:
+        (cli.work / export.name).symlink_to(target)
+        with pytest.raises(FileExistsError):
+            cli.give(export)
+    assert target.read_text() == SECRET
