@@ -86,8 +86,9 @@ def ensure(agent: str, version: str, adopt: bool = False, on_event: OnEvent = ig
     return path
 
 
-def for_host(agent: str, version: str) -> Path:
-    """`ensure`, and every file as its manifest says: before anything from the bundle runs on the host.
+def verified(agent: str, version: str) -> Path:
+    """`ensure`, and every file as its manifest says: before anything from the bundle runs outside a run (an
+    OpenCode import, in a sandbox of its own).
     A file hashed once in this process is not hashed again while its identity and change time hold."""
     path = ensure(agent, version)
     problem = bundletrust.mismatch(path)

@@ -43,7 +43,7 @@ def _box(version: str) -> tuple[Sandbox, Path]:
         held = _BOXES.get(version)
         if held is not None and held[0] == os.getpid():  # not one a forked parent started
             return held[1], held[2]
-        installer.for_host(bundle.NAME, version)  # every file as installed, before any of it runs
+        installer.verified(bundle.NAME, version)  # every file as installed, before any of it runs
         folder = Path(tempfile.mkdtemp(prefix="replayer-opencode-cli-"))
         spec = SandboxSpec(
             image=load_pins().base_image.tag,
