@@ -1,7 +1,7 @@
 """`make bench`: every number is a ratio against a baseline measured side by side in this run.
 
 Writes docs/benchmarks.md. `python -m bench parse` and `python -m bench memory` (no Docker needed),
-`python -m bench compare`, `python -m bench fork`, `python -m bench driven`, `python -m bench boundaries`, `python -m bench compare-boundaries`, `python -m bench ahead`, `python -m bench engines` (Docker and Podman), `python -m bench startup` (the CLI's start-up), `python -m bench v0-runtime`, `python -m bench v0-request`, `python -m bench v0-imports`, `python -m bench name-lookups`, `python -m bench no-tools`, `python -m bench companion-start`, `python -m bench exec-cleanup`, `python -m bench pypi-install`, `python -m bench forked-commands`, `python -m bench verify-boundaries` and `python -m bench scale` (Ray
+`python -m bench compare`, `python -m bench fork`, `python -m bench driven`, `python -m bench boundaries`, `python -m bench compare-boundaries`, `python -m bench ahead`, `python -m bench engines` (Docker and Podman), `python -m bench startup` (the CLI's start-up), `python -m bench v0-runtime`, `python -m bench v0-request`, `python -m bench v0-imports`, `python -m bench name-lookups`, `python -m bench no-tools`, `python -m bench companion-start`, `python -m bench exec-cleanup`, `python -m bench pypi-install`, `python -m bench opencode-import`, `python -m bench forked-commands`, `python -m bench verify-boundaries` and `python -m bench scale` (Ray
 clusters on this machine) run only that benchmark and replace only its section of docs/benchmarks.md.
 """
 
@@ -51,6 +51,7 @@ from bench.exec_cleanup import EXEC_CLEANUP_HEADING, bench_exec_cleanup, exec_cl
 from bench.forked_commands import FORKED_HEADING, bench_forked_commands, forked_commands_section
 from bench.name_lookups import NAME_LOOKUPS_HEADING, bench_name_lookups, name_lookups_section
 from bench.no_tools import NO_TOOLS_HEADING, bench_no_tools, no_tools_section
+from bench.opencode_import import OPENCODE_IMPORT_HEADING, bench_opencode_import, opencode_import_section
 from bench.output_bytes import OUTPUT_HEADING, bench_output, output_section
 from bench.pypi_install import PYPI_INSTALL_HEADING, bench_pypi_install, pypi_install_section
 from bench.scale import SCALE_HEADING, bench_scale, scale_section
@@ -1173,6 +1174,10 @@ def main(argv: list[str]) -> None:
     only["companion-start"] = (COMPANION_HEADING, lambda t: companion_start_section(bench_companion_start(t)))
     only["exec-cleanup"] = (EXEC_CLEANUP_HEADING, lambda t: exec_cleanup_section(bench_exec_cleanup(t)))
     only["pypi-install"] = (PYPI_INSTALL_HEADING, lambda t: pypi_install_section(bench_pypi_install(t)))
+    only["opencode-import"] = (
+        OPENCODE_IMPORT_HEADING,
+        lambda t: opencode_import_section(bench_opencode_import(t)),
+    )
     only["forked-commands"] = (FORKED_HEADING, lambda t: forked_commands_section(bench_forked_commands(t)))
     only["verify-boundaries"] = (
         VERIFY_BOUNDARIES_HEADING,
@@ -1198,7 +1203,7 @@ def main(argv: list[str]) -> None:
         return
     if argv:
         raise SystemExit(
-            "usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|boundaries-ray|compare-boundaries|ahead|engines|output|startup|v0-runtime|v0-request|v0-imports|name-lookups|no-tools|companion-start|exec-cleanup|pypi-install|forked-commands|verify-boundaries]"
+            "usage: python -m bench [parse|memory|compare|driven|fork|scale|boundaries|boundaries-ray|compare-boundaries|ahead|engines|output|startup|v0-runtime|v0-request|v0-imports|name-lookups|no-tools|companion-start|exec-cleanup|pypi-install|opencode-import|forked-commands|verify-boundaries]"
         )
     with tempfile.TemporaryDirectory() as tmp:
         parse = bench_parse(Path(tmp))

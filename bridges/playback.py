@@ -47,7 +47,9 @@ _ID_VALUE = re.compile(r"^[0-9A-Za-z_:.-]{6,}$")
 _PID_KEY = re.compile(r"(?i)^(pid|process_?id)$")
 _SKILLS = re.compile(r"(<available_skills>\n)(.*?)(</available_skills>)", re.S)
 _SKILL = re.compile(r"[ \t]*<skill>.*?</skill>\n", re.S)
-"""Gemini CLI lists its skills in the order its file glob found them, which changes from run to run."""
+"""Gemini CLI lists its skills in the order its file glob found them, which changes from run to run: in the
+system prompt's `<available_skills>` and in its `activate_skill` tool's description (`_SKILL_NAMES`)."""
+_SKILL_NAMES = re.compile(r"(\(Available: )('[^'()]*'(?:, '[^'()]*')+)(\))")
 
 
 class Normalizer:
@@ -81,6 +83,11 @@ class Normalizer:
         self.skill_orders.append(skills)
         return match.group(1) + "".join(sorted(skills)) + match.group(3)
 
+    def _skill_names_sorted(self, match: re.Match[str]) -> str:
+        names = match.group(2).split(", ")
+        self.skill_orders.append(names)
+        return match.group(1) + ", ".join(sorted(names)) + match.group(3)
+
     def text(self, value: str) -> str:
         if self.nonce and self.nonce in value:
             value = value.replace(self.nonce, "<nonce>")
@@ -93,6 +100,8 @@ class Normalizer:
         value = self._sub("listing times", LISTING_TIME, "<time>", value)
         if "<available_skills>" in value:
             value = self._sub("skill order", _SKILLS, self._skills_sorted, value)
+        if "(Available: '" in value:
+            value = self._sub("skill order", _SKILL_NAMES, self._skill_names_sorted, value)
         return self._sub("times", _TIMESTAMP, "<time>", value)
 
     def __call__(self, value: Any) -> Any:

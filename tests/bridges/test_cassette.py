@@ -368,6 +368,29 @@ def test_the_exchange_and_parse_bounds_hold_for_the_writer_and_the_loader(
     assert not (tmp_path / "again").exists()
 
 
+def test_gemini_skills_named_in_another_order_in_the_activate_skill_tool_match() -> None:
+    """The same glob's order in `activate_skill`'s description (seen in the suite's run on this machine); a
+    changed name still differs."""
+
+    def asked(*names: str) -> dict:
+        listed = ", ".join(f"'{n}'" for n in names)
+        description = (
+            f"Activates a specialized agent skill by name (Available: {listed}). Returns the skill's"
+        )
+        return {"tools": [{"functionDeclarations": [{"name": "activate_skill", "description": description}]}]}
+
+    recorded = [_exchange(1, "main", asked("skill-creator", "antigravity-support"), b"data: one\n\n")]
+    player = Player(recorded, nonce=None)
+    found = player.answer("main", "POST", "/v1/messages", asked("antigravity-support", "skill-creator"))
+    assert found == recorded[0].answer and player.normalized == {"skill order"}
+    same = Player(recorded, nonce=None)
+    assert same.answer("main", "POST", "/v1/messages", asked("skill-creator", "antigravity-support")) == found
+    assert same.normalized == set()  # in the recorded order: nothing said
+    other = Player(recorded, nonce=None)
+    refused = other.answer("main", "POST", "/v1/messages", asked("antigravity-support", "skill-maker"))
+    assert refused != found
+
+
 def test_gemini_skills_found_in_another_order_match_and_a_long_difference_is_shown_where_it_is() -> None:
     """CI: Gemini CLI lists its skills in its file glob's order, which a loaded machine changes."""
     skill = "  <skill>\n    <name>{0}</name>\n    <location>/b/{0}/SKILL.md</location>\n  </skill>\n"
