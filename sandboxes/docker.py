@@ -399,10 +399,8 @@ class DockerSandbox:
             'setsid socat "TCP-LISTEN:$0,bind=127.0.0.1,fork,reuseaddr" "UNIX-CONNECT:$1" </dev/null >/dev/null 2>&1 & '
             "for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$0) 2>/dev/null && exit 0; sleep 0.05; done; exit 1"
         )
-        if (
-            self.exec(["bash", "-c", script, str(port), unix_socket], workdir="/", timeout_s=30).exit_code
-            != 0
-        ):
+        started = self.exec(["bash", "-c", script, str(port), unix_socket], workdir="/", timeout_s=30)
+        if started.exit_code != 0:
             raise SandboxError(f"port forwarder on 127.0.0.1:{port} did not come up")
 
     def stop_forward(self, port: int) -> None:

@@ -56,8 +56,7 @@ def checkpointed_db(home: Path, dest: Path) -> None:
 def _export(home: Path, session: str) -> bytes:
     """`opencode export SESSION` of the recorded home, by the CLI in its own sandbox."""
     with cli_box.cli_home(seed=home) as cli:
-        cli.run("export", session)
-        return cli.stdout()
+        return cli.run("export", session)
 
 
 def scenarios() -> list[Scenario]:

@@ -10,8 +10,10 @@ import orjson
 from replayer.adapters import sandbox_paths
 from replayer.adapters.sandbox_paths import AGENT_HOME, PLACEHOLDER_KEY
 from replayer.floor import bundles
+from replayer.floor.errors import SandboxError, last_line
 from replayer.floor.io import write_bytes_atomic
 from replayer.floor.pins import load_pins, release
+from replayer.sandboxes.base import Sandbox
 
 NAME = "opencode"
 DB = ".local/share/opencode/opencode.db"
@@ -119,3 +121,38 @@ def with_stdin_prompt(argv: list[str]) -> list[str]:
 def run_argv(session: str | None) -> list[str]:
     argv = [binary(), "run", "--format", "json"]
     return argv + (["--session", session] if session else [])
+
+
+OUTPUT_BYTES = 256 * 1024 * 1024
+"""The most of the CLI's standard output read back (a long session's export): a larger one is an error the
+result shows, never a cut read."""
+CLI_TIMEOUT_S = 120.0
+
+
+def run_in(
+    sandbox: Sandbox,
+    args: list[str],
+    *,
+    home: str,
+    stdout: str,
+    env: dict[str, str] | None = None,
+    timeout_s: float = CLI_TIMEOUT_S,
+) -> bytes:
+    """`opencode ARGS` in `sandbox` with `home` as its home and folder; its standard output, written into the
+    file `stdout` there and read back by `cat` in the sandbox within OUTPUT_BYTES.
+
+    Into a file, not a pipe: the CLI exits once it has written its stdout, and what it wrote into a pipe past
+    the pipe's 64 KiB is lost with it (a long session's export came back cut at 64 KiB)."""
+    script = 'mkdir -p "${TMPDIR:-/tmp}" && exec "$0" "$@" > "$REPLAYER_STDOUT"'
+    done = sandbox.exec(
+        ["sh", "-c", script, binary(), *args],
+        workdir=home,
+        env={**base_env(home), **(env or {}), "REPLAYER_STDOUT": stdout},
+        timeout_s=timeout_s,
+    )
+    if done.timed_out or done.exit_code != 0:
+        why = "timed out" if done.timed_out else f"exited {done.exit_code}"
+        raise SandboxError(
+            f"opencode {args[0]} in the sandbox {why}: {last_line(done.stderr) or 'no output'}"
+        )
+    return sandbox.read_file(stdout, max_bytes=OUTPUT_BYTES)

@@ -5,7 +5,8 @@ it runs as a rerun does, without network, seeing its bundle (read-only) and a fo
 One sandbox per version for the life of the process (a prepare of many boundaries imports at each: an exec
 each, not a container each), removed at exit, with the sandboxes of an interrupted run, or by the next start's
 sweep of a killed process's containers. Each use gets a fresh home in that folder; what the CLI wrote there is
-read back only by `copy_out` (descriptors, no link followed, bounded) and `stdout` (`cat` in the sandbox)."""
+read back only by `copy_out` (descriptors, no link followed, bounded) and as the CLI's output (`cat` in the
+sandbox)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ from pathlib import Path
 
 from replayer import installer
 from replayer.adapters.opencode import bundle
-from replayer.floor.errors import SandboxError, last_line
 from replayer.floor.pins import load_pins
 from replayer.floor.safecopy import copy_untrusted
 from replayer.sandboxes import engines
@@ -30,9 +30,6 @@ from replayer.sandboxes.base import Sandbox, SandboxSpec
 
 MOUNT = "/run/replayer-opencode-cli"
 """Where the process's folder is in the CLI's sandbox."""
-STDOUT_BYTES = 256 * 1024 * 1024
-"""The most of the CLI's standard output read back (an export of a long session)."""
-_TIMEOUT_S = 120.0
 _BOXES: dict[str, tuple[int, Sandbox, Path]] = {}
 """Version -> (the process that started it, its sandbox, the host folder mounted at MOUNT)."""
 _LOCK = threading.Lock()
@@ -97,35 +94,15 @@ class CliHome:
             shutil.copyfileobj(original, copy)
         return f"{self.inside}/{source.name}"
 
-    def run(self, *args: str, timeout_s: float = _TIMEOUT_S) -> None:
-        """`opencode ARGS` with this home as its whole home and folder; its stdout kept for `stdout`.
-
-        Into a file, not a pipe: what the CLI wrote into a pipe past 64 KiB may be lost when it exits."""
+    def run(self, *args: str) -> bytes:
+        """`opencode ARGS` with this home as its whole home and folder; its standard output."""
         home = f"{self.inside}/home"
-        env = {
-            **bundle.base_env(home),
-            "TMPDIR": f"{home}/.cache/replayer-tmp",
-            "OPENCODE_DISABLE_PROJECT_CONFIG": "1",
-            "REPLAYER_STDOUT": self._stdout,
-        }
-        script = 'mkdir -p "$TMPDIR" && exec "$0" "$@" > "$REPLAYER_STDOUT"'
-        done = self.box.exec(
-            ["sh", "-c", script, bundle.binary(), *args], workdir=home, env=env, timeout_s=timeout_s
-        )
-        if done.timed_out or done.exit_code != 0:
-            why = "timed out" if done.timed_out else f"exited {done.exit_code}"
-            raise SandboxError(f"opencode {args[0]} {why}: {last_line(done.stderr) or 'no output'}")
-
-    def stdout(self) -> bytes:
-        return self.box.read_file(self._stdout, max_bytes=STDOUT_BYTES)
+        env = {"TMPDIR": f"{home}/.cache/replayer-tmp", "OPENCODE_DISABLE_PROJECT_CONFIG": "1"}
+        return bundle.run_in(self.box, list(args), home=home, stdout=f"{self.inside}/stdout", env=env)
 
     def copy_out(self, dest: Path) -> None:
         """What the home holds now, copied to `dest` (created) without following a link (links skipped)."""
         copy_untrusted(self.home, dest, links="skip", what="the OpenCode CLI's home", holes="count")
-
-    @property
-    def _stdout(self) -> str:
-        return f"{self.inside}/stdout"
 
 
 @contextlib.contextmanager

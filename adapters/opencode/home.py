@@ -36,7 +36,6 @@ STORE_FILES = [bundle.DB, *(bundle.DB + suffix for suffix in ("-wal", "-shm", "-
 STORE_PATHS = [*STORE_FILES, bundle.STORAGE]
 """Everything a version's session store is: the SQLite store (1.2 on) or the JSON-file storage (before)."""
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_CLI_TIMEOUT_S = 120.0
 
 
 def _clear(name: str, dir_fd: int) -> None:
@@ -186,29 +185,12 @@ def _place_storage(private: Path, home: Path, info: dict[str, Any]) -> str:
     return found
 
 
-EXPORT_BYTES = 256 * 1024 * 1024
-"""The most of a continued session's export read back (a larger one is an error the result shows)."""
 _EXPORTED = "/tmp/replayer-continued-export.json"
 
 
 def container_export(sandbox: Sandbox, session_id: str) -> bytes:
-    """`opencode export ID` run in the sandbox, written to a file there and read back whole.
-
-    Into a file, not a pipe: the CLI exits once it has written its stdout, and what it wrote into a pipe
-    past the pipe's 64 KiB is lost with it (a long session's export came back cut at 64 KiB). A file
-    takes every write before the CLI exits. Read by `cat` in the sandbox within EXPORT_BYTES: a larger
-    export is a SandboxError, never a cut read."""
-    script = 'exec "$0" export "$1" > "$2"'
-    done = sandbox.exec(
-        ["sh", "-c", script, bundle.binary(), session_id, _EXPORTED],
-        workdir=AGENT_HOME,
-        env=bundle.base_env(),
-        timeout_s=_CLI_TIMEOUT_S,
-    )
-    if done.timed_out or done.exit_code != 0:
-        why = "timed out" if done.timed_out else f"exited {done.exit_code}"
-        raise SandboxError(f"opencode export in the sandbox {why}: {last_line(done.stderr) or 'no output'}")
-    return sandbox.read_file(_EXPORTED, max_bytes=EXPORT_BYTES)
+    """`opencode export ID` run in the sandbox and read back whole (`bundle.run_in`)."""
+    return bundle.run_in(sandbox, ["export", session_id], home=AGENT_HOME, stdout=_EXPORTED)
 
 
 def remove_store(sandbox: Sandbox) -> None:

@@ -177,8 +177,7 @@ def test_rerun_by_the_cli_reproduces_every_observation(
     assert all(d["status"] == "historical_kept" and d["tool"] == "invalid" for d in kept)
     # The rebuilt store is the pinned CLI's own, holding only the rebuilt session.
     with cli_box.cli_home(seed=out / "native" / "home") as cli:
-        cli.run("session", "list", "--format", "json")
-        listed = cli.stdout()
+        listed = cli.run("session", "list", "--format", "json")
     assert [s["id"] for s in orjson.loads(listed)] == [result["session_id"]]
 
 
