@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
-from tests.conftest import CLAUDE, ROOT, bundle_cache, replayer
+from tests.conftest import CLAUDE, QUICK_INSTALL, ROOT, bundle_cache, replayer
 from tests.support.continuing import KEY
 
 pytestmark = pytest.mark.agent
@@ -102,9 +102,9 @@ def test_no_progress_when_the_output_is_not_a_terminal_or_with_quiet(tmp_path: P
 def test_an_install_at_a_terminal_shows_what_and_how_big(tmp_path: Path) -> None:
     """A bundle the cache lacks: a status line naming it and its source, then a line that stays with its size."""
     cache = bundle_cache(tmp_path / "bundles")
-    code, lines = _at_a_terminal(["bundles", "add", "pi@0.70.0"], {"REPLAYER_BUNDLES": str(cache)})
+    code, lines = _at_a_terminal(["bundles", "add", QUICK_INSTALL], {"REPLAYER_BUNDLES": str(cache)})
     assert code == 0, lines
-    what = "pi 0.70.0 from npm @mariozechner/pi-coding-agent"
+    what = "codex 0.142.5 from npm @openai/codex"
     assert any(line.lstrip(" ⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏").startswith(f"installing {what}") for line in lines), lines
     done = [line for line in lines if line.startswith(f"  installed {what} (")]
     assert len(done) == 1 and re.search(r"\(\d+\.\d MB, \d+\.\ds\)$", done[0]), lines

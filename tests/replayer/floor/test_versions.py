@@ -19,7 +19,7 @@ from replayer import installer
 from replayer.adapters.codex import bundle as codex_bundle
 from replayer.floor import bundles, hostproc, registry, settings
 from replayer.floor.bundletrust import MANIFEST
-from tests.conftest import ROOT, bundle_cache, replayer
+from tests.conftest import QUICK_INSTALL, ROOT, bundle_cache, replayer
 
 CLAUDE_SINGLE = ROOT / "tests" / "fixtures" / "claude_code" / "single" / "session.jsonl"
 PI_SESSION = next((ROOT / "tests" / "fixtures" / "pi" / "two_runs").glob("*.jsonl"))
@@ -115,7 +115,7 @@ def test_any_version_installs_and_its_cli_is_found_where_that_release_put_it(
 
 def test_concurrent_adds_install_once_and_both_succeed(cache: Path) -> None:
     env = {**os.environ, "REPLAYER_BUNDLES": str(cache)}
-    argv = [sys.executable, "-m", "replayer.cli", "bundles", "add", "pi@0.70.0"]
+    argv = [sys.executable, "-m", "replayer.cli", "bundles", "add", QUICK_INSTALL]
     procs = [
         subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for _ in range(2)
@@ -123,10 +123,11 @@ def test_concurrent_adds_install_once_and_both_succeed(cache: Path) -> None:
     for proc in procs:
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err.decode()
-    assert (cache / "pi-0.70.0" / bundles.INSTALLED).read_text() == "@mariozechner/pi-coding-agent@0.70.0\n"
-    assert (cache / "pi-0.70.0" / MANIFEST).is_file()  # written at installation, before the marker
+    installed = cache / QUICK_INSTALL.replace("@", "-")
+    assert (installed / bundles.INSTALLED).read_text() == "@openai/codex@0.142.5\n"
+    assert (installed / MANIFEST).is_file()  # written at installation, before the marker
     assert not [p.name for p in cache.iterdir() if "partial" in p.name]
-    assert _bundles(cache, "rm", "pi@0.70.0").returncode == 0 and not (cache / "pi-0.70.0").exists()
+    assert _bundles(cache, "rm", QUICK_INSTALL).returncode == 0 and not installed.exists()
 
 
 def test_setup_installs_two_bundles_at_once_and_reports_them_in_order(
