@@ -124,8 +124,11 @@ def main(argv: list[str]) -> None:
     _unfilled()
     assert threading.active_count() == 1, "a fork copies only the thread that forks"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(path)
+    # bound and listening under another name, then renamed: the client waits for `path` to exist, and a
+    # connection between bind and listen is refused (the first command of a worker once failed so)
+    listener.bind(f"{path}.{os.getpid()}")
     listener.listen(64)
+    os.rename(f"{path}.{os.getpid()}", path)
     request, fds = _serve(listener)
     _become(request, fds)
     import runpy
