@@ -26,8 +26,8 @@ lint: $(STAMP)
 
 # Two parts: the modules in parallel (one module a worker, so a module's shared containers stay one), then
 # the few tests marked `serial`, which look at everything on the engine, alone. Both always run. Two workers on
-# two cores: three keep the cores busy (99 % against 88) and the parallel part took a tenth less, but one run in
-# three then failed on Codex's 50 ms wait for a command's output, missed under that load (docs/benchmarks.md,
+# two cores: three keep the cores busy (99 % against 88) but saved a few percent at most, and one run of them
+# failed on Codex's 50 ms wait for a command's output, missed under that load (docs/benchmarks.md,
 # docs/adapters/codex.md). Podman, the
 # second engine, is set up by its own test module (tests/sandboxes/test_podman.py runs `replayer setup
 # --engine podman`, as a user does), so a machine that never runs those tests never installs it.
