@@ -126,9 +126,10 @@ def main(argv: list[str]) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     # bound and listening under another name, then renamed: the client waits for `path` to exist, and a
     # connection between bind and listen is refused (the first command of a worker once failed so)
-    listener.bind(f"{path}.{os.getpid()}")
+    unlisted = f"{path}.{os.getpid()}"
+    listener.bind(unlisted)
     listener.listen(64)
-    os.rename(f"{path}.{os.getpid()}", path)
+    os.rename(unlisted, path)
     request, fds = _serve(listener)
     _become(request, fds)
     import runpy

@@ -19,6 +19,7 @@ import orjson
 import pytest
 
 from replayer.bridges.scripted import Script, ScriptedUpstream, TextBlock, Turn
+from replayer.floor import bundles
 from tests.conftest import CLAUDE, QUICK_INSTALL, ROOT, bundle_cache, replayer
 from tests.support.continuing import KEY
 
@@ -104,7 +105,8 @@ def test_an_install_at_a_terminal_shows_what_and_how_big(tmp_path: Path) -> None
     cache = bundle_cache(tmp_path / "bundles")
     code, lines = _at_a_terminal(["bundles", "add", QUICK_INSTALL], {"REPLAYER_BUNDLES": str(cache)})
     assert code == 0, lines
-    what = "codex 0.142.5 from npm @openai/codex"
+    agent, version = QUICK_INSTALL.split("@")
+    what = f"{agent} {version} from npm {bundles.agent_pin(agent).npm}"
     assert any(line.lstrip(" ⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏").startswith(f"installing {what}") for line in lines), lines
     done = [line for line in lines if line.startswith(f"  installed {what} (")]
     assert len(done) == 1 and re.search(r"\(\d+\.\d MB, \d+\.\ds\)$", done[0]), lines

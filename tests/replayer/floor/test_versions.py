@@ -123,8 +123,9 @@ def test_concurrent_adds_install_once_and_both_succeed(cache: Path) -> None:
     for proc in procs:
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err.decode()
-    installed = cache / QUICK_INSTALL.replace("@", "-")
-    assert (installed / bundles.INSTALLED).read_text() == "@openai/codex@0.142.5\n"
+    agent, version = QUICK_INSTALL.split("@")
+    installed = cache / f"{agent}-{version}"
+    assert (installed / bundles.INSTALLED).read_text() == f"{bundles.agent_pin(agent).npm}@{version}\n"
     assert (installed / MANIFEST).is_file()  # written at installation, before the marker
     assert not [p.name for p in cache.iterdir() if "partial" in p.name]
     assert _bundles(cache, "rm", QUICK_INSTALL).returncode == 0 and not installed.exists()
