@@ -105,7 +105,7 @@ def test_an_install_at_a_terminal_shows_what_and_how_big(tmp_path: Path) -> None
     cache = bundle_cache(tmp_path / "bundles")
     code, lines = _at_a_terminal(["bundles", "add", QUICK_INSTALL], {"REPLAYER_BUNDLES": str(cache)})
     assert code == 0, lines
-    agent, version = QUICK_INSTALL.split("@")
+    agent, version = bundles.parse_spec(QUICK_INSTALL)
     what = f"{agent} {version} from npm {bundles.agent_pin(agent).npm}"
     assert any(line.lstrip(" ⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏").startswith(f"installing {what}") for line in lines), lines
     done = [line for line in lines if line.startswith(f"  installed {what} (")]

@@ -123,7 +123,7 @@ def test_concurrent_adds_install_once_and_both_succeed(cache: Path) -> None:
     for proc in procs:
         _, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err.decode()
-    agent, version = QUICK_INSTALL.split("@")
+    agent, version = bundles.parse_spec(QUICK_INSTALL)
     installed = cache / f"{agent}-{version}"
     assert (installed / bundles.INSTALLED).read_text() == f"{bundles.agent_pin(agent).npm}@{version}\n"
     assert (installed / MANIFEST).is_file()  # written at installation, before the marker
